@@ -1,1 +1,29 @@
-//! history
+//! The shared vocabulary of lockpick: what every other crate reads and writes.
+//!
+//! - [`Op`]: one line of `history.jsonl` (an invoke, ok, fail or info event), with its
+//!   [`Process`], [`OpType`], function [`F`] and typed [`OpValue`]; unknown fields are kept.
+//! - [`HistoryWriter`] / [`HistoryReader`]: the JSONL codec. The writer flushes every line; the
+//!   reader streams, names `file:line` for a malformed line and drops a truncated final line
+//!   with a warning.
+//! - [`History`]: a structurally checked history whose client events are paired into
+//!   [`Operation`]s (invoke + completion + [`Outcome`]).
+//! - [`Results`], [`Violation`], [`Validity`]: the serialized checker results (`results.json`),
+//!   the one form in which reports see them.
+//! - [`layout`]: run-directory file names and [`ExitCode`]s.
+//!
+//! This crate does no I/O beyond reading and writing history files.
+
+mod codec;
+mod history;
+pub mod layout;
+mod op;
+mod results;
+
+pub use codec::{read_ops, read_ops_from, HistoryReader, HistoryWriter, ReadError, ReadWarning};
+pub use history::{History, Operation, Outcome, StructureError};
+pub use layout::ExitCode;
+pub use op::{Op, OpType, OpValue, Process, F};
+pub use results::{
+    ActiveFault, CheckerResult, KindClass, Percentiles, Results, Stats, Validity, Violation,
+    ViolationKind,
+};

@@ -1,0 +1,189 @@
+//! A whole history, checked for structure, and its client ops paired into [`Operation`]s.
+
+use crate::op::{Op, OpType, Process, F};
+use std::collections::HashMap;
+
+/// A structural rule of DESIGN.md's history format that a history breaks.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("op index {index}: {reason}")]
+pub struct StructureError {
+    pub index: u64,
+    pub reason: String,
+}
+
+/// How a client operation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// Took effect.
+    Ok,
+    /// Surely did not take effect.
+    Fail,
+    /// May or may not have taken effect.
+    Info,
+    /// The history ends before the op completed (the harness stopped); as uncertain as `Info`.
+    Pending,
+}
+
+impl Outcome {
+    /// Whether the op may have taken effect without the history showing it.
+    pub fn is_indeterminate(self) -> bool {
+        matches!(self, Outcome::Info | Outcome::Pending)
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Fail => "fail",
+            Outcome::Info => "info",
+            Outcome::Pending => "pending",
+        }
+    }
+}
+
+/// A client op: its invoke paired with its completion. Positions index into `History::ops`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Operation {
+    pub invoke: usize,
+    /// `None` when the history ends first.
+    pub complete: Option<usize>,
+    pub outcome: Outcome,
+}
+
+/// A validated history: indices ascend, each client process has at most one op in flight, each
+/// completion matches its invoke, and no process number is reused after an `info`.
+#[derive(Debug, Clone, Default)]
+pub struct History {
+    pub ops: Vec<Op>,
+    operations: Vec<Operation>,
+}
+
+impl History {
+    pub fn new(ops: Vec<Op>) -> Result<History, StructureError> {
+        let operations = pair(&ops)?;
+        Ok(History { ops, operations })
+    }
+
+    /// Client operations, in invoke order.
+    pub fn operations(&self) -> &[Operation] {
+        &self.operations
+    }
+
+    pub fn invoke_of(&self, o: &Operation) -> &Op {
+        &self.ops[o.invoke]
+    }
+
+    pub fn complete_of(&self, o: &Operation) -> Option<&Op> {
+        o.complete.map(|i| &self.ops[i])
+    }
+
+    /// Nemesis events, in history order.
+    pub fn nemesis(&self) -> impl Iterator<Item = &Op> {
+        self.ops.iter().filter(|o| o.process.is_nemesis())
+    }
+
+    /// The time of the last event (the length of the test as recorded).
+    pub fn end_time_ns(&self) -> u64 {
+        self.ops.iter().map(|o| o.time_ns).max().unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
+fn pair(ops: &[Op]) -> Result<Vec<Operation>, StructureError> {
+    let mut operations: Vec<Operation> = Vec::new();
+    // process -> position in `operations` of its op in flight
+    let mut in_flight: HashMap<u64, usize> = HashMap::new();
+    let mut crashed: HashMap<u64, u64> = HashMap::new();
+    let mut last_index: Option<u64> = None;
+    for (pos, op) in ops.iter().enumerate() {
+        if let Some(last) = last_index {
+            if op.index <= last {
+                return Err(StructureError {
+                    index: op.index,
+                    reason: format!("index does not ascend (previous index {last})"),
+                });
+            }
+        }
+        last_index = Some(op.index);
+        let Process::Client(p) = op.process else {
+            continue;
+        };
+        if let F::Other(name) = &op.f {
+            return Err(StructureError {
+                index: op.index,
+                reason: format!(
+                    "client function {name:?} is not one of acquire, renew, release, read, write"
+                ),
+            });
+        }
+        if let Some(at) = crashed.get(&p) {
+            return Err(StructureError {
+                index: op.index,
+                reason: format!(
+                    "process {p} crashed (info at index {at}) and must not run further ops"
+                ),
+            });
+        }
+        match op.kind {
+            OpType::Invoke => {
+                if let Some(&open) = in_flight.get(&p) {
+                    return Err(StructureError {
+                        index: op.index,
+                        reason: format!(
+                            "process {p} invoked while its op at index {} is still in flight",
+                            ops[operations[open].invoke].index
+                        ),
+                    });
+                }
+                in_flight.insert(p, operations.len());
+                operations.push(Operation {
+                    invoke: pos,
+                    complete: None,
+                    outcome: Outcome::Pending,
+                });
+            }
+            kind => {
+                let Some(open) = in_flight.remove(&p) else {
+                    return Err(StructureError {
+                        index: op.index,
+                        reason: format!(
+                            "{} for process {p}, which has no op in flight",
+                            kind.as_str()
+                        ),
+                    });
+                };
+                let inv = &ops[operations[open].invoke];
+                if inv.f != op.f {
+                    return Err(StructureError {
+                        index: op.index,
+                        reason: format!(
+                            "completes a {} but process {p} invoked a {} at index {}",
+                            op.f, inv.f, inv.index
+                        ),
+                    });
+                }
+                if op.time_ns < inv.time_ns {
+                    return Err(StructureError {
+                        index: op.index,
+                        reason: format!(
+                            "completes at time_ns {} before its invoke at index {} (time_ns {})",
+                            op.time_ns, inv.index, inv.time_ns
+                        ),
+                    });
+                }
+                let o = &mut operations[open];
+                o.complete = Some(pos);
+                o.outcome = match kind {
+                    OpType::Ok => Outcome::Ok,
+                    OpType::Fail => Outcome::Fail,
+                    _ => {
+                        crashed.insert(p, op.index);
+                        Outcome::Info
+                    }
+                };
+            }
+        }
+    }
+    Ok(operations)
+}

@@ -1,0 +1,236 @@
+//! The serialized form of checker results (`results.json`): what reports read.
+
+use serde::de::{self, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A three-valued verdict. Serialized as `true`, `false` or `"unknown"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Validity {
+    Valid,
+    Invalid,
+    /// The history proves nothing either way (too little happened, or a checker could not finish).
+    Unknown,
+}
+
+impl Validity {
+    /// Combines verdicts: invalid beats unknown beats valid.
+    pub fn merge(self, other: Validity) -> Validity {
+        use Validity::*;
+        match (self, other) {
+            (Invalid, _) | (_, Invalid) => Invalid,
+            (Unknown, _) | (_, Unknown) => Unknown,
+            _ => Valid,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Validity::Valid => "valid",
+            Validity::Invalid => "invalid",
+            Validity::Unknown => "unknown",
+        }
+    }
+    /// The process exit code for this verdict (see [`crate::ExitCode`]).
+    pub fn exit_code(self) -> crate::ExitCode {
+        match self {
+            Validity::Valid => crate::ExitCode::Valid,
+            Validity::Invalid => crate::ExitCode::Invalid,
+            Validity::Unknown => crate::ExitCode::Unknown,
+        }
+    }
+}
+
+impl fmt::Display for Validity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Validity {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Validity::Valid => s.serialize_bool(true),
+            Validity::Invalid => s.serialize_bool(false),
+            Validity::Unknown => s.serialize_str("unknown"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Validity {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Validity;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("true, false or \"unknown\"")
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Validity, E> {
+                Ok(if v {
+                    Validity::Valid
+                } else {
+                    Validity::Invalid
+                })
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Validity, E> {
+                match v {
+                    "unknown" => Ok(Validity::Unknown),
+                    "valid" => Ok(Validity::Valid),
+                    "invalid" => Ok(Validity::Invalid),
+                    _ => Err(E::custom(format!("unknown validity {v:?}"))),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Every violation and warning kind DESIGN.md defines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ViolationKind {
+    DoubleGrant,
+    GrantOnExpiredLease,
+    TokenReused,
+    TokenRegressed,
+    StaleWriteAccepted,
+    LostUpdate,
+    StaleReleaseAccepted,
+    StaleRenewAccepted,
+    LockStuck,
+    /// A warning, not a service bug: a paused holder outlived its lease while another held.
+    UnsafeOverlap,
+}
+
+impl ViolationKind {
+    pub const ALL: [ViolationKind; 10] = [
+        ViolationKind::DoubleGrant,
+        ViolationKind::GrantOnExpiredLease,
+        ViolationKind::TokenReused,
+        ViolationKind::TokenRegressed,
+        ViolationKind::StaleWriteAccepted,
+        ViolationKind::LostUpdate,
+        ViolationKind::StaleReleaseAccepted,
+        ViolationKind::StaleRenewAccepted,
+        ViolationKind::LockStuck,
+        ViolationKind::UnsafeOverlap,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ViolationKind::DoubleGrant => "double-grant",
+            ViolationKind::GrantOnExpiredLease => "grant-on-expired-lease",
+            ViolationKind::TokenReused => "token-reused",
+            ViolationKind::TokenRegressed => "token-regressed",
+            ViolationKind::StaleWriteAccepted => "stale-write-accepted",
+            ViolationKind::LostUpdate => "lost-update",
+            ViolationKind::StaleReleaseAccepted => "stale-release-accepted",
+            ViolationKind::StaleRenewAccepted => "stale-renew-accepted",
+            ViolationKind::LockStuck => "lock-stuck",
+            ViolationKind::UnsafeOverlap => "unsafe-overlap",
+        }
+    }
+    /// Safety, liveness, or a warning.
+    pub fn class(self) -> KindClass {
+        match self {
+            ViolationKind::LockStuck => KindClass::Liveness,
+            ViolationKind::UnsafeOverlap => KindClass::Warning,
+            _ => KindClass::Safety,
+        }
+    }
+}
+
+impl fmt::Display for ViolationKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KindClass {
+    Safety,
+    Liveness,
+    Warning,
+}
+
+/// A fault that was active during a violation's window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ActiveFault {
+    /// Index of the nemesis op that started it.
+    pub index: u64,
+    /// Its function, e.g. `start-pause`.
+    pub f: String,
+    /// What was done to which node.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub value: serde_json::Value,
+}
+
+/// One violation (or warning): what the history proves, and how a reader can check it by hand.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Violation {
+    pub kind: ViolationKind,
+    /// The lock (or store key) concerned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock: Option<String>,
+    /// Indices of the ops that prove it.
+    pub ops: Vec<u64>,
+    /// `[start, end]` in history time.
+    pub window_ns: [u64; 2],
+    /// Faults active during the window.
+    #[serde(default)]
+    pub nemesis: Vec<ActiveFault>,
+    /// One plain sentence.
+    pub explanation: String,
+}
+
+/// What one checker concluded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckerResult {
+    pub name: String,
+    pub valid: Validity,
+    /// Violations found.
+    pub violations: u64,
+    pub warnings: u64,
+    /// Why the verdict is unknown, or other notes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// Latency percentiles in milliseconds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    pub count: u64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+/// Whole-history statistics.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    pub events: u64,
+    pub duration_ns: u64,
+    /// `f -> outcome -> count` (outcome: ok, fail, info, pending).
+    pub ops: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Latency of completed lock and store ops, by `f`.
+    pub latency: BTreeMap<String, Percentiles>,
+    pub grants: u64,
+    pub nemesis_events: u64,
+    /// Further figures a checker wants to show.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, serde_json::Value>,
+}
+
+/// The content of `results.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Results {
+    pub valid: Validity,
+    pub violations: Vec<Violation>,
+    pub warnings: Vec<Violation>,
+    pub checkers: Vec<CheckerResult>,
+    pub stats: Stats,
+    /// Notes from reading the history (e.g. a truncated final line).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}

@@ -1,0 +1,47 @@
+use std::io;
+use std::path::PathBuf;
+
+/// Why a lockd or store server could not start, or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum LockdError {
+    #[error("cannot create data dir {path}: {source}")]
+    CreateDataDir {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot read state file {path}: {source}")]
+    ReadState {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// Starting anyway could hand out tokens an earlier incarnation already used, so the
+    /// operator has to decide.
+    #[error(
+        "corrupt state file {path}: {reason}; refusing to start (remove it only if no lease or \
+         token from the previous run matters any more)"
+    )]
+    CorruptState { path: PathBuf, reason: String },
+    #[error("cannot write state file {path}: {source}")]
+    WriteState {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot read the listener's local address: {0}")]
+    LocalAddr(#[source] io::Error),
+    #[error("server failed: {0}")]
+    Serve(#[source] io::Error),
+    #[error("blocking start-up task failed: {0}")]
+    StartupTask(String),
+}
+
+/// An unknown mode name; the message lists the valid names.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {kind} `{given}`; valid names: {valid}", valid = .valid.join(", "))]
+pub struct ParseModeError {
+    pub(crate) kind: &'static str,
+    pub(crate) given: String,
+    pub(crate) valid: &'static [&'static str],
+}

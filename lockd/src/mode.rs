@@ -1,0 +1,148 @@
+use std::fmt;
+use std::str::FromStr;
+
+use crate::error::ParseModeError;
+
+/// A deliberately broken lockd behaviour; `None` in [`crate::LockdConfig`] means correct.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum UnsafeMode {
+    /// Token counter only in memory: restarts from 1 on every start.
+    ReuseTokens,
+    /// Leases never expire: a crashed or paused holder blocks everyone forever.
+    NoTtl,
+    /// Lease expiry judged on the realtime clock: a clock jump expires leases early.
+    WallClock,
+    /// Renew and release accept any client and token.
+    SkipTokenCheck,
+    /// Acquire checks, yields, then grants unconditionally: two holders at once.
+    Racy,
+}
+
+const UNSAFE_NAMES: &[&str] = &["reuse-tokens", "no-ttl", "wall-clock", "skip-token-check", "racy"];
+
+impl UnsafeMode {
+    pub const ALL: [UnsafeMode; 5] = [
+        UnsafeMode::ReuseTokens,
+        UnsafeMode::NoTtl,
+        UnsafeMode::WallClock,
+        UnsafeMode::SkipTokenCheck,
+        UnsafeMode::Racy,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            UnsafeMode::ReuseTokens => "reuse-tokens",
+            UnsafeMode::NoTtl => "no-ttl",
+            UnsafeMode::WallClock => "wall-clock",
+            UnsafeMode::SkipTokenCheck => "skip-token-check",
+            UnsafeMode::Racy => "racy",
+        }
+    }
+
+    /// What breaks, for the start-up warning.
+    pub fn consequence(self) -> &'static str {
+        match self {
+            UnsafeMode::ReuseTokens => "fencing tokens restart at 1 after every restart",
+            UnsafeMode::NoTtl => "leases never expire; a dead holder blocks its lock forever",
+            UnsafeMode::WallClock => "leases expire by the realtime clock; a clock jump breaks them",
+            UnsafeMode::SkipTokenCheck => "renew and release succeed for anyone with any token",
+            UnsafeMode::Racy => "acquire races with itself; two clients can hold a lock at once",
+        }
+    }
+}
+
+impl fmt::Display for UnsafeMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for UnsafeMode {
+    type Err = ParseModeError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        UnsafeMode::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| ParseModeError {
+                kind: "unsafe mode",
+                given: s.to_owned(),
+                valid: UNSAFE_NAMES,
+            })
+    }
+}
+
+/// Which operations the fenced store checks against, and advances, its fence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FenceMode {
+    /// Reads and writes: protects read-modify-write.
+    All,
+    /// Writes only: a stale read-modify-write can still lose an update.
+    Write,
+    /// Nothing is rejected: the unfenced anti-pattern.
+    None,
+}
+
+const FENCE_NAMES: &[&str] = &["all", "write", "none"];
+
+impl FenceMode {
+    pub const ALL: [FenceMode; 3] = [FenceMode::All, FenceMode::Write, FenceMode::None];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FenceMode::All => "all",
+            FenceMode::Write => "write",
+            FenceMode::None => "none",
+        }
+    }
+}
+
+impl fmt::Display for FenceMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for FenceMode {
+    type Err = ParseModeError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        FenceMode::ALL
+            .into_iter()
+            .find(|m| m.name() == s)
+            .ok_or_else(|| ParseModeError {
+                kind: "fence mode",
+                given: s.to_owned(),
+                valid: FENCE_NAMES,
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for m in UnsafeMode::ALL {
+            assert_eq!(m.to_string().parse::<UnsafeMode>(), Ok(m));
+        }
+        for m in FenceMode::ALL {
+            assert_eq!(m.to_string().parse::<FenceMode>(), Ok(m));
+        }
+        assert_eq!(UNSAFE_NAMES.len(), UnsafeMode::ALL.len());
+        assert_eq!(FENCE_NAMES.len(), FenceMode::ALL.len());
+    }
+
+    #[test]
+    fn parse_error_lists_valid_names() {
+        let msg = "fast".parse::<UnsafeMode>().unwrap_err().to_string();
+        assert_eq!(
+            msg,
+            "unknown unsafe mode `fast`; valid names: reuse-tokens, no-ttl, wall-clock, \
+             skip-token-check, racy"
+        );
+        let msg = "some".parse::<FenceMode>().unwrap_err().to_string();
+        assert_eq!(msg, "unknown fence mode `some`; valid names: all, write, none");
+    }
+}
