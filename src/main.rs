@@ -1,1 +1,161 @@
-fn main() {}
+//! `lockpick`: the command-line front end. Flags are parsed into plain structs (`cli`), turned
+//! into a resolved configuration (`config`), and handed to the runner or the servers.
+
+mod cli;
+mod config;
+mod logging;
+mod runner;
+mod status;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use cli::{CheckArgs, Cli, Command, LockdArgs, RunArgs, StoreArgs};
+use history::{ExitCode, Validity};
+use std::net::SocketAddr;
+
+fn main() -> std::process::ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+                let _ = e.print();
+                return std::process::ExitCode::SUCCESS;
+            }
+            // clap's usage errors exit 2, which means `unknown` here: report them as 3.
+            let msg = e.to_string();
+            let first = msg.lines().next().unwrap_or("bad command line");
+            eprintln!("{first}");
+            eprintln!("(see `lockpick --help`)");
+            return std::process::ExitCode::from(ExitCode::Error.code());
+        }
+    };
+    match dispatch(cli.command) {
+        Ok(code) => std::process::ExitCode::from(code.code()),
+        Err(e) => {
+            eprintln!("error: {}", one_line(&format!("{e:#}")));
+            std::process::ExitCode::from(ExitCode::Error.code())
+        }
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+fn dispatch(cmd: Command) -> Result<ExitCode> {
+    match cmd {
+        Command::Demo(a) => run(a, true),
+        Command::Run(a) => run(a, false),
+        Command::Check(a) => check(a),
+        Command::Lockd(a) => lockd(a),
+        Command::Store(a) => store(a),
+    }
+}
+
+fn run(a: RunArgs, demo: bool) -> Result<ExitCode> {
+    let cfg = config::RunConfig::from_args(&a, demo)?;
+    println!(
+        "lockpick: {} workload, {} client(s), {} lock(s), ttl {} ms, {} s, faults: {}, seed {}",
+        cfg.workload,
+        cfg.clients,
+        cfg.locks,
+        cfg.ttl_ms,
+        cfg.duration_ms as f64 / 1000.0,
+        if cfg.nemesis.is_empty() { "none".to_string() } else { cfg.nemesis.join(",") },
+        cfg.seed
+    );
+    let out = runtime()?.block_on(runner::run(cfg.clone()))?;
+    print!("{}", reports::summary_text(&out.results));
+    println!("\nrun directory: {}", out.run_dir.display());
+    println!("reproduce: {}", cfg.repro_command());
+    if demo {
+        println!(
+            "\nRead {}/summary.txt for the verdict, results.json for every violation with the \
+             ops that prove it, and history.jsonl for the raw history.",
+            out.run_dir.display()
+        );
+    }
+    if let Some(e) = out.error {
+        anyhow::bail!("{e} (the history up to then was checked: {})", out.results.valid);
+    }
+    Ok(out.results.valid.exit_code())
+}
+
+fn check(a: CheckArgs) -> Result<ExitCode> {
+    let grace = config::duration("liveness-grace", &a.liveness_grace)?;
+    if !(a.drift >= 0.0 && a.drift < 1.0) {
+        anyhow::bail!("--drift {}: expected a fraction in [0, 1)", a.drift);
+    }
+    let cfg = checkers::CheckConfig {
+        drift: a.drift,
+        liveness_grace_ns: grace.as_nanos() as u64,
+        ..Default::default()
+    };
+    let path = history::layout::history_path(&a.path);
+    let results = runner::check_file(&path, &cfg)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&results)?);
+    } else {
+        print!("{}", reports::summary_text(&results));
+    }
+    if results.valid != Validity::Valid {
+        eprintln!("{}: {}", path.display(), results.valid);
+    }
+    Ok(results.valid.exit_code())
+}
+
+fn listen(addr: &str) -> Result<SocketAddr> {
+    addr.parse()
+        .with_context(|| format!("--listen {addr:?}: expected HOST:PORT, e.g. 127.0.0.1:7000"))
+}
+
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+    }
+}
+
+fn lockd(a: LockdArgs) -> Result<ExitCode> {
+    logging::to_stderr();
+    let addr = listen(&a.listen)?;
+    let unsafe_mode = a
+        .unsafe_mode
+        .as_deref()
+        .map(str::parse::<lockd::UnsafeMode>)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--unsafe: {e}"))?;
+    let cfg = lockd::LockdConfig { data_dir: a.data_dir, unsafe_mode };
+    runtime()?.block_on(async {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("--listen {addr}: cannot bind"))?;
+        lockd::serve_lockd(listener, cfg, shutdown_signal()).await?;
+        Ok(ExitCode::Valid)
+    })
+}
+
+fn store(a: StoreArgs) -> Result<ExitCode> {
+    logging::to_stderr();
+    let addr = listen(&a.listen)?;
+    let fence = a
+        .fence
+        .parse::<lockd::FenceMode>()
+        .map_err(|e| anyhow::anyhow!("--fence: {e}"))?;
+    runtime()?.block_on(async {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("--listen {addr}: cannot bind"))?;
+        lockd::serve_store(listener, lockd::StoreConfig { fence }, shutdown_signal()).await?;
+        Ok(ExitCode::Valid)
+    })
+}

@@ -1,1 +1,180 @@
-//! checkers
+//! Checkers: pure functions from a [`History`] to a verdict with explained violations.
+//!
+//! The main types:
+//!
+//! - [`CheckConfig`]: what the service claims (`drift`) and how patient liveness is
+//!   (`liveness_grace_ns`), and how many grants a history needs to prove anything.
+//! - [`Checker`]: one family of rules from DESIGN.md ("Checkers: definitions"). Each returns a
+//!   [`CheckOutput`]: its verdict, the violations it proved, the warnings it could only suspect,
+//!   and notes on what it could not judge.
+//! - [`Model`]: the history digested once (locks and keys interned, grants with their lease
+//!   bounds and definite holds, nemesis faults paired into intervals); every checker reads it.
+//! - [`check`]: runs [`all_checkers`] over one model and merges everything into the
+//!   serialized [`Results`] that `results.json` and the reports use; [`stats`] fills its figures.
+//! - [`gen`]: a seeded simulator of a *correct* lock service, fenced store and counter workload,
+//!   for property tests, mutation tests and benchmarks.
+//!
+//! Invariants, stated as absences: checkers do no I/O, read no clock, and their output never
+//! depends on hash-map iteration order. A violation is reported only when the history proves
+//! it whatever the timing of each op inside its `[invoke, complete]` window; anything merely
+//! possible is a warning. Every op is named by the index of its completion event (the line
+//! that says what happened), or of its invoke event when it never completed.
+
+mod faults;
+pub mod gen;
+mod lease;
+mod liveness;
+mod model;
+mod mutex;
+mod stats;
+mod store;
+mod text;
+mod tokens;
+
+pub use model::{ClientOp, Func, Grant, Model};
+pub use stats::stats;
+
+use history::{CheckerResult, History, Results, Validity, Violation};
+
+/// What the checkers assume about the service and the run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckConfig {
+    /// The clock-rate error the service claims to tolerate (0.01 = 1 %): leases are trusted to
+    /// live at least `ttl * (1 - drift)` and to be dead after `ttl * (1 + drift)`.
+    pub drift: f64,
+    /// How long past a surely expired lease the service may keep answering `held` before the
+    /// lock counts as stuck (`--liveness-grace`).
+    pub liveness_grace_ns: u64,
+    /// With fewer ok acquires than this, the history proves nothing: the verdict is unknown.
+    pub min_grants: u64,
+}
+
+impl Default for CheckConfig {
+    fn default() -> Self {
+        CheckConfig {
+            drift: 0.0,
+            liveness_grace_ns: 2_000_000_000,
+            min_grants: 1,
+        }
+    }
+}
+
+/// What one checker concluded about one history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckOutput {
+    pub valid: Validity,
+    pub violations: Vec<Violation>,
+    pub warnings: Vec<Violation>,
+    /// Why the verdict is unknown, what could not be judged.
+    pub notes: Vec<String>,
+}
+
+/// One family of rules. Implementors only write [`Checker::check_model`]; the model is shared
+/// when [`check`] runs them all.
+pub trait Checker {
+    fn name(&self) -> &'static str;
+
+    /// Checks a history on its own (builds a model for it).
+    fn check(&self, h: &History, cfg: &CheckConfig) -> CheckOutput {
+        let m = Model::new(h, cfg);
+        let mut out = self.check_model(&m, cfg);
+        m.finish(&mut out);
+        out
+    }
+
+    /// Checks an already digested history. Violations may leave `nemesis` empty: the caller
+    /// fills it from the model ([`Model::finish`]).
+    fn check_model(&self, m: &Model, cfg: &CheckConfig) -> CheckOutput;
+}
+
+/// Every checker, in the order their results are listed.
+pub fn all_checkers() -> Vec<Box<dyn Checker>> {
+    vec![
+        Box::new(mutex::MutualExclusion),
+        Box::new(lease::LeaseExpiry),
+        Box::new(tokens::FencingTokens),
+        Box::new(tokens::StaleLockOps),
+        Box::new(store::StoreFencing),
+        Box::new(store::Counter),
+        Box::new(liveness::Liveness),
+    ]
+}
+
+/// Runs every checker over `h` and merges their verdicts (invalid > unknown > valid).
+pub fn check(h: &History, cfg: &CheckConfig) -> Results {
+    let m = Model::new(h, cfg);
+    let mut valid = if h.is_empty() {
+        Validity::Unknown
+    } else {
+        Validity::Valid
+    };
+    let mut violations = Vec::new();
+    let mut warnings = Vec::new();
+    let mut checkers = Vec::new();
+    for c in all_checkers() {
+        let mut out = c.check_model(&m, cfg);
+        m.finish(&mut out);
+        valid = valid.merge(out.valid);
+        checkers.push(CheckerResult {
+            name: c.name().to_string(),
+            valid: out.valid,
+            violations: out.violations.len() as u64,
+            warnings: out.warnings.len() as u64,
+            notes: out.notes,
+        });
+        violations.extend(out.violations);
+        warnings.extend(out.warnings);
+    }
+    sort_violations(&mut violations);
+    sort_violations(&mut warnings);
+    Results {
+        valid,
+        violations,
+        warnings,
+        checkers,
+        stats: stats::stats_with_model(h, &m),
+        notes: Vec::new(),
+    }
+}
+
+/// By window start, then kind, then ops: stable across runs and readable in time order.
+pub(crate) fn sort_violations(v: &mut [Violation]) {
+    v.sort_by(|a, b| {
+        (a.window_ns[0], a.kind, &a.ops, a.window_ns[1]).cmp(&(
+            b.window_ns[0],
+            b.kind,
+            &b.ops,
+            b.window_ns[1],
+        ))
+    });
+}
+
+/// The verdict every checker shares: proven violations make it invalid; a history with too few
+/// grants proves nothing, so it is unknown rather than valid.
+pub(crate) fn verdict(m: &Model, cfg: &CheckConfig, out: &mut CheckOutput) {
+    out.valid = if !out.violations.is_empty() {
+        Validity::Invalid
+    } else if m.history.is_empty() {
+        out.notes.push("the history is empty: it proves nothing".to_string());
+        Validity::Unknown
+    } else if m.ok_acquires < cfg.min_grants {
+        out.notes.push(format!(
+            "only {} ok acquire(s), fewer than the {} needed (min_grants): the history proves nothing",
+            m.ok_acquires, cfg.min_grants
+        ));
+        Validity::Unknown
+    } else {
+        Validity::Valid
+    };
+}
+
+impl CheckOutput {
+    pub(crate) fn new() -> CheckOutput {
+        CheckOutput {
+            valid: Validity::Valid,
+            violations: Vec::new(),
+            warnings: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+}

@@ -9,6 +9,7 @@
 //!   [`Operation`]s (invoke + completion + [`Outcome`]).
 //! - [`Results`], [`Violation`], [`Validity`]: the serialized checker results (`results.json`),
 //!   the one form in which reports see them.
+//! - [`Recorder`]: assigns index and time to live events and writes them at once.
 //! - [`layout`]: run-directory file names and [`ExitCode`]s.
 //!
 //! This crate does no I/O beyond reading and writing history files.
@@ -17,11 +18,13 @@ mod codec;
 mod history;
 pub mod layout;
 mod op;
+mod recorder;
 mod results;
 
 pub use codec::{read_ops, read_ops_from, HistoryReader, HistoryWriter, ReadError, ReadWarning};
 pub use history::{History, Operation, Outcome, StructureError};
 pub use layout::ExitCode;
+pub use recorder::{CountsSnapshot, Recorder};
 pub use op::{Op, OpType, OpValue, Process, F};
 pub use results::{
     ActiveFault, CheckerResult, KindClass, Percentiles, Results, Stats, Validity, Violation,

@@ -18,7 +18,13 @@ pub enum UnsafeMode {
     Racy,
 }
 
-const UNSAFE_NAMES: &[&str] = &["reuse-tokens", "no-ttl", "wall-clock", "skip-token-check", "racy"];
+const UNSAFE_NAMES: &[&str] = &[
+    "reuse-tokens",
+    "no-ttl",
+    "wall-clock",
+    "skip-token-check",
+    "racy",
+];
 
 impl UnsafeMode {
     pub const ALL: [UnsafeMode; 5] = [
@@ -44,7 +50,9 @@ impl UnsafeMode {
         match self {
             UnsafeMode::ReuseTokens => "fencing tokens restart at 1 after every restart",
             UnsafeMode::NoTtl => "leases never expire; a dead holder blocks its lock forever",
-            UnsafeMode::WallClock => "leases expire by the realtime clock; a clock jump breaks them",
+            UnsafeMode::WallClock => {
+                "leases expire by the realtime clock; a clock jump breaks them"
+            }
             UnsafeMode::SkipTokenCheck => "renew and release succeed for anyone with any token",
             UnsafeMode::Racy => "acquire races with itself; two clients can hold a lock at once",
         }
@@ -143,6 +151,9 @@ mod tests {
              skip-token-check, racy"
         );
         let msg = "some".parse::<FenceMode>().unwrap_err().to_string();
-        assert_eq!(msg, "unknown fence mode `some`; valid names: all, write, none");
+        assert_eq!(
+            msg,
+            "unknown fence mode `some`; valid names: all, write, none"
+        );
     }
 }

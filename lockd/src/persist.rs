@@ -60,10 +60,12 @@ pub(crate) fn load(dir: &Path, max_ttl_ms_limit: u64) -> Result<Option<DurableSt
         })?
         .len();
     if len > STATE_FILE_BYTES_MAX {
-        return Err(corrupt(format!("{len} bytes, expected at most {STATE_FILE_BYTES_MAX}")));
+        return Err(corrupt(format!(
+            "{len} bytes, expected at most {STATE_FILE_BYTES_MAX}"
+        )));
     }
-    let state: DurableState = serde_json::from_reader(io::BufReader::new(file))
-        .map_err(|e| corrupt(e.to_string()))?;
+    let state: DurableState =
+        serde_json::from_reader(io::BufReader::new(file)).map_err(|e| corrupt(e.to_string()))?;
     if state.version != FORMAT_VERSION {
         return Err(corrupt(format!(
             "format version {}, this lockd reads version {FORMAT_VERSION}",
@@ -135,7 +137,10 @@ mod tests {
         ] {
             fs::write(state_path(dir.path()), text).unwrap();
             let err = load(dir.path(), 10_000).unwrap_err();
-            assert!(matches!(err, LockdError::CorruptState { .. }), "{text}: {err}");
+            assert!(
+                matches!(err, LockdError::CorruptState { .. }),
+                "{text}: {err}"
+            );
             assert!(err.to_string().contains(STATE_FILE_NAME), "{err}");
         }
     }

@@ -1,0 +1,160 @@
+//! Nemesis events paired into fault intervals, so each violation can list the faults active
+//! during its window, and liveness can tell when the last fault that could delay an effect ended.
+
+use history::{ActiveFault, History, Op};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// One fault: from the nemesis op that started it to the one that stopped it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fault {
+    pub start_index: u64,
+    /// The starting op's function, e.g. `start-pause` or `kill`.
+    pub f: String,
+    pub value: Value,
+    pub start_ns: u64,
+    /// When it stopped; the history's end if it never did.
+    pub end_ns: u64,
+    /// The op that stopped it; `None` if the history ends with the fault still active.
+    pub stop_index: Option<u64>,
+}
+
+/// All faults of a history, sorted by start.
+#[derive(Debug, Clone, Default)]
+pub struct Faults {
+    list: Vec<Fault>,
+    /// `prefix_end[i]`: the latest effective end (`u64::MAX` for a fault never stopped) among
+    /// `list[..=i]`, with the position of the fault holding it.
+    prefix_end: Vec<(u64, usize)>,
+}
+
+/// What a nemesis event does to the set of open faults.
+enum Role<'a> {
+    /// Opens a fault of this class (`start-pause` -> `pause`, `kill` -> `kill`).
+    Start(&'a str),
+    /// Closes the oldest matching open fault of this class.
+    Stop(&'a str),
+    /// Anything else (e.g. a one-shot clock bump): a fault of no duration.
+    Instant,
+}
+
+fn role(f: &str) -> Role<'_> {
+    if let Some(class) = f.strip_prefix("start-") {
+        Role::Start(class)
+    } else if let Some(class) = f.strip_prefix("stop-") {
+        Role::Stop(class)
+    } else if f == "kill" {
+        Role::Start("kill")
+    } else if f == "restart" {
+        Role::Stop("kill")
+    } else {
+        Role::Instant
+    }
+}
+
+/// What a fault was done to, used to pair a stop with its own start when several faults of one
+/// class overlap (two nodes paused at once).
+fn target(op: &Op) -> Option<&Value> {
+    ["nodes", "node", "process", "processes", "target"]
+        .iter()
+        .find_map(|k| op.value.extra.get(*k))
+}
+
+fn value_of(op: &Op) -> Value {
+    if op.value.is_empty() {
+        Value::Null
+    } else {
+        serde_json::to_value(&op.value).unwrap_or(Value::Null)
+    }
+}
+
+impl Faults {
+    pub fn build(h: &History) -> Faults {
+        let end_ns = h.end_time_ns();
+        let mut list: Vec<Fault> = Vec::new();
+        // class -> positions in `list` of faults still open, oldest first
+        let mut open: BTreeMap<&str, Vec<(usize, Option<&Value>)>> = BTreeMap::new();
+        for op in h.nemesis() {
+            let f = op.f.as_str();
+            match role(f) {
+                Role::Start(class) => {
+                    open.entry(class).or_default().push((list.len(), target(op)));
+                    list.push(Fault {
+                        start_index: op.index,
+                        f: f.to_string(),
+                        value: value_of(op),
+                        start_ns: op.time_ns,
+                        end_ns,
+                        stop_index: None,
+                    });
+                }
+                Role::Stop(class) => {
+                    let Some(queue) = open.get_mut(class) else {
+                        continue; // a stop with nothing open heals nothing we know of
+                    };
+                    // Same target where the stop names one and an open fault matches, FIFO
+                    // otherwise.
+                    let want = target(op);
+                    let at = want
+                        .and_then(|w| queue.iter().position(|(_, t)| *t == Some(w)))
+                        .unwrap_or(0);
+                    if at < queue.len() {
+                        let (i, _) = queue.remove(at);
+                        list[i].end_ns = op.time_ns;
+                        list[i].stop_index = Some(op.index);
+                    }
+                }
+                Role::Instant => list.push(Fault {
+                    start_index: op.index,
+                    f: f.to_string(),
+                    value: value_of(op),
+                    start_ns: op.time_ns,
+                    end_ns: op.time_ns,
+                    stop_index: Some(op.index),
+                }),
+            }
+        }
+        // Nemesis events come in history order, but sort anyway: indices ascend, times need not.
+        list.sort_by_key(|f| (f.start_ns, f.start_index));
+        let mut prefix_end = Vec::with_capacity(list.len());
+        let mut best: Option<(u64, usize)> = None;
+        for (i, f) in list.iter().enumerate() {
+            let end = if f.stop_index.is_some() {
+                f.end_ns
+            } else {
+                u64::MAX
+            };
+            if best.is_none_or(|(e, _)| end > e) {
+                best = Some((end, i));
+            }
+            prefix_end.push(best.expect("just set"));
+        }
+        Faults { list, prefix_end }
+    }
+
+    pub fn list(&self) -> &[Fault] {
+        &self.list
+    }
+
+    /// Faults whose interval meets `[start_ns, end_ns]`, by start.
+    pub fn active(&self, start_ns: u64, end_ns: u64) -> Vec<ActiveFault> {
+        let n = self.list.partition_point(|f| f.start_ns <= end_ns);
+        self.list[..n]
+            .iter()
+            .filter(|f| f.end_ns >= start_ns)
+            .map(|f| ActiveFault {
+                index: f.start_index,
+                f: f.f.clone(),
+                value: f.value.clone(),
+            })
+            .collect()
+    }
+
+    /// Among faults started before `t_ns`, the one that ended last (`u64::MAX` if it never
+    /// ended): until then an effect may have been held back.
+    pub fn latest_end_started_before(&self, t_ns: u64) -> Option<(u64, &Fault)> {
+        let n = self.list.partition_point(|f| f.start_ns < t_ns);
+        let (end, i) = *self.prefix_end.get(n.checked_sub(1)?)?;
+        Some((end, &self.list[i]))
+    }
+}

@@ -1,0 +1,355 @@
+//! The history digested once for every checker: client ops with their lock or key interned,
+//! grants with their lease bounds and definite holds, and the nemesis faults.
+
+use crate::faults::Faults;
+use crate::{sort_violations, CheckConfig, CheckOutput};
+use history::{History, Op, OpValue, Outcome, F};
+use std::collections::HashMap;
+
+/// `ClientOp::target` of an op that names no lock (lock op) or no key (store op).
+pub const NO_TARGET: u32 = u32::MAX;
+/// `Model::grant_of` for an op that uses no known grant.
+pub const NO_GRANT: u32 = u32::MAX;
+
+/// A client function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Func {
+    Acquire,
+    Renew,
+    Release,
+    Read,
+    Write,
+}
+
+impl Func {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Func::Acquire => "acquire",
+            Func::Renew => "renew",
+            Func::Release => "release",
+            Func::Read => "read",
+            Func::Write => "write",
+        }
+    }
+    pub fn is_lock_op(self) -> bool {
+        matches!(self, Func::Acquire | Func::Renew | Func::Release)
+    }
+}
+
+/// A client operation, flattened from its invoke and completion events.
+#[derive(Debug, Clone)]
+pub struct ClientOp {
+    pub func: Func,
+    pub outcome: Outcome,
+    pub process: u64,
+    /// Interned lock (lock ops) or key (store ops), or [`NO_TARGET`].
+    pub target: u32,
+    pub invoke_ns: u64,
+    pub complete_ns: Option<u64>,
+    /// Positions in `History::ops`.
+    pub invoke_pos: usize,
+    pub complete_pos: Option<usize>,
+    /// The index naming this op in violations: its completion's, else its invoke's.
+    pub index: u64,
+    /// An acquire's token is the one granted (its ok value); other ops carry the token they use
+    /// on their invoke.
+    pub token: Option<u64>,
+    /// Granted (ok value) else requested (invoke value).
+    pub ttl_ms: Option<u64>,
+}
+
+impl ClientOp {
+    /// The completion time, or "never" for an op the history leaves pending.
+    pub fn complete_or_max(&self) -> u64 {
+        self.complete_ns.unwrap_or(u64::MAX)
+    }
+}
+
+/// An ok acquire and what the history proves about its lease.
+#[derive(Debug, Clone)]
+pub struct Grant {
+    /// Position in `Model::ops`.
+    pub op: usize,
+    pub lock: u32,
+    pub process: u64,
+    pub token: Option<u64>,
+    pub ttl_ms: Option<u64>,
+    pub invoke_ns: u64,
+    pub complete_ns: u64,
+    /// The lease is alive at least until then: the grant's invoke plus `ttl*(1-drift)`, pushed
+    /// on by each ok renew invoked before it ran out.
+    pub lease_lb_ns: u64,
+    /// The lease is surely dead after this (the latest ok grant/renew completion plus
+    /// `ttl*(1+drift)`); `None` when an indeterminate renew may take effect at any time, or the
+    /// ttl is unknown.
+    pub surely_dead_ns: Option<u64>,
+    /// Position in `Model::ops` of the process's first release of this grant.
+    pub release_op: Option<usize>,
+    /// Position in `Model::ops` of the last ok renew that extended `lease_lb_ns`.
+    pub last_renew_op: Option<usize>,
+    /// `[start, end)` during which the process surely held the lock; `None` if empty.
+    pub hold: Option<(u64, u64)>,
+}
+
+/// The digested history.
+#[derive(Debug)]
+pub struct Model<'h> {
+    pub history: &'h History,
+    pub drift: f64,
+    pub locks: Vec<&'h str>,
+    pub keys: Vec<&'h str>,
+    /// Client lock and store ops, in invoke order.
+    pub ops: Vec<ClientOp>,
+    pub grants: Vec<Grant>,
+    /// For each op in `ops`, the grant whose token it uses (renew, release, read, write), or
+    /// [`NO_GRANT`]. A lock op uses its process's latest grant of that lock with that token; a
+    /// store op names a key, not a lock, so it uses its process's latest grant with that token.
+    pub grant_of: Vec<u32>,
+    pub faults: Faults,
+    pub ok_acquires: u64,
+    /// Client ops the model could not place (no lock, no key), by function.
+    pub unplaced: u64,
+}
+
+/// `ttl*(1-drift)` in ns, rounded down: a lower bound must not be overstated.
+pub fn ttl_lower_ns(ttl_ms: u64, drift: f64) -> u64 {
+    let f = (ttl_ms as f64) * 1e6 * (1.0 - drift).max(0.0);
+    f.floor() as u64
+}
+
+/// `ttl*(1+drift)` in ns, rounded up: an upper bound must not be understated.
+pub fn ttl_upper_ns(ttl_ms: u64, drift: f64) -> u64 {
+    let f = (ttl_ms as f64) * 1e6 * (1.0 + drift.max(0.0));
+    f.ceil() as u64
+}
+
+fn intern<'h>(names: &mut Vec<&'h str>, ids: &mut HashMap<&'h str, u32>, name: &'h str) -> u32 {
+    // A run usually names a handful of locks; the last-used check skips most hashing.
+    if let Some(&last) = names.last() {
+        if last == name {
+            return names.len() as u32 - 1;
+        }
+    }
+    *ids.entry(name).or_insert_with(|| {
+        names.push(name);
+        names.len() as u32 - 1
+    })
+}
+
+impl<'h> Model<'h> {
+    pub fn new(h: &'h History, cfg: &CheckConfig) -> Model<'h> {
+        let drift = if cfg.drift.is_finite() {
+            cfg.drift.max(0.0)
+        } else {
+            0.0
+        };
+        let operations = h.operations();
+        let mut locks = Vec::new();
+        let mut lock_ids = HashMap::new();
+        let mut keys = Vec::new();
+        let mut key_ids = HashMap::new();
+        let mut ops = Vec::with_capacity(operations.len());
+        let mut grants: Vec<Grant> = Vec::new();
+        let mut grant_of = Vec::with_capacity(operations.len());
+        // (process, lock, token) -> grant; (process, token) -> grant
+        let mut by_lock_token: HashMap<(u64, u32, u64), u32> = HashMap::new();
+        let mut by_token: HashMap<(u64, u64), u32> = HashMap::new();
+        let mut ok_acquires = 0;
+        let mut unplaced = 0;
+        for o in operations {
+            let inv: &Op = &h.ops[o.invoke];
+            let done: Option<&Op> = o.complete.map(|i| &h.ops[i]);
+            let Some(p) = inv.process.client() else {
+                continue;
+            };
+            let func = match inv.f {
+                F::Acquire => Func::Acquire,
+                F::Renew => Func::Renew,
+                F::Release => Func::Release,
+                F::Read => Func::Read,
+                F::Write => Func::Write,
+                F::Other(_) => continue, // History::new refuses these for clients
+            };
+            let name = if func.is_lock_op() {
+                inv.lock.as_deref()
+            } else {
+                inv.key.as_deref()
+            };
+            let target = match name {
+                Some(n) if func.is_lock_op() => intern(&mut locks, &mut lock_ids, n),
+                Some(n) => intern(&mut keys, &mut key_ids, n),
+                None => {
+                    unplaced += 1;
+                    NO_TARGET
+                }
+            };
+            let ok_value: Option<&OpValue> = done.filter(|_| o.outcome == Outcome::Ok).map(|d| &d.value);
+            let token = if func == Func::Acquire {
+                ok_value.and_then(|v| v.token)
+            } else {
+                inv.value.token.or(done.and_then(|d| d.value.token))
+            };
+            let ttl_ms = ok_value.and_then(|v| v.ttl_ms).or(inv.value.ttl_ms);
+            let op = ClientOp {
+                func,
+                outcome: o.outcome,
+                process: p,
+                target,
+                invoke_ns: inv.time_ns,
+                complete_ns: done.map(|d| d.time_ns),
+                invoke_pos: o.invoke,
+                complete_pos: o.complete,
+                index: done.map_or(inv.index, |d| d.index),
+                token,
+                ttl_ms,
+            };
+            let pos = ops.len();
+            let mut uses = NO_GRANT;
+            if target != NO_TARGET {
+                match func {
+                    Func::Acquire if o.outcome == Outcome::Ok => {
+                        ok_acquires += 1;
+                        let g = grants.len() as u32;
+                        if let Some(t) = token {
+                            by_lock_token.insert((p, target, t), g);
+                            by_token.insert((p, t), g);
+                        }
+                        let complete_ns = op.complete_ns.expect("an ok op has completed");
+                        grants.push(Grant {
+                            op: pos,
+                            lock: target,
+                            process: p,
+                            token,
+                            ttl_ms,
+                            invoke_ns: op.invoke_ns,
+                            complete_ns,
+                            lease_lb_ns: match ttl_ms {
+                                Some(t) => op.invoke_ns.saturating_add(ttl_lower_ns(t, drift)),
+                                // No ttl, no lower bound: the grant proves no hold.
+                                None => op.invoke_ns,
+                            },
+                            surely_dead_ns: ttl_ms
+                                .map(|t| complete_ns.saturating_add(ttl_upper_ns(t, drift))),
+                            release_op: None,
+                            last_renew_op: None,
+                            hold: None,
+                        });
+                    }
+                    Func::Acquire => {}
+                    Func::Renew | Func::Release => {
+                        if let Some(&g) = token.and_then(|t| by_lock_token.get(&(p, target, t))) {
+                            uses = g;
+                        }
+                    }
+                    Func::Read | Func::Write => {
+                        if let Some(&g) = token.and_then(|t| by_token.get(&(p, t))) {
+                            uses = g;
+                        }
+                    }
+                }
+            }
+            if uses != NO_GRANT {
+                let g = &mut grants[uses as usize];
+                match func {
+                    Func::Renew => extend_lease(g, &op, pos, drift),
+                    Func::Release if g.release_op.is_none() => g.release_op = Some(pos),
+                    _ => {}
+                }
+            }
+            grant_of.push(uses);
+            ops.push(op);
+        }
+        for g in &mut grants {
+            let mut end = g.lease_lb_ns;
+            if let Some(r) = g.release_op {
+                end = end.min(ops[r].invoke_ns);
+            }
+            g.hold = (g.complete_ns < end).then_some((g.complete_ns, end));
+        }
+        Model {
+            history: h,
+            drift,
+            locks,
+            keys,
+            ops,
+            grants,
+            grant_of,
+            faults: Faults::build(h),
+            ok_acquires,
+            unplaced,
+        }
+    }
+
+    pub fn lock_name(&self, id: u32) -> &'h str {
+        self.locks.get(id as usize).copied().unwrap_or("?")
+    }
+
+    pub fn key_name(&self, id: u32) -> &'h str {
+        self.keys.get(id as usize).copied().unwrap_or("?")
+    }
+
+    /// The name of an op's lock or key.
+    pub fn target_name(&self, op: &ClientOp) -> &'h str {
+        if op.func.is_lock_op() {
+            self.lock_name(op.target)
+        } else {
+            self.key_name(op.target)
+        }
+    }
+
+    /// The op's completion event, if any.
+    pub fn completion(&self, op: &ClientOp) -> Option<&'h Op> {
+        op.complete_pos.map(|i| &self.history.ops[i])
+    }
+
+    pub fn invocation(&self, op: &ClientOp) -> &'h Op {
+        &self.history.ops[op.invoke_pos]
+    }
+
+    /// The error a failed or indeterminate op reported.
+    pub fn error_of(&self, op: &ClientOp) -> Option<&'h str> {
+        self.completion(op).and_then(|d| d.value.error.as_deref())
+    }
+
+    /// Fills each violation's active faults and sorts, so every checker's output is final
+    /// whether it ran alone or with the others.
+    pub fn finish(&self, out: &mut CheckOutput) {
+        for v in out.violations.iter_mut().chain(out.warnings.iter_mut()) {
+            v.ops.sort_unstable();
+            v.ops.dedup();
+            if v.nemesis.is_empty() {
+                v.nemesis = self.faults.active(v.window_ns[0], v.window_ns[1]);
+            }
+        }
+        sort_violations(&mut out.violations);
+        sort_violations(&mut out.warnings);
+    }
+}
+
+/// Applies one renew of `g`, met in invoke order.
+fn extend_lease(g: &mut Grant, renew: &ClientOp, pos: usize, drift: f64) {
+    let ttl = renew.ttl_ms.or(g.ttl_ms);
+    match renew.outcome {
+        Outcome::Ok => {
+            // Continuity: a renew invoked after the lower bound may have found the lease gone,
+            // so it proves nothing about the time in between; later renews are later still.
+            if let Some(t) = ttl {
+                if renew.invoke_ns <= g.lease_lb_ns {
+                    let lb = renew.invoke_ns.saturating_add(ttl_lower_ns(t, drift));
+                    if lb > g.lease_lb_ns {
+                        g.lease_lb_ns = lb;
+                        g.last_renew_op = Some(pos);
+                    }
+                }
+            }
+            let done = renew.complete_ns.expect("an ok op has completed");
+            g.surely_dead_ns = match (g.surely_dead_ns, ttl) {
+                (Some(sd), Some(t)) => Some(sd.max(done.saturating_add(ttl_upper_ns(t, drift)))),
+                _ => None,
+            };
+        }
+        // It may take effect late, and then the lease lives on: no bound is sure.
+        Outcome::Info | Outcome::Pending => g.surely_dead_ns = None,
+        Outcome::Fail => {}
+    }
+}

@@ -1,0 +1,213 @@
+//! The fenced store as the resource saw it: `stale-write-accepted` (in the store's own
+//! acceptance order) and the counter workload's `lost-update`.
+
+use crate::model::{Func, Model, NO_TARGET};
+use crate::text::secs;
+use crate::{verdict, CheckConfig, CheckOutput, Checker};
+use history::{Outcome, Violation, ViolationKind};
+
+/// `stale-write-accepted`.
+pub struct StoreFencing;
+
+/// `lost-update`.
+pub struct Counter;
+
+impl Checker for StoreFencing {
+    fn name(&self) -> &'static str {
+        "store-fencing"
+    }
+
+    fn check_model(&self, m: &Model, cfg: &CheckConfig) -> CheckOutput {
+        let mut out = CheckOutput::new();
+        let mut unordered = 0u64;
+        // (key, seq, op)
+        let mut writes: Vec<(u32, u64, usize)> = Vec::new();
+        for (i, o) in m.ops.iter().enumerate() {
+            if o.func != Func::Write || o.outcome != Outcome::Ok || o.target == NO_TARGET {
+                continue;
+            }
+            match (m.completion(o).and_then(|d| d.value.seq), o.token) {
+                (Some(seq), Some(_)) => writes.push((o.target, seq, i)),
+                _ => unordered += 1,
+            }
+        }
+        if unordered > 0 {
+            out.notes.push(format!(
+                "{unordered} ok write(s) carry no seq or no token: left out of the store order"
+            ));
+        }
+        writes.sort_unstable();
+        let mut key = None;
+        // The highest token among writes of strictly lower seq, and among the current seq.
+        let mut best: Option<(u64, usize)> = None;
+        let mut same_seq: Option<(u64, usize)> = None;
+        let mut seq = 0;
+        for &(k, s, pos) in &writes {
+            if key != Some(k) {
+                key = Some(k);
+                best = None;
+                same_seq = None;
+            } else if s != seq {
+                best = max_token(best, same_seq);
+                same_seq = None;
+            }
+            seq = s;
+            let b = &m.ops[pos];
+            let tok = b.token.expect("filtered on token");
+            if let Some((tok_a, pa)) = best {
+                if tok < tok_a {
+                    let a = &m.ops[pa];
+                    let seq_a = m.completion(a).and_then(|d| d.value.seq).unwrap_or(0);
+                    let name = m.key_name(k);
+                    out.violations.push(Violation {
+                        kind: ViolationKind::StaleWriteAccepted,
+                        lock: Some(name.to_string()),
+                        ops: vec![a.index, b.index],
+                        window_ns: [
+                            a.invoke_ns.min(b.invoke_ns),
+                            a.complete_or_max().max(b.complete_or_max()),
+                        ],
+                        nemesis: Vec::new(),
+                        explanation: format!(
+                            "the store accepted p{}'s write to {name} with token {tok} as seq {s} (op {}, at {}), after it had accepted p{}'s write with the newer token {tok_a} as seq {seq_a} (op {}, at {})",
+                            b.process,
+                            b.index,
+                            secs(b.complete_or_max()),
+                            a.process,
+                            a.index,
+                            secs(a.complete_or_max()),
+                        ),
+                    });
+                }
+            }
+            same_seq = max_token(same_seq, Some((tok, pos)));
+        }
+        verdict(m, cfg, &mut out);
+        out
+    }
+}
+
+fn max_token(a: Option<(u64, usize)>, b: Option<(u64, usize)>) -> Option<(u64, usize)> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(if y.0 > x.0 { y } else { x }),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+impl Checker for Counter {
+    fn name(&self) -> &'static str {
+        "counter"
+    }
+
+    /// Every key is taken as a counter register starting at 0 whose writes each store the
+    /// value read + 1: the counter workload is the only one that writes.
+    fn check_model(&self, m: &Model, cfg: &CheckConfig) -> CheckOutput {
+        let mut out = CheckOutput::new();
+        // (key, value, completion, op)
+        let mut values: Vec<(u32, i64, u64, usize)> = Vec::new();
+        // per key: ok writes as (completion, op), and the count of indeterminate writes
+        let mut per_key: Vec<(Vec<(u64, usize)>, u64)> = vec![(Vec::new(), 0); m.keys.len()];
+        let mut finals: Vec<usize> = Vec::new();
+        for (i, o) in m.ops.iter().enumerate() {
+            if o.target == NO_TARGET {
+                continue;
+            }
+            match (o.func, o.outcome) {
+                (Func::Write, Outcome::Ok) => {
+                    per_key[o.target as usize].0.push((o.complete_or_max(), i));
+                    let v = m
+                        .invocation(o)
+                        .value
+                        .value
+                        .or_else(|| m.completion(o).and_then(|d| d.value.value));
+                    if let Some(v) = v {
+                        values.push((o.target, v, o.complete_or_max(), i));
+                    }
+                }
+                (Func::Write, Outcome::Info | Outcome::Pending) => {
+                    per_key[o.target as usize].1 += 1
+                }
+                (Func::Read, Outcome::Ok) => {
+                    let is_final = m.invocation(o).value.is_final
+                        || m.completion(o).is_some_and(|d| d.value.is_final);
+                    if is_final {
+                        finals.push(i);
+                    }
+                }
+                _ => {}
+            }
+        }
+        values.sort_unstable();
+        for k in &mut per_key {
+            k.0.sort_unstable();
+        }
+        let mut first = 0;
+        for i in 1..values.len() {
+            let (k, v, _, pos) = values[i];
+            if (values[first].0, values[first].1) != (k, v) {
+                first = i;
+                continue;
+            }
+            let a = &m.ops[values[first].3];
+            let b = &m.ops[pos];
+            let name = m.key_name(k);
+            out.violations.push(Violation {
+                kind: ViolationKind::LostUpdate,
+                lock: Some(name.to_string()),
+                ops: vec![a.index, b.index],
+                window_ns: [a.invoke_ns, b.complete_or_max()],
+                nemesis: Vec::new(),
+                explanation: format!(
+                    "p{}'s write of {v} to {name} was acknowledged at {} (op {}), and p{}'s write of the same value {v} was acknowledged at {} (op {}): one increment was lost",
+                    a.process,
+                    secs(a.complete_or_max()),
+                    a.index,
+                    b.process,
+                    secs(b.complete_or_max()),
+                    b.index,
+                ),
+            });
+        }
+        for pos in finals {
+            let r = &m.ops[pos];
+            let Some(v) = m.completion(r).and_then(|d| d.value.value) else {
+                continue;
+            };
+            // Only writes acknowledged before the read was sent must show in it.
+            let (writes, unsure) = &per_key[r.target as usize];
+            let n = writes.partition_point(|w| w.0 < r.invoke_ns);
+            let (acked, unsure, last) = (n as u64, *unsure, n.checked_sub(1).map(|i| writes[i].1));
+            if v >= 0 && v as u64 >= acked {
+                continue;
+            }
+            let name = m.key_name(r.target);
+            let done_ns = r.complete_or_max();
+            let mut ops = vec![r.index];
+            let mut start_ns = r.invoke_ns;
+            let mut last_text = String::new();
+            if let Some(l) = last {
+                let l = &m.ops[l];
+                ops.push(l.index);
+                start_ns = start_ns.min(l.complete_or_max());
+                last_text = format!(", the last at {} (op {})", secs(l.complete_or_max()), l.index);
+            }
+            out.violations.push(Violation {
+                kind: ViolationKind::LostUpdate,
+                lock: Some(name.to_string()),
+                ops,
+                window_ns: [start_ns, done_ns],
+                nemesis: Vec::new(),
+                explanation: format!(
+                    "the final read of {name} by p{} returned {v} at {} (op {}), yet {acked} writes to {name} were acknowledged before it was sent{last_text}; counting {unsure} indeterminate write(s), the value had to be between {acked} and {}",
+                    r.process,
+                    secs(done_ns),
+                    r.index,
+                    acked + unsure,
+                ),
+            });
+        }
+        verdict(m, cfg, &mut out);
+        out
+    }
+}

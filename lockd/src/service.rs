@@ -1,0 +1,779 @@
+//! The lock service: leases, fencing tokens, recovery after restart, and the unsafe modes.
+
+use std::collections::HashMap;
+use std::fs;
+use std::future::Future;
+use std::path::{Path as FsPath, PathBuf};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::routing::{get, post};
+use axum::serve::ListenerExt;
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tokio::sync::futures::OwnedNotified;
+use tokio::sync::{watch, Notify};
+use tracing::{debug, error, info, warn};
+
+use crate::error::LockdError;
+use crate::http::{check_name, health, not_found, parse_body, path_name, ApiError, BODY_BYTES_MAX};
+use crate::mode::UnsafeMode;
+use crate::persist::{self, DurableState};
+
+/// A lease longer than this is a client bug, and it would stretch the post-restart
+/// `recovering` window without bound.
+pub(crate) const TTL_MS_MAX: u64 = 3_600_000;
+/// Longer waits are silently shortened to this; the client sees `held` as usual.
+const WAIT_MS_MAX: u64 = 60_000;
+const LOCKS_MAX: usize = 100_000;
+/// Tokens made durable per fsync. At 5,000 grants/s that is one fsync every 2 s. A restart
+/// skips the unused rest of the block, which is harmless: tokens must only increase.
+const TOKEN_BLOCK: u64 = 10_000;
+/// Each round makes room for TOKEN_BLOCK more grants, so needing more than a few means
+/// the disk cannot keep up; answer 503 rather than queue forever.
+const PERSIST_ROUNDS_MAX: u32 = 4;
+/// A waiter re-checks at least this often even without a release notification, which
+/// covers expiry under the wall-clock mode, whose deadline can move.
+const WAIT_SLICE_MS: u64 = 100;
+/// Backstop on wake-ups per acquire; the wait deadline normally ends the loop first.
+const WAIT_ROUNDS_MAX: u32 = 100_000;
+/// Long enough that 5 concurrent clients hit the racy window within seconds.
+const RACY_YIELD_MS: u64 = 2;
+
+/// How to run lockd.
+#[derive(Debug, Clone)]
+pub struct LockdConfig {
+    /// Created if missing. Holds [`crate::STATE_FILE_NAME`].
+    pub data_dir: PathBuf,
+    /// `None` is the correct service.
+    pub unsafe_mode: Option<UnsafeMode>,
+}
+
+/// Serves the lock protocol on `listener` until `shutdown` resolves.
+///
+/// Fails before serving if the data dir cannot be created or written, or if its state file
+/// is corrupt.
+pub async fn serve_lockd(
+    listener: TcpListener,
+    cfg: LockdConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), LockdError> {
+    let addr = listener.local_addr().map_err(LockdError::LocalAddr)?;
+    let mode = cfg.unsafe_mode;
+    let dir = cfg.data_dir.clone();
+    let start = tokio::task::spawn_blocking(move || open_data_dir(&dir, mode))
+        .await
+        .map_err(|e| LockdError::StartupTask(e.to_string()))??;
+    // Measured from after loading: starting the window later only makes it safer.
+    let recovering_until = start
+        .recovery_ms
+        .map(|ms| Instant::now() + Duration::from_millis(ms));
+
+    info!(
+        %addr,
+        data_dir = %cfg.data_dir.display(),
+        mode = mode.map_or("safe", UnsafeMode::name),
+        next_token = start.next_token,
+        "lockd listening"
+    );
+    if let Some(m) = mode {
+        warn!(
+            "UNSAFE MODE `{m}` IS ON: {}. This lockd is broken on purpose, for testing the \
+             harness; never protect anything with it.",
+            m.consequence()
+        );
+    }
+    if let Some(ms) = start.recovery_ms {
+        info!(
+            "state from an earlier run found; answering `recovering` to every acquire for \
+             {ms} ms, until any lease it granted has surely expired"
+        );
+    }
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let svc = Arc::new(Service {
+        mode,
+        data_dir: cfg.data_dir,
+        state: Mutex::new(LockTable::new(start.next_token, start.durable, LOCKS_MAX)),
+        persist_gate: tokio::sync::Mutex::new(()),
+        recovering_until,
+        stopping: stop_rx,
+    });
+    let app = Router::new()
+        .route("/v1/locks/{lock}/acquire", post(acquire_handler))
+        .route("/v1/locks/{lock}/renew", post(renew_handler))
+        .route("/v1/locks/{lock}/release", post(release_handler))
+        .route("/v1/health", get(health))
+        .route("/v1/time", get(time_handler))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(BODY_BYTES_MAX))
+        .with_state(svc);
+    let listener = listener.tap_io(|tcp| {
+        // Small request/response pairs on keep-alive connections would otherwise stall on
+        // Nagle + delayed ACK, capping throughput far below the harness's target.
+        if let Err(e) = tcp.set_nodelay(true) {
+            debug!("set_nodelay failed: {e}");
+        }
+    });
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            // Wakes acquires parked in `wait_ms`, which would otherwise hold up the graceful
+            // shutdown for up to WAIT_MS_MAX.
+            let _ = stop_tx.send(true);
+        })
+        .await
+        .map_err(LockdError::Serve)?;
+    info!(%addr, "lockd stopped");
+    Ok(())
+}
+
+struct Startup {
+    next_token: u64,
+    durable: DurableState,
+    /// `None`: nothing granted before (fresh dir, or no lease ever granted).
+    recovery_ms: Option<u64>,
+}
+
+fn open_data_dir(dir: &FsPath, mode: Option<UnsafeMode>) -> Result<Startup, LockdError> {
+    fs::create_dir_all(dir).map_err(|source| LockdError::CreateDataDir {
+        path: dir.to_owned(),
+        source,
+    })?;
+    let earlier = persist::load(dir, TTL_MS_MAX)?;
+    let (next_token, durable) = match (mode, earlier) {
+        // The anti-pattern: forget which tokens were used. The ttl is still honoured so the
+        // only broken property is the tokens.
+        (Some(UnsafeMode::ReuseTokens), earlier) => {
+            (1, earlier.unwrap_or_else(DurableState::fresh))
+        }
+        (_, Some(e)) => {
+            let reserved_token = e.reserved_token.checked_add(TOKEN_BLOCK).ok_or_else(|| {
+                LockdError::CorruptState {
+                    path: persist::state_path(dir),
+                    reason: format!("reserved_token {} is implausibly large", e.reserved_token),
+                }
+            })?;
+            (
+                e.reserved_token,
+                DurableState {
+                    reserved_token,
+                    ..e
+                },
+            )
+        }
+        (_, None) => (
+            1,
+            DurableState {
+                reserved_token: 1 + TOKEN_BLOCK,
+                ..DurableState::fresh()
+            },
+        ),
+    };
+    // Written even when unchanged so an unwritable dir fails at start, not at first grant.
+    persist::store(dir, &durable)?;
+    Ok(Startup {
+        next_token,
+        durable,
+        recovery_ms: earlier
+            .map(|e| recovery_ms(e.max_ttl_ms))
+            .filter(|&ms| ms > 0),
+    })
+}
+
+/// The margin covers the rate difference between our clock and a client's: a client counts
+/// its lease from before it sent the acquire, so it should stop trusting the lease before
+/// we would, but only if its clock does not run much slower than ours.
+fn recovery_ms(max_ttl_ms: u64) -> u64 {
+    max_ttl_ms + max_ttl_ms / 10
+}
+
+/// Rounded up so that a client slowly raising its ttl costs at most ~22 fsyncs in total,
+/// at the price of a recovery window up to twice the longest ttl actually granted.
+fn persisted_ttl_ms(ttl_ms: u64) -> u64 {
+    assert!(
+        ttl_ms <= TTL_MS_MAX,
+        "ttl_ms is validated before it is persisted"
+    );
+    ttl_ms.next_power_of_two().min(TTL_MS_MAX)
+}
+
+struct Service {
+    mode: Option<UnsafeMode>,
+    data_dir: PathBuf,
+    /// Never held across an `.await` (see the crate docs): `LockTable` methods are
+    /// synchronous and every guard is a temporary or dropped before the next await.
+    state: Mutex<LockTable>,
+    /// Serializes state-file writes so two handlers never race on the temp file, and the
+    /// second of two concurrent needs usually finds the first already covered it.
+    persist_gate: tokio::sync::Mutex<()>,
+    recovering_until: Option<Instant>,
+    stopping: watch::Receiver<bool>,
+}
+
+impl Service {
+    fn table(&self) -> MutexGuard<'_, LockTable> {
+        // A poisoned table means a handler panicked mid-update, likely on a broken
+        // invariant; serving on from that state could hand out a lock twice.
+        self.state.lock().expect("lock table mutex poisoned")
+    }
+
+    fn is_recovering(&self) -> bool {
+        self.recovering_until
+            .is_some_and(|until| Instant::now() < until)
+    }
+
+    async fn acquire(self: &Arc<Self>, lock: &str, req: &AcquireReq) -> Result<u64, ApiError> {
+        // Recovery only ever ends, so one check up front is enough.
+        if self.is_recovering() {
+            return Err(ApiError::Conflict("recovering"));
+        }
+        let wait_deadline = Instant::now() + Duration::from_millis(req.wait_ms.min(WAIT_MS_MAX));
+        let mut stopping = self.stopping.clone();
+        let mut persist_rounds = 0;
+        for _ in 0..WAIT_ROUNDS_MAX {
+            let step = self
+                .table()
+                .try_acquire(self.mode, lock, &req.client, req.ttl_ms);
+            match step {
+                AcquireStep::Granted(token) => return Ok(token),
+                AcquireStep::Blocked(GrantBlocked::TooManyLocks) => {
+                    return Err(ApiError::Unavailable("too-many-locks"))
+                }
+                AcquireStep::Blocked(GrantBlocked::NeedPersist) => {
+                    persist_rounds += 1;
+                    if persist_rounds > PERSIST_ROUNDS_MAX {
+                        return Err(ApiError::Unavailable("persist-busy"));
+                    }
+                    self.persist(req.ttl_ms).await?;
+                }
+                AcquireStep::RacyFree => return self.racy_grant(lock, req).await,
+                AcquireStep::Held {
+                    released,
+                    expires_in,
+                } => {
+                    let left = wait_deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(ApiError::Conflict("held"));
+                    }
+                    let mut nap = left.min(Duration::from_millis(WAIT_SLICE_MS));
+                    if let Some(expires_in) = expires_in {
+                        nap = nap.min(expires_in + Duration::from_millis(1));
+                    }
+                    tokio::select! {
+                        _ = released => {}
+                        _ = tokio::time::sleep(nap) => {}
+                        _ = stopping.changed() => return Err(ApiError::Unavailable("shutting-down")),
+                    }
+                }
+            }
+        }
+        Err(ApiError::Conflict("held"))
+    }
+
+    /// The `racy` anti-pattern: the free-check (already done by the caller) and the grant are
+    /// two critical sections with a yield in between, so concurrent acquirers all pass the
+    /// check and each overwrites the previous grant.
+    async fn racy_grant(self: &Arc<Self>, lock: &str, req: &AcquireReq) -> Result<u64, ApiError> {
+        tokio::time::sleep(Duration::from_millis(RACY_YIELD_MS)).await;
+        for _ in 0..=PERSIST_ROUNDS_MAX {
+            let granted = self.table().grant(self.mode, lock, &req.client, req.ttl_ms);
+            match granted {
+                Ok(token) => return Ok(token),
+                Err(GrantBlocked::TooManyLocks) => {
+                    return Err(ApiError::Unavailable("too-many-locks"))
+                }
+                Err(GrantBlocked::NeedPersist) => self.persist(req.ttl_ms).await?,
+            }
+        }
+        Err(ApiError::Unavailable("persist-busy"))
+    }
+
+    async fn renew(self: &Arc<Self>, lock: &str, req: &RenewReq) -> Result<u64, ApiError> {
+        for _ in 0..=PERSIST_ROUNDS_MAX {
+            let renewed = self
+                .table()
+                .renew(self.mode, lock, &req.client, req.token, req.ttl_ms);
+            match renewed {
+                Ok(token) => return Ok(token),
+                Err(RenewBlocked::NotHolder) => return Err(ApiError::Conflict("not-holder")),
+                Err(RenewBlocked::NeedPersist) => self.persist(req.ttl_ms).await?,
+            }
+        }
+        Err(ApiError::Unavailable("persist-busy"))
+    }
+
+    /// Makes the table's durable state cover one more grant or renew of `ttl_ms`.
+    ///
+    /// Runs in its own task: if the client hangs up, axum drops the handler future, and a
+    /// write abandoned half-way would let the next writer race it on the temp file.
+    async fn persist(self: &Arc<Self>, ttl_ms: u64) -> Result<(), ApiError> {
+        let svc = Arc::clone(self);
+        tokio::spawn(async move { svc.persist_now(ttl_ms).await })
+            .await
+            .unwrap_or_else(|e| {
+                error!("state persist task failed: {e}");
+                Err(ApiError::Internal("persist-failed"))
+            })
+    }
+
+    async fn persist_now(&self, ttl_ms: u64) -> Result<(), ApiError> {
+        let _gate = self.persist_gate.lock().await;
+        let target = {
+            let table = self.table();
+            let mut target = table.durable;
+            if self.mode != Some(UnsafeMode::ReuseTokens)
+                && table.next_token >= target.reserved_token
+            {
+                target.reserved_token = table.next_token + TOKEN_BLOCK;
+            }
+            if ttl_ms > target.max_ttl_ms {
+                target.max_ttl_ms = persisted_ttl_ms(ttl_ms);
+            }
+            if target == table.durable {
+                return Ok(());
+            }
+            target
+        };
+        let dir = self.data_dir.clone();
+        match tokio::task::spawn_blocking(move || persist::store(&dir, &target)).await {
+            Ok(Ok(())) => {
+                // Only the gate holder changes `durable`, so nothing newer can be overwritten.
+                self.table().durable = target;
+                Ok(())
+            }
+            Ok(Err(e)) => {
+                error!("{e}; refusing grants that need it");
+                Err(ApiError::Internal("persist-failed"))
+            }
+            Err(e) => {
+                error!("state write task failed: {e}");
+                Err(ApiError::Internal("persist-failed"))
+            }
+        }
+    }
+}
+
+/// When a lease ends.
+#[derive(Debug, Clone, Copy)]
+enum Expiry {
+    Monotonic(Instant),
+    /// `wall-clock` mode only.
+    Wall(SystemTime),
+    /// `no-ttl` mode only.
+    Never,
+}
+
+impl Expiry {
+    fn after(mode: Option<UnsafeMode>, ttl_ms: u64) -> Expiry {
+        let ttl = Duration::from_millis(ttl_ms);
+        match mode {
+            Some(UnsafeMode::NoTtl) => Expiry::Never,
+            Some(UnsafeMode::WallClock) => Expiry::Wall(SystemTime::now() + ttl),
+            _ => Expiry::Monotonic(Instant::now() + ttl),
+        }
+    }
+
+    fn is_alive(self) -> bool {
+        match self {
+            Expiry::Monotonic(at) => Instant::now() < at,
+            Expiry::Wall(at) => SystemTime::now() < at,
+            Expiry::Never => true,
+        }
+    }
+
+    /// `None`: never expires.
+    fn expires_in(self) -> Option<Duration> {
+        match self {
+            Expiry::Monotonic(at) => Some(at.saturating_duration_since(Instant::now())),
+            Expiry::Wall(at) => Some(at.duration_since(SystemTime::now()).unwrap_or_default()),
+            Expiry::Never => None,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Holder {
+    client: String,
+    token: u64,
+    expiry: Expiry,
+}
+
+#[derive(Debug)]
+struct LockEntry {
+    holder: Option<Holder>,
+    /// Waiters hold clones, so a strong count above 1 means someone is waiting.
+    released: Arc<Notify>,
+}
+
+impl LockEntry {
+    fn new() -> Self {
+        LockEntry {
+            holder: None,
+            released: Arc::new(Notify::new()),
+        }
+    }
+
+    fn live_holder(&self) -> Option<&Holder> {
+        self.holder.as_ref().filter(|h| h.expiry.is_alive())
+    }
+
+    fn is_idle(&self) -> bool {
+        self.live_holder().is_none() && Arc::strong_count(&self.released) == 1
+    }
+}
+
+/// One token counter for all locks: unique and increasing per lock follows, and an idle
+/// entry can be dropped without losing anything, which keeps the table bounded.
+#[derive(Debug)]
+struct LockTable {
+    locks: HashMap<String, LockEntry>,
+    next_token: u64,
+    /// What the state file says. Safe modes only grant tokens below
+    /// `durable.reserved_token` and ttls up to `durable.max_ttl_ms`.
+    durable: DurableState,
+    locks_max: usize,
+}
+
+enum AcquireStep {
+    Granted(u64),
+    Blocked(GrantBlocked),
+    /// Wait for `released` or for `expires_in`, then try again.
+    Held {
+        released: Pin<Box<OwnedNotified>>,
+        expires_in: Option<Duration>,
+    },
+    /// `racy` mode: the lock looked free; the caller yields, then grants regardless.
+    RacyFree,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum GrantBlocked {
+    NeedPersist,
+    TooManyLocks,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum RenewBlocked {
+    NotHolder,
+    NeedPersist,
+}
+
+impl LockTable {
+    fn new(next_token: u64, durable: DurableState, locks_max: usize) -> Self {
+        assert!(next_token >= 1, "tokens are positive");
+        LockTable {
+            locks: HashMap::new(),
+            next_token,
+            durable,
+            locks_max,
+        }
+    }
+
+    fn try_acquire(
+        &mut self,
+        mode: Option<UnsafeMode>,
+        lock: &str,
+        client: &str,
+        ttl_ms: u64,
+    ) -> AcquireStep {
+        if let Some(entry) = self.locks.get(lock) {
+            if let Some(holder) = entry.live_holder() {
+                // Created under the mutex: `notify_waiters` reaches a `Notified` from the
+                // moment it exists, so a release right after we unlock is not missed.
+                let released = Box::pin(Arc::clone(&entry.released).notified_owned());
+                return AcquireStep::Held {
+                    released,
+                    expires_in: holder.expiry.expires_in(),
+                };
+            }
+        }
+        if mode == Some(UnsafeMode::Racy) {
+            return AcquireStep::RacyFree;
+        }
+        match self.grant(mode, lock, client, ttl_ms) {
+            Ok(token) => AcquireStep::Granted(token),
+            Err(blocked) => AcquireStep::Blocked(blocked),
+        }
+    }
+
+    /// Grants `lock` to `client`, replacing any holder: callers check it is free, except
+    /// in `racy` mode.
+    fn grant(
+        &mut self,
+        mode: Option<UnsafeMode>,
+        lock: &str,
+        client: &str,
+        ttl_ms: u64,
+    ) -> Result<u64, GrantBlocked> {
+        if !self.locks.contains_key(lock) && !self.make_room() {
+            return Err(GrantBlocked::TooManyLocks);
+        }
+        let tokens_durable =
+            mode == Some(UnsafeMode::ReuseTokens) || self.next_token < self.durable.reserved_token;
+        if !tokens_durable || ttl_ms > self.durable.max_ttl_ms {
+            return Err(GrantBlocked::NeedPersist);
+        }
+        let token = self.next_token;
+        self.next_token = token.checked_add(1).expect("u64 tokens do not run out");
+        let entry = self
+            .locks
+            .entry(lock.to_owned())
+            .or_insert_with(LockEntry::new);
+        assert!(
+            mode == Some(UnsafeMode::Racy) || entry.live_holder().is_none(),
+            "granting a lock that is still held"
+        );
+        entry.holder = Some(Holder {
+            client: client.to_owned(),
+            token,
+            expiry: Expiry::after(mode, ttl_ms),
+        });
+        Ok(token)
+    }
+
+    /// Returns the token to report.
+    fn renew(
+        &mut self,
+        mode: Option<UnsafeMode>,
+        lock: &str,
+        client: &str,
+        token: u64,
+        ttl_ms: u64,
+    ) -> Result<u64, RenewBlocked> {
+        let skip_check = mode == Some(UnsafeMode::SkipTokenCheck);
+        let ttl_durable = ttl_ms <= self.durable.max_ttl_ms;
+        let holder = self
+            .locks
+            .get_mut(lock)
+            .and_then(|e| e.holder.as_mut())
+            .filter(|h| h.expiry.is_alive());
+        let Some(holder) = holder else {
+            // skip-token-check: anyone may "renew" a free lock; it stays free.
+            return if skip_check {
+                Ok(token)
+            } else {
+                Err(RenewBlocked::NotHolder)
+            };
+        };
+        if !skip_check && (holder.client != client || holder.token != token) {
+            return Err(RenewBlocked::NotHolder);
+        }
+        if !ttl_durable {
+            return Err(RenewBlocked::NeedPersist);
+        }
+        holder.expiry = Expiry::after(mode, ttl_ms);
+        Ok(token)
+    }
+
+    /// `Err(())`: not the live holder.
+    fn release(
+        &mut self,
+        mode: Option<UnsafeMode>,
+        lock: &str,
+        client: &str,
+        token: u64,
+    ) -> Result<(), ()> {
+        let skip_check = mode == Some(UnsafeMode::SkipTokenCheck);
+        let not_holder = if skip_check { Ok(()) } else { Err(()) };
+        let Some(entry) = self.locks.get_mut(lock) else {
+            return not_holder;
+        };
+        let holds = entry
+            .live_holder()
+            .is_some_and(|h| skip_check || (h.client == client && h.token == token));
+        if !holds {
+            return not_holder;
+        }
+        entry.holder = None;
+        entry.released.notify_waiters();
+        if entry.is_idle() {
+            self.locks.remove(lock);
+        }
+        Ok(())
+    }
+
+    /// Drops idle entries (free or expired, nobody waiting) once the table is full, so the
+    /// bound only refuses clients when that many leases are really live.
+    fn make_room(&mut self) -> bool {
+        if self.locks.len() >= self.locks_max {
+            self.locks.retain(|_, e| !e.is_idle());
+        }
+        self.locks.len() < self.locks_max
+    }
+}
+
+#[derive(Deserialize)]
+struct AcquireReq {
+    client: String,
+    ttl_ms: u64,
+    #[serde(default)]
+    wait_ms: u64,
+}
+
+#[derive(Deserialize)]
+struct RenewReq {
+    client: String,
+    token: u64,
+    ttl_ms: u64,
+}
+
+#[derive(Deserialize)]
+struct ReleaseReq {
+    client: String,
+    token: u64,
+}
+
+fn check_ttl(ttl_ms: u64) -> Result<(), ApiError> {
+    if ttl_ms == 0 || ttl_ms > TTL_MS_MAX {
+        return Err(ApiError::BadRequest(format!(
+            "ttl_ms must be in 1..={TTL_MS_MAX}, got {ttl_ms}"
+        )));
+    }
+    Ok(())
+}
+
+async fn acquire_handler(
+    State(svc): State<Arc<Service>>,
+    path: Result<Path<String>, PathRejection>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let lock = path_name("lock", path)?;
+    let req: AcquireReq = parse_body(&body)?;
+    check_name("client", &req.client)?;
+    check_ttl(req.ttl_ms)?;
+    let token = svc.acquire(&lock, &req).await?;
+    debug!(
+        lock,
+        client = req.client,
+        token,
+        ttl_ms = req.ttl_ms,
+        "granted"
+    );
+    Ok(Json(json!({ "token": token, "ttl_ms": req.ttl_ms })))
+}
+
+async fn renew_handler(
+    State(svc): State<Arc<Service>>,
+    path: Result<Path<String>, PathRejection>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let lock = path_name("lock", path)?;
+    let req: RenewReq = parse_body(&body)?;
+    check_name("client", &req.client)?;
+    check_ttl(req.ttl_ms)?;
+    let token = svc.renew(&lock, &req).await?;
+    Ok(Json(json!({ "token": token, "ttl_ms": req.ttl_ms })))
+}
+
+async fn release_handler(
+    State(svc): State<Arc<Service>>,
+    path: Result<Path<String>, PathRejection>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let lock = path_name("lock", path)?;
+    let req: ReleaseReq = parse_body(&body)?;
+    check_name("client", &req.client)?;
+    let released = svc.table().release(svc.mode, &lock, &req.client, req.token);
+    match released {
+        Ok(()) => {
+            debug!(lock, client = req.client, token = req.token, "released");
+            Ok(Json(json!({})))
+        }
+        Err(()) => Err(ApiError::Conflict("not-holder")),
+    }
+}
+
+/// Lets the harness estimate this node's clock offset and rate against its own.
+async fn time_handler() -> Result<Json<Value>, ApiError> {
+    // Before-epoch (a clock set far back on purpose) reports 0 rather than failing.
+    let realtime_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let mono = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).map_err(|e| {
+        error!("clock_gettime(CLOCK_MONOTONIC) failed: {e}");
+        ApiError::Internal("clock-failed")
+    })?;
+    let monotonic_ms = u64::try_from(mono.tv_sec()).unwrap_or(0) * 1000
+        + u64::try_from(mono.tv_nsec()).unwrap_or(0) / 1_000_000;
+    Ok(Json(
+        json!({ "realtime_ms": realtime_ms, "monotonic_ms": monotonic_ms }),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(locks_max: usize) -> LockTable {
+        let durable = DurableState {
+            reserved_token: 1 + TOKEN_BLOCK,
+            max_ttl_ms: 1024,
+            ..DurableState::fresh()
+        };
+        LockTable::new(1, durable, locks_max)
+    }
+
+    fn granted(step: AcquireStep) -> u64 {
+        match step {
+            AcquireStep::Granted(t) => t,
+            _ => panic!("expected a grant"),
+        }
+    }
+
+    #[test]
+    fn full_table_drops_idle_entries_before_refusing() {
+        let mut t = table(2);
+        granted(t.try_acquire(None, "a", "p1", 1000));
+        granted(t.try_acquire(None, "b", "p1", 1000));
+        assert_eq!(
+            t.grant(None, "c", "p1", 1000),
+            Err(GrantBlocked::TooManyLocks)
+        );
+        assert_eq!(t.release(None, "a", "p1", 1), Ok(()));
+        // The release removed the idle entry, so there is room again.
+        assert_eq!(t.grant(None, "c", "p1", 1000), Ok(3));
+        assert_eq!(t.locks.len(), 2);
+    }
+
+    #[test]
+    fn grants_stop_at_the_durable_marks() {
+        let mut t = table(10);
+        t.durable.reserved_token = 3;
+        assert_eq!(t.grant(None, "a", "p1", 1000), Ok(1));
+        assert_eq!(t.grant(None, "b", "p1", 1000), Ok(2));
+        assert_eq!(
+            t.grant(None, "c", "p1", 1000),
+            Err(GrantBlocked::NeedPersist)
+        );
+        t.durable.reserved_token = 100;
+        assert_eq!(
+            t.grant(None, "c", "p1", 2000),
+            Err(GrantBlocked::NeedPersist)
+        );
+        assert_eq!(
+            t.renew(None, "a", "p1", 1, 2000),
+            Err(RenewBlocked::NeedPersist)
+        );
+        // reuse-tokens ignores the token mark but not the ttl mark.
+        t.durable.reserved_token = 1;
+        assert_eq!(
+            t.grant(Some(UnsafeMode::ReuseTokens), "c", "p1", 1000),
+            Ok(3)
+        );
+    }
+
+    #[test]
+    fn persisted_ttl_rounds_up_within_the_limit() {
+        assert_eq!(persisted_ttl_ms(1), 1);
+        assert_eq!(persisted_ttl_ms(300), 512);
+        assert_eq!(persisted_ttl_ms(2048), 2048);
+        assert_eq!(persisted_ttl_ms(TTL_MS_MAX), TTL_MS_MAX);
+    }
+}

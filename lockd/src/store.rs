@@ -1,0 +1,235 @@
+//! The fenced store: the resource a lock protects, rejecting tokens below its fence.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use axum::body::Bytes;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::routing::{get, post};
+use axum::serve::ListenerExt;
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tracing::{debug, info, warn};
+
+use crate::error::LockdError;
+use crate::http::{check_name, health, not_found, parse_body, path_name, ApiError, BODY_BYTES_MAX};
+use crate::mode::FenceMode;
+
+/// Registers are never dropped (their value is the state under test), so their number is
+/// capped instead.
+const KEYS_MAX: usize = 100_000;
+
+/// How to run the fenced store.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    pub fence: FenceMode,
+}
+
+/// Serves the fenced store on `listener` until `shutdown` resolves. State is in memory only:
+/// a restart empties the store, which the harness sees as lost writes.
+pub async fn serve_store(
+    listener: TcpListener,
+    cfg: StoreConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), LockdError> {
+    let addr = listener.local_addr().map_err(LockdError::LocalAddr)?;
+    info!(%addr, fence = %cfg.fence, "store listening");
+    if cfg.fence != FenceMode::All {
+        warn!(
+            "fence mode `{}`: the store does not fence reads{}; stale holders can corrupt data",
+            cfg.fence,
+            if cfg.fence == FenceMode::None {
+                " or writes"
+            } else {
+                ""
+            }
+        );
+    }
+    let svc = Arc::new(Store {
+        fence: cfg.fence,
+        registers: Mutex::new(HashMap::new()),
+    });
+    let app = Router::new()
+        .route("/v1/store/{key}/read", post(read_handler))
+        .route("/v1/store/{key}/write", post(write_handler))
+        .route("/v1/store/{key}", get(get_handler))
+        .route("/v1/health", get(health))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(BODY_BYTES_MAX))
+        .with_state(svc);
+    let listener = listener.tap_io(|tcp| {
+        // Same reason as lockd: keep-alive request/response pairs must not wait on Nagle.
+        if let Err(e) = tcp.set_nodelay(true) {
+            debug!("set_nodelay failed: {e}");
+        }
+    });
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(LockdError::Serve)?;
+    info!(%addr, "store stopped");
+    Ok(())
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Register {
+    value: i64,
+    /// Highest token seen by an operation the mode lets move the fence.
+    fence: u64,
+    /// Accepted writes so far: the store's acceptance order.
+    seq: u64,
+}
+
+struct Store {
+    fence: FenceMode,
+    /// Never held across an `.await`: every operation is one synchronous critical section.
+    registers: Mutex<HashMap<String, Register>>,
+}
+
+impl Store {
+    fn registers(&self) -> MutexGuard<'_, HashMap<String, Register>> {
+        self.registers.lock().expect("store mutex poisoned")
+    }
+
+    /// Runs `op` on `key`'s register, creating it if new.
+    fn with_register<T>(
+        &self,
+        key: &str,
+        op: impl FnOnce(&mut Register) -> Result<T, ApiError>,
+    ) -> Result<T, ApiError> {
+        let mut regs = self.registers();
+        if let Some(reg) = regs.get_mut(key) {
+            return op(reg);
+        }
+        if regs.len() >= KEYS_MAX {
+            return Err(ApiError::Unavailable("too-many-keys"));
+        }
+        op(regs.entry(key.to_owned()).or_default())
+    }
+}
+
+/// Returns the fence to report.
+fn read(mode: FenceMode, reg: &mut Register, token: u64) -> Result<u64, ApiError> {
+    match mode {
+        FenceMode::All => {
+            if token < reg.fence {
+                return Err(ApiError::StaleToken { fence: reg.fence });
+            }
+            reg.fence = token;
+        }
+        FenceMode::Write => {}
+        // Not a check: the fence is evidence of the highest token that reached the store.
+        FenceMode::None => reg.fence = reg.fence.max(token),
+    }
+    Ok(reg.fence)
+}
+
+/// Returns (seq, fence) of the accepted write.
+fn write(
+    mode: FenceMode,
+    reg: &mut Register,
+    token: u64,
+    value: i64,
+) -> Result<(u64, u64), ApiError> {
+    if mode != FenceMode::None && token < reg.fence {
+        return Err(ApiError::StaleToken { fence: reg.fence });
+    }
+    reg.fence = reg.fence.max(token);
+    reg.value = value;
+    reg.seq += 1;
+    Ok((reg.seq, reg.fence))
+}
+
+#[derive(Deserialize)]
+struct ReadReq {
+    client: String,
+    token: u64,
+}
+
+#[derive(Deserialize)]
+struct WriteReq {
+    client: String,
+    token: u64,
+    value: i64,
+}
+
+async fn read_handler(
+    State(store): State<Arc<Store>>,
+    path: Result<Path<String>, PathRejection>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let key = path_name("key", path)?;
+    let req: ReadReq = parse_body(&body)?;
+    check_name("client", &req.client)?;
+    let (value, fence) = store.with_register(&key, |reg| {
+        let fence = read(store.fence, reg, req.token)?;
+        Ok((reg.value, fence))
+    })?;
+    Ok(Json(json!({ "value": value, "fence": fence })))
+}
+
+async fn write_handler(
+    State(store): State<Arc<Store>>,
+    path: Result<Path<String>, PathRejection>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let key = path_name("key", path)?;
+    let req: WriteReq = parse_body(&body)?;
+    check_name("client", &req.client)?;
+    let (seq, fence) =
+        store.with_register(&key, |reg| write(store.fence, reg, req.token, req.value))?;
+    Ok(Json(json!({ "seq": seq, "fence": fence })))
+}
+
+/// Observes without fencing, so the harness can inspect a register without a token.
+async fn get_handler(
+    State(store): State<Arc<Store>>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let key = path_name("key", path)?;
+    let reg = store.registers().get(&key).copied().unwrap_or_default();
+    Ok(Json(
+        json!({ "value": reg.value, "fence": reg.fence, "seq": reg.seq }),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_check_and_move_the_fence() {
+        fn stale<T>(fence: u64) -> Result<T, ApiError> {
+            Err(ApiError::StaleToken { fence })
+        }
+
+        let mut r = Register::default();
+        assert_eq!(write(FenceMode::All, &mut r, 5, 1), Ok((1, 5)));
+        assert_eq!(read(FenceMode::All, &mut r, 4), stale(5));
+        assert_eq!(read(FenceMode::All, &mut r, 7), Ok(7));
+        assert_eq!(write(FenceMode::All, &mut r, 6, 2), stale(7));
+
+        let mut r = Register::default();
+        assert_eq!(read(FenceMode::Write, &mut r, 9), Ok(0));
+        assert_eq!(write(FenceMode::Write, &mut r, 5, 1), Ok((1, 5)));
+        assert_eq!(read(FenceMode::Write, &mut r, 1), Ok(5));
+        assert_eq!(write(FenceMode::Write, &mut r, 4, 2), stale(5));
+
+        let mut r = Register::default();
+        assert_eq!(write(FenceMode::None, &mut r, 5, 1), Ok((1, 5)));
+        assert_eq!(write(FenceMode::None, &mut r, 3, 2), Ok((2, 5)));
+        assert_eq!(read(FenceMode::None, &mut r, 8), Ok(8));
+        assert_eq!(
+            r,
+            Register {
+                value: 2,
+                fence: 8,
+                seq: 2
+            }
+        );
+    }
+}

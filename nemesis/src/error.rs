@@ -1,0 +1,117 @@
+//! The one error type of node control. Every message names the node (or the template or
+//! host) and the step that failed, so a run's one-line error reason is enough to act on.
+
+use std::io;
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use nix::errno::Errno;
+
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error(
+        "unknown placeholder {{{name}}} in command template `{template}` (known: {{id}} \
+         {{host}} {{port}} {{data_dir}} {{peers}}; write {{{{ or }}}} for a literal brace)"
+    )]
+    UnknownPlaceholder { name: String, template: String },
+
+    #[error("malformed command template `{template}`: {reason}")]
+    MalformedTemplate { template: String, reason: String },
+
+    #[error("cannot find a free port on {host}: {source}")]
+    FreePort {
+        host: IpAddr,
+        #[source]
+        source: io::Error,
+    },
+
+    #[error("node {node}: empty command (Argv needs at least the program)")]
+    EmptyCommand { node: String },
+
+    #[error("node {node}: {what} {path}: {source}")]
+    Io {
+        node: String,
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+
+    #[error("node {node}: cannot spawn `{command}`: {source}")]
+    Spawn {
+        node: String,
+        command: String,
+        #[source]
+        source: io::Error,
+    },
+
+    #[error("node {node}: {status} before answering GET {url}; stderr ({log}): {stderr_tail}")]
+    ExitedBeforeHealthy {
+        node: String,
+        status: String,
+        url: String,
+        log: PathBuf,
+        stderr_tail: String,
+    },
+
+    #[error(
+        "node {node}: did not answer GET {url} with 200 within {timeout_ms} ms \
+         (last attempt: {last_error}); killed it"
+    )]
+    HealthTimeout {
+        node: String,
+        url: String,
+        timeout_ms: u128,
+        last_error: String,
+    },
+
+    #[error("node {node}: GET {url} failed: {reason}")]
+    Unhealthy {
+        node: String,
+        url: String,
+        reason: String,
+    },
+
+    #[error("node {node}: cannot {action}: not running")]
+    NotRunning { node: String, action: &'static str },
+
+    #[error("node {node}: cannot {action}: already running as pid {pid}")]
+    AlreadyRunning {
+        node: String,
+        action: &'static str,
+        pid: i32,
+    },
+
+    #[error("node {node}: cannot {action}: process {pid} {status}")]
+    Exited {
+        node: String,
+        action: &'static str,
+        pid: i32,
+        status: String,
+    },
+
+    #[error("node {node}: sending {signal} to process group {pgid} failed: {source}")]
+    Signal {
+        node: String,
+        signal: &'static str,
+        pgid: i32,
+        #[source]
+        source: Errno,
+    },
+
+    #[error("node {node}: waiting for process {pid} failed: {source}")]
+    Wait {
+        node: String,
+        pid: i32,
+        #[source]
+        source: Errno,
+    },
+
+    #[error("node {node}: process {pid} was not reaped within {waited_ms} ms after {signal}")]
+    ReapTimeout {
+        node: String,
+        pid: i32,
+        signal: &'static str,
+        waited_ms: u128,
+    },
+}

@@ -1,0 +1,565 @@
+//! Nodes run as local child processes, and the process faults on them.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use nix::errno::Errno;
+use nix::sys::signal::{killpg, Signal};
+use nix::sys::wait::{waitid, waitpid, Id, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+
+use crate::{spawner, NodeCommand, NodeError};
+
+/// The endpoint every node answers with 200 once it serves.
+pub const HEALTH_PATH: &str = "/v1/health";
+
+const HEALTH_POLL_INTERVAL: Duration = Duration::from_millis(20);
+/// One health request never waits longer than this, so a node that accepts connections but
+/// hangs is re-probed (and its exit noticed) at least once a second.
+const HEALTH_PROBE_TIMEOUT_MAX: Duration = Duration::from_secs(1);
+/// How long `stop` lets a node handle SIGTERM before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+const STOP_POLL_INTERVAL: Duration = Duration::from_millis(10);
+/// How long reaping may take after the process is known to be dead or SIGKILLed.
+const REAP_LIMIT: Duration = Duration::from_secs(2);
+const REAP_POLL_INTERVAL: Duration = Duration::from_millis(2);
+const STDERR_TAIL_LINES: usize = 5;
+const STDERR_TAIL_BYTES: u64 = 4096;
+
+/// Picks a port that is free on `host` right now: binds port 0, reads the port the kernel
+/// chose and releases it. Another process may take it before the node binds it; a node that
+/// then fails to start says so in its stderr.
+pub fn free_port(host: IpAddr) -> Result<u16, NodeError> {
+    let listener = TcpListener::bind(SocketAddr::new(host, 0))
+        .map_err(|source| NodeError::FreePort { host, source })?;
+    let port = listener
+        .local_addr()
+        .map_err(|source| NodeError::FreePort { host, source })?
+        .port();
+    Ok(port)
+}
+
+/// One node run as a local child process.
+///
+/// The process is the leader of its own process group (pgid = [`LocalNode::pid`]), forked
+/// with `PR_SET_PDEATHSIG = SIGKILL`. `node_dir` holds `stdout.log` and `stderr.log`
+/// (appended across restarts, with a marker line per start) and `data/`, the data dir.
+///
+/// Signalling the group is safe only while its leader is not reaped: until then its pid
+/// (= the pgid) cannot be handed to an unrelated process. So the pid is kept until this node
+/// reaps it itself, and exits are detected with `waitid(WNOWAIT)`, which does not reap.
+///
+/// `kill` and `stop` block the calling thread while they wait for the process (bounded: a
+/// few ms after SIGKILL, up to [`STOP_GRACE`] for SIGTERM). Dropping the node stops it.
+#[derive(Debug)]
+pub struct LocalNode {
+    id: String,
+    command: NodeCommand,
+    host: IpAddr,
+    port: u16,
+    node_dir: PathBuf,
+    /// The group leader, from spawn until we reap it.
+    pid: Option<Pid>,
+    paused: AtomicBool,
+    starts: u32,
+}
+
+impl LocalNode {
+    /// A node that is not started yet. Nothing is created on disk until [`LocalNode::start`].
+    pub fn new(
+        id: &str,
+        command: NodeCommand,
+        host: IpAddr,
+        port: u16,
+        node_dir: PathBuf,
+    ) -> LocalNode {
+        LocalNode {
+            id: id.to_string(),
+            command,
+            host,
+            port,
+            node_dir,
+            pid: None,
+            paused: AtomicBool::new(false),
+            starts: 0,
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn command(&self) -> &NodeCommand {
+        &self.command
+    }
+
+    pub fn host(&self) -> IpAddr {
+        self.host
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `http://host:port` (IPv6 hosts in brackets).
+    pub fn base_url(&self) -> String {
+        format!("http://{}", SocketAddr::new(self.host, self.port))
+    }
+
+    pub fn health_url(&self) -> String {
+        format!("{}{HEALTH_PATH}", self.base_url())
+    }
+
+    pub fn node_dir(&self) -> &Path {
+        &self.node_dir
+    }
+
+    /// `node_dir/data`: the `{data_dir}` to give the command template; kept across restarts.
+    pub fn data_dir(&self) -> PathBuf {
+        self.node_dir.join("data")
+    }
+
+    pub fn stdout_log(&self) -> PathBuf {
+        self.node_dir.join("stdout.log")
+    }
+
+    pub fn stderr_log(&self) -> PathBuf {
+        self.node_dir.join("stderr.log")
+    }
+
+    /// The pid of the process we started, which is also its process group id; `Some` from
+    /// start until the node is killed, stopped or found dead (possibly a zombie until then).
+    pub fn pid(&self) -> Option<u32> {
+        self.pid.map(|p| p.as_raw() as u32)
+    }
+
+    pub fn is_paused(&self) -> bool {
+        self.paused.load(Ordering::SeqCst)
+    }
+
+    /// Spawns the node, then polls `GET /v1/health` every 20 ms until it answers 200.
+    ///
+    /// Fails if the node is already running; if the process exits first (with its exit
+    /// status and the last lines of this start's stderr); or, after killing it, if no 200
+    /// came within `startup_timeout`.
+    pub async fn start(&mut self, startup_timeout: Duration) -> Result<(), NodeError> {
+        self.reap_if_exited()?;
+        if let Some(pid) = self.pid {
+            return Err(NodeError::AlreadyRunning {
+                node: self.id.clone(),
+                action: "start",
+                pid: pid.as_raw(),
+            });
+        }
+        let data_dir = self.data_dir();
+        fs::create_dir_all(&data_dir).map_err(|source| NodeError::Io {
+            node: self.id.clone(),
+            what: "cannot create data dir",
+            path: data_dir.clone(),
+            source,
+        })?;
+        self.starts += 1;
+        let marker = format!(
+            "--- lockpick: start #{} of node {} at unix_ms {}: {} ---\n",
+            self.starts,
+            self.id,
+            unix_ms(),
+            self.command.display()
+        );
+        let stdout = self.open_log(self.stdout_log(), &marker)?;
+        let stderr = self.open_log(self.stderr_log(), &marker)?;
+        let stderr_offset = stderr.metadata().map(|m| m.len()).unwrap_or(0);
+
+        let mut command = match &self.command {
+            NodeCommand::Argv(argv) => {
+                let (program, args) = argv.split_first().ok_or(NodeError::EmptyCommand {
+                    node: self.id.clone(),
+                })?;
+                let mut command = Command::new(program);
+                command.args(args);
+                command
+            }
+            NodeCommand::Shell(line) => {
+                let mut command = Command::new("sh");
+                command.arg("-c").arg(NodeCommand::shell_line(line));
+                command
+            }
+        };
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(stdout))
+            .stderr(Stdio::from(stderr));
+        let pid = spawner::spawn(command)
+            .await
+            .map_err(|source| NodeError::Spawn {
+                node: self.id.clone(),
+                command: self.command.display(),
+                source,
+            })?;
+        self.pid = Some(pid);
+        self.paused.store(false, Ordering::SeqCst);
+        tracing::info!(node = %self.id, pid = pid.as_raw(), start = self.starts, "node spawned");
+        self.wait_healthy(startup_timeout, stderr_offset).await
+    }
+
+    /// Kills the node if it is still running, then [`LocalNode::start`]s it again with the
+    /// same command and data dir.
+    pub async fn restart(&mut self, startup_timeout: Duration) -> Result<(), NodeError> {
+        if self.pid.is_some() {
+            self.kill()?;
+        }
+        self.start(startup_timeout).await
+    }
+
+    /// One `GET /v1/health` bounded by `timeout`; Ok only on 200.
+    pub async fn check_health(&self, timeout: Duration) -> Result<(), NodeError> {
+        let url = self.health_url();
+        let unhealthy = |reason: String| NodeError::Unhealthy {
+            node: self.id.clone(),
+            url: url.clone(),
+            reason,
+        };
+        let client = http_client().map_err(unhealthy)?;
+        probe(&client, &url, timeout).await.map_err(unhealthy)
+    }
+
+    /// SIGSTOP to the node's process group.
+    pub fn pause(&self) -> Result<(), NodeError> {
+        let pid = self.live_pid("pause")?;
+        self.signal_group(pid, Signal::SIGSTOP)?;
+        self.paused.store(true, Ordering::SeqCst);
+        tracing::info!(node = %self.id, pid = pid.as_raw(), "node paused");
+        Ok(())
+    }
+
+    /// SIGCONT to the node's process group.
+    pub fn resume(&self) -> Result<(), NodeError> {
+        let pid = self.live_pid("resume")?;
+        self.signal_group(pid, Signal::SIGCONT)?;
+        self.paused.store(false, Ordering::SeqCst);
+        tracing::info!(node = %self.id, pid = pid.as_raw(), "node resumed");
+        Ok(())
+    }
+
+    /// SIGKILL to the node's process group (works on a paused node too), then reaps the
+    /// leader so no zombie is left. A node that already died on its own is just reaped.
+    pub fn kill(&mut self) -> Result<(), NodeError> {
+        let Some(pid) = self.pid else {
+            return Err(NodeError::NotRunning {
+                node: self.id.clone(),
+                action: "kill",
+            });
+        };
+        self.signal_group(pid, Signal::SIGKILL)?;
+        self.reap(pid, "SIGKILL")?;
+        tracing::info!(node = %self.id, pid = pid.as_raw(), "node killed");
+        Ok(())
+    }
+
+    /// Stops the node if it runs; idempotent. SIGCONT first (a stopped process cannot handle
+    /// SIGTERM), then SIGTERM to the group, up to 2 s for the leader to exit, then SIGKILL to
+    /// whatever is left of the group, and reap. Errors are logged, not returned: this is the
+    /// cleanup path, also run on drop.
+    pub fn stop(&mut self) {
+        let Some(pid) = self.pid else {
+            return;
+        };
+        // The leader is unreaped here, so the group is ours; ESRCH just means it is empty.
+        let _ = killpg(pid, Signal::SIGCONT);
+        let _ = killpg(pid, Signal::SIGTERM);
+        self.paused.store(false, Ordering::SeqCst);
+        let deadline = Instant::now() + STOP_GRACE;
+        // Bounded by STOP_GRACE.
+        while Instant::now() < deadline {
+            match peek_exit(pid) {
+                Ok(None) => std::thread::sleep(STOP_POLL_INTERVAL),
+                _ => break,
+            }
+        }
+        // Also ends group members that outlived the leader or ignored SIGTERM.
+        let _ = killpg(pid, Signal::SIGKILL);
+        match self.reap(pid, "SIGKILL") {
+            Ok(()) => tracing::info!(node = %self.id, pid = pid.as_raw(), "node stopped"),
+            Err(e) => tracing::warn!("{e}"),
+        }
+    }
+
+    fn open_log(&self, path: PathBuf, marker: &str) -> Result<File, NodeError> {
+        let io_err = |what: &'static str, path: &Path| {
+            let node = self.id.clone();
+            let path = path.to_path_buf();
+            move |source| NodeError::Io {
+                node,
+                what,
+                path,
+                source,
+            }
+        };
+        fs::create_dir_all(&self.node_dir)
+            .map_err(io_err("cannot create node dir", &self.node_dir))?;
+        let mut file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(io_err("cannot open log", &path))?;
+        file.write_all(marker.as_bytes())
+            .map_err(io_err("cannot write log", &path))?;
+        Ok(file)
+    }
+
+    async fn wait_healthy(
+        &mut self,
+        startup_timeout: Duration,
+        stderr_offset: u64,
+    ) -> Result<(), NodeError> {
+        let url = self.health_url();
+        let client = match http_client() {
+            Ok(client) => client,
+            Err(reason) => {
+                self.kill_after_failed_start();
+                return Err(NodeError::Unhealthy {
+                    node: self.id.clone(),
+                    url,
+                    reason,
+                });
+            }
+        };
+        let deadline = Instant::now() + startup_timeout;
+        // Each attempt sleeps a poll interval, so the deadline ends the loop first; the
+        // attempt limit is the backstop.
+        let max_attempts = startup_timeout.as_millis() / HEALTH_POLL_INTERVAL.as_millis() + 2;
+        let mut last_error = String::from("no attempt made");
+        for _ in 0..max_attempts {
+            if let Some(status) = self.reap_if_exited()? {
+                return Err(self.exited_before_healthy(status, url, stderr_offset));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            let probe_timeout = (deadline - now).min(HEALTH_PROBE_TIMEOUT_MAX);
+            match probe(&client, &url, probe_timeout).await {
+                Ok(()) => {
+                    tracing::info!(node = %self.id, "node healthy");
+                    return Ok(());
+                }
+                Err(reason) => last_error = reason,
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            tokio::time::sleep(HEALTH_POLL_INTERVAL.min(left)).await;
+        }
+        // It may have died during the last probe: then its exit status is the better reason.
+        if let Some(status) = self.reap_if_exited()? {
+            return Err(self.exited_before_healthy(status, url, stderr_offset));
+        }
+        self.kill_after_failed_start();
+        Err(NodeError::HealthTimeout {
+            node: self.id.clone(),
+            url,
+            timeout_ms: startup_timeout.as_millis(),
+            last_error,
+        })
+    }
+
+    fn exited_before_healthy(&self, status: String, url: String, offset: u64) -> NodeError {
+        let log = self.stderr_log();
+        NodeError::ExitedBeforeHealthy {
+            node: self.id.clone(),
+            status,
+            url,
+            stderr_tail: stderr_tail(&log, offset),
+            log,
+        }
+    }
+
+    fn kill_after_failed_start(&mut self) {
+        if let Err(e) = self.kill() {
+            tracing::warn!("{e}");
+        }
+    }
+
+    /// The pid, if the process is there and has not exited (it may be a zombie we have not
+    /// reaped: then the action is refused with its exit status).
+    fn live_pid(&self, action: &'static str) -> Result<Pid, NodeError> {
+        let Some(pid) = self.pid else {
+            return Err(NodeError::NotRunning {
+                node: self.id.clone(),
+                action,
+            });
+        };
+        match peek_exit(pid) {
+            Ok(None) => Ok(pid),
+            Ok(Some(status)) => Err(NodeError::Exited {
+                node: self.id.clone(),
+                action,
+                pid: pid.as_raw(),
+                status,
+            }),
+            Err(source) => Err(NodeError::Wait {
+                node: self.id.clone(),
+                pid: pid.as_raw(),
+                source,
+            }),
+        }
+    }
+
+    fn signal_group(&self, pid: Pid, signal: Signal) -> Result<(), NodeError> {
+        killpg(pid, signal).map_err(|source| NodeError::Signal {
+            node: self.id.clone(),
+            signal: signal.as_str(),
+            pgid: pid.as_raw(),
+            source,
+        })
+    }
+
+    /// If the leader has exited, ends what is left of its group, reaps it and returns how it
+    /// ended.
+    fn reap_if_exited(&mut self) -> Result<Option<String>, NodeError> {
+        let Some(pid) = self.pid else {
+            return Ok(None);
+        };
+        match peek_exit(pid) {
+            Ok(None) => Ok(None),
+            Ok(Some(status)) => {
+                // Safe: the unreaped leader still holds the group id.
+                let _ = killpg(pid, Signal::SIGKILL);
+                self.reap(pid, "its exit")?;
+                tracing::info!(node = %self.id, pid = pid.as_raw(), %status, "node exited");
+                Ok(Some(status))
+            }
+            Err(source) => Err(NodeError::Wait {
+                node: self.id.clone(),
+                pid: pid.as_raw(),
+                source,
+            }),
+        }
+    }
+
+    /// Waits (bounded by REAP_LIMIT) for the dead or dying leader and reaps it.
+    fn reap(&mut self, pid: Pid, after: &'static str) -> Result<(), NodeError> {
+        let deadline = Instant::now() + REAP_LIMIT;
+        loop {
+            match waitpid(pid, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) => {}
+                // ECHILD: someone else reaped it; either way it is gone.
+                Ok(_) | Err(Errno::ECHILD) => {
+                    self.pid = None;
+                    self.paused.store(false, Ordering::SeqCst);
+                    return Ok(());
+                }
+                Err(Errno::EINTR) => {}
+                Err(source) => {
+                    return Err(NodeError::Wait {
+                        node: self.id.clone(),
+                        pid: pid.as_raw(),
+                        source,
+                    })
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(NodeError::ReapTimeout {
+                    node: self.id.clone(),
+                    pid: pid.as_raw(),
+                    signal: after,
+                    waited_ms: REAP_LIMIT.as_millis(),
+                });
+            }
+            std::thread::sleep(REAP_POLL_INTERVAL);
+        }
+    }
+}
+
+impl Drop for LocalNode {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// How the process ended, if it has, without reaping it (`WNOWAIT`).
+fn peek_exit(pid: Pid) -> Result<Option<String>, Errno> {
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    match waitid(Id::Pid(pid), flags) {
+        Ok(WaitStatus::Exited(_, code)) => Ok(Some(format!("exited with status {code}"))),
+        Ok(WaitStatus::Signaled(_, signal, _)) => {
+            Ok(Some(format!("was killed by {}", signal.as_str())))
+        }
+        Ok(_) => Ok(None),
+        Err(Errno::ECHILD) => Ok(Some("was reaped elsewhere (status unknown)".into())),
+        // nix reports a signal number it cannot name (a realtime signal) as EINVAL.
+        Err(Errno::EINVAL) => Ok(Some("was killed by a signal".into())),
+        Err(e) => Err(e),
+    }
+}
+
+/// A fresh client per use: a reqwest client is tied to the tokio runtime it first ran on,
+/// and nodes outlive runtimes in tests. Never goes through a proxy: the nodes are local.
+fn http_client() -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .map_err(|e| format!("cannot build HTTP client: {}", error_chain(&e)))
+}
+
+async fn probe(client: &reqwest::Client, url: &str, timeout: Duration) -> Result<(), String> {
+    match client.get(url).timeout(timeout).send().await {
+        Ok(response) if response.status() == reqwest::StatusCode::OK => Ok(()),
+        Ok(response) => Err(format!("HTTP {}", response.status())),
+        Err(e) => Err(error_chain(&e)),
+    }
+}
+
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    // Error chains are short; the limit only guards against a cyclic `source`.
+    for _ in 0..8 {
+        let Some(e) = source else { break };
+        let next = e.to_string();
+        if !text.contains(&next) {
+            text.push_str(": ");
+            text.push_str(&next);
+        }
+        source = e.source();
+    }
+    text
+}
+
+/// The last non-empty lines written to `log` since byte `offset`, joined with ` | `.
+fn stderr_tail(log: &Path, offset: u64) -> String {
+    let read = || -> io::Result<String> {
+        let mut file = File::open(log)?;
+        let len = file.metadata()?.len();
+        let from = offset.max(len.saturating_sub(STDERR_TAIL_BYTES));
+        file.seek(SeekFrom::Start(from))?;
+        let mut bytes = Vec::new();
+        file.take(STDERR_TAIL_BYTES).read_to_end(&mut bytes)?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    };
+    match read() {
+        Ok(text) => {
+            let lines: Vec<&str> = text
+                .lines()
+                .map(str::trim_end)
+                .filter(|l| !l.is_empty())
+                .collect();
+            if lines.is_empty() {
+                "(nothing on stderr)".into()
+            } else {
+                lines[lines.len().saturating_sub(STDERR_TAIL_LINES)..].join(" | ")
+            }
+        }
+        Err(e) => format!("(cannot read stderr log: {e})"),
+    }
+}
+
+fn unix_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0)
+}

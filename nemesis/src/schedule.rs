@@ -1,0 +1,180 @@
+//! A seeded fault schedule: which fault starts when and how long it lasts.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::fmt;
+use std::str::FromStr;
+
+/// The faults of the local runtime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FaultKind {
+    /// SIGSTOP the lock service's process group, SIGCONT later.
+    Pause,
+    /// SIGKILL the lock service, restart it with the same command and data dir.
+    Kill,
+    /// A lock-holding client stalls past its lease, then carries on with its old token.
+    ClientPause,
+}
+
+impl FaultKind {
+    pub const ALL: [FaultKind; 3] = [FaultKind::Pause, FaultKind::Kill, FaultKind::ClientPause];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FaultKind::Pause => "pause",
+            FaultKind::Kill => "kill",
+            FaultKind::ClientPause => "client-pause",
+        }
+    }
+
+    /// Whether the fault acts on the service's processes (impossible against a bare URL).
+    pub fn is_server_side(self) -> bool {
+        matches!(self, FaultKind::Pause | FaultKind::Kill)
+    }
+}
+
+impl fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for FaultKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        FaultKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown fault {s:?} (expected pause, kill, client-pause, or none)")
+            })
+    }
+}
+
+/// Parses `--nemesis`: a comma-separated list of faults, or `none`. Duplicates collapse.
+pub fn parse_fault_list(s: &str) -> Result<Vec<FaultKind>, String> {
+    let s = s.trim();
+    if s == "none" {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        let k: FaultKind = part.trim().parse()?;
+        if !out.contains(&k) {
+            out.push(k);
+        }
+    }
+    if out.is_empty() {
+        return Err("empty fault list (use `none` for a run without faults)".into());
+    }
+    Ok(out)
+}
+
+#[derive(Debug, Clone)]
+pub struct ScheduleConfig {
+    pub seed: u64,
+    pub faults: Vec<FaultKind>,
+    /// Quiet time between one fault's end and the next one's start (jittered ±50%).
+    pub interval_ms: u64,
+    /// No fault starts after this; the last one is cut at this point by the final heal.
+    pub duration_ms: u64,
+    /// The lease length: fault lengths are chosen around it, because a fault shorter than a
+    /// lease tests little and one far longer only idles the run.
+    pub ttl_ms: u64,
+}
+
+/// One planned fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlannedFault {
+    /// Start, in ms since the test started.
+    pub at_ms: u64,
+    pub kind: FaultKind,
+    /// How long it lasts: the pause, the stall, or the downtime before the restart.
+    pub length_ms: u64,
+}
+
+/// A bound on the plan's size, whatever the flags: a schedule is for humans to read, too.
+pub const MAX_FAULTS: usize = 10_000;
+
+/// The seeded plan: faults one at a time, each followed by a quiet interval. The same config
+/// always yields the same plan.
+pub fn plan(cfg: &ScheduleConfig) -> Vec<PlannedFault> {
+    let mut out = Vec::new();
+    if cfg.faults.is_empty() {
+        return out;
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x6E65_6D65_7369_7321);
+    let interval = cfg.interval_ms.max(1);
+    let ttl = cfg.ttl_ms.max(1);
+    let mut t = jitter(&mut rng, interval);
+    while t < cfg.duration_ms && out.len() < MAX_FAULTS {
+        let kind = cfg.faults[rng.random_range(0..cfg.faults.len())];
+        let length_ms = match kind {
+            // Straddle the lease: some pauses end before it lapses, most after.
+            FaultKind::Pause => rng.random_range(ttl / 2..=ttl * 2),
+            // Downtime; the restart then waits out the lease itself (recovery).
+            FaultKind::Kill => rng.random_range(100..=ttl.max(101)),
+            // Must outlive the lease surely: well past ttl.
+            FaultKind::ClientPause => rng.random_range(ttl * 3 / 2..=ttl * 5 / 2),
+        };
+        out.push(PlannedFault {
+            at_ms: t,
+            kind,
+            length_ms,
+        });
+        t += length_ms + jitter(&mut rng, interval);
+    }
+    out
+}
+
+fn jitter(rng: &mut ChaCha8Rng, ms: u64) -> u64 {
+    rng.random_range(ms / 2..=ms + ms / 2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(seed: u64) -> ScheduleConfig {
+        ScheduleConfig {
+            seed,
+            faults: FaultKind::ALL.to_vec(),
+            interval_ms: 3000,
+            duration_ms: 30_000,
+            ttl_ms: 2000,
+        }
+    }
+
+    #[test]
+    fn same_seed_same_plan_other_seed_other_plan() {
+        assert_eq!(plan(&cfg(7)), plan(&cfg(7)));
+        assert_ne!(plan(&cfg(7)), plan(&cfg(8)));
+    }
+
+    #[test]
+    fn faults_do_not_overlap_and_start_within_the_run() {
+        for seed in 0..50 {
+            let p = plan(&cfg(seed));
+            assert!(!p.is_empty());
+            for w in p.windows(2) {
+                assert!(w[0].at_ms + w[0].length_ms < w[1].at_ms, "{w:?}");
+            }
+            assert!(p.iter().all(|f| f.at_ms < 30_000));
+            let stalls = p.iter().filter(|f| f.kind == FaultKind::ClientPause);
+            assert!(stalls.clone().all(|f| f.length_ms > 2000));
+        }
+    }
+
+    #[test]
+    fn parses_fault_lists() {
+        assert_eq!(parse_fault_list("none").unwrap(), vec![]);
+        assert_eq!(
+            parse_fault_list("kill, pause,kill").unwrap(),
+            vec![FaultKind::Kill, FaultKind::Pause]
+        );
+        let e = parse_fault_list("pause,partiton").unwrap_err();
+        assert!(e.contains("partiton"), "{e}");
+        assert!(parse_fault_list("").is_err());
+        assert!(plan(&ScheduleConfig { faults: vec![], ..cfg(1) }).is_empty());
+    }
+}

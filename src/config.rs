@@ -1,0 +1,305 @@
+//! The resolved run configuration: flags validated and turned into plain values. Saved as
+//! `config.toml` in the run directory, enough to rerun with the same seed.
+
+use crate::cli::RunArgs;
+use anyhow::{bail, Context, Result};
+use nemesis::schedule::{parse_fault_list, FaultKind};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Duration;
+use workloads::WorkloadKind;
+
+/// Parses `500ms`, `2s`, `1m`, `1m30s`; names the flag when it cannot.
+pub fn duration(flag: &str, s: &str) -> Result<Duration> {
+    humantime::parse_duration(s.trim())
+        .with_context(|| format!("--{flag} {s:?}: expected a duration such as 500ms, 2s or 1m"))
+}
+
+fn ms(flag: &str, s: &str) -> Result<u64> {
+    Ok(duration(flag, s)?.as_millis() as u64)
+}
+
+/// Parses `MIN..MAX` (two durations).
+pub fn range_ms(flag: &str, s: &str) -> Result<(u64, u64)> {
+    let Some((lo, hi)) = s.split_once("..") else {
+        bail!("--{flag} {s:?}: expected MIN..MAX, e.g. 50ms..1s");
+    };
+    let (lo, hi) = (ms(flag, lo)?, ms(flag, hi)?);
+    if lo > hi {
+        bail!("--{flag} {s:?}: MIN is above MAX");
+    }
+    Ok((lo, hi))
+}
+
+/// Where the lock service (or the store) comes from.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Target {
+    /// `lockpick lockd` / `lockpick store` started by the harness.
+    Embedded,
+    /// A shell command template started by the harness.
+    Command { template: String },
+    /// Already running; the harness only talks to it.
+    Url { url: String },
+}
+
+impl Target {
+    pub fn is_started_by_us(&self) -> bool {
+        !matches!(self, Target::Url { .. })
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunConfig {
+    pub name: String,
+    pub seed: u64,
+    pub workload: String,
+    pub clients: usize,
+    pub locks: usize,
+    pub ttl_ms: u64,
+    pub hold_min_ms: u64,
+    pub hold_max_ms: u64,
+    pub duration_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ops_max: Option<u64>,
+    pub op_timeout_ms: u64,
+    pub nemesis: Vec<String>,
+    pub nemesis_interval_ms: u64,
+    pub target: Target,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unsafe_mode: Option<String>,
+    /// `None` for the mutex workload, which uses no store.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<Target>,
+    pub store_fence: String,
+    pub drift: f64,
+    pub liveness_grace_ms: u64,
+    pub startup_timeout_ms: u64,
+    pub out: PathBuf,
+    #[serde(skip)]
+    pub faults: Vec<FaultKind>,
+    #[serde(skip)]
+    pub workload_kind: Option<WorkloadKind>,
+}
+
+/// Bounds on sizes a flag may ask for: past these the machine, not the service, is tested.
+const CLIENTS_MAX: usize = 1024;
+const LOCKS_MAX: usize = 10_000;
+
+impl RunConfig {
+    pub fn from_args(a: &RunArgs, demo: bool) -> Result<RunConfig> {
+        let kind: WorkloadKind = a
+            .workload
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!("--workload: {e}"))?;
+        if a.clients == 0 || a.clients > CLIENTS_MAX {
+            bail!("--clients {}: expected 1..={CLIENTS_MAX}", a.clients);
+        }
+        if a.locks == 0 || a.locks > LOCKS_MAX {
+            bail!("--locks {}: expected 1..={LOCKS_MAX}", a.locks);
+        }
+        let ttl_ms = ms("ttl", &a.ttl)?;
+        if !(10..=3_600_000).contains(&ttl_ms) {
+            bail!("--ttl {}: expected between 10ms and 1h", a.ttl);
+        }
+        let (hold_min_ms, hold_max_ms) = range_ms("hold", &a.hold)?;
+        let duration_ms = ms("duration", &a.duration)?;
+        if duration_ms == 0 {
+            bail!("--duration {}: must be positive", a.duration);
+        }
+        let op_timeout_ms = ms("op-timeout", &a.op_timeout)?;
+        if op_timeout_ms == 0 {
+            bail!("--op-timeout {}: must be positive", a.op_timeout);
+        }
+        let nemesis_interval_ms = ms("nemesis-interval", &a.nemesis_interval)?;
+        if !(a.drift >= 0.0 && a.drift < 1.0) {
+            bail!("--drift {}: expected a fraction in [0, 1)", a.drift);
+        }
+        if let Some(m) = &a.unsafe_mode {
+            m.parse::<lockd::UnsafeMode>()
+                .map_err(|e| anyhow::anyhow!("--unsafe: {e}"))?;
+        }
+        a.store_fence
+            .parse::<lockd::FenceMode>()
+            .map_err(|e| anyhow::anyhow!("--store-fence: {e}"))?;
+        let target = match (&a.node_cmd, &a.url) {
+            (Some(t), _) => Target::Command {
+                template: t.clone(),
+            },
+            (None, Some(u)) => Target::Url { url: u.clone() },
+            (None, None) => Target::Embedded,
+        };
+        let store = match kind {
+            WorkloadKind::Mutex => None,
+            WorkloadKind::Counter => Some(match (&a.store_cmd, &a.store_url) {
+                (Some(t), _) => Target::Command {
+                    template: t.clone(),
+                },
+                (None, Some(u)) => Target::Url { url: u.clone() },
+                (None, None) => Target::Embedded,
+            }),
+        };
+        let faults = match &a.nemesis {
+            Some(list) => {
+                let faults =
+                    parse_fault_list(list).map_err(|e| anyhow::anyhow!("--nemesis: {e}"))?;
+                if !target.is_started_by_us() {
+                    if let Some(f) = faults.iter().find(|f| f.is_server_side()) {
+                        bail!(
+                            "--nemesis {f}: impossible with --url (the harness did not start the \
+                             service, so it cannot {f} it); use --node-cmd, or only client-pause"
+                        );
+                    }
+                }
+                faults
+            }
+            None => FaultKind::ALL
+                .into_iter()
+                .filter(|f| target.is_started_by_us() || !f.is_server_side())
+                .collect(),
+        };
+        let seed = a.seed.unwrap_or_else(rand::random);
+        let name = match &a.name {
+            Some(n) => {
+                if n.is_empty()
+                    || n.contains('/')
+                    || n.contains('\\')
+                    || n == "."
+                    || n == ".."
+                    || n == history::layout::LATEST_LINK
+                {
+                    bail!("--name {n:?}: must be a plain folder name");
+                }
+                n.clone()
+            }
+            None => {
+                let t = match &target {
+                    Target::Embedded => match &a.unsafe_mode {
+                        Some(m) => format!("lockd-{m}"),
+                        None => "lockd".to_string(),
+                    },
+                    Target::Command { .. } => "node-cmd".to_string(),
+                    Target::Url { .. } => "url".to_string(),
+                };
+                if demo {
+                    "demo".to_string()
+                } else {
+                    format!("{t}-{}", kind.as_str())
+                }
+            }
+        };
+        Ok(RunConfig {
+            name,
+            seed,
+            workload: kind.as_str().to_string(),
+            clients: a.clients,
+            locks: a.locks,
+            ttl_ms,
+            hold_min_ms,
+            hold_max_ms,
+            duration_ms,
+            ops_max: a.ops_max,
+            op_timeout_ms,
+            nemesis: faults.iter().map(|f| f.to_string()).collect(),
+            nemesis_interval_ms,
+            target,
+            unsafe_mode: a.unsafe_mode.clone(),
+            store,
+            store_fence: a.store_fence.clone(),
+            drift: a.drift,
+            liveness_grace_ms: ms("liveness-grace", &a.liveness_grace)?,
+            startup_timeout_ms: ms("startup-timeout", &a.startup_timeout)?,
+            out: a.out.clone(),
+            faults,
+            workload_kind: Some(kind),
+        })
+    }
+
+    pub fn kind(&self) -> WorkloadKind {
+        self.workload_kind.unwrap_or(WorkloadKind::Counter)
+    }
+
+    /// The command line that reruns this test with the same seed.
+    pub fn repro_command(&self) -> String {
+        let mut c = vec![
+            "lockpick run".to_string(),
+            format!("--seed {}", self.seed),
+            format!("--workload {}", self.workload),
+            format!("--clients {}", self.clients),
+            format!("--locks {}", self.locks),
+            format!("--ttl {}ms", self.ttl_ms),
+            format!("--hold {}ms..{}ms", self.hold_min_ms, self.hold_max_ms),
+            format!("--duration {}ms", self.duration_ms),
+            format!("--op-timeout {}ms", self.op_timeout_ms),
+            format!(
+                "--nemesis {}",
+                if self.nemesis.is_empty() {
+                    "none".to_string()
+                } else {
+                    self.nemesis.join(",")
+                }
+            ),
+            format!("--nemesis-interval {}ms", self.nemesis_interval_ms),
+        ];
+        if let Some(n) = self.ops_max {
+            c.push(format!("--ops-max {n}"));
+        }
+        match &self.target {
+            Target::Embedded => {}
+            Target::Command { template } => c.push(format!("--node-cmd {}", shell_quote(template))),
+            Target::Url { url } => c.push(format!("--url {}", shell_quote(url))),
+        }
+        if let Some(m) = &self.unsafe_mode {
+            c.push(format!("--unsafe {m}"));
+        }
+        match &self.store {
+            Some(Target::Embedded) => c.push(format!("--store-fence {}", self.store_fence)),
+            Some(Target::Command { template }) => {
+                c.push(format!("--store-cmd {}", shell_quote(template)))
+            }
+            Some(Target::Url { url }) => c.push(format!("--store-url {}", shell_quote(url))),
+            None => {}
+        }
+        if self.drift > 0.0 {
+            c.push(format!("--drift {}", self.drift));
+        }
+        c.push(format!("--liveness-grace {}ms", self.liveness_grace_ms));
+        c.push(format!("--name {}", shell_quote(&self.name)));
+        c.join(" ")
+    }
+}
+
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@,+".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_ranges() {
+        assert_eq!(ms("ttl", "500ms").unwrap(), 500);
+        assert_eq!(ms("ttl", "2s").unwrap(), 2000);
+        assert_eq!(ms("ttl", "1m").unwrap(), 60_000);
+        let e = ms("ttl", "2 parsecs").unwrap_err().to_string();
+        assert!(e.starts_with("--ttl \"2 parsecs\""), "{e}");
+        assert_eq!(range_ms("hold", "50ms..1s").unwrap(), (50, 1000));
+        assert!(range_ms("hold", "2s..1s").is_err());
+        assert!(range_ms("hold", "2s").is_err());
+    }
+
+    #[test]
+    fn quoting() {
+        assert_eq!(shell_quote("abc"), "abc");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+    }
+}

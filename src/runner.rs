@@ -1,0 +1,435 @@
+//! The runner: sets up the nodes, runs clients and nemesis together, heals, makes the final
+//! reads, then checks the recorded history and writes the run directory.
+
+use crate::config::{RunConfig, Target};
+use crate::status::Status;
+use anyhow::{anyhow, bail, Context, Result};
+use history::layout;
+use history::{HistoryWriter, OpValue, Recorder, Results, Validity};
+use nemesis::schedule::{plan, FaultKind, PlannedFault, ScheduleConfig};
+use nemesis::{LocalNode, NodeCommand, Placeholders};
+use serde_json::json;
+use std::fs;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+use workloads::{Budget, PauseBoard, RefClient, WorkloadConfig};
+
+const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+/// Restart attempts after a kill before the run gives up on the node.
+const RESTART_ATTEMPTS: u32 = 3;
+
+/// What a finished run hands back to `main`.
+pub struct Outcome {
+    pub run_dir: PathBuf,
+    pub results: Results,
+    /// A harness-side failure (e.g. a node that would not restart): the verdict was still
+    /// computed from what was recorded, but the exit code is 3.
+    pub error: Option<String>,
+}
+
+/// Faults currently active, for the status line.
+pub type ActiveFaults = Arc<Mutex<Vec<String>>>;
+
+pub async fn run(cfg: RunConfig) -> Result<Outcome> {
+    let run_dir = create_run_dir(&cfg.out, &cfg.name)?;
+    crate::logging::to_file(&run_dir.join(layout::LOG_FILE))?;
+    tracing::info!(dir = %run_dir.display(), seed = cfg.seed, "run starting");
+    let toml = toml::to_string_pretty(&cfg).context("cannot serialize the resolved config")?;
+    fs::write(
+        run_dir.join(layout::CONFIG_FILE),
+        format!("# Resolved configuration of this run.\n# Rerun: {}\n\n{toml}", cfg.repro_command()),
+    )
+    .with_context(|| format!("cannot write {}", run_dir.join(layout::CONFIG_FILE).display()))?;
+
+    let startup = Duration::from_millis(cfg.startup_timeout_ms);
+    let exe = std::env::current_exe().context("cannot locate the lockpick binary")?;
+    let mut lock_node = None;
+    let lock_url = match &cfg.target {
+        Target::Url { url } => url.clone(),
+        t => {
+            let mut argv = vec![
+                exe.display().to_string(),
+                "lockd".into(),
+                "--listen".into(),
+                "{host}:{port}".into(),
+                "--data-dir".into(),
+                "{data_dir}".into(),
+            ];
+            if let Some(m) = &cfg.unsafe_mode {
+                argv.extend(["--unsafe".to_string(), m.clone()]);
+            }
+            let node = start_node("n1", t, argv, &run_dir, startup).await?;
+            let url = node.base_url();
+            lock_node = Some(node);
+            url
+        }
+    };
+    let mut store_node = None;
+    let store_url = match &cfg.store {
+        None => None,
+        Some(Target::Url { url }) => Some(url.clone()),
+        Some(t) => {
+            let argv = vec![
+                exe.display().to_string(),
+                "store".into(),
+                "--listen".into(),
+                "{host}:{port}".into(),
+                "--fence".into(),
+                cfg.store_fence.clone(),
+            ];
+            let node = start_node("store", t, argv, &run_dir, startup).await?;
+            let url = node.base_url();
+            store_node = Some(node);
+            Some(url)
+        }
+    };
+
+    let client = RefClient::new(
+        &lock_url,
+        store_url.as_deref(),
+        Duration::from_millis(cfg.op_timeout_ms),
+        cfg.clients,
+    )?;
+    let history_path = run_dir.join(layout::HISTORY_FILE);
+    let writer = HistoryWriter::create(&history_path)
+        .with_context(|| format!("cannot create {}", history_path.display()))?;
+    let start = Instant::now();
+    let recorder = Arc::new(Recorder::new(writer, start));
+    let wcfg = Arc::new(WorkloadConfig {
+        kind: cfg.kind(),
+        clients: cfg.clients,
+        locks: cfg.locks,
+        ttl_ms: cfg.ttl_ms,
+        hold_min_ms: cfg.hold_min_ms,
+        hold_max_ms: cfg.hold_max_ms,
+        ops_max: cfg.ops_max,
+        seed: cfg.seed,
+        backoff_max_ms: 20,
+    });
+    let pauses = Arc::new(PauseBoard::new());
+    let budget = Arc::new(Budget::new(cfg.ops_max));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let active: ActiveFaults = Arc::default();
+
+    let workers = tokio::spawn(workloads::run_workers(
+        wcfg.clone(),
+        client.clone(),
+        recorder.clone(),
+        pauses.clone(),
+        budget.clone(),
+        stop_rx.clone(),
+    ));
+    let lock_node = lock_node.map(|n| Arc::new(tokio::sync::Mutex::new(n)));
+    let schedule = plan(&ScheduleConfig {
+        seed: cfg.seed,
+        faults: cfg.faults.clone(),
+        interval_ms: cfg.nemesis_interval_ms,
+        duration_ms: cfg.duration_ms,
+        ttl_ms: cfg.ttl_ms,
+    });
+    tracing::info!(faults = schedule.len(), "fault schedule planned");
+    let nemesis_task = tokio::spawn(run_nemesis(Nemesis {
+        schedule,
+        node: lock_node.clone(),
+        pauses: pauses.clone(),
+        recorder: recorder.clone(),
+        stop: stop_rx.clone(),
+        start,
+        interval: Duration::from_millis(cfg.nemesis_interval_ms.max(1)),
+        startup,
+        active: active.clone(),
+    }));
+    let status = Status::start(
+        recorder.clone(),
+        history_path.clone(),
+        active.clone(),
+        Duration::from_millis(cfg.duration_ms),
+        checkers_config(&cfg),
+    );
+
+    let why = wait_for_end(&cfg, &budget, start).await;
+    tracing::info!(why, "stopping clients");
+    status.set_phase("stopping clients and healing");
+    let _ = stop_tx.send(true);
+
+    // Every op is bounded by the op timeout, a stall by the schedule: this bound only catches
+    // harness bugs.
+    let drain = Duration::from_millis(cfg.op_timeout_ms * 4 + cfg.ttl_ms * 3 + 5_000);
+    let workers_done = match tokio::time::timeout(drain, workers).await {
+        Ok(Ok(Ok(done))) => Some(done),
+        Ok(Ok(Err(e))) => return Err(e.into()),
+        Ok(Err(e)) => bail!("client workers crashed: {e}"),
+        Err(_) => bail!("client workers did not stop within {drain:?}"),
+    };
+    let mut error = match tokio::time::timeout(drain + startup * RESTART_ATTEMPTS, nemesis_task).await {
+        Ok(Ok(Ok(()))) => None,
+        Ok(Ok(Err(e))) => Some(format!("{e:#}")),
+        Ok(Err(e)) => Some(format!("nemesis crashed: {e}")),
+        Err(_) => Some("nemesis did not heal in time".to_string()),
+    };
+    pauses.cancel();
+    if let Some(node) = &lock_node {
+        // The final heal: whatever the nemesis left, the service runs again before final reads.
+        let mut n = node.lock().await;
+        if n.is_paused() {
+            n.resume()?;
+        }
+    }
+
+    if wcfg.kind == workloads::WorkloadKind::Counter && error.is_none() {
+        status.set_phase("quiet period, then final reads");
+        // Clients rest so every lease lapses and the service settles before the closing read.
+        tokio::time::sleep(Duration::from_millis(cfg.ttl_ms.clamp(200, 2_000))).await;
+        let first = workers_done.map(|d| d.max_process + 1).unwrap_or(0);
+        workloads::final_reads(&wcfg, &client, &recorder, first).await?;
+    }
+    let events = recorder.events();
+    status.finish();
+    drop(lock_node);
+    drop(store_node);
+    tracing::info!(events, "clients done; checking");
+
+    let results = check_file(&history_path, &checkers_config(&cfg))?;
+    write_results(&run_dir, &results)?;
+    if error.is_none() && events == 0 {
+        error = Some("no event was recorded".into());
+    }
+    Ok(Outcome {
+        run_dir,
+        results,
+        error,
+    })
+}
+
+async fn wait_for_end(cfg: &RunConfig, budget: &Budget, start: Instant) -> &'static str {
+    let end = start + Duration::from_millis(cfg.duration_ms);
+    let mut sigterm =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let term = async {
+        match sigterm.as_mut() {
+            Some(s) => {
+                s.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    };
+    let budget_spent = async {
+        // Polled: the budget is an atomic shared with the workers; 20 ms is far below any run.
+        while !budget.exhausted() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::select! {
+        _ = tokio::time::sleep_until(end.into()) => "duration reached",
+        _ = budget_spent => "ops budget spent",
+        _ = tokio::signal::ctrl_c() => {
+            spawn_second_signal_exit();
+            "interrupted (Ctrl-C): healing and checking what was recorded"
+        }
+        _ = term => {
+            spawn_second_signal_exit();
+            "terminated (SIGTERM): healing and checking what was recorded"
+        }
+    }
+}
+
+/// A second Ctrl-C means "now": exit at once. The nodes die with us (they were started with
+/// PDEATHSIG), and the history is already on disk line by line.
+fn spawn_second_signal_exit() {
+    eprintln!("lockpick: stopping; press Ctrl-C again to abort at once");
+    tokio::spawn(async {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("lockpick: aborted; the history recorded so far is kept");
+            std::process::exit(history::ExitCode::Error.code() as i32);
+        }
+    });
+}
+
+pub fn checkers_config(cfg: &RunConfig) -> checkers::CheckConfig {
+    checkers::CheckConfig {
+        drift: cfg.drift,
+        liveness_grace_ns: cfg.liveness_grace_ms * 1_000_000,
+        ..Default::default()
+    }
+}
+
+/// Reads a history file back and checks it: the run's verdict comes from the file, the same
+/// path `lockpick check` takes, so the file is the one boundary.
+pub fn check_file(path: &Path, cfg: &checkers::CheckConfig) -> Result<Results> {
+    let (ops, warnings) = history::read_ops(path)?;
+    let h = history::History::new(ops).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    let mut results = checkers::check(&h, cfg);
+    for w in warnings {
+        results
+            .notes
+            .push(format!("{}:{}: {}", path.display(), w.line, w.message));
+    }
+    Ok(results)
+}
+
+pub fn write_results(run_dir: &Path, results: &Results) -> Result<()> {
+    let json = serde_json::to_string_pretty(results)?;
+    fs::write(run_dir.join(layout::RESULTS_FILE), json + "\n")
+        .with_context(|| format!("cannot write {}", run_dir.join(layout::RESULTS_FILE).display()))?;
+    fs::write(
+        run_dir.join(layout::SUMMARY_FILE),
+        reports::summary_text(results),
+    )
+    .with_context(|| format!("cannot write {}", run_dir.join(layout::SUMMARY_FILE).display()))?;
+    Ok(())
+}
+
+async fn start_node(
+    id: &str,
+    target: &Target,
+    embedded_argv: Vec<String>,
+    run_dir: &Path,
+    startup: Duration,
+) -> Result<LocalNode> {
+    let node_dir = layout::node_dir(run_dir, id);
+    fs::create_dir_all(node_dir.join("data"))
+        .with_context(|| format!("cannot create {}", node_dir.display()))?;
+    let port = nemesis::free_port(LOOPBACK)?;
+    let ph = Placeholders {
+        id: id.to_string(),
+        host: LOOPBACK.to_string(),
+        port,
+        data_dir: node_dir.join("data"),
+        peers: String::new(),
+    };
+    let command = match target {
+        Target::Embedded => NodeCommand::Argv(
+            embedded_argv
+                .iter()
+                .map(|a| nemesis::substitute(a, &ph))
+                .collect::<Result<_, _>>()?,
+        ),
+        Target::Command { template } => NodeCommand::Shell(nemesis::substitute(template, &ph)?),
+        Target::Url { .. } => unreachable!("a URL target has no node to start"),
+    };
+    let mut node = LocalNode::new(id, command, LOOPBACK, port, node_dir);
+    node.start(startup).await?;
+    tracing::info!(node = id, url = %node.base_url(), pid = ?node.pid(), "node up");
+    Ok(node)
+}
+
+struct Nemesis<W: std::io::Write + Send> {
+    schedule: Vec<PlannedFault>,
+    node: Option<Arc<tokio::sync::Mutex<LocalNode>>>,
+    pauses: Arc<PauseBoard>,
+    recorder: Arc<Recorder<W>>,
+    stop: watch::Receiver<bool>,
+    start: Instant,
+    interval: Duration,
+    startup: Duration,
+    active: ActiveFaults,
+}
+
+/// Sleeps until `until` or the stop signal; true if stopped.
+async fn sleep_or_stop(until: Instant, stop: &mut watch::Receiver<bool>) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep_until(until.into()) => *stop.borrow(),
+        _ = stop.wait_for(|s| *s) => true,
+    }
+}
+
+fn set_active(active: &ActiveFaults, what: Option<String>) {
+    let mut a = active.lock().unwrap_or_else(|p| p.into_inner());
+    a.clear();
+    a.extend(what);
+}
+
+async fn run_nemesis<W: std::io::Write + Send>(mut n: Nemesis<W>) -> Result<()> {
+    let nodes = json!(["n1"]);
+    for fault in std::mem::take(&mut n.schedule) {
+        let at = n.start + Duration::from_millis(fault.at_ms);
+        if sleep_or_stop(at, &mut n.stop).await {
+            break;
+        }
+        let length = Duration::from_millis(fault.length_ms);
+        let value = || {
+            OpValue::default()
+                .with_extra("nodes", nodes.clone())
+                .with_extra("length_ms", json!(fault.length_ms))
+        };
+        match fault.kind {
+            FaultKind::Pause => {
+                let node = n.node.as_ref().context("pause needs a node the harness started")?;
+                n.recorder.nemesis("start-pause", value())?;
+                node.lock().await.pause()?;
+                set_active(&n.active, Some("pause n1".into()));
+                // Heal on stop too: the fault's end always runs.
+                sleep_or_stop(Instant::now() + length, &mut n.stop).await;
+                node.lock().await.resume()?;
+                n.recorder.nemesis("stop-pause", value())?;
+            }
+            FaultKind::Kill => {
+                let node = n.node.as_ref().context("kill needs a node the harness started")?;
+                n.recorder.nemesis("kill", value())?;
+                node.lock().await.kill()?;
+                set_active(&n.active, Some("kill n1".into()));
+                sleep_or_stop(Instant::now() + length, &mut n.stop).await;
+                restart(node, n.startup).await?;
+                n.recorder.nemesis("restart", OpValue::default().with_extra("nodes", nodes.clone()))?;
+            }
+            FaultKind::ClientPause => {
+                // The holder that takes the request records the stall itself, with its process.
+                n.pauses.request(length, Instant::now() + n.interval);
+                set_active(&n.active, Some("client-pause".into()));
+                sleep_or_stop(Instant::now() + length.min(n.interval), &mut n.stop).await;
+            }
+        }
+        set_active(&n.active, None);
+    }
+    Ok(())
+}
+
+async fn restart(node: &tokio::sync::Mutex<LocalNode>, startup: Duration) -> Result<()> {
+    let mut last = None;
+    for attempt in 1..=RESTART_ATTEMPTS {
+        match node.lock().await.restart(startup).await {
+            Ok(()) => return Ok(()),
+            Err(e) => {
+                tracing::warn!(attempt, error = %e, "restart failed");
+                last = Some(e);
+            }
+        }
+    }
+    Err(anyhow!(
+        "node n1 did not come back after {RESTART_ATTEMPTS} restarts: {}",
+        last.map(|e| e.to_string()).unwrap_or_default()
+    ))
+}
+
+/// Makes `<out>/<name>/<UTC timestamp>/` and points `<out>/latest` at it.
+fn create_run_dir(out: &Path, name: &str) -> Result<PathBuf> {
+    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ").to_string();
+    let parent = out.join(name);
+    fs::create_dir_all(&parent).with_context(|| format!("cannot create {}", parent.display()))?;
+    let mut dir = parent.join(&stamp);
+    // Two runs in the same millisecond (tests in parallel) get distinct folders.
+    for i in 2..100 {
+        match fs::create_dir(&dir) {
+            Ok(()) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                dir = parent.join(format!("{stamp}-{i}"));
+            }
+            Err(e) => return Err(e).with_context(|| format!("cannot create {}", dir.display())),
+        }
+    }
+    if !dir.is_dir() {
+        bail!("cannot create a fresh run directory under {}", parent.display());
+    }
+    let link = out.join(layout::LATEST_LINK);
+    let target = Path::new(name).join(dir.file_name().unwrap_or_default());
+    let tmp = out.join(format!(".latest-{}", std::process::id()));
+    let _ = fs::remove_file(&tmp);
+    // Best effort: a missing `latest` link loses nothing.
+    if std::os::unix::fs::symlink(&target, &tmp).is_ok() && fs::rename(&tmp, &link).is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    Ok(dir)
+}

@@ -1,0 +1,102 @@
+//! The live status line: elapsed and remaining time, ops, outcomes, active faults, and the
+//! violations found so far. A spinner line on a terminal; plain lines every few seconds
+//! otherwise (CI logs).
+
+use crate::runner::ActiveFaults;
+use history::Recorder;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Past this many events the status line stops re-checking the history while it grows: a
+/// re-check must stay far cheaper than the run itself.
+const LIVE_CHECK_EVENTS_MAX: u64 = 300_000;
+
+pub struct Status {
+    task: tokio::task::JoinHandle<()>,
+    phase: Arc<Mutex<String>>,
+    bar: Option<ProgressBar>,
+}
+
+impl Status {
+    pub fn start<W: std::io::Write + Send + 'static>(
+        recorder: Arc<Recorder<W>>,
+        history: PathBuf,
+        active: ActiveFaults,
+        duration: Duration,
+        check_cfg: checkers::CheckConfig,
+    ) -> Status {
+        let tty = std::io::stdout().is_terminal();
+        let bar = tty.then(|| {
+            let b = ProgressBar::new_spinner();
+            b.set_style(ProgressStyle::with_template("{spinner} {msg}").expect("valid template"));
+            b.enable_steady_tick(Duration::from_millis(200));
+            b
+        });
+        let phase = Arc::new(Mutex::new("running".to_string()));
+        let violations = Arc::new(AtomicI64::new(0));
+        let task = {
+            let bar = bar.clone();
+            let phase = phase.clone();
+            tokio::spawn(async move {
+                let start = recorder.start();
+                let every = if tty { Duration::from_secs(1) } else { Duration::from_secs(5) };
+                let mut last_check = Instant::now();
+                // Ends when the runner aborts the task; each pass sleeps `every`.
+                loop {
+                    tokio::time::sleep(every).await;
+                    if last_check.elapsed() >= Duration::from_secs(3)
+                        && recorder.events() < LIVE_CHECK_EVENTS_MAX
+                    {
+                        last_check = Instant::now();
+                        let (h, v, cfg) = (history.clone(), violations.clone(), check_cfg.clone());
+                        // Off the async threads: parsing and checking are CPU work.
+                        tokio::task::spawn_blocking(move || {
+                            let n = crate::runner::check_file(&h, &cfg)
+                                .map(|r| r.violations.len() as i64)
+                                .unwrap_or(-1);
+                            v.store(n, Ordering::Relaxed);
+                        });
+                    }
+                    let c = recorder.counts();
+                    let elapsed = start.elapsed();
+                    let faults = active.lock().map(|a| a.join(", ")).unwrap_or_default();
+                    let v = violations.load(Ordering::Relaxed);
+                    let line = format!(
+                        "{} {:>5.1}s elapsed, {:>5.1}s left | ops {} ok {} fail {} info {} | faults: {} | violations so far: {}",
+                        phase.lock().map(|p| p.clone()).unwrap_or_default(),
+                        elapsed.as_secs_f64(),
+                        duration.saturating_sub(elapsed).as_secs_f64(),
+                        c.invoked,
+                        c.ok,
+                        c.fail,
+                        c.info,
+                        if faults.is_empty() { "none" } else { &faults },
+                        if v < 0 { "?".to_string() } else { v.to_string() },
+                    );
+                    match &bar {
+                        Some(b) => b.set_message(line),
+                        None => println!("{line}"),
+                    }
+                }
+            })
+        };
+        Status { task, phase, bar }
+    }
+
+    pub fn set_phase(&self, p: &str) {
+        if let Ok(mut ph) = self.phase.lock() {
+            *ph = p.to_string();
+        }
+    }
+
+    pub fn finish(self) {
+        self.task.abort();
+        if let Some(b) = self.bar {
+            b.finish_and_clear();
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! Shared helpers for the end-to-end tests: run the real `lockpick` binary with a bound on its
+//! duration, and read what it wrote.
+
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_lockpick");
+
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub out_dir: PathBuf,
+}
+
+impl Run {
+    /// The run directory `runs/latest` points at.
+    pub fn run_dir(&self) -> PathBuf {
+        let latest = self.out_dir.join("latest");
+        let target = std::fs::read_link(&latest)
+            .unwrap_or_else(|e| panic!("no latest link in {}: {e}\n{}", self.out_dir.display(), self.stderr));
+        self.out_dir.join(target)
+    }
+
+    pub fn results(&self) -> Value {
+        let p = self.run_dir().join("results.json");
+        let text = std::fs::read_to_string(&p)
+            .unwrap_or_else(|e| panic!("{}: {e}\nstdout:\n{}\nstderr:\n{}", p.display(), self.stdout, self.stderr));
+        serde_json::from_str(&text).unwrap()
+    }
+
+    /// Violation kinds found, sorted and deduplicated.
+    pub fn kinds(&self, field: &str) -> Vec<String> {
+        let r = self.results();
+        let mut k: Vec<String> = r[field]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["kind"].as_str().unwrap().to_string())
+            .collect();
+        k.sort();
+        k.dedup();
+        k
+    }
+
+    pub fn describe(&self) -> String {
+        format!(
+            "exit {}\nstdout:\n{}\nstderr:\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Runs `lockpick ARGS` and kills it if it outlives `limit` (then panics).
+pub fn run_with_limit(args: &[&str], limit: Duration) -> Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn lockpick");
+    let start = Instant::now();
+    // Polled: std has no wait-with-timeout; 50 ms is fine-grained enough for runs of seconds.
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "lockpick {args:?} ran past {limit:?}\nstdout:\n{}\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `lockpick run --out <tmp> ARGS`.
+pub fn run(out: &Path, args: &[&str], limit: Duration) -> Run {
+    let mut all = vec!["run", "--out", out.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let o = run_with_limit(&all, limit);
+    Run {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        out_dir: out.to_path_buf(),
+    }
+}
+
+/// Processes whose command line mentions `needle`, with their state letter from /proc.
+pub fn processes_mentioning(needle: &str) -> Vec<(u32, char)> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        if !String::from_utf8_lossy(&cmd).contains(needle) {
+            continue;
+        }
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| {
+                let after = s.rsplit_once(')')?.1.trim_start().chars().next()?;
+                Some(after)
+            })
+            .unwrap_or('?');
+        if state != 'Z' {
+            out.push((pid, state));
+        }
+    }
+    out
+}
+
+/// Writes a stand-in service (Python) into `dir` and returns its path.
+pub fn write_script(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, body).unwrap();
+    p
+}
+
+/// Skips (with a visible message) when python3 is missing, except under
+/// LOCKPICK_SYSTEM_TESTS=1, where a missing tool is a failure.
+pub fn require_python() -> bool {
+    let ok = Command::new("python3")
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !ok {
+        if std::env::var("LOCKPICK_SYSTEM_TESTS").as_deref() == Ok("1") {
+            panic!("python3 is required under LOCKPICK_SYSTEM_TESTS=1 (apt-get install python3)");
+        }
+        eprintln!("SKIPPED: python3 not found (apt-get install python3)");
+    }
+    ok
+}

@@ -1,0 +1,182 @@
+//! Bad input and hostile conditions: clear one-line errors with exit 3, and nothing recorded
+//! is ever lost.
+
+mod common;
+
+use common::{processes_mentioning, require_python, run, run_with_limit, write_script, BIN};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[test]
+fn unknown_flag_exits_3_with_one_line() {
+    let o = run_with_limit(&["run", "--frobnicate"], Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.lines().next().unwrap().contains("--frobnicate"), "{err}");
+}
+
+#[test]
+fn bad_flag_value_names_the_flag() {
+    let o = run_with_limit(&["run", "--ttl", "soon"], Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--ttl") && err.lines().count() == 1, "{err}");
+    let o = run_with_limit(&["run", "--nemesis", "pause,partiton"], Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("partiton"));
+}
+
+#[test]
+fn server_side_faults_against_a_url_are_refused_up_front() {
+    let o = run_with_limit(
+        &["run", "--url", "http://127.0.0.1:9", "--nemesis", "pause"],
+        Duration::from_secs(10),
+    );
+    assert_eq!(o.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--url") && err.contains("pause"), "{err}");
+}
+
+#[test]
+fn malformed_history_line_exits_3_naming_file_and_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("h.jsonl");
+    std::fs::write(
+        &p,
+        "{\"index\":0,\"time_ns\":1,\"process\":1,\"type\":\"invoke\",\"f\":\"acquire\",\"lock\":\"L\"}\n\
+         {\"index\":1,\"time_ns\":2,\"process\":1,\"type\":\"okay\",\"f\":\"acquire\",\"lock\":\"L\"}\n",
+    )
+    .unwrap();
+    let o = run_with_limit(&["check", p.to_str().unwrap()], Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&format!("{}:2:", p.display())), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
+fn check_json_prints_results_and_exit_code_follows_the_verdict() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("empty.jsonl");
+    std::fs::write(&p, "").unwrap();
+    let o = run_with_limit(&["check", "--json", p.to_str().unwrap()], Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(2), "an empty history proves nothing");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["valid"], "unknown");
+}
+
+/// A service that answers health but garbles every lock op: bad JSON, 500s, or silence.
+const HOSTILE: &str = r#"
+import http.server, json, sys, time, itertools
+counter = itertools.count()
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def reply(self, code, body):
+        b = body.encode()
+        self.send_response(code)
+        self.send_header("Content-Length", str(len(b)))
+        self.end_headers()
+        self.wfile.write(b)
+    def do_GET(self):
+        self.reply(200, json.dumps({"ok": True}))
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length", 0))
+        self.rfile.read(n)
+        k = next(counter) % 4
+        if k == 0: self.reply(200, "this is not json")
+        elif k == 1: self.reply(500, "internal error")
+        elif k == 2: time.sleep(1.5); self.reply(200, "{}")
+        else: self.reply(409, "{\"error\":\"held\"}")
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"#;
+
+#[test]
+fn garbage_answers_are_recorded_and_the_run_still_reaches_a_verdict() {
+    if !require_python() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let script = write_script(tmp.path(), "hostile.py", HOSTILE);
+    let cmd = format!("python3 {} {{port}}", script.display());
+    let out = tmp.path().join("runs");
+    let r = run(
+        &out,
+        &[
+            "--node-cmd", &cmd, "--workload", "mutex", "--nemesis", "none", "--duration", "4s",
+            "--op-timeout", "500ms", "--clients", "3",
+        ],
+        Duration::from_secs(60),
+    );
+    assert!((0..=2).contains(&r.code), "expected a verdict; {}", r.describe());
+    let res = r.results();
+    let acquire = &res["stats"]["ops"]["acquire"];
+    assert!(acquire["info"].as_u64().unwrap_or(0) > 0, "{res}");
+    assert!(acquire["fail"].as_u64().unwrap_or(0) > 0, "{res}");
+    let history = std::fs::read_to_string(r.run_dir().join("history.jsonl")).unwrap();
+    assert!(history.contains("bad-response"), "unreadable 200 not recorded as such");
+    assert!(history.contains("http-500"));
+    assert!(history.contains("timeout"));
+}
+
+#[test]
+fn a_node_that_never_answers_health_is_a_setup_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = run(
+        &tmp.path().join("runs"),
+        &["--node-cmd", "sleep 30", "--startup-timeout", "1s", "--duration", "2s"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(r.code, 3, "{}", r.describe());
+    assert!(r.stderr.contains("n1"), "{}", r.describe());
+}
+
+#[test]
+fn kill_9_of_the_harness_leaves_a_readable_history_and_no_stopped_child() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("runs");
+    let mut child = Command::new(BIN)
+        .args([
+            "run", "--out", out.to_str().unwrap(), "--nemesis", "pause", "--nemesis-interval",
+            "300ms", "--ttl", "1s", "--duration", "30s", "--seed", "11",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the service is paused (a start-pause with no stop-pause after it).
+    let start = Instant::now();
+    let history = loop {
+        assert!(start.elapsed() < Duration::from_secs(20), "no pause seen in 20 s");
+        std::thread::sleep(Duration::from_millis(50));
+        let Ok(link) = std::fs::read_link(out.join("latest")) else { continue };
+        let h = out.join(link).join("history.jsonl");
+        let text = std::fs::read_to_string(&h).unwrap_or_default();
+        if text.rfind("start-pause").unwrap_or(0) > text.rfind("stop-pause").unwrap_or(0) {
+            break h;
+        }
+    };
+    let run_dir = history.parent().unwrap().to_path_buf();
+    let needle = run_dir.display().to_string();
+    let paused = processes_mentioning(&needle);
+    assert!(paused.iter().any(|(_, s)| *s == 'T'), "lockd not stopped: {paused:?}");
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    // The children die with the harness (PDEATHSIG), even the stopped one.
+    let start = Instant::now();
+    while !processes_mentioning(&needle).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "children left behind: {:?}",
+            processes_mentioning(&needle)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = run_with_limit(&["check", run_dir.to_str().unwrap()], Duration::from_secs(20));
+    assert!(
+        (0..=2).contains(&o.status.code().unwrap()),
+        "check failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -1,0 +1,229 @@
+//! The reference-protocol adapter: lock ops against lockd's HTTP API and store ops against the
+//! fenced store, each classified as ok, fail or info.
+
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// An adapter's answer to one op, in history terms.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// Took effect; the response body.
+    Ok(Value),
+    /// Surely did not take effect; why.
+    Fail(String),
+    /// May or may not have taken effect; why.
+    Info(String),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot build the HTTP client: {0}")]
+    Build(#[from] reqwest::Error),
+    #[error("bad service URL {url:?}: {reason}")]
+    Url { url: String, reason: String },
+}
+
+/// One shared HTTP client (connection pool) for the lock service and the store.
+#[derive(Clone)]
+pub struct RefClient {
+    http: reqwest::Client,
+    lock_url: String,
+    store_url: Option<String>,
+}
+
+fn check_url(url: &str) -> Result<String, ClientError> {
+    let trimmed = url.trim_end_matches('/');
+    match reqwest::Url::parse(trimmed) {
+        Ok(u) if u.scheme() == "http" || u.scheme() == "https" => Ok(trimmed.to_string()),
+        Ok(u) => Err(ClientError::Url {
+            url: url.to_string(),
+            reason: format!("scheme {:?} is not http or https", u.scheme()),
+        }),
+        Err(e) => Err(ClientError::Url {
+            url: url.to_string(),
+            reason: e.to_string(),
+        }),
+    }
+}
+
+/// Segments of our paths are lock and key names; escape them so any name is one segment.
+fn segment(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+impl RefClient {
+    /// `op_timeout` bounds each request end to end: past it the op is recorded as `info`.
+    pub fn new(
+        lock_url: &str,
+        store_url: Option<&str>,
+        op_timeout: Duration,
+        pool_size: usize,
+    ) -> Result<Self, ClientError> {
+        let http = reqwest::Client::builder()
+            .timeout(op_timeout)
+            .connect_timeout(op_timeout)
+            .pool_max_idle_per_host(pool_size)
+            .tcp_nodelay(true)
+            .build()?;
+        Ok(RefClient {
+            http,
+            lock_url: check_url(lock_url)?,
+            store_url: store_url.map(check_url).transpose()?,
+        })
+    }
+
+    async fn post(&self, url: String, body: Value) -> Reply {
+        let resp = match self.http.post(&url).json(&body).send().await {
+            Ok(r) => r,
+            Err(e) => return classify_error(&e),
+        };
+        let status = resp.status();
+        let bytes = match resp.bytes().await {
+            Ok(b) => b,
+            // The status arrived, so the service acted (or refused); only the body was lost.
+            Err(e) if status.as_u16() == 409 => return Reply::Fail(format!("conflict ({e})")),
+            Err(e) => return classify_error(&e),
+        };
+        let parsed: Result<Value, _> = serde_json::from_slice(&bytes);
+        match (status.as_u16(), parsed) {
+            (200, Ok(v)) if v.is_object() => Reply::Ok(v),
+            // A 200 we cannot read: the service may well have acted on it.
+            (200, _) => Reply::Info(format!("bad-response: {}", snippet(&bytes))),
+            (409, Ok(v)) => Reply::Fail(
+                v.get("error")
+                    .and_then(Value::as_str)
+                    .unwrap_or("conflict")
+                    .to_string(),
+            ),
+            (409, Err(_)) => Reply::Fail("conflict".to_string()),
+            (code, _) => Reply::Info(format!("http-{code}: {}", snippet(&bytes))),
+        }
+    }
+
+    pub async fn acquire(&self, client: &str, lock: &str, ttl_ms: u64, wait_ms: u64) -> Reply {
+        let url = format!("{}/v1/locks/{}/acquire", self.lock_url, segment(lock));
+        self.post(
+            url,
+            json!({"client": client, "ttl_ms": ttl_ms, "wait_ms": wait_ms}),
+        )
+        .await
+    }
+
+    pub async fn renew(&self, client: &str, lock: &str, token: u64, ttl_ms: u64) -> Reply {
+        let url = format!("{}/v1/locks/{}/renew", self.lock_url, segment(lock));
+        self.post(
+            url,
+            json!({"client": client, "token": token, "ttl_ms": ttl_ms}),
+        )
+        .await
+    }
+
+    pub async fn release(&self, client: &str, lock: &str, token: u64) -> Reply {
+        let url = format!("{}/v1/locks/{}/release", self.lock_url, segment(lock));
+        self.post(url, json!({"client": client, "token": token}))
+            .await
+    }
+
+    fn store(&self) -> &str {
+        // The runner only builds counter workloads with a store URL.
+        self.store_url
+            .as_deref()
+            .expect("store op on a client built without a store URL")
+    }
+
+    pub async fn read(&self, client: &str, key: &str, token: u64) -> Reply {
+        let url = format!("{}/v1/store/{}/read", self.store(), segment(key));
+        self.post(url, json!({"client": client, "token": token}))
+            .await
+    }
+
+    pub async fn write(&self, client: &str, key: &str, token: u64, value: i64) -> Reply {
+        let url = format!("{}/v1/store/{}/write", self.store(), segment(key));
+        self.post(
+            url,
+            json!({"client": client, "token": token, "value": value}),
+        )
+        .await
+    }
+
+    /// The unfenced inspection read (`GET /v1/store/{key}`), used for the closing read: after
+    /// the run no client holds a token the fence would accept, and this read must not move it.
+    pub async fn inspect(&self, key: &str) -> Reply {
+        let url = format!("{}/v1/store/{}", self.store(), segment(key));
+        match self.http.get(&url).send().await {
+            Ok(r) => {
+                let status = r.status().as_u16();
+                match r.bytes().await {
+                    Ok(b) => match (status, serde_json::from_slice::<Value>(&b)) {
+                        (200, Ok(v)) if v.is_object() => Reply::Ok(v),
+                        // A read changes nothing, so a bad answer is a plain failure.
+                        _ => Reply::Fail(format!("http-{status}: {}", snippet(&b))),
+                    },
+                    Err(e) => classify_error(&e),
+                }
+            }
+            Err(e) => classify_error(&e),
+        }
+    }
+}
+
+/// A refused connection never carried the request: a definite failure. Anything after the
+/// request may have left (timeout, reset) is indeterminate.
+fn classify_error(e: &reqwest::Error) -> Reply {
+    if e.is_timeout() {
+        Reply::Info("timeout".to_string())
+    } else if e.is_connect() {
+        Reply::Fail(format!("connect: {}", root_cause(e)))
+    } else {
+        Reply::Info(format!("transport: {}", root_cause(e)))
+    }
+}
+
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cur: &(dyn std::error::Error + 'static) = e;
+    // Error chains are short; the bound only guards against a cyclic source().
+    for _ in 0..16 {
+        match cur.source() {
+            Some(s) => cur = s,
+            None => break,
+        }
+    }
+    cur.to_string()
+}
+
+fn snippet(bytes: &[u8]) -> String {
+    let s = String::from_utf8_lossy(bytes);
+    let s = s.trim();
+    if s.chars().count() > 80 {
+        format!("{}…", s.chars().take(80).collect::<String>())
+    } else {
+        s.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_become_one_segment() {
+        assert_eq!(segment("L0"), "L0");
+        assert_eq!(segment("a/b c"), "a%2Fb%20c");
+        assert_eq!(segment("é"), "%C3%A9");
+    }
+
+    #[test]
+    fn rejects_bad_urls() {
+        assert!(RefClient::new("ftp://x", None, Duration::from_secs(1), 1).is_err());
+        assert!(RefClient::new("not a url", None, Duration::from_secs(1), 1).is_err());
+        assert!(RefClient::new("http://127.0.0.1:1/", None, Duration::from_secs(1), 1).is_ok());
+    }
+}

@@ -1,0 +1,467 @@
+//! The `mutex` and `counter` workloads: one worker task per client slot, each recording every
+//! op it performs.
+
+use crate::client::{RefClient, Reply};
+use crate::pause::PauseBoard;
+use history::{OpType, OpValue, Process, Recorder, F};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::Value;
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// Which workload the clients run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkloadKind {
+    /// Acquire; hold, renewing every ttl/3; release.
+    Mutex,
+    /// Under the lock: read the register with the token, write value + 1 with the token.
+    Counter,
+}
+
+impl std::str::FromStr for WorkloadKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "mutex" => Ok(WorkloadKind::Mutex),
+            "counter" => Ok(WorkloadKind::Counter),
+            _ => Err(format!("unknown workload {s:?} (expected mutex or counter)")),
+        }
+    }
+}
+
+impl WorkloadKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkloadKind::Mutex => "mutex",
+            WorkloadKind::Counter => "counter",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct WorkloadConfig {
+    pub kind: WorkloadKind,
+    pub clients: usize,
+    pub locks: usize,
+    pub ttl_ms: u64,
+    pub hold_min_ms: u64,
+    pub hold_max_ms: u64,
+    /// Upper bound on client invokes; holders still release once it is reached.
+    pub ops_max: Option<u64>,
+    pub seed: u64,
+    /// Longest pause between a failed acquire and the next try.
+    pub backoff_max_ms: u64,
+}
+
+impl WorkloadConfig {
+    pub fn lock_name(i: usize) -> String {
+        format!("L{i}")
+    }
+    /// The store register guarded by a lock.
+    pub fn key_for(lock: &str) -> String {
+        format!("counter-{lock}")
+    }
+    pub fn lock_names(&self) -> Vec<String> {
+        (0..self.locks).map(Self::lock_name).collect()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    #[error("cannot write the history: {0}")]
+    History(#[from] std::io::Error),
+    #[error("a client worker panicked: {0}")]
+    Worker(String),
+}
+
+/// Shared by the runner and the workers: the op budget.
+#[derive(Debug)]
+pub struct Budget {
+    left: Option<AtomicU64>,
+}
+
+impl Budget {
+    pub fn new(ops_max: Option<u64>) -> Self {
+        Budget {
+            left: ops_max.map(AtomicU64::new),
+        }
+    }
+    /// Takes one op from the budget; false once it is spent.
+    fn take(&self) -> bool {
+        match &self.left {
+            None => true,
+            Some(left) => left
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .is_ok(),
+        }
+    }
+    pub fn exhausted(&self) -> bool {
+        matches!(&self.left, Some(l) if l.load(Ordering::Relaxed) == 0)
+    }
+}
+
+/// What the workers leave behind for the closing reads.
+#[derive(Debug, Clone, Default)]
+pub struct WorkersDone {
+    /// The highest process number any worker used.
+    pub max_process: u64,
+}
+
+/// The client side of one run. `stop` turning true ends the workers: each finishes its op in
+/// flight and releases a lock it holds.
+pub async fn run_workers<W: Write + Send + 'static>(
+    cfg: Arc<WorkloadConfig>,
+    client: RefClient,
+    recorder: Arc<Recorder<W>>,
+    pauses: Arc<PauseBoard>,
+    budget: Arc<Budget>,
+    stop: watch::Receiver<bool>,
+) -> Result<WorkersDone, WorkloadError> {
+    let mut tasks = Vec::with_capacity(cfg.clients);
+    for slot in 0..cfg.clients {
+        let w = Worker {
+            slot,
+            process: slot as u64,
+            cfg: cfg.clone(),
+            client: client.clone(),
+            recorder: recorder.clone(),
+            pauses: pauses.clone(),
+            budget: budget.clone(),
+            stop: stop.clone(),
+            rng: ChaCha8Rng::seed_from_u64(cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ slot as u64),
+        };
+        tasks.push(tokio::spawn(w.run()));
+    }
+    let mut done = WorkersDone::default();
+    let mut first_err = None;
+    for t in tasks {
+        match t.await {
+            Ok(Ok(p)) => done.max_process = done.max_process.max(p),
+            Ok(Err(e)) => {
+                first_err.get_or_insert(e);
+            }
+            Err(e) => {
+                first_err.get_or_insert(WorkloadError::Worker(e.to_string()));
+            }
+        }
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(done),
+    }
+}
+
+/// The counter workload's closing reads, one per register, marked `"final": true`. Run after
+/// every fault is healed; `first_process` must be above every worker's process number.
+pub async fn final_reads<W: Write + Send>(
+    cfg: &WorkloadConfig,
+    client: &RefClient,
+    recorder: &Recorder<W>,
+    first_process: u64,
+) -> Result<(), WorkloadError> {
+    if cfg.kind != WorkloadKind::Counter {
+        return Ok(());
+    }
+    for (i, lock) in cfg.lock_names().iter().enumerate() {
+        let key = WorkloadConfig::key_for(lock);
+        let p = Process::Client(first_process + i as u64);
+        let mut v = OpValue::default();
+        v.is_final = true;
+        recorder.record(p, OpType::Invoke, F::Read, None, Some(&key), v.clone())?;
+        let (kind, value) = match client.inspect(&key).await {
+            Reply::Ok(body) => {
+                let mut v = v.clone();
+                v.value = body.get("value").and_then(Value::as_i64);
+                if let Some(f) = body.get("fence") {
+                    v.extra.insert("fence".into(), f.clone());
+                }
+                if v.value.is_some() {
+                    (OpType::Ok, v)
+                } else {
+                    (OpType::Fail, v.with_error("bad-response: no value"))
+                }
+            }
+            Reply::Fail(e) => (OpType::Fail, v.clone().with_error(e)),
+            Reply::Info(e) => (OpType::Info, v.clone().with_error(e)),
+        };
+        recorder.record(p, kind, F::Read, None, Some(&key), value)?;
+    }
+    Ok(())
+}
+
+struct Worker<W: Write + Send> {
+    slot: usize,
+    process: u64,
+    cfg: Arc<WorkloadConfig>,
+    client: RefClient,
+    recorder: Arc<Recorder<W>>,
+    pauses: Arc<PauseBoard>,
+    budget: Arc<Budget>,
+    stop: watch::Receiver<bool>,
+    rng: ChaCha8Rng,
+}
+
+/// How an op ended, as the worker acts on it.
+enum Done {
+    Ok(Value),
+    Fail,
+    /// The process crashed: its worker continues under a new number.
+    Crashed,
+}
+
+/// How a hold ended.
+#[derive(Clone, Copy)]
+enum HoldEnd {
+    /// Held until the end, as far as the client knows.
+    Held,
+    /// The client was stalled by the client-pause fault; it still believes it holds the lock.
+    Stalled,
+    /// A renew failed: the client knows the lock is gone.
+    Lost,
+    Crashed,
+}
+
+struct Held {
+    lock: String,
+    token: u64,
+    ttl_ms: u64,
+    /// When the last grant or renew was invoked: the lease counts from there.
+    lease_from: Instant,
+}
+
+impl<W: Write + Send> Worker<W> {
+    fn stopping(&self) -> bool {
+        *self.stop.borrow() || self.budget.exhausted()
+    }
+
+    fn client_id(&self) -> String {
+        format!("p{}", self.process)
+    }
+
+    fn crash(&mut self) {
+        // Jepsen's convention: a crashed process never returns; the slot gets a fresh number.
+        self.process += self.cfg.clients as u64;
+    }
+
+    async fn run(mut self) -> Result<u64, WorkloadError> {
+        // Bounded by the stop signal and the budget: every pass invokes at least one op or sleeps.
+        while !self.stopping() {
+            self.cycle().await?;
+        }
+        Ok(self.process)
+    }
+
+    async fn sleep(&mut self, d: Duration) {
+        if d.is_zero() {
+            return;
+        }
+        let mut stop = self.stop.clone();
+        tokio::select! {
+            _ = tokio::time::sleep(d) => {}
+            _ = stop.wait_for(|s| *s) => {}
+        }
+    }
+
+    async fn backoff(&mut self) {
+        let ms = self.rng.random_range(1..=self.cfg.backoff_max_ms.max(1));
+        self.sleep(Duration::from_millis(ms)).await;
+    }
+
+    /// Invokes one op, records it and its completion.
+    async fn op(
+        &mut self,
+        f: F,
+        lock: Option<&str>,
+        key: Option<&str>,
+        invoke: OpValue,
+    ) -> Result<Done, WorkloadError> {
+        let p = Process::Client(self.process);
+        let rec = self.recorder.clone();
+        rec.record(p, OpType::Invoke, f.clone(), lock, key, invoke.clone())?;
+        let id = self.client_id();
+        let reply = match (&f, lock, key) {
+            (F::Acquire, Some(l), _) => {
+                self.client
+                    .acquire(&id, l, invoke.ttl_ms.unwrap_or(self.cfg.ttl_ms), 0)
+                    .await
+            }
+            (F::Renew, Some(l), _) => {
+                self.client
+                    .renew(&id, l, invoke.token.unwrap_or(0), invoke.ttl_ms.unwrap_or(self.cfg.ttl_ms))
+                    .await
+            }
+            (F::Release, Some(l), _) => self.client.release(&id, l, invoke.token.unwrap_or(0)).await,
+            (F::Read, _, Some(k)) => self.client.read(&id, k, invoke.token.unwrap_or(0)).await,
+            (F::Write, _, Some(k)) => {
+                self.client
+                    .write(&id, k, invoke.token.unwrap_or(0), invoke.value.unwrap_or(0))
+                    .await
+            }
+            _ => unreachable!("worker built an op without its lock or key"),
+        };
+        let (kind, value, done) = match reply {
+            Reply::Ok(body) => {
+                let mut v = invoke;
+                absorb(&f, &body, &mut v);
+                (OpType::Ok, v, Done::Ok(body))
+            }
+            Reply::Fail(e) => (OpType::Fail, invoke.with_error(e), Done::Fail),
+            Reply::Info(e) => (OpType::Info, invoke.with_error(e), Done::Crashed),
+        };
+        rec.record(p, kind, f, lock, key, value)?;
+        if matches!(done, Done::Crashed) {
+            self.crash();
+        }
+        Ok(done)
+    }
+
+    async fn cycle(&mut self) -> Result<(), WorkloadError> {
+        let lock = WorkloadConfig::lock_name(self.rng.random_range(0..self.cfg.locks));
+        if !self.budget.take() {
+            return Ok(());
+        }
+        let ttl_ms = self.cfg.ttl_ms;
+        let invoked_at = Instant::now();
+        let v = OpValue::default().with_ttl_ms(ttl_ms);
+        let body = match self.op(F::Acquire, Some(&lock), None, v).await? {
+            Done::Ok(body) => body,
+            Done::Fail => {
+                self.backoff().await;
+                return Ok(());
+            }
+            Done::Crashed => return Ok(()),
+        };
+        let Some(token) = body.get("token").and_then(Value::as_u64) else {
+            // An ok without a token is recorded as ok; nothing can be fenced with it, so drop it
+            // and let the lease lapse.
+            return Ok(());
+        };
+        let mut held = Held {
+            lock,
+            token,
+            ttl_ms: body.get("ttl_ms").and_then(Value::as_u64).unwrap_or(ttl_ms),
+            lease_from: invoked_at,
+        };
+        let hold = Duration::from_millis(
+            self.rng
+                .random_range(self.cfg.hold_min_ms..=self.cfg.hold_max_ms.max(self.cfg.hold_min_ms)),
+        );
+        let end = match self.cfg.kind {
+            WorkloadKind::Mutex => self.hold(&mut held, hold).await?,
+            WorkloadKind::Counter => self.counter_body(&mut held, hold).await?,
+        };
+        if matches!(end, HoldEnd::Held | HoldEnd::Stalled) {
+            let v = OpValue::default().with_token(held.token);
+            self.op(F::Release, Some(&held.lock), None, v).await?;
+        }
+        Ok(())
+    }
+
+    /// Holds the lock for `hold`, renewing every ttl/3. The client-pause fault strikes here: the
+    /// holder stalls past its lease without renewing, then carries on as the paused program
+    /// would, with its old token.
+    async fn hold(&mut self, held: &mut Held, hold: Duration) -> Result<HoldEnd, WorkloadError> {
+        let until = Instant::now() + hold;
+        let renew_every = Duration::from_millis((held.ttl_ms / 3).max(1));
+        // Bounded: each pass sleeps until the next renewal or the end, or renews, or ends.
+        loop {
+            if let Some(stall) = self.pauses.take() {
+                self.stall(held, stall).await?;
+                return Ok(HoldEnd::Stalled);
+            }
+            let now = Instant::now();
+            if now >= until || self.stopping() {
+                return Ok(HoldEnd::Held);
+            }
+            let renew_due = held.lease_from + renew_every;
+            if now < renew_due {
+                self.sleep(renew_due.min(until) - now).await;
+                continue;
+            }
+            let invoked = Instant::now();
+            let v = OpValue::default()
+                .with_token(held.token)
+                .with_ttl_ms(held.ttl_ms);
+            let lock = held.lock.clone();
+            match self.op(F::Renew, Some(&lock), None, v).await? {
+                Done::Ok(_) => held.lease_from = invoked,
+                Done::Fail => return Ok(HoldEnd::Lost),
+                Done::Crashed => return Ok(HoldEnd::Crashed),
+            }
+        }
+    }
+
+    async fn counter_body(&mut self, held: &mut Held, hold: Duration) -> Result<HoldEnd, WorkloadError> {
+        let key = WorkloadConfig::key_for(&held.lock);
+        let v = OpValue::default().with_token(held.token);
+        let read = match self.op(F::Read, None, Some(&key), v).await? {
+            Done::Ok(body) => body.get("value").and_then(Value::as_i64),
+            Done::Fail => return Ok(HoldEnd::Held),
+            Done::Crashed => return Ok(HoldEnd::Crashed),
+        };
+        let Some(read) = read else { return Ok(HoldEnd::Held) };
+        // The critical section: the gap between read and write is where a stale holder loses
+        // another holder's update unless the store fences it.
+        let end = self.hold(held, hold).await?;
+        match end {
+            // A client that learnt it lost the lease does not write: the well-behaved client.
+            HoldEnd::Lost | HoldEnd::Crashed => return Ok(end),
+            // The stalled client does not know it was stalled, so it writes.
+            HoldEnd::Held | HoldEnd::Stalled => {}
+        }
+        let v = OpValue::default().with_token(held.token).with_value(read + 1);
+        match self.op(F::Write, None, Some(&key), v).await? {
+            Done::Crashed => Ok(HoldEnd::Crashed),
+            _ => Ok(end),
+        }
+    }
+
+    async fn stall(&mut self, held: &Held, stall: Duration) -> Result<(), WorkloadError> {
+        let detail = || {
+            OpValue::default()
+                .with_extra("process", Value::from(self.process))
+                .with_extra("lock", Value::from(held.lock.clone()))
+                .with_extra("token", Value::from(held.token))
+                .with_extra("stall_ms", Value::from(stall.as_millis() as u64))
+        };
+        self.recorder.nemesis("start-client-pause", detail())?;
+        // The stall ignores the stop signal on purpose: a GC pause does not end because the test
+        // is ending, and the runner waits for it (it is bounded by the nemesis).
+        tokio::time::sleep(stall).await;
+        self.recorder.nemesis("stop-client-pause", detail())?;
+        tracing::debug!(slot = self.slot, process = self.process, "client pause over");
+        Ok(())
+    }
+}
+
+/// Copies what the service answered into the completion's value.
+fn absorb(f: &F, body: &Value, v: &mut OpValue) {
+    let u = |k: &str| body.get(k).and_then(Value::as_u64);
+    match f {
+        F::Acquire | F::Renew => {
+            if let Some(t) = u("token") {
+                v.token = Some(t);
+            }
+            if let Some(t) = u("ttl_ms") {
+                v.ttl_ms = Some(t);
+            }
+        }
+        F::Read => {
+            v.value = body.get("value").and_then(Value::as_i64);
+            if let Some(f) = body.get("fence") {
+                v.extra.insert("fence".into(), f.clone());
+            }
+        }
+        F::Write => {
+            v.seq = u("seq");
+            if let Some(f) = body.get("fence") {
+                v.extra.insert("fence".into(), f.clone());
+            }
+        }
+        _ => {}
+    }
+}
