@@ -15,7 +15,7 @@
 //! process group, so a fault reaches a whole shell pipeline and the terminal's Ctrl-C does
 //! not. Nothing here signals a process it did not start.
 //!
-//! The seeded fault schedule (`schedule`) is added by the lead.
+//! - [`schedule`]: the seeded fault plan ([`schedule::plan`]) and `--nemesis` parsing.
 //!
 //! [`pause`]: LocalNode::pause
 //! [`resume`]: LocalNode::resume
@@ -23,6 +23,7 @@
 //! [`restart`]: LocalNode::restart
 
 mod error;
+pub mod schedule;
 mod local;
 mod process;
 mod spawner;

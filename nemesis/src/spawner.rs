@@ -31,7 +31,9 @@ struct Request {
 static SPAWNER: Mutex<Option<SyncSender<Request>>> = Mutex::new(None);
 
 fn sender() -> io::Result<SyncSender<Request>> {
-    let mut guard = SPAWNER.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut guard = SPAWNER
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     if let Some(tx) = guard.as_ref() {
         return Ok(tx.clone());
     }
@@ -70,7 +72,10 @@ fn kill_and_reap_orphan(pid: Pid) {
             _ => return,
         }
     }
-    tracing::warn!(pid = pid.as_raw(), "orphaned child not reaped within 2 s of SIGKILL");
+    tracing::warn!(
+        pid = pid.as_raw(),
+        "orphaned child not reaped within 2 s of SIGKILL"
+    );
 }
 
 /// Forks `command` on the spawner thread in a new process group (pgid = its pid), with

@@ -75,7 +75,12 @@ fn nodes_die_when_the_harness_is_killed() {
     }
     let dir = tempfile::tempdir().unwrap();
     let helper = Command::new(std::env::current_exe().unwrap())
-        .args(["harness_helper", "--exact", "--nocapture", "--test-threads=1"])
+        .args([
+            "harness_helper",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(HELPER_DIR_ENV, dir.path())
         .stdin(Stdio::null())
         .stdout(Stdio::null())

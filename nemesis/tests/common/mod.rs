@@ -55,7 +55,10 @@ pub fn python_node(dir: &Path, id: &str) -> LocalNode {
     let script = write_server(dir);
     let port = free_port(LOCALHOST).unwrap();
     let node_dir = dir.join("nodes").join(id);
-    let template = format!("python3 {} {{host}} {{port}} {{data_dir}}", script.display());
+    let template = format!(
+        "python3 {} {{host}} {{port}} {{data_dir}}",
+        script.display()
+    );
     let line = substitute(&template, &placeholders(id, port, &node_dir)).unwrap();
     LocalNode::new(id, NodeCommand::Shell(line), LOCALHOST, port, node_dir)
 }
