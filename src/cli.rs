@@ -10,7 +10,8 @@ lockpick drives a lock service's HTTP API with concurrent clients while a nemesi
 kills the service and stalls clients past their leases; it records every operation in
 history.jsonl and proves from that history whether mutual exclusion and fencing held.";
 
-const AFTER: &str = "Exit codes: 0 valid, 1 invalid (a violation was proven), 2 unknown (the history \
+const AFTER: &str =
+    "Exit codes: 0 valid, 1 invalid (a violation was proven), 2 unknown (the history \
 proves nothing either way), 3 error (bad flag or config, setup failure, harness crash).
 
 Start with `lockpick demo`, then `lockpick run --help`.";

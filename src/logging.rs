@@ -10,8 +10,8 @@ fn filter() -> EnvFilter {
 }
 
 pub fn to_file(path: &Path) -> Result<()> {
-    let file = std::fs::File::create(path)
-        .with_context(|| format!("cannot create {}", path.display()))?;
+    let file =
+        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
     // A second run in the same process (tests) keeps the first subscriber; that is harmless.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter())

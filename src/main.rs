@@ -18,7 +18,12 @@ fn main() -> std::process::ExitCode {
         Ok(c) => c,
         Err(e) => {
             use clap::error::ErrorKind;
-            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
                 let _ = e.print();
                 return std::process::ExitCode::SUCCESS;
             }
@@ -69,7 +74,11 @@ fn run(a: RunArgs, demo: bool) -> Result<ExitCode> {
         cfg.locks,
         cfg.ttl_ms,
         cfg.duration_ms as f64 / 1000.0,
-        if cfg.nemesis.is_empty() { "none".to_string() } else { cfg.nemesis.join(",") },
+        if cfg.nemesis.is_empty() {
+            "none".to_string()
+        } else {
+            cfg.nemesis.join(",")
+        },
         cfg.seed
     );
     let out = runtime()?.block_on(runner::run(cfg.clone()))?;
@@ -84,7 +93,10 @@ fn run(a: RunArgs, demo: bool) -> Result<ExitCode> {
         );
     }
     if let Some(e) = out.error {
-        anyhow::bail!("{e} (the history up to then was checked: {})", out.results.valid);
+        anyhow::bail!(
+            "{e} (the history up to then was checked: {})",
+            out.results.valid
+        );
     }
     Ok(out.results.valid.exit_code())
 }
@@ -134,7 +146,10 @@ fn lockd(a: LockdArgs) -> Result<ExitCode> {
         .map(str::parse::<lockd::UnsafeMode>)
         .transpose()
         .map_err(|e| anyhow::anyhow!("--unsafe: {e}"))?;
-    let cfg = lockd::LockdConfig { data_dir: a.data_dir, unsafe_mode };
+    let cfg = lockd::LockdConfig {
+        data_dir: a.data_dir,
+        unsafe_mode,
+    };
     runtime()?.block_on(async {
         let listener = tokio::net::TcpListener::bind(addr)
             .await

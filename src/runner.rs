@@ -5,7 +5,7 @@ use crate::config::{RunConfig, Target};
 use crate::status::Status;
 use anyhow::{anyhow, bail, Context, Result};
 use history::layout;
-use history::{HistoryWriter, OpValue, Recorder, Results, Validity};
+use history::{HistoryWriter, OpValue, Recorder, Results};
 use nemesis::schedule::{plan, FaultKind, PlannedFault, ScheduleConfig};
 use nemesis::{LocalNode, NodeCommand, Placeholders};
 use serde_json::json;
@@ -40,9 +40,17 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
     let toml = toml::to_string_pretty(&cfg).context("cannot serialize the resolved config")?;
     fs::write(
         run_dir.join(layout::CONFIG_FILE),
-        format!("# Resolved configuration of this run.\n# Rerun: {}\n\n{toml}", cfg.repro_command()),
+        format!(
+            "# Resolved configuration of this run.\n# Rerun: {}\n\n{toml}",
+            cfg.repro_command()
+        ),
     )
-    .with_context(|| format!("cannot write {}", run_dir.join(layout::CONFIG_FILE).display()))?;
+    .with_context(|| {
+        format!(
+            "cannot write {}",
+            run_dir.join(layout::CONFIG_FILE).display()
+        )
+    })?;
 
     let startup = Duration::from_millis(cfg.startup_timeout_ms);
     let exe = std::env::current_exe().context("cannot locate the lockpick binary")?;
@@ -164,16 +172,17 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
         Ok(Err(e)) => bail!("client workers crashed: {e}"),
         Err(_) => bail!("client workers did not stop within {drain:?}"),
     };
-    let mut error = match tokio::time::timeout(drain + startup * RESTART_ATTEMPTS, nemesis_task).await {
-        Ok(Ok(Ok(()))) => None,
-        Ok(Ok(Err(e))) => Some(format!("{e:#}")),
-        Ok(Err(e)) => Some(format!("nemesis crashed: {e}")),
-        Err(_) => Some("nemesis did not heal in time".to_string()),
-    };
+    let mut error =
+        match tokio::time::timeout(drain + startup * RESTART_ATTEMPTS, nemesis_task).await {
+            Ok(Ok(Ok(()))) => None,
+            Ok(Ok(Err(e))) => Some(format!("{e:#}")),
+            Ok(Err(e)) => Some(format!("nemesis crashed: {e}")),
+            Err(_) => Some("nemesis did not heal in time".to_string()),
+        };
     pauses.cancel();
     if let Some(node) = &lock_node {
         // The final heal: whatever the nemesis left, the service runs again before final reads.
-        let mut n = node.lock().await;
+        let n = node.lock().await;
         if n.is_paused() {
             n.resume()?;
         }
@@ -272,13 +281,22 @@ pub fn check_file(path: &Path, cfg: &checkers::CheckConfig) -> Result<Results> {
 
 pub fn write_results(run_dir: &Path, results: &Results) -> Result<()> {
     let json = serde_json::to_string_pretty(results)?;
-    fs::write(run_dir.join(layout::RESULTS_FILE), json + "\n")
-        .with_context(|| format!("cannot write {}", run_dir.join(layout::RESULTS_FILE).display()))?;
+    fs::write(run_dir.join(layout::RESULTS_FILE), json + "\n").with_context(|| {
+        format!(
+            "cannot write {}",
+            run_dir.join(layout::RESULTS_FILE).display()
+        )
+    })?;
     fs::write(
         run_dir.join(layout::SUMMARY_FILE),
         reports::summary_text(results),
     )
-    .with_context(|| format!("cannot write {}", run_dir.join(layout::SUMMARY_FILE).display()))?;
+    .with_context(|| {
+        format!(
+            "cannot write {}",
+            run_dir.join(layout::SUMMARY_FILE).display()
+        )
+    })?;
     Ok(())
 }
 
@@ -330,10 +348,11 @@ struct Nemesis<W: std::io::Write + Send> {
 
 /// Sleeps until `until` or the stop signal; true if stopped.
 async fn sleep_or_stop(until: Instant, stop: &mut watch::Receiver<bool>) -> bool {
-    tokio::select! {
-        _ = tokio::time::sleep_until(until.into()) => *stop.borrow(),
+    let stopped = tokio::select! {
+        _ = tokio::time::sleep_until(until.into()) => false,
         _ = stop.wait_for(|s| *s) => true,
-    }
+    };
+    stopped || *stop.borrow()
 }
 
 fn set_active(active: &ActiveFaults, what: Option<String>) {
@@ -357,7 +376,10 @@ async fn run_nemesis<W: std::io::Write + Send>(mut n: Nemesis<W>) -> Result<()> 
         };
         match fault.kind {
             FaultKind::Pause => {
-                let node = n.node.as_ref().context("pause needs a node the harness started")?;
+                let node = n
+                    .node
+                    .as_ref()
+                    .context("pause needs a node the harness started")?;
                 n.recorder.nemesis("start-pause", value())?;
                 node.lock().await.pause()?;
                 set_active(&n.active, Some("pause n1".into()));
@@ -367,13 +389,19 @@ async fn run_nemesis<W: std::io::Write + Send>(mut n: Nemesis<W>) -> Result<()> 
                 n.recorder.nemesis("stop-pause", value())?;
             }
             FaultKind::Kill => {
-                let node = n.node.as_ref().context("kill needs a node the harness started")?;
+                let node = n
+                    .node
+                    .as_ref()
+                    .context("kill needs a node the harness started")?;
                 n.recorder.nemesis("kill", value())?;
                 node.lock().await.kill()?;
                 set_active(&n.active, Some("kill n1".into()));
                 sleep_or_stop(Instant::now() + length, &mut n.stop).await;
                 restart(node, n.startup).await?;
-                n.recorder.nemesis("restart", OpValue::default().with_extra("nodes", nodes.clone()))?;
+                n.recorder.nemesis(
+                    "restart",
+                    OpValue::default().with_extra("nodes", nodes.clone()),
+                )?;
             }
             FaultKind::ClientPause => {
                 // The holder that takes the request records the stall itself, with its process.
@@ -421,7 +449,10 @@ fn create_run_dir(out: &Path, name: &str) -> Result<PathBuf> {
         }
     }
     if !dir.is_dir() {
-        bail!("cannot create a fresh run directory under {}", parent.display());
+        bail!(
+            "cannot create a fresh run directory under {}",
+            parent.display()
+        );
     }
     let link = out.join(layout::LATEST_LINK);
     let target = Path::new(name).join(dir.file_name().unwrap_or_default());

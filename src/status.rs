@@ -43,7 +43,11 @@ impl Status {
             let phase = phase.clone();
             tokio::spawn(async move {
                 let start = recorder.start();
-                let every = if tty { Duration::from_secs(1) } else { Duration::from_secs(5) };
+                let every = if tty {
+                    Duration::from_secs(1)
+                } else {
+                    Duration::from_secs(5)
+                };
                 let mut last_check = Instant::now();
                 // Ends when the runner aborts the task; each pass sleeps `every`.
                 loop {

@@ -12,7 +12,10 @@ fn unknown_flag_exits_3_with_one_line() {
     let o = run_with_limit(&["run", "--frobnicate"], Duration::from_secs(10));
     assert_eq!(o.status.code(), Some(3));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.lines().next().unwrap().contains("--frobnicate"), "{err}");
+    assert!(
+        err.lines().next().unwrap().contains("--frobnicate"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -21,7 +24,10 @@ fn bad_flag_value_names_the_flag() {
     assert_eq!(o.status.code(), Some(3));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--ttl") && err.lines().count() == 1, "{err}");
-    let o = run_with_limit(&["run", "--nemesis", "pause,partiton"], Duration::from_secs(10));
+    let o = run_with_limit(
+        &["run", "--nemesis", "pause,partiton"],
+        Duration::from_secs(10),
+    );
     assert_eq!(o.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&o.stderr).contains("partiton"));
 }
@@ -59,7 +65,10 @@ fn check_json_prints_results_and_exit_code_follows_the_verdict() {
     let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path().join("empty.jsonl");
     std::fs::write(&p, "").unwrap();
-    let o = run_with_limit(&["check", "--json", p.to_str().unwrap()], Duration::from_secs(10));
+    let o = run_with_limit(
+        &["check", "--json", p.to_str().unwrap()],
+        Duration::from_secs(10),
+    );
     assert_eq!(o.status.code(), Some(2), "an empty history proves nothing");
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["valid"], "unknown");
@@ -103,18 +112,35 @@ fn garbage_answers_are_recorded_and_the_run_still_reaches_a_verdict() {
     let r = run(
         &out,
         &[
-            "--node-cmd", &cmd, "--workload", "mutex", "--nemesis", "none", "--duration", "4s",
-            "--op-timeout", "500ms", "--clients", "3",
+            "--node-cmd",
+            &cmd,
+            "--workload",
+            "mutex",
+            "--nemesis",
+            "none",
+            "--duration",
+            "4s",
+            "--op-timeout",
+            "500ms",
+            "--clients",
+            "3",
         ],
         Duration::from_secs(60),
     );
-    assert!((0..=2).contains(&r.code), "expected a verdict; {}", r.describe());
+    assert!(
+        (0..=2).contains(&r.code),
+        "expected a verdict; {}",
+        r.describe()
+    );
     let res = r.results();
     let acquire = &res["stats"]["ops"]["acquire"];
     assert!(acquire["info"].as_u64().unwrap_or(0) > 0, "{res}");
     assert!(acquire["fail"].as_u64().unwrap_or(0) > 0, "{res}");
     let history = std::fs::read_to_string(r.run_dir().join("history.jsonl")).unwrap();
-    assert!(history.contains("bad-response"), "unreadable 200 not recorded as such");
+    assert!(
+        history.contains("bad-response"),
+        "unreadable 200 not recorded as such"
+    );
     assert!(history.contains("http-500"));
     assert!(history.contains("timeout"));
 }
@@ -124,7 +150,14 @@ fn a_node_that_never_answers_health_is_a_setup_error() {
     let tmp = tempfile::tempdir().unwrap();
     let r = run(
         &tmp.path().join("runs"),
-        &["--node-cmd", "sleep 30", "--startup-timeout", "1s", "--duration", "2s"],
+        &[
+            "--node-cmd",
+            "sleep 30",
+            "--startup-timeout",
+            "1s",
+            "--duration",
+            "2s",
+        ],
         Duration::from_secs(30),
     );
     assert_eq!(r.code, 3, "{}", r.describe());
@@ -137,8 +170,19 @@ fn kill_9_of_the_harness_leaves_a_readable_history_and_no_stopped_child() {
     let out = tmp.path().join("runs");
     let mut child = Command::new(BIN)
         .args([
-            "run", "--out", out.to_str().unwrap(), "--nemesis", "pause", "--nemesis-interval",
-            "300ms", "--ttl", "1s", "--duration", "30s", "--seed", "11",
+            "run",
+            "--out",
+            out.to_str().unwrap(),
+            "--nemesis",
+            "pause",
+            "--nemesis-interval",
+            "300ms",
+            "--ttl",
+            "1s",
+            "--duration",
+            "30s",
+            "--seed",
+            "11",
         ])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -148,9 +192,14 @@ fn kill_9_of_the_harness_leaves_a_readable_history_and_no_stopped_child() {
     // Wait until the service is paused (a start-pause with no stop-pause after it).
     let start = Instant::now();
     let history = loop {
-        assert!(start.elapsed() < Duration::from_secs(20), "no pause seen in 20 s");
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no pause seen in 20 s"
+        );
         std::thread::sleep(Duration::from_millis(50));
-        let Ok(link) = std::fs::read_link(out.join("latest")) else { continue };
+        let Ok(link) = std::fs::read_link(out.join("latest")) else {
+            continue;
+        };
         let h = out.join(link).join("history.jsonl");
         let text = std::fs::read_to_string(&h).unwrap_or_default();
         if text.rfind("start-pause").unwrap_or(0) > text.rfind("stop-pause").unwrap_or(0) {
@@ -160,7 +209,10 @@ fn kill_9_of_the_harness_leaves_a_readable_history_and_no_stopped_child() {
     let run_dir = history.parent().unwrap().to_path_buf();
     let needle = run_dir.display().to_string();
     let paused = processes_mentioning(&needle);
-    assert!(paused.iter().any(|(_, s)| *s == 'T'), "lockd not stopped: {paused:?}");
+    assert!(
+        paused.iter().any(|(_, s)| *s == 'T'),
+        "lockd not stopped: {paused:?}"
+    );
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     // The children die with the harness (PDEATHSIG), even the stopped one.
@@ -173,7 +225,10 @@ fn kill_9_of_the_harness_leaves_a_readable_history_and_no_stopped_child() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let o = run_with_limit(&["check", run_dir.to_str().unwrap()], Duration::from_secs(20));
+    let o = run_with_limit(
+        &["check", run_dir.to_str().unwrap()],
+        Duration::from_secs(20),
+    );
     assert!(
         (0..=2).contains(&o.status.code().unwrap()),
         "check failed: {}",

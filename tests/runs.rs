@@ -8,8 +8,16 @@ use std::time::Duration;
 
 /// Short leases and frequent faults so a 10 s run holds several of each.
 const FAST: &[&str] = &[
-    "--ttl", "1s", "--hold", "50ms..600ms", "--duration", "10s", "--op-timeout", "500ms",
-    "--nemesis-interval", "1s",
+    "--ttl",
+    "1s",
+    "--hold",
+    "50ms..600ms",
+    "--duration",
+    "10s",
+    "--op-timeout",
+    "500ms",
+    "--nemesis-interval",
+    "1s",
 ];
 const LIMIT: Duration = Duration::from_secs(90);
 
@@ -33,10 +41,18 @@ fn correct_run_is_valid(seed: &str) {
     // The faults really happened: every kind of fault left its mark in the history.
     let history = std::fs::read_to_string(r.run_dir().join("history.jsonl")).unwrap();
     for f in ["start-pause", "stop-pause", "kill", "restart"] {
-        assert!(history.contains(&format!("\"f\":\"{f}\"")), "no {f} in seed {seed}");
+        assert!(
+            history.contains(&format!("\"f\":\"{f}\"")),
+            "no {f} in seed {seed}"
+        );
     }
     assert!(history.contains("\"final\":true"));
-    for file in ["summary.txt", "config.toml", "lockpick.log", "nodes/n1/stderr.log"] {
+    for file in [
+        "summary.txt",
+        "config.toml",
+        "lockpick.log",
+        "nodes/n1/stderr.log",
+    ] {
         assert!(r.run_dir().join(file).exists(), "{file} missing");
     }
 }
@@ -74,7 +90,14 @@ fn caught(extra: &[&str], expect_any: &[&str]) -> common::Run {
 #[test]
 fn reuse_tokens_under_kill_is_caught() {
     caught(
-        &["--seed", "4", "--unsafe", "reuse-tokens", "--nemesis", "kill"],
+        &[
+            "--seed",
+            "4",
+            "--unsafe",
+            "reuse-tokens",
+            "--nemesis",
+            "kill",
+        ],
         &["token-regressed", "token-reused"],
     );
 }
@@ -83,7 +106,16 @@ fn reuse_tokens_under_kill_is_caught() {
 fn no_ttl_under_client_pause_is_caught() {
     // A stalled holder's lease never lapses: the lock stays held past ttl + grace.
     caught(
-        &["--seed", "5", "--unsafe", "no-ttl", "--nemesis", "client-pause", "--liveness-grace", "200ms"],
+        &[
+            "--seed",
+            "5",
+            "--unsafe",
+            "no-ttl",
+            "--nemesis",
+            "client-pause",
+            "--liveness-grace",
+            "200ms",
+        ],
         &["lock-stuck"],
     );
 }
@@ -91,7 +123,14 @@ fn no_ttl_under_client_pause_is_caught() {
 #[test]
 fn skip_token_check_under_client_pause_is_caught() {
     caught(
-        &["--seed", "6", "--unsafe", "skip-token-check", "--nemesis", "client-pause"],
+        &[
+            "--seed",
+            "6",
+            "--unsafe",
+            "skip-token-check",
+            "--nemesis",
+            "client-pause",
+        ],
         &["stale-release-accepted", "stale-renew-accepted"],
     );
 }
@@ -99,7 +138,16 @@ fn skip_token_check_under_client_pause_is_caught() {
 #[test]
 fn racy_without_faults_is_caught() {
     caught(
-        &["--seed", "7", "--unsafe", "racy", "--nemesis", "none", "--workload", "mutex"],
+        &[
+            "--seed",
+            "7",
+            "--unsafe",
+            "racy",
+            "--nemesis",
+            "none",
+            "--workload",
+            "mutex",
+        ],
         &["double-grant"],
     );
 }
@@ -107,7 +155,14 @@ fn racy_without_faults_is_caught() {
 #[test]
 fn unfenced_store_under_client_pause_is_caught() {
     caught(
-        &["--seed", "8", "--store-fence", "none", "--nemesis", "client-pause"],
+        &[
+            "--seed",
+            "8",
+            "--store-fence",
+            "none",
+            "--nemesis",
+            "client-pause",
+        ],
         &["stale-write-accepted", "lost-update"],
     );
 }

@@ -78,7 +78,9 @@ impl Faults {
             let f = op.f.as_str();
             match role(f) {
                 Role::Start(class) => {
-                    open.entry(class).or_default().push((list.len(), target(op)));
+                    open.entry(class)
+                        .or_default()
+                        .push((list.len(), target(op)));
                     list.push(Fault {
                         start_index: op.index,
                         f: f.to_string(),
@@ -152,9 +154,9 @@ impl Faults {
 
     /// Among faults started before `t_ns`, the one that ended last (`u64::MAX` if it never
     /// ended): until then an effect may have been held back.
-    pub fn latest_end_started_before(&self, t_ns: u64) -> Option<(u64, &Fault)> {
+    /// Returns the end and the fault's position in [`Faults::list`].
+    pub fn latest_end_started_before(&self, t_ns: u64) -> Option<(u64, usize)> {
         let n = self.list.partition_point(|f| f.start_ns < t_ns);
-        let (end, i) = *self.prefix_end.get(n.checked_sub(1)?)?;
-        Some((end, &self.list[i]))
+        self.prefix_end.get(n.checked_sub(1)?).copied()
     }
 }

@@ -132,7 +132,7 @@ pub fn check(h: &History, cfg: &CheckConfig) -> Results {
         violations,
         warnings,
         checkers,
-        stats: stats::stats_with_model(h, &m),
+        stats: stats::stats(h),
         notes: Vec::new(),
     }
 }
@@ -155,7 +155,8 @@ pub(crate) fn verdict(m: &Model, cfg: &CheckConfig, out: &mut CheckOutput) {
     out.valid = if !out.violations.is_empty() {
         Validity::Invalid
     } else if m.history.is_empty() {
-        out.notes.push("the history is empty: it proves nothing".to_string());
+        out.notes
+            .push("the history is empty: it proves nothing".to_string());
         Validity::Unknown
     } else if m.ok_acquires < cfg.min_grants {
         out.notes.push(format!(

@@ -183,7 +183,8 @@ impl<'h> Model<'h> {
                     NO_TARGET
                 }
             };
-            let ok_value: Option<&OpValue> = done.filter(|_| o.outcome == Outcome::Ok).map(|d| &d.value);
+            let ok_value: Option<&OpValue> =
+                done.filter(|_| o.outcome == Outcome::Ok).map(|d| &d.value);
             let token = if func == Func::Acquire {
                 ok_value.and_then(|v| v.token)
             } else {

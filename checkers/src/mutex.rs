@@ -104,7 +104,9 @@ impl HoldIndex {
     /// latest-ending one among those starting before `to_ns`.
     fn other_hold_meeting(&self, lock: u32, process: u64, from_ns: u64, to_ns: u64) -> Option<u32> {
         let lo = self.holds.partition_point(|h| h.lock < lock);
-        let hi = self.holds.partition_point(|h| (h.lock, h.start_ns) < (lock, to_ns));
+        let hi = self
+            .holds
+            .partition_point(|h| (h.lock, h.start_ns) < (lock, to_ns));
         if hi <= lo {
             return None;
         }
@@ -140,7 +142,8 @@ fn double_grants(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
         if let Some((end, _, ga)) = top.other_than(b.process) {
             if end > h.start_ns {
                 let a = &m.grants[ga as usize];
-                out.violations.push(double_grant(m, a, b, h.start_ns, end.min(h.end_ns)));
+                out.violations
+                    .push(double_grant(m, a, b, h.start_ns, end.min(h.end_ns)));
             }
         }
         top.add(h.end_ns, b.process, h.grant);
@@ -226,8 +229,10 @@ fn unsafe_overlaps(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
         .grants
         .iter()
         .map(|g| {
-            g.ttl_ms
-                .map(|t| g.complete_ns.saturating_add(crate::model::ttl_upper_ns(t, m.drift)))
+            g.ttl_ms.map(|t| {
+                g.complete_ns
+                    .saturating_add(crate::model::ttl_upper_ns(t, m.drift))
+            })
         })
         .collect();
     let mut late: BTreeMap<u32, (Vec<Late>, usize)> = BTreeMap::new();
@@ -269,7 +274,8 @@ fn unsafe_overlaps(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
         }
     }
     for (g, (list, total)) in late {
-        out.warnings.push(unsafe_overlap(m, &m.grants[g as usize], &list, total));
+        out.warnings
+            .push(unsafe_overlap(m, &m.grants[g as usize], &list, total));
     }
 }
 

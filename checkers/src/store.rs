@@ -190,7 +190,11 @@ impl Checker for Counter {
                 let l = &m.ops[l];
                 ops.push(l.index);
                 start_ns = start_ns.min(l.complete_or_max());
-                last_text = format!(", the last at {} (op {})", secs(l.complete_or_max()), l.index);
+                last_text = format!(
+                    ", the last at {} (op {})",
+                    secs(l.complete_or_max()),
+                    l.index
+                );
             }
             out.violations.push(Violation {
                 kind: ViolationKind::LostUpdate,

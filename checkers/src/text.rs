@@ -9,14 +9,6 @@ pub fn secs(ns: u64) -> String {
     format!("{}.{:03} s", ms / 1000, ms % 1000)
 }
 
-/// A bound that may be infinite (`None`).
-pub fn secs_or_never(ns: Option<u64>) -> String {
-    match ns {
-        Some(ns) => secs(ns),
-        None => "never (an indeterminate renew may take effect at any time)".to_string(),
-    }
-}
-
 /// `token 4`, or `no token` when the history does not say.
 pub fn token(t: Option<u64>) -> String {
     match t {
@@ -30,7 +22,11 @@ pub fn op_list(indices: &[u64]) -> String {
     let mut s = String::new();
     for (i, ix) in indices.iter().enumerate() {
         if i > 0 {
-            s.push_str(if i + 1 == indices.len() { " and " } else { ", " });
+            s.push_str(if i + 1 == indices.len() {
+                " and "
+            } else {
+                ", "
+            });
         }
         let _ = write!(s, "{ix}");
     }

@@ -24,8 +24,8 @@ mod results;
 pub use codec::{read_ops, read_ops_from, HistoryReader, HistoryWriter, ReadError, ReadWarning};
 pub use history::{History, Operation, Outcome, StructureError};
 pub use layout::ExitCode;
-pub use recorder::{CountsSnapshot, Recorder};
 pub use op::{Op, OpType, OpValue, Process, F};
+pub use recorder::{CountsSnapshot, Recorder};
 pub use results::{
     ActiveFault, CheckerResult, KindClass, Percentiles, Results, Stats, Validity, Violation,
     ViolationKind,

@@ -74,7 +74,9 @@ impl<W: Write + Send> Recorder<W> {
     ) -> io::Result<Op> {
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(e) = &inner.failed {
-            return Err(io::Error::other(format!("history writer failed earlier: {e}")));
+            return Err(io::Error::other(format!(
+                "history writer failed earlier: {e}"
+            )));
         }
         let op = Op {
             index: inner.next_index,
@@ -107,7 +109,14 @@ impl<W: Write + Send> Recorder<W> {
 
     /// Records a nemesis event (`type: info`).
     pub fn nemesis(&self, f: &str, value: OpValue) -> io::Result<Op> {
-        self.record(Process::Nemesis, OpType::Info, F::from(f), None, None, value)
+        self.record(
+            Process::Nemesis,
+            OpType::Info,
+            F::from(f),
+            None,
+            None,
+            value,
+        )
     }
 
     pub fn counts(&self) -> CountsSnapshot {
@@ -121,7 +130,10 @@ impl<W: Write + Send> Recorder<W> {
 
     /// Events written so far.
     pub fn events(&self) -> u64 {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).next_index
+        self.inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .next_index
     }
 
     pub fn into_writer(self) -> io::Result<W> {

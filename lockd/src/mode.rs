@@ -35,6 +35,7 @@ impl UnsafeMode {
         UnsafeMode::Racy,
     ];
 
+    #[must_use]
     pub fn name(self) -> &'static str {
         match self {
             UnsafeMode::ReuseTokens => "reuse-tokens",
@@ -46,6 +47,7 @@ impl UnsafeMode {
     }
 
     /// What breaks, for the start-up warning.
+    #[must_use]
     pub fn consequence(self) -> &'static str {
         match self {
             UnsafeMode::ReuseTokens => "fencing tokens restart at 1 after every restart",
@@ -96,6 +98,7 @@ const FENCE_NAMES: &[&str] = &["all", "write", "none"];
 impl FenceMode {
     pub const ALL: [FenceMode; 3] = [FenceMode::All, FenceMode::Write, FenceMode::None];
 
+    #[must_use]
     pub fn name(self) -> &'static str {
         match self {
             FenceMode::All => "all",

@@ -57,8 +57,10 @@ pub struct LockdConfig {
 
 /// Serves the lock protocol on `listener` until `shutdown` resolves.
 ///
-/// Fails before serving if the data dir cannot be created or written, or if its state file
-/// is corrupt.
+/// # Errors
+///
+/// Before serving: the data dir cannot be created or written, or its state file is
+/// unreadable or corrupt. While serving: the server itself fails.
 pub async fn serve_lockd(
     listener: TcpListener,
     cfg: LockdConfig,

@@ -31,6 +31,10 @@ pub struct StoreConfig {
 
 /// Serves the fenced store on `listener` until `shutdown` resolves. State is in memory only:
 /// a restart empties the store, which the harness sees as lost writes.
+///
+/// # Errors
+///
+/// The listener has no local address, or the server fails.
 pub async fn serve_store(
     listener: TcpListener,
     cfg: StoreConfig,

@@ -23,9 +23,9 @@
 //! [`restart`]: LocalNode::restart
 
 mod error;
-pub mod schedule;
 mod local;
 mod process;
+pub mod schedule;
 mod spawner;
 mod template;
 

@@ -175,6 +175,10 @@ mod tests {
         let e = parse_fault_list("pause,partiton").unwrap_err();
         assert!(e.contains("partiton"), "{e}");
         assert!(parse_fault_list("").is_err());
-        assert!(plan(&ScheduleConfig { faults: vec![], ..cfg(1) }).is_empty());
+        assert!(plan(&ScheduleConfig {
+            faults: vec![],
+            ..cfg(1)
+        })
+        .is_empty());
     }
 }

@@ -96,14 +96,21 @@ fn section(s: &mut String, title: &str, items: &[Violation]) {
                 v.window_ns[1] as f64 / 1e9
             );
             if !v.nemesis.is_empty() {
-                let faults: Vec<String> =
-                    v.nemesis.iter().map(|f| format!("{} (op {})", f.f, f.index)).collect();
+                let faults: Vec<String> = v
+                    .nemesis
+                    .iter()
+                    .map(|f| format!("{} (op {})", f.f, f.index))
+                    .collect();
                 let _ = write!(s, " during {}", faults.join(", "));
             }
             let _ = writeln!(s);
         }
         if of_kind.len() > SHOWN_PER_KIND {
-            let _ = writeln!(s, "    ... and {} more in results.json", of_kind.len() - SHOWN_PER_KIND);
+            let _ = writeln!(
+                s,
+                "    ... and {} more in results.json",
+                of_kind.len() - SHOWN_PER_KIND
+            );
         }
     }
 }

@@ -21,15 +21,26 @@ impl Run {
     /// The run directory `runs/latest` points at.
     pub fn run_dir(&self) -> PathBuf {
         let latest = self.out_dir.join("latest");
-        let target = std::fs::read_link(&latest)
-            .unwrap_or_else(|e| panic!("no latest link in {}: {e}\n{}", self.out_dir.display(), self.stderr));
+        let target = std::fs::read_link(&latest).unwrap_or_else(|e| {
+            panic!(
+                "no latest link in {}: {e}\n{}",
+                self.out_dir.display(),
+                self.stderr
+            )
+        });
         self.out_dir.join(target)
     }
 
     pub fn results(&self) -> Value {
         let p = self.run_dir().join("results.json");
-        let text = std::fs::read_to_string(&p)
-            .unwrap_or_else(|e| panic!("{}: {e}\nstdout:\n{}\nstderr:\n{}", p.display(), self.stdout, self.stderr));
+        let text = std::fs::read_to_string(&p).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e}\nstdout:\n{}\nstderr:\n{}",
+                p.display(),
+                self.stdout,
+                self.stderr
+            )
+        });
         serde_json::from_str(&text).unwrap()
     }
 

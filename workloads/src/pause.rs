@@ -32,7 +32,10 @@ impl PauseBoard {
 
     /// Withdraws any outstanding request (the final heal).
     pub fn cancel(&self) {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
     }
 
     pub fn is_pending(&self) -> bool {
@@ -48,13 +51,19 @@ mod tests {
     fn a_request_is_taken_once_and_lapses() {
         let b = PauseBoard::new();
         assert_eq!(b.take(), None);
-        b.request(Duration::from_millis(5), Instant::now() + Duration::from_secs(60));
+        b.request(
+            Duration::from_millis(5),
+            Instant::now() + Duration::from_secs(60),
+        );
         assert!(b.is_pending());
         assert_eq!(b.take(), Some(Duration::from_millis(5)));
         assert_eq!(b.take(), None);
         b.request(Duration::from_millis(5), Instant::now());
         assert_eq!(b.take(), None);
-        b.request(Duration::from_millis(5), Instant::now() + Duration::from_secs(60));
+        b.request(
+            Duration::from_millis(5),
+            Instant::now() + Duration::from_secs(60),
+        );
         b.cancel();
         assert!(!b.is_pending());
     }

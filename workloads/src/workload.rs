@@ -28,7 +28,9 @@ impl std::str::FromStr for WorkloadKind {
         match s {
             "mutex" => Ok(WorkloadKind::Mutex),
             "counter" => Ok(WorkloadKind::Counter),
-            _ => Err(format!("unknown workload {s:?} (expected mutex or counter)")),
+            _ => Err(format!(
+                "unknown workload {s:?} (expected mutex or counter)"
+            )),
         }
     }
 }
@@ -132,7 +134,9 @@ pub async fn run_workers<W: Write + Send + 'static>(
             pauses: pauses.clone(),
             budget: budget.clone(),
             stop: stop.clone(),
-            rng: ChaCha8Rng::seed_from_u64(cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ slot as u64),
+            rng: ChaCha8Rng::seed_from_u64(
+                cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ slot as u64,
+            ),
         };
         tasks.push(tokio::spawn(w.run()));
     }
@@ -291,10 +295,17 @@ impl<W: Write + Send> Worker<W> {
             }
             (F::Renew, Some(l), _) => {
                 self.client
-                    .renew(&id, l, invoke.token.unwrap_or(0), invoke.ttl_ms.unwrap_or(self.cfg.ttl_ms))
+                    .renew(
+                        &id,
+                        l,
+                        invoke.token.unwrap_or(0),
+                        invoke.ttl_ms.unwrap_or(self.cfg.ttl_ms),
+                    )
                     .await
             }
-            (F::Release, Some(l), _) => self.client.release(&id, l, invoke.token.unwrap_or(0)).await,
+            (F::Release, Some(l), _) => {
+                self.client.release(&id, l, invoke.token.unwrap_or(0)).await
+            }
             (F::Read, _, Some(k)) => self.client.read(&id, k, invoke.token.unwrap_or(0)).await,
             (F::Write, _, Some(k)) => {
                 self.client
@@ -346,10 +357,10 @@ impl<W: Write + Send> Worker<W> {
             ttl_ms: body.get("ttl_ms").and_then(Value::as_u64).unwrap_or(ttl_ms),
             lease_from: invoked_at,
         };
-        let hold = Duration::from_millis(
-            self.rng
-                .random_range(self.cfg.hold_min_ms..=self.cfg.hold_max_ms.max(self.cfg.hold_min_ms)),
-        );
+        let hold =
+            Duration::from_millis(self.rng.random_range(
+                self.cfg.hold_min_ms..=self.cfg.hold_max_ms.max(self.cfg.hold_min_ms),
+            ));
         let end = match self.cfg.kind {
             WorkloadKind::Mutex => self.hold(&mut held, hold).await?,
             WorkloadKind::Counter => self.counter_body(&mut held, hold).await?,
@@ -395,7 +406,11 @@ impl<W: Write + Send> Worker<W> {
         }
     }
 
-    async fn counter_body(&mut self, held: &mut Held, hold: Duration) -> Result<HoldEnd, WorkloadError> {
+    async fn counter_body(
+        &mut self,
+        held: &mut Held,
+        hold: Duration,
+    ) -> Result<HoldEnd, WorkloadError> {
         let key = WorkloadConfig::key_for(&held.lock);
         let v = OpValue::default().with_token(held.token);
         let read = match self.op(F::Read, None, Some(&key), v).await? {
@@ -403,7 +418,9 @@ impl<W: Write + Send> Worker<W> {
             Done::Fail => return Ok(HoldEnd::Held),
             Done::Crashed => return Ok(HoldEnd::Crashed),
         };
-        let Some(read) = read else { return Ok(HoldEnd::Held) };
+        let Some(read) = read else {
+            return Ok(HoldEnd::Held);
+        };
         // The critical section: the gap between read and write is where a stale holder loses
         // another holder's update unless the store fences it.
         let end = self.hold(held, hold).await?;
@@ -413,7 +430,9 @@ impl<W: Write + Send> Worker<W> {
             // The stalled client does not know it was stalled, so it writes.
             HoldEnd::Held | HoldEnd::Stalled => {}
         }
-        let v = OpValue::default().with_token(held.token).with_value(read + 1);
+        let v = OpValue::default()
+            .with_token(held.token)
+            .with_value(read + 1);
         match self.op(F::Write, None, Some(&key), v).await? {
             Done::Crashed => Ok(HoldEnd::Crashed),
             _ => Ok(end),
@@ -433,7 +452,11 @@ impl<W: Write + Send> Worker<W> {
         // is ending, and the runner waits for it (it is bounded by the nemesis).
         tokio::time::sleep(stall).await;
         self.recorder.nemesis("stop-client-pause", detail())?;
-        tracing::debug!(slot = self.slot, process = self.process, "client pause over");
+        tracing::debug!(
+            slot = self.slot,
+            process = self.process,
+            "client pause over"
+        );
         Ok(())
     }
 }

@@ -1,0 +1,239 @@
+//! Data-driven checker tests: every `tests/fixtures/<name>.jsonl` is checked and compared with
+//! its `<name>.expected.json`:
+//!
+//! ```json
+//! {"description": "...", "valid": false, "config": {"drift": 0.2},
+//!  "violations": [{"kind": "double-grant", "ops": [3, 7], "nemesis": [2]}], "warnings": []}
+//! ```
+//!
+//! Kinds and op-index sets must match exactly (as multisets); `nemesis`, where given, lists the
+//! start indices of the faults the violation must report active. `config` is optional.
+
+use checkers::CheckConfig;
+use history::{History, Results, Validity, Violation};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+fn config(expected: &Value) -> CheckConfig {
+    let mut cfg = CheckConfig::default();
+    if let Some(c) = expected.get("config") {
+        if let Some(d) = c.get("drift").and_then(Value::as_f64) {
+            cfg.drift = d;
+        }
+        if let Some(g) = c.get("liveness_grace_ns").and_then(Value::as_u64) {
+            cfg.liveness_grace_ns = g;
+        }
+        if let Some(m) = c.get("min_grants").and_then(Value::as_u64) {
+            cfg.min_grants = m;
+        }
+    }
+    cfg
+}
+
+/// (kind, sorted ops) for each entry, sorted.
+fn expected_set(list: &Value) -> Vec<(String, Vec<u64>)> {
+    let mut out: Vec<(String, Vec<u64>)> = list
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|v| {
+            let kind = v["kind"].as_str().expect("kind").to_string();
+            let mut ops: Vec<u64> = v["ops"]
+                .as_array()
+                .expect("ops")
+                .iter()
+                .map(|o| o.as_u64().expect("op index"))
+                .collect();
+            ops.sort_unstable();
+            (kind, ops)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn actual_set(list: &[Violation]) -> Vec<(String, Vec<u64>)> {
+    let mut out: Vec<(String, Vec<u64>)> = list
+        .iter()
+        .map(|v| {
+            let mut ops = v.ops.clone();
+            ops.sort_unstable();
+            (v.kind.as_str().to_string(), ops)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn describe(r: &Results) -> String {
+    let mut s = format!("valid: {}\n", r.valid);
+    for v in r.violations.iter().chain(&r.warnings) {
+        s.push_str(&format!(
+            "  {} ops {:?} window {:?} nemesis {:?}\n    {}\n",
+            v.kind,
+            v.ops,
+            v.window_ns,
+            v.nemesis.iter().map(|f| f.index).collect::<Vec<_>>(),
+            v.explanation
+        ));
+    }
+    for c in &r.checkers {
+        for n in &c.notes {
+            s.push_str(&format!("  note ({}): {n}\n", c.name));
+        }
+    }
+    s
+}
+
+/// Checks one fixture; returns why it failed.
+fn run_fixture(jsonl: &Path) -> Result<(), String> {
+    let expected_path = jsonl.with_extension("expected.json");
+    let expected: Value = serde_json::from_str(
+        &std::fs::read_to_string(&expected_path)
+            .map_err(|e| format!("{}: {e}", expected_path.display()))?,
+    )
+    .map_err(|e| format!("{}: {e}", expected_path.display()))?;
+    let (ops, warnings) = history::read_ops(jsonl).map_err(|e| e.to_string())?;
+    if !warnings.is_empty() {
+        return Err(format!("reader warnings: {warnings:?}"));
+    }
+    let h = History::new(ops).map_err(|e| format!("structure: {e}"))?;
+    let cfg = config(&expected);
+    let r = checkers::check(&h, &cfg);
+
+    let want_valid: Validity =
+        serde_json::from_value(expected["valid"].clone()).map_err(|e| e.to_string())?;
+    let mut errors = Vec::new();
+    if r.valid != want_valid {
+        errors.push(format!("valid: expected {want_valid}, got {}", r.valid));
+    }
+    for (field, actual) in [("violations", &r.violations), ("warnings", &r.warnings)] {
+        let want = expected_set(&expected[field]);
+        let got = actual_set(actual);
+        if want != got {
+            errors.push(format!("{field}: expected {want:?}, got {got:?}"));
+        }
+        for e in expected[field].as_array().into_iter().flatten() {
+            let Some(nem) = e.get("nemesis") else {
+                continue;
+            };
+            let mut want_nem: Vec<u64> = nem
+                .as_array()
+                .expect("nemesis list")
+                .iter()
+                .filter_map(Value::as_u64)
+                .collect();
+            want_nem.sort_unstable();
+            let want_ops = expected_set(&Value::Array(vec![e.clone()])).remove(0);
+            let found = actual
+                .iter()
+                .find(|v| actual_set(std::slice::from_ref(*v))[0] == want_ops);
+            if let Some(v) = found {
+                let mut got_nem: Vec<u64> = v.nemesis.iter().map(|f| f.index).collect();
+                got_nem.sort_unstable();
+                if got_nem != want_nem {
+                    errors.push(format!(
+                        "{} {:?}: expected active faults {want_nem:?}, got {got_nem:?}",
+                        want_ops.0, want_ops.1
+                    ));
+                }
+            }
+        }
+    }
+    // What every violation must carry, whatever the fixture.
+    for v in r.violations.iter().chain(&r.warnings) {
+        if v.ops.is_empty()
+            || v.explanation.is_empty()
+            || v.window_ns[0] > v.window_ns[1]
+            || v.lock.is_none()
+        {
+            errors.push(format!("incomplete violation: {v:?}"));
+        }
+        if v.explanation.contains('\n') {
+            errors.push(format!("explanation is not one line: {}", v.explanation));
+        }
+    }
+    // Deterministic, and the serialized form reads back the same.
+    if checkers::check(&h, &cfg) != r {
+        errors.push("two runs disagree".to_string());
+    }
+    let json = serde_json::to_string(&r).map_err(|e| e.to_string())?;
+    let back: Results = serde_json::from_str(&json).map_err(|e| e.to_string())?;
+    if back != r {
+        errors.push("results do not round-trip through JSON".to_string());
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{}\n{}", errors.join("\n"), describe(&r)))
+    }
+}
+
+#[test]
+fn fixtures_match_expected_results() {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(fixtures_dir())
+        .expect("fixtures dir")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    paths.sort();
+    assert!(paths.len() >= 20, "fixtures missing: {paths:?}");
+    let mut failures = Vec::new();
+    for p in &paths {
+        if let Err(e) = run_fixture(p) {
+            failures.push(format!(
+                "fixture {}:\n{e}",
+                p.file_name().unwrap().to_string_lossy()
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} fixtures failed:\n\n{}",
+        failures.len(),
+        paths.len(),
+        failures.join("\n\n")
+    );
+}
+
+/// Every kind has a fixture that proves it, so no rule goes untested.
+#[test]
+fn every_kind_has_a_violating_fixture() {
+    let mut seen = std::collections::BTreeSet::new();
+    for e in std::fs::read_dir(fixtures_dir()).expect("fixtures dir") {
+        let p = e.expect("dir entry").path();
+        if !p.to_string_lossy().ends_with(".expected.json") {
+            continue;
+        }
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        for field in ["violations", "warnings"] {
+            for (kind, _) in expected_set(&v[field]) {
+                seen.insert(kind);
+            }
+        }
+    }
+    for k in history::ViolationKind::ALL {
+        assert!(seen.contains(k.as_str()), "no fixture shows {k}");
+    }
+}
+
+/// A checker run on its own gives the same violations as within `check`.
+#[test]
+fn single_checker_agrees_with_check() {
+    let path = fixtures_dir().join("stale-release-accepted.jsonl");
+    let (ops, _) = history::read_ops(&path).unwrap();
+    let h = History::new(ops).unwrap();
+    let cfg = CheckConfig::default();
+    let all = checkers::check(&h, &cfg);
+    let mut merged = Vec::new();
+    for c in checkers::all_checkers() {
+        let out = c.check(&h, &cfg);
+        merged.extend(out.violations);
+    }
+    merged.sort_by(|a, b| (a.window_ns[0], a.kind, &a.ops).cmp(&(b.window_ns[0], b.kind, &b.ops)));
+    assert_eq!(merged, all.violations);
+}
