@@ -14,6 +14,14 @@ use history::{ExitCode, Validity};
 use std::net::SocketAddr;
 
 fn main() -> std::process::ExitCode {
+    // Die quietly on a closed stdout (`lockpick check ... | head`) instead of panicking. A run
+    // killed this way still leaves its history, and its nodes die with it (PDEATHSIG).
+    let _ = unsafe {
+        nix::sys::signal::signal(
+            nix::sys::signal::Signal::SIGPIPE,
+            nix::sys::signal::SigHandler::SigDfl,
+        )
+    };
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

@@ -122,7 +122,11 @@ pub fn plan(cfg: &ScheduleConfig) -> Vec<PlannedFault> {
             kind,
             length_ms,
         });
-        t += length_ms + jitter(&mut rng, interval);
+        // A correct service refuses grants after a restart until every lease it may have
+        // granted has lapsed (up to about 2 ttl with rounding); a kill inside that window would
+        // keep the lock unavailable all run and test nothing.
+        let recovery_ms = if kind == FaultKind::Kill { ttl * 2 } else { 0 };
+        t += length_ms + recovery_ms + jitter(&mut rng, interval);
     }
     out
 }
@@ -158,6 +162,9 @@ mod tests {
             assert!(!p.is_empty());
             for w in p.windows(2) {
                 assert!(w[0].at_ms + w[0].length_ms < w[1].at_ms, "{w:?}");
+                if w[0].kind == FaultKind::Kill {
+                    assert!(w[0].at_ms + w[0].length_ms + 4000 <= w[1].at_ms, "{w:?}");
+                }
             }
             assert!(p.iter().all(|f| f.at_ms < 30_000));
             let stalls = p.iter().filter(|f| f.kind == FaultKind::ClientPause);
