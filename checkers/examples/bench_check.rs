@@ -76,6 +76,19 @@ fn main() {
         results.warnings.len(),
         results.stats.grants
     );
+    // Where the check time goes, one stage at a time.
+    let cfg = CheckConfig::default();
+    let t = Instant::now();
+    let m = checkers::Model::new(&h, &cfg);
+    println!("  model:             {:.3} s", t.elapsed().as_secs_f64());
+    for c in checkers::all_checkers() {
+        let t = Instant::now();
+        let _ = c.check_model(&m, &cfg);
+        println!("  {:<18} {:.3} s", c.name(), t.elapsed().as_secs_f64());
+    }
+    let t = Instant::now();
+    let _ = checkers::stats(&h);
+    println!("  stats:             {:.3} s", t.elapsed().as_secs_f64());
     for v in results.violations.iter().take(5) {
         println!("  {}: {}", v.kind, v.explanation);
     }

@@ -52,6 +52,14 @@ fn role(f: &str) -> Role<'_> {
     }
 }
 
+/// Whether a fault may delay when the service acts on a request. A client pause stalls a
+/// client between its ops (it has nothing in flight), so the service has nothing to act on late;
+/// counting its end would excuse the very lock-stuck a stalled holder reveals (a service that
+/// never expires the stalled holder's lease).
+fn holds_back_service_effects(start_f: &str) -> bool {
+    start_f != "start-client-pause"
+}
+
 /// What a fault was done to, used to pair a stop with its own start when several faults of one
 /// class overlap (two nodes paused at once).
 fn target(op: &Op) -> Option<&Value> {
@@ -121,7 +129,9 @@ impl Faults {
         let mut prefix_end = Vec::with_capacity(list.len());
         let mut best: Option<(u64, usize)> = None;
         for (i, f) in list.iter().enumerate() {
-            let end = if f.stop_index.is_some() {
+            let end = if !holds_back_service_effects(&f.f) {
+                0
+            } else if f.stop_index.is_some() {
                 f.end_ns
             } else {
                 u64::MAX
@@ -158,5 +168,78 @@ impl Faults {
     pub fn latest_end_started_before(&self, t_ns: u64) -> Option<(u64, usize)> {
         let n = self.list.partition_point(|f| f.start_ns < t_ns);
         self.prefix_end.get(n.checked_sub(1)?).copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use history::{OpType, OpValue, Process, F};
+
+    fn nem(index: u64, time_ms: u64, f: &str, value: Value) -> Op {
+        let mut v = OpValue::default();
+        if let Value::Object(m) = value {
+            v.extra = m;
+        }
+        Op::new(
+            index,
+            time_ms * 1_000_000,
+            Process::Nemesis,
+            OpType::Info,
+            F::from(f),
+        )
+        .with_value(v)
+    }
+
+    fn history(ops: Vec<Op>) -> History {
+        History::new(ops).unwrap()
+    }
+
+    #[test]
+    fn pairs_by_target_then_fifo_and_kill_with_restart() {
+        let h = history(vec![
+            nem(0, 10, "start-pause", serde_json::json!({"nodes": ["n1"]})),
+            nem(1, 20, "start-pause", serde_json::json!({"nodes": ["n2"]})),
+            nem(2, 30, "stop-pause", serde_json::json!({"nodes": ["n2"]})),
+            nem(3, 40, "kill", serde_json::json!({"nodes": ["n3"]})),
+            nem(4, 50, "start-partition", Value::Null),
+            nem(5, 60, "start-partition", Value::Null),
+            // no target: the oldest open partition
+            nem(6, 70, "stop-partition", Value::Null),
+            nem(7, 80, "restart", serde_json::json!({"nodes": ["n3"]})),
+            nem(8, 90, "bump-clock", serde_json::json!({"delta_ms": 5})),
+            nem(9, 100, "stop-pause", serde_json::json!({"nodes": ["n1"]})),
+        ]);
+        let f = Faults::build(&h);
+        let spans: Vec<(u64, u64, Option<u64>)> = f
+            .list()
+            .iter()
+            .map(|x| (x.start_index, x.end_ns / 1_000_000, x.stop_index))
+            .collect();
+        assert_eq!(
+            spans,
+            vec![
+                (0, 100, Some(9)),
+                (1, 30, Some(2)),
+                (3, 80, Some(7)),
+                (4, 70, Some(6)),
+                // never stopped: lasts to the history's end
+                (5, 100, None),
+                (8, 90, Some(8)),
+            ]
+        );
+        let active: Vec<u64> = f
+            .active(31_000_000, 45_000_000)
+            .iter()
+            .map(|a| a.index)
+            .collect();
+        assert_eq!(active, vec![0, 3]);
+        // The unstopped partition (started at 60 ms) never ends.
+        assert_eq!(f.latest_end_started_before(61_000_000).unwrap().0, u64::MAX);
+        assert_eq!(
+            f.latest_end_started_before(45_000_000).unwrap().0,
+            100_000_000
+        );
+        assert_eq!(f.latest_end_started_before(10_000_000), None);
     }
 }

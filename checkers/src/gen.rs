@@ -36,7 +36,9 @@ pub struct GenParams {
     pub nemesis: bool,
     /// Whether ok acquires carry `lease_last_ok_ns` / `lease_ttl_ms` evidence.
     pub lease_evidence: bool,
-    /// The longest usual one-way network latency; a few ops are up to 5x slower.
+    /// The longest usual one-way network latency; a few ops are up to 5x slower. At most a
+    /// tenth of `ttl_ms`, and 5x of it must stay under the liveness grace, since a lost acquire
+    /// may take effect that long after its invoke.
     pub latency_max_ms: u64,
 }
 
@@ -147,8 +149,6 @@ struct Client {
     hold: Option<Hold>,
     in_flight: Option<InFlight>,
     serial: u64,
-    /// Stopped invoking (wind-down).
-    done: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -194,7 +194,7 @@ struct Sim<'p> {
     /// Effects held back by a pause, applied in order when it ends.
     deferred: Vec<usize>,
     fault: Option<Fault>,
-    // the fenced store, per key: (value, fence, last seq)
+    // the fenced store, per key: (value, fence); `seq` counts accepted writes
     store: Vec<(i64, u64)>,
     seq: u64,
     winding_down: bool,
@@ -208,7 +208,6 @@ impl<'p> Sim<'p> {
                 hold: None,
                 in_flight: None,
                 serial: 0,
-                done: false,
             })
             .collect();
         Sim {
@@ -238,8 +237,8 @@ impl<'p> Sim<'p> {
     }
 
     fn timeout_ns(&self) -> u64 {
-        // Well inside the lease (so a slow answer is not mistaken for a live lease) and well
-        // under the default liveness grace (so a lost acquire cannot look like a stuck lock).
+        // Longer than most round trips (so most ops complete) yet short against the lease, so a
+        // client that timed out and moved on still leaves lease-sized gaps to check.
         (self.ttl_ns() / 4).max(6 * self.p.latency_max_ms * MS)
     }
 
@@ -307,8 +306,7 @@ impl<'p> Sim<'p> {
 
     fn invoke(&mut self, c: usize) {
         if self.winding_down {
-            self.clients[c].done = true;
-            return;
+            return; // the client stops; the run drains
         }
         let now = self.now_ns;
         let ttl_ns = self.ttl_ns();
@@ -678,8 +676,10 @@ impl<'p> Sim<'p> {
         self.next_process += 1;
         self.now_ns += 2 * self.ttl_ns();
         for k in 0..self.p.locks {
-            let mut v = OpValue::default();
-            v.is_final = true;
+            let v = OpValue {
+                is_final: true,
+                ..OpValue::default()
+            };
             self.emit(Process::Client(process), OpType::Invoke, F::Read, v)
                 .key = Some(format!("k{k}"));
             self.now_ns += self.latency_ns() + 1;

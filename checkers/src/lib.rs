@@ -19,6 +19,17 @@
 //! it whatever the timing of each op inside its `[invoke, complete]` window; anything merely
 //! possible is a warning. Every op is named by the index of its completion event (the line
 //! that says what happened), or of its invoke event when it never completed.
+//!
+//! Where DESIGN.md leaves room, these readings hold (each module says why):
+//!
+//! - One fact, one violation: equal tokens are `token-reused`, never also `token-regressed`.
+//! - `lock-stuck` judges each `held` answer against the grants, renews and faults that could
+//!   have affected it (those begun before it completed), not against the history's last one,
+//!   so a lock stuck mid-run is caught even if it recovers later. A fault never stopped makes
+//!   later `held` answers unjudgeable.
+//! - `lost-update` takes every store key as a counter register (the counter workload is the
+//!   only one that writes), and counts only writes acknowledged before the final read was sent.
+//! - `unsafe-overlap` is one warning per grant, listing its late ops.
 
 mod faults;
 pub mod gen;
@@ -31,7 +42,8 @@ mod store;
 mod text;
 mod tokens;
 
-pub use model::{ClientOp, Func, Grant, Model};
+pub use faults::{Fault, Faults};
+pub use model::{ClientOp, Func, Grant, Model, NO_GRANT, NO_TARGET};
 pub use stats::stats;
 
 use history::{CheckerResult, History, Results, Validity, Violation};
@@ -127,13 +139,20 @@ pub fn check(h: &History, cfg: &CheckConfig) -> Results {
     }
     sort_violations(&mut violations);
     sort_violations(&mut warnings);
+    let mut notes = Vec::new();
+    if m.unplaced > 0 {
+        notes.push(format!(
+            "{} client op(s) name no lock (lock ops) or no key (store ops): not checked",
+            m.unplaced
+        ));
+    }
     Results {
         valid,
         violations,
         warnings,
         checkers,
         stats: stats::stats(h),
-        notes: Vec::new(),
+        notes,
     }
 }
 

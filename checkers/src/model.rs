@@ -5,6 +5,7 @@ use crate::faults::Faults;
 use crate::{sort_violations, CheckConfig, CheckOutput};
 use history::{History, Op, OpValue, Outcome, F};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// `ClientOp::target` of an op that names no lock (lock op) or no key (store op).
 pub const NO_TARGET: u32 = u32::MAX;
@@ -85,8 +86,9 @@ pub struct Grant {
     pub surely_dead_ns: Option<u64>,
     /// Position in `Model::ops` of the process's first release of this grant.
     pub release_op: Option<usize>,
-    /// Position in `Model::ops` of the last ok renew that extended `lease_lb_ns`.
-    pub last_renew_op: Option<usize>,
+    /// Positions in `Model::ops` of the ok renews that extended `lease_lb_ns`, in order: each
+    /// was invoked before the bound the previous ones proved, so together they prove it.
+    pub lease_chain: Vec<usize>,
     /// `[start, end)` during which the process surely held the lock; `None` if empty.
     pub hold: Option<(u64, u64)>,
 }
@@ -107,7 +109,7 @@ pub struct Model<'h> {
     pub grant_of: Vec<u32>,
     pub faults: Faults,
     pub ok_acquires: u64,
-    /// Client ops the model could not place (no lock, no key), by function.
+    /// Client ops the model could not place: a lock op without a lock, a store op without a key.
     pub unplaced: u64,
 }
 
@@ -123,11 +125,46 @@ pub fn ttl_upper_ns(ttl_ms: u64, drift: f64) -> u64 {
     f.ceil() as u64
 }
 
-fn intern<'h>(names: &mut Vec<&'h str>, ids: &mut HashMap<&'h str, u32>, name: &'h str) -> u32 {
-    // A run usually names a handful of locks; the last-used check skips most hashing.
-    if let Some(&last) = names.last() {
-        if last == name {
-            return names.len() as u32 - 1;
+/// FxHash, as in rustc: the model's maps are only looked up, never iterated, so a fast hash
+/// that resists no adversary is fine and the output stays deterministic.
+#[derive(Default, Clone, Copy)]
+struct FxHasher(u64);
+
+impl FxHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.add(u64::from(i));
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+fn intern<'h>(names: &mut Vec<&'h str>, ids: &mut FxMap<&'h str, u32>, name: &'h str) -> u32 {
+    // A run usually names a handful of locks: comparing a few short names beats hashing.
+    if names.len() <= 8 {
+        if let Some(i) = names.iter().position(|n| *n == name) {
+            return i as u32;
         }
     }
     *ids.entry(name).or_insert_with(|| {
@@ -145,15 +182,15 @@ impl<'h> Model<'h> {
         };
         let operations = h.operations();
         let mut locks = Vec::new();
-        let mut lock_ids = HashMap::new();
+        let mut lock_ids = FxMap::default();
         let mut keys = Vec::new();
-        let mut key_ids = HashMap::new();
+        let mut key_ids = FxMap::default();
         let mut ops = Vec::with_capacity(operations.len());
         let mut grants: Vec<Grant> = Vec::new();
         let mut grant_of = Vec::with_capacity(operations.len());
         // (process, lock, token) -> grant; (process, token) -> grant
-        let mut by_lock_token: HashMap<(u64, u32, u64), u32> = HashMap::new();
-        let mut by_token: HashMap<(u64, u64), u32> = HashMap::new();
+        let mut by_lock_token: FxMap<(u64, u32, u64), u32> = FxMap::default();
+        let mut by_token: FxMap<(u64, u64), u32> = FxMap::default();
         let mut ok_acquires = 0;
         let mut unplaced = 0;
         for o in operations {
@@ -232,7 +269,7 @@ impl<'h> Model<'h> {
                             surely_dead_ns: ttl_ms
                                 .map(|t| complete_ns.saturating_add(ttl_upper_ns(t, drift))),
                             release_op: None,
-                            last_renew_op: None,
+                            lease_chain: Vec::new(),
                             hold: None,
                         });
                     }
@@ -339,7 +376,7 @@ fn extend_lease(g: &mut Grant, renew: &ClientOp, pos: usize, drift: f64) {
                     let lb = renew.invoke_ns.saturating_add(ttl_lower_ns(t, drift));
                     if lb > g.lease_lb_ns {
                         g.lease_lb_ns = lb;
-                        g.last_renew_op = Some(pos);
+                        g.lease_chain.push(pos);
                     }
                 }
             }

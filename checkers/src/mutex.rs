@@ -178,8 +178,8 @@ fn double_grant(m: &Model, a: &Grant, b: &Grant, from_ns: u64, to_ns: u64) -> Vi
     }
 }
 
-/// Why a hold lasts until its end, adding the renew that proves it when the first lease alone
-/// would not reach `needed_ns`.
+/// Why a hold lasts until its end. When the first lease alone does not reach `needed_ns`, the
+/// renews that carry it there are part of the proof and join `ops`.
 fn hold_end(m: &Model, g: &Grant, needed_ns: u64, ops: &mut Vec<u64>) -> (u64, String) {
     let end = g.hold.map_or(g.complete_ns, |h| h.1);
     if let Some(r) = g.release_op {
@@ -189,29 +189,30 @@ fn hold_end(m: &Model, g: &Grant, needed_ns: u64, ops: &mut Vec<u64>) -> (u64, S
         }
     }
     let ttl = g.ttl_ms.unwrap_or(0);
-    let first_lb = g.invoke_ns.saturating_add(ttl_lower_ns(ttl, m.drift));
-    match g.last_renew_op {
-        Some(r) if first_lb <= needed_ns => {
-            let r = &m.ops[r];
-            ops.push(r.index);
-            (
-                end,
-                format!(
-                    "its lease, renewed by op {} invoked at {} with ttl {} ms, cannot expire sooner",
-                    r.index,
-                    secs(r.invoke_ns),
-                    r.ttl_ms.or(g.ttl_ms).unwrap_or(0)
-                ),
-            )
+    let mut lb = g.invoke_ns.saturating_add(ttl_lower_ns(ttl, m.drift));
+    let mut chain = Vec::new();
+    for &r in &g.lease_chain {
+        if lb > needed_ns {
+            break;
         }
-        _ => (
-            end,
-            format!(
-                "its lease, counted from its invoke at {} with ttl {ttl} ms, cannot expire sooner",
-                secs(g.invoke_ns)
-            ),
-        ),
+        let r = &m.ops[r];
+        chain.push(r.index);
+        lb = r
+            .invoke_ns
+            .saturating_add(ttl_lower_ns(r.ttl_ms.or(g.ttl_ms).unwrap_or(0), m.drift));
     }
+    let why = match chain.last() {
+        None => format!(
+            "its lease, counted from its invoke at {} with ttl {ttl} ms, cannot expire sooner",
+            secs(g.invoke_ns)
+        ),
+        Some(_) => format!(
+            "its lease, renewed without a gap by {}, cannot expire sooner",
+            op_list(&chain)
+        ),
+    };
+    ops.extend(chain);
+    (end, why)
 }
 
 /// A late use of a grant's token, while another process held the lock.
@@ -298,8 +299,13 @@ fn unsafe_overlap(m: &Model, g: &Grant, late: &[Late], total: usize) -> Violatio
         .collect();
     let more = match total - 1 {
         0 => String::new(),
-        n if n == more.len() => format!(" ({n} more late op(s): {})", op_list(&more)),
-        n => format!(" ({n} more late op(s), among them {})", op_list(&more)),
+        n if n == more.len() => {
+            format!("; {n} other late op(s) with that token: {}", op_list(&more))
+        }
+        n => format!(
+            "; {n} other late op(s) with that token, among them {}",
+            op_list(&more)
+        ),
     };
     Violation {
         kind: ViolationKind::UnsafeOverlap,

@@ -1,6 +1,6 @@
 //! Whole-history figures for the report: counts by function and outcome, latency percentiles.
 
-use history::{History, Outcome, Percentiles, Stats};
+use history::{History, Outcome, Percentiles, Stats, F};
 use std::collections::BTreeMap;
 
 /// Nearest-rank percentile of sorted latencies, in ms.
@@ -13,50 +13,71 @@ fn nearest_rank_ms(sorted_ns: &[u64], p: f64) -> f64 {
     sorted_ns[rank - 1] as f64 / 1e6
 }
 
+const OUTCOMES: [&str; 4] = ["ok", "fail", "info", "pending"];
+
+fn outcome_slot(o: Outcome) -> usize {
+    match o {
+        Outcome::Ok => 0,
+        Outcome::Fail => 1,
+        Outcome::Info => 2,
+        Outcome::Pending => 3,
+    }
+}
+
 /// Counts every client op by function and outcome; latency covers the ops that completed
 /// (ok, fail or info), since a pending op has no latency to show.
 pub fn stats(h: &History) -> Stats {
-    let mut ops: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
-    let mut latencies: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    // Counted by function name: the five client functions, plus anything else a history names
+    // (History::new refuses other client functions, but stats may see an unchecked one).
+    let mut names: Vec<&str> = Vec::new();
+    let mut counts: Vec<[u64; 4]> = Vec::new();
+    let mut latencies: Vec<Vec<u64>> = Vec::new();
     let mut grants = 0;
     for o in h.operations() {
         let inv = h.invoke_of(o);
         let f = inv.f.as_str();
-        if !ops.contains_key(f) {
-            let zeros = ["ok", "fail", "info", "pending"]
-                .into_iter()
-                .map(|k| (k.to_string(), 0))
-                .collect();
-            ops.insert(f.to_string(), zeros);
-        }
-        *ops.get_mut(f)
-            .expect("inserted above")
-            .get_mut(o.outcome.as_str())
-            .expect("every outcome has a slot") += 1;
-        if o.outcome == Outcome::Ok && inv.f == history::F::Acquire {
+        // Few distinct names: a linear scan beats hashing.
+        let slot = match names.iter().position(|n| *n == f) {
+            Some(i) => i,
+            None => {
+                names.push(f);
+                counts.push([0; 4]);
+                latencies.push(Vec::new());
+                names.len() - 1
+            }
+        };
+        counts[slot][outcome_slot(o.outcome)] += 1;
+        if o.outcome == Outcome::Ok && inv.f == F::Acquire {
             grants += 1;
         }
         if let Some(done) = h.complete_of(o) {
-            latencies
-                .entry(f)
-                .or_default()
-                .push(done.time_ns.saturating_sub(inv.time_ns));
+            latencies[slot].push(done.time_ns.saturating_sub(inv.time_ns));
         }
     }
-    let latency = latencies
-        .into_iter()
-        .map(|(f, mut l)| {
-            l.sort_unstable();
-            let p = Percentiles {
+    let mut ops = BTreeMap::new();
+    let mut latency = BTreeMap::new();
+    for ((name, c), mut l) in names.into_iter().zip(counts).zip(latencies) {
+        let by_outcome = OUTCOMES
+            .iter()
+            .zip(c)
+            .map(|(k, n)| (k.to_string(), n))
+            .collect();
+        ops.insert(name.to_string(), by_outcome);
+        if l.is_empty() {
+            continue;
+        }
+        l.sort_unstable();
+        latency.insert(
+            name.to_string(),
+            Percentiles {
                 count: l.len() as u64,
                 p50_ms: nearest_rank_ms(&l, 0.50),
                 p95_ms: nearest_rank_ms(&l, 0.95),
                 p99_ms: nearest_rank_ms(&l, 0.99),
                 max_ms: nearest_rank_ms(&l, 1.0),
-            };
-            (f.to_string(), p)
-        })
-        .collect();
+            },
+        );
+    }
     Stats {
         events: h.ops.len() as u64,
         duration_ns: h.end_time_ns(),
