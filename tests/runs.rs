@@ -4,6 +4,7 @@
 mod common;
 
 use common::run;
+use nemesis::schedule::{plan, FaultKind, ScheduleConfig};
 use std::time::Duration;
 
 /// Short leases and frequent faults so a 10 s run holds several of each.

@@ -1,5 +1,6 @@
 //! A seeded fault schedule: which fault starts when and how long it lasts.
 
+use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::fmt;
@@ -96,7 +97,8 @@ pub struct PlannedFault {
 /// A bound on the plan's size, whatever the flags: a schedule is for humans to read, too.
 pub const MAX_FAULTS: usize = 10_000;
 
-/// The seeded plan: faults one at a time, each followed by a quiet interval. The same config
+/// The seeded plan: faults one at a time, each followed by a quiet interval (and, after a
+/// kill, time for the service's recovery). The same config
 /// always yields the same plan.
 pub fn plan(cfg: &ScheduleConfig) -> Vec<PlannedFault> {
     let mut out = Vec::new();
@@ -107,8 +109,15 @@ pub fn plan(cfg: &ScheduleConfig) -> Vec<PlannedFault> {
     let interval = cfg.interval_ms.max(1);
     let ttl = cfg.ttl_ms.max(1);
     let mut t = jitter(&mut rng, interval);
+    // Faults come in rounds, each a random order of every chosen fault, so a short run still
+    // exercises each of them and no kind is starved by chance.
+    let mut round: Vec<FaultKind> = Vec::new();
     while t < cfg.duration_ms && out.len() < MAX_FAULTS {
-        let kind = cfg.faults[rng.random_range(0..cfg.faults.len())];
+        if round.is_empty() {
+            round = cfg.faults.clone();
+            round.shuffle(&mut rng);
+        }
+        let kind = round.pop().expect("refilled above");
         let length_ms = match kind {
             // Straddle the lease: some pauses end before it lapses, most after.
             FaultKind::Pause => rng.random_range(ttl / 2..=ttl * 2),
@@ -169,6 +178,18 @@ mod tests {
             assert!(p.iter().all(|f| f.at_ms < 30_000));
             let stalls = p.iter().filter(|f| f.kind == FaultKind::ClientPause);
             assert!(stalls.clone().all(|f| f.length_ms > 2000));
+        }
+    }
+
+    #[test]
+    fn every_chosen_fault_appears_once_per_round() {
+        for seed in 0..50 {
+            let p = plan(&cfg(seed));
+            for round in p.chunks(3).filter(|r| r.len() == 3) {
+                let mut kinds: Vec<_> = round.iter().map(|f| f.kind).collect();
+                kinds.sort();
+                assert_eq!(kinds, FaultKind::ALL.to_vec(), "seed {seed}");
+            }
         }
     }
 
