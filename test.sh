@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 cargo build --workspace --all-targets
-cargo test --workspace -- --test-threads="${LOCKPICK_TEST_THREADS:-4}"
+cargo test --workspace --no-fail-fast -- --test-threads="${LOCKPICK_TEST_THREADS:-4}"

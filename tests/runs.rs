@@ -39,14 +39,36 @@ fn correct_run_is_valid(seed: &str) {
     let res = r.results();
     assert_eq!(res["valid"], true);
     assert!(res["stats"]["grants"].as_u64().unwrap() >= 3, "{res}");
-    // The faults really happened: every kind of fault left its mark in the history.
+    // The faults really happened: the history holds exactly the server-side faults the seeded
+    // plan holds, and the plan holds every kind.
+    let planned = plan(&ScheduleConfig {
+        seed: seed.parse().unwrap(),
+        faults: FaultKind::ALL.to_vec(),
+        interval_ms: 1000,
+        duration_ms: 10_000,
+        ttl_ms: 1000,
+    });
     let history = std::fs::read_to_string(r.run_dir().join("history.jsonl")).unwrap();
-    for f in ["start-pause", "stop-pause", "kill", "restart"] {
-        assert!(
-            history.contains(&format!("\"f\":\"{f}\"")),
-            "no {f} in seed {seed}"
-        );
+    let count = |f: &str| history.matches(&format!("\"f\":\"{f}\"")).count();
+    let planned_of = |k: FaultKind| planned.iter().filter(|p| p.kind == k).count();
+    for k in FaultKind::ALL {
+        assert!(planned_of(k) > 0, "seed {seed} plans no {k}");
     }
+    assert_eq!(
+        count("start-pause"),
+        planned_of(FaultKind::Pause),
+        "seed {seed}"
+    );
+    assert_eq!(
+        count("stop-pause"),
+        planned_of(FaultKind::Pause),
+        "seed {seed}"
+    );
+    assert_eq!(count("kill"), planned_of(FaultKind::Kill), "seed {seed}");
+    assert_eq!(count("restart"), planned_of(FaultKind::Kill), "seed {seed}");
+    // A stall request lapses when no client holds the lock in time, so at most as planned.
+    assert!(count("start-client-pause") <= planned_of(FaultKind::ClientPause));
+    assert_eq!(count("start-client-pause"), count("stop-client-pause"));
     assert!(history.contains("\"final\":true"));
     for file in [
         "summary.txt",

@@ -208,27 +208,237 @@ impl<R: BufRead> Iterator for HistoryReader<R> {
     }
 }
 
-/// Reads a whole history file into memory, with the reader's warnings.
+/// Reads a whole history file into memory, with the reader's warnings. Same rules and
+/// messages as [`HistoryReader`], but parses blocks of lines on every core.
 pub fn read_ops(path: &Path) -> Result<(Vec<Op>, Vec<ReadWarning>), ReadError> {
-    let mut reader = HistoryReader::open(path)?;
-    let mut ops = Vec::new();
-    for op in reader.by_ref() {
-        ops.push(op?);
-    }
-    let warnings = reader.take_warnings();
-    Ok((ops, warnings))
+    let file = File::open(path).map_err(|source| ReadError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    // Reserve for the whole history up front: growing a vector of large ops by doubling copies
+    // it again and again. Lines are rarely under 60 bytes, and unused capacity is only address
+    // space, never touched.
+    let capacity = file.metadata().map(|m| m.len() as usize / 60).unwrap_or(0);
+    read_ops_with_capacity(file, path, capacity)
 }
 
-/// Reads ops from any reader (for tests and stdin).
+/// Bytes of history parsed per round: big enough to keep every core busy, small enough that
+/// the raw text held at once stays a few MB whatever the history's size.
+const BLOCK_BYTES: usize = 8 << 20;
+
+/// Reads ops from any reader (`name` is used only in messages). Parses in parallel.
 pub fn read_ops_from(
     input: impl Read,
     name: &Path,
 ) -> Result<(Vec<Op>, Vec<ReadWarning>), ReadError> {
-    let mut reader = HistoryReader::new(BufReader::new(input), name);
-    let mut ops = Vec::new();
-    for op in reader.by_ref() {
-        ops.push(op?);
+    read_ops_with_capacity(input, name, 0)
+}
+
+fn read_ops_with_capacity(
+    mut input: impl Read,
+    name: &Path,
+    capacity: usize,
+) -> Result<(Vec<Op>, Vec<ReadWarning>), ReadError> {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(8);
+    let io_err = |source| ReadError::Io {
+        path: name.to_path_buf(),
+        source,
+    };
+    let mut ops = Vec::with_capacity(capacity);
+    let mut warnings = Vec::new();
+    let mut carry: Vec<u8> = Vec::new();
+    let mut lines_before = 0u64;
+    let mut last_index: Option<u64> = None;
+    // Bounded by the input: every pass consumes at least one block or ends at EOF.
+    loop {
+        let mut block = std::mem::take(&mut carry);
+        let eof = fill(&mut input, &mut block, BLOCK_BYTES).map_err(io_err)?;
+        if block.is_empty() {
+            break;
+        }
+        if !eof {
+            match memchr::memrchr(b'\n', &block) {
+                Some(p) => carry = block.split_off(p + 1),
+                // One line longer than a block: keep reading until it ends.
+                None => {
+                    carry = block;
+                    continue;
+                }
+            }
+        }
+        let pieces = split_lines(&block, threads);
+        let results: Vec<Piece> = std::thread::scope(|scope| {
+            let handles: Vec<_> = pieces
+                .iter()
+                .enumerate()
+                .map(|(i, &(from, to, first_line))| {
+                    let text = &block[from..to];
+                    let at_end = eof && i + 1 == pieces.len();
+                    scope.spawn(move || parse_piece(text, lines_before + first_line, at_end))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("history parser thread panicked"))
+                .collect()
+        });
+        for piece in results {
+            if let (Some((line, index)), Some(last)) = (piece.first, last_index) {
+                if index <= last {
+                    return Err(ReadError::Malformed {
+                        path: name.to_path_buf(),
+                        line,
+                        reason: format!("index {index} does not ascend (previous index {last})"),
+                    });
+                }
+            }
+            if let Some((line, reason)) = piece.error {
+                return Err(ReadError::Malformed {
+                    path: name.to_path_buf(),
+                    line,
+                    reason,
+                });
+            }
+            if let Some(op) = piece.ops.last() {
+                last_index = Some(op.index);
+            }
+            ops.extend(piece.ops);
+            warnings.extend(piece.warning);
+        }
+        lines_before += pieces.last().map_or(0, |&(from, to, before)| {
+            before + bytecount(&block[from..to])
+        });
+        if eof {
+            break;
+        }
     }
-    let warnings = reader.take_warnings();
     Ok((ops, warnings))
+}
+
+/// Reads until `buf` holds at least `want` bytes or the input ends; true at the end.
+fn fill(input: &mut impl Read, buf: &mut Vec<u8>, want: usize) -> io::Result<bool> {
+    let mut len = buf.len();
+    let target = len + want;
+    // Read straight into the block: no intermediate buffer to copy from.
+    buf.resize(target, 0);
+    let mut eof = false;
+    while len < target {
+        match input.read(&mut buf[len..]) {
+            Ok(0) => {
+                eof = true;
+                break;
+            }
+            Ok(n) => len += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                buf.truncate(len);
+                return Err(e);
+            }
+        }
+    }
+    buf.truncate(len);
+    Ok(eof)
+}
+
+fn bytecount(b: &[u8]) -> u64 {
+    memchr::memchr_iter(b'\n', b).count() as u64
+}
+
+/// Splits `block` into up to `n` ranges that end at line ends, each with the number of lines
+/// before it within the block.
+fn split_lines(block: &[u8], n: usize) -> Vec<(usize, usize, u64)> {
+    let mut out = Vec::with_capacity(n);
+    let mut from = 0;
+    let mut lines = 0;
+    let step = block.len().div_ceil(n.max(1)).max(1);
+    while from < block.len() {
+        let mut to = (from + step).min(block.len());
+        if to < block.len() {
+            to = match memchr::memchr(b'\n', &block[to..]) {
+                Some(p) => to + p + 1,
+                None => block.len(),
+            };
+        }
+        out.push((from, to, lines));
+        lines += bytecount(&block[from..to]);
+        from = to;
+    }
+    out
+}
+
+/// One range of lines, parsed.
+struct Piece {
+    ops: Vec<Op>,
+    /// Line and index of its first op, to check ascent across ranges.
+    first: Option<(u64, u64)>,
+    /// The first bad line.
+    error: Option<(u64, String)>,
+    warning: Option<ReadWarning>,
+}
+
+/// `lines_before`: lines of the input before this range. `at_end`: the range ends the input,
+/// so its last line may be a write cut short.
+fn parse_piece(text: &[u8], lines_before: u64, at_end: bool) -> Piece {
+    let mut piece = Piece {
+        ops: Vec::with_capacity(text.len() / 60),
+        first: None,
+        error: None,
+        warning: None,
+    };
+    let mut line_no = lines_before;
+    let mut last: Option<u64> = None;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let (line, complete) = match memchr::memchr(b'\n', rest) {
+            Some(p) => {
+                let l = &rest[..p];
+                rest = &rest[p + 1..];
+                (l, true)
+            }
+            None => {
+                let l = rest;
+                rest = &[];
+                (l, false)
+            }
+        };
+        line_no += 1;
+        let t = line.trim_ascii();
+        if t.is_empty() {
+            continue;
+        }
+        match serde_json::from_slice::<Op>(t) {
+            Ok(op) => {
+                if let Some(prev) = last {
+                    if op.index <= prev {
+                        piece.error = Some((
+                            line_no,
+                            format!("index {} does not ascend (previous index {prev})", op.index),
+                        ));
+                        return piece;
+                    }
+                }
+                if piece.first.is_none() {
+                    piece.first = Some((line_no, op.index));
+                }
+                last = Some(op.index);
+                piece.ops.push(op);
+            }
+            Err(e) if at_end && !complete => {
+                piece.warning = Some(ReadWarning {
+                    line: line_no,
+                    message: format!(
+                        "truncated final line ignored (the writer was probably killed mid-write): {e}"
+                    ),
+                });
+            }
+            Err(e) => {
+                piece.error = Some((line_no, e.to_string()));
+                return piece;
+            }
+        }
+    }
+    piece
 }

@@ -172,6 +172,53 @@ impl<'de> Deserialize<'de> for F {
     }
 }
 
+/// A map key read without allocating when it is one of the names we know: most keys are, and
+/// this is the hot path of parsing a history.
+enum Key {
+    Known(&'static str),
+    Other(String),
+}
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Key;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key, E> {
+                Ok(Key::Known(match v {
+                    "index" => "index",
+                    "time_ns" => "time_ns",
+                    "process" => "process",
+                    "type" => "type",
+                    "f" => "f",
+                    "lock" => "lock",
+                    "key" => "key",
+                    "value" => "value",
+                    "token" => "token",
+                    "ttl_ms" => "ttl_ms",
+                    "seq" => "seq",
+                    "error" => "error",
+                    "final" => "final",
+                    _ => return Ok(Key::Other(v.to_string())),
+                }))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+impl Key {
+    fn as_str(&self) -> &str {
+        match self {
+            Key::Known(k) => k,
+            Key::Other(s) => s,
+        }
+    }
+}
+
 /// An op's `value`. The fields the checkers read are typed; anything else (adapter evidence,
 /// nemesis details such as `nodes`) is kept in `extra`, in order, and written back unchanged.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -266,9 +313,8 @@ impl<'de> Deserialize<'de> for OpValue {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<OpValue, A::Error> {
                 let mut v = OpValue::default();
-                // Borrowed keys would fail on escaped strings, so take owned ones; keys are short.
-                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-                    match key.as_ref() {
+                while let Some(key) = map.next_key::<Key>()? {
+                    match key.as_str() {
                         "token" => v.token = map.next_value()?,
                         "ttl_ms" => v.ttl_ms = map.next_value()?,
                         "value" => v.value = map.next_value()?,
@@ -380,8 +426,8 @@ impl<'de> Deserialize<'de> for Op {
                 let mut key = None;
                 let mut value = OpValue::default();
                 let mut extra = Map::new();
-                while let Some(k) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-                    match k.as_ref() {
+                while let Some(k) = map.next_key::<Key>()? {
+                    match k.as_str() {
                         "index" => index = Some(map.next_value::<u64>()?),
                         "time_ns" => time_ns = Some(map.next_value::<u64>()?),
                         "process" => process = Some(map.next_value::<Process>()?),

@@ -159,3 +159,46 @@ fn structure_errors_name_the_op() {
     let pending = History::new(vec![op(0, 1, Invoke, F::Acquire)]).unwrap();
     assert_eq!(pending.operations()[0].outcome, Outcome::Pending);
 }
+
+/// The parallel reader must agree with the streaming one on every rule, whatever the block and
+/// piece boundaries: many lines, so the input spans several pieces per thread.
+#[test]
+fn parallel_reader_agrees_with_streaming_reader_on_large_input() {
+    let mut w = HistoryWriter::new(Vec::new());
+    let n = 200_000u64;
+    for i in 0..n {
+        let kind = if i % 2 == 0 {
+            OpType::Invoke
+        } else {
+            OpType::Ok
+        };
+        w.write(&Op::new(i, i * 10, Process::Client(i / 2 % 7), kind, F::Acquire).with_lock("L0"))
+            .unwrap();
+    }
+    let text = String::from_utf8(w.into_inner().unwrap()).unwrap();
+    let (ops, warnings) = read(&text).unwrap();
+    assert_eq!(ops.len() as u64, n);
+    assert!(warnings.is_empty());
+    assert!(ops.windows(2).all(|w| w[0].index < w[1].index));
+
+    // A bad line deep inside is reported with its exact line number.
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines[150_000] = "{not json";
+    let err = read(&(lines.join("\n") + "\n")).unwrap_err().to_string();
+    assert!(err.starts_with("h.jsonl:150001: "), "{err}");
+
+    // An index that goes back across any boundary is caught with its line.
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    lines[120_000] = lines[100].clone();
+    let err = read(&(lines.join("\n") + "\n")).unwrap_err().to_string();
+    assert!(
+        err.starts_with("h.jsonl:120001: ") && err.contains("ascend"),
+        "{err}"
+    );
+
+    // A cut final line is a warning, also on the large path.
+    let cut = &text[..text.len() - 7];
+    let (ops, warnings) = read(cut).unwrap();
+    assert_eq!(ops.len() as u64, n - 1);
+    assert_eq!(warnings[0].line, n);
+}

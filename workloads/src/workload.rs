@@ -173,8 +173,10 @@ pub async fn final_reads<W: Write + Send>(
     for (i, lock) in cfg.lock_names().iter().enumerate() {
         let key = WorkloadConfig::key_for(lock);
         let p = Process::Client(first_process + i as u64);
-        let mut v = OpValue::default();
-        v.is_final = true;
+        let v = OpValue {
+            is_final: true,
+            ..OpValue::default()
+        };
         recorder.record(p, OpType::Invoke, F::Read, None, Some(&key), v.clone())?;
         let (kind, value) = match client.inspect(&key).await {
             Reply::Ok(body) => {
