@@ -189,3 +189,26 @@ fn unfenced_store_under_client_pause_is_caught() {
         &["stale-write-accepted", "lost-update"],
     );
 }
+
+/// Mode `write` fences writes only. A stalled holder that read before its stall still writes
+/// successfully when the next holder has read but not yet written (reads do not move the
+/// fence), and then the next holder's write carries the same value: a `lost-update`. Every
+/// accepted write still carries a token at least as high as the ones before it, so there is
+/// never a `stale-write-accepted`. Long holds widen the read-to-write gap that lets it happen.
+#[test]
+fn write_only_fencing_loses_updates_but_never_accepts_a_stale_write() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = run(
+        tmp.path(),
+        &[
+            "--ttl", "1s", "--hold", "800ms..2s", "--duration", "15s", "--op-timeout", "500ms",
+            "--nemesis-interval", "1s", "--seed", "3", "--store-fence", "write", "--nemesis",
+            "client-pause",
+        ],
+        LIMIT,
+    );
+    assert_eq!(r.code, 1, "{}", r.describe());
+    let kinds = r.kinds("violations");
+    assert!(kinds.contains(&"lost-update".to_string()), "{kinds:?}");
+    assert!(!kinds.contains(&"stale-write-accepted".to_string()), "{kinds:?}");
+}
