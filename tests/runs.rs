@@ -201,8 +201,21 @@ fn write_only_fencing_loses_updates_but_never_accepts_a_stale_write() {
     let r = run(
         tmp.path(),
         &[
-            "--ttl", "1s", "--hold", "800ms..2s", "--duration", "15s", "--op-timeout", "500ms",
-            "--nemesis-interval", "1s", "--seed", "3", "--store-fence", "write", "--nemesis",
+            "--ttl",
+            "1s",
+            "--hold",
+            "800ms..2s",
+            "--duration",
+            "15s",
+            "--op-timeout",
+            "500ms",
+            "--nemesis-interval",
+            "1s",
+            "--seed",
+            "3",
+            "--store-fence",
+            "write",
+            "--nemesis",
             "client-pause",
         ],
         LIMIT,
@@ -210,5 +223,66 @@ fn write_only_fencing_loses_updates_but_never_accepts_a_stale_write() {
     assert_eq!(r.code, 1, "{}", r.describe());
     let kinds = r.kinds("violations");
     assert!(kinds.contains(&"lost-update".to_string()), "{kinds:?}");
-    assert!(!kinds.contains(&"stale-write-accepted".to_string()), "{kinds:?}");
+    assert!(
+        !kinds.contains(&"stale-write-accepted".to_string()),
+        "{kinds:?}"
+    );
+}
+
+/// A service already running (`--url`) and a store started from a template (`--store-cmd`):
+/// only client-side faults are possible, and they are the default.
+#[test]
+fn url_target_with_store_from_a_template() {
+    use std::process::{Command, Stdio};
+    let tmp = tempfile::tempdir().unwrap();
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let data = tmp.path().join("lockd-data");
+    let lockd = Command::new(common::BIN)
+        .args([
+            "lockd",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--data-dir",
+        ])
+        .arg(&data)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let guard = Kill(lockd);
+    // Ready once it accepts connections (bounded wait).
+    let start = std::time::Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "lockd did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let url = format!("http://127.0.0.1:{port}");
+    let store_cmd = format!(
+        "{} store --listen {{host}}:{{port}} --fence all",
+        common::BIN
+    );
+    let r = run(
+        &tmp.path().join("runs"),
+        &args(&["--url", &url, "--store-cmd", &store_cmd, "--seed", "9"]),
+        LIMIT,
+    );
+    drop(guard);
+    assert_eq!(r.code, 0, "{}", r.describe());
+    assert!(r.stdout.contains("faults: client-pause"), "{}", r.stdout);
+    let history = std::fs::read_to_string(r.run_dir().join("history.jsonl")).unwrap();
+    assert!(!history.contains("start-pause") && !history.contains("\"kill\""));
+    assert!(r.run_dir().join("nodes/store/stderr.log").exists());
 }
