@@ -32,6 +32,11 @@ pub enum Command {
     Run(RunArgs),
     /// Check a history file or a run directory offline and print the verdict.
     Check(CheckArgs),
+    /// Regenerate a run directory's report.html, junit.xml and summary.txt from its files.
+    Report(ReportArgs),
+    /// Write a synthetic history, correct by construction or with violations injected, for
+    /// tests and benchmarks.
+    Synth(SynthArgs),
     /// Serve the reference lock protocol (the embedded default target).
     Lockd(LockdArgs),
     /// Serve the fenced store: the resource the lock protects.
@@ -70,10 +75,24 @@ pub struct RunArgs {
     /// Seed for the workload and the fault schedule (default: drawn at random and recorded).
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
-    /// Faults, comma-separated: pause, kill, client-pause; `none` for a run without faults.
-    /// Default: every fault the target allows (client-pause only with --url).
+    /// Faults, comma-separated: pause, kill, client-pause, clock; `none` for a run without
+    /// faults. Default: every fault the target and this machine allow (client-pause only with
+    /// --url; clock only where libfaketime is installed).
     #[arg(long, value_name = "LIST")]
     pub nemesis: Option<String>,
+    /// Clock faults to draw from: bump-forward, bump-back, strobe, fast, slow (default: all).
+    #[arg(long, value_name = "LIST")]
+    pub clock_faults: Option<String>,
+    /// Which clocks a clock fault moves: `wall` (realtime only) or `all` (monotonic too, which
+    /// is what lease timers run on).
+    #[arg(long, default_value = "wall", value_name = "wall|all")]
+    pub clock_scope: String,
+    /// How far a clock bump or strobe jumps (default: 3 x ttl).
+    #[arg(long, value_name = "DURATION")]
+    pub clock_bump: Option<String>,
+    /// How much faster (fast) or slower (slow: 1/FACTOR) a clock runs.
+    #[arg(long, default_value_t = 4.0, value_name = "FACTOR")]
+    pub clock_rate: f64,
     /// Quiet time between faults (jittered ±50%).
     #[arg(long, default_value = "3s", value_name = "DURATION")]
     pub nemesis_interval: String,
@@ -114,6 +133,10 @@ pub struct RunArgs {
     /// How long a started node may take to answer GET /v1/health.
     #[arg(long, default_value = "10s", value_name = "DURATION")]
     pub startup_timeout: String,
+    /// Which findings make the exit code 1, comma-separated: safety, liveness, warnings. An
+    /// unknown verdict exits 2 whatever this says.
+    #[arg(long, default_value = "safety,liveness", value_name = "LIST", value_parser = crate::report_cmd::parse_fail_on)]
+    pub fail_on: reports::FailOn,
 }
 
 const RUN_AFTER: &str = "Examples:
@@ -122,8 +145,9 @@ const RUN_AFTER: &str = "Examples:
   lockpick run --node-cmd './my-lockd --port {port} --dir {data_dir}' --nemesis pause,kill
   lockpick run --url http://127.0.0.1:7000 --store-url http://127.0.0.1:7001
 
-Results go to <out>/<name>/<timestamp>/ (history.jsonl, results.json, summary.txt, config.toml,
-lockpick.log, nodes/<id>/ logs) and <out>/latest points at the newest run.";
+Results go to <out>/<name>/<timestamp>/ (history.jsonl, results.json, report.html, junit.xml,
+summary.txt, config.toml, lockpick.log, nodes/<id>/ logs); <out>/latest points at the newest run
+and <out>/index.html lists every run.";
 
 #[derive(Debug, Clone, Args)]
 pub struct CheckArgs {
@@ -138,6 +162,19 @@ pub struct CheckArgs {
     /// Extra time before a lock that stays held counts as `lock-stuck`.
     #[arg(long, default_value = "2s", value_name = "DURATION")]
     pub liveness_grace: String,
+    /// Which findings make the exit code 1, comma-separated: safety, liveness, warnings.
+    #[arg(long, default_value = "safety,liveness", value_name = "LIST", value_parser = crate::report_cmd::parse_fail_on)]
+    pub fail_on: reports::FailOn,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    /// A run directory (holding results.json, history.jsonl, config.toml).
+    pub run_dir: PathBuf,
+    /// Exit with the verdict under this policy (safety, liveness, warnings; comma-separated)
+    /// instead of 0, printing GitHub annotations when GITHUB_ACTIONS=true.
+    #[arg(long, value_name = "LIST", value_parser = crate::report_cmd::parse_fail_on)]
+    pub fail_on: Option<reports::FailOn>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -148,9 +185,17 @@ pub struct LockdArgs {
     /// Where the token counter and the longest granted ttl are persisted.
     #[arg(long, value_name = "DIR")]
     pub data_dir: PathBuf,
-    /// Reproduce an anti-pattern: reuse-tokens, no-ttl, wall-clock, skip-token-check, racy.
+    /// Reproduce an anti-pattern: reuse-tokens, no-ttl, wall-clock, skip-token-check, racy,
+    /// split-brain.
     #[arg(long = "unsafe", value_name = "MODE")]
     pub unsafe_mode: Option<String>,
+    /// The other members of a multi-node lockd, comma-separated HOST:PORT. The member with the
+    /// smallest address holds all lock state; the others forward to it.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub peers: Vec<String>,
+    /// This node's own HOST:PORT as its peers dial it (default: the --listen address).
+    #[arg(long, value_name = "ADDR")]
+    pub advertise: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -161,4 +206,35 @@ pub struct StoreArgs {
     /// all (reads and writes move the fence), write (only writes do), none (no fencing).
     #[arg(long, default_value = "all", value_name = "MODE")]
     pub fence: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SynthArgs {
+    /// Roughly how many events to write (the wind-down adds a few).
+    #[arg(long, default_value_t = 100_000, value_name = "N")]
+    pub events: usize,
+    /// Concurrent simulated clients.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub clients: usize,
+    /// Locks (lock `L<i>` guards counter register `k<i>`).
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub locks: usize,
+    /// Seed: same seed and flags, same history.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub seed: u64,
+    /// The chance that a client op's answer is lost (an indeterminate `info` op).
+    #[arg(long, default_value_t = 0.01, value_name = "P")]
+    pub info_rate: f64,
+    /// Inject one violation of this kind at a random point (repeatable): token-reused,
+    /// token-regressed, token-regressed-inferred, double-grant, stale-write-accepted,
+    /// lost-update, lost-update-final-read, stale-release-accepted, stale-renew-accepted,
+    /// lock-stuck, grant-on-expired-lease. The history is then built in memory.
+    #[arg(long, value_name = "KIND")]
+    pub inject: Vec<String>,
+    /// No nemesis ops (pauses, partitions, kills, clock faults of the simulated service).
+    #[arg(long)]
+    pub no_nemesis: bool,
+    /// Where to write the history (`-`: standard output).
+    #[arg(long, short, default_value = "-", value_name = "PATH")]
+    pub out: String,
 }

@@ -3,7 +3,8 @@
 
 use crate::cli::RunArgs;
 use anyhow::{bail, Context, Result};
-use nemesis::schedule::{parse_fault_list, FaultKind};
+use nemesis::clock::ClockScope;
+use nemesis::schedule::{parse_clock_modes, parse_fault_list, ClockMode, FaultKind};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -65,6 +66,11 @@ pub struct RunConfig {
     pub op_timeout_ms: u64,
     pub nemesis: Vec<String>,
     pub nemesis_interval_ms: u64,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub clock_faults: Vec<String>,
+    pub clock_scope: String,
+    pub clock_bump_ms: u64,
+    pub clock_rate: f64,
     pub target: Target,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unsafe_mode: Option<String>,
@@ -78,6 +84,8 @@ pub struct RunConfig {
     pub out: PathBuf,
     #[serde(skip)]
     pub faults: Vec<FaultKind>,
+    #[serde(skip)]
+    pub clock_modes: Vec<ClockMode>,
     #[serde(skip)]
     pub workload_kind: Option<WorkloadKind>,
 }
@@ -151,13 +159,42 @@ impl RunConfig {
                         );
                     }
                 }
+                if faults.contains(&FaultKind::Clock)
+                    && nemesis::clock::find_libfaketime().is_none()
+                {
+                    bail!(
+                        "--nemesis clock: libfaketime is not installed here (apt-get install \
+                         libfaketime); it skews the clocks of the nodes the harness starts"
+                    );
+                }
                 faults
             }
             None => FaultKind::ALL
                 .into_iter()
                 .filter(|f| target.is_started_by_us() || !f.is_server_side())
+                .filter(|f| *f != FaultKind::Clock || nemesis::clock::find_libfaketime().is_some())
                 .collect(),
         };
+        let clock_modes = match &a.clock_faults {
+            Some(list) => {
+                parse_clock_modes(list).map_err(|e| anyhow::anyhow!("--clock-faults: {e}"))?
+            }
+            None => Vec::new(),
+        };
+        let clock_scope: ClockScope = a
+            .clock_scope
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!("--clock-scope: {e}"))?;
+        let clock_bump_ms = match &a.clock_bump {
+            Some(b) => ms("clock-bump", b)?,
+            None => ttl_ms * 3,
+        };
+        if !(a.clock_rate > 1.0 && a.clock_rate <= 1000.0) {
+            bail!(
+                "--clock-rate {}: expected a factor above 1 (and at most 1000)",
+                a.clock_rate
+            );
+        }
         let seed = a.seed.unwrap_or_else(rand::random);
         let name = match &a.name {
             Some(n) => {
@@ -202,6 +239,10 @@ impl RunConfig {
             op_timeout_ms,
             nemesis: faults.iter().map(|f| f.to_string()).collect(),
             nemesis_interval_ms,
+            clock_faults: clock_modes.iter().map(|m| m.to_string()).collect(),
+            clock_scope: clock_scope.to_string(),
+            clock_bump_ms,
+            clock_rate: a.clock_rate,
             target,
             unsafe_mode: a.unsafe_mode.clone(),
             store,
@@ -211,8 +252,18 @@ impl RunConfig {
             startup_timeout_ms: ms("startup-timeout", &a.startup_timeout)?,
             out: a.out.clone(),
             faults,
+            clock_modes,
             workload_kind: Some(kind),
         })
+    }
+
+    pub fn libfaketime(&self) -> Result<PathBuf> {
+        nemesis::clock::find_libfaketime()
+            .context("libfaketime is not installed here (apt-get install libfaketime)")
+    }
+
+    pub fn clock_scope(&self) -> ClockScope {
+        self.clock_scope.parse().unwrap_or(ClockScope::Wall)
     }
 
     pub fn kind(&self) -> WorkloadKind {
@@ -241,6 +292,14 @@ impl RunConfig {
             ),
             format!("--nemesis-interval {}ms", self.nemesis_interval_ms),
         ];
+        if self.faults.contains(&FaultKind::Clock) {
+            if !self.clock_faults.is_empty() {
+                c.push(format!("--clock-faults {}", self.clock_faults.join(",")));
+            }
+            c.push(format!("--clock-scope {}", self.clock_scope));
+            c.push(format!("--clock-bump {}ms", self.clock_bump_ms));
+            c.push(format!("--clock-rate {}", self.clock_rate));
+        }
         if let Some(n) = self.ops_max {
             c.push(format!("--ops-max {n}"));
         }

@@ -4,8 +4,10 @@
 mod cli;
 mod config;
 mod logging;
+mod report_cmd;
 mod runner;
 mod status;
+mod synth_cmd;
 
 use anyhow::{Context, Result};
 use clap::Parser;
@@ -68,6 +70,8 @@ fn dispatch(cmd: Command) -> Result<ExitCode> {
         Command::Demo(a) => run(a, true),
         Command::Run(a) => run(a, false),
         Command::Check(a) => check(a),
+        Command::Report(a) => report_cmd::report(a),
+        Command::Synth(a) => synth_cmd::synth(a),
         Command::Lockd(a) => lockd(a),
         Command::Store(a) => store(a),
     }
@@ -92,11 +96,16 @@ fn run(a: RunArgs, demo: bool) -> Result<ExitCode> {
     let out = runtime()?.block_on(runner::run(cfg.clone()))?;
     print!("{}", reports::summary_text(&out.results));
     println!("\nrun directory: {}", out.run_dir.display());
+    println!(
+        "report: {}",
+        out.run_dir.join(history::layout::REPORT_FILE).display()
+    );
     println!("reproduce: {}", cfg.repro_command());
     if demo {
         println!(
-            "\nRead {}/summary.txt for the verdict, results.json for every violation with the \
-             ops that prove it, and history.jsonl for the raw history.",
+            "\nOpen {}/report.html for the verdict and a picture of each violation; \
+             results.json has every violation with the ops that prove it, and history.jsonl \
+             the raw history.",
             out.run_dir.display()
         );
     }
@@ -106,7 +115,12 @@ fn run(a: RunArgs, demo: bool) -> Result<ExitCode> {
             out.results.valid
         );
     }
-    Ok(out.results.valid.exit_code())
+    Ok(report_cmd::gate(
+        &out.results,
+        &a.fail_on,
+        &out.run_dir.join(history::layout::REPORT_FILE),
+        true,
+    ))
 }
 
 fn check(a: CheckArgs) -> Result<ExitCode> {
@@ -129,7 +143,11 @@ fn check(a: CheckArgs) -> Result<ExitCode> {
     if results.valid != Validity::Valid {
         eprintln!("{}: {}", path.display(), results.valid);
     }
-    Ok(results.valid.exit_code())
+    let report =
+        history::layout::history_path(&a.path).with_file_name(history::layout::REPORT_FILE);
+    let shown = if report.is_file() { report } else { path };
+    // Annotation lines would corrupt the JSON on stdout.
+    Ok(report_cmd::gate(&results, &a.fail_on, &shown, !a.json))
 }
 
 fn listen(addr: &str) -> Result<SocketAddr> {
@@ -157,6 +175,12 @@ fn lockd(a: LockdArgs) -> Result<ExitCode> {
     let cfg = lockd::LockdConfig {
         data_dir: a.data_dir,
         unsafe_mode,
+        peers: a
+            .peers
+            .into_iter()
+            .filter(|p| !p.trim().is_empty())
+            .collect(),
+        advertise: a.advertise,
     };
     runtime()?.block_on(async {
         let listener = tokio::net::TcpListener::bind(addr)

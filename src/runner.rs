@@ -6,7 +6,8 @@ use crate::status::Status;
 use anyhow::{anyhow, bail, Context, Result};
 use history::layout;
 use history::{HistoryWriter, OpValue, Recorder, Results};
-use nemesis::schedule::{plan, FaultKind, PlannedFault, ScheduleConfig};
+use nemesis::clock::NodeClock;
+use nemesis::schedule::{plan, ClockMode, FaultKind, PlannedFault, ScheduleConfig};
 use nemesis::{LocalNode, NodeCommand, Placeholders};
 use serde_json::json;
 use std::fs;
@@ -53,6 +54,19 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
     })?;
 
     let startup = Duration::from_millis(cfg.startup_timeout_ms);
+    // The clock control file exists before the node starts: libfaketime reads it from the first
+    // clock call on.
+    let clock_control = cfg
+        .faults
+        .contains(&FaultKind::Clock)
+        .then(|| layout::node_dir(&run_dir, "n1").join("faketime.ctl"));
+    let mut clock = match &clock_control {
+        Some(path) => {
+            fs::create_dir_all(path.parent().expect("a node dir"))?;
+            Some(NodeClock::create(path.clone(), Instant::now())?)
+        }
+        None => None,
+    };
     let exe = std::env::current_exe().context("cannot locate the lockpick binary")?;
     let mut lock_node = None;
     let lock_url = match &cfg.target {
@@ -69,7 +83,13 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
             if let Some(m) = &cfg.unsafe_mode {
                 argv.extend(["--unsafe".to_string(), m.clone()]);
             }
-            let node = start_node("n1", t, argv, &run_dir, startup).await?;
+            let env = match &clock_control {
+                Some(control) => {
+                    nemesis::clock::faketime_env(&cfg.libfaketime()?, control, cfg.clock_scope())
+                }
+                None => Vec::new(),
+            };
+            let node = start_node("n1", t, argv, &run_dir, startup, env).await?;
             let url = node.base_url();
             lock_node = Some(node);
             url
@@ -88,7 +108,7 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
                 "--fence".into(),
                 cfg.store_fence.clone(),
             ];
-            let node = start_node("store", t, argv, &run_dir, startup).await?;
+            let node = start_node("store", t, argv, &run_dir, startup, Vec::new()).await?;
             let url = node.base_url();
             store_node = Some(node);
             Some(url)
@@ -137,8 +157,14 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
         interval_ms: cfg.nemesis_interval_ms,
         duration_ms: cfg.duration_ms,
         ttl_ms: cfg.ttl_ms,
+        clock_modes: cfg.clock_modes.clone(),
     });
     tracing::info!(faults = schedule.len(), "fault schedule planned");
+    if let (Some(c), Some(node)) = (clock.as_mut(), &lock_node) {
+        if let Some(at) = node.lock().await.spawned_at() {
+            c.rebase(at)?;
+        }
+    }
     let nemesis_task = tokio::spawn(run_nemesis(Nemesis {
         schedule,
         node: lock_node.clone(),
@@ -149,6 +175,9 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
         interval: Duration::from_millis(cfg.nemesis_interval_ms.max(1)),
         startup,
         active: active.clone(),
+        clock,
+        clock_bump: Duration::from_millis(cfg.clock_bump_ms),
+        clock_rate: cfg.clock_rate,
     }));
     let status = Status::start(
         recorder.clone(),
@@ -299,6 +328,9 @@ pub fn write_results(run_dir: &Path, results: &Results) -> Result<()> {
             run_dir.join(layout::SUMMARY_FILE).display()
         )
     })?;
+    // report.html, junit.xml and <out>/index.html render the files just written. A failure
+    // there must not cost the run its verdict, so it is reported as a warning, not an error.
+    crate::report_cmd::after_run(run_dir);
     Ok(())
 }
 
@@ -308,6 +340,7 @@ async fn start_node(
     embedded_argv: Vec<String>,
     run_dir: &Path,
     startup: Duration,
+    env: Vec<(String, String)>,
 ) -> Result<LocalNode> {
     let node_dir = layout::node_dir(run_dir, id);
     fs::create_dir_all(node_dir.join("data"))
@@ -330,7 +363,7 @@ async fn start_node(
         Target::Command { template } => NodeCommand::Shell(nemesis::substitute(template, &ph)?),
         Target::Url { .. } => unreachable!("a URL target has no node to start"),
     };
-    let mut node = LocalNode::new(id, command, LOOPBACK, port, node_dir);
+    let mut node = LocalNode::new(id, command, LOOPBACK, port, node_dir).with_env(env);
     node.start(startup).await?;
     tracing::info!(node = id, url = %node.base_url(), pid = ?node.pid(), "node up");
     Ok(node)
@@ -346,6 +379,10 @@ struct Nemesis<W: std::io::Write + Send> {
     interval: Duration,
     startup: Duration,
     active: ActiveFaults,
+    /// The lock service's clock, when clock faults are on.
+    clock: Option<NodeClock>,
+    clock_bump: Duration,
+    clock_rate: f64,
 }
 
 /// Sleeps until `until` or the stop signal; true if stopped.
@@ -400,6 +437,11 @@ async fn run_nemesis<W: std::io::Write + Send>(mut n: Nemesis<W>) -> Result<()> 
                 set_active(&n.active, Some("kill n1".into()));
                 sleep_or_stop(Instant::now() + length, &mut n.stop).await;
                 restart(node, n.startup).await?;
+                if let (Some(clock), Some(at)) = (n.clock.as_mut(), node.lock().await.spawned_at())
+                {
+                    // A new process: libfaketime counts rates from its start.
+                    clock.rebase(at)?;
+                }
                 n.recorder.nemesis(
                     "restart",
                     OpValue::default().with_extra("nodes", nodes.clone()),
@@ -411,9 +453,129 @@ async fn run_nemesis<W: std::io::Write + Send>(mut n: Nemesis<W>) -> Result<()> 
                 set_active(&n.active, Some("client-pause".into()));
                 sleep_or_stop(Instant::now() + length.min(n.interval), &mut n.stop).await;
             }
+            FaultKind::Clock => {
+                let mode = fault.clock.unwrap_or(ClockMode::BumpForward);
+                clock_fault(&mut n, mode, length).await?;
+            }
         }
         set_active(&n.active, None);
     }
+    Ok(())
+}
+
+/// One clock fault on n1: skew, hold it for `length`, then the true clock again. After each
+/// change the node's `/v1/time` is read and the offset it shows is recorded, so the history
+/// says what the service's clock really did, not only what was asked.
+async fn clock_fault<W: std::io::Write + Send>(
+    n: &mut Nemesis<W>,
+    mode: ClockMode,
+    length: Duration,
+) -> Result<()> {
+    let node = n
+        .node
+        .clone()
+        .context("clock faults need a node the harness started")?;
+    let url = node.lock().await.base_url();
+    let bump_s = n.clock_bump.as_secs_f64();
+    let rate = match mode {
+        ClockMode::Fast => n.clock_rate,
+        ClockMode::Slow => 1.0 / n.clock_rate,
+        _ => 1.0,
+    };
+    let mut value = OpValue::default()
+        .with_extra("nodes", json!(["n1"]))
+        .with_extra("mode", json!(mode.as_str()))
+        .with_extra("length_ms", json!(length.as_millis() as u64));
+    value = match mode {
+        ClockMode::BumpForward | ClockMode::Strobe => {
+            value.with_extra("delta_ms", json!(n.clock_bump.as_millis() as u64))
+        }
+        ClockMode::BumpBack => {
+            value.with_extra("delta_ms", json!(-(n.clock_bump.as_millis() as i64)))
+        }
+        ClockMode::Fast | ClockMode::Slow => value.with_extra("rate", json!(rate)),
+    };
+    let clock = n
+        .clock
+        .as_mut()
+        .context("clock faults need the node started under libfaketime")?;
+    let offset_before_s = clock.offset_s(Instant::now());
+    n.recorder.nemesis("start-clock", value.clone())?;
+    match mode {
+        ClockMode::BumpForward => clock.bump(bump_s)?,
+        ClockMode::BumpBack => clock.bump(-bump_s)?,
+        ClockMode::Strobe => clock.set_offset(offset_before_s + bump_s)?,
+        ClockMode::Fast | ClockMode::Slow => clock.set_rate(rate)?,
+    }
+    set_active(&n.active, Some(format!("clock {} n1", mode.as_str())));
+    observe_clock(&n.recorder, &url).await?;
+    let until = Instant::now() + length;
+    if mode == ClockMode::Strobe {
+        // Flip between the skew and the true time; bounded by the fault's length.
+        let mut skewed = true;
+        while !sleep_or_stop((Instant::now() + STROBE_PERIOD).min(until), &mut n.stop).await
+            && Instant::now() < until
+        {
+            skewed = !skewed;
+            let clock = n.clock.as_mut().expect("checked above");
+            clock.set_offset(offset_before_s + if skewed { bump_s } else { 0.0 })?;
+        }
+    } else {
+        sleep_or_stop(until, &mut n.stop).await;
+    }
+    let clock = n.clock.as_mut().expect("checked above");
+    match mode {
+        // A clock that ran fast or slow is set to the true rate again without stepping back: a
+        // monotonic clock never goes backwards, and a wall clock being disciplined slews.
+        ClockMode::Fast | ClockMode::Slow => clock.set_rate(1.0)?,
+        _ => clock.set_offset(offset_before_s)?,
+    }
+    observe_clock(&n.recorder, &url).await?;
+    n.recorder.nemesis("stop-clock", value)?;
+    Ok(())
+}
+
+/// How often a strobing clock flips.
+const STROBE_PERIOD: Duration = Duration::from_millis(200);
+
+/// Reads the node's `/v1/time` and records the offset of its realtime clock from the
+/// harness's (midpoint of the request), and its raw monotonic reading.
+async fn observe_clock<W: std::io::Write + Send>(recorder: &Recorder<W>, url: &str) -> Result<()> {
+    let unix_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0)
+    };
+    let before = unix_ms();
+    let answer = async {
+        let body: serde_json::Value = reqwest::Client::builder()
+            .timeout(Duration::from_millis(500))
+            .no_proxy()
+            .build()?
+            .get(format!("{url}/v1/time"))
+            .send()
+            .await?
+            .json()
+            .await?;
+        Ok::<_, reqwest::Error>(body)
+    }
+    .await;
+    let after = unix_ms();
+    let mut v = OpValue::default().with_extra("nodes", json!(["n1"]));
+    match answer {
+        Ok(body) => {
+            if let Some(rt) = body.get("realtime_ms").and_then(serde_json::Value::as_i64) {
+                v = v.with_extra("realtime_offset_ms", json!(rt - (before + after) / 2));
+            }
+            if let Some(m) = body.get("monotonic_ms") {
+                v = v.with_extra("monotonic_ms", m.clone());
+            }
+        }
+        // The service may not answer /v1/time (it is optional): say so, carry on.
+        Err(e) => v = v.with_error(format!("no /v1/time: {e}")),
+    }
+    recorder.nemesis("clock-observed", v)?;
     Ok(())
 }
 

@@ -43,15 +43,16 @@ fn correct_run_is_valid(seed: &str) {
     // plan holds, and the plan holds every kind.
     let planned = plan(&ScheduleConfig {
         seed: seed.parse().unwrap(),
-        faults: FaultKind::ALL.to_vec(),
+        faults: vec![FaultKind::Pause, FaultKind::Kill, FaultKind::ClientPause],
         interval_ms: 1000,
         duration_ms: 10_000,
         ttl_ms: 1000,
+        clock_modes: vec![],
     });
     let history = std::fs::read_to_string(r.run_dir().join("history.jsonl")).unwrap();
     let count = |f: &str| history.matches(&format!("\"f\":\"{f}\"")).count();
     let planned_of = |k: FaultKind| planned.iter().filter(|p| p.kind == k).count();
-    for k in FaultKind::ALL {
+    for k in [FaultKind::Pause, FaultKind::Kill, FaultKind::ClientPause] {
         assert!(planned_of(k) > 0, "seed {seed} plans no {k}");
     }
     assert_eq!(

@@ -71,9 +71,30 @@ pub fn correct_history(seed: u64, params: &GenParams) -> Vec<Op> {
         "a ttl under 20 ms leaves no room for latency"
     );
     let mut sim = Sim::new(seed, params);
-    sim.run();
+    sim.run(&mut |_: &[Op]| {});
     sim.ops
 }
+
+/// The same history as [`correct_history`] (same seed and parameters, same ops), handed to
+/// `sink` in order, a few thousand ops at a time, so a history of any length is generated in
+/// bounded memory.
+pub fn correct_history_into(seed: u64, params: &GenParams, sink: &mut dyn FnMut(&[Op])) {
+    assert!(
+        params.clients >= 1 && params.locks >= 1,
+        "need a client and a lock"
+    );
+    assert!(
+        params.ttl_ms >= 20,
+        "a ttl under 20 ms leaves no room for latency"
+    );
+    let mut sim = Sim::new(seed, params);
+    sim.streaming = true;
+    sim.run(sink);
+    sink(&sim.ops);
+}
+
+/// Ops kept before a streaming generator hands them on.
+const STREAM_BATCH: usize = 4_096;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Func {
@@ -183,6 +204,9 @@ struct Sim<'p> {
     queue: BinaryHeap<Reverse<(u64, u64, Ev)>>,
     queued: u64,
     ops: Vec<Op>,
+    /// Ops emitted so far (`ops` may have been handed on).
+    emitted: u64,
+    streaming: bool,
     clients: Vec<Client>,
     requests: Vec<Request>,
     next_process: u64,
@@ -216,7 +240,9 @@ impl<'p> Sim<'p> {
             now_ns: 0,
             queue: BinaryHeap::new(),
             queued: 0,
-            ops: Vec::with_capacity(p.events + 64),
+            ops: Vec::with_capacity(p.events.min(1 << 20) + 64),
+            emitted: 0,
+            streaming: false,
             clients,
             requests: Vec::new(),
             next_process: p.clients as u64,
@@ -259,7 +285,8 @@ impl<'p> Sim<'p> {
     }
 
     fn emit(&mut self, process: Process, kind: OpType, f: F, value: OpValue) -> &mut Op {
-        let op = Op::new(self.ops.len() as u64, self.now_ns, process, kind, f).with_value(value);
+        let op = Op::new(self.emitted, self.now_ns, process, kind, f).with_value(value);
+        self.emitted += 1;
         self.ops.push(op);
         self.ops.last_mut().expect("just pushed")
     }
@@ -272,7 +299,7 @@ impl<'p> Sim<'p> {
         self.emit(Process::Nemesis, OpType::Info, F::Other(f.to_string()), v);
     }
 
-    fn run(&mut self) {
+    fn run(&mut self, sink: &mut dyn FnMut(&[Op])) {
         for c in 0..self.clients.len() {
             let t = self.rng.random_range(0..=self.p.latency_max_ms * MS);
             self.at(t, Ev::Invoke(c));
@@ -289,7 +316,11 @@ impl<'p> Sim<'p> {
             steps += 1;
             assert!(steps <= limit, "simulation did not wind down");
             self.now_ns = t;
-            if !self.winding_down && self.ops.len() >= self.p.events {
+            if self.streaming && self.ops.len() >= STREAM_BATCH {
+                sink(&self.ops);
+                self.ops.clear();
+            }
+            if !self.winding_down && self.emitted >= self.p.events as u64 {
                 self.winding_down = true;
             }
             match ev {

@@ -12,7 +12,11 @@
 //! - [`check`]: runs [`all_checkers`] over one model and merges everything into the
 //!   serialized [`Results`] that `results.json` and the reports use; [`stats`] fills its figures.
 //! - [`gen`]: a seeded simulator of a *correct* lock service, fenced store and counter workload,
-//!   for property tests, mutation tests and benchmarks.
+//!   for property tests, mutation tests and benchmarks; [`gen::correct_history_into`] streams
+//!   one of any length. [`inject`] adds one violation of a named kind at a random point.
+//! - [`liveness_stats`]: per-client acquire attempts, grants, waits and Jain's fairness index,
+//!   unavailability windows per lock with the faults active then, and never-completed ops;
+//!   [`check`] puts them in `Stats.extra` (`fairness`, `unavailability`, `never_completed`).
 //!
 //! Invariants, stated as absences: checkers do no I/O, read no clock, and their output never
 //! depends on hash-map iteration order. A violation is reported only when the history proves
@@ -23,6 +27,12 @@
 //! Where DESIGN.md leaves room, these readings hold (each module says why):
 //!
 //! - One fact, one violation: equal tokens are `token-reused`, never also `token-regressed`.
+//! - `token-regressed` also covers the grant order that exclusivity forces, not only real time:
+//!   a grant that completed while another grant of the lock was surely still alive (whenever
+//!   that one was granted) must have come first. The precedence graph this defines (real-time,
+//!   exclusivity and token edges) is decided by a frontier sweep, and a cycle is reported as
+//!   its shortest witness: the two grants plus the ops that prove how long the later one lived
+//!   (see `tokens::forced_before`). Pairs whose definite holds overlap are `double-grant`'s.
 //! - `lock-stuck` judges each `held` answer against the grants, renews and faults that could
 //!   have affected it (those begun before it completed), not against the history's last one,
 //!   so a lock stuck mid-run is caught even if it recovers later. A fault never stopped makes
@@ -31,8 +41,10 @@
 //!   only one that writes), and counts only writes acknowledged before the final read was sent.
 //! - `unsafe-overlap` is one warning per grant, listing its late ops.
 
+mod fairness;
 mod faults;
 pub mod gen;
+pub mod inject;
 mod lease;
 mod liveness;
 mod model;
@@ -42,6 +54,7 @@ mod store;
 mod text;
 mod tokens;
 
+pub use fairness::liveness_stats;
 pub use faults::{Fault, Faults};
 pub use model::{ClientOp, Func, Grant, Model, NO_GRANT, NO_TARGET};
 pub use stats::stats;
@@ -132,7 +145,7 @@ pub fn check(h: &History, cfg: &CheckConfig) -> Results {
         m.finish(&mut out);
         (c.name(), out)
     };
-    let (mut outs, (rest, stats)) = std::thread::scope(|scope| {
+    let (mut outs, (rest, mut stats)) = std::thread::scope(|scope| {
         let other = scope.spawn(|| {
             let list = all_checkers();
             let outs: Vec<_> = list[half..].iter().map(|c| run(c.as_ref())).collect();
@@ -142,6 +155,7 @@ pub fn check(h: &History, cfg: &CheckConfig) -> Results {
         (outs, other.join().expect("checker thread panicked"))
     });
     outs.extend(rest);
+    stats.extra.extend(fairness::liveness_stats(&m));
     for (name, out) in outs {
         valid = valid.merge(out.valid);
         checkers.push(CheckerResult {

@@ -91,6 +91,11 @@ pub struct Grant {
     pub lease_chain: Vec<usize>,
     /// `[start, end)` during which the process surely held the lock; `None` if empty.
     pub hold: Option<(u64, u64)>,
+    /// Whenever the service granted it (somewhere in `[invoke_ns, complete_ns]`), the grant
+    /// stayed alive until at least this time: the earliest of its release's invoke and
+    /// `lease_lb_ns`. It does not depend on the grant point, so it bounds every grant point
+    /// of another grant that came after this one (the precedence inference in `tokens`).
+    pub alive_until_ns: u64,
 }
 
 /// The digested history.
@@ -271,6 +276,7 @@ impl<'h> Model<'h> {
                             release_op: None,
                             lease_chain: Vec::new(),
                             hold: None,
+                            alive_until_ns: 0,
                         });
                     }
                     Func::Acquire => {}
@@ -302,6 +308,7 @@ impl<'h> Model<'h> {
             if let Some(r) = g.release_op {
                 end = end.min(ops[r].invoke_ns);
             }
+            g.alive_until_ns = end;
             g.hold = (g.complete_ns < end).then_some((g.complete_ns, end));
         }
         Model {

@@ -5,8 +5,8 @@
 //! frontier (the highest token among grants completed so far), and the ops judged against it
 //! are swept in invoke order.
 
-use crate::model::{Func, Model};
-use crate::text::{secs, token};
+use crate::model::{Func, Grant, Model};
+use crate::text::{op_list, secs, token};
 use crate::{verdict, CheckConfig, CheckOutput, Checker};
 use history::{Outcome, Violation, ViolationKind};
 
@@ -115,7 +115,8 @@ fn reused(m: &Model, out: &mut CheckOutput) {
 }
 
 /// Equal tokens are `token-reused`'s to report: one fact, one violation. This rule takes the
-/// strict case only.
+/// strict case only, first in real time (A completed before B was invoked), then in the order
+/// exclusivity forces (see [`forced_before`]).
 fn regressed(m: &Model, out: &mut CheckOutput) {
     let mut queries: Vec<(u32, u64, u32)> = m
         .grants
@@ -125,6 +126,7 @@ fn regressed(m: &Model, out: &mut CheckOutput) {
         .map(|(i, g)| (g.lock, g.invoke_ns, i as u32))
         .collect();
     queries.sort_unstable();
+    let mut reported = vec![false; m.grants.len()];
     frontier_sweep(m, &queries, |gb, best| {
         let b = &m.grants[gb as usize];
         let Some((tok_a, ga)) = best else { return };
@@ -132,6 +134,7 @@ fn regressed(m: &Model, out: &mut CheckOutput) {
         if tok_a <= tok_b {
             return;
         }
+        reported[gb as usize] = true;
         let a = &m.grants[ga as usize];
         let name = m.lock_name(b.lock);
         out.violations.push(Violation {
@@ -152,6 +155,175 @@ fn regressed(m: &Model, out: &mut CheckOutput) {
             ),
         });
     });
+    inferred_regressed(m, &reported, out);
+}
+
+/// The time before which any grant that completed must have been granted before `b`: the
+/// later of `b`'s invoke (real time) and `b.alive_until_ns` (exclusivity).
+///
+/// Why exclusivity forces an order: `b` was granted at some point `g_b` in its window and
+/// stayed alive until at least `alive_until_ns`, whatever `g_b` was. A grant `a` that completed
+/// before `alive_until_ns` was granted at `g_a < alive_until_ns`. Had `b` been granted first
+/// (`g_b < g_a`), `a` would have been granted while `b` was alive. So, unless the service
+/// granted the lock twice, `a` came first and its token must be the lower one.
+///
+/// This is the precedence graph over one lock's grants, with real-time and exclusivity edges
+/// (`a -> b` iff `a.complete_ns < forced_before(b)`) and token edges (lower token -> higher),
+/// decided without building it: tokens order all grants totally, so any cycle contains a
+/// forced edge `a -> b` with `token(a) > token(b)`, whose shortest witness is that pair (plus
+/// the ops that prove how long `b` stayed alive). The frontier sweep finds, for every `b`,
+/// the highest token among the grants with an edge into it: O(n log n), never pairwise.
+pub(crate) fn forced_before(b: &Grant) -> u64 {
+    b.invoke_ns.max(b.alive_until_ns)
+}
+
+/// The double-grant checker's fact: both definite holds exist and overlap.
+fn holds_overlap(a: &Grant, b: &Grant) -> bool {
+    match (a.hold, b.hold) {
+        (Some((a0, a1)), Some((b0, b1))) => a.process != b.process && a0 < b1 && b0 < a1,
+        _ => false,
+    }
+}
+
+/// The ops that prove `b` stayed alive until `alive_until_ns`: its release (when that bounds
+/// it), else the renews that extended its lease (its grant is named anyway).
+fn alive_proof(m: &Model, b: &Grant) -> (Vec<u64>, String) {
+    if let Some(r) = b.release_op {
+        let rel = &m.ops[r];
+        if rel.invoke_ns == b.alive_until_ns {
+            return (
+                vec![rel.index],
+                format!(
+                    "until its release was invoked at {} (op {})",
+                    secs(rel.invoke_ns),
+                    rel.index
+                ),
+            );
+        }
+    }
+    let renews: Vec<u64> = b.lease_chain.iter().map(|&r| m.ops[r].index).collect();
+    let how = if renews.is_empty() {
+        format!(
+            "until {}, its lease's lower bound (invoked at {}, ttl {} ms)",
+            secs(b.alive_until_ns),
+            secs(b.invoke_ns),
+            b.ttl_ms.unwrap_or(0)
+        )
+    } else {
+        format!(
+            "until {}, its lease's lower bound as renewed by {}",
+            secs(b.alive_until_ns),
+            op_list(&renews)
+        )
+    };
+    (renews, how)
+}
+
+fn inferred_regressed(m: &Model, reported: &[bool], out: &mut CheckOutput) {
+    let mut queries: Vec<(u32, u64, u32)> = m
+        .grants
+        .iter()
+        .enumerate()
+        .filter(|(i, g)| g.token.is_some() && !reported[*i] && forced_before(g) > g.invoke_ns)
+        .map(|(i, g)| (g.lock, forced_before(g), i as u32))
+        .collect();
+    queries.sort_unstable();
+    let mut done: Vec<(u32, u64, u32)> = m
+        .grants
+        .iter()
+        .enumerate()
+        .filter(|(_, g)| g.token.is_some())
+        .map(|(i, g)| (g.lock, g.complete_ns, i as u32))
+        .collect();
+    done.sort_unstable();
+    let mut next = 0;
+    let mut lock = None;
+    let mut top = TopByProcess::default();
+    for &(q_lock, t, gb) in &queries {
+        if lock != Some(q_lock) {
+            lock = Some(q_lock);
+            top = TopByProcess::default();
+            next = done.partition_point(|d| d.0 < q_lock);
+        }
+        // Bounded by `done.len()` over the whole sweep: `next` only moves forward.
+        while next < done.len() && done[next].0 == q_lock && done[next].1 < t {
+            let g = &m.grants[done[next].2 as usize];
+            top.add(g.token.expect("filtered on token"), g.process, done[next].2);
+            next += 1;
+        }
+        let b = &m.grants[gb as usize];
+        // A process's own grants are ordered by real time (one op in flight), and a service
+        // may re-grant to its holder: exclusivity says nothing about them.
+        let Some((tok_a, _, ga)) = top.other_than(b.process) else {
+            continue;
+        };
+        let tok_b = b.token.expect("filtered on token");
+        let a = &m.grants[ga as usize];
+        if tok_a <= tok_b || holds_overlap(a, b) {
+            continue;
+        }
+        let name = m.lock_name(b.lock);
+        let (proof, how) = alive_proof(m, b);
+        let (ia, ib) = (m.ops[a.op].index, m.ops[b.op].index);
+        let mut ops = vec![ia, ib];
+        ops.extend(proof);
+        out.violations.push(Violation {
+            kind: ViolationKind::TokenRegressed,
+            lock: Some(name.to_string()),
+            ops,
+            window_ns: [
+                a.complete_ns.min(b.complete_ns),
+                a.complete_ns.max(b.complete_ns),
+            ],
+            nemesis: Vec::new(),
+            explanation: format!(
+                "p{pb}'s grant of {name} with token {tok_b} (op {ib}, asked at {}) stayed alive {how}, and p{pa}'s grant with token {tok_a} completed before that, at {} (op {ia}): had p{pb} been granted first, p{pa} would have been granted while p{pb} held {name}, so p{pa} was granted first, yet it got the higher token",
+                secs(b.invoke_ns),
+                secs(a.complete_ns),
+                pa = a.process,
+                pb = b.process,
+            ),
+        });
+    }
+}
+
+/// The highest token seen, and the highest of any process other than its holder's; ties go
+/// to the first seen (the first to complete).
+#[derive(Debug, Clone, Copy, Default)]
+struct TopByProcess {
+    /// (token, process, grant)
+    best: Option<(u64, u64, u32)>,
+    other: Option<(u64, u64, u32)>,
+}
+
+impl TopByProcess {
+    fn add(&mut self, token: u64, process: u64, grant: u32) {
+        let new = (token, process, grant);
+        match self.best {
+            None => self.best = Some(new),
+            Some(b) if b.1 == process => {
+                if token > b.0 {
+                    self.best = Some(new);
+                }
+            }
+            Some(b) if token > b.0 => {
+                self.other = Some(b);
+                self.best = Some(new);
+            }
+            Some(_) => {
+                if self.other.is_none_or(|o| token > o.0) {
+                    self.other = Some(new);
+                }
+            }
+        }
+    }
+
+    fn other_than(&self, process: u64) -> Option<(u64, u64, u32)> {
+        match self.best {
+            Some(b) if b.1 != process => Some(b),
+            _ => self.other,
+        }
+    }
 }
 
 impl Checker for StaleLockOps {

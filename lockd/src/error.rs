@@ -35,6 +35,9 @@ pub enum LockdError {
     Serve(#[source] io::Error),
     #[error("blocking start-up task failed: {0}")]
     StartupTask(String),
+    /// Bad `peers` or `advertise`, or a mode that needs peers without any.
+    #[error("invalid cluster config: {reason}")]
+    InvalidCluster { reason: String },
 }
 
 /// An unknown mode name; the message lists the valid names.

@@ -7,9 +7,14 @@
 //!   `data_dir` (see [`STATE_FILE_NAME`]) before any grant is acknowledged, so they keep
 //!   increasing across `kill -9`; after a restart every acquire is answered `recovering`
 //!   until any lease the previous incarnation may have granted has surely expired.
+//!   With [`LockdConfig::peers`] it is one member of a fixed membership: the member with the
+//!   smallest address ([`primary_of`]) holds all lock state, the others relay acquire, renew
+//!   and release to it (one attempt, [`FORWARD_TIMEOUT_MS`]) and answer 503
+//!   `primary-unreachable` when they cannot: safe, not highly available. Responses name the
+//!   member that decided in [`NODE_HEADER`].
 //! - [`UnsafeMode`]: one deliberately broken behaviour per variant (reused tokens, no TTL,
-//!   wall-clock leases, no token check, a check-then-grant race), so the harness can prove
-//!   that it catches each anti-pattern.
+//!   wall-clock leases, no token check, a check-then-grant race, split-brain local grants),
+//!   so the harness can prove that it catches each anti-pattern.
 //! - [`serve_store`] with [`StoreConfig`] and [`FenceMode`]: the protected resource, an
 //!   in-memory map of `i64` registers that rejects tokens below its fence.
 //! - [`LockdError`]: why a server could not start or stopped; [`ParseModeError`]: an unknown
@@ -19,7 +24,13 @@
 //! `std::sync::Mutex`, whose guard is `!Send`, so a handler that kept one across an await
 //! would not compile as an axum handler. Even the `racy` mode keeps it: it breaks atomicity
 //! by dropping the mutex between its check and its grant, not by holding it while waiting.
+//!
+//! Invariants (absence) of a multi-node lockd: a non-primary member never grants, renews or
+//! releases from its own table except in the `split-brain` mode, and a relayed request is
+//! never relayed again (a member that is not the sender's primary refuses it), so a
+//! misconfigured membership cannot loop or elect two primaries silently.
 
+mod cluster;
 mod error;
 mod http;
 mod mode;
@@ -27,6 +38,7 @@ mod persist;
 mod service;
 mod store;
 
+pub use cluster::{primary_of, FORWARD_TIMEOUT_MS, NODE_HEADER};
 pub use error::{LockdError, ParseModeError};
 pub use mode::{FenceMode, UnsafeMode};
 pub use persist::STATE_FILE_NAME;

@@ -16,6 +16,9 @@ pub enum UnsafeMode {
     SkipTokenCheck,
     /// Acquire checks, yields, then grants unconditionally: two holders at once.
     Racy,
+    /// Multi-node only: a member that cannot reach the primary grants from its own
+    /// in-memory table and token counter, so a partition yields two holders.
+    SplitBrain,
 }
 
 const UNSAFE_NAMES: &[&str] = &[
@@ -24,15 +27,17 @@ const UNSAFE_NAMES: &[&str] = &[
     "wall-clock",
     "skip-token-check",
     "racy",
+    "split-brain",
 ];
 
 impl UnsafeMode {
-    pub const ALL: [UnsafeMode; 5] = [
+    pub const ALL: [UnsafeMode; 6] = [
         UnsafeMode::ReuseTokens,
         UnsafeMode::NoTtl,
         UnsafeMode::WallClock,
         UnsafeMode::SkipTokenCheck,
         UnsafeMode::Racy,
+        UnsafeMode::SplitBrain,
     ];
 
     #[must_use]
@@ -43,6 +48,7 @@ impl UnsafeMode {
             UnsafeMode::WallClock => "wall-clock",
             UnsafeMode::SkipTokenCheck => "skip-token-check",
             UnsafeMode::Racy => "racy",
+            UnsafeMode::SplitBrain => "split-brain",
         }
     }
 
@@ -57,6 +63,11 @@ impl UnsafeMode {
             }
             UnsafeMode::SkipTokenCheck => "renew and release succeed for anyone with any token",
             UnsafeMode::Racy => "acquire races with itself; two clients can hold a lock at once",
+            UnsafeMode::SplitBrain => {
+                "a member that cannot reach the primary grants locks from its own table and \
+                 token counter; in a partition two clients hold a lock at once and tokens \
+                 repeat or go backwards"
+            }
         }
     }
 }
@@ -151,7 +162,7 @@ mod tests {
         assert_eq!(
             msg,
             "unknown unsafe mode `fast`; valid names: reuse-tokens, no-ttl, wall-clock, \
-             skip-token-check, racy"
+             skip-token-check, racy, split-brain"
         );
         let msg = "some".parse::<FenceMode>().unwrap_err().to_string();
         assert_eq!(

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::fs;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::path::{Path as FsPath, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -11,9 +12,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use axum::body::Bytes;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{HeaderMap, HeaderValue, Uri};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::serve::ListenerExt;
-use axum::{Json, Router};
+use axum::{middleware, Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
@@ -21,6 +24,7 @@ use tokio::sync::futures::OwnedNotified;
 use tokio::sync::{watch, Notify};
 use tracing::{debug, error, info, warn};
 
+use crate::cluster::{route, Cluster, ForwardError, Forwarder, Route, FORWARD_TIMEOUT_MS};
 use crate::error::LockdError;
 use crate::http::{check_name, health, not_found, parse_body, path_name, ApiError, BODY_BYTES_MAX};
 use crate::mode::UnsafeMode;
@@ -49,10 +53,22 @@ const RACY_YIELD_MS: u64 = 2;
 /// How to run lockd.
 #[derive(Debug, Clone)]
 pub struct LockdConfig {
-    /// Created if missing. Holds [`crate::STATE_FILE_NAME`].
+    /// Created if missing. Holds [`crate::STATE_FILE_NAME`] on the primary (or the single
+    /// node); the other members keep no state.
     pub data_dir: PathBuf,
     /// `None` is the correct service.
     pub unsafe_mode: Option<UnsafeMode>,
+    /// `host:port` of the other members, as they are dialled. Empty: a single node, which
+    /// serves everything itself. Otherwise the member with the smallest address (see
+    /// [`crate::primary_of`]) holds all lock state and the others relay acquire, renew and
+    /// release to it, answering 503 `primary-unreachable` when they cannot (safe, not
+    /// highly available). This node's own address may appear here; it is ignored. The
+    /// membership must be the same on every member and fixed for the life of the data dirs.
+    pub peers: Vec<String>,
+    /// This node's `host:port` as the peers know it; only used with `peers`. `None`: the
+    /// listener's local address, which is refused if it is unspecified (`0.0.0.0`), since
+    /// then every member would rank itself by an address nobody else uses.
+    pub advertise: Option<String>,
 }
 
 /// Serves the lock protocol on `listener` until `shutdown` resolves.
@@ -68,10 +84,18 @@ pub async fn serve_lockd(
 ) -> Result<(), LockdError> {
     let addr = listener.local_addr().map_err(LockdError::LocalAddr)?;
     let mode = cfg.unsafe_mode;
+    let cluster = join_cluster(&cfg, addr)?;
     let dir = cfg.data_dir.clone();
-    let start = tokio::task::spawn_blocking(move || open_data_dir(&dir, mode))
-        .await
-        .map_err(|e| LockdError::StartupTask(e.to_string()))??;
+    let primary = cluster.as_ref().is_none_or(|c| c.forwarder.is_none());
+    let start = if primary {
+        tokio::task::spawn_blocking(move || open_data_dir(&dir, mode))
+            .await
+            .map_err(|e| LockdError::StartupTask(e.to_string()))??
+    } else {
+        tokio::task::spawn_blocking(move || follower_start(&dir))
+            .await
+            .map_err(|e| LockdError::StartupTask(e.to_string()))??
+    };
     // Measured from after loading: starting the window later only makes it safer.
     let recovering_until = start
         .recovery_ms
@@ -91,6 +115,9 @@ pub async fn serve_lockd(
             m.consequence()
         );
     }
+    if let Some(c) = &cluster {
+        log_role(c, mode);
+    }
     if let Some(ms) = start.recovery_ms {
         info!(
             "state from an earlier run found; answering `recovering` to every acquire for \
@@ -106,16 +133,22 @@ pub async fn serve_lockd(
         persist_gate: tokio::sync::Mutex::new(()),
         recovering_until,
         stopping: stop_rx,
+        node: cluster.as_ref().map(|c| c.node.clone()),
+        cluster,
     });
-    let app = Router::new()
+    let node = svc.node.clone();
+    let mut app = Router::new()
         .route("/v1/locks/{lock}/acquire", post(acquire_handler))
         .route("/v1/locks/{lock}/renew", post(renew_handler))
         .route("/v1/locks/{lock}/release", post(release_handler))
         .route("/v1/health", get(health))
         .route("/v1/time", get(time_handler))
         .fallback(not_found)
-        .layer(DefaultBodyLimit::max(BODY_BYTES_MAX))
-        .with_state(svc);
+        .layer(DefaultBodyLimit::max(BODY_BYTES_MAX));
+    if let Some(node) = node {
+        app = app.layer(middleware::map_response_with_state(node, add_node_header));
+    }
+    let app = app.with_state(svc);
     let listener = listener.tap_io(|tcp| {
         // Small request/response pairs on keep-alive connections would otherwise stall on
         // Nagle + delayed ACK, capping throughput far below the harness's target.
@@ -134,6 +167,47 @@ pub async fn serve_lockd(
         .map_err(LockdError::Serve)?;
     info!(%addr, "lockd stopped");
     Ok(())
+}
+
+/// `None`: no peers, a single node.
+fn join_cluster(cfg: &LockdConfig, addr: SocketAddr) -> Result<Option<Cluster>, LockdError> {
+    if cfg.peers.is_empty() {
+        if cfg.unsafe_mode == Some(UnsafeMode::SplitBrain) {
+            return Err(LockdError::InvalidCluster {
+                reason: "unsafe mode split-brain needs peers".into(),
+            });
+        }
+        return Ok(None);
+    }
+    let me = match &cfg.advertise {
+        Some(a) => a.clone(),
+        None if addr.ip().is_unspecified() => {
+            return Err(LockdError::InvalidCluster {
+                reason: format!(
+                    "listening on {addr}: give the address the peers use for this node \
+                     (advertise)"
+                ),
+            })
+        }
+        None => addr.to_string(),
+    };
+    Cluster::new(me, &cfg.peers).map(Some)
+}
+
+fn log_role(c: &Cluster, mode: Option<UnsafeMode>) {
+    let role = if c.forwarder.is_none() {
+        "primary: serving all lock state"
+    } else if mode == Some(UnsafeMode::SplitBrain) {
+        "member: relaying to the primary, GRANTING LOCALLY when it is unreachable"
+    } else {
+        "member: relaying to the primary, refusing when it is unreachable"
+    };
+    info!(
+        me = c.me,
+        primary = c.primary,
+        members = c.members(),
+        "{role}"
+    );
 }
 
 struct Startup {
@@ -189,6 +263,24 @@ fn open_data_dir(dir: &FsPath, mode: Option<UnsafeMode>) -> Result<Startup, Lock
     })
 }
 
+/// A non-primary member persists nothing: its table only ever serves the split-brain
+/// anti-pattern, whose tokens are in memory on purpose, so they are never persist-bound.
+fn follower_start(dir: &FsPath) -> Result<Startup, LockdError> {
+    fs::create_dir_all(dir).map_err(|source| LockdError::CreateDataDir {
+        path: dir.to_owned(),
+        source,
+    })?;
+    Ok(Startup {
+        next_token: 1,
+        durable: DurableState {
+            reserved_token: u64::MAX,
+            max_ttl_ms: TTL_MS_MAX,
+            ..DurableState::fresh()
+        },
+        recovery_ms: None,
+    })
+}
+
 /// The margin covers the rate difference between our clock and a client's: a client counts
 /// its lease from before it sent the acquire, so it should stop trusting the lease before
 /// we would, but only if its clock does not run much slower than ours.
@@ -217,9 +309,52 @@ struct Service {
     persist_gate: tokio::sync::Mutex<()>,
     recovering_until: Option<Instant>,
     stopping: watch::Receiver<bool>,
+    /// `None`: a single node.
+    cluster: Option<Cluster>,
+    /// For the `X-Lockd-Node` header; `None` on a single node, whose responses stay as
+    /// they always were.
+    node: Option<HeaderValue>,
 }
 
 impl Service {
+    fn route(&self, headers: &HeaderMap) -> Result<Route<'_>, ApiError> {
+        route(self.cluster.as_ref(), headers)
+    }
+
+    fn is_primary(&self) -> bool {
+        self.cluster.as_ref().is_none_or(|c| c.forwarder.is_none())
+    }
+
+    /// Asserted before every use of the lock table by a handler.
+    fn may_serve_locally(&self) -> bool {
+        self.is_primary() || self.split_brain()
+    }
+
+    fn split_brain(&self) -> bool {
+        self.mode == Some(UnsafeMode::SplitBrain)
+    }
+
+    /// Relays to the primary; gives up when the server stops, since a relayed acquire may
+    /// wait up to `WAIT_MS_MAX` and would hold up the graceful shutdown.
+    async fn forward(
+        &self,
+        fwd: &Forwarder,
+        uri: &Uri,
+        body: Bytes,
+        wait_ms: u64,
+    ) -> Result<Response, ForwardError> {
+        let timeout = Duration::from_millis(FORWARD_TIMEOUT_MS + wait_ms.min(WAIT_MS_MAX));
+        let path = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
+        let mut stopping = self.stopping.clone();
+        if *stopping.borrow_and_update() {
+            return Err(ForwardError::ShuttingDown);
+        }
+        tokio::select! {
+            r = fwd.forward(path, body, timeout) => r,
+            _ = stopping.changed() => Err(ForwardError::ShuttingDown),
+        }
+    }
+
     fn table(&self) -> MutexGuard<'_, LockTable> {
         // A poisoned table means a handler panicked mid-update, likely on a broken
         // invariant; serving on from that state could hand out a lock twice.
@@ -574,6 +709,14 @@ impl LockTable {
         Ok(token)
     }
 
+    /// Whether `client` holds a live lease on `lock` with `token`.
+    fn holds(&self, lock: &str, client: &str, token: u64) -> bool {
+        self.locks
+            .get(lock)
+            .and_then(LockEntry::live_holder)
+            .is_some_and(|h| h.client == client && h.token == token)
+    }
+
     /// `Err(())`: not the live holder.
     fn release(
         &mut self,
@@ -643,13 +786,37 @@ fn check_ttl(ttl_ms: u64) -> Result<(), ApiError> {
 
 async fn acquire_handler(
     State(svc): State<Arc<Service>>,
+    headers: HeaderMap,
+    uri: Uri,
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let lock = path_name("lock", path)?;
-    let req: AcquireReq = parse_body(&body)?;
+    let mut req: AcquireReq = parse_body(&body)?;
     check_name("client", &req.client)?;
     check_ttl(req.ttl_ms)?;
+    if let Route::Forward(fwd) = svc.route(&headers)? {
+        let started = Instant::now();
+        match svc.forward(fwd, &uri, body, req.wait_ms).await {
+            Ok(resp) => return Ok(resp),
+            Err(ForwardError::Unreachable(e)) if svc.split_brain() => {
+                // The anti-pattern: the primary may be alive on the other side of a
+                // partition, granting the same lock.
+                warn!(
+                    lock,
+                    client = req.client,
+                    "split-brain: primary unreachable ({e}); granting locally"
+                );
+                let waited_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                req.wait_ms = req.wait_ms.min(WAIT_MS_MAX).saturating_sub(waited_ms);
+            }
+            Err(e) => return Err(e.to_api()),
+        }
+    }
+    assert!(
+        svc.may_serve_locally(),
+        "a correct non-primary never grants"
+    );
     let token = svc.acquire(&lock, &req).await?;
     debug!(
         lock,
@@ -658,38 +825,83 @@ async fn acquire_handler(
         ttl_ms = req.ttl_ms,
         "granted"
     );
-    Ok(Json(json!({ "token": token, "ttl_ms": req.ttl_ms })))
+    Ok(Json(json!({ "token": token, "ttl_ms": req.ttl_ms })).into_response())
+}
+
+/// Relays renew and release unless this member granted the lease itself (split-brain only).
+/// `Ok(None)`: serve locally.
+async fn relay_unless_local(
+    svc: &Service,
+    headers: &HeaderMap,
+    uri: &Uri,
+    body: Bytes,
+    (lock, client, token): (&str, &str, u64),
+) -> Result<Option<Response>, ApiError> {
+    let Route::Forward(fwd) = svc.route(headers)? else {
+        assert!(
+            svc.may_serve_locally(),
+            "a correct non-primary never serves locally"
+        );
+        return Ok(None);
+    };
+    if svc.split_brain() && svc.table().holds(lock, client, token) {
+        return Ok(None);
+    }
+    svc.forward(fwd, uri, body, 0)
+        .await
+        .map(Some)
+        .map_err(|e| e.to_api())
 }
 
 async fn renew_handler(
     State(svc): State<Arc<Service>>,
+    headers: HeaderMap,
+    uri: Uri,
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let lock = path_name("lock", path)?;
     let req: RenewReq = parse_body(&body)?;
     check_name("client", &req.client)?;
     check_ttl(req.ttl_ms)?;
+    let key = (lock.as_str(), req.client.as_str(), req.token);
+    if let Some(relayed) = relay_unless_local(&svc, &headers, &uri, body, key).await? {
+        return Ok(relayed);
+    }
     let token = svc.renew(&lock, &req).await?;
-    Ok(Json(json!({ "token": token, "ttl_ms": req.ttl_ms })))
+    Ok(Json(json!({ "token": token, "ttl_ms": req.ttl_ms })).into_response())
 }
 
 async fn release_handler(
     State(svc): State<Arc<Service>>,
+    headers: HeaderMap,
+    uri: Uri,
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let lock = path_name("lock", path)?;
     let req: ReleaseReq = parse_body(&body)?;
     check_name("client", &req.client)?;
+    let key = (lock.as_str(), req.client.as_str(), req.token);
+    if let Some(relayed) = relay_unless_local(&svc, &headers, &uri, body, key).await? {
+        return Ok(relayed);
+    }
     let released = svc.table().release(svc.mode, &lock, &req.client, req.token);
     match released {
         Ok(()) => {
             debug!(lock, client = req.client, token = req.token, "released");
-            Ok(Json(json!({})))
+            Ok(Json(json!({})).into_response())
         }
         Err(()) => Err(ApiError::Conflict("not-holder")),
     }
+}
+
+/// Names the member whose table decided; a relayed answer already carries the primary's.
+async fn add_node_header(State(node): State<HeaderValue>, mut resp: Response) -> Response {
+    resp.headers_mut()
+        .entry(crate::cluster::NODE_HEADER)
+        .or_insert(node);
+    resp
 }
 
 /// Lets the harness estimate this node's clock offset and rate against its own.

@@ -361,6 +361,8 @@ async fn corrupt_state_refuses_to_start() {
         let cfg = LockdConfig {
             data_dir: dir.path().to_owned(),
             unsafe_mode: None,
+            peers: Vec::new(),
+            advertise: None,
         };
         let err = serve_lockd(listener, cfg, std::future::pending())
             .await

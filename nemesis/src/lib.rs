@@ -15,6 +15,7 @@
 //! process group, so a fault reaches a whole shell pipeline and the terminal's Ctrl-C does
 //! not. Nothing here signals a process it did not start.
 //!
+//! - [`clock`]: per-node clocks through libfaketime control files ([`clock::NodeClock`]).
 //! - [`schedule`]: the seeded fault plan ([`schedule::plan`]) and `--nemesis` parsing.
 //!
 //! [`pause`]: LocalNode::pause
@@ -22,6 +23,7 @@
 //! [`kill`]: LocalNode::kill
 //! [`restart`]: LocalNode::restart
 
+pub mod clock;
 mod error;
 mod local;
 mod process;

@@ -67,6 +67,10 @@ pub struct LocalNode {
     pid: Option<Pid>,
     paused: AtomicBool,
     starts: u32,
+    /// Extra environment for every start (e.g. libfaketime's preload and control file).
+    env: Vec<(String, String)>,
+    /// When the current process was spawned.
+    spawned_at: Option<std::time::Instant>,
 }
 
 impl LocalNode {
@@ -87,7 +91,20 @@ impl LocalNode {
             pid: None,
             paused: AtomicBool::new(false),
             starts: 0,
+            env: Vec::new(),
+            spawned_at: None,
         }
+    }
+
+    /// Adds environment variables to every start of this node.
+    pub fn with_env(mut self, vars: impl IntoIterator<Item = (String, String)>) -> LocalNode {
+        self.env.extend(vars);
+        self
+    }
+
+    /// When the running process was spawned (`None` before the first start).
+    pub fn spawned_at(&self) -> Option<std::time::Instant> {
+        self.spawned_at
     }
 
     pub fn id(&self) -> &str {
@@ -191,6 +208,7 @@ impl LocalNode {
             }
         };
         command
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::from(stdout))
             .stderr(Stdio::from(stderr));
@@ -202,6 +220,7 @@ impl LocalNode {
                 source,
             })?;
         self.pid = Some(pid);
+        self.spawned_at = Some(std::time::Instant::now());
         self.paused.store(false, Ordering::SeqCst);
         tracing::info!(node = %self.id, pid = pid.as_raw(), start = self.starts, "node spawned");
         self.wait_healthy(startup_timeout, stderr_offset).await

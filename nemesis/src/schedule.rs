@@ -15,22 +15,97 @@ pub enum FaultKind {
     Kill,
     /// A lock-holding client stalls past its lease, then carries on with its old token.
     ClientPause,
+    /// Skew the lock service's clock through libfaketime (see [`ClockMode`]).
+    Clock,
+}
+
+/// What a clock fault does to the node's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ClockMode {
+    /// Jump forward by the bump.
+    BumpForward,
+    /// Jump back by the bump.
+    BumpBack,
+    /// Oscillate between the true time and the bump, several times a second.
+    Strobe,
+    /// Run faster by the rate factor.
+    Fast,
+    /// Run slower by the rate factor.
+    Slow,
+}
+
+impl ClockMode {
+    pub const ALL: [ClockMode; 5] = [
+        ClockMode::BumpForward,
+        ClockMode::BumpBack,
+        ClockMode::Strobe,
+        ClockMode::Fast,
+        ClockMode::Slow,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClockMode::BumpForward => "bump-forward",
+            ClockMode::BumpBack => "bump-back",
+            ClockMode::Strobe => "strobe",
+            ClockMode::Fast => "fast",
+            ClockMode::Slow => "slow",
+        }
+    }
+}
+
+impl fmt::Display for ClockMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ClockMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        ClockMode::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown clock fault {s:?} (expected bump-forward, bump-back, strobe, fast, slow)"
+                )
+            })
+    }
+}
+
+/// Parses `--clock-faults`: a comma-separated list of clock modes.
+pub fn parse_clock_modes(s: &str) -> Result<Vec<ClockMode>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        let m: ClockMode = part.trim().parse()?;
+        if !out.contains(&m) {
+            out.push(m);
+        }
+    }
+    Ok(out)
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 3] = [FaultKind::Pause, FaultKind::Kill, FaultKind::ClientPause];
+    /// The faults of the local runtime, in the order `--nemesis` documents them.
+    pub const ALL: [FaultKind; 4] = [
+        FaultKind::Pause,
+        FaultKind::Kill,
+        FaultKind::ClientPause,
+        FaultKind::Clock,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             FaultKind::Pause => "pause",
             FaultKind::Kill => "kill",
             FaultKind::ClientPause => "client-pause",
+            FaultKind::Clock => "clock",
         }
     }
 
     /// Whether the fault acts on the service's processes (impossible against a bare URL).
     pub fn is_server_side(self) -> bool {
-        matches!(self, FaultKind::Pause | FaultKind::Kill)
+        matches!(self, FaultKind::Pause | FaultKind::Kill | FaultKind::Clock)
     }
 }
 
@@ -47,7 +122,7 @@ impl FromStr for FaultKind {
             .into_iter()
             .find(|k| k.as_str() == s)
             .ok_or_else(|| {
-                format!("unknown fault {s:?} (expected pause, kill, client-pause, or none)")
+                format!("unknown fault {s:?} (expected pause, kill, client-pause, clock, or none)")
             })
     }
 }
@@ -82,6 +157,8 @@ pub struct ScheduleConfig {
     /// The lease length: fault lengths are chosen around it, because a fault shorter than a
     /// lease tests little and one far longer only idles the run.
     pub ttl_ms: u64,
+    /// The clock faults to draw from (empty: every mode).
+    pub clock_modes: Vec<ClockMode>,
 }
 
 /// One planned fault.
@@ -90,8 +167,10 @@ pub struct PlannedFault {
     /// Start, in ms since the test started.
     pub at_ms: u64,
     pub kind: FaultKind,
-    /// How long it lasts: the pause, the stall, or the downtime before the restart.
+    /// How long it lasts: the pause, the stall, the skew, or the downtime before the restart.
     pub length_ms: u64,
+    /// For a clock fault, what it does to the clock.
+    pub clock: Option<ClockMode>,
 }
 
 /// A bound on the plan's size, whatever the flags: a schedule is for humans to read, too.
@@ -125,11 +204,22 @@ pub fn plan(cfg: &ScheduleConfig) -> Vec<PlannedFault> {
             FaultKind::Kill => rng.random_range(100..=ttl.max(101)),
             // Must outlive the lease surely: well past ttl.
             FaultKind::ClientPause => rng.random_range(ttl * 3 / 2..=ttl * 5 / 2),
+            // Long enough for several leases to be judged on the skewed clock.
+            FaultKind::Clock => rng.random_range(ttl * 2..=ttl * 4),
         };
+        let clock = (kind == FaultKind::Clock).then(|| {
+            let modes: &[ClockMode] = if cfg.clock_modes.is_empty() {
+                &ClockMode::ALL
+            } else {
+                &cfg.clock_modes
+            };
+            modes[rng.random_range(0..modes.len())]
+        });
         out.push(PlannedFault {
             at_ms: t,
             kind,
             length_ms,
+            clock,
         });
         // A correct service refuses grants after a restart until every lease it may have
         // granted has lapsed (up to about 2 ttl with rounding); a kill inside that window would
@@ -155,6 +245,7 @@ mod tests {
             interval_ms: 3000,
             duration_ms: 30_000,
             ttl_ms: 2000,
+            clock_modes: vec![],
         }
     }
 
@@ -178,6 +269,9 @@ mod tests {
             assert!(p.iter().all(|f| f.at_ms < 30_000));
             let stalls = p.iter().filter(|f| f.kind == FaultKind::ClientPause);
             assert!(stalls.clone().all(|f| f.length_ms > 2000));
+            assert!(p
+                .iter()
+                .all(|f| f.clock.is_some() == (f.kind == FaultKind::Clock)));
         }
     }
 
@@ -185,7 +279,7 @@ mod tests {
     fn every_chosen_fault_appears_once_per_round() {
         for seed in 0..50 {
             let p = plan(&cfg(seed));
-            for round in p.chunks(3).filter(|r| r.len() == 3) {
+            for round in p.chunks(4).filter(|r| r.len() == 4) {
                 let mut kinds: Vec<_> = round.iter().map(|f| f.kind).collect();
                 kinds.sort();
                 assert_eq!(kinds, FaultKind::ALL.to_vec(), "seed {seed}");

@@ -1,116 +1,251 @@
-//! Renderers over recorded data: they read checker results in their serialized form
-//! ([`history::Results`], as stored in `results.json`) and never live runner state.
+//! Renderers over recorded data. Everything here reads the files of a run directory
+//! (`results.json`, `history.jsonl`, `config.toml`) and never live runner state, so a report
+//! can be regenerated later, elsewhere, from the files alone (`lockpick report RUN_DIR`).
 //!
+//! - [`write_run_reports`]: renders `report.html`, `junit.xml` and `summary.txt` of a run
+//!   directory; [`render_report`] is the same without writing.
 //! - [`summary_text`]: the plain-text summary (`summary.txt`, and what `lockpick check` prints).
+//! - [`junit_xml`]: one JUnit test case per checker.
+//! - [`FailOn`]: the `--fail-on` policy that turns [`history::Results`] into an exit code, and
+//!   [`github_annotations`] for GitHub Actions.
+//! - [`index_html`] / [`write_index`]: `<out>/index.html`, every run with its verdict.
+//! - [`RunConfigView`]: what the report shows of `config.toml` (parameters, rerun command).
+//!
+//! Every string that comes from a history or a service goes through [`escape`] before it
+//! reaches HTML, XML or an annotation line.
 
-use history::{KindClass, Results, Violation};
-use std::fmt::Write;
+pub mod escape;
+mod gate;
+mod html;
+mod index;
+mod junit;
+mod model;
+mod summary;
+mod svg;
 
-/// How many violations of one kind the summary spells out before counting the rest.
-const SHOWN_PER_KIND: usize = 5;
+pub use gate::{checker_of, github_annotations, FailOn, FailOnError};
+pub use index::{index_html, write_index};
+pub use junit::junit_xml;
+pub use summary::summary_text;
 
-/// Renders `summary.txt`: the verdict, each checker's result, the violations (a few per kind,
-/// with their sentence), warnings and the main statistics.
-pub fn summary_text(r: &Results) -> String {
-    let mut s = String::new();
-    let _ = writeln!(s, "verdict: {}", r.valid.as_str().to_uppercase());
-    let _ = writeln!(
-        s,
-        "history: {} events over {:.3} s, {} grants, {} nemesis events",
-        r.stats.events,
-        r.stats.duration_ns as f64 / 1e9,
-        r.stats.grants,
-        r.stats.nemesis_events
-    );
-    for n in &r.notes {
-        let _ = writeln!(s, "note: {n}");
-    }
-    let _ = writeln!(s, "\ncheckers:");
-    for c in &r.checkers {
-        let _ = write!(s, "  {:<24} {:<8}", c.name, c.valid.as_str());
-        if c.violations > 0 {
-            let _ = write!(s, " {} violation(s)", c.violations);
-        }
-        if c.warnings > 0 {
-            let _ = write!(s, " {} warning(s)", c.warnings);
-        }
-        let _ = writeln!(s);
-        for n in &c.notes {
-            let _ = writeln!(s, "  {:<24} note: {n}", "");
-        }
-    }
-    section(&mut s, "violations", &r.violations);
-    section(&mut s, "warnings", &r.warnings);
-    if !r.stats.ops.is_empty() {
-        let _ = writeln!(s, "\nops (ok/fail/info/pending):");
-        for (f, by) in &r.stats.ops {
-            let g = |k: &str| by.get(k).copied().unwrap_or(0);
-            let _ = writeln!(
-                s,
-                "  {:<10} {}/{}/{}/{}",
-                f,
-                g("ok"),
-                g("fail"),
-                g("info"),
-                g("pending")
-            );
-        }
-    }
-    if !r.stats.latency.is_empty() {
-        let _ = writeln!(s, "\nlatency ms (p50/p95/p99/max):");
-        for (f, p) in &r.stats.latency {
-            let _ = writeln!(
-                s,
-                "  {:<10} {:.2}/{:.2}/{:.2}/{:.2} over {} ops",
-                f, p.p50_ms, p.p95_ms, p.p99_ms, p.max_ms, p.count
-            );
-        }
-    }
-    s
+use history::{layout, History, Results};
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Why a report could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{path}: not a results file: {source}")]
+    Results {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{path}: {source}")]
+    Config {
+        path: PathBuf,
+        #[source]
+        source: toml::de::Error,
+    },
 }
 
-fn section(s: &mut String, title: &str, items: &[Violation]) {
-    if items.is_empty() {
-        return;
+/// What the report shows of a run's `config.toml`: its top-level settings and the rerun
+/// command the runner writes on its second line (`# Rerun: lockpick run --seed ...`).
+#[derive(Debug, Clone)]
+pub struct RunConfigView {
+    pub rerun: Option<String>,
+    table: toml::Table,
+}
+
+impl RunConfigView {
+    pub fn read(path: &Path) -> Result<RunConfigView, ReportError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ReportError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&text).map_err(|source| ReportError::Config {
+            path: path.to_path_buf(),
+            source,
+        })
     }
-    let _ = writeln!(s, "\n{title} ({}):", items.len());
-    let mut kinds: Vec<_> = items.iter().map(|v| v.kind).collect();
-    kinds.sort();
-    kinds.dedup();
-    for kind in kinds {
-        let of_kind: Vec<&Violation> = items.iter().filter(|v| v.kind == kind).collect();
-        let class = match kind.class() {
-            KindClass::Safety => "safety",
-            KindClass::Liveness => "liveness",
-            KindClass::Warning => "warning",
-        };
-        let _ = writeln!(s, "  {kind} [{class}] x{}", of_kind.len());
-        for v in of_kind.iter().take(SHOWN_PER_KIND) {
-            let _ = writeln!(s, "    - {}", v.explanation);
-            let ops: Vec<String> = v.ops.iter().map(u64::to_string).collect();
-            let _ = write!(
-                s,
-                "      ops {} in {:.3}..{:.3} s",
-                ops.join(", "),
-                v.window_ns[0] as f64 / 1e9,
-                v.window_ns[1] as f64 / 1e9
-            );
-            if !v.nemesis.is_empty() {
-                let faults: Vec<String> = v
-                    .nemesis
-                    .iter()
-                    .map(|f| format!("{} (op {})", f.f, f.index))
-                    .collect();
-                let _ = write!(s, " during {}", faults.join(", "));
+
+    pub fn parse(text: &str) -> Result<RunConfigView, toml::de::Error> {
+        let rerun = text
+            .lines()
+            .take(5)
+            .find_map(|l| l.strip_prefix("# Rerun: "))
+            .map(|s| s.trim().to_string());
+        // TOML integers are i64, but seeds are u64: the runner writes a seed above i64::MAX
+        // as a bare number that no TOML parser accepts. Read such numbers as strings.
+        let table = match text.parse::<toml::Table>() {
+            Ok(t) => t,
+            Err(e) => {
+                let fixed: Vec<String> = text.lines().map(quote_big_integer).collect();
+                fixed.join("\n").parse::<toml::Table>().map_err(|_| e)?
             }
-            let _ = writeln!(s);
-        }
-        if of_kind.len() > SHOWN_PER_KIND {
-            let _ = writeln!(
-                s,
-                "    ... and {} more in results.json",
-                of_kind.len() - SHOWN_PER_KIND
-            );
+        };
+        Ok(RunConfigView { rerun, table })
+    }
+
+    /// A setting as text: scalars as they are, arrays joined by commas, tables as `k=v`.
+    pub fn get(&self, key: &str) -> Option<String> {
+        self.table.get(key).map(show)
+    }
+
+    /// Every top-level setting but the output folder, in file order.
+    pub fn params(&self) -> Vec<(String, String)> {
+        self.table
+            .iter()
+            .filter(|(k, _)| k.as_str() != "out")
+            .map(|(k, v)| (k.clone(), show(v)))
+            .collect()
+    }
+
+    fn float(&self, key: &str) -> Option<f64> {
+        match self.table.get(key)? {
+            toml::Value::Float(f) => Some(*f),
+            toml::Value::Integer(i) => Some(*i as f64),
+            _ => None,
         }
     }
+}
+
+/// `seed = 14634224980613359122` -> `seed = "14634224980613359122"`; other lines unchanged.
+fn quote_big_integer(line: &str) -> String {
+    if let Some((k, v)) = line.split_once(" = ") {
+        let v = v.trim();
+        if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) && v.parse::<i64>().is_err() {
+            return format!("{k} = \"{v}\"");
+        }
+    }
+    line.to_string()
+}
+
+fn show(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => s.clone(),
+        toml::Value::Array(a) if a.is_empty() => "none".into(),
+        toml::Value::Array(a) => a.iter().map(show).collect::<Vec<_>>().join(","),
+        toml::Value::Table(t) => {
+            // A target is `{kind = "url", url = "..."}`: show the kind, then the rest.
+            let mut parts: Vec<String> = t.get("kind").map(show).into_iter().collect();
+            parts.extend(
+                t.iter()
+                    .filter(|(k, _)| k.as_str() != "kind")
+                    .map(|(k, v)| format!("{k}={}", show(v))),
+            );
+            parts.join(" ")
+        }
+        other => other.to_string(),
+    }
+}
+
+/// The rendered files of one run directory.
+pub struct Rendered {
+    pub report_html: String,
+    pub junit_xml: String,
+    pub summary_txt: String,
+    pub results: Results,
+}
+
+/// Paths written by [`write_run_reports`].
+pub struct Written {
+    pub report: PathBuf,
+    pub junit: PathBuf,
+    pub summary: PathBuf,
+    pub results: Results,
+}
+
+/// The test's name: `name` from config.toml, else the run directory's parent folder.
+fn test_name(run_dir: &Path, cfg: Option<&RunConfigView>) -> String {
+    cfg.and_then(|c| c.get("name"))
+        .or_else(|| {
+            run_dir
+                .canonicalize()
+                .ok()?
+                .parent()?
+                .file_name()
+                .map(|s| s.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "lockpick".into())
+}
+
+/// Renders a run directory from its files. `results.json` is required; without a readable
+/// `history.jsonl` the report still shows the verdict, checkers and sentences, and says why the
+/// timelines are missing; without `config.toml` it says the parameters are unknown.
+pub fn render_report(run_dir: &Path) -> Result<Rendered, ReportError> {
+    let results_path = run_dir.join(layout::RESULTS_FILE);
+    let bytes = std::fs::read(&results_path).map_err(|source| ReportError::Io {
+        path: results_path.clone(),
+        source,
+    })?;
+    let results: Results =
+        serde_json::from_slice(&bytes).map_err(|source| ReportError::Results {
+            path: results_path,
+            source,
+        })?;
+    let cfg = RunConfigView::read(&run_dir.join(layout::CONFIG_FILE)).ok();
+    let title = test_name(run_dir, cfg.as_ref());
+    let history_path = run_dir.join(layout::HISTORY_FILE);
+    let history = history::read_ops(&history_path)
+        .map_err(|e| e.to_string())
+        .and_then(|(ops, _)| {
+            History::new(ops).map_err(|e| format!("{}: {e}", history_path.display()))
+        });
+    let drift = cfg.as_ref().and_then(|c| c.float("drift")).unwrap_or(0.0);
+    let ttl_ms = cfg
+        .as_ref()
+        .and_then(|c| c.float("ttl_ms"))
+        .map(|t| t as u64)
+        .unwrap_or(2000);
+    let model = history
+        .as_ref()
+        .map(|h| model::Model::new(h, drift, ttl_ms));
+    let report_html = html::render(&html::Input {
+        results: &results,
+        model: model.as_ref().map_err(|e| e.to_string()),
+        config: cfg.as_ref(),
+        title: &title,
+    });
+    Ok(Rendered {
+        report_html,
+        junit_xml: junit_xml(&results, &title),
+        summary_txt: summary_text(&results),
+        results,
+    })
+}
+
+/// Renders and writes `report.html`, `junit.xml` and `summary.txt` into `run_dir`.
+pub fn write_run_reports(run_dir: &Path) -> Result<Written, ReportError> {
+    let r = render_report(run_dir)?;
+    let w = Written {
+        report: run_dir.join(layout::REPORT_FILE),
+        junit: run_dir.join(layout::JUNIT_FILE),
+        summary: run_dir.join(layout::SUMMARY_FILE),
+        results: r.results,
+    };
+    write_atomic(&w.report, r.report_html.as_bytes())?;
+    write_atomic(&w.junit, r.junit_xml.as_bytes())?;
+    write_atomic(&w.summary, r.summary_txt.as_bytes())?;
+    Ok(w)
+}
+
+/// Writes through a temporary file and a rename, so a browser or CI never reads half a file.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    let io = |source| ReportError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    std::fs::write(&tmp, bytes).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        io(e)
+    })
 }

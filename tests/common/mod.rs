@@ -160,3 +160,16 @@ pub fn require_python() -> bool {
     }
     ok
 }
+
+/// Skips (with a visible message) when libfaketime is missing, except under
+/// LOCKPICK_SYSTEM_TESTS=1, where a missing library is a failure.
+pub fn require_libfaketime() -> bool {
+    let ok = nemesis::clock::find_libfaketime().is_some();
+    if !ok {
+        if std::env::var("LOCKPICK_SYSTEM_TESTS").as_deref() == Ok("1") {
+            panic!("libfaketime is required under LOCKPICK_SYSTEM_TESTS=1 (apt-get install libfaketime)");
+        }
+        eprintln!("SKIPPED: libfaketime not found (apt-get install libfaketime)");
+    }
+    ok
+}

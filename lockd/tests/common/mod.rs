@@ -25,6 +25,8 @@ pub async fn bounded<F: Future>(test: F) -> F::Output {
 }
 
 pub struct Running {
+    /// `host:port`
+    pub addr: String,
     pub base: String,
     stop: oneshot::Sender<()>,
     task: JoinHandle<Result<(), LockdError>>,
@@ -49,24 +51,77 @@ async fn spawn<F>(serve: impl FnOnce(TcpListener, oneshot::Receiver<()>) -> F) -
 where
     F: Future<Output = Result<(), LockdError>> + Send + 'static,
 {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
+    spawn_on(bind().await, serve)
+}
+
+pub async fn bind() -> TcpListener {
+    TcpListener::bind("127.0.0.1:0").await.unwrap()
+}
+
+fn spawn_on<F>(
+    listener: TcpListener,
+    serve: impl FnOnce(TcpListener, oneshot::Receiver<()>) -> F,
+) -> Running
+where
+    F: Future<Output = Result<(), LockdError>> + Send + 'static,
+{
+    let addr = listener.local_addr().unwrap().to_string();
+    let base = format!("http://{addr}");
     let (stop, stopped) = oneshot::channel();
     let task = tokio::spawn(serve(listener, stopped));
-    Running { base, stop, task }
+    Running {
+        addr,
+        base,
+        stop,
+        task,
+    }
+}
+
+pub fn start_lockd_on(listener: TcpListener, cfg: LockdConfig) -> Running {
+    spawn_on(listener, |listener, stopped| {
+        serve_lockd(listener, cfg, async move {
+            let _ = stopped.await;
+        })
+    })
 }
 
 pub async fn start_lockd(data_dir: &Path, unsafe_mode: Option<UnsafeMode>) -> Running {
     let cfg = LockdConfig {
         data_dir: data_dir.to_owned(),
         unsafe_mode,
+        peers: Vec::new(),
+        advertise: None,
     };
-    spawn(|listener, stopped| {
-        serve_lockd(listener, cfg, async move {
-            let _ = stopped.await;
+    start_lockd_on(bind().await, cfg)
+}
+
+/// `n` members on loopback, each with its own data dir under `root`. Every listener is bound
+/// before any member starts, so each knows its peers' addresses. Sorted by address, so the
+/// primary comes first. Every other member relies on the default advertise address.
+pub async fn start_cluster(root: &Path, n: usize, unsafe_mode: Option<UnsafeMode>) -> Vec<Running> {
+    let mut listeners = Vec::new();
+    for _ in 0..n {
+        listeners.push(bind().await);
+    }
+    let addrs: Vec<String> = listeners
+        .iter()
+        .map(|l| l.local_addr().unwrap().to_string())
+        .collect();
+    let mut nodes: Vec<Running> = listeners
+        .into_iter()
+        .enumerate()
+        .map(|(i, listener)| {
+            let cfg = LockdConfig {
+                data_dir: root.join(format!("n{i}")),
+                unsafe_mode,
+                peers: addrs.iter().filter(|a| **a != addrs[i]).cloned().collect(),
+                advertise: (i % 2 == 1).then(|| addrs[i].clone()),
+            };
+            start_lockd_on(listener, cfg)
         })
-    })
-    .await
+        .collect();
+    nodes.sort_by(|a, b| a.addr.cmp(&b.addr));
+    nodes
 }
 
 pub async fn start_store(fence: FenceMode) -> Running {

@@ -1,0 +1,120 @@
+//! CI gating: which classes of finding fail the build (`--fail-on`), and GitHub Actions
+//! annotation lines.
+
+use crate::escape::{gh_data, gh_property};
+use history::{ExitCode, KindClass, Results, Validity, ViolationKind};
+use std::str::FromStr;
+
+/// Which findings make the exit code non-zero. Default: safety and liveness violations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FailOn {
+    pub safety: bool,
+    pub liveness: bool,
+    pub warnings: bool,
+}
+
+impl Default for FailOn {
+    fn default() -> Self {
+        FailOn {
+            safety: true,
+            liveness: true,
+            warnings: false,
+        }
+    }
+}
+
+/// A `--fail-on` value that is not a list of safety, liveness, warnings.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--fail-on {0:?}: expected a comma-separated list of safety, liveness, warnings")]
+pub struct FailOnError(pub String);
+
+impl FromStr for FailOn {
+    type Err = FailOnError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut f = FailOn {
+            safety: false,
+            liveness: false,
+            warnings: false,
+        };
+        for part in s.split(',').map(str::trim) {
+            match part {
+                "safety" => f.safety = true,
+                "liveness" => f.liveness = true,
+                "warnings" => f.warnings = true,
+                _ => return Err(FailOnError(s.to_string())),
+            }
+        }
+        Ok(f)
+    }
+}
+
+impl FailOn {
+    /// The exit code for `r` under this policy. `unknown` stays 2 whatever the policy: a run
+    /// that proved nothing must never pass a gate. Invalid results whose violations are all of
+    /// classes the policy ignores pass (0).
+    pub fn exit_code(&self, r: &Results) -> ExitCode {
+        let counts = |v: &history::Violation| match v.kind.class() {
+            KindClass::Safety => self.safety,
+            KindClass::Liveness => self.liveness,
+            KindClass::Warning => self.warnings,
+        };
+        if r.violations.iter().any(counts) || (self.warnings && !r.warnings.is_empty()) {
+            return ExitCode::Invalid;
+        }
+        match r.valid {
+            Validity::Unknown => ExitCode::Unknown,
+            // Invalid with no counted violation (e.g. only liveness under --fail-on safety).
+            Validity::Invalid | Validity::Valid => ExitCode::Valid,
+        }
+    }
+}
+
+/// The checker that reports each kind (names as in `results.json`'s `checkers`).
+pub fn checker_of(kind: ViolationKind) -> &'static str {
+    use ViolationKind::*;
+    match kind {
+        DoubleGrant | UnsafeOverlap => "mutual-exclusion",
+        GrantOnExpiredLease => "lease-expiry",
+        TokenReused | TokenRegressed => "fencing-tokens",
+        StaleReleaseAccepted | StaleRenewAccepted => "stale-lock-ops",
+        StaleWriteAccepted => "store-fencing",
+        LostUpdate => "counter",
+        LockStuck => "liveness",
+    }
+}
+
+/// Annotation lines printed when `GITHUB_ACTIONS=true`, at most this many: GitHub shows only
+/// the first few per step anyway.
+const ANNOTATIONS_MAX: usize = 20;
+
+/// `::error` lines for the violations the policy counts, `::warning` lines for the rest and
+/// for warnings. `report` is the path of report.html, named in each message.
+pub fn github_annotations(r: &Results, fail_on: &FailOn, report: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for v in r.violations.iter().chain(&r.warnings) {
+        if out.len() >= ANNOTATIONS_MAX {
+            break;
+        }
+        let counted = match v.kind.class() {
+            KindClass::Safety => fail_on.safety,
+            KindClass::Liveness => fail_on.liveness,
+            KindClass::Warning => fail_on.warnings,
+        };
+        let level = if counted { "error" } else { "warning" };
+        let title = format!("lockpick {}", v.kind);
+        out.push(format!(
+            "::{level} title={}::{}",
+            gh_property(&title),
+            gh_data(&format!("{} (see {report})", v.explanation))
+        ));
+    }
+    let total = r.violations.len() + r.warnings.len();
+    if total > out.len() {
+        out.push(format!(
+            "::notice::{} more finding(s) in {}",
+            total - out.len(),
+            gh_data(report)
+        ));
+    }
+    out
+}

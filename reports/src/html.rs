@@ -1,0 +1,1096 @@
+//! `report.html`: one self-contained file (inline CSS, inline SVG, one small pinned script for
+//! hover details and zoom). It reads as a document without JavaScript, makes no request (its
+//! Content-Security-Policy forbids any), and every string from the run goes through
+//! [`crate::escape::html`].
+
+use crate::escape::{base64, html as esc, secs, sha256};
+use crate::gate::checker_of;
+use crate::model::{Hold, Model};
+use crate::svg::{axis, fault_color, fill_for, Scale};
+use crate::RunConfigView;
+use history::{KindClass, Outcome, Results, Validity, Violation, ViolationKind};
+use std::collections::HashSet;
+use std::fmt::Write;
+
+/// Violation cards rendered; the rest are counted (results.json has them all).
+pub const CARDS_MAX: usize = 1000;
+/// Cards (violations first, then warnings) that get a zoomed timeline: each is a few KB.
+const ZOOMS_MAX: usize = 100;
+/// Warnings listed one by one.
+const WARNINGS_MAX: usize = 300;
+/// Warnings with their own zoomed timeline.
+const WARNING_ZOOMS_MAX: usize = 20;
+/// Past this many holds the full-run timeline draws per-pixel occupancy instead of bars.
+const FULL_BARS_MAX: usize = 4000;
+/// Locks drawn in the full-run timeline.
+const FULL_LOCKS_MAX: usize = 40;
+/// Rows (processes) in one zoomed timeline.
+const ZOOM_ROWS_MAX: usize = 12;
+/// Processes in the fairness table, faults in the schedule table.
+const PROCESS_ROWS_MAX: usize = 200;
+const FAULT_ROWS_MAX: usize = 300;
+
+const STYLE: &str = r#"
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;margin:0;color:#212529;background:#f8f9fa}
+main{max-width:1180px;margin:0 auto;padding:0 16px 48px}
+h2{margin:28px 0 8px;font-size:19px;border-bottom:1px solid #dee2e6;padding-bottom:4px}
+h3{margin:0 0 6px;font-size:16px}
+code,.mono{font-family:"DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:12.5px}
+table{border-collapse:collapse;background:#fff;margin:6px 0}
+th,td{border:1px solid #dee2e6;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#f1f3f5;font-weight:600}
+td.n{text-align:right;font-variant-numeric:tabular-nums}
+.banner{padding:16px 24px;color:#fff}
+.banner h1{margin:0;font-size:28px;letter-spacing:.5px}
+.banner.invalid{background:#c92a2a}.banner.valid{background:#2b8a3e}.banner.unknown{background:#e67700}
+.banner p{margin:4px 0}
+.banner code{background:rgba(0,0,0,.25);padding:2px 6px;border-radius:3px;color:#fff;word-break:break-all}
+.params{display:flex;flex-wrap:wrap;gap:4px 18px;margin:8px 0 0;font-size:13px}
+.params span b{font-weight:600;opacity:.85}
+nav{background:#fff;border-bottom:1px solid #dee2e6;padding:6px 24px;font-size:13px}
+nav a{margin-right:14px}
+.badge{display:inline-block;padding:0 7px;border-radius:9px;font-size:12px;font-weight:600;color:#fff}
+.b-invalid,.b-safety{background:#c92a2a}.b-valid{background:#2b8a3e}.b-unknown,.b-liveness{background:#e67700}.b-warning{background:#868e96}
+.vcard{background:#fff;border:1px solid #dee2e6;border-left:5px solid #c92a2a;border-radius:4px;padding:12px 16px;margin:14px 0}
+.vcard.liveness{border-left-color:#e67700}.vcard.warning{border-left-color:#868e96}
+.sentence{font-size:15px;margin:6px 0}
+.why{color:#495057;margin:4px 0}
+.chart{overflow-x:auto;background:#fff;border:1px solid #dee2e6;margin:6px 0}
+.chart svg{display:block}
+svg text{font-family:"DejaVu Sans",system-ui,sans-serif;font-size:11px;fill:#212529}
+svg text.tick{fill:#868e96;font-size:10px}
+svg text.lbl{paint-order:stroke;stroke:#fff;stroke-width:3px;font-weight:600}
+svg text.flbl{font-size:10px;font-weight:600}
+.legend{font-size:12px;color:#495057;margin:2px 0 0}
+.legend i{display:inline-block;width:14px;height:9px;margin:0 4px 0 10px;vertical-align:middle}
+.zoombtn{font-size:12px;margin:2px 2px 0 0}
+#tip{position:fixed;background:#212529;color:#fff;padding:4px 8px;border-radius:3px;font-size:12px;max-width:460px;pointer-events:none;z-index:9}
+.muted{color:#868e96}
+"#;
+
+/// The one script: hover details (the hovered shape's `<title>`, without the native tooltip's
+/// delay) and zoom buttons for the timelines. It reads nothing from the run.
+const SCRIPT: &str = r#"(function(){var tip=document.getElementById('tip');
+document.addEventListener('mouseover',function(e){var t=e.target,s=t&&t.querySelector?t.querySelector(':scope>title'):null;if(!s){tip.hidden=true;return;}tip.textContent=s.textContent;tip.hidden=false;});
+document.addEventListener('mousemove',function(e){tip.style.left=Math.min(e.clientX+14,window.innerWidth-470)+'px';tip.style.top=(e.clientY+14)+'px';});
+document.addEventListener('click',function(e){var b=e.target.closest?e.target.closest('button[data-zoom]'):null;if(!b)return;var box=document.getElementById(b.getAttribute('data-for'));var svg=box?box.querySelector('svg'):null;if(!svg)return;var w=+svg.getAttribute('data-w'),h=+svg.getAttribute('data-h'),z=+(svg.getAttribute('data-z')||1),a=b.getAttribute('data-zoom');z=a==='in'?Math.min(z*2,16):a==='out'?Math.max(z/2,1):1;svg.setAttribute('data-z',z);svg.setAttribute('width',w*z);svg.setAttribute('height',h*z);});
+})();"#;
+
+/// What [`render`] needs: the results, the model (absent when history.jsonl could not be read,
+/// with the reason), and the config.
+pub struct Input<'a> {
+    pub results: &'a Results,
+    pub model: Result<&'a Model<'a>, String>,
+    pub config: Option<&'a RunConfigView>,
+    pub title: &'a str,
+}
+
+pub fn render(inp: &Input) -> String {
+    let r = inp.results;
+    let mut s = String::with_capacity(256 * 1024);
+    let script_hash = base64(&sha256(SCRIPT.as_bytes()));
+    let verdict = r.valid.as_str();
+    let _ = write!(
+        s,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-{script_hash}'; img-src data:; base-uri 'none'; form-action 'none'\">\
+<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+<title>lockpick {}: {}</title><style>{STYLE}</style></head><body>\n",
+        verdict.to_uppercase(),
+        esc(inp.title)
+    );
+    banner(&mut s, inp);
+    s.push_str("<nav><a href=\"#checkers\">Checkers</a><a href=\"#violations\">Violations</a><a href=\"#timeline\">Timeline</a><a href=\"#latency\">Latency</a><a href=\"#ops\">Ops</a><a href=\"#fairness\">Fairness</a><a href=\"#faults\">Faults</a><a href=\"#warnings\">Warnings</a></nav>\n<main>\n");
+    checkers_table(&mut s, r);
+    violations(&mut s, inp);
+    match &inp.model {
+        Ok(m) => {
+            full_timeline(&mut s, m, r);
+            latency_charts(&mut s, m);
+        }
+        Err(why) => {
+            let _ = write!(
+                s,
+                "<h2 id=\"timeline\">Timeline</h2><p class=\"muted\">No timeline: {}</p>",
+                esc(why)
+            );
+        }
+    }
+    ops_tables(&mut s, r);
+    if let Ok(m) = &inp.model {
+        fairness(&mut s, m);
+        fault_schedule(&mut s, m);
+    }
+    warnings(&mut s, inp);
+    if !r.notes.is_empty() {
+        s.push_str("<h2>Notes</h2><ul>");
+        for n in &r.notes {
+            let _ = write!(s, "<li>{}</li>", esc(n));
+        }
+        s.push_str("</ul>");
+    }
+    let _ = write!(
+        s,
+        "</main><div id=\"tip\" hidden></div><script>{SCRIPT}</script></body></html>\n"
+    );
+    s
+}
+
+fn banner(s: &mut String, inp: &Input) {
+    let r = inp.results;
+    let count = |c: KindClass| r.violations.iter().filter(|v| v.kind.class() == c).count();
+    let _ = write!(
+        s,
+        "<header class=\"banner {v}\"><h1>{V} <span style=\"font-weight:400;font-size:18px\">{}</span></h1>",
+        esc(inp.title),
+        v = r.valid.as_str(),
+        V = r.valid.as_str().to_uppercase()
+    );
+    let _ = write!(
+        s,
+        "<p><b>{} violation(s)</b> ({} safety, {} liveness), {} warning(s) · {} events over {} · {} grants · {} nemesis events</p>",
+        r.violations.len(),
+        count(KindClass::Safety),
+        count(KindClass::Liveness),
+        r.warnings.len(),
+        r.stats.events,
+        secs(r.stats.duration_ns),
+        r.stats.grants,
+        r.stats.nemesis_events
+    );
+    match inp.config {
+        Some(c) => {
+            s.push_str("<div class=\"params\">");
+            for (k, v) in c.params() {
+                let _ = write!(s, "<span><b>{}</b> {}</span>", esc(&k), esc(&v));
+            }
+            s.push_str("</div>");
+            match &c.rerun {
+                Some(cmd) => {
+                    let _ = write!(s, "<p>Reproduce: <code>{}</code></p>", esc(cmd));
+                }
+                None => s.push_str("<p>config.toml names no rerun command.</p>"),
+            }
+        }
+        None => s.push_str("<p>No config.toml in this run directory: parameters unknown.</p>"),
+    }
+    s.push_str("</header>\n");
+}
+
+fn badge(v: Validity) -> String {
+    format!("<span class=\"badge b-{0}\">{0}</span>", v.as_str())
+}
+
+fn class_name(k: ViolationKind) -> &'static str {
+    match k.class() {
+        KindClass::Safety => "safety",
+        KindClass::Liveness => "liveness",
+        KindClass::Warning => "warning",
+    }
+}
+
+fn checkers_table(s: &mut String, r: &Results) {
+    s.push_str("<h2 id=\"checkers\">Checkers</h2><table><tr><th>checker</th><th>verdict</th><th>violations</th><th>warnings</th><th>kinds found</th><th>notes</th></tr>");
+    for c in &r.checkers {
+        let mut kinds: Vec<&str> = r
+            .violations
+            .iter()
+            .chain(&r.warnings)
+            .filter(|v| checker_of(v.kind) == c.name)
+            .map(|v| v.kind.as_str())
+            .collect();
+        kinds.sort();
+        kinds.dedup();
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&c.name),
+            badge(c.valid),
+            c.violations,
+            c.warnings,
+            kinds.join(", "),
+            esc(&c.notes.join("; "))
+        );
+    }
+    s.push_str("</table>\n");
+}
+
+/// Why a correct service cannot produce this, in one sentence per kind.
+fn why(k: ViolationKind) -> &'static str {
+    match k {
+        ViolationKind::DoubleGrant => "A correct lock service grants a lock to one client at a time. Both holds below are definite (from the grant's ok until the earlier of the release and the lease's lower bound), whatever the timing inside each op, and they overlap.",
+        ViolationKind::GrantOnExpiredLease => "A grant or renewal may only extend a lease that is still alive; this one completed after the lease was surely dead, so another client may already hold the lock.",
+        ViolationKind::TokenReused => "Fencing tokens must be unique per lock: two grants with the same token make the resource unable to tell the old holder from the new one.",
+        ViolationKind::TokenRegressed => "A grant that starts after another completed must carry a larger token; otherwise the resource would reject the new holder or accept the old one.",
+        ViolationKind::StaleWriteAccepted => "A fenced resource must refuse a token lower than one it has already accepted; here it accepted a write from an older holder after a newer one's.",
+        ViolationKind::LostUpdate => "Each holder writes the value it read plus one under the lock; two acknowledged writes of one value (or a final read below the number of writes) prove an update was lost.",
+        ViolationKind::StaleReleaseAccepted | ViolationKind::StaleRenewAccepted => "A release or renew with a token older than a grant that completed before it must be refused: the old holder no longer owns the lock.",
+        ViolationKind::LockStuck => "Once every lease has surely expired (plus the grace), a correct service grants the lock again; it kept answering `held` to every acquire.",
+        ViolationKind::UnsafeOverlap => "Not a service bug: the client's lease had surely expired while another client held the lock, yet it still acted as holder. Only fencing at the resource makes this safe; the sentence says what the store did.",
+    }
+}
+
+fn violations(s: &mut String, inp: &Input) {
+    let r = inp.results;
+    let _ = write!(
+        s,
+        "<h2 id=\"violations\">Violations ({})</h2>",
+        r.violations.len()
+    );
+    if r.violations.is_empty() {
+        s.push_str(match r.valid {
+            Validity::Unknown => "<p>None proven, but the verdict is unknown: the history proves too little (see the checker notes).</p>",
+            _ => "<p>None: the history proves that mutual exclusion and fencing held.</p>",
+        });
+    }
+    for (i, v) in r.violations.iter().enumerate().take(CARDS_MAX) {
+        card(s, inp, v, &format!("v{}", i + 1), i < ZOOMS_MAX, true);
+    }
+    if r.violations.len() > CARDS_MAX {
+        let _ = write!(
+            s,
+            "<p>… and {} more violation(s) in results.json.</p>",
+            r.violations.len() - CARDS_MAX
+        );
+    }
+}
+
+fn card(s: &mut String, inp: &Input, v: &Violation, id: &str, zoom: bool, is_violation: bool) {
+    let cls = class_name(v.kind);
+    let _ = write!(
+        s,
+        "<article class=\"vcard {cls}\" id=\"{id}\"{}><h3><span class=\"badge b-{cls}\">{cls}</span> {}",
+        if is_violation {
+            " data-violation-card"
+        } else {
+            ""
+        },
+        v.kind
+    );
+    if let Some(l) = &v.lock {
+        let _ = write!(s, " on <code>{}</code>", esc(l));
+    }
+    let _ = write!(
+        s,
+        " <span class=\"muted\">{} – {}</span></h3><p class=\"sentence\">{}</p><p class=\"why\">{}</p>",
+        secs(v.window_ns[0]),
+        secs(v.window_ns[1]),
+        esc(&v.explanation),
+        why(v.kind)
+    );
+    if v.nemesis.is_empty() {
+        s.push_str("<p>Faults active: none.</p>");
+    } else {
+        s.push_str("<p>Faults active: ");
+        for (i, f) in v.nemesis.iter().enumerate() {
+            if i > 0 {
+                s.push_str(", ");
+            }
+            let what = if f.value.is_null() {
+                String::new()
+            } else {
+                format!(" {}", f.value)
+            };
+            let _ = write!(s, "<b>{}</b>{} (op {})", esc(&f.f), esc(&what), f.index);
+        }
+        s.push_str("</p>");
+    }
+    if let Ok(m) = &inp.model {
+        ops_table(s, m, &v.ops);
+        if zoom {
+            zoom_timeline(s, m, v, id);
+        }
+    } else {
+        let ops: Vec<String> = v.ops.iter().map(u64::to_string).collect();
+        let _ = write!(s, "<p>Ops: {}</p>", ops.join(", "));
+    }
+    s.push_str("</article>\n");
+}
+
+fn outcome_str(o: Option<Outcome>) -> &'static str {
+    o.map(Outcome::as_str).unwrap_or("event")
+}
+
+fn ops_table(s: &mut String, m: &Model, indices: &[u64]) {
+    s.push_str("<table class=\"ops\"><tr><th>op</th><th>process</th><th>f</th><th>lock / key</th><th>invoke</th><th>complete</th><th>token</th><th>outcome</th><th>details</th></tr>");
+    for &i in indices.iter().take(50) {
+        let Some(row) = m.op(i) else {
+            let _ = write!(
+                s,
+                "<tr><td class=\"n\">{i}</td><td colspan=\"8\">not in history.jsonl</td></tr>"
+            );
+            continue;
+        };
+        let inv = row.invoke;
+        let c = row.complete;
+        let token = c
+            .and_then(|c| c.value.token)
+            .or(inv.value.token)
+            .map(|t| t.to_string())
+            .unwrap_or_default();
+        let mut details = Vec::new();
+        let val = c.map(|c| &c.value).unwrap_or(&inv.value);
+        if let Some(x) = val.value.or(inv.value.value) {
+            details.push(format!("value {x}"));
+        }
+        if let Some(x) = val.seq {
+            details.push(format!("seq {x}"));
+        }
+        if let Some(x) = val.ttl_ms.or(inv.value.ttl_ms) {
+            details.push(format!("ttl {x} ms"));
+        }
+        if let Some(e) = &val.error {
+            details.push(format!("error: {e}"));
+        }
+        if val.is_final {
+            details.push("final read".into());
+        }
+        for (k, x) in &val.extra {
+            details.push(format!("{k}: {x}"));
+        }
+        let _ = write!(
+            s,
+            "<tr><td class=\"n\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td></tr>",
+            // The checkers name the completion (or the invoke); show where the op began too.
+            if inv.index == i {
+                i.to_string()
+            } else {
+                format!("{i} <span class=\"muted\">(invoked {})</span>", inv.index)
+            },
+            inv.process,
+            esc(inv.f.as_str()),
+            esc(inv.lock.as_deref().or(inv.key.as_deref()).unwrap_or("")),
+            secs(inv.time_ns),
+            c.map(|c| secs(c.time_ns)).unwrap_or_else(|| "—".into()),
+            token,
+            outcome_str(row.outcome),
+            esc(&details.join(", "))
+        );
+    }
+    if indices.len() > 50 {
+        let _ = write!(
+            s,
+            "<tr><td colspan=\"9\">… {} more ops</td></tr>",
+            indices.len() - 50
+        );
+    }
+    s.push_str("</table>");
+}
+
+const ZOOM_W: f64 = 1100.0;
+const GUTTER: f64 = 70.0;
+const ROW_H: f64 = 34.0;
+const AXIS_H: f64 = 34.0;
+
+fn fault_bands(s: &mut String, m: &Model, sc: &Scale, top: f64, bottom: f64, labels: bool) {
+    let mut label_x_end = f64::MIN;
+    for f in m
+        .faults
+        .iter()
+        .filter(|f| f.end_ns >= sc.t0_ns && f.start_ns <= sc.t1_ns)
+    {
+        let x0 = sc.x(f.start_ns);
+        let x1 = sc.x(f.end_ns).max(x0 + 2.0);
+        let color = fault_color(&f.kind);
+        let _ = write!(
+            s,
+            "<rect x=\"{x0:.1}\" y=\"{top:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{color}\" fill-opacity=\"0.16\" stroke=\"{color}\" stroke-opacity=\"0.5\"><title>{}: {} – {} (op {})</title></rect>",
+            x1 - x0,
+            bottom - top,
+            esc(&f.label),
+            secs(f.start_ns),
+            secs(f.end_ns),
+            f.index
+        );
+        // Labels only where they do not collide with the previous one.
+        if labels && x0 > label_x_end {
+            let _ = write!(
+                s,
+                "<text x=\"{:.1}\" y=\"{:.1}\" class=\"flbl\" fill=\"{color}\" style=\"fill:{color}\">{}</text>",
+                x0 + 2.0,
+                top + 10.0,
+                esc(&f.label)
+            );
+            label_x_end = x0 + 7.0 * f.label.chars().count() as f64;
+        }
+    }
+}
+
+fn hold_title(m: &Model, h: &Hold) -> String {
+    let lock = m
+        .locks
+        .get(h.lock as usize)
+        .map(String::as_str)
+        .unwrap_or("?");
+    let token = h.token.map(|t| t.to_string()).unwrap_or_else(|| "?".into());
+    if h.maybe {
+        return format!(
+            "p{} may hold {} (indeterminate acquire, op {}): invoked {}, lease surely dead after {}",
+            h.process,
+            lock,
+            h.acquire_index,
+            secs(h.start_ns),
+            secs(h.dead_ns)
+        );
+    }
+    format!(
+        "p{} holds {} with token {}: granted {} (op {}), lease surely alive until {}, surely dead after {}, client believed it held until {}",
+        h.process,
+        lock,
+        token,
+        secs(h.start_ns),
+        h.acquire_index,
+        secs(h.lease_lb_ns),
+        secs(h.dead_ns),
+        secs(h.end_ns)
+    )
+}
+
+fn zoom_timeline(s: &mut String, m: &Model, v: &Violation, id: &str) {
+    let w0 = v.window_ns[0];
+    let w1 = v.window_ns[1].max(w0);
+    let lock_id = v.lock.as_deref().and_then(|l| m.lock_id(l));
+    // Context around the window: a quarter of it, at least 50 ms, so the grants that lead to
+    // the violation and the releases after it are in view.
+    let pad = ((w1 - w0) / 4).max(50_000_000);
+    let t0 = w0.saturating_sub(pad);
+    let t1 = (w1 + pad).min(m.end_ns.max(w1));
+    // Rows: the processes of the proving ops first, then the other holders of the lock.
+    let mut rows: Vec<u64> = Vec::new();
+    let mut seen = HashSet::new();
+    for &i in &v.ops {
+        if let Some(p) = m.op(i).and_then(|r| r.invoke.process.client()) {
+            if seen.insert(p) {
+                rows.push(p);
+            }
+        }
+    }
+    for h in m.holds_in(t0, t1) {
+        if rows.len() >= ZOOM_ROWS_MAX {
+            break;
+        }
+        if (lock_id == Some(h.lock)) && seen.insert(h.process) {
+            rows.push(h.process);
+        }
+    }
+    if let Some(key) = v.lock.as_deref() {
+        for so in m.store_ops_in(t0, t1) {
+            if rows.len() >= ZOOM_ROWS_MAX {
+                break;
+            }
+            if so.key == key && seen.insert(so.process) {
+                rows.push(so.process);
+            }
+        }
+    }
+    rows.truncate(ZOOM_ROWS_MAX);
+    let height = AXIS_H + rows.len().max(1) as f64 * ROW_H + 8.0;
+    let sc = Scale {
+        t0_ns: t0,
+        t1_ns: t1,
+        x0: GUTTER,
+        x1: ZOOM_W - 12.0,
+    };
+    let box_id = format!("z-{id}");
+    let _ = write!(
+        s,
+        "<div class=\"zoomctl\"><button class=\"zoombtn\" data-zoom=\"in\" data-for=\"{box_id}\">zoom +</button><button class=\"zoombtn\" data-zoom=\"out\" data-for=\"{box_id}\">zoom −</button><button class=\"zoombtn\" data-zoom=\"reset\" data-for=\"{box_id}\">reset</button> <span class=\"muted\">timeline of {} around the window, one row per client</span></div>",
+        v.lock
+            .as_deref()
+            .map(|l| format!("<code>{}</code>", esc(l)))
+            .unwrap_or_else(|| "the ops".into())
+    );
+    let _ = write!(
+        s,
+        "<div class=\"chart\" id=\"{box_id}\"><svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {ZOOM_W} {height:.0}\" width=\"{ZOOM_W}\" height=\"{height:.0}\" data-w=\"{ZOOM_W}\" data-h=\"{height:.0}\" role=\"img\" aria-label=\"zoomed timeline\">"
+    );
+    s.push_str("<defs><pattern id=\"hatch\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#fff\"/><line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#c92a2a\" stroke-width=\"2.5\"/></pattern></defs>");
+    // The violation window, shaded behind everything.
+    let _ = write!(
+        s,
+        "<rect x=\"{:.1}\" y=\"{AXIS_H}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#ffe3e3\"><title>violation window {} – {}</title></rect>",
+        sc.x(w0),
+        (sc.x(w1) - sc.x(w0)).max(2.0),
+        height - AXIS_H,
+        secs(w0),
+        secs(w1)
+    );
+    axis(s, &sc, AXIS_H - 14.0, height);
+    fault_bands(s, m, &sc, AXIS_H - 12.0, height, true);
+    let proving: HashSet<u64> = v.ops.iter().copied().collect();
+    for (r, &p) in rows.iter().enumerate() {
+        let y = AXIS_H + r as f64 * ROW_H;
+        let _ = write!(
+            s,
+            "<line x1=\"{GUTTER}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#f1f3f5\"/><text x=\"6\" y=\"{:.1}\" style=\"font-weight:600\">p{p}</text>",
+            y + ROW_H,
+            ZOOM_W - 12.0,
+            y + ROW_H,
+            y + 19.0
+        );
+        for h in m.holds_in(t0, t1).filter(|h| h.process == p).take(50) {
+            hold_bar(s, m, &sc, h, y, lock_id.is_none_or(|l| l == h.lock));
+        }
+        for so in m
+            .store_ops_in(t0.saturating_sub(pad), t1)
+            .iter()
+            .filter(|so| so.process == p && so.complete_ns >= t0)
+            .take(100)
+        {
+            let x0 = sc.x(so.invoke_ns);
+            let x1 = sc.x(so.complete_ns).max(x0 + 3.0);
+            let color = match so.outcome {
+                Outcome::Ok => "#2b8a3e",
+                Outcome::Fail => "#c92a2a",
+                _ => "#868e96",
+            };
+            let fill = if so.write { color } else { "#fff" };
+            let title = format!(
+                "{} {} by p{} with token {}{}: {}{}{} (op {})",
+                if so.write { "write" } else { "read" },
+                so.key,
+                so.process,
+                so.token
+                    .map(|t| t.to_string())
+                    .unwrap_or_else(|| "none".into()),
+                so.value.map(|v| format!(", value {v}")).unwrap_or_default(),
+                if so.outcome == Outcome::Ok && so.write {
+                    "accepted"
+                } else {
+                    so.outcome.as_str()
+                },
+                so.seq.map(|x| format!(" as seq {x}")).unwrap_or_default(),
+                so.error
+                    .as_deref()
+                    .map(|e| format!(" ({e})"))
+                    .unwrap_or_default(),
+                so.index
+            );
+            let _ = write!(
+                s,
+                "<rect x=\"{x0:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"7\" fill=\"{fill}\" stroke=\"{color}\" stroke-width=\"1.5\"><title>{}</title></rect>",
+                y + 24.0,
+                x1 - x0,
+                esc(&title)
+            );
+            if so.write && x1 - x0 >= 3.0 {
+                let _ =
+                    write!(
+                    s,
+                    "<text x=\"{:.1}\" y=\"{:.1}\" style=\"font-size:9px;fill:{color}\">{}</text>",
+                    x1 + 2.0,
+                    y + 31.0,
+                    if so.outcome == Outcome::Ok { "w✓" } else { "w✗" }
+                );
+            }
+        }
+        // The proving ops, on top: a red span from invoke to completion with the op number.
+        for &i in &proving {
+            let Some(row) = m.op(i) else { continue };
+            if row.invoke.process.client() != Some(p) {
+                continue;
+            }
+            let a = row.invoke.time_ns;
+            let b = row.complete.map(|c| c.time_ns).unwrap_or(m.end_ns);
+            if b < t0 || a > t1 {
+                continue;
+            }
+            let (x0, x1) = (sc.x(a), sc.x(b).max(sc.x(a) + 2.0));
+            let _ = write!(
+                s,
+                "<line x1=\"{x0:.1}\" y1=\"{:.1}\" x2=\"{x1:.1}\" y2=\"{:.1}\" stroke=\"#c92a2a\" stroke-width=\"3\"><title>op {i}: {} {} {}</title></line><text x=\"{x0:.1}\" y=\"{:.1}\" style=\"font-size:9px;fill:#c92a2a;font-weight:600\">#{i}</text>",
+                y + 3.0,
+                y + 3.0,
+                esc(row.invoke.f.as_str()),
+                outcome_str(row.outcome),
+                row.complete.map(|c| secs(c.time_ns)).unwrap_or_default(),
+                y + 1.0
+            );
+        }
+    }
+    s.push_str("</svg></div>");
+    s.push_str("<p class=\"legend\"><i style=\"background:hsl(200,62%,42%)\"></i>definite hold (colour and label: token)<i style=\"background:repeating-linear-gradient(45deg,#c92a2a 0 2px,#fff 2px 5px)\"></i>client still believes it holds after its lease's lower bound<i style=\"border:1px dashed #495057\"></i>indeterminate acquire │ lease surely alive until ✕ lease surely dead <i style=\"background:#2b8a3e\"></i>write accepted <i style=\"background:#c92a2a\"></i>refused <i style=\"background:#fff;border:1px solid #2b8a3e\"></i>read <i style=\"background:#ffe3e3\"></i>violation window <i style=\"background:#f08c00;opacity:.4\"></i>fault</p>");
+}
+
+fn hold_bar(s: &mut String, m: &Model, sc: &Scale, h: &Hold, y: f64, main_lock: bool) {
+    let title = esc(&hold_title(m, h));
+    let by = y + 7.0;
+    let bh = 15.0;
+    if h.maybe {
+        let x0 = sc.x(h.start_ns);
+        let x1 = sc.x(h.dead_ns).max(x0 + 2.0);
+        let _ = write!(
+            s,
+            "<rect x=\"{x0:.1}\" y=\"{by:.1}\" width=\"{:.1}\" height=\"{bh}\" fill=\"none\" stroke=\"#495057\" stroke-dasharray=\"4 3\"><title>{title}</title></rect>",
+            x1 - x0
+        );
+        return;
+    }
+    let color = if main_lock {
+        fill_for(h.token.unwrap_or(0))
+    } else {
+        "#ced4da".to_string()
+    };
+    let def_end = h.end_ns.min(h.lease_lb_ns).max(h.start_ns);
+    let x0 = sc.x(h.start_ns);
+    let x1 = sc.x(def_end).max(x0 + 2.0);
+    let _ = write!(
+        s,
+        "<rect x=\"{x0:.1}\" y=\"{by:.1}\" width=\"{:.1}\" height=\"{bh}\" rx=\"2\" fill=\"{color}\"><title>{title}</title></rect>",
+        x1 - x0
+    );
+    if h.end_ns > h.lease_lb_ns {
+        let b0 = sc.x(h.lease_lb_ns);
+        let b1 = sc.x(h.end_ns).max(b0 + 2.0);
+        let _ = write!(
+            s,
+            "<rect x=\"{b0:.1}\" y=\"{by:.1}\" width=\"{:.1}\" height=\"{bh}\" fill=\"url(#hatch)\" stroke=\"#c92a2a\"><title>{title}</title></rect>",
+            b1 - b0
+        );
+    }
+    // Lease marks: lower bound (tick) and surely dead (cross), when in view.
+    if (sc.t0_ns..=sc.t1_ns).contains(&h.lease_lb_ns) {
+        let x = sc.x(h.lease_lb_ns);
+        let _ = write!(
+            s,
+            "<line x1=\"{x:.1}\" y1=\"{:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#212529\" stroke-width=\"2\"><title>lease of token {} surely alive until {}</title></line>",
+            by - 3.0,
+            by + bh + 3.0,
+            h.token.unwrap_or(0),
+            secs(h.lease_lb_ns)
+        );
+    }
+    if (sc.t0_ns..=sc.t1_ns).contains(&h.dead_ns) {
+        let x = sc.x(h.dead_ns);
+        let _ = write!(
+            s,
+            "<text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\" style=\"fill:#c92a2a;font-size:13px;font-weight:700\">✕<title>lease of token {} surely dead after {}</title></text>",
+            by + 12.0,
+            h.token.unwrap_or(0),
+            secs(h.dead_ns)
+        );
+    }
+    let lock = m
+        .locks
+        .get(h.lock as usize)
+        .map(String::as_str)
+        .unwrap_or("");
+    let label = match (main_lock, h.token) {
+        (true, Some(t)) => format!("token {t}"),
+        (true, None) => "token ?".to_string(),
+        (false, t) => format!("{lock} t{}", t.map(|t| t.to_string()).unwrap_or_default()),
+    };
+    let lx = x0.max(sc.x0) + 3.0;
+    let _ = write!(
+        s,
+        "<text x=\"{lx:.1}\" y=\"{:.1}\" class=\"lbl\">{}</text>",
+        by + 11.5,
+        esc(&label)
+    );
+}
+
+const FULL_W: f64 = 1100.0;
+
+fn full_timeline(s: &mut String, m: &Model, r: &Results) {
+    let locks_shown = m.locks.len().min(FULL_LOCKS_MAX);
+    let row_h = 22.0;
+    let marks_h = 16.0;
+    let height = AXIS_H + marks_h + locks_shown.max(1) as f64 * row_h + 6.0;
+    let sc = Scale {
+        t0_ns: 0,
+        t1_ns: m.end_ns,
+        x0: GUTTER,
+        x1: FULL_W - 12.0,
+    };
+    let downsampled = m.holds.len() > FULL_BARS_MAX;
+    let _ = write!(
+        s,
+        "<h2 id=\"timeline\">Timeline of the whole run</h2><p class=\"muted\">{} holds on {} lock(s){}; red marks are violations (click to jump), grey marks warnings.</p>",
+        m.holds.len(),
+        m.locks.len(),
+        if downsampled {
+            format!(
+                ", more than {FULL_BARS_MAX}: drawn as the share of each pixel column some client held the lock"
+            )
+        } else {
+            ", coloured by process".to_string()
+        }
+    );
+    let _ = write!(
+        s,
+        "<div class=\"zoomctl\"><button class=\"zoombtn\" data-zoom=\"in\" data-for=\"full\">zoom +</button><button class=\"zoombtn\" data-zoom=\"out\" data-for=\"full\">zoom −</button><button class=\"zoombtn\" data-zoom=\"reset\" data-for=\"full\">reset</button></div><div class=\"chart\" id=\"full\"><svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {FULL_W} {height:.0}\" width=\"{FULL_W}\" height=\"{height:.0}\" data-w=\"{FULL_W}\" data-h=\"{height:.0}\" role=\"img\" aria-label=\"timeline\">"
+    );
+    axis(s, &sc, AXIS_H - 14.0, height);
+    fault_bands(s, m, &sc, AXIS_H - 12.0, height, true);
+    let top = AXIS_H + marks_h;
+    for (i, name) in m.locks.iter().take(locks_shown).enumerate() {
+        let _ = write!(
+            s,
+            "<text x=\"6\" y=\"{:.1}\" style=\"font-weight:600\">{}</text>",
+            top + i as f64 * row_h + 15.0,
+            esc(&truncate(name, 9))
+        );
+    }
+    if downsampled {
+        let cols = 800usize;
+        let col_ns = m.end_ns.div_ceil(cols as u64).max(1);
+        let mut held = vec![0u64; locks_shown * cols];
+        for h in m
+            .holds
+            .iter()
+            .filter(|h| !h.maybe && (h.lock as usize) < locks_shown)
+        {
+            let end = h.end_ns.min(h.lease_lb_ns);
+            let mut t = h.start_ns;
+            // Bounded by the columns one hold spans.
+            for _ in 0..=cols {
+                if t >= end {
+                    break;
+                }
+                let c = ((t / col_ns) as usize).min(cols - 1);
+                let col_end = ((c as u64 + 1) * col_ns).min(end);
+                held[h.lock as usize * cols + c] += col_end.saturating_sub(t);
+                t = col_end.max(t + 1);
+            }
+        }
+        for l in 0..locks_shown {
+            let y = top + l as f64 * row_h + 3.0;
+            for c in 0..cols {
+                let frac = (held[l * cols + c] as f64 / col_ns as f64).min(1.0);
+                if frac <= 0.0 {
+                    continue;
+                }
+                let x0 = sc.x(c as u64 * col_ns);
+                let x1 = sc.x((c as u64 + 1) * col_ns);
+                let _ = write!(
+                    s,
+                    "<rect x=\"{x0:.1}\" y=\"{y:.1}\" width=\"{:.2}\" height=\"15\" fill=\"#1c7ed6\" fill-opacity=\"{:.2}\"/>",
+                    (x1 - x0).max(0.5),
+                    0.15 + 0.85 * frac
+                );
+            }
+        }
+    } else {
+        for h in m.holds.iter().filter(|h| (h.lock as usize) < locks_shown) {
+            let y = top + h.lock as f64 * row_h + 3.0;
+            let x0 = sc.x(h.start_ns);
+            if h.maybe {
+                continue;
+            }
+            let x1 = sc.x(h.end_ns.min(h.lease_lb_ns)).max(x0 + 1.0);
+            let _ = write!(
+                s,
+                "<rect x=\"{x0:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"15\" fill=\"{}\" stroke=\"#fff\" stroke-width=\"0.5\"><title>{}</title></rect>",
+                x1 - x0,
+                fill_for(h.process),
+                esc(&hold_title(m, h))
+            );
+        }
+    }
+    if m.locks.len() > locks_shown {
+        let _ = write!(
+            s,
+            "<text x=\"{GUTTER}\" y=\"{:.1}\" class=\"tick\">… {} more lock(s) not drawn</text>",
+            height - 2.0,
+            m.locks.len() - locks_shown
+        );
+    }
+    for (i, v) in r.violations.iter().enumerate().take(CARDS_MAX) {
+        let x = sc.x(v.window_ns[0]);
+        let _ = write!(
+            s,
+            "<a href=\"#v{}\"><path d=\"M{:.1} {:.1} l5 -9 l-10 0 z\" fill=\"#c92a2a\"><title>{}: {}</title></path></a>",
+            i + 1,
+            x,
+            AXIS_H + marks_h - 2.0,
+            v.kind,
+            esc(&v.explanation)
+        );
+    }
+    for (i, v) in r.warnings.iter().enumerate().take(WARNINGS_MAX) {
+        let x = sc.x(v.window_ns[0]);
+        let _ = write!(
+            s,
+            "<a href=\"#w{}\"><path d=\"M{:.1} {:.1} l3 -6 l-6 0 z\" fill=\"#868e96\"><title>{}</title></path></a>",
+            i + 1,
+            x,
+            AXIS_H + marks_h - 4.0,
+            v.kind
+        );
+    }
+    s.push_str("</svg></div>");
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(n - 1).collect();
+        t.push('…');
+        t
+    }
+}
+
+fn latency_charts(s: &mut String, m: &Model) {
+    let h = 220.0;
+    let top = 26.0;
+    let bottom = h - 4.0;
+    let sc = Scale {
+        t0_ns: 0,
+        t1_ns: m.end_ns,
+        x0: GUTTER,
+        x1: FULL_W - 12.0,
+    };
+    s.push_str("<h2 id=\"latency\">Latency and throughput over time</h2>");
+    // Latency on a log scale: timeouts and sub-millisecond ops must both stay readable.
+    let max_ms = m
+        .buckets
+        .iter()
+        .map(|b| b.max_ms)
+        .fold(0.0f64, f64::max)
+        .max(1.0);
+    let lo = 0.01f64.log10();
+    let hi = (max_ms * 1.5).log10().ceil();
+    let y = |ms: f64| bottom - (ms.max(0.01).log10() - lo) / (hi - lo) * (bottom - top);
+    let _ = write!(
+        s,
+        "<div class=\"chart\"><svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {FULL_W} {h}\" width=\"{FULL_W}\" height=\"{h}\" role=\"img\" aria-label=\"latency\">"
+    );
+    axis(s, &sc, top - 10.0, bottom);
+    fault_bands(s, m, &sc, top - 8.0, bottom, false);
+    let mut e = lo as i32;
+    while e <= hi as i32 {
+        let ms = 10f64.powi(e);
+        let yy = y(ms);
+        let _ = write!(
+            s,
+            "<line x1=\"{GUTTER}\" y1=\"{yy:.1}\" x2=\"{:.1}\" y2=\"{yy:.1}\" stroke=\"#f1f3f5\"/><text x=\"{:.1}\" y=\"{:.1}\" class=\"tick\" text-anchor=\"end\">{} ms</text>",
+            FULL_W - 12.0,
+            GUTTER - 4.0,
+            yy + 3.0,
+            ms
+        );
+        e += 1;
+    }
+    let series: [(&str, &str, fn(&crate::model::Bucket) -> f64); 4] = [
+        ("p50", "#1c7ed6", |b| b.p50_ms),
+        ("p95", "#2b8a3e", |b| b.p95_ms),
+        ("p99", "#f08c00", |b| b.p99_ms),
+        ("max", "#c92a2a", |b| b.max_ms),
+    ];
+    for (_, color, get) in &series {
+        let mut d = String::new();
+        let mut pen_down = false;
+        for b in &m.buckets {
+            if b.ok + b.failed == 0 {
+                pen_down = false;
+                continue;
+            }
+            let x = sc.x(b.start_ns + m.bucket_ns / 2);
+            let _ = write!(
+                d,
+                "{}{x:.1} {:.1} ",
+                if pen_down { "L" } else { "M" },
+                y(get(b))
+            );
+            pen_down = true;
+        }
+        let _ = write!(
+            s,
+            "<path d=\"{d}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"1.6\"/>"
+        );
+    }
+    s.push_str("</svg></div><p class=\"legend\">latency of completed lock and store ops per time bucket (log scale):");
+    for (name, color, _) in &series {
+        let _ = write!(s, "<i style=\"background:{color}\"></i>{name}");
+    }
+    s.push_str(" · bands are faults</p>");
+
+    // Throughput: completed ops per second per bucket.
+    let per_s = 1e9 / m.bucket_ns as f64;
+    let max_rate = m
+        .buckets
+        .iter()
+        .map(|b| (b.ok.max(b.failed)) as f64 * per_s)
+        .fold(0.0f64, f64::max)
+        .max(1.0);
+    let yr = |r: f64| bottom - r / (max_rate * 1.1) * (bottom - top);
+    let _ = write!(
+        s,
+        "<div class=\"chart\"><svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {FULL_W} {h}\" width=\"{FULL_W}\" height=\"{h}\" role=\"img\" aria-label=\"throughput\">"
+    );
+    axis(s, &sc, top - 10.0, bottom);
+    fault_bands(s, m, &sc, top - 8.0, bottom, false);
+    for frac in [0.0, 0.5, 1.0] {
+        let r = max_rate * frac;
+        let _ = write!(
+            s,
+            "<text x=\"{:.1}\" y=\"{:.1}\" class=\"tick\" text-anchor=\"end\">{:.0}/s</text>",
+            GUTTER - 4.0,
+            yr(r) + 3.0,
+            r
+        );
+    }
+    for (color, get) in [
+        (
+            "#2b8a3e",
+            (|b: &crate::model::Bucket| b.ok) as fn(&crate::model::Bucket) -> u64,
+        ),
+        ("#c92a2a", |b: &crate::model::Bucket| b.failed),
+    ] {
+        let mut d = String::new();
+        for (i, b) in m.buckets.iter().enumerate() {
+            let x = sc.x(b.start_ns + m.bucket_ns / 2);
+            let _ = write!(
+                d,
+                "{}{x:.1} {:.1} ",
+                if i == 0 { "M" } else { "L" },
+                yr(get(b) as f64 * per_s)
+            );
+        }
+        let _ = write!(
+            s,
+            "<path d=\"{d}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"1.6\"/>"
+        );
+    }
+    s.push_str("</svg></div><p class=\"legend\">completed ops per second:<i style=\"background:#2b8a3e\"></i>ok<i style=\"background:#c92a2a\"></i>fail or indeterminate · bands are faults</p>");
+}
+
+fn ops_tables(s: &mut String, r: &Results) {
+    s.push_str("<h2 id=\"ops\">Outcomes per op</h2><table><tr><th>f</th><th>ok</th><th>fail</th><th>info</th><th>pending</th><th>p50 ms</th><th>p95 ms</th><th>p99 ms</th><th>max ms</th></tr>");
+    for (f, by) in &r.stats.ops {
+        let g = |k: &str| by.get(k).copied().unwrap_or(0);
+        let _ = write!(
+            s,
+            "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>",
+            esc(f),
+            g("ok"),
+            g("fail"),
+            g("info"),
+            g("pending")
+        );
+        match r.stats.latency.get(f) {
+            Some(p) => {
+                let _ = write!(
+                    s,
+                    "<td class=\"n\">{:.2}</td><td class=\"n\">{:.2}</td><td class=\"n\">{:.2}</td><td class=\"n\">{:.2}</td></tr>",
+                    p.p50_ms, p.p95_ms, p.p99_ms, p.max_ms
+                );
+            }
+            None => s.push_str("<td colspan=\"4\"></td></tr>"),
+        }
+    }
+    s.push_str("</table>");
+}
+
+fn fairness(s: &mut String, m: &Model) {
+    let active: Vec<_> = m.processes.iter().filter(|(_, p)| p.acquires > 0).collect();
+    // Jain's index over grants per process: 1 when every process got the same share.
+    let (sum, sq) = active.iter().fold((0.0, 0.0), |(a, b), (_, p)| {
+        (a + p.granted as f64, b + (p.granted as f64).powi(2))
+    });
+    let jain = if sq > 0.0 {
+        sum * sum / (active.len() as f64 * sq)
+    } else {
+        0.0
+    };
+    let _ = write!(
+        s,
+        "<h2 id=\"fairness\">Per-client fairness</h2><p>{} process(es) tried to acquire; Jain's fairness index over their grants: <b>{jain:.2}</b> (1.00 = equal shares). A client that crashed (indeterminate op) continues under a new process number.</p>",
+        active.len()
+    );
+    s.push_str("<table><tr><th>process</th><th>acquires</th><th>granted</th><th>refused</th><th>indeterminate</th><th>grant rate</th><th>definitely held</th><th>writes ok</th></tr>");
+    for (p, st) in active.iter().take(PROCESS_ROWS_MAX) {
+        let _ = write!(
+            s,
+            "<tr><td>p{p}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.0}%</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+            st.acquires,
+            st.granted,
+            st.refused,
+            st.indeterminate,
+            100.0 * st.granted as f64 / st.acquires.max(1) as f64,
+            secs(st.hold_ns),
+            st.writes_ok
+        );
+    }
+    if active.len() > PROCESS_ROWS_MAX {
+        let _ = write!(
+            s,
+            "<tr><td colspan=\"8\">… {} more process(es)</td></tr>",
+            active.len() - PROCESS_ROWS_MAX
+        );
+    }
+    s.push_str("</table>");
+}
+
+fn fault_schedule(s: &mut String, m: &Model) {
+    let _ = write!(
+        s,
+        "<h2 id=\"faults\">Fault schedule ({})</h2>",
+        m.faults.len()
+    );
+    if m.faults.is_empty() {
+        s.push_str("<p>No fault was injected.</p>");
+        return;
+    }
+    s.push_str(
+        "<table><tr><th>op</th><th>fault</th><th>start</th><th>end</th><th>length</th></tr>",
+    );
+    for f in m.faults.iter().take(FAULT_ROWS_MAX) {
+        let _ = write!(
+            s,
+            "<tr><td class=\"n\">{}</td><td><i style=\"display:inline-block;width:10px;height:10px;background:{}\"></i> {}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.0} ms</td></tr>",
+            f.index,
+            fault_color(&f.kind),
+            esc(&f.label),
+            secs(f.start_ns),
+            secs(f.end_ns),
+            (f.end_ns - f.start_ns) as f64 / 1e6
+        );
+    }
+    if m.faults.len() > FAULT_ROWS_MAX {
+        let _ = write!(
+            s,
+            "<tr><td colspan=\"5\">… {} more</td></tr>",
+            m.faults.len() - FAULT_ROWS_MAX
+        );
+    }
+    s.push_str("</table>");
+}
+
+fn warnings(s: &mut String, inp: &Input) {
+    let r = inp.results;
+    let _ = write!(
+        s,
+        "<h2 id=\"warnings\">Warnings ({})</h2>",
+        r.warnings.len()
+    );
+    if r.warnings.is_empty() {
+        s.push_str("<p>None.</p>");
+        return;
+    }
+    for (i, w) in r.warnings.iter().enumerate().take(WARNINGS_MAX) {
+        let id = format!("w{}", i + 1);
+        if i < WARNING_ZOOMS_MAX {
+            card(s, inp, w, &id, true, false);
+        } else {
+            let ops: Vec<String> = w.ops.iter().map(u64::to_string).collect();
+            let _ = write!(
+                s,
+                "<p id=\"{id}\"><span class=\"badge b-warning\">{}</span> {} <span class=\"muted\">(ops {}; {} – {})</span></p>",
+                w.kind,
+                esc(&w.explanation),
+                ops.join(", "),
+                secs(w.window_ns[0]),
+                secs(w.window_ns[1])
+            );
+        }
+    }
+    if r.warnings.len() > WARNINGS_MAX {
+        let _ = write!(
+            s,
+            "<p>… and {} more warning(s) in results.json.</p>",
+            r.warnings.len() - WARNINGS_MAX
+        );
+    }
+}

@@ -1,0 +1,141 @@
+//! `junit.xml`: one test case per checker, failures carry the violation sentences, so any CI
+//! that reads JUnit shows which rule broke and why.
+
+use crate::escape::xml;
+use crate::gate::checker_of;
+use history::{Results, Validity};
+use std::fmt::Write;
+
+/// Sentences listed per failing checker; the rest are counted (results.json has them all).
+const SENTENCES_MAX: usize = 50;
+
+/// Renders `junit.xml`. `suite` names the test (the run's name). A checker whose verdict is
+/// `unknown` is a skipped case with its notes: it proved nothing, which is neither a pass nor a
+/// failure. Warnings go to the case's `system-out`.
+pub fn junit_xml(r: &Results, suite: &str) -> String {
+    let failures = r
+        .checkers
+        .iter()
+        .filter(|c| c.valid == Validity::Invalid)
+        .count();
+    let skipped = r
+        .checkers
+        .iter()
+        .filter(|c| c.valid == Validity::Unknown)
+        .count();
+    let time_s = r.stats.duration_ns as f64 / 1e9;
+    let mut s = String::new();
+    s.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let _ = writeln!(
+        s,
+        "<testsuites name=\"lockpick\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\" time=\"{time_s:.3}\">",
+        r.checkers.len()
+    );
+    let _ = writeln!(
+        s,
+        "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\" time=\"{time_s:.3}\">",
+        xml(suite),
+        r.checkers.len()
+    );
+    let _ = writeln!(
+        s,
+        "    <properties>\n      <property name=\"verdict\" value=\"{}\"/>\n      <property name=\"events\" value=\"{}\"/>\n      <property name=\"grants\" value=\"{}\"/>\n    </properties>",
+        r.valid, r.stats.events, r.stats.grants
+    );
+    for c in &r.checkers {
+        let _ = write!(
+            s,
+            "    <testcase classname=\"lockpick.{}\" name=\"{}\" time=\"0\"",
+            xml(suite),
+            xml(&c.name)
+        );
+        let violations: Vec<_> = r
+            .violations
+            .iter()
+            .filter(|v| checker_of(v.kind) == c.name)
+            .collect();
+        let warnings: Vec<_> = r
+            .warnings
+            .iter()
+            .filter(|v| checker_of(v.kind) == c.name)
+            .collect();
+        if c.valid == Validity::Valid && warnings.is_empty() && c.notes.is_empty() {
+            s.push_str("/>\n");
+            continue;
+        }
+        s.push_str(">\n");
+        match c.valid {
+            Validity::Invalid => {
+                let kinds: Vec<String> = {
+                    let mut k: Vec<String> =
+                        violations.iter().map(|v| v.kind.to_string()).collect();
+                    k.dedup();
+                    k
+                };
+                let _ = write!(
+                    s,
+                    "      <failure type=\"{}\" message=\"{} violation(s): {}\">",
+                    xml(&kinds.join(",")),
+                    c.violations,
+                    xml(&violations
+                        .first()
+                        .map(|v| v.explanation.as_str())
+                        .unwrap_or(""))
+                );
+                for v in violations.iter().take(SENTENCES_MAX) {
+                    let ops: Vec<String> = v.ops.iter().map(u64::to_string).collect();
+                    let _ = write!(
+                        s,
+                        "{}&#10;",
+                        xml(&format!(
+                            "[{}] {} (ops {})",
+                            v.kind,
+                            v.explanation,
+                            ops.join(", ")
+                        ))
+                    );
+                }
+                if violations.len() > SENTENCES_MAX {
+                    let _ = write!(
+                        s,
+                        "... and {} more in results.json&#10;",
+                        violations.len() - SENTENCES_MAX
+                    );
+                }
+                s.push_str("</failure>\n");
+            }
+            Validity::Unknown => {
+                let _ = writeln!(
+                    s,
+                    "      <skipped message=\"unknown: {}\"/>",
+                    xml(&c.notes.join("; "))
+                );
+            }
+            Validity::Valid => {}
+        }
+        if !warnings.is_empty() || !c.notes.is_empty() {
+            s.push_str("      <system-out>");
+            for n in &c.notes {
+                let _ = write!(s, "{}&#10;", xml(&format!("note: {n}")));
+            }
+            for v in warnings.iter().take(SENTENCES_MAX) {
+                let _ = write!(
+                    s,
+                    "{}&#10;",
+                    xml(&format!("[{}] {}", v.kind, v.explanation))
+                );
+            }
+            if warnings.len() > SENTENCES_MAX {
+                let _ = write!(
+                    s,
+                    "... and {} more warnings in results.json&#10;",
+                    warnings.len() - SENTENCES_MAX
+                );
+            }
+            s.push_str("</system-out>\n");
+        }
+        s.push_str("    </testcase>\n");
+    }
+    s.push_str("  </testsuite>\n</testsuites>\n");
+    s
+}

@@ -1,0 +1,119 @@
+//! `summary.txt`: the plain-text summary, also what `lockpick check` prints.
+
+use crate::escape::plain;
+use history::{KindClass, Results, Violation};
+use std::fmt::Write;
+
+/// How many violations of one kind the summary spells out before counting the rest.
+const SHOWN_PER_KIND: usize = 5;
+
+/// Renders `summary.txt`: the verdict, each checker's result, the violations (a few per kind,
+/// with their sentence), warnings and the main statistics.
+pub fn summary_text(r: &Results) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "verdict: {}", r.valid.as_str().to_uppercase());
+    let _ = writeln!(
+        s,
+        "history: {} events over {:.3} s, {} grants, {} nemesis events",
+        r.stats.events,
+        r.stats.duration_ns as f64 / 1e9,
+        r.stats.grants,
+        r.stats.nemesis_events
+    );
+    for n in &r.notes {
+        let _ = writeln!(s, "note: {}", plain(n));
+    }
+    let _ = writeln!(s, "\ncheckers:");
+    for c in &r.checkers {
+        let _ = write!(s, "  {:<24} {:<8}", plain(&c.name), c.valid.as_str());
+        if c.violations > 0 {
+            let _ = write!(s, " {} violation(s)", c.violations);
+        }
+        if c.warnings > 0 {
+            let _ = write!(s, " {} warning(s)", c.warnings);
+        }
+        let _ = writeln!(s);
+        for n in &c.notes {
+            let _ = writeln!(s, "  {:<24} note: {}", "", plain(n));
+        }
+    }
+    section(&mut s, "violations", &r.violations);
+    section(&mut s, "warnings", &r.warnings);
+    if !r.stats.ops.is_empty() {
+        let _ = writeln!(s, "\nops (ok/fail/info/pending):");
+        for (f, by) in &r.stats.ops {
+            let g = |k: &str| by.get(k).copied().unwrap_or(0);
+            let _ = writeln!(
+                s,
+                "  {:<10} {}/{}/{}/{}",
+                plain(f),
+                g("ok"),
+                g("fail"),
+                g("info"),
+                g("pending")
+            );
+        }
+    }
+    if !r.stats.latency.is_empty() {
+        let _ = writeln!(s, "\nlatency ms (p50/p95/p99/max):");
+        for (f, p) in &r.stats.latency {
+            let _ = writeln!(
+                s,
+                "  {:<10} {:.2}/{:.2}/{:.2}/{:.2} over {} ops",
+                plain(f),
+                p.p50_ms,
+                p.p95_ms,
+                p.p99_ms,
+                p.max_ms,
+                p.count
+            );
+        }
+    }
+    s
+}
+
+fn section(s: &mut String, title: &str, items: &[Violation]) {
+    if items.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\n{title} ({}):", items.len());
+    let mut kinds: Vec<_> = items.iter().map(|v| v.kind).collect();
+    kinds.sort();
+    kinds.dedup();
+    for kind in kinds {
+        let of_kind: Vec<&Violation> = items.iter().filter(|v| v.kind == kind).collect();
+        let class = match kind.class() {
+            KindClass::Safety => "safety",
+            KindClass::Liveness => "liveness",
+            KindClass::Warning => "warning",
+        };
+        let _ = writeln!(s, "  {kind} [{class}] x{}", of_kind.len());
+        for v in of_kind.iter().take(SHOWN_PER_KIND) {
+            let _ = writeln!(s, "    - {}", plain(&v.explanation));
+            let ops: Vec<String> = v.ops.iter().map(u64::to_string).collect();
+            let _ = write!(
+                s,
+                "      ops {} in {:.3}..{:.3} s",
+                ops.join(", "),
+                v.window_ns[0] as f64 / 1e9,
+                v.window_ns[1] as f64 / 1e9
+            );
+            if !v.nemesis.is_empty() {
+                let faults: Vec<String> = v
+                    .nemesis
+                    .iter()
+                    .map(|f| format!("{} (op {})", plain(&f.f), f.index))
+                    .collect();
+                let _ = write!(s, " during {}", faults.join(", "));
+            }
+            let _ = writeln!(s);
+        }
+        if of_kind.len() > SHOWN_PER_KIND {
+            let _ = writeln!(
+                s,
+                "    ... and {} more in results.json",
+                of_kind.len() - SHOWN_PER_KIND
+            );
+        }
+    }
+}

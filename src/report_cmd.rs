@@ -1,0 +1,75 @@
+//! `lockpick report RUN_DIR`, and the reporting side of `run` and `check`: rendering a run
+//! directory's report files, the `--fail-on` exit code and GitHub Actions annotations.
+
+use crate::cli::ReportArgs;
+use anyhow::{Context, Result};
+use history::{layout, ExitCode, Results};
+use reports::FailOn;
+use std::path::Path;
+
+/// After a run wrote results.json: render report.html, junit.xml and summary.txt, and rewrite
+/// `<out>/index.html` (the run directory is `<out>/<name>/<stamp>/`). Failures are warnings:
+/// the verdict is already on disk and must not be lost to a rendering problem.
+pub fn after_run(run_dir: &Path) {
+    if let Err(e) = reports::write_run_reports(run_dir) {
+        tracing::warn!(error = %e, "report not written");
+        eprintln!("warning: report.html/junit.xml not written: {e}");
+    }
+    if let Some(out) = run_dir.parent().and_then(Path::parent) {
+        if let Err(e) = reports::write_index(out) {
+            tracing::warn!(error = %e, "index not written");
+            eprintln!("warning: {}/index.html not written: {e}", out.display());
+        }
+    }
+}
+
+/// `lockpick report RUN_DIR`: regenerate the report files from the run directory's files.
+pub fn report(a: ReportArgs) -> Result<ExitCode> {
+    let dir = &a.run_dir;
+    if !dir.is_dir() {
+        anyhow::bail!(
+            "{}: not a run directory (expected a folder with {})",
+            dir.display(),
+            layout::RESULTS_FILE
+        );
+    }
+    let w = reports::write_run_reports(dir)
+        .with_context(|| format!("cannot render the report of {}", dir.display()))?;
+    println!("report:  {}", w.report.display());
+    println!("junit:   {}", w.junit.display());
+    println!("summary: {}", w.summary.display());
+    // The index is rewritten only where one exists: a run directory copied elsewhere has no
+    // runs folder around it to list.
+    if let Some(out) = dir
+        .canonicalize()
+        .ok()
+        .as_deref()
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+    {
+        if out.join("index.html").is_file() {
+            let p = reports::write_index(out)?;
+            println!("index:   {}", p.display());
+        }
+    }
+    Ok(match a.fail_on {
+        Some(f) => gate(&w.results, &f, &w.report, true),
+        None => ExitCode::Valid,
+    })
+}
+
+/// The exit code under `--fail-on`, printing `::error`/`::warning` annotation lines first when
+/// `annotate` and running under GitHub Actions.
+pub fn gate(results: &Results, fail_on: &FailOn, report: &Path, annotate: bool) -> ExitCode {
+    if annotate && std::env::var("GITHUB_ACTIONS").as_deref() == Ok("true") {
+        for line in reports::github_annotations(results, fail_on, &report.display().to_string()) {
+            println!("{line}");
+        }
+    }
+    fail_on.exit_code(results)
+}
+
+/// The `--fail-on` value parser for clap.
+pub fn parse_fail_on(s: &str) -> Result<FailOn, reports::FailOnError> {
+    s.parse()
+}

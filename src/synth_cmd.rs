@@ -1,0 +1,84 @@
+//! `lockpick synth`: writes a synthetic DESIGN.md history, correct by construction
+//! (`checkers::gen`), optionally with violations injected at random points
+//! (`checkers::inject`), for tests and benchmarks.
+
+use crate::cli::SynthArgs;
+use anyhow::{bail, Context, Result};
+use checkers::gen::{correct_history, correct_history_into, GenParams};
+use checkers::inject::{inject, InjectKind};
+use history::{ExitCode, Op};
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+
+pub fn synth(a: SynthArgs) -> Result<ExitCode> {
+    if a.clients == 0 || a.locks == 0 {
+        bail!("--clients and --locks must be at least 1");
+    }
+    if !(0.0..1.0).contains(&a.info_rate) {
+        bail!("--info-rate {}: expected a fraction in [0, 1)", a.info_rate);
+    }
+    let mut kinds = Vec::new();
+    for name in &a.inject {
+        let Some(k) = InjectKind::parse(name) else {
+            let all: Vec<&str> = InjectKind::ALL.iter().map(|k| k.as_str()).collect();
+            bail!("--inject {name}: expected one of {}", all.join(", "));
+        };
+        kinds.push(k);
+    }
+    let params = GenParams {
+        clients: a.clients,
+        locks: a.locks,
+        events: a.events,
+        info_rate: a.info_rate,
+        nemesis: !a.no_nemesis,
+        ..GenParams::default()
+    };
+    let out: Box<dyn Write> = if a.out == "-" {
+        Box::new(io::stdout().lock())
+    } else {
+        Box::new(File::create(&a.out).with_context(|| format!("cannot create {}", a.out))?)
+    };
+    let mut out = BufWriter::with_capacity(1 << 20, out);
+    let mut line = Vec::with_capacity(512);
+    let mut write = |ops: &[Op], out: &mut BufWriter<Box<dyn Write>>| -> io::Result<()> {
+        for op in ops {
+            line.clear();
+            serde_json::to_writer(&mut line, op).map_err(io::Error::other)?;
+            line.push(b'\n');
+            out.write_all(&line)?;
+        }
+        Ok(())
+    };
+    let mut events = 0u64;
+    if kinds.is_empty() {
+        // Streams: a history of any length in bounded memory.
+        let mut err = None;
+        correct_history_into(a.seed, &params, &mut |ops| {
+            events += ops.len() as u64;
+            if err.is_none() {
+                err = write(ops, &mut out).err();
+            }
+        });
+        if let Some(e) = err {
+            return Err(e).context("cannot write the history");
+        }
+    } else {
+        // Injections look at the whole history to choose their place: held in memory.
+        let mut ops = correct_history(a.seed, &params);
+        for (i, k) in kinds.iter().enumerate() {
+            let seed = a.seed ^ (0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i as u64 + 1));
+            match inject(&mut ops, *k, seed) {
+                Some(w) => eprintln!("injected {}: witness ops {w:?}", k.as_str()),
+                None => bail!(
+                    "--inject {}: this history offers no place for it (try more events)",
+                    k.as_str()
+                ),
+            }
+        }
+        events = ops.len() as u64;
+        write(&ops, &mut out).context("cannot write the history")?;
+    }
+    out.flush().context("cannot write the history")?;
+    eprintln!("synth: {events} events (seed {})", a.seed);
+    Ok(ExitCode::Valid)
+}

@@ -1,0 +1,238 @@
+//! Clock faults through libfaketime against the real `lockpick lockd`: the skew reaches the
+//! service's clocks as asked, a wall-clock lease service is caught, and a fast monotonic clock
+//! breaks mutual exclusion while fencing keeps the store safe.
+
+mod common;
+
+use common::{require_libfaketime, run};
+use nemesis::clock::{faketime_env, find_libfaketime, ClockScope, NodeClock};
+use nemesis::{LocalNode, NodeCommand};
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn unix_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// `(realtime offset from ours, monotonic_ms)` of the node.
+async fn node_time(url: &str) -> (i64, i64) {
+    let before = unix_ms();
+    let body: serde_json::Value = reqwest::get(format!("{url}/v1/time"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let after = unix_ms();
+    (
+        body["realtime_ms"].as_i64().unwrap() - (before + after) / 2,
+        body["monotonic_ms"].as_i64().unwrap(),
+    )
+}
+
+async fn bump_shows_in_v1_time(scope: ClockScope) {
+    let tmp = tempfile::tempdir().unwrap();
+    let host = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let port = nemesis::free_port(host).unwrap();
+    let control = tmp.path().join("clock.ctl");
+    let mut clock = NodeClock::create(control.clone(), Instant::now()).unwrap();
+    let argv = vec![
+        common::BIN.to_string(),
+        "lockd".into(),
+        "--listen".into(),
+        format!("127.0.0.1:{port}"),
+        "--data-dir".into(),
+        tmp.path().join("data").display().to_string(),
+    ];
+    let env = faketime_env(&find_libfaketime().unwrap(), &control, scope);
+    let mut node = LocalNode::new(
+        "n1",
+        NodeCommand::Argv(argv),
+        host,
+        port,
+        tmp.path().join("n1"),
+    )
+    .with_env(env);
+    node.start(Duration::from_secs(10)).await.unwrap();
+    let url = node.base_url();
+    let (off0, mono0) = node_time(&url).await;
+    assert!(off0.abs() < 500, "clock skewed before any fault: {off0} ms");
+    let bumped_at = Instant::now();
+    clock.bump(10.0).unwrap();
+    // Within 1 s the realtime clock shows the bump.
+    let (off1, mono1) = loop {
+        let t = node_time(&url).await;
+        if (t.0 - 10_000).abs() < 500 || bumped_at.elapsed() > Duration::from_secs(1) {
+            break t;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(bumped_at.elapsed() <= Duration::from_secs(1) + Duration::from_millis(200));
+    assert!(
+        (off1 - 10_000).abs() < 500,
+        "realtime offset {off1} ms, wanted +10 s"
+    );
+    let real_elapsed_ms = bumped_at.elapsed().as_millis() as i64 + 1000;
+    let mono_moved_ms = mono1 - mono0;
+    match scope {
+        ClockScope::Wall => assert!(
+            (0..real_elapsed_ms).contains(&mono_moved_ms),
+            "monotonic moved {mono_moved_ms} ms with scope wall"
+        ),
+        ClockScope::All => assert!(
+            mono_moved_ms >= 9_500,
+            "monotonic moved only {mono_moved_ms} ms with scope all"
+        ),
+    }
+    node.stop();
+}
+
+#[tokio::test]
+async fn a_bump_with_scope_wall_moves_realtime_only() {
+    if !require_libfaketime() {
+        return;
+    }
+    bump_shows_in_v1_time(ClockScope::Wall).await;
+}
+
+#[tokio::test]
+async fn a_bump_with_scope_all_moves_both_clocks() {
+    if !require_libfaketime() {
+        return;
+    }
+    bump_shows_in_v1_time(ClockScope::All).await;
+}
+
+const FAST: &[&str] = &[
+    "--ttl",
+    "1s",
+    "--hold",
+    "50ms..600ms",
+    "--op-timeout",
+    "500ms",
+    "--nemesis-interval",
+    "1s",
+];
+
+fn with<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut a: Vec<&str> = FAST.to_vec();
+    a.extend_from_slice(extra);
+    a
+}
+
+/// Forward bumps expire a wall-clock lease early: a second holder is granted while the first
+/// still surely holds the lock. Ten seeds run side by side; at least nine must catch it.
+#[test]
+fn wall_clock_leases_under_forward_bumps_give_double_grants() {
+    if !require_libfaketime() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let handles: Vec<_> = (1..=10u64)
+        .map(|seed| {
+            let out = tmp.path().join(format!("s{seed}"));
+            std::thread::spawn(move || {
+                let seed = seed.to_string();
+                let r = run(
+                    &out,
+                    &with(&[
+                        "--seed",
+                        &seed,
+                        "--duration",
+                        "8s",
+                        "--workload",
+                        "mutex",
+                        "--unsafe",
+                        "wall-clock",
+                        "--nemesis",
+                        "clock",
+                        "--clock-faults",
+                        "bump-forward",
+                    ]),
+                    LIMIT,
+                );
+                let caught = r.code == 1 && r.kinds("violations").contains(&"double-grant".into());
+                (seed, caught, r.describe())
+            })
+        })
+        .collect();
+    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let caught = results.iter().filter(|r| r.1).count();
+    let missed: Vec<_> = results.iter().filter(|r| !r.1).collect();
+    assert!(
+        caught >= 9,
+        "caught in {caught}/10 seeds; missed: {missed:#?}"
+    );
+}
+
+/// A monotonic clock running fast expires correct leases early: `double-grant`, reported as
+/// such. The store in mode `all` still refuses every stale write: no `stale-write-accepted`, no
+/// `lost-update`. The reason fencing exists, in one run.
+#[test]
+fn fast_monotonic_clock_breaks_mutual_exclusion_but_fencing_holds() {
+    if !require_libfaketime() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let r = run(
+        tmp.path(),
+        &with(&[
+            "--seed",
+            "1",
+            "--duration",
+            "12s",
+            "--nemesis",
+            "clock",
+            "--clock-faults",
+            "fast",
+            "--clock-scope",
+            "all",
+            "--store-fence",
+            "all",
+        ]),
+        LIMIT,
+    );
+    assert_eq!(r.code, 1, "{}", r.describe());
+    let kinds = r.kinds("violations");
+    assert!(kinds.contains(&"double-grant".to_string()), "{kinds:?}");
+    assert!(
+        !kinds.contains(&"stale-write-accepted".to_string()),
+        "{kinds:?}"
+    );
+    assert!(!kinds.contains(&"lost-update".to_string()), "{kinds:?}");
+}
+
+/// Correct lockd leases run on the monotonic clock: wall-clock skew of any kind changes nothing.
+#[test]
+fn correct_lockd_is_valid_under_wall_clock_faults_and_the_rest() {
+    if !require_libfaketime() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let r = run(
+        tmp.path(),
+        &with(&[
+            "--seed",
+            "4",
+            "--duration",
+            "12s",
+            "--nemesis",
+            "clock,pause,kill,client-pause",
+            "--clock-scope",
+            "wall",
+        ]),
+        LIMIT,
+    );
+    assert_eq!(r.code, 0, "{}", r.describe());
+    let history = std::fs::read_to_string(r.run_dir().join("history.jsonl")).unwrap();
+    assert!(history.contains("\"start-clock\""), "no clock fault ran");
+    assert!(
+        history.contains("realtime_offset_ms"),
+        "no clock observation recorded"
+    );
+}
