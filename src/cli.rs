@@ -93,6 +93,13 @@ pub struct RunArgs {
     /// How much faster (fast) or slower (slow: 1/FACTOR) a clock runs.
     #[arg(long, default_value_t = 4.0, value_name = "FACTOR")]
     pub clock_rate: f64,
+    /// Nodes of the lock service (embedded lockd: one primary, the others forward to it).
+    /// Client i talks to node i mod N. Templates get the other nodes as {peers}.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub nodes: usize,
+    /// Which nodes a pause, kill or clock fault hits: one, minority, majority, all, primary.
+    #[arg(long, default_value = "one", value_name = "TARGET")]
+    pub nemesis_targets: String,
     /// Quiet time between faults (jittered ±50%).
     #[arg(long, default_value = "3s", value_name = "DURATION")]
     pub nemesis_interval: String,

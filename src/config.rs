@@ -64,6 +64,8 @@ pub struct RunConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ops_max: Option<u64>,
     pub op_timeout_ms: u64,
+    pub nodes: usize,
+    pub nemesis_targets: String,
     pub nemesis: Vec<String>,
     pub nemesis_interval_ms: u64,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -93,6 +95,8 @@ pub struct RunConfig {
 /// Bounds on sizes a flag may ask for: past these the machine, not the service, is tested.
 const CLIENTS_MAX: usize = 1024;
 const LOCKS_MAX: usize = 10_000;
+/// A loopback cluster beyond this is a different kind of test.
+const NODES_MAX: usize = 16;
 
 impl RunConfig {
     pub fn from_args(a: &RunArgs, demo: bool) -> Result<RunConfig> {
@@ -195,6 +199,21 @@ impl RunConfig {
                 a.clock_rate
             );
         }
+        if a.nodes == 0 || a.nodes > NODES_MAX {
+            bail!("--nodes {}: expected 1..={NODES_MAX}", a.nodes);
+        }
+        if a.nodes > 1 && matches!(target, Target::Url { .. }) {
+            bail!(
+                "--nodes {}: a --url target is one service; start the nodes with --node-cmd",
+                a.nodes
+            );
+        }
+        if a.unsafe_mode.as_deref() == Some("split-brain") && a.nodes < 2 {
+            bail!("--unsafe split-brain needs --nodes 2 or more (one node cannot split)");
+        }
+        a.nemesis_targets
+            .parse::<nemesis::schedule::Targets>()
+            .map_err(|e| anyhow::anyhow!("--nemesis-targets: {e}"))?;
         let seed = a.seed.unwrap_or_else(rand::random);
         let name = match &a.name {
             Some(n) => {
@@ -239,6 +258,8 @@ impl RunConfig {
             op_timeout_ms,
             nemesis: faults.iter().map(|f| f.to_string()).collect(),
             nemesis_interval_ms,
+            nodes: a.nodes,
+            nemesis_targets: a.nemesis_targets.clone(),
             clock_faults: clock_modes.iter().map(|m| m.to_string()).collect(),
             clock_scope: clock_scope.to_string(),
             clock_bump_ms,
@@ -292,6 +313,10 @@ impl RunConfig {
             ),
             format!("--nemesis-interval {}ms", self.nemesis_interval_ms),
         ];
+        if self.nodes > 1 {
+            c.push(format!("--nodes {}", self.nodes));
+            c.push(format!("--nemesis-targets {}", self.nemesis_targets));
+        }
         if self.faults.contains(&FaultKind::Clock) {
             if !self.clock_faults.is_empty() {
                 c.push(format!("--clock-faults {}", self.clock_faults.join(",")));

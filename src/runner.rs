@@ -7,8 +7,10 @@ use anyhow::{anyhow, bail, Context, Result};
 use history::layout;
 use history::{HistoryWriter, OpValue, Recorder, Results};
 use nemesis::clock::NodeClock;
-use nemesis::schedule::{plan, ClockMode, FaultKind, PlannedFault, ScheduleConfig};
+use nemesis::schedule::{plan, ClockMode, FaultKind, PlannedFault, ScheduleConfig, Targets};
 use nemesis::{LocalNode, NodeCommand, Placeholders};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 use serde_json::json;
 use std::fs;
 use std::net::{IpAddr, Ipv4Addr};
@@ -54,47 +56,8 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
     })?;
 
     let startup = Duration::from_millis(cfg.startup_timeout_ms);
-    // The clock control file exists before the node starts: libfaketime reads it from the first
-    // clock call on.
-    let clock_control = cfg
-        .faults
-        .contains(&FaultKind::Clock)
-        .then(|| layout::node_dir(&run_dir, "n1").join("faketime.ctl"));
-    let mut clock = match &clock_control {
-        Some(path) => {
-            fs::create_dir_all(path.parent().expect("a node dir"))?;
-            Some(NodeClock::create(path.clone(), Instant::now())?)
-        }
-        None => None,
-    };
     let exe = std::env::current_exe().context("cannot locate the lockpick binary")?;
-    let mut lock_node = None;
-    let lock_url = match &cfg.target {
-        Target::Url { url } => url.clone(),
-        t => {
-            let mut argv = vec![
-                exe.display().to_string(),
-                "lockd".into(),
-                "--listen".into(),
-                "{host}:{port}".into(),
-                "--data-dir".into(),
-                "{data_dir}".into(),
-            ];
-            if let Some(m) = &cfg.unsafe_mode {
-                argv.extend(["--unsafe".to_string(), m.clone()]);
-            }
-            let env = match &clock_control {
-                Some(control) => {
-                    nemesis::clock::faketime_env(&cfg.libfaketime()?, control, cfg.clock_scope())
-                }
-                None => Vec::new(),
-            };
-            let node = start_node("n1", t, argv, &run_dir, startup, env).await?;
-            let url = node.base_url();
-            lock_node = Some(node);
-            url
-        }
-    };
+    let op_timeout = Duration::from_millis(cfg.op_timeout_ms);
     let mut store_node = None;
     let store_url = match &cfg.store {
         None => None,
@@ -108,19 +71,36 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
                 "--fence".into(),
                 cfg.store_fence.clone(),
             ];
-            let node = start_node("store", t, argv, &run_dir, startup, Vec::new()).await?;
+            let port = nemesis::free_port(LOOPBACK)?;
+            let node = start_node(
+                "store",
+                t,
+                argv,
+                &run_dir,
+                startup,
+                port,
+                String::new(),
+                Vec::new(),
+            )
+            .await?;
             let url = node.base_url();
             store_node = Some(node);
             Some(url)
         }
     };
-
-    let client = RefClient::new(
-        &lock_url,
-        store_url.as_deref(),
-        Duration::from_millis(cfg.op_timeout_ms),
-        cfg.clients,
-    )?;
+    let lock = match &cfg.target {
+        Target::Url { url } => LockNodes {
+            urls: vec![url.clone()],
+            ..LockNodes::default()
+        },
+        t => start_lock_nodes(&cfg, t, &exe, &run_dir, startup).await?,
+    };
+    let clients = lock
+        .urls
+        .iter()
+        .map(|url| RefClient::new(url, store_url.as_deref(), op_timeout, cfg.clients))
+        .collect::<Result<Vec<_>, _>>()?;
+    let client = clients[0].clone();
     let history_path = run_dir.join(layout::HISTORY_FILE);
     let writer = HistoryWriter::create(&history_path)
         .with_context(|| format!("cannot create {}", history_path.display()))?;
@@ -144,13 +124,12 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
 
     let workers = tokio::spawn(workloads::run_workers(
         wcfg.clone(),
-        client.clone(),
+        clients.clone(),
         recorder.clone(),
         pauses.clone(),
         budget.clone(),
         stop_rx.clone(),
     ));
-    let lock_node = lock_node.map(|n| Arc::new(tokio::sync::Mutex::new(n)));
     let schedule = plan(&ScheduleConfig {
         seed: cfg.seed,
         faults: cfg.faults.clone(),
@@ -160,14 +139,29 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
         clock_modes: cfg.clock_modes.clone(),
     });
     tracing::info!(faults = schedule.len(), "fault schedule planned");
-    if let (Some(c), Some(node)) = (clock.as_mut(), &lock_node) {
-        if let Some(at) = node.lock().await.spawned_at() {
+    let LockNodes {
+        nodes: lock_nodes,
+        ids,
+        mut clocks,
+        primary,
+        ..
+    } = lock;
+    for (clock, node) in clocks.iter_mut().zip(&lock_nodes) {
+        if let (Some(c), Some(at)) = (clock.as_mut(), node.lock().await.spawned_at()) {
             c.rebase(at)?;
         }
     }
+    let targets: Targets = cfg
+        .nemesis_targets
+        .parse()
+        .map_err(|e: String| anyhow!("--nemesis-targets: {e}"))?;
     let nemesis_task = tokio::spawn(run_nemesis(Nemesis {
         schedule,
-        node: lock_node.clone(),
+        nodes: lock_nodes.clone(),
+        ids,
+        primary,
+        targets,
+        rng: ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x7461_7267_6574_7321),
         pauses: pauses.clone(),
         recorder: recorder.clone(),
         stop: stop_rx.clone(),
@@ -175,7 +169,7 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
         interval: Duration::from_millis(cfg.nemesis_interval_ms.max(1)),
         startup,
         active: active.clone(),
-        clock,
+        clocks,
         clock_bump: Duration::from_millis(cfg.clock_bump_ms),
         clock_rate: cfg.clock_rate,
     }));
@@ -209,7 +203,7 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
             Err(_) => Some("nemesis did not heal in time".to_string()),
         };
     pauses.cancel();
-    if let Some(node) = &lock_node {
+    for node in &lock_nodes {
         // The final heal: whatever the nemesis left, the service runs again before final reads.
         let n = node.lock().await;
         if n.is_paused() {
@@ -226,7 +220,7 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
     }
     let events = recorder.events();
     status.finish();
-    drop(lock_node);
+    drop(lock_nodes);
     drop(store_node);
     tracing::info!(events, "clients done; checking");
 
@@ -334,24 +328,112 @@ pub fn write_results(run_dir: &Path, results: &Results) -> Result<()> {
     Ok(())
 }
 
+/// The lock service's nodes as the runner drives them.
+#[derive(Default)]
+struct LockNodes {
+    /// Empty for a `--url` target.
+    nodes: Vec<Arc<tokio::sync::Mutex<LocalNode>>>,
+    ids: Vec<String>,
+    /// Base URL clients use, one per node (or the `--url`).
+    urls: Vec<String>,
+    /// Each node's clock, when clock faults are on.
+    clocks: Vec<Option<NodeClock>>,
+    /// Position of the node that holds the lock state (the smallest address).
+    primary: usize,
+}
+
+/// Starts `cfg.nodes` lock-service nodes on loopback. Every port is picked first, so each node
+/// is started knowing all its peers.
+async fn start_lock_nodes(
+    cfg: &RunConfig,
+    target: &Target,
+    exe: &Path,
+    run_dir: &Path,
+    startup: Duration,
+) -> Result<LockNodes> {
+    let n = cfg.nodes;
+    let ids: Vec<String> = (1..=n).map(|i| format!("n{i}")).collect();
+    let ports = (0..n)
+        .map(|_| nemesis::free_port(LOOPBACK))
+        .collect::<Result<Vec<_>, _>>()?;
+    let addrs: Vec<String> = ports.iter().map(|p| format!("{LOOPBACK}:{p}")).collect();
+    let primary = lockd::primary_of(addrs.iter().map(String::as_str))
+        .and_then(|p| addrs.iter().position(|a| a == p))
+        .unwrap_or(0);
+    let mut out = LockNodes {
+        ids: ids.clone(),
+        primary,
+        ..LockNodes::default()
+    };
+    for i in 0..n {
+        let mut argv = vec![
+            exe.display().to_string(),
+            "lockd".into(),
+            "--listen".into(),
+            "{host}:{port}".into(),
+            "--data-dir".into(),
+            "{data_dir}".into(),
+        ];
+        if n > 1 {
+            argv.extend(["--peers", "{peers}", "--advertise", "{host}:{port}"].map(String::from));
+        }
+        if let Some(m) = &cfg.unsafe_mode {
+            argv.extend(["--unsafe".to_string(), m.clone()]);
+        }
+        let peers: Vec<&str> = (0..n)
+            .filter(|&j| j != i)
+            .map(|j| addrs[j].as_str())
+            .collect();
+        // The clock control file exists before the node starts: libfaketime reads it from the
+        // first clock call on.
+        let (clock, env) = if cfg.faults.contains(&FaultKind::Clock) {
+            let control = layout::node_dir(run_dir, &ids[i]).join("faketime.ctl");
+            fs::create_dir_all(control.parent().expect("a node dir"))?;
+            let clock = NodeClock::create(control.clone(), Instant::now())?;
+            let env =
+                nemesis::clock::faketime_env(&cfg.libfaketime()?, &control, cfg.clock_scope());
+            (Some(clock), env)
+        } else {
+            (None, Vec::new())
+        };
+        let node = start_node(
+            &ids[i],
+            target,
+            argv,
+            run_dir,
+            startup,
+            ports[i],
+            peers.join(","),
+            env,
+        )
+        .await?;
+        out.urls.push(node.base_url());
+        out.nodes.push(Arc::new(tokio::sync::Mutex::new(node)));
+        out.clocks.push(clock);
+    }
+    Ok(out)
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn start_node(
     id: &str,
     target: &Target,
     embedded_argv: Vec<String>,
     run_dir: &Path,
     startup: Duration,
+    port: u16,
+    peers: String,
     env: Vec<(String, String)>,
 ) -> Result<LocalNode> {
     let node_dir = layout::node_dir(run_dir, id);
     fs::create_dir_all(node_dir.join("data"))
         .with_context(|| format!("cannot create {}", node_dir.display()))?;
-    let port = nemesis::free_port(LOOPBACK)?;
     let ph = Placeholders {
         id: id.to_string(),
         host: LOOPBACK.to_string(),
         port,
         data_dir: node_dir.join("data"),
-        peers: String::new(),
+        peers,
     };
     let command = match target {
         Target::Embedded => NodeCommand::Argv(
@@ -371,7 +453,13 @@ async fn start_node(
 
 struct Nemesis<W: std::io::Write + Send> {
     schedule: Vec<PlannedFault>,
-    node: Option<Arc<tokio::sync::Mutex<LocalNode>>>,
+    /// The lock service's nodes (empty for a `--url` target).
+    nodes: Vec<Arc<tokio::sync::Mutex<LocalNode>>>,
+    ids: Vec<String>,
+    primary: usize,
+    targets: Targets,
+    /// Draws each fault's targets; seeded, so a schedule replays exactly.
+    rng: ChaCha8Rng,
     pauses: Arc<PauseBoard>,
     recorder: Arc<Recorder<W>>,
     stop: watch::Receiver<bool>,
@@ -379,8 +467,8 @@ struct Nemesis<W: std::io::Write + Send> {
     interval: Duration,
     startup: Duration,
     active: ActiveFaults,
-    /// The lock service's clock, when clock faults are on.
-    clock: Option<NodeClock>,
+    /// Each node's clock, when clock faults are on.
+    clocks: Vec<Option<NodeClock>>,
     clock_bump: Duration,
     clock_rate: f64,
 }
@@ -401,13 +489,23 @@ fn set_active(active: &ActiveFaults, what: Option<String>) {
 }
 
 async fn run_nemesis<W: std::io::Write + Send>(mut n: Nemesis<W>) -> Result<()> {
-    let nodes = json!(["n1"]);
     for fault in std::mem::take(&mut n.schedule) {
         let at = n.start + Duration::from_millis(fault.at_ms);
         if sleep_or_stop(at, &mut n.stop).await {
             break;
         }
         let length = Duration::from_millis(fault.length_ms);
+        let picked: Vec<usize> = if fault.kind.is_server_side() {
+            if n.nodes.is_empty() {
+                bail!("{} needs nodes the harness started", fault.kind);
+            }
+            n.targets.pick(n.nodes.len(), n.primary, &mut n.rng)
+        } else {
+            Vec::new()
+        };
+        let names: Vec<&str> = picked.iter().map(|&i| n.ids[i].as_str()).collect();
+        let nodes = json!(names);
+        let label = format!("{} {}", fault.kind, names.join(","));
         let value = || {
             OpValue::default()
                 .with_extra("nodes", nodes.clone())
@@ -415,32 +513,32 @@ async fn run_nemesis<W: std::io::Write + Send>(mut n: Nemesis<W>) -> Result<()> 
         };
         match fault.kind {
             FaultKind::Pause => {
-                let node = n
-                    .node
-                    .as_ref()
-                    .context("pause needs a node the harness started")?;
                 n.recorder.nemesis("start-pause", value())?;
-                node.lock().await.pause()?;
-                set_active(&n.active, Some("pause n1".into()));
+                for &i in &picked {
+                    n.nodes[i].lock().await.pause()?;
+                }
+                set_active(&n.active, Some(label));
                 // Heal on stop too: the fault's end always runs.
                 sleep_or_stop(Instant::now() + length, &mut n.stop).await;
-                node.lock().await.resume()?;
+                for &i in &picked {
+                    n.nodes[i].lock().await.resume()?;
+                }
                 n.recorder.nemesis("stop-pause", value())?;
             }
             FaultKind::Kill => {
-                let node = n
-                    .node
-                    .as_ref()
-                    .context("kill needs a node the harness started")?;
                 n.recorder.nemesis("kill", value())?;
-                node.lock().await.kill()?;
-                set_active(&n.active, Some("kill n1".into()));
+                for &i in &picked {
+                    n.nodes[i].lock().await.kill()?;
+                }
+                set_active(&n.active, Some(label));
                 sleep_or_stop(Instant::now() + length, &mut n.stop).await;
-                restart(node, n.startup).await?;
-                if let (Some(clock), Some(at)) = (n.clock.as_mut(), node.lock().await.spawned_at())
-                {
-                    // A new process: libfaketime counts rates from its start.
-                    clock.rebase(at)?;
+                for &i in &picked {
+                    restart(&n.nodes[i], &n.ids[i], n.startup).await?;
+                    let spawned = n.nodes[i].lock().await.spawned_at();
+                    if let (Some(clock), Some(at)) = (n.clocks[i].as_mut(), spawned) {
+                        // A new process: libfaketime counts rates from its start.
+                        clock.rebase(at)?;
+                    }
                 }
                 n.recorder.nemesis(
                     "restart",
@@ -455,7 +553,8 @@ async fn run_nemesis<W: std::io::Write + Send>(mut n: Nemesis<W>) -> Result<()> 
             }
             FaultKind::Clock => {
                 let mode = fault.clock.unwrap_or(ClockMode::BumpForward);
-                clock_fault(&mut n, mode, length).await?;
+                set_active(&n.active, Some(format!("clock {mode} {}", names.join(","))));
+                clock_fault(&mut n, &picked, mode, length).await?;
             }
         }
         set_active(&n.active, None);
@@ -463,27 +562,24 @@ async fn run_nemesis<W: std::io::Write + Send>(mut n: Nemesis<W>) -> Result<()> 
     Ok(())
 }
 
-/// One clock fault on n1: skew, hold it for `length`, then the true clock again. After each
-/// change the node's `/v1/time` is read and the offset it shows is recorded, so the history
-/// says what the service's clock really did, not only what was asked.
+/// One clock fault on the picked nodes: skew, hold it for `length`, then heal. After each
+/// change every picked node's `/v1/time` is read and the offset it shows is recorded, so the
+/// history says what the service's clocks really did, not only what was asked.
 async fn clock_fault<W: std::io::Write + Send>(
     n: &mut Nemesis<W>,
+    picked: &[usize],
     mode: ClockMode,
     length: Duration,
 ) -> Result<()> {
-    let node = n
-        .node
-        .clone()
-        .context("clock faults need a node the harness started")?;
-    let url = node.lock().await.base_url();
     let bump_s = n.clock_bump.as_secs_f64();
     let rate = match mode {
         ClockMode::Fast => n.clock_rate,
         ClockMode::Slow => 1.0 / n.clock_rate,
         _ => 1.0,
     };
+    let names: Vec<&str> = picked.iter().map(|&i| n.ids[i].as_str()).collect();
     let mut value = OpValue::default()
-        .with_extra("nodes", json!(["n1"]))
+        .with_extra("nodes", json!(names))
         .with_extra("mode", json!(mode.as_str()))
         .with_extra("length_ms", json!(length.as_millis() as u64));
     value = match mode {
@@ -495,20 +591,24 @@ async fn clock_fault<W: std::io::Write + Send>(
         }
         ClockMode::Fast | ClockMode::Slow => value.with_extra("rate", json!(rate)),
     };
-    let clock = n
-        .clock
-        .as_mut()
-        .context("clock faults need the node started under libfaketime")?;
-    let offset_before_s = clock.offset_s(Instant::now());
-    n.recorder.nemesis("start-clock", value.clone())?;
-    match mode {
-        ClockMode::BumpForward => clock.bump(bump_s)?,
-        ClockMode::BumpBack => clock.bump(-bump_s)?,
-        ClockMode::Strobe => clock.set_offset(offset_before_s + bump_s)?,
-        ClockMode::Fast | ClockMode::Slow => clock.set_rate(rate)?,
+    let mut before_s = Vec::with_capacity(picked.len());
+    for &i in picked {
+        let clock = n.clocks[i]
+            .as_ref()
+            .context("clock faults need the nodes started under libfaketime")?;
+        before_s.push(clock.offset_s(Instant::now()));
     }
-    set_active(&n.active, Some(format!("clock {} n1", mode.as_str())));
-    observe_clock(&n.recorder, &url).await?;
+    n.recorder.nemesis("start-clock", value.clone())?;
+    for (k, &i) in picked.iter().enumerate() {
+        let clock = n.clocks[i].as_mut().expect("checked above");
+        match mode {
+            ClockMode::BumpForward => clock.bump(bump_s)?,
+            ClockMode::BumpBack => clock.bump(-bump_s)?,
+            ClockMode::Strobe => clock.set_offset(before_s[k] + bump_s)?,
+            ClockMode::Fast | ClockMode::Slow => clock.set_rate(rate)?,
+        }
+    }
+    observe_clocks(n, picked).await?;
     let until = Instant::now() + length;
     if mode == ClockMode::Strobe {
         // Flip between the skew and the true time; bounded by the fault's length.
@@ -517,21 +617,33 @@ async fn clock_fault<W: std::io::Write + Send>(
             && Instant::now() < until
         {
             skewed = !skewed;
-            let clock = n.clock.as_mut().expect("checked above");
-            clock.set_offset(offset_before_s + if skewed { bump_s } else { 0.0 })?;
+            for (k, &i) in picked.iter().enumerate() {
+                let clock = n.clocks[i].as_mut().expect("checked above");
+                clock.set_offset(before_s[k] + if skewed { bump_s } else { 0.0 })?;
+            }
         }
     } else {
         sleep_or_stop(until, &mut n.stop).await;
     }
-    let clock = n.clock.as_mut().expect("checked above");
-    match mode {
-        // A clock that ran fast or slow is set to the true rate again without stepping back: a
-        // monotonic clock never goes backwards, and a wall clock being disciplined slews.
-        ClockMode::Fast | ClockMode::Slow => clock.set_rate(1.0)?,
-        _ => clock.set_offset(offset_before_s)?,
+    for (k, &i) in picked.iter().enumerate() {
+        let clock = n.clocks[i].as_mut().expect("checked above");
+        match mode {
+            // A clock that ran fast or slow gets the true rate back without stepping back: a
+            // monotonic clock never goes backwards, and a wall clock being disciplined slews.
+            ClockMode::Fast | ClockMode::Slow => clock.set_rate(1.0)?,
+            _ => clock.set_offset(before_s[k])?,
+        }
     }
-    observe_clock(&n.recorder, &url).await?;
+    observe_clocks(n, picked).await?;
     n.recorder.nemesis("stop-clock", value)?;
+    Ok(())
+}
+
+async fn observe_clocks<W: std::io::Write + Send>(n: &Nemesis<W>, picked: &[usize]) -> Result<()> {
+    for &i in picked {
+        let url = n.nodes[i].lock().await.base_url();
+        observe_clock(&n.recorder, &n.ids[i], &url).await?;
+    }
     Ok(())
 }
 
@@ -540,7 +652,11 @@ const STROBE_PERIOD: Duration = Duration::from_millis(200);
 
 /// Reads the node's `/v1/time` and records the offset of its realtime clock from the
 /// harness's (midpoint of the request), and its raw monotonic reading.
-async fn observe_clock<W: std::io::Write + Send>(recorder: &Recorder<W>, url: &str) -> Result<()> {
+async fn observe_clock<W: std::io::Write + Send>(
+    recorder: &Recorder<W>,
+    id: &str,
+    url: &str,
+) -> Result<()> {
     let unix_ms = || {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -562,7 +678,7 @@ async fn observe_clock<W: std::io::Write + Send>(recorder: &Recorder<W>, url: &s
     }
     .await;
     let after = unix_ms();
-    let mut v = OpValue::default().with_extra("nodes", json!(["n1"]));
+    let mut v = OpValue::default().with_extra("nodes", json!([id]));
     match answer {
         Ok(body) => {
             if let Some(rt) = body.get("realtime_ms").and_then(serde_json::Value::as_i64) {
@@ -579,7 +695,7 @@ async fn observe_clock<W: std::io::Write + Send>(recorder: &Recorder<W>, url: &s
     Ok(())
 }
 
-async fn restart(node: &tokio::sync::Mutex<LocalNode>, startup: Duration) -> Result<()> {
+async fn restart(node: &tokio::sync::Mutex<LocalNode>, id: &str, startup: Duration) -> Result<()> {
     let mut last = None;
     for attempt in 1..=RESTART_ATTEMPTS {
         match node.lock().await.restart(startup).await {
@@ -591,7 +707,7 @@ async fn restart(node: &tokio::sync::Mutex<LocalNode>, startup: Duration) -> Res
         }
     }
     Err(anyhow!(
-        "node n1 did not come back after {RESTART_ATTEMPTS} restarts: {}",
+        "node {id} did not come back after {RESTART_ATTEMPTS} restarts: {}",
         last.map(|e| e.to_string()).unwrap_or_default()
     ))
 }

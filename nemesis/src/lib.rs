@@ -17,6 +17,7 @@
 //!
 //! - [`clock`]: per-node clocks through libfaketime control files ([`clock::NodeClock`]).
 //! - [`schedule`]: the seeded fault plan ([`schedule::plan`]) and `--nemesis` parsing.
+//! - [`netns`]: nodes in network namespaces ([`netns::NetnsCluster`]): partitions, netem, proxy.
 //!
 //! [`pause`]: LocalNode::pause
 //! [`resume`]: LocalNode::resume
@@ -26,6 +27,7 @@
 pub mod clock;
 mod error;
 mod local;
+pub mod netns;
 mod process;
 pub mod schedule;
 mod spawner;

@@ -73,6 +73,55 @@ impl FromStr for ClockMode {
     }
 }
 
+/// Which nodes a node fault hits, as Jepsen's nemesis targets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Targets {
+    One,
+    /// Fewer than half (at least one).
+    Minority,
+    /// More than half.
+    Majority,
+    All,
+    /// The node holding the lock state.
+    Primary,
+}
+
+impl FromStr for Targets {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "one" => Ok(Targets::One),
+            "minority" => Ok(Targets::Minority),
+            "majority" => Ok(Targets::Majority),
+            "all" => Ok(Targets::All),
+            "primary" => Ok(Targets::Primary),
+            _ => Err(format!(
+                "unknown target {s:?} (expected one, minority, majority, all, primary)"
+            )),
+        }
+    }
+}
+
+impl Targets {
+    /// Picks the node positions (0-based, sorted) for one fault among `n` nodes; `primary` is
+    /// the primary's position. Seeded by the caller's rng, so a schedule replays exactly.
+    pub fn pick(self, n: usize, primary: usize, rng: &mut impl Rng) -> Vec<usize> {
+        assert!(n > 0 && primary < n, "targets among {n} nodes, primary {primary}");
+        let count = match self {
+            Targets::One => 1,
+            Targets::Minority => ((n - 1) / 2).max(1),
+            Targets::Majority => n / 2 + 1,
+            Targets::All => n,
+            Targets::Primary => return vec![primary],
+        };
+        let mut all: Vec<usize> = (0..n).collect();
+        all.shuffle(rng);
+        let mut picked: Vec<usize> = all.into_iter().take(count).collect();
+        picked.sort_unstable();
+        picked
+    }
+}
+
 /// Parses `--clock-faults`: a comma-separated list of clock modes.
 pub fn parse_clock_modes(s: &str) -> Result<Vec<ClockMode>, String> {
     let mut out = Vec::new();
@@ -285,6 +334,20 @@ mod tests {
                 assert_eq!(kinds, FaultKind::ALL.to_vec(), "seed {seed}");
             }
         }
+    }
+
+    #[test]
+    fn targets_pick_the_right_counts() {
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        for n in 1..=7 {
+            assert_eq!(Targets::One.pick(n, 0, &mut rng).len(), 1);
+            assert_eq!(Targets::All.pick(n, 0, &mut rng), (0..n).collect::<Vec<_>>());
+            let min = Targets::Minority.pick(n, 0, &mut rng);
+            assert!(!min.is_empty() && (n == 1 || min.len() * 2 < n + 1), "{n}: {min:?}");
+            assert!(Targets::Majority.pick(n, 0, &mut rng).len() * 2 > n);
+            assert_eq!(Targets::Primary.pick(n, n - 1, &mut rng), vec![n - 1]);
+        }
+        assert!("most".parse::<Targets>().is_err());
     }
 
     #[test]

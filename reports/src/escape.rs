@@ -18,11 +18,19 @@ pub fn html(s: &str) -> String {
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
             '\t' | '\n' | '\r' => out.push(c),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => out.push('\u{fffd}'),
+            c if (c as u32) < 0x20 || c == '\u{7f}' || is_bidi_control(c) => {
+                out.push('\u{fffd}')
+            }
             c => out.push(c),
         }
     }
     out
+}
+
+/// Bidirectional overrides and isolates: inside a lock name they would reverse how the
+/// report's own text after them reads (`(op 6)` shown as `(6 po)`).
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{61c}')
 }
 
 /// Escapes text for XML 1.0 content and attributes. XML 1.0 cannot carry most control
@@ -51,7 +59,7 @@ pub fn xml(s: &str) -> String {
 /// become visible escapes. Without it a lock name holding `\n::error::...` would start a forged
 /// CI workflow command in the summary printed to stdout.
 pub fn plain(s: &str) -> String {
-    if !s.chars().any(char::is_control) {
+    if !s.chars().any(|c| c.is_control() || is_bidi_control(c)) {
         return s.to_string();
     }
     let mut out = String::with_capacity(s.len() + 8);
@@ -60,7 +68,7 @@ pub fn plain(s: &str) -> String {
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
-            c if c.is_control() => {
+            c if c.is_control() || is_bidi_control(c) => {
                 let _ = write!(out, "\\u{{{:x}}}", c as u32);
             }
             c => out.push(c),
@@ -204,8 +212,8 @@ mod tests {
     #[test]
     fn html_escapes_markup_quotes_and_controls() {
         assert_eq!(
-            html("<script>alert(\"x\")</script>'&\u{0}🦀"),
-            "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&#39;&amp;\u{fffd}🦀"
+            html("<script>alert(\"x\")</script>'&\u{0}🦀\u{202e}"),
+            "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&#39;&amp;\u{fffd}🦀\u{fffd}"
         );
     }
 

@@ -60,7 +60,7 @@ nav a{margin-right:14px}
 svg text{font-family:"DejaVu Sans",system-ui,sans-serif;font-size:11px;fill:#212529}
 svg text.tick{fill:#868e96;font-size:10px}
 svg text.lbl{paint-order:stroke;stroke:#fff;stroke-width:3px;font-weight:600}
-svg text.flbl{font-size:10px;font-weight:600}
+svg text.flbl{font-size:10px;font-weight:600;paint-order:stroke;stroke:#fff;stroke-width:3px}
 .legend{font-size:12px;color:#495057;margin:2px 0 0}
 .legend i{display:inline-block;width:14px;height:9px;margin:0 4px 0 10px;vertical-align:middle}
 .zoombtn{font-size:12px;margin:2px 2px 0 0}
@@ -99,6 +99,8 @@ pub fn render(inp: &Input) -> String {
         verdict.to_uppercase(),
         esc(inp.title)
     );
+    // Shared SVG definitions, once per document (ids must be unique).
+    s.push_str("<svg width=\"0\" height=\"0\" style=\"position:absolute\" aria-hidden=\"true\"><defs><pattern id=\"hatch\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#fff\"/><line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#c92a2a\" stroke-width=\"2.5\"/></pattern></defs></svg>\n");
     banner(&mut s, inp);
     s.push_str("<nav><a href=\"#checkers\">Checkers</a><a href=\"#violations\">Violations</a><a href=\"#timeline\">Timeline</a><a href=\"#latency\">Latency</a><a href=\"#ops\">Ops</a><a href=\"#fairness\">Fairness</a><a href=\"#faults\">Faults</a><a href=\"#warnings\">Warnings</a></nav>\n<main>\n");
     checkers_table(&mut s, r);
@@ -383,7 +385,9 @@ const ROW_H: f64 = 34.0;
 const AXIS_H: f64 = 34.0;
 
 fn fault_bands(s: &mut String, m: &Model, sc: &Scale, top: f64, bottom: f64, labels: bool) {
-    let mut label_x_end = f64::MIN;
+    // Two label lines: a label that would overlap the previous one on the first line goes
+    // to the second; if both are taken it is left to the band's tooltip.
+    let mut label_x_end = [f64::MIN; 2];
     for f in m
         .faults
         .iter()
@@ -402,16 +406,16 @@ fn fault_bands(s: &mut String, m: &Model, sc: &Scale, top: f64, bottom: f64, lab
             secs(f.end_ns),
             f.index
         );
-        // Labels only where they do not collide with the previous one.
-        if labels && x0 > label_x_end {
+        let line = (0..2).find(|&l| x0 > label_x_end[l]);
+        if let (true, Some(line)) = (labels, line) {
             let _ = write!(
                 s,
-                "<text x=\"{:.1}\" y=\"{:.1}\" class=\"flbl\" fill=\"{color}\" style=\"fill:{color}\">{}</text>",
+                "<text x=\"{:.1}\" y=\"{:.1}\" class=\"flbl\" style=\"fill:{color}\">{}</text>",
                 x0 + 2.0,
-                top + 10.0,
+                top + 10.0 + 11.0 * line as f64,
                 esc(&f.label)
             );
-            label_x_end = x0 + 7.0 * f.label.chars().count() as f64;
+            label_x_end[line] = x0 + 6.5 * f.label.chars().count() as f64;
         }
     }
 }
@@ -504,7 +508,6 @@ fn zoom_timeline(s: &mut String, m: &Model, v: &Violation, id: &str) {
         s,
         "<div class=\"chart\" id=\"{box_id}\"><svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {ZOOM_W} {height:.0}\" width=\"{ZOOM_W}\" height=\"{height:.0}\" data-w=\"{ZOOM_W}\" data-h=\"{height:.0}\" role=\"img\" aria-label=\"zoomed timeline\">"
     );
-    s.push_str("<defs><pattern id=\"hatch\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#fff\"/><line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#c92a2a\" stroke-width=\"2.5\"/></pattern></defs>");
     // The violation window, shaded behind everything.
     let _ = write!(
         s,
@@ -517,7 +520,9 @@ fn zoom_timeline(s: &mut String, m: &Model, v: &Violation, id: &str) {
     );
     axis(s, &sc, AXIS_H - 14.0, height);
     fault_bands(s, m, &sc, AXIS_H - 12.0, height, true);
-    let proving: HashSet<u64> = v.ops.iter().copied().collect();
+    // In the violation's order: the output must not depend on hashing.
+    let mut proving: Vec<u64> = v.ops.clone();
+    proving.dedup();
     for (r, &p) in rows.iter().enumerate() {
         let y = AXIS_H + r as f64 * ROW_H;
         let _ = write!(
@@ -639,7 +644,7 @@ fn hold_bar(s: &mut String, m: &Model, sc: &Scale, h: &Hold, y: f64, main_lock: 
         "<rect x=\"{x0:.1}\" y=\"{by:.1}\" width=\"{:.1}\" height=\"{bh}\" rx=\"2\" fill=\"{color}\"><title>{title}</title></rect>",
         x1 - x0
     );
-    if h.end_ns > h.lease_lb_ns {
+    if h.end_ns > h.lease_lb_ns && h.lease_lb_ns < sc.t1_ns {
         let b0 = sc.x(h.lease_lb_ns);
         let b1 = sc.x(h.end_ns).max(b0 + 2.0);
         let _ = write!(

@@ -69,6 +69,7 @@ pub fn junit_xml(r: &Results, suite: &str) -> String {
                 let kinds: Vec<String> = {
                     let mut k: Vec<String> =
                         violations.iter().map(|v| v.kind.to_string()).collect();
+                    k.sort();
                     k.dedup();
                     k
                 };

@@ -25,7 +25,8 @@ pub struct Hold {
     pub end_ns: u64,
     /// The acquire was indeterminate: the grant may or may not exist.
     pub maybe: bool,
-    /// History index of the acquire's invoke.
+    /// History index of the acquire's completion (its invoke, when indeterminate): the op
+    /// the checkers' sentences name.
     pub acquire_index: u64,
 }
 
@@ -210,7 +211,7 @@ impl<'h> Model<'h> {
                         dead_ns: t1 + lease(ttl_ms, 1.0 + drift),
                         end_ns: t1,
                         maybe,
-                        acquire_index: inv.index,
+                        acquire_index: comp.map(|c| c.index).unwrap_or(inv.index),
                     });
                     if !maybe {
                         open.insert((p, lock), holds.len() - 1);

@@ -114,17 +114,20 @@ pub struct WorkersDone {
 }
 
 /// The client side of one run. `stop` turning true ends the workers: each finishes its op in
-/// flight and releases a lock it holds.
+/// flight and releases a lock it holds. Client slot `i` talks to `clients[i % clients.len()]`
+/// (one per node of a multi-node service).
 pub async fn run_workers<W: Write + Send + 'static>(
     cfg: Arc<WorkloadConfig>,
-    client: RefClient,
+    clients: Vec<RefClient>,
     recorder: Arc<Recorder<W>>,
     pauses: Arc<PauseBoard>,
     budget: Arc<Budget>,
     stop: watch::Receiver<bool>,
 ) -> Result<WorkersDone, WorkloadError> {
+    assert!(!clients.is_empty(), "run_workers needs at least one client");
     let mut tasks = Vec::with_capacity(cfg.clients);
     for slot in 0..cfg.clients {
+        let client = &clients[slot % clients.len()];
         let w = Worker {
             slot,
             process: slot as u64,

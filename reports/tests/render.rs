@@ -1,0 +1,285 @@
+//! Data-driven tests of the renderers: a fixture run directory in, files out. summary.txt and
+//! junit.xml are snapshot-tested (insta); report.html is checked for what it must and must not
+//! contain (its Chromium checks are in the workspace's tests/report.rs).
+
+use history::{
+    ActiveFault, CheckerResult, Percentiles, Results, Stats, Validity, Violation, ViolationKind,
+};
+use reports::{github_annotations, junit_xml, summary_text, FailOn};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+const SCRIPT: &str = "<script>alert(1)</script>";
+
+fn violation(kind: ViolationKind, lock: &str, ops: &[u64], sentence: &str) -> Violation {
+    Violation {
+        kind,
+        lock: Some(lock.to_string()),
+        ops: ops.to_vec(),
+        window_ns: [2_000_000, 400_000_000],
+        nemesis: vec![ActiveFault {
+            index: 6,
+            f: "start-pause".into(),
+            value: serde_json::json!({"nodes": ["n1"]}),
+        }],
+        explanation: sentence.to_string(),
+    }
+}
+
+fn checker(name: &str, valid: Validity, violations: u64, warnings: u64) -> CheckerResult {
+    CheckerResult {
+        name: name.into(),
+        valid,
+        violations,
+        warnings,
+        notes: vec![],
+    }
+}
+
+/// Results with a double grant on a lock named like a script, a lock-stuck, a warning and an
+/// unknown checker: every branch of the renderers.
+fn fixture() -> Results {
+    let lock = format!("{SCRIPT}\"'🔒");
+    let mut ops = BTreeMap::new();
+    ops.insert(
+        "acquire".to_string(),
+        BTreeMap::from([("ok".to_string(), 2), ("fail".to_string(), 1)]),
+    );
+    let mut latency = BTreeMap::new();
+    latency.insert(
+        "acquire".to_string(),
+        Percentiles {
+            count: 3,
+            p50_ms: 1.0,
+            p95_ms: 2.0,
+            p99_ms: 2.5,
+            max_ms: 3.0,
+        },
+    );
+    let mut unknown = checker("lease-expiry", Validity::Unknown, 0, 0);
+    unknown.notes.push("no lease evidence & <nothing> to judge".into());
+    Results {
+        valid: Validity::Invalid,
+        violations: vec![
+            violation(
+                ViolationKind::DoubleGrant,
+                &lock,
+                &[1, 3],
+                &format!("p0 held {lock} with token 1, yet p1 was granted {lock} with token 2\n::error::forged"),
+            ),
+            violation(
+                ViolationKind::LockStuck,
+                "L1",
+                &[5],
+                "L1 stayed held for 9.000 s after every lease surely expired",
+            ),
+        ],
+        warnings: vec![violation(
+            ViolationKind::UnsafeOverlap,
+            "L0",
+            &[1, 9],
+            "p0's lease on L0 was surely dead, yet p0 wrote with token 1; the store rejected it (stale-token)",
+        )],
+        checkers: vec![
+            checker("mutual-exclusion", Validity::Invalid, 1, 1),
+            unknown,
+            checker("liveness", Validity::Invalid, 1, 0),
+            checker("counter", Validity::Valid, 0, 0),
+        ],
+        stats: Stats {
+            events: 12,
+            duration_ns: 510_000_000,
+            ops,
+            latency,
+            grants: 2,
+            nemesis_events: 2,
+            extra: BTreeMap::new(),
+        },
+        notes: vec!["history.jsonl:13: truncated final line dropped".into()],
+    }
+}
+
+#[test]
+fn summary_snapshot() {
+    let s = summary_text(&fixture());
+    assert!(!s.lines().any(|l| l.starts_with("::")), "no line can start a workflow command");
+    insta::assert_snapshot!("summary_txt", s);
+}
+
+#[test]
+fn junit_snapshot() {
+    let x = junit_xml(&fixture(), "nightly <mutex> & \"racy\"");
+    assert!(!x.contains(SCRIPT));
+    insta::assert_snapshot!("junit_xml", x);
+}
+
+#[test]
+fn junit_of_a_clean_run_has_only_passing_cases() {
+    let r = Results {
+        valid: Validity::Valid,
+        violations: vec![],
+        warnings: vec![],
+        checkers: vec![
+            checker("mutual-exclusion", Validity::Valid, 0, 0),
+            checker("liveness", Validity::Valid, 0, 0),
+        ],
+        stats: Stats::default(),
+        notes: vec![],
+    };
+    let x = junit_xml(&r, "t");
+    assert!(x.contains("tests=\"2\" failures=\"0\""), "{x}");
+    assert!(!x.contains("<failure"), "{x}");
+}
+
+#[test]
+fn fail_on_policies() {
+    let r = fixture();
+    let code = |s: &str| s.parse::<FailOn>().unwrap().exit_code(&r).code();
+    assert_eq!(FailOn::default().exit_code(&r).code(), 1);
+    assert_eq!(code("safety"), 1);
+    assert_eq!(code("liveness"), 1);
+    assert_eq!(code("warnings"), 1);
+    let mut safety_only = r.clone();
+    safety_only.violations.retain(|v| v.kind == ViolationKind::LockStuck);
+    let code2 = |s: &str| s.parse::<FailOn>().unwrap().exit_code(&safety_only).code();
+    assert_eq!(code2("safety"), 0, "liveness only is not a safety failure");
+    assert_eq!(code2("safety,liveness"), 1);
+    let mut clean = r.clone();
+    clean.violations.clear();
+    clean.valid = Validity::Valid;
+    assert_eq!(FailOn::default().exit_code(&clean).code(), 0);
+    assert_eq!(
+        "warnings".parse::<FailOn>().unwrap().exit_code(&clean).code(),
+        1
+    );
+    clean.valid = Validity::Unknown;
+    assert_eq!(
+        FailOn::default().exit_code(&clean).code(),
+        2,
+        "unknown never passes"
+    );
+    assert!("safety,bogus".parse::<FailOn>().is_err());
+}
+
+#[test]
+fn annotations_are_one_line_each() {
+    let r = fixture();
+    let lines = github_annotations(&r, &FailOn::default(), "runs/x/report.html");
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert!(lines[0].starts_with("::error title=lockpick double-grant::"));
+    assert!(lines[0].contains("%0A::error::forged"));
+    assert!(lines[1].starts_with("::error title=lockpick lock-stuck::"));
+    assert!(lines[2].starts_with("::warning title=lockpick unsafe-overlap::"));
+    for l in &lines {
+        assert!(!l.contains('\n'));
+    }
+}
+
+/// Writes a run directory: a history with a double grant, a pause, a store write and a lock
+/// name holding markup; results as given; a config with a seed above i64::MAX.
+fn run_dir(dir: &Path, results: &Results) {
+    let l = serde_json::to_string(&format!("{SCRIPT}\"'🔒")).unwrap();
+    let history = format!(
+        r#"{{"index":0,"time_ns":1000000,"process":0,"type":"invoke","f":"acquire","lock":{l},"value":{{"ttl_ms":1000}}}}
+{{"index":1,"time_ns":2000000,"process":0,"type":"ok","f":"acquire","lock":{l},"value":{{"token":1,"ttl_ms":1000}}}}
+{{"index":2,"time_ns":3000000,"process":1,"type":"invoke","f":"acquire","lock":{l},"value":{{"ttl_ms":1000}}}}
+{{"index":3,"time_ns":4000000,"process":1,"type":"ok","f":"acquire","lock":{l},"value":{{"token":2,"ttl_ms":1000}}}}
+{{"index":4,"time_ns":5000000,"process":0,"type":"invoke","f":"write","key":"k0","value":{{"token":1,"value":1}}}}
+{{"index":5,"time_ns":6000000,"process":0,"type":"ok","f":"write","key":"k0","value":{{"token":1,"value":1,"seq":1}}}}
+{{"index":6,"time_ns":7000000,"process":"nemesis","type":"info","f":"start-pause","value":{{"nodes":["n1"]}}}}
+{{"index":7,"time_ns":300000000,"process":"nemesis","type":"info","f":"stop-pause","value":{{"nodes":["n1"]}}}}
+{{"index":8,"time_ns":400000000,"process":0,"type":"invoke","f":"release","lock":{l},"value":{{"token":1}}}}
+{{"index":9,"time_ns":410000000,"process":0,"type":"ok","f":"release","lock":{l},"value":{{"token":1}}}}
+{{"index":10,"time_ns":1500000000,"process":1,"type":"invoke","f":"renew","lock":{l},"value":{{"token":2,"ttl_ms":1000}}}}
+{{"index":11,"time_ns":1510000000,"process":1,"type":"fail","f":"renew","lock":{l},"value":{{"error":"not-holder"}}}}
+"#
+    );
+    std::fs::write(dir.join("history.jsonl"), history).unwrap();
+    std::fs::write(
+        dir.join("results.json"),
+        serde_json::to_string_pretty(results).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("config.toml"),
+        "# Resolved configuration of this run.\n# Rerun: lockpick run --seed 18446744073709551615 --workload mutex\n\nname = \"fixture\"\nseed = 18446744073709551615\nworkload = \"mutex\"\nttl_ms = 1000\nnemesis = [\"pause\"]\n\n[target]\nkind = \"embedded\"\n",
+    )
+    .unwrap();
+}
+
+#[test]
+fn report_html_is_self_contained_and_escaped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = fixture();
+    run_dir(tmp.path(), &r);
+    let w = reports::write_run_reports(tmp.path()).unwrap();
+    let html = std::fs::read_to_string(&w.report).unwrap();
+    assert!(!html.contains(SCRIPT), "unescaped script tag");
+    assert_eq!(html.matches("<script").count(), 1, "only the report's own script");
+    assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;&quot;&#39;🔒"));
+    assert_eq!(html.matches("data-violation-card").count(), 2);
+    assert!(html.contains("lockpick run --seed 18446744073709551615 --workload mutex"));
+    assert!(html.contains("Content-Security-Policy"));
+    for external in ["http://", "https://", "src=\"", "url(http", "@import"] {
+        let hits: Vec<_> = html
+            .match_indices(external)
+            .filter(|(i, _)| !html[*i..].starts_with("http://www.w3.org/2000/svg"))
+            .collect();
+        assert!(hits.is_empty(), "external reference {external:?} in the report");
+    }
+    // The zoomed timeline shows both holders and their tokens.
+    assert!(html.contains(">token 1<") && html.contains(">token 2<"));
+    assert!(html.contains(">p0<") && html.contains(">p1<"));
+    // The pause shows as a band, the write as an accepted store op.
+    assert!(html.contains("pause n1"));
+    assert!(html.contains("write k0 by p0 with token 1, value 1: accepted as seq 1"));
+    // Regenerating gives the same bytes: the report depends on the files only.
+    let again = reports::render_report(tmp.path()).unwrap();
+    assert!(again.report_html == html, "the report differs when regenerated");
+    assert_eq!(
+        std::fs::read_to_string(&w.junit).unwrap(),
+        junit_xml(&r, "fixture")
+    );
+}
+
+#[test]
+fn report_without_history_or_config_still_renders() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("results.json"),
+        serde_json::to_string(&fixture()).unwrap(),
+    )
+    .unwrap();
+    let r = reports::render_report(tmp.path()).unwrap();
+    assert!(r.report_html.contains("No timeline"));
+    assert!(r.report_html.contains("parameters unknown"));
+    assert_eq!(r.report_html.matches("data-violation-card").count(), 2);
+    assert!(reports::render_report(&tmp.path().join("missing")).is_err());
+}
+
+#[test]
+fn index_lists_runs_newest_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path();
+    // A test name is free text, but a folder name cannot hold `/`.
+    let name = "t<b onmouseover=x>\"'🔒".to_string();
+    for stamp in ["20261130T010000.000Z", "20261130T020000.000Z"] {
+        let d = out.join(&name).join(stamp);
+        std::fs::create_dir_all(&d).unwrap();
+        run_dir(&d, &fixture());
+        reports::write_run_reports(&d).unwrap();
+    }
+    std::fs::create_dir_all(out.join("t2/20261130T030000.000Z")).unwrap();
+    let p = reports::write_index(out).unwrap();
+    let html = std::fs::read_to_string(p).unwrap();
+    assert!(!html.contains("<b onmouseover"));
+    let a = html.find("2026-11-30 03:00:00").unwrap();
+    let b = html.find("2026-11-30 02:00:00").unwrap();
+    let c = html.find("2026-11-30 01:00:00").unwrap();
+    assert!(a < b && b < c, "newest first");
+    assert!(html.contains("unreadable"), "a run without results is listed as such");
+    assert!(html.contains(
+        "t%3Cb%20onmouseover%3Dx%3E%22%27%F0%9F%94%92/20261130T020000.000Z/report.html"
+    ));
+    assert!(html.contains("embedded"));
+}
