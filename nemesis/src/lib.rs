@@ -27,7 +27,6 @@
 pub mod clock;
 mod error;
 mod local;
-pub mod netns;
 mod process;
 pub mod schedule;
 mod spawner;
