@@ -104,7 +104,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "3s", value_name = "DURATION")]
     pub nemesis_interval: String,
     /// Start your lock service from a shell command instead of the embedded lockd. Placeholders:
-    /// {host} {port} {data_dir} {id}. It must answer GET /v1/health once ready; `kill` restarts
+    /// {host} {port} {data_dir} {id} {peers}. It must answer GET /v1/health once ready; `kill` restarts
     /// the same command with the same data dir.
     #[arg(long, value_name = "TEMPLATE", conflicts_with = "url")]
     pub node_cmd: Option<String>,
@@ -112,7 +112,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "URL")]
     pub url: Option<String>,
     /// Run the embedded lockd in an unsafe mode, to watch the checkers catch it:
-    /// reuse-tokens, no-ttl, wall-clock, skip-token-check, racy.
+    /// reuse-tokens, no-ttl, wall-clock, skip-token-check, racy, split-brain (needs --nodes).
     #[arg(long = "unsafe", value_name = "MODE", conflicts_with_all = ["url", "node_cmd"])]
     pub unsafe_mode: Option<String>,
     /// Start your fenced store from a shell command (placeholders as --node-cmd).
