@@ -30,6 +30,11 @@ pub enum Command {
     Demo(RunArgs),
     /// Run a test: start or reach the lock service, drive it under faults, check the history.
     Run(RunArgs),
+    /// Tell, for each fault, whether this machine can run it, and what is missing if not.
+    Doctor,
+    /// Undo what a killed run left behind (network namespaces, links, rules), from the state
+    /// files of the run directories under PATH.
+    Cleanup(CleanupArgs),
     /// Check a history file or a run directory offline and print the verdict.
     Check(CheckArgs),
     /// Regenerate a run directory's report.html, junit.xml and summary.txt from its files.
@@ -75,9 +80,10 @@ pub struct RunArgs {
     /// Seed for the workload and the fault schedule (default: drawn at random and recorded).
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
-    /// Faults, comma-separated: pause, kill, client-pause, clock; `none` for a run without
-    /// faults. Default: every fault the target and this machine allow (client-pause only with
-    /// --url; clock only where libfaketime is installed).
+    /// Faults, comma-separated: pause, kill, client-pause, clock, partition, netem; `none` for a
+    /// run without faults. Default: every fault the target and this machine allow (client-pause only with
+    /// --url; clock only where libfaketime is installed; partition and netem only with
+    /// --runtime netns).
     #[arg(long, value_name = "LIST")]
     pub nemesis: Option<String>,
     /// Clock faults to draw from: bump-forward, bump-back, strobe, fast, slow (default: all).
@@ -100,6 +106,15 @@ pub struct RunArgs {
     /// Which nodes a pause, kill or clock fault hits: one, minority, majority, all, primary.
     #[arg(long, default_value = "one", value_name = "TARGET")]
     pub nemesis_targets: String,
+    /// Where nodes run: `local` (processes on loopback) or `netns` (each node in its own
+    /// network namespace on a private bridge; needs root). Default: netns when the run asks
+    /// for partition or netem faults, else local.
+    #[arg(long, value_name = "local|netns")]
+    pub runtime: Option<String>,
+    /// Partition topologies to draw from: isolate, halves, majorities-ring, bridge, clients
+    /// (default: all that cut something with this many nodes).
+    #[arg(long, value_name = "LIST")]
+    pub partition_topologies: Option<String>,
     /// Quiet time between faults (jittered ±50%).
     #[arg(long, default_value = "3s", value_name = "DURATION")]
     pub nemesis_interval: String,
@@ -182,6 +197,13 @@ pub struct ReportArgs {
     /// instead of 0, printing GitHub annotations when GITHUB_ACTIONS=true.
     #[arg(long, value_name = "LIST", value_parser = crate::report_cmd::parse_fail_on)]
     pub fail_on: Option<reports::FailOn>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CleanupArgs {
+    /// A run directory, a state.json, or a folder of runs (searched two levels deep).
+    #[arg(default_value = "runs")]
+    pub path: PathBuf,
 }
 
 #[derive(Debug, Clone, Args)]

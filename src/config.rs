@@ -4,7 +4,9 @@
 use crate::cli::RunArgs;
 use anyhow::{bail, Context, Result};
 use nemesis::clock::ClockScope;
-use nemesis::schedule::{parse_clock_modes, parse_fault_list, ClockMode, FaultKind};
+use nemesis::schedule::{
+    parse_clock_modes, parse_fault_list, parse_topologies, ClockMode, FaultKind, Topology,
+};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -66,6 +68,9 @@ pub struct RunConfig {
     pub op_timeout_ms: u64,
     pub nodes: usize,
     pub nemesis_targets: String,
+    pub runtime: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub partition_topologies: Vec<String>,
     pub nemesis: Vec<String>,
     pub nemesis_interval_ms: u64,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -88,6 +93,8 @@ pub struct RunConfig {
     pub faults: Vec<FaultKind>,
     #[serde(skip)]
     pub clock_modes: Vec<ClockMode>,
+    #[serde(skip)]
+    pub topologies: Vec<Topology>,
     #[serde(skip)]
     pub workload_kind: Option<WorkloadKind>,
 }
@@ -177,6 +184,10 @@ impl RunConfig {
                 .into_iter()
                 .filter(|f| target.is_started_by_us() || !f.is_server_side())
                 .filter(|f| *f != FaultKind::Clock || nemesis::clock::find_libfaketime().is_some())
+                // Network faults only where the user chose the namespace runtime: it needs root
+                // and changes how nodes are reached, which a default should not spring on anyone.
+                .filter(|f| !f.needs_netns() || a.runtime.as_deref() == Some("netns"))
+                .filter(|f| *f != FaultKind::Netem || netem_available())
                 .collect(),
         };
         let clock_modes = match &a.clock_faults {
@@ -214,6 +225,61 @@ impl RunConfig {
         a.nemesis_targets
             .parse::<nemesis::schedule::Targets>()
             .map_err(|e| anyhow::anyhow!("--nemesis-targets: {e}"))?;
+        let wants_netns = faults.iter().any(|f| f.needs_netns());
+        let runtime = match a.runtime.as_deref() {
+            Some("local") if wants_netns => bail!(
+                "--runtime local: partition and netem faults need --runtime netns (each node in \
+                 its own network namespace)"
+            ),
+            Some("local") => "local",
+            Some("netns") => "netns",
+            Some(other) => bail!("--runtime {other:?}: expected local or netns"),
+            None if wants_netns => "netns",
+            None => "local",
+        };
+        if runtime == "netns" {
+            if !target.is_started_by_us() {
+                bail!("--runtime netns: a --url target is not started by lockpick, so it cannot be put in a namespace");
+            }
+            // Refused up front, before any traffic, with what is missing.
+            let missing: Vec<String> = nemesis::netns::capabilities()
+                .into_iter()
+                .filter(|c| !c.ok && c.name != "netem")
+                .map(|c| match c.package {
+                    Some(p) => format!("{}: {} (apt-get install {p})", c.name, c.why),
+                    None => format!("{}: {}", c.name, c.why),
+                })
+                .collect();
+            if !missing.is_empty() {
+                bail!("--runtime netns cannot run here: {}", missing.join("; "));
+            }
+            if faults.contains(&FaultKind::Netem) {
+                if let Some(c) = nemesis::netns::capabilities()
+                    .into_iter()
+                    .find(|c| c.name == "netem" && !c.ok)
+                {
+                    bail!("--nemesis netem cannot run here: {}", c.why);
+                }
+            }
+        }
+        let topologies = match &a.partition_topologies {
+            Some(list) => {
+                let t = parse_topologies(list)
+                    .map_err(|e| anyhow::anyhow!("--partition-topologies: {e}"))?;
+                if let Some(bad) = t.iter().find(|t| t.nodes_min() > a.nodes) {
+                    bail!(
+                        "--partition-topologies {bad}: cuts nothing with {} node(s) (needs {})",
+                        a.nodes,
+                        bad.nodes_min()
+                    );
+                }
+                t
+            }
+            None => Topology::ALL
+                .into_iter()
+                .filter(|t| t.nodes_min() <= a.nodes)
+                .collect(),
+        };
         let seed = a.seed.unwrap_or_else(rand::random);
         let name = match &a.name {
             Some(n) => {
@@ -260,6 +326,8 @@ impl RunConfig {
             nemesis_interval_ms,
             nodes: a.nodes,
             nemesis_targets: a.nemesis_targets.clone(),
+            runtime: runtime.to_string(),
+            partition_topologies: topologies.iter().map(|t| t.to_string()).collect(),
             clock_faults: clock_modes.iter().map(|m| m.to_string()).collect(),
             clock_scope: clock_scope.to_string(),
             clock_bump_ms,
@@ -274,6 +342,7 @@ impl RunConfig {
             out: a.out.clone(),
             faults,
             clock_modes,
+            topologies,
             workload_kind: Some(kind),
         })
     }
@@ -317,6 +386,13 @@ impl RunConfig {
             c.push(format!("--nodes {}", self.nodes));
             c.push(format!("--nemesis-targets {}", self.nemesis_targets));
         }
+        c.push(format!("--runtime {}", self.runtime));
+        if self.faults.contains(&FaultKind::Partition) {
+            c.push(format!(
+                "--partition-topologies {}",
+                self.partition_topologies.join(",")
+            ));
+        }
         if self.faults.contains(&FaultKind::Clock) {
             if !self.clock_faults.is_empty() {
                 c.push(format!("--clock-faults {}", self.clock_faults.join(",")));
@@ -351,6 +427,12 @@ impl RunConfig {
         c.push(format!("--name {}", shell_quote(&self.name)));
         c.join(" ")
     }
+}
+
+fn netem_available() -> bool {
+    nemesis::netns::capabilities()
+        .iter()
+        .any(|c| c.name == "netem" && c.ok)
 }
 
 fn shell_quote(s: &str) -> String {

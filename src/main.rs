@@ -3,6 +3,7 @@
 
 mod cli;
 mod config;
+mod doctor;
 mod logging;
 mod report_cmd;
 mod runner;
@@ -70,6 +71,8 @@ fn dispatch(cmd: Command) -> Result<ExitCode> {
         Command::Demo(a) => run(a, true),
         Command::Run(a) => run(a, false),
         Command::Check(a) => check(a),
+        Command::Doctor => Ok(doctor::run()),
+        Command::Cleanup(a) => doctor::cleanup(&a.path),
         Command::Report(a) => report_cmd::report(a),
         Command::Synth(a) => synth_cmd::synth(a),
         Command::Lockd(a) => lockd(a),

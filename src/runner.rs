@@ -7,13 +7,16 @@ use anyhow::{anyhow, bail, Context, Result};
 use history::layout;
 use history::{HistoryWriter, OpValue, Recorder, Results};
 use nemesis::clock::NodeClock;
-use nemesis::schedule::{plan, ClockMode, FaultKind, PlannedFault, ScheduleConfig, Targets};
+use nemesis::netns::{topology, NetemSpec, NetnsCluster};
+use nemesis::schedule::{
+    plan, ClockMode, FaultKind, PlannedFault, ScheduleConfig, Targets, Topology,
+};
 use nemesis::{LocalNode, NodeCommand, Placeholders};
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::json;
 use std::fs;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -78,9 +81,10 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
                 argv,
                 &run_dir,
                 startup,
-                port,
+                (&LOOPBACK.to_string(), port),
                 String::new(),
                 Vec::new(),
+                Placement::Loopback,
             )
             .await?;
             let url = node.base_url();
@@ -137,6 +141,7 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
         duration_ms: cfg.duration_ms,
         ttl_ms: cfg.ttl_ms,
         clock_modes: cfg.clock_modes.clone(),
+        topologies: cfg.topologies.clone(),
     });
     tracing::info!(faults = schedule.len(), "fault schedule planned");
     let LockNodes {
@@ -144,6 +149,7 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
         ids,
         mut clocks,
         primary,
+        netns,
         ..
     } = lock;
     for (clock, node) in clocks.iter_mut().zip(&lock_nodes) {
@@ -162,6 +168,7 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
         primary,
         targets,
         rng: ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x7461_7267_6574_7321),
+        netns: netns.clone(),
         pauses: pauses.clone(),
         recorder: recorder.clone(),
         stop: stop_rx.clone(),
@@ -222,6 +229,14 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
     status.finish();
     drop(lock_nodes);
     drop(store_node);
+    // Nodes first: a process still running inside a namespace keeps it alive after deletion.
+    if let Some(cluster) = netns {
+        match Arc::try_unwrap(cluster) {
+            Ok(mut c) => tokio::task::block_in_place(|| c.teardown())
+                .context("cannot remove the run's network namespaces")?,
+            Err(_) => bail!("the network namespaces are still in use at the end of the run"),
+        }
+    }
     tracing::info!(events, "clients done; checking");
 
     let results = check_file(&history_path, &checkers_config(&cfg))?;
@@ -328,6 +343,20 @@ pub fn write_results(run_dir: &Path, results: &Results) -> Result<()> {
     Ok(())
 }
 
+/// The port every node listens on inside its own namespace.
+const NETNS_PORT: u16 = 7000;
+
+/// Where a node runs.
+enum Placement {
+    Loopback,
+    Netns {
+        cluster: Arc<NetnsCluster>,
+        index: usize,
+        /// The loopback address that reaches the node.
+        proxy: SocketAddr,
+    },
+}
+
 /// The lock service's nodes as the runner drives them.
 #[derive(Default)]
 struct LockNodes {
@@ -340,6 +369,8 @@ struct LockNodes {
     clocks: Vec<Option<NodeClock>>,
     /// Position of the node that holds the lock state (the smallest address).
     primary: usize,
+    /// The namespaces, links and rules of a `--runtime netns` run.
+    netns: Option<Arc<NetnsCluster>>,
 }
 
 /// Starts `cfg.nodes` lock-service nodes on loopback. Every port is picked first, so each node
@@ -353,16 +384,36 @@ async fn start_lock_nodes(
 ) -> Result<LockNodes> {
     let n = cfg.nodes;
     let ids: Vec<String> = (1..=n).map(|i| format!("n{i}")).collect();
-    let ports = (0..n)
-        .map(|_| nemesis::free_port(LOOPBACK))
-        .collect::<Result<Vec<_>, _>>()?;
-    let addrs: Vec<String> = ports.iter().map(|p| format!("{LOOPBACK}:{p}")).collect();
+    let netns = if cfg.runtime == "netns" {
+        let state = run_dir.join(layout::STATE_FILE);
+        let cluster = tokio::task::block_in_place(|| NetnsCluster::create("run", n, &state))
+            .context("cannot set up the network namespaces")?;
+        tracing::info!(prefix = cluster.prefix(), "network namespaces up");
+        Some(Arc::new(cluster))
+    } else {
+        None
+    };
+    // In namespaces every node has its own port space: one well-known port serves all.
+    let (hosts, ports): (Vec<String>, Vec<u16>) = match &netns {
+        Some(c) => (0..n)
+            .map(|i| (c.node_ip(i).to_string(), NETNS_PORT))
+            .unzip(),
+        None => (0..n)
+            .map(|_| Ok((LOOPBACK.to_string(), nemesis::free_port(LOOPBACK)?)))
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .unzip(),
+    };
+    let addrs: Vec<String> = (0..n)
+        .map(|i| format!("{}:{}", hosts[i], ports[i]))
+        .collect();
     let primary = lockd::primary_of(addrs.iter().map(String::as_str))
         .and_then(|p| addrs.iter().position(|a| a == p))
         .unwrap_or(0);
     let mut out = LockNodes {
         ids: ids.clone(),
         primary,
+        netns: netns.clone(),
         ..LockNodes::default()
     };
     for i in 0..n {
@@ -396,15 +447,27 @@ async fn start_lock_nodes(
         } else {
             (None, Vec::new())
         };
+        let placement = match &netns {
+            Some(c) => {
+                let proxy = c.proxy(i, ports[i]).await?;
+                Placement::Netns {
+                    cluster: c.clone(),
+                    index: i,
+                    proxy,
+                }
+            }
+            None => Placement::Loopback,
+        };
         let node = start_node(
             &ids[i],
             target,
             argv,
             run_dir,
             startup,
-            ports[i],
+            (&hosts[i], ports[i]),
             peers.join(","),
             env,
+            placement,
         )
         .await?;
         out.urls.push(node.base_url());
@@ -421,16 +484,17 @@ async fn start_node(
     embedded_argv: Vec<String>,
     run_dir: &Path,
     startup: Duration,
-    port: u16,
+    (host, port): (&str, u16),
     peers: String,
     env: Vec<(String, String)>,
+    placement: Placement,
 ) -> Result<LocalNode> {
     let node_dir = layout::node_dir(run_dir, id);
     fs::create_dir_all(node_dir.join("data"))
         .with_context(|| format!("cannot create {}", node_dir.display()))?;
     let ph = Placeholders {
         id: id.to_string(),
-        host: LOOPBACK.to_string(),
+        host: host.to_string(),
         port,
         data_dir: node_dir.join("data"),
         peers,
@@ -445,7 +509,16 @@ async fn start_node(
         Target::Command { template } => NodeCommand::Shell(nemesis::substitute(template, &ph)?),
         Target::Url { .. } => unreachable!("a URL target has no node to start"),
     };
-    let mut node = LocalNode::new(id, command, LOOPBACK, port, node_dir).with_env(env);
+    // A node in a namespace is reached (health checks, clients) through its loopback proxy.
+    let (command, reach) = match placement {
+        Placement::Loopback => (command, SocketAddr::new(LOOPBACK, port)),
+        Placement::Netns {
+            cluster,
+            index,
+            proxy,
+        } => (cluster.wrap(index, command), proxy),
+    };
+    let mut node = LocalNode::new(id, command, reach.ip(), reach.port(), node_dir).with_env(env);
     node.start(startup).await?;
     tracing::info!(node = id, url = %node.base_url(), pid = ?node.pid(), "node up");
     Ok(node)
@@ -453,6 +526,7 @@ async fn start_node(
 
 struct Nemesis<W: std::io::Write + Send> {
     schedule: Vec<PlannedFault>,
+    netns: Option<Arc<NetnsCluster>>,
     /// The lock service's nodes (empty for a `--url` target).
     nodes: Vec<Arc<tokio::sync::Mutex<LocalNode>>>,
     ids: Vec<String>,
@@ -550,6 +624,63 @@ async fn run_nemesis<W: std::io::Write + Send>(mut n: Nemesis<W>) -> Result<()> 
                 n.pauses.request(length, Instant::now() + n.interval);
                 set_active(&n.active, Some("client-pause".into()));
                 sleep_or_stop(Instant::now() + length.min(n.interval), &mut n.stop).await;
+            }
+            FaultKind::Partition => {
+                let cluster = n.netns.clone().context("partitions need --runtime netns")?;
+                let topology = fault.topology.unwrap_or(Topology::Isolate);
+                let count = n.nodes.len();
+                let (cut, cut_clients): (Vec<(usize, usize)>, Vec<usize>) = match topology {
+                    Topology::Isolate => (
+                        topology::isolate(count, n.rng.random_range(0..count)),
+                        vec![],
+                    ),
+                    Topology::Halves => (topology::halves(count, &mut n.rng), vec![]),
+                    Topology::MajoritiesRing => (topology::majorities_ring(count), vec![]),
+                    Topology::Bridge => (topology::bridge(count), vec![]),
+                    Topology::Clients => (vec![], picked.clone()),
+                };
+                let links: Vec<[&str; 2]> = cut
+                    .iter()
+                    .map(|&(a, b)| [n.ids[a].as_str(), n.ids[b].as_str()])
+                    .collect();
+                let cut_from_clients: Vec<&str> =
+                    cut_clients.iter().map(|&i| n.ids[i].as_str()).collect();
+                let v = OpValue::default()
+                    .with_extra("topology", json!(topology.as_str()))
+                    .with_extra("cut", json!(links))
+                    .with_extra("clients_cut_from", json!(cut_from_clients))
+                    .with_extra("length_ms", json!(fault.length_ms));
+                n.recorder.nemesis("start-partition", v.clone())?;
+                tokio::task::block_in_place(|| {
+                    cluster.partition(&cut)?;
+                    cluster.cut_clients(&cut_clients)
+                })?;
+                set_active(&n.active, Some(format!("partition {topology}")));
+                sleep_or_stop(Instant::now() + length, &mut n.stop).await;
+                tokio::task::block_in_place(|| cluster.heal())?;
+                n.recorder.nemesis("stop-partition", v)?;
+            }
+            FaultKind::Netem => {
+                let cluster = n.netns.clone().context("netem needs --runtime netns")?;
+                let spec = NetemSpec {
+                    delay_ms: 50,
+                    jitter_ms: 20,
+                    loss_pct: 5.0,
+                    duplicate_pct: 1.0,
+                    reorder_pct: 5.0,
+                };
+                let v = value().with_extra(
+                    "netem",
+                    json!({"delay_ms": spec.delay_ms, "jitter_ms": spec.jitter_ms,
+                           "loss_pct": spec.loss_pct, "duplicate_pct": spec.duplicate_pct,
+                           "reorder_pct": spec.reorder_pct}),
+                );
+                n.recorder.nemesis("start-netem", v.clone())?;
+                tokio::task::block_in_place(|| cluster.netem(&picked, &spec))?;
+                set_active(&n.active, Some(label));
+                sleep_or_stop(Instant::now() + length, &mut n.stop).await;
+                tokio::task::block_in_place(|| cluster.clear_netem(&picked))?;
+                n.recorder.nemesis("stop-netem", v)?;
             }
             FaultKind::Clock => {
                 let mode = fault.clock.unwrap_or(ClockMode::BumpForward);

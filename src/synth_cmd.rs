@@ -67,13 +67,37 @@ pub fn synth(a: SynthArgs) -> Result<ExitCode> {
         let mut ops = correct_history(a.seed, &params);
         for (i, k) in kinds.iter().enumerate() {
             let seed = a.seed ^ (0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i as u64 + 1));
-            match inject(&mut ops, *k, seed) {
-                Some(w) => eprintln!("injected {}: witness ops {w:?}", k.as_str()),
-                None => bail!(
+            let Some(witness) = inject(&mut ops, *k, seed) else {
+                bail!(
                     "--inject {}: this history offers no place for it (try more events)",
                     k.as_str()
-                ),
+                );
+            };
+            // Tag the witness in the file (unknown fields are kept and ignored): later
+            // injections may insert ops and renumber, so indices are read back at the end.
+            for w in witness {
+                let op = &mut ops[w as usize];
+                let tags = op
+                    .extra
+                    .entry("witness_of")
+                    .or_insert_with(|| serde_json::Value::Array(Vec::new()));
+                if let serde_json::Value::Array(v) = tags {
+                    v.push(k.as_str().into());
+                }
             }
+        }
+        for k in &kinds {
+            let at: Vec<u64> = ops
+                .iter()
+                .filter(|o| {
+                    o.extra
+                        .get("witness_of")
+                        .and_then(|v| v.as_array())
+                        .is_some_and(|v| v.iter().any(|t| t == k.as_str()))
+                })
+                .map(|o| o.index)
+                .collect();
+            eprintln!("injected {}: witness ops {at:?}", k.as_str());
         }
         events = ops.len() as u64;
         write(&ops, &mut out).context("cannot write the history")?;

@@ -48,6 +48,7 @@ fn correct_run_is_valid(seed: &str) {
         duration_ms: 10_000,
         ttl_ms: 1000,
         clock_modes: vec![],
+        topologies: vec![],
     });
     let history = std::fs::read_to_string(r.run_dir().join("history.jsonl")).unwrap();
     let count = |f: &str| history.matches(&format!("\"f\":\"{f}\"")).count();

@@ -123,7 +123,9 @@ pub fn liveness_stats(m: &Model) -> BTreeMap<String, Value> {
     );
 
     unavailable.sort_unstable();
-    let mut by_lock: BTreeMap<&str, (u64, Vec<(u64, u64, u64)>)> = BTreeMap::new();
+    // lock -> (total ns, windows as (start, end, ops))
+    type Windows = (u64, Vec<(u64, u64, u64)>);
+    let mut by_lock: BTreeMap<&str, Windows> = BTreeMap::new();
     let mut k = 0;
     // Bounded by `unavailable.len()`: each pass consumes at least one op.
     while k < unavailable.len() {

@@ -151,6 +151,8 @@ fn ok_writes(h: &History) -> Vec<(usize, usize)> {
 }
 
 const MARK: &str = "injected";
+/// Marks the ops being inserted by the current injection.
+const INSERTING: &str = "injecting";
 /// Marks an existing op of the witness while ops are inserted.
 const WITNESS: &str = "witness";
 
@@ -158,17 +160,22 @@ const WITNESS: &str = "witness";
 /// every index; returns the new indices of the marked ops.
 fn insert(ops: &mut Vec<Op>, new: Vec<Op>) -> Vec<u64> {
     for mut op in new {
-        op.extra.insert(MARK.to_string(), json!(true));
+        op.extra.insert(INSERTING.to_string(), json!(true));
         let at = ops.partition_point(|o| o.time_ns <= op.time_ns);
         ops.insert(at, op);
     }
+    let mut out = Vec::new();
     for (i, o) in ops.iter_mut().enumerate() {
         o.index = i as u64;
+        // Ops inserted by an earlier injection keep only `MARK`: they are not this one's.
+        if o.extra.remove(INSERTING).is_some() {
+            o.extra.insert(MARK.to_string(), json!(true));
+            if o.kind != OpType::Invoke {
+                out.push(o.index);
+            }
+        }
     }
-    ops.iter()
-        .filter(|o| o.extra.contains_key(MARK) && o.kind != OpType::Invoke)
-        .map(|o| o.index)
-        .collect()
+    out
 }
 
 fn fresh_process(ops: &[Op]) -> u64 {
@@ -252,6 +259,7 @@ fn grant_inside_hold(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>
         })
         .collect();
     let (g, start, end) = pick(rng, &holds)?;
+    let token = make_room(ops, &g.lock, g.token);
     let q = fresh_process(ops);
     let t = start + (end - start) / 4;
     let ttl = g.ttl_ms;
@@ -270,9 +278,7 @@ fn grant_inside_hold(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>
             OpType::Ok,
             F::Acquire,
             &g.lock,
-            OpValue::default()
-                .with_token(1_000_000_000)
-                .with_ttl_ms(ttl),
+            OpValue::default().with_token(token).with_ttl_ms(ttl),
         ),
     ];
     insert(ops, new).into_iter().next().map(|i| vec![i])
@@ -409,13 +415,30 @@ fn grant_on_dead_lease(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u6
     Some(vec![ops[g.complete].index])
 }
 
+/// Frees token `after + 1` on `lock` by raising every larger token of that lock, and of the
+/// register it guards (the generator's lock `L<i>` guards `k<i>`), by one: an order-preserving
+/// renumbering, so the history stays correct and an injected grant can take `after + 1`
+/// without a cascade of further violations against every later grant.
+fn make_room(ops: &mut [Op], lock: &str, after: u64) -> u64 {
+    let key = lock.strip_prefix('L').map(|i| format!("k{i}"));
+    for o in ops.iter_mut() {
+        let mine = o.lock.as_deref() == Some(lock)
+            || (o.key.is_some() && o.key.as_deref() == key.as_deref());
+        if let (true, Some(t)) = (mine, o.value.token) {
+            if t > after {
+                o.value.token = Some(t + 1);
+            }
+        }
+    }
+    after + 1
+}
+
 /// A fresh process's grant completes inside another grant B's acquire window, with a lease
 /// too short to give it a definite hold, and before B's grant can have ended (B's release or
 /// lease bound): exclusivity forces it before B, yet it carries a higher token than B.
 fn regress_token_inferred(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
     let h = History::new(ops.clone()).unwrap();
     let gs = grants(&h);
-    let max_token = gs.iter().map(|g| g.token).max()?;
     // B's window must leave room for the injected acquire, and B's hold must be sure past it.
     let windows: Vec<G> = gs
         .iter()
@@ -423,6 +446,7 @@ fn regress_token_inferred(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec
         .cloned()
         .collect();
     let b = pick(rng, &windows)?;
+    let token = make_room(ops, &b.lock, b.token);
     let q = fresh_process(ops);
     let t = ops[b.invoke].time_ns + 1;
     let new = vec![
@@ -440,9 +464,7 @@ fn regress_token_inferred(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec
             OpType::Ok,
             F::Acquire,
             &b.lock,
-            OpValue::default()
-                .with_token(max_token + 1_000_000)
-                .with_ttl_ms(1),
+            OpValue::default().with_token(token).with_ttl_ms(1),
         ),
     ];
     let b_index_marker = b.complete;

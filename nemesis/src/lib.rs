@@ -27,6 +27,7 @@
 pub mod clock;
 mod error;
 mod local;
+pub mod netns;
 mod process;
 pub mod schedule;
 mod spawner;

@@ -17,6 +17,85 @@ pub enum FaultKind {
     ClientPause,
     /// Skew the lock service's clock through libfaketime (see [`ClockMode`]).
     Clock,
+    /// Cut the network between nodes (or between clients and nodes) with iptables inside the
+    /// nodes' namespaces (see [`Topology`]).
+    Partition,
+    /// Delay, lose, duplicate or reorder packets with tc netem inside the nodes' namespaces.
+    Netem,
+}
+
+/// Which links a partition cuts, after Jepsen's partition nemeses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Topology {
+    /// One node from all the others.
+    Isolate,
+    /// Two random halves.
+    Halves,
+    /// Every node sees a majority, but no two nodes the same one.
+    MajoritiesRing,
+    /// Two halves joined through one node that sees both.
+    Bridge,
+    /// The harness's clients from some nodes; the nodes still see each other.
+    Clients,
+}
+
+impl Topology {
+    pub const ALL: [Topology; 5] = [
+        Topology::Isolate,
+        Topology::Halves,
+        Topology::MajoritiesRing,
+        Topology::Bridge,
+        Topology::Clients,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Topology::Isolate => "isolate",
+            Topology::Halves => "halves",
+            Topology::MajoritiesRing => "majorities-ring",
+            Topology::Bridge => "bridge",
+            Topology::Clients => "clients",
+        }
+    }
+    /// The fewest nodes for which the topology cuts anything.
+    pub fn nodes_min(self) -> usize {
+        match self {
+            Topology::Isolate | Topology::Halves => 2,
+            Topology::MajoritiesRing | Topology::Bridge => 3,
+            Topology::Clients => 1,
+        }
+    }
+}
+
+impl fmt::Display for Topology {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Topology {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Topology::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown partition topology {s:?} (expected isolate, halves, majorities-ring, bridge, clients)"
+                )
+            })
+    }
+}
+
+/// Parses `--partition-topologies`.
+pub fn parse_topologies(s: &str) -> Result<Vec<Topology>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        let t: Topology = part.trim().parse()?;
+        if !out.contains(&t) {
+            out.push(t);
+        }
+    }
+    Ok(out)
 }
 
 /// What a clock fault does to the node's clock.
@@ -106,7 +185,10 @@ impl Targets {
     /// Picks the node positions (0-based, sorted) for one fault among `n` nodes; `primary` is
     /// the primary's position. Seeded by the caller's rng, so a schedule replays exactly.
     pub fn pick(self, n: usize, primary: usize, rng: &mut impl Rng) -> Vec<usize> {
-        assert!(n > 0 && primary < n, "targets among {n} nodes, primary {primary}");
+        assert!(
+            n > 0 && primary < n,
+            "targets among {n} nodes, primary {primary}"
+        );
         let count = match self {
             Targets::One => 1,
             Targets::Minority => ((n - 1) / 2).max(1),
@@ -136,11 +218,13 @@ pub fn parse_clock_modes(s: &str) -> Result<Vec<ClockMode>, String> {
 
 impl FaultKind {
     /// The faults of the local runtime, in the order `--nemesis` documents them.
-    pub const ALL: [FaultKind; 4] = [
+    pub const ALL: [FaultKind; 6] = [
         FaultKind::Pause,
         FaultKind::Kill,
         FaultKind::ClientPause,
         FaultKind::Clock,
+        FaultKind::Partition,
+        FaultKind::Netem,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -149,12 +233,26 @@ impl FaultKind {
             FaultKind::Kill => "kill",
             FaultKind::ClientPause => "client-pause",
             FaultKind::Clock => "clock",
+            FaultKind::Partition => "partition",
+            FaultKind::Netem => "netem",
         }
     }
 
     /// Whether the fault acts on the service's processes (impossible against a bare URL).
     pub fn is_server_side(self) -> bool {
-        matches!(self, FaultKind::Pause | FaultKind::Kill | FaultKind::Clock)
+        matches!(
+            self,
+            FaultKind::Pause
+                | FaultKind::Kill
+                | FaultKind::Clock
+                | FaultKind::Partition
+                | FaultKind::Netem
+        )
+    }
+
+    /// Whether the fault needs the nodes in network namespaces.
+    pub fn needs_netns(self) -> bool {
+        matches!(self, FaultKind::Partition | FaultKind::Netem)
     }
 }
 
@@ -171,7 +269,7 @@ impl FromStr for FaultKind {
             .into_iter()
             .find(|k| k.as_str() == s)
             .ok_or_else(|| {
-                format!("unknown fault {s:?} (expected pause, kill, client-pause, clock, or none)")
+                format!("unknown fault {s:?} (expected pause, kill, client-pause, clock, partition, netem, or none)")
             })
     }
 }
@@ -208,6 +306,8 @@ pub struct ScheduleConfig {
     pub ttl_ms: u64,
     /// The clock faults to draw from (empty: every mode).
     pub clock_modes: Vec<ClockMode>,
+    /// The partition topologies to draw from (empty: every one).
+    pub topologies: Vec<Topology>,
 }
 
 /// One planned fault.
@@ -220,6 +320,8 @@ pub struct PlannedFault {
     pub length_ms: u64,
     /// For a clock fault, what it does to the clock.
     pub clock: Option<ClockMode>,
+    /// For a partition, which links it cuts.
+    pub topology: Option<Topology>,
 }
 
 /// A bound on the plan's size, whatever the flags: a schedule is for humans to read, too.
@@ -255,7 +357,17 @@ pub fn plan(cfg: &ScheduleConfig) -> Vec<PlannedFault> {
             FaultKind::ClientPause => rng.random_range(ttl * 3 / 2..=ttl * 5 / 2),
             // Long enough for several leases to be judged on the skewed clock.
             FaultKind::Clock => rng.random_range(ttl * 2..=ttl * 4),
+            // Straddle the lease, like a pause: a cut shorter than a lease tests little.
+            FaultKind::Partition | FaultKind::Netem => rng.random_range(ttl..=ttl * 3),
         };
+        let topology = (kind == FaultKind::Partition).then(|| {
+            let all: &[Topology] = if cfg.topologies.is_empty() {
+                &Topology::ALL
+            } else {
+                &cfg.topologies
+            };
+            all[rng.random_range(0..all.len())]
+        });
         let clock = (kind == FaultKind::Clock).then(|| {
             let modes: &[ClockMode] = if cfg.clock_modes.is_empty() {
                 &ClockMode::ALL
@@ -269,6 +381,7 @@ pub fn plan(cfg: &ScheduleConfig) -> Vec<PlannedFault> {
             kind,
             length_ms,
             clock,
+            topology,
         });
         // A correct service refuses grants after a restart until every lease it may have
         // granted has lapsed (up to about 2 ttl with rounding); a kill inside that window would
@@ -295,6 +408,7 @@ mod tests {
             duration_ms: 30_000,
             ttl_ms: 2000,
             clock_modes: vec![],
+            topologies: vec![],
         }
     }
 
@@ -328,7 +442,7 @@ mod tests {
     fn every_chosen_fault_appears_once_per_round() {
         for seed in 0..50 {
             let p = plan(&cfg(seed));
-            for round in p.chunks(4).filter(|r| r.len() == 4) {
+            for round in p.chunks(6).filter(|r| r.len() == 6) {
                 let mut kinds: Vec<_> = round.iter().map(|f| f.kind).collect();
                 kinds.sort();
                 assert_eq!(kinds, FaultKind::ALL.to_vec(), "seed {seed}");
@@ -341,9 +455,15 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         for n in 1..=7 {
             assert_eq!(Targets::One.pick(n, 0, &mut rng).len(), 1);
-            assert_eq!(Targets::All.pick(n, 0, &mut rng), (0..n).collect::<Vec<_>>());
+            assert_eq!(
+                Targets::All.pick(n, 0, &mut rng),
+                (0..n).collect::<Vec<_>>()
+            );
             let min = Targets::Minority.pick(n, 0, &mut rng);
-            assert!(!min.is_empty() && (n == 1 || min.len() * 2 < n + 1), "{n}: {min:?}");
+            assert!(
+                !min.is_empty() && (n == 1 || min.len() * 2 < n + 1),
+                "{n}: {min:?}"
+            );
             assert!(Targets::Majority.pick(n, 0, &mut rng).len() * 2 > n);
             assert_eq!(Targets::Primary.pick(n, n - 1, &mut rng), vec![n - 1]);
         }

@@ -18,9 +18,7 @@ pub fn html(s: &str) -> String {
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
             '\t' | '\n' | '\r' => out.push(c),
-            c if (c as u32) < 0x20 || c == '\u{7f}' || is_bidi_control(c) => {
-                out.push('\u{fffd}')
-            }
+            c if (c as u32) < 0x20 || c == '\u{7f}' || is_bidi_control(c) => out.push('\u{fffd}'),
             c => out.push(c),
         }
     }

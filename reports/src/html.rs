@@ -5,7 +5,7 @@
 
 use crate::escape::{base64, html as esc, secs, sha256};
 use crate::gate::checker_of;
-use crate::model::{Hold, Model};
+use crate::model::{Bucket, Hold, Model};
 use crate::svg::{axis, fault_color, fill_for, Scale};
 use crate::RunConfigView;
 use history::{KindClass, Outcome, Results, Validity, Violation, ViolationKind};
@@ -131,9 +131,9 @@ pub fn render(inp: &Input) -> String {
         }
         s.push_str("</ul>");
     }
-    let _ = write!(
+    let _ = writeln!(
         s,
-        "</main><div id=\"tip\" hidden></div><script>{SCRIPT}</script></body></html>\n"
+        "</main><div id=\"tip\" hidden></div><script>{SCRIPT}</script></body></html>"
     );
     s
 }
@@ -384,15 +384,26 @@ const GUTTER: f64 = 70.0;
 const ROW_H: f64 = 34.0;
 const AXIS_H: f64 = 34.0;
 
+/// Past this many faults in view, bands would cover the whole chart: faults are drawn as a
+/// strip of per-column coverage along the top instead.
+const FAULT_BANDS_MAX: usize = 150;
+/// Columns of that strip.
+const FAULT_STRIP_COLS: usize = 400;
+
 fn fault_bands(s: &mut String, m: &Model, sc: &Scale, top: f64, bottom: f64, labels: bool) {
-    // Two label lines: a label that would overlap the previous one on the first line goes
-    // to the second; if both are taken it is left to the band's tooltip.
-    let mut label_x_end = [f64::MIN; 2];
-    for f in m
+    let in_view: Vec<&crate::model::Fault> = m
         .faults
         .iter()
         .filter(|f| f.end_ns >= sc.t0_ns && f.start_ns <= sc.t1_ns)
-    {
+        .collect();
+    if in_view.len() > FAULT_BANDS_MAX {
+        fault_strip(s, &in_view, sc, top);
+        return;
+    }
+    // Two label lines: a label that would overlap the previous one on the first line goes
+    // to the second; if both are taken it is left to the band's tooltip.
+    let mut label_x_end = [f64::MIN; 2];
+    for f in in_view {
         let x0 = sc.x(f.start_ns);
         let x1 = sc.x(f.end_ns).max(x0 + 2.0);
         let color = fault_color(&f.kind);
@@ -406,7 +417,8 @@ fn fault_bands(s: &mut String, m: &Model, sc: &Scale, top: f64, bottom: f64, lab
             secs(f.end_ns),
             f.index
         );
-        let line = (0..2).find(|&l| x0 > label_x_end[l]);
+        let width = 6.5 * f.label.chars().count() as f64;
+        let line = (0..2).find(|&l| x0 > label_x_end[l] && x0 + width < sc.x1 + 10.0);
         if let (true, Some(line)) = (labels, line) {
             let _ = write!(
                 s,
@@ -415,8 +427,56 @@ fn fault_bands(s: &mut String, m: &Model, sc: &Scale, top: f64, bottom: f64, lab
                 top + 10.0 + 11.0 * line as f64,
                 esc(&f.label)
             );
-            label_x_end[line] = x0 + 6.5 * f.label.chars().count() as f64;
+            label_x_end[line] = x0 + width;
         }
+    }
+}
+
+/// Faults as a 9 px strip: each column coloured by the kind active longest in it, its opacity
+/// the share of the column some fault was active.
+fn fault_strip(s: &mut String, faults: &[&crate::model::Fault], sc: &Scale, top: f64) {
+    let span = sc.t1_ns.saturating_sub(sc.t0_ns).max(1);
+    let col_ns = span.div_ceil(FAULT_STRIP_COLS as u64).max(1);
+    // Per column: (covered ns, longest kind's ns, kind).
+    let mut cols: Vec<(u64, u64, &str)> = vec![(0, 0, ""); FAULT_STRIP_COLS];
+    for f in faults {
+        let a = f.start_ns.max(sc.t0_ns) - sc.t0_ns;
+        let b = f.end_ns.min(sc.t1_ns).saturating_sub(sc.t0_ns).max(a + 1);
+        let (c0, c1) = ((a / col_ns) as usize, ((b - 1) / col_ns) as usize);
+        for (c, col) in cols
+            .iter_mut()
+            .enumerate()
+            .take(c1.min(FAULT_STRIP_COLS - 1) + 1)
+            .skip(c0)
+        {
+            let lo = (c as u64 * col_ns).max(a);
+            let hi = ((c as u64 + 1) * col_ns).min(b);
+            let d = hi.saturating_sub(lo);
+            col.0 += d;
+            if d > col.1 {
+                *col = (col.0, d, f.kind.as_str());
+            }
+        }
+    }
+    let _ = write!(
+        s,
+        "<text x=\"{:.1}\" y=\"{:.1}\" class=\"tick\" text-anchor=\"end\">faults</text>",
+        sc.x0 - 4.0,
+        top + 8.0
+    );
+    for (c, (covered, _, kind)) in cols.iter().enumerate() {
+        if *covered == 0 {
+            continue;
+        }
+        let x0 = sc.x(sc.t0_ns + c as u64 * col_ns);
+        let x1 = sc.x(sc.t0_ns + (c as u64 + 1) * col_ns);
+        let _ = write!(
+            s,
+            "<rect x=\"{x0:.1}\" y=\"{top:.1}\" width=\"{:.2}\" height=\"9\" fill=\"{}\" fill-opacity=\"{:.2}\"/>",
+            (x1 - x0).max(0.5),
+            fault_color(kind),
+            0.25 + 0.75 * (*covered as f64 / col_ns as f64).min(1.0)
+        );
     }
 }
 
@@ -589,7 +649,9 @@ fn zoom_timeline(s: &mut String, m: &Model, v: &Violation, id: &str) {
                 );
             }
         }
-        // The proving ops, on top: a red span from invoke to completion with the op number.
+        // The proving ops, on top: a red span from invoke to completion with the op number
+        // (a number that would overprint the previous one is left to the tooltip).
+        let mut label_end = f64::MIN;
         for &i in &proving {
             let Some(row) = m.op(i) else { continue };
             if row.invoke.process.client() != Some(p) {
@@ -603,14 +665,21 @@ fn zoom_timeline(s: &mut String, m: &Model, v: &Violation, id: &str) {
             let (x0, x1) = (sc.x(a), sc.x(b).max(sc.x(a) + 2.0));
             let _ = write!(
                 s,
-                "<line x1=\"{x0:.1}\" y1=\"{:.1}\" x2=\"{x1:.1}\" y2=\"{:.1}\" stroke=\"#c92a2a\" stroke-width=\"3\"><title>op {i}: {} {} {}</title></line><text x=\"{x0:.1}\" y=\"{:.1}\" style=\"font-size:9px;fill:#c92a2a;font-weight:600\">#{i}</text>",
+                "<line x1=\"{x0:.1}\" y1=\"{:.1}\" x2=\"{x1:.1}\" y2=\"{:.1}\" stroke=\"#c92a2a\" stroke-width=\"3\"><title>op {i}: {} {} {}</title></line>",
                 y + 3.0,
                 y + 3.0,
                 esc(row.invoke.f.as_str()),
                 outcome_str(row.outcome),
                 row.complete.map(|c| secs(c.time_ns)).unwrap_or_default(),
-                y + 1.0
             );
+            if x0 > label_end {
+                let _ = write!(
+                    s,
+                    "<text x=\"{x0:.1}\" y=\"{:.1}\" style=\"font-size:9px;fill:#c92a2a;font-weight:600\">#{i}</text>",
+                    y + 1.0
+                );
+                label_end = x0 + 6.0 * (1.0 + i.max(1).ilog10() as f64 + 1.0);
+            }
         }
     }
     s.push_str("</svg></div>");
@@ -837,8 +906,9 @@ fn truncate(s: &str, n: usize) -> String {
 }
 
 fn latency_charts(s: &mut String, m: &Model) {
-    let h = 220.0;
-    let top = 26.0;
+    let h = 230.0;
+    // Room above the plot for the axis labels and the fault strip.
+    let top = 36.0;
     let bottom = h - 4.0;
     let sc = Scale {
         t0_ns: 0,
@@ -877,7 +947,8 @@ fn latency_charts(s: &mut String, m: &Model) {
         );
         e += 1;
     }
-    let series: [(&str, &str, fn(&crate::model::Bucket) -> f64); 4] = [
+    type Series = (&'static str, &'static str, fn(&Bucket) -> f64);
+    let series: [Series; 4] = [
         ("p50", "#1c7ed6", |b| b.p50_ms),
         ("p95", "#2b8a3e", |b| b.p95_ms),
         ("p99", "#f08c00", |b| b.p99_ms),
@@ -937,11 +1008,8 @@ fn latency_charts(s: &mut String, m: &Model) {
         );
     }
     for (color, get) in [
-        (
-            "#2b8a3e",
-            (|b: &crate::model::Bucket| b.ok) as fn(&crate::model::Bucket) -> u64,
-        ),
-        ("#c92a2a", |b: &crate::model::Bucket| b.failed),
+        ("#2b8a3e", (|b: &Bucket| b.ok) as fn(&Bucket) -> u64),
+        ("#c92a2a", |b: &Bucket| b.failed),
     ] {
         let mut d = String::new();
         for (i, b) in m.buckets.iter().enumerate() {

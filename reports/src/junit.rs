@@ -78,7 +78,7 @@ pub fn junit_xml(r: &Results, suite: &str) -> String {
                     "      <failure type=\"{}\" message=\"{} violation(s): {}\">",
                     xml(&kinds.join(",")),
                     c.violations,
-                    xml(&violations
+                    xml(violations
                         .first()
                         .map(|v| v.explanation.as_str())
                         .unwrap_or(""))

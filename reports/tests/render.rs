@@ -57,7 +57,9 @@ fn fixture() -> Results {
         },
     );
     let mut unknown = checker("lease-expiry", Validity::Unknown, 0, 0);
-    unknown.notes.push("no lease evidence & <nothing> to judge".into());
+    unknown
+        .notes
+        .push("no lease evidence & <nothing> to judge".into());
     Results {
         valid: Validity::Invalid,
         violations: vec![
@@ -102,7 +104,10 @@ fn fixture() -> Results {
 #[test]
 fn summary_snapshot() {
     let s = summary_text(&fixture());
-    assert!(!s.lines().any(|l| l.starts_with("::")), "no line can start a workflow command");
+    assert!(
+        !s.lines().any(|l| l.starts_with("::")),
+        "no line can start a workflow command"
+    );
     insta::assert_snapshot!("summary_txt", s);
 }
 
@@ -140,7 +145,9 @@ fn fail_on_policies() {
     assert_eq!(code("liveness"), 1);
     assert_eq!(code("warnings"), 1);
     let mut safety_only = r.clone();
-    safety_only.violations.retain(|v| v.kind == ViolationKind::LockStuck);
+    safety_only
+        .violations
+        .retain(|v| v.kind == ViolationKind::LockStuck);
     let code2 = |s: &str| s.parse::<FailOn>().unwrap().exit_code(&safety_only).code();
     assert_eq!(code2("safety"), 0, "liveness only is not a safety failure");
     assert_eq!(code2("safety,liveness"), 1);
@@ -149,7 +156,11 @@ fn fail_on_policies() {
     clean.valid = Validity::Valid;
     assert_eq!(FailOn::default().exit_code(&clean).code(), 0);
     assert_eq!(
-        "warnings".parse::<FailOn>().unwrap().exit_code(&clean).code(),
+        "warnings"
+            .parse::<FailOn>()
+            .unwrap()
+            .exit_code(&clean)
+            .code(),
         1
     );
     clean.valid = Validity::Unknown;
@@ -215,7 +226,11 @@ fn report_html_is_self_contained_and_escaped() {
     let w = reports::write_run_reports(tmp.path()).unwrap();
     let html = std::fs::read_to_string(&w.report).unwrap();
     assert!(!html.contains(SCRIPT), "unescaped script tag");
-    assert_eq!(html.matches("<script").count(), 1, "only the report's own script");
+    assert_eq!(
+        html.matches("<script").count(),
+        1,
+        "only the report's own script"
+    );
     assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;&quot;&#39;🔒"));
     assert_eq!(html.matches("data-violation-card").count(), 2);
     assert!(html.contains("lockpick run --seed 18446744073709551615 --workload mutex"));
@@ -225,7 +240,10 @@ fn report_html_is_self_contained_and_escaped() {
             .match_indices(external)
             .filter(|(i, _)| !html[*i..].starts_with("http://www.w3.org/2000/svg"))
             .collect();
-        assert!(hits.is_empty(), "external reference {external:?} in the report");
+        assert!(
+            hits.is_empty(),
+            "external reference {external:?} in the report"
+        );
     }
     // The zoomed timeline shows both holders and their tokens.
     assert!(html.contains(">token 1<") && html.contains(">token 2<"));
@@ -235,7 +253,10 @@ fn report_html_is_self_contained_and_escaped() {
     assert!(html.contains("write k0 by p0 with token 1, value 1: accepted as seq 1"));
     // Regenerating gives the same bytes: the report depends on the files only.
     let again = reports::render_report(tmp.path()).unwrap();
-    assert!(again.report_html == html, "the report differs when regenerated");
+    assert!(
+        again.report_html == html,
+        "the report differs when regenerated"
+    );
     assert_eq!(
         std::fs::read_to_string(&w.junit).unwrap(),
         junit_xml(&r, "fixture")
@@ -277,9 +298,11 @@ fn index_lists_runs_newest_first() {
     let b = html.find("2026-11-30 02:00:00").unwrap();
     let c = html.find("2026-11-30 01:00:00").unwrap();
     assert!(a < b && b < c, "newest first");
-    assert!(html.contains("unreadable"), "a run without results is listed as such");
-    assert!(html.contains(
-        "t%3Cb%20onmouseover%3Dx%3E%22%27%F0%9F%94%92/20261130T020000.000Z/report.html"
-    ));
+    assert!(
+        html.contains("unreadable"),
+        "a run without results is listed as such"
+    );
+    assert!(html
+        .contains("t%3Cb%20onmouseover%3Dx%3E%22%27%F0%9F%94%92/20261130T020000.000Z/report.html"));
     assert!(html.contains("embedded"));
 }

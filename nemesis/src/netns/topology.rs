@@ -162,7 +162,10 @@ mod tests {
             let distinct: BTreeSet<_> = views.iter().collect();
             assert_eq!(distinct.len(), n, "n={n}: views {views:?}");
         }
-        assert_eq!(majorities_ring(5), vec![(0, 2), (0, 3), (1, 3), (1, 4), (2, 4)]);
+        assert_eq!(
+            majorities_ring(5),
+            vec![(0, 2), (0, 3), (1, 3), (1, 4), (2, 4)]
+        );
         assert_eq!(majorities_ring(4), vec![(0, 2), (1, 3)]);
         assert!(majorities_ring(2).is_empty());
     }
@@ -175,7 +178,10 @@ mod tests {
             let views = views(n, &bridge(n));
             assert_eq!(views[n / 2].len(), n, "n={n}: the bridge sees everyone");
             for node in (0..n).filter(|&x| x != n / 2) {
-                assert!(views[node].len() < n, "n={n}: node {node} must be cut off from some");
+                assert!(
+                    views[node].len() < n,
+                    "n={n}: node {node} must be cut off from some"
+                );
             }
         }
         assert!(bridge(2).is_empty());

@@ -1,0 +1,144 @@
+//! `lockpick doctor`: for each fault, whether this machine can run it, and if not, why and
+//! what to install. The same checks refuse a run up front (exit 3) before any traffic.
+
+use std::path::Path;
+
+/// One fault's readiness.
+pub struct Check {
+    pub fault: &'static str,
+    /// `None` when the fault can run here; else why not and the fix.
+    pub missing: Option<String>,
+    pub note: &'static str,
+}
+
+pub fn checks() -> Vec<Check> {
+    vec![
+        Check {
+            fault: "pause",
+            missing: None,
+            note: "SIGSTOP/SIGCONT to the process group of a node lockpick started",
+        },
+        Check {
+            fault: "kill",
+            missing: None,
+            note: "SIGKILL, then restart with the same command and data dir",
+        },
+        Check {
+            fault: "client-pause",
+            missing: None,
+            note: "a lock holder stalls past its lease in the harness itself",
+        },
+        Check {
+            fault: "clock",
+            missing: nemesis::clock::find_libfaketime()
+                .is_none()
+                .then(|| "libfaketime not found (apt-get install libfaketime)".to_string()),
+            note: "per-node libfaketime control files; does not reach Go or static binaries",
+        },
+        Check {
+            fault: "partition",
+            missing: netns_missing(&["root", "ip", "netns", "iptables"]),
+            note: "iptables DROP rules inside the nodes' own network namespaces (--runtime netns)",
+        },
+        Check {
+            fault: "netem",
+            missing: netns_missing(&["root", "ip", "netns", "netem"]),
+            note: "tc netem delay/loss/duplicate/reorder inside the nodes' namespaces",
+        },
+    ]
+}
+
+/// What the namespace runtime lacks for a fault, from the nemesis's own probes.
+fn netns_missing(needs: &[&str]) -> Option<String> {
+    let why: Vec<String> = nemesis::netns::capabilities()
+        .into_iter()
+        .filter(|c| needs.contains(&c.name) && !c.ok)
+        .map(|c| match c.package {
+            // A missing kernel feature is not fixed by a package.
+            Some(p) if !c.why.contains("kernel") => {
+                format!("{}: {} (apt-get install {p})", c.name, c.why)
+            }
+            _ => format!("{}: {}", c.name, c.why),
+        })
+        .collect();
+    (!why.is_empty()).then(|| why.join("; "))
+}
+
+/// `lockpick cleanup PATH`: finds state files and undoes what they list.
+pub fn cleanup(path: &Path) -> anyhow::Result<history::ExitCode> {
+    let state_name = history::layout::STATE_FILE;
+    let mut states = Vec::new();
+    if path.is_file() {
+        states.push(path.to_path_buf());
+    } else if path.is_dir() {
+        // <out>/<name>/<timestamp>/state.json, or a run dir itself: bounded depth, no symlinks
+        // followed (runs/latest would list a run twice).
+        let mut dirs = vec![(path.to_path_buf(), 0)];
+        while let Some((dir, depth)) = dirs.pop() {
+            let candidate = dir.join(state_name);
+            if candidate.is_file() {
+                states.push(candidate);
+            }
+            if depth >= 2 {
+                continue;
+            }
+            for entry in std::fs::read_dir(&dir)?.flatten() {
+                if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                    dirs.push((entry.path(), depth + 1));
+                }
+            }
+        }
+    } else {
+        anyhow::bail!("{}: no such run directory or state file", path.display());
+    }
+    if states.is_empty() {
+        println!("nothing to clean up under {}", path.display());
+        return Ok(history::ExitCode::Valid);
+    }
+    let mut failed = 0;
+    states.sort();
+    for state in states {
+        match nemesis::netns::cleanup_from_state(&state) {
+            Ok(r) => println!(
+                "{}: removed {} namespace(s){}{}",
+                state.display(),
+                r.removed.len(),
+                if r.already_gone.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {} already gone", r.already_gone.len())
+                },
+                if r.refused.is_empty() {
+                    String::new()
+                } else {
+                    format!(", left alone (not ours): {}", r.refused.join(", "))
+                }
+            ),
+            Err(e) => {
+                failed += 1;
+                eprintln!("{}: {e}", state.display());
+            }
+        }
+    }
+    Ok(if failed == 0 {
+        history::ExitCode::Valid
+    } else {
+        history::ExitCode::Error
+    })
+}
+
+/// Prints the table; the exit code is 0 when every fault can run, 3 otherwise.
+pub fn run() -> history::ExitCode {
+    let checks = checks();
+    for c in &checks {
+        match &c.missing {
+            None => println!("{:<13} ok       {}", c.fault, c.note),
+            Some(why) => println!("{:<13} missing  {why}", c.fault),
+        }
+    }
+    if checks.iter().all(|c| c.missing.is_none()) {
+        history::ExitCode::Valid
+    } else {
+        history::ExitCode::Error
+    }
+}

@@ -1,0 +1,268 @@
+//! The network-namespace runtime end to end, as root: three lockd members each in their own
+//! namespace, partitions cut with iptables inside those namespaces, and the cleanup contract.
+
+mod common;
+
+use common::{run, run_with_limit, BIN};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const LIMIT: Duration = Duration::from_secs(150);
+
+/// Root and the tools, or a visible skip (a failure under LOCKPICK_SYSTEM_TESTS=1).
+fn require_netns() -> bool {
+    let missing: Vec<String> = nemesis::netns::capabilities()
+        .into_iter()
+        .filter(|c| !c.ok && ["root", "ip", "netns", "iptables"].contains(&c.name))
+        .map(|c| format!("{}: {}", c.name, c.why))
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    if std::env::var("LOCKPICK_SYSTEM_TESTS").as_deref() == Ok("1") {
+        panic!("namespace tests must run under LOCKPICK_SYSTEM_TESTS=1: {missing:?}");
+    }
+    eprintln!("SKIPPED: {}", missing.join("; "));
+    false
+}
+
+fn our_namespaces(prefix: &str) -> Vec<String> {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(prefix))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The run's namespace prefix, from its log.
+fn prefix_of(run_dir: &Path) -> String {
+    let log = std::fs::read_to_string(run_dir.join("lockpick.log")).unwrap();
+    let at = log
+        .find("prefix=")
+        .expect("the log names the namespace prefix")
+        + "prefix=".len();
+    log[at..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .trim_matches('"')
+        .to_string()
+}
+
+fn three_in_namespaces<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut a = vec![
+        "--nodes",
+        "3",
+        "--runtime",
+        "netns",
+        "--ttl",
+        "1s",
+        "--hold",
+        "50ms..600ms",
+        "--duration",
+        "12s",
+        "--op-timeout",
+        "1s",
+        "--nemesis-interval",
+        "1s",
+    ];
+    a.extend_from_slice(extra);
+    a
+}
+
+fn correct_cluster_is_valid_under_partitions(seed: &str) {
+    if !require_netns() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let r = run(
+        tmp.path(),
+        &three_in_namespaces(&[
+            "--seed",
+            seed,
+            "--nemesis",
+            "partition,pause,kill,clock",
+            "--clock-scope",
+            "wall",
+        ]),
+        LIMIT,
+    );
+    assert_eq!(r.code, 0, "{}", r.describe());
+    let history = std::fs::read_to_string(r.run_dir().join("history.jsonl")).unwrap();
+    assert!(history.contains("\"start-partition\""), "no partition ran");
+    assert!(history.contains("\"stop-partition\""));
+    // Nothing of the run remains: namespaces (and with them links and rules) and state file.
+    let prefix = prefix_of(&r.run_dir());
+    assert_eq!(our_namespaces(&prefix), Vec::<String>::new());
+    assert!(!r.run_dir().join("state.json").exists());
+}
+
+#[test]
+fn correct_cluster_in_namespaces_is_valid_seed_1() {
+    correct_cluster_is_valid_under_partitions("1");
+}
+
+#[test]
+fn correct_cluster_in_namespaces_is_valid_seed_2() {
+    correct_cluster_is_valid_under_partitions("2");
+}
+
+#[test]
+fn correct_cluster_in_namespaces_is_valid_seed_3() {
+    correct_cluster_is_valid_under_partitions("3");
+}
+
+#[test]
+fn split_brain_under_partitions_gives_double_grants() {
+    if !require_netns() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let r = run(
+        tmp.path(),
+        &three_in_namespaces(&[
+            "--seed",
+            "1",
+            "--unsafe",
+            "split-brain",
+            "--workload",
+            "mutex",
+            "--nemesis",
+            "partition",
+            "--partition-topologies",
+            "isolate,halves",
+        ]),
+        LIMIT,
+    );
+    assert_eq!(r.code, 1, "{}", r.describe());
+    assert!(r.kinds("violations").contains(&"double-grant".to_string()));
+}
+
+#[test]
+fn a_sigkilled_run_is_undone_by_lockpick_cleanup() {
+    if !require_netns() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("runs");
+    let args: Vec<&str> = three_in_namespaces(&["--seed", "5", "--nemesis", "partition"])
+        .into_iter()
+        .map(|a| if a == "12s" { "60s" } else { a })
+        .collect();
+    struct KillOnDrop(std::process::Child);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = KillOnDrop(
+        Command::new(BIN)
+            .args(["run", "--out", out.to_str().unwrap()])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // Wait until the namespaces are up and traffic flows.
+    let start = Instant::now();
+    let run_dir = loop {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the run never started"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+        let Ok(link) = std::fs::read_link(out.join("latest")) else {
+            continue;
+        };
+        let dir = out.join(link);
+        if std::fs::metadata(dir.join("history.jsonl"))
+            .map(|m| m.len() > 0)
+            .unwrap_or(false)
+        {
+            break dir;
+        }
+    };
+    let prefix = prefix_of(&run_dir);
+    assert!(
+        !our_namespaces(&prefix).is_empty(),
+        "no namespaces while running"
+    );
+    child.0.kill().unwrap(); // SIGKILL: no teardown ran
+    child.0.wait().unwrap();
+    assert!(
+        run_dir.join("state.json").exists(),
+        "a killed run must leave its state file"
+    );
+    let o = run_with_limit(&["cleanup", out.to_str().unwrap()], Duration::from_secs(30));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(our_namespaces(&prefix), Vec::<String>::new());
+    assert!(!run_dir.join("state.json").exists());
+    // The history of the killed run is still readable.
+    let o = run_with_limit(
+        &["check", run_dir.to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    assert!((0..=2).contains(&o.status.code().unwrap()));
+}
+
+/// Without root a run asking for partitions is refused before any traffic, naming what is
+/// missing, and `lockpick doctor` says the same.
+#[test]
+fn without_root_partitions_are_refused_up_front() {
+    use std::os::unix::process::CommandExt;
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIPPED: this test drops from root to nobody, so it needs root");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("runs");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::set_permissions(&out, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let nobody = 65534;
+    let o = Command::new(BIN)
+        .args([
+            "run",
+            "--out",
+            out.to_str().unwrap(),
+            "--nemesis",
+            "partition",
+            "--nodes",
+            "3",
+        ])
+        .uid(nobody)
+        .gid(nobody)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("root"), "{err}");
+    assert!(
+        std::fs::read_dir(&out).unwrap().next().is_none(),
+        "a refused run wrote files"
+    );
+    let o = Command::new(BIN)
+        .arg("doctor")
+        .uid(nobody)
+        .gid(nobody)
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&o.stdout);
+    let line = table.lines().find(|l| l.starts_with("partition")).unwrap();
+    assert!(line.contains("missing") && line.contains("root"), "{table}");
+}
