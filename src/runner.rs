@@ -289,7 +289,10 @@ fn spawn_second_signal_exit() {
     eprintln!("lockpick: stopping; press Ctrl-C again to abort at once");
     tokio::spawn(async {
         if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("lockpick: aborted; the history recorded so far is kept");
+            eprintln!(
+                "lockpick: aborted; the history recorded so far is kept. If the run used \
+                 network namespaces, `lockpick cleanup` removes what is left."
+            );
             std::process::exit(history::ExitCode::Error.code() as i32);
         }
     });

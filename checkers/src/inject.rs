@@ -245,8 +245,11 @@ fn grant_inside_hold(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>
         .filter_map(|g| {
             let start = ops[g.complete].time_ns;
             let lease_end = ops[g.invoke].time_ns + g.ttl_ms * 1_000_000;
+            // Only up to the lease's end: past it the release no longer bounds the hold (and
+            // scanning to the history's end for every unreleased grant is quadratic).
             let release = ops[g.complete..]
                 .iter()
+                .take_while(|o| o.time_ns <= lease_end)
                 .find(|o| {
                     o.kind == OpType::Invoke
                         && o.f == F::Release
