@@ -30,6 +30,8 @@ pub enum Command {
     Demo(RunArgs),
     /// Run a test: start or reach the lock service, drive it under faults, check the history.
     Run(RunArgs),
+    /// Write a run's history in another tool's format (jepsen: EDN ops, one map per line).
+    Export(ExportArgs),
     /// Tell, for each fault, whether this machine can run it, and what is missing if not.
     Doctor,
     /// Undo what a killed run left behind (network namespaces, links, rules), from the state
@@ -197,6 +199,18 @@ pub struct ReportArgs {
     /// instead of 0, printing GitHub annotations when GITHUB_ACTIONS=true.
     #[arg(long, value_name = "LIST", value_parser = crate::report_cmd::parse_fail_on)]
     pub fail_on: Option<reports::FailOn>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ExportArgs {
+    /// A run directory or a history.jsonl file.
+    pub path: PathBuf,
+    /// The format to write; `jepsen` is the one there is.
+    #[arg(long, default_value = "jepsen", value_parser = ["jepsen"])]
+    pub format: String,
+    /// Where to write (default: history.edn beside the history).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

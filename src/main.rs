@@ -4,6 +4,7 @@
 mod cli;
 mod config;
 mod doctor;
+mod export_cmd;
 mod logging;
 mod report_cmd;
 mod runner;
@@ -72,6 +73,11 @@ fn dispatch(cmd: Command) -> Result<ExitCode> {
         Command::Run(a) => run(a, false),
         Command::Check(a) => check(a),
         Command::Doctor => Ok(doctor::run()),
+        Command::Export(a) => {
+            let written = export_cmd::export_jepsen(&a.path, a.out.as_deref())?;
+            println!("wrote {}", written.display());
+            Ok(ExitCode::Valid)
+        }
         Command::Cleanup(a) => doctor::cleanup(&a.path),
         Command::Report(a) => report_cmd::report(a),
         Command::Synth(a) => synth_cmd::synth(a),

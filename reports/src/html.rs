@@ -517,8 +517,8 @@ fn zoom_timeline(s: &mut String, m: &Model, v: &Violation, id: &str) {
     // Context around the window: a quarter of it, at least 50 ms, so the grants that lead to
     // the violation and the releases after it are in view.
     let pad = ((w1 - w0) / 4).max(50_000_000);
-    let t0 = w0.saturating_sub(pad);
-    let t1 = (w1 + pad).min(m.end_ns.max(w1));
+    let mut t0 = w0.saturating_sub(pad);
+    let mut t1 = (w1 + pad).min(m.end_ns.max(w1));
     // Rows: the processes of the proving ops first, then the other holders of the lock.
     let mut rows: Vec<u64> = Vec::new();
     let mut seen = HashSet::new();
@@ -527,6 +527,20 @@ fn zoom_timeline(s: &mut String, m: &Model, v: &Violation, id: &str) {
             if seen.insert(p) {
                 rows.push(p);
             }
+        }
+    }
+    // Widen the view to the whole holds of those processes around the window (a lost update
+    // starts at the read made under the lock, long before the second write), within bounds so
+    // one long hold does not squash the window to a sliver.
+    let reach = (2 * (w1 - w0)).max(2_000_000_000);
+    for h in m.holds_in(w0, w1) {
+        if rows.contains(&h.process) && lock_id.is_none_or(|l| l == h.lock) {
+            t0 = t0.min(
+                h.start_ns
+                    .saturating_sub(pad / 2)
+                    .max(w0.saturating_sub(reach)),
+            );
+            t1 = t1.max((h.end_ns + pad / 2).min(w1 + reach).min(m.end_ns.max(w1)));
         }
     }
     for h in m.holds_in(t0, t1) {
