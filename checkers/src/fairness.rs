@@ -174,3 +174,75 @@ pub fn liveness_stats(m: &Model) -> BTreeMap<String, Value> {
     );
     extra
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::CheckConfig;
+    use history::{History, Op, OpType, OpValue, Process, F};
+
+    fn op(i: u64, ms: u64, p: u64, kind: OpType, f: F, v: OpValue) -> Op {
+        Op::new(i, ms * 1_000_000, Process::Client(p), kind, f)
+            .with_lock("L0")
+            .with_value(v)
+    }
+
+    #[test]
+    fn waits_jain_and_unavailability() {
+        use OpType::*;
+        let ttl = || OpValue::default().with_ttl_ms(1000);
+        let h = History::new(vec![
+            // p1: held, then granted: one attempt of two acquires, waited 0..30 ms
+            op(0, 0, 1, Invoke, F::Acquire, ttl()),
+            op(
+                1,
+                10,
+                1,
+                Fail,
+                F::Acquire,
+                OpValue::default().with_error("held"),
+            ),
+            op(2, 20, 1, Invoke, F::Acquire, ttl()),
+            op(3, 30, 1, Ok, F::Acquire, ttl().with_token(1)),
+            // p2: two timeouts overlapping in time on L0 (one window), the second crashes it
+            op(4, 40, 2, Invoke, F::Acquire, ttl()),
+            op(
+                5,
+                60,
+                2,
+                Fail,
+                F::Acquire,
+                OpValue::default().with_error("recovering"),
+            ),
+            op(6, 50, 3, Invoke, F::Acquire, ttl()),
+            op(
+                7,
+                90,
+                3,
+                Info,
+                F::Acquire,
+                OpValue::default().with_error("timeout"),
+            ),
+            // p4 never completes
+            op(8, 95, 4, Invoke, F::Acquire, ttl()),
+        ])
+        .unwrap();
+        let m = Model::new(&h, &CheckConfig::default());
+        let x = liveness_stats(&m);
+        let f = &x["fairness"];
+        assert_eq!(f["clients"], 4);
+        assert_eq!(f["acquire_attempts"], 5);
+        assert_eq!(f["acquire_ok"], 1);
+        // grants (1, 0, 0, 0): (1)^2 / (4 * 1)
+        assert_eq!(f["jain_index"], 0.25);
+        assert_eq!(f["per_client"]["p1"]["wait"]["max_ms"], 30.0);
+        let u = &x["unavailability"]["L0"];
+        assert_eq!(u["windows"], 2, "{u}");
+        // [40, 90] merged from two overlapping ops, then p4's [95, end=95]
+        assert_eq!(u["longest"][0]["start_ms"], 40.0);
+        assert_eq!(u["longest"][0]["end_ms"], 90.0);
+        assert_eq!(u["longest"][0]["ops"], 2);
+        assert_eq!(x["never_completed"]["count"], 1);
+        assert_eq!(x["never_completed"]["ops"][0], 8);
+    }
+}

@@ -145,17 +145,21 @@ pub fn check(h: &History, cfg: &CheckConfig) -> Results {
         m.finish(&mut out);
         (c.name(), out)
     };
-    let (mut outs, (rest, mut stats)) = std::thread::scope(|scope| {
+    let ((mut outs, extra), (rest, mut stats)) = std::thread::scope(|scope| {
         let other = scope.spawn(|| {
             let list = all_checkers();
             let outs: Vec<_> = list[half..].iter().map(|c| run(c.as_ref())).collect();
             (outs, stats::stats(h))
         });
         let outs: Vec<_> = list[..half].iter().map(|c| run(c.as_ref())).collect();
-        (outs, other.join().expect("checker thread panicked"))
+        let extra = fairness::liveness_stats(&m);
+        (
+            (outs, extra),
+            other.join().expect("checker thread panicked"),
+        )
     });
     outs.extend(rest);
-    stats.extra.extend(fairness::liveness_stats(&m));
+    stats.extra.extend(extra);
     for (name, out) in outs {
         valid = valid.merge(out.valid);
         checkers.push(CheckerResult {

@@ -173,6 +173,11 @@ fn regressed(m: &Model, out: &mut CheckOutput) {
 /// forced edge `a -> b` with `token(a) > token(b)`, whose shortest witness is that pair (plus
 /// the ops that prove how long `b` stayed alive). The frontier sweep finds, for every `b`,
 /// the highest token among the grants with an edge into it: O(n log n), never pairwise.
+///
+/// Accepted store writes add nothing to it: a write is invoked after its own grant completed,
+/// so a real-time path through writes (grant, ..., write completed before a grant was invoked)
+/// implies the direct real-time edge between the grants; and a store-order edge between writes
+/// whose tokens disagree is exactly `stale-write-accepted`, the store checker's fact.
 pub(crate) fn forced_before(b: &Grant) -> u64 {
     b.invoke_ns.max(b.alive_until_ns)
 }
