@@ -69,8 +69,10 @@ svg text.flbl{font-size:10px;font-weight:600;paint-order:stroke;stroke:#fff;stro
 "#;
 
 /// The one script: hover details (the hovered shape's `<title>`, without the native tooltip's
-/// delay) and zoom buttons for the timelines. It reads nothing from the run.
+/// delay) and zoom buttons for the timelines, which stay hidden without JavaScript. It reads
+/// nothing from the run.
 const SCRIPT: &str = r#"(function(){var tip=document.getElementById('tip');
+document.querySelectorAll('.zoombtns').forEach(function(e){e.hidden=false;});
 document.addEventListener('mouseover',function(e){var t=e.target,s=t&&t.querySelector?t.querySelector(':scope>title'):null;if(!s){tip.hidden=true;return;}tip.textContent=s.textContent;tip.hidden=false;});
 document.addEventListener('mousemove',function(e){tip.style.left=Math.min(e.clientX+14,window.innerWidth-470)+'px';tip.style.top=(e.clientY+14)+'px';});
 document.addEventListener('click',function(e){var b=e.target.closest?e.target.closest('button[data-zoom]'):null;if(!b)return;var box=document.getElementById(b.getAttribute('data-for'));var svg=box?box.querySelector('svg'):null;if(!svg)return;var w=+svg.getAttribute('data-w'),h=+svg.getAttribute('data-h'),z=+(svg.getAttribute('data-z')||1),a=b.getAttribute('data-zoom');z=a==='in'?Math.min(z*2,16):a==='out'?Math.max(z/2,1):1;svg.setAttribute('data-z',z);svg.setAttribute('width',w*z);svg.setAttribute('height',h*z);});
@@ -529,6 +531,8 @@ fn zoom_timeline(s: &mut String, m: &Model, v: &Violation, id: &str) {
             }
         }
     }
+    // Their row labels are drawn in red: the rows that prove the violation.
+    let proving_rows = rows.len();
     // Widen the view to the whole holds of those processes around the window (a lost update
     // starts at the read made under the lock, long before the second write), within bounds so
     // one long hold does not squash the window to a sliver.
@@ -572,7 +576,7 @@ fn zoom_timeline(s: &mut String, m: &Model, v: &Violation, id: &str) {
     let box_id = format!("z-{id}");
     let _ = write!(
         s,
-        "<div class=\"zoomctl\"><button class=\"zoombtn\" data-zoom=\"in\" data-for=\"{box_id}\">zoom +</button><button class=\"zoombtn\" data-zoom=\"out\" data-for=\"{box_id}\">zoom −</button><button class=\"zoombtn\" data-zoom=\"reset\" data-for=\"{box_id}\">reset</button> <span class=\"muted\">timeline of {} around the window, one row per client</span></div>",
+        "<div class=\"zoomctl\"><span class=\"zoombtns\" hidden><button class=\"zoombtn\" data-zoom=\"in\" data-for=\"{box_id}\">zoom +</button><button class=\"zoombtn\" data-zoom=\"out\" data-for=\"{box_id}\">zoom −</button><button class=\"zoombtn\" data-zoom=\"reset\" data-for=\"{box_id}\">reset</button></span> <span class=\"muted\">timeline of {} around the window, one row per client</span></div>",
         v.lock
             .as_deref()
             .map(|l| format!("<code>{}</code>", esc(l)))
@@ -601,11 +605,12 @@ fn zoom_timeline(s: &mut String, m: &Model, v: &Violation, id: &str) {
         let y = AXIS_H + r as f64 * ROW_H;
         let _ = write!(
             s,
-            "<line x1=\"{GUTTER}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#f1f3f5\"/><text x=\"6\" y=\"{:.1}\" style=\"font-weight:600\">p{p}</text>",
+            "<line x1=\"{GUTTER}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#f1f3f5\"/><text x=\"6\" y=\"{:.1}\" style=\"font-weight:700{}\">p{p}</text>",
             y + ROW_H,
             ZOOM_W - 12.0,
             y + ROW_H,
-            y + 19.0
+            y + 19.0,
+            if r < proving_rows { ";fill:#c92a2a" } else { "" }
         );
         for h in m.holds_in(t0, t1).filter(|h| h.process == p).take(50) {
             hold_bar(s, m, &sc, h, y, lock_id.is_none_or(|l| l == h.lock));
@@ -719,7 +724,7 @@ fn hold_bar(s: &mut String, m: &Model, sc: &Scale, h: &Hold, y: f64, main_lock: 
     } else {
         "#ced4da".to_string()
     };
-    let def_end = h.end_ns.min(h.lease_lb_ns).max(h.start_ns);
+    let def_end = h.definite_end_ns();
     let x0 = sc.x(h.start_ns);
     let x1 = sc.x(def_end).max(x0 + 2.0);
     let _ = write!(
@@ -806,7 +811,7 @@ fn full_timeline(s: &mut String, m: &Model, r: &Results) {
     );
     let _ = write!(
         s,
-        "<div class=\"zoomctl\"><button class=\"zoombtn\" data-zoom=\"in\" data-for=\"full\">zoom +</button><button class=\"zoombtn\" data-zoom=\"out\" data-for=\"full\">zoom −</button><button class=\"zoombtn\" data-zoom=\"reset\" data-for=\"full\">reset</button></div><div class=\"chart\" id=\"full\"><svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {FULL_W} {height:.0}\" width=\"{FULL_W}\" height=\"{height:.0}\" data-w=\"{FULL_W}\" data-h=\"{height:.0}\" role=\"img\" aria-label=\"timeline\">"
+        "<div class=\"zoomctl\"><span class=\"zoombtns\" hidden><button class=\"zoombtn\" data-zoom=\"in\" data-for=\"full\">zoom +</button><button class=\"zoombtn\" data-zoom=\"out\" data-for=\"full\">zoom −</button><button class=\"zoombtn\" data-zoom=\"reset\" data-for=\"full\">reset</button></span></div><div class=\"chart\" id=\"full\"><svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {FULL_W} {height:.0}\" width=\"{FULL_W}\" height=\"{height:.0}\" data-w=\"{FULL_W}\" data-h=\"{height:.0}\" role=\"img\" aria-label=\"timeline\">"
     );
     axis(s, &sc, AXIS_H - 14.0, height);
     fault_bands(s, m, &sc, AXIS_H - 12.0, height, true);
@@ -828,7 +833,7 @@ fn full_timeline(s: &mut String, m: &Model, r: &Results) {
             .iter()
             .filter(|h| !h.maybe && (h.lock as usize) < locks_shown)
         {
-            let end = h.end_ns.min(h.lease_lb_ns);
+            let end = h.definite_end_ns();
             let mut t = h.start_ns;
             // Bounded by the columns one hold spans.
             for _ in 0..=cols {
@@ -865,7 +870,7 @@ fn full_timeline(s: &mut String, m: &Model, r: &Results) {
             if h.maybe {
                 continue;
             }
-            let x1 = sc.x(h.end_ns.min(h.lease_lb_ns)).max(x0 + 1.0);
+            let x1 = sc.x(h.definite_end_ns()).max(x0 + 1.0);
             let _ = write!(
                 s,
                 "<rect x=\"{x0:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"15\" fill=\"{}\" stroke=\"#fff\" stroke-width=\"0.5\"><title>{}</title></rect>",

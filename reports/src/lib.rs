@@ -32,6 +32,11 @@ use history::{layout, History, Results};
 use std::io;
 use std::path::{Path, PathBuf};
 
+/// Past this size the history is not read into memory for the timelines (about 4 million
+/// events, some 1.6 GB resident): the report then shows the verdict, checkers, cards and
+/// tables from results.json, and says why the pictures are missing.
+pub const HISTORY_BYTES_MAX: u64 = 512 * 1024 * 1024;
+
 /// Why a report could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
@@ -193,11 +198,20 @@ pub fn render_report(run_dir: &Path) -> Result<Rendered, ReportError> {
     let cfg = RunConfigView::read(&run_dir.join(layout::CONFIG_FILE)).ok();
     let title = test_name(run_dir, cfg.as_ref());
     let history_path = run_dir.join(layout::HISTORY_FILE);
-    let history = history::read_ops(&history_path)
-        .map_err(|e| e.to_string())
-        .and_then(|(ops, _)| {
-            History::new(ops).map_err(|e| format!("{}: {e}", history_path.display()))
-        });
+    let history = match std::fs::metadata(&history_path) {
+        Ok(m) if m.len() > HISTORY_BYTES_MAX => Err(format!(
+            "{} is {} MB, more than the {} MB the report models in memory; results.json has \
+             every violation",
+            history_path.display(),
+            m.len() / 1_000_000,
+            HISTORY_BYTES_MAX / 1_000_000
+        )),
+        _ => history::read_ops(&history_path)
+            .map_err(|e| e.to_string())
+            .and_then(|(ops, _)| {
+                History::new(ops).map_err(|e| format!("{}: {e}", history_path.display()))
+            }),
+    };
     let drift = cfg.as_ref().and_then(|c| c.float("drift")).unwrap_or(0.0);
     let ttl_ms = cfg
         .as_ref()

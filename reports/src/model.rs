@@ -23,6 +23,8 @@ pub struct Hold {
     /// Until here the client believed it held the lock (its release's invoke, a failed renew,
     /// or its last event).
     pub end_ns: u64,
+    /// The invoke of its release, if it released.
+    pub release_ns: Option<u64>,
     /// The acquire was indeterminate: the grant may or may not exist.
     pub maybe: bool,
     /// History index of the acquire's completion (its invoke, when indeterminate): the op
@@ -107,6 +109,18 @@ pub struct Model<'h> {
 /// Latency and throughput charts use this many time buckets: enough to see a fault's effect,
 /// few enough that the SVG stays small for any history length.
 pub const BUCKETS: usize = 150;
+
+impl Hold {
+    /// The end of the definite hold as DESIGN.md defines it: the earlier of the release's
+    /// invoke and the lease's lower bound. A failed renew does not shorten it: the grant stands
+    /// until the lease could have expired, whatever the service answered to the renew.
+    pub fn definite_end_ns(&self) -> u64 {
+        self.release_ns
+            .unwrap_or(u64::MAX)
+            .min(self.lease_lb_ns)
+            .max(self.start_ns)
+    }
+}
 
 impl<'h> Model<'h> {
     pub fn new(h: &'h History, drift: f64, default_ttl_ms: u64) -> Model<'h> {
@@ -210,6 +224,7 @@ impl<'h> Model<'h> {
                         },
                         dead_ns: t1 + lease(ttl_ms, 1.0 + drift),
                         end_ns: t1,
+                        release_ns: None,
                         maybe,
                         acquire_index: comp.map(|c| c.index).unwrap_or(inv.index),
                     });
@@ -244,6 +259,7 @@ impl<'h> Model<'h> {
                 (F::Release, _) => {
                     if let Some(at) = open.remove(&(p, lock)) {
                         holds[at].end_ns = t0;
+                        holds[at].release_ns = Some(t0);
                     }
                 }
                 _ => {}
@@ -260,10 +276,7 @@ impl<'h> Model<'h> {
             hold.end_ns = hold.end_ns.max(hold.start_ns);
             if !hold.maybe {
                 if let Some(s) = processes.get_mut(&hold.process) {
-                    s.hold_ns += hold
-                        .end_ns
-                        .min(hold.lease_lb_ns)
-                        .saturating_sub(hold.start_ns);
+                    s.hold_ns += hold.definite_end_ns() - hold.start_ns;
                 }
             }
         }
@@ -400,4 +413,132 @@ fn target_of(op: &Op) -> String {
         return format!("p{p}");
     }
     String::new()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use history::{OpType, OpValue};
+
+    fn op(index: u64, ms: u64, p: u64, kind: OpType, f: F, v: OpValue) -> Op {
+        Op::new(index, ms * 1_000_000, Process::Client(p), kind, f)
+            .with_lock("L0")
+            .with_value(v)
+    }
+
+    #[test]
+    fn holds_follow_design_definitions() {
+        use OpType::*;
+        let v = OpValue::default;
+        let ops = vec![
+            op(0, 0, 1, Invoke, F::Acquire, v().with_ttl_ms(1000)),
+            op(
+                1,
+                10,
+                1,
+                Ok,
+                F::Acquire,
+                v().with_token(7).with_ttl_ms(1000),
+            ),
+            op(
+                2,
+                300,
+                1,
+                Invoke,
+                F::Renew,
+                v().with_token(7).with_ttl_ms(1000),
+            ),
+            op(3, 320, 1, Ok, F::Renew, v().with_token(7).with_ttl_ms(1000)),
+            op(
+                4,
+                500,
+                1,
+                Invoke,
+                F::Renew,
+                v().with_token(7).with_ttl_ms(1000),
+            ),
+            op(5, 510, 1, Fail, F::Renew, v().with_error("not-holder")),
+            op(6, 2000, 2, Invoke, F::Acquire, v().with_ttl_ms(1000)),
+            op(
+                7,
+                2010,
+                2,
+                Ok,
+                F::Acquire,
+                v().with_token(8).with_ttl_ms(1000),
+            ),
+            op(8, 2100, 2, Invoke, F::Release, v().with_token(8)),
+            op(9, 2110, 2, Ok, F::Release, v().with_token(8)),
+            op(10, 2200, 3, Invoke, F::Acquire, v().with_ttl_ms(1000)),
+            op(11, 2300, 3, Info, F::Acquire, v().with_error("timeout")),
+        ];
+        let h = History::new(ops).unwrap();
+        let m = Model::new(&h, 0.0, 2000);
+        assert_eq!(m.holds.len(), 3);
+        let a = &m.holds[0];
+        assert_eq!((a.process, a.token, a.start_ns), (1, Some(7), 10_000_000));
+        // The renew invoked at 300 ms extends the lower bound to 1.3 s; the failed renew ends
+        // the client's belief but not the definite hold.
+        assert_eq!(a.lease_lb_ns, 1_300_000_000);
+        assert_eq!(a.dead_ns, 1_320_000_000);
+        assert_eq!(a.end_ns, 510_000_000);
+        assert_eq!(a.definite_end_ns(), 1_300_000_000);
+        assert_eq!(a.acquire_index, 1);
+        let b = &m.holds[1];
+        assert_eq!(
+            b.definite_end_ns(),
+            2_100_000_000,
+            "ends at the release's invoke"
+        );
+        let c = &m.holds[2];
+        assert!(c.maybe, "an indeterminate acquire may hold");
+        assert_eq!(c.dead_ns, 3_300_000_000);
+        assert_eq!(m.processes[&1].granted, 1);
+        assert_eq!(m.processes[&3].indeterminate, 1);
+        let row = m.op(3).unwrap();
+        assert_eq!(row.invoke.index, 2);
+        assert_eq!(row.outcome, Some(Outcome::Ok));
+    }
+
+    #[test]
+    fn faults_pair_start_and_stop() {
+        let n = |i: u64, ms: u64, f: &str| {
+            Op::new(
+                i,
+                ms * 1_000_000,
+                Process::Nemesis,
+                OpType::Info,
+                F::from(f),
+            )
+            .with_value(OpValue::default().with_extra("nodes", serde_json::json!(["n1"])))
+        };
+        let h = History::new(vec![
+            n(0, 100, "start-pause"),
+            n(1, 200, "kill"),
+            n(2, 300, "stop-pause"),
+            n(3, 400, "restart"),
+            n(4, 500, "start-partition"),
+        ])
+        .unwrap();
+        let m = Model::new(&h, 0.0, 1000);
+        let got: Vec<(&str, u64, u64)> = m
+            .faults
+            .iter()
+            .map(|f| {
+                (
+                    f.label.as_str(),
+                    f.start_ns / 1_000_000,
+                    f.end_ns / 1_000_000,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("pause n1", 100, 300),
+                ("kill n1", 200, 400),
+                ("partition n1", 500, 500)
+            ]
+        );
+    }
 }
