@@ -55,6 +55,7 @@ impl Target {
 #[derive(Debug, Clone, Serialize)]
 pub struct RunConfig {
     pub name: String,
+    #[serde(serialize_with = "seed_for_toml")]
     pub seed: u64,
     pub workload: String,
     pub clients: usize,
@@ -280,7 +281,9 @@ impl RunConfig {
                 .filter(|t| t.nodes_min() <= a.nodes)
                 .collect(),
         };
-        let seed = a.seed.unwrap_or_else(rand::random);
+        // Drawn seeds stay below 2^53: exact as a JSON number in any reader (the report's
+        // scripts included) and a plain TOML integer.
+        let seed = a.seed.unwrap_or_else(|| rand::random::<u64>() >> 11);
         let name = match &a.name {
             Some(n) => {
                 if n.is_empty()
@@ -426,6 +429,14 @@ impl RunConfig {
         c.push(format!("--liveness-grace {}ms", self.liveness_grace_ms));
         c.push(format!("--name {}", shell_quote(&self.name)));
         c.join(" ")
+    }
+}
+
+/// TOML integers are i64: a larger seed (given with --seed) is written as a string.
+fn seed_for_toml<S: serde::Serializer>(seed: &u64, s: S) -> Result<S::Ok, S::Error> {
+    match i64::try_from(*seed) {
+        Ok(v) => s.serialize_i64(v),
+        Err(_) => s.serialize_str(&seed.to_string()),
     }
 }
 
