@@ -32,6 +32,8 @@ pub enum Command {
     Run(RunArgs),
     /// Write a run's history in another tool's format (jepsen: EDN ops, one map per line).
     Export(ExportArgs),
+    /// Write a commented starter config (lockpick.toml) to run with `run --config`.
+    Init(InitArgs),
     /// Tell, for each fault, whether this machine can run it, and what is missing if not.
     Doctor,
     /// Undo what a killed run left behind (network namespaces, links, rules), from the state
@@ -51,8 +53,12 @@ pub enum Command {
 }
 
 #[derive(Debug, Clone, Args)]
-#[command(after_help = RUN_AFTER)]
+// A later flag overrides an earlier one: that is how a flag overrides `--config`'s file.
+#[command(after_help = RUN_AFTER, args_override_self = true)]
 pub struct RunArgs {
+    /// Read the test from a TOML file (see `lockpick init`); flags given here override it.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// What the clients do: `counter` (under the lock, read the store register with the token
     /// and write value+1 with it; checks fencing and lost updates) or `mutex` (acquire, hold
     /// while renewing every ttl/3, release; checks mutual exclusion only).
@@ -199,6 +205,16 @@ pub struct ReportArgs {
     /// instead of 0, printing GitHub annotations when GITHUB_ACTIONS=true.
     #[arg(long, value_name = "LIST", value_parser = crate::report_cmd::parse_fail_on)]
     pub fail_on: Option<reports::FailOn>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct InitArgs {
+    /// Where to write it.
+    #[arg(default_value = "lockpick.toml")]
+    pub path: PathBuf,
+    /// Overwrite an existing file.
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Clone, Args)]

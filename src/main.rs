@@ -3,6 +3,7 @@
 
 mod cli;
 mod config;
+mod config_file;
 mod doctor;
 mod export_cmd;
 mod logging;
@@ -26,7 +27,14 @@ fn main() -> std::process::ExitCode {
             nix::sys::signal::SigHandler::SigDfl,
         )
     };
-    let cli = match Cli::try_parse() {
+    let args = match config_file::expand(std::env::args_os().collect()) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {}", one_line(&format!("{e:#}")));
+            return std::process::ExitCode::from(ExitCode::Error.code());
+        }
+    };
+    let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -73,6 +81,7 @@ fn dispatch(cmd: Command) -> Result<ExitCode> {
         Command::Run(a) => run(a, false),
         Command::Check(a) => check(a),
         Command::Doctor => Ok(doctor::run()),
+        Command::Init(a) => config_file::init(&a.path, a.force).map(|()| ExitCode::Valid),
         Command::Export(a) => {
             let written = export_cmd::export_jepsen(&a.path, a.out.as_deref())?;
             println!("wrote {}", written.display());
