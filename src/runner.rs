@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
-use workloads::{Budget, PauseBoard, RefClient, WorkloadConfig};
+use workloads::{Adapter, Budget, PauseBoard, RefClient, WorkloadConfig};
 
 const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 /// Restart attempts after a kill before the run gives up on the node.
@@ -102,7 +102,10 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
     let clients = lock
         .urls
         .iter()
-        .map(|url| RefClient::new(url, store_url.as_deref(), op_timeout, cfg.clients))
+        .map(|url| {
+            RefClient::new(url, store_url.as_deref(), op_timeout, cfg.clients)
+                .map(Adapter::Reference)
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let client = clients[0].clone();
     let history_path = run_dir.join(layout::HISTORY_FILE);
@@ -309,11 +312,8 @@ pub fn checkers_config(cfg: &RunConfig) -> checkers::CheckConfig {
 /// Reads a history file back and checks it: the run's verdict comes from the file, the same
 /// path `lockpick check` takes, so the file is the one boundary.
 pub fn check_file(path: &Path, cfg: &checkers::CheckConfig) -> Result<Results> {
-    let (ops, warnings) = history::read_ops(path)?;
-    let h = history::History::new(ops).map_err(|e| anyhow!("{}: {e}", path.display()))?;
-    let mut results = checkers::check(&h, cfg);
-    // Freeing a million ops takes a noticeable share of a check; nobody waits for it.
-    std::thread::spawn(move || drop(h));
+    // Streams the file into the checkers' compact digest: the events are never all in memory.
+    let (mut results, warnings) = checkers::check_path(path, cfg)?;
     for w in warnings {
         results
             .notes

@@ -177,7 +177,7 @@ impl RefClient {
 
 /// A refused connection never carried the request: a definite failure. Anything after the
 /// request may have left (timeout, reset) is indeterminate.
-fn classify_error(e: &reqwest::Error) -> Reply {
+pub(crate) fn classify_error(e: &reqwest::Error) -> Reply {
     if e.is_timeout() {
         Reply::Info("timeout".to_string())
     } else if e.is_connect() {
@@ -199,7 +199,7 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     cur.to_string()
 }
 
-fn snippet(bytes: &[u8]) -> String {
+pub(crate) fn snippet(bytes: &[u8]) -> String {
     let s = String::from_utf8_lossy(bytes);
     let s = s.trim();
     if s.chars().count() > 80 {

@@ -1,7 +1,8 @@
 //! The `mutex` and `counter` workloads: one worker task per client slot, each recording every
 //! op it performs.
 
-use crate::client::{RefClient, Reply};
+use crate::adapter::Adapter;
+use crate::client::Reply;
 use crate::pause::PauseBoard;
 use history::{OpType, OpValue, Process, Recorder, F};
 use rand::{Rng, SeedableRng};
@@ -118,7 +119,7 @@ pub struct WorkersDone {
 /// (one per node of a multi-node service).
 pub async fn run_workers<W: Write + Send + 'static>(
     cfg: Arc<WorkloadConfig>,
-    clients: Vec<RefClient>,
+    clients: Vec<Adapter>,
     recorder: Arc<Recorder<W>>,
     pauses: Arc<PauseBoard>,
     budget: Arc<Budget>,
@@ -166,7 +167,7 @@ pub async fn run_workers<W: Write + Send + 'static>(
 /// every fault is healed; `first_process` must be above every worker's process number.
 pub async fn final_reads<W: Write + Send>(
     cfg: &WorkloadConfig,
-    client: &RefClient,
+    client: &Adapter,
     recorder: &Recorder<W>,
     first_process: u64,
 ) -> Result<(), WorkloadError> {
@@ -206,7 +207,7 @@ struct Worker<W: Write + Send> {
     slot: usize,
     process: u64,
     cfg: Arc<WorkloadConfig>,
-    client: RefClient,
+    client: Adapter,
     recorder: Arc<Recorder<W>>,
     pauses: Arc<PauseBoard>,
     budget: Arc<Budget>,
@@ -476,6 +477,13 @@ fn absorb(f: &F, body: &Value, v: &mut OpValue) {
             }
             if let Some(t) = u("ttl_ms") {
                 v.ttl_ms = Some(t);
+            }
+            // Adapters that know when the lease underneath was last surely alive say so: the
+            // evidence `grant-on-expired-lease` is judged on.
+            for k in ["lease_last_ok_ns", "lease_ttl_ms"] {
+                if let Some(e) = body.get(k) {
+                    v.extra.insert(k.into(), e.clone());
+                }
             }
         }
         F::Read => {
