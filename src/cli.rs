@@ -107,6 +107,11 @@ pub struct RunArgs {
     /// How much faster (fast) or slower (slow: 1/FACTOR) a clock runs.
     #[arg(long, default_value_t = 4.0, value_name = "FACTOR")]
     pub clock_rate: f64,
+    /// The lock service's protocol: `reference` (lockd's) or `etcd` (v3 JSON gateway: lease +
+    /// lock, the lock key's create_revision as the token; the counter's register lives in etcd,
+    /// fenced by a txn). With `etcd` and no --node-cmd, lockpick starts Debian's `etcd`.
+    #[arg(long, default_value = "reference", value_name = "reference|etcd")]
+    pub adapter: String,
     /// Nodes of the lock service (embedded lockd: one primary, the others forward to it).
     /// Client i talks to node i mod N. Templates get the other nodes as {peers}.
     #[arg(long, default_value_t = 1, value_name = "N")]

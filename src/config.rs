@@ -67,6 +67,7 @@ pub struct RunConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ops_max: Option<u64>,
     pub op_timeout_ms: u64,
+    pub adapter: String,
     pub nodes: usize,
     pub nemesis_targets: String,
     pub runtime: String,
@@ -149,7 +150,24 @@ impl RunConfig {
             (None, Some(u)) => Target::Url { url: u.clone() },
             (None, None) => Target::Embedded,
         };
+        let etcd = match a.adapter.as_str() {
+            "reference" => false,
+            "etcd" => true,
+            other => bail!("--adapter {other:?}: expected reference or etcd"),
+        };
+        if etcd {
+            if a.unsafe_mode.is_some() {
+                bail!("--unsafe is a mode of the embedded lockd, not of etcd");
+            }
+            if a.store_cmd.is_some() || a.store_url.is_some() {
+                bail!("--adapter etcd keeps the counter's register in etcd itself (fenced by a txn): no --store-cmd or --store-url");
+            }
+            if matches!(target, Target::Embedded) && !on_path("etcd") {
+                bail!("--adapter etcd: `etcd` is not installed here (apt-get install etcd-server), or give --node-cmd");
+            }
+        }
         let store = match kind {
+            _ if etcd => None,
             WorkloadKind::Mutex => None,
             WorkloadKind::Counter => Some(match (&a.store_cmd, &a.store_url) {
                 (Some(t), _) => Target::Command {
@@ -171,6 +189,12 @@ impl RunConfig {
                         );
                     }
                 }
+                if etcd && faults.contains(&FaultKind::Clock) {
+                    bail!(
+                        "--nemesis clock: not with --adapter etcd: libfaketime does not reach \
+                         Go programs (the Go runtime reads the clock without libc)"
+                    );
+                }
                 if faults.contains(&FaultKind::Clock)
                     && nemesis::clock::find_libfaketime().is_none()
                 {
@@ -185,6 +209,8 @@ impl RunConfig {
                 .into_iter()
                 .filter(|f| target.is_started_by_us() || !f.is_server_side())
                 .filter(|f| *f != FaultKind::Clock || nemesis::clock::find_libfaketime().is_some())
+                // libfaketime does not reach Go programs such as etcd.
+                .filter(|f| *f != FaultKind::Clock || !etcd)
                 // Network faults only where the user chose the namespace runtime: it needs root
                 // and changes how nodes are reached, which a default should not spring on anyone.
                 .filter(|f| !f.needs_netns() || a.runtime.as_deref() == Some("netns"))
@@ -299,6 +325,7 @@ impl RunConfig {
             }
             None => {
                 let t = match &target {
+                    Target::Embedded if etcd => "etcd".to_string(),
                     Target::Embedded => match &a.unsafe_mode {
                         Some(m) => format!("lockd-{m}"),
                         None => "lockd".to_string(),
@@ -327,6 +354,7 @@ impl RunConfig {
             op_timeout_ms,
             nemesis: faults.iter().map(|f| f.to_string()).collect(),
             nemesis_interval_ms,
+            adapter: a.adapter.clone(),
             nodes: a.nodes,
             nemesis_targets: a.nemesis_targets.clone(),
             runtime: runtime.to_string(),
@@ -385,6 +413,9 @@ impl RunConfig {
             ),
             format!("--nemesis-interval {}ms", self.nemesis_interval_ms),
         ];
+        if self.adapter != "reference" {
+            c.push(format!("--adapter {}", self.adapter));
+        }
         if self.nodes > 1 {
             c.push(format!("--nodes {}", self.nodes));
             c.push(format!("--nemesis-targets {}", self.nemesis_targets));
@@ -438,6 +469,12 @@ fn seed_for_toml<S: serde::Serializer>(seed: &u64, s: S) -> Result<S::Ok, S::Err
         Ok(v) => s.serialize_i64(v),
         Err(_) => s.serialize_str(&seed.to_string()),
     }
+}
+
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
+        .unwrap_or(false)
 }
 
 fn netem_available() -> bool {

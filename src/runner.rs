@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
-use workloads::{Adapter, Budget, PauseBoard, RefClient, WorkloadConfig};
+use workloads::{Adapter, Budget, EtcdClient, PauseBoard, RefClient, WorkloadConfig};
 
 const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 /// Restart attempts after a kill before the run gives up on the node.
@@ -84,7 +84,10 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
                 (&LOOPBACK.to_string(), port),
                 String::new(),
                 Vec::new(),
+                Vec::new(),
                 Placement::Loopback,
+                nemesis::HEALTH_PATH,
+                true,
             )
             .await?;
             let url = node.base_url();
@@ -99,19 +102,25 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
         },
         t => start_lock_nodes(&cfg, t, &exe, &run_dir, startup).await?,
     };
+    // The history's clock starts here: the etcd adapter stamps lease evidence on it.
+    let start = Instant::now();
     let clients = lock
         .urls
         .iter()
         .map(|url| {
-            RefClient::new(url, store_url.as_deref(), op_timeout, cfg.clients)
-                .map(Adapter::Reference)
+            if cfg.adapter == "etcd" {
+                let clock: workloads::Clock = Arc::new(move || start.elapsed().as_nanos() as u64);
+                EtcdClient::new(url, "/v3", op_timeout, clock).map(|c| Adapter::Etcd(Arc::new(c)))
+            } else {
+                RefClient::new(url, store_url.as_deref(), op_timeout, cfg.clients)
+                    .map(Adapter::Reference)
+            }
         })
         .collect::<Result<Vec<_>, _>>()?;
     let client = clients[0].clone();
     let history_path = run_dir.join(layout::HISTORY_FILE);
     let writer = HistoryWriter::create(&history_path)
         .with_context(|| format!("cannot create {}", history_path.display()))?;
-    let start = Instant::now();
     let recorder = Arc::new(Recorder::new(writer, start));
     let wcfg = Arc::new(WorkloadConfig {
         kind: cfg.kind(),
@@ -346,6 +355,27 @@ pub fn write_results(run_dir: &Path, results: &Results) -> Result<()> {
     Ok(())
 }
 
+/// The embedded etcd member: Debian's etcd-server, one member per node, a fresh cluster.
+const ETCD_ARGV: [&str; 17] = [
+    "etcd",
+    "--name",
+    "{id}",
+    "--data-dir",
+    "{data_dir}",
+    "--listen-client-urls",
+    "http://{host}:{port}",
+    "--advertise-client-urls",
+    "http://{host}:{port}",
+    "--listen-peer-urls",
+    "http://{host}:{peer_port}",
+    "--initial-advertise-peer-urls",
+    "http://{host}:{peer_port}",
+    "--initial-cluster",
+    "{initial_cluster}",
+    "--initial-cluster-state",
+    "new",
+];
+
 /// The port every node listens on inside its own namespace.
 const NETNS_PORT: u16 = 7000;
 
@@ -410,6 +440,18 @@ async fn start_lock_nodes(
     let addrs: Vec<String> = (0..n)
         .map(|i| format!("{}:{}", hosts[i], ports[i]))
         .collect();
+    let etcd = cfg.adapter == "etcd";
+    // etcd members also talk to each other on a peer port.
+    let peer_ports: Vec<u16> = match (&netns, etcd) {
+        (_, false) => vec![0; n],
+        (Some(_), true) => vec![NETNS_PORT + 1; n],
+        (None, true) => (0..n)
+            .map(|_| nemesis::free_port(LOOPBACK).map_err(anyhow::Error::from))
+            .collect::<Result<_>>()?,
+    };
+    let initial_cluster: Vec<String> = (0..n)
+        .map(|i| format!("{}=http://{}:{}", ids[i], hosts[i], peer_ports[i]))
+        .collect();
     let primary = lockd::primary_of(addrs.iter().map(String::as_str))
         .and_then(|p| addrs.iter().position(|a| a == p))
         .unwrap_or(0);
@@ -419,21 +461,33 @@ async fn start_lock_nodes(
         netns: netns.clone(),
         ..LockNodes::default()
     };
+    let mut unstarted = Vec::with_capacity(n);
     for i in 0..n {
-        let mut argv = vec![
-            exe.display().to_string(),
-            "lockd".into(),
-            "--listen".into(),
-            "{host}:{port}".into(),
-            "--data-dir".into(),
-            "{data_dir}".into(),
+        let argv = if etcd {
+            ETCD_ARGV.iter().map(|a| a.to_string()).collect()
+        } else {
+            let mut argv = vec![
+                exe.display().to_string(),
+                "lockd".into(),
+                "--listen".into(),
+                "{host}:{port}".into(),
+                "--data-dir".into(),
+                "{data_dir}".into(),
+            ];
+            if n > 1 {
+                argv.extend(
+                    ["--peers", "{peers}", "--advertise", "{host}:{port}"].map(String::from),
+                );
+            }
+            if let Some(m) = &cfg.unsafe_mode {
+                argv.extend(["--unsafe".to_string(), m.clone()]);
+            }
+            argv
+        };
+        let extra = vec![
+            ("peer_port".to_string(), peer_ports[i].to_string()),
+            ("initial_cluster".to_string(), initial_cluster.join(",")),
         ];
-        if n > 1 {
-            argv.extend(["--peers", "{peers}", "--advertise", "{host}:{port}"].map(String::from));
-        }
-        if let Some(m) = &cfg.unsafe_mode {
-            argv.extend(["--unsafe".to_string(), m.clone()]);
-        }
         let peers: Vec<&str> = (0..n)
             .filter(|&j| j != i)
             .map(|j| addrs[j].as_str())
@@ -469,13 +523,23 @@ async fn start_lock_nodes(
             startup,
             (&hosts[i], ports[i]),
             peers.join(","),
+            extra,
             env,
             placement,
+            if etcd {
+                "/health"
+            } else {
+                nemesis::HEALTH_PATH
+            },
+            false,
         )
         .await?;
+        unstarted.push(node);
+        out.clocks.push(clock);
+    }
+    for node in start_all(unstarted, startup).await? {
         out.urls.push(node.base_url());
         out.nodes.push(Arc::new(tokio::sync::Mutex::new(node)));
-        out.clocks.push(clock);
     }
     Ok(out)
 }
@@ -489,8 +553,11 @@ async fn start_node(
     startup: Duration,
     (host, port): (&str, u16),
     peers: String,
+    extra: Vec<(String, String)>,
     env: Vec<(String, String)>,
     placement: Placement,
+    health_path: &str,
+    start_now: bool,
 ) -> Result<LocalNode> {
     let node_dir = layout::node_dir(run_dir, id);
     fs::create_dir_all(node_dir.join("data"))
@@ -501,6 +568,7 @@ async fn start_node(
         port,
         data_dir: node_dir.join("data"),
         peers,
+        extra,
     };
     let command = match target {
         Target::Embedded => NodeCommand::Argv(
@@ -521,10 +589,50 @@ async fn start_node(
             proxy,
         } => (cluster.wrap(index, command), proxy),
     };
-    let mut node = LocalNode::new(id, command, reach.ip(), reach.port(), node_dir).with_env(env);
-    node.start(startup).await?;
-    tracing::info!(node = id, url = %node.base_url(), pid = ?node.pid(), "node up");
+    let node = LocalNode::new(id, command, reach.ip(), reach.port(), node_dir)
+        .with_env(env)
+        .with_health_path(health_path);
+    if start_now {
+        return start_all(vec![node], startup)
+            .await
+            .map(|mut v| v.remove(0));
+    }
     Ok(node)
+}
+
+/// Starts nodes all at once and waits for each to be healthy. Together, because a member of a
+/// replicated service (etcd) is not healthy until a quorum of its peers runs.
+async fn start_all(nodes: Vec<LocalNode>, startup: Duration) -> Result<Vec<LocalNode>> {
+    let mut set = tokio::task::JoinSet::new();
+    let n = nodes.len();
+    for (i, mut node) in nodes.into_iter().enumerate() {
+        set.spawn(async move {
+            let r = node.start(startup).await;
+            (i, node, r)
+        });
+    }
+    let mut started: Vec<Option<LocalNode>> = (0..n).map(|_| None).collect();
+    let mut first_err = None;
+    while let Some(joined) = set.join_next().await {
+        let (i, node, r) = joined.context("a node start task failed")?;
+        match r {
+            Ok(()) => {
+                tracing::info!(node = node.id(), url = %node.base_url(), pid = ?node.pid(), "node up");
+            }
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+        started[i] = Some(node);
+    }
+    if let Some(e) = first_err {
+        // Every node is dropped (and so stopped) on the way out.
+        return Err(e.into());
+    }
+    Ok(started
+        .into_iter()
+        .map(|n| n.expect("every task returned its node"))
+        .collect())
 }
 
 struct Nemesis<W: std::io::Write + Send> {

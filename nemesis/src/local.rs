@@ -71,6 +71,8 @@ pub struct LocalNode {
     env: Vec<(String, String)>,
     /// When the current process was spawned.
     spawned_at: Option<std::time::Instant>,
+    /// Where readiness is probed (a 200 there means up).
+    health_path: String,
 }
 
 impl LocalNode {
@@ -93,7 +95,15 @@ impl LocalNode {
             starts: 0,
             env: Vec::new(),
             spawned_at: None,
+            health_path: HEALTH_PATH.to_string(),
         }
+    }
+
+    /// Probes readiness at `path` instead of the reference protocol's `/v1/health` (etcd
+    /// answers on `/health`).
+    pub fn with_health_path(mut self, path: &str) -> LocalNode {
+        self.health_path = path.to_string();
+        self
     }
 
     /// Adds environment variables to every start of this node.
@@ -129,7 +139,7 @@ impl LocalNode {
     }
 
     pub fn health_url(&self) -> String {
-        format!("{}{HEALTH_PATH}", self.base_url())
+        format!("{}{}", self.base_url(), self.health_path)
     }
 
     pub fn node_dir(&self) -> &Path {

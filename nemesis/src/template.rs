@@ -51,6 +51,9 @@ pub struct Placeholders {
     pub data_dir: PathBuf,
     /// The other nodes, in whatever form the service expects (e.g. `host:port,host:port`).
     pub peers: String,
+    /// Further named values a target kind defines (e.g. etcd's `{peer_port}` and
+    /// `{initial_cluster}`), in the same `{name}` syntax.
+    pub extra: Vec<(String, String)>,
 }
 
 /// Fills `{id} {host} {port} {data_dir} {peers}` into `template`. `{{` and `}}` stand for
@@ -87,6 +90,10 @@ pub fn substitute(template: &str, p: &Placeholders) -> Result<String, NodeError>
                     "port" => out.push_str(&p.port.to_string()),
                     "data_dir" => out.push_str(&p.data_dir.to_string_lossy()),
                     "peers" => out.push_str(&p.peers),
+                    other if p.extra.iter().any(|(k, _)| k == other) => {
+                        let (_, v) = p.extra.iter().find(|(k, _)| k == other).expect("checked");
+                        out.push_str(v);
+                    }
                     _ => {
                         return Err(NodeError::UnknownPlaceholder {
                             name: name.to_string(),
@@ -205,7 +212,17 @@ mod tests {
             port: 7001,
             data_dir: PathBuf::from("/runs/t/nodes/n1/data"),
             peers: "127.0.0.1:7002,127.0.0.1:7003".into(),
+            extra: vec![("peer_port".into(), "7101".into())],
         }
+    }
+
+    #[test]
+    fn substitutes_extra_values() {
+        assert_eq!(
+            substitute("--peer {peer_port}", &placeholders()).unwrap(),
+            "--peer 7101"
+        );
+        assert!(substitute("{initial_cluster}", &placeholders()).is_err());
     }
 
     #[test]

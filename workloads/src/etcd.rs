@@ -5,7 +5,8 @@
 //!   `kv/range` of the lock key: its `create_revision` is the fencing token. The ok value carries
 //!   the lease evidence (`lease_last_ok_ns`, `lease_ttl_ms`) that `grant-on-expired-lease` needs.
 //! - renew: `lease/keepalive`; an answer without a TTL means the lease is gone.
-//! - release: `lock/unlock` of the lock key, then `lease/revoke`.
+//! - release: delete the lock key if it still carries the token's revision (a txn; etcd's
+//!   `lock/unlock` succeeds on a key long gone), then `lease/revoke`.
 //! - read / write: a `kv/txn` that compares the lock key's `create_revision` with the token, the
 //!   fenced access in etcd's own terms; a write's `seq` is the revision it created (etcd's total
 //!   order of writes).
@@ -274,17 +275,16 @@ impl EtcdClient {
         let Some(held) = self.holding(client).filter(|h| h.token == token) else {
             return Reply::Fail("not-holder".into());
         };
-        let r = self
-            .call(
-                "lock/unlock",
-                json!({ "key": held.key_b64 }),
-                self.op_timeout,
-            )
-            .await;
+        // `lock/unlock` succeeds even when the key is long gone (the lease expired and someone
+        // else holds the lock now), which would look like a stale release accepted. Deleting
+        // the key only if it still carries our revision says truthfully whether we released.
+        let op = json!({ "request_delete_range": { "key": held.key_b64 } });
+        let r = self.fenced(client, token, op).await;
         self.forget(client);
         self.abandon(&held.lease_id).await;
         match r {
             Ok(_) => Reply::Ok(json!({})),
+            Err(Reply::Fail(_)) => Reply::Fail("not-holder".into()),
             Err(r) => r,
         }
     }

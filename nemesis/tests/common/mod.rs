@@ -70,6 +70,7 @@ pub fn placeholders(id: &str, port: u16, node_dir: &Path) -> Placeholders {
         port,
         data_dir: node_dir.join("data"),
         peers: String::new(),
+        extra: Vec::new(),
     }
 }
 
