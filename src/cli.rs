@@ -110,8 +110,17 @@ pub struct RunArgs {
     /// The lock service's protocol: `reference` (lockd's) or `etcd` (v3 JSON gateway: lease +
     /// lock, the lock key's create_revision as the token; the counter's register lives in etcd,
     /// fenced by a txn). With `etcd` and no --node-cmd, lockpick starts Debian's `etcd`.
-    #[arg(long, default_value = "reference", value_name = "reference|etcd")]
+    /// `template`: any HTTP lock API described in the config file's [template] section (see
+    /// examples/lockd.toml).
+    #[arg(
+        long,
+        default_value = "reference",
+        value_name = "reference|etcd|template"
+    )]
     pub adapter: String,
+    /// The file whose [template] section describes the API (set by --config).
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub template_file: Option<PathBuf>,
     /// Nodes of the lock service (embedded lockd: one primary, the others forward to it).
     /// Client i talks to node i mod N. Templates get the other nodes as {peers}.
     #[arg(long, default_value_t = 1, value_name = "N")]

@@ -68,6 +68,8 @@ pub struct RunConfig {
     pub ops_max: Option<u64>,
     pub op_timeout_ms: u64,
     pub adapter: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub template_file: Option<PathBuf>,
     pub nodes: usize,
     pub nemesis_targets: String,
     pub runtime: String,
@@ -95,6 +97,8 @@ pub struct RunConfig {
     pub faults: Vec<FaultKind>,
     #[serde(skip)]
     pub clock_modes: Vec<ClockMode>,
+    #[serde(skip)]
+    pub template: Option<workloads::TemplateSpec>,
     #[serde(skip)]
     pub topologies: Vec<Topology>,
     #[serde(skip)]
@@ -151,9 +155,17 @@ impl RunConfig {
             (None, None) => Target::Embedded,
         };
         let etcd = match a.adapter.as_str() {
-            "reference" => false,
+            "reference" | "template" => false,
             "etcd" => true,
-            other => bail!("--adapter {other:?}: expected reference or etcd"),
+            other => bail!("--adapter {other:?}: expected reference, etcd or template"),
+        };
+        let template = match (a.adapter.as_str(), &a.template_file) {
+            ("template", Some(file)) => Some(load_template(file)?),
+            ("template", None) => bail!(
+                "--adapter template: the API is described in a config file's [template] section; \
+                 use --config FILE (see examples/lockd.toml)"
+            ),
+            _ => None,
         };
         if etcd {
             if a.unsafe_mode.is_some() {
@@ -355,6 +367,7 @@ impl RunConfig {
             nemesis: faults.iter().map(|f| f.to_string()).collect(),
             nemesis_interval_ms,
             adapter: a.adapter.clone(),
+            template_file: a.template_file.clone(),
             nodes: a.nodes,
             nemesis_targets: a.nemesis_targets.clone(),
             runtime: runtime.to_string(),
@@ -373,6 +386,7 @@ impl RunConfig {
             out: a.out.clone(),
             faults,
             clock_modes,
+            template,
             topologies,
             workload_kind: Some(kind),
         })
@@ -415,6 +429,14 @@ impl RunConfig {
         ];
         if self.adapter != "reference" {
             c.push(format!("--adapter {}", self.adapter));
+        }
+        if let Some(f) = &self.template_file {
+            // The file's [template] section is the adapter; its other keys are all spelled out
+            // here as flags, which override it.
+            c.push(format!(
+                "--config {}",
+                shell_quote(&f.display().to_string())
+            ));
         }
         if self.nodes > 1 {
             c.push(format!("--nodes {}", self.nodes));
@@ -469,6 +491,23 @@ fn seed_for_toml<S: serde::Serializer>(seed: &u64, s: S) -> Result<S::Ok, S::Err
         Ok(v) => s.serialize_i64(v),
         Err(_) => s.serialize_str(&seed.to_string()),
     }
+}
+
+/// Reads the [template] section of a config file into the adapter's spec; a wrong key or type
+/// names its path.
+fn load_template(file: &std::path::Path) -> Result<workloads::TemplateSpec> {
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("{}: cannot read it", file.display()))?;
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| anyhow::anyhow!("{}: {}", file.display(), e.message()))?;
+    let section = table
+        .get("template")
+        .cloned()
+        .context("no [template] section")?;
+    section
+        .try_into::<workloads::TemplateSpec>()
+        .map_err(|e| anyhow::anyhow!("{}: [template]: {}", file.display(), e.message()))
 }
 
 fn on_path(program: &str) -> bool {

@@ -23,6 +23,7 @@ enum Kind {
 /// Every key the file may hold: (section, key, flag, kind). Keys are the flag names with `_`
 /// for `-`; sections only group them.
 const KEYS: &[(&str, &str, &str, Kind)] = &[
+    ("target", "adapter", "--adapter", Kind::Text),
     ("target", "node_cmd", "--node-cmd", Kind::Text),
     ("target", "url", "--url", Kind::Text),
     ("target", "nodes", "--nodes", Kind::Count),
@@ -72,6 +73,8 @@ const KEYS: &[(&str, &str, &str, Kind)] = &[
 ];
 
 const SECTIONS: [&str; 6] = ["target", "store", "workload", "nemesis", "check", "output"];
+/// The template adapter's requests: read by the runner from the file itself.
+const TEMPLATE_SECTION: &str = "template";
 
 /// The line a key (or section header) sits on, for messages; 0 when not found.
 fn line_of(text: &str, section: Option<&str>, key: &str) -> usize {
@@ -110,13 +113,17 @@ pub fn flags_from_file(path: &Path) -> Result<Vec<OsString>> {
     let mut flags = Vec::new();
     for (name, value) in &table {
         match value {
+            toml::Value::Table(_) if name == TEMPLATE_SECTION => {
+                flags.push("--template-file".into());
+                flags.push(path.as_os_str().to_owned());
+            }
             toml::Value::Table(keys) if SECTIONS.contains(&name.as_str()) => {
                 for (key, v) in keys {
                     push_flag(&mut flags, path, &text, Some(name), key, v)?;
                 }
             }
             toml::Value::Table(_) => bail!(
-                "{}:{}: unknown section [{name}] (known: {})",
+                "{}:{}: unknown section [{name}] (known: {}, {TEMPLATE_SECTION})",
                 path.display(),
                 line_of(&text, None, name),
                 SECTIONS.join(", ")

@@ -21,7 +21,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
-use workloads::{Adapter, Budget, EtcdClient, PauseBoard, RefClient, WorkloadConfig};
+use workloads::{
+    Adapter, Budget, EtcdClient, PauseBoard, RefClient, TemplateClient, WorkloadConfig,
+};
 
 const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 /// Restart attempts after a kill before the run gives up on the node.
@@ -108,15 +110,29 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
         .urls
         .iter()
         .map(|url| {
-            if cfg.adapter == "etcd" {
+            if let Some(spec) = &cfg.template {
+                let lock = TemplateClient::new(url, spec.clone(), op_timeout)
+                    .map_err(|e| anyhow!("--adapter template: {e}"))?;
+                let store = match &store_url {
+                    Some(s) => Some(Arc::new(
+                        TemplateClient::new(s, spec.clone(), op_timeout)
+                            .map_err(|e| anyhow!("--adapter template: {e}"))?,
+                    )),
+                    None => None,
+                };
+                Ok(Adapter::Template(Arc::new(lock), store))
+            } else if cfg.adapter == "etcd" {
                 let clock: workloads::Clock = Arc::new(move || start.elapsed().as_nanos() as u64);
-                EtcdClient::new(url, "/v3", op_timeout, clock).map(|c| Adapter::Etcd(Arc::new(c)))
+                EtcdClient::new(url, "/v3", op_timeout, clock)
+                    .map(|c| Adapter::Etcd(Arc::new(c)))
+                    .map_err(anyhow::Error::from)
             } else {
                 RefClient::new(url, store_url.as_deref(), op_timeout, cfg.clients)
                     .map(Adapter::Reference)
+                    .map_err(anyhow::Error::from)
             }
         })
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<Vec<_>>>()?;
     let client = clients[0].clone();
     let history_path = run_dir.join(layout::HISTORY_FILE);
     let writer = HistoryWriter::create(&history_path)

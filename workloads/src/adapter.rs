@@ -2,6 +2,7 @@
 
 use crate::client::{RefClient, Reply};
 use crate::etcd::EtcdClient;
+use crate::template::TemplateClient;
 use std::sync::Arc;
 
 /// One protocol's client. Every call answers a [`Reply`] (ok / fail / info) with the same
@@ -12,6 +13,8 @@ pub enum Adapter {
     Reference(RefClient),
     /// etcd v3 over its JSON gateway; the store is etcd itself, fenced by a txn.
     Etcd(Arc<EtcdClient>),
+    /// Any HTTP lock API described in a config file: `(lock service, store)`.
+    Template(Arc<TemplateClient>, Option<Arc<TemplateClient>>),
 }
 
 impl Adapter {
@@ -19,36 +22,53 @@ impl Adapter {
         match self {
             Adapter::Reference(c) => c.acquire(client, lock, ttl_ms, wait_ms).await,
             Adapter::Etcd(c) => c.acquire(client, lock, ttl_ms, wait_ms).await,
+            Adapter::Template(c, _) => c.acquire(client, lock, ttl_ms, wait_ms).await,
         }
     }
     pub async fn renew(&self, client: &str, lock: &str, token: u64, ttl_ms: u64) -> Reply {
         match self {
             Adapter::Reference(c) => c.renew(client, lock, token, ttl_ms).await,
             Adapter::Etcd(c) => c.renew(client, lock, token, ttl_ms).await,
+            Adapter::Template(c, _) => c.renew(client, lock, token, ttl_ms).await,
         }
     }
     pub async fn release(&self, client: &str, lock: &str, token: u64) -> Reply {
         match self {
             Adapter::Reference(c) => c.release(client, lock, token).await,
             Adapter::Etcd(c) => c.release(client, lock, token).await,
+            Adapter::Template(c, _) => c.release(client, lock, token).await,
         }
     }
     pub async fn read(&self, client: &str, key: &str, token: u64) -> Reply {
         match self {
             Adapter::Reference(c) => c.read(client, key, token).await,
             Adapter::Etcd(c) => c.read(client, key, token).await,
+            // The store may be a second service described by the same file.
+            Adapter::Template(c, store) => {
+                store.as_ref().unwrap_or(c).read(client, key, token).await
+            }
         }
     }
     pub async fn write(&self, client: &str, key: &str, token: u64, value: i64) -> Reply {
         match self {
             Adapter::Reference(c) => c.write(client, key, token, value).await,
             Adapter::Etcd(c) => c.write(client, key, token, value).await,
+            // The store may be a second service described by the same file.
+            Adapter::Template(c, store) => {
+                store
+                    .as_ref()
+                    .unwrap_or(c)
+                    .write(client, key, token, value)
+                    .await
+            }
         }
     }
     pub async fn inspect(&self, key: &str) -> Reply {
         match self {
             Adapter::Reference(c) => c.inspect(key).await,
             Adapter::Etcd(c) => c.inspect(key).await,
+            // The store may be a second service described by the same file.
+            Adapter::Template(c, store) => store.as_ref().unwrap_or(c).inspect(key).await,
         }
     }
 }

@@ -18,12 +18,14 @@ mod adapter;
 mod client;
 mod etcd;
 mod pause;
+mod template;
 mod workload;
 
 pub use adapter::Adapter;
 pub use client::{ClientError, RefClient, Reply};
 pub use etcd::{Clock, EtcdClient};
 pub use pause::PauseBoard;
+pub use template::{CallSpec, TemplateClient, TemplateSpec};
 pub use workload::{
     final_reads, run_workers, Budget, WorkersDone, WorkloadConfig, WorkloadError, WorkloadKind,
 };
