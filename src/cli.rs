@@ -118,6 +118,9 @@ pub struct RunArgs {
         value_name = "reference|etcd|template"
     )]
     pub adapter: String,
+    /// etcd's JSON gateway prefix: /v3 (etcd 3.4 and later) or /v3beta (etcd 3.3).
+    #[arg(long, default_value = "/v3", value_name = "PREFIX")]
+    pub etcd_api: String,
     /// The file whose [template] section describes the API (set by --config).
     #[arg(long, value_name = "FILE", hide = true)]
     pub template_file: Option<PathBuf>,

@@ -68,6 +68,7 @@ pub struct RunConfig {
     pub ops_max: Option<u64>,
     pub op_timeout_ms: u64,
     pub adapter: String,
+    pub etcd_api: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub template_file: Option<PathBuf>,
     pub nodes: usize,
@@ -367,6 +368,10 @@ impl RunConfig {
             nemesis: faults.iter().map(|f| f.to_string()).collect(),
             nemesis_interval_ms,
             adapter: a.adapter.clone(),
+            etcd_api: match a.etcd_api.as_str() {
+                p @ ("/v3" | "/v3beta") => p.to_string(),
+                other => bail!("--etcd-api {other:?}: expected /v3 (etcd 3.4+) or /v3beta (3.3)"),
+            },
             template_file: a.template_file.clone(),
             nodes: a.nodes,
             nemesis_targets: a.nemesis_targets.clone(),
@@ -429,6 +434,9 @@ impl RunConfig {
         ];
         if self.adapter != "reference" {
             c.push(format!("--adapter {}", self.adapter));
+        }
+        if self.adapter == "etcd" && self.etcd_api != "/v3" {
+            c.push(format!("--etcd-api {}", self.etcd_api));
         }
         if let Some(f) = &self.template_file {
             // The file's [template] section is the adapter; its other keys are all spelled out

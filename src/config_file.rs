@@ -24,6 +24,7 @@ enum Kind {
 /// for `-`; sections only group them.
 const KEYS: &[(&str, &str, &str, Kind)] = &[
     ("target", "adapter", "--adapter", Kind::Text),
+    ("target", "etcd_api", "--etcd-api", Kind::Text),
     ("target", "node_cmd", "--node-cmd", Kind::Text),
     ("target", "url", "--url", Kind::Text),
     ("target", "nodes", "--nodes", Kind::Count),

@@ -123,7 +123,7 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
                 Ok(Adapter::Template(Arc::new(lock), store))
             } else if cfg.adapter == "etcd" {
                 let clock: workloads::Clock = Arc::new(move || start.elapsed().as_nanos() as u64);
-                EtcdClient::new(url, "/v3", op_timeout, clock)
+                EtcdClient::new(url, &cfg.etcd_api, op_timeout, clock)
                     .map(|c| Adapter::Etcd(Arc::new(c)))
                     .map_err(anyhow::Error::from)
             } else {
