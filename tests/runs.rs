@@ -3,23 +3,10 @@
 
 mod common;
 
-use common::run;
+use common::{assert_caught, run, FAST};
 use nemesis::schedule::{plan, FaultKind, ScheduleConfig};
 use std::time::Duration;
 
-/// Short leases and frequent faults so a 10 s run holds several of each.
-const FAST: &[&str] = &[
-    "--ttl",
-    "1s",
-    "--hold",
-    "50ms..600ms",
-    "--duration",
-    "10s",
-    "--op-timeout",
-    "500ms",
-    "--nemesis-interval",
-    "1s",
-];
 const LIMIT: Duration = Duration::from_secs(90);
 
 fn args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
@@ -97,99 +84,29 @@ fn correct_lockd_is_valid_seed_3() {
     correct_run_is_valid("3");
 }
 
-fn caught(extra: &[&str], expect_any: &[&str]) -> common::Run {
-    let tmp = tempfile::tempdir().unwrap();
-    let r = run(tmp.path(), &args(extra), LIMIT);
-    assert_eq!(r.code, 1, "expected invalid; {}", r.describe());
-    let kinds = r.kinds("violations");
-    assert!(
-        expect_any.iter().any(|k| kinds.iter().any(|f| f == k)),
-        "expected one of {expect_any:?}, found {kinds:?}; {}",
-        r.describe()
-    );
-    // Keep the tempdir alive only as long as needed: the assertions above read it.
-    drop(tmp);
-    r
-}
-
 #[test]
 fn reuse_tokens_under_kill_is_caught() {
-    caught(
-        &[
-            "--seed",
-            "4",
-            "--unsafe",
-            "reuse-tokens",
-            "--nemesis",
-            "kill",
-        ],
-        &["token-regressed", "token-reused"],
-    );
+    assert_caught(&[], "reuse-tokens", |_| {});
 }
 
 #[test]
 fn no_ttl_under_client_pause_is_caught() {
-    // A stalled holder's lease never lapses: the lock stays held past ttl + grace.
-    caught(
-        &[
-            "--seed",
-            "5",
-            "--unsafe",
-            "no-ttl",
-            "--nemesis",
-            "client-pause",
-            "--liveness-grace",
-            "200ms",
-        ],
-        &["lock-stuck"],
-    );
+    assert_caught(&[], "no-ttl", |_| {});
 }
 
 #[test]
 fn skip_token_check_under_client_pause_is_caught() {
-    caught(
-        &[
-            "--seed",
-            "6",
-            "--unsafe",
-            "skip-token-check",
-            "--nemesis",
-            "client-pause",
-        ],
-        &["stale-release-accepted", "stale-renew-accepted"],
-    );
+    assert_caught(&[], "skip-token-check", |_| {});
 }
 
 #[test]
 fn racy_without_faults_is_caught() {
-    caught(
-        &[
-            "--seed",
-            "7",
-            "--unsafe",
-            "racy",
-            "--nemesis",
-            "none",
-            "--workload",
-            "mutex",
-        ],
-        &["double-grant"],
-    );
+    assert_caught(&[], "racy", |_| {});
 }
 
 #[test]
 fn unfenced_store_under_client_pause_is_caught() {
-    caught(
-        &[
-            "--seed",
-            "8",
-            "--store-fence",
-            "none",
-            "--nemesis",
-            "client-pause",
-        ],
-        &["stale-write-accepted", "lost-update"],
-    );
+    assert_caught(&[], "store-none", |_| {});
 }
 
 /// Mode `write` fences writes only. A stalled holder that read before its stall still writes

@@ -173,3 +173,166 @@ pub fn require_libfaketime() -> bool {
     }
     ok
 }
+
+/// Short leases and frequent faults so a 10 s run holds several of each.
+pub const FAST: &[&str] = &[
+    "--ttl",
+    "1s",
+    "--hold",
+    "50ms..600ms",
+    "--duration",
+    "10s",
+    "--op-timeout",
+    "500ms",
+    "--nemesis-interval",
+    "1s",
+];
+
+/// An unsafe mode (or store mode), the faults that provoke it, and the kinds that catch it: one
+/// table, run once per adapter (native in tests/runs.rs, template in tests/template.rs).
+pub struct Scenario {
+    pub name: &'static str,
+    pub args: &'static [&'static str],
+    pub expect_any: &'static [&'static str],
+    pub needs_libfaketime: bool,
+}
+
+pub const SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "reuse-tokens",
+        args: &[
+            "--seed",
+            "4",
+            "--unsafe",
+            "reuse-tokens",
+            "--nemesis",
+            "kill",
+        ],
+        expect_any: &["token-regressed", "token-reused"],
+        needs_libfaketime: false,
+    },
+    Scenario {
+        // A stalled holder's lease never lapses: the lock stays held past ttl + grace.
+        name: "no-ttl",
+        args: &[
+            "--seed",
+            "5",
+            "--unsafe",
+            "no-ttl",
+            "--nemesis",
+            "client-pause",
+            "--liveness-grace",
+            "200ms",
+        ],
+        expect_any: &["lock-stuck"],
+        needs_libfaketime: false,
+    },
+    Scenario {
+        name: "skip-token-check",
+        args: &[
+            "--seed",
+            "6",
+            "--unsafe",
+            "skip-token-check",
+            "--nemesis",
+            "client-pause",
+        ],
+        expect_any: &["stale-release-accepted", "stale-renew-accepted"],
+        needs_libfaketime: false,
+    },
+    Scenario {
+        name: "racy",
+        args: &[
+            "--seed",
+            "7",
+            "--unsafe",
+            "racy",
+            "--nemesis",
+            "none",
+            "--workload",
+            "mutex",
+        ],
+        expect_any: &["double-grant"],
+        needs_libfaketime: false,
+    },
+    Scenario {
+        name: "store-none",
+        args: &[
+            "--seed",
+            "8",
+            "--store-fence",
+            "none",
+            "--nemesis",
+            "client-pause",
+        ],
+        expect_any: &["stale-write-accepted", "lost-update"],
+        needs_libfaketime: false,
+    },
+    Scenario {
+        // Forward bumps expire a wall-clock lease early.
+        name: "wall-clock",
+        args: &[
+            "--seed",
+            "1",
+            "--workload",
+            "mutex",
+            "--unsafe",
+            "wall-clock",
+            "--nemesis",
+            "clock",
+            "--clock-faults",
+            "bump-forward",
+        ],
+        expect_any: &["double-grant"],
+        needs_libfaketime: true,
+    },
+    Scenario {
+        // A paused primary is, to its members, a partitioned one.
+        name: "split-brain",
+        args: &[
+            "--seed",
+            "1",
+            "--nodes",
+            "3",
+            "--unsafe",
+            "split-brain",
+            "--workload",
+            "mutex",
+            "--nemesis",
+            "pause",
+            "--nemesis-targets",
+            "primary",
+            "--op-timeout",
+            "1s",
+        ],
+        expect_any: &["double-grant"],
+        needs_libfaketime: false,
+    },
+];
+
+/// Runs a scenario with `adapter` flags in front and asserts it is caught with a matching kind,
+/// then runs `also` on the run while its folder still exists. Skips (visibly) for a missing
+/// system package.
+pub fn assert_caught(adapter: &[&str], name: &str, also: impl FnOnce(&Run)) {
+    let s = SCENARIOS
+        .iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("no scenario {name}"));
+    if s.needs_libfaketime && !require_libfaketime() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args: Vec<&str> = adapter.to_vec();
+    args.extend_from_slice(FAST);
+    args.extend_from_slice(s.args);
+    let r = run(tmp.path(), &args, Duration::from_secs(90));
+    assert_eq!(r.code, 1, "{name}: expected invalid; {}", r.describe());
+    let kinds = r.kinds("violations");
+    assert!(
+        s.expect_any.iter().any(|k| kinds.iter().any(|f| f == k)),
+        "{name}: expected one of {:?}, found {kinds:?}; {}",
+        s.expect_any,
+        r.describe()
+    );
+    also(&r);
+}
