@@ -13,7 +13,8 @@ pub enum Adapter {
     Reference(RefClient),
     /// etcd v3 over its JSON gateway; the store is etcd itself, fenced by a txn.
     Etcd(Arc<EtcdClient>),
-    /// Any HTTP lock API described in a config file: `(lock service, store)`.
+    /// Any HTTP lock API described in a config file: `(lock service, store)`. Store calls go to
+    /// the store's own URL when it has one, described by the same file.
     Template(Arc<TemplateClient>, Option<Arc<TemplateClient>>),
 }
 
@@ -53,7 +54,6 @@ impl Adapter {
         match self {
             Adapter::Reference(c) => c.write(client, key, token, value).await,
             Adapter::Etcd(c) => c.write(client, key, token, value).await,
-            // The store may be a second service described by the same file.
             Adapter::Template(c, store) => {
                 store
                     .as_ref()
@@ -67,7 +67,6 @@ impl Adapter {
         match self {
             Adapter::Reference(c) => c.inspect(key).await,
             Adapter::Etcd(c) => c.inspect(key).await,
-            // The store may be a second service described by the same file.
             Adapter::Template(c, store) => store.as_ref().unwrap_or(c).inspect(key).await,
         }
     }
