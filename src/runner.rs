@@ -337,11 +337,8 @@ pub fn checkers_config(cfg: &RunConfig) -> checkers::CheckConfig {
 /// Reads a history file back and checks it: the run's verdict comes from the file, the same
 /// path `lockpick check` takes, so the file is the one boundary.
 pub fn check_file(path: &Path, cfg: &checkers::CheckConfig) -> Result<Results> {
-    let (ops, warnings) = history::read_ops(path)?;
-    let h = history::History::new(ops).map_err(|e| anyhow!("{}: {e}", path.display()))?;
-    let mut results = checkers::check(&h, cfg);
-    // Freeing a million ops takes a noticeable share of a check; nobody waits for it.
-    std::thread::spawn(move || drop(h));
+    // Streams the file into the checkers' compact digest: the events are never all in memory.
+    let (mut results, warnings) = checkers::check_path(path, cfg)?;
     for w in warnings {
         results
             .notes

@@ -55,7 +55,7 @@ pub fn liveness_stats(m: &Model) -> BTreeMap<String, Value> {
     // (lock, invoke, end, position)
     let mut unavailable: Vec<(u32, u64, u64, usize)> = Vec::new();
     let mut pending: Vec<u64> = Vec::new();
-    let end_ns = m.history.end_time_ns();
+    let end_ns = m.end_time_ns;
     for (i, o) in m.ops.iter().enumerate() {
         if o.outcome == Outcome::Pending {
             pending.push(o.index);
@@ -78,7 +78,7 @@ pub fn liveness_stats(m: &Model) -> BTreeMap<String, Value> {
                 Outcome::Ok => false,
             };
             if down {
-                let end = o.complete_ns.unwrap_or(end_ns).max(o.invoke_ns);
+                let end = o.complete_ns().unwrap_or(end_ns).max(o.invoke_ns);
                 unavailable.push((o.target, o.invoke_ns, end, i));
             }
         }

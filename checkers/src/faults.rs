@@ -78,11 +78,16 @@ fn value_of(op: &Op) -> Value {
 
 impl Faults {
     pub fn build(h: &History) -> Faults {
-        let end_ns = h.end_time_ns();
+        let nemesis: Vec<Op> = h.nemesis().cloned().collect();
+        Faults::from_nemesis(&nemesis, h.end_time_ns())
+    }
+
+    /// The faults of a history's nemesis events (in history order) ending at `end_ns`.
+    pub fn from_nemesis(nemesis: &[Op], end_ns: u64) -> Faults {
         let mut list: Vec<Fault> = Vec::new();
         // class -> positions in `list` of faults still open, oldest first
         let mut open: BTreeMap<&str, Vec<(usize, Option<&Value>)>> = BTreeMap::new();
-        for op in h.nemesis() {
+        for op in nemesis {
             let f = op.f.as_str();
             match role(f) {
                 Role::Start(class) => {

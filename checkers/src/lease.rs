@@ -14,7 +14,7 @@ use serde_json::Value;
 
 pub struct LeaseExpiry;
 
-fn as_u64(v: Option<&Value>) -> Option<u64> {
+pub(crate) fn as_u64(v: Option<&Value>) -> Option<u64> {
     let v = v?;
     v.as_u64()
         .or_else(|| v.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
@@ -28,23 +28,17 @@ impl Checker for LeaseExpiry {
     fn check_model(&self, m: &Model, cfg: &CheckConfig) -> CheckOutput {
         let mut out = CheckOutput::new();
         let mut judged = 0u64;
-        for op in &m.ops {
+        for &(pos, last_ok_ns, lease_ttl_ms) in &m.lease_evidence {
+            let op = &m.ops[pos];
             if op.func != Func::Acquire || op.outcome != Outcome::Ok {
                 continue;
             }
-            let Some(done) = m.completion(op) else {
-                continue;
-            };
-            let extra = &done.value.extra;
-            let (Some(last_ok_ns), Some(lease_ttl_ms)) = (
-                as_u64(extra.get("lease_last_ok_ns")),
-                as_u64(extra.get("lease_ttl_ms")),
-            ) else {
+            let Some(done_ns) = op.complete_ns() else {
                 continue;
             };
             judged += 1;
             let dead_ns = last_ok_ns.saturating_add(ttl_upper_ns(lease_ttl_ms, m.drift));
-            if done.time_ns <= dead_ns {
+            if done_ns <= dead_ns {
                 continue;
             }
             let name = m.target_name(op);
@@ -52,13 +46,13 @@ impl Checker for LeaseExpiry {
                 kind: ViolationKind::GrantOnExpiredLease,
                 lock: Some(name.to_string()),
                 ops: vec![op.index],
-                window_ns: [dead_ns, done.time_ns],
+                window_ns: [dead_ns, done_ns],
                 nemesis: Vec::new(),
                 explanation: format!(
                     "p{} was granted {name} with {} at {} (op {}), but by the adapter's evidence its lease was last granted or kept alive at {} with ttl {lease_ttl_ms} ms, so it was surely dead after {}",
                     op.process,
-                    token(op.token),
-                    secs(done.time_ns),
+                    token(op.token()),
+                    secs(done_ns),
                     op.index,
                     secs(last_ok_ns),
                     secs(dead_ns),

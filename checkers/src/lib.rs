@@ -11,6 +11,10 @@
 //!   bounds and definite holds, nemesis faults paired into intervals); every checker reads it.
 //! - [`check`]: runs [`all_checkers`] over one model and merges everything into the
 //!   serialized [`Results`] that `results.json` and the reports use; [`stats`] fills its figures.
+//! - [`check_path`]: the same for a history file, streamed: lines are parsed in parallel
+//!   blocks straight into a compact digest (the `digest` module) and paired in one sequential
+//!   pass, so the events are never all in memory. [`check`] feeds a [`History`] through the
+//!   same digest, so both paths run one model and one set of checkers.
 //! - [`gen`]: a seeded simulator of a *correct* lock service, fenced store and counter workload,
 //!   for property tests, mutation tests and benchmarks; [`gen::correct_history_into`] streams
 //!   one of any length. [`inject`] adds one violation of a named kind at a random point.
@@ -41,6 +45,7 @@
 //!   only one that writes), and counts only writes acknowledged before the final read was sent.
 //! - `unsafe-overlap` is one warning per grant, listing its late ops.
 
+mod digest;
 mod fairness;
 mod faults;
 pub mod gen;
@@ -54,10 +59,13 @@ mod store;
 mod text;
 mod tokens;
 
+pub use digest::{check_path, CheckError};
 pub use fairness::liveness_stats;
 pub use faults::{Fault, Faults};
-pub use model::{ClientOp, Func, Grant, Model, NO_GRANT, NO_TARGET};
-pub use stats::stats;
+pub use model::{ClientOp, Func, Grant, Model, NO_ERROR, NO_GRANT, NO_TARGET};
+pub use stats::{stats, stats_of};
+
+pub(crate) use model::FxMap;
 
 use history::{CheckerResult, History, Results, Validity, Violation};
 
@@ -126,9 +134,14 @@ pub fn all_checkers() -> Vec<Box<dyn Checker>> {
 }
 
 /// Runs every checker over `h` and merges their verdicts (invalid > unknown > valid).
+/// A front end to the same digest and checkers as [`check_path`].
 pub fn check(h: &History, cfg: &CheckConfig) -> Results {
-    let m = Model::new(h, cfg);
-    let mut valid = if h.is_empty() {
+    check_model(&Model::new(h, cfg), cfg)
+}
+
+/// Runs every checker over a digested history and merges their verdicts.
+pub(crate) fn check_model(m: &Model, cfg: &CheckConfig) -> Results {
+    let mut valid = if m.is_empty() {
         Validity::Unknown
     } else {
         Validity::Valid
@@ -141,7 +154,7 @@ pub fn check(h: &History, cfg: &CheckConfig) -> Results {
     let list = all_checkers();
     let half = list.len() / 2;
     let run = |c: &dyn Checker| -> (&'static str, CheckOutput) {
-        let mut out = c.check_model(&m, cfg);
+        let mut out = c.check_model(m, cfg);
         m.finish(&mut out);
         (c.name(), out)
     };
@@ -149,10 +162,10 @@ pub fn check(h: &History, cfg: &CheckConfig) -> Results {
         let other = scope.spawn(|| {
             let list = all_checkers();
             let outs: Vec<_> = list[half..].iter().map(|c| run(c.as_ref())).collect();
-            (outs, stats::stats(h))
+            (outs, stats::stats_of(m))
         });
         let outs: Vec<_> = list[..half].iter().map(|c| run(c.as_ref())).collect();
-        let extra = fairness::liveness_stats(&m);
+        let extra = fairness::liveness_stats(m);
         (
             (outs, extra),
             other.join().expect("checker thread panicked"),
@@ -208,7 +221,7 @@ pub(crate) fn sort_violations(v: &mut [Violation]) {
 pub(crate) fn verdict(m: &Model, cfg: &CheckConfig, out: &mut CheckOutput) {
     out.valid = if !out.violations.is_empty() {
         Validity::Invalid
-    } else if m.history.is_empty() {
+    } else if m.is_empty() {
         out.notes
             .push("the history is empty: it proves nothing".to_string());
         Validity::Unknown

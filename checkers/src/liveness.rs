@@ -55,14 +55,14 @@ impl Checker for Liveness {
             if o.target == NO_TARGET || !matches!(o.func, Func::Acquire | Func::Renew) {
                 continue;
             }
-            let requested = m.invocation(o).value.ttl_ms;
+            let requested = o.requested_ttl_ms();
             let t = &mut ttl_max_ms[o.target as usize];
-            *t = (*t).max(o.ttl_ms).max(requested);
+            *t = (*t).max(o.ttl_ms()).max(requested);
             match o.outcome {
                 Outcome::Ok => effects.push((
                     o.target,
                     o.invoke_ns,
-                    o.complete_ns.expect("an ok op has completed"),
+                    o.complete_ns().expect("an ok op has completed"),
                     i,
                 )),
                 Outcome::Info | Outcome::Pending => {
@@ -70,7 +70,7 @@ impl Checker for Liveness {
                 }
                 Outcome::Fail => {
                     if o.func == Func::Acquire && m.error_of(o) == Some("held") {
-                        held.push((o.target, o.complete_ns.expect("failed ops completed"), i));
+                        held.push((o.target, o.complete_ns().expect("failed ops completed"), i));
                     }
                 }
             }
@@ -161,7 +161,7 @@ fn stuck(m: &Model, cfg: &CheckConfig, s: &Stretch, ttl_ms: u64) -> Violation {
                     secs(s.t_last_ns),
                     o.process,
                     o.func.as_str(),
-                    token(o.token),
+                    token(o.token()),
                     o.index
                 )
             } else {

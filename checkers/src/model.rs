@@ -1,9 +1,10 @@
 //! The history digested once for every checker: client ops with their lock or key interned,
 //! grants with their lease bounds and definite holds, and the nemesis faults.
 
+use crate::digest::Digest;
 use crate::faults::Faults;
 use crate::{sort_violations, CheckConfig, CheckOutput};
-use history::{History, Op, OpValue, Outcome, F};
+use history::{History, Op, Outcome};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -11,6 +12,8 @@ use std::hash::{BuildHasherDefault, Hasher};
 pub const NO_TARGET: u32 = u32::MAX;
 /// `Model::grant_of` for an op that uses no known grant.
 pub const NO_GRANT: u32 = u32::MAX;
+/// `ClientOp::error` of an op whose completion reported no error (or that never completed).
+pub const NO_ERROR: u32 = u32::MAX;
 
 /// A client function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -37,7 +40,10 @@ impl Func {
     }
 }
 
-/// A client operation, flattened from its invoke and completion events.
+/// A client operation, flattened from its invoke and completion events: everything the
+/// checkers read of them, so the events themselves need not be kept. Absent numbers are
+/// sentinels rather than `Option`s where that keeps the op small (a 10M-event history has
+/// five million of these); read them through the accessors.
 #[derive(Debug, Clone)]
 pub struct ClientOp {
     pub func: Func,
@@ -46,23 +52,53 @@ pub struct ClientOp {
     /// Interned lock (lock ops) or key (store ops), or [`NO_TARGET`].
     pub target: u32,
     pub invoke_ns: u64,
-    pub complete_ns: Option<u64>,
-    /// Positions in `History::ops`.
-    pub invoke_pos: usize,
-    pub complete_pos: Option<usize>,
+    /// The completion time, or `u64::MAX` for an op the history leaves pending: see
+    /// [`ClientOp::complete_ns`].
+    pub done_ns: u64,
     /// The index naming this op in violations: its completion's, else its invoke's.
     pub index: u64,
     /// An acquire's token is the one granted (its ok value); other ops carry the token they use
-    /// on their invoke.
-    pub token: Option<u64>,
-    /// Granted (ok value) else requested (invoke value).
-    pub ttl_ms: Option<u64>,
+    /// on their invoke. `u64::MAX` when there is none (a token that large reads as none): see
+    /// [`ClientOp::token`].
+    pub token_raw: u64,
+    /// Granted (ok value) else requested (invoke value), or `u64::MAX`: see
+    /// [`ClientOp::ttl_ms`].
+    pub ttl_raw: u64,
+    /// The invoke's `ttl_ms`, or `u64::MAX`: see [`ClientOp::requested_ttl_ms`].
+    pub requested_ttl_ms: u64,
+    /// The completion's `seq`, or `u64::MAX`: see [`ClientOp::seq`].
+    pub seq: u64,
+    /// A write's value (its invoke's, else its completion's), any other op's completion value,
+    /// or `i64::MIN`: see [`ClientOp::value`].
+    pub value: i64,
+    /// Interned completion `error` (see [`Model::errors`]), or [`NO_ERROR`].
+    pub error: u32,
+    /// Either event is marked `final` (the counter workload's closing read).
+    pub is_final: bool,
 }
 
 impl ClientOp {
     /// The completion time, or "never" for an op the history leaves pending.
     pub fn complete_or_max(&self) -> u64 {
-        self.complete_ns.unwrap_or(u64::MAX)
+        self.done_ns
+    }
+    pub fn complete_ns(&self) -> Option<u64> {
+        (self.done_ns != u64::MAX).then_some(self.done_ns)
+    }
+    pub fn token(&self) -> Option<u64> {
+        (self.token_raw != u64::MAX).then_some(self.token_raw)
+    }
+    pub fn ttl_ms(&self) -> Option<u64> {
+        (self.ttl_raw != u64::MAX).then_some(self.ttl_raw)
+    }
+    pub fn requested_ttl_ms(&self) -> Option<u64> {
+        (self.requested_ttl_ms != u64::MAX).then_some(self.requested_ttl_ms)
+    }
+    pub fn seq(&self) -> Option<u64> {
+        (self.seq != u64::MAX).then_some(self.seq)
+    }
+    pub fn value(&self) -> Option<i64> {
+        (self.value != i64::MIN).then_some(self.value)
     }
 }
 
@@ -98,13 +134,23 @@ pub struct Grant {
     pub alive_until_ns: u64,
 }
 
-/// The digested history.
+/// The digested history. It owns everything the checkers read: the events are not kept.
 #[derive(Debug)]
-pub struct Model<'h> {
-    pub history: &'h History,
+pub struct Model {
     pub drift: f64,
-    pub locks: Vec<&'h str>,
-    pub keys: Vec<&'h str>,
+    /// Events in the history (client and nemesis).
+    pub events: u64,
+    /// The time of the last event (the length of the test as recorded).
+    pub end_time_ns: u64,
+    pub locks: Vec<String>,
+    pub keys: Vec<String>,
+    /// Interned completion errors ([`ClientOp::error`]).
+    pub errors: Vec<String>,
+    /// Nemesis events, in history order.
+    pub nemesis: Vec<Op>,
+    /// `(position in ops, lease_last_ok_ns, lease_ttl_ms)` of every completion carrying the
+    /// adapter's lease evidence, by position.
+    pub lease_evidence: Vec<(usize, u64, u64)>,
     /// Client lock and store ops, in invoke order.
     pub ops: Vec<ClientOp>,
     pub grants: Vec<Grant>,
@@ -133,7 +179,7 @@ pub fn ttl_upper_ns(ttl_ms: u64, drift: f64) -> u64 {
 /// FxHash, as in rustc: the model's maps are only looked up, never iterated, so a fast hash
 /// that resists no adversary is fine and the output stays deterministic.
 #[derive(Default, Clone, Copy)]
-struct FxHasher(u64);
+pub(crate) struct FxHasher(u64);
 
 impl FxHasher {
     fn add(&mut self, word: u64) {
@@ -163,101 +209,53 @@ impl Hasher for FxHasher {
     }
 }
 
-type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+pub(crate) type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
-fn intern<'h>(names: &mut Vec<&'h str>, ids: &mut FxMap<&'h str, u32>, name: &'h str) -> u32 {
-    // A run usually names a handful of locks: comparing a few short names beats hashing.
-    if names.len() <= 8 {
-        if let Some(i) = names.iter().position(|n| *n == name) {
-            return i as u32;
-        }
+impl Model {
+    /// Digests an in-memory history: the front end of the same pass a history file goes
+    /// through ([`crate::check_path`]).
+    pub fn new(h: &History, cfg: &CheckConfig) -> Model {
+        let digest = Digest::of_history(h);
+        assert!(
+            digest.error.is_none(),
+            "a History is validated by History::new: {:?}",
+            digest.error
+        );
+        Model::from_digest(digest, cfg)
     }
-    *ids.entry(name).or_insert_with(|| {
-        names.push(name);
-        names.len() as u32 - 1
-    })
-}
 
-impl<'h> Model<'h> {
-    pub fn new(h: &'h History, cfg: &CheckConfig) -> Model<'h> {
+    pub(crate) fn from_digest(d: Digest, cfg: &CheckConfig) -> Model {
         let drift = if cfg.drift.is_finite() {
             cfg.drift.max(0.0)
         } else {
             0.0
         };
-        let operations = h.operations();
-        let mut locks = Vec::new();
-        let mut lock_ids = FxMap::default();
-        let mut keys = Vec::new();
-        let mut key_ids = FxMap::default();
-        let mut ops = Vec::with_capacity(operations.len());
+        let mut ops = d.ops;
         let mut grants: Vec<Grant> = Vec::new();
-        let mut grant_of = Vec::with_capacity(operations.len());
+        let mut grant_of = Vec::with_capacity(ops.len());
         // (process, lock, token) -> grant; (process, token) -> grant
         let mut by_lock_token: FxMap<(u64, u32, u64), u32> = FxMap::default();
         let mut by_token: FxMap<(u64, u64), u32> = FxMap::default();
         let mut ok_acquires = 0;
         let mut unplaced = 0;
-        for o in operations {
-            let inv: &Op = &h.ops[o.invoke];
-            let done: Option<&Op> = o.complete.map(|i| &h.ops[i]);
-            let Some(p) = inv.process.client() else {
-                continue;
-            };
-            let func = match inv.f {
-                F::Acquire => Func::Acquire,
-                F::Renew => Func::Renew,
-                F::Release => Func::Release,
-                F::Read => Func::Read,
-                F::Write => Func::Write,
-                F::Other(_) => continue, // History::new refuses these for clients
-            };
-            let name = if func.is_lock_op() {
-                inv.lock.as_deref()
-            } else {
-                inv.key.as_deref()
-            };
-            let target = match name {
-                Some(n) if func.is_lock_op() => intern(&mut locks, &mut lock_ids, n),
-                Some(n) => intern(&mut keys, &mut key_ids, n),
-                None => {
-                    unplaced += 1;
-                    NO_TARGET
-                }
-            };
-            let ok_value: Option<&OpValue> =
-                done.filter(|_| o.outcome == Outcome::Ok).map(|d| &d.value);
-            let token = if func == Func::Acquire {
-                ok_value.and_then(|v| v.token)
-            } else {
-                inv.value.token.or(done.and_then(|d| d.value.token))
-            };
-            let ttl_ms = ok_value.and_then(|v| v.ttl_ms).or(inv.value.ttl_ms);
-            let op = ClientOp {
-                func,
-                outcome: o.outcome,
-                process: p,
-                target,
-                invoke_ns: inv.time_ns,
-                complete_ns: done.map(|d| d.time_ns),
-                invoke_pos: o.invoke,
-                complete_pos: o.complete,
-                index: done.map_or(inv.index, |d| d.index),
-                token,
-                ttl_ms,
-            };
-            let pos = ops.len();
+        // Bounded by the ops.
+        for (pos, op) in ops.iter().enumerate() {
+            let (func, p, target, token, ttl_ms) =
+                (op.func, op.process, op.target, op.token(), op.ttl_ms());
+            if target == NO_TARGET {
+                unplaced += 1;
+            }
             let mut uses = NO_GRANT;
             if target != NO_TARGET {
                 match func {
-                    Func::Acquire if o.outcome == Outcome::Ok => {
+                    Func::Acquire if op.outcome == Outcome::Ok => {
                         ok_acquires += 1;
                         let g = grants.len() as u32;
                         if let Some(t) = token {
                             by_lock_token.insert((p, target, t), g);
                             by_token.insert((p, t), g);
                         }
-                        let complete_ns = op.complete_ns.expect("an ok op has completed");
+                        let complete_ns = op.complete_ns().expect("an ok op has completed");
                         grants.push(Grant {
                             op: pos,
                             lock: target,
@@ -295,13 +293,12 @@ impl<'h> Model<'h> {
             if uses != NO_GRANT {
                 let g = &mut grants[uses as usize];
                 match func {
-                    Func::Renew => extend_lease(g, &op, pos, drift),
+                    Func::Renew => extend_lease(g, op, pos, drift),
                     Func::Release if g.release_op.is_none() => g.release_op = Some(pos),
                     _ => {}
                 }
             }
             grant_of.push(uses);
-            ops.push(op);
         }
         for g in &mut grants {
             let mut end = g.lease_lb_ns;
@@ -311,30 +308,41 @@ impl<'h> Model<'h> {
             g.alive_until_ns = end;
             g.hold = (g.complete_ns < end).then_some((g.complete_ns, end));
         }
+        ops.shrink_to_fit();
+        let mut lease_evidence = d.lease_evidence;
+        lease_evidence.sort_unstable();
         Model {
-            history: h,
             drift,
-            locks,
-            keys,
+            events: d.events,
+            end_time_ns: d.end_time_ns,
+            faults: Faults::from_nemesis(&d.nemesis, d.end_time_ns),
+            locks: d.locks,
+            keys: d.keys,
+            errors: d.errors,
+            nemesis: d.nemesis,
+            lease_evidence,
             ops,
             grants,
             grant_of,
-            faults: Faults::build(h),
             ok_acquires,
             unplaced,
         }
     }
 
-    pub fn lock_name(&self, id: u32) -> &'h str {
-        self.locks.get(id as usize).copied().unwrap_or("?")
+    pub fn is_empty(&self) -> bool {
+        self.events == 0
     }
 
-    pub fn key_name(&self, id: u32) -> &'h str {
-        self.keys.get(id as usize).copied().unwrap_or("?")
+    pub fn lock_name(&self, id: u32) -> &str {
+        self.locks.get(id as usize).map_or("?", |s| s.as_str())
+    }
+
+    pub fn key_name(&self, id: u32) -> &str {
+        self.keys.get(id as usize).map_or("?", |s| s.as_str())
     }
 
     /// The name of an op's lock or key.
-    pub fn target_name(&self, op: &ClientOp) -> &'h str {
+    pub fn target_name(&self, op: &ClientOp) -> &str {
         if op.func.is_lock_op() {
             self.lock_name(op.target)
         } else {
@@ -342,18 +350,9 @@ impl<'h> Model<'h> {
         }
     }
 
-    /// The op's completion event, if any.
-    pub fn completion(&self, op: &ClientOp) -> Option<&'h Op> {
-        op.complete_pos.map(|i| &self.history.ops[i])
-    }
-
-    pub fn invocation(&self, op: &ClientOp) -> &'h Op {
-        &self.history.ops[op.invoke_pos]
-    }
-
     /// The error a failed or indeterminate op reported.
-    pub fn error_of(&self, op: &ClientOp) -> Option<&'h str> {
-        self.completion(op).and_then(|d| d.value.error.as_deref())
+    pub fn error_of(&self, op: &ClientOp) -> Option<&str> {
+        self.errors.get(op.error as usize).map(|s| s.as_str())
     }
 
     /// Fills each violation's active faults and sorts, so every checker's output is final
@@ -373,7 +372,7 @@ impl<'h> Model<'h> {
 
 /// Applies one renew of `g`, met in invoke order.
 fn extend_lease(g: &mut Grant, renew: &ClientOp, pos: usize, drift: f64) {
-    let ttl = renew.ttl_ms.or(g.ttl_ms);
+    let ttl = renew.ttl_ms().or(g.ttl_ms);
     match renew.outcome {
         Outcome::Ok => {
             // Continuity: a renew invoked after the lower bound may have found the lease gone,
@@ -387,7 +386,7 @@ fn extend_lease(g: &mut Grant, renew: &ClientOp, pos: usize, drift: f64) {
                     }
                 }
             }
-            let done = renew.complete_ns.expect("an ok op has completed");
+            let done = renew.complete_ns().expect("an ok op has completed");
             g.surely_dead_ns = match (g.surely_dead_ns, ttl) {
                 (Some(sd), Some(t)) => Some(sd.max(done.saturating_add(ttl_upper_ns(t, drift)))),
                 _ => None,

@@ -199,7 +199,7 @@ fn hold_end(m: &Model, g: &Grant, needed_ns: u64, ops: &mut Vec<u64>) -> (u64, S
         chain.push(r.index);
         lb = r
             .invoke_ns
-            .saturating_add(ttl_lower_ns(r.ttl_ms.or(g.ttl_ms).unwrap_or(0), m.drift));
+            .saturating_add(ttl_lower_ns(r.ttl_ms().or(g.ttl_ms).unwrap_or(0), m.drift));
     }
     let why = match chain.last() {
         None => format!(
@@ -263,7 +263,7 @@ fn unsafe_overlaps(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
         if op.func == Func::Renew {
             let d = &mut dead[g as usize];
             *d = match op.outcome {
-                Outcome::Ok => match (*d, op.ttl_ms.or(grant.ttl_ms), op.complete_ns) {
+                Outcome::Ok => match (*d, op.ttl_ms().or(grant.ttl_ms), op.complete_ns()) {
                     (Some(x), Some(t), Some(c)) => {
                         Some(x.max(c.saturating_add(crate::model::ttl_upper_ns(t, m.drift))))
                     }

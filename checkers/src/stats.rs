@@ -1,6 +1,8 @@
 //! Whole-history figures for the report: counts by function and outcome, latency percentiles.
 
-use history::{History, Outcome, Percentiles, Stats, F};
+use crate::model::{Func, Model};
+use crate::CheckConfig;
+use history::{History, Outcome, Percentiles, Stats};
 use std::collections::BTreeMap;
 
 /// Nearest-rank percentile of sorted latencies, in ms.
@@ -27,15 +29,18 @@ fn outcome_slot(o: Outcome) -> usize {
 /// Counts every client op by function and outcome; latency covers the ops that completed
 /// (ok, fail or info), since a pending op has no latency to show.
 pub fn stats(h: &History) -> Stats {
-    // Counted by function name: the five client functions, plus anything else a history names
-    // (History::new refuses other client functions, but stats may see an unchecked one).
+    stats_of(&Model::new(h, &CheckConfig::default()))
+}
+
+/// [`stats`] of a digested history.
+pub fn stats_of(m: &Model) -> Stats {
+    // Counted by function name, in first-seen order (the maps below sort them anyway).
     let mut names: Vec<&str> = Vec::new();
     let mut counts: Vec<[u64; 4]> = Vec::new();
     let mut latencies: Vec<Vec<u64>> = Vec::new();
     let mut grants = 0;
-    for o in h.operations() {
-        let inv = h.invoke_of(o);
-        let f = inv.f.as_str();
+    for o in &m.ops {
+        let f = o.func.as_str();
         // Few distinct names: a linear scan beats hashing.
         let slot = match names.iter().position(|n| *n == f) {
             Some(i) => i,
@@ -47,11 +52,11 @@ pub fn stats(h: &History) -> Stats {
             }
         };
         counts[slot][outcome_slot(o.outcome)] += 1;
-        if o.outcome == Outcome::Ok && inv.f == F::Acquire {
+        if o.outcome == Outcome::Ok && o.func == Func::Acquire {
             grants += 1;
         }
-        if let Some(done) = h.complete_of(o) {
-            latencies[slot].push(done.time_ns.saturating_sub(inv.time_ns));
+        if let Some(done) = o.complete_ns() {
+            latencies[slot].push(done.saturating_sub(o.invoke_ns));
         }
     }
     let mut ops = BTreeMap::new();
@@ -79,12 +84,12 @@ pub fn stats(h: &History) -> Stats {
         );
     }
     Stats {
-        events: h.ops.len() as u64,
-        duration_ns: h.end_time_ns(),
+        events: m.events,
+        duration_ns: m.end_time_ns,
         ops,
         latency,
         grants,
-        nemesis_events: h.nemesis().count() as u64,
+        nemesis_events: m.nemesis.len() as u64,
         extra: BTreeMap::new(),
     }
 }

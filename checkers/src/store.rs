@@ -26,7 +26,7 @@ impl Checker for StoreFencing {
             if o.func != Func::Write || o.outcome != Outcome::Ok || o.target == NO_TARGET {
                 continue;
             }
-            match (m.completion(o).and_then(|d| d.value.seq), o.token) {
+            match (o.seq(), o.token()) {
                 (Some(seq), Some(_)) => writes.push((o.target, seq, i)),
                 _ => unordered += 1,
             }
@@ -53,11 +53,11 @@ impl Checker for StoreFencing {
             }
             seq = s;
             let b = &m.ops[pos];
-            let tok = b.token.expect("filtered on token");
+            let tok = b.token().expect("filtered on token");
             if let Some((tok_a, pa)) = best {
                 if tok < tok_a {
                     let a = &m.ops[pa];
-                    let seq_a = m.completion(a).and_then(|d| d.value.seq).unwrap_or(0);
+                    let seq_a = a.seq().unwrap_or(0);
                     let name = m.key_name(k);
                     out.violations.push(Violation {
                         kind: ViolationKind::StaleWriteAccepted,
@@ -116,25 +116,14 @@ impl Checker for Counter {
             match (o.func, o.outcome) {
                 (Func::Write, Outcome::Ok) => {
                     per_key[o.target as usize].0.push((o.complete_or_max(), i));
-                    let v = m
-                        .invocation(o)
-                        .value
-                        .value
-                        .or_else(|| m.completion(o).and_then(|d| d.value.value));
-                    if let Some(v) = v {
+                    if let Some(v) = o.value() {
                         values.push((o.target, v, o.complete_or_max(), i));
                     }
                 }
                 (Func::Write, Outcome::Info | Outcome::Pending) => {
                     per_key[o.target as usize].1 += 1
                 }
-                (Func::Read, Outcome::Ok) => {
-                    let is_final = m.invocation(o).value.is_final
-                        || m.completion(o).is_some_and(|d| d.value.is_final);
-                    if is_final {
-                        finals.push(i);
-                    }
-                }
+                (Func::Read, Outcome::Ok) if o.is_final => finals.push(i),
                 _ => {}
             }
         }
@@ -171,7 +160,7 @@ impl Checker for Counter {
         }
         for pos in finals {
             let r = &m.ops[pos];
-            let Some(v) = m.completion(r).and_then(|d| d.value.value) else {
+            let Some(v) = r.value() else {
                 continue;
             };
             // Only writes acknowledged before the read was sent must show in it.

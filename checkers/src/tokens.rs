@@ -345,7 +345,7 @@ impl Checker for StaleLockOps {
             .filter(|(_, o)| {
                 matches!(o.func, Func::Release | Func::Renew)
                     && o.outcome == Outcome::Ok
-                    && o.token.is_some()
+                    && o.token().is_some()
                     && o.target != crate::model::NO_TARGET
             })
             .map(|(i, o)| (o.target, o.invoke_ns, i))
@@ -354,7 +354,7 @@ impl Checker for StaleLockOps {
         frontier_sweep(m, &queries, |pos, best| {
             let op = &m.ops[pos];
             let Some((tok_a, ga)) = best else { return };
-            let tok = op.token.expect("filtered on token");
+            let tok = op.token().expect("filtered on token");
             if tok >= tok_a {
                 return;
             }
@@ -365,7 +365,7 @@ impl Checker for StaleLockOps {
             } else {
                 (ViolationKind::StaleRenewAccepted, "renew")
             };
-            let complete_ns = op.complete_ns.expect("an ok op has completed");
+            let complete_ns = op.complete_ns().expect("an ok op has completed");
             out.violations.push(Violation {
                 kind,
                 lock: Some(name.to_string()),

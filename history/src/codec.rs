@@ -235,10 +235,52 @@ pub fn read_ops_from(
 }
 
 fn read_ops_with_capacity(
-    mut input: impl Read,
+    input: impl Read,
     name: &Path,
     capacity: usize,
 ) -> Result<(Vec<Op>, Vec<ReadWarning>), ReadError> {
+    let mut ops = Vec::with_capacity(capacity);
+    let warnings = read_pieces(input, name, &OpParser, |piece| ops.extend(piece))?;
+    Ok((ops, warnings))
+}
+
+/// Parses lines into a per-range accumulator (a "piece"). [`read_pieces`] runs one per range of
+/// lines, on every core, so a parser may keep per-piece state (interned names) without locks.
+pub trait PieceParser: Sync {
+    type Piece: Send;
+    /// An empty piece for a range of `bytes` bytes of text.
+    fn new_piece(&self, bytes: usize) -> Self::Piece;
+    /// Parses one non-blank line into `piece` and returns its `index`, or the reason the line
+    /// is malformed (as [`HistoryReader`] would word it).
+    fn parse_line(&self, line: &[u8], piece: &mut Self::Piece) -> Result<u64, String>;
+}
+
+/// The plain parser: one [`Op`] per line.
+struct OpParser;
+
+impl PieceParser for OpParser {
+    type Piece = Vec<Op>;
+    fn new_piece(&self, bytes: usize) -> Vec<Op> {
+        Vec::with_capacity(bytes / 60)
+    }
+    fn parse_line(&self, line: &[u8], piece: &mut Vec<Op>) -> Result<u64, String> {
+        let op = serde_json::from_slice::<Op>(line).map_err(|e| e.to_string())?;
+        let index = op.index;
+        piece.push(op);
+        Ok(index)
+    }
+}
+
+/// Reads a history with `parser`, handing `sink` each parsed piece in file order, and returns
+/// the reader's warnings. Same rules and messages as [`HistoryReader`] (indices ascend, a
+/// malformed line names `file:line`, a truncated final line is a warning), but parses blocks
+/// of lines on every core and never holds more than a few blocks of text.
+pub fn read_pieces<P: PieceParser>(
+    mut input: impl Read,
+    name: &Path,
+    parser: &P,
+    mut sink: impl FnMut(P::Piece),
+) -> Result<Vec<ReadWarning>, ReadError> {
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
@@ -247,7 +289,6 @@ fn read_ops_with_capacity(
         path: name.to_path_buf(),
         source,
     };
-    let mut ops = Vec::with_capacity(capacity);
     let mut warnings = Vec::new();
     let mut carry: Vec<u8> = Vec::new();
     let mut lines_before = 0u64;
@@ -270,14 +311,15 @@ fn read_ops_with_capacity(
             }
         }
         let pieces = split_lines(&block, threads);
-        let results: Vec<Piece> = std::thread::scope(|scope| {
+        let results: Vec<Piece<P::Piece>> = std::thread::scope(|scope| {
             let handles: Vec<_> = pieces
                 .iter()
                 .enumerate()
                 .map(|(i, &(from, to, first_line))| {
                     let text = &block[from..to];
                     let at_end = eof && i + 1 == pieces.len();
-                    scope.spawn(move || parse_piece(text, lines_before + first_line, at_end))
+                    scope
+                        .spawn(move || parse_piece(parser, text, lines_before + first_line, at_end))
                 })
                 .collect();
             handles
@@ -302,10 +344,10 @@ fn read_ops_with_capacity(
                     reason,
                 });
             }
-            if let Some(op) = piece.ops.last() {
-                last_index = Some(op.index);
+            if piece.last.is_some() {
+                last_index = piece.last;
             }
-            ops.extend(piece.ops);
+            sink(piece.items);
             warnings.extend(piece.warning);
         }
         lines_before += pieces.last().map_or(0, |&(from, to, before)| {
@@ -315,7 +357,7 @@ fn read_ops_with_capacity(
             break;
         }
     }
-    Ok((ops, warnings))
+    Ok(warnings)
 }
 
 /// Reads until `buf` holds at least `want` bytes or the input ends; true at the end.
@@ -370,10 +412,12 @@ fn split_lines(block: &[u8], n: usize) -> Vec<(usize, usize, u64)> {
 }
 
 /// One range of lines, parsed.
-struct Piece {
-    ops: Vec<Op>,
+struct Piece<T> {
+    items: T,
     /// Line and index of its first op, to check ascent across ranges.
     first: Option<(u64, u64)>,
+    /// Index of its last op.
+    last: Option<u64>,
     /// The first bad line.
     error: Option<(u64, String)>,
     warning: Option<ReadWarning>,
@@ -381,16 +425,22 @@ struct Piece {
 
 /// `lines_before`: lines of the input before this range. `at_end`: the range ends the input,
 /// so its last line may be a write cut short.
-fn parse_piece(text: &[u8], lines_before: u64, at_end: bool) -> Piece {
+fn parse_piece<P: PieceParser>(
+    parser: &P,
+    text: &[u8],
+    lines_before: u64,
+    at_end: bool,
+) -> Piece<P::Piece> {
     let mut piece = Piece {
-        ops: Vec::with_capacity(text.len() / 60),
+        items: parser.new_piece(text.len()),
         first: None,
+        last: None,
         error: None,
         warning: None,
     };
     let mut line_no = lines_before;
-    let mut last: Option<u64> = None;
     let mut rest = text;
+    // Bounded by the text: each pass consumes one line.
     while !rest.is_empty() {
         let (line, complete) = match memchr::memchr(b'\n', rest) {
             Some(p) => {
@@ -409,22 +459,21 @@ fn parse_piece(text: &[u8], lines_before: u64, at_end: bool) -> Piece {
         if t.is_empty() {
             continue;
         }
-        match serde_json::from_slice::<Op>(t) {
-            Ok(op) => {
-                if let Some(prev) = last {
-                    if op.index <= prev {
+        match parser.parse_line(t, &mut piece.items) {
+            Ok(index) => {
+                if let Some(prev) = piece.last {
+                    if index <= prev {
                         piece.error = Some((
                             line_no,
-                            format!("index {} does not ascend (previous index {prev})", op.index),
+                            format!("index {index} does not ascend (previous index {prev})"),
                         ));
                         return piece;
                     }
                 }
                 if piece.first.is_none() {
-                    piece.first = Some((line_no, op.index));
+                    piece.first = Some((line_no, index));
                 }
-                last = Some(op.index);
-                piece.ops.push(op);
+                piece.last = Some(index);
             }
             Err(e) if at_end && !complete => {
                 piece.warning = Some(ReadWarning {
@@ -435,7 +484,7 @@ fn parse_piece(text: &[u8], lines_before: u64, at_end: bool) -> Piece {
                 });
             }
             Err(e) => {
-                piece.error = Some((line_no, e.to_string()));
+                piece.error = Some((line_no, e));
                 return piece;
             }
         }

@@ -21,7 +21,10 @@ mod op;
 mod recorder;
 mod results;
 
-pub use codec::{read_ops, read_ops_from, HistoryReader, HistoryWriter, ReadError, ReadWarning};
+pub use codec::{
+    read_ops, read_ops_from, read_pieces, HistoryReader, HistoryWriter, PieceParser, ReadError,
+    ReadWarning,
+};
 pub use history::{History, Operation, Outcome, StructureError};
 pub use layout::ExitCode;
 pub use op::{Op, OpType, OpValue, Process, F};

@@ -1,0 +1,163 @@
+//! The streaming path (`check_path`: a history file parsed straight into the compact digest)
+//! must give exactly what the in-memory path (`check` on a `History`) gives, for correct
+//! histories, for every injected violation, and for the odd corners of the format.
+
+use checkers::gen::{correct_history, GenParams};
+use checkers::inject::{inject, InjectKind};
+use checkers::{check, check_path, CheckConfig, CheckError};
+use history::{read_ops, History, HistoryWriter, Op};
+use std::io::Write;
+use std::path::Path;
+
+fn params(seed: u64, events: usize) -> GenParams {
+    GenParams {
+        clients: 1 + (seed as usize % 6),
+        locks: 1 + (seed as usize % 3),
+        events,
+        info_rate: 0.05,
+        client_pause_rate: 0.05,
+        nemesis: seed % 2 == 0,
+        lease_evidence: seed % 3 != 0,
+        ..GenParams::default()
+    }
+}
+
+fn write(path: &Path, ops: &[Op]) {
+    let mut w = HistoryWriter::create(path).unwrap();
+    for op in ops {
+        w.write(op).unwrap();
+    }
+}
+
+/// Both paths over the same file, as JSON text.
+fn both(path: &Path, cfg: &CheckConfig) -> (String, String) {
+    let (ops, _) = read_ops(path).unwrap();
+    let h = History::new(ops).unwrap();
+    let via_history = serde_json::to_string(&check(&h, cfg)).unwrap();
+    let (r, _) = check_path(path, cfg).unwrap();
+    (via_history, serde_json::to_string(&r).unwrap())
+}
+
+#[test]
+fn streaming_equals_in_memory_for_generated_and_injected_histories() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.jsonl");
+    let mut invalid = 0;
+    for seed in 0..24u64 {
+        let kinds = std::iter::once(None).chain(InjectKind::ALL.into_iter().map(Some));
+        for kind in kinds {
+            let mut ops = correct_history(seed, &params(seed, 300 + 40 * seed as usize));
+            if let Some(k) = kind {
+                inject(&mut ops, k, seed);
+            }
+            write(&path, &ops);
+            let cfg = CheckConfig {
+                drift: if seed % 4 == 0 { 0.01 } else { 0.0 },
+                ..CheckConfig::default()
+            };
+            let (a, b) = both(&path, &cfg);
+            assert_eq!(a, b, "seed {seed}, {kind:?}");
+            invalid += a.starts_with("{\"valid\":false") as u32;
+        }
+    }
+    // The comparison must have covered violations, not only valid verdicts.
+    assert!(invalid > 100, "only {invalid} invalid histories");
+}
+
+#[test]
+fn streaming_equals_in_memory_on_format_corners() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.jsonl");
+    // Escaped names and errors, unknown fields, null values and names, keys in odd order,
+    // lease evidence as a float, a missing lock, a blank line and a truncated final line.
+    let text = concat!(
+        r#"{"index":0,"time_ns":10,"process":1,"type":"invoke","f":"acquire","lock":"L\"0","value":{"ttl_ms":1000,"x":[1,{"y":2}]}}"#,
+        "\n",
+        r#"{"process":1,"index":1,"time_ns":20,"type":"ok","f":"acquire","lock":"L\"0","value":{"token":5,"ttl_ms":1000,"lease_last_ok_ns":1.0e1,"lease_ttl_ms":1}}"#,
+        "\n\n",
+        r#"{"index":2,"time_ns":30,"process":2,"type":"invoke","f":"acquire","lock":"L\"0","value":null,"extra":"x"}"#,
+        "\n",
+        r#"{"index":3,"time_ns":40,"process":2,"type":"fail","f":"acquire","lock":null,"value":{"error":"he\u006cd"}}"#,
+        "\n",
+        r#"{"index":4,"time_ns":50,"process":"nemesis","type":"info","f":"start-pause","value":{"nodes":["n1"]}}"#,
+        "\n",
+        r#"{"index":5,"time_ns":60,"process":1,"type":"invoke","f":"write","key":"k\\1","value":{"token":5,"value":1}}"#,
+        "\n",
+        r#"{"index":6,"time_ns":70,"process":1,"type":"ok","f":"write","key":"k\\1","value":{"token":5,"value":1,"seq":1}}"#,
+        "\n",
+        r#"{"index":7,"time_ns":80,"process":3,"type":"invoke","f":"release"}"#,
+        "\n",
+        r#"{"index":8,"time_ns":90,"process":1,"type":"invoke","f":"read","key":"k\\1","value":{"token":5,"final":true}}"#,
+        "\n",
+        r#"{"index":9,"time_ns":95,"process":1,"type":"ok","f":"read","key":"k\\1","value":{"token":5,"value":1}}"#,
+        "\n",
+        r#"{ "index" : 10 , "time_ns":100,"process":4,"type":"invoke","f":"write","key":"k\\1","value":{"token":5,"token":6,"value":-7,"final":null}}"#,
+        "\n",
+        r#"{"index":11,"time_ns":110,"process":4,"type":"ok","f":"write","key":"k\\1","value":{"token":6,"value":-7,"seq":2,"seq":3,"error":null}}"#,
+        "\n",
+        r#"{"index":12,"time_ns":120,"process":4,"type":"invoke","f":"write","key":"k\\1","value":{"token":6,"value":0}}"#,
+        "\n",
+        r#"{"index":13,"time_ns":130,"process":4,"type":"ok","f":"write","key":"k\\1","key":"k\\2","value":{"token":6,"seq":18446744073709551615}}"#,
+        "\n",
+        r#"{"index":14,"time_ns":140,"process":4,"type":"invoke","f":"read","key":"ké","value":{"token":6,"value":-9223372036854775808}}"#,
+        "\n",
+        r#"{"index":15,"time_ns":150,"process":4,"type":"info","f":"read","key":"ké","value":{"error":"t\u00e9\n"}}"#,
+        "\n",
+        r#"{"index":16,"time_ns":100,"process":1,"ty"#,
+    );
+    std::fs::write(&path, text).unwrap();
+    let cfg = CheckConfig::default();
+    let (a, b) = both(&path, &cfg);
+    assert_eq!(a, b);
+    let (_, w1) = read_ops(&path).unwrap();
+    let (_, w2) = check_path(&path, &cfg).unwrap();
+    assert_eq!(w1, w2);
+    assert_eq!(w2.len(), 1);
+}
+
+#[test]
+fn streaming_reports_the_same_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.jsonl");
+    let cfg = CheckConfig::default();
+    let good = r#"{"index":0,"time_ns":10,"process":1,"type":"invoke","f":"acquire","lock":"L0"}"#;
+    let cases = [
+        // structure errors, in History::new's words
+        r#"{"index":1,"time_ns":20,"process":1,"type":"invoke","f":"acquire","lock":"L0"}"#,
+        r#"{"index":1,"time_ns":20,"process":2,"type":"ok","f":"acquire","lock":"L0"}"#,
+        r#"{"index":1,"time_ns":20,"process":1,"type":"ok","f":"release","lock":"L0"}"#,
+        r#"{"index":1,"time_ns":5,"process":1,"type":"ok","f":"acquire","lock":"L0"}"#,
+        r#"{"index":1,"time_ns":20,"process":1,"type":"invoke","f":"frobnicate"}"#,
+        // malformed lines, in the reader's words
+        r#"{"index":1,"time_ns":20,"process":-1,"type":"ok","f":"acquire"}"#,
+        r#"{"index":1,"time_ns":20,"process":1,"type":"maybe","f":"acquire"}"#,
+        r#"{"index":0,"time_ns":20,"process":1,"type":"ok","f":"acquire"}"#,
+        r#"{"index":1,"time_ns":20,"process":1,"type":"ok","f":"acquire","value":[5]}"#,
+        r#"[1,20,1,"ok","acquire"]"#,
+        r#"{"index":1,"time_ns":20,"process":1,"type":"ok","f":"acquire","value":{"value":-0}}"#,
+        r#"{"index":01,"time_ns":20,"process":1,"type":"ok","f":"acquire"}"#,
+        r#"{"index":1,"time_ns":20,"process":1,"type":"ok","f":"acquire","value":{"ttl_ms":1.5}}"#,
+        r#"{"index":1,"time_ns":20,"process":1,"type":"ok","f":"acquire","value":{"ttl_ms":1e3}}"#,
+        r#"{"index":1,"time_ns":20,"process":1,"type":"ok","f":"acquire","value":{"token":18446744073709551616}}"#,
+        r#"{"index":1,"time_ns":20,"process":1,"type":"ok","f":"acquire","value":{"final":1}}"#,
+        r#"{"index":1,"time_ns":20,"process":1,"type":"ok","f":"acquire","lock":"L0"} x"#,
+        r#"{"index":1,"time_ns":20,"process":1,"type":"ok""#,
+    ];
+    for case in cases {
+        let mut f = std::fs::File::create(&path).unwrap();
+        writeln!(f, "{good}\n{case}").unwrap();
+        drop(f);
+        let expected = match read_ops(&path) {
+            Err(e) => e.to_string(),
+            Ok((ops, _)) => match History::new(ops) {
+                Err(e) => format!("{}: {e}", path.display()),
+                Ok(_) => panic!("{case} was accepted"),
+            },
+        };
+        let got = match check_path(&path, &cfg) {
+            Err(e @ (CheckError::Read(_) | CheckError::Structure { .. })) => e.to_string(),
+            Ok(_) => panic!("{case} was accepted by check_path"),
+        };
+        assert_eq!(expected, got, "{case}");
+    }
+}
