@@ -6,7 +6,7 @@
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_lockpick");
 
@@ -66,31 +66,39 @@ impl Run {
     }
 }
 
-/// Runs `lockpick ARGS` and kills it if it outlives `limit` (then panics).
+/// Runs `lockpick ARGS` and kills it if it outlives `limit` (then panics). Output is drained
+/// while it runs: a child writing more than a pipe holds must not block on us.
 pub fn run_with_limit(args: &[&str], limit: Duration) -> Output {
-    let mut child = Command::new(BIN)
+    let child = Command::new(BIN)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn lockpick");
-    let start = Instant::now();
-    // Polled: std has no wait-with-timeout; 50 ms is fine-grained enough for runs of seconds.
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.expect("wait for lockpick"),
+        Err(_) => {
+            // Our own child, by pid: it is not reaped until wait_with_output returns.
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            let out = rx
+                .recv()
+                .expect("the waiting thread answers")
+                .expect("wait");
             panic!(
                 "lockpick {args:?} ran past {limit:?}\nstdout:\n{}\nstderr:\n{}",
                 String::from_utf8_lossy(&out.stdout),
                 String::from_utf8_lossy(&out.stderr)
             );
         }
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
