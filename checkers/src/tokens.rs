@@ -25,14 +25,7 @@ fn frontier_sweep<P: Copy>(
     queries: &[(u32, u64, P)],
     mut found: impl FnMut(P, Option<(u64, u32)>),
 ) {
-    let mut done: Vec<(u32, u64, u32)> = m
-        .grants
-        .iter()
-        .enumerate()
-        .filter(|(_, g)| g.token.is_some())
-        .map(|(i, g)| (g.lock, g.complete_ns, i as u32))
-        .collect();
-    done.sort_unstable();
+    let done = tokened_grants_by(m, |g| g.complete_ns);
     let mut next = 0;
     let mut lock = None;
     // (token, grant)
@@ -114,18 +107,25 @@ fn reused(m: &Model, out: &mut CheckOutput) {
     }
 }
 
-/// Equal tokens are `token-reused`'s to report: one fact, one violation. This rule takes the
-/// strict case only, first in real time (A completed before B was invoked), then in the order
-/// exclusivity forces (see [`forced_before`]).
-fn regressed(m: &Model, out: &mut CheckOutput) {
-    let mut queries: Vec<(u32, u64, u32)> = m
+/// The grants that carry a token, as `(lock, time, grant)` sorted by lock then by `time_of`:
+/// the order every sweep here walks them in.
+fn tokened_grants_by(m: &Model, time_of: impl Fn(&Grant) -> u64) -> Vec<(u32, u64, u32)> {
+    let mut v: Vec<(u32, u64, u32)> = m
         .grants
         .iter()
         .enumerate()
         .filter(|(_, g)| g.token.is_some())
-        .map(|(i, g)| (g.lock, g.invoke_ns, i as u32))
+        .map(|(i, g)| (g.lock, time_of(g), i as u32))
         .collect();
-    queries.sort_unstable();
+    v.sort_unstable();
+    v
+}
+
+/// Equal tokens are `token-reused`'s to report: one fact, one violation. This rule takes the
+/// strict case only, first in real time (A completed before B was invoked), then in the order
+/// exclusivity forces (see [`forced_before`]).
+fn regressed(m: &Model, out: &mut CheckOutput) {
+    let queries = tokened_grants_by(m, |g| g.invoke_ns);
     let mut reported = vec![false; m.grants.len()];
     frontier_sweep(m, &queries, |gb, best| {
         let b = &m.grants[gb as usize];
@@ -233,14 +233,7 @@ fn inferred_regressed(m: &Model, reported: &[bool], out: &mut CheckOutput) {
         .map(|(i, g)| (g.lock, forced_before(g), i as u32))
         .collect();
     queries.sort_unstable();
-    let mut done: Vec<(u32, u64, u32)> = m
-        .grants
-        .iter()
-        .enumerate()
-        .filter(|(_, g)| g.token.is_some())
-        .map(|(i, g)| (g.lock, g.complete_ns, i as u32))
-        .collect();
-    done.sort_unstable();
+    let done = tokened_grants_by(m, |g| g.complete_ns);
     let mut next = 0;
     let mut lock = None;
     let mut top = TopByProcess::default();
