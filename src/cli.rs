@@ -61,7 +61,8 @@ pub struct RunArgs {
     pub config: Option<PathBuf>,
     /// What the clients do: `counter` (under the lock, read the store register with the token
     /// and write value+1 with it; checks fencing and lost updates) or `mutex` (acquire, hold
-    /// while renewing every ttl/3, release; checks mutual exclusion only).
+    /// while renewing a third of the way into each lease, release; checks mutual exclusion
+    /// only).
     #[arg(long, default_value = "counter", value_name = "mutex|counter")]
     pub workload: String,
     /// Concurrent client workers.
@@ -70,9 +71,18 @@ pub struct RunArgs {
     /// Locks the clients contend for (each counter lock guards its own register).
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub locks: usize,
-    /// Lease length requested with every acquire and renew.
+    /// Lease length requested with every acquire (and every renew, unless --renew-ttl).
     #[arg(long, default_value = "2s", value_name = "DURATION")]
     pub ttl: String,
+    /// Lease length requested with every renew (default: the same as --ttl), 10ms to 1h. A
+    /// service must set a renewed lease's expiry to now + the renew's ttl, whether shorter or
+    /// longer than the acquire's: a shorter one tests that the lease really ends sooner (the
+    /// next holder may be granted then), a longer one that it really lasts longer. Holders
+    /// renew a third of the way into the lease in force: ttl/3 after the grant, then
+    /// renew-ttl/3 after each renew. Not with --adapter etcd (a keepalive renews for the
+    /// granted ttl).
+    #[arg(long, value_name = "DURATION")]
+    pub renew_ttl: Option<String>,
     /// How long a client holds the lock once granted, drawn uniformly from MIN..MAX.
     #[arg(long, default_value = "50ms..1s", value_name = "MIN..MAX")]
     pub hold: String,
@@ -101,7 +111,7 @@ pub struct RunArgs {
     /// is what lease timers run on).
     #[arg(long, default_value = "wall", value_name = "wall|all")]
     pub clock_scope: String,
-    /// How far a clock bump or strobe jumps (default: 3 x ttl).
+    /// How far a clock bump or strobe jumps (default: 3 x the longer of ttl and renew ttl).
     #[arg(long, value_name = "DURATION")]
     pub clock_bump: Option<String>,
     /// How much faster (fast) or slower (slow: 1/FACTOR) a clock runs.

@@ -61,6 +61,8 @@ pub struct RunConfig {
     pub clients: usize,
     pub locks: usize,
     pub ttl_ms: u64,
+    /// The lease asked for with every renew (`--renew-ttl`; by default `ttl_ms`).
+    pub renew_ttl_ms: u64,
     pub hold_min_ms: u64,
     pub hold_max_ms: u64,
     pub duration_ms: u64,
@@ -111,6 +113,9 @@ const CLIENTS_MAX: usize = 1024;
 const LOCKS_MAX: usize = 10_000;
 /// A loopback cluster beyond this is a different kind of test.
 const NODES_MAX: usize = 16;
+/// Bounds on a lease (`--ttl`, `--renew-ttl`): the reference lockd refuses more than an hour.
+const TTL_MS_MIN: u64 = 10;
+const TTL_MS_MAX: u64 = 3_600_000;
 
 impl RunConfig {
     pub fn from_args(a: &RunArgs, demo: bool) -> Result<RunConfig> {
@@ -125,9 +130,19 @@ impl RunConfig {
             bail!("--locks {}: expected 1..={LOCKS_MAX}", a.locks);
         }
         let ttl_ms = ms("ttl", &a.ttl)?;
-        if !(10..=3_600_000).contains(&ttl_ms) {
+        if !(TTL_MS_MIN..=TTL_MS_MAX).contains(&ttl_ms) {
             bail!("--ttl {}: expected between 10ms and 1h", a.ttl);
         }
+        let renew_ttl_ms = match &a.renew_ttl {
+            None => ttl_ms,
+            Some(r) => {
+                let r_ms = ms("renew-ttl", r)?;
+                if !(TTL_MS_MIN..=TTL_MS_MAX).contains(&r_ms) {
+                    bail!("--renew-ttl {r}: expected between 10ms and 1h");
+                }
+                r_ms
+            }
+        };
         let (hold_min_ms, hold_max_ms) = range_ms("hold", &a.hold)?;
         let duration_ms = ms("duration", &a.duration)?;
         if duration_ms == 0 {
@@ -169,6 +184,13 @@ impl RunConfig {
             _ => None,
         };
         if etcd {
+            if renew_ttl_ms != ttl_ms {
+                bail!(
+                    "--renew-ttl {}: not with --adapter etcd: a keepalive renews an etcd lease for \
+                     the ttl it was granted with, so no other renew ttl can be asked for",
+                    a.renew_ttl.as_deref().unwrap_or_default()
+                );
+            }
             if a.unsafe_mode.is_some() {
                 bail!("--unsafe is a mode of the embedded lockd, not of etcd");
             }
@@ -242,7 +264,7 @@ impl RunConfig {
             .map_err(|e: String| anyhow::anyhow!("--clock-scope: {e}"))?;
         let clock_bump_ms = match &a.clock_bump {
             Some(b) => ms("clock-bump", b)?,
-            None => ttl_ms * 3,
+            None => ttl_ms.max(renew_ttl_ms) * 3,
         };
         if !(a.clock_rate > 1.0 && a.clock_rate <= 1000.0) {
             bail!(
@@ -360,6 +382,7 @@ impl RunConfig {
             clients: a.clients,
             locks: a.locks,
             ttl_ms,
+            renew_ttl_ms,
             hold_min_ms,
             hold_max_ms,
             duration_ms,
@@ -410,6 +433,12 @@ impl RunConfig {
         self.workload_kind.unwrap_or(WorkloadKind::Counter)
     }
 
+    /// The longest lease a client can hold: the acquire's or the renew's. What a fault must
+    /// outlast to outlive a lease, and what the service needs to let every lease lapse.
+    pub fn lease_max_ms(&self) -> u64 {
+        self.ttl_ms.max(self.renew_ttl_ms)
+    }
+
     /// The command line that reruns this test with the same seed.
     pub fn repro_command(&self) -> String {
         let mut c = vec![
@@ -419,6 +448,11 @@ impl RunConfig {
             format!("--clients {}", self.clients),
             format!("--locks {}", self.locks),
             format!("--ttl {}ms", self.ttl_ms),
+        ];
+        if self.renew_ttl_ms != self.ttl_ms {
+            c.push(format!("--renew-ttl {}ms", self.renew_ttl_ms));
+        }
+        c.extend([
             format!("--hold {}ms..{}ms", self.hold_min_ms, self.hold_max_ms),
             format!("--duration {}ms", self.duration_ms),
             format!("--op-timeout {}ms", self.op_timeout_ms),
@@ -431,7 +465,7 @@ impl RunConfig {
                 }
             ),
             format!("--nemesis-interval {}ms", self.nemesis_interval_ms),
-        ];
+        ]);
         if self.adapter != "reference" {
             c.push(format!("--adapter {}", self.adapter));
         }
@@ -555,6 +589,56 @@ mod tests {
         assert_eq!(range_ms("hold", "50ms..1s").unwrap(), (50, 1000));
         assert!(range_ms("hold", "2s..1s").is_err());
         assert!(range_ms("hold", "2s").is_err());
+    }
+
+    fn resolve(flags: &[&str]) -> Result<RunConfig> {
+        let mut argv = vec!["lockpick", "run", "--nemesis", "none"];
+        argv.extend_from_slice(flags);
+        let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(argv).unwrap();
+        let crate::cli::Command::Run(a) = cli.command else {
+            unreachable!()
+        };
+        RunConfig::from_args(&a, false)
+    }
+
+    #[test]
+    fn renew_ttl_defaults_to_ttl_and_is_bounded() {
+        let c = resolve(&["--ttl", "1500ms"]).unwrap();
+        assert_eq!((c.ttl_ms, c.renew_ttl_ms), (1500, 1500));
+        assert!(!c.repro_command().contains("--renew-ttl"));
+        assert_eq!(c.clock_bump_ms, 4500);
+
+        let c = resolve(&["--ttl", "2s", "--renew-ttl", "600ms"]).unwrap();
+        assert_eq!(
+            (c.ttl_ms, c.renew_ttl_ms, c.lease_max_ms()),
+            (2000, 600, 2000)
+        );
+        assert!(
+            c.repro_command().contains("--ttl 2000ms --renew-ttl 600ms"),
+            "{}",
+            c.repro_command()
+        );
+        let toml = toml::to_string_pretty(&c).unwrap();
+        assert!(toml.contains("renew_ttl_ms = 600"), "{toml}");
+
+        let c = resolve(&["--ttl", "1s", "--renew-ttl", "5s"]).unwrap();
+        assert_eq!((c.lease_max_ms(), c.clock_bump_ms), (5000, 15_000));
+
+        for bad in ["0s", "5ms", "2h", "soon", ""] {
+            let e = format!("{:#}", resolve(&["--renew-ttl", bad]).unwrap_err());
+            assert!(
+                e.starts_with(&format!("--renew-ttl {bad}"))
+                    || e.starts_with(&format!("--renew-ttl {bad:?}")),
+                "{e}"
+            );
+            assert!(!e.contains('\n'), "{e}");
+        }
+        let e = resolve(&["--adapter", "etcd", "--ttl", "2s", "--renew-ttl", "1s"]).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("--renew-ttl 1s: not with --adapter etcd"),
+            "{e}"
+        );
     }
 
     #[test]

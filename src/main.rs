@@ -98,11 +98,16 @@ fn dispatch(cmd: Command) -> Result<ExitCode> {
 fn run(a: RunArgs, demo: bool) -> Result<ExitCode> {
     let cfg = config::RunConfig::from_args(&a, demo)?;
     println!(
-        "lockpick: {} workload, {} client(s), {} lock(s), ttl {} ms, {} s, faults: {}, seed {}",
+        "lockpick: {} workload, {} client(s), {} lock(s), ttl {} ms{}, {} s, faults: {}, seed {}",
         cfg.workload,
         cfg.clients,
         cfg.locks,
         cfg.ttl_ms,
+        if cfg.renew_ttl_ms != cfg.ttl_ms {
+            format!(" (renew {} ms)", cfg.renew_ttl_ms)
+        } else {
+            String::new()
+        },
         cfg.duration_ms as f64 / 1000.0,
         if cfg.nemesis.is_empty() {
             "none".to_string()

@@ -143,6 +143,7 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
         clients: cfg.clients,
         locks: cfg.locks,
         ttl_ms: cfg.ttl_ms,
+        renew_ttl_ms: cfg.renew_ttl_ms,
         hold_min_ms: cfg.hold_min_ms,
         hold_max_ms: cfg.hold_max_ms,
         ops_max: cfg.ops_max,
@@ -167,7 +168,8 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
         faults: cfg.faults.clone(),
         interval_ms: cfg.nemesis_interval_ms,
         duration_ms: cfg.duration_ms,
-        ttl_ms: cfg.ttl_ms,
+        // Stalls and pauses are sized to outlast the longest lease a client may hold.
+        ttl_ms: cfg.lease_max_ms(),
         clock_modes: cfg.clock_modes.clone(),
         topologies: cfg.topologies.clone(),
     });
@@ -223,7 +225,7 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
 
     // Every op is bounded by the op timeout, a stall by the schedule: this bound only catches
     // harness bugs.
-    let drain = Duration::from_millis(cfg.op_timeout_ms * 4 + cfg.ttl_ms * 3 + 5_000);
+    let drain = Duration::from_millis(cfg.op_timeout_ms * 4 + cfg.lease_max_ms() * 3 + 5_000);
     let workers_done = match tokio::time::timeout(drain, workers).await {
         Ok(Ok(Ok(done))) => Some(done),
         Ok(Ok(Err(e))) => return Err(e.into()),
@@ -249,7 +251,7 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
     if wcfg.kind == workloads::WorkloadKind::Counter && error.is_none() {
         status.set_phase("quiet period, then final reads");
         // Clients rest so every lease lapses and the service settles before the closing read.
-        tokio::time::sleep(Duration::from_millis(cfg.ttl_ms.clamp(200, 2_000))).await;
+        tokio::time::sleep(Duration::from_millis(cfg.lease_max_ms().clamp(200, 2_000))).await;
         let first = workers_done.map(|d| d.max_process + 1).unwrap_or(0);
         workloads::final_reads(&wcfg, &client, &recorder, first).await?;
     }

@@ -17,7 +17,7 @@ use tokio::sync::watch;
 /// Which workload the clients run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WorkloadKind {
-    /// Acquire; hold, renewing every ttl/3; release.
+    /// Acquire; hold, renewing a third of the way into the lease in force; release.
     Mutex,
     /// Under the lock: read the register with the token, write value + 1 with the token.
     Counter,
@@ -50,7 +50,10 @@ pub struct WorkloadConfig {
     pub kind: WorkloadKind,
     pub clients: usize,
     pub locks: usize,
+    /// The lease asked for with every acquire.
     pub ttl_ms: u64,
+    /// The lease asked for with every renew (the same as `ttl_ms` unless set apart).
+    pub renew_ttl_ms: u64,
     pub hold_min_ms: u64,
     pub hold_max_ms: u64,
     /// Upper bound on client invokes; holders still release once it is reached.
@@ -238,6 +241,8 @@ enum HoldEnd {
 struct Held {
     lock: String,
     token: u64,
+    /// The lease in force: the ttl of the last grant or renew (as the service answered it, else
+    /// as asked for).
     ttl_ms: u64,
     /// When the last grant or renew was invoked: the lease counts from there.
     lease_from: Instant,
@@ -305,7 +310,7 @@ impl<W: Write + Send> Worker<W> {
                         &id,
                         l,
                         invoke.token.unwrap_or(0),
-                        invoke.ttl_ms.unwrap_or(self.cfg.ttl_ms),
+                        invoke.ttl_ms.unwrap_or(self.cfg.renew_ttl_ms),
                     )
                     .await
             }
@@ -378,12 +383,13 @@ impl<W: Write + Send> Worker<W> {
         Ok(())
     }
 
-    /// Holds the lock for `hold`, renewing every ttl/3. The client-pause fault strikes here: the
-    /// holder stalls past its lease without renewing, then carries on as the paused program
+    /// Holds the lock for `hold`, renewing a third of the way into the lease in force: ttl/3
+    /// after the grant, then R/3 after each renew that asked for (and got) ttl R, so a renew ttl
+    /// shorter than the acquire's is renewed more often. The client-pause fault strikes here:
+    /// the holder stalls past its lease without renewing, then carries on as the paused program
     /// would, with its old token.
     async fn hold(&mut self, held: &mut Held, hold: Duration) -> Result<HoldEnd, WorkloadError> {
         let until = Instant::now() + hold;
-        let renew_every = Duration::from_millis((held.ttl_ms / 3).max(1));
         // Bounded: each pass sleeps until the next renewal or the end, or renews, or ends.
         loop {
             if let Some(stall) = self.pauses.take() {
@@ -394,18 +400,27 @@ impl<W: Write + Send> Worker<W> {
             if now >= until || self.stopping() {
                 return Ok(HoldEnd::Held);
             }
+            let renew_every = Duration::from_millis((held.ttl_ms / 3).max(1));
             let renew_due = held.lease_from + renew_every;
             if now < renew_due {
                 self.sleep(renew_due.min(until) - now).await;
                 continue;
             }
             let invoked = Instant::now();
+            let renew_ttl_ms = self.cfg.renew_ttl_ms;
             let v = OpValue::default()
                 .with_token(held.token)
-                .with_ttl_ms(held.ttl_ms);
+                .with_ttl_ms(renew_ttl_ms);
             let lock = held.lock.clone();
             match self.op(F::Renew, Some(&lock), None, v).await? {
-                Done::Ok(_) => held.lease_from = invoked,
+                Done::Ok(body) => {
+                    // From here the lease is the renew's, whatever the acquire's was.
+                    held.ttl_ms = body
+                        .get("ttl_ms")
+                        .and_then(Value::as_u64)
+                        .unwrap_or(renew_ttl_ms);
+                    held.lease_from = invoked;
+                }
                 Done::Fail => return Ok(HoldEnd::Lost),
                 Done::Crashed => return Ok(HoldEnd::Crashed),
             }
