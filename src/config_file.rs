@@ -38,6 +38,7 @@ const KEYS: &[(&str, &str, &str, Kind)] = &[
     ("workload", "clients", "--clients", Kind::Count),
     ("workload", "locks", "--locks", Kind::Count),
     ("workload", "ttl", "--ttl", Kind::Text),
+    ("workload", "renew_ttl", "--renew-ttl", Kind::Text),
     ("workload", "hold", "--hold", Kind::Text),
     ("workload", "duration", "--duration", Kind::Text),
     ("workload", "ops_max", "--ops-max", Kind::Count),
@@ -271,7 +272,8 @@ store_fence = "all"                       # all | write | none (embedded store)
 workload = "counter"                      # counter (fencing + lost updates) or mutex
 clients = 5
 locks = 1
-ttl = "2s"                                # lease requested on every acquire and renew
+ttl = "2s"                                # lease requested on every acquire (and renew)
+# renew_ttl = "600ms"                     # lease on every renew instead (default: ttl)
 hold = "50ms..1s"                         # how long a holder keeps the lock
 duration = "30s"
 op_timeout = "1s"                         # past this an op is indeterminate (info)
@@ -362,6 +364,31 @@ mod tests {
         assert!(e.contains(":1: unknown section [workloads]"), "{e}");
         let (_d, p) = write("[workload\n");
         assert!(flags_from_file(&p).unwrap_err().to_string().contains(":1:"));
+    }
+
+    #[test]
+    fn renew_ttl_is_a_workload_key() {
+        let (_d, p) = write("[workload]\nttl = \"2s\"\nrenew_ttl = \"600ms\"\n");
+        let flags: Vec<String> = flags_from_file(&p)
+            .unwrap()
+            .into_iter()
+            .map(|f| f.into_string().unwrap())
+            .collect();
+        let joined = flags.join(" ");
+        assert!(joined.contains("--renew-ttl 600ms"), "{joined}");
+        assert!(joined.contains("--ttl 2s"), "{joined}");
+        let (_d, p) = write("[workload]\nrenew_ttl = 600\n");
+        let e = flags_from_file(&p).unwrap_err().to_string();
+        assert!(
+            e.contains(":2: `workload.renew_ttl` must be a string, not integer"),
+            "{e}"
+        );
+        let (_d, p) = write("[nemesis]\nrenew_ttl = \"1s\"\n");
+        let e = flags_from_file(&p).unwrap_err().to_string();
+        assert!(
+            e.contains(":2: `nemesis.renew_ttl` belongs in [workload]"),
+            "{e}"
+        );
     }
 
     #[test]
