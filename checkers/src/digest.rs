@@ -6,26 +6,19 @@
 
 use crate::model::{ClientOp, Func, Model, NO_ERROR, NO_TARGET};
 use crate::{CheckConfig, FxMap};
-use history::{History, Op, OpType, Outcome, Process, ReadError, ReadWarning, StructureError, F};
-use serde::de::{self, IgnoredAny, MapAccess, Visitor};
+use history::{
+    History, Op, OpType, Outcome, Process, ReadError, ReadWarning, Stamp, StructureError, F,
+};
+use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use std::borrow::Cow;
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// Why a history file could not be checked.
-#[derive(Debug, thiserror::Error)]
-pub enum CheckError {
-    #[error(transparent)]
-    Read(#[from] ReadError),
-    #[error("{path}: {source}")]
-    Structure {
-        path: PathBuf,
-        #[source]
-        source: StructureError,
-    },
-}
+/// Why a history file could not be checked: the error, and the words, of every command that
+/// reads a history (`history::read_history`).
+pub use history::LoadError as CheckError;
 
 /// One client event of a known client function.
 #[derive(Debug, Clone)]
@@ -222,7 +215,54 @@ impl<'de> Deserialize<'de> for CowStr<'de> {
     }
 }
 
-/// The value fields the checkers read; everything else is skipped unparsed.
+/// A JSON value read and dropped, refusing exactly what `serde_json::Value` refuses (a number
+/// out of range such as `1e400`, a lone surrogate escape, invalid UTF-8, nesting beyond
+/// serde_json's limit), none of which `IgnoredAny` notices. `Op` keeps unknown fields as
+/// `Value`s, so the fast readers skip them with this, or they would accept lines `Op` refuses.
+struct AnyJson;
+
+impl<'de> Deserialize<'de> for AnyJson {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(AnyJson)
+    }
+}
+
+impl<'de> Visitor<'de> for AnyJson {
+    type Value = AnyJson;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<AnyJson, E> {
+        Ok(AnyJson)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<AnyJson, E> {
+        Ok(AnyJson)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<AnyJson, E> {
+        Ok(AnyJson)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<AnyJson, E> {
+        Ok(AnyJson)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<AnyJson, E> {
+        Ok(AnyJson)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<AnyJson, E> {
+        Ok(AnyJson)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<AnyJson, A::Error> {
+        // Bounded by the array's elements.
+        while seq.next_element::<AnyJson>()?.is_some() {}
+        Ok(AnyJson)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<AnyJson, A::Error> {
+        // Bounded by the object's entries.
+        while map.next_entry::<AnyJson, AnyJson>()?.is_some() {}
+        Ok(AnyJson)
+    }
+}
+
+/// The value fields the checkers read; everything else is skipped (checked, not kept).
 #[derive(Default)]
 struct RawValue<'a> {
     token: Option<u64>,
@@ -257,7 +297,7 @@ impl<'de> Deserialize<'de> for RawValue<'de> {
                         "lease_last_ok_ns" => v.lease_last_ok_ns = Some(map.next_value()?),
                         "lease_ttl_ms" => v.lease_ttl_ms = Some(map.next_value()?),
                         _ => {
-                            map.next_value::<IgnoredAny>()?;
+                            map.next_value::<AnyJson>()?;
                         }
                     }
                 }
@@ -314,7 +354,7 @@ impl<'de> Deserialize<'de> for RawLine<'de> {
                         "key" => key = map.next_value()?,
                         "value" => value = map.next_value()?,
                         _ => {
-                            map.next_value::<IgnoredAny>()?;
+                            map.next_value::<AnyJson>()?;
                         }
                     }
                 }
@@ -344,10 +384,10 @@ impl history::PieceParser for EventParser {
         Piece::with_capacity(bytes / 100)
     }
 
-    fn parse_line(&self, line: &[u8], piece: &mut Piece) -> Result<u64, String> {
+    fn parse_line(&self, line: &[u8], piece: &mut Piece) -> Result<Stamp, String> {
         // The writer's own lines take the scanner; anything it does not know, the serde reader.
-        if let Some(index) = scan_line(line, piece) {
-            return Ok(index);
+        if let Some(stamp) = scan_line(line, piece) {
+            return Ok(stamp);
         }
         if let Ok(raw) = serde_json::from_slice::<RawLine>(line) {
             if let (Process::Client(process), Some(func)) = (raw.process, func_of_str(&raw.f.0)) {
@@ -374,14 +414,20 @@ impl history::PieceParser for EventParser {
                     v.error.as_ref().map(|e| &*e.0),
                     fields,
                 );
-                return Ok(raw.index);
+                return Ok(Stamp {
+                    index: raw.index,
+                    time_ns: raw.time_ns,
+                });
             }
         }
         // Nemesis events, unknown functions and anything the fast readers refused: the full
         // reader decides, with its own words for a bad line.
         let op = serde_json::from_slice::<Op>(line).map_err(|e| e.to_string())?;
         piece.push_op(&op);
-        Ok(op.index)
+        Ok(Stamp {
+            index: op.index,
+            time_ns: op.time_ns,
+        })
     }
 }
 
@@ -519,7 +565,7 @@ impl<'a> Scan<'a> {
 }
 
 /// Reads a client event line with [`Scan`] into `piece`; `None` leaves it to the serde readers.
-fn scan_line(line: &[u8], piece: &mut Piece) -> Option<u64> {
+fn scan_line(line: &[u8], piece: &mut Piece) -> Option<Stamp> {
     let mut s = Scan { b: line, i: 0 };
     let (mut index, mut time_ns, mut process, mut kind, mut func) = (None, None, None, None, None);
     let mut lock = None;
@@ -635,7 +681,7 @@ fn scan_line(line: &[u8], piece: &mut Piece) -> Option<u64> {
     let (index, time_ns, process, kind, func) = (index?, time_ns?, process?, kind?, func?);
     let name = if func.is_lock_op() { lock } else { key };
     piece.push_client((index, time_ns, process, kind, func), name, error, fields);
-    Some(index)
+    Some(Stamp { index, time_ns })
 }
 
 /// The sequential pass: pairs events into client ops under `History::new`'s rules.
@@ -797,30 +843,17 @@ impl Digest {
                 });
             }
             self.in_flight.insert(p, self.ops.len());
-            self.ops.push(ClientOp {
-                func: e.func,
-                outcome: Outcome::Pending,
-                process: p,
-                target,
-                invoke_ns: e.time_ns,
-                done_ns: u64::MAX,
-                index: e.index,
-                // An acquire's token is the one granted; other ops use their invoke's.
-                token_raw: match e.token {
-                    Some(t) if e.func != Func::Acquire => t,
-                    _ => u64::MAX,
-                },
-                ttl_raw: e.ttl_ms.unwrap_or(u64::MAX),
-                requested_ttl_ms: e.ttl_ms.unwrap_or(u64::MAX),
-                seq: u64::MAX,
-                value: if e.func == Func::Write {
-                    e.value.unwrap_or(i64::MIN)
-                } else {
-                    i64::MIN
-                },
-                error: NO_ERROR,
-                is_final: e.is_final,
-            });
+            let mut op = ClientOp::invoked(e.func, p, target, e.time_ns, e.index, e.is_final);
+            // An acquire's token is the one granted; other ops use their invoke's.
+            if e.func != Func::Acquire {
+                op.set_token(e.token);
+            }
+            op.set_ttl_ms(e.ttl_ms);
+            op.set_requested_ttl_ms(e.ttl_ms);
+            if e.func == Func::Write {
+                op.set_value(e.value);
+            }
+            self.ops.push(op);
             return Ok(());
         }
         let Some(open) = self.in_flight.remove(&p) else {
@@ -853,7 +886,7 @@ impl Digest {
                 ),
             });
         }
-        o.outcome = match e.kind {
+        let outcome = match e.kind {
             OpType::Ok => Outcome::Ok,
             OpType::Fail => Outcome::Fail,
             _ => {
@@ -861,21 +894,21 @@ impl Digest {
                 Outcome::Info
             }
         };
-        o.done_ns = e.time_ns;
+        o.complete(outcome, e.time_ns);
         o.index = e.index;
         if o.func == Func::Acquire {
             if o.outcome == Outcome::Ok {
-                o.token_raw = e.token.unwrap_or(u64::MAX);
+                o.set_token(e.token);
             }
-        } else if o.token_raw == u64::MAX {
-            o.token_raw = e.token.unwrap_or(u64::MAX);
+        } else if o.token().is_none() {
+            o.set_token(e.token);
         }
         if let (Outcome::Ok, Some(t)) = (o.outcome, e.ttl_ms) {
-            o.ttl_raw = t;
+            o.set_ttl_ms(Some(t));
         }
-        o.seq = e.seq.unwrap_or(u64::MAX);
-        if o.func != Func::Write || o.value == i64::MIN {
-            o.value = e.value.unwrap_or(i64::MIN);
+        o.set_seq(e.seq);
+        if o.func != Func::Write || o.value().is_none() {
+            o.set_value(e.value);
         }
         o.error = error;
         o.is_final |= e.is_final;
@@ -907,9 +940,9 @@ pub fn check_path(
     path: &Path,
     cfg: &CheckConfig,
 ) -> Result<(history::Results, Vec<ReadWarning>), CheckError> {
-    let file = std::fs::File::open(path).map_err(|source| ReadError::Io {
+    let file = std::fs::File::open(path).map_err(|error| ReadError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     })?;
     // Reserve for every op up front (an event line is rarely under 60 bytes, an op is two
     // events): unused capacity is address space, never touched, and no regrowth copies.
@@ -935,10 +968,10 @@ pub fn check_path(
         )
     });
     let warnings = warnings?;
-    if let Some(source) = digest.error.take() {
+    if let Some(error) = digest.error.take() {
         return Err(CheckError::Structure {
             path: path.to_path_buf(),
-            source,
+            error,
         });
     }
     let model = Model::from_digest(digest, cfg);

@@ -1,17 +1,21 @@
-//! `lock-stuck`: the service kept answering `held` long after every lease it could have granted
-//! was surely dead.
+//! `lock-stuck`: the service kept answering `held` long after every lease that could have been
+//! in force was surely dead.
 //!
-//! Each `held` answer X is judged on its own. T_last(X) is the last moment before X's answer
-//! that a grant or renew of the lock could have taken effect: the completion of any ok
-//! acquire/renew invoked before X completed, the invoke of any indeterminate one, and the end of
-//! any fault (pause, partition, kill until restart, clock, ...) started before X completed,
-//! since a fault may hold an effect back until it ends (a fault never stopped never ends).
-//! X is a violation when it was invoked later than T_last(X) + ttl_max*(1+drift) + grace.
-//! Consecutive violations sharing one T_last are one stuck stretch, one violation.
-//! Unavailability (timeouts, `recovering`, 5xx) is not `held`, so it never counts.
+//! Each `held` answer X is judged on its own, against the leases that could have been in force
+//! when it was given: those set by an acquire or renew that could have taken effect before X
+//! completed (ok, indeterminate or never completed, invoked before X completed; a refused
+//! acquire grants nothing). Such a lease is surely dead by the latest instant its op could have
+//! taken effect plus its own `ttl*(1+drift)`: an ok or indeterminate op takes effect by its
+//! completion, one that never completed at any time until the end of the run. A fault
+//! (pause, partition, kill until restart, clock, ...) started before X completed may hold an
+//! effect back until it ends (one never stopped never ends), so its end counts as such an
+//! instant too, with the longest of those leases. X is a violation when it was invoked after
+//! the latest of these deadlines plus the grace. Later leases, longer or not, say nothing about
+//! an earlier answer. Consecutive violations with the same deadline are one stuck stretch, one
+//! violation. Unavailability (timeouts, `recovering`, 5xx) is not `held`, so it never counts.
 
 use crate::model::{ttl_upper_ns, Func, Model, NO_TARGET};
-use crate::text::{secs, token};
+use crate::text::secs;
 use crate::{verdict, CheckConfig, CheckOutput, Checker};
 use history::{Outcome, Violation, ViolationKind};
 
@@ -31,8 +35,7 @@ enum Source {
 /// One stuck stretch being assembled.
 struct Stretch {
     lock: u32,
-    source: Source,
-    t_last_ns: u64,
+    deadline: Deadline,
     first: usize,
     last: usize,
     count: u64,
@@ -45,29 +48,24 @@ impl Checker for Liveness {
 
     fn check_model(&self, m: &Model, cfg: &CheckConfig) -> CheckOutput {
         let mut out = CheckOutput::new();
-        // per lock: the longest ttl requested or granted anywhere on it
-        let mut ttl_max_ms: Vec<Option<u64>> = vec![None; m.locks.len()];
-        // (lock, counts from: invoke, T_last candidate, op)
-        let mut effects: Vec<(u32, u64, u64, usize)> = Vec::new();
+        // (lock, invoke, latest effect instant, ttl, op)
+        let mut effects: Vec<(u32, u64, u64, Option<u64>, usize)> = Vec::new();
         // (lock, complete, op)
         let mut held: Vec<(u32, u64, usize)> = Vec::new();
         for (i, o) in m.ops.iter().enumerate() {
             if o.target == NO_TARGET || !matches!(o.func, Func::Acquire | Func::Renew) {
                 continue;
             }
-            let requested = o.requested_ttl_ms();
-            let t = &mut ttl_max_ms[o.target as usize];
-            *t = (*t).max(o.ttl_ms()).max(requested);
+            let ttl = o.ttl_ms().or(o.requested_ttl_ms());
             match o.outcome {
-                Outcome::Ok => effects.push((
+                Outcome::Ok | Outcome::Info => effects.push((
                     o.target,
                     o.invoke_ns,
-                    o.complete_ns().expect("an ok op has completed"),
+                    o.complete_ns().expect("a completed op"),
+                    ttl,
                     i,
                 )),
-                Outcome::Info | Outcome::Pending => {
-                    effects.push((o.target, o.invoke_ns, o.invoke_ns, i))
-                }
+                Outcome::Pending => effects.push((o.target, o.invoke_ns, m.end_time_ns, ttl, i)),
                 Outcome::Fail => {
                     if o.func == Func::Acquire && m.error_of(o) == Some("held") {
                         held.push((o.target, o.complete_ns().expect("failed ops completed"), i));
@@ -79,100 +77,132 @@ impl Checker for Liveness {
         held.sort_unstable();
         let grace_ns = cfg.liveness_grace_ns;
         let mut stretches: Vec<Stretch> = Vec::new();
-        let mut unjudged_locks = 0u64;
+        let mut unjudged = 0u64;
         let mut next = 0;
         let mut lock = None;
-        let mut best: (u64, Source) = (0, Source::Start);
+        // The latest deadline so far: (surely dead after, last effect instant, ttl, source)
+        let mut best: Option<Deadline> = None;
+        let mut ttl_max_ms: Option<u64> = None;
+        let mut ttl_unknown = false;
         for &(l, done_ns, pos) in &held {
             if lock != Some(l) {
                 lock = Some(l);
-                best = (0, Source::Start);
+                best = None;
+                ttl_max_ms = None;
+                ttl_unknown = false;
                 next = effects.partition_point(|e| e.0 < l);
-                if ttl_max_ms[l as usize].is_none() {
-                    unjudged_locks += 1;
-                }
             }
-            let Some(ttl_ms) = ttl_max_ms[l as usize] else {
-                continue;
-            };
             // Bounded by `effects.len()` over the sweep: `next` only moves forward.
             while next < effects.len() && effects[next].0 == l && effects[next].1 < done_ns {
-                if effects[next].2 >= best.0 {
-                    best = (effects[next].2, Source::Op(effects[next].3));
+                let (_, _, at_ns, ttl, op) = effects[next];
+                match ttl {
+                    Some(t) => {
+                        ttl_max_ms = ttl_max_ms.max(Some(t));
+                        let d = Deadline::new(at_ns, t, m.drift, Source::Op(op));
+                        if best.is_none_or(|b| d.dead_ns >= b.dead_ns) {
+                            best = Some(d);
+                        }
+                    }
+                    None => ttl_unknown = true,
                 }
                 next += 1;
             }
-            let mut t_last = best;
-            if let Some((end, at)) = m.faults.latest_end_started_before(done_ns) {
-                if end >= t_last.0 {
-                    t_last = (end, Source::Fault(at));
+            if ttl_unknown {
+                // A lease of unknown length may still be in force.
+                unjudged += 1;
+                continue;
+            }
+            let mut deadline = best.unwrap_or(Deadline {
+                dead_ns: 0,
+                at_ns: 0,
+                ttl_ms: 0,
+                source: Source::Start,
+            });
+            if let (Some((end, at)), Some(t)) =
+                (m.faults.latest_end_started_before(done_ns), ttl_max_ms)
+            {
+                let d = Deadline::new(end, t, m.drift, Source::Fault(at));
+                if d.dead_ns >= deadline.dead_ns {
+                    deadline = d;
                 }
             }
-            let allowance_ns = ttl_upper_ns(ttl_ms, m.drift).saturating_add(grace_ns);
             let x = &m.ops[pos];
-            if x.invoke_ns <= t_last.0.saturating_add(allowance_ns) {
+            if x.invoke_ns <= deadline.dead_ns.saturating_add(grace_ns) {
                 continue;
             }
             match stretches.last_mut() {
-                Some(s) if s.lock == l && s.source == t_last.1 => {
+                Some(s) if s.lock == l && s.deadline.source == deadline.source => {
                     s.last = pos;
                     s.count += 1;
                 }
                 _ => stretches.push(Stretch {
                     lock: l,
-                    source: t_last.1,
-                    t_last_ns: t_last.0,
+                    deadline,
                     first: pos,
                     last: pos,
                     count: 1,
                 }),
             }
         }
-        if unjudged_locks > 0 {
+        if unjudged > 0 {
             out.notes.push(format!(
-                "{unjudged_locks} lock(s) answered held but no op on them names a ttl: lock-stuck was not judged there"
+                "{unjudged} held answer(s) came while a lease of unknown ttl could be in force: lock-stuck was not judged there"
             ));
         }
         for s in stretches {
-            let ttl_ms = ttl_max_ms[s.lock as usize].unwrap_or(0);
-            out.violations.push(stuck(m, cfg, &s, ttl_ms));
+            out.violations.push(stuck(m, cfg, &s));
         }
         verdict(m, cfg, &mut out);
         out
     }
 }
 
-fn stuck(m: &Model, cfg: &CheckConfig, s: &Stretch, ttl_ms: u64) -> Violation {
+/// When every lease that could be in force was surely dead, and why.
+#[derive(Debug, Clone, Copy)]
+struct Deadline {
+    dead_ns: u64,
+    /// The latest instant the lease could have been set (or the fault ended).
+    at_ns: u64,
+    ttl_ms: u64,
+    source: Source,
+}
+
+impl Deadline {
+    fn new(at_ns: u64, ttl_ms: u64, drift: f64, source: Source) -> Deadline {
+        Deadline {
+            dead_ns: at_ns.saturating_add(ttl_upper_ns(ttl_ms, drift)),
+            at_ns,
+            ttl_ms,
+            source,
+        }
+    }
+}
+
+fn stuck(m: &Model, cfg: &CheckConfig, s: &Stretch) -> Violation {
     let name = m.lock_name(s.lock);
     let first = &m.ops[s.first];
     let last = &m.ops[s.last];
+    let d = s.deadline;
     let mut ops = vec![first.index, last.index];
-    let since = match s.source {
-        Source::Start => format!(
-            "{name} was never granted or renewed since the history's start at {}",
-            secs(0)
-        ),
+    let since = match d.source {
+        Source::Start => format!("{name} was never granted or renewed since the history's start"),
         Source::Op(p) => {
             let o = &m.ops[p];
             ops.push(o.index);
-            if o.outcome == Outcome::Ok {
-                format!(
-                    "a grant or renew of {name} could last take effect at {}, when p{}'s {} with {} completed (op {})",
-                    secs(s.t_last_ns),
-                    o.process,
-                    o.func.as_str(),
-                    token(o.token()),
-                    o.index
-                )
-            } else {
-                format!(
-                    "a grant or renew of {name} could last take effect from {}, when p{} invoked an {} that stayed indeterminate (op {})",
-                    secs(s.t_last_ns),
-                    o.process,
-                    o.func.as_str(),
-                    o.index
-                )
-            }
+            let how = match o.outcome {
+                Outcome::Ok => "completed",
+                Outcome::Info => "stayed indeterminate until",
+                _ => "never completed, and the run ended",
+            };
+            format!(
+                "the last lease of {name} that could be in force then was set by p{}'s {} with ttl {} ms (op {}), which {how} {}, so it was surely dead by {}",
+                o.process,
+                o.func.as_str(),
+                d.ttl_ms,
+                o.index,
+                secs(d.at_ns),
+                secs(d.dead_ns)
+            )
         }
         Source::Fault(i) => {
             let f = &m.faults.list()[i];
@@ -181,10 +211,12 @@ fn stuck(m: &Model, cfg: &CheckConfig, s: &Stretch, ttl_ms: u64) -> Violation {
                 ops.push(stop);
             }
             format!(
-                "the last fault that could hold back a grant of {name} ({}, op {}) ended at {}",
+                "the last fault that could hold back a grant of {name} ({}, op {}) ended at {}, so any lease it held back (ttl at most {} ms) was surely dead by {}",
                 f.f,
                 f.start_index,
-                secs(s.t_last_ns)
+                secs(d.at_ns),
+                d.ttl_ms,
+                secs(d.dead_ns)
             )
         }
     };
@@ -202,10 +234,10 @@ fn stuck(m: &Model, cfg: &CheckConfig, s: &Stretch, ttl_ms: u64) -> Violation {
         kind: ViolationKind::LockStuck,
         lock: Some(name.to_string()),
         ops,
-        window_ns: [s.t_last_ns, last.complete_or_max()],
+        window_ns: [d.dead_ns, last.complete_or_max()],
         nemesis: Vec::new(),
         explanation: format!(
-            "{since}, yet the service answered held to p{}'s acquire invoked at {} (op {}), more than the longest ttl {ttl_ms} ms plus {} grace later{tail}",
+            "{since}, yet the service answered held to p{}'s acquire invoked at {} (op {}), more than the {} grace later{tail}",
             first.process,
             secs(first.invoke_ns),
             first.index,

@@ -41,9 +41,9 @@ impl Func {
 }
 
 /// A client operation, flattened from its invoke and completion events: everything the
-/// checkers read of them, so the events themselves need not be kept. Absent numbers are
-/// sentinels rather than `Option`s where that keeps the op small (a 10M-event history has
-/// five million of these); read them through the accessors.
+/// checkers read of them, so the events themselves need not be kept. Numbers are exactly what
+/// the file says; whether the file said one at all is kept in presence bits (a 10M-event
+/// history has five million of these, so no `Option` padding), read through the accessors.
 #[derive(Debug, Clone)]
 pub struct ClientOp {
     pub func: Func,
@@ -52,57 +52,153 @@ pub struct ClientOp {
     /// Interned lock (lock ops) or key (store ops), or [`NO_TARGET`].
     pub target: u32,
     pub invoke_ns: u64,
-    /// The completion time, or `u64::MAX` for an op the history leaves pending: see
-    /// [`ClientOp::complete_ns`].
-    pub done_ns: u64,
     /// The index naming this op in violations: its completion's, else its invoke's.
     pub index: u64,
-    /// An acquire's token is the one granted (its ok value); other ops carry the token they use
-    /// on their invoke. `u64::MAX` when there is none (a token that large reads as none): see
-    /// [`ClientOp::token`].
-    pub token_raw: u64,
-    /// Granted (ok value) else requested (invoke value), or `u64::MAX`: see
-    /// [`ClientOp::ttl_ms`].
-    pub ttl_raw: u64,
-    /// The invoke's `ttl_ms`, or `u64::MAX`: see [`ClientOp::requested_ttl_ms`].
-    pub requested_ttl_ms: u64,
-    /// The completion's `seq`, or `u64::MAX`: see [`ClientOp::seq`].
-    pub seq: u64,
-    /// A write's value (its invoke's, else its completion's), any other op's completion value,
-    /// or `i64::MIN`: see [`ClientOp::value`].
-    pub value: i64,
     /// Interned completion `error` (see [`Model::errors`]), or [`NO_ERROR`].
     pub error: u32,
     /// Either event is marked `final` (the counter workload's closing read).
     pub is_final: bool,
+    /// Which of the fields below the file gave (`HAS_*`).
+    present: u8,
+    /// The completion's time; meaningful unless the op is pending.
+    done_ns: u64,
+    /// An acquire's token is the one granted (its ok value); other ops carry the token they use
+    /// on their invoke (else their completion's).
+    token: u64,
+    /// Granted (ok value) else requested (invoke value).
+    ttl_ms: u64,
+    /// The invoke's `ttl_ms`.
+    requested_ttl_ms: u64,
+    /// The completion's `seq`.
+    seq: u64,
+    /// A write's value (its invoke's, else its completion's), any other op's completion value.
+    value: i64,
 }
 
+const HAS_TOKEN: u8 = 1;
+const HAS_TTL: u8 = 2;
+const HAS_REQUESTED_TTL: u8 = 4;
+const HAS_SEQ: u8 = 8;
+const HAS_VALUE: u8 = 16;
+
 impl ClientOp {
-    /// The completion time, or "never" for an op the history leaves pending.
+    /// An invoked op, pending until [`ClientOp::complete`] says how it ended.
+    pub(crate) fn invoked(
+        func: Func,
+        process: u64,
+        target: u32,
+        invoke_ns: u64,
+        index: u64,
+        is_final: bool,
+    ) -> ClientOp {
+        ClientOp {
+            func,
+            outcome: Outcome::Pending,
+            process,
+            target,
+            invoke_ns,
+            index,
+            error: NO_ERROR,
+            is_final,
+            present: 0,
+            done_ns: 0,
+            token: 0,
+            ttl_ms: 0,
+            requested_ttl_ms: 0,
+            seq: 0,
+            value: 0,
+        }
+    }
+
+    pub(crate) fn complete(&mut self, outcome: Outcome, done_ns: u64) {
+        debug_assert!(outcome != Outcome::Pending);
+        self.outcome = outcome;
+        self.done_ns = done_ns;
+    }
+
+    fn get<T: Copy>(&self, bit: u8, v: T) -> Option<T> {
+        (self.present & bit != 0).then_some(v)
+    }
+
+    pub(crate) fn set_token(&mut self, t: Option<u64>) {
+        self.set(HAS_TOKEN, t.is_some());
+        self.token = t.unwrap_or(0);
+    }
+    pub(crate) fn set_ttl_ms(&mut self, t: Option<u64>) {
+        self.set(HAS_TTL, t.is_some());
+        self.ttl_ms = t.unwrap_or(0);
+    }
+    pub(crate) fn set_requested_ttl_ms(&mut self, t: Option<u64>) {
+        self.set(HAS_REQUESTED_TTL, t.is_some());
+        self.requested_ttl_ms = t.unwrap_or(0);
+    }
+    pub(crate) fn set_seq(&mut self, s: Option<u64>) {
+        self.set(HAS_SEQ, s.is_some());
+        self.seq = s.unwrap_or(0);
+    }
+    pub(crate) fn set_value(&mut self, v: Option<i64>) {
+        self.set(HAS_VALUE, v.is_some());
+        self.value = v.unwrap_or(0);
+    }
+    fn set(&mut self, bit: u8, on: bool) {
+        if on {
+            self.present |= bit;
+        } else {
+            self.present &= !bit;
+        }
+    }
+
+    /// The completion time, or "never" (`u64::MAX`) for an op the history leaves pending: for
+    /// comparisons where a pending op's window reaches past every time.
     pub fn complete_or_max(&self) -> u64 {
-        self.done_ns
+        self.complete_ns().unwrap_or(u64::MAX)
     }
     pub fn complete_ns(&self) -> Option<u64> {
-        (self.done_ns != u64::MAX).then_some(self.done_ns)
+        (self.outcome != Outcome::Pending).then_some(self.done_ns)
     }
     pub fn token(&self) -> Option<u64> {
-        (self.token_raw != u64::MAX).then_some(self.token_raw)
+        self.get(HAS_TOKEN, self.token)
     }
     pub fn ttl_ms(&self) -> Option<u64> {
-        (self.ttl_raw != u64::MAX).then_some(self.ttl_raw)
+        self.get(HAS_TTL, self.ttl_ms)
     }
     pub fn requested_ttl_ms(&self) -> Option<u64> {
-        (self.requested_ttl_ms != u64::MAX).then_some(self.requested_ttl_ms)
+        self.get(HAS_REQUESTED_TTL, self.requested_ttl_ms)
     }
     pub fn seq(&self) -> Option<u64> {
-        (self.seq != u64::MAX).then_some(self.seq)
+        self.get(HAS_SEQ, self.seq)
     }
     pub fn value(&self) -> Option<i64> {
-        (self.value != i64::MIN).then_some(self.value)
+        self.get(HAS_VALUE, self.value)
     }
+}
+
+/// `[start_ns, end_ns)` during which a process surely held a lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// Position in `Model::ops` of the ok renew that opened this segment after a gap; `None`
+    /// for the segment the grant itself opens.
+    pub opened_by: Option<usize>,
+    /// What ended it.
+    pub end: SpanEnd,
+}
+
+/// What ends a lease's span: a release (position in `Model::ops`) or a lease lower bound set
+/// by the grant itself (`None`) or by a renew (its position).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpanEnd {
+    Release(usize),
+    Lease(Option<usize>),
 }
 
 /// An ok acquire and what the history proves about its lease.
+///
+/// Every bound here is a reading of the ground-truth model (docs/checkers.md): a lease set at
+/// instant `x` with ttl `T` lives at least until `x + T*(1-drift)`; an ok renew *replaces* that
+/// bound from its own instant (shorter or longer); an indeterminate renew may or may not have
+/// applied, so it can only shorten it; a release the process invoked may end it at its invoke.
 #[derive(Debug, Clone)]
 pub struct Grant {
     /// Position in `Model::ops`.
@@ -113,25 +209,35 @@ pub struct Grant {
     pub ttl_ms: Option<u64>,
     pub invoke_ns: u64,
     pub complete_ns: u64,
-    /// The lease is alive at least until then: the grant's invoke plus `ttl*(1-drift)`, pushed
-    /// on by each ok renew invoked before it ran out.
-    pub lease_lb_ns: u64,
-    /// The lease is surely dead after this (the latest ok grant/renew completion plus
-    /// `ttl*(1+drift)`); `None` when an indeterminate renew may take effect at any time, or the
-    /// ttl is unknown.
-    pub surely_dead_ns: Option<u64>,
-    /// Position in `Model::ops` of the process's first release of this grant.
+    /// Positions in `Model::ops` of the renews and releases that act on this grant's lease, in
+    /// program order: renews naming its token (or no token while it is the process's latest
+    /// grant of the lock), and every release the process invoked while it was its latest grant,
+    /// whatever token that release carries.
+    pub epoch_ops: Vec<usize>,
+    /// The definite holds, in time order: from the grant's ok until the first release invoked
+    /// or the lease's lower bound; an ok renew invoked after the bound had passed opens a new
+    /// segment at its completion.
+    pub holds: Vec<Segment>,
+    /// Position of the first release the process invoked on this grant, any outcome.
     pub release_op: Option<usize>,
-    /// Positions in `Model::ops` of the ok renews that extended `lease_lb_ns`, in order: each
-    /// was invoked before the bound the previous ones proved, so together they prove it.
-    pub lease_chain: Vec<usize>,
-    /// `[start, end)` during which the process surely held the lock; `None` if empty.
-    pub hold: Option<(u64, u64)>,
-    /// Whenever the service granted it (somewhere in `[invoke_ns, complete_ns]`), the grant
-    /// stayed alive until at least this time: the earliest of its release's invoke and
-    /// `lease_lb_ns`. It does not depend on the grant point, so it bounds every grant point
-    /// of another grant that came after this one (the precedence inference in `tokens`).
+    /// The lease's lower bound after the last renew, as the holds follow it.
+    pub lease_lb_ns: u64,
+    /// The lease is surely dead after this: the latest completion of an op that could have set
+    /// it last, plus its `ttl*(1+drift)`; `None` when an op that never completed may set it at
+    /// any time, or a ttl is unknown.
+    pub surely_dead_ns: Option<u64>,
+    /// Whenever the service granted it (somewhere in `[invoke_ns, complete_ns]`), no other grant
+    /// of the lock could take effect from then until at least this time: the end of its span
+    /// counted from its invoke ([`Model::span_end`]). It does not depend on the grant point, so
+    /// it bounds every grant point of another grant that came after this one.
     pub alive_until_ns: u64,
+}
+
+impl Grant {
+    /// The end of the last definite hold, or the grant's completion when it proves none.
+    pub fn hold_end_ns(&self) -> u64 {
+        self.holds.last().map_or(self.complete_ns, |s| s.end_ns)
+    }
 }
 
 /// The digested history. It owns everything the checkers read: the events are not kept.
@@ -233,85 +339,85 @@ impl Model {
         let mut ops = d.ops;
         let mut grants: Vec<Grant> = Vec::new();
         let mut grant_of = Vec::with_capacity(ops.len());
-        // (process, lock, token) -> grant; (process, token) -> grant
+        // (process, lock, token) -> grant; (process, token) -> grant; (process, lock) -> the
+        // process's latest grant of the lock
         let mut by_lock_token: FxMap<(u64, u32, u64), u32> = FxMap::default();
         let mut by_token: FxMap<(u64, u64), u32> = FxMap::default();
+        let mut latest: FxMap<(u64, u32), u32> = FxMap::default();
         let mut ok_acquires = 0;
         let mut unplaced = 0;
         // Bounded by the ops.
         for (pos, op) in ops.iter().enumerate() {
-            let (func, p, target, token, ttl_ms) =
-                (op.func, op.process, op.target, op.token(), op.ttl_ms());
+            let (func, p, target, token) = (op.func, op.process, op.target, op.token());
             if target == NO_TARGET {
                 unplaced += 1;
+                grant_of.push(NO_GRANT);
+                continue;
             }
             let mut uses = NO_GRANT;
-            if target != NO_TARGET {
-                match func {
-                    Func::Acquire if op.outcome == Outcome::Ok => {
-                        ok_acquires += 1;
-                        let g = grants.len() as u32;
-                        if let Some(t) = token {
-                            by_lock_token.insert((p, target, t), g);
-                            by_token.insert((p, t), g);
-                        }
-                        let complete_ns = op.complete_ns().expect("an ok op has completed");
-                        grants.push(Grant {
-                            op: pos,
-                            lock: target,
-                            process: p,
-                            token,
-                            ttl_ms,
-                            invoke_ns: op.invoke_ns,
-                            complete_ns,
-                            lease_lb_ns: match ttl_ms {
-                                Some(t) => op.invoke_ns.saturating_add(ttl_lower_ns(t, drift)),
-                                // No ttl, no lower bound: the grant proves no hold.
-                                None => op.invoke_ns,
-                            },
-                            surely_dead_ns: ttl_ms
-                                .map(|t| complete_ns.saturating_add(ttl_upper_ns(t, drift))),
-                            release_op: None,
-                            lease_chain: Vec::new(),
-                            hold: None,
-                            alive_until_ns: 0,
-                        });
+            match func {
+                Func::Acquire if op.outcome == Outcome::Ok => {
+                    ok_acquires += 1;
+                    let g = grants.len() as u32;
+                    if let Some(t) = token {
+                        by_lock_token.insert((p, target, t), g);
+                        by_token.insert((p, t), g);
                     }
-                    Func::Acquire => {}
-                    Func::Renew | Func::Release => {
-                        if let Some(&g) = token.and_then(|t| by_lock_token.get(&(p, target, t))) {
-                            uses = g;
-                        }
+                    latest.insert((p, target), g);
+                    grants.push(Grant {
+                        op: pos,
+                        lock: target,
+                        process: p,
+                        token,
+                        ttl_ms: op.ttl_ms(),
+                        invoke_ns: op.invoke_ns,
+                        complete_ns: op.complete_ns().expect("an ok op has completed"),
+                        epoch_ops: Vec::new(),
+                        holds: Vec::new(),
+                        release_op: None,
+                        lease_lb_ns: 0,
+                        surely_dead_ns: None,
+                        alive_until_ns: 0,
+                    });
+                }
+                Func::Acquire => {}
+                Func::Renew | Func::Release => {
+                    let current = latest.get(&(p, target)).copied();
+                    uses = match token {
+                        Some(t) => by_lock_token.get(&(p, target, t)).copied(),
+                        None => current,
                     }
-                    Func::Read | Func::Write => {
-                        if let Some(&g) = token.and_then(|t| by_token.get(&(p, t))) {
-                            uses = g;
+                    .unwrap_or(NO_GRANT);
+                    // A renew acts on the lease it names; a release by the holder ends its
+                    // hold whatever token it carries.
+                    let acts_on = if func == Func::Renew {
+                        Some(uses).filter(|&g| g != NO_GRANT)
+                    } else {
+                        current
+                    };
+                    if let Some(g) = acts_on {
+                        let g = &mut grants[g as usize];
+                        g.epoch_ops.push(pos);
+                        if func == Func::Release && g.release_op.is_none() {
+                            g.release_op = Some(pos);
                         }
                     }
                 }
-            }
-            if uses != NO_GRANT {
-                let g = &mut grants[uses as usize];
-                match func {
-                    Func::Renew => extend_lease(g, op, pos, drift),
-                    Func::Release if g.release_op.is_none() => g.release_op = Some(pos),
-                    _ => {}
+                Func::Read | Func::Write => {
+                    if let Some(&g) = token.and_then(|t| by_token.get(&(p, t))) {
+                        uses = g;
+                    }
                 }
             }
             grant_of.push(uses);
         }
         for g in &mut grants {
-            let mut end = g.lease_lb_ns;
-            if let Some(r) = g.release_op {
-                end = end.min(ops[r].invoke_ns);
-            }
-            g.alive_until_ns = end;
-            g.hold = (g.complete_ns < end).then_some((g.complete_ns, end));
+            follow_lease(g, &ops, drift);
         }
         ops.shrink_to_fit();
         let mut lease_evidence = d.lease_evidence;
         lease_evidence.sort_unstable();
-        Model {
+        let mut m = Model {
             drift,
             events: d.events,
             end_time_ns: d.end_time_ns,
@@ -326,7 +432,66 @@ impl Model {
             grant_of,
             ok_acquires,
             unplaced,
+        };
+        for i in 0..m.grants.len() {
+            let g = &m.grants[i];
+            m.grants[i].alive_until_ns = m.span_end(g, g.invoke_ns).0;
         }
+        m
+    }
+
+    /// The end of grant `g`'s span if the service granted it at instant `grant_ns`: the
+    /// earliest time from which another grant of the lock could legally take effect, and what
+    /// sets it. Each op of the epoch is taken at its earliest instant (its invoke), which gives
+    /// the earliest end: an ok renew replaces the bound from its invoke, an indeterminate renew
+    /// may apply (so it can shorten the bound, never lengthen it), an ok or indeterminate
+    /// release may free the lock from its invoke. A failed op changed nothing. An ok renew
+    /// after a gap still counts: the service accepted it, so its lease was still the current
+    /// one and nobody else had been granted in between.
+    ///
+    /// The end never decreases when `grant_ns` grows: the chain sweep in `mutex` relies on it.
+    pub fn span_end(&self, g: &Grant, grant_ns: u64) -> (u64, SpanEnd) {
+        self.span_end_until(g, grant_ns, u64::MAX)
+    }
+
+    /// [`Model::span_end`] counting only the ops invoked by `cutoff_ns`: what the span was
+    /// sure to be up to then (an op takes effect no earlier than its invoke, so later ones
+    /// cannot have changed it before).
+    pub fn span_end_until(&self, g: &Grant, grant_ns: u64, cutoff_ns: u64) -> (u64, SpanEnd) {
+        let mut end = (
+            lease_lb(grant_ns, g.ttl_ms, self.drift),
+            SpanEnd::Lease(None),
+        );
+        for &pos in &g.epoch_ops {
+            let op = &self.ops[pos];
+            if op.invoke_ns > cutoff_ns {
+                break;
+            }
+            match (op.func, op.outcome) {
+                (_, Outcome::Fail) => {}
+                (Func::Renew, Outcome::Ok) => {
+                    let ttl = op.ttl_ms().or(g.ttl_ms);
+                    end = (
+                        lease_lb(op.invoke_ns, ttl, self.drift),
+                        SpanEnd::Lease(Some(pos)),
+                    );
+                }
+                (Func::Renew, _) => {
+                    let lb = lease_lb(op.invoke_ns, op.ttl_ms().or(g.ttl_ms), self.drift);
+                    if lb < end.0 {
+                        end = (lb, SpanEnd::Lease(Some(pos)));
+                    }
+                }
+                (_, outcome) => {
+                    if outcome == Outcome::Ok || op.invoke_ns < end.0 {
+                        end = (op.invoke_ns, SpanEnd::Release(pos));
+                    }
+                    // The lock is free from here: later ops of this lease are not its own.
+                    break;
+                }
+            }
+        }
+        end
     }
 
     pub fn is_empty(&self) -> bool {
@@ -370,30 +535,90 @@ impl Model {
     }
 }
 
-/// Applies one renew of `g`, met in invoke order.
-fn extend_lease(g: &mut Grant, renew: &ClientOp, pos: usize, drift: f64) {
-    let ttl = renew.ttl_ms().or(g.ttl_ms);
-    match renew.outcome {
-        Outcome::Ok => {
-            // Continuity: a renew invoked after the lower bound may have found the lease gone,
-            // so it proves nothing about the time in between; later renews are later still.
-            if let Some(t) = ttl {
-                if renew.invoke_ns <= g.lease_lb_ns {
-                    let lb = renew.invoke_ns.saturating_add(ttl_lower_ns(t, drift));
-                    if lb > g.lease_lb_ns {
-                        g.lease_lb_ns = lb;
-                        g.lease_chain.push(pos);
-                    }
-                }
-            }
-            let done = renew.complete_ns().expect("an ok op has completed");
-            g.surely_dead_ns = match (g.surely_dead_ns, ttl) {
-                (Some(sd), Some(t)) => Some(sd.max(done.saturating_add(ttl_upper_ns(t, drift)))),
-                _ => None,
-            };
-        }
-        // It may take effect late, and then the lease lives on: no bound is sure.
-        Outcome::Info | Outcome::Pending => g.surely_dead_ns = None,
-        Outcome::Fail => {}
+/// A lease set at `at_ns` with `ttl_ms` lives at least until this. No ttl, no lower bound: the
+/// lease may have ended at once.
+pub(crate) fn lease_lb(at_ns: u64, ttl_ms: Option<u64>, drift: f64) -> u64 {
+    match ttl_ms {
+        Some(t) => at_ns.saturating_add(ttl_lower_ns(t, drift)),
+        None => at_ns,
     }
+}
+
+/// Follows `g`'s lease through its epoch's ops: definite holds, lower and upper bounds.
+fn follow_lease(g: &mut Grant, ops: &[ClientOp], drift: f64) {
+    let mut lb = lease_lb(g.invoke_ns, g.ttl_ms, drift);
+    let mut dead = g
+        .ttl_ms
+        .map(|t| g.complete_ns.saturating_add(ttl_upper_ns(t, drift)));
+    let mut start = g.complete_ns;
+    let mut opened_by = None;
+    let mut end_by = SpanEnd::Lease(None);
+    let mut released = None;
+    let mut holds = Vec::new();
+    for &pos in &g.epoch_ops {
+        let op = &ops[pos];
+        if op.func == Func::Release {
+            // Any release the holder invoked ends its definite hold, whatever its outcome:
+            // the hold is what the history proves, and after a release it proves nothing more.
+            released = Some(pos);
+            break;
+        }
+        let ttl = op.ttl_ms().or(g.ttl_ms);
+        let op_lb = lease_lb(op.invoke_ns, ttl, drift);
+        match op.outcome {
+            Outcome::Ok => {
+                if op.invoke_ns > lb {
+                    // A gap: the lease may have lapsed before the service took the renew, so
+                    // the hold resumes only once the renew surely took effect.
+                    if start < lb {
+                        holds.push(Segment {
+                            start_ns: start,
+                            end_ns: lb,
+                            opened_by,
+                            end: end_by,
+                        });
+                    }
+                    start = op.complete_ns().expect("an ok op has completed");
+                    opened_by = Some(pos);
+                }
+                lb = op_lb;
+                end_by = SpanEnd::Lease(Some(pos));
+                let done = op.complete_ns().expect("an ok op has completed");
+                dead = ttl.map(|t| done.saturating_add(ttl_upper_ns(t, drift)));
+            }
+            Outcome::Info | Outcome::Pending => {
+                if op_lb < lb {
+                    lb = op_lb;
+                    end_by = SpanEnd::Lease(Some(pos));
+                }
+                // It may have applied last, up to its completion (or at any time, if it never
+                // completed): the lease may live until the later of the two bounds.
+                dead = match (dead, ttl, op.complete_ns()) {
+                    (Some(d), Some(t), Some(c)) => {
+                        Some(d.max(c.saturating_add(ttl_upper_ns(t, drift))))
+                    }
+                    _ => None,
+                };
+            }
+            Outcome::Fail => {}
+        }
+    }
+    let mut end = lb;
+    if let Some(r) = released {
+        if ops[r].invoke_ns < end {
+            end = ops[r].invoke_ns;
+            end_by = SpanEnd::Release(r);
+        }
+    }
+    if start < end {
+        holds.push(Segment {
+            start_ns: start,
+            end_ns: end,
+            opened_by,
+            end: end_by,
+        });
+    }
+    g.holds = holds;
+    g.lease_lb_ns = lb;
+    g.surely_dead_ns = dead;
 }

@@ -1,8 +1,22 @@
-//! Mutual exclusion: `double-grant` (two processes' definite holds of one lock overlap) and the
-//! `unsafe-overlap` warning (a process used a token after its lease surely died while another
-//! process held the lock: the paused-holder case only fencing makes safe).
+//! Mutual exclusion: `double-grant` and the `unsafe-overlap` warning (a process used a token
+//! after its lease surely died while another process held the lock: the paused-holder case only
+//! fencing makes safe).
+//!
+//! Two readings of the ground-truth model report `double-grant`:
+//!
+//! - **Definite holds overlap**: two grants' definite holds (see [`Grant::holds`]) share an
+//!   instant. Real time alone proves it.
+//! - **Token order**: a correct service grants in token order, and each grant only once the
+//!   previous lease could have ended. Walking a lock's tokened grants in token order, each grant
+//!   took effect no earlier than its invoke and the end of the previous grant's span
+//!   ([`Model::span_end`], taken from that grant's own earliest instant); a grant that returned
+//!   before that instant was granted while the previous lease was surely alive. Taking every
+//!   instant as early as it can be is the best a correct service could have done, so this walk
+//!   finds every history the model rules out through leases and token order; the cases another
+//!   rule already reports (real-time token order, stale renews and releases, exclusivity-forced
+//!   order, overlapping holds) are left to it: one fact, one violation.
 
-use crate::model::{ttl_lower_ns, ClientOp, Func, Grant, Model, NO_GRANT};
+use crate::model::{ttl_upper_ns, ClientOp, Func, Grant, Model, Segment, SpanEnd, NO_GRANT};
 use crate::text::{op_list, secs, token};
 use crate::{verdict, CheckConfig, CheckOutput, Checker};
 use history::{Outcome, Violation, ViolationKind};
@@ -13,31 +27,32 @@ pub struct MutualExclusion;
 /// At most this many late ops are listed in one warning; the sentence gives the total.
 const LATE_OPS_LISTED: usize = 8;
 
-/// One definite hold, for sweeping a lock's holds in start order.
+/// One definite hold segment, for sweeping a lock's holds in start order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Hold {
     lock: u32,
     start_ns: u64,
     end_ns: u64,
     grant: u32,
+    segment: u32,
 }
 
-/// The latest-ending hold seen so far, and the latest-ending one of any *other* process, so
-/// "does a hold of a process other than p reach past t" is answered in O(1).
+/// The latest-ending hold seen so far, and the latest-ending one of any *other* grant, so "does
+/// a hold of a grant other than g reach past t" is answered in O(1).
 #[derive(Debug, Clone, Copy, Default)]
 struct Top2 {
-    /// (end, process, grant)
-    best: Option<(u64, u64, u32)>,
-    /// The best among processes other than `best`'s.
-    other: Option<(u64, u64, u32)>,
+    /// (end, grant, segment)
+    best: Option<(u64, u32, u32)>,
+    /// The best among grants other than `best`'s.
+    other: Option<(u64, u32, u32)>,
 }
 
 impl Top2 {
-    fn add(&mut self, end: u64, process: u64, grant: u32) {
-        let new = (end, process, grant);
+    fn add(&mut self, end: u64, grant: u32, segment: u32) {
+        let new = (end, grant, segment);
         match self.best {
             None => self.best = Some(new),
-            Some(b) if b.1 == process => {
+            Some(b) if b.1 == grant => {
                 if end > b.0 {
                     self.best = Some(new);
                 }
@@ -54,10 +69,10 @@ impl Top2 {
         }
     }
 
-    /// The latest-ending hold of a process other than `process`.
-    fn other_than(&self, process: u64) -> Option<(u64, u64, u32)> {
+    /// The latest-ending hold of a grant other than `grant`.
+    fn other_than(&self, grant: u32) -> Option<(u64, u32, u32)> {
         match self.best {
-            Some(b) if b.1 != process => Some(b),
+            Some(b) if b.1 != grant => Some(b),
             _ => self.other,
         }
     }
@@ -72,19 +87,18 @@ struct HoldIndex {
 
 impl HoldIndex {
     fn new(m: &Model) -> HoldIndex {
-        let mut holds: Vec<Hold> = m
-            .grants
-            .iter()
-            .enumerate()
-            .filter_map(|(i, g)| {
-                g.hold.map(|(start_ns, end_ns)| Hold {
+        let mut holds: Vec<Hold> = Vec::new();
+        for (i, g) in m.grants.iter().enumerate() {
+            for (k, s) in g.holds.iter().enumerate() {
+                holds.push(Hold {
                     lock: g.lock,
-                    start_ns,
-                    end_ns,
+                    start_ns: s.start_ns,
+                    end_ns: s.end_ns,
                     grant: i as u32,
-                })
-            })
-            .collect();
+                    segment: k as u32,
+                });
+            }
+        }
         holds.sort_unstable();
         let mut prefix = Vec::with_capacity(holds.len());
         let mut top = Top2::default();
@@ -94,15 +108,22 @@ impl HoldIndex {
                 top = Top2::default();
                 lock = Some(h.lock);
             }
-            top.add(h.end_ns, m.grants[h.grant as usize].process, h.grant);
+            top.add(h.end_ns, h.grant, h.segment);
             prefix.push(top);
         }
         HoldIndex { holds, prefix }
     }
 
-    /// A hold on `lock` by a process other than `process` that meets `(from_ns, to_ns)`: the
+    /// A hold on `lock` of a process other than `process` that meets `(from_ns, to_ns)`: the
     /// latest-ending one among those starting before `to_ns`.
-    fn other_hold_meeting(&self, lock: u32, process: u64, from_ns: u64, to_ns: u64) -> Option<u32> {
+    fn other_hold_meeting(
+        &self,
+        m: &Model,
+        lock: u32,
+        grant: u32,
+        from_ns: u64,
+        to_ns: u64,
+    ) -> Option<u32> {
         let lo = self.holds.partition_point(|h| h.lock < lock);
         let hi = self
             .holds
@@ -110,8 +131,9 @@ impl HoldIndex {
         if hi <= lo {
             return None;
         }
-        let (end, _, g) = self.prefix[hi - 1].other_than(process)?;
-        (end > from_ns).then_some(g)
+        let (end, g, _) = self.prefix[hi - 1].other_than(grant)?;
+        let process = m.grants[grant as usize].process;
+        (end > from_ns && m.grants[g as usize].process != process).then_some(g)
     }
 }
 
@@ -124,10 +146,20 @@ impl Checker for MutualExclusion {
         let mut out = CheckOutput::new();
         let index = HoldIndex::new(m);
         double_grants(m, &index, &mut out);
+        token_order(m, &mut out);
         unsafe_overlaps(m, &index, &mut out);
         verdict(m, cfg, &mut out);
         out
     }
+}
+
+/// Whether two grants' definite holds share an instant.
+pub(crate) fn holds_overlap(a: &Grant, b: &Grant) -> bool {
+    a.holds.iter().any(|x| {
+        b.holds
+            .iter()
+            .any(|y| x.start_ns < y.end_ns && y.start_ns < x.end_ns)
+    })
 }
 
 fn double_grants(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
@@ -138,81 +170,249 @@ fn double_grants(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
             top = Top2::default();
             lock = Some(h.lock);
         }
-        let b = &m.grants[h.grant as usize];
-        if let Some((end, _, ga)) = top.other_than(b.process) {
-            if end > h.start_ns {
-                let a = &m.grants[ga as usize];
-                out.violations
-                    .push(double_grant(m, a, b, h.start_ns, end.min(h.end_ns)));
+        if let Some((end, ga, sa)) = top.other_than(h.grant) {
+            let a = &m.grants[ga as usize];
+            let b = &m.grants[h.grant as usize];
+            let (seg_a, seg_b) = (&a.holds[sa as usize], &b.holds[h.segment as usize]);
+            if end > h.start_ns
+                && !stale_renew_opened(m, a, seg_a, b)
+                && !stale_renew_opened(m, b, seg_b, a)
+            {
+                out.violations.push(double_grant(m, (a, seg_a), (b, seg_b)));
             }
         }
-        top.add(h.end_ns, b.process, h.grant);
+        top.add(h.end_ns, h.grant, h.segment);
     }
 }
 
-fn double_grant(m: &Model, a: &Grant, b: &Grant, from_ns: u64, to_ns: u64) -> Violation {
+/// Whether segment `s` of `g` was opened by an ok renew that is already
+/// `stale-renew-accepted` against `other` (invoked after `other`, with a newer token, returned):
+/// one fact, one violation.
+fn stale_renew_opened(m: &Model, g: &Grant, s: &Segment, other: &Grant) -> bool {
+    s.opened_by.is_some_and(|r| {
+        other.complete_ns < m.ops[r].invoke_ns
+            && matches!((g.token, other.token), (Some(a), Some(b)) if a < b)
+    })
+}
+
+/// How a hold segment began: `p1 held L0 with token 3 from 1.200 s (when its acquire returned,
+/// op 7)`.
+fn hold_start(m: &Model, g: &Grant, s: &Segment, ops: &mut Vec<u64>) -> String {
+    let lock = m.lock_name(g.lock);
+    match s.opened_by {
+        None => format!(
+            "p{} was granted {lock} with {} at {} (op {})",
+            g.process,
+            token(g.token),
+            secs(s.start_ns),
+            m.ops[g.op].index
+        ),
+        Some(r) => {
+            let r = &m.ops[r];
+            ops.push(r.index);
+            format!(
+                "p{} held {lock} with {} again from {}, when the service accepted its renew (op {}, invoked after the lease's lower bound had passed)",
+                g.process,
+                token(g.token),
+                secs(s.start_ns),
+                r.index
+            )
+        }
+    }
+}
+
+/// Why a segment lasts until its end, naming the ops that prove it.
+fn hold_end(m: &Model, g: &Grant, s: &Segment, ops: &mut Vec<u64>) -> String {
+    match s.end {
+        SpanEnd::Release(r) => {
+            let r = &m.ops[r];
+            ops.push(r.index);
+            format!("until it invoked its release at {} (op {})", secs(r.invoke_ns), r.index)
+        }
+        SpanEnd::Lease(None) => format!(
+            "until at least {}: its lease, counted from the acquire's invoke at {} with ttl {} ms, cannot expire sooner",
+            secs(s.end_ns),
+            secs(g.invoke_ns),
+            ttl_text(g.ttl_ms)
+        ),
+        SpanEnd::Lease(Some(r)) => {
+            let op = &m.ops[r];
+            // The ok renews that carried the lease from the segment's start to this one are
+            // part of the proof.
+            let from_ns = s.opened_by.map_or(g.invoke_ns, |o| m.ops[o].invoke_ns);
+            ops.extend(
+                g.epoch_ops
+                    .iter()
+                    .map(|&e| &m.ops[e])
+                    .filter(|e| {
+                        e.func == Func::Renew
+                            && e.outcome == Outcome::Ok
+                            && (from_ns..=op.invoke_ns).contains(&e.invoke_ns)
+                    })
+                    .map(|e| e.index),
+            );
+            ops.push(op.index);
+            let how = if op.outcome == Outcome::Ok {
+                "renewed"
+            } else {
+                "perhaps renewed (indeterminate)"
+            };
+            format!(
+                "until at least {}: its lease, {how} by op {} invoked at {} with ttl {} ms, cannot expire sooner",
+                secs(s.end_ns),
+                op.index,
+                secs(op.invoke_ns),
+                ttl_text(op.ttl_ms().or(g.ttl_ms))
+            )
+        }
+    }
+}
+
+fn ttl_text(t: Option<u64>) -> String {
+    t.map_or_else(|| "unknown".to_string(), |t| t.to_string())
+}
+
+fn double_grant(m: &Model, (a, sa): (&Grant, &Segment), (b, sb): (&Grant, &Segment)) -> Violation {
     let lock = m.lock_name(a.lock);
-    let a_op = &m.ops[a.op];
-    let b_op = &m.ops[b.op];
-    let mut ops = vec![a_op.index, b_op.index];
-    let (a_end, a_why) = hold_end(m, a, from_ns, &mut ops);
+    let mut ops = vec![m.ops[a.op].index, m.ops[b.op].index];
+    let a_start = hold_start(m, a, sa, &mut ops);
+    let a_end = hold_end(m, a, sa, &mut ops);
+    let b_start = hold_start(m, b, sb, &mut ops);
+    let b_end = hold_end(m, b, sb, &mut ops);
+    // Real time proves who came first only when one grant returned before the other was asked.
+    let order = if a.complete_ns < b.invoke_ns {
+        format!("; p{} was granted first", a.process)
+    } else if b.complete_ns < a.invoke_ns {
+        format!("; p{} was granted first", b.process)
+    } else {
+        String::new()
+    };
     Violation {
         kind: ViolationKind::DoubleGrant,
         lock: Some(lock.to_string()),
         ops,
-        window_ns: [from_ns, to_ns],
+        window_ns: [sb.start_ns, sa.end_ns.min(sb.end_ns)],
         nemesis: Vec::new(),
         explanation: format!(
-            "p{} held {lock} with {} from {} (op {}) until at least {} ({a_why}), yet p{} was granted {lock} with {} at {} (op {}) and held it until at least {}",
-            a.process,
-            token(a.token),
-            secs(a.complete_ns),
-            a_op.index,
-            secs(a_end),
-            b.process,
-            token(b.token),
-            secs(b.complete_ns),
-            b_op.index,
-            secs(b.hold.map_or(b.complete_ns, |h| h.1)),
+            "{a_start} and held it {a_end}, yet {b_start} and held it {b_end}{order}"
         ),
     }
 }
 
-/// Why a hold lasts until its end. When the first lease alone does not reach `needed_ns`, the
-/// renews that carry it there are part of the proof and join `ops`.
-fn hold_end(m: &Model, g: &Grant, needed_ns: u64, ops: &mut Vec<u64>) -> (u64, String) {
-    let end = g.hold.map_or(g.complete_ns, |h| h.1);
-    if let Some(r) = g.release_op {
-        let r = &m.ops[r];
-        if r.invoke_ns == end {
-            return (end, format!("when it invoked its release, op {}", r.index));
+/// The token-order reading (module doc): each tokened grant of a lock, in token order, took
+/// effect no earlier than the end of the previous one's span.
+fn token_order(m: &Model, out: &mut CheckOutput) {
+    let mut order: Vec<(u32, u64, u64, u32)> = m
+        .grants
+        .iter()
+        .enumerate()
+        .filter_map(|(i, g)| g.token.map(|t| (g.lock, t, g.complete_ns, i as u32)))
+        .collect();
+    order.sort_unstable();
+    // (grant, its earliest grant instant, the grant before it that pushed that instant)
+    let mut prev: Option<(u32, u64, Option<u32>)> = None;
+    for &(lock, tok, _, gi) in &order {
+        let s = &m.grants[gi as usize];
+        let Some((pi, p_at, p_pushed_by)) = prev.filter(|p| m.grants[p.0 as usize].lock == lock)
+        else {
+            prev = Some((gi, s.invoke_ns, None));
+            continue;
+        };
+        let p = &m.grants[pi as usize];
+        let (end, cause) = m.span_end(p, p_at);
+        let at = s.invoke_ns.max(end);
+        if at <= s.complete_ns {
+            prev = Some((gi, at, (end > s.invoke_ns).then_some(pi)));
+            continue;
         }
-    }
-    let ttl = g.ttl_ms.unwrap_or(0);
-    let mut lb = g.invoke_ns.saturating_add(ttl_lower_ns(ttl, m.drift));
-    let mut chain = Vec::new();
-    for &r in &g.lease_chain {
-        if lb > needed_ns {
-            break;
+        // The service granted S while P's span surely lasted: unless another rule already
+        // tells this fact, say it here.
+        if !covered_elsewhere(m, (p, p_at), s, tok) {
+            out.violations
+                .push(order_violation(m, (p, p_at, p_pushed_by), s, end, cause));
         }
-        let r = &m.ops[r];
-        chain.push(r.index);
-        lb = r
-            .invoke_ns
-            .saturating_add(ttl_lower_ns(r.ttl_ms().or(g.ttl_ms).unwrap_or(0), m.drift));
+        // Judge the grants after S from the latest instant it could have taken effect.
+        prev = Some((gi, s.complete_ns, Some(pi)));
     }
-    let why = match chain.last() {
-        None => format!(
-            "its lease, counted from its invoke at {} with ttl {ttl} ms, cannot expire sooner",
-            secs(g.invoke_ns)
-        ),
-        Some(_) => format!(
-            "its lease, renewed without a gap by {}, cannot expire sooner",
-            op_list(&chain)
-        ),
+}
+
+/// Whether the failure of `s` to wait for `p`'s span is already another rule's violation.
+fn covered_elsewhere(m: &Model, (p, p_at): (&Grant, u64), s: &Grant, s_token: u64) -> bool {
+    // Equal tokens: token-reused.
+    if p.token == Some(s_token) {
+        return true;
+    }
+    // S returned before P was asked: token-regressed in real time.
+    if s.complete_ns < p.invoke_ns {
+        return true;
+    }
+    // P's span reached past S only through ok renews or releases invoked after S returned:
+    // stale-renew-accepted / stale-release-accepted, against S.
+    if m.span_end_until(p, p_at, s.complete_ns).0 <= s.complete_ns {
+        return true;
+    }
+    // Overlapping definite holds: double-grant by real time.
+    if holds_overlap(p, s) {
+        return true;
+    }
+    // S returned while P, counted from P's invoke, was surely alive, and they are different
+    // processes: token-regressed by the order exclusivity forces (see `tokens`).
+    p.process != s.process && s.complete_ns < p.alive_until_ns
+}
+
+fn order_violation(
+    m: &Model,
+    (p, p_at, pushed_by): (&Grant, u64, Option<u32>),
+    s: &Grant,
+    end_ns: u64,
+    cause: SpanEnd,
+) -> Violation {
+    let lock = m.lock_name(p.lock);
+    let (pi, si) = (m.ops[p.op].index, m.ops[s.op].index);
+    let mut ops = vec![pi, si];
+    let since = match pushed_by {
+        Some(q) if p_at > p.invoke_ns => {
+            let q = &m.grants[q as usize];
+            ops.push(m.ops[q.op].index);
+            format!(
+                "no earlier than {}, since its token is above p{}'s {} (op {}) whose span lasted until then",
+                secs(p_at),
+                q.process,
+                token(q.token),
+                m.ops[q.op].index
+            )
+        }
+        _ => format!("no earlier than its invoke at {}", secs(p_at)),
     };
-    ops.extend(chain);
-    (end, why)
+    let seg = Segment {
+        start_ns: p_at,
+        end_ns,
+        opened_by: None,
+        end: cause,
+    };
+    let until = match cause {
+        SpanEnd::Lease(None) => format!(
+            "until at least {}: its lease, counted from then with ttl {} ms, cannot expire sooner",
+            secs(end_ns),
+            ttl_text(p.ttl_ms)
+        ),
+        _ => hold_end(m, p, &seg, &mut ops),
+    };
+    Violation {
+        kind: ViolationKind::DoubleGrant,
+        lock: Some(lock.to_string()),
+        ops,
+        window_ns: [s.complete_ns.min(end_ns), end_ns],
+        nemesis: Vec::new(),
+        explanation: format!(
+            "p{} was granted {lock} with {} (op {pi}) {since}, and no other grant could take effect {until}; p{}'s grant with the higher {} (op {si}) must come after it in a correct service, yet it returned at {}, while that lease was surely alive",
+            p.process,
+            token(p.token),
+            s.process,
+            token(s.token),
+            secs(s.complete_ns),
+        ),
+    }
 }
 
 /// A late use of a grant's token, while another process held the lock.
@@ -230,10 +430,8 @@ fn unsafe_overlaps(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
         .grants
         .iter()
         .map(|g| {
-            g.ttl_ms.map(|t| {
-                g.complete_ns
-                    .saturating_add(crate::model::ttl_upper_ns(t, m.drift))
-            })
+            g.ttl_ms
+                .map(|t| g.complete_ns.saturating_add(ttl_upper_ns(t, m.drift)))
         })
         .collect();
     let mut late: BTreeMap<u32, (Vec<Late>, usize)> = BTreeMap::new();
@@ -246,7 +444,7 @@ fn unsafe_overlaps(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
         if let Some(dead_ns) = dead[g as usize] {
             if op.invoke_ns > dead_ns {
                 if let Some(other) =
-                    index.other_hold_meeting(grant.lock, op.process, dead_ns, op.invoke_ns)
+                    index.other_hold_meeting(m, grant.lock, g, dead_ns, op.invoke_ns)
                 {
                     let (list, total) = late.entry(g).or_default();
                     *total += 1;
@@ -261,15 +459,16 @@ fn unsafe_overlaps(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
             }
         }
         if op.func == Func::Renew {
+            // As `Grant::surely_dead_ns` follows it: an ok renew replaces the bound, an
+            // indeterminate one may have applied last.
             let d = &mut dead[g as usize];
+            let bound = match (op.ttl_ms().or(grant.ttl_ms), op.complete_ns()) {
+                (Some(t), Some(c)) => Some(c.saturating_add(ttl_upper_ns(t, m.drift))),
+                _ => None,
+            };
             *d = match op.outcome {
-                Outcome::Ok => match (*d, op.ttl_ms().or(grant.ttl_ms), op.complete_ns()) {
-                    (Some(x), Some(t), Some(c)) => {
-                        Some(x.max(c.saturating_add(crate::model::ttl_upper_ns(t, m.drift))))
-                    }
-                    _ => None,
-                },
-                Outcome::Info | Outcome::Pending => None,
+                Outcome::Ok => bound,
+                Outcome::Info | Outcome::Pending => d.zip(bound).map(|(x, y)| x.max(y)),
                 Outcome::Fail => *d,
             };
         }

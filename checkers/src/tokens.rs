@@ -5,8 +5,9 @@
 //! frontier (the highest token among grants completed so far), and the ops judged against it
 //! are swept in invoke order.
 
-use crate::model::{Func, Grant, Model};
-use crate::text::{op_list, secs, token};
+use crate::model::{Func, Grant, Model, SpanEnd, NO_GRANT};
+use crate::mutex::holds_overlap;
+use crate::text::{secs, token};
 use crate::{verdict, CheckConfig, CheckOutput, Checker};
 use history::{Outcome, Violation, ViolationKind};
 
@@ -182,46 +183,44 @@ pub(crate) fn forced_before(b: &Grant) -> u64 {
     b.invoke_ns.max(b.alive_until_ns)
 }
 
-/// The double-grant checker's fact: both definite holds exist and overlap.
-fn holds_overlap(a: &Grant, b: &Grant) -> bool {
-    match (a.hold, b.hold) {
-        (Some((a0, a1)), Some((b0, b1))) => a.process != b.process && a0 < b1 && b0 < a1,
-        _ => false,
-    }
-}
-
-/// The ops that prove `b` stayed alive until `alive_until_ns`: its release (when that bounds
-/// it), else the renews that extended its lease (its grant is named anyway).
+/// The ops that prove `b` stayed alive until `alive_until_ns`: what ended its span counted
+/// from its invoke (its release, or the renew that set the bound; its grant is named anyway).
 fn alive_proof(m: &Model, b: &Grant) -> (Vec<u64>, String) {
-    if let Some(r) = b.release_op {
-        let rel = &m.ops[r];
-        if rel.invoke_ns == b.alive_until_ns {
-            return (
+    let (end, cause) = m.span_end(b, b.invoke_ns);
+    match cause {
+        SpanEnd::Release(r) => {
+            let rel = &m.ops[r];
+            (
                 vec![rel.index],
                 format!(
                     "until its release was invoked at {} (op {})",
                     secs(rel.invoke_ns),
                     rel.index
                 ),
-            );
+            )
+        }
+        SpanEnd::Lease(None) => (
+            Vec::new(),
+            format!(
+                "until {}, its lease's lower bound (invoked at {}, ttl {} ms)",
+                secs(end),
+                secs(b.invoke_ns),
+                b.ttl_ms.unwrap_or(0)
+            ),
+        ),
+        SpanEnd::Lease(Some(r)) => {
+            let r = &m.ops[r];
+            (
+                vec![r.index],
+                format!(
+                    "until {}, its lease's lower bound as set by the renew invoked at {} (op {})",
+                    secs(end),
+                    secs(r.invoke_ns),
+                    r.index
+                ),
+            )
         }
     }
-    let renews: Vec<u64> = b.lease_chain.iter().map(|&r| m.ops[r].index).collect();
-    let how = if renews.is_empty() {
-        format!(
-            "until {}, its lease's lower bound (invoked at {}, ttl {} ms)",
-            secs(b.alive_until_ns),
-            secs(b.invoke_ns),
-            b.ttl_ms.unwrap_or(0)
-        )
-    } else {
-        format!(
-            "until {}, its lease's lower bound as renewed by {}",
-            secs(b.alive_until_ns),
-            op_list(&renews)
-        )
-    };
-    (renews, how)
 }
 
 fn inferred_regressed(m: &Model, reported: &[bool], out: &mut CheckOutput) {
@@ -257,7 +256,10 @@ fn inferred_regressed(m: &Model, reported: &[bool], out: &mut CheckOutput) {
         };
         let tok_b = b.token.expect("filtered on token");
         let a = &m.grants[ga as usize];
-        if tok_a <= tok_b || holds_overlap(a, b) {
+        // Only what `b`'s span was sure to be when `a` returned counts: ok renews or releases
+        // of `b` invoked later are stale-renew/release-accepted against `a`, their own fact.
+        let sure_ns = m.span_end_until(b, b.invoke_ns, a.complete_ns).0;
+        if tok_a <= tok_b || holds_overlap(a, b) || a.complete_ns >= sure_ns.max(b.invoke_ns) {
             continue;
         }
         let name = m.lock_name(b.lock);
@@ -335,11 +337,11 @@ impl Checker for StaleLockOps {
             .ops
             .iter()
             .enumerate()
-            .filter(|(_, o)| {
+            .filter(|(i, o)| {
                 matches!(o.func, Func::Release | Func::Renew)
                     && o.outcome == Outcome::Ok
-                    && o.token().is_some()
                     && o.target != crate::model::NO_TARGET
+                    && op_token(m, *i).is_some()
             })
             .map(|(i, o)| (o.target, o.invoke_ns, i))
             .collect();
@@ -347,7 +349,7 @@ impl Checker for StaleLockOps {
         frontier_sweep(m, &queries, |pos, best| {
             let op = &m.ops[pos];
             let Some((tok_a, ga)) = best else { return };
-            let tok = op.token().expect("filtered on token");
+            let tok = op_token(m, pos).expect("filtered on token");
             if tok >= tok_a {
                 return;
             }
@@ -381,4 +383,13 @@ impl Checker for StaleLockOps {
         verdict(m, cfg, &mut out);
         out
     }
+}
+
+/// The token a renew or release names: its own, else (sent without one) the token of the
+/// process's grant it acts on.
+fn op_token(m: &Model, pos: usize) -> Option<u64> {
+    m.ops[pos].token().or_else(|| match m.grant_of[pos] {
+        NO_GRANT => None,
+        g => m.grants[g as usize].token,
+    })
 }

@@ -77,10 +77,12 @@ fn forced(a: &Grant, b: &Grant) -> bool {
 }
 
 fn holds_overlap(a: &Grant, b: &Grant) -> bool {
-    match (a.hold, b.hold) {
-        (Some((a0, a1)), Some((b0, b1))) => a.process != b.process && a0 < b1 && b0 < a1,
-        _ => false,
-    }
+    a.process != b.process
+        && a.holds.iter().any(|x| {
+            b.holds
+                .iter()
+                .any(|y| x.start_ns < y.end_ns && y.start_ns < x.end_ns)
+        })
 }
 
 /// Swaps the tokens of a few random pairs of grants of one lock: most swaps contradict some
