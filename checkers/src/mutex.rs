@@ -357,7 +357,8 @@ fn covered_elsewhere(m: &Model, (p, p_at): (&Grant, u64), s: &Grant, s_token: u6
     }
     // S returned while P, counted from P's invoke, was surely alive, and they are different
     // processes: token-regressed by the order exclusivity forces (see `tokens`).
-    p.process != s.process && s.complete_ns < p.alive_until_ns
+    // Unless real time proves P came first (then S was granted inside P's span: ours to say).
+    p.process != s.process && s.complete_ns < p.alive_until_ns && p.complete_ns >= s.invoke_ns
 }
 
 fn order_violation(

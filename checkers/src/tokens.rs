@@ -259,7 +259,13 @@ fn inferred_regressed(m: &Model, reported: &[bool], out: &mut CheckOutput) {
         // Only what `b`'s span was sure to be when `a` returned counts: ok renews or releases
         // of `b` invoked later are stale-renew/release-accepted against `a`, their own fact.
         let sure_ns = m.span_end_until(b, b.invoke_ns, a.complete_ns).0;
-        if tok_a <= tok_b || holds_overlap(a, b) || a.complete_ns >= sure_ns.max(b.invoke_ns) {
+        // When real time proves `b` came first, `a` was granted inside `b`'s span: that is the
+        // double-grant's fact (the token-order reading in `mutex`), not a token out of order.
+        if tok_a <= tok_b
+            || holds_overlap(a, b)
+            || a.complete_ns >= sure_ns.max(b.invoke_ns)
+            || b.complete_ns < a.invoke_ns
+        {
             continue;
         }
         let name = m.lock_name(b.lock);

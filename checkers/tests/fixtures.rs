@@ -7,7 +7,8 @@
 //! ```
 //!
 //! Kinds and op-index sets must match exactly (as multisets); `nemesis`, where given, lists the
-//! start indices of the faults the violation must report active. `config` is optional.
+//! start indices of the faults the violation must report active; `explanation_contains`, where
+//! given, lists phrases its sentence must hold. `config` is optional.
 
 use checkers::CheckConfig;
 use history::{History, Results, Validity, Violation};
@@ -118,6 +119,20 @@ fn run_fixture(jsonl: &Path) -> Result<(), String> {
             errors.push(format!("{field}: expected {want:?}, got {got:?}"));
         }
         for e in expected[field].as_array().into_iter().flatten() {
+            let want_ops = expected_set(&Value::Array(vec![e.clone()])).remove(0);
+            let found = actual
+                .iter()
+                .find(|v| actual_set(std::slice::from_ref(*v))[0] == want_ops);
+            // Sentences are for people checking by hand: the fixture may pin what they say.
+            for text in e["explanation_contains"].as_array().into_iter().flatten() {
+                let text = text.as_str().expect("explanation_contains holds strings");
+                if !found.is_some_and(|v| v.explanation.contains(text)) {
+                    errors.push(format!(
+                        "{} {:?}: explanation does not say {text:?}",
+                        want_ops.0, want_ops.1
+                    ));
+                }
+            }
             let Some(nem) = e.get("nemesis") else {
                 continue;
             };
@@ -128,10 +143,6 @@ fn run_fixture(jsonl: &Path) -> Result<(), String> {
                 .filter_map(Value::as_u64)
                 .collect();
             want_nem.sort_unstable();
-            let want_ops = expected_set(&Value::Array(vec![e.clone()])).remove(0);
-            let found = actual
-                .iter()
-                .find(|v| actual_set(std::slice::from_ref(*v))[0] == want_ops);
             if let Some(v) = found {
                 let mut got_nem: Vec<u64> = v.nemesis.iter().map(|f| f.index).collect();
                 got_nem.sort_unstable();
