@@ -498,6 +498,19 @@ impl Model {
         self.events == 0
     }
 
+    /// If acquire or renew `op` took effect (an indeterminate one may have), the lease it set
+    /// is surely dead after this: the latest instant it could have taken effect, its
+    /// completion, plus `ttl*(1+drift)` (granted ttl, else requested), as `lock-stuck` counts
+    /// it. `None` when it never completed (it may take effect at any time) or names no ttl.
+    /// Not a grant: the holds of [`Grant`] are what the history proves.
+    pub fn surely_dead_if_applied(&self, op: &ClientOp) -> Option<u64> {
+        let ttl = op.ttl_ms().or(op.requested_ttl_ms())?;
+        Some(
+            op.complete_ns()?
+                .saturating_add(ttl_upper_ns(ttl, self.drift)),
+        )
+    }
+
     pub fn lock_name(&self, id: u32) -> &str {
         self.locks.get(id as usize).map_or("?", |s| s.as_str())
     }
