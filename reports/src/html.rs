@@ -5,7 +5,7 @@
 
 use crate::escape::{base64, html as esc, secs, sha256};
 use crate::gate::checker_of;
-use crate::model::{Bucket, Hold, Model};
+use crate::model::{Bucket, Hold, Model, Proof};
 use crate::svg::{axis, fault_color, fill_for, Scale};
 use crate::RunConfigView;
 use history::{KindClass, Outcome, Results, Validity, Violation, ViolationKind};
@@ -20,7 +20,7 @@ const ZOOMS_MAX: usize = 100;
 const WARNINGS_MAX: usize = 300;
 /// Warnings with their own zoomed timeline.
 const WARNING_ZOOMS_MAX: usize = 20;
-/// Past this many holds the full-run timeline draws per-pixel occupancy instead of bars.
+/// Past this many definite holds the full-run timeline draws per-pixel occupancy instead of bars.
 const FULL_BARS_MAX: usize = 4000;
 /// Locks drawn in the full-run timeline.
 const FULL_LOCKS_MAX: usize = 40;
@@ -482,33 +482,67 @@ fn fault_strip(s: &mut String, faults: &[&crate::model::Fault], sc: &Scale, top:
     }
 }
 
+/// Definite holds listed one by one in a hold's tooltip; the rest are counted.
+const SEGMENTS_LISTED: usize = 6;
+
 fn hold_title(m: &Model, h: &Hold) -> String {
     let lock = m
-        .locks
+        .locks()
         .get(h.lock as usize)
         .map(String::as_str)
         .unwrap_or("?");
-    let token = h.token.map(|t| t.to_string()).unwrap_or_else(|| "?".into());
-    if h.maybe {
+    let Some(g) = m.grant(h) else {
+        let dead = match h.proof {
+            Proof::Maybe { dead_ns: Some(d) } => {
+                format!("if it was granted, its lease is surely dead after {}", secs(d))
+            }
+            _ => "no bound on its lease, if it was granted (the acquire never completed or named no ttl)".to_string(),
+        };
         return format!(
-            "p{} may hold {} (indeterminate acquire, op {}): invoked {}, lease surely dead after {}",
+            "p{} may hold {} (indeterminate acquire, op {}): invoked {}; not proven, {dead}",
             h.process,
             lock,
             h.acquire_index,
             secs(h.start_ns),
-            secs(h.dead_ns)
         );
-    }
+    };
+    let token = h.token.map(|t| t.to_string()).unwrap_or_else(|| "?".into());
+    let held = if g.holds.is_empty() {
+        "the checkers prove no definite hold".to_string()
+    } else {
+        let mut spans: Vec<String> = g
+            .holds
+            .iter()
+            .take(SEGMENTS_LISTED)
+            .map(|x| format!("{} – {}", secs(x.start_ns), secs(x.end_ns)))
+            .collect();
+        if g.holds.len() > SEGMENTS_LISTED {
+            spans.push(format!("{} more", g.holds.len() - SEGMENTS_LISTED));
+        }
+        format!("definitely held {}", spans.join(", "))
+    };
+    let dead = match g.surely_dead_ns {
+        Some(d) => format!("surely dead after {}", secs(d)),
+        None => "no surely-dead bound (an op that never completed may set the lease, or its ttl is unknown)".to_string(),
+    };
     format!(
-        "p{} holds {} with token {}: granted {} (op {}), lease surely alive until {}, surely dead after {}, client believed it held until {}",
+        "p{} holds {} with token {}: granted {} (op {}); {held}; lease lower bound {}, {dead}; client believed it held until {}",
         h.process,
         lock,
         token,
         secs(h.start_ns),
         h.acquire_index,
-        secs(h.lease_lb_ns),
-        secs(h.dead_ns),
+        secs(g.lease_lb_ns),
         secs(h.end_ns)
+    )
+}
+
+/// The data attributes of a drawn definite hold: the acquire that the checkers' grant names,
+/// and the segment's bounds in ns, exactly as `checkers::Grant::holds` has them.
+fn hold_data(h: &Hold, start_ns: u64, end_ns: u64) -> String {
+    format!(
+        "data-hold=\"{}\" data-start-ns=\"{start_ns}\" data-end-ns=\"{end_ns}\"",
+        h.acquire_index
     )
 }
 
@@ -702,69 +736,99 @@ fn zoom_timeline(s: &mut String, m: &Model, v: &Violation, id: &str) {
         }
     }
     s.push_str("</svg></div>");
-    s.push_str("<p class=\"legend\"><i style=\"background:hsl(200,62%,42%)\"></i>definite hold (colour and label: token)<i style=\"background:repeating-linear-gradient(45deg,#c92a2a 0 2px,#fff 2px 5px)\"></i>client still believes it holds after its lease's lower bound<i style=\"border:1px dashed #495057\"></i>indeterminate acquire │ lease surely alive until ✕ lease surely dead <i style=\"background:#2b8a3e\"></i>write accepted <i style=\"background:#c92a2a\"></i>refused <i style=\"background:#fff;border:1px solid #2b8a3e\"></i>read <i style=\"background:#ffe3e3\"></i>violation window <i style=\"background:#f08c00;opacity:.4\"></i>fault</p>");
+    s.push_str("<p class=\"legend\"><i style=\"background:hsl(200,62%,42%)\"></i>definite hold, as the checkers proved it (colour and label: token)<i style=\"background:repeating-linear-gradient(45deg,#c92a2a 0 2px,#fff 2px 5px)\"></i>client believed it held, but no hold is proven (past its lease's lower bound, or before a late renew took effect)<i style=\"border:1px dashed #495057\"></i>indeterminate acquire, not proven ┊ grant that proves no hold │ lease's lower bound ✕ lease surely dead <i style=\"background:#2b8a3e\"></i>write accepted <i style=\"background:#c92a2a\"></i>refused <i style=\"background:#fff;border:1px solid #2b8a3e\"></i>read <i style=\"background:#ffe3e3\"></i>violation window <i style=\"background:#f08c00;opacity:.4\"></i>fault</p>");
 }
 
 fn hold_bar(s: &mut String, m: &Model, sc: &Scale, h: &Hold, y: f64, main_lock: bool) {
     let title = esc(&hold_title(m, h));
     let by = y + 7.0;
     let bh = 15.0;
-    if h.maybe {
+    let Some(g) = m.grant(h) else {
+        // An indeterminate acquire: dashed, never solid, from its invoke to where its lease
+        // would surely be dead (the end of the history when nothing bounds it).
+        let end = match h.proof {
+            Proof::Maybe { dead_ns: Some(d) } => d,
+            _ => m.end_ns,
+        };
         let x0 = sc.x(h.start_ns);
-        let x1 = sc.x(h.dead_ns).max(x0 + 2.0);
+        let x1 = sc.x(end).max(x0 + 2.0);
         let _ = write!(
             s,
-            "<rect x=\"{x0:.1}\" y=\"{by:.1}\" width=\"{:.1}\" height=\"{bh}\" fill=\"none\" stroke=\"#495057\" stroke-dasharray=\"4 3\"><title>{title}</title></rect>",
-            x1 - x0
+            "<rect x=\"{x0:.1}\" y=\"{by:.1}\" width=\"{:.1}\" height=\"{bh}\" fill=\"none\" stroke=\"#495057\" stroke-dasharray=\"4 3\" data-maybe=\"{}\"><title>{title}</title></rect>",
+            x1 - x0,
+            h.acquire_index
         );
         return;
-    }
+    };
     let color = if main_lock {
         fill_for(h.token.unwrap_or(0))
     } else {
         "#ced4da".to_string()
     };
-    let def_end = h.definite_end_ns();
-    let x0 = sc.x(h.start_ns);
-    let x1 = sc.x(def_end).max(x0 + 2.0);
-    let _ = write!(
-        s,
-        "<rect x=\"{x0:.1}\" y=\"{by:.1}\" width=\"{:.1}\" height=\"{bh}\" rx=\"2\" fill=\"{color}\"><title>{title}</title></rect>",
-        x1 - x0
-    );
-    if h.end_ns > h.lease_lb_ns && h.lease_lb_ns < sc.t1_ns {
-        let b0 = sc.x(h.lease_lb_ns);
-        let b1 = sc.x(h.end_ns).max(b0 + 2.0);
+    // Solid: exactly the definite holds the checkers proved.
+    for seg in &g.holds {
+        let x0 = sc.x(seg.start_ns);
+        let x1 = sc.x(seg.end_ns).max(x0 + 2.0);
         let _ = write!(
             s,
-            "<rect x=\"{b0:.1}\" y=\"{by:.1}\" width=\"{:.1}\" height=\"{bh}\" fill=\"url(#hatch)\" stroke=\"#c92a2a\"><title>{title}</title></rect>",
-            b1 - b0
+            "<rect x=\"{x0:.1}\" y=\"{by:.1}\" width=\"{:.1}\" height=\"{bh}\" rx=\"2\" fill=\"{color}\" {}><title>{title}</title></rect>",
+            x1 - x0,
+            hold_data(h, seg.start_ns, seg.end_ns)
         );
     }
-    // Lease marks: lower bound (tick) and surely dead (cross), when in view.
-    if (sc.t0_ns..=sc.t1_ns).contains(&h.lease_lb_ns) {
-        let x = sc.x(h.lease_lb_ns);
+    if g.holds.is_empty() && (sc.t0_ns..=sc.t1_ns).contains(&h.start_ns) {
+        // A grant that proves no hold: a dotted tick where it returned, for its tooltip.
+        let x = sc.x(h.start_ns);
         let _ = write!(
             s,
-            "<line x1=\"{x:.1}\" y1=\"{:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#212529\" stroke-width=\"2\"><title>lease of token {} surely alive until {}</title></line>",
+            "<line x1=\"{x:.1}\" y1=\"{by:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#868e96\" stroke-width=\"2\" stroke-dasharray=\"2 2\" data-no-hold=\"{}\"><title>{title}</title></line>",
+            by + bh,
+            h.acquire_index
+        );
+    }
+    // Hatched: where the client believed it held but nothing is proven.
+    for (a, b) in m.unproven_belief(h) {
+        if a > sc.t1_ns || b < sc.t0_ns {
+            continue;
+        }
+        let b0 = sc.x(a);
+        let b1 = sc.x(b).max(b0 + 2.0);
+        let _ = write!(
+            s,
+            "<rect x=\"{b0:.1}\" y=\"{by:.1}\" width=\"{:.1}\" height=\"{bh}\" fill=\"url(#hatch)\" stroke=\"#c92a2a\" data-unproven=\"{}\"><title>{title}</title></rect>",
+            b1 - b0,
+            h.acquire_index
+        );
+    }
+    // Lease marks, as the checkers have them: lower bound (tick) and surely dead (cross).
+    if (sc.t0_ns..=sc.t1_ns).contains(&g.lease_lb_ns) {
+        let x = sc.x(g.lease_lb_ns);
+        let _ = write!(
+            s,
+            "<line x1=\"{x:.1}\" y1=\"{:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#212529\" stroke-width=\"2\" data-lease-lb=\"{}\"><title>lease of token {} surely alive until {}, unless released</title></line>",
             by - 3.0,
             by + bh + 3.0,
+            h.acquire_index,
             h.token.unwrap_or(0),
-            secs(h.lease_lb_ns)
+            secs(g.lease_lb_ns)
         );
     }
-    if (sc.t0_ns..=sc.t1_ns).contains(&h.dead_ns) {
-        let x = sc.x(h.dead_ns);
+    if let Some(dead) = g
+        .surely_dead_ns
+        .filter(|d| (sc.t0_ns..=sc.t1_ns).contains(d))
+    {
+        let x = sc.x(dead);
         let _ = write!(
             s,
-            "<text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\" style=\"fill:#c92a2a;font-size:13px;font-weight:700\">✕<title>lease of token {} surely dead after {}</title></text>",
+            "<text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\" style=\"fill:#c92a2a;font-size:13px;font-weight:700\" data-surely-dead=\"{}\">✕<title>lease of token {} surely dead after {}</title></text>",
             by + 12.0,
+            h.acquire_index,
             h.token.unwrap_or(0),
-            secs(h.dead_ns)
+            secs(dead)
         );
     }
     let lock = m
-        .locks
+        .locks()
         .get(h.lock as usize)
         .map(String::as_str)
         .unwrap_or("");
@@ -773,7 +837,7 @@ fn hold_bar(s: &mut String, m: &Model, sc: &Scale, h: &Hold, y: f64, main_lock: 
         (true, None) => "token ?".to_string(),
         (false, t) => format!("{lock} t{}", t.map(|t| t.to_string()).unwrap_or_default()),
     };
-    let lx = x0.max(sc.x0) + 3.0;
+    let lx = sc.x(h.start_ns).max(sc.x0) + 3.0;
     let _ = write!(
         s,
         "<text x=\"{lx:.1}\" y=\"{:.1}\" class=\"lbl\">{}</text>",
@@ -785,7 +849,7 @@ fn hold_bar(s: &mut String, m: &Model, sc: &Scale, h: &Hold, y: f64, main_lock: 
 const FULL_W: f64 = 1100.0;
 
 fn full_timeline(s: &mut String, m: &Model, r: &Results) {
-    let locks_shown = m.locks.len().min(FULL_LOCKS_MAX);
+    let locks_shown = m.locks().len().min(FULL_LOCKS_MAX);
     let row_h = 22.0;
     let marks_h = 16.0;
     let height = AXIS_H + marks_h + locks_shown.max(1) as f64 * row_h + 6.0;
@@ -795,12 +859,13 @@ fn full_timeline(s: &mut String, m: &Model, r: &Results) {
         x0: GUTTER,
         x1: FULL_W - 12.0,
     };
-    let downsampled = m.holds.len() > FULL_BARS_MAX;
+    let segments: usize = m.checks.grants.iter().map(|g| g.holds.len()).sum();
+    let downsampled = segments > FULL_BARS_MAX;
     let _ = write!(
         s,
-        "<h2 id=\"timeline\">Timeline of the whole run</h2><p class=\"muted\">{} holds on {} lock(s){}; red marks are violations (click to jump), grey marks warnings.</p>",
-        m.holds.len(),
-        m.locks.len(),
+        "<h2 id=\"timeline\">Timeline of the whole run</h2><p class=\"muted\">{} grants on {} lock(s), {segments} definite hold(s) as the checkers proved them{}; red marks are violations (click to jump), grey marks warnings.</p>",
+        m.checks.grants.len(),
+        m.locks().len(),
         if downsampled {
             format!(
                 ", more than {FULL_BARS_MAX}: drawn as the share of each pixel column some client held the lock"
@@ -816,7 +881,7 @@ fn full_timeline(s: &mut String, m: &Model, r: &Results) {
     axis(s, &sc, AXIS_H - 14.0, height);
     fault_bands(s, m, &sc, AXIS_H - 12.0, height, true);
     let top = AXIS_H + marks_h;
-    for (i, name) in m.locks.iter().take(locks_shown).enumerate() {
+    for (i, name) in m.locks().iter().take(locks_shown).enumerate() {
         let _ = write!(
             s,
             "<text x=\"6\" y=\"{:.1}\" style=\"font-weight:600\">{}</text>",
@@ -828,22 +893,25 @@ fn full_timeline(s: &mut String, m: &Model, r: &Results) {
         let cols = 800usize;
         let col_ns = m.end_ns.div_ceil(cols as u64).max(1);
         let mut held = vec![0u64; locks_shown * cols];
-        for h in m
-            .holds
+        for g in m
+            .checks
+            .grants
             .iter()
-            .filter(|h| !h.maybe && (h.lock as usize) < locks_shown)
+            .filter(|g| (g.lock as usize) < locks_shown)
         {
-            let end = h.definite_end_ns();
-            let mut t = h.start_ns;
-            // Bounded by the columns one hold spans.
-            for _ in 0..=cols {
-                if t >= end {
-                    break;
+            for seg in &g.holds {
+                let end = seg.end_ns;
+                let mut t = seg.start_ns;
+                // Bounded by the columns one hold spans.
+                for _ in 0..=cols {
+                    if t >= end {
+                        break;
+                    }
+                    let c = ((t / col_ns) as usize).min(cols - 1);
+                    let col_end = ((c as u64 + 1) * col_ns).min(end);
+                    held[g.lock as usize * cols + c] += col_end.saturating_sub(t);
+                    t = col_end.max(t + 1);
                 }
-                let c = ((t / col_ns) as usize).min(cols - 1);
-                let col_end = ((c as u64 + 1) * col_ns).min(end);
-                held[h.lock as usize * cols + c] += col_end.saturating_sub(t);
-                t = col_end.max(t + 1);
             }
         }
         for l in 0..locks_shown {
@@ -864,28 +932,33 @@ fn full_timeline(s: &mut String, m: &Model, r: &Results) {
             }
         }
     } else {
+        // Only the definite holds the checkers proved are drawn: never an indeterminate acquire.
         for h in m.holds.iter().filter(|h| (h.lock as usize) < locks_shown) {
             let y = top + h.lock as f64 * row_h + 3.0;
-            let x0 = sc.x(h.start_ns);
-            if h.maybe {
+            let segs = m.segments(h);
+            if segs.is_empty() {
                 continue;
             }
-            let x1 = sc.x(h.definite_end_ns()).max(x0 + 1.0);
-            let _ = write!(
-                s,
-                "<rect x=\"{x0:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"15\" fill=\"{}\" stroke=\"#fff\" stroke-width=\"0.5\"><title>{}</title></rect>",
-                x1 - x0,
-                fill_for(h.process),
-                esc(&hold_title(m, h))
-            );
+            let title = esc(&hold_title(m, h));
+            for seg in segs {
+                let x0 = sc.x(seg.start_ns);
+                let x1 = sc.x(seg.end_ns).max(x0 + 1.0);
+                let _ = write!(
+                    s,
+                    "<rect x=\"{x0:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"15\" fill=\"{}\" stroke=\"#fff\" stroke-width=\"0.5\" {}><title>{title}</title></rect>",
+                    x1 - x0,
+                    fill_for(h.process),
+                    hold_data(h, seg.start_ns, seg.end_ns)
+                );
+            }
         }
     }
-    if m.locks.len() > locks_shown {
+    if m.locks().len() > locks_shown {
         let _ = write!(
             s,
             "<text x=\"{GUTTER}\" y=\"{:.1}\" class=\"tick\">… {} more lock(s) not drawn</text>",
             height - 2.0,
-            m.locks.len() - locks_shown
+            m.locks().len() - locks_shown
         );
     }
     for (i, v) in r.violations.iter().enumerate().take(CARDS_MAX) {

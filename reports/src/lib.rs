@@ -112,6 +112,20 @@ impl RunConfigView {
             .collect()
     }
 
+    /// The checkers' settings the run was checked with, as the runner passes them (`drift`,
+    /// `liveness_grace_ms`); a setting the file lacks is the checkers' default, as for
+    /// `lockpick check` without flags. The report's holds and lease bounds follow this drift.
+    pub fn check_config(&self) -> checkers::CheckConfig {
+        let mut c = checkers::CheckConfig::default();
+        if let Some(d) = self.float("drift") {
+            c.drift = d;
+        }
+        if let Some(g) = self.float("liveness_grace_ms") {
+            c.liveness_grace_ns = (g * 1e6) as u64;
+        }
+        c
+    }
+
     fn float(&self, key: &str) -> Option<f64> {
         match self.table.get(key)? {
             toml::Value::Float(f) => Some(*f),
@@ -212,15 +226,12 @@ pub fn render_report(run_dir: &Path) -> Result<Rendered, ReportError> {
                 History::new(ops).map_err(|e| format!("{}: {e}", history_path.display()))
             }),
     };
-    let drift = cfg.as_ref().and_then(|c| c.float("drift")).unwrap_or(0.0);
-    let ttl_ms = cfg
+    // The drift the run was checked with: the holds drawn are the checkers' own.
+    let check_cfg = cfg
         .as_ref()
-        .and_then(|c| c.float("ttl_ms"))
-        .map(|t| t as u64)
-        .unwrap_or(2000);
-    let model = history
-        .as_ref()
-        .map(|h| model::Model::new(h, drift, ttl_ms));
+        .map(RunConfigView::check_config)
+        .unwrap_or_default();
+    let model = history.as_ref().map(|h| model::Model::new(h, &check_cfg));
     let report_html = html::render(&html::Input {
         results: &results,
         model: model.as_ref().map_err(|e| e.to_string()),

@@ -1,35 +1,45 @@
-//! What the report draws, computed from the history alone: hold bars with their lease bounds,
-//! store ops, fault bands, per-process counts and per-time-bucket latency.
+//! What the report draws: hold bars with their lease bounds, store ops, fault bands,
+//! per-process counts and per-time-bucket latency.
 //!
-//! This is a picture, not a proof: the checkers decide; these bars only show a reader where to
-//! look. Bounds follow DESIGN.md's definitions so the picture agrees with the sentences.
+//! Holds and lease bounds are not reconstructed here: they are the checkers' own
+//! [`checkers::Model`] of the same history, built with the drift the run was checked with, so
+//! a bar drawn solid is a definite hold the checkers proved ([`checkers::Grant::holds`]), and
+//! the lease marks are the bounds they judged by. What the report adds is only what the client
+//! believed (from its own ops) and the indeterminate acquires, drawn as "maybe", never solid.
 
+use checkers::{CheckConfig, Func, Grant, Segment, NO_TARGET};
 use history::{History, Op, Outcome, Process, F};
 use std::collections::{BTreeMap, HashMap};
 
-/// One grant as the client saw it.
+/// One acquire that may have given its process a lock: a grant of the checkers' model, or an
+/// indeterminate acquire.
 #[derive(Debug, Clone)]
 pub struct Hold {
     pub process: u64,
-    /// Position in [`Model::locks`].
+    /// The checkers' lock id: position in [`Model::locks`].
     pub lock: u32,
     pub token: Option<u64>,
-    /// The acquire's completion (or its invoke, for an indeterminate acquire).
+    pub proof: Proof,
+    /// The acquire's completion (its invoke, for an indeterminate acquire).
     pub start_ns: u64,
-    /// The lease is surely alive until here (last grant/renew invoke + ttl·(1−drift)).
-    pub lease_lb_ns: u64,
-    /// The lease is surely dead after here (last grant/renew completion + ttl·(1+drift)).
-    pub dead_ns: u64,
-    /// Until here the client believed it held the lock (its release's invoke, a failed renew,
-    /// or its last event).
+    /// Until here the client believed it held the lock: its release's invoke, a failed or
+    /// indeterminate renew's completion, its next acquire of the lock, or its last event.
     pub end_ns: u64,
-    /// The invoke of its release, if it released.
-    pub release_ns: Option<u64>,
-    /// The acquire was indeterminate: the grant may or may not exist.
-    pub maybe: bool,
-    /// History index of the acquire's completion (its invoke, when indeterminate): the op
+    /// History index of the acquire's completion (its invoke, when it never completed): the op
     /// the checkers' sentences name.
     pub acquire_index: u64,
+}
+
+/// What the history proves about a [`Hold`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proof {
+    /// An ok acquire: position in the checkers' `grants`, whose definite holds and lease bounds
+    /// are drawn.
+    Grant(u32),
+    /// An indeterminate acquire: the service may or may not have granted it, and nothing is
+    /// proven. If it did, the lease is surely dead after `dead_ns` (`None`: the acquire never
+    /// completed or named no ttl, so no bound).
+    Maybe { dead_ns: Option<u64> },
 }
 
 /// A fault, from its start event to its stop event (or the end of the history).
@@ -66,6 +76,7 @@ pub struct ProcessStats {
     pub granted: u64,
     pub refused: u64,
     pub indeterminate: u64,
+    /// The length of its definite holds, as the checkers have them.
     pub hold_ns: u64,
     pub writes_ok: u64,
 }
@@ -92,7 +103,8 @@ pub struct OpRow<'a> {
 
 pub struct Model<'h> {
     pub h: &'h History,
-    pub locks: Vec<String>,
+    /// The checkers' model of `h`: the only source of definite holds and lease bounds.
+    pub checks: checkers::Model,
     /// Sorted by start.
     pub holds: Vec<Hold>,
     pub faults: Vec<Fault>,
@@ -111,27 +123,17 @@ pub struct Model<'h> {
 pub const BUCKETS: usize = 150;
 
 impl Hold {
-    /// The end of the definite hold as DESIGN.md defines it: the earlier of the release's
-    /// invoke and the lease's lower bound. A failed renew does not shorten it: the grant stands
-    /// until the lease could have expired, whatever the service answered to the renew.
-    pub fn definite_end_ns(&self) -> u64 {
-        self.release_ns
-            .unwrap_or(u64::MAX)
-            .min(self.lease_lb_ns)
-            .max(self.start_ns)
+    pub fn is_maybe(&self) -> bool {
+        matches!(self.proof, Proof::Maybe { .. })
     }
 }
 
 impl<'h> Model<'h> {
-    pub fn new(h: &'h History, drift: f64, default_ttl_ms: u64) -> Model<'h> {
+    /// `cfg` must be what the run was checked with: its drift sets every lease bound.
+    pub fn new(h: &'h History, cfg: &CheckConfig) -> Model<'h> {
+        let checks = checkers::Model::new(h, cfg);
         let end_ns = h.end_time_ns().max(1);
         let mut op_of_pos = vec![u32::MAX; h.ops.len()];
-        let mut lock_ids: HashMap<&str, u32> = HashMap::new();
-        let mut locks: Vec<String> = Vec::new();
-        let mut holds: Vec<Hold> = Vec::new();
-        // (process, lock) -> position in `holds` of the hold the process believes it has.
-        let mut open: HashMap<(u64, u32), usize> = HashMap::new();
-        let mut last_event_ns: HashMap<u64, u64> = HashMap::new();
         let mut store_ops = Vec::new();
         let mut processes: BTreeMap<u64, ProcessStats> = BTreeMap::new();
         let bucket_ns = end_ns.div_ceil(BUCKETS as u64).max(1);
@@ -142,7 +144,6 @@ impl<'h> Model<'h> {
                 ..Default::default()
             })
             .collect();
-        let lease = |ttl_ms: u64, factor: f64| (ttl_ms as f64 * 1e6 * factor) as u64;
 
         for (n, o) in h.operations().iter().enumerate() {
             op_of_pos[o.invoke] = n as u32;
@@ -156,7 +157,6 @@ impl<'h> Model<'h> {
             };
             let t0 = inv.time_ns;
             let t1 = comp.map(|c| c.time_ns).unwrap_or(end_ns);
-            last_event_ns.insert(p, t1);
             let stats = processes.entry(p).or_default();
             if comp.is_some() {
                 let b = ((t1 / bucket_ns) as usize).min(BUCKETS - 1);
@@ -184,103 +184,9 @@ impl<'h> Model<'h> {
                     error: comp.and_then(|c| c.value.error.clone()),
                     index: inv.index,
                 });
-                continue;
-            }
-            let Some(lock_name) = inv.lock.as_deref() else {
-                continue;
-            };
-            let lock = *lock_ids.entry(lock_name).or_insert_with(|| {
-                locks.push(lock_name.to_string());
-                (locks.len() - 1) as u32
-            });
-            let ttl_ms = comp
-                .and_then(|c| c.value.ttl_ms)
-                .or(inv.value.ttl_ms)
-                .unwrap_or(default_ttl_ms);
-            match (&inv.f, o.outcome) {
-                (F::Acquire, outcome) => {
-                    stats.acquires += 1;
-                    match outcome {
-                        Outcome::Ok => stats.granted += 1,
-                        Outcome::Fail => stats.refused += 1,
-                        _ => stats.indeterminate += 1,
-                    }
-                    if outcome == Outcome::Fail {
-                        continue;
-                    }
-                    if let Some(prev) = open.remove(&(p, lock)) {
-                        holds[prev].end_ns = t0;
-                    }
-                    let maybe = outcome != Outcome::Ok;
-                    holds.push(Hold {
-                        process: p,
-                        lock,
-                        token: comp.and_then(|c| c.value.token),
-                        start_ns: if maybe { t0 } else { t1 },
-                        lease_lb_ns: if maybe {
-                            t0
-                        } else {
-                            t0 + lease(ttl_ms, 1.0 - drift)
-                        },
-                        dead_ns: t1 + lease(ttl_ms, 1.0 + drift),
-                        end_ns: t1,
-                        release_ns: None,
-                        maybe,
-                        acquire_index: comp.map(|c| c.index).unwrap_or(inv.index),
-                    });
-                    if !maybe {
-                        open.insert((p, lock), holds.len() - 1);
-                    }
-                }
-                (F::Renew, outcome) => {
-                    let Some(&at) = open.get(&(p, lock)) else {
-                        continue;
-                    };
-                    let hold = &mut holds[at];
-                    match outcome {
-                        Outcome::Ok => {
-                            hold.lease_lb_ns =
-                                hold.lease_lb_ns.max(t0 + lease(ttl_ms, 1.0 - drift));
-                            hold.dead_ns = hold.dead_ns.max(t1 + lease(ttl_ms, 1.0 + drift));
-                        }
-                        // The client learns it lost the lock.
-                        Outcome::Fail => {
-                            hold.end_ns = t1;
-                            open.remove(&(p, lock));
-                        }
-                        // It may have been extended; the process stops here either way.
-                        _ => {
-                            hold.dead_ns = hold.dead_ns.max(t1 + lease(ttl_ms, 1.0 + drift));
-                            hold.end_ns = t1;
-                            open.remove(&(p, lock));
-                        }
-                    }
-                }
-                (F::Release, _) => {
-                    if let Some(at) = open.remove(&(p, lock)) {
-                        holds[at].end_ns = t0;
-                        holds[at].release_ns = Some(t0);
-                    }
-                }
-                _ => {}
             }
         }
-        for ((p, _), at) in open {
-            holds[at].end_ns = last_event_ns
-                .get(&p)
-                .copied()
-                .unwrap_or(end_ns)
-                .max(holds[at].start_ns);
-        }
-        for hold in &mut holds {
-            hold.end_ns = hold.end_ns.max(hold.start_ns);
-            if !hold.maybe {
-                if let Some(s) = processes.get_mut(&hold.process) {
-                    s.hold_ns += hold.definite_end_ns() - hold.start_ns;
-                }
-            }
-        }
-        holds.sort_by_key(|x| (x.start_ns, x.acquire_index));
+        let holds = holds(&checks, end_ns, &mut processes);
         store_ops.sort_by_key(|s: &StoreOp| (s.invoke_ns, s.index));
         for (b, l) in buckets.iter_mut().zip(lat.iter_mut()) {
             if l.is_empty() {
@@ -295,7 +201,7 @@ impl<'h> Model<'h> {
         }
         Model {
             h,
-            locks,
+            checks,
             holds,
             faults: faults(h, end_ns),
             store_ops,
@@ -326,16 +232,72 @@ impl<'h> Model<'h> {
         })
     }
 
-    pub fn lock_id(&self, name: &str) -> Option<u32> {
-        self.locks.iter().position(|l| l == name).map(|i| i as u32)
+    /// Lock names, by the checkers' lock id.
+    pub fn locks(&self) -> &[String] {
+        &self.checks.locks
     }
 
-    /// Holds overlapping `[from, to]` (believed span or lease), in start order.
+    pub fn lock_id(&self, name: &str) -> Option<u32> {
+        self.locks()
+            .iter()
+            .position(|l| l == name)
+            .map(|i| i as u32)
+    }
+
+    /// The checkers' grant behind a hold; `None` for an indeterminate acquire.
+    pub fn grant(&self, h: &Hold) -> Option<&Grant> {
+        match h.proof {
+            Proof::Grant(g) => self.checks.grants.get(g as usize),
+            Proof::Maybe { .. } => None,
+        }
+    }
+
+    /// The definite holds the checkers proved for a hold, in time order (none for an
+    /// indeterminate acquire, and none for a grant the history proves nothing about).
+    pub fn segments(&self, h: &Hold) -> &[Segment] {
+        self.grant(h).map_or(&[], |g| g.holds.as_slice())
+    }
+
+    /// The parts of `[start_ns, end_ns]` where the client believed it held the lock but no
+    /// definite hold is proven: after its lease's lower bound, or in a gap between segments.
+    pub fn unproven_belief(&self, h: &Hold) -> Vec<(u64, u64)> {
+        if h.is_maybe() {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        let mut t = h.start_ns;
+        for s in self.segments(h) {
+            if s.start_ns > t && t < h.end_ns {
+                out.push((t, s.start_ns.min(h.end_ns)));
+            }
+            t = t.max(s.end_ns);
+        }
+        if t < h.end_ns {
+            out.push((t, h.end_ns));
+        }
+        out
+    }
+
+    /// The latest time a hold's bar or marks reach: the client's belief, its definite holds,
+    /// its lease's bounds.
+    pub fn extent_end_ns(&self, h: &Hold) -> u64 {
+        match (h.proof, self.grant(h)) {
+            (_, Some(g)) => h
+                .end_ns
+                .max(g.hold_end_ns())
+                .max(g.lease_lb_ns)
+                .max(g.surely_dead_ns.unwrap_or(0)),
+            (Proof::Maybe { dead_ns }, None) => dead_ns.unwrap_or(self.end_ns).max(h.end_ns),
+            (Proof::Grant(_), None) => h.end_ns,
+        }
+    }
+
+    /// Holds whose bar or marks overlap `[from, to]`, in start order.
     pub fn holds_in(&self, from_ns: u64, to_ns: u64) -> impl Iterator<Item = &Hold> {
         self.holds
             .iter()
             .take_while(move |x| x.start_ns <= to_ns)
-            .filter(move |x| x.end_ns.max(x.dead_ns) >= from_ns)
+            .filter(move |x| self.extent_end_ns(x) >= from_ns)
     }
 
     /// Store ops invoked in `[from, to]`.
@@ -344,6 +306,108 @@ impl<'h> Model<'h> {
         let b = self.store_ops.partition_point(|s| s.invoke_ns <= to_ns);
         &self.store_ops[a..b.max(a)]
     }
+}
+
+/// The holds, from the checkers' model: one per grant (its definite holds are the grant's) and
+/// one per indeterminate acquire. Only the client's belief is read from the ops: it ends at
+/// the first of its release's invoke, a failed or indeterminate renew's completion, its next
+/// acquire of the lock, and its last event. Counts each process's acquires and definite holds.
+fn holds(
+    m: &checkers::Model,
+    end_ns: u64,
+    processes: &mut BTreeMap<u64, ProcessStats>,
+) -> Vec<Hold> {
+    let mut holds: Vec<Hold> = Vec::new();
+    // (process, lock) -> position in `holds` of the hold the process believes it has.
+    let mut open: HashMap<(u64, u32), usize> = HashMap::new();
+    let mut last_event_ns: HashMap<u64, u64> = HashMap::new();
+    // Grants are in op order: a cursor pairs each ok acquire with its grant.
+    let mut next_grant = 0usize;
+    for (pos, op) in m.ops.iter().enumerate() {
+        let p = op.process;
+        let done_ns = op.complete_ns().unwrap_or(end_ns);
+        last_event_ns.insert(p, done_ns);
+        if op.func != Func::Acquire || op.target == NO_TARGET {
+            continue;
+        }
+        let stats = processes.entry(p).or_default();
+        stats.acquires += 1;
+        let proof = match op.outcome {
+            Outcome::Fail => {
+                stats.refused += 1;
+                continue;
+            }
+            Outcome::Ok => {
+                stats.granted += 1;
+                let g = next_grant;
+                debug_assert_eq!(m.grants.get(g).map(|g| g.op), Some(pos));
+                next_grant += 1;
+                stats.hold_ns += m.grants[g]
+                    .holds
+                    .iter()
+                    .map(|s| s.end_ns - s.start_ns)
+                    .sum::<u64>();
+                Proof::Grant(g as u32)
+            }
+            Outcome::Info | Outcome::Pending => {
+                stats.indeterminate += 1;
+                Proof::Maybe {
+                    dead_ns: m.surely_dead_if_applied(op),
+                }
+            }
+        };
+        // A new acquire ends the belief in the previous one, if nothing ended it before.
+        if let Some(prev) = open.remove(&(p, op.target)) {
+            holds[prev].end_ns = holds[prev].end_ns.min(op.invoke_ns);
+        }
+        let (start_ns, believed) = match proof {
+            Proof::Grant(g) => {
+                let g = &m.grants[g as usize];
+                (g.complete_ns, belief_end(m, g, end_ns))
+            }
+            Proof::Maybe { .. } => (op.invoke_ns, Some(done_ns)),
+        };
+        holds.push(Hold {
+            process: p,
+            lock: op.target,
+            token: if op.outcome == Outcome::Ok {
+                op.token()
+            } else {
+                None
+            },
+            proof,
+            start_ns,
+            end_ns: believed.unwrap_or(u64::MAX),
+            acquire_index: op.index,
+        });
+        if !holds[holds.len() - 1].is_maybe() {
+            open.insert((p, op.target), holds.len() - 1);
+        }
+    }
+    for hold in &mut holds {
+        if hold.end_ns == u64::MAX {
+            hold.end_ns = last_event_ns.get(&hold.process).copied().unwrap_or(end_ns);
+        }
+        hold.end_ns = hold.end_ns.max(hold.start_ns);
+    }
+    holds.sort_by_key(|x| (x.start_ns, x.acquire_index));
+    holds
+}
+
+/// Where a grant's own ops end the client's belief that it holds the lock: its first release's
+/// invoke, or the completion of a refused or indeterminate renew (it learns it lost the lock,
+/// or stops). `None` when none of them does.
+fn belief_end(m: &checkers::Model, g: &Grant, end_ns: u64) -> Option<u64> {
+    for &pos in &g.epoch_ops {
+        let op = &m.ops[pos];
+        match (op.func, op.outcome) {
+            (Func::Release, _) => return Some(op.invoke_ns),
+            (Func::Renew, Outcome::Ok) => {}
+            (Func::Renew, _) => return Some(op.complete_ns().unwrap_or(end_ns)),
+            _ => {}
+        }
+    }
+    None
 }
 
 /// Pairs fault start and stop events into bands.
@@ -427,7 +491,7 @@ mod tests {
     }
 
     #[test]
-    fn holds_follow_design_definitions() {
+    fn holds_are_the_checkers_grants() {
         use OpType::*;
         let v = OpValue::default;
         let ops = vec![
@@ -473,31 +537,88 @@ mod tests {
             op(11, 2300, 3, Info, F::Acquire, v().with_error("timeout")),
         ];
         let h = History::new(ops).unwrap();
-        let m = Model::new(&h, 0.0, 2000);
+        let m = Model::new(&h, &CheckConfig::default());
+        let ms = |x: u64| x * 1_000_000;
+        let spans = |hold: &Hold| -> Vec<(u64, u64)> {
+            m.segments(hold)
+                .iter()
+                .map(|s| (s.start_ns, s.end_ns))
+                .collect()
+        };
         assert_eq!(m.holds.len(), 3);
         let a = &m.holds[0];
-        assert_eq!((a.process, a.token, a.start_ns), (1, Some(7), 10_000_000));
-        // The renew invoked at 300 ms extends the lower bound to 1.3 s; the failed renew ends
-        // the client's belief but not the definite hold.
-        assert_eq!(a.lease_lb_ns, 1_300_000_000);
-        assert_eq!(a.dead_ns, 1_320_000_000);
-        assert_eq!(a.end_ns, 510_000_000);
-        assert_eq!(a.definite_end_ns(), 1_300_000_000);
+        assert_eq!((a.process, a.token, a.start_ns), (1, Some(7), ms(10)));
+        // The checkers' grant: the renew invoked at 300 ms replaces the lower bound with 1.3 s;
+        // the refused renew ends the client's belief, not the definite hold.
+        let g = m.grant(a).unwrap();
+        assert_eq!(spans(a), vec![(ms(10), ms(1300))]);
+        assert_eq!(
+            (g.lease_lb_ns, g.surely_dead_ns),
+            (ms(1300), Some(ms(1320)))
+        );
+        assert_eq!(a.end_ns, ms(510));
+        assert!(m.unproven_belief(a).is_empty());
         assert_eq!(a.acquire_index, 1);
         let b = &m.holds[1];
         assert_eq!(
-            b.definite_end_ns(),
-            2_100_000_000,
+            spans(b),
+            vec![(ms(2010), ms(2100))],
             "ends at the release's invoke"
         );
+        assert_eq!(b.end_ns, ms(2100));
         let c = &m.holds[2];
-        assert!(c.maybe, "an indeterminate acquire may hold");
-        assert_eq!(c.dead_ns, 3_300_000_000);
+        assert_eq!(
+            c.proof,
+            Proof::Maybe {
+                dead_ns: Some(ms(3300))
+            },
+            "an indeterminate acquire may hold"
+        );
+        assert!(m.segments(c).is_empty() && m.grant(c).is_none());
         assert_eq!(m.processes[&1].granted, 1);
+        assert_eq!(m.processes[&1].hold_ns, ms(1290));
         assert_eq!(m.processes[&3].indeterminate, 1);
         let row = m.op(3).unwrap();
         assert_eq!(row.invoke.index, 2);
         assert_eq!(row.outcome, Some(Outcome::Ok));
+    }
+
+    /// A renew after the lease's lower bound: the checkers prove two segments with a gap, and
+    /// the client's belief through the gap and past the last bound is the unproven part.
+    #[test]
+    fn belief_outside_the_segments_is_unproven() {
+        use OpType::*;
+        let v = || OpValue::default().with_ttl_ms(100);
+        let ops = vec![
+            op(0, 0, 1, Invoke, F::Acquire, v()),
+            op(1, 10, 1, Ok, F::Acquire, v().with_token(1)),
+            op(2, 150, 1, Invoke, F::Renew, v().with_token(1)),
+            op(3, 160, 1, Ok, F::Renew, v().with_token(1)),
+            op(
+                4,
+                400,
+                1,
+                Invoke,
+                F::Release,
+                OpValue::default().with_token(1),
+            ),
+            op(5, 410, 1, Ok, F::Release, OpValue::default().with_token(1)),
+        ];
+        let h = History::new(ops).unwrap();
+        let m = Model::new(&h, &CheckConfig::default());
+        let ms = |x: u64| x * 1_000_000;
+        let hold = &m.holds[0];
+        let got: Vec<(u64, u64)> = m
+            .segments(hold)
+            .iter()
+            .map(|s| (s.start_ns, s.end_ns))
+            .collect();
+        assert_eq!(got, vec![(ms(10), ms(100)), (ms(160), ms(250))]);
+        assert_eq!(hold.end_ns, ms(400));
+        assert_eq!(
+            m.unproven_belief(hold),
+            vec![(ms(100), ms(160)), (ms(250), ms(400))]
+        );
     }
 
     #[test]
@@ -520,7 +641,7 @@ mod tests {
             n(4, 500, "start-partition"),
         ])
         .unwrap();
-        let m = Model::new(&h, 0.0, 1000);
+        let m = Model::new(&h, &CheckConfig::default());
         let got: Vec<(&str, u64, u64)> = m
             .faults
             .iter()

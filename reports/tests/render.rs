@@ -306,3 +306,223 @@ fn index_lists_runs_newest_first() {
         .contains("t%3Cb%20onmouseover%3Dx%3E%22%27%F0%9F%94%92/20261130T020000.000Z/report.html"));
     assert!(html.contains("embedded"));
 }
+
+/// Renewal shapes the checkers' lease model distinguishes, under a drift of 0.1 (config.toml):
+///
+/// - p1 (op 1, token 1): ttl 100 ms from its invoke at 0 (lower bound 90 ms); an ok renew
+///   invoked at 50 ms asks for 30 ms and *replaces* the bound with 77 ms (a shorter lease); a
+///   renew invoked at 200 ms, after that bound, opens a second segment at its completion
+///   (210 ms), which the release invoked at 250 ms ends.
+/// - p2 (op 7, token 2): an ok renew in time (bound 540 ms), then one after a gap: segments
+///   410–540 ms and 610–690 ms, lease surely dead after 720 ms.
+/// - p3 (op 13, token 3): a reply so slow (95 ms of a 100 ms lease) that with drift 0.1 the
+///   history proves no hold at all (with drift 0 it would prove 895–900 ms).
+/// - p4 (op 15): an indeterminate acquire, never a grant.
+fn lease_shapes() -> Vec<history::Op> {
+    use history::{Op, OpType::*, OpValue, Process, F};
+    let ms = |x: u64| x * 1_000_000;
+    let mut n = 0u64;
+    let mut op = |t: u64, p: u64, kind, f, v: OpValue| {
+        n += 1;
+        Op::new(n - 1, ms(t), Process::Client(p), kind, f)
+            .with_lock("L0")
+            .with_value(v)
+    };
+    let ttl = |t: u64| OpValue::default().with_ttl_ms(t);
+    vec![
+        op(0, 1, Invoke, F::Acquire, ttl(100)),
+        op(10, 1, Ok, F::Acquire, ttl(100).with_token(1)),
+        op(50, 1, Invoke, F::Renew, ttl(30).with_token(1)),
+        op(55, 1, Ok, F::Renew, ttl(30).with_token(1)),
+        op(200, 1, Invoke, F::Renew, ttl(100).with_token(1)),
+        op(210, 1, Ok, F::Renew, ttl(100).with_token(1)),
+        op(250, 1, Invoke, F::Release, OpValue::default().with_token(1)),
+        op(260, 1, Ok, F::Release, OpValue::default().with_token(1)),
+        op(400, 2, Invoke, F::Acquire, ttl(100)),
+        op(410, 2, Ok, F::Acquire, ttl(100).with_token(2)),
+        op(450, 2, Invoke, F::Renew, ttl(100).with_token(2)),
+        op(455, 2, Ok, F::Renew, ttl(100).with_token(2)),
+        op(600, 2, Invoke, F::Renew, ttl(100).with_token(2)),
+        op(610, 2, Ok, F::Renew, ttl(100).with_token(2)),
+        op(800, 3, Invoke, F::Acquire, ttl(100)),
+        op(895, 3, Ok, F::Acquire, ttl(100).with_token(3)),
+        op(950, 4, Invoke, F::Acquire, ttl(100)),
+        op(
+            960,
+            4,
+            Info,
+            F::Acquire,
+            OpValue::default().with_error("timeout"),
+        ),
+    ]
+}
+
+const SHAPES_DRIFT: f64 = 0.1;
+
+/// A run directory of [`lease_shapes`] checked with drift 0.1, plus a warning on L0 naming
+/// every acquire, so a zoomed timeline draws each process's bars too. Returns the rendered
+/// report and the history.
+fn render_lease_shapes(dir: &Path) -> (String, history::History) {
+    let ops = lease_shapes();
+    let text: String = ops
+        .iter()
+        .map(|o| serde_json::to_string(o).unwrap() + "\n")
+        .collect();
+    std::fs::write(dir.join("history.jsonl"), text).unwrap();
+    let h = history::History::new(ops).unwrap();
+    let cfg = checkers::CheckConfig {
+        drift: SHAPES_DRIFT,
+        ..Default::default()
+    };
+    let mut results = checkers::check(&h, &cfg);
+    results.warnings.push(Violation {
+        kind: ViolationKind::UnsafeOverlap,
+        lock: Some("L0".into()),
+        ops: vec![1, 9, 15, 17],
+        window_ns: [0, 960_000_000],
+        nemesis: vec![],
+        explanation: "a card whose timeline shows every hold".into(),
+    });
+    std::fs::write(
+        dir.join("results.json"),
+        serde_json::to_string_pretty(&results).unwrap(),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("config.toml"),
+        format!(
+            "name = \"shapes\"\nttl_ms = 100\ndrift = {SHAPES_DRIFT}\nliveness_grace_ms = 2000\n"
+        ),
+    )
+    .unwrap();
+    let html = reports::render_report(dir).unwrap().report_html;
+    (html, h)
+}
+
+/// The text of the element with `id` (up to its chart's closing `</svg>`).
+fn chart<'a>(html: &'a str, id: &str) -> &'a str {
+    let at = html
+        .find(&format!("id=\"{id}\""))
+        .unwrap_or_else(|| panic!("no #{id}"));
+    let end = at + html[at..].find("</svg>").unwrap();
+    &html[at..end]
+}
+
+/// The drawn definite holds, `(acquire index, start ns, end ns)`, in document order.
+fn drawn_holds(svg: &str) -> Vec<(u64, u64, u64)> {
+    let attr = |s: &str, name: &str| -> u64 {
+        let k = format!("{name}=\"");
+        let a = s.find(&k).unwrap() + k.len();
+        s[a..a + s[a..].find('"').unwrap()].parse().unwrap()
+    };
+    svg.split("data-hold=\"")
+        .skip(1)
+        .map(|rest| {
+            let tag = &rest[..rest.find('>').unwrap()];
+            let full = format!("data-hold=\"{tag}");
+            (
+                attr(&full, "data-hold"),
+                attr(&full, "data-start-ns"),
+                attr(&full, "data-end-ns"),
+            )
+        })
+        .collect()
+}
+
+/// The checkers' definite holds for the same history and drift, named as the report names
+/// them.
+fn checker_holds(h: &history::History, drift: f64) -> Vec<(u64, u64, u64)> {
+    let m = checkers::Model::new(
+        h,
+        &checkers::CheckConfig {
+            drift,
+            ..Default::default()
+        },
+    );
+    let mut out: Vec<(u64, u64, u64)> = m
+        .grants
+        .iter()
+        .flat_map(|g| {
+            let index = m.ops[g.op].index;
+            g.holds.iter().map(move |s| (index, s.start_ns, s.end_ns))
+        })
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+#[test]
+fn drawn_holds_are_the_checkers_holds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (html, h) = render_lease_shapes(tmp.path());
+    let expected = checker_holds(&h, SHAPES_DRIFT);
+    let ms = |x: u64| x * 1_000_000;
+    // What the checkers prove: the shorter renew ends p1's first segment at 77 ms (not the
+    // grant's 90 ms), and each renew after a gap starts a second segment at its completion.
+    assert_eq!(
+        expected,
+        vec![
+            (1, ms(10), ms(77)),
+            (1, ms(210), ms(250)),
+            (9, ms(410), ms(540)),
+            (9, ms(610), ms(690)),
+        ]
+    );
+    for id in ["full", "z-w1"] {
+        let mut drawn = drawn_holds(chart(&html, id));
+        drawn.sort_unstable();
+        assert_eq!(drawn, expected, "the solid bars of #{id}");
+    }
+    // Lease marks are the checkers' bounds too (p2: lower bound 690 ms, dead after 720 ms).
+    let zoom = chart(&html, "z-w1");
+    assert!(
+        zoom.contains("lease of token 2 surely alive until 0.690 s"),
+        "{zoom}"
+    );
+    assert!(
+        zoom.contains("lease of token 2 surely dead after 0.720 s"),
+        "{zoom}"
+    );
+    // The client believed it held through the gaps: drawn hatched, not solid.
+    assert_eq!(zoom.matches("data-unproven=\"1\"").count(), 1, "p1's gap");
+    assert_eq!(zoom.matches("data-unproven=\"9\"").count(), 1, "p2's gap");
+    // The fairness table counts the same holds.
+    assert!(html.contains("<td>p1</td><td class=\"n\">1</td><td class=\"n\">1</td><td class=\"n\">0</td><td class=\"n\">0</td><td class=\"n\">100%</td><td class=\"n\">0.107 s</td>"), "p1: 67 + 40 ms definitely held");
+}
+
+#[test]
+fn a_grant_the_checkers_prove_no_hold_for_has_no_solid_bar() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (html, h) = render_lease_shapes(tmp.path());
+    // p3's grant (op 15) proves nothing under the run's drift; under drift 0 it would, so the
+    // report must have used the drift in config.toml.
+    let m = checkers::Model::new(
+        &h,
+        &checkers::CheckConfig {
+            drift: SHAPES_DRIFT,
+            ..Default::default()
+        },
+    );
+    let g = m.grants.iter().find(|g| m.ops[g.op].index == 15).unwrap();
+    assert!(g.holds.is_empty(), "{g:?}");
+    assert!(checker_holds(&h, 0.0).iter().any(|x| x.0 == 15));
+    for id in ["full", "z-w1"] {
+        let svg = chart(&html, id);
+        assert!(
+            !drawn_holds(svg).iter().any(|x| x.0 == 15 || x.0 == 17),
+            "#{id} draws a definite hold the checkers did not prove"
+        );
+    }
+    let zoom = chart(&html, "z-w1");
+    // Still shown: its label, and a dotted tick with the checkers' verdict in its tooltip.
+    assert!(zoom.contains(">token 3<"));
+    assert!(zoom.contains("data-no-hold=\"15\""));
+    assert!(zoom.contains(
+        "p3 holds L0 with token 3: granted 0.895 s (op 15); the checkers prove no definite hold"
+    ));
+    // p4's indeterminate acquire is a dashed "maybe", marked as not proven.
+    assert!(zoom.contains("data-maybe=\"17\""));
+    assert!(
+        zoom.contains("p4 may hold L0 (indeterminate acquire, op 17): invoked 0.950 s; not proven")
+    );
+}
