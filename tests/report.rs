@@ -448,6 +448,10 @@ fn racy_run_report_shows_both_holders_in_the_first_card() {
             op["value"]["token"].as_u64().unwrap(),
         ));
     }
+    // The violation may also name the renews that prove how long a lease lived: the holders
+    // are its distinct (process, token) pairs.
+    holders.sort_unstable();
+    holders.dedup();
     assert_eq!(holders.len(), 2, "{holders:?}");
 
     let Some(mut b) = browser::launch() else {
