@@ -12,10 +12,20 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
 
-/// Writes `history.edn` next to the history (or to `out`) and returns its path.
+/// Writes `history.edn` next to the history (or to `out`) and returns its path. Reads the
+/// history as `lockpick check` does (`history::read_history`): a history check refuses is
+/// refused here in the same words, and the reader's warnings go to stderr.
 pub fn export_jepsen(path: &Path, out: Option<&Path>) -> Result<std::path::PathBuf> {
     let history_path = history::layout::history_path(path);
-    let (ops, _warnings) = history::read_ops(&history_path)?;
+    let (history, warnings) = history::read_history(&history_path)?;
+    for w in warnings {
+        eprintln!(
+            "warning: {}:{}: {}",
+            history_path.display(),
+            w.line,
+            w.message
+        );
+    }
     let target = match out {
         Some(o) => o.to_path_buf(),
         None => history_path.with_file_name("history.edn"),
@@ -24,7 +34,7 @@ pub fn export_jepsen(path: &Path, out: Option<&Path>) -> Result<std::path::PathB
         .with_context(|| format!("cannot create {}", target.display()))?;
     let mut w = std::io::BufWriter::new(file);
     let mut line = String::with_capacity(256);
-    for op in &ops {
+    for op in &history.ops {
         line.clear();
         op_to_edn(op, &mut line);
         line.push('\n');

@@ -60,6 +60,155 @@ fn malformed_history_line_exits_3_naming_file_and_line() {
     assert_eq!(err.lines().count(), 1, "{err}");
 }
 
+/// What one command made of a history: `Err(its one-line message)` when it exits 3, else
+/// `Ok(stderr)`.
+fn refusal(o: &std::process::Output) -> Result<String, String> {
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    if o.status.code() != Some(3) {
+        return Ok(err);
+    }
+    assert_eq!(err.lines().count(), 1, "{err}");
+    Err(err.trim_end().trim_start_matches("error: ").to_string())
+}
+
+fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
+}
+
+/// `check`, `report` and `export` read a history through the one reader: each case is accepted
+/// by all three or refused by all three in the same words, naming the line (the structure
+/// rules name the op). `export` used to refuse the first four cases, which `check` accepted.
+#[test]
+fn check_report_and_export_accept_and_refuse_the_same_histories() {
+    let first = r#"{"index":0,"time_ns":10,"process":1,"type":"invoke","f":"acquire","lock":"L0","value":{"ttl_ms":1000}}"#;
+    // The grant of the first line's acquire, with `value` fields and top-level fields added.
+    let ok = |value: &str, top: &str| -> Vec<u8> {
+        format!(
+            r#"{{"index":1,"time_ns":20,"process":1,"type":"ok","f":"acquire","lock":"L0","value":{{"ttl_ms":1000{value}}}{top}}}"#
+        )
+        .into_bytes()
+    };
+    let line = |b: Vec<u8>| [b, b"\n".to_vec()].concat();
+    let edit = |from: &str, to: &str| {
+        line(
+            String::from_utf8(ok("", ""))
+                .unwrap()
+                .replace(from, to)
+                .into_bytes(),
+        )
+    };
+    let deep = format!(r#","x":{}{}"#, "[".repeat(200), "]".repeat(200));
+    // (why, what follows the first line, `Some(what the refusal names)` or `None` to accept)
+    let cases: Vec<(&str, Vec<u8>, Option<&str>)> = vec![
+        (
+            "a number out of f64's range, unknown field",
+            line(ok(r#","lease_id":1e400"#, "")),
+            Some(":2: "),
+        ),
+        (
+            "a lone surrogate, unknown field",
+            line(ok("", r#","node":"\ud800""#)),
+            Some(":2: "),
+        ),
+        (
+            "invalid UTF-8, unknown field",
+            line(
+                ok("", r#","node":"?""#)
+                    .into_iter()
+                    .map(|b| if b == b'?' { 0xff } else { b })
+                    .collect(),
+            ),
+            Some(":2: "),
+        ),
+        (
+            "nesting deeper than serde_json's limit",
+            line(ok("", &deep)),
+            Some(":2: "),
+        ),
+        (
+            "a token of 2^64",
+            line(ok(r#","token":18446744073709551616"#, "")),
+            Some(":2: "),
+        ),
+        (
+            "a token of u64::MAX is a token",
+            line(ok(r#","token":18446744073709551615"#, "")),
+            None,
+        ),
+        (
+            "time_ns going back",
+            edit(r#""time_ns":20"#, r#""time_ns":9"#),
+            Some(":2: time_ns 9 goes back"),
+        ),
+        (
+            "time_ns equal to the previous event's",
+            edit(r#""time_ns":20"#, r#""time_ns":10"#),
+            None,
+        ),
+        (
+            "a complete last line that is no op",
+            line(br#"{"index":1}"#.to_vec()),
+            Some(":2: "),
+        ),
+        (
+            "valid JSON but no op, last line without newline",
+            br#"{"index":1}"#.to_vec(),
+            Some(":2: "),
+        ),
+        (
+            "an object cut off, without newline",
+            ok("", "")[..40].to_vec(),
+            None,
+        ),
+        (
+            "a completion without an invoke",
+            edit(r#""process":1"#, r#""process":2"#),
+            Some(": op index 1: ok for process 2"),
+        ),
+    ];
+    let tmp = tempfile::tempdir().unwrap();
+    // A results.json for `report`, from the first line alone.
+    std::fs::write(tmp.path().join("history.jsonl"), format!("{first}\n")).unwrap();
+    let base = run_with_limit(
+        &["check", "--json", tmp.path().to_str().unwrap()],
+        Duration::from_secs(10),
+    );
+    for (i, (why, rest, refused)) in cases.iter().enumerate() {
+        let dir = tmp.path().join(format!("case{i}"));
+        std::fs::create_dir(&dir).unwrap();
+        let history = dir.join("history.jsonl");
+        std::fs::write(&history, [format!("{first}\n").as_bytes(), rest].concat()).unwrap();
+        std::fs::write(dir.join("results.json"), &base.stdout).unwrap();
+        let d = dir.to_str().unwrap();
+        let check = refusal(&run_with_limit(&["check", d], Duration::from_secs(10)));
+        let export = refusal(&run_with_limit(&["export", d], Duration::from_secs(10)));
+        let report = run_with_limit(&["report", d], Duration::from_secs(10));
+        assert_eq!(report.status.code(), Some(0), "{why}: {report:?}");
+        let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+        match (refused, &check, &export) {
+            (Some(names), Err(msg), Err(same)) => {
+                assert_eq!(msg, same, "{why}: check and export word it differently");
+                let file_line = format!("{}{names}", history.display());
+                assert!(msg.starts_with(&file_line), "{why}: {msg}");
+                let shown = format!("No timeline: {}", html_escape(msg));
+                assert!(html.contains(&shown), "{why}: report.html lacks {shown:?}");
+            }
+            (None, Ok(_), Ok(_)) => {
+                assert!(
+                    !html.contains("No timeline:"),
+                    "{why}: report.html has no timeline"
+                );
+                assert!(dir.join("history.edn").is_file(), "{why}");
+            }
+            _ => panic!("{why}: expected {refused:?}; check {check:?}, export {export:?}"),
+        }
+    }
+}
+
 #[test]
 fn check_json_prints_results_and_exit_code_follows_the_verdict() {
     let tmp = tempfile::tempdir().unwrap();

@@ -206,15 +206,15 @@ mod tests {
             op(3, 30, 1, Ok, F::Acquire, ttl().with_token(1)),
             // p2: two timeouts overlapping in time on L0 (one window), the second crashes it
             op(4, 40, 2, Invoke, F::Acquire, ttl()),
+            op(5, 50, 3, Invoke, F::Acquire, ttl()),
             op(
-                5,
+                6,
                 60,
                 2,
                 Fail,
                 F::Acquire,
                 OpValue::default().with_error("recovering"),
             ),
-            op(6, 50, 3, Invoke, F::Acquire, ttl()),
             op(
                 7,
                 90,

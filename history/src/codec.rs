@@ -1,20 +1,25 @@
-//! The JSONL codec: a writer that flushes every line and a streaming reader that names
-//! `file:line` for anything it rejects.
+//! The JSONL codec: a writer that flushes every line and the one reader of the format, which
+//! parses blocks of lines on every core and names `file:line` for anything it rejects.
+//!
+//! The reader's rules (DESIGN.md, "History format"): blank lines are skipped; `index` ascends
+//! and `time_ns` never goes back, in file order; a line that does not parse is an error naming
+//! its line, except a JSON object cut off by the end of the input without a newline (a write cut
+//! short by a crash), which is dropped with a warning. Every caller (`lockpick check`,
+//! `report`, `export`, the run's verdict) reads through [`read_pieces`], so they accept the
+//! same files and word their refusals the same way.
 
+use crate::history::{History, StructureError};
 use crate::op::Op;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-/// Why a history could not be read.
+/// Why a history could not be read. Its text says it all: no variant has a `source()`, so that
+/// an error chain printed whole (anyhow's `{:#}`) does not repeat the reason.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error("{path}: {error}")]
+    Io { path: PathBuf, error: io::Error },
     #[error("{path}:{line}: {reason}")]
     Malformed {
         path: PathBuf,
@@ -28,7 +33,7 @@ pub enum ReadError {
 pub struct HistoryWriter<W: Write = File> {
     out: BufWriter<W>,
     line: Vec<u8>,
-    last_index: Option<u64>,
+    last: Option<Stamp>,
 }
 
 impl HistoryWriter<File> {
@@ -43,20 +48,22 @@ impl<W: Write> HistoryWriter<W> {
         HistoryWriter {
             out: BufWriter::with_capacity(64 * 1024, out),
             line: Vec::with_capacity(256),
-            last_index: None,
+            last: None,
         }
     }
 
-    /// Appends one op. Indices must ascend: a writer that would produce a history its own reader
-    /// rejects is a harness bug, so this is an assertion, not an error.
+    /// Appends one op. Indices must ascend and times must not go back: a writer that would
+    /// produce a history its own reader rejects is a harness bug, so this is an assertion, not
+    /// an error.
     pub fn write(&mut self, op: &Op) -> io::Result<()> {
-        assert!(
-            self.last_index.is_none_or(|last| op.index > last),
-            "history index {} written after {:?}",
-            op.index,
-            self.last_index
-        );
-        self.last_index = Some(op.index);
+        let stamp = Stamp {
+            index: op.index,
+            time_ns: op.time_ns,
+        };
+        if let Some(reason) = self.last.and_then(|last| out_of_order(last, stamp)) {
+            panic!("history op written out of order: {reason}");
+        }
+        self.last = Some(stamp);
         self.line.clear();
         serde_json::to_writer(&mut self.line, op).map_err(io::Error::other)?;
         self.line.push(b'\n');
@@ -76,144 +83,69 @@ pub struct ReadWarning {
     pub message: String,
 }
 
-/// Streams ops from JSONL. Blank lines are skipped. A final line without its newline that does
-/// not parse is taken as a write cut short by a crash: it is dropped with a warning. Any other
-/// bad line, or an index that does not ascend, is an error naming the line.
-pub struct HistoryReader<R: BufRead> {
-    input: R,
-    path: PathBuf,
-    line_no: u64,
-    buf: Vec<u8>,
-    last_index: Option<u64>,
-    warnings: Vec<ReadWarning>,
-    done: bool,
+/// What the reader's ordering rules read of a parsed line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    pub index: u64,
+    pub time_ns: u64,
 }
 
-impl HistoryReader<BufReader<File>> {
-    pub fn open(path: &Path) -> Result<Self, ReadError> {
-        let file = File::open(path).map_err(|source| ReadError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Ok(Self::new(BufReader::with_capacity(1 << 20, file), path))
+/// The rules between consecutive events in file order: `index` ascends and `time_ns` never goes
+/// back (equal times are fine: two events can fall in one clock tick). The reason, if broken.
+fn out_of_order(prev: Stamp, next: Stamp) -> Option<String> {
+    if next.index <= prev.index {
+        return Some(format!(
+            "index {} does not ascend (previous index {})",
+            next.index, prev.index
+        ));
     }
+    if next.time_ns < prev.time_ns {
+        return Some(format!(
+            "time_ns {} goes back (previous event's time_ns {})",
+            next.time_ns, prev.time_ns
+        ));
+    }
+    None
 }
 
-impl<R: BufRead> HistoryReader<R> {
-    /// `path` is used only in messages.
-    pub fn new(input: R, path: &Path) -> Self {
-        HistoryReader {
-            input,
-            path: path.to_path_buf(),
-            line_no: 0,
-            buf: Vec::with_capacity(512),
-            last_index: None,
-            warnings: Vec::new(),
-            done: false,
-        }
-    }
-
-    pub fn warnings(&self) -> &[ReadWarning] {
-        &self.warnings
-    }
-
-    pub fn take_warnings(&mut self) -> Vec<ReadWarning> {
-        std::mem::take(&mut self.warnings)
-    }
-
-    fn malformed(&self, reason: String) -> ReadError {
-        ReadError::Malformed {
-            path: self.path.clone(),
-            line: self.line_no,
-            reason,
-        }
-    }
-
-    fn next_op(&mut self) -> Result<Option<Op>, ReadError> {
-        // Bounded by the input's length: each pass consumes one line.
-        loop {
-            if self.done {
-                return Ok(None);
-            }
-            self.buf.clear();
-            let n = self
-                .input
-                .read_until(b'\n', &mut self.buf)
-                .map_err(|source| ReadError::Io {
-                    path: self.path.clone(),
-                    source,
-                })?;
-            if n == 0 {
-                self.done = true;
-                return Ok(None);
-            }
-            self.line_no += 1;
-            let complete_line = self.buf.last() == Some(&b'\n');
-            let text = trim_ascii(&self.buf);
-            if text.is_empty() {
-                continue;
-            }
-            match serde_json::from_slice::<Op>(text) {
-                Ok(op) => {
-                    if let Some(last) = self.last_index {
-                        if op.index <= last {
-                            return Err(self.malformed(format!(
-                                "index {} does not ascend (previous index {last})",
-                                op.index
-                            )));
-                        }
-                    }
-                    self.last_index = Some(op.index);
-                    return Ok(Some(op));
-                }
-                Err(e) if !complete_line && self.at_eof()? => {
-                    self.warnings.push(ReadWarning {
-                        line: self.line_no,
-                        message: format!(
-                            "truncated final line ignored (the writer was probably killed mid-write): {e}"
-                        ),
-                    });
-                    self.done = true;
-                    return Ok(None);
-                }
-                Err(e) => return Err(self.malformed(e.to_string())),
-            }
-        }
-    }
-
-    fn at_eof(&mut self) -> Result<bool, ReadError> {
-        let buf = self.input.fill_buf().map_err(|source| ReadError::Io {
-            path: self.path.clone(),
-            source,
-        })?;
-        Ok(buf.is_empty())
-    }
+/// Whether `line` is the beginning of a JSON object cut off by the end of the input: what a
+/// writer killed mid-write leaves (it ends every line with a newline, so a cut line has none).
+/// The only bad line a reader forgives, and only as the input's last line.
+fn is_cut_off_object(line: &[u8]) -> bool {
+    line.first() == Some(&b'{')
+        && serde_json::from_slice::<serde::de::IgnoredAny>(line).is_err_and(|e| e.is_eof())
 }
 
-fn trim_ascii(b: &[u8]) -> &[u8] {
-    b.trim_ascii()
+/// Why a history file could not be read as a [`History`]: the reader refused a line, or the
+/// file breaks a structure rule of `History::new`. One type, so that every command that reads a
+/// history (`lockpick check`, `report`, `export`) words a refusal the same way. Like
+/// [`ReadError`], its text is whole and it has no `source()`.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error("{path}: {error}")]
+    Structure {
+        path: PathBuf,
+        error: StructureError,
+    },
 }
 
-impl<R: BufRead> Iterator for HistoryReader<R> {
-    type Item = Result<Op, ReadError>;
-    fn next(&mut self) -> Option<Self::Item> {
-        match self.next_op() {
-            Ok(Some(op)) => Some(Ok(op)),
-            Ok(None) => None,
-            Err(e) => {
-                self.done = true;
-                Some(Err(e))
-            }
-        }
-    }
-}
-
-/// Reads a whole history file into memory, with the reader's warnings. Same rules and
-/// messages as [`HistoryReader`], but parses blocks of lines on every core.
-pub fn read_ops(path: &Path) -> Result<(Vec<Op>, Vec<ReadWarning>), ReadError> {
-    let file = File::open(path).map_err(|source| ReadError::Io {
+/// Reads a whole history file and checks its structure: [`read_ops`], then [`History::new`].
+pub fn read_history(path: &Path) -> Result<(History, Vec<ReadWarning>), LoadError> {
+    let (ops, warnings) = read_ops(path)?;
+    let history = History::new(ops).map_err(|error| LoadError::Structure {
         path: path.to_path_buf(),
-        source,
+        error,
+    })?;
+    Ok((history, warnings))
+}
+
+/// Reads a whole history file into memory, with the reader's warnings (see the module's rules).
+pub fn read_ops(path: &Path) -> Result<(Vec<Op>, Vec<ReadWarning>), ReadError> {
+    let file = File::open(path).map_err(|error| ReadError::Io {
+        path: path.to_path_buf(),
+        error,
     })?;
     // Reserve for the whole history up front: growing a vector of large ops by doubling copies
     // it again and again. Lines are rarely under 60 bytes, and unused capacity is only address
@@ -250,9 +182,10 @@ pub trait PieceParser: Sync {
     type Piece: Send;
     /// An empty piece for a range of `bytes` bytes of text.
     fn new_piece(&self, bytes: usize) -> Self::Piece;
-    /// Parses one non-blank line into `piece` and returns its `index`, or the reason the line
-    /// is malformed (as [`HistoryReader`] would word it).
-    fn parse_line(&self, line: &[u8], piece: &mut Self::Piece) -> Result<u64, String>;
+    /// Parses one non-blank line into `piece` and returns its `index` and `time_ns`, or the
+    /// reason the line is malformed. Parsers must accept exactly the lines [`Op`] accepts, with
+    /// `Op`'s words for the rest, so that every reader refuses the same files the same way.
+    fn parse_line(&self, line: &[u8], piece: &mut Self::Piece) -> Result<Stamp, String>;
 }
 
 /// The plain parser: one [`Op`] per line.
@@ -263,18 +196,20 @@ impl PieceParser for OpParser {
     fn new_piece(&self, bytes: usize) -> Vec<Op> {
         Vec::with_capacity(bytes / 60)
     }
-    fn parse_line(&self, line: &[u8], piece: &mut Vec<Op>) -> Result<u64, String> {
+    fn parse_line(&self, line: &[u8], piece: &mut Vec<Op>) -> Result<Stamp, String> {
         let op = serde_json::from_slice::<Op>(line).map_err(|e| e.to_string())?;
-        let index = op.index;
+        let stamp = Stamp {
+            index: op.index,
+            time_ns: op.time_ns,
+        };
         piece.push(op);
-        Ok(index)
+        Ok(stamp)
     }
 }
 
 /// Reads a history with `parser`, handing `sink` each parsed piece in file order, and returns
-/// the reader's warnings. Same rules and messages as [`HistoryReader`] (indices ascend, a
-/// malformed line names `file:line`, a truncated final line is a warning), but parses blocks
-/// of lines on every core and never holds more than a few blocks of text.
+/// the reader's warnings. Applies the module's rules; parses blocks of lines on every core and
+/// never holds more than a few blocks of text.
 pub fn read_pieces<P: PieceParser>(
     mut input: impl Read,
     name: &Path,
@@ -285,14 +220,14 @@ pub fn read_pieces<P: PieceParser>(
         .map(|n| n.get())
         .unwrap_or(1)
         .min(8);
-    let io_err = |source| ReadError::Io {
+    let io_err = |error| ReadError::Io {
         path: name.to_path_buf(),
-        source,
+        error,
     };
     let mut warnings = Vec::new();
     let mut carry: Vec<u8> = Vec::new();
     let mut lines_before = 0u64;
-    let mut last_index: Option<u64> = None;
+    let mut last: Option<Stamp> = None;
     // Bounded by the input: every pass consumes at least one block or ends at EOF.
     loop {
         let mut block = std::mem::take(&mut carry);
@@ -328,16 +263,12 @@ pub fn read_pieces<P: PieceParser>(
                 .collect()
         });
         for piece in results {
-            if let (Some((line, index)), Some(last)) = (piece.first, last_index) {
-                if index <= last {
-                    return Err(ReadError::Malformed {
-                        path: name.to_path_buf(),
-                        line,
-                        reason: format!("index {index} does not ascend (previous index {last})"),
-                    });
-                }
-            }
-            if let Some((line, reason)) = piece.error {
+            // Across ranges: the range's first event against the previous range's last.
+            let across = match (last, piece.first) {
+                (Some(prev), Some((line, first))) => out_of_order(prev, first).map(|r| (line, r)),
+                _ => None,
+            };
+            if let Some((line, reason)) = across.or(piece.error) {
                 return Err(ReadError::Malformed {
                     path: name.to_path_buf(),
                     line,
@@ -345,7 +276,7 @@ pub fn read_pieces<P: PieceParser>(
                 });
             }
             if piece.last.is_some() {
-                last_index = piece.last;
+                last = piece.last;
             }
             sink(piece.items);
             warnings.extend(piece.warning);
@@ -414,10 +345,10 @@ fn split_lines(block: &[u8], n: usize) -> Vec<(usize, usize, u64)> {
 /// One range of lines, parsed.
 struct Piece<T> {
     items: T,
-    /// Line and index of its first op, to check ascent across ranges.
-    first: Option<(u64, u64)>,
-    /// Index of its last op.
-    last: Option<u64>,
+    /// Line and stamp of its first op, to check order across ranges.
+    first: Option<(u64, Stamp)>,
+    /// Stamp of its last op.
+    last: Option<Stamp>,
     /// The first bad line.
     error: Option<(u64, String)>,
     warning: Option<ReadWarning>,
@@ -460,22 +391,19 @@ fn parse_piece<P: PieceParser>(
             continue;
         }
         match parser.parse_line(t, &mut piece.items) {
-            Ok(index) => {
-                if let Some(prev) = piece.last {
-                    if index <= prev {
-                        piece.error = Some((
-                            line_no,
-                            format!("index {index} does not ascend (previous index {prev})"),
-                        ));
-                        return piece;
-                    }
+            Ok(stamp) => {
+                if let Some(reason) = piece.last.and_then(|prev| out_of_order(prev, stamp)) {
+                    piece.error = Some((line_no, reason));
+                    return piece;
                 }
                 if piece.first.is_none() {
-                    piece.first = Some((line_no, index));
+                    piece.first = Some((line_no, stamp));
                 }
-                piece.last = Some(index);
+                piece.last = Some(stamp);
             }
-            Err(e) if at_end && !complete => {
+            // Only the input's last line can have been cut short, and only if it is the start
+            // of an object: a complete line, or one that is no object's beginning, is malformed.
+            Err(e) if at_end && !complete && is_cut_off_object(t) => {
                 piece.warning = Some(ReadWarning {
                     line: line_no,
                     message: format!(

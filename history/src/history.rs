@@ -48,8 +48,9 @@ pub struct Operation {
     pub outcome: Outcome,
 }
 
-/// A validated history: indices ascend, each client process has at most one op in flight, each
-/// completion matches its invoke, and no process number is reused after an `info`.
+/// A validated history: indices ascend, times never go back, each client process has at most
+/// one op in flight, each completion matches its invoke, and no process number is reused after
+/// an `info`.
 #[derive(Debug, Clone, Default)]
 pub struct History {
     pub ops: Vec<Op>,
@@ -95,17 +96,26 @@ fn pair(ops: &[Op]) -> Result<Vec<Operation>, StructureError> {
     // process -> position in `operations` of its op in flight
     let mut in_flight: HashMap<u64, usize> = HashMap::new();
     let mut crashed: HashMap<u64, u64> = HashMap::new();
-    let mut last_index: Option<u64> = None;
+    let mut last: Option<&Op> = None;
     for (pos, op) in ops.iter().enumerate() {
-        if let Some(last) = last_index {
-            if op.index <= last {
+        if let Some(last) = last {
+            if op.index <= last.index {
                 return Err(StructureError {
                     index: op.index,
-                    reason: format!("index does not ascend (previous index {last})"),
+                    reason: format!("index does not ascend (previous index {})", last.index),
+                });
+            }
+            if op.time_ns < last.time_ns {
+                return Err(StructureError {
+                    index: op.index,
+                    reason: format!(
+                        "time_ns {} goes back (previous event's time_ns {})",
+                        op.time_ns, last.time_ns
+                    ),
                 });
             }
         }
-        last_index = Some(op.index);
+        last = Some(op);
         let Process::Client(p) = op.process else {
             continue;
         };

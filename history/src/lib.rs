@@ -2,9 +2,10 @@
 //!
 //! - [`Op`]: one line of `history.jsonl` (an invoke, ok, fail or info event), with its
 //!   [`Process`], [`OpType`], function [`F`] and typed [`OpValue`]; unknown fields are kept.
-//! - [`HistoryWriter`] / [`HistoryReader`]: the JSONL codec. The writer flushes every line; the
-//!   reader streams, names `file:line` for a malformed line and drops a truncated final line
-//!   with a warning.
+//! - [`HistoryWriter`] / [`read_ops`] / [`read_pieces`]: the JSONL codec. The writer flushes
+//!   every line; the one reader parses blocks of lines on every core, names `file:line` for a
+//!   malformed line (an index that does not ascend, a time that goes back) and drops a final
+//!   line cut off mid-write with a warning. [`read_history`] adds the structure checks.
 //! - [`History`]: a structurally checked history whose client events are paired into
 //!   [`Operation`]s (invoke + completion + [`Outcome`]).
 //! - [`Results`], [`Violation`], [`Validity`]: the serialized checker results (`results.json`),
@@ -22,8 +23,8 @@ mod recorder;
 mod results;
 
 pub use codec::{
-    read_ops, read_ops_from, read_pieces, HistoryReader, HistoryWriter, PieceParser, ReadError,
-    ReadWarning,
+    read_history, read_ops, read_ops_from, read_pieces, HistoryWriter, LoadError, PieceParser,
+    ReadError, ReadWarning, Stamp,
 };
 pub use history::{History, Operation, Outcome, StructureError};
 pub use layout::ExitCode;

@@ -28,7 +28,7 @@ pub use index::{index_html, write_index};
 pub use junit::junit_xml;
 pub use summary::summary_text;
 
-use history::{layout, History, Results};
+use history::{layout, Results};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -220,11 +220,10 @@ pub fn render_report(run_dir: &Path) -> Result<Rendered, ReportError> {
             m.len() / 1_000_000,
             HISTORY_BYTES_MAX / 1_000_000
         )),
-        _ => history::read_ops(&history_path)
-            .map_err(|e| e.to_string())
-            .and_then(|(ops, _)| {
-                History::new(ops).map_err(|e| format!("{}: {e}", history_path.display()))
-            }),
+        // Read as `lockpick check` reads it, so a refusal reads the same.
+        _ => history::read_history(&history_path)
+            .map(|(history, _)| history)
+            .map_err(|e| e.to_string()),
     };
     // The drift the run was checked with: the holds drawn are the checkers' own.
     let check_cfg = cfg
