@@ -104,6 +104,13 @@ pub struct RunArgs {
     /// --runtime netns).
     #[arg(long, value_name = "LIST")]
     pub nemesis: Option<String>,
+    /// Replay this fault schedule (a run directory's schedule.json) instead of drawing one:
+    /// the same faults on the same nodes at the same offsets from the run's start. The
+    /// schedule decides the faults; --nemesis, --nemesis-interval, --nemesis-targets,
+    /// --clock-faults, --clock-bump, --clock-rate and --partition-topologies, which shape a
+    /// drawn plan, do nothing then. Every other setting comes from the flags and --config.
+    #[arg(long, value_name = "FILE")]
+    pub schedule: Option<PathBuf>,
     /// Clock faults to draw from: bump-forward, bump-back, strobe, fast, slow (default: all).
     #[arg(long, value_name = "LIST")]
     pub clock_faults: Option<String>,

@@ -5,7 +5,8 @@ use crate::cli::RunArgs;
 use anyhow::{bail, Context, Result};
 use nemesis::clock::ClockScope;
 use nemesis::schedule::{
-    parse_clock_modes, parse_fault_list, parse_topologies, ClockMode, FaultKind, Topology,
+    parse_clock_modes, parse_fault_list, parse_topologies, Capabilities, ClockMode, FaultKind,
+    Schedule, Topology,
 };
 use serde::Serialize;
 use std::path::PathBuf;
@@ -96,6 +97,12 @@ pub struct RunConfig {
     pub liveness_grace_ms: u64,
     pub startup_timeout_ms: u64,
     pub out: PathBuf,
+    /// The schedule file this run replayed (`--schedule`), if it did not draw its own.
+    #[serde(rename = "schedule", skip_serializing_if = "Option::is_none")]
+    pub schedule_file: Option<PathBuf>,
+    /// The replayed schedule, validated against this run.
+    #[serde(skip)]
+    pub schedule: Option<Schedule>,
     #[serde(skip)]
     pub faults: Vec<FaultKind>,
     #[serde(skip)]
@@ -212,7 +219,13 @@ impl RunConfig {
                 (None, None) => Target::Embedded,
             }),
         };
+        let replay = match &a.schedule {
+            Some(path) => Some(load_schedule(path, a, &target, etcd)?),
+            None => None,
+        };
         let faults = match &a.nemesis {
+            // A replay's faults are the schedule's, checked by load_schedule.
+            _ if replay.is_some() => replay.as_ref().map(|(_, s)| s.kinds()).unwrap_or_default(),
             Some(list) => {
                 let faults =
                     parse_fault_list(list).map_err(|e| anyhow::anyhow!("--nemesis: {e}"))?;
@@ -289,7 +302,7 @@ impl RunConfig {
             .map_err(|e| anyhow::anyhow!("--nemesis-targets: {e}"))?;
         let wants_netns = faults.iter().any(|f| f.needs_netns());
         let runtime = match a.runtime.as_deref() {
-            Some("local") if wants_netns => bail!(
+            Some("local") if wants_netns && replay.is_none() => bail!(
                 "--runtime local: partition and netem faults need --runtime netns (each node in \
                  its own network namespace)"
             ),
@@ -412,6 +425,8 @@ impl RunConfig {
             liveness_grace_ms: ms("liveness-grace", &a.liveness_grace)?,
             startup_timeout_ms: ms("startup-timeout", &a.startup_timeout)?,
             out: a.out.clone(),
+            schedule_file: replay.as_ref().map(|(p, _)| p.clone()),
+            schedule: replay.map(|(_, s)| s),
             faults,
             clock_modes,
             template,
@@ -437,6 +452,16 @@ impl RunConfig {
     /// outlast to outlive a lease, and what the service needs to let every lease lapse.
     pub fn lease_max_ms(&self) -> u64 {
         self.ttl_ms.max(self.renew_ttl_ms)
+    }
+
+    /// `config.toml` of the run directory: the resolved settings, with the command that reruns
+    /// them on the second line. `lockpick run --config` reads it back.
+    pub fn file_text(&self) -> Result<String> {
+        let toml = toml::to_string_pretty(self).context("cannot serialize the resolved config")?;
+        Ok(format!(
+            "# Resolved configuration of this run.\n# Rerun: {}\n\n{toml}",
+            self.repro_command()
+        ))
     }
 
     /// The command line that reruns this test with the same seed.
@@ -522,9 +547,85 @@ impl RunConfig {
             c.push(format!("--drift {}", self.drift));
         }
         c.push(format!("--liveness-grace {}ms", self.liveness_grace_ms));
+        if let Some(f) = &self.schedule_file {
+            c.push(format!(
+                "--schedule {}",
+                shell_quote(&f.display().to_string())
+            ));
+        }
         c.push(format!("--name {}", shell_quote(&self.name)));
         c.join(" ")
     }
+}
+
+/// Reads `--schedule FILE` and checks it against the run the flags describe, before anything
+/// starts: every error is one line naming the file (and the fault, when one is to blame).
+fn load_schedule(
+    path: &std::path::Path,
+    a: &RunArgs,
+    target: &Target,
+    etcd: bool,
+) -> Result<(PathBuf, Schedule)> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--schedule {}: cannot read it", path.display()))?;
+    let schedule =
+        Schedule::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let kinds = schedule.kinds();
+    let netns = if !kinds.iter().any(|k| k.needs_netns()) {
+        Ok(())
+    } else if a.runtime.as_deref() == Some("local") {
+        Err(
+            "needs --runtime netns (each node in its own network namespace), not --runtime local"
+                .to_string(),
+        )
+    } else {
+        let missing: Vec<String> = nemesis::netns::capabilities()
+            .into_iter()
+            .filter(|c| !c.ok && (c.name != "netem" || kinds.contains(&FaultKind::Netem)))
+            .map(|c| match c.package {
+                Some(p) => format!("{}: {} (apt-get install {p})", c.name, c.why),
+                None => format!("{}: {}", c.name, c.why),
+            })
+            .collect();
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "needs network namespaces, which cannot run here: {}",
+                missing.join("; ")
+            ))
+        }
+    };
+    let clock = if !kinds.contains(&FaultKind::Clock) {
+        Ok(())
+    } else if etcd {
+        Err(
+            "is not possible with --adapter etcd: libfaketime does not reach Go programs"
+                .to_string(),
+        )
+    } else if nemesis::clock::find_libfaketime().is_none() {
+        Err(
+            "needs libfaketime, which is not installed here (apt-get install libfaketime)"
+                .to_string(),
+        )
+    } else {
+        Ok(())
+    };
+    let caps = Capabilities {
+        nodes: if target.is_started_by_us() {
+            a.nodes
+        } else {
+            0
+        },
+        netns,
+        clock,
+    };
+    schedule
+        .check(&caps)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    // Recorded absolute, so the run's config.toml replays it from anywhere.
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    Ok((path, schedule))
 }
 
 /// TOML integers are i64: a larger seed (given with --seed) is written as a string.

@@ -7,13 +7,11 @@ use anyhow::{anyhow, bail, Context, Result};
 use history::layout;
 use history::{HistoryWriter, OpValue, Recorder, Results};
 use nemesis::clock::NodeClock;
-use nemesis::netns::{topology, NetemSpec, NetnsCluster};
+use nemesis::netns::NetnsCluster;
 use nemesis::schedule::{
-    plan, ClockMode, FaultKind, PlannedFault, ScheduleConfig, Targets, Topology,
+    plan, ClockFault, ClockMode, FaultKind, PlannedFault, ScheduleConfig, SCHEDULE_FILE,
 };
 use nemesis::{LocalNode, NodeCommand, Placeholders};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use serde_json::json;
 use std::fs;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -22,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use workloads::{
-    Adapter, Budget, EtcdClient, PauseBoard, RefClient, TemplateClient, WorkloadConfig,
+    Adapter, Budget, EtcdClient, PauseBoard, RefClient, Stall, TemplateClient, WorkloadConfig,
 };
 
 const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
@@ -45,15 +43,7 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
     let run_dir = create_run_dir(&cfg.out, &cfg.name)?;
     crate::logging::to_file(&run_dir.join(layout::LOG_FILE))?;
     tracing::info!(dir = %run_dir.display(), seed = cfg.seed, "run starting");
-    let toml = toml::to_string_pretty(&cfg).context("cannot serialize the resolved config")?;
-    fs::write(
-        run_dir.join(layout::CONFIG_FILE),
-        format!(
-            "# Resolved configuration of this run.\n# Rerun: {}\n\n{toml}",
-            cfg.repro_command()
-        ),
-    )
-    .with_context(|| {
+    fs::write(run_dir.join(layout::CONFIG_FILE), cfg.file_text()?).with_context(|| {
         format!(
             "cannot write {}",
             run_dir.join(layout::CONFIG_FILE).display()
@@ -155,25 +145,6 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let active: ActiveFaults = Arc::default();
 
-    let workers = tokio::spawn(workloads::run_workers(
-        wcfg.clone(),
-        clients.clone(),
-        recorder.clone(),
-        pauses.clone(),
-        budget.clone(),
-        stop_rx.clone(),
-    ));
-    let schedule = plan(&ScheduleConfig {
-        seed: cfg.seed,
-        faults: cfg.faults.clone(),
-        interval_ms: cfg.nemesis_interval_ms,
-        duration_ms: cfg.duration_ms,
-        // Stalls and pauses are sized to outlast the longest lease a client may hold.
-        ttl_ms: cfg.lease_max_ms(),
-        clock_modes: cfg.clock_modes.clone(),
-        topologies: cfg.topologies.clone(),
-    });
-    tracing::info!(faults = schedule.len(), "fault schedule planned");
     let LockNodes {
         nodes: lock_nodes,
         ids,
@@ -182,33 +153,78 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
         netns,
         ..
     } = lock;
+    let schedule = match &cfg.schedule {
+        Some(s) => {
+            if s.primary != primary && lock_nodes.len() > 1 {
+                tracing::warn!(
+                    planned = s.primary,
+                    now = primary,
+                    "the schedule was drawn with another primary; its targets are replayed as they are"
+                );
+            }
+            s.clone()
+        }
+        None => plan(&ScheduleConfig {
+            seed: cfg.seed,
+            faults: cfg.faults.clone(),
+            interval_ms: cfg.nemesis_interval_ms,
+            duration_ms: cfg.duration_ms,
+            // Stalls and pauses are sized to outlast the longest lease a client may hold.
+            ttl_ms: cfg.lease_max_ms(),
+            clock_modes: cfg.clock_modes.clone(),
+            topologies: cfg.topologies.clone(),
+            nodes: lock_nodes.len(),
+            primary,
+            targets: cfg
+                .nemesis_targets
+                .parse()
+                .map_err(|e: String| anyhow!("--nemesis-targets: {e}"))?,
+            clock_bump_ms: cfg.clock_bump_ms,
+            clock_rate: cfg.clock_rate,
+        }),
+    };
+    // The plan is on disk before its first fault: a run killed mid-way can still be replayed.
+    let schedule_path = run_dir.join(SCHEDULE_FILE);
+    fs::write(&schedule_path, schedule.to_json())
+        .with_context(|| format!("cannot write {}", schedule_path.display()))?;
+    tracing::info!(
+        faults = schedule.faults.len(),
+        replayed = cfg.schedule.is_some(),
+        "fault schedule written"
+    );
     for (clock, node) in clocks.iter_mut().zip(&lock_nodes) {
         if let (Some(c), Some(at)) = (clock.as_mut(), node.lock().await.spawned_at()) {
             c.rebase(at)?;
         }
     }
-    let targets: Targets = cfg
-        .nemesis_targets
-        .parse()
-        .map_err(|e: String| anyhow!("--nemesis-targets: {e}"))?;
+    let workers = tokio::spawn(workloads::run_workers(
+        wcfg.clone(),
+        clients.clone(),
+        recorder.clone(),
+        pauses.clone(),
+        budget.clone(),
+        stop_rx.clone(),
+    ));
+    // A stall ignores the stop signal (a paused program does not know the test is ending).
+    let stall_max_ms = schedule
+        .faults
+        .iter()
+        .filter(|f| f.kind == FaultKind::ClientPause)
+        .map(|f| f.length_ms)
+        .max()
+        .unwrap_or(0);
     let nemesis_task = tokio::spawn(run_nemesis(Nemesis {
-        schedule,
+        schedule: schedule.faults,
         nodes: lock_nodes.clone(),
         ids,
-        primary,
-        targets,
-        rng: ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x7461_7267_6574_7321),
         netns: netns.clone(),
         pauses: pauses.clone(),
         recorder: recorder.clone(),
         stop: stop_rx.clone(),
         start,
-        interval: Duration::from_millis(cfg.nemesis_interval_ms.max(1)),
         startup,
         active: active.clone(),
         clocks,
-        clock_bump: Duration::from_millis(cfg.clock_bump_ms),
-        clock_rate: cfg.clock_rate,
     }));
     let status = Status::start(
         recorder.clone(),
@@ -225,7 +241,9 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
 
     // Every op is bounded by the op timeout, a stall by the schedule: this bound only catches
     // harness bugs.
-    let drain = Duration::from_millis(cfg.op_timeout_ms * 4 + cfg.lease_max_ms() * 3 + 5_000);
+    let drain = Duration::from_millis(
+        cfg.op_timeout_ms * 4 + (cfg.lease_max_ms() * 3).max(stall_max_ms) + 5_000,
+    );
     let workers_done = match tokio::time::timeout(drain, workers).await {
         Ok(Ok(Ok(done))) => Some(done),
         Ok(Ok(Err(e))) => return Err(e.into()),
@@ -445,7 +463,7 @@ async fn start_lock_nodes(
         None
     };
     // In namespaces every node has its own port space: one well-known port serves all.
-    let (hosts, ports): (Vec<String>, Vec<u16>) = match &netns {
+    let (hosts, mut ports): (Vec<String>, Vec<u16>) = match &netns {
         Some(c) => (0..n)
             .map(|i| (c.node_ip(i).to_string(), NETNS_PORT))
             .unzip(),
@@ -455,6 +473,10 @@ async fn start_lock_nodes(
             .into_iter()
             .unzip(),
     };
+    // Node n1 gets the smallest address (lockd's primary is the member with the smallest
+    // `host:port` as text), so the primary is the same node in every run and a schedule's
+    // targets mean the same nodes when it is replayed.
+    ports.sort_by_key(|p| p.to_string());
     let addrs: Vec<String> = (0..n)
         .map(|i| format!("{}:{}", hosts[i], ports[i]))
         .collect();
@@ -654,26 +676,20 @@ async fn start_all(nodes: Vec<LocalNode>, startup: Duration) -> Result<Vec<Local
 }
 
 struct Nemesis<W: std::io::Write + Send> {
+    /// The plan, interpreted as it is: nothing about a fault is drawn here.
     schedule: Vec<PlannedFault>,
     netns: Option<Arc<NetnsCluster>>,
     /// The lock service's nodes (empty for a `--url` target).
     nodes: Vec<Arc<tokio::sync::Mutex<LocalNode>>>,
     ids: Vec<String>,
-    primary: usize,
-    targets: Targets,
-    /// Draws each fault's targets; seeded, so a schedule replays exactly.
-    rng: ChaCha8Rng,
     pauses: Arc<PauseBoard>,
     recorder: Arc<Recorder<W>>,
     stop: watch::Receiver<bool>,
     start: Instant,
-    interval: Duration,
     startup: Duration,
     active: ActiveFaults,
     /// Each node's clock, when clock faults are on.
     clocks: Vec<Option<NodeClock>>,
-    clock_bump: Duration,
-    clock_rate: f64,
 }
 
 /// Sleeps until `until` or the stop signal; true if stopped.
@@ -698,44 +714,50 @@ async fn run_nemesis<W: std::io::Write + Send>(mut n: Nemesis<W>) -> Result<()> 
             break;
         }
         let length = Duration::from_millis(fault.length_ms);
-        let picked: Vec<usize> = if fault.kind.is_server_side() {
-            if n.nodes.is_empty() {
-                bail!("{} needs nodes the harness started", fault.kind);
-            }
-            n.targets.pick(n.nodes.len(), n.primary, &mut n.rng)
-        } else {
-            Vec::new()
-        };
+        let picked = &fault.nodes;
+        if fault.kind.is_server_side() && n.nodes.is_empty() {
+            bail!("{} needs nodes the harness started", fault.kind);
+        }
+        if let Some(&i) = fault.nodes_named().iter().find(|&&i| i >= n.nodes.len()) {
+            bail!(
+                "fault {} names node n{}, but the run has {} node(s)",
+                fault.id,
+                i + 1,
+                n.nodes.len()
+            );
+        }
         let names: Vec<&str> = picked.iter().map(|&i| n.ids[i].as_str()).collect();
         let nodes = json!(names);
         let label = format!("{} {}", fault.kind, names.join(","));
+        let id = json!(fault.id);
         let value = || {
             OpValue::default()
                 .with_extra("nodes", nodes.clone())
                 .with_extra("length_ms", json!(fault.length_ms))
+                .with_extra("fault", id.clone())
         };
         match fault.kind {
             FaultKind::Pause => {
                 n.recorder.nemesis("start-pause", value())?;
-                for &i in &picked {
+                for &i in picked {
                     n.nodes[i].lock().await.pause()?;
                 }
                 set_active(&n.active, Some(label));
                 // Heal on stop too: the fault's end always runs.
                 sleep_or_stop(Instant::now() + length, &mut n.stop).await;
-                for &i in &picked {
+                for &i in picked {
                     n.nodes[i].lock().await.resume()?;
                 }
                 n.recorder.nemesis("stop-pause", value())?;
             }
             FaultKind::Kill => {
                 n.recorder.nemesis("kill", value())?;
-                for &i in &picked {
+                for &i in picked {
                     n.nodes[i].lock().await.kill()?;
                 }
                 set_active(&n.active, Some(label));
                 sleep_or_stop(Instant::now() + length, &mut n.stop).await;
-                for &i in &picked {
+                for &i in picked {
                     restart(&n.nodes[i], &n.ids[i], n.startup).await?;
                     let spawned = n.nodes[i].lock().await.spawned_at();
                     if let (Some(clock), Some(at)) = (n.clocks[i].as_mut(), spawned) {
@@ -745,59 +767,60 @@ async fn run_nemesis<W: std::io::Write + Send>(mut n: Nemesis<W>) -> Result<()> 
                 }
                 n.recorder.nemesis(
                     "restart",
-                    OpValue::default().with_extra("nodes", nodes.clone()),
+                    OpValue::default()
+                        .with_extra("nodes", nodes.clone())
+                        .with_extra("fault", id.clone()),
                 )?;
             }
             FaultKind::ClientPause => {
-                // The holder that takes the request records the stall itself, with its process.
-                n.pauses.request(length, Instant::now() + n.interval);
+                // The holder that takes the request records the stall itself, with its process
+                // and this fault's id.
+                let window = Duration::from_millis(fault.window_ms.unwrap_or(fault.length_ms));
+                n.pauses.request_stall(
+                    Stall {
+                        length,
+                        fault: Some(fault.id.clone()),
+                    },
+                    Instant::now() + window,
+                );
                 set_active(&n.active, Some("client-pause".into()));
-                sleep_or_stop(Instant::now() + length.min(n.interval), &mut n.stop).await;
+                sleep_or_stop(Instant::now() + length.min(window), &mut n.stop).await;
             }
             FaultKind::Partition => {
                 let cluster = n.netns.clone().context("partitions need --runtime netns")?;
-                let topology = fault.topology.unwrap_or(Topology::Isolate);
-                let count = n.nodes.len();
-                let (cut, cut_clients): (Vec<(usize, usize)>, Vec<usize>) = match topology {
-                    Topology::Isolate => (
-                        topology::isolate(count, n.rng.random_range(0..count)),
-                        vec![],
-                    ),
-                    Topology::Halves => (topology::halves(count, &mut n.rng), vec![]),
-                    Topology::MajoritiesRing => (topology::majorities_ring(count), vec![]),
-                    Topology::Bridge => (topology::bridge(count), vec![]),
-                    Topology::Clients => (vec![], picked.clone()),
-                };
-                let links: Vec<[&str; 2]> = cut
+                let p = fault
+                    .partition
+                    .as_ref()
+                    .with_context(|| format!("fault {}: a partition without a cut", fault.id))?;
+                let links: Vec<[&str; 2]> = p
+                    .cut
                     .iter()
                     .map(|&(a, b)| [n.ids[a].as_str(), n.ids[b].as_str()])
                     .collect();
-                let cut_from_clients: Vec<&str> =
-                    cut_clients.iter().map(|&i| n.ids[i].as_str()).collect();
+                let cut_from_clients: Vec<&str> = p
+                    .clients_cut_from
+                    .iter()
+                    .map(|&i| n.ids[i].as_str())
+                    .collect();
                 let v = OpValue::default()
-                    .with_extra("topology", json!(topology.as_str()))
+                    .with_extra("topology", json!(p.topology.as_str()))
                     .with_extra("cut", json!(links))
                     .with_extra("clients_cut_from", json!(cut_from_clients))
-                    .with_extra("length_ms", json!(fault.length_ms));
+                    .with_extra("length_ms", json!(fault.length_ms))
+                    .with_extra("fault", id.clone());
                 n.recorder.nemesis("start-partition", v.clone())?;
                 tokio::task::block_in_place(|| {
-                    cluster.partition(&cut)?;
-                    cluster.cut_clients(&cut_clients)
+                    cluster.partition(&p.cut)?;
+                    cluster.cut_clients(&p.clients_cut_from)
                 })?;
-                set_active(&n.active, Some(format!("partition {topology}")));
+                set_active(&n.active, Some(format!("partition {}", p.topology)));
                 sleep_or_stop(Instant::now() + length, &mut n.stop).await;
                 tokio::task::block_in_place(|| cluster.heal())?;
                 n.recorder.nemesis("stop-partition", v)?;
             }
             FaultKind::Netem => {
                 let cluster = n.netns.clone().context("netem needs --runtime netns")?;
-                let spec = NetemSpec {
-                    delay_ms: 50,
-                    jitter_ms: 20,
-                    loss_pct: 5.0,
-                    duplicate_pct: 1.0,
-                    reorder_pct: 5.0,
-                };
+                let spec = fault.netem.clone().unwrap_or(nemesis::schedule::NETEM);
                 let v = value().with_extra(
                     "netem",
                     json!({"delay_ms": spec.delay_ms, "jitter_ms": spec.jitter_ms,
@@ -805,16 +828,21 @@ async fn run_nemesis<W: std::io::Write + Send>(mut n: Nemesis<W>) -> Result<()> 
                            "reorder_pct": spec.reorder_pct}),
                 );
                 n.recorder.nemesis("start-netem", v.clone())?;
-                tokio::task::block_in_place(|| cluster.netem(&picked, &spec))?;
+                tokio::task::block_in_place(|| cluster.netem(picked, &spec))?;
                 set_active(&n.active, Some(label));
                 sleep_or_stop(Instant::now() + length, &mut n.stop).await;
-                tokio::task::block_in_place(|| cluster.clear_netem(&picked))?;
+                tokio::task::block_in_place(|| cluster.clear_netem(picked))?;
                 n.recorder.nemesis("stop-netem", v)?;
             }
             FaultKind::Clock => {
-                let mode = fault.clock.unwrap_or(ClockMode::BumpForward);
-                set_active(&n.active, Some(format!("clock {mode} {}", names.join(","))));
-                clock_fault(&mut n, &picked, mode, length).await?;
+                let change = fault
+                    .clock
+                    .with_context(|| format!("fault {}: a clock fault without a mode", fault.id))?;
+                set_active(
+                    &n.active,
+                    Some(format!("clock {} {}", change.mode, names.join(","))),
+                );
+                clock_fault(&mut n, &fault, change, length).await?;
             }
         }
         set_active(&n.active, None);
@@ -822,34 +850,29 @@ async fn run_nemesis<W: std::io::Write + Send>(mut n: Nemesis<W>) -> Result<()> 
     Ok(())
 }
 
-/// One clock fault on the picked nodes: skew, hold it for `length`, then heal. After each
-/// change every picked node's `/v1/time` is read and the offset it shows is recorded, so the
-/// history says what the service's clocks really did, not only what was asked.
+/// One clock fault on its nodes: skew, hold it for `length`, then heal. After each change
+/// every node's `/v1/time` is read and the offset it shows is recorded, so the history says
+/// what the service's clocks really did, not only what was asked.
 async fn clock_fault<W: std::io::Write + Send>(
     n: &mut Nemesis<W>,
-    picked: &[usize],
-    mode: ClockMode,
+    fault: &PlannedFault,
+    change: ClockFault,
     length: Duration,
 ) -> Result<()> {
-    let bump_s = n.clock_bump.as_secs_f64();
-    let rate = match mode {
-        ClockMode::Fast => n.clock_rate,
-        ClockMode::Slow => 1.0 / n.clock_rate,
-        _ => 1.0,
-    };
+    let picked = &fault.nodes;
+    let mode = change.mode;
+    let delta_s = change.delta_ms.unwrap_or(0) as f64 / 1000.0;
+    let rate = change.rate.unwrap_or(1.0);
     let names: Vec<&str> = picked.iter().map(|&i| n.ids[i].as_str()).collect();
     let mut value = OpValue::default()
         .with_extra("nodes", json!(names))
         .with_extra("mode", json!(mode.as_str()))
-        .with_extra("length_ms", json!(length.as_millis() as u64));
-    value = match mode {
-        ClockMode::BumpForward | ClockMode::Strobe => {
-            value.with_extra("delta_ms", json!(n.clock_bump.as_millis() as u64))
-        }
-        ClockMode::BumpBack => {
-            value.with_extra("delta_ms", json!(-(n.clock_bump.as_millis() as i64)))
-        }
-        ClockMode::Fast | ClockMode::Slow => value.with_extra("rate", json!(rate)),
+        .with_extra("length_ms", json!(length.as_millis() as u64))
+        .with_extra("fault", json!(fault.id));
+    value = match (change.delta_ms, change.rate) {
+        (Some(d), _) => value.with_extra("delta_ms", json!(d)),
+        (None, Some(r)) => value.with_extra("rate", json!(r)),
+        (None, None) => value,
     };
     let mut before_s = Vec::with_capacity(picked.len());
     for &i in picked {
@@ -862,13 +885,12 @@ async fn clock_fault<W: std::io::Write + Send>(
     for (k, &i) in picked.iter().enumerate() {
         let clock = n.clocks[i].as_mut().expect("checked above");
         match mode {
-            ClockMode::BumpForward => clock.bump(bump_s)?,
-            ClockMode::BumpBack => clock.bump(-bump_s)?,
-            ClockMode::Strobe => clock.set_offset(before_s[k] + bump_s)?,
+            ClockMode::BumpForward | ClockMode::BumpBack => clock.bump(delta_s)?,
+            ClockMode::Strobe => clock.set_offset(before_s[k] + delta_s)?,
             ClockMode::Fast | ClockMode::Slow => clock.set_rate(rate)?,
         }
     }
-    observe_clocks(n, picked).await?;
+    observe_clocks(n, picked, &fault.id).await?;
     let until = Instant::now() + length;
     if mode == ClockMode::Strobe {
         // Flip between the skew and the true time; bounded by the fault's length.
@@ -879,7 +901,7 @@ async fn clock_fault<W: std::io::Write + Send>(
             skewed = !skewed;
             for (k, &i) in picked.iter().enumerate() {
                 let clock = n.clocks[i].as_mut().expect("checked above");
-                clock.set_offset(before_s[k] + if skewed { bump_s } else { 0.0 })?;
+                clock.set_offset(before_s[k] + if skewed { delta_s } else { 0.0 })?;
             }
         }
     } else {
@@ -894,15 +916,19 @@ async fn clock_fault<W: std::io::Write + Send>(
             _ => clock.set_offset(before_s[k])?,
         }
     }
-    observe_clocks(n, picked).await?;
+    observe_clocks(n, picked, &fault.id).await?;
     n.recorder.nemesis("stop-clock", value)?;
     Ok(())
 }
 
-async fn observe_clocks<W: std::io::Write + Send>(n: &Nemesis<W>, picked: &[usize]) -> Result<()> {
+async fn observe_clocks<W: std::io::Write + Send>(
+    n: &Nemesis<W>,
+    picked: &[usize],
+    fault: &str,
+) -> Result<()> {
     for &i in picked {
         let url = n.nodes[i].lock().await.base_url();
-        observe_clock(&n.recorder, &n.ids[i], &url).await?;
+        observe_clock(&n.recorder, &n.ids[i], &url, fault).await?;
     }
     Ok(())
 }
@@ -916,6 +942,7 @@ async fn observe_clock<W: std::io::Write + Send>(
     recorder: &Recorder<W>,
     id: &str,
     url: &str,
+    fault: &str,
 ) -> Result<()> {
     let unix_ms = || {
         std::time::SystemTime::now()
@@ -938,7 +965,9 @@ async fn observe_clock<W: std::io::Write + Send>(
     }
     .await;
     let after = unix_ms();
-    let mut v = OpValue::default().with_extra("nodes", json!([id]));
+    let mut v = OpValue::default()
+        .with_extra("nodes", json!([id]))
+        .with_extra("fault", json!(fault));
     match answer {
         Ok(body) => {
             if let Some(rt) = body.get("realtime_ms").and_then(serde_json::Value::as_i64) {

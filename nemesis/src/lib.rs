@@ -16,8 +16,11 @@
 //! not. Nothing here signals a process it did not start.
 //!
 //! - [`clock`]: per-node clocks through libfaketime control files ([`clock::NodeClock`]).
-//! - [`schedule`]: the seeded fault plan ([`schedule::plan`]) and `--nemesis` parsing.
+//! - [`schedule`]: the fault plan as data ([`schedule::plan`] draws it, `schedule.json` holds
+//!   it) and `--nemesis` parsing.
 //! - [`netns`]: nodes in network namespaces ([`netns::NetnsCluster`]): partitions, netem, proxy.
+//! - [`oneshot`]: a command run to completion under the same supervision as the nodes (how
+//!   `lockpick shrink` reruns `lockpick run`).
 //!
 //! [`pause`]: LocalNode::pause
 //! [`resume`]: LocalNode::resume
@@ -28,6 +31,7 @@ pub mod clock;
 mod error;
 mod local;
 pub mod netns;
+pub mod oneshot;
 mod process;
 pub mod schedule;
 mod spawner;

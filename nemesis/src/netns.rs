@@ -458,7 +458,8 @@ pub fn cleanup_from_state(path: &Path) -> Result<CleanupReport, NetnsError> {
 
 /// A netem qdisc on a node's `eth0`: applies to everything the node sends (to peers and
 /// back to clients).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct NetemSpec {
     pub delay_ms: u32,
     /// Uniform ± variation around `delay_ms`.

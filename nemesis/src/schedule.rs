@@ -1,5 +1,16 @@
-//! A seeded fault schedule: which fault starts when and how long it lasts.
+//! The fault schedule as data: which fault starts when, how long it lasts, which nodes it hits
+//! and how (cuts, clock changes, stall lengths). [`plan`] draws all of it from the seed before
+//! the run; the runner only interprets it. `schedule.json` in a run directory is the plan
+//! (see [`file`] for the format), and `lockpick run --schedule FILE` replays one.
 
+mod file;
+
+pub use file::{node_id, Capabilities, ScheduleError, SCHEDULE_VERSION};
+
+/// The plan's file in a run directory.
+pub const SCHEDULE_FILE: &str = "schedule.json";
+
+use crate::netns::{self, NetemSpec};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -297,7 +308,8 @@ pub fn parse_fault_list(s: &str) -> Result<Vec<FaultKind>, String> {
 pub struct ScheduleConfig {
     pub seed: u64,
     pub faults: Vec<FaultKind>,
-    /// Quiet time between one fault's end and the next one's start (jittered ±50%).
+    /// Quiet time between one fault's end and the next one's start (jittered ±50%). Also how
+    /// long a client-pause request waits for a holder before it lapses.
     pub interval_ms: u64,
     /// No fault starts after this; the last one is cut at this point by the final heal.
     pub duration_ms: u64,
@@ -308,41 +320,115 @@ pub struct ScheduleConfig {
     pub clock_modes: Vec<ClockMode>,
     /// The partition topologies to draw from (empty: every one).
     pub topologies: Vec<Topology>,
+    /// The lock service's nodes (0 for a service the harness did not start: then only
+    /// client-side faults can be planned).
+    pub nodes: usize,
+    /// The position of the node holding the lock state (for `--nemesis-targets primary`).
+    pub primary: usize,
+    /// Which nodes a node fault hits.
+    pub targets: Targets,
+    /// How far a clock bump or strobe jumps.
+    pub clock_bump_ms: u64,
+    /// How much faster (fast) or slower (slow: 1/rate) a skewed clock runs.
+    pub clock_rate: f64,
 }
 
-/// One planned fault.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What every netem fault does to the targeted nodes' packets.
+pub const NETEM: NetemSpec = NetemSpec {
+    delay_ms: 50,
+    jitter_ms: 20,
+    loss_pct: 5.0,
+    duplicate_pct: 1.0,
+    reorder_pct: 5.0,
+};
+
+/// One planned fault: everything about it, drawn before the run. Node positions are 0-based
+/// here and written as node ids (`n1` is position 0) in `schedule.json`.
+#[derive(Debug, Clone, PartialEq)]
 pub struct PlannedFault {
+    /// Stable within a schedule (`f1`, `f2`, ...): every history op of the fault carries it.
+    pub id: String,
+    pub kind: FaultKind,
     /// Start, in ms since the test started.
     pub at_ms: u64,
-    pub kind: FaultKind,
-    /// How long it lasts: the pause, the stall, the skew, or the downtime before the restart.
+    /// How long it lasts: the pause, the stall, the skew, the cut, or the downtime before the
+    /// restart.
     pub length_ms: u64,
+    /// The nodes a pause, kill, clock or netem fault hits.
+    pub nodes: Vec<usize>,
     /// For a clock fault, what it does to the clock.
-    pub clock: Option<ClockMode>,
+    pub clock: Option<ClockFault>,
     /// For a partition, which links it cuts.
-    pub topology: Option<Topology>,
+    pub partition: Option<PartitionFault>,
+    /// For netem, what it does to packets.
+    pub netem: Option<NetemSpec>,
+    /// For a client-pause, how long the stall request waits for a lock holder to take it.
+    pub window_ms: Option<u64>,
+}
+
+/// A clock fault's change: a step of `delta_ms` (bumps; strobe flips between the true time
+/// and the step) or a rate (fast, slow).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClockFault {
+    pub mode: ClockMode,
+    pub delta_ms: Option<i64>,
+    pub rate: Option<f64>,
+}
+
+/// A partition's cut, node positions 0-based.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartitionFault {
+    /// The name of the shape it was drawn as (a label: the cut is what is applied).
+    pub topology: Topology,
+    /// Node pairs that cannot talk, each `(a, b)` with `a < b`.
+    pub cut: Vec<(usize, usize)>,
+    /// Nodes the harness's clients cannot reach.
+    pub clients_cut_from: Vec<usize>,
+}
+
+/// A plan: the faults, and the cluster they were drawn for. `schedule.json` in a run
+/// directory is this, written by [`Schedule::to_json`] and read by [`Schedule::parse`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Schedule {
+    /// The seed the plan was drawn from (a note: a replay takes the faults as they are).
+    pub seed: Option<u64>,
+    /// How many nodes it was drawn for.
+    pub nodes: usize,
+    /// The primary's position when it was drawn.
+    pub primary: usize,
+    pub faults: Vec<PlannedFault>,
 }
 
 /// A bound on the plan's size, whatever the flags: a schedule is for humans to read, too.
 pub const MAX_FAULTS: usize = 10_000;
 
+/// A stream of its own for targets and cuts, drawn fault by fault in plan order: the same
+/// draws the nemesis made while it ran when targets were picked during execution, so a seed
+/// still gives the faults it gave then.
+const TARGET_STREAM: u64 = 0x7461_7267_6574_7321;
+
 /// The seeded plan: faults one at a time, each followed by a quiet interval (and, after a
-/// kill, time for the service's recovery). The same config
-/// always yields the same plan.
-pub fn plan(cfg: &ScheduleConfig) -> Vec<PlannedFault> {
-    let mut out = Vec::new();
+/// kill, time for the service's recovery), with every target, cut, clock change and stall
+/// length drawn here. The same config always yields the same plan.
+pub fn plan(cfg: &ScheduleConfig) -> Schedule {
+    let mut out = Schedule {
+        seed: Some(cfg.seed),
+        nodes: cfg.nodes,
+        primary: cfg.primary,
+        faults: Vec::new(),
+    };
     if cfg.faults.is_empty() {
         return out;
     }
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x6E65_6D65_7369_7321);
+    let mut targets_rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ TARGET_STREAM);
     let interval = cfg.interval_ms.max(1);
     let ttl = cfg.ttl_ms.max(1);
     let mut t = jitter(&mut rng, interval);
     // Faults come in rounds, each a random order of every chosen fault, so a short run still
     // exercises each of them and no kind is starved by chance.
     let mut round: Vec<FaultKind> = Vec::new();
-    while t < cfg.duration_ms && out.len() < MAX_FAULTS {
+    while t < cfg.duration_ms && out.faults.len() < MAX_FAULTS {
         if round.is_empty() {
             round = cfg.faults.clone();
             round.shuffle(&mut rng);
@@ -368,7 +454,7 @@ pub fn plan(cfg: &ScheduleConfig) -> Vec<PlannedFault> {
             };
             all[rng.random_range(0..all.len())]
         });
-        let clock = (kind == FaultKind::Clock).then(|| {
+        let clock_mode = (kind == FaultKind::Clock).then(|| {
             let modes: &[ClockMode] = if cfg.clock_modes.is_empty() {
                 &ClockMode::ALL
             } else {
@@ -376,12 +462,72 @@ pub fn plan(cfg: &ScheduleConfig) -> Vec<PlannedFault> {
             };
             modes[rng.random_range(0..modes.len())]
         });
-        out.push(PlannedFault {
-            at_ms: t,
+        // Targets and cuts, from their own stream.
+        let picked = if kind.is_server_side() && cfg.nodes > 0 {
+            cfg.targets
+                .pick(cfg.nodes, cfg.primary.min(cfg.nodes - 1), &mut targets_rng)
+        } else {
+            Vec::new()
+        };
+        let partition = topology.map(|topology| {
+            let n = cfg.nodes;
+            let (cut, clients_cut_from) = match topology {
+                _ if n == 0 => (vec![], vec![]),
+                Topology::Isolate => (
+                    netns::topology::isolate(n, targets_rng.random_range(0..n)),
+                    vec![],
+                ),
+                Topology::Halves => (netns::topology::halves(n, &mut targets_rng), vec![]),
+                Topology::MajoritiesRing => (netns::topology::majorities_ring(n), vec![]),
+                Topology::Bridge => (netns::topology::bridge(n), vec![]),
+                Topology::Clients => (vec![], picked.clone()),
+            };
+            PartitionFault {
+                topology,
+                cut,
+                clients_cut_from,
+            }
+        });
+        let clock = clock_mode.map(|mode| {
+            let bump = cfg.clock_bump_ms as i64;
+            let rate = cfg.clock_rate;
+            match mode {
+                ClockMode::BumpForward | ClockMode::Strobe => ClockFault {
+                    mode,
+                    delta_ms: Some(bump),
+                    rate: None,
+                },
+                ClockMode::BumpBack => ClockFault {
+                    mode,
+                    delta_ms: Some(-bump),
+                    rate: None,
+                },
+                ClockMode::Fast => ClockFault {
+                    mode,
+                    delta_ms: None,
+                    rate: Some(rate),
+                },
+                ClockMode::Slow => ClockFault {
+                    mode,
+                    delta_ms: None,
+                    rate: Some(1.0 / rate),
+                },
+            }
+        });
+        out.faults.push(PlannedFault {
+            id: format!("f{}", out.faults.len() + 1),
             kind,
+            at_ms: t,
             length_ms,
+            nodes: if kind == FaultKind::Partition {
+                Vec::new()
+            } else {
+                picked
+            },
             clock,
-            topology,
+            partition,
+            netem: (kind == FaultKind::Netem).then_some(NETEM),
+            window_ms: (kind == FaultKind::ClientPause).then_some(interval),
         });
         // A correct service refuses grants after a restart until every lease it may have
         // granted has lapsed (up to about 2 ttl with rounding); a kill inside that window would
@@ -409,6 +555,11 @@ mod tests {
             ttl_ms: 2000,
             clock_modes: vec![],
             topologies: vec![],
+            nodes: 3,
+            primary: 0,
+            targets: Targets::One,
+            clock_bump_ms: 6000,
+            clock_rate: 4.0,
         }
     }
 
@@ -421,7 +572,7 @@ mod tests {
     #[test]
     fn faults_do_not_overlap_and_start_within_the_run() {
         for seed in 0..50 {
-            let p = plan(&cfg(seed));
+            let p = plan(&cfg(seed)).faults;
             assert!(!p.is_empty());
             for w in p.windows(2) {
                 assert!(w[0].at_ms + w[0].length_ms < w[1].at_ms, "{w:?}");
@@ -439,9 +590,52 @@ mod tests {
     }
 
     #[test]
-    fn every_chosen_fault_appears_once_per_round() {
+    fn every_fault_is_data_before_the_run() {
         for seed in 0..50 {
             let p = plan(&cfg(seed));
+            assert_eq!((p.nodes, p.primary, p.seed), (3, 0, Some(seed)));
+            for (i, f) in p.faults.iter().enumerate() {
+                assert_eq!(f.id, format!("f{}", i + 1));
+                match f.kind {
+                    FaultKind::Pause | FaultKind::Kill | FaultKind::Netem => {
+                        assert_eq!(f.nodes.len(), 1, "{f:?}")
+                    }
+                    FaultKind::Clock => {
+                        let c = f.clock.unwrap();
+                        assert_eq!(f.nodes.len(), 1);
+                        match c.mode {
+                            ClockMode::BumpBack => assert_eq!(c.delta_ms, Some(-6000)),
+                            ClockMode::Slow => assert_eq!(c.rate, Some(0.25)),
+                            ClockMode::Fast => assert_eq!(c.rate, Some(4.0)),
+                            _ => assert_eq!(c.delta_ms, Some(6000)),
+                        }
+                    }
+                    FaultKind::Partition => {
+                        let c = f.partition.as_ref().unwrap();
+                        assert!(f.nodes.is_empty());
+                        assert!(!c.cut.is_empty() || !c.clients_cut_from.is_empty(), "{f:?}");
+                    }
+                    FaultKind::ClientPause => {
+                        assert!(f.nodes.is_empty());
+                        assert_eq!(f.window_ms, Some(3000));
+                    }
+                }
+                assert_eq!(f.netem.is_some(), f.kind == FaultKind::Netem);
+            }
+        }
+        // Without nodes (a --url target) only client-side faults plan targets: none.
+        let p = plan(&ScheduleConfig {
+            nodes: 0,
+            faults: vec![FaultKind::ClientPause],
+            ..cfg(1)
+        });
+        assert!(p.faults.iter().all(|f| f.nodes.is_empty()));
+    }
+
+    #[test]
+    fn every_chosen_fault_appears_once_per_round() {
+        for seed in 0..50 {
+            let p = plan(&cfg(seed)).faults;
             for round in p.chunks(6).filter(|r| r.len() == 6) {
                 let mut kinds: Vec<_> = round.iter().map(|f| f.kind).collect();
                 kinds.sort();
@@ -484,6 +678,7 @@ mod tests {
             faults: vec![],
             ..cfg(1)
         })
+        .faults
         .is_empty());
     }
 }

@@ -24,7 +24,7 @@ mod workload;
 pub use adapter::Adapter;
 pub use client::{ClientError, RefClient, Reply};
 pub use etcd::{Clock, EtcdClient};
-pub use pause::PauseBoard;
+pub use pause::{PauseBoard, Stall};
 pub use template::{CallSpec, TemplateClient, TemplateSpec};
 pub use workload::{
     final_reads, run_workers, Budget, WorkersDone, WorkloadConfig, WorkloadError, WorkloadKind,

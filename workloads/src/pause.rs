@@ -8,7 +8,15 @@ use std::time::{Duration, Instant};
 /// long after it was scheduled.
 #[derive(Debug, Default)]
 pub struct PauseBoard {
-    pending: Mutex<Option<(Duration, Instant)>>,
+    pending: Mutex<Option<(Stall, Instant)>>,
+}
+
+/// A stall a holder takes: how long, and the planned fault it carries out (its id goes on the
+/// stall's history ops).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stall {
+    pub length: Duration,
+    pub fault: Option<String>,
 }
 
 impl PauseBoard {
@@ -18,11 +26,27 @@ impl PauseBoard {
 
     /// Asks the next holder to stall for `stall`; the request lapses at `deadline`.
     pub fn request(&self, stall: Duration, deadline: Instant) {
+        self.request_stall(
+            Stall {
+                length: stall,
+                fault: None,
+            },
+            deadline,
+        );
+    }
+
+    /// Asks the next holder to take `stall`; the request lapses at `deadline`.
+    pub fn request_stall(&self, stall: Stall, deadline: Instant) {
         *self.pending.lock().unwrap_or_else(|p| p.into_inner()) = Some((stall, deadline));
     }
 
     /// Takes the outstanding request, if it has not lapsed.
     pub fn take(&self) -> Option<Duration> {
+        self.take_stall().map(|s| s.length)
+    }
+
+    /// Takes the outstanding request with its fault id, if it has not lapsed.
+    pub fn take_stall(&self) -> Option<Stall> {
         let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         match p.take() {
             Some((stall, deadline)) if Instant::now() < deadline => Some(stall),

@@ -3,7 +3,7 @@
 
 use crate::adapter::Adapter;
 use crate::client::Reply;
-use crate::pause::PauseBoard;
+use crate::pause::{PauseBoard, Stall};
 use history::{OpType, OpValue, Process, Recorder, F};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -392,7 +392,7 @@ impl<W: Write + Send> Worker<W> {
         let until = Instant::now() + hold;
         // Bounded: each pass sleeps until the next renewal or the end, or renews, or ends.
         loop {
-            if let Some(stall) = self.pauses.take() {
+            if let Some(stall) = self.pauses.take_stall() {
                 self.stall(held, stall).await?;
                 return Ok(HoldEnd::Stalled);
             }
@@ -460,18 +460,22 @@ impl<W: Write + Send> Worker<W> {
         }
     }
 
-    async fn stall(&mut self, held: &Held, stall: Duration) -> Result<(), WorkloadError> {
+    async fn stall(&mut self, held: &Held, stall: Stall) -> Result<(), WorkloadError> {
         let detail = || {
-            OpValue::default()
+            let v = OpValue::default()
                 .with_extra("process", Value::from(self.process))
                 .with_extra("lock", Value::from(held.lock.clone()))
                 .with_extra("token", Value::from(held.token))
-                .with_extra("stall_ms", Value::from(stall.as_millis() as u64))
+                .with_extra("stall_ms", Value::from(stall.length.as_millis() as u64));
+            match &stall.fault {
+                Some(id) => v.with_extra("fault", Value::from(id.clone())),
+                None => v,
+            }
         };
         self.recorder.nemesis("start-client-pause", detail())?;
         // The stall ignores the stop signal on purpose: a GC pause does not end because the test
         // is ending, and the runner waits for it (it is bounded by the nemesis).
-        tokio::time::sleep(stall).await;
+        tokio::time::sleep(stall.length).await;
         self.recorder.nemesis("stop-client-pause", detail())?;
         tracing::debug!(
             slot = self.slot,

@@ -1,0 +1,669 @@
+//! `schedule.json`: a [`Schedule`] as a file, version 1.
+//!
+//! ```json
+//! {
+//!   "version": 1,
+//!   "seed": 7,
+//!   "nodes": 3,
+//!   "primary": 0,
+//!   "faults": [
+//!     {"id": "f1", "kind": "pause", "at_ms": 1480, "length_ms": 1210, "nodes": ["n2"]},
+//!     {"id": "f2", "kind": "client-pause", "at_ms": 4100, "length_ms": 2600, "window_ms": 1000},
+//!     {"id": "f3", "kind": "clock", "at_ms": 8000, "length_ms": 4000, "nodes": ["n1"],
+//!      "mode": "bump-forward", "delta_ms": 3000},
+//!     {"id": "f4", "kind": "partition", "at_ms": 13000, "length_ms": 2000,
+//!      "topology": "halves", "cut": [["n1", "n2"], ["n1", "n3"]], "clients_cut_from": []},
+//!     {"id": "f5", "kind": "netem", "at_ms": 16000, "length_ms": 2000, "nodes": ["n3"],
+//!      "netem": {"delay_ms": 50, "jitter_ms": 20, "loss_pct": 5.0, "duplicate_pct": 1.0,
+//!                "reorder_pct": 5.0}}
+//!   ]
+//! }
+//! ```
+//!
+//! - `version` (required): 1. `seed` (optional): what the plan was drawn from, a note only.
+//!   `nodes`: how many nodes it was drawn for; `primary`: the primary's node (0-based) then.
+//! - A fault: `id` (unique), `kind` (`pause`, `kill`, `client-pause`, `clock`, `partition`,
+//!   `netem`), `at_ms` (start, ms after the run's start), `length_ms` (> 0). Faults are in
+//!   start order and never overlap: each ends (`at_ms + length_ms`) before the next starts.
+//! - `nodes`: the node ids a pause, kill, clock or netem fault hits (`n1` is the first node).
+//! - clock: `mode` (`bump-forward`, `bump-back`, `strobe`: `delta_ms`, the step; `fast`,
+//!   `slow`: `rate`, the clock's speed, above 1 for fast and below for slow).
+//! - partition: `topology` (the shape's name, a label), `cut` (node pairs that cannot talk),
+//!   `clients_cut_from` (nodes the harness's clients cannot reach).
+//! - netem: `netem` (default: the planner's; see [`NETEM`](super::NETEM)).
+//! - client-pause: `window_ms`, how long the stall request waits for a lock holder to take it
+//!   (default: `length_ms`). Which client stalls is the one holding a lock then.
+//!
+//! Unknown keys are refused, so a typo never silently drops part of a fault.
+
+use super::{
+    ClockFault, ClockMode, FaultKind, PartitionFault, PlannedFault, Schedule, Topology, MAX_FAULTS,
+    NETEM,
+};
+use crate::netns::NetemSpec;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::fmt;
+
+/// The format version this build reads and writes.
+pub const SCHEDULE_VERSION: u64 = 1;
+
+/// A fault may not end later than this after the run's start (30 days): a bound, and a guard
+/// against seconds taken for milliseconds many times over.
+const END_MS_MAX: u64 = 30 * 24 * 3_600_000;
+
+/// What is wrong with a schedule, naming the fault when one fault is at fault.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScheduleError {
+    /// The fault's id (or `#N`, its position, when it has no usable id).
+    pub fault: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for ScheduleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.fault {
+            Some(id) => write!(f, "fault {id}: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for ScheduleError {}
+
+fn whole(message: impl Into<String>) -> ScheduleError {
+    ScheduleError {
+        fault: None,
+        message: message.into(),
+    }
+}
+
+fn at(fault: &str, message: impl Into<String>) -> ScheduleError {
+    ScheduleError {
+        fault: Some(fault.to_string()),
+        message: message.into(),
+    }
+}
+
+/// What the run about to replay a schedule can do, for [`Schedule::check`].
+#[derive(Debug, Clone)]
+pub struct Capabilities {
+    /// The lock service's nodes; 0 when the harness did not start them (`--url`).
+    pub nodes: usize,
+    /// Whether partitions and netem can run; the error says why not.
+    pub netns: Result<(), String>,
+    /// Whether clock faults can run; the error says why not.
+    pub clock: Result<(), String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSchedule {
+    version: Value,
+    #[serde(default)]
+    seed: Option<u64>,
+    nodes: usize,
+    #[serde(default)]
+    primary: usize,
+    faults: Vec<Value>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFault {
+    id: String,
+    kind: String,
+    at_ms: u64,
+    length_ms: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    nodes: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    delta_ms: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rate: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    topology: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cut: Option<Vec<[String; 2]>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    clients_cut_from: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    netem: Option<NetemSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    window_ms: Option<u64>,
+}
+
+#[derive(Serialize)]
+struct OutSchedule {
+    version: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seed: Option<u64>,
+    nodes: usize,
+    primary: usize,
+    faults: Vec<RawFault>,
+}
+
+/// `n1` for position 0: the runner's node ids.
+pub fn node_id(i: usize) -> String {
+    format!("n{}", i + 1)
+}
+
+fn node_index(fault: &str, id: &str) -> Result<usize, ScheduleError> {
+    id.strip_prefix('n')
+        .and_then(|k| k.parse::<usize>().ok())
+        .filter(|&k| k >= 1 && !id[1..].starts_with('0'))
+        .map(|k| k - 1)
+        .ok_or_else(|| {
+            at(
+                fault,
+                format!("node {id:?}: expected a node id n1, n2, ..."),
+            )
+        })
+}
+
+impl PlannedFault {
+    fn to_raw(&self) -> RawFault {
+        let ids = |v: &[usize]| v.iter().map(|&i| node_id(i)).collect::<Vec<_>>();
+        RawFault {
+            id: self.id.clone(),
+            kind: self.kind.as_str().to_string(),
+            at_ms: self.at_ms,
+            length_ms: self.length_ms,
+            nodes: ids(&self.nodes),
+            mode: self.clock.map(|c| c.mode.as_str().to_string()),
+            delta_ms: self.clock.and_then(|c| c.delta_ms),
+            rate: self.clock.and_then(|c| c.rate),
+            topology: self
+                .partition
+                .as_ref()
+                .map(|p| p.topology.as_str().to_string()),
+            cut: self.partition.as_ref().map(|p| {
+                p.cut
+                    .iter()
+                    .map(|&(a, b)| [node_id(a), node_id(b)])
+                    .collect()
+            }),
+            clients_cut_from: self.partition.as_ref().map(|p| ids(&p.clients_cut_from)),
+            netem: self.netem.clone(),
+            window_ms: self.window_ms,
+        }
+    }
+
+    fn from_raw(r: RawFault) -> Result<PlannedFault, ScheduleError> {
+        let id = r.id.as_str();
+        let kind: FaultKind = r
+            .kind
+            .parse()
+            .map_err(|_| at(id, format!("unknown fault kind {:?} (expected pause, kill, client-pause, clock, partition, netem)", r.kind)))?;
+        if r.length_ms == 0 {
+            return Err(at(id, "length_ms must be positive"));
+        }
+        if r.at_ms.saturating_add(r.length_ms) > END_MS_MAX {
+            return Err(at(id, "ends more than 30 days after the run's start"));
+        }
+        let only = |present: bool, key: &str, owner: FaultKind| {
+            if present && kind != owner {
+                Err(at(id, format!("`{key}` is for {owner} faults, not {kind}")))
+            } else {
+                Ok(())
+            }
+        };
+        only(r.mode.is_some(), "mode", FaultKind::Clock)?;
+        only(r.delta_ms.is_some(), "delta_ms", FaultKind::Clock)?;
+        only(r.rate.is_some(), "rate", FaultKind::Clock)?;
+        only(r.topology.is_some(), "topology", FaultKind::Partition)?;
+        only(r.cut.is_some(), "cut", FaultKind::Partition)?;
+        only(
+            r.clients_cut_from.is_some(),
+            "clients_cut_from",
+            FaultKind::Partition,
+        )?;
+        only(r.netem.is_some(), "netem", FaultKind::Netem)?;
+        only(r.window_ms.is_some(), "window_ms", FaultKind::ClientPause)?;
+        let mut nodes = Vec::with_capacity(r.nodes.len());
+        for n in &r.nodes {
+            let i = node_index(id, n)?;
+            if nodes.contains(&i) {
+                return Err(at(id, format!("node {n} is named twice")));
+            }
+            nodes.push(i);
+        }
+        nodes.sort_unstable();
+        match kind {
+            FaultKind::ClientPause | FaultKind::Partition if !nodes.is_empty() => {
+                return Err(at(
+                    id,
+                    format!(
+                        "`nodes` is not for {kind} faults{}",
+                        if kind == FaultKind::Partition {
+                            " (use `cut` and `clients_cut_from`)"
+                        } else {
+                            " (the client holding a lock stalls)"
+                        }
+                    ),
+                ))
+            }
+            FaultKind::Pause | FaultKind::Kill | FaultKind::Clock | FaultKind::Netem
+                if nodes.is_empty() =>
+            {
+                return Err(at(
+                    id,
+                    format!("a {kind} fault needs `nodes` (e.g. [\"n1\"])"),
+                ))
+            }
+            _ => {}
+        }
+        let clock = if kind == FaultKind::Clock {
+            let mode: ClockMode = r
+                .mode
+                .as_deref()
+                .ok_or_else(|| at(id, "a clock fault needs `mode`"))?
+                .parse()
+                .map_err(|e: String| at(id, e))?;
+            let (delta_ms, rate) = match mode {
+                ClockMode::BumpForward | ClockMode::BumpBack | ClockMode::Strobe => {
+                    if r.rate.is_some() {
+                        return Err(at(
+                            id,
+                            format!("`rate` is for fast and slow clocks, not {mode}"),
+                        ));
+                    }
+                    let d = r
+                        .delta_ms
+                        .ok_or_else(|| at(id, format!("a {mode} clock fault needs `delta_ms`")))?;
+                    let ok = match mode {
+                        ClockMode::BumpForward => d > 0,
+                        ClockMode::BumpBack => d < 0,
+                        _ => d != 0,
+                    };
+                    if !ok || d.unsigned_abs() > END_MS_MAX {
+                        return Err(at(
+                            id,
+                            format!("delta_ms {d} does not fit {mode} (forward > 0, back < 0, strobe not 0; at most 30 days)"),
+                        ));
+                    }
+                    (Some(d), None)
+                }
+                ClockMode::Fast | ClockMode::Slow => {
+                    if r.delta_ms.is_some() {
+                        return Err(at(
+                            id,
+                            format!("`delta_ms` is for bumps and strobes, not {mode}"),
+                        ));
+                    }
+                    let rate = r
+                        .rate
+                        .ok_or_else(|| at(id, format!("a {mode} clock fault needs `rate`")))?;
+                    let ok = match mode {
+                        ClockMode::Fast => rate > 1.0 && rate <= 1000.0,
+                        _ => rate < 1.0 && rate >= 0.001,
+                    };
+                    if !ok {
+                        return Err(at(
+                            id,
+                            format!("rate {rate} does not fit {mode} (fast: above 1, at most 1000; slow: below 1, at least 0.001)"),
+                        ));
+                    }
+                    (None, Some(rate))
+                }
+            };
+            Some(ClockFault {
+                mode,
+                delta_ms,
+                rate,
+            })
+        } else {
+            None
+        };
+        let partition = if kind == FaultKind::Partition {
+            let topology: Topology = r
+                .topology
+                .as_deref()
+                .ok_or_else(|| at(id, "a partition needs `topology`"))?
+                .parse()
+                .map_err(|e: String| at(id, e))?;
+            let mut cut = Vec::new();
+            for [a, b] in r.cut.unwrap_or_default() {
+                let (x, y) = (node_index(id, &a)?, node_index(id, &b)?);
+                if x == y {
+                    return Err(at(
+                        id,
+                        format!("cut [{a}, {b}]: a node cannot be cut from itself"),
+                    ));
+                }
+                cut.push((x.min(y), x.max(y)));
+            }
+            cut.sort_unstable();
+            cut.dedup();
+            let mut clients_cut_from = Vec::new();
+            for n in r.clients_cut_from.unwrap_or_default() {
+                clients_cut_from.push(node_index(id, &n)?);
+            }
+            clients_cut_from.sort_unstable();
+            clients_cut_from.dedup();
+            Some(PartitionFault {
+                topology,
+                cut,
+                clients_cut_from,
+            })
+        } else {
+            None
+        };
+        let netem = if kind == FaultKind::Netem {
+            let spec = r.netem.unwrap_or(NETEM);
+            spec.tc_args().map_err(|e| at(id, e.to_string()))?;
+            Some(spec)
+        } else {
+            None
+        };
+        let window_ms =
+            (kind == FaultKind::ClientPause).then(|| r.window_ms.unwrap_or(r.length_ms));
+        Ok(PlannedFault {
+            id: r.id,
+            kind,
+            at_ms: r.at_ms,
+            length_ms: r.length_ms,
+            nodes,
+            clock,
+            partition,
+            netem,
+            window_ms,
+        })
+    }
+
+    /// Every node position the fault names (targets, cut ends, nodes cut from clients).
+    pub fn nodes_named(&self) -> BTreeSet<usize> {
+        let mut all: BTreeSet<usize> = self.nodes.iter().copied().collect();
+        if let Some(p) = &self.partition {
+            all.extend(p.cut.iter().flat_map(|&(a, b)| [a, b]));
+            all.extend(p.clients_cut_from.iter().copied());
+        }
+        all
+    }
+
+    /// When the fault ends, in ms since the run's start.
+    pub fn end_ms(&self) -> u64 {
+        self.at_ms + self.length_ms
+    }
+}
+
+impl Schedule {
+    /// The file's text: pretty JSON, one key per line.
+    pub fn to_json(&self) -> String {
+        let out = OutSchedule {
+            version: SCHEDULE_VERSION,
+            seed: self.seed,
+            nodes: self.nodes,
+            primary: self.primary,
+            faults: self.faults.iter().map(PlannedFault::to_raw).collect(),
+        };
+        serde_json::to_string_pretty(&out).expect("a schedule always serializes") + "\n"
+    }
+
+    /// Reads a schedule file's text and checks what the file alone can say is wrong: the
+    /// version, each fault's keys and values, unique ids, and that faults come in start order
+    /// without overlapping. [`Schedule::check`] then checks it against the run.
+    pub fn parse(text: &str) -> Result<Schedule, ScheduleError> {
+        let value: Value =
+            serde_json::from_str(text).map_err(|e| whole(format!("not JSON: {e}")))?;
+        match value.get("version") {
+            Some(v) if v.as_u64() == Some(SCHEDULE_VERSION) => {}
+            Some(v) => {
+                return Err(whole(format!(
+                "version {v} is not one this lockpick reads (it reads version {SCHEDULE_VERSION})"
+            )))
+            }
+            None => return Err(whole("no `version` (this lockpick reads version 1)")),
+        }
+        let raw: RawSchedule = serde_json::from_value(value).map_err(|e| whole(e.to_string()))?;
+        let _ = raw.version;
+        if raw.faults.len() > MAX_FAULTS {
+            return Err(whole(format!(
+                "{} faults; a schedule holds at most {MAX_FAULTS}",
+                raw.faults.len()
+            )));
+        }
+        if raw.nodes > 0 && raw.primary >= raw.nodes {
+            return Err(whole(format!(
+                "primary {} is not a node of {} (0-based)",
+                raw.primary, raw.nodes
+            )));
+        }
+        let mut faults: Vec<PlannedFault> = Vec::with_capacity(raw.faults.len());
+        let mut ids = BTreeSet::new();
+        for (i, v) in raw.faults.into_iter().enumerate() {
+            let label = v
+                .get("id")
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("#{}", i + 1));
+            let r: RawFault = serde_json::from_value(v).map_err(|e| at(&label, e.to_string()))?;
+            if r.id.is_empty() || r.id.len() > 64 || r.id.chars().any(char::is_whitespace) {
+                return Err(at(&label, "`id` must be a short word (f1, f2, ...)"));
+            }
+            if !ids.insert(r.id.clone()) {
+                return Err(at(&label, "the id is used twice"));
+            }
+            let f = PlannedFault::from_raw(r)?;
+            if let Some(prev) = faults.last() {
+                if f.at_ms < prev.end_ms() {
+                    return Err(at(
+                        &f.id,
+                        format!(
+                            "starts at {} ms, before fault {} ends ({} ms): faults may not overlap",
+                            f.at_ms,
+                            prev.id,
+                            prev.end_ms()
+                        ),
+                    ));
+                }
+            }
+            faults.push(f);
+        }
+        Ok(Schedule {
+            seed: raw.seed,
+            nodes: raw.nodes,
+            primary: raw.primary,
+            faults,
+        })
+    }
+
+    /// Whether the run described by `caps` can take every fault: targets within its nodes,
+    /// node faults only on nodes it started, partitions and netem only in namespaces, clock
+    /// faults only under libfaketime.
+    pub fn check(&self, caps: &Capabilities) -> Result<(), ScheduleError> {
+        for f in &self.faults {
+            if f.kind.is_server_side() && caps.nodes == 0 {
+                return Err(at(
+                    &f.id,
+                    format!(
+                        "{} needs nodes the harness started (this run's target is a --url)",
+                        f.kind
+                    ),
+                ));
+            }
+            if let Some(&beyond) = f.nodes_named().iter().find(|&&i| i >= caps.nodes) {
+                return Err(at(
+                    &f.id,
+                    format!(
+                        "names node {}, but the run has {} node(s)",
+                        node_id(beyond),
+                        caps.nodes
+                    ),
+                ));
+            }
+            if f.kind.needs_netns() {
+                if let Err(why) = &caps.netns {
+                    return Err(at(&f.id, format!("{} {why}", f.kind)));
+                }
+            }
+            if f.kind == FaultKind::Clock {
+                if let Err(why) = &caps.clock {
+                    return Err(at(&f.id, format!("clock {why}")));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The fault kinds it holds, in `--nemesis` order.
+    pub fn kinds(&self) -> Vec<FaultKind> {
+        FaultKind::ALL
+            .into_iter()
+            .filter(|k| self.faults.iter().any(|f| f.kind == *k))
+            .collect()
+    }
+
+    /// When its last fault ends (0 without faults), in ms since the run's start.
+    pub fn end_ms(&self) -> u64 {
+        self.faults
+            .iter()
+            .map(PlannedFault::end_ms)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{plan, ScheduleConfig, Targets};
+    use super::*;
+
+    fn cfg(seed: u64, nodes: usize) -> ScheduleConfig {
+        ScheduleConfig {
+            seed,
+            faults: FaultKind::ALL.to_vec(),
+            interval_ms: 1000,
+            duration_ms: 30_000,
+            ttl_ms: 1000,
+            clock_modes: vec![],
+            topologies: vec![],
+            nodes,
+            primary: 0,
+            targets: Targets::Minority,
+            clock_bump_ms: 3000,
+            clock_rate: 4.0,
+        }
+    }
+
+    fn caps(nodes: usize) -> Capabilities {
+        Capabilities {
+            nodes,
+            netns: Ok(()),
+            clock: Ok(()),
+        }
+    }
+
+    #[test]
+    fn a_plan_round_trips_through_its_file() {
+        for seed in 0..30 {
+            for nodes in [1, 3, 5] {
+                let p = plan(&cfg(seed, nodes));
+                let text = p.to_json();
+                let back = Schedule::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+                assert_eq!(back, p, "{text}");
+                back.check(&caps(nodes)).unwrap();
+                assert!(text.contains("\"version\": 1"));
+            }
+        }
+    }
+
+    fn one(fault: &str) -> String {
+        format!(r#"{{"version": 1, "nodes": 3, "primary": 0, "faults": [{fault}]}}"#)
+    }
+
+    fn err(text: &str) -> String {
+        Schedule::parse(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn bad_files_name_the_fault() {
+        let e = err(&one(
+            r#"{"id": "f3", "kind": "pauze", "at_ms": 1, "length_ms": 5, "nodes": ["n1"]}"#,
+        ));
+        assert!(
+            e.starts_with("fault f3: unknown fault kind \"pauze\""),
+            "{e}"
+        );
+        let e = err(&one(
+            r#"{"id": "f2", "kind": "pause", "at_ms": 1, "length_ms": 5, "nodes": ["n1"], "colour": 1}"#,
+        ));
+        assert!(e.starts_with("fault f2: unknown field `colour`"), "{e}");
+        let e = err(&one(
+            r#"{"id": "f1", "kind": "pause", "at_ms": 1, "length_ms": 5}"#,
+        ));
+        assert!(
+            e.starts_with("fault f1: a pause fault needs `nodes`"),
+            "{e}"
+        );
+        let e = err(&one(
+            r#"{"id": "f1", "kind": "pause", "at_ms": 1, "length_ms": 5, "nodes": ["x1"]}"#,
+        ));
+        assert!(e.starts_with("fault f1: node \"x1\""), "{e}");
+        let e = err(&one(
+            r#"{"id": "f4", "kind": "clock", "at_ms": 1, "length_ms": 5, "nodes": ["n1"], "mode": "fast", "rate": 0.5}"#,
+        ));
+        assert!(e.starts_with("fault f4: rate 0.5 does not fit fast"), "{e}");
+        let e = err(&one(
+            r#"{"kind": "pause", "at_ms": 1, "length_ms": 5, "nodes": ["n1"]}"#,
+        ));
+        assert!(e.starts_with("fault #1: missing field `id`"), "{e}");
+        let e = err(r#"{"version": 2, "nodes": 1, "faults": []}"#);
+        assert!(
+            e.starts_with("version 2 is not one this lockpick reads"),
+            "{e}"
+        );
+        let e = err(r#"{"nodes": 1, "faults": []}"#);
+        assert!(e.starts_with("no `version`"), "{e}");
+        let e = err(r#"{"version": 1, "nodes": 1, "faults": ["#);
+        assert!(e.starts_with("not JSON"), "{e}");
+        let two = r#"{"version": 1, "nodes": 3, "faults": [
+            {"id": "f1", "kind": "pause", "at_ms": 1000, "length_ms": 500, "nodes": ["n1"]},
+            {"id": "f2", "kind": "kill", "at_ms": 1400, "length_ms": 500, "nodes": ["n2"]}]}"#;
+        let e = err(two);
+        assert!(
+            e.starts_with("fault f2: starts at 1400 ms, before fault f1 ends (1500 ms)"),
+            "{e}"
+        );
+        let dup = two.replace("\"f2\"", "\"f1\"").replace("1400", "1600");
+        assert!(
+            err(&dup).starts_with("fault f1: the id is used twice"),
+            "{}",
+            err(&dup)
+        );
+    }
+
+    #[test]
+    fn checks_against_the_run_name_the_fault() {
+        let s = Schedule::parse(&one(
+            r#"{"id": "f7", "kind": "kill", "at_ms": 1, "length_ms": 5, "nodes": ["n3"]}"#,
+        ))
+        .unwrap();
+        s.check(&caps(3)).unwrap();
+        let e = s.check(&caps(2)).unwrap_err().to_string();
+        assert_eq!(e, "fault f7: names node n3, but the run has 2 node(s)");
+        let e = s.check(&caps(0)).unwrap_err().to_string();
+        assert!(
+            e.starts_with("fault f7: kill needs nodes the harness started"),
+            "{e}"
+        );
+        let p = Schedule::parse(&one(
+            r#"{"id": "f5", "kind": "partition", "at_ms": 1, "length_ms": 5, "topology": "isolate", "cut": [["n2", "n1"]]}"#,
+        ))
+        .unwrap();
+        assert_eq!(p.faults[0].partition.as_ref().unwrap().cut, vec![(0, 1)]);
+        let e = p
+            .check(&Capabilities {
+                nodes: 3,
+                netns: Err("needs --runtime netns".into()),
+                clock: Ok(()),
+            })
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "fault f5: partition needs --runtime netns");
+    }
+}
