@@ -57,6 +57,7 @@ const KEYS: &[(&str, &str, &str, Kind)] = &[
         "--nemesis-targets",
         Kind::Text,
     ),
+    ("nemesis", "schedule", "--schedule", Kind::Text),
     ("nemesis", "clock_faults", "--clock-faults", Kind::List),
     ("nemesis", "clock_scope", "--clock-scope", Kind::Text),
     ("nemesis", "clock_bump", "--clock-bump", Kind::Text),
@@ -112,6 +113,9 @@ pub fn flags_from_file(path: &Path) -> Result<Vec<OsString>> {
             .unwrap_or(0);
         anyhow::anyhow!("{}:{at}: {}", path.display(), e.message())
     })?;
+    if is_resolved(&text, &table) {
+        return flags_from_resolved(path, &text, &table);
+    }
     let mut flags = Vec::new();
     for (name, value) in &table {
         match value {
@@ -131,6 +135,214 @@ pub fn flags_from_file(path: &Path) -> Result<Vec<OsString>> {
                 SECTIONS.join(", ")
             ),
             v => push_flag(&mut flags, path, &text, None, name, v)?,
+        }
+    }
+    Ok(flags)
+}
+
+/// The first line the runner writes atop a run directory's `config.toml`.
+const RESOLVED_HEADER: &str = "# Resolved configuration of this run.";
+
+/// Whether the file is a run directory's `config.toml` (the resolved configuration, keys in
+/// milliseconds) rather than a `lockpick init` file (keys named after the flags).
+fn is_resolved(text: &str, table: &toml::Table) -> bool {
+    text.starts_with(RESOLVED_HEADER) || table.contains_key("ttl_ms")
+}
+
+/// A run directory's `config.toml` as flags, so `lockpick run --config RUN_DIR/config.toml`
+/// reruns that run (same seed; `lockpick shrink` reruns it with a smaller schedule). Every key
+/// the runner writes is read; any other key is refused like a typo.
+fn flags_from_resolved(path: &Path, text: &str, table: &toml::Table) -> Result<Vec<OsString>> {
+    let mut flags: Vec<OsString> = Vec::new();
+    let mut push = |flag: &str, value: String| {
+        flags.push(flag.into());
+        flags.push(value.into());
+    };
+    let at = |key: &str| line_of(text, None, key);
+    let wrong = |key: &str, what: &str| {
+        anyhow::anyhow!("{}:{}: `{key}` must be {what}", path.display(), at(key))
+    };
+    let string = |key: &str| -> Result<Option<String>> {
+        match table.get(key) {
+            None => Ok(None),
+            Some(toml::Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(wrong(key, "a string")),
+        }
+    };
+    let number = |key: &str| -> Result<Option<String>> {
+        match table.get(key) {
+            None => Ok(None),
+            Some(toml::Value::Integer(n)) if *n >= 0 => Ok(Some(n.to_string())),
+            Some(toml::Value::Float(f)) => Ok(Some(f.to_string())),
+            // A seed above TOML's integers is written as a string.
+            Some(toml::Value::String(s)) if s.parse::<u64>().is_ok() => Ok(Some(s.clone())),
+            Some(_) => Err(wrong(key, "a non-negative number")),
+        }
+    };
+    let list = |key: &str| -> Result<Option<Vec<String>>> {
+        match table.get(key) {
+            None => Ok(None),
+            Some(toml::Value::Array(items)) => items
+                .iter()
+                .map(|i| match i {
+                    toml::Value::String(s) => Ok(s.clone()),
+                    _ => Err(wrong(key, "an array of strings")),
+                })
+                .collect::<Result<Vec<_>>>()
+                .map(Some),
+            Some(_) => Err(wrong(key, "an array of strings")),
+        }
+    };
+    let target = |key: &str| -> Result<Option<(String, Option<String>)>> {
+        let Some(v) = table.get(key) else {
+            return Ok(None);
+        };
+        let t = v.as_table().ok_or_else(|| wrong(key, "a table"))?;
+        let kind = t
+            .get("kind")
+            .and_then(toml::Value::as_str)
+            .ok_or_else(|| wrong(key, "a table with a `kind`"))?;
+        let arg = match kind {
+            "embedded" => None,
+            "command" => Some(
+                t.get("template")
+                    .and_then(toml::Value::as_str)
+                    .ok_or_else(|| wrong(key, "a table with a `template`"))?
+                    .to_string(),
+            ),
+            "url" => Some(
+                t.get("url")
+                    .and_then(toml::Value::as_str)
+                    .ok_or_else(|| wrong(key, "a table with a `url`"))?
+                    .to_string(),
+            ),
+            other => {
+                return Err(wrong(
+                    key,
+                    &format!("embedded, command or url, not {other:?}"),
+                ))
+            }
+        };
+        Ok(Some((kind.to_string(), arg)))
+    };
+    let ms = |key: &str| -> Result<Option<String>> { Ok(number(key)?.map(|n| format!("{n}ms"))) };
+
+    const KNOWN: &[&str] = &[
+        "name",
+        "seed",
+        "workload",
+        "clients",
+        "locks",
+        "ttl_ms",
+        "renew_ttl_ms",
+        "hold_min_ms",
+        "hold_max_ms",
+        "duration_ms",
+        "ops_max",
+        "op_timeout_ms",
+        "adapter",
+        "etcd_api",
+        "template_file",
+        "nodes",
+        "nemesis_targets",
+        "runtime",
+        "partition_topologies",
+        "nemesis",
+        "nemesis_interval_ms",
+        "clock_faults",
+        "clock_scope",
+        "clock_bump_ms",
+        "clock_rate",
+        "target",
+        "unsafe_mode",
+        "store",
+        "store_fence",
+        "drift",
+        "liveness_grace_ms",
+        "startup_timeout_ms",
+        "out",
+        "schedule",
+    ];
+    if let Some(key) = table.keys().find(|k| !KNOWN.contains(&k.as_str())) {
+        bail!(
+            "{}:{}: unknown key `{key}` in a run's resolved configuration",
+            path.display(),
+            at(key)
+        );
+    }
+    for (key, flag) in [
+        ("name", "--name"),
+        ("workload", "--workload"),
+        ("adapter", "--adapter"),
+        ("etcd_api", "--etcd-api"),
+        ("template_file", "--template-file"),
+        ("nemesis_targets", "--nemesis-targets"),
+        ("runtime", "--runtime"),
+        ("clock_scope", "--clock-scope"),
+        ("unsafe_mode", "--unsafe"),
+        ("out", "--out"),
+        ("schedule", "--schedule"),
+    ] {
+        if let Some(v) = string(key)? {
+            push(flag, v);
+        }
+    }
+    for (key, flag) in [
+        ("seed", "--seed"),
+        ("clients", "--clients"),
+        ("locks", "--locks"),
+        ("ops_max", "--ops-max"),
+        ("nodes", "--nodes"),
+        ("clock_rate", "--clock-rate"),
+        ("drift", "--drift"),
+    ] {
+        if let Some(v) = number(key)? {
+            push(flag, v);
+        }
+    }
+    for (key, flag) in [
+        ("ttl_ms", "--ttl"),
+        ("renew_ttl_ms", "--renew-ttl"),
+        ("duration_ms", "--duration"),
+        ("op_timeout_ms", "--op-timeout"),
+        ("nemesis_interval_ms", "--nemesis-interval"),
+        ("clock_bump_ms", "--clock-bump"),
+        ("liveness_grace_ms", "--liveness-grace"),
+        ("startup_timeout_ms", "--startup-timeout"),
+    ] {
+        if let Some(v) = ms(key)? {
+            push(flag, v);
+        }
+    }
+    if let (Some(lo), Some(hi)) = (ms("hold_min_ms")?, ms("hold_max_ms")?) {
+        push("--hold", format!("{lo}..{hi}"));
+    }
+    for (key, flag) in [
+        ("nemesis", "--nemesis"),
+        ("partition_topologies", "--partition-topologies"),
+        ("clock_faults", "--clock-faults"),
+    ] {
+        if let Some(items) = list(key)? {
+            match (key, items.is_empty()) {
+                ("nemesis", true) => push(flag, "none".into()),
+                (_, true) => {}
+                _ => push(flag, items.join(",")),
+            }
+        }
+    }
+    match target("target")? {
+        Some((k, Some(t))) if k == "command" => push("--node-cmd", t),
+        Some((k, Some(u))) if k == "url" => push("--url", u),
+        _ => {}
+    }
+    match target("store")? {
+        Some((k, Some(t))) if k == "command" => push("--store-cmd", t),
+        Some((k, Some(u))) if k == "url" => push("--store-url", u),
+        // The fence is a mode of the embedded store only (clap refuses it beside the others).
+        _ => {
+            if let Some(f) = string("store_fence")? {
+                push("--store-fence", f);
+            }
         }
     }
     Ok(flags)
@@ -389,6 +601,95 @@ mod tests {
             e.contains(":2: `nemesis.renew_ttl` belongs in [workload]"),
             "{e}"
         );
+    }
+
+    /// A run directory's config.toml, fed back to --config, resolves to the same settings.
+    #[test]
+    fn a_runs_config_toml_reruns_it() {
+        let resolve = |argv: Vec<OsString>| {
+            let argv = expand(argv).unwrap();
+            let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(argv).unwrap();
+            let crate::cli::Command::Run(a) = cli.command else {
+                unreachable!()
+            };
+            crate::config::RunConfig::from_args(&a, false).unwrap()
+        };
+        let os = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
+        for flags in [
+            &[
+                "--seed",
+                "7",
+                "--nemesis",
+                "pause,kill,client-pause",
+                "--ttl",
+                "1500ms",
+            ][..],
+            &[
+                "--workload",
+                "mutex",
+                "--nemesis",
+                "none",
+                "--unsafe",
+                "racy",
+                "--hold",
+                "0ms..20ms",
+            ],
+            &[
+                "--seed",
+                "18446744073709551615",
+                "--nodes",
+                "3",
+                "--nemesis-targets",
+                "primary",
+                "--nemesis",
+                "pause",
+                "--store-fence",
+                "none",
+                "--renew-ttl",
+                "600ms",
+                "--drift",
+                "0.01",
+            ],
+            &[
+                "--node-cmd",
+                "./my-lockd --port {port}",
+                "--store-url",
+                "http://127.0.0.1:9",
+                "--nemesis",
+                "kill",
+                "--ops-max",
+                "500",
+                "--name",
+                "mine",
+            ],
+            &[
+                "--url",
+                "http://127.0.0.1:7000",
+                "--nemesis",
+                "client-pause",
+                "--workload",
+                "mutex",
+            ],
+        ] {
+            let mut argv = os(&["lockpick", "run"]);
+            argv.extend(os(flags));
+            let first = resolve(argv);
+            let (_d, p) = write(&first.file_text().unwrap());
+            let again = resolve(vec![
+                "lockpick".into(),
+                "run".into(),
+                "--config".into(),
+                p.into_os_string(),
+            ]);
+            assert_eq!(
+                toml::to_string(&again).unwrap(),
+                toml::to_string(&first).unwrap(),
+                "{flags:?}"
+            );
+        }
+        let (_d, p) = write("# Resolved configuration of this run.\nttl_ms = 5\ncolour = 1\n");
+        let e = flags_from_file(&p).unwrap_err().to_string();
+        assert!(e.contains(":3: unknown key `colour`"), "{e}");
     }
 
     #[test]
