@@ -3,7 +3,7 @@
 
 use crate::digest::Digest;
 use crate::faults::Faults;
-use crate::{sort_violations, CheckConfig, CheckOutput};
+use crate::{CheckConfig, CheckOutput, sort_violations};
 use history::{History, Op, Outcome};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -173,6 +173,10 @@ impl ClientOp {
     }
 }
 
+/// A position in `Model::ops`, where a grant keeps many (its lease's ops, its holds): 32 bits
+/// keep a 10M-event model small, and a history would need 4 billion client ops to outgrow it.
+pub type OpPos = u32;
+
 /// `[start_ns, end_ns)` during which a process surely held a lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Segment {
@@ -180,7 +184,7 @@ pub struct Segment {
     pub end_ns: u64,
     /// Position in `Model::ops` of the ok renew that opened this segment after a gap; `None`
     /// for the segment the grant itself opens.
-    pub opened_by: Option<usize>,
+    pub opened_by: Option<OpPos>,
     /// What ended it.
     pub end: SpanEnd,
 }
@@ -189,8 +193,8 @@ pub struct Segment {
 /// by the grant itself (`None`) or by a renew (its position).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SpanEnd {
-    Release(usize),
-    Lease(Option<usize>),
+    Release(OpPos),
+    Lease(Option<OpPos>),
 }
 
 /// An ok acquire and what the history proves about its lease.
@@ -213,13 +217,13 @@ pub struct Grant {
     /// program order: renews naming its token (or no token while it is the process's latest
     /// grant of the lock), and every release the process invoked while it was its latest grant,
     /// whatever token that release carries.
-    pub epoch_ops: Vec<usize>,
+    pub epoch_ops: Vec<OpPos>,
     /// The definite holds, in time order: from the grant's ok until the first release invoked
     /// or the lease's lower bound; an ok renew invoked after the bound had passed opens a new
     /// segment at its completion.
     pub holds: Vec<Segment>,
     /// Position of the first release the process invoked on this grant, any outcome.
-    pub release_op: Option<usize>,
+    pub release_op: Option<OpPos>,
     /// The lease's lower bound after the last renew, as the holds follow it.
     pub lease_lb_ns: u64,
     /// The lease is surely dead after this: the latest completion of an op that could have set
@@ -397,9 +401,9 @@ impl Model {
                     };
                     if let Some(g) = acts_on {
                         let g = &mut grants[g as usize];
-                        g.epoch_ops.push(pos);
+                        g.epoch_ops.push(pos as OpPos);
                         if func == Func::Release && g.release_op.is_none() {
-                            g.release_op = Some(pos);
+                            g.release_op = Some(pos as OpPos);
                         }
                     }
                 }
@@ -463,7 +467,7 @@ impl Model {
             SpanEnd::Lease(None),
         );
         for &pos in &g.epoch_ops {
-            let op = &self.ops[pos];
+            let op = &self.ops[pos as usize];
             if op.invoke_ns > cutoff_ns {
                 break;
             }
@@ -569,7 +573,7 @@ fn follow_lease(g: &mut Grant, ops: &[ClientOp], drift: f64) {
     let mut released = None;
     let mut holds = Vec::new();
     for &pos in &g.epoch_ops {
-        let op = &ops[pos];
+        let op = &ops[pos as usize];
         if op.func == Func::Release {
             // Any release the holder invoked ends its definite hold, whatever its outcome:
             // the hold is what the history proves, and after a release it proves nothing more.
@@ -618,8 +622,8 @@ fn follow_lease(g: &mut Grant, ops: &[ClientOp], drift: f64) {
     }
     let mut end = lb;
     if let Some(r) = released {
-        if ops[r].invoke_ns < end {
-            end = ops[r].invoke_ns;
+        if ops[r as usize].invoke_ns < end {
+            end = ops[r as usize].invoke_ns;
             end_by = SpanEnd::Release(r);
         }
     }
@@ -634,4 +638,22 @@ fn follow_lease(g: &mut Grant, ops: &[ClientOp], drift: f64) {
     g.holds = holds;
     g.lease_lb_ns = lb;
     g.surely_dead_ns = dead;
+}
+
+#[cfg(test)]
+mod size_tests {
+    use super::*;
+
+    /// A 10M-event history holds five million client ops: their size is the check's memory.
+    #[test]
+    fn client_op_stays_small() {
+        assert!(
+            std::mem::size_of::<ClientOp>() <= 88,
+            "{}",
+            std::mem::size_of::<ClientOp>()
+        );
+        // A grant keeps its segments and lease ops; both stay compact (positions are u32).
+        assert!(std::mem::size_of::<Segment>() <= 32);
+        assert!(std::mem::size_of::<Grant>() <= 160);
+    }
 }

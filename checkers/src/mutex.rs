@@ -190,7 +190,7 @@ fn double_grants(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
 /// one fact, one violation.
 fn stale_renew_opened(m: &Model, g: &Grant, s: &Segment, other: &Grant) -> bool {
     s.opened_by.is_some_and(|r| {
-        other.complete_ns < m.ops[r].invoke_ns
+        other.complete_ns < m.ops[r as usize].invoke_ns
             && matches!((g.token, other.token), (Some(a), Some(b)) if a < b)
     })
 }
@@ -208,7 +208,7 @@ fn hold_start(m: &Model, g: &Grant, s: &Segment, ops: &mut Vec<u64>) -> String {
             m.ops[g.op].index
         ),
         Some(r) => {
-            let r = &m.ops[r];
+            let r = &m.ops[r as usize];
             ops.push(r.index);
             format!(
                 "p{} held {lock} with {} again from {}, when the service accepted its renew (op {}, invoked after the lease's lower bound had passed)",
@@ -225,7 +225,7 @@ fn hold_start(m: &Model, g: &Grant, s: &Segment, ops: &mut Vec<u64>) -> String {
 fn hold_end(m: &Model, g: &Grant, s: &Segment, ops: &mut Vec<u64>) -> String {
     match s.end {
         SpanEnd::Release(r) => {
-            let r = &m.ops[r];
+            let r = &m.ops[r as usize];
             ops.push(r.index);
             format!("until it invoked its release at {} (op {})", secs(r.invoke_ns), r.index)
         }
@@ -236,14 +236,14 @@ fn hold_end(m: &Model, g: &Grant, s: &Segment, ops: &mut Vec<u64>) -> String {
             ttl_text(g.ttl_ms)
         ),
         SpanEnd::Lease(Some(r)) => {
-            let op = &m.ops[r];
+            let op = &m.ops[r as usize];
             // The ok renews that carried the lease from the segment's start to this one are
             // part of the proof.
-            let from_ns = s.opened_by.map_or(g.invoke_ns, |o| m.ops[o].invoke_ns);
+            let from_ns = s.opened_by.map_or(g.invoke_ns, |o| m.ops[o as usize].invoke_ns);
             ops.extend(
                 g.epoch_ops
                     .iter()
-                    .map(|&e| &m.ops[e])
+                    .map(|&e| &m.ops[e as usize])
                     .filter(|e| {
                         e.func == Func::Renew
                             && e.outcome == Outcome::Ok

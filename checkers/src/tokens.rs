@@ -189,7 +189,7 @@ fn alive_proof(m: &Model, b: &Grant) -> (Vec<u64>, String) {
     let (end, cause) = m.span_end(b, b.invoke_ns);
     match cause {
         SpanEnd::Release(r) => {
-            let rel = &m.ops[r];
+            let rel = &m.ops[r as usize];
             (
                 vec![rel.index],
                 format!(
@@ -209,7 +209,7 @@ fn alive_proof(m: &Model, b: &Grant) -> (Vec<u64>, String) {
             ),
         ),
         SpanEnd::Lease(Some(r)) => {
-            let r = &m.ops[r];
+            let r = &m.ops[r as usize];
             (
                 vec![r.index],
                 format!(

@@ -399,7 +399,7 @@ fn holds(
 /// or stops). `None` when none of them does.
 fn belief_end(m: &checkers::Model, g: &Grant, end_ns: u64) -> Option<u64> {
     for &pos in &g.epoch_ops {
-        let op = &m.ops[pos];
+        let op = &m.ops[pos as usize];
         match (op.func, op.outcome) {
             (Func::Release, _) => return Some(op.invoke_ns),
             (Func::Renew, Outcome::Ok) => {}
