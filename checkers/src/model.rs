@@ -3,7 +3,7 @@
 
 use crate::digest::Digest;
 use crate::faults::Faults;
-use crate::{CheckConfig, CheckOutput, sort_violations};
+use crate::{sort_violations, CheckConfig, CheckOutput};
 use history::{History, Op, Outcome};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
