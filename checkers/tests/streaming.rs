@@ -161,3 +161,113 @@ fn streaming_reports_the_same_errors() {
         assert_eq!(expected, got, "{case}");
     }
 }
+
+/// A history file through both paths: the results as JSON text and the reader's warning lines,
+/// or the error's text.
+fn both_or_error(path: &Path, cfg: &CheckConfig) -> Result<(String, Vec<u64>), String> {
+    let lines = |w: Vec<history::ReadWarning>| w.iter().map(|w| w.line).collect::<Vec<_>>();
+    let in_memory = history::read_history(path)
+        .map(|(h, w)| (serde_json::to_string(&check(&h, cfg)).unwrap(), lines(w)))
+        .map_err(|e| e.to_string());
+    let streamed = check_path(path, cfg)
+        .map(|(r, w)| (serde_json::to_string(&r).unwrap(), lines(w)))
+        .map_err(|e| e.to_string());
+    assert_eq!(in_memory, streamed, "{}", path.display());
+    streamed
+}
+
+/// Each reader rule with a case it must refuse, naming the line, and the near-miss it must
+/// accept; the streaming and the in-memory paths agree on every one.
+#[test]
+fn both_paths_refuse_and_accept_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.jsonl");
+    let cfg = CheckConfig::default();
+    let first = r#"{"index":0,"time_ns":10,"process":1,"type":"invoke","f":"acquire","lock":"L0","value":{"ttl_ms":1000}}"#;
+    let grant = |time_ns: u64, token: &str| {
+        format!(
+            r#"{{"index":1,"time_ns":{time_ns},"process":1,"type":"ok","f":"acquire","lock":"L0","value":{{"token":{token},"ttl_ms":1000}}}}"#
+        )
+    };
+    // p2 is granted L0 inside p1's lease: a double grant whose sentence names both tokens.
+    let rival = concat!(
+        r#"{"index":2,"time_ns":30,"process":2,"type":"invoke","f":"acquire","lock":"L0","value":{"ttl_ms":1000}}"#,
+        "\n",
+        r#"{"index":3,"time_ns":40,"process":2,"type":"ok","f":"acquire","lock":"L0","value":{"token":5,"ttl_ms":1000}}"#,
+        "\n"
+    );
+    // (why, what follows the first line, `Err(line and words)` to refuse or `Ok(warning line,
+    // words the results must hold)` to accept)
+    type Want = Result<(Option<u64>, &'static str), (u64, &'static str)>;
+    let cases: Vec<(&str, String, Want)> = vec![
+        (
+            "time_ns going back",
+            grant(9, "1") + "\n",
+            Err((2, "time_ns 9 goes back")),
+        ),
+        (
+            "time_ns equal to the previous event's",
+            grant(10, "1") + "\n",
+            Ok((None, "")),
+        ),
+        (
+            "a cut-off object without a newline",
+            grant(20, "1")[..60].to_string(),
+            Ok((Some(2), "")),
+        ),
+        (
+            "a cut-off object with a newline",
+            grant(20, "1")[..60].to_string() + "\n",
+            Err((2, "EOF")),
+        ),
+        (
+            "valid JSON but no op, last, without a newline",
+            r#"{"index":1,"time_ns":20}"#.into(),
+            Err((2, "missing field")),
+        ),
+        (
+            "a complete last line that is not JSON",
+            "nonsense\n".into(),
+            Err((2, "expected ident")),
+        ),
+        (
+            "a token of u64::MAX",
+            grant(20, "18446744073709551615") + "\n" + rival,
+            Ok((None, "token 18446744073709551615")),
+        ),
+        (
+            "a token of 2^64",
+            grant(20, "18446744073709551616") + "\n",
+            Err((2, "expected u64")),
+        ),
+        (
+            "a negative token",
+            grant(20, "-1") + "\n",
+            Err((2, "expected u64")),
+        ),
+        (
+            "a fractional token",
+            grant(20, "2.5") + "\n",
+            Err((2, "expected u64")),
+        ),
+        (
+            "a number out of range in an unknown field",
+            grant(20, "1").replace("}}", r#","x":-1e999}}"#) + "\n",
+            Err((2, "number out of range")),
+        ),
+    ];
+    for (why, rest, want) in cases {
+        std::fs::write(&path, format!("{first}\n{rest}")).unwrap();
+        match (want, both_or_error(&path, &cfg)) {
+            (Err((line, words)), Err(e)) => {
+                let at = format!("{}:{line}: ", path.display());
+                assert!(e.starts_with(&at) && e.contains(words), "{why}: {e}");
+            }
+            (Ok((warning, words)), Ok((results, warnings))) => {
+                assert_eq!(warnings, Vec::from_iter(warning), "{why}");
+                assert!(results.contains(words), "{why}: {results}");
+            }
+            (want, got) => panic!("{why}: want {want:?}, got {got:?}"),
+        }
+    }
+}

@@ -211,10 +211,22 @@ impl PieceParser for OpParser {
 /// the reader's warnings. Applies the module's rules; parses blocks of lines on every core and
 /// never holds more than a few blocks of text.
 pub fn read_pieces<P: PieceParser>(
+    input: impl Read,
+    name: &Path,
+    parser: &P,
+    sink: impl FnMut(P::Piece),
+) -> Result<Vec<ReadWarning>, ReadError> {
+    read_blocks(input, name, parser, sink, BLOCK_BYTES)
+}
+
+/// [`read_pieces`] in blocks of `block_bytes` (tests use tiny blocks to put a boundary
+/// between every two lines).
+fn read_blocks<P: PieceParser>(
     mut input: impl Read,
     name: &Path,
     parser: &P,
     mut sink: impl FnMut(P::Piece),
+    block_bytes: usize,
 ) -> Result<Vec<ReadWarning>, ReadError> {
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -231,7 +243,7 @@ pub fn read_pieces<P: PieceParser>(
     // Bounded by the input: every pass consumes at least one block or ends at EOF.
     loop {
         let mut block = std::mem::take(&mut carry);
-        let eof = fill(&mut input, &mut block, BLOCK_BYTES).map_err(io_err)?;
+        let eof = fill(&mut input, &mut block, block_bytes).map_err(io_err)?;
         if block.is_empty() {
             break;
         }
@@ -418,4 +430,64 @@ fn parse_piece<P: PieceParser>(
         }
     }
     piece
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reads `text` in blocks of `block_bytes`: the ops, or the error's text.
+    fn read_in(text: &str, block_bytes: usize) -> Result<(usize, Vec<u64>), String> {
+        let mut n = 0;
+        read_blocks(
+            text.as_bytes(),
+            Path::new("h"),
+            &OpParser,
+            |ops: Vec<Op>| n += ops.len(),
+            block_bytes,
+        )
+        .map(|w| (n, w.iter().map(|w| w.line).collect()))
+        .map_err(|e| e.to_string())
+    }
+
+    fn line(index: u64, time_ns: u64) -> String {
+        format!(r#"{{"index":{index},"time_ns":{time_ns},"process":1,"type":"info","f":"x"}}"#)
+    }
+
+    /// Every block size from one byte (a boundary between every two lines, and inside every
+    /// line) to the whole text gives the same answer: the rules hold across blocks and pieces.
+    #[test]
+    fn rules_hold_across_every_block_boundary() {
+        let ok = [line(0, 5), line(1, 5), line(2, 7)].join("\n") + "\n";
+        let cases = [
+            (ok.clone(), Ok((3, vec![]))),
+            (
+                ok.clone() + &line(3, 6) + "\n",
+                Err("h:4: time_ns 6 goes back (previous event's time_ns 7)"),
+            ),
+            (
+                ok.clone() + &line(2, 8) + "\n",
+                Err("h:4: index 2 does not ascend (previous index 2)"),
+            ),
+            (ok.clone() + &line(3, 7)[..20], Ok((3, vec![4]))),
+            (
+                ok.clone() + &line(3, 7)[..20] + "\n",
+                Err("h:4: EOF while parsing"),
+            ),
+            (
+                ok.clone() + "\n\n" + &line(3, 4),
+                Err("h:6: time_ns 4 goes back"),
+            ),
+        ];
+        for (text, want) in cases {
+            for block_bytes in 1..=text.len() {
+                let got = read_in(&text, block_bytes);
+                match (&want, &got) {
+                    (Ok(w), Ok(g)) if w == g => {}
+                    (Err(w), Err(g)) if g.starts_with(w) => {}
+                    _ => panic!("blocks of {block_bytes}: {text:?}: want {want:?}, got {got:?}"),
+                }
+            }
+        }
+    }
 }

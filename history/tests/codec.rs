@@ -160,10 +160,10 @@ fn structure_errors_name_the_op() {
     assert_eq!(pending.operations()[0].outcome, Outcome::Pending);
 }
 
-/// The parallel reader must agree with the streaming one on every rule, whatever the block and
-/// piece boundaries: many lines, so the input spans several pieces per thread.
+/// The parallel reader keeps every rule whatever the block and piece boundaries: many lines, so
+/// the input spans several pieces per thread.
 #[test]
-fn parallel_reader_agrees_with_streaming_reader_on_large_input() {
+fn the_reader_keeps_its_rules_across_piece_boundaries() {
     let mut w = HistoryWriter::new(Vec::new());
     let n = 200_000u64;
     for i in 0..n {
@@ -196,9 +196,256 @@ fn parallel_reader_agrees_with_streaming_reader_on_large_input() {
         "{err}"
     );
 
+    // So is a time that goes back, and an equal one is fine.
+    for (line, time_ns) in [(130_000usize, 5u64), (170_000, 1_699_990)] {
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        lines[line] = lines[line].replace(
+            &format!("\"time_ns\":{},", line * 10),
+            &format!("\"time_ns\":{time_ns},"),
+        );
+        let got = read(&(lines.join("\n") + "\n"));
+        if time_ns < (line as u64 - 1) * 10 {
+            let err = got.unwrap_err().to_string();
+            assert!(
+                err.starts_with(&format!(
+                    "h.jsonl:{}: time_ns {time_ns} goes back",
+                    line + 1
+                )),
+                "{err}"
+            );
+        } else {
+            assert_eq!(got.unwrap().0[line].time_ns, time_ns);
+        }
+    }
+
     // A cut final line is a warning, also on the large path.
     let cut = &text[..text.len() - 7];
     let (ops, warnings) = read(cut).unwrap();
     assert_eq!(ops.len() as u64, n - 1);
     assert_eq!(warnings[0].line, n);
+}
+
+/// The first event of the reader tables: process 1 invokes an acquire at time 10.
+const FIRST: &str = r#"{"index":0,"time_ns":10,"process":1,"type":"invoke","f":"acquire","lock":"L0","value":{"ttl_ms":1000}}"#;
+
+/// Process 1's acquire granted at `time_ns`, with `value` holding `fields` after the ttl.
+fn grant(time_ns: &str, fields: &str) -> String {
+    format!(
+        r#"{{"index":1,"time_ns":{time_ns},"process":1,"type":"ok","f":"acquire","lock":"L0","value":{{"ttl_ms":1000{fields}}}}}"#
+    )
+}
+
+/// What the reader must make of `FIRST`, a newline, then a case's text.
+enum Want {
+    /// Refused: the line it names and words its reason must contain.
+    Refused(u64, &'static str),
+    /// Read: that many ops, and the line of the warning, if any.
+    Read(usize, Option<u64>),
+}
+
+/// Each rule of the reader with a case it must refuse (naming the line) and the near-miss it
+/// must accept.
+fn reader_cases() -> Vec<(&'static str, String, Want)> {
+    use Want::*;
+    let line = |s: String| s + "\n";
+    vec![
+        // time_ns never goes back in file order
+        (
+            "time_ns going back",
+            line(grant("9", "")),
+            Refused(2, "time_ns 9 goes back (previous event's time_ns 10)"),
+        ),
+        (
+            "time_ns equal to the previous event's",
+            line(grant("10", "")),
+            Read(2, None),
+        ),
+        (
+            "time_ns going back after a blank line",
+            format!("\n{}", line(grant("0", ""))),
+            Refused(3, "time_ns 0 goes back"),
+        ),
+        // only a cut-off object, last and without newline, is forgiven
+        (
+            "an object cut off without a newline",
+            grant("20", "")[..50].to_string(),
+            Read(1, Some(2)),
+        ),
+        (
+            "an object cut off inside a string",
+            grant("20", "")[..75].to_string(),
+            Read(1, Some(2)),
+        ),
+        (
+            "a cut-off line with a newline",
+            line(grant("20", "")[..50].to_string()),
+            Refused(2, "EOF"),
+        ),
+        (
+            "a complete last line that is not JSON",
+            "{not json}\n".into(),
+            Refused(2, "key must be a string"),
+        ),
+        (
+            "a last line without newline that is not JSON",
+            "{not json".into(),
+            Refused(2, "key must be a string"),
+        ),
+        (
+            "a last line without newline that is no object",
+            "[1, 2".into(),
+            Refused(2, ""),
+        ),
+        (
+            "valid JSON but no op, with a newline",
+            "{\"index\":1}\n".into(),
+            Refused(2, "missing field `time_ns`"),
+        ),
+        (
+            "valid JSON but no op, without newline",
+            "{\"index\":1}".into(),
+            Refused(2, "missing field `time_ns`"),
+        ),
+        ("a whole op without newline", grant("20", ""), Read(2, None)),
+        // numbers are what the file says: the extremes are values, not \"absent\"
+        (
+            "a token of u64::MAX",
+            line(grant(
+                "20",
+                r#","token":18446744073709551615,"seq":18446744073709551615"#,
+            )),
+            Read(2, None),
+        ),
+        (
+            "a ttl_ms of u64::MAX",
+            line(grant("20", "").replace(r#""ttl_ms":1000"#, r#""ttl_ms":18446744073709551615"#)),
+            Read(2, None),
+        ),
+        (
+            "a value of i64::MIN",
+            line(grant("20", r#","value":-9223372036854775808"#)),
+            Read(2, None),
+        ),
+        (
+            "a token of 2^64",
+            line(grant("20", r#","token":18446744073709551616"#)),
+            Refused(2, "expected u64"),
+        ),
+        (
+            "a negative token",
+            line(grant("20", r#","token":-1"#)),
+            Refused(2, "expected u64"),
+        ),
+        (
+            "a fractional token",
+            line(grant("20", r#","token":1.5"#)),
+            Refused(2, "expected u64"),
+        ),
+        (
+            "a token written as an exponent",
+            line(grant("20", r#","token":1e3"#)),
+            Refused(2, "expected u64"),
+        ),
+        (
+            "a token as a string",
+            line(grant("20", r#","token":"7""#)),
+            Refused(2, "expected u64"),
+        ),
+        (
+            "a ttl_ms of -1",
+            line(grant("20", "").replace(r#""ttl_ms":1000"#, r#""ttl_ms":-1"#)),
+            Refused(2, "expected u64"),
+        ),
+        (
+            "a seq of 2^64",
+            line(grant("20", r#","seq":18446744073709551616"#)),
+            Refused(2, "expected u64"),
+        ),
+        (
+            "a value of i64::MIN - 1",
+            line(grant("20", r#","value":-9223372036854775809"#)),
+            Refused(2, "expected i64"),
+        ),
+        (
+            "a value of 2^63",
+            line(grant("20", r#","value":9223372036854775808"#)),
+            Refused(2, "expected i64"),
+        ),
+        (
+            "a time_ns of 2^64",
+            line(grant("18446744073709551616", "")),
+            Refused(2, "expected u64"),
+        ),
+    ]
+}
+
+#[test]
+fn reader_rules_refuse_with_the_line_and_accept_their_near_misses() {
+    for (why, rest, want) in reader_cases() {
+        let got = read(&format!("{FIRST}\n{rest}"));
+        match (want, got) {
+            (Want::Refused(line, words), Err(e)) => {
+                let e = e.to_string();
+                assert!(e.starts_with(&format!("h.jsonl:{line}: ")), "{why}: {e}");
+                assert!(e.contains(words), "{why}: {e}");
+            }
+            (Want::Read(n, warning), Ok((ops, warnings))) => {
+                assert_eq!(ops.len(), n, "{why}");
+                assert_eq!(
+                    warnings.iter().map(|w| w.line).collect::<Vec<_>>(),
+                    Vec::from_iter(warning),
+                    "{why}"
+                );
+            }
+            (_, got) => panic!("{why}: got {got:?}"),
+        }
+    }
+}
+
+#[test]
+fn extreme_numbers_are_read_as_themselves() {
+    // In the writer's field order, so that writing it back gives the same text.
+    let text = format!(
+        "{FIRST}\n{}\n",
+        r#"{"index":1,"time_ns":18446744073709551615,"process":1,"type":"ok","f":"acquire","lock":"L0","value":{"token":18446744073709551615,"ttl_ms":18446744073709551615,"value":-9223372036854775808,"seq":18446744073709551615}}"#
+    );
+    let (ops, _) = read(&text).unwrap();
+    let v = &ops[1].value;
+    assert_eq!(ops[1].time_ns, u64::MAX);
+    assert_eq!(
+        (v.token, v.ttl_ms, v.seq),
+        (Some(u64::MAX), Some(u64::MAX), Some(u64::MAX))
+    );
+    assert_eq!(v.value, Some(i64::MIN));
+    // And written back as the same numbers.
+    let mut w = HistoryWriter::new(Vec::new());
+    for op in &ops {
+        w.write(op).unwrap();
+    }
+    assert_eq!(String::from_utf8(w.into_inner().unwrap()).unwrap(), text);
+}
+
+#[test]
+fn structure_refuses_a_time_that_goes_back_and_accepts_an_equal_one() {
+    use OpType::*;
+    let at = |index, time_ns, kind| Op::new(index, time_ns, Process::Client(1), kind, F::Acquire);
+    let e = History::new(vec![at(0, 10, Invoke), at(1, 9, Ok)]).unwrap_err();
+    assert_eq!(e.index, 1);
+    assert!(e.reason.contains("time_ns 9 goes back"), "{e}");
+    assert!(History::new(vec![at(0, 10, Invoke), at(1, 10, Ok)]).is_ok());
+}
+
+#[test]
+#[should_panic(expected = "time_ns 9 goes back")]
+fn the_writer_refuses_to_write_a_time_that_goes_back() {
+    let mut w = HistoryWriter::new(Vec::new());
+    w.write(&Op::new(
+        0,
+        10,
+        Process::Client(1),
+        OpType::Invoke,
+        F::Acquire,
+    ))
+    .unwrap();
+    let _ = w.write(&Op::new(1, 9, Process::Client(1), OpType::Ok, F::Acquire));
 }
