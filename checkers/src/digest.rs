@@ -424,10 +424,7 @@ impl history::PieceParser for EventParser {
         // reader decides, with its own words for a bad line.
         let op = serde_json::from_slice::<Op>(line).map_err(|e| e.to_string())?;
         piece.push_op(&op);
-        Ok(Stamp {
-            index: op.index,
-            time_ns: op.time_ns,
-        })
+        Ok(op.stamp())
     }
 }
 

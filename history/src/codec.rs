@@ -56,10 +56,7 @@ impl<W: Write> HistoryWriter<W> {
     /// produce a history its own reader rejects is a harness bug, so this is an assertion, not
     /// an error.
     pub fn write(&mut self, op: &Op) -> io::Result<()> {
-        let stamp = Stamp {
-            index: op.index,
-            time_ns: op.time_ns,
-        };
+        let stamp = op.stamp();
         if let Some(reason) = self.last.and_then(|last| out_of_order(last, stamp)) {
             panic!("history op written out of order: {reason}");
         }
@@ -90,9 +87,18 @@ pub struct Stamp {
     pub time_ns: u64,
 }
 
+impl Op {
+    pub fn stamp(&self) -> Stamp {
+        Stamp {
+            index: self.index,
+            time_ns: self.time_ns,
+        }
+    }
+}
+
 /// The rules between consecutive events in file order: `index` ascends and `time_ns` never goes
 /// back (equal times are fine: two events can fall in one clock tick). The reason, if broken.
-fn out_of_order(prev: Stamp, next: Stamp) -> Option<String> {
+pub(crate) fn out_of_order(prev: Stamp, next: Stamp) -> Option<String> {
     if next.index <= prev.index {
         return Some(format!(
             "index {} does not ascend (previous index {})",
@@ -198,10 +204,7 @@ impl PieceParser for OpParser {
     }
     fn parse_line(&self, line: &[u8], piece: &mut Vec<Op>) -> Result<Stamp, String> {
         let op = serde_json::from_slice::<Op>(line).map_err(|e| e.to_string())?;
-        let stamp = Stamp {
-            index: op.index,
-            time_ns: op.time_ns,
-        };
+        let stamp = op.stamp();
         piece.push(op);
         Ok(stamp)
     }

@@ -1,5 +1,6 @@
 //! A whole history, checked for structure, and its client ops paired into [`Operation`]s.
 
+use crate::codec::out_of_order;
 use crate::op::{Op, OpType, Process, F};
 use std::collections::HashMap;
 
@@ -98,22 +99,11 @@ fn pair(ops: &[Op]) -> Result<Vec<Operation>, StructureError> {
     let mut crashed: HashMap<u64, u64> = HashMap::new();
     let mut last: Option<&Op> = None;
     for (pos, op) in ops.iter().enumerate() {
-        if let Some(last) = last {
-            if op.index <= last.index {
-                return Err(StructureError {
-                    index: op.index,
-                    reason: format!("index does not ascend (previous index {})", last.index),
-                });
-            }
-            if op.time_ns < last.time_ns {
-                return Err(StructureError {
-                    index: op.index,
-                    reason: format!(
-                        "time_ns {} goes back (previous event's time_ns {})",
-                        op.time_ns, last.time_ns
-                    ),
-                });
-            }
+        if let Some(reason) = last.and_then(|last| out_of_order(last.stamp(), op.stamp())) {
+            return Err(StructureError {
+                index: op.index,
+                reason,
+            });
         }
         last = Some(op);
         let Process::Client(p) = op.process else {
