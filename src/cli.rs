@@ -46,6 +46,10 @@ pub enum Command {
     /// Write a synthetic history, correct by construction or with violations injected, for
     /// tests and benchmarks.
     Synth(SynthArgs),
+    /// From a failing run, find the smallest fault schedule that still fails with the same
+    /// violation kind: rerun it without faults, with fewer faults (delta debugging), shorter
+    /// faults and a shorter run, each candidate a real run of this binary.
+    Shrink(ShrinkArgs),
     /// Serve the reference lock protocol (the embedded default target).
     Lockd(LockdArgs),
     /// Serve the fenced store: the resource the lock protects.
@@ -240,6 +244,38 @@ pub struct ReportArgs {
     #[arg(long, value_name = "LIST", value_parser = crate::report_cmd::parse_fail_on)]
     pub fail_on: Option<reports::FailOn>,
 }
+
+#[derive(Debug, Clone, Args)]
+#[command(after_help = SHRINK_AFTER)]
+pub struct ShrinkArgs {
+    /// A failing run's directory: results.json says invalid, schedule.json and config.toml are
+    /// beside it.
+    pub run_dir: PathBuf,
+    /// Runs of each candidate schedule (timing is not deterministic): it is kept if the kind
+    /// recurs in at least one.
+    #[arg(long, default_value_t = 3, value_name = "K")]
+    pub runs_per_candidate: u32,
+    /// Stop when the next run would end past this (from the start of the shrink), and report
+    /// the smallest failing schedule found so far.
+    #[arg(long, default_value = "10m", value_name = "DURATION")]
+    pub budget: String,
+    /// The violation kind to keep (default: the run's first safety violation).
+    #[arg(long, value_name = "KIND")]
+    pub kind: Option<String>,
+    /// Where candidates and their runs go (default: RUN_DIR/shrink).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+const SHRINK_AFTER: &str = "Each candidate reruns `lockpick run --config RUN_DIR/config.toml \
+--schedule CANDIDATE --duration D`, so any target the run could start (embedded lockd, \
+--node-cmd, etcd) shrinks the same way. The end names the smallest schedule (minimal.json), the \
+run directory and report that show its violation, and the command that replays it; shrink.json \
+says the same for scripts.
+
+Example:
+  lockpick run --workload mutex --unsafe wall-clock --nemesis clock,pause,kill --seed 3
+  lockpick shrink runs/latest --budget 5m";
 
 #[derive(Debug, Clone, Args)]
 pub struct InitArgs {

@@ -9,6 +9,7 @@ mod export_cmd;
 mod logging;
 mod report_cmd;
 mod runner;
+mod shrink;
 mod status;
 mod synth_cmd;
 
@@ -90,6 +91,7 @@ fn dispatch(cmd: Command) -> Result<ExitCode> {
         Command::Cleanup(a) => doctor::cleanup(&a.path),
         Command::Report(a) => report_cmd::report(a),
         Command::Synth(a) => synth_cmd::synth(a),
+        Command::Shrink(a) => shrink::shrink(a),
         Command::Lockd(a) => lockd(a),
         Command::Store(a) => store(a),
     }

@@ -299,7 +299,7 @@ impl PlannedFault {
                         .ok_or_else(|| at(id, format!("a {mode} clock fault needs `rate`")))?;
                     let ok = match mode {
                         ClockMode::Fast => rate > 1.0 && rate <= 1000.0,
-                        _ => rate < 1.0 && rate >= 0.001,
+                        _ => (0.001..1.0).contains(&rate),
                     };
                     if !ok {
                         return Err(at(

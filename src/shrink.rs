@@ -1,0 +1,615 @@
+//! `lockpick shrink RUN_DIR`: from a failing run, the smallest schedule that still fails with
+//! the same violation kind. Every candidate is a real run: this binary rerun as a child
+//! (`lockpick run --config RUN_DIR/config.toml --schedule CANDIDATE --duration D --out DIR`),
+//! so shrinking works for any target a run can start. Timing is not deterministic, so a
+//! candidate runs up to K times and is kept if the kind recurs in at least one.
+//!
+//! Order: the schedule without any fault first (a bug that needs none), then delta debugging
+//! over the fault list (ddmin: halves, then complements, then finer chunks), then each kept
+//! fault's length halved while it still fails, then the run's duration cut to just after the
+//! last fault plus a quiet period. A candidate's run ends a quiet period after its last fault
+//! (never later than the run it shrinks), which is what keeps most candidates short.
+
+use crate::cli::ShrinkArgs;
+use anyhow::{bail, Context, Result};
+use history::{layout, ExitCode, ViolationKind};
+use nemesis::oneshot::{run_to_end, Ended};
+use nemesis::schedule::{FaultKind, PlannedFault, Schedule, SCHEDULE_FILE};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// No fault is shortened below this.
+const LENGTH_MIN_MS: u64 = 50;
+/// A run without faults is not cut below this.
+const DURATION_MIN_MS: u64 = 2_000;
+
+/// The smallest failing schedule found so far, with the run that proved it.
+#[derive(Clone)]
+struct Best {
+    schedule: Schedule,
+    duration_ms: u64,
+    run_dir: PathBuf,
+}
+
+enum Verdict {
+    /// The kind recurred; the run directory that shows it.
+    Reproduced(PathBuf),
+    NotReproduced,
+    /// The budget is spent or the user pressed Ctrl-C: stop, keep the best so far.
+    Stopped(&'static str),
+}
+
+struct Shrinker {
+    exe: PathBuf,
+    config: PathBuf,
+    dir: PathBuf,
+    kind: String,
+    tries: u32,
+    started: Instant,
+    budget: Duration,
+    /// What a run costs beyond its duration (start-up, heal, quiet period, final reads,
+    /// check, report): the largest seen so far.
+    overhead: Duration,
+    lease_max_ms: u64,
+    candidates: usize,
+    runs: usize,
+    /// Fault lists already run without reproducing (delta debugging revisits some).
+    failed: std::collections::HashSet<Vec<String>>,
+    interrupted: Arc<AtomicBool>,
+    best: Best,
+}
+
+pub fn shrink(a: ShrinkArgs) -> Result<ExitCode> {
+    let run_dir = std::fs::canonicalize(&a.run_dir)
+        .with_context(|| format!("{}: no such run directory", a.run_dir.display()))?;
+    let results_path = run_dir.join(layout::RESULTS_FILE);
+    let results: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(&results_path)
+            .with_context(|| format!("{}: cannot read it", results_path.display()))?,
+    )
+    .with_context(|| format!("{}: not JSON", results_path.display()))?;
+    if results["valid"] != serde_json::Value::Bool(false) {
+        bail!(
+            "{}: the run is not invalid (valid: {}); shrink needs a run that found a violation",
+            run_dir.display(),
+            results["valid"]
+        );
+    }
+    let found: Vec<String> = results["violations"]
+        .as_array()
+        .map(|v| {
+            v.iter()
+                .filter_map(|x| x["kind"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let class = |k: &str| {
+        ViolationKind::ALL
+            .into_iter()
+            .find(|v| v.as_str() == k)
+            .map(ViolationKind::class)
+    };
+    let kind = match &a.kind {
+        Some(k) => {
+            if class(k).is_none() {
+                bail!("--kind {k}: not a violation kind (see docs/checkers.md)");
+            }
+            if !found.contains(k) {
+                bail!(
+                    "--kind {k}: {} has no {k} violation (it has {})",
+                    results_path.display(),
+                    found.join(", ")
+                );
+            }
+            k.clone()
+        }
+        None => found
+            .iter()
+            .find(|k| class(k) == Some(history::KindClass::Safety))
+            .or(found.first())
+            .cloned()
+            .with_context(|| format!("{}: no violation listed", results_path.display()))?,
+    };
+    let schedule_path = run_dir.join(SCHEDULE_FILE);
+    let text = std::fs::read_to_string(&schedule_path).with_context(|| {
+        format!(
+            "{}: cannot read it (runs recorded before schedules were written have none; rerun it)",
+            schedule_path.display()
+        )
+    })?;
+    let schedule =
+        Schedule::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", schedule_path.display()))?;
+    let config = run_dir.join(layout::CONFIG_FILE);
+    let table: toml::Table = std::fs::read_to_string(&config)
+        .with_context(|| format!("{}: cannot read it", config.display()))?
+        .parse()
+        .with_context(|| format!("{}: not TOML", config.display()))?;
+    let ms = |k: &str| {
+        table
+            .get(k)
+            .and_then(toml::Value::as_integer)
+            .map(|v| v as u64)
+    };
+    let duration_ms = ms("duration_ms").context("config.toml has no duration_ms")?;
+    let lease_max_ms = ms("ttl_ms")
+        .unwrap_or(2000)
+        .max(ms("renew_ttl_ms").unwrap_or(0));
+    let budget = crate::config::duration("budget", &a.budget)?;
+    if a.runs_per_candidate == 0 {
+        bail!("--runs-per-candidate 0: expected at least 1");
+    }
+    let dir = match &a.out {
+        Some(d) => d.clone(),
+        None => (1..1000)
+            .map(|i| {
+                run_dir.join(if i == 1 {
+                    "shrink".into()
+                } else {
+                    format!("shrink-{i}")
+                })
+            })
+            .find(|d| !d.exists())
+            .context("no free shrink folder name")?,
+    };
+    for sub in ["candidates", "logs"] {
+        std::fs::create_dir_all(dir.join(sub))
+            .with_context(|| format!("cannot create {}", dir.join(sub).display()))?;
+    }
+    let dir = std::fs::canonicalize(&dir)?;
+    println!(
+        "shrinking {}: {kind}, {} fault(s), {:.1} s run; up to {} run(s) per candidate, budget {}",
+        run_dir.display(),
+        schedule.faults.len(),
+        duration_ms as f64 / 1000.0,
+        a.runs_per_candidate,
+        humantime::format_duration(budget),
+    );
+    println!("candidates and their runs: {}", dir.display());
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let mut s = Shrinker {
+        exe: std::env::current_exe().context("cannot locate the lockpick binary")?,
+        config,
+        dir,
+        kind,
+        tries: a.runs_per_candidate,
+        started: Instant::now(),
+        budget,
+        overhead: Duration::from_secs(5),
+        lease_max_ms,
+        candidates: 0,
+        runs: 0,
+        failed: Default::default(),
+        interrupted: interrupted.clone(),
+        best: Best {
+            schedule,
+            duration_ms,
+            run_dir: run_dir.clone(),
+        },
+    };
+    let rt = crate::runtime()?;
+    let stopped = rt.block_on(async {
+        let flag = interrupted.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("lockpick: stopping after this run; the best schedule so far is kept");
+                flag.store(true, Ordering::SeqCst);
+            }
+        });
+        s.search().await
+    });
+    s.finish(&run_dir, stopped)
+}
+
+impl Shrinker {
+    /// Runs every phase; the reason it stopped early, if it did.
+    async fn search(&mut self) -> Option<&'static str> {
+        if let Err(why) = self.drop_faults().await {
+            return Some(why);
+        }
+        if let Err(why) = self.shorten_faults().await {
+            return Some(why);
+        }
+        self.cut_duration().await.err()
+    }
+
+    /// Delta debugging over the fault list, after trying none at all.
+    async fn drop_faults(&mut self) -> Result<(), &'static str> {
+        if self.best.schedule.faults.is_empty() {
+            return Ok(());
+        }
+        if self.try_faults(Vec::new()).await? {
+            return Ok(());
+        }
+        let mut n = 2;
+        // Bounded: every pass either shrinks the list or raises n toward its length.
+        while self.best.schedule.faults.len() >= 2 {
+            let current = self.best.schedule.faults.clone();
+            let chunks = split(&current, n);
+            let mut reduced = false;
+            for chunk in &chunks {
+                if self.try_faults(chunk.clone()).await? {
+                    n = 2;
+                    reduced = true;
+                    break;
+                }
+            }
+            if !reduced && n > 2 {
+                for i in 0..chunks.len() {
+                    let rest: Vec<PlannedFault> = chunks
+                        .iter()
+                        .enumerate()
+                        .filter(|(j, _)| *j != i)
+                        .flat_map(|(_, c)| c.iter().cloned())
+                        .collect();
+                    if self.try_faults(rest).await? {
+                        n = (n - 1).max(2);
+                        reduced = true;
+                        break;
+                    }
+                }
+            }
+            if !reduced {
+                if n >= current.len() {
+                    break;
+                }
+                n = (n * 2).min(current.len());
+            }
+        }
+        Ok(())
+    }
+
+    /// Halves each kept fault's length while the kind still recurs.
+    async fn shorten_faults(&mut self) -> Result<(), &'static str> {
+        for i in 0..self.best.schedule.faults.len() {
+            loop {
+                let mut s = self.best.schedule.clone();
+                let f = &mut s.faults[i];
+                let (was, half) = (f.length_ms, f.length_ms / 2);
+                if half < LENGTH_MIN_MS {
+                    break;
+                }
+                f.length_ms = half;
+                let what = format!("{} {was} ms -> {half} ms", f.id);
+                let d = self.duration_for(&s).min(self.best.duration_ms);
+                if !self.try_candidate(s, d, &what).await? {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Cuts the run to just after the last fault plus the quiet period (without faults:
+    /// halves it while the kind recurs, down to 2 s).
+    async fn cut_duration(&mut self) -> Result<(), &'static str> {
+        loop {
+            let s = self.best.schedule.clone();
+            let current = self.best.duration_ms;
+            let cut = if s.faults.is_empty() {
+                (current / 2).max(DURATION_MIN_MS)
+            } else {
+                self.duration_for(&s)
+            };
+            if cut >= current {
+                return Ok(());
+            }
+            let what = format!("run {current} ms -> {cut} ms");
+            if !self.try_candidate(s.clone(), cut, &what).await? || !s.faults.is_empty() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// The run length that covers a schedule: its last fault's end (a stall may start up to
+    /// its window late; a killed service needs 2 leases to recover), then a quiet period of
+    /// 3 leases for the violation to show.
+    fn duration_for(&self, s: &Schedule) -> u64 {
+        let lease = self.lease_max_ms;
+        let end = s
+            .faults
+            .iter()
+            .map(|f| {
+                f.end_ms()
+                    + f.window_ms.unwrap_or(0)
+                    + if f.kind == FaultKind::Kill {
+                        2 * lease
+                    } else {
+                        0
+                    }
+            })
+            .max()
+            .unwrap_or(0);
+        (end + 3 * lease).max(DURATION_MIN_MS)
+    }
+
+    /// A candidate keeping only `faults`; Ok(true) if it still fails (it is then the best).
+    async fn try_faults(&mut self, faults: Vec<PlannedFault>) -> Result<bool, &'static str> {
+        let ids: Vec<String> = faults.iter().map(|f| f.id.clone()).collect();
+        if self.failed.contains(&ids) {
+            return Ok(false);
+        }
+        let mut s = self.best.schedule.clone();
+        s.faults = faults;
+        let d = if s.faults.is_empty() {
+            self.best.duration_ms
+        } else {
+            self.duration_for(&s).min(self.best.duration_ms)
+        };
+        let kept = self.try_candidate(s, d, "").await?;
+        if !kept {
+            self.failed.insert(ids);
+        }
+        Ok(kept)
+    }
+
+    async fn try_candidate(
+        &mut self,
+        s: Schedule,
+        duration_ms: u64,
+        what: &str,
+    ) -> Result<bool, &'static str> {
+        match self.test(&s, duration_ms, what).await {
+            Verdict::Reproduced(run_dir) => {
+                self.best = Best {
+                    schedule: s,
+                    duration_ms,
+                    run_dir,
+                };
+                Ok(true)
+            }
+            Verdict::NotReproduced => Ok(false),
+            Verdict::Stopped(why) => Err(why),
+        }
+    }
+
+    /// Runs a candidate up to K times; one line of progress.
+    async fn test(&mut self, s: &Schedule, duration_ms: u64, what: &str) -> Verdict {
+        self.candidates += 1;
+        let name = format!("c{}", self.candidates);
+        let file = self.dir.join("candidates").join(format!("{name}.json"));
+        if let Err(e) = std::fs::write(&file, s.to_json()) {
+            eprintln!("lockpick: cannot write {}: {e}", file.display());
+            return Verdict::Stopped("cannot write candidates");
+        }
+        let ids: Vec<&str> = s.faults.iter().map(|f| f.id.as_str()).collect();
+        let line = format!(
+            "{name}: {} fault(s) [{}]{}{}, {:.1} s run: ",
+            ids.len(),
+            ids.join(" "),
+            if what.is_empty() { "" } else { ", " },
+            what,
+            duration_ms as f64 / 1000.0
+        );
+        let mut seen = Vec::new();
+        for t in 1..=self.tries {
+            let needed = Duration::from_millis(duration_ms) + self.overhead;
+            if self.interrupted.load(Ordering::SeqCst) {
+                self.say(&line, "not run (interrupted)");
+                return Verdict::Stopped("interrupted");
+            }
+            if self.started.elapsed() + needed > self.budget {
+                self.say(&line, "not run: the budget would be spent before it ends");
+                return Verdict::Stopped("budget spent");
+            }
+            let (found, run_dir) = self.run_once(&name, &file, duration_ms, t).await;
+            if self.interrupted.load(Ordering::SeqCst) {
+                self.say(&line, "interrupted");
+                return Verdict::Stopped("interrupted");
+            }
+            if let (true, Some(dir)) = (found.contains(&self.kind), run_dir) {
+                let result = format!("{} in run {t}/{} -> kept", self.kind, self.tries);
+                self.say(&line, &result);
+                return Verdict::Reproduced(dir);
+            }
+            seen.push(if found.is_empty() {
+                "no violation".to_string()
+            } else {
+                found.join("+")
+            });
+        }
+        let result = format!(
+            "not reproduced in {} run(s) ({})",
+            self.tries,
+            seen.join("; ")
+        );
+        self.say(&line, &result);
+        Verdict::NotReproduced
+    }
+
+    /// One line of progress, stamped with the time since the shrink began.
+    fn say(&self, line: &str, result: &str) {
+        let t = self.started.elapsed().as_secs();
+        println!("[{:>3}:{:02}] {line}{result}", t / 60, t % 60);
+    }
+
+    /// One child run; the violation kinds it found (or what went wrong) and its directory.
+    async fn run_once(
+        &mut self,
+        name: &str,
+        schedule: &Path,
+        duration_ms: u64,
+        t: u32,
+    ) -> (Vec<String>, Option<PathBuf>) {
+        self.runs += 1;
+        let args: Vec<String> = [
+            "run",
+            "--config",
+            &self.config.display().to_string(),
+            "--schedule",
+            &schedule.display().to_string(),
+            "--duration",
+            &format!("{duration_ms}ms"),
+            "--out",
+            &self.dir.display().to_string(),
+            "--name",
+            name,
+        ]
+        .map(String::from)
+        .to_vec();
+        let log = self.dir.join("logs").join(format!("{name}-{t}.log"));
+        let limit = Duration::from_millis(duration_ms * 2) + Duration::from_secs(120);
+        let began = Instant::now();
+        let flag = self.interrupted.clone();
+        let ended = run_to_end(&self.exe, &args, &log, limit, move || {
+            flag.load(Ordering::SeqCst)
+        })
+        .await;
+        let spent = began.elapsed();
+        self.overhead = self
+            .overhead
+            .max(spent.saturating_sub(Duration::from_millis(duration_ms)));
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let run_dir = text
+            .lines()
+            .find_map(|l| l.strip_prefix("run directory: "))
+            .map(|d| PathBuf::from(d.trim()));
+        let code = match ended {
+            Ok(Ended::Exited(c)) => c,
+            Ok(other) => return (vec![format!("{other:?}").to_lowercase()], None),
+            Err(e) => return (vec![format!("cannot run: {e}")], None),
+        };
+        let results = run_dir
+            .as_ref()
+            .and_then(|d| std::fs::read_to_string(d.join(layout::RESULTS_FILE)).ok())
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+        match results {
+            Some(r) => {
+                let mut kinds: Vec<String> = r["violations"]
+                    .as_array()
+                    .map(|v| {
+                        v.iter()
+                            .filter_map(|x| x["kind"].as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                kinds.sort();
+                kinds.dedup();
+                if code == ExitCode::Error.code() as i32 {
+                    kinds.push("error (exit 3)".into());
+                }
+                (kinds, run_dir)
+            }
+            None => {
+                let last = text
+                    .lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("");
+                (vec![format!("error (exit {code}): {last}")], None)
+            }
+        }
+    }
+
+    fn finish(&self, run_dir: &Path, stopped: Option<&'static str>) -> Result<ExitCode> {
+        let b = &self.best;
+        let minimal = self.dir.join("minimal.json");
+        std::fs::write(&minimal, b.schedule.to_json())
+            .with_context(|| format!("cannot write {}", minimal.display()))?;
+        let replay = format!(
+            "lockpick run --config {} --schedule {} --duration {}ms",
+            run_dir.join(layout::CONFIG_FILE).display(),
+            minimal.display(),
+            b.duration_ms
+        );
+        let report = b.run_dir.join(layout::REPORT_FILE);
+        println!();
+        match stopped {
+            Some(why) => println!("stopped early ({why}); the smallest failing schedule so far:"),
+            None => println!("smallest failing schedule:"),
+        }
+        println!(
+            "  {} fault(s), {:.1} s run, {}",
+            b.schedule.faults.len(),
+            b.duration_ms as f64 / 1000.0,
+            self.kind
+        );
+        for f in &b.schedule.faults {
+            println!("  {}", describe(f));
+        }
+        println!("  schedule: {}", minimal.display());
+        println!("  run directory: {}", b.run_dir.display());
+        println!("  report: {}", report.display());
+        println!("  replay: {replay}");
+        println!(
+            "{} candidate(s), {} run(s) in {}",
+            self.candidates,
+            self.runs,
+            humantime::format_duration(Duration::from_secs(self.started.elapsed().as_secs()))
+        );
+        let summary = serde_json::json!({
+            "kind": self.kind,
+            "faults": b.schedule.faults.iter().map(|f| f.id.clone()).collect::<Vec<_>>(),
+            "duration_ms": b.duration_ms,
+            "schedule": minimal,
+            "run_dir": b.run_dir,
+            "report": report,
+            "replay": replay,
+            "candidates": self.candidates,
+            "runs": self.runs,
+            "elapsed_ms": self.started.elapsed().as_millis() as u64,
+            "stopped": stopped,
+        });
+        let path = self.dir.join("shrink.json");
+        std::fs::write(&path, serde_json::to_string_pretty(&summary)? + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(ExitCode::Valid)
+    }
+}
+
+/// `n` contiguous chunks of nearly equal size (the first ones one longer).
+fn split<T: Clone>(items: &[T], n: usize) -> Vec<Vec<T>> {
+    let n = n.clamp(1, items.len().max(1));
+    let (q, r) = (items.len() / n, items.len() % n);
+    let mut out = Vec::with_capacity(n);
+    let mut at = 0;
+    for i in 0..n {
+        let len = q + usize::from(i < r);
+        out.push(items[at..at + len].to_vec());
+        at += len;
+    }
+    out
+}
+
+/// One line for a fault: `f5 clock bump-forward on n1 at 14.2 s for 3.1 s`.
+fn describe(f: &PlannedFault) -> String {
+    let mut s = format!("{} {}", f.id, f.kind);
+    if let Some(c) = f.clock {
+        let _ = write!(s, " {}", c.mode);
+    }
+    if let Some(p) = &f.partition {
+        let _ = write!(s, " {}", p.topology);
+    }
+    if !f.nodes.is_empty() {
+        let ids: Vec<String> = f
+            .nodes
+            .iter()
+            .map(|&i| nemesis::schedule::node_id(i))
+            .collect();
+        let _ = write!(s, " on {}", ids.join(","));
+    }
+    let _ = write!(
+        s,
+        " at {:.1} s for {:.1} s",
+        f.at_ms as f64 / 1000.0,
+        f.length_ms as f64 / 1000.0
+    );
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_cover_the_list_in_order() {
+        let v: Vec<u32> = (1..=7).collect();
+        assert_eq!(split(&v, 2), vec![vec![1, 2, 3, 4], vec![5, 6, 7]]);
+        assert_eq!(split(&v, 3), vec![vec![1, 2, 3], vec![4, 5], vec![6, 7]]);
+        assert_eq!(split(&v, 7).len(), 7);
+        assert_eq!(split(&v, 9).len(), 7);
+        assert_eq!(split(&[1], 2), vec![vec![1]]);
+    }
+}
