@@ -344,3 +344,30 @@ pub fn assert_caught(adapter: &[&str], name: &str, also: impl FnOnce(&Run)) {
     );
     also(&r);
 }
+
+/// Skips (with a visible message) when etcd is missing, except under LOCKPICK_SYSTEM_TESTS=1,
+/// where a missing etcd is a failure.
+pub fn require_etcd() -> bool {
+    let ok = Command::new("etcd")
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !ok {
+        if std::env::var("LOCKPICK_SYSTEM_TESTS").as_deref() == Ok("1") {
+            panic!("etcd is required under LOCKPICK_SYSTEM_TESTS=1 (apt-get install etcd-server)");
+        }
+        eprintln!("SKIPPED: etcd not found (apt-get install etcd-server)");
+    }
+    ok
+}
+
+/// The nemesis ops of a run's history, in order.
+pub fn nemesis_ops(run_dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(run_dir.join("history.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|op| op["process"] == "nemesis")
+        .collect()
+}

@@ -1,0 +1,173 @@
+//! `lockpick shrink` against real runs of the embedded lockd: a bug that needs no fault shrinks
+//! to none, and a wall-clock lease service under many faults shrinks to the clock fault that
+//! breaks it. The full-size case (30 s, every fault this machine supports) is a benchmark:
+//! `cargo test --release --test shrink -- --ignored --nocapture` (see BENCHMARKS.md).
+
+mod common;
+
+use common::{require_libfaketime, run, run_with_limit, FAST};
+use nemesis::schedule::Schedule;
+use serde_json::Value;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Runs `lockpick shrink RUN_DIR ARGS`; its shrink.json and stdout.
+fn shrink(run_dir: &Path, args: &[&str], limit: Duration) -> (Value, String) {
+    let mut all = vec!["shrink", run_dir.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let started = Instant::now();
+    let o = run_with_limit(&all, limit);
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    println!("{stdout}\n(shrink took {:.0?})", started.elapsed());
+    assert_eq!(o.status.code(), Some(0), "{stdout}\n{stderr}");
+    let text = std::fs::read_to_string(run_dir.join("shrink/shrink.json")).unwrap();
+    (serde_json::from_str(&text).unwrap(), stdout)
+}
+
+/// What every shrink ends with: the minimal schedule on disk, a run directory whose results
+/// hold the kind, its report, and the replay command.
+fn assert_ends_well(summary: &Value, stdout: &str, config: &Path) {
+    let kind = summary["kind"].as_str().unwrap();
+    let minimal = Path::new(summary["schedule"].as_str().unwrap());
+    let schedule = Schedule::parse(&std::fs::read_to_string(minimal).unwrap()).unwrap();
+    assert_eq!(
+        schedule.faults.len(),
+        summary["faults"].as_array().unwrap().len()
+    );
+    let dir = Path::new(summary["run_dir"].as_str().unwrap());
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    assert!(
+        results["violations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["kind"] == kind),
+        "{results}"
+    );
+    let replayed = Schedule::parse(&std::fs::read_to_string(dir.join("schedule.json")).unwrap());
+    assert_eq!(replayed.unwrap(), schedule, "the run that proves it ran it");
+    assert!(dir.join("report.html").exists());
+    let replay = summary["replay"].as_str().unwrap();
+    assert!(
+        replay.starts_with(&format!(
+            "lockpick run --config {} --schedule {}",
+            config.display(),
+            minimal.display()
+        )),
+        "{replay}"
+    );
+    for line in [
+        "run directory: ",
+        "report: ",
+        "replay: lockpick run --config",
+    ] {
+        assert!(stdout.contains(line), "{line}: {stdout}");
+    }
+}
+
+/// The racy lockd grants twice without any fault: whatever the faults, none is needed.
+#[test]
+fn racy_shrinks_to_no_fault() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args = FAST.to_vec();
+    args.extend([
+        "--seed",
+        "7",
+        "--workload",
+        "mutex",
+        "--unsafe",
+        "racy",
+        "--nemesis",
+        "pause,kill,client-pause",
+    ]);
+    let r = run(tmp.path(), &args, Duration::from_secs(60));
+    assert_eq!(r.code, 1, "{}", r.describe());
+    let dir = std::fs::canonicalize(r.run_dir()).unwrap();
+    let before = Schedule::parse(&std::fs::read_to_string(dir.join("schedule.json")).unwrap());
+    assert!(before.unwrap().faults.len() >= 3);
+    let (summary, stdout) = shrink(&dir, &["--budget", "2m"], Duration::from_secs(180));
+    assert_eq!(summary["kind"], "double-grant");
+    assert_eq!(summary["faults"], serde_json::json!([]), "{stdout}");
+    assert!(summary["stopped"].is_null(), "{summary}");
+    assert!(
+        summary["duration_ms"].as_u64().unwrap() < 10_000,
+        "{summary}"
+    );
+    assert!(stdout.contains("c1: 0 fault(s) []"), "{stdout}");
+    assert_ends_well(&summary, &stdout, &dir.join("config.toml"));
+}
+
+/// A lockd that times leases by the wall clock, under pauses, kills, client pauses and clock
+/// faults: the violation needs a forward clock step, one fault.
+fn wall_clock_shrinks(extra: &[&str], shrink_args: &[&str], limit: Duration) {
+    if !require_libfaketime() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args = FAST.to_vec();
+    args.extend(["--workload", "mutex", "--unsafe", "wall-clock"]);
+    args.extend_from_slice(extra);
+    let r = run(tmp.path(), &args, Duration::from_secs(120));
+    assert_eq!(r.code, 1, "{}", r.describe());
+    assert!(r.kinds("violations").contains(&"double-grant".to_string()));
+    let dir = std::fs::canonicalize(r.run_dir()).unwrap();
+    let before = Schedule::parse(&std::fs::read_to_string(dir.join("schedule.json")).unwrap())
+        .unwrap()
+        .faults
+        .len();
+    println!("{before} faults before shrinking");
+    let started = Instant::now();
+    let (summary, stdout) = shrink(&dir, shrink_args, limit);
+    let faults = summary["faults"].as_array().unwrap().len();
+    assert!(faults <= 2, "{faults} faults left\n{stdout}");
+    assert!(
+        faults >= 1,
+        "the wall-clock bug needs a clock fault\n{stdout}"
+    );
+    assert!(summary["stopped"].is_null(), "{summary}");
+    assert_ends_well(&summary, &stdout, &dir.join("config.toml"));
+    println!(
+        "SHRINK: {before} -> {faults} fault(s), {} candidates, {} runs, {:.1} s",
+        summary["candidates"],
+        summary["runs"],
+        started.elapsed().as_secs_f64()
+    );
+}
+
+/// The suite's size: 12 s, every local fault, two runs per candidate.
+#[test]
+fn wall_clock_under_faults_shrinks_to_the_clock_fault() {
+    wall_clock_shrinks(
+        &[
+            "--seed",
+            "1",
+            "--duration",
+            "12s",
+            "--nemesis",
+            "pause,kill,client-pause,clock",
+            "--clock-faults",
+            "bump-forward,strobe",
+        ],
+        &["--runs-per-candidate", "2", "--budget", "150s"],
+        Duration::from_secs(200),
+    );
+}
+
+/// The size: 30 s, every fault this machine supports (partitions too where the
+/// namespace runtime can run), at least 8 faults, three runs per candidate, the default 10 m
+/// budget. A benchmark: BENCHMARKS.md has its figures.
+#[test]
+#[ignore]
+fn bench_wall_clock_30s_every_fault_shrinks_to_at_most_two() {
+    let netns = nemesis::netns::capabilities()
+        .iter()
+        .all(|c| c.ok || c.name == "netem");
+    let seed = std::env::var("LOCKPICK_SHRINK_SEED").unwrap_or_else(|_| "1".into());
+    let mut extra = vec!["--seed", seed.as_str(), "--duration", "30s"];
+    if netns {
+        extra.extend(["--runtime", "netns"]);
+    }
+    wall_clock_shrinks(&extra, &[], Duration::from_secs(660));
+}
