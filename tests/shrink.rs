@@ -70,6 +70,21 @@ fn assert_ends_well(summary: &Value, stdout: &str, config: &Path) {
 /// The racy lockd grants twice without any fault: whatever the faults, none is needed.
 #[test]
 fn racy_shrinks_to_no_fault() {
+    racy_shrinks(&["--unsafe", "racy"]);
+}
+
+/// The same service started from a --node-cmd template: shrink reruns the run's own config, so
+/// any target it could start shrinks alike.
+#[test]
+fn racy_from_a_node_cmd_shrinks_to_no_fault() {
+    let cmd = format!(
+        "{} lockd --listen {{host}}:{{port}} --data-dir {{data_dir}} --unsafe racy",
+        common::BIN
+    );
+    racy_shrinks(&["--node-cmd", &cmd]);
+}
+
+fn racy_shrinks(target: &[&str]) {
     let tmp = tempfile::tempdir().unwrap();
     let mut args = FAST.to_vec();
     args.extend([
@@ -77,11 +92,10 @@ fn racy_shrinks_to_no_fault() {
         "7",
         "--workload",
         "mutex",
-        "--unsafe",
-        "racy",
         "--nemesis",
         "pause,kill,client-pause",
     ]);
+    args.extend_from_slice(target);
     let r = run(tmp.path(), &args, Duration::from_secs(60));
     assert_eq!(r.code, 1, "{}", r.describe());
     let dir = std::fs::canonicalize(r.run_dir()).unwrap();
