@@ -59,12 +59,9 @@ impl Checker for LeaseExpiry {
                 ),
             });
         }
-        if judged == 0 && m.ok_acquires > 0 {
-            out.notes.push(
-                "no ok acquire carries lease evidence (lease_last_ok_ns, lease_ttl_ms): grant-on-expired-lease was not judged"
-                    .to_string(),
-            );
-        }
+        out.nothing_to_judge(judged > 0, || {
+            "no ok acquire carries lease evidence (lease_last_ok_ns, lease_ttl_ms): grant-on-expired-lease was not judged".to_string()
+        });
         verdict(m, cfg, &mut out);
         out
     }

@@ -100,6 +100,9 @@ pub struct CheckOutput {
     pub warnings: Vec<Violation>,
     /// Why the verdict is unknown, what could not be judged.
     pub notes: Vec<String>,
+    /// The history held nothing this checker's rules read: why (see
+    /// `CheckerResult::not_judged`).
+    pub not_judged: Option<String>,
 }
 
 /// One family of rules. Implementors only write [`Checker::check_model`]; the model is shared
@@ -181,6 +184,7 @@ pub(crate) fn check_model(m: &Model, cfg: &CheckConfig) -> Results {
             violations: out.violations.len() as u64,
             warnings: out.warnings.len() as u64,
             notes: out.notes,
+            not_judged: out.not_judged,
         });
         violations.extend(out.violations);
         warnings.extend(out.warnings);
@@ -243,6 +247,14 @@ impl CheckOutput {
             violations: Vec::new(),
             warnings: Vec::new(),
             notes: Vec::new(),
+            not_judged: None,
+        }
+    }
+
+    /// Marks the checker as having had nothing to judge, unless it found something anyway.
+    pub(crate) fn nothing_to_judge(&mut self, judged: bool, why: impl FnOnce() -> String) {
+        if !judged && self.violations.is_empty() && self.warnings.is_empty() {
+            self.not_judged = Some(why());
         }
     }
 }

@@ -152,6 +152,9 @@ impl Checker for Liveness {
         for s in stretches {
             out.violations.push(stuck(m, cfg, &s));
         }
+        out.nothing_to_judge(!held.is_empty(), || {
+            "no acquire was answered held: lock-stuck had nothing to judge".to_string()
+        });
         verdict(m, cfg, &mut out);
         out
     }

@@ -148,9 +148,21 @@ impl Checker for MutualExclusion {
         double_grants(m, &index, &mut out);
         token_order(m, &mut out);
         unsafe_overlaps(m, &index, &mut out);
+        out.nothing_to_judge(granted_twice(m), || {
+            "no lock was granted twice: there was no pair of holders to compare".to_string()
+        });
         verdict(m, cfg, &mut out);
         out
     }
+}
+
+/// Whether some lock has two grants.
+pub(crate) fn granted_twice(m: &Model) -> bool {
+    let mut seen = vec![false; m.locks.len()];
+    m.grants.iter().any(|g| {
+        let s = &mut seen[g.lock as usize];
+        std::mem::replace(s, true)
+    })
 }
 
 /// Whether two grants' definite holds share an instant.

@@ -90,8 +90,19 @@ pub fn stats_of(m: &Model) -> Stats {
         latency,
         grants,
         nemesis_events: m.nemesis.len() as u64,
+        faults: fault_counts(m),
         extra: BTreeMap::new(),
     }
+}
+
+/// Faults started, by kind: `start-pause` counts as `pause`, a `kill` as `kill`.
+fn fault_counts(m: &Model) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for f in m.faults.list() {
+        let kind = f.f.strip_prefix("start-").unwrap_or(&f.f);
+        *out.entry(kind.to_string()).or_insert(0) += 1;
+    }
+    out
 }
 
 #[cfg(test)]

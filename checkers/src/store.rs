@@ -82,6 +82,10 @@ impl Checker for StoreFencing {
             }
             same_seq = max_token(same_seq, Some((tok, pos)));
         }
+        out.nothing_to_judge(!writes.is_empty(), || {
+            "no store write was accepted with its seq and token: the store's fencing was not exercised"
+                .to_string()
+        });
         verdict(m, cfg, &mut out);
         out
     }
@@ -158,7 +162,7 @@ impl Checker for Counter {
                 ),
             });
         }
-        for pos in finals {
+        for &pos in &finals {
             let r = &m.ops[pos];
             let Some(v) = r.value() else {
                 continue;
@@ -200,6 +204,13 @@ impl Checker for Counter {
                 ),
             });
         }
+        out.nothing_to_judge(
+            per_key
+                .iter()
+                .any(|(w, unsure)| !w.is_empty() || *unsure > 0)
+                || !finals.is_empty(),
+            || "no counter write and no final read: there was no counter to judge".to_string(),
+        );
         verdict(m, cfg, &mut out);
         out
     }

@@ -65,6 +65,16 @@ impl Checker for FencingTokens {
         }
         reused(m, &mut out);
         regressed(m, &mut out);
+        let tokened_twice = {
+            let mut seen = vec![false; m.locks.len()];
+            m.grants
+                .iter()
+                .filter(|g| g.token.is_some())
+                .any(|g| std::mem::replace(&mut seen[g.lock as usize], true))
+        };
+        out.nothing_to_judge(tokened_twice, || {
+            "no lock was granted twice with tokens: there was no token order to judge".to_string()
+        });
         verdict(m, cfg, &mut out);
         out
     }
@@ -352,6 +362,10 @@ impl Checker for StaleLockOps {
             .map(|(i, o)| (o.target, o.invoke_ns, i))
             .collect();
         queries.sort_unstable();
+        out.nothing_to_judge(!queries.is_empty(), || {
+            "no renew or release with a token succeeded: there was nothing stale to catch"
+                .to_string()
+        });
         frontier_sweep(m, &queries, |pos, best| {
             let op = &m.ops[pos];
             let Some((tok_a, ga)) = best else { return };

@@ -8,7 +8,8 @@
 //!
 //! Kinds and op-index sets must match exactly (as multisets); `nemesis`, where given, lists the
 //! start indices of the faults the violation must report active; `explanation_contains`, where
-//! given, lists phrases its sentence must hold. `config` is optional.
+//! given, lists phrases its sentence must hold. `config` is optional; `not_judged`, where given,
+//! lists exactly the checkers that had nothing to judge.
 
 use checkers::CheckConfig;
 use history::{History, Results, Validity, Violation};
@@ -153,6 +154,26 @@ fn run_fixture(jsonl: &Path) -> Result<(), String> {
                     ));
                 }
             }
+        }
+    }
+    // Checkers that looked at nothing say so, never pass silently.
+    if let Some(list) = expected.get("not_judged") {
+        let mut want: Vec<&str> = list
+            .as_array()
+            .expect("not_judged lists checker names")
+            .iter()
+            .map(|n| n.as_str().expect("a checker name"))
+            .collect();
+        want.sort_unstable();
+        let mut got: Vec<&str> = r
+            .checkers
+            .iter()
+            .filter(|c| c.status() == "not-judged")
+            .map(|c| c.name.as_str())
+            .collect();
+        got.sort_unstable();
+        if want != got {
+            errors.push(format!("not judged: expected {want:?}, got {got:?}"));
         }
     }
     // What every violation must carry, whatever the fixture.

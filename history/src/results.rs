@@ -194,6 +194,23 @@ pub struct CheckerResult {
     /// Why the verdict is unknown, or other notes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Set when the history held nothing this checker's rules read (no store write for the
+    /// store's fencing, no lease evidence for `grant-on-expired-lease`, ...): why. Such a
+    /// checker found nothing because it looked at nothing, so it is shown as `not-judged`,
+    /// never as a pass; it does not change the run's verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_judged: Option<String>,
+}
+
+impl CheckerResult {
+    /// `valid`, `invalid`, `unknown` or `not-judged`: what a reader is shown.
+    pub fn status(&self) -> &'static str {
+        if self.not_judged.is_some() && self.valid != Validity::Invalid {
+            "not-judged"
+        } else {
+            self.valid.as_str()
+        }
+    }
 }
 
 /// Latency percentiles in milliseconds.
@@ -217,6 +234,10 @@ pub struct Stats {
     pub latency: BTreeMap<String, Percentiles>,
     pub grants: u64,
     pub nemesis_events: u64,
+    /// Faults started, by kind (`pause`, `kill`, `partition`, `clock`, `client-pause`, ...):
+    /// with the op counts, what a verdict rests on.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub faults: BTreeMap<String, u64>,
     /// Further figures a checker wants to show.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub extra: BTreeMap<String, serde_json::Value>,

@@ -50,7 +50,7 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}
 nav{background:#fff;border-bottom:1px solid #dee2e6;padding:6px 24px;font-size:13px}
 nav a{margin-right:14px}
 .badge{display:inline-block;padding:0 7px;border-radius:9px;font-size:12px;font-weight:600;color:#fff}
-.b-invalid,.b-safety{background:#c92a2a}.b-valid{background:#2b8a3e}.b-unknown,.b-liveness{background:#e67700}.b-warning{background:#868e96}
+.b-not-judged{background:#868e96}.b-invalid,.b-safety{background:#c92a2a}.b-valid{background:#2b8a3e}.b-unknown,.b-liveness{background:#e67700}.b-warning{background:#868e96}
 .vcard{background:#fff;border:1px solid #dee2e6;border-left:5px solid #c92a2a;border-radius:4px;padding:12px 16px;margin:14px 0}
 .vcard.liveness{border-left-color:#e67700}.vcard.warning{border-left-color:#868e96}
 .sentence{font-size:15px;margin:6px 0}
@@ -162,6 +162,11 @@ fn banner(s: &mut String, inp: &Input) {
         r.stats.grants,
         r.stats.nemesis_events
     );
+    let _ = write!(
+        s,
+        "<p class=\"rests-on\">Rests on: {}</p>",
+        esc(&crate::summary::rests_on(r))
+    );
     match inp.config {
         Some(c) => {
             s.push_str("<div class=\"params\">");
@@ -181,8 +186,8 @@ fn banner(s: &mut String, inp: &Input) {
     s.push_str("</header>\n");
 }
 
-fn badge(v: Validity) -> String {
-    format!("<span class=\"badge b-{0}\">{0}</span>", v.as_str())
+fn status_badge(status: &str) -> String {
+    format!("<span class=\"badge b-{0}\">{0}</span>", status)
 }
 
 fn class_name(k: ViolationKind) -> &'static str {
@@ -209,11 +214,17 @@ fn checkers_table(s: &mut String, r: &Results) {
             s,
             "<tr><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td></tr>",
             esc(&c.name),
-            badge(c.valid),
+            status_badge(c.status()),
             c.violations,
             c.warnings,
             kinds.join(", "),
-            esc(&c.notes.join("; "))
+            esc(&c
+                .not_judged
+                .iter()
+                .map(|w| format!("not judged: {w}"))
+                .chain(c.notes.iter().cloned())
+                .collect::<Vec<_>>()
+                .join("; "))
         );
     }
     s.push_str("</table>\n");
@@ -222,7 +233,7 @@ fn checkers_table(s: &mut String, r: &Results) {
 /// Why a correct service cannot produce this, in one sentence per kind.
 fn why(k: ViolationKind) -> &'static str {
     match k {
-        ViolationKind::DoubleGrant => "A correct lock service grants a lock to one client at a time. Both holds below are definite (from the grant's ok until the earlier of the release and the lease's lower bound), whatever the timing inside each op, and they overlap.",
+        ViolationKind::DoubleGrant => "A correct lock service grants a lock to one client at a time. The ops below prove that one grant took effect while another client's lease surely still ran, whatever the timing inside each op (docs/checkers.md, double-grant).",
         ViolationKind::GrantOnExpiredLease => "A grant or renewal may only extend a lease that is still alive; this one completed after the lease was surely dead, so another client may already hold the lock.",
         ViolationKind::TokenReused => "Fencing tokens must be unique per lock: two grants with the same token make the resource unable to tell the old holder from the new one.",
         ViolationKind::TokenRegressed => "A grant that starts after another completed must carry a larger token; otherwise the resource would reject the new holder or accept the old one.",

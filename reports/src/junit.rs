@@ -21,7 +21,7 @@ pub fn junit_xml(r: &Results, suite: &str) -> String {
     let skipped = r
         .checkers
         .iter()
-        .filter(|c| c.valid == Validity::Unknown)
+        .filter(|c| c.valid == Validity::Unknown || c.status() == "not-judged")
         .count();
     let time_s = r.stats.duration_ns as f64 / 1e9;
     let mut s = String::new();
@@ -59,7 +59,11 @@ pub fn junit_xml(r: &Results, suite: &str) -> String {
             .iter()
             .filter(|v| checker_of(v.kind) == c.name)
             .collect();
-        if c.valid == Validity::Valid && warnings.is_empty() && c.notes.is_empty() {
+        if c.valid == Validity::Valid
+            && warnings.is_empty()
+            && c.notes.is_empty()
+            && c.not_judged.is_none()
+        {
             s.push_str("/>\n");
             continue;
         }
@@ -112,7 +116,12 @@ pub fn junit_xml(r: &Results, suite: &str) -> String {
                     xml(&c.notes.join("; "))
                 );
             }
-            Validity::Valid => {}
+            // It looked at nothing: neither a pass nor a failure.
+            Validity::Valid => {
+                if let Some(why) = &c.not_judged {
+                    let _ = writeln!(s, "      <skipped message=\"not judged: {}\"/>", xml(why));
+                }
+            }
         }
         if !warnings.is_empty() || !c.notes.is_empty() {
             s.push_str("      <system-out>");

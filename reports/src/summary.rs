@@ -4,6 +4,39 @@ use crate::escape::plain;
 use history::{KindClass, Results, Violation};
 use std::fmt::Write;
 
+/// What a verdict rests on, in one line: the successful lock and store ops and the faults by
+/// kind, so a clean verdict that exercised nothing reads as such.
+pub fn rests_on(r: &Results) -> String {
+    let ok = |f: &str| {
+        r.stats
+            .ops
+            .get(f)
+            .and_then(|by| by.get("ok"))
+            .copied()
+            .unwrap_or(0)
+    };
+    let mut s = format!(
+        "{} grant(s), {} renewal(s), {} release(s), {} store write(s)",
+        r.stats.grants,
+        ok("renew"),
+        ok("release"),
+        ok("write")
+    );
+    if r.stats.faults.is_empty() {
+        s.push_str("; no faults");
+    } else {
+        let faults: Vec<String> = r
+            .stats
+            .faults
+            .iter()
+            .map(|(k, n)| format!("{k} x{n}"))
+            .collect();
+        s.push_str("; faults: ");
+        s.push_str(&faults.join(", "));
+    }
+    s
+}
+
 /// How many violations of one kind the summary spells out before counting the rest.
 const SHOWN_PER_KIND: usize = 5;
 
@@ -12,6 +45,7 @@ const SHOWN_PER_KIND: usize = 5;
 pub fn summary_text(r: &Results) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "verdict: {}", r.valid.as_str().to_uppercase());
+    let _ = writeln!(s, "rests on: {}", plain(&rests_on(r)));
     let _ = writeln!(
         s,
         "history: {} events over {:.3} s, {} grants, {} nemesis events",
@@ -25,7 +59,7 @@ pub fn summary_text(r: &Results) -> String {
     }
     let _ = writeln!(s, "\ncheckers:");
     for c in &r.checkers {
-        let _ = write!(s, "  {:<24} {:<8}", plain(&c.name), c.valid.as_str());
+        let _ = write!(s, "  {:<24} {:<10}", plain(&c.name), c.status());
         if c.violations > 0 {
             let _ = write!(s, " {} violation(s)", c.violations);
         }
@@ -33,6 +67,9 @@ pub fn summary_text(r: &Results) -> String {
             let _ = write!(s, " {} warning(s)", c.warnings);
         }
         let _ = writeln!(s);
+        if let Some(why) = &c.not_judged {
+            let _ = writeln!(s, "  {:<24} not judged: {}", "", plain(why));
+        }
         for n in &c.notes {
             let _ = writeln!(s, "  {:<24} note: {}", "", plain(n));
         }

@@ -33,6 +33,7 @@ fn checker(name: &str, valid: Validity, violations: u64, warnings: u64) -> Check
         violations,
         warnings,
         notes: vec![],
+        not_judged: None,
     }
 }
 
@@ -86,7 +87,10 @@ fn fixture() -> Results {
             checker("mutual-exclusion", Validity::Invalid, 1, 1),
             unknown,
             checker("liveness", Validity::Invalid, 1, 0),
-            checker("counter", Validity::Valid, 0, 0),
+            CheckerResult {
+                not_judged: Some("no counter write and no final read".into()),
+                ..checker("counter", Validity::Valid, 0, 0)
+            },
         ],
         stats: Stats {
             events: 12,
@@ -95,6 +99,7 @@ fn fixture() -> Results {
             latency,
             grants: 2,
             nemesis_events: 2,
+            faults: BTreeMap::from([("pause".to_string(), 1)]),
             extra: BTreeMap::new(),
         },
         notes: vec!["history.jsonl:13: truncated final line dropped".into()],
