@@ -115,7 +115,7 @@ fn racy_shrinks(target: &[&str]) {
 
 /// A lockd that times leases by the wall clock, under pauses, kills, client pauses and clock
 /// faults: the violation needs a forward clock step, one fault.
-fn wall_clock_shrinks(extra: &[&str], shrink_args: &[&str], limit: Duration) {
+fn wall_clock_shrinks(extra: &[&str], min_faults: usize, shrink_args: &[&str], limit: Duration) {
     if !require_libfaketime() {
         return;
     }
@@ -132,6 +132,7 @@ fn wall_clock_shrinks(extra: &[&str], shrink_args: &[&str], limit: Duration) {
         .faults
         .len();
     println!("{before} faults before shrinking");
+    assert!(before >= min_faults, "{before} faults, wanted {min_faults}");
     let started = Instant::now();
     let (summary, stdout) = shrink(&dir, shrink_args, limit);
     let faults = summary["faults"].as_array().unwrap().len();
@@ -164,6 +165,7 @@ fn wall_clock_under_faults_shrinks_to_the_clock_fault() {
             "--clock-faults",
             "bump-forward,strobe",
         ],
+        4,
         &["--runs-per-candidate", "2", "--budget", "150s"],
         Duration::from_secs(200),
     );
@@ -183,5 +185,42 @@ fn bench_wall_clock_30s_every_fault_shrinks_to_at_most_two() {
     if netns {
         extra.extend(["--runtime", "netns"]);
     }
-    wall_clock_shrinks(&extra, &[], Duration::from_secs(660));
+    wall_clock_shrinks(&extra, 8, &[], Duration::from_secs(660));
+}
+
+/// A run that found nothing, or one without a schedule, is refused in one line, exit 3.
+#[test]
+fn shrink_refuses_what_it_cannot_shrink() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let refuse = |expect: &str| {
+        let o = run_with_limit(&["shrink", dir.to_str().unwrap()], Duration::from_secs(20));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(3), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains(expect), "wanted {expect:?}: {err}");
+    };
+    refuse("results.json: cannot read it");
+    std::fs::write(
+        dir.join("results.json"),
+        r#"{"valid": true, "violations": []}"#,
+    )
+    .unwrap();
+    refuse("the run is not invalid (valid: true)");
+    std::fs::write(
+        dir.join("results.json"),
+        r#"{"valid": false, "violations": [{"kind": "lock-stuck"}, {"kind": "double-grant"}]}"#,
+    )
+    .unwrap();
+    refuse("schedule.json: cannot read it");
+    let o = run_with_limit(
+        &["shrink", dir.to_str().unwrap(), "--kind", "lost-update"],
+        Duration::from_secs(20),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("has no lost-update violation (it has lock-stuck, double-grant)"),
+        "{err}"
+    );
 }
