@@ -83,24 +83,42 @@ pub fn checker_of(kind: ViolationKind) -> &'static str {
     }
 }
 
-/// Annotation lines printed when `GITHUB_ACTIONS=true`, at most this many: GitHub shows only
-/// the first few per step anyway.
-const ANNOTATIONS_MAX: usize = 20;
+/// Detailed annotations printed when `GITHUB_ACTIONS=true`, after the one summary line:
+/// GitHub shows only the first few per step anyway, and a wall of them hides the verdict.
+const ANNOTATIONS_MAX: usize = 10;
 
-/// `::error` lines for the violations the policy counts, `::warning` lines for the rest and
-/// for warnings. `report` is the path of report.html, named in each message.
+/// One summary line first (`::error` when the policy fails the run, else `::notice`: the
+/// verdict, counts by kind, where the report is), then at most [`ANNOTATIONS_MAX`] detailed
+/// lines: `::error` for the violations the policy counts, `::warning` for the rest and for
+/// warnings, and a last `::notice` counting what was left out. `report` is the path of
+/// report.html, named in each message.
 pub fn github_annotations(r: &Results, fail_on: &FailOn, report: &str) -> Vec<String> {
-    let mut out = Vec::new();
+    let counted = |k: ViolationKind| match k.class() {
+        KindClass::Safety => fail_on.safety,
+        KindClass::Liveness => fail_on.liveness,
+        KindClass::Warning => fail_on.warnings,
+    };
+    let mut kinds: std::collections::BTreeMap<&str, usize> = Default::default();
     for v in r.violations.iter().chain(&r.warnings) {
-        if out.len() >= ANNOTATIONS_MAX {
-            break;
-        }
-        let counted = match v.kind.class() {
-            KindClass::Safety => fail_on.safety,
-            KindClass::Liveness => fail_on.liveness,
-            KindClass::Warning => fail_on.warnings,
-        };
-        let level = if counted { "error" } else { "warning" };
+        *kinds.entry(v.kind.as_str()).or_default() += 1;
+    }
+    let by_kind: Vec<String> = kinds.iter().map(|(k, n)| format!("{k} x{n}")).collect();
+    let fails = fail_on.exit_code(r).code() != 0;
+    let mut out = vec![format!(
+        "::{} title={}::{}",
+        if fails { "error" } else { "notice" },
+        gh_property("lockpick verdict"),
+        gh_data(&format!(
+            "{}: {} violation(s), {} warning(s){}{} (see {report})",
+            r.valid.as_str().to_uppercase(),
+            r.violations.len(),
+            r.warnings.len(),
+            if by_kind.is_empty() { "" } else { ": " },
+            by_kind.join(", ")
+        ))
+    )];
+    for v in r.violations.iter().chain(&r.warnings).take(ANNOTATIONS_MAX) {
+        let level = if counted(v.kind) { "error" } else { "warning" };
         let title = format!("lockpick {}", v.kind);
         out.push(format!(
             "::{level} title={}::{}",
@@ -109,10 +127,10 @@ pub fn github_annotations(r: &Results, fail_on: &FailOn, report: &str) -> Vec<St
         ));
     }
     let total = r.violations.len() + r.warnings.len();
-    if total > out.len() {
+    if total > ANNOTATIONS_MAX {
         out.push(format!(
             "::notice::{} more finding(s) in {}",
-            total - out.len(),
+            total - ANNOTATIONS_MAX,
             gh_data(report)
         ));
     }

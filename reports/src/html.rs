@@ -8,7 +8,7 @@ use crate::gate::checker_of;
 use crate::model::{Bucket, Hold, Model, Proof};
 use crate::svg::{axis, fault_color, fill_for, Scale};
 use crate::RunConfigView;
-use history::{KindClass, Outcome, Results, Validity, Violation, ViolationKind};
+use history::{ActiveFault, KindClass, Outcome, Results, Validity, Violation, ViolationKind};
 use std::collections::HashSet;
 use std::fmt::Write;
 
@@ -245,12 +245,58 @@ fn why(k: ViolationKind) -> &'static str {
     }
 }
 
+/// Violations of one kind on one lock whose windows overlap or touch, shown as one card: a
+/// racy service makes dozens of pairwise double-grants out of one moment when six clients held
+/// the lock, and a reader wants that moment, with the pairs inside it.
+struct Incident<'a> {
+    members: Vec<&'a Violation>,
+    window_ns: [u64; 2],
+}
+
+/// At most this many member sentences are listed in one incident card.
+const INCIDENT_MEMBERS_MAX: usize = 50;
+/// At most this many ops of an incident go into its table and zoomed timeline.
+const INCIDENT_OPS_MAX: usize = 40;
+
+fn incidents(vs: &[Violation]) -> Vec<Incident<'_>> {
+    let mut sorted: Vec<&Violation> = vs.iter().collect();
+    sorted.sort_by(|a, b| {
+        (a.kind, &a.lock, a.window_ns[0], a.window_ns[1]).cmp(&(
+            b.kind,
+            &b.lock,
+            b.window_ns[0],
+            b.window_ns[1],
+        ))
+    });
+    let mut out: Vec<Incident> = Vec::new();
+    for v in sorted {
+        match out.last_mut() {
+            Some(i)
+                if i.members[0].kind == v.kind
+                    && i.members[0].lock == v.lock
+                    && v.window_ns[0] <= i.window_ns[1] =>
+            {
+                i.window_ns[1] = i.window_ns[1].max(v.window_ns[1]);
+                i.members.push(v);
+            }
+            _ => out.push(Incident {
+                members: vec![v],
+                window_ns: v.window_ns,
+            }),
+        }
+    }
+    out.sort_by_key(|i| (i.window_ns[0], i.members[0].kind));
+    out
+}
+
 fn violations(s: &mut String, inp: &Input) {
     let r = inp.results;
+    let groups = incidents(&r.violations);
     let _ = write!(
         s,
-        "<h2 id=\"violations\">Violations ({})</h2>",
-        r.violations.len()
+        "<h2 id=\"violations\">Violations ({}, in {} incident(s))</h2>",
+        r.violations.len(),
+        groups.len()
     );
     if r.violations.is_empty() {
         s.push_str(match r.valid {
@@ -258,16 +304,155 @@ fn violations(s: &mut String, inp: &Input) {
             _ => "<p>None: the history proves that mutual exclusion and fencing held.</p>",
         });
     }
-    for (i, v) in r.violations.iter().enumerate().take(CARDS_MAX) {
-        card(s, inp, v, &format!("v{}", i + 1), i < ZOOMS_MAX, true);
+    for (i, g) in groups.iter().enumerate().take(CARDS_MAX) {
+        let id = format!("v{}", i + 1);
+        if g.members.len() == 1 {
+            card(s, inp, g.members[0], &id, i < ZOOMS_MAX, true);
+        } else {
+            incident_card(s, inp, g, &id, i < ZOOMS_MAX);
+        }
     }
-    if r.violations.len() > CARDS_MAX {
+    if groups.len() > CARDS_MAX {
         let _ = write!(
             s,
-            "<p>… and {} more violation(s) in results.json.</p>",
-            r.violations.len() - CARDS_MAX
+            "<p>… and {} more incident(s) in results.json.</p>",
+            groups.len() - CARDS_MAX
         );
     }
+}
+
+/// The clients an incident's ops belong to.
+fn incident_clients(m: &Model, ops: &[u64]) -> usize {
+    let mut seen = HashSet::new();
+    for &i in ops {
+        if let Some(p) = m.op(i).and_then(|r| r.invoke.process.client()) {
+            seen.insert(p);
+        }
+    }
+    seen.len()
+}
+
+fn incident_card(s: &mut String, inp: &Input, g: &Incident, id: &str, zoom: bool) {
+    let first = g.members[0];
+    let kind = first.kind;
+    let cls = class_name(kind);
+    let lock = first.lock.as_deref().unwrap_or("?");
+    let mut ops: Vec<u64> = g
+        .members
+        .iter()
+        .flat_map(|v| v.ops.iter().copied())
+        .collect();
+    ops.sort_unstable();
+    ops.dedup();
+    let headline = match (&inp.model, kind) {
+        (Ok(m), ViolationKind::DoubleGrant) => format!(
+            "{} clients held {} at once from {}",
+            incident_clients(m, &ops),
+            lock,
+            secs(g.window_ns[0])
+        ),
+        _ => format!(
+            "{} {kind} violations on {lock} between {} and {}",
+            g.members.len(),
+            secs(g.window_ns[0]),
+            secs(g.window_ns[1])
+        ),
+    };
+    let _ = write!(
+        s,
+        "<article class=\"vcard {cls}\" id=\"{id}\" data-violation-card data-violations=\"{}\"><h3><span class=\"badge b-{cls}\">{cls}</span> {kind} on <code>{}</code> <span class=\"muted\">{} – {}</span></h3><p class=\"sentence\">{}: {} violations in one incident.</p><p class=\"why\">{}</p>",
+        g.members.len(),
+        esc(lock),
+        secs(g.window_ns[0]),
+        secs(g.window_ns[1]),
+        esc(&headline),
+        g.members.len(),
+        why(kind)
+    );
+    let mut faults: Vec<&ActiveFault> = g.members.iter().flat_map(|v| &v.nemesis).collect();
+    faults.sort_by_key(|f| f.index);
+    faults.dedup_by_key(|f| f.index);
+    faults_active(s, &faults);
+    ops.truncate(INCIDENT_OPS_MAX);
+    if let Ok(m) = &inp.model {
+        ops_table(s, m, &ops);
+        if zoom {
+            let whole = Violation {
+                kind,
+                lock: first.lock.clone(),
+                ops: ops.clone(),
+                window_ns: g.window_ns,
+                nemesis: Vec::new(),
+                explanation: headline.clone(),
+            };
+            zoom_timeline(s, m, &whole, id);
+        }
+    }
+    let _ = write!(
+        s,
+        "<details><summary>The {} violations inside</summary><ol>",
+        g.members.len()
+    );
+    for v in g.members.iter().take(INCIDENT_MEMBERS_MAX) {
+        let ops: Vec<String> = v.ops.iter().map(u64::to_string).collect();
+        let _ = write!(
+            s,
+            "<li>{} <span class=\"muted\">(ops {})</span></li>",
+            esc(&v.explanation),
+            ops.join(", ")
+        );
+    }
+    s.push_str("</ol>");
+    if g.members.len() > INCIDENT_MEMBERS_MAX {
+        let _ = write!(
+            s,
+            "<p>… and {} more in results.json.</p>",
+            g.members.len() - INCIDENT_MEMBERS_MAX
+        );
+    }
+    s.push_str("</details></article>\n");
+}
+
+/// A fault in words: `pause of n1 for 1.500 s (op 12)`, `partition (halves) (op 30)`.
+fn fault_words(f: &ActiveFault) -> String {
+    let kind = f.f.strip_prefix("start-").unwrap_or(&f.f);
+    let v = &f.value;
+    let nodes: Vec<String> = v
+        .get("nodes")
+        .and_then(|x| x.as_array())
+        .map(|a| {
+            a.iter()
+                .map(|n| n.as_str().map_or_else(|| n.to_string(), str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut w = kind.to_string();
+    if let Some(t) = v.get("topology").and_then(|t| t.as_str()) {
+        let _ = write!(w, " ({t})");
+    }
+    if let Some(mode) = v.get("mode").and_then(|t| t.as_str()) {
+        let _ = write!(w, " {mode}");
+    }
+    if !nodes.is_empty() {
+        let _ = write!(w, " of {}", nodes.join(", "));
+    }
+    if let Some(p) = v.get("process").and_then(|p| p.as_u64()) {
+        let _ = write!(w, " of p{p}");
+    }
+    if let Some(ms) = v.get("length_ms").and_then(|l| l.as_u64()) {
+        let _ = write!(w, " for {}", secs(ms.saturating_mul(1_000_000)));
+    }
+    let _ = write!(w, " (op {})", f.index);
+    w
+}
+
+fn faults_active(s: &mut String, faults: &[&ActiveFault]) {
+    if faults.is_empty() {
+        s.push_str("<p>Faults active: none.</p>");
+        return;
+    }
+    let words: Vec<String> = faults.iter().map(|f| esc(&fault_words(f))).collect();
+    let _ = write!(s, "<p>Faults active: {}.</p>", words.join("; "));
 }
 
 fn card(s: &mut String, inp: &Input, v: &Violation, id: &str, zoom: bool, is_violation: bool) {
@@ -276,7 +461,7 @@ fn card(s: &mut String, inp: &Input, v: &Violation, id: &str, zoom: bool, is_vio
         s,
         "<article class=\"vcard {cls}\" id=\"{id}\"{}><h3><span class=\"badge b-{cls}\">{cls}</span> {}",
         if is_violation {
-            " data-violation-card"
+            " data-violation-card data-violations=\"1\""
         } else {
             ""
         },
@@ -293,23 +478,7 @@ fn card(s: &mut String, inp: &Input, v: &Violation, id: &str, zoom: bool, is_vio
         esc(&v.explanation),
         why(v.kind)
     );
-    if v.nemesis.is_empty() {
-        s.push_str("<p>Faults active: none.</p>");
-    } else {
-        s.push_str("<p>Faults active: ");
-        for (i, f) in v.nemesis.iter().enumerate() {
-            if i > 0 {
-                s.push_str(", ");
-            }
-            let what = if f.value.is_null() {
-                String::new()
-            } else {
-                format!(" {}", f.value)
-            };
-            let _ = write!(s, "<b>{}</b>{} (op {})", esc(&f.f), esc(&what), f.index);
-        }
-        s.push_str("</p>");
-    }
+    faults_active(s, &v.nemesis.iter().collect::<Vec<_>>());
     if let Ok(m) = &inp.model {
         ops_table(s, m, &v.ops);
         if zoom {

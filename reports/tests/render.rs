@@ -181,14 +181,38 @@ fn fail_on_policies() {
 fn annotations_are_one_line_each() {
     let r = fixture();
     let lines = github_annotations(&r, &FailOn::default(), "runs/x/report.html");
-    assert_eq!(lines.len(), 3, "{lines:?}");
-    assert!(lines[0].starts_with("::error title=lockpick double-grant::"));
-    assert!(lines[0].contains("%0A::error::forged"));
-    assert!(lines[1].starts_with("::error title=lockpick lock-stuck::"));
-    assert!(lines[2].starts_with("::warning title=lockpick unsafe-overlap::"));
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    assert!(
+        lines[0].starts_with("::error title=lockpick verdict::INVALID: 2 violation(s), 1 warning(s): double-grant x1, lock-stuck x1, unsafe-overlap x1"),
+        "{}",
+        lines[0]
+    );
+    assert!(lines[1].starts_with("::error title=lockpick double-grant::"));
+    assert!(lines[1].contains("%0A::error::forged"));
+    assert!(lines[2].starts_with("::error title=lockpick lock-stuck::"));
+    assert!(lines[3].starts_with("::warning title=lockpick unsafe-overlap::"));
     for l in &lines {
         assert!(!l.contains('\n'));
     }
+}
+
+#[test]
+fn annotations_are_one_summary_and_at_most_ten_details() {
+    let mut r = fixture();
+    let v = r.violations[0].clone();
+    r.violations = (0..30).map(|_| v.clone()).collect();
+    let lines = github_annotations(&r, &FailOn::default(), "r.html");
+    assert!(
+        lines[0].starts_with("::error title=lockpick verdict::"),
+        "{}",
+        lines[0]
+    );
+    assert_eq!(lines.len(), 1 + 10 + 1, "{lines:#?}");
+    assert!(
+        lines[11].starts_with("::notice::21 more finding(s)"),
+        "{}",
+        lines[11]
+    );
 }
 
 /// Writes a run directory: a history with a double grant, a pause, a store write and a lock
@@ -529,5 +553,56 @@ fn a_grant_the_checkers_prove_no_hold_for_has_no_solid_bar() {
     assert!(zoom.contains("data-maybe=\"17\""));
     assert!(
         zoom.contains("p4 may hold L0 (indeterminate acquire, op 17): invoked 0.950 s; not proven")
+    );
+}
+
+/// Overlapping double-grants on one lock are one incident card that counts the clients and
+/// lists the pairs; one elsewhere in time stays its own card.
+#[test]
+fn overlapping_violations_are_one_incident() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut r = fixture();
+    let dg = r.violations[0].clone();
+    let at = |w: [u64; 2], ops: Vec<u64>, text: &str| Violation {
+        window_ns: w,
+        ops,
+        explanation: text.into(),
+        nemesis: vec![],
+        ..dg.clone()
+    };
+    r.violations = vec![
+        at([4_000_000, 9_000_000], vec![1, 3], "pair one"),
+        at([5_000_000, 8_000_000], vec![1, 3], "pair two"),
+        at([8_000_000, 12_000_000], vec![3, 1], "pair three"),
+        at([900_000_000, 950_000_000], vec![1, 3], "far away"),
+    ];
+    run_dir(tmp.path(), &r);
+    let html = reports::render_report(tmp.path()).unwrap().report_html;
+    assert_eq!(
+        html.matches("data-violation-card").count(),
+        2,
+        "two incidents"
+    );
+    assert!(html.contains("data-violations=\"3\""));
+    assert!(
+        html.contains("2 clients held"),
+        "the incident counts its clients"
+    );
+    for text in ["pair one", "pair two", "pair three", "far away"] {
+        assert!(html.contains(text), "{text} listed");
+    }
+    assert!(html.contains("Violations (4, in 2 incident(s))"));
+    // Faults are told in words.
+    let mut with_fault = fixture();
+    with_fault.violations[0].nemesis = vec![history::ActiveFault {
+        index: 6,
+        f: "start-pause".into(),
+        value: serde_json::json!({"nodes": ["n1"], "length_ms": 1500, "fault": "f1"}),
+    }];
+    run_dir(tmp.path(), &with_fault);
+    let html = reports::render_report(tmp.path()).unwrap().report_html;
+    assert!(
+        html.contains("Faults active: pause of n1 for 1.500 s (op 6)."),
+        "faults in words"
     );
 }
