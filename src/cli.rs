@@ -203,7 +203,7 @@ pub struct RunArgs {
     pub startup_timeout: String,
     /// Which findings make the exit code 1, comma-separated: safety, liveness, warnings. An
     /// unknown verdict exits 2 whatever this says.
-    #[arg(long, default_value = "safety,liveness", value_name = "LIST", value_parser = crate::report_cmd::parse_fail_on)]
+    #[arg(long, default_value = "safety,liveness", value_name = "LIST", value_parser = parse_fail_on)]
     pub fail_on: reports::FailOn,
 }
 
@@ -231,7 +231,7 @@ pub struct CheckArgs {
     #[arg(long, default_value = "2s", value_name = "DURATION")]
     pub liveness_grace: String,
     /// Which findings make the exit code 1, comma-separated: safety, liveness, warnings.
-    #[arg(long, default_value = "safety,liveness", value_name = "LIST", value_parser = crate::report_cmd::parse_fail_on)]
+    #[arg(long, default_value = "safety,liveness", value_name = "LIST", value_parser = parse_fail_on)]
     pub fail_on: reports::FailOn,
 }
 
@@ -241,7 +241,7 @@ pub struct ReportArgs {
     pub run_dir: PathBuf,
     /// Exit with the verdict under this policy (safety, liveness, warnings; comma-separated)
     /// instead of 0, printing GitHub annotations when GITHUB_ACTIONS=true.
-    #[arg(long, value_name = "LIST", value_parser = crate::report_cmd::parse_fail_on)]
+    #[arg(long, value_name = "LIST", value_parser = parse_fail_on)]
     pub fail_on: Option<reports::FailOn>,
 }
 
@@ -366,4 +366,9 @@ pub struct SynthArgs {
     /// Where to write the history (`-`: standard output).
     #[arg(long, short, default_value = "-", value_name = "PATH")]
     pub out: String,
+}
+
+/// The `--fail-on` value parser.
+fn parse_fail_on(s: &str) -> Result<reports::FailOn, reports::FailOnError> {
+    s.parse()
 }

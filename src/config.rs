@@ -435,6 +435,15 @@ impl RunConfig {
         })
     }
 
+    /// The checkers' settings this run is judged with.
+    pub fn check_config(&self) -> checkers::CheckConfig {
+        checkers::CheckConfig {
+            drift: self.drift,
+            liveness_grace_ns: self.liveness_grace_ms * 1_000_000,
+            ..Default::default()
+        }
+    }
+
     pub fn libfaketime(&self) -> Result<PathBuf> {
         nemesis::clock::find_libfaketime()
             .context("libfaketime is not installed here (apt-get install libfaketime)")

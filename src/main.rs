@@ -1,6 +1,7 @@
 //! `lockpick`: the command-line front end. Flags are parsed into plain structs (`cli`), turned
 //! into a resolved configuration (`config`), and handed to the runner or the servers.
 
+mod check_cmd;
 mod cli;
 mod config;
 mod config_file;
@@ -15,8 +16,8 @@ mod synth_cmd;
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use cli::{CheckArgs, Cli, Command, LockdArgs, RunArgs, StoreArgs};
-use history::{ExitCode, Validity};
+use cli::{Cli, Command, LockdArgs, RunArgs, StoreArgs};
+use history::ExitCode;
 use std::net::SocketAddr;
 
 fn main() -> std::process::ExitCode {
@@ -80,7 +81,7 @@ fn dispatch(cmd: Command) -> Result<ExitCode> {
     match cmd {
         Command::Demo(a) => run(a, true),
         Command::Run(a) => run(a, false),
-        Command::Check(a) => check(a),
+        Command::Check(a) => check_cmd::check(a),
         Command::Doctor => Ok(doctor::run()),
         Command::Init(a) => config_file::init(&a.path, a.force).map(|()| ExitCode::Valid),
         Command::Export(a) => {
@@ -146,33 +147,6 @@ fn run(a: RunArgs, demo: bool) -> Result<ExitCode> {
         &out.run_dir.join(history::layout::REPORT_FILE),
         true,
     ))
-}
-
-fn check(a: CheckArgs) -> Result<ExitCode> {
-    let grace = config::duration("liveness-grace", &a.liveness_grace)?;
-    if !(a.drift >= 0.0 && a.drift < 1.0) {
-        anyhow::bail!("--drift {}: expected a fraction in [0, 1)", a.drift);
-    }
-    let cfg = checkers::CheckConfig {
-        drift: a.drift,
-        liveness_grace_ns: grace.as_nanos() as u64,
-        ..Default::default()
-    };
-    let path = history::layout::history_path(&a.path);
-    let results = runner::check_file(&path, &cfg)?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&results)?);
-    } else {
-        print!("{}", reports::summary_text(&results));
-    }
-    if results.valid != Validity::Valid {
-        eprintln!("{}: {}", path.display(), results.valid);
-    }
-    let report =
-        history::layout::history_path(&a.path).with_file_name(history::layout::REPORT_FILE);
-    let shown = if report.is_file() { report } else { path };
-    // Annotation lines would corrupt the JSON on stdout.
-    Ok(report_cmd::gate(&results, &a.fail_on, &shown, !a.json))
 }
 
 fn listen(addr: &str) -> Result<SocketAddr> {

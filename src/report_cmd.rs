@@ -5,7 +5,33 @@ use crate::cli::ReportArgs;
 use anyhow::{Context, Result};
 use history::{layout, ExitCode, Results};
 use reports::FailOn;
+use std::fs;
 use std::path::Path;
+
+/// Writes a run's verdict (results.json, summary.txt), then renders its report files.
+pub fn write_results(run_dir: &Path, results: &Results) -> Result<()> {
+    let json = serde_json::to_string_pretty(results)?;
+    fs::write(run_dir.join(layout::RESULTS_FILE), json + "\n").with_context(|| {
+        format!(
+            "cannot write {}",
+            run_dir.join(layout::RESULTS_FILE).display()
+        )
+    })?;
+    fs::write(
+        run_dir.join(layout::SUMMARY_FILE),
+        reports::summary_text(results),
+    )
+    .with_context(|| {
+        format!(
+            "cannot write {}",
+            run_dir.join(layout::SUMMARY_FILE).display()
+        )
+    })?;
+    // report.html, junit.xml and <out>/index.html render the files just written. A failure
+    // there must not cost the run its verdict, so it is reported as a warning, not an error.
+    after_run(run_dir);
+    Ok(())
+}
 
 /// After a run wrote results.json: render report.html, junit.xml and summary.txt, and rewrite
 /// `<out>/index.html` (the run directory is `<out>/<name>/<stamp>/`). Failures are warnings:
@@ -67,9 +93,4 @@ pub fn gate(results: &Results, fail_on: &FailOn, report: &Path, annotate: bool) 
         }
     }
     fail_on.exit_code(results)
-}
-
-/// The `--fail-on` value parser for clap.
-pub fn parse_fail_on(s: &str) -> Result<FailOn, reports::FailOnError> {
-    s.parse()
 }

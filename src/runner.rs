@@ -2,7 +2,7 @@
 //! reads, then checks the recorded history and writes the run directory.
 
 use crate::config::{RunConfig, Target};
-use crate::status::Status;
+use crate::status::{ActiveFaults, Status};
 use anyhow::{anyhow, bail, Context, Result};
 use history::layout;
 use history::{HistoryWriter, OpValue, Recorder, Results};
@@ -16,7 +16,7 @@ use serde_json::json;
 use std::fs;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use workloads::{
@@ -35,9 +35,6 @@ pub struct Outcome {
     /// computed from what was recorded, but the exit code is 3.
     pub error: Option<String>,
 }
-
-/// Faults currently active, for the status line.
-pub type ActiveFaults = Arc<Mutex<Vec<String>>>;
 
 pub async fn run(cfg: RunConfig) -> Result<Outcome> {
     let run_dir = create_run_dir(&cfg.out, &cfg.name)?;
@@ -231,7 +228,7 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
         history_path.clone(),
         active.clone(),
         Duration::from_millis(cfg.duration_ms),
-        checkers_config(&cfg),
+        cfg.check_config(),
     );
 
     let why = wait_for_end(&cfg, &budget, start).await;
@@ -287,8 +284,8 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
     }
     tracing::info!(events, "clients done; checking");
 
-    let results = check_file(&history_path, &checkers_config(&cfg))?;
-    write_results(&run_dir, &results)?;
+    let results = crate::check_cmd::check_file(&history_path, &cfg.check_config())?;
+    crate::report_cmd::write_results(&run_dir, &results)?;
     if error.is_none() && events == 0 {
         error = Some("no event was recorded".into());
     }
@@ -344,51 +341,6 @@ fn spawn_second_signal_exit() {
             std::process::exit(history::ExitCode::Error.code() as i32);
         }
     });
-}
-
-pub fn checkers_config(cfg: &RunConfig) -> checkers::CheckConfig {
-    checkers::CheckConfig {
-        drift: cfg.drift,
-        liveness_grace_ns: cfg.liveness_grace_ms * 1_000_000,
-        ..Default::default()
-    }
-}
-
-/// Reads a history file back and checks it: the run's verdict comes from the file, the same
-/// path `lockpick check` takes, so the file is the one boundary.
-pub fn check_file(path: &Path, cfg: &checkers::CheckConfig) -> Result<Results> {
-    // Streams the file into the checkers' compact digest: the events are never all in memory.
-    let (mut results, warnings) = checkers::check_path(path, cfg)?;
-    for w in warnings {
-        results
-            .notes
-            .push(format!("{}:{}: {}", path.display(), w.line, w.message));
-    }
-    Ok(results)
-}
-
-pub fn write_results(run_dir: &Path, results: &Results) -> Result<()> {
-    let json = serde_json::to_string_pretty(results)?;
-    fs::write(run_dir.join(layout::RESULTS_FILE), json + "\n").with_context(|| {
-        format!(
-            "cannot write {}",
-            run_dir.join(layout::RESULTS_FILE).display()
-        )
-    })?;
-    fs::write(
-        run_dir.join(layout::SUMMARY_FILE),
-        reports::summary_text(results),
-    )
-    .with_context(|| {
-        format!(
-            "cannot write {}",
-            run_dir.join(layout::SUMMARY_FILE).display()
-        )
-    })?;
-    // report.html, junit.xml and <out>/index.html render the files just written. A failure
-    // there must not cost the run its verdict, so it is reported as a warning, not an error.
-    crate::report_cmd::after_run(run_dir);
-    Ok(())
 }
 
 /// The embedded etcd member: Debian's etcd-server, one member per node, a fresh cluster.

@@ -2,7 +2,6 @@
 //! violations found so far. A spinner line on a terminal; plain lines every few seconds
 //! otherwise (CI logs).
 
-use crate::runner::ActiveFaults;
 use history::Recorder;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
@@ -14,6 +13,9 @@ use std::time::{Duration, Instant};
 /// Past this many events the status line stops re-checking the history while it grows: a
 /// re-check must stay far cheaper than the run itself.
 const LIVE_CHECK_EVENTS_MAX: u64 = 300_000;
+
+/// Faults currently active, for the status line.
+pub type ActiveFaults = Arc<Mutex<Vec<String>>>;
 
 pub struct Status {
     task: tokio::task::JoinHandle<()>,
@@ -59,7 +61,7 @@ impl Status {
                         let (h, v, cfg) = (history.clone(), violations.clone(), check_cfg.clone());
                         // Off the async threads: parsing and checking are CPU work.
                         tokio::task::spawn_blocking(move || {
-                            let n = crate::runner::check_file(&h, &cfg)
+                            let n = crate::check_cmd::check_file(&h, &cfg)
                                 .map(|r| r.violations.len() as i64)
                                 .unwrap_or(-1);
                             v.store(n, Ordering::Relaxed);

@@ -1,0 +1,49 @@
+//! `lockpick check PATH`, and the one way a history becomes a verdict: read back from its
+//! file, the same path for a live run and for an offline check.
+
+use crate::cli::CheckArgs;
+use crate::report_cmd;
+use anyhow::Result;
+use history::{ExitCode, Results, Validity};
+use std::path::Path;
+
+/// Reads a history file back and checks it: the run's verdict comes from the file, the same
+/// path `lockpick check` takes, so the file is the one boundary.
+pub fn check_file(path: &Path, cfg: &checkers::CheckConfig) -> Result<Results> {
+    // Streams the file into the checkers' compact digest: the events are never all in memory.
+    let (mut results, warnings) = checkers::check_path(path, cfg)?;
+    for w in warnings {
+        results
+            .notes
+            .push(format!("{}:{}: {}", path.display(), w.line, w.message));
+    }
+    Ok(results)
+}
+
+/// `lockpick check PATH`: the verdict of a history file or run directory, offline.
+pub fn check(a: CheckArgs) -> Result<ExitCode> {
+    let grace = crate::config::duration("liveness-grace", &a.liveness_grace)?;
+    if !(a.drift >= 0.0 && a.drift < 1.0) {
+        anyhow::bail!("--drift {}: expected a fraction in [0, 1)", a.drift);
+    }
+    let cfg = checkers::CheckConfig {
+        drift: a.drift,
+        liveness_grace_ns: grace.as_nanos() as u64,
+        ..Default::default()
+    };
+    let path = history::layout::history_path(&a.path);
+    let results = check_file(&path, &cfg)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&results)?);
+    } else {
+        print!("{}", reports::summary_text(&results));
+    }
+    if results.valid != Validity::Valid {
+        eprintln!("{}: {}", path.display(), results.valid);
+    }
+    let report =
+        history::layout::history_path(&a.path).with_file_name(history::layout::REPORT_FILE);
+    let shown = if report.is_file() { report } else { path };
+    // Annotation lines would corrupt the JSON on stdout.
+    Ok(report_cmd::gate(&results, &a.fail_on, &shown, !a.json))
+}
