@@ -177,39 +177,39 @@ impl RunConfig {
             (None, Some(u)) => Target::Url { url: u.clone() },
             (None, None) => Target::Embedded,
         };
-        let etcd = match a.adapter.as_str() {
-            "reference" | "template" => false,
-            "etcd" => true,
-            other => bail!("--adapter {other:?}: expected reference, etcd or template"),
-        };
-        let template = match (a.adapter.as_str(), &a.template_file) {
-            ("template", Some(file)) => Some(load_template(file)?),
-            ("template", None) => bail!(
-                "--adapter template: the API is described in a config file's [template] section; \
-                 use --config FILE (see examples/lockd.toml)"
+        let service = workloads::service(&a.adapter).with_context(|| {
+            format!(
+                "--adapter {:?}: expected {}",
+                a.adapter,
+                workloads::service_names()
+            )
+        })?;
+        let template = match (service.config_section(), &a.template_file) {
+            (Some(_), Some(file)) => Some(load_template(file)?),
+            (Some(section), None) => bail!(
+                "--adapter {}: the API is described in a config file's [{section}] section; \
+                 use --config FILE (see examples/lockd.toml)",
+                service.name()
             ),
-            _ => None,
+            (None, _) => None,
         };
-        if etcd {
-            if renew_ttl_ms != ttl_ms {
-                bail!(
-                    "--renew-ttl {}: not with --adapter etcd: a keepalive renews an etcd lease for \
-                     the ttl it was granted with, so no other renew ttl can be asked for",
-                    a.renew_ttl.as_deref().unwrap_or_default()
-                );
-            }
-            if a.unsafe_mode.is_some() {
-                bail!("--unsafe is a mode of the embedded lockd, not of etcd");
-            }
-            if a.store_cmd.is_some() || a.store_url.is_some() {
-                bail!("--adapter etcd keeps the counter's register in etcd itself (fenced by a txn): no --store-cmd or --store-url");
-            }
-            if matches!(target, Target::Embedded) && !on_path("etcd") {
-                bail!("--adapter etcd: `etcd` is not installed here (apt-get install etcd-server), or give --node-cmd");
-            }
+        service
+            .check(&workloads::Settings {
+                renew_ttl_apart: (renew_ttl_ms != ttl_ms)
+                    .then(|| a.renew_ttl.as_deref().unwrap_or_default()),
+                unsafe_mode: a.unsafe_mode.as_deref(),
+                store_given: a.store_cmd.is_some() || a.store_url.is_some(),
+                launched: matches!(target, Target::Embedded),
+            })
+            .map_err(|e| anyhow::anyhow!(e))?;
+        if matches!(target, Target::Embedded) && service.launch(&launch_probe()).is_none() {
+            bail!(
+                "--adapter {}: lockpick cannot start this service itself; give --node-cmd or --url",
+                service.name()
+            );
         }
         let store = match kind {
-            _ if etcd => None,
+            _ if service.own_resource() => None,
             WorkloadKind::Mutex => None,
             WorkloadKind::Counter => Some(match (&a.store_cmd, &a.store_url) {
                 (Some(t), _) => Target::Command {
@@ -220,7 +220,7 @@ impl RunConfig {
             }),
         };
         let replay = match &a.schedule {
-            Some(path) => Some(load_schedule(path, a, &target, etcd)?),
+            Some(path) => Some(load_schedule(path, a, &target, service)?),
             None => None,
         };
         let faults = match &a.nemesis {
@@ -237,10 +237,12 @@ impl RunConfig {
                         );
                     }
                 }
-                if etcd && faults.contains(&FaultKind::Clock) {
+                if let (true, Err(why)) =
+                    (faults.contains(&FaultKind::Clock), service.clock_faults())
+                {
                     bail!(
-                        "--nemesis clock: not with --adapter etcd: libfaketime does not reach \
-                         Go programs (the Go runtime reads the clock without libc)"
+                        "--nemesis clock: not with --adapter {}: {why}",
+                        service.name()
                     );
                 }
                 if faults.contains(&FaultKind::Clock)
@@ -257,8 +259,8 @@ impl RunConfig {
                 .into_iter()
                 .filter(|f| target.is_started_by_us() || !f.is_server_side())
                 .filter(|f| *f != FaultKind::Clock || nemesis::clock::find_libfaketime().is_some())
-                // libfaketime does not reach Go programs such as etcd.
-                .filter(|f| *f != FaultKind::Clock || !etcd)
+                // Not for a service libfaketime does not reach (Go programs such as etcd).
+                .filter(|f| *f != FaultKind::Clock || service.clock_faults().is_ok())
                 // Network faults only where the user chose the namespace runtime: it needs root
                 // and changes how nodes are reached, which a default should not spring on anyone.
                 .filter(|f| !f.needs_netns() || a.runtime.as_deref() == Some("netns"))
@@ -373,11 +375,7 @@ impl RunConfig {
             }
             None => {
                 let t = match &target {
-                    Target::Embedded if etcd => "etcd".to_string(),
-                    Target::Embedded => match &a.unsafe_mode {
-                        Some(m) => format!("lockd-{m}"),
-                        None => "lockd".to_string(),
-                    },
+                    Target::Embedded => service.run_name(a.unsafe_mode.as_deref()),
                     Target::Command { .. } => "node-cmd".to_string(),
                     Target::Url { .. } => "url".to_string(),
                 };
@@ -451,6 +449,19 @@ impl RunConfig {
 
     pub fn clock_scope(&self) -> ClockScope {
         self.clock_scope.parse().unwrap_or(ClockScope::Wall)
+    }
+
+    /// The descriptor of the service `--adapter` names (checked when resolved).
+    pub fn service(&self) -> &'static dyn workloads::Service {
+        workloads::service(&self.adapter).expect("the adapter was checked when resolved")
+    }
+
+    /// The settings of the adapter's own (`--etcd-api`, the `[template]` section).
+    pub fn adapter_options(&self) -> workloads::AdapterOptions {
+        workloads::AdapterOptions {
+            etcd_api: self.etcd_api.clone(),
+            template: self.template.clone(),
+        }
     }
 
     pub fn kind(&self) -> WorkloadKind {
@@ -573,7 +584,7 @@ fn load_schedule(
     path: &std::path::Path,
     a: &RunArgs,
     target: &Target,
-    etcd: bool,
+    service: &dyn workloads::Service,
 ) -> Result<(PathBuf, Schedule)> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("--schedule {}: cannot read it", path.display()))?;
@@ -607,11 +618,11 @@ fn load_schedule(
     };
     let clock = if !kinds.contains(&FaultKind::Clock) {
         Ok(())
-    } else if etcd {
-        Err(
-            "is not possible with --adapter etcd: libfaketime does not reach Go programs"
-                .to_string(),
-        )
+    } else if let Err(why) = service.clock_faults() {
+        Err(format!(
+            "is not possible with --adapter {}: {why}",
+            service.name()
+        ))
     } else if nemesis::clock::find_libfaketime().is_none() {
         Err(
             "needs libfaketime, which is not installed here (apt-get install libfaketime)"
@@ -662,10 +673,13 @@ fn load_template(file: &std::path::Path) -> Result<workloads::TemplateSpec> {
         .map_err(|e| anyhow::anyhow!("{}: [template]: {}", file.display(), e.message()))
 }
 
-fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
-        .unwrap_or(false)
+/// A launch with no particulars: whether a service has a command of its own at all.
+fn launch_probe() -> workloads::Launch<'static> {
+    workloads::Launch {
+        exe: std::path::Path::new("lockpick"),
+        nodes: 1,
+        unsafe_mode: None,
+    }
 }
 
 fn netem_available() -> bool {

@@ -19,9 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
-use workloads::{
-    Adapter, Budget, EtcdClient, PauseBoard, RefClient, Stall, TemplateClient, WorkloadConfig,
-};
+use workloads::{Budget, PauseBoard, Stall, WorkloadConfig};
 
 const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 /// Restart attempts after a kill before the run gives up on the node.
@@ -93,33 +91,22 @@ pub async fn run(cfg: RunConfig) -> Result<Outcome> {
     };
     // The history's clock starts here: the etcd adapter stamps lease evidence on it.
     let start = Instant::now();
+    let service = cfg.service();
+    let options = cfg.adapter_options();
     let clients = lock
         .urls
         .iter()
         .map(|url| {
-            if let Some(spec) = &cfg.template {
-                let lock = TemplateClient::new(url, spec.clone(), op_timeout)
-                    .map_err(|e| anyhow!("--adapter template: {e}"))?;
-                let store = match &store_url {
-                    Some(s) => Some(Arc::new(
-                        TemplateClient::new(s, spec.clone(), op_timeout)
-                            .map_err(|e| anyhow!("--adapter template: {e}"))?,
-                    )),
-                    None => None,
-                };
-                Ok(Adapter::Template(Arc::new(lock), store))
-            } else if cfg.adapter == "etcd" {
-                let clock: workloads::Clock = Arc::new(move || start.elapsed().as_nanos() as u64);
-                EtcdClient::new(url, &cfg.etcd_api, op_timeout, clock)
-                    .map(|c| Adapter::Etcd(Arc::new(c)))
-                    .map_err(anyhow::Error::from)
-            } else {
-                RefClient::new(url, store_url.as_deref(), op_timeout, cfg.clients)
-                    .map(Adapter::Reference)
-                    .map_err(anyhow::Error::from)
-            }
+            service.connect(&workloads::Connect {
+                url,
+                store_url: store_url.as_deref(),
+                op_timeout,
+                clients: cfg.clients,
+                clock: Arc::new(move || start.elapsed().as_nanos() as u64),
+                options: &options,
+            })
         })
-        .collect::<Result<Vec<_>>>()?;
+        .collect::<Result<Vec<_>, _>>()?;
     let client = clients[0].clone();
     let history_path = run_dir.join(layout::HISTORY_FILE);
     let writer = HistoryWriter::create(&history_path)
@@ -343,27 +330,6 @@ fn spawn_second_signal_exit() {
     });
 }
 
-/// The embedded etcd member: Debian's etcd-server, one member per node, a fresh cluster.
-const ETCD_ARGV: [&str; 17] = [
-    "etcd",
-    "--name",
-    "{id}",
-    "--data-dir",
-    "{data_dir}",
-    "--listen-client-urls",
-    "http://{host}:{port}",
-    "--advertise-client-urls",
-    "http://{host}:{port}",
-    "--listen-peer-urls",
-    "http://{host}:{peer_port}",
-    "--initial-advertise-peer-urls",
-    "http://{host}:{peer_port}",
-    "--initial-cluster",
-    "{initial_cluster}",
-    "--initial-cluster-state",
-    "new",
-];
-
 /// The port every node listens on inside its own namespace.
 const NETNS_PORT: u16 = 7000;
 
@@ -432,9 +398,9 @@ async fn start_lock_nodes(
     let addrs: Vec<String> = (0..n)
         .map(|i| format!("{}:{}", hosts[i], ports[i]))
         .collect();
-    let etcd = cfg.adapter == "etcd";
-    // etcd members also talk to each other on a peer port.
-    let peer_ports: Vec<u16> = match (&netns, etcd) {
+    let service = cfg.service();
+    // Members of some services (etcd) also talk to each other on a peer port.
+    let peer_ports: Vec<u16> = match (&netns, service.peer_port()) {
         (_, false) => vec![0; n],
         (Some(_), true) => vec![NETNS_PORT + 1; n],
         (None, true) => (0..n)
@@ -455,27 +421,13 @@ async fn start_lock_nodes(
     };
     let mut unstarted = Vec::with_capacity(n);
     for i in 0..n {
-        let argv = if etcd {
-            ETCD_ARGV.iter().map(|a| a.to_string()).collect()
-        } else {
-            let mut argv = vec![
-                exe.display().to_string(),
-                "lockd".into(),
-                "--listen".into(),
-                "{host}:{port}".into(),
-                "--data-dir".into(),
-                "{data_dir}".into(),
-            ];
-            if n > 1 {
-                argv.extend(
-                    ["--peers", "{peers}", "--advertise", "{host}:{port}"].map(String::from),
-                );
-            }
-            if let Some(m) = &cfg.unsafe_mode {
-                argv.extend(["--unsafe".to_string(), m.clone()]);
-            }
-            argv
-        };
+        let argv = service
+            .launch(&workloads::Launch {
+                exe,
+                nodes: n,
+                unsafe_mode: cfg.unsafe_mode.as_deref(),
+            })
+            .unwrap_or_default();
         let extra = vec![
             ("peer_port".to_string(), peer_ports[i].to_string()),
             ("initial_cluster".to_string(), initial_cluster.join(",")),
@@ -518,11 +470,7 @@ async fn start_lock_nodes(
             extra,
             env,
             placement,
-            if etcd {
-                "/health"
-            } else {
-                nemesis::HEALTH_PATH
-            },
+            service.health_path(),
             false,
         )
         .await?;

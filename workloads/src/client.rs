@@ -1,19 +1,14 @@
-//! The reference-protocol adapter: lock ops against lockd's HTTP API and store ops against the
-//! fenced store, each classified as ok, fail or info.
+//! The reference protocol (docs/protocol.md): lock ops against lockd's HTTP API and store ops
+//! against the fenced store, each classified as ok, fail or info; and [`Reference`], the
+//! descriptor of the service that speaks it (by default the embedded `lockpick lockd`).
 
+pub(crate) use crate::api::Reply;
+use crate::api::{BoxFuture, FencedResource, LockClient};
+use crate::service::{Connect, ConnectError, Launch, Service};
+use crate::Adapter;
 use serde_json::{json, Value};
+use std::sync::Arc;
 use std::time::Duration;
-
-/// An adapter's answer to one op, in history terms.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Reply {
-    /// Took effect; the response body.
-    Ok(Value),
-    /// Surely did not take effect; why.
-    Fail(String),
-    /// May or may not have taken effect; why.
-    Info(String),
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -172,6 +167,100 @@ impl RefClient {
             }
             Err(e) => classify_error(&e),
         }
+    }
+}
+
+impl LockClient for RefClient {
+    fn acquire<'a>(
+        &'a self,
+        client: &'a str,
+        lock: &'a str,
+        ttl_ms: u64,
+        wait_ms: u64,
+    ) -> BoxFuture<'a, Reply> {
+        Box::pin(RefClient::acquire(self, client, lock, ttl_ms, wait_ms))
+    }
+    fn renew<'a>(
+        &'a self,
+        client: &'a str,
+        lock: &'a str,
+        token: u64,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, Reply> {
+        Box::pin(RefClient::renew(self, client, lock, token, ttl_ms))
+    }
+    fn release<'a>(&'a self, client: &'a str, lock: &'a str, token: u64) -> BoxFuture<'a, Reply> {
+        Box::pin(RefClient::release(self, client, lock, token))
+    }
+}
+
+impl FencedResource for RefClient {
+    fn read<'a>(&'a self, client: &'a str, key: &'a str, token: u64) -> BoxFuture<'a, Reply> {
+        Box::pin(RefClient::read(self, client, key, token))
+    }
+    fn write<'a>(
+        &'a self,
+        client: &'a str,
+        key: &'a str,
+        token: u64,
+        value: i64,
+    ) -> BoxFuture<'a, Reply> {
+        Box::pin(RefClient::write(self, client, key, token, value))
+    }
+    fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Reply> {
+        Box::pin(RefClient::inspect(self, key))
+    }
+}
+
+/// The reference lock service: `lockpick lockd` unless `--node-cmd` starts another one. Its
+/// fenced resource is the store (`lockpick store`, `--store-cmd` or `--store-url`), spoken to
+/// through the same pooled client.
+pub struct Reference;
+
+impl Service for Reference {
+    fn name(&self) -> &'static str {
+        "reference"
+    }
+    fn launch(&self, launch: &Launch) -> Option<Vec<String>> {
+        Some(lockd_argv(launch))
+    }
+    fn run_name(&self, unsafe_mode: Option<&str>) -> String {
+        lockd_run_name(unsafe_mode)
+    }
+    fn connect(&self, c: &Connect) -> Result<Adapter, ConnectError> {
+        let client = RefClient::new(c.url, c.store_url, c.op_timeout, c.clients)?;
+        let resource = c
+            .store_url
+            .is_some()
+            .then(|| Arc::new(client.clone()) as Arc<dyn FencedResource>);
+        Ok(Adapter::new(Arc::new(client), resource))
+    }
+}
+
+/// `lockpick lockd` for one node of `launch.nodes` (the others are its `--peers`).
+pub(crate) fn lockd_argv(launch: &Launch) -> Vec<String> {
+    let mut argv = vec![
+        launch.exe.display().to_string(),
+        "lockd".into(),
+        "--listen".into(),
+        "{host}:{port}".into(),
+        "--data-dir".into(),
+        "{data_dir}".into(),
+    ];
+    if launch.nodes > 1 {
+        argv.extend(["--peers", "{peers}", "--advertise", "{host}:{port}"].map(String::from));
+    }
+    if let Some(m) = launch.unsafe_mode {
+        argv.extend(["--unsafe".to_string(), m.to_string()]);
+    }
+    argv
+}
+
+/// `lockd`, or `lockd-<mode>` for an unsafe mode.
+pub(crate) fn lockd_run_name(unsafe_mode: Option<&str>) -> String {
+    match unsafe_mode {
+        Some(m) => format!("lockd-{m}"),
+        None => "lockd".to_string(),
     }
 }
 

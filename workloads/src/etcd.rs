@@ -14,7 +14,10 @@
 //! Gateway encodings: keys and values are base64, int64 fields are JSON strings, and fields at
 //! their zero value are omitted (a missing `succeeded` is false).
 
+use crate::api::{BoxFuture, FencedResource, LockClient};
 use crate::client::{classify_error, snippet, Reply};
+use crate::service::{on_path, Connect, ConnectError, Launch, Service, Settings};
+use crate::Adapter;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use serde_json::{json, Value};
@@ -22,9 +25,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Reads the history's clock (ns since the test started): the evidence must be on the same
-/// clock as the ops it is compared with.
-pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
+pub use crate::service::Clock;
 
 /// What a client holds: etcd's handles for its lock.
 #[derive(Debug, Clone)]
@@ -358,5 +359,121 @@ impl EtcdClient {
             Err(Reply::Info(e)) => Reply::Fail(e),
             Err(r) => r,
         }
+    }
+}
+
+impl LockClient for EtcdClient {
+    fn acquire<'a>(
+        &'a self,
+        client: &'a str,
+        lock: &'a str,
+        ttl_ms: u64,
+        wait_ms: u64,
+    ) -> BoxFuture<'a, Reply> {
+        Box::pin(EtcdClient::acquire(self, client, lock, ttl_ms, wait_ms))
+    }
+    fn renew<'a>(
+        &'a self,
+        client: &'a str,
+        lock: &'a str,
+        token: u64,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, Reply> {
+        Box::pin(EtcdClient::renew(self, client, lock, token, ttl_ms))
+    }
+    fn release<'a>(&'a self, client: &'a str, lock: &'a str, token: u64) -> BoxFuture<'a, Reply> {
+        Box::pin(EtcdClient::release(self, client, lock, token))
+    }
+}
+
+/// The register lives in etcd itself, read and written by a txn fenced on the lock key.
+impl FencedResource for EtcdClient {
+    fn read<'a>(&'a self, client: &'a str, key: &'a str, token: u64) -> BoxFuture<'a, Reply> {
+        Box::pin(EtcdClient::read(self, client, key, token))
+    }
+    fn write<'a>(
+        &'a self,
+        client: &'a str,
+        key: &'a str,
+        token: u64,
+        value: i64,
+    ) -> BoxFuture<'a, Reply> {
+        Box::pin(EtcdClient::write(self, client, key, token, value))
+    }
+    fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Reply> {
+        Box::pin(EtcdClient::inspect(self, key))
+    }
+}
+
+/// The embedded etcd member: Debian's etcd-server, one member per node, a fresh cluster.
+const ETCD_ARGV: [&str; 17] = [
+    "etcd",
+    "--name",
+    "{id}",
+    "--data-dir",
+    "{data_dir}",
+    "--listen-client-urls",
+    "http://{host}:{port}",
+    "--advertise-client-urls",
+    "http://{host}:{port}",
+    "--listen-peer-urls",
+    "http://{host}:{peer_port}",
+    "--initial-advertise-peer-urls",
+    "http://{host}:{peer_port}",
+    "--initial-cluster",
+    "{initial_cluster}",
+    "--initial-cluster-state",
+    "new",
+];
+
+/// etcd v3 (`--adapter etcd`): Debian's `etcd` unless `--node-cmd` starts it, members talking
+/// on a peer port, health at `/health`. It is its own fenced resource.
+pub struct Etcd;
+
+impl Service for Etcd {
+    fn name(&self) -> &'static str {
+        "etcd"
+    }
+    fn launch(&self, _launch: &Launch) -> Option<Vec<String>> {
+        Some(ETCD_ARGV.iter().map(|a| a.to_string()).collect())
+    }
+    fn health_path(&self) -> &'static str {
+        "/health"
+    }
+    fn peer_port(&self) -> bool {
+        true
+    }
+    fn clock_faults(&self) -> Result<(), &'static str> {
+        Err("libfaketime does not reach Go programs (the Go runtime reads the clock without libc)")
+    }
+    fn own_resource(&self) -> bool {
+        true
+    }
+    fn check(&self, s: &Settings) -> Result<(), String> {
+        if let Some(r) = s.renew_ttl_apart {
+            return Err(format!(
+                "--renew-ttl {r}: not with --adapter etcd: a keepalive renews an etcd lease for \
+                 the ttl it was granted with, so no other renew ttl can be asked for"
+            ));
+        }
+        if s.unsafe_mode.is_some() {
+            return Err("--unsafe is a mode of the embedded lockd, not of etcd".into());
+        }
+        if s.store_given {
+            return Err("--adapter etcd keeps the counter's register in etcd itself (fenced by a txn): no --store-cmd or --store-url".into());
+        }
+        if s.launched && !on_path("etcd") {
+            return Err("--adapter etcd: `etcd` is not installed here (apt-get install etcd-server), or give --node-cmd".into());
+        }
+        Ok(())
+    }
+    fn connect(&self, c: &Connect) -> Result<Adapter, ConnectError> {
+        let client = Arc::new(EtcdClient::new(
+            c.url,
+            &c.options.etcd_api,
+            c.op_timeout,
+            c.clock.clone(),
+        )?);
+        Ok(Adapter::new(client.clone(), Some(client)))
     }
 }

@@ -5,8 +5,12 @@
 //!   or `Info` (indeterminate: timeout, transport error after sending, unexpected status or an
 //!   unreadable 200).
 //! - [`EtcdClient`]: etcd v3 over its JSON gateway (lease + lock + create_revision as the
-//!   token; the store is etcd itself, fenced by a txn). [`Adapter`] puts the protocols behind
-//!   one set of calls.
+//!   token; the store is etcd itself, fenced by a txn). [`TemplateClient`]: any HTTP lock API
+//!   described in a config file.
+//! - The seams: [`LockClient`] (acquire, renew, release) and [`FencedResource`] (read, write,
+//!   inspect), which every service's clients implement; [`Service`], its descriptor (how to
+//!   start it, which faults reach it, how to connect); [`SERVICES`], the registry `--adapter`
+//!   looks names up in. [`Adapter`]: one node's lock client and resource, what workers call.
 //! - [`run_workers`]: one task per client slot running the [`WorkloadKind::Mutex`] or
 //!   [`WorkloadKind::Counter`] workload, recording every invoke and completion through a
 //!   [`history::Recorder`]. A process that sees `Info` is crashed and its slot continues under a
@@ -15,16 +19,37 @@
 //! - [`Budget`]: the `--ops-max` bound shared by all workers.
 
 mod adapter;
-mod client;
-mod etcd;
+mod api;
 mod pause;
-mod template;
+mod service;
 mod workload;
 
+/// Registers every lock service: declares its module and lists its descriptor in [`SERVICES`].
+/// A new service is one file in this folder (its clients and its [`Service`]) plus one line in
+/// the list below.
+macro_rules! services {
+    ($($module:ident :: $service:ident),+ $(,)?) => {
+        $(mod $module;)+
+        /// Every service `--adapter` can name, in this order in messages.
+        pub static SERVICES: &[&dyn Service] = &[$(&$module::$service),+];
+    };
+}
+
+services! {
+    client::Reference,
+    etcd::Etcd,
+    template::Template,
+}
+
 pub use adapter::Adapter;
-pub use client::{ClientError, RefClient, Reply};
-pub use etcd::{Clock, EtcdClient};
+pub use api::{BoxFuture, FencedResource, LockClient, Reply};
+pub use client::{ClientError, RefClient};
+pub use etcd::EtcdClient;
 pub use pause::{PauseBoard, Stall};
+pub use service::{
+    on_path, service, service_names, AdapterOptions, Clock, Connect, ConnectError, Launch, Service,
+    Settings,
+};
 pub use template::{CallSpec, TemplateClient, TemplateSpec};
 pub use workload::{
     final_reads, run_workers, Budget, WorkersDone, WorkloadConfig, WorkloadError, WorkloadKind,

@@ -7,12 +7,16 @@
 //! Placeholders: `{lock} {client} {ttl_ms} {ttl_s} {token} {key} {value}`; `{lock|base64}` (any
 //! name with `|base64`) inserts the base64 of the value. Other braces (JSON) are literal.
 
-use crate::client::{classify_error, snippet, Reply};
+use crate::api::{BoxFuture, FencedResource, LockClient, Reply};
+use crate::client::{classify_error, lockd_argv, lockd_run_name, snippet};
+use crate::service::{Connect, ConnectError, Launch, Service};
+use crate::Adapter;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// One call's request and answer mapping.
@@ -324,6 +328,87 @@ impl TemplateClient {
             Reply::Info(e) => Reply::Fail(e),
             r => r,
         }
+    }
+}
+
+impl LockClient for TemplateClient {
+    fn acquire<'a>(
+        &'a self,
+        client: &'a str,
+        lock: &'a str,
+        ttl_ms: u64,
+        wait_ms: u64,
+    ) -> BoxFuture<'a, Reply> {
+        Box::pin(TemplateClient::acquire(self, client, lock, ttl_ms, wait_ms))
+    }
+    fn renew<'a>(
+        &'a self,
+        client: &'a str,
+        lock: &'a str,
+        token: u64,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, Reply> {
+        Box::pin(TemplateClient::renew(self, client, lock, token, ttl_ms))
+    }
+    fn release<'a>(&'a self, client: &'a str, lock: &'a str, token: u64) -> BoxFuture<'a, Reply> {
+        Box::pin(TemplateClient::release(self, client, lock, token))
+    }
+}
+
+impl FencedResource for TemplateClient {
+    fn read<'a>(&'a self, client: &'a str, key: &'a str, token: u64) -> BoxFuture<'a, Reply> {
+        Box::pin(TemplateClient::read(self, client, key, token))
+    }
+    fn write<'a>(
+        &'a self,
+        client: &'a str,
+        key: &'a str,
+        token: u64,
+        value: i64,
+    ) -> BoxFuture<'a, Reply> {
+        Box::pin(TemplateClient::write(self, client, key, token, value))
+    }
+    fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Reply> {
+        Box::pin(TemplateClient::inspect(self, key))
+    }
+}
+
+/// Any HTTP lock API a config file's `[template]` section describes (`--adapter template`).
+/// Without `--node-cmd` lockpick starts the embedded lockd (examples/lockd.toml describes it).
+/// Store calls go to the store's own URL when it has one, described by the same file, else to
+/// the lock service's.
+pub struct Template;
+
+impl Service for Template {
+    fn name(&self) -> &'static str {
+        "template"
+    }
+    fn launch(&self, launch: &Launch) -> Option<Vec<String>> {
+        Some(lockd_argv(launch))
+    }
+    fn config_section(&self) -> Option<&'static str> {
+        Some("template")
+    }
+    fn run_name(&self, unsafe_mode: Option<&str>) -> String {
+        lockd_run_name(unsafe_mode)
+    }
+    fn connect(&self, c: &Connect) -> Result<Adapter, ConnectError> {
+        let refused = |reason: String| ConnectError::Refused {
+            adapter: "template",
+            reason,
+        };
+        let spec = c
+            .options
+            .template
+            .clone()
+            .ok_or_else(|| refused("no [template] section".into()))?;
+        let lock =
+            Arc::new(TemplateClient::new(c.url, spec.clone(), c.op_timeout).map_err(refused)?);
+        let resource = match c.store_url {
+            Some(s) => Arc::new(TemplateClient::new(s, spec, c.op_timeout).map_err(refused)?),
+            None => lock.clone(),
+        };
+        Ok(Adapter::new(lock, Some(resource)))
     }
 }
 

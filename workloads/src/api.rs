@@ -1,0 +1,69 @@
+//! The two seams a lock service is driven through, each answering every call with a [`Reply`]
+//! of the same meaning whatever the service:
+//!
+//! - [`LockClient`]: acquire, renew, release.
+//! - [`FencedResource`]: read, write, inspect: the register the lock guards, fenced by its
+//!   tokens. A service may be its own resource (etcd), or the resource may be another service
+//!   (lockpick's fenced store) reached through the reference protocol.
+//!
+//! A service's file implements them (client.rs, etcd.rs, template.rs) and says how to start and
+//! reach the service in its [`Service`](crate::Service) descriptor.
+
+use std::future::Future;
+use std::pin::Pin;
+
+/// An adapter's answer to one op, in history terms.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// Took effect; the response body.
+    Ok(serde_json::Value),
+    /// Surely did not take effect; why.
+    Fail(String),
+    /// May or may not have taken effect; why.
+    Info(String),
+}
+
+/// A boxed future: the traits below are called through `dyn`, one per service.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The lock: `client` is the calling process's id (`p3`), `lock` the lock's name. An ok acquire
+/// or renew answers `{"token", "ttl_ms"}` (plus any lease evidence the adapter has, such as
+/// `lease_last_ok_ns`), an ok release `{}`.
+pub trait LockClient: Send + Sync {
+    /// Asks for `lock` with a lease of `ttl_ms`, waiting up to `wait_ms` if it is held.
+    fn acquire<'a>(
+        &'a self,
+        client: &'a str,
+        lock: &'a str,
+        ttl_ms: u64,
+        wait_ms: u64,
+    ) -> BoxFuture<'a, Reply>;
+    /// Extends the lease held with `token` to end `ttl_ms` from now.
+    fn renew<'a>(
+        &'a self,
+        client: &'a str,
+        lock: &'a str,
+        token: u64,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, Reply>;
+    /// Gives the lock held with `token` back.
+    fn release<'a>(&'a self, client: &'a str, lock: &'a str, token: u64) -> BoxFuture<'a, Reply>;
+}
+
+/// The resource the lock protects: a register per key, fenced by the lock's tokens. An ok read
+/// answers `{"value"}`, an ok write may carry `{"seq"}` (its place in the store's order); both
+/// may say the `fence` they were judged against.
+pub trait FencedResource: Send + Sync {
+    /// Reads `key` with `token` (a fenced read: it may raise the fence).
+    fn read<'a>(&'a self, client: &'a str, key: &'a str, token: u64) -> BoxFuture<'a, Reply>;
+    /// Writes `value` to `key` with `token`, refused if the fence is past it.
+    fn write<'a>(
+        &'a self,
+        client: &'a str,
+        key: &'a str,
+        token: u64,
+        value: i64,
+    ) -> BoxFuture<'a, Reply>;
+    /// The unfenced closing read, after every lease has lapsed: it must not move the fence.
+    fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Reply>;
+}
