@@ -75,6 +75,16 @@ impl RefClient {
         })
     }
 
+    /// A client of the fenced store alone: the resource beside a lock service of another
+    /// protocol.
+    pub fn store_only(
+        store_url: &str,
+        op_timeout: Duration,
+        pool_size: usize,
+    ) -> Result<Self, ClientError> {
+        Self::new(store_url, Some(store_url), op_timeout, pool_size)
+    }
+
     async fn post(&self, url: String, body: Value) -> Reply {
         let resp = match self.http.post(&url).json(&body).send().await {
             Ok(r) => r,

@@ -39,6 +39,7 @@ services! {
     client::Reference,
     etcd::Etcd,
     template::Template,
+    standin::StandIn,
 }
 
 pub use adapter::Adapter;

@@ -1,0 +1,126 @@
+//! `--adapter standin`: the native adapter of a stand-in service whose API is not the reference
+//! protocol (tests/services/standin_lockd.py: leases on `/leases/{lock}`, the token called
+//! `fence`, 201 / 423 / 412 / 204). It is the smallest complete adapter, kept as the example to
+//! copy: a [`LockClient`], a [`Service`] descriptor, and one line in `SERVICES` (lib.rs). Its
+//! fenced resource is lockpick's store, spoken to through the reference protocol.
+
+use crate::api::{BoxFuture, FencedResource, LockClient, Reply};
+use crate::client::{classify_error, snippet, ClientError, RefClient};
+use crate::service::{Connect, ConnectError, Launch, Service};
+use crate::Adapter;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+pub struct StandInClient {
+    http: reqwest::Client,
+    /// `http://host:port`
+    base: String,
+}
+
+impl StandInClient {
+    pub fn new(base: &str, op_timeout: std::time::Duration) -> Result<Self, ClientError> {
+        let http = reqwest::Client::builder()
+            .timeout(op_timeout)
+            .connect_timeout(op_timeout)
+            .no_proxy()
+            .build()?;
+        Ok(StandInClient {
+            http,
+            base: base.trim_end_matches('/').to_string(),
+        })
+    }
+
+    /// Sends `req`; `ok` is the status that means it took effect. Its refusals (423, 412) are
+    /// definite; any other answer is indeterminate.
+    async fn send(&self, req: reqwest::RequestBuilder, ok: u16) -> Reply {
+        let resp = match req.send().await {
+            Ok(r) => r,
+            Err(e) => return classify_error(&e),
+        };
+        let status = resp.status().as_u16();
+        let bytes = match resp.bytes().await {
+            Ok(b) => b,
+            Err(e) => return classify_error(&e),
+        };
+        let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        match status {
+            _ if status == ok => {
+                // This API calls the token `fence` and the lease `lease_ms`.
+                let mut out = serde_json::Map::new();
+                if let Some(t) = body.get("fence") {
+                    out.insert("token".into(), t.clone());
+                }
+                if let Some(l) = body.get("lease_ms") {
+                    out.insert("ttl_ms".into(), l.clone());
+                }
+                Reply::Ok(Value::Object(out))
+            }
+            423 | 412 => Reply::Fail(
+                body.get("reason")
+                    .and_then(Value::as_str)
+                    .unwrap_or("refused")
+                    .to_string(),
+            ),
+            _ => Reply::Info(format!("http-{status}: {}", snippet(&bytes))),
+        }
+    }
+
+    fn lease_url(&self, lock: &str) -> String {
+        // Lock names are `L<i>`: nothing to escape.
+        format!("{}/leases/{lock}", self.base)
+    }
+}
+
+impl LockClient for StandInClient {
+    fn acquire<'a>(
+        &'a self,
+        client: &'a str,
+        lock: &'a str,
+        ttl_ms: u64,
+        wait_ms: u64,
+    ) -> BoxFuture<'a, Reply> {
+        let body = json!({"owner": client, "lease_ms": ttl_ms, "wait_ms": wait_ms});
+        Box::pin(self.send(self.http.put(self.lease_url(lock)).json(&body), 201))
+    }
+    fn renew<'a>(
+        &'a self,
+        client: &'a str,
+        lock: &'a str,
+        token: u64,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, Reply> {
+        let url = format!("{}/keepalive", self.lease_url(lock));
+        let body = json!({"owner": client, "fence": token, "lease_ms": ttl_ms});
+        Box::pin(self.send(self.http.post(url).json(&body), 200))
+    }
+    fn release<'a>(&'a self, client: &'a str, lock: &'a str, token: u64) -> BoxFuture<'a, Reply> {
+        // Client ids are `p<N>`: nothing to escape.
+        let url = format!("{}?owner={client}&fence={token}", self.lease_url(lock));
+        Box::pin(self.send(self.http.delete(url), 204))
+    }
+}
+
+/// The stand-in service: lockpick has no command for it (give `--node-cmd`); ready when
+/// `/healthz` answers; every fault reaches it.
+pub struct StandIn;
+
+impl Service for StandIn {
+    fn name(&self) -> &'static str {
+        "standin"
+    }
+    fn launch(&self, _launch: &Launch) -> Option<Vec<String>> {
+        None
+    }
+    fn health_path(&self) -> &'static str {
+        "/healthz"
+    }
+    fn connect(&self, c: &Connect) -> Result<Adapter, ConnectError> {
+        let lock = Arc::new(StandInClient::new(c.url, c.op_timeout)?);
+        let resource = match c.store_url {
+            Some(s) => Some(Arc::new(RefClient::store_only(s, c.op_timeout, c.clients)?)
+                as Arc<dyn FencedResource>),
+            None => None,
+        };
+        Ok(Adapter::new(lock, resource))
+    }
+}
