@@ -1,19 +1,15 @@
 //! The compact digest: history events reduced to the few fields the checkers read, without
-//! keeping the events. A history file is parsed in parallel blocks straight into small
-//! [`Event`]s (names interned per block), then one sequential pass pairs them into
-//! [`ClientOp`]s with the structure rules of `History::new`. An in-memory [`History`] is fed
-//! through the same pass, so both paths build the same [`Model`].
+//! keeping the events. A history file is read by `history`'s one parser in parallel blocks, and
+//! each event view goes straight into a small [`Event`] (names interned per block); then one
+//! sequential pass pairs them into [`ClientOp`]s with the structure rules of `History::new`. An
+//! in-memory [`History`] is fed through the same pass (its ops viewed as events), so both paths
+//! build the same [`Model`].
 
 use crate::model::{ClientOp, Func, Model, NO_ERROR, NO_TARGET};
 use crate::{CheckConfig, FxMap};
 use history::{
-    History, Op, OpType, Outcome, Process, ReadError, ReadWarning, Stamp, StructureError, F,
+    EventRef, History, Op, OpType, Outcome, Process, ReadError, ReadWarning, StructureError, F,
 };
-use serde::de::{self, MapAccess, SeqAccess, Visitor};
-use serde::{Deserialize, Deserializer};
-use serde_json::Value;
-use std::borrow::Cow;
-use std::fmt;
 use std::path::Path;
 
 /// Why a history file could not be checked: the error, and the words, of every command that
@@ -108,66 +104,45 @@ impl Piece {
         }
     }
 
-    fn push_client(
-        &mut self,
-        (index, time_ns, process, kind, func): (u64, u64, u64, OpType, Func),
-        name: Option<&str>,
-        error: Option<&str>,
-        f: Fields,
-    ) {
-        let name = self.name(name);
-        let error = self.error(error);
-        self.items.push(Item::Client(Event {
-            index,
-            time_ns,
-            process,
-            kind,
-            func,
-            name,
-            token: f.token,
-            ttl_ms: f.ttl_ms,
-            value: f.value,
-            seq: f.seq,
-            error,
-            is_final: f.is_final,
-            lease: f.lease,
-        }));
-    }
-
-    /// Adds a parsed op: the conversion both the file path and the [`History`] path use.
-    pub(crate) fn push_op(&mut self, op: &Op) {
-        let func = client_func(&op.f);
-        let (Process::Client(process), Some(func)) = (op.process, func) else {
-            self.items.push(Item::Other(Box::new(op.clone())));
+    /// Adds one event: what both the file path (a parsed line) and the [`History`] path (an
+    /// op's view) give.
+    #[inline]
+    pub(crate) fn push(&mut self, e: &EventRef<'_>) {
+        let (Process::Client(process), Some(func)) = (e.process, client_func(&e.f)) else {
+            self.items.push(Item::Other(Box::new(Op::from(e))));
             return;
         };
-        let name = if func.is_lock_op() {
-            op.lock.as_deref()
+        let name = if func.is_lock_op() { &e.lock } else { &e.key };
+        let name = self.name(name.as_deref());
+        let v = &e.value;
+        let error = self.error(v.error.as_deref());
+        // Adapter evidence is rare: most values have no unknown field to look up.
+        let lease = if v.extra.is_empty() {
+            None
         } else {
-            op.key.as_deref()
+            match (
+                crate::lease::as_u64(v.extra.get("lease_last_ok_ns")),
+                crate::lease::as_u64(v.extra.get("lease_ttl_ms")),
+            ) {
+                (Some(a), Some(b)) => Some((a, b)),
+                _ => None,
+            }
         };
-        let lease = match (
-            crate::lease::as_u64(op.value.extra.get("lease_last_ok_ns")),
-            crate::lease::as_u64(op.value.extra.get("lease_ttl_ms")),
-        ) {
-            (Some(a), Some(b)) => Some((a, b)),
-            _ => None,
-        };
-        let v = &op.value;
-        let fields = Fields {
+        self.items.push(Item::Client(Event {
+            index: e.index,
+            time_ns: e.time_ns,
+            process,
+            kind: e.kind,
+            func,
+            name,
             token: v.token,
             ttl_ms: v.ttl_ms,
             value: v.value,
             seq: v.seq,
+            error,
             is_final: v.is_final,
             lease,
-        };
-        self.push_client(
-            (op.index, op.time_ns, process, op.kind, func),
-            name,
-            v.error.as_deref(),
-            fields,
-        );
+        }));
     }
 }
 
@@ -182,503 +157,20 @@ fn client_func(f: &F) -> Option<Func> {
     })
 }
 
-fn func_of_str(f: &str) -> Option<Func> {
-    Some(match f {
-        "acquire" => Func::Acquire,
-        "renew" => Func::Renew,
-        "release" => Func::Release,
-        "read" => Func::Read,
-        "write" => Func::Write,
-        _ => return None,
-    })
-}
+/// Builds [`Piece`]s of the events [`history::read_pieces`] parses.
+pub(crate) struct EventBuilder;
 
-/// A string borrowed from the line when it has no escapes, owned otherwise.
-struct CowStr<'a>(Cow<'a, str>);
-
-impl<'de> Deserialize<'de> for CowStr<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = CowStr<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<CowStr<'de>, E> {
-                Ok(CowStr(Cow::Borrowed(v)))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<CowStr<'de>, E> {
-                Ok(CowStr(Cow::Owned(v.to_string())))
-            }
-        }
-        d.deserialize_str(V)
-    }
-}
-
-/// A JSON value read and dropped, refusing exactly what `serde_json::Value` refuses (a number
-/// out of range such as `1e400`, a lone surrogate escape, invalid UTF-8, nesting beyond
-/// serde_json's limit), none of which `IgnoredAny` notices. `Op` keeps unknown fields as
-/// `Value`s, so the fast readers skip them with this, or they would accept lines `Op` refuses.
-struct AnyJson;
-
-impl<'de> Deserialize<'de> for AnyJson {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(AnyJson)
-    }
-}
-
-impl<'de> Visitor<'de> for AnyJson {
-    type Value = AnyJson;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<AnyJson, E> {
-        Ok(AnyJson)
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<AnyJson, E> {
-        Ok(AnyJson)
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<AnyJson, E> {
-        Ok(AnyJson)
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<AnyJson, E> {
-        Ok(AnyJson)
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<AnyJson, E> {
-        Ok(AnyJson)
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<AnyJson, E> {
-        Ok(AnyJson)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<AnyJson, A::Error> {
-        // Bounded by the array's elements.
-        while seq.next_element::<AnyJson>()?.is_some() {}
-        Ok(AnyJson)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<AnyJson, A::Error> {
-        // Bounded by the object's entries.
-        while map.next_entry::<AnyJson, AnyJson>()?.is_some() {}
-        Ok(AnyJson)
-    }
-}
-
-/// The value fields the checkers read; everything else is skipped (checked, not kept).
-#[derive(Default)]
-struct RawValue<'a> {
-    token: Option<u64>,
-    ttl_ms: Option<u64>,
-    value: Option<i64>,
-    seq: Option<u64>,
-    error: Option<CowStr<'a>>,
-    is_final: bool,
-    lease_last_ok_ns: Option<Value>,
-    lease_ttl_ms: Option<Value>,
-}
-
-impl<'de> Deserialize<'de> for RawValue<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = RawValue<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("an object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawValue<'de>, A::Error> {
-                let mut v = RawValue::default();
-                // Bounded by the map's entries.
-                while let Some(key) = map.next_key::<CowStr<'de>>()? {
-                    match &*key.0 {
-                        "token" => v.token = map.next_value()?,
-                        "ttl_ms" => v.ttl_ms = map.next_value()?,
-                        "value" => v.value = map.next_value()?,
-                        "seq" => v.seq = map.next_value()?,
-                        "error" => v.error = map.next_value()?,
-                        "final" => v.is_final = map.next_value::<Option<bool>>()?.unwrap_or(false),
-                        "lease_last_ok_ns" => v.lease_last_ok_ns = Some(map.next_value()?),
-                        "lease_ttl_ms" => v.lease_ttl_ms = Some(map.next_value()?),
-                        _ => {
-                            map.next_value::<AnyJson>()?;
-                        }
-                    }
-                }
-                Ok(v)
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<RawValue<'de>, E> {
-                Ok(RawValue::default())
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// One line as the checkers need it, read without allocating (unless a name has escapes).
-/// Mirrors `Op`'s deserializer field for field, so whatever it accepts `Op` accepts with the
-/// same values; on anything else the line is re-read as an `Op` (see [`EventParser`]).
-struct RawLine<'a> {
-    index: u64,
-    time_ns: u64,
-    process: Process,
-    kind: OpType,
-    f: CowStr<'a>,
-    lock: Option<CowStr<'a>>,
-    key: Option<CowStr<'a>>,
-    value: RawValue<'a>,
-}
-
-impl<'de> Deserialize<'de> for RawLine<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = RawLine<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a history op object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawLine<'de>, A::Error> {
-                let mut index = None;
-                let mut time_ns = None;
-                let mut process = None;
-                let mut kind = None;
-                let mut f = None;
-                let mut lock = None;
-                let mut key = None;
-                let mut value = RawValue::default();
-                // Bounded by the map's entries.
-                while let Some(k) = map.next_key::<CowStr<'de>>()? {
-                    match &*k.0 {
-                        "index" => index = Some(map.next_value::<u64>()?),
-                        "time_ns" => time_ns = Some(map.next_value::<u64>()?),
-                        "process" => process = Some(map.next_value::<Process>()?),
-                        "type" => kind = Some(map.next_value::<OpType>()?),
-                        "f" => f = Some(map.next_value::<CowStr<'de>>()?),
-                        "lock" => lock = map.next_value()?,
-                        "key" => key = map.next_value()?,
-                        "value" => value = map.next_value()?,
-                        _ => {
-                            map.next_value::<AnyJson>()?;
-                        }
-                    }
-                }
-                Ok(RawLine {
-                    index: index.ok_or_else(|| de::Error::missing_field("index"))?,
-                    time_ns: time_ns.ok_or_else(|| de::Error::missing_field("time_ns"))?,
-                    process: process.ok_or_else(|| de::Error::missing_field("process"))?,
-                    kind: kind.ok_or_else(|| de::Error::missing_field("type"))?,
-                    f: f.ok_or_else(|| de::Error::missing_field("f"))?,
-                    lock,
-                    key,
-                    value,
-                })
-            }
-        }
-        d.deserialize_map(V)
-    }
-}
-
-/// Parses history lines into [`Piece`]s for [`history::read_pieces`].
-pub(crate) struct EventParser;
-
-impl history::PieceParser for EventParser {
+impl history::PieceBuilder for EventBuilder {
     type Piece = Piece;
 
     fn new_piece(&self, bytes: usize) -> Piece {
         Piece::with_capacity(bytes / 100)
     }
 
-    fn parse_line(&self, line: &[u8], piece: &mut Piece) -> Result<Stamp, String> {
-        // The writer's own lines take the scanner; anything it does not know, the serde reader.
-        if let Some(stamp) = scan_line(line, piece) {
-            return Ok(stamp);
-        }
-        if let Ok(raw) = serde_json::from_slice::<RawLine>(line) {
-            if let (Process::Client(process), Some(func)) = (raw.process, func_of_str(&raw.f.0)) {
-                let name = if func.is_lock_op() { raw.lock } else { raw.key };
-                let v = raw.value;
-                let lease = match (
-                    crate::lease::as_u64(v.lease_last_ok_ns.as_ref()),
-                    crate::lease::as_u64(v.lease_ttl_ms.as_ref()),
-                ) {
-                    (Some(a), Some(b)) => Some((a, b)),
-                    _ => None,
-                };
-                let fields = Fields {
-                    token: v.token,
-                    ttl_ms: v.ttl_ms,
-                    value: v.value,
-                    seq: v.seq,
-                    is_final: v.is_final,
-                    lease,
-                };
-                piece.push_client(
-                    (raw.index, raw.time_ns, process, raw.kind, func),
-                    name.as_ref().map(|n| &*n.0),
-                    v.error.as_ref().map(|e| &*e.0),
-                    fields,
-                );
-                return Ok(Stamp {
-                    index: raw.index,
-                    time_ns: raw.time_ns,
-                });
-            }
-        }
-        // Nemesis events, unknown functions and anything the fast readers refused: the full
-        // reader decides, with its own words for a bad line.
-        let op = serde_json::from_slice::<Op>(line).map_err(|e| e.to_string())?;
-        piece.push_op(&op);
-        Ok(op.stamp())
+    #[inline]
+    fn push(&self, event: &EventRef<'_>, piece: &mut Piece) {
+        piece.push(event);
     }
-}
-
-/// The value fields of a client event that are plain numbers and flags.
-#[derive(Default)]
-struct Fields {
-    token: Option<u64>,
-    ttl_ms: Option<u64>,
-    value: Option<i64>,
-    seq: Option<u64>,
-    is_final: bool,
-    lease: Option<(u64, u64)>,
-}
-
-/// A strict reader of the exact subset of JSON the harness's writer produces for client
-/// events: no whitespace, ASCII strings without escapes, integers without sign (but `value`),
-/// fraction or exponent, known keys each at most once. It never decides that a line is
-/// malformed: on anything else it returns `None` and the serde readers take the line, so what
-/// it accepts it reads exactly as they would, only several times faster.
-struct Scan<'a> {
-    b: &'a [u8],
-    i: usize,
-}
-
-impl<'a> Scan<'a> {
-    fn eat(&mut self, c: u8) -> Option<()> {
-        if self.b.get(self.i) == Some(&c) {
-            self.i += 1;
-            Some(())
-        } else {
-            None
-        }
-    }
-
-    fn null(&mut self) -> bool {
-        if self.b[self.i..].starts_with(b"null") {
-            self.i += 4;
-            true
-        } else {
-            false
-        }
-    }
-
-    /// A string's bytes: printable ASCII only, so any of them is valid UTF-8 as it stands.
-    fn bytes(&mut self) -> Option<&'a [u8]> {
-        self.eat(b'"')?;
-        let start = self.i;
-        // Bounded by the line.
-        loop {
-            match *self.b.get(self.i)? {
-                b'"' => break,
-                // Escapes, control characters and non-ASCII: the serde reader's business.
-                b'\\' | 0..0x20 | 0x7f.. => return None,
-                _ => self.i += 1,
-            }
-        }
-        let s = &self.b[start..self.i];
-        self.i += 1;
-        Some(s)
-    }
-
-    fn str(&mut self) -> Option<&'a str> {
-        std::str::from_utf8(self.bytes()?).ok()
-    }
-
-    fn u64(&mut self) -> Option<u64> {
-        let start = self.i;
-        let mut n: u64 = 0;
-        // Bounded by the line.
-        while let Some(&d) = self.b.get(self.i) {
-            if !d.is_ascii_digit() {
-                break;
-            }
-            n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
-            self.i += 1;
-        }
-        let digits = self.i - start;
-        // No digits, a leading zero, or a fraction or exponent follows.
-        if digits == 0 || (digits > 1 && self.b[start] == b'0') {
-            return None;
-        }
-        if matches!(self.b.get(self.i), Some(b'.' | b'e' | b'E')) {
-            return None;
-        }
-        Some(n)
-    }
-
-    fn i64(&mut self) -> Option<i64> {
-        if self.eat(b'-').is_some() {
-            let n = self.u64()?;
-            // serde_json reads -0 as a float (which an i64 refuses); the most negative value is
-            // left to it too.
-            if n == 0 {
-                return None;
-            }
-            i64::try_from(n).ok().map(|n| -n)
-        } else {
-            i64::try_from(self.u64()?).ok()
-        }
-    }
-
-    fn opt_u64(&mut self) -> Option<Option<u64>> {
-        if self.null() {
-            Some(None)
-        } else {
-            self.u64().map(Some)
-        }
-    }
-
-    fn opt_str(&mut self) -> Option<Option<&'a str>> {
-        if self.null() {
-            Some(None)
-        } else {
-            self.str().map(Some)
-        }
-    }
-
-    /// Calls `field` for each `"key":` of an object, which must read the value.
-    fn object(&mut self, mut field: impl FnMut(&mut Self, &'a [u8]) -> Option<()>) -> Option<()> {
-        self.eat(b'{')?;
-        if self.eat(b'}').is_some() {
-            return Some(());
-        }
-        // Bounded by the line: each pass consumes a key.
-        loop {
-            let key = self.bytes()?;
-            self.eat(b':')?;
-            field(self, key)?;
-            if self.eat(b'}').is_some() {
-                return Some(());
-            }
-            self.eat(b',')?;
-        }
-    }
-}
-
-/// Reads a client event line with [`Scan`] into `piece`; `None` leaves it to the serde readers.
-fn scan_line(line: &[u8], piece: &mut Piece) -> Option<Stamp> {
-    let mut s = Scan { b: line, i: 0 };
-    let (mut index, mut time_ns, mut process, mut kind, mut func) = (None, None, None, None, None);
-    let mut lock = None;
-    let mut key = None;
-    let mut error = None;
-    let mut fields = Fields::default();
-    let mut seen = 0u32;
-    let mut seen_v = 0u32;
-    s.object(|s, k| {
-        let bit = match k {
-            b"index" => {
-                index = Some(s.u64()?);
-                1
-            }
-            b"time_ns" => {
-                time_ns = Some(s.u64()?);
-                2
-            }
-            // A nemesis process is a string: left to the serde readers.
-            b"process" => {
-                process = Some(s.u64()?);
-                4
-            }
-            b"type" => {
-                kind = Some(match s.bytes()? {
-                    b"invoke" => OpType::Invoke,
-                    b"ok" => OpType::Ok,
-                    b"fail" => OpType::Fail,
-                    b"info" => OpType::Info,
-                    _ => return None,
-                });
-                8
-            }
-            b"f" => {
-                func = Some(match s.bytes()? {
-                    b"acquire" => Func::Acquire,
-                    b"renew" => Func::Renew,
-                    b"release" => Func::Release,
-                    b"read" => Func::Read,
-                    b"write" => Func::Write,
-                    _ => return None,
-                });
-                16
-            }
-            b"lock" => {
-                lock = s.opt_str()?;
-                32
-            }
-            b"key" => {
-                key = s.opt_str()?;
-                64
-            }
-            b"value" => {
-                if !s.null() {
-                    s.object(|s, k| {
-                        let bit = match k {
-                            b"token" => {
-                                fields.token = s.opt_u64()?;
-                                1
-                            }
-                            b"ttl_ms" => {
-                                fields.ttl_ms = s.opt_u64()?;
-                                2
-                            }
-                            b"value" => {
-                                fields.value = if s.null() { None } else { Some(s.i64()?) };
-                                4
-                            }
-                            b"seq" => {
-                                fields.seq = s.opt_u64()?;
-                                8
-                            }
-                            b"error" => {
-                                error = s.opt_str()?;
-                                16
-                            }
-                            b"final" => {
-                                fields.is_final = if s.b[s.i..].starts_with(b"true") {
-                                    s.i += 4;
-                                    true
-                                } else if s.b[s.i..].starts_with(b"false") {
-                                    s.i += 5;
-                                    false
-                                } else if s.null() {
-                                    false
-                                } else {
-                                    return None;
-                                };
-                                32
-                            }
-                            _ => return None,
-                        };
-                        if seen_v & bit != 0 {
-                            return None;
-                        }
-                        seen_v |= bit;
-                        Some(())
-                    })?;
-                }
-                128
-            }
-            _ => return None,
-        };
-        if seen & bit != 0 {
-            return None;
-        }
-        seen |= bit;
-        Some(())
-    })?;
-    if s.i != line.len() {
-        return None;
-    }
-    let (index, time_ns, process, kind, func) = (index?, time_ns?, process?, kind?, func?);
-    let name = if func.is_lock_op() { lock } else { key };
-    piece.push_client((index, time_ns, process, kind, func), name, error, fields);
-    Some(Stamp { index, time_ns })
 }
 
 /// The sequential pass: pairs events into client ops under `History::new`'s rules.
@@ -922,7 +414,7 @@ impl Digest {
         for chunk in h.ops.chunks(64 * 1024) {
             let mut piece = Piece::with_capacity(chunk.len());
             for op in chunk {
-                piece.push_op(op);
+                piece.push(&op.view());
             }
             d.feed(piece);
         }
@@ -955,7 +447,7 @@ pub fn check_path(
             }
             digest
         });
-        let warnings = history::read_pieces(file, path, &EventParser, move |piece| {
+        let warnings = history::read_pieces(file, path, &EventBuilder, move |piece| {
             // The pairer only stops when this sender is dropped: a send cannot fail.
             let _ = tx.send(piece);
         });

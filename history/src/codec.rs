@@ -1,5 +1,6 @@
 //! The JSONL codec: a writer that flushes every line and the one reader of the format, which
-//! parses blocks of lines on every core and names `file:line` for anything it rejects.
+//! parses blocks of lines on every core (each line with the one parser, `event.rs`) and names
+//! `file:line` for anything it rejects.
 //!
 //! The reader's rules (DESIGN.md, "History format"): blank lines are skipped; `index` ascends
 //! and `time_ns` never goes back, in file order; a line that does not parse is an error naming
@@ -8,6 +9,7 @@
 //! `report`, `export`, the run's verdict) reads through [`read_pieces`], so they accept the
 //! same files and word their refusals the same way.
 
+use crate::event::{read_event, EventRef};
 use crate::history::{History, StructureError};
 use crate::op::Op;
 use std::fs::File;
@@ -98,6 +100,7 @@ impl Op {
 
 /// The rules between consecutive events in file order: `index` ascends and `time_ns` never goes
 /// back (equal times are fine: two events can fall in one clock tick). The reason, if broken.
+#[inline]
 pub(crate) fn out_of_order(prev: Stamp, next: Stamp) -> Option<String> {
     if next.index <= prev.index {
         return Some(format!(
@@ -178,56 +181,55 @@ fn read_ops_with_capacity(
     capacity: usize,
 ) -> Result<(Vec<Op>, Vec<ReadWarning>), ReadError> {
     let mut ops = Vec::with_capacity(capacity);
-    let warnings = read_pieces(input, name, &OpParser, |piece| ops.extend(piece))?;
+    let warnings = read_pieces(input, name, &OpBuilder, |piece| ops.extend(piece))?;
     Ok((ops, warnings))
 }
 
-/// Parses lines into a per-range accumulator (a "piece"). [`read_pieces`] runs one per range of
-/// lines, on every core, so a parser may keep per-piece state (interned names) without locks.
-pub trait PieceParser: Sync {
+/// Builds a per-range accumulator (a "piece") of the events the reader parsed. [`read_pieces`]
+/// runs one piece per range of lines, on every core, so a builder may keep per-piece state
+/// (interned names) without locks. It never sees a line: every line is read by the one parser
+/// ([`crate::parse_event`]), so every reader accepts the same lines and words a refusal the
+/// same way.
+pub trait PieceBuilder: Sync {
     type Piece: Send;
     /// An empty piece for a range of `bytes` bytes of text.
     fn new_piece(&self, bytes: usize) -> Self::Piece;
-    /// Parses one non-blank line into `piece` and returns its `index` and `time_ns`, or the
-    /// reason the line is malformed. Parsers must accept exactly the lines [`Op`] accepts, with
-    /// `Op`'s words for the rest, so that every reader refuses the same files the same way.
-    fn parse_line(&self, line: &[u8], piece: &mut Self::Piece) -> Result<Stamp, String>;
+    /// Adds one event, read from the piece's next non-blank line.
+    fn push(&self, event: &EventRef<'_>, piece: &mut Self::Piece);
 }
 
-/// The plain parser: one [`Op`] per line.
-struct OpParser;
+/// The plain builder: one [`Op`] per line.
+struct OpBuilder;
 
-impl PieceParser for OpParser {
+impl PieceBuilder for OpBuilder {
     type Piece = Vec<Op>;
     fn new_piece(&self, bytes: usize) -> Vec<Op> {
         Vec::with_capacity(bytes / 60)
     }
-    fn parse_line(&self, line: &[u8], piece: &mut Vec<Op>) -> Result<Stamp, String> {
-        let op = serde_json::from_slice::<Op>(line).map_err(|e| e.to_string())?;
-        let stamp = op.stamp();
-        piece.push(op);
-        Ok(stamp)
+    #[inline]
+    fn push(&self, event: &EventRef<'_>, piece: &mut Vec<Op>) {
+        piece.push(Op::from(event));
     }
 }
 
-/// Reads a history with `parser`, handing `sink` each parsed piece in file order, and returns
-/// the reader's warnings. Applies the module's rules; parses blocks of lines on every core and
-/// never holds more than a few blocks of text.
-pub fn read_pieces<P: PieceParser>(
+/// Reads a history into pieces built by `builder`, handing `sink` each piece in file order,
+/// and returns the reader's warnings. Applies the module's rules; parses blocks of lines on
+/// every core and never holds more than a few blocks of text.
+pub fn read_pieces<P: PieceBuilder>(
     input: impl Read,
     name: &Path,
-    parser: &P,
+    builder: &P,
     sink: impl FnMut(P::Piece),
 ) -> Result<Vec<ReadWarning>, ReadError> {
-    read_blocks(input, name, parser, sink, BLOCK_BYTES)
+    read_blocks(input, name, builder, sink, BLOCK_BYTES)
 }
 
 /// [`read_pieces`] in blocks of `block_bytes` (tests use tiny blocks to put a boundary
 /// between every two lines).
-fn read_blocks<P: PieceParser>(
+fn read_blocks<P: PieceBuilder>(
     mut input: impl Read,
     name: &Path,
-    parser: &P,
+    builder: &P,
     mut sink: impl FnMut(P::Piece),
     block_bytes: usize,
 ) -> Result<Vec<ReadWarning>, ReadError> {
@@ -268,8 +270,9 @@ fn read_blocks<P: PieceParser>(
                 .map(|(i, &(from, to, first_line))| {
                     let text = &block[from..to];
                     let at_end = eof && i + 1 == pieces.len();
-                    scope
-                        .spawn(move || parse_piece(parser, text, lines_before + first_line, at_end))
+                    scope.spawn(move || {
+                        parse_piece(builder, text, lines_before + first_line, at_end)
+                    })
                 })
                 .collect();
             handles
@@ -371,14 +374,14 @@ struct Piece<T> {
 
 /// `lines_before`: lines of the input before this range. `at_end`: the range ends the input,
 /// so its last line may be a write cut short.
-fn parse_piece<P: PieceParser>(
-    parser: &P,
+fn parse_piece<P: PieceBuilder>(
+    builder: &P,
     text: &[u8],
     lines_before: u64,
     at_end: bool,
 ) -> Piece<P::Piece> {
     let mut piece = Piece {
-        items: parser.new_piece(text.len()),
+        items: builder.new_piece(text.len()),
         first: None,
         last: None,
         error: None,
@@ -405,7 +408,11 @@ fn parse_piece<P: PieceParser>(
         if t.is_empty() {
             continue;
         }
-        match parser.parse_line(t, &mut piece.items) {
+        let items = &mut piece.items;
+        match read_event(t, |event| {
+            builder.push(event, items);
+            event.stamp()
+        }) {
             Ok(stamp) => {
                 if let Some(reason) = piece.last.and_then(|prev| out_of_order(prev, stamp)) {
                     piece.error = Some((line_no, reason));
@@ -445,7 +452,7 @@ mod tests {
         read_blocks(
             text.as_bytes(),
             Path::new("h"),
-            &OpParser,
+            &OpBuilder,
             |ops: Vec<Op>| n += ops.len(),
             block_bytes,
         )

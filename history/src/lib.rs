@@ -6,6 +6,8 @@
 //!   every line; the one reader parses blocks of lines on every core, names `file:line` for a
 //!   malformed line (an index that does not ascend, a time that goes back) and drops a final
 //!   line cut off mid-write with a warning. [`read_history`] adds the structure checks.
+//! - [`parse_event`] / [`EventRef`]: the one parser of a line (a fast scanner for the writer's
+//!   own lines, serde for anything else) and the borrowed view it gives; `Op` is built from it.
 //! - [`History`]: a structurally checked history whose client events are paired into
 //!   [`Operation`]s (invoke + completion + [`Outcome`]).
 //! - [`Results`], [`Violation`], [`Validity`]: the serialized checker results (`results.json`),
@@ -16,6 +18,7 @@
 //! This crate does no I/O beyond reading and writing history files.
 
 mod codec;
+mod event;
 mod history;
 pub mod layout;
 mod op;
@@ -23,9 +26,10 @@ mod recorder;
 mod results;
 
 pub use codec::{
-    read_history, read_ops, read_ops_from, read_pieces, HistoryWriter, LoadError, PieceParser,
+    read_history, read_ops, read_ops_from, read_pieces, HistoryWriter, LoadError, PieceBuilder,
     ReadError, ReadWarning, Stamp,
 };
+pub use event::{parse_event, read_event, EventRef, ValueRef};
 pub use history::{History, Operation, Outcome, StructureError};
 pub use layout::ExitCode;
 pub use op::{Op, OpType, OpValue, Process, F};

@@ -1,6 +1,7 @@
 //! One history event ([`Op`]) and its parts.
 
-use serde::de::{self, MapAccess, Visitor};
+use crate::event::{EventRef, ValueRef};
+use serde::de::{self, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
@@ -172,53 +173,6 @@ impl<'de> Deserialize<'de> for F {
     }
 }
 
-/// A map key read without allocating when it is one of the names we know: most keys are, and
-/// this is the hot path of parsing a history.
-enum Key {
-    Known(&'static str),
-    Other(String),
-}
-
-impl<'de> Deserialize<'de> for Key {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Key;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a field name")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key, E> {
-                Ok(Key::Known(match v {
-                    "index" => "index",
-                    "time_ns" => "time_ns",
-                    "process" => "process",
-                    "type" => "type",
-                    "f" => "f",
-                    "lock" => "lock",
-                    "key" => "key",
-                    "value" => "value",
-                    "token" => "token",
-                    "ttl_ms" => "ttl_ms",
-                    "seq" => "seq",
-                    "error" => "error",
-                    "final" => "final",
-                    _ => return Ok(Key::Other(v.to_string())),
-                }))
-            }
-        }
-        d.deserialize_str(V)
-    }
-}
-
-impl Key {
-    fn as_str(&self) -> &str {
-        match self {
-            Key::Known(k) => k,
-            Key::Other(s) => s,
-        }
-    }
-}
-
 /// An op's `value`. The fields the checkers read are typed; anything else (adapter evidence,
 /// nemesis details such as `nodes`) is kept in `extra`, in order, and written back unchanged.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -303,37 +257,10 @@ impl Serialize for OpValue {
     }
 }
 
+/// Read as the one parser reads it ([`ValueRef`]).
 impl<'de> Deserialize<'de> for OpValue {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = OpValue;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("an object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<OpValue, A::Error> {
-                let mut v = OpValue::default();
-                while let Some(key) = map.next_key::<Key>()? {
-                    match key.as_str() {
-                        "token" => v.token = map.next_value()?,
-                        "ttl_ms" => v.ttl_ms = map.next_value()?,
-                        "value" => v.value = map.next_value()?,
-                        "seq" => v.seq = map.next_value()?,
-                        "error" => v.error = map.next_value()?,
-                        "final" => v.is_final = map.next_value::<Option<bool>>()?.unwrap_or(false),
-                        other => {
-                            let val: Value = map.next_value()?;
-                            v.extra.insert(other.to_string(), val);
-                        }
-                    }
-                }
-                Ok(v)
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<OpValue, E> {
-                Ok(OpValue::default())
-            }
-        }
-        d.deserialize_any(V)
+        ValueRef::deserialize(d).map(OpValue::from)
     }
 }
 
@@ -408,53 +335,9 @@ impl Serialize for Op {
     }
 }
 
+/// Read as the one parser reads a line ([`EventRef`]), then made owned.
 impl<'de> Deserialize<'de> for Op {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Op;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a history op object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Op, A::Error> {
-                let mut index = None;
-                let mut time_ns = None;
-                let mut process = None;
-                let mut kind = None;
-                let mut f = None;
-                let mut lock = None;
-                let mut key = None;
-                let mut value = OpValue::default();
-                let mut extra = Map::new();
-                while let Some(k) = map.next_key::<Key>()? {
-                    match k.as_str() {
-                        "index" => index = Some(map.next_value::<u64>()?),
-                        "time_ns" => time_ns = Some(map.next_value::<u64>()?),
-                        "process" => process = Some(map.next_value::<Process>()?),
-                        "type" => kind = Some(map.next_value::<OpType>()?),
-                        "f" => f = Some(map.next_value::<F>()?),
-                        "lock" => lock = map.next_value::<Option<String>>()?,
-                        "key" => key = map.next_value::<Option<String>>()?,
-                        "value" => value = map.next_value::<OpValue>()?,
-                        other => {
-                            let v: Value = map.next_value()?;
-                            extra.insert(other.to_string(), v);
-                        }
-                    }
-                }
-                Ok(Op {
-                    index: index.ok_or_else(|| de::Error::missing_field("index"))?,
-                    time_ns: time_ns.ok_or_else(|| de::Error::missing_field("time_ns"))?,
-                    process: process.ok_or_else(|| de::Error::missing_field("process"))?,
-                    kind: kind.ok_or_else(|| de::Error::missing_field("type"))?,
-                    f: f.ok_or_else(|| de::Error::missing_field("f"))?,
-                    lock,
-                    key,
-                    value,
-                    extra,
-                })
-            }
-        }
-        d.deserialize_map(V)
+        EventRef::deserialize(d).map(Op::from)
     }
 }
