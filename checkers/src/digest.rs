@@ -1,14 +1,15 @@
 //! The compact digest: history events reduced to the few fields the checkers read, without
 //! keeping the events. A history file is read by `history`'s one parser in parallel blocks, and
 //! each event view goes straight into a small [`Event`] (names interned per block); then one
-//! sequential pass pairs them into [`ClientOp`]s with the structure rules of `History::new`. An
-//! in-memory [`History`] is fed through the same pass (its ops viewed as events), so both paths
-//! build the same [`Model`].
+//! sequential pass pairs them into [`ClientOp`]s with `history`'s one pairing pass (the rules of
+//! `History::new`). An in-memory [`History`] is fed through the same pass (its ops viewed as
+//! events), so both paths build the same [`Model`].
 
 use crate::model::{ClientOp, Func, Model, NO_ERROR, NO_TARGET};
 use crate::{CheckConfig, FxMap};
 use history::{
-    EventRef, History, Op, OpType, Outcome, Process, ReadError, ReadWarning, StructureError, F,
+    EventRef, History, Op, OpType, Outcome, Paired, Pairing, Process, ReadError, ReadWarning,
+    Stamp, StructureError, F,
 };
 use std::path::Path;
 
@@ -157,6 +158,16 @@ fn client_func(f: &F) -> Option<Func> {
     })
 }
 
+fn f_of(func: Func) -> F {
+    match func {
+        Func::Acquire => F::Acquire,
+        Func::Renew => F::Renew,
+        Func::Release => F::Release,
+        Func::Read => F::Read,
+        Func::Write => F::Write,
+    }
+}
+
 /// Builds [`Piece`]s of the events [`history::read_pieces`] parses.
 pub(crate) struct EventBuilder;
 
@@ -173,16 +184,14 @@ impl history::PieceBuilder for EventBuilder {
     }
 }
 
-/// The sequential pass: pairs events into client ops under `History::new`'s rules.
+/// The sequential pass: pairs events into client ops with `history::Pairing`, the pass
+/// `History::new` runs.
 pub(crate) struct Digest {
     pub(crate) events: u64,
     pub(crate) end_time_ns: u64,
-    last_index: Option<u64>,
+    /// The structure rules; an op's slot in it is its position in `ops`.
+    pairing: Pairing,
     pub(crate) ops: Vec<ClientOp>,
-    /// process -> position in `ops` of its op in flight
-    in_flight: FxMap<u64, usize>,
-    /// process -> index of the `info` that crashed it
-    crashed: FxMap<u64, u64>,
     pub(crate) locks: Vec<String>,
     lock_ids: FxMap<String, u32>,
     pub(crate) keys: Vec<String>,
@@ -206,19 +215,13 @@ fn intern_global(names: &mut Vec<String>, ids: &mut FxMap<String, u32>, name: &s
     i
 }
 
-fn f_name(func: Func) -> &'static str {
-    func.as_str()
-}
-
 impl Digest {
     pub(crate) fn new(capacity: usize) -> Digest {
         Digest {
             events: 0,
             end_time_ns: 0,
-            last_index: None,
+            pairing: Pairing::new(),
             ops: Vec::with_capacity(capacity),
-            in_flight: FxMap::default(),
-            crashed: FxMap::default(),
             locks: Vec::new(),
             lock_ids: FxMap::default(),
             keys: Vec::new(),
@@ -240,40 +243,42 @@ impl Digest {
         // Bounded by the piece's events.
         for item in piece.items {
             self.events += 1;
-            let (index, time_ns) = match &item {
-                Item::Client(e) => (e.index, e.time_ns),
-                Item::Other(op) => (op.index, op.time_ns),
+            let step = match &item {
+                Item::Client(e) => {
+                    self.end_time_ns = self.end_time_ns.max(e.time_ns);
+                    if self.error.is_some() {
+                        continue;
+                    }
+                    let stamp = Stamp {
+                        index: e.index,
+                        time_ns: e.time_ns,
+                    };
+                    let f = f_of(e.func);
+                    self.pairing
+                        .step(stamp, Process::Client(e.process), e.kind, &f)
+                }
+                Item::Other(op) => {
+                    self.end_time_ns = self.end_time_ns.max(op.time_ns);
+                    if self.error.is_some() {
+                        continue;
+                    }
+                    self.pairing.step(op.stamp(), op.process, op.kind, &op.f)
+                }
             };
-            self.end_time_ns = self.end_time_ns.max(time_ns);
-            if self.error.is_some() {
-                continue;
-            }
-            if let Some(last) = self.last_index {
-                if index <= last {
-                    self.error = Some(StructureError {
-                        index,
-                        reason: format!("index does not ascend (previous index {last})"),
-                    });
+            let (paired, e) = match (step, item) {
+                (Err(err), _) => {
+                    self.error = Some(err);
                     continue;
                 }
-            }
-            self.last_index = Some(index);
-            let e = match item {
-                Item::Client(e) => e,
-                Item::Other(op) => {
-                    match op.process {
-                        Process::Nemesis => self.nemesis.push(*op),
-                        Process::Client(_) => {
-                            self.error = Some(StructureError {
-                                index,
-                                reason: format!(
-                                    "client function {:?} is not one of acquire, renew, release, read, write",
-                                    op.f.as_str()
-                                ),
-                            });
-                        }
-                    }
+                (Ok(Paired::Nemesis), Item::Other(op)) => {
+                    self.nemesis.push(*op);
                     continue;
+                }
+                (Ok(paired), Item::Client(e)) => (paired, e),
+                // `Other` holds nemesis events and client events of an unknown function, which
+                // the pairing refuses.
+                (Ok(paired), Item::Other(op)) => {
+                    unreachable!("{paired:?} for op {}, which is not a client op", op.index)
                 }
             };
             let error = match e.error {
@@ -305,84 +310,35 @@ impl Digest {
                     *g
                 }
             };
-            if let Err(err) = self.pair(e, target, error) {
-                self.error = Some(err);
+            match paired {
+                Paired::Invoke { slot } => {
+                    debug_assert_eq!(slot, self.ops.len());
+                    self.invoke(e, target);
+                }
+                Paired::Complete { slot, outcome } => self.complete(slot, outcome, e, error),
+                Paired::Nemesis => unreachable!("a client event is never a nemesis event"),
             }
         }
     }
 
-    fn pair(&mut self, e: Event, target: u32, error: u32) -> Result<(), StructureError> {
-        let p = e.process;
-        if let Some(at) = self.crashed.get(&p) {
-            return Err(StructureError {
-                index: e.index,
-                reason: format!(
-                    "process {p} crashed (info at index {at}) and must not run further ops"
-                ),
-            });
+    /// Opens a client op.
+    fn invoke(&mut self, e: Event, target: u32) {
+        let mut op = ClientOp::invoked(e.func, e.process, target, e.time_ns, e.index, e.is_final);
+        // An acquire's token is the one granted; other ops use their invoke's.
+        if e.func != Func::Acquire {
+            op.set_token(e.token);
         }
-        if e.kind == OpType::Invoke {
-            if let Some(&open) = self.in_flight.get(&p) {
-                return Err(StructureError {
-                    index: e.index,
-                    reason: format!(
-                        "process {p} invoked while its op at index {} is still in flight",
-                        self.ops[open].index
-                    ),
-                });
-            }
-            self.in_flight.insert(p, self.ops.len());
-            let mut op = ClientOp::invoked(e.func, p, target, e.time_ns, e.index, e.is_final);
-            // An acquire's token is the one granted; other ops use their invoke's.
-            if e.func != Func::Acquire {
-                op.set_token(e.token);
-            }
-            op.set_ttl_ms(e.ttl_ms);
-            op.set_requested_ttl_ms(e.ttl_ms);
-            if e.func == Func::Write {
-                op.set_value(e.value);
-            }
-            self.ops.push(op);
-            return Ok(());
+        op.set_ttl_ms(e.ttl_ms);
+        op.set_requested_ttl_ms(e.ttl_ms);
+        if e.func == Func::Write {
+            op.set_value(e.value);
         }
-        let Some(open) = self.in_flight.remove(&p) else {
-            return Err(StructureError {
-                index: e.index,
-                reason: format!(
-                    "{} for process {p}, which has no op in flight",
-                    e.kind.as_str()
-                ),
-            });
-        };
-        let o = &mut self.ops[open];
-        if o.func != e.func {
-            return Err(StructureError {
-                index: e.index,
-                reason: format!(
-                    "completes a {} but process {p} invoked a {} at index {}",
-                    f_name(e.func),
-                    f_name(o.func),
-                    o.index
-                ),
-            });
-        }
-        if e.time_ns < o.invoke_ns {
-            return Err(StructureError {
-                index: e.index,
-                reason: format!(
-                    "completes at time_ns {} before its invoke at index {} (time_ns {})",
-                    e.time_ns, o.index, o.invoke_ns
-                ),
-            });
-        }
-        let outcome = match e.kind {
-            OpType::Ok => Outcome::Ok,
-            OpType::Fail => Outcome::Fail,
-            _ => {
-                self.crashed.insert(p, e.index);
-                Outcome::Info
-            }
-        };
+        self.ops.push(op);
+    }
+
+    /// Ends the client op at `slot` with its completion `e`.
+    fn complete(&mut self, slot: usize, outcome: Outcome, e: Event, error: u32) {
+        let o = &mut self.ops[slot];
         o.complete(outcome, e.time_ns);
         o.index = e.index;
         if o.func == Func::Acquire {
@@ -402,9 +358,8 @@ impl Digest {
         o.error = error;
         o.is_final |= e.is_final;
         if let Some((a, b)) = e.lease {
-            self.lease_evidence.push((open, a, b));
+            self.lease_evidence.push((slot, a, b));
         }
-        Ok(())
     }
 
     /// Digests an in-memory history.

@@ -1,8 +1,7 @@
 //! A whole history, checked for structure, and its client ops paired into [`Operation`]s.
 
-use crate::codec::out_of_order;
-use crate::op::{Op, OpType, Process, F};
-use std::collections::HashMap;
+use crate::op::Op;
+use crate::pairing::{Paired, Pairing};
 
 /// A structural rule of DESIGN.md's history format that a history breaks.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -92,96 +91,25 @@ impl History {
     }
 }
 
+/// Pairs the client events with the one pairing pass.
 fn pair(ops: &[Op]) -> Result<Vec<Operation>, StructureError> {
     let mut operations: Vec<Operation> = Vec::new();
-    // process -> position in `operations` of its op in flight
-    let mut in_flight: HashMap<u64, usize> = HashMap::new();
-    let mut crashed: HashMap<u64, u64> = HashMap::new();
-    let mut last: Option<&Op> = None;
+    let mut pairing = Pairing::new();
     for (pos, op) in ops.iter().enumerate() {
-        if let Some(reason) = last.and_then(|last| out_of_order(last.stamp(), op.stamp())) {
-            return Err(StructureError {
-                index: op.index,
-                reason,
-            });
-        }
-        last = Some(op);
-        let Process::Client(p) = op.process else {
-            continue;
-        };
-        if let F::Other(name) = &op.f {
-            return Err(StructureError {
-                index: op.index,
-                reason: format!(
-                    "client function {name:?} is not one of acquire, renew, release, read, write"
-                ),
-            });
-        }
-        if let Some(at) = crashed.get(&p) {
-            return Err(StructureError {
-                index: op.index,
-                reason: format!(
-                    "process {p} crashed (info at index {at}) and must not run further ops"
-                ),
-            });
-        }
-        match op.kind {
-            OpType::Invoke => {
-                if let Some(&open) = in_flight.get(&p) {
-                    return Err(StructureError {
-                        index: op.index,
-                        reason: format!(
-                            "process {p} invoked while its op at index {} is still in flight",
-                            ops[operations[open].invoke].index
-                        ),
-                    });
-                }
-                in_flight.insert(p, operations.len());
+        match pairing.step(op.stamp(), op.process, op.kind, &op.f)? {
+            Paired::Nemesis => {}
+            Paired::Invoke { slot } => {
+                debug_assert_eq!(slot, operations.len());
                 operations.push(Operation {
                     invoke: pos,
                     complete: None,
                     outcome: Outcome::Pending,
                 });
             }
-            kind => {
-                let Some(open) = in_flight.remove(&p) else {
-                    return Err(StructureError {
-                        index: op.index,
-                        reason: format!(
-                            "{} for process {p}, which has no op in flight",
-                            kind.as_str()
-                        ),
-                    });
-                };
-                let inv = &ops[operations[open].invoke];
-                if inv.f != op.f {
-                    return Err(StructureError {
-                        index: op.index,
-                        reason: format!(
-                            "completes a {} but process {p} invoked a {} at index {}",
-                            op.f, inv.f, inv.index
-                        ),
-                    });
-                }
-                if op.time_ns < inv.time_ns {
-                    return Err(StructureError {
-                        index: op.index,
-                        reason: format!(
-                            "completes at time_ns {} before its invoke at index {} (time_ns {})",
-                            op.time_ns, inv.index, inv.time_ns
-                        ),
-                    });
-                }
-                let o = &mut operations[open];
+            Paired::Complete { slot, outcome } => {
+                let o = &mut operations[slot];
                 o.complete = Some(pos);
-                o.outcome = match kind {
-                    OpType::Ok => Outcome::Ok,
-                    OpType::Fail => Outcome::Fail,
-                    _ => {
-                        crashed.insert(p, op.index);
-                        Outcome::Info
-                    }
-                };
+                o.outcome = outcome;
             }
         }
     }

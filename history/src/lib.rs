@@ -8,6 +8,8 @@
 //!   line cut off mid-write with a warning. [`read_history`] adds the structure checks.
 //! - [`parse_event`] / [`EventRef`]: the one parser of a line (a fast scanner for the writer's
 //!   own lines, serde for anything else) and the borrowed view it gives; `Op` is built from it.
+//! - [`Pairing`]: the one pairing pass (the structure rules, one event at a time), which
+//!   [`History::new`] and the checkers' streaming digest both run.
 //! - [`History`]: a structurally checked history whose client events are paired into
 //!   [`Operation`]s (invoke + completion + [`Outcome`]).
 //! - [`Results`], [`Violation`], [`Validity`]: the serialized checker results (`results.json`),
@@ -22,6 +24,7 @@ mod event;
 mod history;
 pub mod layout;
 mod op;
+mod pairing;
 mod recorder;
 mod results;
 
@@ -33,6 +36,7 @@ pub use event::{parse_event, read_event, EventRef, ValueRef};
 pub use history::{History, Operation, Outcome, StructureError};
 pub use layout::ExitCode;
 pub use op::{Op, OpType, OpValue, Process, F};
+pub use pairing::{Paired, Pairing};
 pub use recorder::{CountsSnapshot, Recorder};
 pub use results::{
     ActiveFault, CheckerResult, KindClass, Percentiles, Results, Stats, Validity, Violation,

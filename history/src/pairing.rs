@@ -1,0 +1,266 @@
+//! The one pairing pass: the structure rules of a history, one event at a time, as a small
+//! state machine (the last event's stamp, each client process's op in flight, the processes an
+//! `info` crashed). [`History::new`](crate::History::new) and the checkers' streaming digest
+//! both feed it, so they accept the same histories and word a refusal the same way.
+
+use crate::codec::{out_of_order, Stamp};
+use crate::history::{Outcome, StructureError};
+use crate::op::{OpType, Process, F};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// What an event is to the pairing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Paired {
+    /// A nemesis event: in order, and not paired.
+    Nemesis,
+    /// A client invoke, which opens client operation number `slot` (operations are numbered
+    /// from 0 in invoke order, so `slot` is the count of invokes before this one).
+    Invoke { slot: usize },
+    /// A client completion, which ends operation `slot` with `outcome`.
+    Complete { slot: usize, outcome: Outcome },
+}
+
+/// A client op in flight.
+#[derive(Debug, Clone, Copy)]
+struct Open {
+    slot: usize,
+    index: u64,
+    time_ns: u64,
+    /// The client function's name.
+    f: &'static str,
+}
+
+/// The name of a client function, `None` for any other.
+#[inline]
+fn client_function(f: &F) -> Option<&'static str> {
+    Some(match f {
+        F::Acquire => "acquire",
+        F::Renew => "renew",
+        F::Release => "release",
+        F::Read => "read",
+        F::Write => "write",
+        F::Other(_) => return None,
+    })
+}
+
+/// Pairs a history's events in file order under DESIGN.md's structure rules: indices ascend and
+/// times never go back, client events name one of the client functions, each client process
+/// has at most one op in flight, each completion matches its invoke, and no process runs an op
+/// after an `info` crashed it. After the first error the pairing is over: the caller stops.
+#[derive(Debug, Default)]
+pub struct Pairing {
+    last: Option<Stamp>,
+    in_flight: HashMap<u64, Open, BuildHasherDefault<ProcessHasher>>,
+    /// process -> index of the `info` that crashed it
+    crashed: HashMap<u64, u64, BuildHasherDefault<ProcessHasher>>,
+    invokes: usize,
+}
+
+impl Pairing {
+    pub fn new() -> Pairing {
+        Pairing::default()
+    }
+
+    /// The next event, in file order: what it is to the pairing, or the rule it breaks.
+    #[inline]
+    pub fn step(
+        &mut self,
+        stamp: Stamp,
+        process: Process,
+        kind: OpType,
+        f: &F,
+    ) -> Result<Paired, StructureError> {
+        let index = stamp.index;
+        let err = |reason: String| Err(StructureError { index, reason });
+        if let Some(reason) = self.last.and_then(|last| out_of_order(last, stamp)) {
+            return err(reason);
+        }
+        self.last = Some(stamp);
+        let Process::Client(p) = process else {
+            return Ok(Paired::Nemesis);
+        };
+        let Some(name) = client_function(f) else {
+            return err(format!(
+                "client function {:?} is not one of acquire, renew, release, read, write",
+                f.as_str()
+            ));
+        };
+        if let Some(at) = self.crashed.get(&p) {
+            return err(format!(
+                "process {p} crashed (info at index {at}) and must not run further ops"
+            ));
+        }
+        if kind == OpType::Invoke {
+            if let Some(open) = self.in_flight.get(&p) {
+                return err(format!(
+                    "process {p} invoked while its op at index {} is still in flight",
+                    open.index
+                ));
+            }
+            let slot = self.invokes;
+            self.invokes += 1;
+            let open = Open {
+                slot,
+                index,
+                time_ns: stamp.time_ns,
+                f: name,
+            };
+            self.in_flight.insert(p, open);
+            return Ok(Paired::Invoke { slot });
+        }
+        let Some(open) = self.in_flight.remove(&p) else {
+            return err(format!(
+                "{} for process {p}, which has no op in flight",
+                kind.as_str()
+            ));
+        };
+        if open.f != name {
+            return err(format!(
+                "completes a {name} but process {p} invoked a {} at index {}",
+                open.f, open.index
+            ));
+        }
+        if stamp.time_ns < open.time_ns {
+            return err(format!(
+                "completes at time_ns {} before its invoke at index {} (time_ns {})",
+                stamp.time_ns, open.index, open.time_ns
+            ));
+        }
+        let outcome = match kind {
+            OpType::Ok => Outcome::Ok,
+            OpType::Fail => Outcome::Fail,
+            _ => {
+                self.crashed.insert(p, index);
+                Outcome::Info
+            }
+        };
+        Ok(Paired::Complete {
+            slot: open.slot,
+            outcome,
+        })
+    }
+}
+
+/// FxHash for process numbers: the pairing's maps are only looked up, never iterated, and
+/// SipHash would be a measurable share of pairing millions of events.
+#[derive(Default, Clone, Copy)]
+struct ProcessHasher(u64);
+
+impl ProcessHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl Hasher for ProcessHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.add(u64::from(b));
+        }
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feeds `(index, time_ns, process, kind, f)` events; what each is, or the first error.
+    fn run(events: &[(u64, u64, Process, OpType, F)]) -> Result<Vec<Paired>, String> {
+        let mut pairing = Pairing::new();
+        events
+            .iter()
+            .map(|(index, time_ns, process, kind, f)| {
+                let stamp = Stamp {
+                    index: *index,
+                    time_ns: *time_ns,
+                };
+                pairing
+                    .step(stamp, *process, *kind, f)
+                    .map_err(|e| e.to_string())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn slots_count_invokes_and_completions_find_theirs() {
+        use OpType::*;
+        let (p1, p2) = (Process::Client(1), Process::Client(2));
+        let got = run(&[
+            (0, 0, p1, Invoke, F::Acquire),
+            (1, 1, Process::Nemesis, Info, F::Other("kill".into())),
+            (2, 1, p2, Invoke, F::Write),
+            (3, 2, p2, Fail, F::Write),
+            (4, 3, p1, Info, F::Acquire),
+            (5, 3, p2, Invoke, F::Read),
+        ]);
+        assert_eq!(
+            got,
+            Result::Ok(vec![
+                Paired::Invoke { slot: 0 },
+                Paired::Nemesis,
+                Paired::Invoke { slot: 1 },
+                Paired::Complete {
+                    slot: 1,
+                    outcome: Outcome::Fail
+                },
+                Paired::Complete {
+                    slot: 0,
+                    outcome: Outcome::Info
+                },
+                Paired::Invoke { slot: 2 },
+            ])
+        );
+    }
+
+    /// Every rule, in the words `History::new` and the streaming check both report.
+    #[test]
+    fn each_rule_in_its_words() {
+        use OpType::*;
+        let p1 = Process::Client(1);
+        let invoke = (0, 10, p1, Invoke, F::Acquire);
+        let cases = [
+            (
+                vec![invoke.clone(), (0, 10, p1, Ok, F::Acquire)],
+                "op index 0: index 0 does not ascend (previous index 0)",
+            ),
+            (
+                vec![invoke.clone(), (1, 9, p1, Ok, F::Acquire)],
+                "op index 1: time_ns 9 goes back (previous event's time_ns 10)",
+            ),
+            (
+                vec![(0, 10, p1, Invoke, F::Other("frob".into()))],
+                "op index 0: client function \"frob\" is not one of acquire, renew, release, read, write",
+            ),
+            (
+                vec![invoke.clone(), (1, 10, p1, Invoke, F::Renew)],
+                "op index 1: process 1 invoked while its op at index 0 is still in flight",
+            ),
+            (
+                vec![invoke.clone(), (1, 10, Process::Client(2), Ok, F::Acquire)],
+                "op index 1: ok for process 2, which has no op in flight",
+            ),
+            (
+                vec![invoke.clone(), (1, 10, p1, Ok, F::Release)],
+                "op index 1: completes a release but process 1 invoked a acquire at index 0",
+            ),
+            (
+                vec![
+                    invoke.clone(),
+                    (1, 11, p1, Info, F::Acquire),
+                    (2, 12, p1, Invoke, F::Acquire),
+                ],
+                "op index 2: process 1 crashed (info at index 1) and must not run further ops",
+            ),
+        ];
+        for (events, want) in cases {
+            assert_eq!(run(&events).unwrap_err(), want);
+        }
+    }
+}
