@@ -9,6 +9,7 @@ mod doctor;
 mod export_cmd;
 mod logging;
 mod report_cmd;
+mod run_cmd;
 mod runner;
 mod shrink;
 mod status;
@@ -16,7 +17,7 @@ mod synth_cmd;
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use cli::{Cli, Command, LockdArgs, RunArgs, StoreArgs};
+use cli::{Cli, Command, LockdArgs, StoreArgs};
 use history::ExitCode;
 use std::net::SocketAddr;
 
@@ -70,7 +71,7 @@ fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -79,8 +80,8 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 
 fn dispatch(cmd: Command) -> Result<ExitCode> {
     match cmd {
-        Command::Demo(a) => run(a, true),
-        Command::Run(a) => run(a, false),
+        Command::Demo(a) => run_cmd::run(a, true),
+        Command::Run(a) => run_cmd::run(a, false),
         Command::Check(a) => check_cmd::check(a),
         Command::Doctor => Ok(doctor::run()),
         Command::Init(a) => config_file::init(&a.path, a.force).map(|()| ExitCode::Valid),
@@ -96,57 +97,6 @@ fn dispatch(cmd: Command) -> Result<ExitCode> {
         Command::Lockd(a) => lockd(a),
         Command::Store(a) => store(a),
     }
-}
-
-fn run(a: RunArgs, demo: bool) -> Result<ExitCode> {
-    let cfg = config::RunConfig::from_args(&a, demo)?;
-    println!(
-        "lockpick: {} workload, {} client(s), {} lock(s), ttl {} ms{}, {} s, faults: {}, seed {}",
-        cfg.workload,
-        cfg.clients,
-        cfg.locks,
-        cfg.ttl_ms,
-        if cfg.renew_ttl_ms != cfg.ttl_ms {
-            format!(" (renew {} ms)", cfg.renew_ttl_ms)
-        } else {
-            String::new()
-        },
-        cfg.duration_ms as f64 / 1000.0,
-        if cfg.nemesis.is_empty() {
-            "none".to_string()
-        } else {
-            cfg.nemesis.join(",")
-        },
-        cfg.seed
-    );
-    let out = runtime()?.block_on(runner::run(cfg.clone()))?;
-    print!("{}", reports::summary_text(&out.results));
-    println!("\nrun directory: {}", out.run_dir.display());
-    println!(
-        "report: {}",
-        out.run_dir.join(history::layout::REPORT_FILE).display()
-    );
-    println!("reproduce: {}", cfg.repro_command());
-    if demo {
-        println!(
-            "\nOpen {}/report.html for the verdict and a picture of each violation; \
-             results.json has every violation with the ops that prove it, and history.jsonl \
-             the raw history.",
-            out.run_dir.display()
-        );
-    }
-    if let Some(e) = out.error {
-        anyhow::bail!(
-            "{e} (the history up to then was checked: {})",
-            out.results.valid
-        );
-    }
-    Ok(report_cmd::gate(
-        &out.results,
-        &a.fail_on,
-        &out.run_dir.join(history::layout::REPORT_FILE),
-        true,
-    ))
 }
 
 fn listen(addr: &str) -> Result<SocketAddr> {

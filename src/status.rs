@@ -2,8 +2,10 @@
 //! violations found so far. A spinner line on a terminal; plain lines every few seconds
 //! otherwise (CI logs).
 
+use crate::runner::{Live, Progress};
 use history::Recorder;
 use indicatif::{ProgressBar, ProgressStyle};
+use nemesis::fault::ActiveFaults;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -13,9 +15,6 @@ use std::time::{Duration, Instant};
 /// Past this many events the status line stops re-checking the history while it grows: a
 /// re-check must stay far cheaper than the run itself.
 const LIVE_CHECK_EVENTS_MAX: u64 = 300_000;
-
-/// Faults currently active, for the status line.
-pub type ActiveFaults = Arc<Mutex<Vec<String>>>;
 
 pub struct Status {
     task: tokio::task::JoinHandle<()>,
@@ -103,6 +102,39 @@ impl Status {
         self.task.abort();
         if let Some(b) = self.bar {
             b.finish_and_clear();
+        }
+    }
+}
+
+/// The status line as a run's [`Progress`]: shown from the clients' start until the service
+/// is left alone.
+#[derive(Default)]
+pub struct StatusLine(Mutex<Option<Status>>);
+
+impl StatusLine {
+    fn status(&self) -> std::sync::MutexGuard<'_, Option<Status>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Progress for StatusLine {
+    fn started(&self, live: Live) {
+        *self.status() = Some(Status::start(
+            live.recorder,
+            live.history,
+            live.active,
+            live.duration,
+            live.check,
+        ));
+    }
+    fn phase(&self, phase: &str) {
+        if let Some(s) = self.status().as_ref() {
+            s.set_phase(phase);
+        }
+    }
+    fn finished(&self) {
+        if let Some(s) = self.status().take() {
+            s.finish();
         }
     }
 }

@@ -115,3 +115,52 @@ pub enum NodeError {
         waited_ms: u128,
     },
 }
+
+/// Any failure of the nemesis side of a run: node control, a runtime, a fault. Each wraps the
+/// error that says what failed, with its own message and sources unchanged.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    // Boxed: node and namespace errors are large, and `Result<_, Error>` is returned often.
+    #[error(transparent)]
+    Node(Box<NodeError>),
+    #[error(transparent)]
+    Netns(Box<crate::netns::NetnsError>),
+    /// Writing the history, or a clock's control file.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Msg(String),
+    /// What was being done when `source` failed (`cannot set up the network namespaces`).
+    #[error("{what}")]
+    Context {
+        what: String,
+        #[source]
+        source: Box<Error>,
+    },
+}
+
+impl From<NodeError> for Error {
+    fn from(e: NodeError) -> Error {
+        Error::Node(Box::new(e))
+    }
+}
+
+impl From<crate::netns::NetnsError> for Error {
+    fn from(e: crate::netns::NetnsError) -> Error {
+        Error::Netns(Box::new(e))
+    }
+}
+
+impl Error {
+    pub fn msg(what: impl Into<String>) -> Error {
+        Error::Msg(what.into())
+    }
+
+    /// `source`, explained by what was being done.
+    pub fn context(what: impl Into<String>, source: impl Into<Error>) -> Error {
+        Error::Context {
+            what: what.into(),
+            source: Box::new(source.into()),
+        }
+    }
+}

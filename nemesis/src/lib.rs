@@ -1,12 +1,19 @@
 //! Node control and faults: how lockpick starts the services under test and hurts them.
 //!
-//! - [`LocalNode`]: one node run as a local child process from a [`NodeCommand`]. It starts
-//!   the node and waits for `GET /v1/health`, and injects the process faults: [`pause`]
-//!   (SIGSTOP to the node's process group), [`resume`] (SIGCONT), [`kill`] (SIGKILL and
-//!   reap) and [`restart`]. It stops the node when dropped.
+//! - [`NodeControl`] ([`node`]): what the harness does to one node (start, stop, pause, resume,
+//!   kill, restart, logs), whatever runs it. [`LocalNode`] is the node of this machine: a child
+//!   process group started from a [`NodeCommand`], waited for until its health path answers
+//!   200; [`pause`] is SIGSTOP to the group, [`resume`] SIGCONT, [`kill`] SIGKILL and reap,
+//!   [`restart`] the same command again. It stops the node when dropped.
+//! - [`runtime`]: where nodes run. A [`runtime::Runtime`] gives each node its address, makes
+//!   its node control, offers its network faults and tears down; [`RUNTIMES`] lists the kinds
+//!   `--runtime` names: [`local`] (loopback) and [`netns`] (a network namespace per node).
+//! - [`fault`]: one module per fault family (its history op names, how it is carried out, its
+//!   heal) and [`fault::run_plan`], the interpreter of a planned schedule.
 //! - [`substitute`] and [`Placeholders`]: fill a command template's `{id} {host} {port}
 //!   {data_dir} {peers}`; [`free_port`] picks a port for a node.
-//! - [`NodeError`]: every failure, each naming the node and what failed.
+//! - [`NodeError`]: every failure of node control, each naming the node and what failed;
+//!   [`Error`]: any failure of a runtime or a fault.
 //! - [`process_state`] and [`process_group_alive`]: read-only looks at processes, for tests and
 //!   cleanup checks.
 //!
@@ -29,15 +36,33 @@
 
 pub mod clock;
 mod error;
-mod local;
-pub mod netns;
+pub mod fault;
+pub mod node;
 pub mod oneshot;
 mod process;
+pub mod runtime;
 pub mod schedule;
 mod spawner;
 mod template;
 
-pub use error::NodeError;
+/// Registers every runtime: declares its module and lists its kind in [`RUNTIMES`]. A new
+/// runtime is one file (its [`runtime::Runtime`] and [`node::NodeControl`]) plus one line in
+/// the list below.
+macro_rules! runtimes {
+    ($($module:ident :: $kind:ident),+ $(,)?) => {
+        $(pub mod $module;)+
+        /// Every runtime `--runtime` can name.
+        pub static RUNTIMES: &[&dyn runtime::RuntimeKind] = &[$(&$module::$kind),+];
+    };
+}
+
+runtimes! {
+    local::Local,
+    netns::Netns,
+}
+
+pub use error::{Error, NodeError};
 pub use local::{free_port, LocalNode, HEALTH_PATH};
+pub use node::{Node, NodeControl};
 pub use process::{process_group_alive, process_state};
 pub use template::{substitute, NodeCommand, Placeholders};

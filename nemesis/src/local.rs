@@ -1,4 +1,5 @@
-//! Nodes run as local child processes, and the process faults on them.
+//! Nodes run as local child processes, and the process faults on them: [`LocalNode`] (node
+//! control) and [`Local`], the runtime that puts every node on loopback.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -13,7 +14,9 @@ use nix::sys::signal::{killpg, Signal};
 use nix::sys::wait::{waitid, waitpid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
-use crate::{spawner, NodeCommand, NodeError};
+use crate::node::{BoxFuture, NodeControl, NodeLogs};
+use crate::runtime::{NetworkFaults, NodeSpec, Runtime, RuntimeKind, RuntimeSpec};
+use crate::{spawner, Error, NodeCommand, NodeError};
 
 /// The endpoint every node answers with 200 once it serves.
 pub const HEALTH_PATH: &str = "/v1/health";
@@ -591,4 +594,95 @@ fn unix_ms() -> u128 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis())
         .unwrap_or(0)
+}
+
+impl NodeControl for LocalNode {
+    fn id(&self) -> &str {
+        LocalNode::id(self)
+    }
+    fn base_url(&self) -> String {
+        LocalNode::base_url(self)
+    }
+    fn start(&mut self, startup: Duration) -> BoxFuture<'_, Result<(), NodeError>> {
+        Box::pin(LocalNode::start(self, startup))
+    }
+    fn stop(&mut self) -> BoxFuture<'_, ()> {
+        Box::pin(async move { LocalNode::stop(self) })
+    }
+    fn pause(&self) -> BoxFuture<'_, Result<(), NodeError>> {
+        Box::pin(async move { LocalNode::pause(self) })
+    }
+    fn resume(&self) -> BoxFuture<'_, Result<(), NodeError>> {
+        Box::pin(async move { LocalNode::resume(self) })
+    }
+    fn kill(&mut self) -> BoxFuture<'_, Result<(), NodeError>> {
+        Box::pin(async move { LocalNode::kill(self) })
+    }
+    fn restart(&mut self, startup: Duration) -> BoxFuture<'_, Result<(), NodeError>> {
+        Box::pin(LocalNode::restart(self, startup))
+    }
+    fn logs(&self) -> NodeLogs {
+        NodeLogs {
+            stdout: self.stdout_log(),
+            stderr: self.stderr_log(),
+        }
+    }
+    fn is_paused(&self) -> bool {
+        LocalNode::is_paused(self)
+    }
+    fn started_at(&self) -> Option<Instant> {
+        self.spawned_at()
+    }
+    fn pid(&self) -> Option<u32> {
+        LocalNode::pid(self)
+    }
+}
+
+/// `--runtime local`: every node a child process group on this machine, on a free loopback
+/// port. No network faults.
+pub struct Local;
+
+impl RuntimeKind for Local {
+    fn name(&self) -> &'static str {
+        "local"
+    }
+    fn open(&self, _spec: &RuntimeSpec) -> Result<Box<dyn Runtime>, Error> {
+        Ok(Box::new(LocalRuntime))
+    }
+}
+
+/// Nodes as local processes on loopback (also how the store always runs).
+pub struct LocalRuntime;
+
+const LOOPBACK: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
+impl Runtime for LocalRuntime {
+    fn addresses(&self, n: usize) -> Result<Vec<(String, u16)>, Error> {
+        let mut ports = (0..n)
+            .map(|_| free_port(LOOPBACK))
+            .collect::<Result<Vec<u16>, _>>()?;
+        // One host: the smallest address as text is the smallest port as text.
+        ports.sort_by_key(|p| p.to_string());
+        Ok(ports
+            .into_iter()
+            .map(|p| (LOOPBACK.to_string(), p))
+            .collect())
+    }
+    fn peer_ports(&self, n: usize) -> Result<Vec<u16>, Error> {
+        Ok((0..n)
+            .map(|_| free_port(LOOPBACK))
+            .collect::<Result<Vec<u16>, _>>()?)
+    }
+    fn node(&self, _i: usize, s: NodeSpec) -> BoxFuture<'_, Result<Box<dyn NodeControl>, Error>> {
+        let node = LocalNode::new(&s.id, s.command, LOOPBACK, s.port, s.node_dir)
+            .with_env(s.env)
+            .with_health_path(&s.health_path);
+        Box::pin(async move { Ok(Box::new(node) as Box<dyn NodeControl>) })
+    }
+    fn network(&self) -> Option<std::sync::Arc<dyn NetworkFaults>> {
+        None
+    }
+    fn teardown(self: Box<Self>) -> Result<(), Error> {
+        Ok(())
+    }
 }

@@ -41,7 +41,10 @@ use serde::{Deserialize, Serialize};
 use crate::NodeCommand;
 
 mod proxy;
+mod runtime;
 pub mod topology;
+
+pub use runtime::{Netns, NetnsRuntime};
 
 /// Every name this module gives a namespace starts with this; cleanup touches nothing else.
 pub const NAME_PREFIX: &str = "lp-";

@@ -11,12 +11,15 @@ pub struct PauseBoard {
     pending: Mutex<Option<(Stall, Instant)>>,
 }
 
-/// A stall a holder takes: how long, and the planned fault it carries out (its id goes on the
-/// stall's history ops).
+/// A stall a holder takes: how long, the planned fault it carries out (its id goes on the
+/// stall's history ops) and the names of those ops (the nemesis's client-pause family owns
+/// them: `start-client-pause`, `stop-client-pause`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stall {
     pub length: Duration,
     pub fault: Option<String>,
+    /// The ops recorded when the stall starts and when it ends.
+    pub ops: [&'static str; 2],
 }
 
 impl PauseBoard {
@@ -24,25 +27,9 @@ impl PauseBoard {
         Self::default()
     }
 
-    /// Asks the next holder to stall for `stall`; the request lapses at `deadline`.
-    pub fn request(&self, stall: Duration, deadline: Instant) {
-        self.request_stall(
-            Stall {
-                length: stall,
-                fault: None,
-            },
-            deadline,
-        );
-    }
-
     /// Asks the next holder to take `stall`; the request lapses at `deadline`.
     pub fn request_stall(&self, stall: Stall, deadline: Instant) {
         *self.pending.lock().unwrap_or_else(|p| p.into_inner()) = Some((stall, deadline));
-    }
-
-    /// Takes the outstanding request, if it has not lapsed.
-    pub fn take(&self) -> Option<Duration> {
-        self.take_stall().map(|s| s.length)
     }
 
     /// Takes the outstanding request with its fault id, if it has not lapsed.
@@ -71,23 +58,25 @@ impl PauseBoard {
 mod tests {
     use super::*;
 
+    fn stall() -> Stall {
+        Stall {
+            length: Duration::from_millis(5),
+            fault: Some("f1".into()),
+            ops: ["start-client-pause", "stop-client-pause"],
+        }
+    }
+
     #[test]
     fn a_request_is_taken_once_and_lapses() {
         let b = PauseBoard::new();
-        assert_eq!(b.take(), None);
-        b.request(
-            Duration::from_millis(5),
-            Instant::now() + Duration::from_secs(60),
-        );
+        assert_eq!(b.take_stall(), None);
+        b.request_stall(stall(), Instant::now() + Duration::from_secs(60));
         assert!(b.is_pending());
-        assert_eq!(b.take(), Some(Duration::from_millis(5)));
-        assert_eq!(b.take(), None);
-        b.request(Duration::from_millis(5), Instant::now());
-        assert_eq!(b.take(), None);
-        b.request(
-            Duration::from_millis(5),
-            Instant::now() + Duration::from_secs(60),
-        );
+        assert_eq!(b.take_stall(), Some(stall()));
+        assert_eq!(b.take_stall(), None);
+        b.request_stall(stall(), Instant::now());
+        assert_eq!(b.take_stall(), None);
+        b.request_stall(stall(), Instant::now() + Duration::from_secs(60));
         b.cancel();
         assert!(!b.is_pending());
     }

@@ -472,11 +472,11 @@ impl<W: Write + Send> Worker<W> {
                 None => v,
             }
         };
-        self.recorder.nemesis("start-client-pause", detail())?;
+        self.recorder.nemesis(stall.ops[0], detail())?;
         // The stall ignores the stop signal on purpose: a GC pause does not end because the test
         // is ending, and the runner waits for it (it is bounded by the nemesis).
         tokio::time::sleep(stall.length).await;
-        self.recorder.nemesis("stop-client-pause", detail())?;
+        self.recorder.nemesis(stall.ops[1], detail())?;
         tracing::debug!(
             slot = self.slot,
             process = self.process,

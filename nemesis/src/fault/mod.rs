@@ -1,0 +1,161 @@
+//! The fault families, one module each: how a planned fault of the family is carried out on
+//! the nodes, the history ops that open and close it (each module's `START` and `STOP`), and
+//! its heal. [`run_plan`] interprets a schedule with them, fault by fault; [`heal_all`] is the
+//! final heal at the end of a run.
+//!
+//! A family module has the same four items: `START`, `STOP`, `async fn run(ctx, fault)` (start,
+//! hold for the fault's length or until the run stops, end: the end always runs) and `async fn
+//! heal(healer)` (what is left to undo once the run is over). A new family is one module here
+//! plus its line in `families!` below, and its kind in [`FaultKind`] with what the plan draws
+//! for it (`schedule.rs`).
+
+use crate::node::Node;
+use crate::runtime::NetworkFaults;
+use crate::schedule::{FaultKind, PlannedFault};
+use crate::{clock::NodeClock, Error};
+use history::{OpValue, Recorder};
+use serde_json::json;
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+pub use client_pause::{ClientStalls, StallRequest};
+
+/// Registers every family: declares its module and routes its kind to it.
+macro_rules! families {
+    ($($kind:ident => $module:ident),+ $(,)?) => {
+        $(pub mod $module;)+
+
+        /// Carries out one planned fault with its family.
+        async fn dispatch<W: Write + Send>(
+            ctx: &mut Ctx<W>,
+            fault: &PlannedFault,
+        ) -> Result<(), Error> {
+            match fault.kind {
+                $(FaultKind::$kind => $module::run(ctx, fault).await,)+
+            }
+        }
+
+        /// The final heal: every family undoes what may be left of its faults.
+        pub async fn heal_all(healer: &Healer<'_>) -> Result<(), Error> {
+            $($module::heal(healer).await?;)+
+            Ok(())
+        }
+    };
+}
+
+families! {
+    ClientPause => client_pause,
+    Pause => pause,
+    Kill => kill,
+    Clock => clock,
+    Partition => partition,
+    Netem => netem,
+}
+
+/// Faults in progress, for the status line.
+pub type ActiveFaults = Arc<Mutex<Vec<String>>>;
+
+/// Everything a fault acts on, and where it records what it did.
+pub struct Ctx<W: Write + Send> {
+    /// The lock service's nodes (none for a service the harness did not start).
+    pub nodes: Vec<Node>,
+    /// Their ids (`n1`, ...), by position.
+    pub ids: Vec<String>,
+    /// The runtime's network faults, if it has any.
+    pub network: Option<Arc<dyn NetworkFaults>>,
+    /// Each node's clock, when clock faults are on.
+    pub clocks: Vec<Option<NodeClock>>,
+    /// How a lock holder is asked to stall (client-pause).
+    pub stalls: Arc<dyn ClientStalls>,
+    pub recorder: Arc<Recorder<W>>,
+    /// Turns true when the run ends: the fault in progress ends at once.
+    pub stop: watch::Receiver<bool>,
+    /// The test's start: faults start at offsets from it.
+    pub start: Instant,
+    /// How long a restarted node may take to answer its health path.
+    pub startup: Duration,
+    pub active: ActiveFaults,
+}
+
+/// What the final heal reaches: the nodes and the stall board, shared with the runner (the
+/// heal runs even when the nemesis did not finish in time).
+pub struct Healer<'a> {
+    pub nodes: &'a [Node],
+    pub stalls: &'a dyn ClientStalls,
+}
+
+impl<W: Write + Send> Ctx<W> {
+    /// The ids of the nodes at `picked`.
+    pub fn names(&self, picked: &[usize]) -> Vec<&str> {
+        picked.iter().map(|&i| self.ids[i].as_str()).collect()
+    }
+
+    /// The value of a node fault's start and stop ops: its nodes, length and id.
+    pub fn value(&self, fault: &PlannedFault) -> OpValue {
+        OpValue::default()
+            .with_extra("nodes", json!(self.names(&fault.nodes)))
+            .with_extra("length_ms", json!(fault.length_ms))
+            .with_extra("fault", json!(fault.id))
+    }
+
+    /// Records a nemesis op.
+    pub fn record(&self, f: &str, value: OpValue) -> Result<(), Error> {
+        self.recorder.nemesis(f, value)?;
+        Ok(())
+    }
+
+    /// What the status line shows as in progress (`None`: nothing).
+    pub fn set_active(&self, what: Option<String>) {
+        let mut a = self.active.lock().unwrap_or_else(|p| p.into_inner());
+        a.clear();
+        a.extend(what);
+    }
+
+    /// Sleeps until `until` or the stop signal; true if stopped.
+    pub async fn sleep_or_stop(&mut self, until: Instant) -> bool {
+        let stopped = tokio::select! {
+            _ = tokio::time::sleep_until(until.into()) => false,
+            _ = self.stop.wait_for(|s| *s) => true,
+        };
+        stopped || *self.stop.borrow()
+    }
+
+    /// Holds a fault for `length`, or until the run stops.
+    pub async fn hold(&mut self, length: Duration) {
+        self.sleep_or_stop(Instant::now() + length).await;
+    }
+}
+
+/// Carries the plan out as it is: nothing about a fault is drawn here. Each fault starts at its
+/// offset from the test's start; the stop signal ends the fault in progress (healed) and the
+/// plan.
+pub async fn run_plan<W: Write + Send>(
+    mut ctx: Ctx<W>,
+    plan: Vec<PlannedFault>,
+) -> Result<(), Error> {
+    for fault in plan {
+        let at = ctx.start + Duration::from_millis(fault.at_ms);
+        if ctx.sleep_or_stop(at).await {
+            break;
+        }
+        if fault.kind.is_server_side() && ctx.nodes.is_empty() {
+            return Err(Error::msg(format!(
+                "{} needs nodes the harness started",
+                fault.kind
+            )));
+        }
+        if let Some(&i) = fault.nodes_named().iter().find(|&&i| i >= ctx.nodes.len()) {
+            return Err(Error::msg(format!(
+                "fault {} names node n{}, but the run has {} node(s)",
+                fault.id,
+                i + 1,
+                ctx.nodes.len()
+            )));
+        }
+        dispatch(&mut ctx, &fault).await?;
+        ctx.set_active(None);
+    }
+    Ok(())
+}

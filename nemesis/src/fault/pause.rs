@@ -1,0 +1,37 @@
+//! `pause`: SIGSTOP the nodes' process groups (through their node control) for the fault's
+//! length, then SIGCONT.
+
+use super::{Ctx, Healer};
+use crate::schedule::PlannedFault;
+use crate::Error;
+use std::io::Write;
+use std::time::Duration;
+
+pub const START: &str = "start-pause";
+pub const STOP: &str = "stop-pause";
+
+pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Result<(), Error> {
+    ctx.record(START, ctx.value(fault))?;
+    for &i in &fault.nodes {
+        ctx.nodes[i].lock().await.pause().await?;
+    }
+    let label = format!("{} {}", fault.kind, ctx.names(&fault.nodes).join(","));
+    ctx.set_active(Some(label));
+    // Heal on stop too: the fault's end always runs.
+    ctx.hold(Duration::from_millis(fault.length_ms)).await;
+    for &i in &fault.nodes {
+        ctx.nodes[i].lock().await.resume().await?;
+    }
+    ctx.record(STOP, ctx.value(fault))
+}
+
+/// Whatever the nemesis left paused runs again before the final reads.
+pub async fn heal(h: &Healer<'_>) -> Result<(), Error> {
+    for node in h.nodes {
+        let n = node.lock().await;
+        if n.is_paused() {
+            n.resume().await?;
+        }
+    }
+    Ok(())
+}

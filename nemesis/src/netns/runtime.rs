@@ -1,0 +1,90 @@
+//! `--runtime netns`: every node a local process in its own network namespace
+//! ([`NetnsCluster`]), reached by the harness through a loopback proxy; partitions and netem
+//! are its network faults.
+
+use super::{NetemSpec, NetnsCluster};
+use crate::node::{BoxFuture, NodeControl};
+use crate::runtime::{NetworkFaults, NodeSpec, Runtime, RuntimeKind, RuntimeSpec};
+use crate::{Error, LocalNode};
+use std::sync::Arc;
+
+/// The port every node listens on inside its own namespace (each has its own port space).
+const NETNS_PORT: u16 = 7000;
+/// The second port (peer traffic) in every namespace.
+const NETNS_PEER_PORT: u16 = NETNS_PORT + 1;
+
+pub struct Netns;
+
+impl RuntimeKind for Netns {
+    fn name(&self) -> &'static str {
+        "netns"
+    }
+    fn open(&self, spec: &RuntimeSpec) -> Result<Box<dyn Runtime>, Error> {
+        let cluster = NetnsCluster::create("run", spec.nodes, spec.state_file)
+            .map_err(|e| Error::context("cannot set up the network namespaces", e))?;
+        tracing::info!(prefix = cluster.prefix(), "network namespaces up");
+        Ok(Box::new(NetnsRuntime {
+            cluster: Arc::new(cluster),
+        }))
+    }
+}
+
+pub struct NetnsRuntime {
+    cluster: Arc<NetnsCluster>,
+}
+
+impl Runtime for NetnsRuntime {
+    fn addresses(&self, n: usize) -> Result<Vec<(String, u16)>, Error> {
+        // Addresses ascend with the node's position: n1's is the smallest.
+        Ok((0..n)
+            .map(|i| (self.cluster.node_ip(i).to_string(), NETNS_PORT))
+            .collect())
+    }
+    fn peer_ports(&self, n: usize) -> Result<Vec<u16>, Error> {
+        Ok(vec![NETNS_PEER_PORT; n])
+    }
+    /// The command runs inside node `i`'s namespace; health checks and clients reach it
+    /// through its loopback proxy.
+    fn node(&self, i: usize, s: NodeSpec) -> BoxFuture<'_, Result<Box<dyn NodeControl>, Error>> {
+        Box::pin(async move {
+            let proxy = self.cluster.proxy(i, s.port).await?;
+            let command = self.cluster.wrap(i, s.command);
+            let node = LocalNode::new(&s.id, command, proxy.ip(), proxy.port(), s.node_dir)
+                .with_env(s.env)
+                .with_health_path(&s.health_path);
+            Ok(Box::new(node) as Box<dyn NodeControl>)
+        })
+    }
+    fn network(&self) -> Option<Arc<dyn NetworkFaults>> {
+        Some(self.cluster.clone())
+    }
+    /// Nodes first: a process still running inside a namespace keeps it alive after deletion.
+    fn teardown(self: Box<Self>) -> Result<(), Error> {
+        match Arc::try_unwrap(self.cluster) {
+            Ok(mut c) => c
+                .teardown()
+                .map_err(|e| Error::context("cannot remove the run's network namespaces", e)),
+            Err(_) => Err(Error::msg(
+                "the network namespaces are still in use at the end of the run",
+            )),
+        }
+    }
+}
+
+impl NetworkFaults for NetnsCluster {
+    fn partition(&self, cut: &[(usize, usize)]) -> Result<(), Error> {
+        Ok(NetnsCluster::partition(self, cut)?)
+    }
+    fn cut_clients(&self, nodes: &[usize]) -> Result<(), Error> {
+        Ok(NetnsCluster::cut_clients(self, nodes)?)
+    }
+    fn heal(&self) -> Result<(), Error> {
+        Ok(NetnsCluster::heal(self)?)
+    }
+    fn netem(&self, nodes: &[usize], spec: &NetemSpec) -> Result<(), Error> {
+        Ok(NetnsCluster::netem(self, nodes, spec)?)
+    }
+    fn clear_netem(&self, nodes: &[usize]) -> Result<(), Error> {
+        Ok(NetnsCluster::clear_netem(self, nodes)?)
+    }
+}

@@ -1,0 +1,50 @@
+//! [`NodeControl`]: what the harness does to one node of the service under test (start, stop,
+//! pause, resume, kill, restart, its logs), whatever runs it. A runtime
+//! ([`Runtime`](crate::runtime::Runtime)) makes its nodes; [`LocalNode`](crate::LocalNode) is
+//! the node of the local and namespace runtimes (a child process group on this machine).
+
+use crate::NodeError;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A boxed future: node control and runtimes are called through `dyn`.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Where a node's output goes (appended across restarts, a marker line per start).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeLogs {
+    pub stdout: PathBuf,
+    pub stderr: PathBuf,
+}
+
+/// One node, as the harness controls it. A node stops when dropped.
+pub trait NodeControl: Send + Sync {
+    /// `n1`, `n2`, ... (or `store`).
+    fn id(&self) -> &str;
+    /// The URL the harness's clients reach the node at.
+    fn base_url(&self) -> String;
+    /// Starts the node and waits, up to `startup`, until it answers its health path.
+    fn start(&mut self, startup: Duration) -> BoxFuture<'_, Result<(), NodeError>>;
+    /// Stops it if it runs (terminate, then kill); never fails, it is the cleanup path.
+    fn stop(&mut self) -> BoxFuture<'_, ()>;
+    /// Freezes every process of the node.
+    fn pause(&self) -> BoxFuture<'_, Result<(), NodeError>>;
+    /// Thaws a paused node.
+    fn resume(&self) -> BoxFuture<'_, Result<(), NodeError>>;
+    /// Kills every process of the node at once (no chance to clean up).
+    fn kill(&mut self) -> BoxFuture<'_, Result<(), NodeError>>;
+    /// Kills it if it runs, then starts it again with the same command and data dir.
+    fn restart(&mut self, startup: Duration) -> BoxFuture<'_, Result<(), NodeError>>;
+    fn logs(&self) -> NodeLogs;
+    fn is_paused(&self) -> bool;
+    /// When the running process started (clock rates count from there), if it runs.
+    fn started_at(&self) -> Option<Instant>;
+    /// The process id, for the log, where the runtime has one.
+    fn pid(&self) -> Option<u32>;
+}
+
+/// A node shared between the runner and the nemesis.
+pub type Node = Arc<tokio::sync::Mutex<Box<dyn NodeControl>>>;

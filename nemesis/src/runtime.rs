@@ -1,0 +1,80 @@
+//! [`Runtime`]: where a run's nodes live. It gives each node its address, makes its
+//! [`NodeControl`], offers the network faults it can make ([`NetworkFaults`]) and removes what
+//! it set up. [`RuntimeKind`] is what `--runtime NAME` names: [`crate::RUNTIMES`] lists them
+//! (local processes on loopback, `local.rs`; processes in network namespaces, `netns`), and a
+//! new runtime (remote hosts over ssh, say) is one file implementing both traits plus its line
+//! there.
+
+use crate::netns::NetemSpec;
+use crate::node::{BoxFuture, NodeControl};
+use crate::{Error, NodeCommand};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// What a runtime is set up for.
+pub struct RuntimeSpec<'a> {
+    /// The lock service's nodes.
+    pub nodes: usize,
+    /// Where the runtime lists what it creates before creating it (`lockpick cleanup` reads
+    /// it after a killed run).
+    pub state_file: &'a Path,
+}
+
+/// A kind of runtime, as `--runtime` names it.
+pub trait RuntimeKind: Sync {
+    fn name(&self) -> &'static str;
+    /// Sets the runtime up. May block for a while (it may run commands): call it off the
+    /// async threads.
+    fn open(&self, spec: &RuntimeSpec) -> Result<Box<dyn Runtime>, Error>;
+}
+
+/// One node to make: its command is filled in already.
+pub struct NodeSpec {
+    pub id: String,
+    pub command: NodeCommand,
+    /// The port the node listens on (as [`Runtime::addresses`] gave it).
+    pub port: u16,
+    /// Its logs and `data/`.
+    pub node_dir: PathBuf,
+    /// Extra environment for every start (libfaketime's, for clock faults).
+    pub env: Vec<(String, String)>,
+    /// The path that answers 200 once the node serves.
+    pub health_path: String,
+}
+
+/// A runtime set up for a run.
+pub trait Runtime: Send + Sync {
+    /// Where each of `n` nodes listens, as its peers reach it (`host`, `port`). Node `n1` gets
+    /// the smallest address as text: a multi-node lockd's primary is the member with the
+    /// smallest address, so the primary is the same node in every run and a schedule's
+    /// targets mean the same nodes when it is replayed.
+    fn addresses(&self, n: usize) -> Result<Vec<(String, u16)>, Error>;
+    /// A second port for each of `n` nodes, for services whose members talk to each other.
+    fn peer_ports(&self, n: usize) -> Result<Vec<u16>, Error>;
+    /// Node `i`, not started yet.
+    fn node(&self, i: usize, spec: NodeSpec) -> BoxFuture<'_, Result<Box<dyn NodeControl>, Error>>;
+    /// The network faults this runtime can make, if any.
+    fn network(&self) -> Option<Arc<dyn NetworkFaults>>;
+    /// Removes what the runtime set up. Call it after every node stopped.
+    fn teardown(self: Box<Self>) -> Result<(), Error>;
+}
+
+/// Network faults between a runtime's nodes (and between them and the harness's clients).
+/// The calls block for a few milliseconds per command.
+pub trait NetworkFaults: Send + Sync {
+    /// Cuts every pair in `cut` (node positions), both ways, on top of any cut in place.
+    fn partition(&self, cut: &[(usize, usize)]) -> Result<(), Error>;
+    /// Cuts the harness's clients off `nodes`; the nodes still reach each other.
+    fn cut_clients(&self, nodes: &[usize]) -> Result<(), Error>;
+    /// Removes every cut.
+    fn heal(&self) -> Result<(), Error>;
+    /// Delays, drops, duplicates and reorders the packets of `nodes`.
+    fn netem(&self, nodes: &[usize], spec: &NetemSpec) -> Result<(), Error>;
+    /// Removes netem from `nodes`.
+    fn clear_netem(&self, nodes: &[usize]) -> Result<(), Error>;
+}
+
+/// The runtime `--runtime NAME` names.
+pub fn runtime(name: &str) -> Option<&'static dyn RuntimeKind> {
+    crate::RUNTIMES.iter().copied().find(|r| r.name() == name)
+}

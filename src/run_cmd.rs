@@ -1,0 +1,101 @@
+//! `lockpick run` and `lockpick demo`: resolve the flags, make the run directory and its log,
+//! run the test with the status line, print the verdict and where to read it.
+
+use crate::cli::RunArgs;
+use crate::config::RunConfig;
+use crate::runner::{self, RunSpec};
+use crate::status::StatusLine;
+use anyhow::{bail, Context, Result};
+use history::{layout, ExitCode};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+pub fn run(a: RunArgs, demo: bool) -> Result<ExitCode> {
+    let cfg = RunConfig::from_args(&a, demo)?;
+    println!(
+        "lockpick: {} workload, {} client(s), {} lock(s), ttl {} ms{}, {} s, faults: {}, seed {}",
+        cfg.workload,
+        cfg.clients,
+        cfg.locks,
+        cfg.ttl_ms,
+        if cfg.renew_ttl_ms != cfg.ttl_ms {
+            format!(" (renew {} ms)", cfg.renew_ttl_ms)
+        } else {
+            String::new()
+        },
+        cfg.duration_ms as f64 / 1000.0,
+        if cfg.nemesis.is_empty() {
+            "none".to_string()
+        } else {
+            cfg.nemesis.join(",")
+        },
+        cfg.seed
+    );
+    let run_dir = create_run_dir(&cfg.out, &cfg.name)?;
+    crate::logging::to_file(&run_dir.join(layout::LOG_FILE))?;
+    let spec = RunSpec {
+        cfg: cfg.clone(),
+        run_dir,
+    };
+    let out = crate::runtime()?.block_on(runner::run(spec, &StatusLine::default()))?;
+    print!("{}", reports::summary_text(&out.results));
+    println!("\nrun directory: {}", out.run_dir.display());
+    println!(
+        "report: {}",
+        out.run_dir.join(history::layout::REPORT_FILE).display()
+    );
+    println!("reproduce: {}", cfg.repro_command());
+    if demo {
+        println!(
+            "\nOpen {}/report.html for the verdict and a picture of each violation; \
+             results.json has every violation with the ops that prove it, and history.jsonl \
+             the raw history.",
+            out.run_dir.display()
+        );
+    }
+    if let Some(e) = out.error {
+        anyhow::bail!(
+            "{e} (the history up to then was checked: {})",
+            out.results.valid
+        );
+    }
+    Ok(crate::report_cmd::gate(
+        &out.results,
+        &a.fail_on,
+        &out.run_dir.join(history::layout::REPORT_FILE),
+        true,
+    ))
+}
+
+/// Makes `<out>/<name>/<UTC timestamp>/` and points `<out>/latest` at it.
+fn create_run_dir(out: &Path, name: &str) -> Result<PathBuf> {
+    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ").to_string();
+    let parent = out.join(name);
+    fs::create_dir_all(&parent).with_context(|| format!("cannot create {}", parent.display()))?;
+    let mut dir = parent.join(&stamp);
+    // Two runs in the same millisecond (tests in parallel) get distinct folders.
+    for i in 2..100 {
+        match fs::create_dir(&dir) {
+            Ok(()) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                dir = parent.join(format!("{stamp}-{i}"));
+            }
+            Err(e) => return Err(e).with_context(|| format!("cannot create {}", dir.display())),
+        }
+    }
+    if !dir.is_dir() {
+        bail!(
+            "cannot create a fresh run directory under {}",
+            parent.display()
+        );
+    }
+    let link = out.join(layout::LATEST_LINK);
+    let target = Path::new(name).join(dir.file_name().unwrap_or_default());
+    let tmp = out.join(format!(".latest-{}", std::process::id()));
+    let _ = fs::remove_file(&tmp);
+    // Best effort: a missing `latest` link loses nothing.
+    if std::os::unix::fs::symlink(&target, &tmp).is_ok() && fs::rename(&tmp, &link).is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    Ok(dir)
+}

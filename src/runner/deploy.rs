@@ -1,0 +1,285 @@
+//! Deploy: the store and the lock service's nodes started, each on the runtime `--runtime`
+//! names, from the service's own command (its [`workloads::Service`] descriptor) or the
+//! user's template, and waited for until healthy; and torn down again at the end.
+
+use crate::config::{RunConfig, Target};
+use anyhow::{Context, Result};
+use history::layout;
+use nemesis::clock::NodeClock;
+use nemesis::local::LocalRuntime;
+use nemesis::runtime::{NodeSpec, Runtime, RuntimeSpec};
+use nemesis::{Node, NodeCommand, NodeControl, Placeholders};
+use std::fs;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a run deployed: reached by clients, hurt by the nemesis, stopped at the end.
+#[derive(Default)]
+pub struct Deployment {
+    /// The fenced store lockpick started (counter workload), if it started one.
+    store: Option<Box<dyn NodeControl>>,
+    pub store_url: Option<String>,
+    /// The lock service's nodes (empty for a `--url` target).
+    pub nodes: Vec<Node>,
+    pub ids: Vec<String>,
+    /// The base URL clients use, one per node (or the `--url`).
+    pub urls: Vec<String>,
+    /// Each node's clock, when clock faults are on.
+    pub clocks: Vec<Option<NodeClock>>,
+    /// Position of the node that holds the lock state (the smallest address).
+    pub primary: usize,
+    /// Where the nodes run (none for a `--url` target).
+    runtime: Option<Box<dyn Runtime>>,
+}
+
+/// Starts the store (if lockpick runs it) and the lock service's nodes.
+pub async fn deploy(cfg: &RunConfig, run_dir: &Path, startup: Duration) -> Result<Deployment> {
+    let exe = std::env::current_exe().context("cannot locate the lockpick binary")?;
+    let (store, store_url) = match &cfg.store {
+        None => (None, None),
+        Some(Target::Url { url }) => (None, Some(url.clone())),
+        Some(t) => {
+            let node = start_store(cfg, t, &exe, run_dir, startup).await?;
+            let url = node.base_url();
+            (Some(node), Some(url))
+        }
+    };
+    let mut d = match &cfg.target {
+        Target::Url { url } => Deployment {
+            urls: vec![url.clone()],
+            ..Deployment::default()
+        },
+        t => start_lock_nodes(cfg, t, &exe, run_dir, startup).await?,
+    };
+    d.store = store;
+    d.store_url = store_url;
+    Ok(d)
+}
+
+impl Deployment {
+    /// The nemesis's network faults, if the runtime has them.
+    pub fn network(&self) -> Option<Arc<dyn nemesis::runtime::NetworkFaults>> {
+        self.runtime.as_ref().and_then(|r| r.network())
+    }
+
+    /// Counts each clock's rate changes from its node's current process.
+    pub async fn rebase_clocks(&mut self) -> Result<()> {
+        for (clock, node) in self.clocks.iter_mut().zip(&self.nodes) {
+            if let (Some(c), Some(at)) = (clock.as_mut(), node.lock().await.started_at()) {
+                c.rebase(at)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops every node, then removes what the runtime set up.
+    pub fn teardown(self) -> Result<()> {
+        let Deployment {
+            store,
+            nodes,
+            runtime,
+            ..
+        } = self;
+        drop(nodes);
+        drop(store);
+        // Nodes first: a process still running inside a namespace keeps it alive after deletion.
+        if let Some(r) = runtime {
+            tokio::task::block_in_place(|| r.teardown())?;
+        }
+        Ok(())
+    }
+}
+
+/// `lockpick store` (or `--store-cmd`), always a local process on loopback.
+async fn start_store(
+    cfg: &RunConfig,
+    target: &Target,
+    exe: &Path,
+    run_dir: &Path,
+    startup: Duration,
+) -> Result<Box<dyn NodeControl>> {
+    let argv = vec![
+        exe.display().to_string(),
+        "store".into(),
+        "--listen".into(),
+        "{host}:{port}".into(),
+        "--fence".into(),
+        cfg.store_fence.clone(),
+    ];
+    let local = LocalRuntime;
+    let (host, port) = nemesis::runtime::Runtime::addresses(&local, 1)?.remove(0);
+    let ph = placeholders("store", run_dir, (host, port), String::new(), Vec::new());
+    let spec = node_spec(target, &argv, ph, run_dir, Vec::new(), nemesis::HEALTH_PATH)?;
+    let node = local.node(0, spec).await?;
+    Ok(start_all(vec![node], startup).await?.remove(0))
+}
+
+/// Starts `cfg.nodes` lock-service nodes. Every address is picked first, so each node is
+/// started knowing all its peers.
+async fn start_lock_nodes(
+    cfg: &RunConfig,
+    target: &Target,
+    exe: &Path,
+    run_dir: &Path,
+    startup: Duration,
+) -> Result<Deployment> {
+    let n = cfg.nodes;
+    let ids: Vec<String> = (1..=n).map(|i| format!("n{i}")).collect();
+    let kind = nemesis::runtime::runtime(&cfg.runtime)
+        .with_context(|| format!("--runtime {}: no such runtime", cfg.runtime))?;
+    let state_file = run_dir.join(layout::STATE_FILE);
+    let spec = RuntimeSpec {
+        nodes: n,
+        state_file: &state_file,
+    };
+    let runtime = tokio::task::block_in_place(|| kind.open(&spec))?;
+    let (hosts, ports): (Vec<String>, Vec<u16>) = runtime.addresses(n)?.into_iter().unzip();
+    let addrs: Vec<String> = (0..n)
+        .map(|i| format!("{}:{}", hosts[i], ports[i]))
+        .collect();
+    let service = cfg.service();
+    let peer_ports = if service.peer_port() {
+        runtime.peer_ports(n)?
+    } else {
+        vec![0; n]
+    };
+    let initial_cluster: Vec<String> = (0..n)
+        .map(|i| format!("{}=http://{}:{}", ids[i], hosts[i], peer_ports[i]))
+        .collect();
+    let primary = lockd::primary_of(addrs.iter().map(String::as_str))
+        .and_then(|p| addrs.iter().position(|a| a == p))
+        .unwrap_or(0);
+    let argv = service
+        .launch(&workloads::Launch {
+            exe,
+            nodes: n,
+            unsafe_mode: cfg.unsafe_mode.as_deref(),
+        })
+        .unwrap_or_default();
+    let mut clocks = Vec::with_capacity(n);
+    let mut unstarted = Vec::with_capacity(n);
+    for i in 0..n {
+        let extra = vec![
+            ("peer_port".to_string(), peer_ports[i].to_string()),
+            ("initial_cluster".to_string(), initial_cluster.join(",")),
+        ];
+        let peers: Vec<&str> = (0..n)
+            .filter(|&j| j != i)
+            .map(|j| addrs[j].as_str())
+            .collect();
+        let node_dir = layout::node_dir(run_dir, &ids[i]);
+        // The clock control file exists before the node starts: libfaketime reads it from the
+        // first clock call on.
+        let (clock, env) = if cfg.faults.contains(&nemesis::schedule::FaultKind::Clock) {
+            let (c, env) =
+                nemesis::fault::clock::prepare(&node_dir, &cfg.libfaketime()?, cfg.clock_scope())?;
+            (Some(c), env)
+        } else {
+            (None, Vec::new())
+        };
+        let address = (hosts[i].clone(), ports[i]);
+        let ph = placeholders(&ids[i], run_dir, address, peers.join(","), extra);
+        let spec = node_spec(target, &argv, ph, run_dir, env, service.health_path())?;
+        unstarted.push(runtime.node(i, spec).await?);
+        clocks.push(clock);
+    }
+    let mut out = Deployment {
+        ids,
+        primary,
+        clocks,
+        ..Deployment::default()
+    };
+    for node in start_all(unstarted, startup).await? {
+        out.urls.push(node.base_url());
+        out.nodes.push(Arc::new(tokio::sync::Mutex::new(node)));
+    }
+    out.runtime = Some(runtime);
+    Ok(out)
+}
+
+fn placeholders(
+    id: &str,
+    run_dir: &Path,
+    (host, port): (String, u16),
+    peers: String,
+    extra: Vec<(String, String)>,
+) -> Placeholders {
+    Placeholders {
+        id: id.to_string(),
+        host,
+        port,
+        data_dir: layout::node_dir(run_dir, id).join("data"),
+        peers,
+        extra,
+    }
+}
+
+/// The node's command, filled in: the service's own (`argv`) or the user's template.
+fn node_spec(
+    target: &Target,
+    argv: &[String],
+    ph: Placeholders,
+    run_dir: &Path,
+    env: Vec<(String, String)>,
+    health_path: &str,
+) -> Result<NodeSpec> {
+    let node_dir = layout::node_dir(run_dir, &ph.id);
+    fs::create_dir_all(node_dir.join("data"))
+        .with_context(|| format!("cannot create {}", node_dir.display()))?;
+    let command = match target {
+        Target::Embedded => NodeCommand::Argv(
+            argv.iter()
+                .map(|a| nemesis::substitute(a, &ph).map_err(anyhow::Error::from))
+                .collect::<Result<_>>()?,
+        ),
+        Target::Command { template } => NodeCommand::Shell(nemesis::substitute(template, &ph)?),
+        Target::Url { .. } => unreachable!("a URL target has no node to start"),
+    };
+    Ok(NodeSpec {
+        id: ph.id,
+        command,
+        port: ph.port,
+        node_dir,
+        env,
+        health_path: health_path.to_string(),
+    })
+}
+
+/// Starts nodes all at once and waits for each to be healthy. Together, because a member of a
+/// replicated service (etcd) is not healthy until a quorum of its peers runs.
+async fn start_all(
+    nodes: Vec<Box<dyn NodeControl>>,
+    startup: Duration,
+) -> Result<Vec<Box<dyn NodeControl>>> {
+    let mut set = tokio::task::JoinSet::new();
+    let n = nodes.len();
+    for (i, mut node) in nodes.into_iter().enumerate() {
+        set.spawn(async move {
+            let r = node.start(startup).await;
+            (i, node, r)
+        });
+    }
+    let mut started: Vec<Option<Box<dyn NodeControl>>> = (0..n).map(|_| None).collect();
+    let mut first_err = None;
+    while let Some(joined) = set.join_next().await {
+        let (i, node, r) = joined.context("a node start task failed")?;
+        match r {
+            Ok(()) => {
+                tracing::info!(node = node.id(), url = %node.base_url(), pid = ?node.pid(), "node up");
+            }
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+        started[i] = Some(node);
+    }
+    if let Some(e) = first_err {
+        // Every node is dropped (and so stopped) on the way out.
+        return Err(e.into());
+    }
+    Ok(started
+        .into_iter()
+        .map(|n| n.expect("every task returned its node"))
+        .collect())
+}

@@ -1,0 +1,73 @@
+//! The plan a run carries out: the schedule replayed (`--schedule`) or drawn from the seed
+//! before the first fault, written to the run directory; and the client workers' stall board
+//! as the nemesis's client-pause family sees it.
+
+use crate::config::RunConfig;
+use anyhow::{anyhow, Context, Result};
+use nemesis::fault::{ClientStalls, StallRequest};
+use nemesis::schedule::{plan, Schedule, ScheduleConfig, SCHEDULE_FILE};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+use workloads::{PauseBoard, Stall};
+
+/// The run's schedule, on disk before its first fault: a run killed mid-way can still be
+/// replayed. `nodes` and `primary` are the lock service's as deployed.
+pub fn schedule(cfg: &RunConfig, nodes: usize, primary: usize, run_dir: &Path) -> Result<Schedule> {
+    let schedule = match &cfg.schedule {
+        Some(s) => {
+            if s.primary != primary && nodes > 1 {
+                tracing::warn!(
+                    planned = s.primary,
+                    now = primary,
+                    "the schedule was drawn with another primary; its targets are replayed as they are"
+                );
+            }
+            s.clone()
+        }
+        None => plan(&ScheduleConfig {
+            seed: cfg.seed,
+            faults: cfg.faults.clone(),
+            interval_ms: cfg.nemesis_interval_ms,
+            duration_ms: cfg.duration_ms,
+            // Stalls and pauses are sized to outlast the longest lease a client may hold.
+            ttl_ms: cfg.lease_max_ms(),
+            clock_modes: cfg.clock_modes.clone(),
+            topologies: cfg.topologies.clone(),
+            nodes,
+            primary,
+            targets: cfg
+                .nemesis_targets
+                .parse()
+                .map_err(|e: String| anyhow!("--nemesis-targets: {e}"))?,
+            clock_bump_ms: cfg.clock_bump_ms,
+            clock_rate: cfg.clock_rate,
+        }),
+    };
+    let schedule_path = run_dir.join(SCHEDULE_FILE);
+    std::fs::write(&schedule_path, schedule.to_json())
+        .with_context(|| format!("cannot write {}", schedule_path.display()))?;
+    tracing::info!(
+        faults = schedule.faults.len(),
+        replayed = cfg.schedule.is_some(),
+        "fault schedule written"
+    );
+    Ok(schedule)
+}
+
+/// The client workers' [`PauseBoard`], where the client-pause family posts its stalls.
+pub struct Stalls(pub Arc<PauseBoard>);
+
+impl ClientStalls for Stalls {
+    fn request(&self, s: StallRequest, deadline: Instant) {
+        let stall = Stall {
+            length: s.length,
+            fault: Some(s.fault),
+            ops: s.ops,
+        };
+        self.0.request_stall(stall, deadline);
+    }
+    fn cancel(&self) {
+        self.0.cancel();
+    }
+}
