@@ -1,13 +1,13 @@
 //! The resolved run configuration: flags validated and turned into plain values. Saved as
 //! `config.toml` in the run directory, enough to rerun with the same seed.
 
+mod faults;
+mod repro;
+
 use crate::cli::RunArgs;
 use anyhow::{bail, Context, Result};
 use nemesis::clock::ClockScope;
-use nemesis::schedule::{
-    parse_clock_modes, parse_fault_list, parse_topologies, Capabilities, ClockMode, FaultKind,
-    Schedule, Topology,
-};
+use nemesis::schedule::{parse_clock_modes, ClockMode, FaultKind, Schedule, Topology};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -220,53 +220,10 @@ impl RunConfig {
             }),
         };
         let replay = match &a.schedule {
-            Some(path) => Some(load_schedule(path, a, &target, service)?),
+            Some(path) => Some(faults::load_schedule(path, a, &target, service)?),
             None => None,
         };
-        let faults = match &a.nemesis {
-            // A replay's faults are the schedule's, checked by load_schedule.
-            _ if replay.is_some() => replay.as_ref().map(|(_, s)| s.kinds()).unwrap_or_default(),
-            Some(list) => {
-                let faults =
-                    parse_fault_list(list).map_err(|e| anyhow::anyhow!("--nemesis: {e}"))?;
-                if !target.is_started_by_us() {
-                    if let Some(f) = faults.iter().find(|f| f.is_server_side()) {
-                        bail!(
-                            "--nemesis {f}: impossible with --url (the harness did not start the \
-                             service, so it cannot {f} it); use --node-cmd, or only client-pause"
-                        );
-                    }
-                }
-                if let (true, Err(why)) =
-                    (faults.contains(&FaultKind::Clock), service.clock_faults())
-                {
-                    bail!(
-                        "--nemesis clock: not with --adapter {}: {why}",
-                        service.name()
-                    );
-                }
-                if faults.contains(&FaultKind::Clock)
-                    && nemesis::clock::find_libfaketime().is_none()
-                {
-                    bail!(
-                        "--nemesis clock: libfaketime is not installed here (apt-get install \
-                         libfaketime); it skews the clocks of the nodes the harness starts"
-                    );
-                }
-                faults
-            }
-            None => FaultKind::ALL
-                .into_iter()
-                .filter(|f| target.is_started_by_us() || !f.is_server_side())
-                .filter(|f| *f != FaultKind::Clock || nemesis::clock::find_libfaketime().is_some())
-                // Not for a service libfaketime does not reach (Go programs such as etcd).
-                .filter(|f| *f != FaultKind::Clock || service.clock_faults().is_ok())
-                // Network faults only where the user chose the namespace runtime: it needs root
-                // and changes how nodes are reached, which a default should not spring on anyone.
-                .filter(|f| !f.needs_netns() || a.runtime.as_deref() == Some("netns"))
-                .filter(|f| *f != FaultKind::Netem || netem_available())
-                .collect(),
-        };
+        let faults = faults::faults(a, &target, service, replay.as_ref().map(|(_, s)| s))?;
         let clock_modes = match &a.clock_faults {
             Some(list) => {
                 parse_clock_modes(list).map_err(|e| anyhow::anyhow!("--clock-faults: {e}"))?
@@ -302,61 +259,8 @@ impl RunConfig {
         a.nemesis_targets
             .parse::<nemesis::schedule::Targets>()
             .map_err(|e| anyhow::anyhow!("--nemesis-targets: {e}"))?;
-        let wants_netns = faults.iter().any(|f| f.needs_netns());
-        let runtime = match a.runtime.as_deref() {
-            Some("local") if wants_netns && replay.is_none() => bail!(
-                "--runtime local: partition and netem faults need --runtime netns (each node in \
-                 its own network namespace)"
-            ),
-            Some("local") => "local",
-            Some("netns") => "netns",
-            Some(other) => bail!("--runtime {other:?}: expected local or netns"),
-            None if wants_netns => "netns",
-            None => "local",
-        };
-        if runtime == "netns" {
-            if !target.is_started_by_us() {
-                bail!("--runtime netns: a --url target is not started by lockpick, so it cannot be put in a namespace");
-            }
-            // Refused up front, before any traffic, with what is missing.
-            let missing: Vec<String> = nemesis::netns::capabilities()
-                .into_iter()
-                .filter(|c| !c.ok && c.name != "netem")
-                .map(|c| match c.package {
-                    Some(p) => format!("{}: {} (apt-get install {p})", c.name, c.why),
-                    None => format!("{}: {}", c.name, c.why),
-                })
-                .collect();
-            if !missing.is_empty() {
-                bail!("--runtime netns cannot run here: {}", missing.join("; "));
-            }
-            if faults.contains(&FaultKind::Netem) {
-                if let Some(c) = nemesis::netns::capabilities()
-                    .into_iter()
-                    .find(|c| c.name == "netem" && !c.ok)
-                {
-                    bail!("--nemesis netem cannot run here: {}", c.why);
-                }
-            }
-        }
-        let topologies = match &a.partition_topologies {
-            Some(list) => {
-                let t = parse_topologies(list)
-                    .map_err(|e| anyhow::anyhow!("--partition-topologies: {e}"))?;
-                if let Some(bad) = t.iter().find(|t| t.nodes_min() > a.nodes) {
-                    bail!(
-                        "--partition-topologies {bad}: cuts nothing with {} node(s) (needs {})",
-                        a.nodes,
-                        bad.nodes_min()
-                    );
-                }
-                t
-            }
-            None => Topology::ALL
-                .into_iter()
-                .filter(|t| t.nodes_min() <= a.nodes)
-                .collect(),
-        };
+        let runtime = faults::runtime(a, &faults, replay.is_some(), &target)?;
+        let topologies = faults::topologies(a)?;
         // Drawn seeds stay below 2^53: exact as a JSON number in any reader (the report's
         // scripts included) and a plain TOML integer.
         let seed = a.seed.unwrap_or_else(|| rand::random::<u64>() >> 11);
@@ -473,179 +377,6 @@ impl RunConfig {
     pub fn lease_max_ms(&self) -> u64 {
         self.ttl_ms.max(self.renew_ttl_ms)
     }
-
-    /// `config.toml` of the run directory: the resolved settings, with the command that reruns
-    /// them on the second line. `lockpick run --config` reads it back.
-    pub fn file_text(&self) -> Result<String> {
-        let toml = toml::to_string_pretty(self).context("cannot serialize the resolved config")?;
-        Ok(format!(
-            "# Resolved configuration of this run.\n# Rerun: {}\n\n{toml}",
-            self.repro_command()
-        ))
-    }
-
-    /// The command line that reruns this test with the same seed.
-    pub fn repro_command(&self) -> String {
-        let mut c = vec![
-            "lockpick run".to_string(),
-            format!("--seed {}", self.seed),
-            format!("--workload {}", self.workload),
-            format!("--clients {}", self.clients),
-            format!("--locks {}", self.locks),
-            format!("--ttl {}ms", self.ttl_ms),
-        ];
-        if self.renew_ttl_ms != self.ttl_ms {
-            c.push(format!("--renew-ttl {}ms", self.renew_ttl_ms));
-        }
-        c.extend([
-            format!("--hold {}ms..{}ms", self.hold_min_ms, self.hold_max_ms),
-            format!("--duration {}ms", self.duration_ms),
-            format!("--op-timeout {}ms", self.op_timeout_ms),
-            format!(
-                "--nemesis {}",
-                if self.nemesis.is_empty() {
-                    "none".to_string()
-                } else {
-                    self.nemesis.join(",")
-                }
-            ),
-            format!("--nemesis-interval {}ms", self.nemesis_interval_ms),
-        ]);
-        if self.adapter != "reference" {
-            c.push(format!("--adapter {}", self.adapter));
-        }
-        if self.adapter == "etcd" && self.etcd_api != "/v3" {
-            c.push(format!("--etcd-api {}", self.etcd_api));
-        }
-        if let Some(f) = &self.template_file {
-            // The file's [template] section is the adapter; its other keys are all spelled out
-            // here as flags, which override it.
-            c.push(format!(
-                "--config {}",
-                shell_quote(&f.display().to_string())
-            ));
-        }
-        if self.nodes > 1 {
-            c.push(format!("--nodes {}", self.nodes));
-            c.push(format!("--nemesis-targets {}", self.nemesis_targets));
-        }
-        c.push(format!("--runtime {}", self.runtime));
-        if self.faults.contains(&FaultKind::Partition) {
-            c.push(format!(
-                "--partition-topologies {}",
-                self.partition_topologies.join(",")
-            ));
-        }
-        if self.faults.contains(&FaultKind::Clock) {
-            if !self.clock_faults.is_empty() {
-                c.push(format!("--clock-faults {}", self.clock_faults.join(",")));
-            }
-            c.push(format!("--clock-scope {}", self.clock_scope));
-            c.push(format!("--clock-bump {}ms", self.clock_bump_ms));
-            c.push(format!("--clock-rate {}", self.clock_rate));
-        }
-        if let Some(n) = self.ops_max {
-            c.push(format!("--ops-max {n}"));
-        }
-        match &self.target {
-            Target::Embedded => {}
-            Target::Command { template } => c.push(format!("--node-cmd {}", shell_quote(template))),
-            Target::Url { url } => c.push(format!("--url {}", shell_quote(url))),
-        }
-        if let Some(m) = &self.unsafe_mode {
-            c.push(format!("--unsafe {m}"));
-        }
-        match &self.store {
-            Some(Target::Embedded) => c.push(format!("--store-fence {}", self.store_fence)),
-            Some(Target::Command { template }) => {
-                c.push(format!("--store-cmd {}", shell_quote(template)))
-            }
-            Some(Target::Url { url }) => c.push(format!("--store-url {}", shell_quote(url))),
-            None => {}
-        }
-        if self.drift > 0.0 {
-            c.push(format!("--drift {}", self.drift));
-        }
-        c.push(format!("--liveness-grace {}ms", self.liveness_grace_ms));
-        if let Some(f) = &self.schedule_file {
-            c.push(format!(
-                "--schedule {}",
-                shell_quote(&f.display().to_string())
-            ));
-        }
-        c.push(format!("--name {}", shell_quote(&self.name)));
-        c.join(" ")
-    }
-}
-
-/// Reads `--schedule FILE` and checks it against the run the flags describe, before anything
-/// starts: every error is one line naming the file (and the fault, when one is to blame).
-fn load_schedule(
-    path: &std::path::Path,
-    a: &RunArgs,
-    target: &Target,
-    service: &dyn workloads::Service,
-) -> Result<(PathBuf, Schedule)> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("--schedule {}: cannot read it", path.display()))?;
-    let schedule =
-        Schedule::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    let kinds = schedule.kinds();
-    let netns = if !kinds.iter().any(|k| k.needs_netns()) {
-        Ok(())
-    } else if a.runtime.as_deref() == Some("local") {
-        Err(
-            "needs --runtime netns (each node in its own network namespace), not --runtime local"
-                .to_string(),
-        )
-    } else {
-        let missing: Vec<String> = nemesis::netns::capabilities()
-            .into_iter()
-            .filter(|c| !c.ok && (c.name != "netem" || kinds.contains(&FaultKind::Netem)))
-            .map(|c| match c.package {
-                Some(p) => format!("{}: {} (apt-get install {p})", c.name, c.why),
-                None => format!("{}: {}", c.name, c.why),
-            })
-            .collect();
-        if missing.is_empty() {
-            Ok(())
-        } else {
-            Err(format!(
-                "needs network namespaces, which cannot run here: {}",
-                missing.join("; ")
-            ))
-        }
-    };
-    let clock = if !kinds.contains(&FaultKind::Clock) {
-        Ok(())
-    } else if let Err(why) = service.clock_faults() {
-        Err(format!(
-            "is not possible with --adapter {}: {why}",
-            service.name()
-        ))
-    } else if nemesis::clock::find_libfaketime().is_none() {
-        Err(
-            "needs libfaketime, which is not installed here (apt-get install libfaketime)"
-                .to_string(),
-        )
-    } else {
-        Ok(())
-    };
-    let caps = Capabilities {
-        nodes: if target.is_started_by_us() {
-            a.nodes
-        } else {
-            0
-        },
-        netns,
-        clock,
-    };
-    schedule
-        .check(&caps)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    // Recorded absolute, so the run's config.toml replays it from anywhere.
-    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    Ok((path, schedule))
 }
 
 /// TOML integers are i64: a larger seed (given with --seed) is written as a string.
@@ -682,93 +413,5 @@ fn launch_probe() -> workloads::Launch<'static> {
     }
 }
 
-fn netem_available() -> bool {
-    nemesis::netns::capabilities()
-        .iter()
-        .any(|c| c.name == "netem" && c.ok)
-}
-
-fn shell_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@,+".contains(c))
-    {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_and_ranges() {
-        assert_eq!(ms("ttl", "500ms").unwrap(), 500);
-        assert_eq!(ms("ttl", "2s").unwrap(), 2000);
-        assert_eq!(ms("ttl", "1m").unwrap(), 60_000);
-        let e = ms("ttl", "2 parsecs").unwrap_err().to_string();
-        assert!(e.starts_with("--ttl \"2 parsecs\""), "{e}");
-        assert_eq!(range_ms("hold", "50ms..1s").unwrap(), (50, 1000));
-        assert!(range_ms("hold", "2s..1s").is_err());
-        assert!(range_ms("hold", "2s").is_err());
-    }
-
-    fn resolve(flags: &[&str]) -> Result<RunConfig> {
-        let mut argv = vec!["lockpick", "run", "--nemesis", "none"];
-        argv.extend_from_slice(flags);
-        let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(argv).unwrap();
-        let crate::cli::Command::Run(a) = cli.command else {
-            unreachable!()
-        };
-        RunConfig::from_args(&a, false)
-    }
-
-    #[test]
-    fn renew_ttl_defaults_to_ttl_and_is_bounded() {
-        let c = resolve(&["--ttl", "1500ms"]).unwrap();
-        assert_eq!((c.ttl_ms, c.renew_ttl_ms), (1500, 1500));
-        assert!(!c.repro_command().contains("--renew-ttl"));
-        assert_eq!(c.clock_bump_ms, 4500);
-
-        let c = resolve(&["--ttl", "2s", "--renew-ttl", "600ms"]).unwrap();
-        assert_eq!(
-            (c.ttl_ms, c.renew_ttl_ms, c.lease_max_ms()),
-            (2000, 600, 2000)
-        );
-        assert!(
-            c.repro_command().contains("--ttl 2000ms --renew-ttl 600ms"),
-            "{}",
-            c.repro_command()
-        );
-        let toml = toml::to_string_pretty(&c).unwrap();
-        assert!(toml.contains("renew_ttl_ms = 600"), "{toml}");
-
-        let c = resolve(&["--ttl", "1s", "--renew-ttl", "5s"]).unwrap();
-        assert_eq!((c.lease_max_ms(), c.clock_bump_ms), (5000, 15_000));
-
-        for bad in ["0s", "5ms", "2h", "soon", ""] {
-            let e = format!("{:#}", resolve(&["--renew-ttl", bad]).unwrap_err());
-            assert!(
-                e.starts_with(&format!("--renew-ttl {bad}"))
-                    || e.starts_with(&format!("--renew-ttl {bad:?}")),
-                "{e}"
-            );
-            assert!(!e.contains('\n'), "{e}");
-        }
-        let e = resolve(&["--adapter", "etcd", "--ttl", "2s", "--renew-ttl", "1s"]).unwrap_err();
-        assert!(
-            e.to_string()
-                .starts_with("--renew-ttl 1s: not with --adapter etcd"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn quoting() {
-        assert_eq!(shell_quote("abc"), "abc");
-        assert_eq!(shell_quote("a b"), "'a b'");
-        assert_eq!(shell_quote("it's"), r"'it'\''s'");
-    }
-}
+mod tests;

@@ -1,0 +1,216 @@
+//! Which faults a run performs and where its nodes run: each checked against the target, the
+//! service's descriptor and this machine, refused up front with what is missing.
+
+use super::Target;
+use crate::cli::RunArgs;
+use anyhow::{bail, Context, Result};
+use nemesis::schedule::{
+    parse_fault_list, parse_topologies, Capabilities, FaultKind, Schedule, Topology,
+};
+use std::path::PathBuf;
+use workloads::Service;
+
+/// The faults of the run: a replayed schedule's (checked by [`load_schedule`]), `--nemesis`'s,
+/// or by default every fault the target, the service and this machine allow.
+pub(super) fn faults(
+    a: &RunArgs,
+    target: &Target,
+    service: &dyn Service,
+    replay: Option<&Schedule>,
+) -> Result<Vec<FaultKind>> {
+    Ok(match &a.nemesis {
+        // A replay's faults are the schedule's, checked by load_schedule.
+        _ if replay.is_some() => replay.map(|s| s.kinds()).unwrap_or_default(),
+        Some(list) => {
+            let faults = parse_fault_list(list).map_err(|e| anyhow::anyhow!("--nemesis: {e}"))?;
+            if !target.is_started_by_us() {
+                if let Some(f) = faults.iter().find(|f| f.is_server_side()) {
+                    bail!(
+                        "--nemesis {f}: impossible with --url (the harness did not start the \
+                         service, so it cannot {f} it); use --node-cmd, or only client-pause"
+                    );
+                }
+            }
+            if let (true, Err(why)) = (faults.contains(&FaultKind::Clock), service.clock_faults()) {
+                bail!(
+                    "--nemesis clock: not with --adapter {}: {why}",
+                    service.name()
+                );
+            }
+            if faults.contains(&FaultKind::Clock) && nemesis::clock::find_libfaketime().is_none() {
+                bail!(
+                    "--nemesis clock: libfaketime is not installed here (apt-get install \
+                     libfaketime); it skews the clocks of the nodes the harness starts"
+                );
+            }
+            faults
+        }
+        None => FaultKind::ALL
+            .into_iter()
+            .filter(|f| target.is_started_by_us() || !f.is_server_side())
+            .filter(|f| *f != FaultKind::Clock || nemesis::clock::find_libfaketime().is_some())
+            // Not for a service libfaketime does not reach (Go programs such as etcd).
+            .filter(|f| *f != FaultKind::Clock || service.clock_faults().is_ok())
+            // Network faults only where the user chose the namespace runtime: it needs root
+            // and changes how nodes are reached, which a default should not spring on anyone.
+            .filter(|f| !f.needs_netns() || a.runtime.as_deref() == Some("netns"))
+            .filter(|f| *f != FaultKind::Netem || netem_available())
+            .collect(),
+    })
+}
+
+/// The runtime (`local` or `netns`): asked for, or `netns` when partition or netem faults need
+/// it; refused if this machine cannot run it.
+pub(super) fn runtime(
+    a: &RunArgs,
+    faults: &[FaultKind],
+    replayed: bool,
+    target: &Target,
+) -> Result<&'static str> {
+    let wants_netns = faults.iter().any(|f| f.needs_netns());
+    let runtime = match a.runtime.as_deref() {
+        Some("local") if wants_netns && !replayed => bail!(
+            "--runtime local: partition and netem faults need --runtime netns (each node in \
+         its own network namespace)"
+        ),
+        Some(other) => match nemesis::runtime::runtime(other) {
+            Some(kind) => kind.name(),
+            None => bail!("--runtime {other:?}: expected {}", runtime_names()),
+        },
+        None if wants_netns => "netns",
+        None => "local",
+    };
+    if runtime == "netns" {
+        if !target.is_started_by_us() {
+            bail!("--runtime netns: a --url target is not started by lockpick, so it cannot be put in a namespace");
+        }
+        // Refused up front, before any traffic, with what is missing.
+        let missing: Vec<String> = nemesis::netns::capabilities()
+            .into_iter()
+            .filter(|c| !c.ok && c.name != "netem")
+            .map(|c| match c.package {
+                Some(p) => format!("{}: {} (apt-get install {p})", c.name, c.why),
+                None => format!("{}: {}", c.name, c.why),
+            })
+            .collect();
+        if !missing.is_empty() {
+            bail!("--runtime netns cannot run here: {}", missing.join("; "));
+        }
+        if faults.contains(&FaultKind::Netem) {
+            if let Some(c) = nemesis::netns::capabilities()
+                .into_iter()
+                .find(|c| c.name == "netem" && !c.ok)
+            {
+                bail!("--nemesis netem cannot run here: {}", c.why);
+            }
+        }
+    }
+    Ok(runtime)
+}
+
+/// `--partition-topologies`, or every topology that cuts something with this many nodes.
+pub(super) fn topologies(a: &RunArgs) -> Result<Vec<Topology>> {
+    Ok(match &a.partition_topologies {
+        Some(list) => {
+            let t = parse_topologies(list)
+                .map_err(|e| anyhow::anyhow!("--partition-topologies: {e}"))?;
+            if let Some(bad) = t.iter().find(|t| t.nodes_min() > a.nodes) {
+                bail!(
+                    "--partition-topologies {bad}: cuts nothing with {} node(s) (needs {})",
+                    a.nodes,
+                    bad.nodes_min()
+                );
+            }
+            t
+        }
+        None => Topology::ALL
+            .into_iter()
+            .filter(|t| t.nodes_min() <= a.nodes)
+            .collect(),
+    })
+}
+
+/// Reads `--schedule FILE` and checks it against the run the flags describe, before anything
+/// starts: every error is one line naming the file (and the fault, when one is to blame).
+pub(super) fn load_schedule(
+    path: &std::path::Path,
+    a: &RunArgs,
+    target: &Target,
+    service: &dyn workloads::Service,
+) -> Result<(PathBuf, Schedule)> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--schedule {}: cannot read it", path.display()))?;
+    let schedule =
+        Schedule::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let kinds = schedule.kinds();
+    let netns = if !kinds.iter().any(|k| k.needs_netns()) {
+        Ok(())
+    } else if a.runtime.as_deref() == Some("local") {
+        Err(
+            "needs --runtime netns (each node in its own network namespace), not --runtime local"
+                .to_string(),
+        )
+    } else {
+        let missing: Vec<String> = nemesis::netns::capabilities()
+            .into_iter()
+            .filter(|c| !c.ok && (c.name != "netem" || kinds.contains(&FaultKind::Netem)))
+            .map(|c| match c.package {
+                Some(p) => format!("{}: {} (apt-get install {p})", c.name, c.why),
+                None => format!("{}: {}", c.name, c.why),
+            })
+            .collect();
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "needs network namespaces, which cannot run here: {}",
+                missing.join("; ")
+            ))
+        }
+    };
+    let clock = if !kinds.contains(&FaultKind::Clock) {
+        Ok(())
+    } else if let Err(why) = service.clock_faults() {
+        Err(format!(
+            "is not possible with --adapter {}: {why}",
+            service.name()
+        ))
+    } else if nemesis::clock::find_libfaketime().is_none() {
+        Err(
+            "needs libfaketime, which is not installed here (apt-get install libfaketime)"
+                .to_string(),
+        )
+    } else {
+        Ok(())
+    };
+    let caps = Capabilities {
+        nodes: if target.is_started_by_us() {
+            a.nodes
+        } else {
+            0
+        },
+        netns,
+        clock,
+    };
+    schedule
+        .check(&caps)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    // Recorded absolute, so the run's config.toml replays it from anywhere.
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    Ok((path, schedule))
+}
+
+fn netem_available() -> bool {
+    nemesis::netns::capabilities()
+        .iter()
+        .any(|c| c.name == "netem" && c.ok)
+}
+
+/// `local or netns`.
+fn runtime_names() -> String {
+    let names: Vec<&str> = nemesis::RUNTIMES.iter().map(|r| r.name()).collect();
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => names.join(""),
+    }
+}

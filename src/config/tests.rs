@@ -1,0 +1,73 @@
+//! Resolving flags into a run's configuration.
+
+use super::repro::shell_quote;
+use super::*;
+
+#[test]
+fn durations_and_ranges() {
+    assert_eq!(ms("ttl", "500ms").unwrap(), 500);
+    assert_eq!(ms("ttl", "2s").unwrap(), 2000);
+    assert_eq!(ms("ttl", "1m").unwrap(), 60_000);
+    let e = ms("ttl", "2 parsecs").unwrap_err().to_string();
+    assert!(e.starts_with("--ttl \"2 parsecs\""), "{e}");
+    assert_eq!(range_ms("hold", "50ms..1s").unwrap(), (50, 1000));
+    assert!(range_ms("hold", "2s..1s").is_err());
+    assert!(range_ms("hold", "2s").is_err());
+}
+
+fn resolve(flags: &[&str]) -> Result<RunConfig> {
+    let mut argv = vec!["lockpick", "run", "--nemesis", "none"];
+    argv.extend_from_slice(flags);
+    let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(argv).unwrap();
+    let crate::cli::Command::Run(a) = cli.command else {
+        unreachable!()
+    };
+    RunConfig::from_args(&a, false)
+}
+
+#[test]
+fn renew_ttl_defaults_to_ttl_and_is_bounded() {
+    let c = resolve(&["--ttl", "1500ms"]).unwrap();
+    assert_eq!((c.ttl_ms, c.renew_ttl_ms), (1500, 1500));
+    assert!(!c.repro_command().contains("--renew-ttl"));
+    assert_eq!(c.clock_bump_ms, 4500);
+
+    let c = resolve(&["--ttl", "2s", "--renew-ttl", "600ms"]).unwrap();
+    assert_eq!(
+        (c.ttl_ms, c.renew_ttl_ms, c.lease_max_ms()),
+        (2000, 600, 2000)
+    );
+    assert!(
+        c.repro_command().contains("--ttl 2000ms --renew-ttl 600ms"),
+        "{}",
+        c.repro_command()
+    );
+    let toml = toml::to_string_pretty(&c).unwrap();
+    assert!(toml.contains("renew_ttl_ms = 600"), "{toml}");
+
+    let c = resolve(&["--ttl", "1s", "--renew-ttl", "5s"]).unwrap();
+    assert_eq!((c.lease_max_ms(), c.clock_bump_ms), (5000, 15_000));
+
+    for bad in ["0s", "5ms", "2h", "soon", ""] {
+        let e = format!("{:#}", resolve(&["--renew-ttl", bad]).unwrap_err());
+        assert!(
+            e.starts_with(&format!("--renew-ttl {bad}"))
+                || e.starts_with(&format!("--renew-ttl {bad:?}")),
+            "{e}"
+        );
+        assert!(!e.contains('\n'), "{e}");
+    }
+    let e = resolve(&["--adapter", "etcd", "--ttl", "2s", "--renew-ttl", "1s"]).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("--renew-ttl 1s: not with --adapter etcd"),
+        "{e}"
+    );
+}
+
+#[test]
+fn quoting() {
+    assert_eq!(shell_quote("abc"), "abc");
+    assert_eq!(shell_quote("a b"), "'a b'");
+    assert_eq!(shell_quote("it's"), r"'it'\''s'");
+}
