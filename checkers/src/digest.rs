@@ -5,6 +5,7 @@
 //! `History::new`). An in-memory [`History`] is fed through the same pass (its ops viewed as
 //! events), so both paths build the same [`Model`].
 
+use crate::lease::GrantEvidence;
 use crate::model::{ClientOp, Func, Model, NO_ERROR, NO_TARGET};
 use crate::{CheckConfig, FxMap};
 use history::{
@@ -36,6 +37,9 @@ pub(crate) struct Event {
     is_final: bool,
     /// `value.lease_last_ok_ns` and `value.lease_ttl_ms`, read as the lease checker reads them.
     lease: Option<(u64, u64)>,
+    /// `value.lease_from_ns`, `answer_revision`, `key_at_revision`, `lock_key`, `lease_id`
+    /// (rare: etcd grants).
+    key: Option<Box<GrantEvidence>>,
 }
 
 pub(crate) enum Item {
@@ -118,16 +122,17 @@ impl Piece {
         let v = &e.value;
         let error = self.error(v.error.as_deref());
         // Adapter evidence is rare: most values have no unknown field to look up.
-        let lease = if v.extra.is_empty() {
-            None
+        let (lease, key) = if v.extra.is_empty() {
+            (None, None)
         } else {
-            match (
+            let lease = match (
                 crate::lease::as_u64(v.extra.get("lease_last_ok_ns")),
                 crate::lease::as_u64(v.extra.get("lease_ttl_ms")),
             ) {
                 (Some(a), Some(b)) => Some((a, b)),
                 _ => None,
-            }
+            };
+            (lease, GrantEvidence::read(|k| v.extra.get(k)))
         };
         self.items.push(Item::Client(Event {
             index: e.index,
@@ -143,6 +148,7 @@ impl Piece {
             error,
             is_final: v.is_final,
             lease,
+            key,
         }));
     }
 }
@@ -201,6 +207,10 @@ pub(crate) struct Digest {
     pub(crate) nemesis: Vec<Op>,
     /// (op position, lease_last_ok_ns, lease_ttl_ms) of completions carrying lease evidence.
     pub(crate) lease_evidence: Vec<(usize, u64, u64)>,
+    /// (op position, evidence) of completions carrying a read of the grant's lock key.
+    pub(crate) key_evidence: Vec<(usize, crate::lease::KeyEvidence)>,
+    /// (op position, `lease_from_ns`) of completions whose lease was set before them.
+    pub(crate) lease_from: Vec<(usize, u64)>,
     /// The first structure error; events after it are counted but not paired.
     pub(crate) error: Option<StructureError>,
 }
@@ -230,6 +240,8 @@ impl Digest {
             error_ids: FxMap::default(),
             nemesis: Vec::new(),
             lease_evidence: Vec::new(),
+            key_evidence: Vec::new(),
+            lease_from: Vec::new(),
             error: None,
         }
     }
@@ -359,6 +371,15 @@ impl Digest {
         o.is_final |= e.is_final;
         if let Some((a, b)) = e.lease {
             self.lease_evidence.push((slot, a, b));
+        }
+        if let Some(g) = e.key {
+            let GrantEvidence { lease_from_ns, key } = *g;
+            if let Some(k) = key {
+                self.key_evidence.push((slot, k));
+            }
+            if let Some(from) = lease_from_ns {
+                self.lease_from.push((slot, from));
+            }
         }
     }
 

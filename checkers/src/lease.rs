@@ -1,10 +1,20 @@
-//! `grant-on-expired-lease`: an acquire returned ok after the lease backing it was surely dead
-//! (the etcd#11456 class, where the lock key is attached to a lease that expired meanwhile).
+//! The lease-expiry checker: grants that did not hold when the service said yes.
 //!
-//! The history alone cannot tell which lease backs a grant, so this rule is judged only where
-//! the adapter recorded the evidence in the ok acquire's value: `lease_last_ok_ns` (history time
-//! of the completion of the last grant or keepalive of that lease that could have taken effect
-//! before the acquire returned) and `lease_ttl_ms`.
+//! - `grant-without-key`: the service's own versioned store, read by the adapter at the revision
+//!   the grant's answer carries, holds no lock key for that grant (`key_at_revision: "absent"`
+//!   with `answer_revision` and `lock_key` in the ok acquire's value). etcd's `lock/lock`
+//!   answers with a header revision and the lock key; a `kv/range` of that key at that revision
+//!   that returns nothing proves, from etcd's own records and without any clock, that etcd said
+//!   "you hold the lock" as of a state in which this client's key (and the lease it was
+//!   attached to) was gone: the etcd#11456 class.
+//! - `grant-on-expired-lease`: an acquire returned ok after the lease backing it was surely
+//!   dead by the harness's clock. The history alone cannot tell which lease backs a grant, so
+//!   this is judged only where the adapter recorded the evidence in the ok acquire's value:
+//!   `lease_last_ok_ns` (history time of the latest instant a grant or keepalive of that lease
+//!   could have taken effect before the acquire returned) and `lease_ttl_ms`. Where the same
+//!   grant was also read at its answer's revision, the service's record decides instead: a key
+//!   present there shows the lease alive when the service granted (a late answer is a slow
+//!   reply, not a grant on a dead lease), and an absent one is `grant-without-key`.
 
 use crate::model::{ttl_upper_ns, Func, Model};
 use crate::text::{secs, token};
@@ -20,6 +30,82 @@ pub(crate) fn as_u64(v: Option<&Value>) -> Option<u64> {
         .or_else(|| v.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
 }
 
+/// What the adapter found when it read the grant's lock key at the revision the answer carries
+/// (`key_at_revision`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyState {
+    /// The key existed at that revision: the grant held there.
+    Present,
+    /// No key at that revision: the service granted without holding the lock for this client.
+    Absent,
+    /// The service had compacted that revision away: nothing can be said.
+    Compacted,
+    /// The read failed (timeout, error): nothing can be said.
+    Unread,
+}
+
+impl KeyState {
+    pub fn parse(s: &str) -> Option<KeyState> {
+        Some(match s {
+            "present" => KeyState::Present,
+            "absent" => KeyState::Absent,
+            "compacted" => KeyState::Compacted,
+            "unread" => KeyState::Unread,
+            _ => return None,
+        })
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyState::Present => "present",
+            KeyState::Absent => "absent",
+            KeyState::Compacted => "compacted",
+            KeyState::Unread => "unread",
+        }
+    }
+}
+
+/// The adapter's read of the service's own record of a grant: `answer_revision` (the revision
+/// the grant's answer carries), `lock_key`, `key_at_revision`, and `lease_id` when known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyEvidence {
+    pub revision: u64,
+    pub state: KeyState,
+    pub lock_key: String,
+    pub lease_id: Option<String>,
+}
+
+/// What an adapter recorded about a grant beyond the reference protocol (rare: etcd grants).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantEvidence {
+    /// `lease_from_ns`: the grant came with a lease set before it (etcd: the session lease,
+    /// granted and kept alive while the client waited), which surely lasts until this instant
+    /// plus its ttl, whenever the grant took effect; the grant does not set a lease of its own.
+    pub lease_from_ns: Option<u64>,
+    /// The read of the grant's lock key at its answer's revision.
+    pub key: Option<KeyEvidence>,
+}
+
+impl GrantEvidence {
+    /// From the value fields as recorded (`get` looks one up); `None` when there is none.
+    pub(crate) fn read<'a>(get: impl Fn(&str) -> Option<&'a Value>) -> Option<Box<Self>> {
+        let key = (|| {
+            Some(KeyEvidence {
+                revision: as_u64(get("answer_revision"))?,
+                state: KeyState::parse(get("key_at_revision")?.as_str()?)?,
+                lock_key: get("lock_key")?.as_str()?.to_string(),
+                lease_id: get("lease_id").and_then(|v| match v {
+                    Value::String(s) => Some(s.clone()),
+                    Value::Number(n) => Some(n.to_string()),
+                    _ => None,
+                }),
+            })
+        })();
+        let lease_from_ns = as_u64(get("lease_from_ns"));
+        (key.is_some() || lease_from_ns.is_some())
+            .then(|| Box::new(GrantEvidence { lease_from_ns, key }))
+    }
+}
+
 impl Checker for LeaseExpiry {
     fn name(&self) -> &'static str {
         "lease-expiry"
@@ -27,6 +113,19 @@ impl Checker for LeaseExpiry {
 
     fn check_model(&self, m: &Model, cfg: &CheckConfig) -> CheckOutput {
         let mut out = CheckOutput::new();
+        // Grants the service's own record decided: (position, key evidence).
+        let mut counts = [0u64; 4];
+        let mut decided = Vec::new();
+        for (pos, k) in &m.key_evidence {
+            let op = &m.ops[*pos];
+            if op.func != Func::Acquire || op.outcome != Outcome::Ok {
+                continue;
+            }
+            counts[k.state as usize] += 1;
+            if matches!(k.state, KeyState::Present | KeyState::Absent) {
+                decided.push(*pos);
+            }
+        }
         let mut judged = 0u64;
         for &(pos, last_ok_ns, lease_ttl_ms) in &m.lease_evidence {
             let op = &m.ops[pos];
@@ -37,6 +136,9 @@ impl Checker for LeaseExpiry {
                 continue;
             };
             judged += 1;
+            if decided.binary_search(&pos).is_ok() {
+                continue;
+            }
             let dead_ns = last_ok_ns.saturating_add(ttl_upper_ns(lease_ttl_ms, m.drift));
             if done_ns <= dead_ns {
                 continue;
@@ -59,9 +161,75 @@ impl Checker for LeaseExpiry {
                 ),
             });
         }
-        out.nothing_to_judge(judged > 0, || {
-            "no ok acquire carries lease evidence (lease_last_ok_ns, lease_ttl_ms): grant-on-expired-lease was not judged".to_string()
+        for (pos, k) in &m.key_evidence {
+            let op = &m.ops[*pos];
+            if op.func != Func::Acquire || op.outcome != Outcome::Ok || k.state != KeyState::Absent
+            {
+                continue;
+            }
+            let Some(done_ns) = op.complete_ns() else {
+                continue;
+            };
+            let name = m.target_name(op);
+            let lease = match &k.lease_id {
+                Some(l) => format!(" (lease {l})"),
+                None => String::new(),
+            };
+            // The harness's clock, where it agrees, as a second reading for the sentence.
+            let clock = m
+                .lease_evidence
+                .binary_search_by_key(pos, |e| e.0)
+                .ok()
+                .map(|i| m.lease_evidence[i])
+                .map(|(_, last_ok, ttl)| last_ok.saturating_add(ttl_upper_ns(ttl, m.drift)))
+                .filter(|dead| *dead < done_ns)
+                .map(|dead| {
+                    format!(
+                        "; by the adapter's clock too, its lease was surely dead after {}",
+                        secs(dead)
+                    )
+                })
+                .unwrap_or_default();
+            out.violations.push(Violation {
+                kind: ViolationKind::GrantWithoutKey,
+                lock: Some(name.to_string()),
+                ops: vec![op.index],
+                window_ns: [op.invoke_ns, done_ns],
+                nemesis: Vec::new(),
+                explanation: format!(
+                    "p{} was granted {name} at {} (op {}, {}): the service answered at revision {} with lock key \"{}\"{lease}, but kv/range of \"{}\" at revision {} returned no key, so at the revision it answered at the service held no lock key for this grant{clock}",
+                    op.process,
+                    secs(done_ns),
+                    op.index,
+                    token(op.token()),
+                    k.revision,
+                    k.lock_key,
+                    k.lock_key,
+                    k.revision,
+                ),
+            });
+        }
+        out.nothing_to_judge(judged > 0 || !decided.is_empty(), || {
+            "no ok acquire carries lease evidence (lease_last_ok_ns, lease_ttl_ms) or a read of its lock key: grant-on-expired-lease and grant-without-key were not judged".to_string()
         });
+        if counts.iter().any(|c| *c > 0) {
+            let [present, absent, compacted, unread] = counts;
+            let mut s = format!(
+                "{} grant(s) read back at the revision their answer carries: {present} with the lock key present, {absent} absent",
+                counts.iter().sum::<u64>()
+            );
+            if compacted > 0 {
+                s.push_str(&format!(
+                    ", {compacted} compacted away (not judged by the service's record)"
+                ));
+            }
+            if unread > 0 {
+                s.push_str(&format!(
+                    ", {unread} unread (the read failed: not judged by the service's record)"
+                ));
+            }
+            out.notes.push(s);
+        }
         verdict(m, cfg, &mut out);
         out
     }

@@ -62,6 +62,7 @@ mod tokens;
 pub use digest::{check_path, CheckError};
 pub use fairness::liveness_stats;
 pub use faults::{Fault, Faults};
+pub use lease::{KeyEvidence, KeyState};
 pub use model::{ClientOp, Func, Grant, Model, Segment, SpanEnd, NO_ERROR, NO_GRANT, NO_TARGET};
 pub use stats::{stats, stats_of};
 

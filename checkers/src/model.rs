@@ -261,6 +261,13 @@ pub struct Model {
     /// `(position in ops, lease_last_ok_ns, lease_ttl_ms)` of every completion carrying the
     /// adapter's lease evidence, by position.
     pub lease_evidence: Vec<(usize, u64, u64)>,
+    /// `(position in ops, evidence)` of every completion carrying the adapter's read of the
+    /// grant's lock key at its answer's revision, by position.
+    pub key_evidence: Vec<(usize, crate::lease::KeyEvidence)>,
+    /// `(position in ops, lease_from_ns)` of the ok acquires whose lease was set before the
+    /// grant (etcd's session lease): that lease surely lasts until `lease_from_ns` plus its
+    /// ttl, whenever the grant took effect. By position.
+    pub lease_from: Vec<(usize, u64)>,
     /// Client lock and store ops, in invoke order.
     pub ops: Vec<ClientOp>,
     pub grants: Vec<Grant>,
@@ -421,6 +428,10 @@ impl Model {
         ops.shrink_to_fit();
         let mut lease_evidence = d.lease_evidence;
         lease_evidence.sort_unstable();
+        let mut key_evidence = d.key_evidence;
+        key_evidence.sort_by_key(|e| e.0);
+        let mut lease_from = d.lease_from;
+        lease_from.sort_unstable();
         let mut m = Model {
             drift,
             events: d.events,
@@ -431,6 +442,8 @@ impl Model {
             errors: d.errors,
             nemesis: d.nemesis,
             lease_evidence,
+            key_evidence,
+            lease_from,
             ops,
             grants,
             grant_of,
@@ -453,6 +466,9 @@ impl Model {
     /// after a gap still counts: the service accepted it, so its lease was still the current
     /// one and nobody else had been granted in between.
     ///
+    /// A grant whose lease was set before it (the adapter's `lease_from_ns`, etcd's session
+    /// lease) has that lease counted from the evidence instead of from `grant_ns`.
+    ///
     /// The end never decreases when `grant_ns` grows: the chain sweep in `mutex` relies on it.
     pub fn span_end(&self, g: &Grant, grant_ns: u64) -> (u64, SpanEnd) {
         self.span_end_until(g, grant_ns, u64::MAX)
@@ -462,10 +478,14 @@ impl Model {
     /// sure to be up to then (an op takes effect no earlier than its invoke, so later ones
     /// cannot have changed it before).
     pub fn span_end_until(&self, g: &Grant, grant_ns: u64, cutoff_ns: u64) -> (u64, SpanEnd) {
-        let mut end = (
-            lease_lb(grant_ns, g.ttl_ms, self.drift),
-            SpanEnd::Lease(None),
-        );
+        let lease = match self.lease_set_before(g) {
+            // A lease set before the grant (etcd's session lease) counts from the adapter's
+            // evidence, not from the grant, which may find it about to lapse; the span still
+            // ends no earlier than the grant itself.
+            Some(from) => lease_lb(from, g.ttl_ms, self.drift).max(grant_ns),
+            None => lease_lb(grant_ns, g.ttl_ms, self.drift),
+        };
+        let mut end = (lease, SpanEnd::Lease(None));
         for &pos in &g.epoch_ops {
             let op = &self.ops[pos as usize];
             if op.invoke_ns > cutoff_ns {
@@ -500,6 +520,14 @@ impl Model {
 
     pub fn is_empty(&self) -> bool {
         self.events == 0
+    }
+
+    /// The adapter's `lease_from_ns` for grant `g`, when its lease was set before the grant.
+    pub fn lease_set_before(&self, g: &Grant) -> Option<u64> {
+        self.lease_from
+            .binary_search_by_key(&g.op, |e| e.0)
+            .ok()
+            .map(|i| self.lease_from[i].1)
     }
 
     /// If acquire or renew `op` took effect (an indeterminate one may have), the lease it set

@@ -405,11 +405,19 @@ fn order_violation(
         end: cause,
     };
     let until = match cause {
-        SpanEnd::Lease(None) => format!(
-            "until at least {}: its lease, counted from then with ttl {} ms, cannot expire sooner",
-            secs(end_ns),
-            ttl_text(p.ttl_ms)
-        ),
+        SpanEnd::Lease(None) => match m.lease_set_before(p) {
+            Some(from) => format!(
+                "until at least {}: its lease, surely kept alive from {} by the adapter's evidence with ttl {} ms, cannot expire sooner",
+                secs(end_ns),
+                secs(from),
+                ttl_text(p.ttl_ms)
+            ),
+            None => format!(
+                "until at least {}: its lease, counted from then with ttl {} ms, cannot expire sooner",
+                secs(end_ns),
+                ttl_text(p.ttl_ms)
+            ),
+        },
         _ => hold_end(m, p, &seg, &mut ops),
     };
     Violation {

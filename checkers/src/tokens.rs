@@ -212,9 +212,12 @@ fn alive_proof(m: &Model, b: &Grant) -> (Vec<u64>, String) {
         SpanEnd::Lease(None) => (
             Vec::new(),
             format!(
-                "until {}, its lease's lower bound (invoked at {}, ttl {} ms)",
+                "until {}, its lease's lower bound ({}, ttl {} ms)",
                 secs(end),
-                secs(b.invoke_ns),
+                match m.lease_set_before(b) {
+                    Some(from) => format!("surely kept alive from {}", secs(from)),
+                    None => format!("invoked at {}", secs(b.invoke_ns)),
+                },
                 b.ttl_ms.unwrap_or(0)
             ),
         ),

@@ -91,6 +91,9 @@ impl<'de> Deserialize<'de> for Validity {
 pub enum ViolationKind {
     DoubleGrant,
     GrantOnExpiredLease,
+    /// The service's own versioned store, read at the revision its grant answered at, holds no
+    /// lock key for that grant (etcd: the key of a lease that expired while its client waited).
+    GrantWithoutKey,
     TokenReused,
     TokenRegressed,
     StaleWriteAccepted,
@@ -103,9 +106,10 @@ pub enum ViolationKind {
 }
 
 impl ViolationKind {
-    pub const ALL: [ViolationKind; 10] = [
+    pub const ALL: [ViolationKind; 11] = [
         ViolationKind::DoubleGrant,
         ViolationKind::GrantOnExpiredLease,
+        ViolationKind::GrantWithoutKey,
         ViolationKind::TokenReused,
         ViolationKind::TokenRegressed,
         ViolationKind::StaleWriteAccepted,
@@ -119,6 +123,7 @@ impl ViolationKind {
         match self {
             ViolationKind::DoubleGrant => "double-grant",
             ViolationKind::GrantOnExpiredLease => "grant-on-expired-lease",
+            ViolationKind::GrantWithoutKey => "grant-without-key",
             ViolationKind::TokenReused => "token-reused",
             ViolationKind::TokenRegressed => "token-regressed",
             ViolationKind::StaleWriteAccepted => "stale-write-accepted",

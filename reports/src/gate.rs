@@ -74,7 +74,7 @@ pub fn checker_of(kind: ViolationKind) -> &'static str {
     use ViolationKind::*;
     match kind {
         DoubleGrant | UnsafeOverlap => "mutual-exclusion",
-        GrantOnExpiredLease => "lease-expiry",
+        GrantOnExpiredLease | GrantWithoutKey => "lease-expiry",
         TokenReused | TokenRegressed => "fencing-tokens",
         StaleReleaseAccepted | StaleRenewAccepted => "stale-lock-ops",
         StaleWriteAccepted => "store-fencing",

@@ -235,6 +235,7 @@ fn why(k: ViolationKind) -> &'static str {
     match k {
         ViolationKind::DoubleGrant => "A correct lock service grants a lock to one client at a time. The ops below prove that one grant took effect while another client's lease surely still ran, whatever the timing inside each op (docs/checkers.md, double-grant).",
         ViolationKind::GrantOnExpiredLease => "A grant or renewal may only extend a lease that is still alive; this one completed after the lease was surely dead, so another client may already hold the lock.",
+        ViolationKind::GrantWithoutKey => "A grant must hold at the point the service answered at: here the service's own store, read at the revision its answer carries, has no lock key for this grant (its lease was gone), so the lock was free or someone else's when the service said yes.",
         ViolationKind::TokenReused => "Fencing tokens must be unique per lock: two grants with the same token make the resource unable to tell the old holder from the new one.",
         ViolationKind::TokenRegressed => "A grant that starts after another completed must carry a larger token; otherwise the resource would reject the new holder or accept the old one.",
         ViolationKind::StaleWriteAccepted => "A fenced resource must refuse a token lower than one it has already accepted; here it accepted a write from an older holder after a newer one's.",
