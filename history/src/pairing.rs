@@ -44,6 +44,16 @@ fn client_function(f: &F) -> Option<&'static str> {
     })
 }
 
+/// Where a client process stands.
+#[derive(Debug, Clone, Copy)]
+enum Proc {
+    /// No op in flight.
+    Idle,
+    InFlight(Open),
+    /// An `info` at this index crashed it: it must not run further ops.
+    Crashed(u64),
+}
+
 /// Pairs a history's events in file order under DESIGN.md's structure rules: indices ascend and
 /// times never go back, client events name one of the client functions, each client process
 /// has at most one op in flight, each completion matches its invoke, and no process runs an op
@@ -51,9 +61,8 @@ fn client_function(f: &F) -> Option<&'static str> {
 #[derive(Debug, Default)]
 pub struct Pairing {
     last: Option<Stamp>,
-    in_flight: HashMap<u64, Open, BuildHasherDefault<ProcessHasher>>,
-    /// process -> index of the `info` that crashed it
-    crashed: HashMap<u64, u64, BuildHasherDefault<ProcessHasher>>,
+    /// Every client process seen: one lookup per event.
+    procs: HashMap<u64, Proc, BuildHasherDefault<ProcessHasher>>,
     invokes: usize,
 }
 
@@ -72,74 +81,100 @@ impl Pairing {
         f: &F,
     ) -> Result<Paired, StructureError> {
         let index = stamp.index;
-        let err = |reason: String| Err(StructureError { index, reason });
         if let Some(reason) = self.last.and_then(|last| out_of_order(last, stamp)) {
-            return err(reason);
+            return refuse(index, format_args!("{reason}"));
         }
         self.last = Some(stamp);
         let Process::Client(p) = process else {
             return Ok(Paired::Nemesis);
         };
         let Some(name) = client_function(f) else {
-            return err(format!(
-                "client function {:?} is not one of acquire, renew, release, read, write",
-                f.as_str()
-            ));
+            return refuse(
+                index,
+                format_args!(
+                    "client function {:?} is not one of acquire, renew, release, read, write",
+                    f.as_str()
+                ),
+            );
         };
-        if let Some(at) = self.crashed.get(&p) {
-            return err(format!(
-                "process {p} crashed (info at index {at}) and must not run further ops"
-            ));
-        }
-        if kind == OpType::Invoke {
-            if let Some(open) = self.in_flight.get(&p) {
-                return err(format!(
+        let state = self.procs.entry(p).or_insert(Proc::Idle);
+        match (*state, kind) {
+            (Proc::Crashed(at), _) => refuse(
+                index,
+                format_args!(
+                    "process {p} crashed (info at index {at}) and must not run further ops"
+                ),
+            ),
+            (Proc::InFlight(open), OpType::Invoke) => refuse(
+                index,
+                format_args!(
                     "process {p} invoked while its op at index {} is still in flight",
                     open.index
-                ));
+                ),
+            ),
+            (Proc::Idle, OpType::Invoke) => {
+                let slot = self.invokes;
+                self.invokes += 1;
+                *state = Proc::InFlight(Open {
+                    slot,
+                    index,
+                    time_ns: stamp.time_ns,
+                    f: name,
+                });
+                Ok(Paired::Invoke { slot })
             }
-            let slot = self.invokes;
-            self.invokes += 1;
-            let open = Open {
-                slot,
+            (Proc::Idle, kind) => refuse(
                 index,
-                time_ns: stamp.time_ns,
-                f: name,
-            };
-            self.in_flight.insert(p, open);
-            return Ok(Paired::Invoke { slot });
-        }
-        let Some(open) = self.in_flight.remove(&p) else {
-            return err(format!(
-                "{} for process {p}, which has no op in flight",
-                kind.as_str()
-            ));
-        };
-        if open.f != name {
-            return err(format!(
-                "completes a {name} but process {p} invoked a {} at index {}",
-                open.f, open.index
-            ));
-        }
-        if stamp.time_ns < open.time_ns {
-            return err(format!(
-                "completes at time_ns {} before its invoke at index {} (time_ns {})",
-                stamp.time_ns, open.index, open.time_ns
-            ));
-        }
-        let outcome = match kind {
-            OpType::Ok => Outcome::Ok,
-            OpType::Fail => Outcome::Fail,
-            _ => {
-                self.crashed.insert(p, index);
-                Outcome::Info
+                format_args!(
+                    "{} for process {p}, which has no op in flight",
+                    kind.as_str()
+                ),
+            ),
+            (Proc::InFlight(open), kind) => {
+                if open.f != name {
+                    return refuse(
+                        index,
+                        format_args!(
+                            "completes a {name} but process {p} invoked a {} at index {}",
+                            open.f, open.index
+                        ),
+                    );
+                }
+                if stamp.time_ns < open.time_ns {
+                    return refuse(
+                        index,
+                        format_args!(
+                            "completes at time_ns {} before its invoke at index {} (time_ns {})",
+                            stamp.time_ns, open.index, open.time_ns
+                        ),
+                    );
+                }
+                let outcome = match kind {
+                    OpType::Ok => Outcome::Ok,
+                    OpType::Fail => Outcome::Fail,
+                    _ => Outcome::Info,
+                };
+                *state = match outcome {
+                    Outcome::Info => Proc::Crashed(index),
+                    _ => Proc::Idle,
+                };
+                Ok(Paired::Complete {
+                    slot: open.slot,
+                    outcome,
+                })
             }
-        };
-        Ok(Paired::Complete {
-            slot: open.slot,
-            outcome,
-        })
+        }
     }
+}
+
+/// A structure error: off the hot path, where its words are written.
+#[cold]
+#[inline(never)]
+fn refuse(index: u64, reason: std::fmt::Arguments<'_>) -> Result<Paired, StructureError> {
+    Err(StructureError {
+        index,
+        reason: reason.to_string(),
+    })
 }
 
 /// FxHash for process numbers: the pairing's maps are only looked up, never iterated, and
