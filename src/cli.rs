@@ -96,9 +96,17 @@ pub struct RunArgs {
     /// Stop after this many client operations even if time remains.
     #[arg(long, value_name = "N")]
     pub ops_max: Option<u64>,
-    /// Past this an operation is recorded as indeterminate (info).
+    /// Past this an operation is recorded as indeterminate (info): the timeout of each request
+    /// (an acquire's is --acquire-wait plus this).
     #[arg(long, default_value = "1s", value_name = "DURATION")]
     pub op_timeout: String,
+    /// How long an acquire may wait for a held lock, as real clients do (default: 5 x --ttl,
+    /// several leases). The reference protocol sends it as `wait_ms` (lockd answers `held` once
+    /// it has waited that long); with --adapter etcd, `lock/lock` waits that long while the
+    /// client keeps its lease alive every ttl/3 (not while it is stalled by a client-pause). An
+    /// acquire's request timeout is this wait plus --op-timeout; 0 asks without waiting.
+    #[arg(long, value_name = "DURATION")]
+    pub acquire_wait: Option<String>,
     /// Seed for the workload and the fault schedule (default: drawn at random and recorded).
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,

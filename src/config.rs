@@ -70,6 +70,8 @@ pub struct RunConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ops_max: Option<u64>,
     pub op_timeout_ms: u64,
+    /// How long an acquire may wait for a held lock (`--acquire-wait`; by default 5 x ttl).
+    pub acquire_wait_ms: u64,
     pub adapter: String,
     pub etcd_api: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -123,6 +125,11 @@ const NODES_MAX: usize = 16;
 /// Bounds on a lease (`--ttl`, `--renew-ttl`): the reference lockd refuses more than an hour.
 const TTL_MS_MIN: u64 = 10;
 const TTL_MS_MAX: u64 = 3_600_000;
+/// The default acquire wait, in leases: several, so waiters outlive their own lease (and the
+/// request timeout) while they wait, as real clients' waits do under contention.
+const ACQUIRE_WAIT_LEASES: u64 = 5;
+/// Bound on `--acquire-wait`: the reference lockd waits at most a minute anyway.
+const ACQUIRE_WAIT_MS_MAX: u64 = 600_000;
 
 impl RunConfig {
     pub fn from_args(a: &RunArgs, demo: bool) -> Result<RunConfig> {
@@ -159,6 +166,16 @@ impl RunConfig {
         if op_timeout_ms == 0 {
             bail!("--op-timeout {}: must be positive", a.op_timeout);
         }
+        let acquire_wait_ms = match &a.acquire_wait {
+            None => ttl_ms * ACQUIRE_WAIT_LEASES,
+            Some(w) => {
+                let w_ms = ms("acquire-wait", w)?;
+                if w_ms > ACQUIRE_WAIT_MS_MAX {
+                    bail!("--acquire-wait {w}: expected at most 10m");
+                }
+                w_ms
+            }
+        };
         let nemesis_interval_ms = ms("nemesis-interval", &a.nemesis_interval)?;
         if !(a.drift >= 0.0 && a.drift < 1.0) {
             bail!("--drift {}: expected a fraction in [0, 1)", a.drift);
@@ -303,6 +320,7 @@ impl RunConfig {
             duration_ms,
             ops_max: a.ops_max,
             op_timeout_ms,
+            acquire_wait_ms,
             nemesis: faults.iter().map(|f| f.to_string()).collect(),
             nemesis_interval_ms,
             adapter: a.adapter.clone(),

@@ -46,6 +46,7 @@ const KEYS: &[(&str, &str, &str, Kind)] = &[
     ("workload", "duration", "--duration", Kind::Text),
     ("workload", "ops_max", "--ops-max", Kind::Count),
     ("workload", "op_timeout", "--op-timeout", Kind::Text),
+    ("workload", "acquire_wait", "--acquire-wait", Kind::Text),
     ("workload", "seed", "--seed", Kind::Count),
     ("nemesis", "nemesis", "--nemesis", Kind::List),
     (
@@ -284,6 +285,7 @@ ttl = "2s"                                # lease requested on every acquire (an
 hold = "50ms..1s"                         # how long a holder keeps the lock
 duration = "30s"
 op_timeout = "1s"                         # past this an op is indeterminate (info)
+# acquire_wait = "10s"                    # how long an acquire may wait (default: 5 x ttl)
 # seed = 42                               # fixed seed: the same faults at the same times
 # ops_max = 100000
 

@@ -125,7 +125,10 @@ pub async fn run(spec: RunSpec, progress: &dyn Progress) -> Result<RunOutcome> {
     // Every op is bounded by the op timeout, a stall by the schedule: this bound only catches
     // harness bugs.
     let drain = Duration::from_millis(
-        cfg.op_timeout_ms * 4 + (cfg.lease_max_ms() * 3).max(stall_max_ms) + 5_000,
+        cfg.op_timeout_ms * 4
+            + cfg.acquire_wait_ms
+            + (cfg.lease_max_ms() * 3).max(stall_max_ms)
+            + 5_000,
     );
     let workers_done = match tokio::time::timeout(drain, workers).await {
         Ok(Ok(Ok(done))) => done,
@@ -204,5 +207,6 @@ fn workload_config(cfg: &RunConfig) -> WorkloadConfig {
         ops_max: cfg.ops_max,
         seed: cfg.seed,
         backoff_max_ms: 20,
+        acquire_wait_ms: cfg.acquire_wait_ms,
     }
 }

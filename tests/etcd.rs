@@ -128,6 +128,120 @@ fn etcd_mutex_under_pauses_reaches_a_verdict() {
     assert!(r.run_dir().join("report.html").exists());
 }
 
+/// etcd alone (one member on loopback), or a visible skip (a failure under
+/// LOCKPICK_SYSTEM_TESTS=1).
+fn require_etcd() -> bool {
+    let found = std::process::Command::new("etcd")
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if found {
+        return true;
+    }
+    if std::env::var("LOCKPICK_SYSTEM_TESTS").as_deref() == Ok("1") {
+        panic!("etcd tests must run under LOCKPICK_SYSTEM_TESTS=1: etcd not found");
+    }
+    eprintln!("SKIPPED: etcd not found (apt-get install etcd-server)");
+    false
+}
+
+/// One etcd member under pauses with the default waits (5 x ttl, keepalives every ttl/3):
+/// waiters outlive their leases, and every 200 from `lock/lock` is recorded as a grant, with
+/// the read of its lock key at the answer's revision. A grant whose key was absent there is
+/// `grant-without-key`, and its sentence names the `kv/range` that shows it.
+#[test]
+fn etcd_pauses_every_answered_lock_is_a_grant_with_its_revision() {
+    if !require_etcd() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let r = run(
+        tmp.path(),
+        &[
+            "--adapter",
+            "etcd",
+            "--seed",
+            "1",
+            "--nemesis",
+            "pause",
+            "--duration",
+            "20s",
+        ],
+        LIMIT,
+    );
+    assert!(matches!(r.code, 0 | 1), "{}", r.describe());
+    let config = std::fs::read_to_string(r.run_dir().join("config.toml")).unwrap();
+    assert!(config.contains("acquire_wait_ms = 10000"), "{config}");
+    let history = std::fs::read_to_string(r.run_dir().join("history.jsonl")).unwrap();
+    let ops: Vec<serde_json::Value> = history
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let acquires = |t: &str| {
+        ops.iter()
+            .filter(move |o| o["f"] == "acquire" && o["type"] == t)
+            .collect::<Vec<_>>()
+    };
+    let granted = acquires("ok");
+    assert!(granted.len() >= 5, "{}", r.describe());
+    for g in &granted {
+        let v = &g["value"];
+        assert!(v["answer_revision"].as_u64().unwrap() > 0, "{g}");
+        assert!(v["lock_key"].as_str().unwrap().starts_with("L0/"), "{g}");
+        assert!(v["lease_from_ns"].as_u64().is_some(), "{g}");
+        match v["key_at_revision"].as_str().unwrap() {
+            "present" => assert!(v["token"].as_u64().unwrap() > 0, "{g}"),
+            "absent" => assert!(v.get("token").is_none(), "{g}"),
+            other => panic!("{other}: {g}"),
+        }
+    }
+    // Never downgraded: an answered lock is never turned into info by what came after it.
+    for i in acquires("info") {
+        let e = i["value"]["error"].as_str().unwrap_or("");
+        assert!(
+            e.starts_with("lock: ") || e.starts_with("lease-grant"),
+            "{i}"
+        );
+    }
+    // Grants came after waits longer than a lease (and than the 1 s op timeout).
+    let mut invoked = std::collections::HashMap::new();
+    let mut longest_wait_ns = 0;
+    for o in ops.iter().filter(|o| o["f"] == "acquire") {
+        let (p, t) = (o["process"].as_u64(), o["time_ns"].as_u64().unwrap());
+        if o["type"] == "invoke" {
+            invoked.insert(p, t);
+        } else if o["type"] == "ok" {
+            longest_wait_ns = longest_wait_ns.max(t - invoked[&p]);
+        }
+    }
+    assert!(longest_wait_ns > 2_000_000_000, "{longest_wait_ns}");
+    let res = r.results();
+    assert_eq!(
+        res["stats"]["grants"].as_u64().unwrap(),
+        granted.len() as u64,
+        "{res}"
+    );
+    let absent = granted
+        .iter()
+        .filter(|g| g["value"]["key_at_revision"] == "absent")
+        .count();
+    let without_key: Vec<&serde_json::Value> = res["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["kind"] == "grant-without-key")
+        .collect();
+    assert_eq!(without_key.len(), absent, "{res}");
+    for v in without_key {
+        let s = v["explanation"].as_str().unwrap();
+        assert!(
+            s.contains("kv/range of \"L0/") && s.contains("returned no key"),
+            "{s}"
+        );
+    }
+}
+
 #[test]
 fn clock_faults_are_refused_for_etcd_with_the_reason() {
     let o = run_with_limit(

@@ -271,6 +271,9 @@ fn garbage_answers_are_recorded_and_the_run_still_reaches_a_verdict() {
             "4s",
             "--op-timeout",
             "500ms",
+            // Past the op timeout, a slow answer is a timeout: no acquire wait to cover it.
+            "--acquire-wait",
+            "0s",
             "--clients",
             "3",
         ],

@@ -36,6 +36,9 @@ fn a_new_native_adapter_drives_its_service_end_to_end_and_is_valid() {
         "pause,kill,client-pause",
         "--seed",
         "3",
+        // Waits shorter than most holds, so the stand-in also answers `held` (its wait_ms).
+        "--acquire-wait",
+        "200ms",
     ]);
     let r = run(&tmp.path().join("runs"), &args, Duration::from_secs(90));
     assert_eq!(r.code, 0, "expected a valid verdict; {}", r.describe());

@@ -32,6 +32,7 @@ impl RunConfig {
             format!("--hold {}ms..{}ms", self.hold_min_ms, self.hold_max_ms),
             format!("--duration {}ms", self.duration_ms),
             format!("--op-timeout {}ms", self.op_timeout_ms),
+            format!("--acquire-wait {}ms", self.acquire_wait_ms),
             format!(
                 "--nemesis {}",
                 if self.nemesis.is_empty() {

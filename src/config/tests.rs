@@ -71,3 +71,29 @@ fn quoting() {
     assert_eq!(shell_quote("a b"), "'a b'");
     assert_eq!(shell_quote("it's"), r"'it'\''s'");
 }
+
+#[test]
+fn acquire_wait_defaults_to_five_leases_apart_from_the_op_timeout() {
+    let c = resolve(&["--ttl", "2s", "--op-timeout", "1s"]).unwrap();
+    assert_eq!((c.acquire_wait_ms, c.op_timeout_ms), (10_000, 1000));
+    assert!(
+        c.repro_command()
+            .contains("--op-timeout 1000ms --acquire-wait 10000ms"),
+        "{}",
+        c.repro_command()
+    );
+    let toml = toml::to_string_pretty(&c).unwrap();
+    assert!(toml.contains("acquire_wait_ms = 10000"), "{toml}");
+    let c = resolve(&["--ttl", "1s", "--acquire-wait", "0s"]).unwrap();
+    assert_eq!(c.acquire_wait_ms, 0);
+    let c = resolve(&["--acquire-wait", "30s"]).unwrap();
+    assert_eq!(c.acquire_wait_ms, 30_000);
+    for bad in ["11m", "soon"] {
+        let e = format!("{:#}", resolve(&["--acquire-wait", bad]).unwrap_err());
+        assert!(
+            e.starts_with(&format!("--acquire-wait {bad}"))
+                || e.starts_with(&format!("--acquire-wait {bad:?}")),
+            "{e}"
+        );
+    }
+}

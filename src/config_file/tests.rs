@@ -53,6 +53,25 @@ fn wrong_types_and_places_are_named() {
 }
 
 #[test]
+fn acquire_wait_is_a_workload_key() {
+    let (_d, p) = write("[workload]\nop_timeout = \"1s\"\nacquire_wait = \"8s\"\n");
+    let flags: Vec<String> = flags_from_file(&p)
+        .unwrap()
+        .into_iter()
+        .map(|f| f.into_string().unwrap())
+        .collect();
+    let joined = flags.join(" ");
+    assert!(joined.contains("--acquire-wait 8s"), "{joined}");
+    assert!(joined.contains("--op-timeout 1s"), "{joined}");
+    let (_d, p) = write("[workload]\nacquire_wait = 8\n");
+    let e = flags_from_file(&p).unwrap_err().to_string();
+    assert!(
+        e.contains(":2: `workload.acquire_wait` must be a string, not integer"),
+        "{e}"
+    );
+}
+
+#[test]
 fn renew_ttl_is_a_workload_key() {
     let (_d, p) = write("[workload]\nttl = \"2s\"\nrenew_ttl = \"600ms\"\n");
     let flags: Vec<String> = flags_from_file(&p)

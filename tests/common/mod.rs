@@ -221,6 +221,9 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         // A stalled holder's lease never lapses: the lock stays held past ttl + grace.
+        // `lock-stuck` is judged on `held` answers: a waiter that outwaits the stall (the
+        // default wait is 5 x ttl, the stall 1.5-2.5 x ttl) is granted when the holder wakes
+        // and releases, so here waits are shorter than the stall.
         name: "no-ttl",
         args: &[
             "--seed",
@@ -231,6 +234,8 @@ pub const SCENARIOS: &[Scenario] = &[
             "client-pause",
             "--liveness-grace",
             "200ms",
+            "--acquire-wait",
+            "500ms",
         ],
         expect_any: &["lock-stuck"],
         needs_libfaketime: false,
@@ -312,6 +317,10 @@ pub const SCENARIOS: &[Scenario] = &[
             "primary",
             "--op-timeout",
             "1s",
+            // A member forwards an acquire to the primary for as long as it may wait: with
+            // the default wait (5 x ttl) it outwaits the pause instead of granting on its own.
+            "--acquire-wait",
+            "200ms",
         ],
         expect_any: &["double-grant"],
         needs_libfaketime: false,

@@ -1,6 +1,7 @@
 //! [`Adapter`]: what a worker calls, one node's [`LockClient`] and [`FencedResource`] together.
 
 use crate::api::{FencedResource, LockClient, Reply};
+use crate::pause::PauseBoard;
 use std::sync::Arc;
 
 /// One node's lock client and the fenced resource beside it. Every call answers a [`Reply`]
@@ -18,8 +19,25 @@ impl Adapter {
         Adapter { lock, resource }
     }
 
-    pub async fn acquire(&self, client: &str, lock: &str, ttl_ms: u64, wait_ms: u64) -> Reply {
-        self.lock.acquire(client, lock, ttl_ms, wait_ms).await
+    /// Asks for `lock` with a lease of `ttl_ms`, waiting up to `wait_ms` for it if it is held.
+    /// `pauses` tells a waiting client's background work (etcd's keepalives) when the client
+    /// is stalled.
+    pub async fn acquire(
+        &self,
+        client: &str,
+        lock: &str,
+        ttl_ms: u64,
+        wait_ms: u64,
+        pauses: Option<&PauseBoard>,
+    ) -> Reply {
+        match pauses {
+            Some(p) => {
+                self.lock
+                    .acquire_stallable(client, lock, ttl_ms, wait_ms, p)
+                    .await
+            }
+            None => self.lock.acquire(client, lock, ttl_ms, wait_ms).await,
+        }
     }
     pub async fn renew(&self, client: &str, lock: &str, token: u64, ttl_ms: u64) -> Reply {
         self.lock.renew(client, lock, token, ttl_ms).await

@@ -9,6 +9,7 @@
 //! A service's file implements them (client.rs, etcd.rs, template.rs) and says how to start and
 //! reach the service in its [`Service`](crate::Service) descriptor.
 
+use crate::pause::PauseBoard;
 use std::future::Future;
 use std::pin::Pin;
 
@@ -38,6 +39,21 @@ pub trait LockClient: Send + Sync {
         ttl_ms: u64,
         wait_ms: u64,
     ) -> BoxFuture<'a, Reply>;
+    /// [`LockClient::acquire`] by a client that a client-pause may stall while it waits: a
+    /// client that works in the background while an acquire waits (etcd's lease keepalives)
+    /// does nothing while `pauses` says it is stalled, as a paused process would. By default,
+    /// plain `acquire`: nothing happens in the background.
+    fn acquire_stallable<'a>(
+        &'a self,
+        client: &'a str,
+        lock: &'a str,
+        ttl_ms: u64,
+        wait_ms: u64,
+        pauses: &'a PauseBoard,
+    ) -> BoxFuture<'a, Reply> {
+        let _ = pauses;
+        self.acquire(client, lock, ttl_ms, wait_ms)
+    }
     /// Extends the lease held with `token` to end `ttl_ms` from now.
     fn renew<'a>(
         &'a self,

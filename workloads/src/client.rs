@@ -22,6 +22,7 @@ pub enum ClientError {
 #[derive(Clone)]
 pub struct RefClient {
     http: reqwest::Client,
+    op_timeout: Duration,
     lock_url: String,
     store_url: Option<String>,
 }
@@ -70,6 +71,7 @@ impl RefClient {
             .build()?;
         Ok(RefClient {
             http,
+            op_timeout,
             lock_url: check_url(lock_url)?,
             store_url: store_url.map(check_url).transpose()?,
         })
@@ -86,7 +88,18 @@ impl RefClient {
     }
 
     async fn post(&self, url: String, body: Value) -> Reply {
-        let resp = match self.http.post(&url).json(&body).send().await {
+        self.post_within(url, body, self.op_timeout).await
+    }
+
+    async fn post_within(&self, url: String, body: Value, timeout: Duration) -> Reply {
+        let resp = match self
+            .http
+            .post(&url)
+            .timeout(timeout)
+            .json(&body)
+            .send()
+            .await
+        {
             Ok(r) => r,
             Err(e) => return classify_error(&e),
         };
@@ -113,11 +126,14 @@ impl RefClient {
         }
     }
 
+    /// The service may wait up to `wait_ms` for a held lock before answering: the request's
+    /// timeout is that wait plus the op timeout.
     pub async fn acquire(&self, client: &str, lock: &str, ttl_ms: u64, wait_ms: u64) -> Reply {
         let url = format!("{}/v1/locks/{}/acquire", self.lock_url, segment(lock));
-        self.post(
+        self.post_within(
             url,
             json!({"client": client, "ttl_ms": ttl_ms, "wait_ms": wait_ms}),
+            self.op_timeout + Duration::from_millis(wait_ms),
         )
         .await
     }

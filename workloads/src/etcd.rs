@@ -1,9 +1,14 @@
 //! The etcd v3 adapter, over etcd's JSON gateway (`/v3/...` from 3.4 on, `/v3beta/...` on 3.3).
 //!
 //! - acquire: `lease/grant` with the ttl (etcd may raise it to its minimum: the granted TTL is
-//!   the one recorded), then `lock/lock` on that lease, kept alive while it waits, then
-//!   `kv/range` of the lock key: its `create_revision` is the fencing token. The ok value carries
-//!   the lease evidence (`lease_last_ok_ns`, `lease_ttl_ms`) that `grant-on-expired-lease` needs.
+//!   the one recorded), then `lock/lock` on that lease, which waits up to the acquire wait while
+//!   the lease is kept alive in the background (stopped while the client is stalled). A 200 is
+//!   a grant, recorded `ok` always; with it go the answer's header revision, the lock key, and
+//!   `kv/range` of the key *at that revision*: present (its `create_revision` is the fencing
+//!   token), absent (etcd granted a lock whose key was already gone: `grant-without-key`),
+//!   compacted, or unread. Also the lease evidence (`lease_last_ok_ns`, `lease_ttl_ms`), and
+//!   `lease_from_ns`: the lease came before the grant, so it surely lasts its TTL only from the
+//!   send of the last grant or keepalive etcd confirmed, not from the grant.
 //! - renew: `lease/keepalive`; an answer without a TTL means the lease is gone.
 //! - release: delete the lock key if it still carries the token's revision (a txn; etcd's
 //!   `lock/unlock` succeeds on a key long gone), then `lease/revoke`.
@@ -16,14 +21,16 @@
 
 use crate::api::{BoxFuture, FencedResource, LockClient};
 use crate::client::{classify_error, snippet, Reply};
+use crate::pause::PauseBoard;
 use crate::service::{on_path, Connect, ConnectError, Launch, Service, Settings};
 use crate::Adapter;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use serde_json::{json, Value};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub use crate::service::Clock;
 
@@ -62,6 +69,81 @@ fn b64(s: &str) -> String {
     B64.encode(s.as_bytes())
 }
 
+/// The `message` (3.3: `error`) of an error answer.
+fn error_message(body: &[u8]) -> String {
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| {
+            v.get("message")
+                .or_else(|| v.get("error"))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| snippet(body))
+}
+
+/// What a read of the lock key at the answer's revision found (`key_at_revision`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyAt {
+    Present,
+    Absent,
+    Compacted,
+    Unread,
+}
+
+impl KeyAt {
+    fn as_str(self) -> &'static str {
+        match self {
+            KeyAt::Present => "present",
+            KeyAt::Absent => "absent",
+            KeyAt::Compacted => "compacted",
+            KeyAt::Unread => "unread",
+        }
+    }
+}
+
+/// What the keepalives sent while an acquire waits proved about its lease.
+struct KeepAliveState {
+    /// History time of the completion of the grant or the last keepalive etcd confirmed.
+    confirmed_ns: AtomicU64,
+    /// When that grant or keepalive was sent: it took effect no earlier, so the lease surely
+    /// lasts its TTL from here (`lease_from_ns`).
+    confirmed_from_ns: AtomicU64,
+    /// A keepalive was sent and never answered: it may take effect whenever etcd gets to it.
+    unresolved: AtomicBool,
+    /// A keepalive is on its way right now.
+    in_flight: AtomicBool,
+    /// When a keepalive was first answered without a TTL (etcd no longer had the lease), or 0.
+    gone_ns: AtomicU64,
+}
+
+impl KeepAliveState {
+    fn new(sent_ns: u64, granted_ns: u64) -> Self {
+        KeepAliveState {
+            confirmed_ns: AtomicU64::new(granted_ns),
+            confirmed_from_ns: AtomicU64::new(sent_ns),
+            unresolved: AtomicBool::new(false),
+            in_flight: AtomicBool::new(false),
+            gone_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// `lease_last_ok_ns`: the latest instant a grant or keepalive of the lease could have
+    /// taken effect before the acquire returned at `done_ns`. A keepalive still unanswered
+    /// could have taken effect at any instant up to then.
+    fn last_ok_ns(&self, done_ns: u64) -> u64 {
+        if self.unresolved.load(Ordering::SeqCst) || self.in_flight.load(Ordering::SeqCst) {
+            done_ns
+        } else {
+            self.confirmed_ns.load(Ordering::SeqCst)
+        }
+    }
+
+    fn gone_ns(&self) -> Option<u64> {
+        Some(self.gone_ns.load(Ordering::SeqCst)).filter(|g| *g > 0)
+    }
+}
+
 impl EtcdClient {
     /// `base_url` is a member's client URL; `api_prefix` is `/v3` (3.4+) or `/v3beta` (3.3).
     pub fn new(
@@ -85,9 +167,14 @@ impl EtcdClient {
         })
     }
 
-    /// One gateway call: Ok(body) on 200, else the Reply it amounts to. `effect` says whether a
-    /// failure after sending may have changed etcd's state (then it is indeterminate).
-    async fn call(&self, path: &str, body: Value, timeout: Duration) -> Result<Value, Reply> {
+    /// One gateway request: the status and body once an answer arrived, else the Reply the
+    /// transport error amounts to.
+    async fn post(
+        &self,
+        path: &str,
+        body: Value,
+        timeout: Duration,
+    ) -> Result<(u16, Vec<u8>), Reply> {
         let resp = self
             .http
             .post(format!("{}/{path}", self.api))
@@ -97,18 +184,21 @@ impl EtcdClient {
             .await
             .map_err(|e| classify_error(&e))?;
         let status = resp.status().as_u16();
-        let bytes = resp.bytes().await.map_err(|e| classify_error(&e))?;
+        // The status arrived, so etcd acted (or refused); only the body was lost.
+        let bytes = resp.bytes().await.map(|b| b.to_vec()).unwrap_or_default();
+        Ok((status, bytes))
+    }
+
+    /// One gateway call: Ok(body) on 200, else the Reply it amounts to (an error status is
+    /// indeterminate, as is a 200 that cannot be read).
+    async fn call(&self, path: &str, body: Value, timeout: Duration) -> Result<Value, Reply> {
+        let (status, bytes) = self.post(path, body, timeout).await?;
         match serde_json::from_slice::<Value>(&bytes) {
             Ok(v) if status == 200 && v.is_object() => Ok(v),
-            Ok(v) => {
-                let msg = v
-                    .get("message")
-                    .or_else(|| v.get("error"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string();
-                Err(Reply::Info(format!("http-{status}: {msg}")))
-            }
+            Ok(_) => Err(Reply::Info(format!(
+                "http-{status}: {}",
+                error_message(&bytes)
+            ))),
             Err(_) => Err(Reply::Info(format!("bad-response: {}", snippet(&bytes)))),
         }
     }
@@ -144,9 +234,30 @@ impl EtcdClient {
             .await;
     }
 
-    pub async fn acquire(&self, client: &str, lock: &str, ttl_ms: u64, _wait_ms: u64) -> Reply {
-        let started = Instant::now();
+    pub async fn acquire(&self, client: &str, lock: &str, ttl_ms: u64, wait_ms: u64) -> Reply {
+        self.acquire_as(client, lock, ttl_ms, wait_ms, None).await
+    }
+
+    /// Acquire as client process `client`: `lease/grant`, then `lock/lock`, which waits for the
+    /// lock for up to `wait_ms` (the request's timeout is the wait plus the op timeout) while
+    /// the lease is kept alive in the background every third of its TTL, as etcd's client
+    /// library does. While `pauses` says this client is stalled (a client-pause), no keepalive
+    /// is sent: a paused process's keepalives stop too.
+    ///
+    /// A 200 from `lock/lock` is a grant, recorded `ok` whatever is learnt afterwards. What is
+    /// learnt is evidence about it: the lock key read at the revision the answer carries
+    /// (`key_at_revision`: present, absent, compacted or unread; its `create_revision` is the
+    /// token), the lease and its keepalives (`lease_last_ok_ns`, `lease_ttl_ms`).
+    pub async fn acquire_as(
+        &self,
+        client: &str,
+        lock: &str,
+        ttl_ms: u64,
+        wait_ms: u64,
+        pauses: Option<&PauseBoard>,
+    ) -> Reply {
         let ttl_s = ttl_ms.div_ceil(1000).max(1);
+        let grant_sent_ns = (self.now_ns)();
         let grant = match self
             .call("lease/grant", json!({ "TTL": ttl_s }), self.op_timeout)
             .await
@@ -164,38 +275,28 @@ impl EtcdClient {
             _ => return Reply::Fail("lease-grant: no lease ID".into()),
         };
         let granted_ttl_s = int(&grant, "TTL").max(1);
-        let mut last_ok_ns = (self.now_ns)();
+        let keep = KeepAliveState::new(grant_sent_ns, (self.now_ns)());
         // lock/lock blocks while another client holds the lock; etcd does not renew the lease
-        // meanwhile, so keep it alive ourselves, every third of its TTL, until the op timeout.
-        let remaining = self.op_timeout.saturating_sub(started.elapsed());
-        let lock_call = self.call(
+        // meanwhile (its server-side session is orphaned at once), so the client does.
+        let lock_call = self.post(
             "lock/lock",
             json!({ "name": b64(lock), "lease": lease_id }),
-            remaining,
+            Duration::from_millis(wait_ms) + self.op_timeout,
         );
-        tokio::pin!(lock_call);
-        let mut tick = tokio::time::interval(Duration::from_millis(granted_ttl_s * 1000 / 3));
-        tick.tick().await;
-        let locked = loop {
-            tokio::select! {
-                r = &mut lock_call => break r,
-                _ = tick.tick() => {
-                    if let Ok(v) = self.call("lease/keepalive", json!({ "ID": lease_id }), self.op_timeout).await {
-                        if int(v.get("result").unwrap_or(&Value::Null), "TTL") > 0 {
-                            last_ok_ns = (self.now_ns)();
-                        }
-                    }
-                }
-            }
+        let keepalives = self.keep_alive(
+            &lease_id,
+            Duration::from_millis(granted_ttl_s * 1000 / 3),
+            client,
+            pauses,
+            &keep,
+        );
+        let locked = tokio::select! {
+            r = lock_call => r,
+            never = keepalives => match never {},
         };
-        let key_b64 = match locked {
-            Ok(v) => match v.get("key").and_then(Value::as_str) {
-                Some(k) => k.to_string(),
-                None => {
-                    self.abandon(&lease_id).await;
-                    return Reply::Info("lock: no key in the answer".into());
-                }
-            },
+        let done_ns = (self.now_ns)();
+        let (status, body) = match locked {
+            Ok(answer) => answer,
             // The lock may have been granted just as we gave up: indeterminate. Revoking the
             // lease frees it either way.
             Err(Reply::Info(e)) => {
@@ -208,42 +309,158 @@ impl EtcdClient {
             }
             Err(r) => return r,
         };
-        let range = match self
-            .call("kv/range", json!({ "key": key_b64 }), self.op_timeout)
+        if status != 200 {
+            self.abandon(&lease_id).await;
+            let msg = error_message(&body);
+            // The lock txn puts the key with the lease: on a lease etcd no longer has, nothing
+            // was written, so nothing was granted.
+            if msg.contains("lease not found") {
+                return Reply::Fail(format!("lock: http-{status}: {msg}"));
+            }
+            return Reply::Info(format!("lock: http-{status}: {msg}"));
+        }
+        // Granted. From here on, nothing turns this answer into anything but ok.
+        let lease_ttl_ms = granted_ttl_s * 1000;
+        let mut value = json!({
+            "ttl_ms": lease_ttl_ms,
+            "lease_last_ok_ns": keep.last_ok_ns(done_ns),
+            "lease_ttl_ms": lease_ttl_ms,
+            // The lease came before the grant: it surely lasts its TTL from here, not from
+            // the grant, which may find it about to lapse.
+            "lease_from_ns": keep.confirmed_from_ns.load(Ordering::SeqCst),
+            "lease_id": lease_id,
+        });
+        if let Some(gone) = keep.gone_ns() {
+            value["lease_gone_ns"] = json!(gone);
+        }
+        let answer = serde_json::from_slice::<Value>(&body).unwrap_or(Value::Null);
+        let Some(key_b64) = answer
+            .get("key")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+        else {
+            // A grant whose key we cannot name: nothing can be read back or fenced with it.
+            tracing::warn!(answer = %snippet(&body), "etcd lock/lock answered 200 without a key");
+            return Reply::Ok(value);
+        };
+        let revision = int(answer.get("header").unwrap_or(&Value::Null), "revision");
+        let lock_key = B64
+            .decode(&key_b64)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+            .unwrap_or_else(|| key_b64.clone());
+        value["lock_key"] = json!(lock_key);
+        value["answer_revision"] = json!(revision);
+        let (state, token) = if revision == 0 {
+            (KeyAt::Unread, None)
+        } else {
+            self.key_at(&key_b64, revision).await
+        };
+        value["key_at_revision"] = json!(state.as_str());
+        if let Some(token) = token {
+            value["token"] = json!(token);
+            self.remember(
+                client,
+                Held {
+                    lease_id,
+                    key_b64,
+                    token,
+                },
+            );
+        }
+        // Without a token the grant is recorded all the same; the client cannot fence with it
+        // and drops it, and its lease lapses on its own (revoking it here would end a grant
+        // the history says is held, without a release in the history).
+        Reply::Ok(value)
+    }
+
+    /// Keeps `lease_id` alive every `every` (etcd's client: a third of the TTL) until dropped,
+    /// noting in `keep` what each keepalive proved. A stalled client sends nothing until its
+    /// stall ends, then keeps alive at once, as an overdue timer fires after a pause.
+    async fn keep_alive(
+        &self,
+        lease_id: &str,
+        every: Duration,
+        client: &str,
+        pauses: Option<&PauseBoard>,
+        keep: &KeepAliveState,
+    ) -> std::convert::Infallible {
+        let mut next = tokio::time::Instant::now() + every;
+        // Bounded by the lock call it runs beside: dropped when that returns.
+        loop {
+            tokio::time::sleep_until(next).await;
+            if let Some(until) = pauses.and_then(|p| p.stalled_until(client)) {
+                tokio::time::sleep_until(tokio::time::Instant::from_std(until)).await;
+                continue;
+            }
+            keep.in_flight.store(true, Ordering::SeqCst);
+            let sent = (self.now_ns)();
+            let r = self
+                .call(
+                    "lease/keepalive",
+                    json!({ "ID": lease_id }),
+                    self.op_timeout,
+                )
+                .await;
+            let now = (self.now_ns)();
+            match r {
+                Ok(v) if int(v.get("result").unwrap_or(&Value::Null), "TTL") > 0 => {
+                    keep.confirmed_ns.store(now, Ordering::SeqCst);
+                    keep.confirmed_from_ns.store(sent, Ordering::SeqCst);
+                }
+                // etcd answers 200 without a TTL for a lease it no longer has.
+                Ok(_) => {
+                    let _ =
+                        keep.gone_ns
+                            .compare_exchange(0, now, Ordering::SeqCst, Ordering::SeqCst);
+                }
+                // Refused before sending: it did nothing.
+                Err(Reply::Fail(_)) => {}
+                // It may take effect whenever etcd gets to it.
+                Err(_) => keep.unresolved.store(true, Ordering::SeqCst),
+            }
+            keep.in_flight.store(false, Ordering::SeqCst);
+            next = tokio::time::Instant::now() + every;
+        }
+    }
+
+    /// Reads the lock key at `revision`: whether it existed there, and its create_revision
+    /// (the token) if so.
+    async fn key_at(&self, key_b64: &str, revision: u64) -> (KeyAt, Option<u64>) {
+        let created = |v: &Value| {
+            v.get("kvs")
+                .and_then(|k| k.get(0))
+                .map(|kv| int(kv, "create_revision"))
+                .filter(|c| *c > 0)
+        };
+        match self
+            .call(
+                "kv/range",
+                json!({ "key": key_b64, "revision": revision.to_string() }),
+                self.op_timeout,
+            )
             .await
         {
-            Ok(v) => v,
-            Err(Reply::Info(e)) | Err(Reply::Fail(e)) => {
-                // Granted, but the token is unknown: nothing can be fenced with it.
-                self.abandon(&lease_id).await;
-                return Reply::Info(format!("range: {e}"));
-            }
-            Err(r) => return r,
-        };
-        let token = range
-            .get("kvs")
-            .and_then(|k| k.get(0))
-            .map(|kv| int(kv, "create_revision"))
-            .unwrap_or(0);
-        if token == 0 {
-            // The key is gone already: the lease expired between lock and range.
-            self.abandon(&lease_id).await;
-            return Reply::Info("range: lock key gone before its token was read".into());
-        }
-        self.remember(
-            client,
-            Held {
-                lease_id,
-                key_b64,
-                token,
+            Ok(v) => match created(&v) {
+                Some(c) => (KeyAt::Present, Some(c)),
+                None => (KeyAt::Absent, None),
             },
-        );
-        Reply::Ok(json!({
-            "token": token,
-            "ttl_ms": granted_ttl_s * 1000,
-            "lease_last_ok_ns": last_ok_ns,
-            "lease_ttl_ms": granted_ttl_s * 1000,
-        }))
+            Err(Reply::Info(e)) if e.contains("compacted") => {
+                // A key still there now, created at or before the revision, existed at it: a
+                // key's create_revision changes only if it is deleted and put again.
+                match self
+                    .call("kv/range", json!({ "key": key_b64 }), self.op_timeout)
+                    .await
+                    .ok()
+                    .as_ref()
+                    .and_then(created)
+                {
+                    Some(c) if c <= revision => (KeyAt::Present, Some(c)),
+                    _ => (KeyAt::Compacted, None),
+                }
+            }
+            Err(_) => (KeyAt::Unread, None),
+        }
     }
 
     pub async fn renew(&self, client: &str, _lock: &str, token: u64, _ttl_ms: u64) -> Reply {
@@ -371,6 +588,23 @@ impl LockClient for EtcdClient {
         wait_ms: u64,
     ) -> BoxFuture<'a, Reply> {
         Box::pin(EtcdClient::acquire(self, client, lock, ttl_ms, wait_ms))
+    }
+    fn acquire_stallable<'a>(
+        &'a self,
+        client: &'a str,
+        lock: &'a str,
+        ttl_ms: u64,
+        wait_ms: u64,
+        pauses: &'a PauseBoard,
+    ) -> BoxFuture<'a, Reply> {
+        Box::pin(EtcdClient::acquire_as(
+            self,
+            client,
+            lock,
+            ttl_ms,
+            wait_ms,
+            Some(pauses),
+        ))
     }
     fn renew<'a>(
         &'a self,

@@ -1,5 +1,6 @@
 //! [`PauseBoard`]: how the nemesis asks a lock-holding client to stall (the client-pause fault).
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -9,6 +10,10 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Default)]
 pub struct PauseBoard {
     pending: Mutex<Option<(Stall, Instant)>>,
+    /// Client processes stalled right now, by client id, with the end of their stall. A stalled
+    /// process does nothing, in the foreground or in the background: adapters that keep a
+    /// lease alive while an acquire waits send no keepalive while it lasts.
+    stalled: Mutex<HashMap<String, Instant>>,
 }
 
 /// A stall a holder takes: how long, the planned fault it carries out (its id goes on the
@@ -21,6 +26,9 @@ pub struct Stall {
     /// The ops recorded when the stall starts and when it ends.
     pub ops: [&'static str; 2],
 }
+
+/// Bounds the stalls remembered (one per client slot at a time; ended ones are dropped).
+const STALLED_MAX: usize = 4096;
 
 impl PauseBoard {
     pub fn new() -> Self {
@@ -47,6 +55,23 @@ impl PauseBoard {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take();
+    }
+
+    /// Marks client `client` stalled until `until`.
+    pub fn stall_client(&self, client: &str, until: Instant) {
+        let mut s = self.stalled.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        s.retain(|_, u| *u > now);
+        if s.len() >= STALLED_MAX {
+            s.clear();
+        }
+        s.insert(client.to_string(), until);
+    }
+
+    /// The end of `client`'s stall, if it is stalled now.
+    pub fn stalled_until(&self, client: &str) -> Option<Instant> {
+        let s = self.stalled.lock().unwrap_or_else(|p| p.into_inner());
+        s.get(client).copied().filter(|u| *u > Instant::now())
     }
 
     pub fn is_pending(&self) -> bool {
@@ -79,5 +104,17 @@ mod tests {
         b.request_stall(stall(), Instant::now() + Duration::from_secs(60));
         b.cancel();
         assert!(!b.is_pending());
+    }
+
+    #[test]
+    fn a_client_stall_ends() {
+        let b = PauseBoard::new();
+        assert_eq!(b.stalled_until("p1"), None);
+        let until = Instant::now() + Duration::from_secs(60);
+        b.stall_client("p1", until);
+        assert_eq!(b.stalled_until("p1"), Some(until));
+        assert_eq!(b.stalled_until("p2"), None);
+        b.stall_client("p1", Instant::now());
+        assert_eq!(b.stalled_until("p1"), None);
     }
 }

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 pub struct StandInClient {
     http: reqwest::Client,
+    op_timeout: std::time::Duration,
     /// `http://host:port`
     base: String,
 }
@@ -26,6 +27,7 @@ impl StandInClient {
             .build()?;
         Ok(StandInClient {
             http,
+            op_timeout,
             base: base.trim_end_matches('/').to_string(),
         })
     }
@@ -80,7 +82,14 @@ impl LockClient for StandInClient {
         wait_ms: u64,
     ) -> BoxFuture<'a, Reply> {
         let body = json!({"owner": client, "lease_ms": ttl_ms, "wait_ms": wait_ms});
-        Box::pin(self.send(self.http.put(self.lease_url(lock)).json(&body), 201))
+        // The service may wait `wait_ms` before answering: the request's timeout covers it.
+        let timeout = self.op_timeout + std::time::Duration::from_millis(wait_ms);
+        let req = self
+            .http
+            .put(self.lease_url(lock))
+            .timeout(timeout)
+            .json(&body);
+        Box::pin(self.send(req, 201))
     }
     fn renew<'a>(
         &'a self,

@@ -122,11 +122,13 @@ fn fill(template: &str, vars: &[(&str, String)]) -> Result<String, String> {
 }
 
 /// Every placeholder name, with a sample value: used to validate templates up front.
-const SAMPLE: [(&str, &str); 7] = [
+const SAMPLE: [(&str, &str); 9] = [
     ("lock", "L0"),
     ("client", "p1"),
     ("ttl_ms", "2000"),
     ("ttl_s", "2"),
+    ("wait_ms", "10000"),
+    ("wait_s", "10"),
     ("token", "1"),
     ("key", "k"),
     ("value", "0"),
@@ -134,6 +136,7 @@ const SAMPLE: [(&str, &str); 7] = [
 
 pub struct TemplateClient {
     http: reqwest::Client,
+    op_timeout: Duration,
     base: String,
     spec: TemplateSpec,
 }
@@ -193,6 +196,7 @@ impl TemplateClient {
             .map_err(|e| e.to_string())?;
         Ok(TemplateClient {
             http,
+            op_timeout,
             base: base_url.trim_end_matches('/').to_string(),
             spec,
         })
@@ -203,12 +207,23 @@ impl TemplateClient {
     }
 
     async fn call(&self, call: &CallSpec, vars: &[(&str, String)], shape: Shape) -> Reply {
+        self.call_within(call, vars, shape, self.op_timeout).await
+    }
+
+    async fn call_within(
+        &self,
+        call: &CallSpec,
+        vars: &[(&str, String)],
+        shape: Shape,
+        timeout: Duration,
+    ) -> Reply {
         let fill_or = |t: &str| fill(t, vars).unwrap_or_else(|_| t.to_string());
         let method =
             reqwest::Method::from_bytes(call.method.as_bytes()).unwrap_or(reqwest::Method::POST);
         let mut req = self
             .http
-            .request(method, format!("{}{}", self.base, fill_or(&call.path)));
+            .request(method, format!("{}{}", self.base, fill_or(&call.path)))
+            .timeout(timeout);
         for (k, v) in &call.headers {
             req = req.header(k, fill_or(v));
         }
@@ -252,18 +267,14 @@ impl TemplateClient {
                             json!(at(&call.token).and_then(as_i64).unwrap_or(t as i64)),
                         );
                     }
-                    None => match at(&call.token).and_then(as_i64) {
-                        Some(t) => {
+                    // The service said yes: an ok, with a token if one can be read. An ok status
+                    // without a readable token is still a grant (never turned into info); the
+                    // client cannot fence with it and lets its lease lapse.
+                    None => {
+                        if let Some(t) = at(&call.token).and_then(as_i64) {
                             out.insert("token".into(), json!(t));
                         }
-                        // An ok without a token we can read may still have granted.
-                        None => {
-                            return Reply::Info(format!(
-                                "bad-response: no token at {:?}",
-                                call.token
-                            ))
-                        }
-                    },
+                    }
                 }
                 if let Some(ttl) = at(&call.ttl_ms).and_then(as_i64) {
                     out.insert("ttl_ms".into(), json!(ttl));
@@ -288,10 +299,24 @@ impl TemplateClient {
         Reply::Ok(Value::Object(out))
     }
 
-    pub async fn acquire(&self, client: &str, lock: &str, ttl_ms: u64, _wait_ms: u64) -> Reply {
-        let vars = vars(client, lock, ttl_ms, 0, "", 0);
-        self.call(&self.spec.acquire, &vars, Shape::Grant { token: None })
-            .await
+    /// `{wait_ms}` / `{wait_s}` carry how long the service may wait for a held lock; the
+    /// request's timeout is that wait plus the op timeout.
+    pub async fn acquire(&self, client: &str, lock: &str, ttl_ms: u64, wait_ms: u64) -> Reply {
+        let mut vars = vars(client, lock, ttl_ms, 0, "", 0);
+        for (k, v) in vars.iter_mut() {
+            match *k {
+                "wait_ms" => *v = wait_ms.to_string(),
+                "wait_s" => *v = wait_ms.div_ceil(1000).to_string(),
+                _ => {}
+            }
+        }
+        self.call_within(
+            &self.spec.acquire,
+            &vars,
+            Shape::Grant { token: None },
+            self.op_timeout + Duration::from_millis(wait_ms),
+        )
+        .await
     }
     pub async fn renew(&self, client: &str, lock: &str, token: u64, ttl_ms: u64) -> Reply {
         let vars = vars(client, lock, ttl_ms, token, "", 0);
@@ -436,6 +461,9 @@ fn vars(
         ("client", client.to_string()),
         ("ttl_ms", ttl_ms.to_string()),
         ("ttl_s", ttl_ms.div_ceil(1000).max(1).to_string()),
+        // Set by acquire; 0 (no wait) for every other call.
+        ("wait_ms", "0".to_string()),
+        ("wait_s", "0".to_string()),
         ("token", token.to_string()),
         ("key", key.to_string()),
         ("value", value.to_string()),

@@ -61,6 +61,9 @@ pub struct WorkloadConfig {
     pub seed: u64,
     /// Longest pause between a failed acquire and the next try.
     pub backoff_max_ms: u64,
+    /// How long an acquire may wait for a held lock (`--acquire-wait`): the reference
+    /// protocol's `wait_ms`, etcd's `lock/lock` wait.
+    pub acquire_wait_ms: u64,
 }
 
 impl WorkloadConfig {
@@ -301,7 +304,13 @@ impl<W: Write + Send> Worker<W> {
         let reply = match (&f, lock, key) {
             (F::Acquire, Some(l), _) => {
                 self.client
-                    .acquire(&id, l, invoke.ttl_ms.unwrap_or(self.cfg.ttl_ms), 0)
+                    .acquire(
+                        &id,
+                        l,
+                        invoke.ttl_ms.unwrap_or(self.cfg.ttl_ms),
+                        self.cfg.acquire_wait_ms,
+                        Some(&self.pauses),
+                    )
                     .await
             }
             (F::Renew, Some(l), _) => {
@@ -473,6 +482,8 @@ impl<W: Write + Send> Worker<W> {
             }
         };
         self.recorder.nemesis(stall.ops[0], detail())?;
+        self.pauses
+            .stall_client(&self.client_id(), Instant::now() + stall.length);
         // The stall ignores the stop signal on purpose: a GC pause does not end because the test
         // is ending, and the runner waits for it (it is bounded by the nemesis).
         tokio::time::sleep(stall.length).await;
@@ -498,8 +509,19 @@ fn absorb(f: &F, body: &Value, v: &mut OpValue) {
                 v.ttl_ms = Some(t);
             }
             // Adapters that know when the lease underneath was last surely alive say so: the
-            // evidence `grant-on-expired-lease` is judged on.
-            for k in ["lease_last_ok_ns", "lease_ttl_ms"] {
+            // evidence `grant-on-expired-lease` is judged on. Adapters that read the grant back
+            // in the service's own store at the revision it answered at say what they found:
+            // the evidence of `grant-without-key`.
+            for k in [
+                "lease_last_ok_ns",
+                "lease_ttl_ms",
+                "lease_from_ns",
+                "lease_id",
+                "lease_gone_ns",
+                "lock_key",
+                "answer_revision",
+                "key_at_revision",
+            ] {
                 if let Some(e) = body.get(k) {
                     v.extra.insert(k.into(), e.clone());
                 }

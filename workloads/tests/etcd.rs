@@ -10,6 +10,7 @@ use workloads::{EtcdClient, Reply};
 struct Etcd {
     child: Child,
     url: String,
+    started: Instant,
     _dir: tempfile::TempDir,
 }
 
@@ -70,6 +71,7 @@ fn etcd() -> Option<Etcd> {
     let e = Etcd {
         child,
         url,
+        started: Instant::now(),
         _dir: dir,
     };
     let start = Instant::now();
@@ -88,10 +90,26 @@ fn etcd() -> Option<Etcd> {
     Some(e)
 }
 
+/// Every client's history clock counts from the etcd's start, so their times compare.
+fn client_of(e: &Etcd, timeout_ms: u64) -> EtcdClient {
+    let start = e.started;
+    let clock = Arc::new(move || start.elapsed().as_nanos() as u64);
+    EtcdClient::new(&e.url, "/v3", Duration::from_millis(timeout_ms), clock).unwrap()
+}
+
 fn client(url: &str, timeout_ms: u64) -> EtcdClient {
     let start = Instant::now();
     let clock = Arc::new(move || start.elapsed().as_nanos() as u64);
     EtcdClient::new(url, "/v3", Duration::from_millis(timeout_ms), clock).unwrap()
+}
+
+fn now_ns(e: &Etcd) -> u64 {
+    e.started.elapsed().as_nanos() as u64
+}
+
+fn base64_of(s: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(s.as_bytes())
 }
 
 fn ok(r: Reply) -> serde_json::Value {
@@ -178,4 +196,153 @@ async fn an_expired_lease_is_a_failed_renew() {
     // And the lock is free again, with a higher token.
     let g2 = ok(c.acquire("p2", "L1", 1000, 0).await);
     assert!(g2["token"].as_u64().unwrap() > t);
+}
+
+/// Grants the first acquire of `lock` once etcd has settled (it may answer 503 just after
+/// start): bounded retries.
+async fn first_grant(c: &EtcdClient, client: &str, lock: &str, ttl_ms: u64) -> serde_json::Value {
+    let mut g = c.acquire(client, lock, ttl_ms, 0).await;
+    for _ in 0..50 {
+        if matches!(g, Reply::Ok(_)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        g = c.acquire(client, lock, ttl_ms, 0).await;
+    }
+    ok(g)
+}
+
+/// etcd#11456 as the adapter records it: a client waits in lock/lock while stalled (its
+/// keepalives stop, as a paused process's would) past its lease; etcd deletes its lock key with
+/// the lease, and when the holder releases, answers the lock with 200 all the same. The grant is
+/// recorded ok (never info), without a token, with the evidence that proves it from etcd's own
+/// records: the lock key is absent at the revision the answer carries.
+#[tokio::test]
+async fn a_waiter_whose_lease_expired_is_granted_and_its_key_is_absent_at_the_revision() {
+    let Some(e) = etcd() else { return };
+    let holder = client_of(&e, 1500);
+    let g1 = first_grant(&holder, "p1", "L2", 10_000).await;
+    let t1 = g1["token"].as_u64().unwrap();
+    assert_eq!(g1["key_at_revision"], "present", "{g1}");
+
+    let waiter = Arc::new(client_of(&e, 1500));
+    let pauses = Arc::new(workloads::PauseBoard::new());
+    // p2 is stalled for longer than its 2 s lease: no keepalive goes out meanwhile.
+    pauses.stall_client("p2", std::time::Instant::now() + Duration::from_secs(6));
+    let w = {
+        let (waiter, pauses) = (waiter.clone(), pauses.clone());
+        tokio::spawn(async move {
+            waiter
+                .acquire_as("p2", "L2", 2000, 20_000, Some(&pauses))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(!w.is_finished(), "the waiter must still be waiting");
+    ok(holder.release("p1", "L2", t1).await);
+    let g2 = ok(w.await.unwrap());
+    assert_eq!(g2["key_at_revision"], "absent", "{g2}");
+    assert!(g2.get("token").is_none(), "{g2}");
+    let rev = g2["answer_revision"].as_u64().unwrap();
+    assert!(rev > t1, "{g2}");
+    let key = g2["lock_key"].as_str().unwrap();
+    assert!(key.starts_with("L2/"), "{g2}");
+    assert!(g2["lease_id"].as_str().is_some(), "{g2}");
+    assert_eq!(g2["lease_ttl_ms"], 2000, "{g2}");
+    // No keepalive was sent: the lease was last kept alive by its grant, seconds before.
+    assert!(
+        g2["lease_last_ok_ns"].as_u64().unwrap() + 4_000_000_000 < now_ns(&e),
+        "{g2}"
+    );
+    assert!(g2["lease_from_ns"].as_u64().unwrap() <= g2["lease_last_ok_ns"].as_u64().unwrap());
+
+    // What an etcd engineer would run by hand: kv/range of the key at that revision.
+    let http = reqwest::Client::new();
+    let at = |rev: u64| {
+        http.post(format!("{}/v3/kv/range", e.url))
+            .json(&serde_json::json!({
+                "key": base64_of(key), "revision": rev.to_string(),
+            }))
+            .send()
+    };
+    let r: serde_json::Value = at(rev).await.unwrap().json().await.unwrap();
+    assert!(r.get("kvs").is_none(), "{r}");
+    // ... and the key did exist while the client waited.
+    let r: serde_json::Value = at(t1 + 1).await.unwrap().json().await.unwrap();
+    assert!(r.get("kvs").is_some(), "{r}");
+}
+
+/// The near-miss: the same wait, but the waiter keeps its lease alive every third of its TTL
+/// (it is not stalled): the grant comes with its key present at the answer's revision, its
+/// create_revision as the token, and lease evidence from the keepalives. The wait (5 s) is far
+/// longer than the op timeout (1.5 s): an acquire's request timeout covers --acquire-wait.
+#[tokio::test]
+async fn a_waiter_that_keeps_its_lease_alive_is_granted_with_its_key_present() {
+    let Some(e) = etcd() else { return };
+    let holder = client_of(&e, 1500);
+    let g1 = first_grant(&holder, "p1", "L3", 10_000).await;
+    let t1 = g1["token"].as_u64().unwrap();
+    let waiter = Arc::new(client_of(&e, 1500));
+    let pauses = Arc::new(workloads::PauseBoard::new());
+    let w = {
+        let (waiter, pauses) = (waiter.clone(), pauses.clone());
+        tokio::spawn(async move {
+            waiter
+                .acquire_as("p2", "L3", 2000, 20_000, Some(&pauses))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let before_release = now_ns(&e);
+    ok(holder.release("p1", "L3", t1).await);
+    let g2 = ok(w.await.unwrap());
+    assert_eq!(g2["key_at_revision"], "present", "{g2}");
+    let t2 = g2["token"].as_u64().unwrap();
+    assert!(
+        t2 > t1 && t2 <= g2["answer_revision"].as_u64().unwrap(),
+        "{g2}"
+    );
+    // Kept alive while it waited: the last keepalive is at most a third of the TTL (plus a
+    // request) before the release that let it in.
+    let last_ok = g2["lease_last_ok_ns"].as_u64().unwrap();
+    assert!(last_ok + 1_500_000_000 > before_release, "{g2}");
+    // ... and the lease surely lasts its TTL from the send of that keepalive, not before.
+    let from = g2["lease_from_ns"].as_u64().unwrap();
+    assert!(
+        from <= last_ok && from + 1_500_000_000 > before_release,
+        "{g2}"
+    );
+    // The grant is usable: its token passes etcd's fence.
+    ok(waiter.write("p2", "counter-L3", t2, 1).await);
+    ok(waiter.release("p2", "L3", t2).await);
+}
+
+/// The lock call's timeout is the acquire wait plus the op timeout: with no wait it gives up at
+/// the op timeout (indeterminate), with a wait it is still waiting then.
+#[tokio::test]
+async fn the_acquire_wait_bounds_the_lock_call() {
+    let Some(e) = etcd() else { return };
+    let holder = client_of(&e, 1500);
+    first_grant(&holder, "p1", "L4", 10_000).await;
+    let c = client_of(&e, 500);
+    let t = std::time::Instant::now();
+    assert!(matches!(
+        c.acquire("p2", "L4", 2000, 0).await,
+        Reply::Info(_)
+    ));
+    assert!(
+        t.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        t.elapsed()
+    );
+    let t = std::time::Instant::now();
+    assert!(matches!(
+        c.acquire("p3", "L4", 2000, 2000).await,
+        Reply::Info(_)
+    ));
+    assert!(
+        t.elapsed() >= Duration::from_millis(2400),
+        "{:?}",
+        t.elapsed()
+    );
 }
