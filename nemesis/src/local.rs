@@ -58,7 +58,7 @@ pub fn free_port(host: IpAddr) -> Result<u16, NodeError> {
 /// reaps it itself, and exits are detected with `waitid(WNOWAIT)`, which does not reap.
 ///
 /// `kill` and `stop` block the calling thread while they wait for the process (bounded: a
-/// few ms after SIGKILL, up to [`STOP_GRACE`] for SIGTERM). Dropping the node stops it.
+/// few ms after SIGKILL, up to `STOP_GRACE` (2 s) for SIGTERM). Dropping the node stops it.
 #[derive(Debug)]
 pub struct LocalNode {
     id: String,
