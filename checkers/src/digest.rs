@@ -5,8 +5,11 @@
 //! `History::new`). An in-memory [`History`] is fed through the same pass (its ops viewed as
 //! events), so both paths build the same [`Model`].
 
-use crate::lease::GrantEvidence;
-use crate::model::{ClientOp, Func, Model, NO_ERROR, NO_TARGET};
+use crate::evidence::GrantEvidence;
+use crate::faults::Faults;
+use crate::model::{
+    follow_lease, ClientOp, Func, Grant, Model, OpPos, NO_ERROR, NO_GRANT, NO_TARGET,
+};
 use crate::{CheckConfig, FxMap};
 use history::{
     EventRef, History, Op, OpType, Outcome, Paired, Pairing, Process, ReadError, ReadWarning,
@@ -126,8 +129,8 @@ impl Piece {
             (None, None)
         } else {
             let lease = match (
-                crate::lease::as_u64(v.extra.get("lease_last_ok_ns")),
-                crate::lease::as_u64(v.extra.get("lease_ttl_ms")),
+                crate::evidence::as_u64(v.extra.get("lease_last_ok_ns")),
+                crate::evidence::as_u64(v.extra.get("lease_ttl_ms")),
             ) {
                 (Some(a), Some(b)) => Some((a, b)),
                 _ => None,
@@ -208,7 +211,7 @@ pub(crate) struct Digest {
     /// (op position, lease_last_ok_ns, lease_ttl_ms) of completions carrying lease evidence.
     pub(crate) lease_evidence: Vec<(usize, u64, u64)>,
     /// (op position, evidence) of completions carrying a read of the grant's lock key.
-    pub(crate) key_evidence: Vec<(usize, crate::lease::KeyEvidence)>,
+    pub(crate) key_evidence: Vec<(usize, crate::evidence::KeyEvidence)>,
     /// (op position, `lease_from_ns`) of completions whose lease was set before them.
     pub(crate) lease_from: Vec<(usize, u64)>,
     /// The first structure error; events after it are counted but not paired.
@@ -444,4 +447,134 @@ pub fn check_path(
     // Freeing millions of ops takes a noticeable share of a check; nobody waits for it.
     std::thread::spawn(move || drop(model));
     Ok((results, warnings))
+}
+
+impl Model {
+    /// Digests an in-memory history: the front end of the same pass a history file goes
+    /// through ([`crate::check_path`]).
+    pub fn new(h: &History, cfg: &CheckConfig) -> Model {
+        let digest = Digest::of_history(h);
+        assert!(
+            digest.error.is_none(),
+            "a History is validated by History::new: {:?}",
+            digest.error
+        );
+        Model::from_digest(digest, cfg)
+    }
+
+    pub(crate) fn from_digest(d: Digest, cfg: &CheckConfig) -> Model {
+        let drift = if cfg.drift.is_finite() {
+            cfg.drift.max(0.0)
+        } else {
+            0.0
+        };
+        let mut ops = d.ops;
+        let mut grants: Vec<Grant> = Vec::new();
+        let mut grant_of = Vec::with_capacity(ops.len());
+        // (process, lock, token) -> grant; (process, token) -> grant; (process, lock) -> the
+        // process's latest grant of the lock
+        let mut by_lock_token: FxMap<(u64, u32, u64), u32> = FxMap::default();
+        let mut by_token: FxMap<(u64, u64), u32> = FxMap::default();
+        let mut latest: FxMap<(u64, u32), u32> = FxMap::default();
+        let mut ok_acquires = 0;
+        let mut unplaced = 0;
+        // Bounded by the ops.
+        for (pos, op) in ops.iter().enumerate() {
+            let (func, p, target, token) = (op.func, op.process, op.target, op.token());
+            if target == NO_TARGET {
+                unplaced += 1;
+                grant_of.push(NO_GRANT);
+                continue;
+            }
+            let mut uses = NO_GRANT;
+            match func {
+                Func::Acquire if op.outcome == Outcome::Ok => {
+                    ok_acquires += 1;
+                    let g = grants.len() as u32;
+                    if let Some(t) = token {
+                        by_lock_token.insert((p, target, t), g);
+                        by_token.insert((p, t), g);
+                    }
+                    latest.insert((p, target), g);
+                    grants.push(Grant {
+                        op: pos,
+                        lock: target,
+                        process: p,
+                        token,
+                        ttl_ms: op.ttl_ms(),
+                        invoke_ns: op.invoke_ns,
+                        complete_ns: op.complete_ns().expect("an ok op has completed"),
+                        epoch_ops: Vec::new(),
+                        holds: Vec::new(),
+                        release_op: None,
+                        lease_lb_ns: 0,
+                        surely_dead_ns: None,
+                        alive_until_ns: 0,
+                    });
+                }
+                Func::Acquire => {}
+                Func::Renew | Func::Release => {
+                    let current = latest.get(&(p, target)).copied();
+                    uses = match token {
+                        Some(t) => by_lock_token.get(&(p, target, t)).copied(),
+                        None => current,
+                    }
+                    .unwrap_or(NO_GRANT);
+                    // A renew acts on the lease it names; a release by the holder ends its
+                    // hold whatever token it carries.
+                    let acts_on = if func == Func::Renew {
+                        Some(uses).filter(|&g| g != NO_GRANT)
+                    } else {
+                        current
+                    };
+                    if let Some(g) = acts_on {
+                        let g = &mut grants[g as usize];
+                        g.epoch_ops.push(pos as OpPos);
+                        if func == Func::Release && g.release_op.is_none() {
+                            g.release_op = Some(pos as OpPos);
+                        }
+                    }
+                }
+                Func::Read | Func::Write => {
+                    if let Some(&g) = token.and_then(|t| by_token.get(&(p, t))) {
+                        uses = g;
+                    }
+                }
+            }
+            grant_of.push(uses);
+        }
+        for g in &mut grants {
+            follow_lease(g, &ops, drift);
+        }
+        ops.shrink_to_fit();
+        let mut lease_evidence = d.lease_evidence;
+        lease_evidence.sort_unstable();
+        let mut key_evidence = d.key_evidence;
+        key_evidence.sort_by_key(|e| e.0);
+        let mut lease_from = d.lease_from;
+        lease_from.sort_unstable();
+        let mut m = Model {
+            drift,
+            events: d.events,
+            end_time_ns: d.end_time_ns,
+            faults: Faults::from_nemesis(&d.nemesis, d.end_time_ns),
+            locks: d.locks,
+            keys: d.keys,
+            errors: d.errors,
+            nemesis: d.nemesis,
+            lease_evidence,
+            key_evidence,
+            lease_from,
+            ops,
+            grants,
+            grant_of,
+            ok_acquires,
+            unplaced,
+        };
+        for i in 0..m.grants.len() {
+            let g = &m.grants[i];
+            m.grants[i].alive_until_ns = m.span_end(g, g.invoke_ns).0;
+        }
+        m
+    }
 }

@@ -46,6 +46,7 @@
 //! - `unsafe-overlap` is one warning per grant, listing its late ops.
 
 mod digest;
+mod evidence;
 mod fairness;
 mod faults;
 pub mod gen;
@@ -60,9 +61,9 @@ mod text;
 mod tokens;
 
 pub use digest::{check_path, CheckError};
+pub use evidence::{KeyEvidence, KeyState};
 pub use fairness::liveness_stats;
 pub use faults::{Fault, Faults};
-pub use lease::{KeyEvidence, KeyState};
 pub use model::{ClientOp, Func, Grant, Model, Segment, SpanEnd, NO_ERROR, NO_GRANT, NO_TARGET};
 pub use stats::{stats, stats_of};
 

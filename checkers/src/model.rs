@@ -1,10 +1,9 @@
 //! The history digested once for every checker: client ops with their lock or key interned,
 //! grants with their lease bounds and definite holds, and the nemesis faults.
 
-use crate::digest::Digest;
 use crate::faults::Faults;
-use crate::{sort_violations, CheckConfig, CheckOutput};
-use history::{History, Op, Outcome};
+use crate::{sort_violations, CheckOutput};
+use history::{Op, Outcome};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -263,7 +262,7 @@ pub struct Model {
     pub lease_evidence: Vec<(usize, u64, u64)>,
     /// `(position in ops, evidence)` of every completion carrying the adapter's read of the
     /// grant's lock key at its answer's revision, by position.
-    pub key_evidence: Vec<(usize, crate::lease::KeyEvidence)>,
+    pub key_evidence: Vec<(usize, crate::evidence::KeyEvidence)>,
     /// `(position in ops, lease_from_ns)` of the ok acquires whose lease was set before the
     /// grant (etcd's session lease): that lease surely lasts until `lease_from_ns` plus its
     /// ttl, whenever the grant took effect. By position.
@@ -329,134 +328,6 @@ impl Hasher for FxHasher {
 pub(crate) type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 impl Model {
-    /// Digests an in-memory history: the front end of the same pass a history file goes
-    /// through ([`crate::check_path`]).
-    pub fn new(h: &History, cfg: &CheckConfig) -> Model {
-        let digest = Digest::of_history(h);
-        assert!(
-            digest.error.is_none(),
-            "a History is validated by History::new: {:?}",
-            digest.error
-        );
-        Model::from_digest(digest, cfg)
-    }
-
-    pub(crate) fn from_digest(d: Digest, cfg: &CheckConfig) -> Model {
-        let drift = if cfg.drift.is_finite() {
-            cfg.drift.max(0.0)
-        } else {
-            0.0
-        };
-        let mut ops = d.ops;
-        let mut grants: Vec<Grant> = Vec::new();
-        let mut grant_of = Vec::with_capacity(ops.len());
-        // (process, lock, token) -> grant; (process, token) -> grant; (process, lock) -> the
-        // process's latest grant of the lock
-        let mut by_lock_token: FxMap<(u64, u32, u64), u32> = FxMap::default();
-        let mut by_token: FxMap<(u64, u64), u32> = FxMap::default();
-        let mut latest: FxMap<(u64, u32), u32> = FxMap::default();
-        let mut ok_acquires = 0;
-        let mut unplaced = 0;
-        // Bounded by the ops.
-        for (pos, op) in ops.iter().enumerate() {
-            let (func, p, target, token) = (op.func, op.process, op.target, op.token());
-            if target == NO_TARGET {
-                unplaced += 1;
-                grant_of.push(NO_GRANT);
-                continue;
-            }
-            let mut uses = NO_GRANT;
-            match func {
-                Func::Acquire if op.outcome == Outcome::Ok => {
-                    ok_acquires += 1;
-                    let g = grants.len() as u32;
-                    if let Some(t) = token {
-                        by_lock_token.insert((p, target, t), g);
-                        by_token.insert((p, t), g);
-                    }
-                    latest.insert((p, target), g);
-                    grants.push(Grant {
-                        op: pos,
-                        lock: target,
-                        process: p,
-                        token,
-                        ttl_ms: op.ttl_ms(),
-                        invoke_ns: op.invoke_ns,
-                        complete_ns: op.complete_ns().expect("an ok op has completed"),
-                        epoch_ops: Vec::new(),
-                        holds: Vec::new(),
-                        release_op: None,
-                        lease_lb_ns: 0,
-                        surely_dead_ns: None,
-                        alive_until_ns: 0,
-                    });
-                }
-                Func::Acquire => {}
-                Func::Renew | Func::Release => {
-                    let current = latest.get(&(p, target)).copied();
-                    uses = match token {
-                        Some(t) => by_lock_token.get(&(p, target, t)).copied(),
-                        None => current,
-                    }
-                    .unwrap_or(NO_GRANT);
-                    // A renew acts on the lease it names; a release by the holder ends its
-                    // hold whatever token it carries.
-                    let acts_on = if func == Func::Renew {
-                        Some(uses).filter(|&g| g != NO_GRANT)
-                    } else {
-                        current
-                    };
-                    if let Some(g) = acts_on {
-                        let g = &mut grants[g as usize];
-                        g.epoch_ops.push(pos as OpPos);
-                        if func == Func::Release && g.release_op.is_none() {
-                            g.release_op = Some(pos as OpPos);
-                        }
-                    }
-                }
-                Func::Read | Func::Write => {
-                    if let Some(&g) = token.and_then(|t| by_token.get(&(p, t))) {
-                        uses = g;
-                    }
-                }
-            }
-            grant_of.push(uses);
-        }
-        for g in &mut grants {
-            follow_lease(g, &ops, drift);
-        }
-        ops.shrink_to_fit();
-        let mut lease_evidence = d.lease_evidence;
-        lease_evidence.sort_unstable();
-        let mut key_evidence = d.key_evidence;
-        key_evidence.sort_by_key(|e| e.0);
-        let mut lease_from = d.lease_from;
-        lease_from.sort_unstable();
-        let mut m = Model {
-            drift,
-            events: d.events,
-            end_time_ns: d.end_time_ns,
-            faults: Faults::from_nemesis(&d.nemesis, d.end_time_ns),
-            locks: d.locks,
-            keys: d.keys,
-            errors: d.errors,
-            nemesis: d.nemesis,
-            lease_evidence,
-            key_evidence,
-            lease_from,
-            ops,
-            grants,
-            grant_of,
-            ok_acquires,
-            unplaced,
-        };
-        for i in 0..m.grants.len() {
-            let g = &m.grants[i];
-            m.grants[i].alive_until_ns = m.span_end(g, g.invoke_ns).0;
-        }
-        m
-    }
-
     /// The end of grant `g`'s span if the service granted it at instant `grant_ns`: the
     /// earliest time from which another grant of the lock could legally take effect, and what
     /// sets it. Each op of the epoch is taken at its earliest instant (its invoke), which gives
@@ -590,7 +461,7 @@ pub(crate) fn lease_lb(at_ns: u64, ttl_ms: Option<u64>, drift: f64) -> u64 {
 }
 
 /// Follows `g`'s lease through its epoch's ops: definite holds, lower and upper bounds.
-fn follow_lease(g: &mut Grant, ops: &[ClientOp], drift: f64) {
+pub(crate) fn follow_lease(g: &mut Grant, ops: &[ClientOp], drift: f64) {
     let mut lb = lease_lb(g.invoke_ns, g.ttl_ms, drift);
     let mut dead = g
         .ttl_ms

@@ -1,0 +1,88 @@
+//! What adapters record about a grant beyond the reference protocol, read from a completion's
+//! value: lease evidence (`lease_last_ok_ns`, `lease_ttl_ms`, `lease_from_ns`) and the
+//! service's own record of the lock key at the revision it answered at. A leaf module: the
+//! digest reads it, the model keeps it, the lease checker judges it.
+
+use serde_json::Value;
+
+pub(crate) fn as_u64(v: Option<&Value>) -> Option<u64> {
+    let v = v?;
+    v.as_u64()
+        .or_else(|| v.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
+}
+
+/// What the adapter found when it read the grant's lock key at the revision the answer carries
+/// (`key_at_revision`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyState {
+    /// The key existed at that revision: the grant held there.
+    Present,
+    /// No key at that revision: the service granted without holding the lock for this client.
+    Absent,
+    /// The service had compacted that revision away: nothing can be said.
+    Compacted,
+    /// The read failed (timeout, error): nothing can be said.
+    Unread,
+}
+
+impl KeyState {
+    pub fn parse(s: &str) -> Option<KeyState> {
+        Some(match s {
+            "present" => KeyState::Present,
+            "absent" => KeyState::Absent,
+            "compacted" => KeyState::Compacted,
+            "unread" => KeyState::Unread,
+            _ => return None,
+        })
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyState::Present => "present",
+            KeyState::Absent => "absent",
+            KeyState::Compacted => "compacted",
+            KeyState::Unread => "unread",
+        }
+    }
+}
+
+/// The adapter's read of the service's own record of a grant: `answer_revision` (the revision
+/// the grant's answer carries), `lock_key`, `key_at_revision`, and `lease_id` when known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyEvidence {
+    pub revision: u64,
+    pub state: KeyState,
+    pub lock_key: String,
+    pub lease_id: Option<String>,
+}
+
+/// What an adapter recorded about a grant beyond the reference protocol (rare: etcd grants).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantEvidence {
+    /// `lease_from_ns`: the grant came with a lease set before it (etcd: the session lease,
+    /// granted and kept alive while the client waited), which surely lasts until this instant
+    /// plus its ttl, whenever the grant took effect; the grant does not set a lease of its own.
+    pub lease_from_ns: Option<u64>,
+    /// The read of the grant's lock key at its answer's revision.
+    pub key: Option<KeyEvidence>,
+}
+
+impl GrantEvidence {
+    /// From the value fields as recorded (`get` looks one up); `None` when there is none.
+    pub(crate) fn read<'a>(get: impl Fn(&str) -> Option<&'a Value>) -> Option<Box<Self>> {
+        let key = (|| {
+            Some(KeyEvidence {
+                revision: as_u64(get("answer_revision"))?,
+                state: KeyState::parse(get("key_at_revision")?.as_str()?)?,
+                lock_key: get("lock_key")?.as_str()?.to_string(),
+                lease_id: get("lease_id").and_then(|v| match v {
+                    Value::String(s) => Some(s.clone()),
+                    Value::Number(n) => Some(n.to_string()),
+                    _ => None,
+                }),
+            })
+        })();
+        let lease_from_ns = as_u64(get("lease_from_ns"));
+        (key.is_some() || lease_from_ns.is_some())
+            .then(|| Box::new(GrantEvidence { lease_from_ns, key }))
+    }
+}
