@@ -25,7 +25,10 @@ fn assert_valid_under(r: &Run, faults: &[&str]) {
     let res = r.results();
     assert_eq!(res["valid"], true, "{res}");
     let grants = res["stats"]["ops"]["acquire"]["ok"].as_u64().unwrap_or(0);
-    assert!(grants >= 5, "only {grants} grants: the run tested little; {res}");
+    assert!(
+        grants >= 5,
+        "only {grants} grants: the run tested little; {res}"
+    );
     let nemesis = nemesis_ops(&r.run_dir());
     for f in faults {
         assert!(

@@ -70,5 +70,8 @@ fn a_service_without_a_command_of_its_own_needs_node_cmd() {
     );
     assert_eq!(o.status.code(), Some(3));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("--adapter standin") && err.contains("--node-cmd"), "{err}");
+    assert!(
+        err.contains("--adapter standin") && err.contains("--node-cmd"),
+        "{err}"
+    );
 }
