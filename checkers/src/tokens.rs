@@ -6,7 +6,7 @@
 //! are swept in invoke order.
 
 use crate::model::{Func, Grant, Model, SpanEnd, NO_GRANT};
-use crate::mutex::holds_overlap;
+use crate::mutex::{granted_twice, holds_overlap};
 use crate::text::{secs, token};
 use crate::{verdict, CheckConfig, CheckOutput, Checker};
 use history::{Outcome, Violation, ViolationKind};
@@ -65,14 +65,7 @@ impl Checker for FencingTokens {
         }
         reused(m, &mut out);
         regressed(m, &mut out);
-        let tokened_twice = {
-            let mut seen = vec![false; m.locks.len()];
-            m.grants
-                .iter()
-                .filter(|g| g.token.is_some())
-                .any(|g| std::mem::replace(&mut seen[g.lock as usize], true))
-        };
-        out.nothing_to_judge(tokened_twice, || {
+        out.nothing_to_judge(granted_twice(m, |g| g.token.is_some()), || {
             "no lock was granted twice with tokens: there was no token order to judge".to_string()
         });
         verdict(m, cfg, &mut out);
