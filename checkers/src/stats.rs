@@ -1,6 +1,6 @@
 //! Whole-history figures for the report: counts by function and outcome, latency percentiles.
 
-use crate::model::{Func, Model};
+use crate::model::{Func, Model, NO_ERROR};
 use crate::CheckConfig;
 use history::{History, Outcome, Percentiles, Stats};
 use std::collections::BTreeMap;
@@ -91,8 +91,38 @@ pub fn stats_of(m: &Model) -> Stats {
         grants,
         nemesis_events: m.nemesis.len() as u64,
         faults: fault_counts(m),
+        reasons: reason_counts(m),
         extra: BTreeMap::new(),
     }
+}
+
+/// Fail and info completions by function, outcome and reason code (history::reason): the
+/// breakdown that tells a refusal (`held`) from an answer the adapter did not understand
+/// (`http-423`) or a service that was never reached (`connect: refused`).
+fn reason_counts(m: &Model) -> BTreeMap<String, BTreeMap<String, BTreeMap<String, u64>>> {
+    // Errors are interned: count by error id first, then fold ids into reason codes.
+    let mut by_error: BTreeMap<(Func, usize, u32), u64> = BTreeMap::new();
+    for o in &m.ops {
+        if matches!(o.outcome, Outcome::Fail | Outcome::Info) {
+            *by_error
+                .entry((o.func, outcome_slot(o.outcome), o.error))
+                .or_insert(0) += 1;
+        }
+    }
+    let mut out: BTreeMap<String, BTreeMap<String, BTreeMap<String, u64>>> = BTreeMap::new();
+    for ((func, slot, error), n) in by_error {
+        let reason = match m.errors.get(error as usize) {
+            Some(e) if error != NO_ERROR => history::reason::reason_of(e),
+            _ => "unstated",
+        };
+        *out.entry(func.as_str().to_string())
+            .or_default()
+            .entry(OUTCOMES[slot].to_string())
+            .or_default()
+            .entry(reason.to_string())
+            .or_insert(0) += n;
+    }
+    out
 }
 
 /// Faults started, by kind: `start-pause` counts as `pause`, a `kill` as `kill`.

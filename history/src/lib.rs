@@ -16,6 +16,8 @@
 //!   the one form in which reports see them.
 //! - [`Recorder`]: assigns index and time to live events and writes them at once.
 //! - [`layout`]: run-directory file names and [`ExitCode`]s.
+//! - [`reason`]: the reason codes of failed and indeterminate ops (`held`, `http-423`,
+//!   `connect: refused`), how they are written, read back and classified.
 //!
 //! This crate does no I/O beyond reading and writing history files.
 
@@ -25,6 +27,7 @@ mod history;
 pub mod layout;
 mod op;
 mod pairing;
+pub mod reason;
 mod recorder;
 mod results;
 

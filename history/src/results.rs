@@ -243,6 +243,11 @@ pub struct Stats {
     /// with the op counts, what a verdict rests on.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub faults: BTreeMap<String, u64>,
+    /// Fail and info completions by op, outcome and reason code (`acquire -> fail -> held ->
+    /// 9584`, `acquire -> info -> http-423 -> 8352`; see [`crate::reason`]): why ops did not
+    /// take effect, in the words a reader can act on.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub reasons: BTreeMap<String, BTreeMap<String, BTreeMap<String, u64>>>,
     /// Further figures a checker wants to show.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub extra: BTreeMap<String, serde_json::Value>,

@@ -100,6 +100,19 @@ fn fixture() -> Results {
             grants: 2,
             nemesis_events: 2,
             faults: BTreeMap::from([("pause".to_string(), 1)]),
+            reasons: BTreeMap::from([(
+                "acquire".to_string(),
+                BTreeMap::from([
+                    (
+                        "fail".to_string(),
+                        BTreeMap::from([("held".to_string(), 3)]),
+                    ),
+                    (
+                        "info".to_string(),
+                        BTreeMap::from([("http-423".to_string(), 2)]),
+                    ),
+                ]),
+            )]),
             extra: BTreeMap::new(),
         },
         notes: vec!["history.jsonl:13: truncated final line dropped".into()],
