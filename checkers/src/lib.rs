@@ -45,6 +45,7 @@
 //!   only one that writes), and counts only writes acknowledged before the final read was sent.
 //! - `unsafe-overlap` is one warning per grant, listing its late ops.
 
+mod coverage;
 mod digest;
 mod evidence;
 mod fairness;
@@ -60,6 +61,7 @@ mod store;
 mod text;
 mod tokens;
 
+pub use coverage::coverage;
 pub use digest::{check_path, CheckError};
 pub use evidence::{KeyEvidence, KeyState};
 pub use fairness::liveness_stats;
@@ -163,11 +165,11 @@ pub(crate) fn check_model(m: &Model, cfg: &CheckConfig) -> Results {
         m.finish(&mut out);
         (c.name(), out)
     };
-    let ((mut outs, extra), (rest, mut stats)) = std::thread::scope(|scope| {
+    let ((mut outs, extra), (rest, (mut stats, coverage))) = std::thread::scope(|scope| {
         let other = scope.spawn(|| {
             let list = all_checkers();
             let outs: Vec<_> = list[half..].iter().map(|c| run(c.as_ref())).collect();
-            (outs, stats::stats_of(m))
+            (outs, (stats::stats_of(m), coverage::coverage(m)))
         });
         let outs: Vec<_> = list[..half].iter().map(|c| run(c.as_ref())).collect();
         let extra = fairness::liveness_stats(m);
@@ -206,6 +208,7 @@ pub(crate) fn check_model(m: &Model, cfg: &CheckConfig) -> Results {
         warnings,
         checkers,
         stats,
+        coverage: Some(coverage),
         notes,
     }
 }

@@ -22,6 +22,7 @@
 //! This crate does no I/O beyond reading and writing history files.
 
 mod codec;
+pub mod coverage;
 mod event;
 mod history;
 pub mod layout;
@@ -35,6 +36,7 @@ pub use codec::{
     read_history, read_ops, read_ops_from, read_pieces, HistoryWriter, LoadError, PieceBuilder,
     ReadError, ReadWarning, Stamp,
 };
+pub use coverage::Coverage;
 pub use event::{parse_event, read_event, EventRef, ValueRef};
 pub use history::{History, Operation, Outcome, StructureError};
 pub use layout::ExitCode;

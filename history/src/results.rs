@@ -261,6 +261,10 @@ pub struct Results {
     pub warnings: Vec<Violation>,
     pub checkers: Vec<CheckerResult>,
     pub stats: Stats,
+    /// What the run exercised ([`crate::coverage`]). `None` in a results.json written before
+    /// coverage was counted: `lockpick check RUN_DIR` counts it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<crate::Coverage>,
     /// Notes from reading the history (e.g. a truncated final line).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,

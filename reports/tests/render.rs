@@ -115,6 +115,7 @@ fn fixture() -> Results {
             )]),
             extra: BTreeMap::new(),
         },
+        coverage: None,
         notes: vec!["history.jsonl:13: truncated final line dropped".into()],
     }
 }
@@ -147,6 +148,7 @@ fn junit_of_a_clean_run_has_only_passing_cases() {
             checker("liveness", Validity::Valid, 0, 0),
         ],
         stats: Stats::default(),
+        coverage: None,
         notes: vec![],
     };
     let x = junit_xml(&r, "t");
