@@ -1,0 +1,119 @@
+        .intel_syntax noprefix
+        .text
+        .globl start
+start:
+control:                        # 0x00: the control page's address, filled in at injection
+        .quad 0
+clock_gettime_hook:             # 0x08: int clock_gettime(clockid_t id = edi, struct timespec *ts = rsi)
+        mov eax, 228            # SYS_clock_gettime
+        syscall                 # the kernel keeps rdi, rsi; clobbers rcx, r11
+        test rax, rax
+        jnz 9f                  # an error (-errno) goes back as the syscall gave it
+        cmp edi, 16
+        jae 9f                  # unsigned: ids past the table and negative (CPU-time) ids run true
+        test rsi, rsi
+        jz 9f
+        mov rax, [rsi]
+        imul rax, rax, 1000000000
+        add rax, [rsi + 8]      # rax = true ns
+        mov r8d, edi
+        call adjust
+        cqo
+        mov rcx, 1000000000
+        idiv rcx                # rax = s, rdx = ns (signed: floor fix below)
+        test rdx, rdx
+        jns 1f
+        add rdx, rcx
+        dec rax
+1:      mov [rsi], rax
+        mov [rsi + 8], rdx
+        xor eax, eax
+9:      ret
+
+gettimeofday_hook:              # int gettimeofday(struct timeval *tv = rdi, struct timezone *tz = rsi)
+        mov eax, 96             # SYS_gettimeofday
+        syscall
+        test rax, rax
+        jnz 9f
+        test rdi, rdi
+        jz 9f
+        mov rax, [rdi]
+        imul rax, rax, 1000000000
+        mov rcx, [rdi + 8]
+        imul rcx, rcx, 1000
+        add rax, rcx            # rax = true ns (to the microsecond)
+        xor r8d, r8d            # CLOCK_REALTIME's slot
+        call adjust
+        cqo
+        mov rcx, 1000
+        idiv rcx                # rax = us
+        cqo
+        mov rcx, 1000000
+        idiv rcx                # rax = s, rdx = us
+        test rdx, rdx
+        jns 1f
+        add rdx, rcx
+        dec rax
+1:      mov [rdi], rax
+        mov [rdi + 8], rdx
+        xor eax, eax
+9:      ret
+
+time_hook:                      # time_t time(time_t *t = rdi)
+        mov rdx, rdi            # the syscall keeps rdx
+        sub rsp, 16             # a timespec on our own stack
+        xor edi, edi            # CLOCK_REALTIME
+        mov rsi, rsp
+        mov eax, 228            # SYS_clock_gettime (time(2) has only whole seconds)
+        syscall
+        mov rax, [rsp]
+        imul rax, rax, 1000000000
+        add rax, [rsp + 8]
+        add rsp, 16
+        push rdx                # adjust clobbers rdx
+        xor r8d, r8d
+        call adjust
+        pop rsi
+        cqo
+        mov rcx, 1000000000
+        idiv rcx
+        test rdx, rdx
+        jns 1f
+        dec rax
+1:      test rsi, rsi
+        jz 9f
+        mov [rsi], rax
+9:      ret
+
+# rax = true ns of clock r8 (0..15) -> rax = the faked ns.
+# fake = true + off + ((true - t0) * excess_q32) >> 32, read under the page's seqlock.
+# Clobbers rcx, rdx, r8-r11; keeps rbx (saved), rdi, rsi.
+adjust:
+        push rbx
+        mov r9, rax             # true ns
+        mov r11, [rip + control]
+        mov r10, r8
+        shl r10, 5
+        lea r10, [r11 + r10 + 64]       # params of the clock: t0, off, excess_q32
+        shl r8, 6
+        lea r8, [r11 + r8 + 2048]       # where the offset applied is reported
+        mov ebx, 1048576        # a bound on retries while the page is being written
+2:      mov ecx, [r11 + 8]      # seq
+        mov rax, r9
+        sub rax, [r10]
+        imul qword ptr [r10 + 16]       # rdx:rax = (true - t0) * excess_q32
+        shrd rax, rdx, 32
+        add rax, [r10 + 8]
+        add rax, r9
+        test ecx, 1
+        jnz 3f                  # odd: a write is under way
+        cmp ecx, [r11 + 8]
+        je 4f                   # unchanged: what was read is consistent
+3:      pause
+        dec ebx
+        jnz 2b
+4:      mov rcx, rax
+        sub rcx, r9
+        mov [r8], rcx           # the offset this read applied
+        pop rbx
+        ret

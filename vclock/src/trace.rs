@@ -1,0 +1,308 @@
+//! Holding a process still with ptrace, making it run system calls for us, writing its memory,
+//! and letting it go.
+//!
+//! Rules this module keeps:
+//! - It attaches with `PTRACE_SEIZE` + `PTRACE_INTERRUPT` (no SIGSTOP is sent, so the target's
+//!   job-control state is never touched) and refuses a process that is already stopped: a
+//!   paused node is the nemesis's, and the tracer never fights it.
+//! - Every wait is bounded ([`WAIT_LIMIT`]); a thread that exits meanwhile is dropped, a
+//!   process that exits ends the attach with [`Error::Exited`].
+//! - [`Stopped`] detaches every thread when dropped, on every path, re-delivering any signal
+//!   that arrived while the thread was held; registers and memory used for an injected call
+//!   are restored first. A tracer killed outright is detached by the kernel.
+
+use crate::process::{state, threads};
+use crate::Error;
+use nix::errno::Errno;
+use nix::sys::ptrace;
+use nix::sys::signal::Signal;
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+use std::time::{Duration, Instant};
+
+/// How long one thread may take to stop, or one injected call to return.
+pub(crate) const WAIT_LIMIT: Duration = Duration::from_millis(1000);
+const WAIT_POLL: Duration = Duration::from_micros(200);
+/// Rounds of listing /proc/PID/task until no new thread shows up (threads created while we
+/// stop the others).
+const THREAD_ROUNDS: usize = 50;
+/// A process with more threads than this is refused rather than held for long.
+const MAX_THREADS: usize = 4096;
+/// Single steps allowed to move a thread out of a range about to be rewritten.
+const MAX_STEPS: usize = 64;
+
+/// How the kernel marks `PTRACE_EVENT_STOP` (the stop `PTRACE_INTERRUPT` asks for).
+const PTRACE_EVENT_STOP: i32 = 128;
+
+struct Thread {
+    tid: Pid,
+    /// A signal the thread was about to receive when we stopped it: given back at detach.
+    pending: Option<Signal>,
+}
+
+/// Every thread of one process, stopped under our ptrace.
+pub(crate) struct Stopped {
+    pid: i32,
+    threads: Vec<Thread>,
+}
+
+fn ptrace_err(pid: i32, what: &'static str) -> impl Fn(Errno) -> Error {
+    move |source| Error::Ptrace { pid, what, source }
+}
+
+/// How a wait for one thread ended.
+enum Waited {
+    Stopped(Option<Signal>),
+    Gone,
+}
+
+/// Waits (bounded) for `tid` to stop. A signal-delivery stop is returned with its signal so
+/// the caller can deliver it later.
+fn wait_stop(pid: i32, tid: Pid, what: &'static str) -> Result<Waited, Error> {
+    let deadline = Instant::now() + WAIT_LIMIT;
+    loop {
+        match waitpid(tid, Some(WaitPidFlag::__WALL | WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) => {}
+            Ok(WaitStatus::PtraceEvent(_, _, PTRACE_EVENT_STOP)) => {
+                return Ok(Waited::Stopped(None))
+            }
+            // A trap (our single step) or a group-stop report: stopped, nothing to re-deliver.
+            Ok(WaitStatus::Stopped(_, Signal::SIGTRAP)) | Ok(WaitStatus::PtraceEvent(..)) => {
+                return Ok(Waited::Stopped(None))
+            }
+            Ok(WaitStatus::Stopped(_, sig)) => return Ok(Waited::Stopped(Some(sig))),
+            Ok(WaitStatus::Exited(..)) | Ok(WaitStatus::Signaled(..)) | Err(Errno::ECHILD) => {
+                return Ok(Waited::Gone)
+            }
+            Ok(_) => {}
+            Err(Errno::EINTR) => {}
+            Err(source) => return Err(Error::Ptrace { pid, what, source }),
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::Timeout {
+                pid,
+                what,
+                waited_ms: WAIT_LIMIT.as_millis() as u64,
+            });
+        }
+        std::thread::sleep(WAIT_POLL);
+    }
+}
+
+impl Stopped {
+    /// Seizes and stops every thread of `pid`.
+    pub(crate) fn stop(pid: i32) -> Result<Stopped, Error> {
+        match state(pid) {
+            None | Some('Z') | Some('X') => return Err(Error::Exited { pid }),
+            Some(s @ ('T' | 't')) => return Err(Error::TargetStopped { pid, state: s }),
+            Some(_) => {}
+        }
+        let mut held = Stopped {
+            pid,
+            threads: Vec::new(),
+        };
+        for _ in 0..THREAD_ROUNDS {
+            let fresh: Vec<i32> = threads(pid)?
+                .into_iter()
+                .filter(|t| !held.threads.iter().any(|h| h.tid.as_raw() == *t))
+                .collect();
+            if fresh.is_empty() {
+                if held.threads.iter().all(|t| t.tid.as_raw() != pid) {
+                    // The leader is gone (a zombie leader of live threads cannot be traced).
+                    return Err(Error::Exited { pid });
+                }
+                return Ok(held);
+            }
+            if held.threads.len() + fresh.len() > MAX_THREADS {
+                return Err(Error::TooManyThreads {
+                    pid,
+                    limit: MAX_THREADS,
+                });
+            }
+            for t in fresh {
+                let tid = Pid::from_raw(t);
+                match ptrace::seize(tid, ptrace::Options::empty()) {
+                    Ok(()) => {}
+                    // Exited between the listing and now.
+                    Err(Errno::ESRCH) => continue,
+                    Err(Errno::EPERM) => {
+                        return Err(Error::Permission {
+                            pid,
+                            reason: crate::process::ptrace_permission().err().unwrap_or_else(
+                                || {
+                                    "PTRACE_SEIZE was refused (EPERM): another tracer, or \
+                                     no permission over this process"
+                                        .into()
+                                },
+                            ),
+                        })
+                    }
+                    Err(source) => {
+                        return Err(Error::Ptrace {
+                            pid,
+                            what: "PTRACE_SEIZE",
+                            source,
+                        })
+                    }
+                }
+                // Seized: from here on, drop detaches it (it is in the list before any wait).
+                held.threads.push(Thread { tid, pending: None });
+                match ptrace::interrupt(tid) {
+                    Ok(()) => {}
+                    Err(Errno::ESRCH) => {
+                        held.threads.pop();
+                        continue;
+                    }
+                    Err(source) => {
+                        return Err(Error::Ptrace {
+                            pid,
+                            what: "PTRACE_INTERRUPT",
+                            source,
+                        })
+                    }
+                }
+                match wait_stop(pid, tid, "a thread stopping")? {
+                    Waited::Stopped(sig) => held.threads.last_mut().expect("pushed").pending = sig,
+                    Waited::Gone => {
+                        held.threads.pop();
+                    }
+                }
+            }
+        }
+        Err(Error::Timeout {
+            pid,
+            what: "the thread list settling",
+            waited_ms: 0,
+        })
+    }
+
+    pub(crate) fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    fn leader(&self) -> Pid {
+        Pid::from_raw(self.pid)
+    }
+
+    /// Reads `len` bytes at `addr` word by word (works on any readable mapping, the vDSO too).
+    pub(crate) fn peek(&self, addr: u64, len: usize) -> Result<Vec<u8>, Error> {
+        let start = addr & !7;
+        let end = (addr + len as u64).div_ceil(8) * 8;
+        let mut bytes = Vec::with_capacity((end - start) as usize);
+        let mut at = start;
+        while at < end {
+            let word = ptrace::read(self.leader(), at as ptrace::AddressType)
+                .map_err(ptrace_err(self.pid, "PTRACE_PEEKDATA"))?;
+            bytes.extend_from_slice(&word.to_le_bytes());
+            at += 8;
+        }
+        let skip = (addr - start) as usize;
+        Ok(bytes[skip..skip + len].to_vec())
+    }
+
+    /// Writes `data` at `addr` word by word; partial words are read first. POKEDATA writes
+    /// even read-only mappings such as the vDSO's text (the kernel copies the page for this
+    /// process).
+    pub(crate) fn poke(&self, addr: u64, data: &[u8]) -> Result<(), Error> {
+        let start = addr & !7;
+        let end = (addr + data.len() as u64).div_ceil(8) * 8;
+        let mut image = self.peek(start, (end - start) as usize)?;
+        let skip = (addr - start) as usize;
+        image[skip..skip + data.len()].copy_from_slice(data);
+        for (i, chunk) in image.chunks_exact(8).enumerate() {
+            let word = i64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+            ptrace::write(
+                self.leader(),
+                (start + 8 * i as u64) as ptrace::AddressType,
+                word as _,
+            )
+            .map_err(ptrace_err(self.pid, "PTRACE_POKEDATA"))?;
+        }
+        Ok(())
+    }
+
+    /// Single-steps any thread whose instruction pointer lies in `[lo, hi)` until it leaves,
+    /// so code there can be rewritten under no thread's feet.
+    pub(crate) fn step_out_of(&self, lo: u64, hi: u64) -> Result<(), Error> {
+        for t in &self.threads {
+            for step in 0..=MAX_STEPS {
+                let rip = ptrace::getregs(t.tid)
+                    .map_err(ptrace_err(self.pid, "PTRACE_GETREGS"))?
+                    .rip;
+                if !(lo..hi).contains(&rip) {
+                    break;
+                }
+                if step == MAX_STEPS {
+                    return Err(Error::Timeout {
+                        pid: self.pid,
+                        what: "a thread stepping out of the code being patched",
+                        waited_ms: 0,
+                    });
+                }
+                ptrace::step(t.tid, None).map_err(ptrace_err(self.pid, "PTRACE_SINGLESTEP"))?;
+                if let Waited::Gone = wait_stop(self.pid, t.tid, "a single step")? {
+                    return Err(Error::Exited { pid: self.pid });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes the leader thread run system call `nr` with `args`, executing a `syscall`
+    /// instruction written at `scratch` (an address no thread runs: the vDSO's ELF header),
+    /// then puts back its registers and the scratch bytes. Returns the raw result (`-errno` on
+    /// failure).
+    pub(crate) fn syscall(&self, scratch: u64, nr: i64, args: [u64; 6]) -> Result<i64, Error> {
+        let tid = self.leader();
+        let saved = ptrace::getregs(tid).map_err(ptrace_err(self.pid, "PTRACE_GETREGS"))?;
+        let saved_code = self.peek(scratch, 8)?;
+        // 0f 05: syscall; the rest int3 (cc), should anything ever run past it.
+        self.poke(scratch, &[0x0f, 0x05, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc])?;
+        let mut regs = saved;
+        regs.rip = scratch;
+        regs.rax = nr as u64;
+        // orig_rax -1: the kernel must not treat the stop as an interrupted call to restart.
+        regs.orig_rax = u64::MAX;
+        regs.rdi = args[0];
+        regs.rsi = args[1];
+        regs.rdx = args[2];
+        regs.r10 = args[3];
+        regs.r8 = args[4];
+        regs.r9 = args[5];
+        let ran = (|| {
+            ptrace::setregs(tid, regs).map_err(ptrace_err(self.pid, "PTRACE_SETREGS"))?;
+            // A pending interrupt may report first: step again, a bounded number of times.
+            for _ in 0..4 {
+                ptrace::step(tid, None).map_err(ptrace_err(self.pid, "PTRACE_SINGLESTEP"))?;
+                if let Waited::Gone = wait_stop(self.pid, tid, "an injected system call")? {
+                    return Err(Error::Exited { pid: self.pid });
+                }
+                let after = ptrace::getregs(tid).map_err(ptrace_err(self.pid, "PTRACE_GETREGS"))?;
+                if after.rip == scratch + 2 {
+                    return Ok(after.rax as i64);
+                }
+            }
+            Err(Error::Timeout {
+                pid: self.pid,
+                what: "an injected system call returning",
+                waited_ms: 0,
+            })
+        })();
+        // Put everything back whatever happened (a vanished thread makes these fail: fine).
+        let restored_regs = ptrace::setregs(tid, saved);
+        let restored_code = self.poke(scratch, &saved_code);
+        let result = ran?;
+        restored_regs.map_err(ptrace_err(self.pid, "PTRACE_SETREGS"))?;
+        restored_code?;
+        Ok(result)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        for t in self.threads.drain(..) {
+            // ESRCH: the thread is gone; nothing to let go of.
+            let _ = ptrace::detach(t.tid, t.pending);
+        }
+    }
+}
