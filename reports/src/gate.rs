@@ -11,6 +11,9 @@ pub struct FailOn {
     pub safety: bool,
     pub liveness: bool,
     pub warnings: bool,
+    /// Requested fault kinds and client-fault shapes the run exercised nowhere
+    /// ([`crate::coverage_gaps`]).
+    pub coverage: bool,
 }
 
 impl Default for FailOn {
@@ -19,13 +22,14 @@ impl Default for FailOn {
             safety: true,
             liveness: true,
             warnings: false,
+            coverage: false,
         }
     }
 }
 
-/// A `--fail-on` value that is not a list of safety, liveness, warnings.
+/// A `--fail-on` value that is not a list of safety, liveness, warnings, coverage.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("--fail-on {0:?}: expected a comma-separated list of safety, liveness, warnings")]
+#[error("--fail-on {0:?}: expected a comma-separated list of safety, liveness, warnings, coverage")]
 pub struct FailOnError(pub String);
 
 impl FromStr for FailOn {
@@ -35,12 +39,14 @@ impl FromStr for FailOn {
             safety: false,
             liveness: false,
             warnings: false,
+            coverage: false,
         };
         for part in s.split(',').map(str::trim) {
             match part {
                 "safety" => f.safety = true,
                 "liveness" => f.liveness = true,
                 "warnings" => f.warnings = true,
+                "coverage" => f.coverage = true,
                 _ => return Err(FailOnError(s.to_string())),
             }
         }
@@ -59,6 +65,11 @@ impl FailOn {
             KindClass::Warning => self.warnings,
         };
         if r.violations.iter().any(counts) || (self.warnings && !r.warnings.is_empty()) {
+            return ExitCode::Invalid;
+        }
+        // A run that exercised nothing of something it asked for rests on less than its
+        // verdict says: it fails like a counted violation (an unknown verdict stays unknown).
+        if self.coverage && r.valid != Validity::Unknown && !crate::coverage_gaps(r).is_empty() {
             return ExitCode::Invalid;
         }
         match r.valid {
@@ -125,6 +136,15 @@ pub fn github_annotations(r: &Results, fail_on: &FailOn, report: &str) -> Vec<St
             gh_property(&title),
             gh_data(&format!("{} (see {report})", v.explanation))
         ));
+    }
+    if fail_on.coverage {
+        for gap in crate::coverage_gaps(r) {
+            out.push(format!(
+                "::error title={}::{}",
+                gh_property("lockpick coverage"),
+                gh_data(&format!("{gap} (see {report})"))
+            ));
+        }
     }
     let total = r.violations.len() + r.warnings.len();
     if total > ANNOTATIONS_MAX {

@@ -104,7 +104,7 @@ pub fn render(inp: &Input) -> String {
     // Shared SVG definitions, once per document (ids must be unique).
     s.push_str("<svg width=\"0\" height=\"0\" style=\"position:absolute\" aria-hidden=\"true\"><defs><pattern id=\"hatch\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#fff\"/><line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#c92a2a\" stroke-width=\"2.5\"/></pattern></defs></svg>\n");
     banner(&mut s, inp);
-    s.push_str("<nav><a href=\"#checkers\">Checkers</a><a href=\"#violations\">Violations</a><a href=\"#timeline\">Timeline</a><a href=\"#latency\">Latency</a><a href=\"#ops\">Ops</a><a href=\"#fairness\">Fairness</a><a href=\"#faults\">Faults</a><a href=\"#warnings\">Warnings</a></nav>\n<main>\n");
+    s.push_str("<nav><a href=\"#checkers\">Checkers</a><a href=\"#violations\">Violations</a><a href=\"#timeline\">Timeline</a><a href=\"#latency\">Latency</a><a href=\"#ops\">Ops</a><a href=\"#coverage\">Coverage</a><a href=\"#fairness\">Fairness</a><a href=\"#faults\">Faults</a><a href=\"#warnings\">Warnings</a></nav>\n<main>\n");
     checkers_table(&mut s, r);
     violations(&mut s, inp);
     match &inp.model {
@@ -121,6 +121,7 @@ pub fn render(inp: &Input) -> String {
         }
     }
     ops_tables(&mut s, r);
+    crate::coverage::html(&mut s, r);
     if let Ok(m) = &inp.model {
         fairness(&mut s, m);
         fault_schedule(&mut s, m);

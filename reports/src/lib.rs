@@ -6,6 +6,7 @@
 //!   directory; [`render_report`] is the same without writing.
 //! - [`summary_text`]: the plain-text summary (`summary.txt`, and what `lockpick check` prints).
 //! - [`junit_xml`]: one JUnit test case per checker.
+//! - [`coverage_gaps`]: what a run asked for and exercised nowhere (`--fail-on coverage`).
 //! - [`FailOn`]: the `--fail-on` policy that turns [`history::Results`] into an exit code, and
 //!   [`github_annotations`] for GitHub Actions.
 //! - [`index_html`] / [`write_index`]: `<out>/index.html`, every run with its verdict.
@@ -14,6 +15,7 @@
 //! Every string that comes from a history or a service goes through [`escape`] before it
 //! reaches HTML, XML or an annotation line.
 
+mod coverage;
 pub mod escape;
 mod gate;
 mod html;
@@ -23,6 +25,7 @@ mod model;
 mod summary;
 mod svg;
 
+pub use coverage::coverage_gaps;
 pub use gate::{checker_of, github_annotations, FailOn, FailOnError};
 pub use index::{index_html, write_index};
 pub use junit::junit_xml;

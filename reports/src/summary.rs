@@ -106,6 +106,7 @@ pub fn summary_text(r: &Results) -> String {
             );
         }
     }
+    crate::coverage::text(&mut s, r);
     s
 }
 

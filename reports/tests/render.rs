@@ -39,6 +39,25 @@ fn checker(name: &str, valid: Validity, violations: u64, warnings: u64) -> Check
 
 /// Results with a double grant on a lock named like a script, a lock-stuck, a warning and an
 /// unknown checker: every branch of the renderers.
+/// A run that stalled one holder just past its lease, paused n1, and asked for a waiter stall
+/// it never made: the coverage table shows counts, `none` rows and the gap.
+fn coverage() -> history::Coverage {
+    let mut c = history::Coverage::default();
+    c.stalls = 1;
+    c.holder.count = 1;
+    c.holder.wake_up.renew = 1;
+    c.holder.lease_bound.just_past = 1;
+    c.holder.next_grant.just_after = 1;
+    c.request_fault("pause");
+    c.request_shape("waiter");
+    let pause = c.faults.get_mut("pause").unwrap();
+    pause.started = 1;
+    pause.ops_during = 4;
+    pause.grants_during = 1;
+    pause.nodes.insert("n1".into(), 1);
+    c
+}
+
 fn fixture() -> Results {
     let lock = format!("{SCRIPT}\"'🔒");
     let mut ops = BTreeMap::new();
@@ -115,7 +134,7 @@ fn fixture() -> Results {
             )]),
             extra: BTreeMap::new(),
         },
-        coverage: None,
+        coverage: Some(coverage()),
         notes: vec!["history.jsonl:13: truncated final line dropped".into()],
     }
 }
