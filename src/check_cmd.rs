@@ -4,7 +4,7 @@
 use crate::cli::CheckArgs;
 use crate::report_cmd;
 use anyhow::Result;
-use history::{ExitCode, Results, Validity};
+use history::{layout, Completeness, ExitCode, Results, Validity};
 use std::path::Path;
 
 /// Reads a history file back and checks it: the run's verdict comes from the file, the same
@@ -17,7 +17,30 @@ pub fn check_file(path: &Path, cfg: &checkers::CheckConfig) -> Result<Results> {
             .notes
             .push(format!("{}:{}: {}", path.display(), w.line, w.message));
     }
+    // What the run's plan asked for, beside what its history shows: `--fail-on coverage`.
+    crate::requested::add_from_schedule(path, &mut results);
     Ok(results)
+}
+
+/// How the run in `dir` ended, as its results.json says; a run directory with a history but no
+/// results never finished (the harness was killed). `None` for a lone history file.
+pub fn run_completeness(dir: &Path) -> Option<Completeness> {
+    if !dir.is_dir() {
+        return None;
+    }
+    match std::fs::read(dir.join(layout::RESULTS_FILE)) {
+        Ok(bytes) => {
+            #[derive(serde::Deserialize)]
+            struct Said {
+                completeness: Option<Completeness>,
+            }
+            serde_json::from_slice::<Said>(&bytes).ok()?.completeness
+        }
+        Err(_) if dir.join(layout::HISTORY_FILE).is_file() => Some(Completeness::interrupted(
+            "the run never finished: its directory holds a history but no results.json",
+        )),
+        Err(_) => None,
+    }
 }
 
 /// `lockpick check PATH`: the verdict of a history file or run directory, offline.
@@ -32,7 +55,10 @@ pub fn check(a: CheckArgs) -> Result<ExitCode> {
         ..Default::default()
     };
     let path = history::layout::history_path(&a.path);
-    let results = check_file(&path, &cfg)?;
+    let mut results = check_file(&path, &cfg)?;
+    if let Some(c) = run_completeness(&a.path) {
+        results.set_completeness(c);
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&results)?);
     } else {

@@ -30,6 +30,10 @@ pub enum Command {
     Demo(RunArgs),
     /// Run a test: start or reach the lock service, drive it under faults, check the history.
     Run(RunArgs),
+    /// Check that a lock service speaks what its adapter expects, in a few requests, without
+    /// running a test: the same target flags as `run`.
+    #[command(long_about = PROBE_ABOUT, after_help = PROBE_AFTER)]
+    Probe(RunArgs),
     /// Write a run's history in another tool's format (jepsen: EDN ops, one map per line).
     Export(ExportArgs),
     /// Write a commented starter config (lockpick.toml) to run with `run --config`.
@@ -209,6 +213,13 @@ pub struct RunArgs {
     /// How long a started node may take to answer GET /v1/health.
     #[arg(long, default_value = "10s", value_name = "DURATION")]
     pub startup_timeout: String,
+    /// Skip the conformance probe `run` makes once the service is up and before its clock
+    /// starts (see `lockpick probe --help`). For a service that cannot take the probe's extra
+    /// lock and clients (a shared production-like instance where the lock `lockpick-probe`
+    /// is not yours to take), or to compare with a run made before the probe existed. The
+    /// run still stops on answers the adapter does not understand.
+    #[arg(long)]
+    pub no_probe: bool,
     /// Which findings make the exit code 1, comma-separated: safety, liveness, warnings. An
     /// unknown verdict exits 2 whatever this says.
     #[arg(long, default_value = "safety,liveness", value_name = "LIST", value_parser = parse_fail_on)]
@@ -224,6 +235,38 @@ const RUN_AFTER: &str = "Examples:
 Results go to <out>/<name>/<timestamp>/ (history.jsonl, results.json, report.html, junit.xml,
 summary.txt, config.toml, lockpick.log, nodes/<id>/ logs); <out>/latest points at the newest run
 and <out>/index.html lists every run.";
+
+const PROBE_ABOUT: &str = "Check that a lock service speaks what its adapter expects, in a few \
+requests, without running a test. The target flags are `run`'s (--url, --node-cmd, --adapter, \
+--config, --store-url, --store-cmd, --nodes ...): the probe starts what `run` would start, \
+probes it and stops it. `run` makes the same checks once the service is up, before its clock \
+starts.
+
+Through the adapter, in order:
+  1. the health path answers 200 (GET /v1/health for the reference protocol);
+  2. client probe-1 acquires the lock `lockpick-probe` and is granted it with a numeric
+     \"token\" (and a numeric \"ttl_ms\", if the answer has one);
+  3. client probe-2 is not granted that lock while probe-1 holds it (409 `held`);
+  4. probe-1 renews it;
+  5. with a store (the counter workload), probe-1 writes 1 to the key `lockpick-probe` with
+     its token and reads 1 back;
+  6. probe-1 releases it, then probe-2 is granted it and releases it;
+  7. GET /v1/time is noted: answered, or absent (not a failure; only clock faults use it).
+
+On success it prints each request and answer, one line each, and exits 0. The first check
+that fails ends it with exit 3 and one line naming the request, the answer (status and
+abridged body) and what was expected, e.g.
+  probe: POST /v1/locks/lockpick-probe/acquire (probe-1) answered 201 {\"token\":5}; expected
+  200 with a numeric \"token\"
+Nothing is recorded in a history. docs/protocol.md describes the reference protocol.";
+
+const PROBE_AFTER: &str = "Examples:
+  lockpick probe                                           the embedded lockd and store
+  lockpick probe --url http://127.0.0.1:7000 --workload mutex
+  lockpick probe --node-cmd 'python3 my_lockd.py {port}' --store-url http://127.0.0.1:7001
+  lockpick probe --adapter etcd
+
+Exit codes: 0 the service passed, 3 it failed a check (or could not be started).";
 
 #[derive(Debug, Clone, Args)]
 pub struct CheckArgs {

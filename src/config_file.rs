@@ -221,13 +221,13 @@ fn push_flag(
     Ok(())
 }
 
-/// Rewrites the process arguments: `lockpick run|demo ... --config FILE ...` becomes
-/// `lockpick run|demo <flags from FILE> ...` (the user's flags after, so they win).
+/// Rewrites the process arguments: `lockpick run|demo|probe ... --config FILE ...` becomes
+/// `lockpick run|demo|probe <flags from FILE> ...` (the user's flags after, so they win).
 pub fn expand(args: Vec<OsString>) -> Result<Vec<OsString>> {
     let Some(sub) = args.get(1).and_then(|a| a.to_str()) else {
         return Ok(args);
     };
-    if sub != "run" && sub != "demo" {
+    if sub != "run" && sub != "demo" && sub != "probe" {
         return Ok(args);
     }
     let mut rest = Vec::with_capacity(args.len());

@@ -36,6 +36,7 @@ pub fn run(a: RunArgs, demo: bool) -> Result<ExitCode> {
     let spec = RunSpec {
         cfg: cfg.clone(),
         run_dir,
+        probe: !a.no_probe,
     };
     let out = crate::runtime()?.block_on(runner::run(spec, &StatusLine::default()))?;
     print!("{}", reports::summary_text(&out.results));

@@ -6,6 +6,7 @@
 
 mod deploy;
 mod plan;
+mod probe;
 mod signals;
 
 use crate::config::RunConfig;
@@ -17,12 +18,17 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
-use workloads::{Adapter, Budget, PauseBoard, WorkloadConfig, WorkloadKind};
+use workloads::{Adapter, AnswerWatch, Budget, PauseBoard, WorkloadConfig, WorkloadKind};
+
+pub use probe::probe_service;
 
 /// One test to run: its resolved configuration, and the (existing, empty) directory it writes.
 pub struct RunSpec {
     pub cfg: RunConfig,
     pub run_dir: PathBuf,
+    /// Probe the service's conformance after it is up and before the clock starts (false with
+    /// `--no-probe`).
+    pub probe: bool,
 }
 
 /// What a finished run hands back.
@@ -57,13 +63,29 @@ pub trait Progress: Send + Sync {
 }
 
 pub async fn run(spec: RunSpec, progress: &dyn Progress) -> Result<RunOutcome> {
-    let RunSpec { cfg, run_dir } = spec;
+    let RunSpec {
+        cfg,
+        run_dir,
+        probe,
+    } = spec;
     tracing::info!(dir = %run_dir.display(), seed = cfg.seed, "run starting");
     let config_path = run_dir.join(layout::CONFIG_FILE);
     std::fs::write(&config_path, cfg.file_text()?)
         .with_context(|| format!("cannot write {}", config_path.display()))?;
     let startup = Duration::from_millis(cfg.startup_timeout_ms);
     let mut dep = deploy::deploy(&cfg, &run_dir, startup).await?;
+    if probe {
+        // Conformance first: a service the adapter does not understand is refused in one
+        // line, before the clock starts and before any op is recorded.
+        match probe::conformance(&cfg, &dep).await {
+            Ok(lines) => tracing::info!("probe passed: {}", lines.join(" | ")),
+            Err(e) => {
+                tracing::error!("{e}");
+                dep.teardown()?;
+                bail!("{e}");
+            }
+        }
+    }
     // The history's clock starts here: the etcd adapter stamps lease evidence on it.
     let start = Instant::now();
     let clients = connect(&cfg, &dep, start)?;
@@ -76,6 +98,7 @@ pub async fn run(spec: RunSpec, progress: &dyn Progress) -> Result<RunOutcome> {
     let stalls = Arc::new(plan::Stalls(pauses.clone()));
     let budget = Arc::new(Budget::new(cfg.ops_max));
     let (stop_tx, stop_rx) = watch::channel(false);
+    let answers = Arc::new(AnswerWatch::default());
     let active: ActiveFaults = Arc::default();
 
     let schedule = plan::schedule(&cfg, dep.nodes.len(), dep.primary, &run_dir)?;
@@ -87,6 +110,7 @@ pub async fn run(spec: RunSpec, progress: &dyn Progress) -> Result<RunOutcome> {
         pauses,
         budget.clone(),
         stop_rx.clone(),
+        answers.clone(),
     ));
     // A stall ignores the stop signal (a paused program does not know the test is ending).
     let stall_max_ms = schedule
@@ -117,7 +141,11 @@ pub async fn run(spec: RunSpec, progress: &dyn Progress) -> Result<RunOutcome> {
         check: cfg.check_config(),
     });
 
-    let why = signals::wait_for_end(&cfg, &budget, start).await;
+    // Answers the adapter does not understand, past the watch's threshold, end the run early.
+    let why = tokio::select! {
+        why = signals::wait_for_end(&cfg, &budget, start) => why,
+        () = answers.wait() => "stopped on answers the adapter does not understand",
+    };
     tracing::info!(why, "stopping clients");
     progress.phase("stopping clients and healing");
     let _ = stop_tx.send(true);
@@ -143,6 +171,9 @@ pub async fn run(spec: RunSpec, progress: &dyn Progress) -> Result<RunOutcome> {
         Ok(Err(e)) => Some(format!("nemesis crashed: {e}")),
         Err(_) => Some("nemesis did not heal in time".to_string()),
     };
+    if let Some(why) = answers.why() {
+        error = Some(why.to_string());
+    }
     // The final heal: whatever the nemesis left, the service runs again before final reads.
     let healer = Healer {
         nodes: &dep.nodes,
@@ -175,7 +206,7 @@ pub async fn run(spec: RunSpec, progress: &dyn Progress) -> Result<RunOutcome> {
 }
 
 /// One adapter per node (client slot `i` uses node `i mod N`), from the service's descriptor.
-fn connect(cfg: &RunConfig, dep: &deploy::Deployment, start: Instant) -> Result<Vec<Adapter>> {
+pub(crate) fn connect(cfg: &RunConfig, dep: &deploy::Deployment, start: Instant) -> Result<Vec<Adapter>> {
     let service = cfg.service();
     let options = cfg.adapter_options();
     let clock: workloads::Clock = Arc::new(move || start.elapsed().as_nanos() as u64);

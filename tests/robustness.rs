@@ -314,6 +314,16 @@ fn a_node_that_never_answers_health_is_a_setup_error() {
     );
     assert_eq!(r.code, 3, "{}", r.describe());
     assert!(r.stderr.contains("n1"), "{}", r.describe());
+    // The run directory exists by then: the reason is written into it, not only printed.
+    let dir = r.run_dir();
+    let log = std::fs::read_to_string(dir.join("lockpick.log")).unwrap();
+    assert!(log.contains("the run failed") && log.contains("n1"), "{log}");
+    let summary = std::fs::read_to_string(dir.join("summary.txt")).unwrap();
+    assert!(summary.starts_with("run: INCOMPLETE (error): "), "{summary}");
+    assert!(summary.lines().next().unwrap().contains("n1"), "{summary}");
+    let res = r.results();
+    assert_eq!(res["completeness"]["state"], "error", "{res}");
+    assert_eq!(res["valid"], "unknown", "{res}");
 }
 
 #[test]

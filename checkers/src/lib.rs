@@ -210,6 +210,7 @@ pub(crate) fn check_model(m: &Model, cfg: &CheckConfig) -> Results {
         stats,
         coverage: Some(coverage),
         notes,
+        completeness: None,
     }
 }
 

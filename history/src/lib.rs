@@ -22,6 +22,7 @@
 //! This crate does no I/O beyond reading and writing history files.
 
 mod codec;
+mod completeness;
 pub mod coverage;
 mod event;
 mod history;
@@ -37,6 +38,7 @@ pub use codec::{
     ReadError, ReadWarning, Stamp,
 };
 pub use coverage::Coverage;
+pub use completeness::{Completeness, RunState};
 pub use event::{parse_event, read_event, EventRef, ValueRef};
 pub use history::{History, Operation, Outcome, StructureError};
 pub use layout::ExitCode;

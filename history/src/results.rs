@@ -268,4 +268,8 @@ pub struct Results {
     /// Notes from reading the history (e.g. a truncated final line).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// How the run that recorded the history ended (a run always writes it; a history checked
+    /// on its own has none). See [`crate::Completeness`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completeness: Option<crate::Completeness>,
 }

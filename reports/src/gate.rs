@@ -74,6 +74,8 @@ impl FailOn {
         }
         match r.valid {
             Validity::Unknown => ExitCode::Unknown,
+            // A run cut short passes no gate: what it did not record may hold the violation.
+            _ if r.incomplete().is_some() => ExitCode::Unknown,
             // Invalid with no counted violation (e.g. only liveness under --fail-on safety).
             Validity::Invalid | Validity::Valid => ExitCode::Valid,
         }

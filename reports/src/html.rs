@@ -43,6 +43,7 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}
 .banner{padding:16px 24px;color:#fff}
 .banner h1{margin:0;font-size:28px;letter-spacing:.5px}
 .banner.invalid{background:#c92a2a}.banner.valid{background:#2b8a3e}.banner.unknown{background:#e67700}
+.banner .incomplete{background:rgba(0,0,0,.3);padding:6px 10px;border-radius:3px;font-weight:700}
 .banner p{margin:4px 0}
 .banner code{background:rgba(0,0,0,.25);padding:2px 6px;border-radius:3px;color:#fff;word-break:break-all}
 .params{display:flex;flex-wrap:wrap;gap:4px 18px;margin:8px 0 0;font-size:13px}
@@ -151,6 +152,14 @@ fn banner(s: &mut String, inp: &Input) {
         v = r.valid.as_str(),
         V = r.valid.as_str().to_uppercase()
     );
+    if let Some(c) = r.incomplete() {
+        let _ = write!(
+            s,
+            "<p class=\"incomplete\" id=\"completeness\">Incomplete run ({}): {}. The verdict rests on what was recorded before it stopped.</p>",
+            c.state,
+            esc(&c.reason)
+        );
+    }
     let _ = write!(
         s,
         "<p><b>{} violation(s)</b> ({} safety, {} liveness), {} warning(s) · {} events over {} · {} grants · {} nemesis events</p>",

@@ -21,12 +21,16 @@ struct Lite {
     valid: Validity,
     violations: Vec<IgnoredAny>,
     warnings: Vec<IgnoredAny>,
+    #[serde(default)]
+    completeness: Option<history::Completeness>,
 }
 
 struct Row {
     name: String,
     stamp: String,
     verdict: String,
+    /// `interrupted: <reason>` or `error: <reason>` for a run cut short.
+    incomplete: Option<String>,
     violations: usize,
     warnings: usize,
     target: String,
@@ -67,15 +71,19 @@ pub fn index_html(out: &Path) -> Result<String, ReportError> {
     let mut s = String::new();
     let _ = write!(
         s,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\"><title>lockpick runs</title><style>body{{font:14px/1.45 system-ui,\"DejaVu Sans\",sans-serif;margin:24px;color:#212529}}table{{border-collapse:collapse}}th,td{{border:1px solid #dee2e6;padding:3px 9px;text-align:left}}th{{background:#f1f3f5}}.invalid{{color:#c92a2a;font-weight:700}}.valid{{color:#2b8a3e;font-weight:700}}.unknown,.unreadable{{color:#e67700;font-weight:700}}td.n{{text-align:right}}</style></head><body><h1>lockpick runs ({total})</h1><table><tr><th>date (UTC)</th><th>test</th><th>verdict</th><th>violations</th><th>warnings</th><th>target</th><th>faults</th><th>seed</th><th>report</th></tr>\n"
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\"><title>lockpick runs</title><style>body{{font:14px/1.45 system-ui,\"DejaVu Sans\",sans-serif;margin:24px;color:#212529}}table{{border-collapse:collapse}}th,td{{border:1px solid #dee2e6;padding:3px 9px;text-align:left}}th{{background:#f1f3f5}}.invalid{{color:#c92a2a;font-weight:700}}.valid{{color:#2b8a3e;font-weight:700}}.unknown,.unreadable{{color:#e67700;font-weight:700}}td.n{{text-align:right}}.incomplete{{color:#c92a2a;font-size:12px;display:block}}</style></head><body><h1>lockpick runs ({total})</h1><table><tr><th>date (UTC)</th><th>test</th><th>verdict</th><th>violations</th><th>warnings</th><th>target</th><th>faults</th><th>seed</th><th>report</th></tr>\n"
     );
     for r in &rows {
         let link = format!("{}/{}/{}", r.name, r.stamp, layout::REPORT_FILE);
         let _ = writeln!(
             s,
-            "<tr><td>{}</td><td>{}</td><td class=\"{v}\">{v}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td class=\"{v}\">{v}{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&pretty_stamp(&r.stamp)),
             esc(&r.name),
+            r.incomplete
+                .as_ref()
+                .map(|c| format!("<span class=\"incomplete\">incomplete run ({})</span>", esc(c)))
+                .unwrap_or_default(),
             r.violations,
             r.warnings,
             esc(&r.target),
@@ -128,6 +136,11 @@ fn row(name: &str, dir: &Path) -> Row {
             .as_ref()
             .map(|r| r.valid.as_str().to_string())
             .unwrap_or_else(|| "unreadable".into()),
+        incomplete: results
+            .as_ref()
+            .and_then(|r| r.completeness.as_ref())
+            .filter(|c| !c.is_complete())
+            .map(history::Completeness::headline),
         violations: results.as_ref().map(|r| r.violations.len()).unwrap_or(0),
         warnings: results.as_ref().map(|r| r.warnings.len()).unwrap_or(0),
         target,

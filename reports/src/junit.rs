@@ -24,24 +24,35 @@ pub fn junit_xml(r: &Results, suite: &str) -> String {
         .filter(|c| c.valid == Validity::Unknown || c.status() == "not-judged")
         .count();
     let time_s = r.stats.duration_ns as f64 / 1e9;
+    // A run cut short is one more case, in error: CI shows the harness failed, not a checker.
+    let incomplete = r.incomplete();
+    let errors = usize::from(incomplete.is_some());
+    let tests = r.checkers.len() + errors;
     let mut s = String::new();
     s.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
         s,
-        "<testsuites name=\"lockpick\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\" time=\"{time_s:.3}\">",
-        r.checkers.len()
+        "<testsuites name=\"lockpick\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\" time=\"{time_s:.3}\">"
     );
     let _ = writeln!(
         s,
-        "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\" time=\"{time_s:.3}\">",
-        xml(suite),
-        r.checkers.len()
+        "  <testsuite name=\"{}\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\" time=\"{time_s:.3}\">",
+        xml(suite)
     );
     let _ = writeln!(
         s,
         "    <properties>\n      <property name=\"verdict\" value=\"{}\"/>\n      <property name=\"events\" value=\"{}\"/>\n      <property name=\"grants\" value=\"{}\"/>\n    </properties>",
         r.valid, r.stats.events, r.stats.grants
     );
+    if let Some(c) = incomplete {
+        let _ = writeln!(
+            s,
+            "    <testcase classname=\"lockpick.{}\" name=\"run-completeness\" time=\"0\">\n      <error type=\"{}\" message=\"{}\"/>\n    </testcase>",
+            xml(suite),
+            c.state,
+            xml(&format!("incomplete run: {}", c.headline()))
+        );
+    }
     for c in &r.checkers {
         let _ = write!(
             s,

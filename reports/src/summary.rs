@@ -44,6 +44,10 @@ const SHOWN_PER_KIND: usize = 5;
 /// with their sentence), warnings and the main statistics.
 pub fn summary_text(r: &Results) -> String {
     let mut s = String::new();
+    // Before the verdict: a cut-short run's verdict rests on part of a test.
+    if let Some(c) = r.incomplete() {
+        let _ = writeln!(s, "run: INCOMPLETE ({}): {}", c.state, plain(&c.reason));
+    }
     let _ = writeln!(s, "verdict: {}", r.valid.as_str().to_uppercase());
     let _ = writeln!(s, "rests on: {}", plain(&rests_on(r)));
     let _ = writeln!(

@@ -136,6 +136,7 @@ fn fixture() -> Results {
         },
         coverage: Some(coverage()),
         notes: vec!["history.jsonl:13: truncated final line dropped".into()],
+        completeness: None,
     }
 }
 
@@ -169,6 +170,7 @@ fn junit_of_a_clean_run_has_only_passing_cases() {
         stats: Stats::default(),
         coverage: None,
         notes: vec![],
+        completeness: None,
     };
     let x = junit_xml(&r, "t");
     assert!(x.contains("tests=\"2\" failures=\"0\""), "{x}");

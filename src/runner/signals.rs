@@ -5,7 +5,15 @@ use crate::config::RunConfig;
 use std::time::{Duration, Instant};
 use workloads::Budget;
 
-pub async fn wait_for_end(cfg: &RunConfig, budget: &Budget, start: Instant) -> &'static str {
+/// Why the clients stopped.
+pub struct End {
+    /// For the log: `duration reached`, `ops budget spent`, `interrupted (Ctrl-C) ...`.
+    pub why: &'static str,
+    /// Set when a signal cut the run short: what the run's completeness says.
+    pub interrupted: Option<String>,
+}
+
+pub async fn wait_for_end(cfg: &RunConfig, budget: &Budget, start: Instant) -> End {
     let end = start + Duration::from_millis(cfg.duration_ms);
     let mut sigterm =
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
@@ -23,17 +31,27 @@ pub async fn wait_for_end(cfg: &RunConfig, budget: &Budget, start: Instant) -> &
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     };
-    tokio::select! {
-        _ = tokio::time::sleep_until(end.into()) => "duration reached",
-        _ = budget_spent => "ops budget spent",
+    let (why, signal) = tokio::select! {
+        _ = tokio::time::sleep_until(end.into()) => ("duration reached", None),
+        _ = budget_spent => ("ops budget spent", None),
         _ = tokio::signal::ctrl_c() => {
             spawn_second_signal_exit();
-            "interrupted (Ctrl-C): healing and checking what was recorded"
+            ("interrupted (Ctrl-C): healing and checking what was recorded", Some("SIGINT (Ctrl-C)"))
         }
         _ = term => {
             spawn_second_signal_exit();
-            "terminated (SIGTERM): healing and checking what was recorded"
+            ("terminated (SIGTERM): healing and checking what was recorded", Some("SIGTERM"))
         }
+    };
+    End {
+        why,
+        interrupted: signal.map(|s| {
+            format!(
+                "stopped by {s} after {:.1} s of the {:.1} s the clients were to run",
+                start.elapsed().as_secs_f64(),
+                cfg.duration_ms as f64 / 1000.0
+            )
+        }),
     }
 }
 fn spawn_second_signal_exit() {

@@ -1,6 +1,6 @@
 //! [`Adapter`]: what a worker calls, one node's [`LockClient`] and [`FencedResource`] together.
 
-use crate::api::{FencedResource, LockClient, Reply};
+use crate::api::{FencedResource, LockClient, Reply, Wire};
 use crate::pause::PauseBoard;
 use std::sync::Arc;
 
@@ -55,6 +55,21 @@ impl Adapter {
         match &self.resource {
             Some(r) => r.write(client, key, token, value).await,
             None => no_resource(),
+        }
+    }
+    /// Whether the adapter has a fenced resource (the counter workload's register).
+    pub fn has_resource(&self) -> bool {
+        self.resource.is_some()
+    }
+    /// How a lock op goes over the wire (the probe's transcript).
+    pub fn lock_wire(&self, op: &str, lock: &str) -> Wire {
+        self.lock.lock_wire(op, lock)
+    }
+    /// How a resource op goes over the wire (the probe's transcript).
+    pub fn resource_wire(&self, op: &str, key: &str) -> Wire {
+        match &self.resource {
+            Some(r) => r.resource_wire(op, key),
+            None => Wire::plain(op, key),
         }
     }
     pub async fn inspect(&self, key: &str) -> Reply {

@@ -24,6 +24,33 @@ pub enum Reply {
     Info(String),
 }
 
+/// The key an adapter adds to an ok acquire whose token it could not read: the answer,
+/// abridged. The grant stays a grant; the probe and the run's watch of unexpected answers say
+/// what came instead of a token.
+pub const UNREAD: &str = "unread";
+
+/// How one op goes over the wire, for the probe's transcript and its one-line failures.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Wire {
+    /// The request (`POST /v1/locks/L0/acquire`).
+    pub request: String,
+    /// The answer that means it took effect (`200`).
+    pub ok: String,
+    /// The answer that means the service refused (`409`).
+    pub refused: String,
+}
+
+impl Wire {
+    /// A request the adapter does not describe: the op and its lock or key.
+    pub fn plain(op: &str, target: &str) -> Wire {
+        Wire {
+            request: format!("{op} {target}"),
+            ok: "ok".into(),
+            refused: "a refusal".into(),
+        }
+    }
+}
+
 /// A boxed future: the traits below are called through `dyn`, one per service.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -64,6 +91,11 @@ pub trait LockClient: Send + Sync {
     ) -> BoxFuture<'a, Reply>;
     /// Gives the lock held with `token` back.
     fn release<'a>(&'a self, client: &'a str, lock: &'a str, token: u64) -> BoxFuture<'a, Reply>;
+    /// How `op` (`acquire`, `renew`, `release`) on `lock` goes over the wire, as the probe
+    /// names it.
+    fn lock_wire(&self, op: &str, lock: &str) -> Wire {
+        Wire::plain(op, lock)
+    }
 }
 
 /// The resource the lock protects: a register per key, fenced by the lock's tokens. An ok read
@@ -82,4 +114,8 @@ pub trait FencedResource: Send + Sync {
     ) -> BoxFuture<'a, Reply>;
     /// The unfenced closing read, after every lease has lapsed: it must not move the fence.
     fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Reply>;
+    /// How `op` (`read`, `write`) on `key` goes over the wire, as the probe names it.
+    fn resource_wire(&self, op: &str, key: &str) -> Wire {
+        Wire::plain(op, key)
+    }
 }

@@ -3,9 +3,10 @@
 //! descriptor of the service that speaks it (by default the embedded `lockpick lockd`).
 
 pub(crate) use crate::api::Reply;
-use crate::api::{BoxFuture, FencedResource, LockClient};
+use crate::api::{BoxFuture, FencedResource, LockClient, Wire};
 use crate::service::{Connect, ConnectError, Launch, Service};
 use crate::Adapter;
+use history::reason::with_detail;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -107,22 +108,26 @@ impl RefClient {
         let bytes = match resp.bytes().await {
             Ok(b) => b,
             // The status arrived, so the service acted (or refused); only the body was lost.
-            Err(e) if status.as_u16() == 409 => return Reply::Fail(format!("conflict ({e})")),
+            Err(e) if status.as_u16() == 409 => {
+                return Reply::Fail(with_detail("conflict", &e.to_string()))
+            }
             Err(e) => return classify_error(&e),
         };
         let parsed: Result<Value, _> = serde_json::from_slice(&bytes);
+        let word = |v: &Value| v.get("error").and_then(Value::as_str).map(str::to_string);
         match (status.as_u16(), parsed) {
             (200, Ok(v)) if v.is_object() => Reply::Ok(v),
             // A 200 we cannot read: the service may well have acted on it.
-            (200, _) => Reply::Info(format!("bad-response: {}", snippet(&bytes))),
-            (409, Ok(v)) => Reply::Fail(
-                v.get("error")
-                    .and_then(Value::as_str)
-                    .unwrap_or("conflict")
-                    .to_string(),
-            ),
+            (200, _) => Reply::Info(with_detail("bad-body", &snippet(&bytes))),
+            // The refusal in the service's own word (`held`, `stale-token`).
+            (409, Ok(v)) => Reply::Fail(word(&v).unwrap_or_else(|| "conflict".to_string())),
             (409, Err(_)) => Reply::Fail("conflict".to_string()),
-            (code, _) => Reply::Info(format!("http-{code}: {}", snippet(&bytes))),
+            // The documented 503s of a multi-node lockd (docs/protocol.md): it cannot decide
+            // now, expected while faults are on.
+            (503, Ok(v)) if word(&v).is_some() => {
+                Reply::Info(format!("unavailable: {}", word(&v).unwrap_or_default()))
+            }
+            (code, _) => Reply::Info(with_detail(&format!("http-{code}"), &snippet(&bytes))),
         }
     }
 
@@ -186,7 +191,7 @@ impl RefClient {
                     Ok(b) => match (status, serde_json::from_slice::<Value>(&b)) {
                         (200, Ok(v)) if v.is_object() => Reply::Ok(v),
                         // A read changes nothing, so a bad answer is a plain failure.
-                        _ => Reply::Fail(format!("http-{status}: {}", snippet(&b))),
+                        _ => Reply::Fail(with_detail(&format!("http-{status}"), &snippet(&b))),
                     },
                     Err(e) => classify_error(&e),
                 }
@@ -218,6 +223,18 @@ impl LockClient for RefClient {
     fn release<'a>(&'a self, client: &'a str, lock: &'a str, token: u64) -> BoxFuture<'a, Reply> {
         Box::pin(RefClient::release(self, client, lock, token))
     }
+    fn lock_wire(&self, op: &str, lock: &str) -> Wire {
+        reference_wire(format!("POST /v1/locks/{}/{op}", segment(lock)))
+    }
+}
+
+/// The reference protocol's answers: 200 took effect, 409 refused.
+fn reference_wire(request: String) -> Wire {
+    Wire {
+        request,
+        ok: "200".into(),
+        refused: "409".into(),
+    }
 }
 
 impl FencedResource for RefClient {
@@ -235,6 +252,9 @@ impl FencedResource for RefClient {
     }
     fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Reply> {
         Box::pin(RefClient::inspect(self, key))
+    }
+    fn resource_wire(&self, op: &str, key: &str) -> Wire {
+        reference_wire(format!("POST /v1/store/{}/{op}", segment(key)))
     }
 }
 
@@ -291,14 +311,24 @@ pub(crate) fn lockd_run_name(unsafe_mode: Option<&str>) -> String {
 }
 
 /// A refused connection never carried the request: a definite failure. Anything after the
-/// request may have left (timeout, reset) is indeterminate.
+/// request may have left (timeout, reset) is indeterminate. The reason names which
+/// (`connect: refused`, `timeout`, `transport`), the detail the transport's own words.
 pub(crate) fn classify_error(e: &reqwest::Error) -> Reply {
+    let cause = root_cause(e);
     if e.is_timeout() {
         Reply::Info("timeout".to_string())
     } else if e.is_connect() {
-        Reply::Fail(format!("connect: {}", root_cause(e)))
+        let lower = cause.to_ascii_lowercase();
+        let why = if lower.contains("refused") {
+            "connect: refused"
+        } else if lower.contains("timed out") {
+            "connect: timeout"
+        } else {
+            "connect: failed"
+        };
+        Reply::Fail(with_detail(why, &cause))
     } else {
-        Reply::Info(format!("transport: {}", root_cause(e)))
+        Reply::Info(with_detail("transport", &cause))
     }
 }
 
@@ -314,9 +344,11 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     cur.to_string()
 }
 
+/// An answer's body abridged to one line of at most 80 characters (an HTML error page
+/// becomes its first words), for an op's error and the probe's transcript.
 pub(crate) fn snippet(bytes: &[u8]) -> String {
     let s = String::from_utf8_lossy(bytes);
-    let s = s.trim();
+    let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
     if s.chars().count() > 80 {
         format!("{}…", s.chars().take(80).collect::<String>())
     } else {

@@ -19,13 +19,14 @@
 //! Gateway encodings: keys and values are base64, int64 fields are JSON strings, and fields at
 //! their zero value are omitted (a missing `succeeded` is false).
 
-use crate::api::{BoxFuture, FencedResource, LockClient};
+use crate::api::{BoxFuture, FencedResource, LockClient, Wire};
 use crate::client::{classify_error, snippet, Reply};
 use crate::pause::PauseBoard;
 use crate::service::{on_path, Connect, ConnectError, Launch, Service, Settings};
 use crate::Adapter;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
+use history::reason::with_detail;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -167,6 +168,13 @@ impl EtcdClient {
         })
     }
 
+    /// The gateway's path prefix (`/v3`), as requests are named in the probe's transcript.
+    fn api_path(&self) -> String {
+        reqwest::Url::parse(&self.api)
+            .map(|u| u.path().trim_end_matches('/').to_string())
+            .unwrap_or_default()
+    }
+
     /// One gateway request: the status and body once an answer arrived, else the Reply the
     /// transport error amounts to.
     async fn post(
@@ -195,11 +203,11 @@ impl EtcdClient {
         let (status, bytes) = self.post(path, body, timeout).await?;
         match serde_json::from_slice::<Value>(&bytes) {
             Ok(v) if status == 200 && v.is_object() => Ok(v),
-            Ok(_) => Err(Reply::Info(format!(
-                "http-{status}: {}",
-                error_message(&bytes)
+            Ok(_) => Err(Reply::Info(with_detail(
+                &format!("http-{status}"),
+                &error_message(&bytes),
             ))),
-            Err(_) => Err(Reply::Info(format!("bad-response: {}", snippet(&bytes)))),
+            Err(_) => Err(Reply::Info(with_detail("bad-body", &snippet(&bytes)))),
         }
     }
 
@@ -315,9 +323,9 @@ impl EtcdClient {
             // The lock txn puts the key with the lease: on a lease etcd no longer has, nothing
             // was written, so nothing was granted.
             if msg.contains("lease not found") {
-                return Reply::Fail(format!("lock: http-{status}: {msg}"));
+                return Reply::Fail(with_detail(&format!("lock: http-{status}"), &msg));
             }
-            return Reply::Info(format!("lock: http-{status}: {msg}"));
+            return Reply::Info(with_detail(&format!("lock: http-{status}"), &msg));
         }
         // Granted. From here on, nothing turns this answer into anything but ok.
         let lease_ttl_ms = granted_ttl_s * 1000;
@@ -618,6 +626,21 @@ impl LockClient for EtcdClient {
     fn release<'a>(&'a self, client: &'a str, lock: &'a str, token: u64) -> BoxFuture<'a, Reply> {
         Box::pin(EtcdClient::release(self, client, lock, token))
     }
+    fn lock_wire(&self, op: &str, _lock: &str) -> Wire {
+        let api = self.api_path();
+        let request = match op {
+            "acquire" => format!("POST {api}/lease/grant + {api}/lock/lock"),
+            "renew" => format!("POST {api}/lease/keepalive"),
+            // Release deletes the lock key only if it is still ours (see `release`).
+            _ => format!("POST {api}/kv/txn (delete the lock key)"),
+        };
+        Wire {
+            request,
+            ok: "200".into(),
+            // lock/lock waits for a held lock: no grant within the wait is its refusal.
+            refused: "no grant within the wait".into(),
+        }
+    }
 }
 
 /// The register lives in etcd itself, read and written by a txn fenced on the lock key.
@@ -636,6 +659,13 @@ impl FencedResource for EtcdClient {
     }
     fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Reply> {
         Box::pin(EtcdClient::inspect(self, key))
+    }
+    fn resource_wire(&self, _op: &str, _key: &str) -> Wire {
+        Wire {
+            request: format!("POST {}/kv/txn", self.api_path()),
+            ok: "200".into(),
+            refused: "a failed fence compare".into(),
+        }
     }
 }
 

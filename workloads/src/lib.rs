@@ -17,11 +17,21 @@
 //!   new process number. [`final_reads`] makes the counter's closing reads.
 //! - [`PauseBoard`]: how the nemesis asks a holder to stall past its lease (client-pause).
 //! - [`Budget`]: the `--ops-max` bound shared by all workers.
+//! - [`probe`]: the conformance probe (health, grant with a numeric token, a second client
+//!   refused, renew, the store round trip, release, `/v1/time` noted) through the same seams,
+//!   before a run's clock starts and for `lockpick probe`; one line naming the request, the
+//!   answer and what was expected when the service fails it.
+//! - [`AnswerWatch`]: answers the adapter does not understand (reason `http-NNN`, `bad-body`, a
+//!   grant without a numeric token), counted while the run goes on; past a threshold the run
+//!   stops naming the op, the status and the body. Every fail and info carries a reason code
+//!   (`history::reason`).
 
 mod adapter;
 mod api;
 mod pause;
+mod probe;
 mod service;
+mod watch;
 mod workload;
 
 /// Registers every lock service: declares its module and lists its descriptor in [`SERVICES`].
@@ -47,11 +57,13 @@ pub use api::{BoxFuture, FencedResource, LockClient, Reply};
 pub use client::{ClientError, RefClient};
 pub use etcd::EtcdClient;
 pub use pause::{PauseBoard, Stall};
+pub use probe::{probe, ProbeError, ProbeTarget, PROBE_LOCK};
 pub use service::{
     on_path, service, service_names, AdapterOptions, Clock, Connect, ConnectError, Launch, Service,
     Settings,
 };
 pub use template::{CallSpec, TemplateClient, TemplateSpec};
+pub use watch::{AnswerWatch, UNEXPECTED_MIN, WINDOW};
 pub use workload::{
     final_reads, run_workers, Budget, WorkersDone, WorkloadConfig, WorkloadError, WorkloadKind,
 };

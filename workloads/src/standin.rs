@@ -4,10 +4,12 @@
 //! copy: a [`LockClient`], a [`Service`] descriptor, and one line in `SERVICES` (lib.rs). Its
 //! fenced resource is lockpick's store, spoken to through the reference protocol.
 
-use crate::api::{BoxFuture, FencedResource, LockClient, Reply};
+use crate::api::UNREAD;
+use crate::api::{BoxFuture, FencedResource, LockClient, Reply, Wire};
 use crate::client::{classify_error, snippet, ClientError, RefClient};
 use crate::service::{Connect, ConnectError, Launch, Service};
 use crate::Adapter;
+use history::reason::with_detail;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -55,6 +57,11 @@ impl StandInClient {
                 if let Some(l) = body.get("lease_ms") {
                     out.insert("ttl_ms".into(), l.clone());
                 }
+                if !out.contains_key("token") && ok == 201 {
+                    // A grant whose token cannot be read stays a grant; the answer goes
+                    // along so the probe and the run's watch can say what came instead.
+                    out.insert(UNREAD.into(), Value::from(snippet(&bytes)));
+                }
                 Reply::Ok(Value::Object(out))
             }
             423 | 412 => Reply::Fail(
@@ -63,7 +70,7 @@ impl StandInClient {
                     .unwrap_or("refused")
                     .to_string(),
             ),
-            _ => Reply::Info(format!("http-{status}: {}", snippet(&bytes))),
+            _ => Reply::Info(with_detail(&format!("http-{status}"), &snippet(&bytes))),
         }
     }
 
@@ -106,6 +113,18 @@ impl LockClient for StandInClient {
         // Client ids are `p<N>`: nothing to escape.
         let url = format!("{}?owner={client}&fence={token}", self.lease_url(lock));
         Box::pin(self.send(self.http.delete(url), 204))
+    }
+    fn lock_wire(&self, op: &str, lock: &str) -> Wire {
+        let (request, ok) = match op {
+            "acquire" => (format!("PUT /leases/{lock}"), "201"),
+            "renew" => (format!("POST /leases/{lock}/keepalive"), "200"),
+            _ => (format!("DELETE /leases/{lock}"), "204"),
+        };
+        Wire {
+            request,
+            ok: ok.into(),
+            refused: "423 or 412".into(),
+        }
     }
 }
 

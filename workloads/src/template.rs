@@ -7,12 +7,14 @@
 //! Placeholders: `{lock} {client} {ttl_ms} {ttl_s} {token} {key} {value}`; `{lock|base64}` (any
 //! name with `|base64`) inserts the base64 of the value. Other braces (JSON) are literal.
 
-use crate::api::{BoxFuture, FencedResource, LockClient, Reply};
+use crate::api::UNREAD;
+use crate::api::{BoxFuture, FencedResource, LockClient, Reply, Wire};
 use crate::client::{classify_error, lockd_argv, lockd_run_name, snippet};
 use crate::service::{Connect, ConnectError, Launch, Service};
 use crate::Adapter;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
+use history::reason::with_detail;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -240,7 +242,7 @@ impl TemplateClient {
         let bytes = match resp.bytes().await {
             Ok(b) => b,
             Err(e) if call.fail.contains(&status) => {
-                return Reply::Fail(format!("http-{status} ({e})"))
+                return Reply::Fail(with_detail(&format!("http-{status}"), &e.to_string()))
             }
             Err(e) => return classify_error(&e),
         };
@@ -254,7 +256,7 @@ impl TemplateClient {
             return Reply::Fail(why);
         }
         if !call.ok.contains(&status) {
-            return Reply::Info(format!("http-{status}: {}", snippet(&bytes)));
+            return Reply::Info(with_detail(&format!("http-{status}"), &snippet(&bytes)));
         }
         let mut out = serde_json::Map::new();
         match shape {
@@ -271,8 +273,15 @@ impl TemplateClient {
                     // without a readable token is still a grant (never turned into info); the
                     // client cannot fence with it and lets its lease lapse.
                     None => {
-                        if let Some(t) = at(&call.token).and_then(as_i64) {
-                            out.insert("token".into(), json!(t));
+                        match at(&call.token).and_then(as_i64) {
+                            Some(t) => {
+                                out.insert("token".into(), json!(t));
+                            }
+                            // The answer goes along so the probe and the run's watch can say
+                            // what came instead of a token.
+                            None => {
+                                out.insert(UNREAD.into(), json!(snippet(&bytes)));
+                            }
                         }
                     }
                 }
@@ -378,6 +387,33 @@ impl LockClient for TemplateClient {
     fn release<'a>(&'a self, client: &'a str, lock: &'a str, token: u64) -> BoxFuture<'a, Reply> {
         Box::pin(TemplateClient::release(self, client, lock, token))
     }
+    fn lock_wire(&self, op: &str, lock: &str) -> Wire {
+        let call = match op {
+            "acquire" => &self.spec.acquire,
+            "renew" => &self.spec.renew,
+            _ => &self.spec.release,
+        };
+        template_wire(call, &vars("probe", lock, 0, 0, "", 0))
+    }
+}
+
+/// A call as its spec describes it: method, path, and the statuses it reads.
+fn template_wire(call: &CallSpec, vars: &[(&str, String)]) -> Wire {
+    let statuses = |s: &[u16]| {
+        s.iter()
+            .map(u16::to_string)
+            .collect::<Vec<_>>()
+            .join(" or ")
+    };
+    Wire {
+        request: format!(
+            "{} {}",
+            call.method,
+            fill(&call.path, vars).unwrap_or_else(|_| call.path.clone())
+        ),
+        ok: statuses(&call.ok),
+        refused: statuses(&call.fail),
+    }
 }
 
 impl FencedResource for TemplateClient {
@@ -395,6 +431,16 @@ impl FencedResource for TemplateClient {
     }
     fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Reply> {
         Box::pin(TemplateClient::inspect(self, key))
+    }
+    fn resource_wire(&self, op: &str, key: &str) -> Wire {
+        let call = match op {
+            "read" => self.spec.read.as_ref(),
+            _ => self.spec.write.as_ref(),
+        };
+        match call {
+            Some(c) => template_wire(c, &vars("probe", "", 0, 0, key, 0)),
+            None => Wire::plain(op, key),
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 use crate::adapter::Adapter;
 use crate::client::Reply;
 use crate::pause::{PauseBoard, Stall};
+use crate::watch::{Answer, AnswerWatch, Recent};
 use history::{OpType, OpValue, Process, Recorder, F};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -130,6 +131,7 @@ pub async fn run_workers<W: Write + Send + 'static>(
     pauses: Arc<PauseBoard>,
     budget: Arc<Budget>,
     stop: watch::Receiver<bool>,
+    answers: Arc<AnswerWatch>,
 ) -> Result<WorkersDone, WorkloadError> {
     assert!(!clients.is_empty(), "run_workers needs at least one client");
     let mut tasks = Vec::with_capacity(cfg.clients);
@@ -144,6 +146,8 @@ pub async fn run_workers<W: Write + Send + 'static>(
             pauses: pauses.clone(),
             budget: budget.clone(),
             stop: stop.clone(),
+            answers: answers.clone(),
+            recent: Recent::default(),
             rng: ChaCha8Rng::seed_from_u64(
                 cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ slot as u64,
             ),
@@ -218,6 +222,9 @@ struct Worker<W: Write + Send> {
     pauses: Arc<PauseBoard>,
     budget: Arc<Budget>,
     stop: watch::Receiver<bool>,
+    /// Counts the answers the adapter does not understand (the run stops past a threshold).
+    answers: Arc<AnswerWatch>,
+    recent: Recent,
     rng: ChaCha8Rng,
 }
 
@@ -334,6 +341,14 @@ impl<W: Write + Send> Worker<W> {
             }
             _ => unreachable!("worker built an op without its lock or key"),
         };
+        let answer = Answer {
+            slot: self.slot,
+            process: self.process,
+            f: &f,
+            target: lock.or(key).unwrap_or_default(),
+            reply: &reply,
+        };
+        self.answers.observe(&mut self.recent, &self.client, answer);
         let (kind, value, done) = match reply {
             Reply::Ok(body) => {
                 let mut v = invoke;

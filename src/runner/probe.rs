@@ -1,0 +1,44 @@
+//! Conformance first: the probe (workloads::probe) against a deployment, before a run's clock
+//! and workers start, and `lockpick probe`, which deploys the same target, probes it and
+//! tears it down. Nothing the probe does is recorded in a history.
+
+use super::deploy::{self, Deployment};
+use crate::config::RunConfig;
+use anyhow::{Context, Result};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Probes the first node of `dep` through the service's own adapter: the transcript, or the
+/// one-line failure (an error whose text starts `probe: `) with the transcript up to it.
+pub async fn conformance(
+    cfg: &RunConfig,
+    dep: &Deployment,
+) -> Result<Vec<String>, workloads::ProbeError> {
+    let adapters = super::connect(cfg, dep, Instant::now()).map_err(|e| workloads::ProbeError {
+        line: format!("cannot connect the {} adapter: {e:#}", cfg.service().name()),
+        transcript: Vec::new(),
+    })?;
+    let target = workloads::ProbeTarget {
+        adapter: &adapters[0],
+        url: &dep.urls[0],
+        health_path: cfg.service().health_path(),
+        ttl_ms: cfg.ttl_ms,
+        op_timeout: Duration::from_millis(cfg.op_timeout_ms),
+    };
+    workloads::probe(&target).await
+}
+
+/// `lockpick probe`: deploys what `run` would (nodes' files in `scratch`), probes it, stops it.
+/// The transcript, or the transcript up to the failure and the failure.
+pub async fn probe_service(
+    cfg: &RunConfig,
+    scratch: &Path,
+) -> Result<Result<Vec<String>, workloads::ProbeError>> {
+    let startup = Duration::from_millis(cfg.startup_timeout_ms);
+    let dep = deploy::deploy(cfg, scratch, startup)
+        .await
+        .context("cannot start the service to probe")?;
+    let outcome = conformance(cfg, &dep).await;
+    dep.teardown()?;
+    Ok(outcome)
+}

@@ -1,0 +1,190 @@
+//! A run cut short says so in every artifact: results.json's `completeness`, summary.txt's
+//! first line, the top of report.html, runs/index.html and an `<error>` in junit.xml; its
+//! verdict is at best `unknown`, and `check`/`report` of its directory keep that.
+
+mod common;
+
+use common::{run, run_with_limit, BIN};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Asserts that the run directory's artifacts all say the run is incomplete in `state`, with a
+/// reason containing `reason`.
+fn assert_incomplete(run_dir: &Path, state: &str, reason: &str) {
+    let read = |f: &str| {
+        std::fs::read_to_string(run_dir.join(f))
+            .unwrap_or_else(|e| panic!("{}: {e}", run_dir.join(f).display()))
+    };
+    let res: Value = serde_json::from_str(&read("results.json")).unwrap();
+    assert_eq!(res["completeness"]["state"], state, "{res}");
+    let why = res["completeness"]["reason"].as_str().unwrap_or_default();
+    assert!(why.contains(reason), "reason {why:?} lacks {reason:?}");
+    assert_ne!(res["valid"], true, "an incomplete run passed: {res}");
+
+    let summary = read("summary.txt");
+    let first = summary.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with(&format!("run: INCOMPLETE ({state})")) && first.contains(reason),
+        "summary.txt does not open with the cut: {summary}"
+    );
+    let html = read("report.html");
+    let at = html
+        .find(&format!("Incomplete run ({state})"))
+        .unwrap_or_else(|| panic!("report.html does not say the run is incomplete"));
+    let checkers = html.find("id=\"checkers\"").expect("checkers table");
+    assert!(
+        at < checkers,
+        "the completeness is not at the top of report.html"
+    );
+    let junit = read("junit.xml");
+    assert!(
+        junit.contains(&format!("<error type=\"{state}\"")) && junit.contains("errors=\"1\""),
+        "{junit}"
+    );
+    let out = run_dir.parent().unwrap().parent().unwrap();
+    let index = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(
+        index.contains(&format!("incomplete run ({state}")),
+        "index.html: {index}"
+    );
+}
+
+/// `lockpick check` and `lockpick report` of the directory keep the completeness: it is read
+/// from the run directory, not remembered by the process that ran it.
+fn assert_check_and_report_keep_it(run_dir: &Path, state: &str) {
+    let dir = run_dir.to_str().unwrap();
+    let o = run_with_limit(&["check", dir], Duration::from_secs(30));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(2), "check: {stdout}");
+    assert!(
+        stdout.starts_with(&format!("run: INCOMPLETE ({state})")),
+        "check: {stdout}"
+    );
+    std::fs::remove_file(run_dir.join("summary.txt")).unwrap();
+    let o = run_with_limit(
+        &["report", dir, "--fail-on", "safety"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let summary = std::fs::read_to_string(run_dir.join("summary.txt")).unwrap();
+    assert!(summary.starts_with(&format!("run: INCOMPLETE ({state})")));
+}
+
+fn latest(out: &Path) -> Option<PathBuf> {
+    std::fs::read_link(out.join("latest"))
+        .ok()
+        .map(|l| out.join(l))
+}
+
+#[test]
+fn a_run_interrupted_by_sigint_is_incomplete_everywhere() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("runs");
+    let child = Command::new(BIN)
+        .args(["run", "--out", out.to_str().unwrap()])
+        .args(["--workload", "mutex", "--nemesis", "none", "--seed", "3"])
+        .args(["--ttl", "1s", "--hold", "20ms..100ms", "--duration", "60s"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    // Our own child, by pid, whatever happens below.
+    let guard = scopeguard(pid);
+    let start = Instant::now();
+    // Wait for some grants, then Ctrl-C.
+    loop {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no grant in 20 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+        let Some(dir) = latest(&out) else { continue };
+        let h = std::fs::read_to_string(dir.join("history.jsonl")).unwrap_or_default();
+        if h.matches("\"type\":\"ok\"").count() >= 10 {
+            break;
+        }
+    }
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let o = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("lockpick did not stop within 30 s of SIGINT")
+        .unwrap();
+    drop(guard);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "an interrupted run is unknown (2)\n{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.contains("run: INCOMPLETE (interrupted)"), "{stdout}");
+    let dir = latest(&out).unwrap();
+    assert_incomplete(&dir, "interrupted", "SIGINT");
+    assert_check_and_report_keep_it(&dir, "interrupted");
+}
+
+/// Kills the child (our own, by pid) if the test panics before it exits.
+fn scopeguard(pid: nix::unistd::Pid) -> impl Drop {
+    struct Kill(nix::unistd::Pid);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            if std::thread::panicking() {
+                let _ = nix::sys::signal::kill(self.0, nix::sys::signal::Signal::SIGKILL);
+            }
+        }
+    }
+    Kill(pid)
+}
+
+#[test]
+fn a_node_that_does_not_come_back_makes_the_run_an_error_everywhere() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("runs");
+    // Starts once; every later start (the restarts after a kill) exits at once.
+    let cmd = format!(
+        "test -e {{data_dir}}/started && exit 1; touch {{data_dir}}/started; \
+         exec {BIN} lockd --listen {{host}}:{{port}} --data-dir {{data_dir}}"
+    );
+    let r = run(
+        &out,
+        &[
+            "--node-cmd",
+            &cmd,
+            "--workload",
+            "mutex",
+            "--nemesis",
+            "kill",
+            "--nemesis-interval",
+            "500ms",
+            "--duration",
+            "6s",
+            "--ttl",
+            "1s",
+            "--startup-timeout",
+            "1s",
+            "--seed",
+            "2",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(r.code, 3, "{}", r.describe());
+    assert!(
+        r.stderr
+            .contains("node n1 did not come back after 3 restarts"),
+        "{}",
+        r.describe()
+    );
+    let dir = r.run_dir();
+    assert_incomplete(&dir, "error", "node n1 did not come back after 3 restarts");
+    let log = std::fs::read_to_string(dir.join("lockpick.log")).unwrap();
+    assert!(log.contains("did not come back"), "{log}");
+    assert_check_and_report_keep_it(&dir, "error");
+}

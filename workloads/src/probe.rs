@@ -1,0 +1,335 @@
+//! The conformance probe: a few requests through the same seams the workers use
+//! ([`Adapter`]: the service's [`LockClient`](crate::LockClient) and
+//! [`FencedResource`](crate::FencedResource)), made before a run's clock starts and by
+//! `lockpick probe`, so a service the adapter does not understand is refused in one line
+//! instead of giving a verdict over answers nobody read.
+//!
+//! In order: the health path answers 200; client `probe-1` is granted the probe lock with a
+//! numeric token (and a numeric `ttl_ms`, if the answer has one); client `probe-2` is not
+//! granted it meanwhile; `probe-1` renews; when the run uses a fenced resource, `probe-1`
+//! writes 1 with its token and reads 1 back; `probe-1` releases; `probe-2` is then granted
+//! and releases; `GET /v1/time` is noted, answered or not (only clock faults use it). None of
+//! it is recorded in the history.
+
+use crate::adapter::Adapter;
+use crate::api::{Reply, Wire, UNREAD};
+use crate::client::{classify_error, snippet};
+use history::reason::{detail_of, kind_of, reason_of, status_of, ReasonKind};
+use serde_json::Value;
+use std::time::Duration;
+
+/// The lock (and the store key) the probe uses: no workload's lock (`L<i>`) or key.
+pub const PROBE_LOCK: &str = "lockpick-probe";
+const FIRST: &str = "probe-1";
+const SECOND: &str = "probe-2";
+
+/// What the probe talks to.
+pub struct ProbeTarget<'a> {
+    /// One node's adapter, connected as the run's workers are.
+    pub adapter: &'a Adapter,
+    /// That node's base URL (`http://host:port`), for the health and time requests.
+    pub url: &'a str,
+    /// The service's health path (its descriptor's).
+    pub health_path: &'a str,
+    /// The lease the probe asks for.
+    pub ttl_ms: u64,
+    /// Bounds each request.
+    pub op_timeout: Duration,
+}
+
+/// A failed check: one line naming the request, the answer and what was expected, and the
+/// transcript up to it.
+#[derive(Debug, thiserror::Error)]
+#[error("probe: {line}")]
+pub struct ProbeError {
+    pub line: String,
+    pub transcript: Vec<String>,
+}
+
+/// Runs every check; the transcript (one line per request and answer) on success.
+pub async fn probe(t: &ProbeTarget<'_>) -> Result<Vec<String>, ProbeError> {
+    let mut p = Probe {
+        t,
+        lines: Vec::new(),
+    };
+    p.health().await?;
+    let token = p.acquire(FIRST).await?;
+    // From here a failed check gives the lock back, so the next probe finds it free.
+    let checked = p.while_held(token).await;
+    if checked.is_err() {
+        let _ = t.adapter.release(FIRST, PROBE_LOCK, token).await;
+        checked?;
+    }
+    p.release(FIRST, token).await?;
+    let second = p.acquire(SECOND).await?;
+    p.release(SECOND, second).await?;
+    p.time().await;
+    Ok(p.lines)
+}
+
+struct Probe<'a, 'b> {
+    t: &'a ProbeTarget<'b>,
+    lines: Vec<String>,
+}
+
+impl Probe<'_, '_> {
+    fn http(&self) -> Result<reqwest::Client, ProbeError> {
+        reqwest::Client::builder()
+            .timeout(self.t.op_timeout)
+            .connect_timeout(self.t.op_timeout)
+            .no_proxy()
+            .build()
+            .map_err(|e| self.failed(format!("cannot build an HTTP client: {e}")))
+    }
+
+    fn failed(&self, line: String) -> ProbeError {
+        ProbeError {
+            line,
+            transcript: self.lines.clone(),
+        }
+    }
+
+    /// `request answered answer; expected expected`, with the transcript so far.
+    fn unexpected(&self, request: &str, answer: &str, expected: &str) -> ProbeError {
+        self.failed(format!("{request} answered {answer}; expected {expected}"))
+    }
+
+    fn note(&mut self, request: &str, answer: &str) {
+        self.lines.push(format!("{request} -> {answer}"));
+    }
+
+    /// A plain GET: the status and the abridged body, or the transport's reason.
+    async fn get(&self, path: &str) -> Result<(u16, String), String> {
+        let http = self.http().map_err(|e| e.line)?;
+        let url = format!("{}{path}", self.t.url.trim_end_matches('/'));
+        match http.get(&url).send().await {
+            Ok(r) => {
+                let status = r.status().as_u16();
+                let body = r.bytes().await.map(|b| snippet(&b)).unwrap_or_default();
+                Ok((status, body))
+            }
+            Err(e) => Err(match classify_error(&e) {
+                Reply::Fail(e) | Reply::Info(e) => answer_of_error(&e),
+                Reply::Ok(_) => String::new(),
+            }),
+        }
+    }
+
+    async fn health(&mut self) -> Result<(), ProbeError> {
+        let path = self.t.health_path;
+        let request = format!("GET {}{path}", self.t.url.trim_end_matches('/'));
+        match self.get(path).await {
+            Ok((200, body)) => {
+                self.note(&request, &format!("200 {body}"));
+                Ok(())
+            }
+            Ok((status, body)) => {
+                Err(self.unexpected(&request, &format!("{status} {body}"), "200"))
+            }
+            Err(why) => Err(self.unexpected(&request, &why, "200")),
+        }
+    }
+
+    /// An acquire that must be granted with a numeric token.
+    async fn acquire(&mut self, client: &str) -> Result<u64, ProbeError> {
+        let wire = self.t.adapter.lock_wire("acquire", PROBE_LOCK);
+        let request = format!("{} ({client})", wire.request);
+        let reply = self
+            .t
+            .adapter
+            .acquire(client, PROBE_LOCK, self.t.ttl_ms, 0, None)
+            .await;
+        let answer = answer_of(&reply, &wire);
+        let expected = format!("{} with a numeric \"token\"", wire.ok);
+        let Reply::Ok(body) = &reply else {
+            return Err(self.unexpected(&request, &answer, &expected));
+        };
+        let Some(token) = body.get("token").and_then(Value::as_u64) else {
+            return Err(self.unexpected(&request, &answer, &expected));
+        };
+        self.ttl_is_numeric(&request, &answer, body, &wire)?;
+        self.note(&request, &answer);
+        Ok(token)
+    }
+
+    /// A `ttl_ms` the adapter read must be a number of ms.
+    fn ttl_is_numeric(
+        &self,
+        request: &str,
+        answer: &str,
+        body: &Value,
+        wire: &Wire,
+    ) -> Result<(), ProbeError> {
+        match body.get("ttl_ms") {
+            Some(t) if t.as_u64().is_none() => Err(self.unexpected(
+                request,
+                answer,
+                &format!("{} with a numeric \"ttl_ms\" (or none)", wire.ok),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// While `probe-1` holds the lock: `probe-2` is not granted it, `probe-1` renews, and the
+    /// fenced resource takes a write with the token and reads it back.
+    async fn while_held(&mut self, token: u64) -> Result<(), ProbeError> {
+        let a = self.t.adapter;
+        let wire = a.lock_wire("acquire", PROBE_LOCK);
+        let request = format!("{} ({SECOND}, while {FIRST} holds it)", wire.request);
+        let reply = a.acquire(SECOND, PROBE_LOCK, self.t.ttl_ms, 0, None).await;
+        let answer = answer_of(&reply, &wire);
+        let expected = format!("{} (the lock is held)", wire.refused);
+        match &reply {
+            Reply::Ok(body) => {
+                if let Some(t) = body.get("token").and_then(Value::as_u64) {
+                    let _ = a.release(SECOND, PROBE_LOCK, t).await;
+                }
+                return Err(self.unexpected(&request, &answer, &expected));
+            }
+            // A refusal in the service's words, or (a service that waits for a held lock, as
+            // etcd does) no answer within the wait: either way not granted.
+            Reply::Fail(e) | Reply::Info(e)
+                if matches!(
+                    kind_of(reason_of(e)),
+                    ReasonKind::Refused | ReasonKind::Lost
+                ) => {}
+            _ => return Err(self.unexpected(&request, &answer, &expected)),
+        }
+        self.note(&request, &answer);
+
+        let wire = a.lock_wire("renew", PROBE_LOCK);
+        let request = format!("{} ({FIRST}, token {token})", wire.request);
+        let reply = a.renew(FIRST, PROBE_LOCK, token, self.t.ttl_ms).await;
+        let answer = answer_of(&reply, &wire);
+        let Reply::Ok(body) = &reply else {
+            return Err(self.unexpected(&request, &answer, &wire.ok));
+        };
+        if body.get("token").is_some_and(|t| t.as_u64().is_none()) {
+            let expected = format!("{} with a numeric \"token\" (or none)", wire.ok);
+            return Err(self.unexpected(&request, &answer, &expected));
+        }
+        self.ttl_is_numeric(&request, &answer, body, &wire)?;
+        self.note(&request, &answer);
+
+        if a.has_resource() {
+            self.store_round_trip(token).await?;
+        }
+        Ok(())
+    }
+
+    async fn store_round_trip(&mut self, token: u64) -> Result<(), ProbeError> {
+        let a = self.t.adapter;
+        let wire = a.resource_wire("write", PROBE_LOCK);
+        let request = format!("{} ({FIRST}, token {token}, value 1)", wire.request);
+        let reply = a.write(FIRST, PROBE_LOCK, token, 1).await;
+        let answer = answer_of(&reply, &wire);
+        if !matches!(reply, Reply::Ok(_)) {
+            return Err(self.unexpected(&request, &answer, &wire.ok));
+        }
+        self.note(&request, &answer);
+        let wire = a.resource_wire("read", PROBE_LOCK);
+        let request = format!("{} ({FIRST}, token {token})", wire.request);
+        let reply = a.read(FIRST, PROBE_LOCK, token).await;
+        let answer = answer_of(&reply, &wire);
+        match &reply {
+            Reply::Ok(body) if body.get("value").and_then(Value::as_i64) == Some(1) => {
+                self.note(&request, &answer);
+                Ok(())
+            }
+            _ => Err(self.unexpected(
+                &request,
+                &answer,
+                &format!("{} with \"value\": 1 (the value just written)", wire.ok),
+            )),
+        }
+    }
+
+    async fn release(&mut self, client: &str, token: u64) -> Result<(), ProbeError> {
+        let wire = self.t.adapter.lock_wire("release", PROBE_LOCK);
+        let request = format!("{} ({client}, token {token})", wire.request);
+        let reply = self.t.adapter.release(client, PROBE_LOCK, token).await;
+        let answer = answer_of(&reply, &wire);
+        if !matches!(reply, Reply::Ok(_)) {
+            return Err(self.unexpected(&request, &answer, &wire.ok));
+        }
+        self.note(&request, &answer);
+        Ok(())
+    }
+
+    /// Only noted: a service without `/v1/time` is tested all the same, but the offsets clock
+    /// faults cause cannot be observed on it.
+    async fn time(&mut self) {
+        let answer = match self.get("/v1/time").await {
+            Ok((200, body)) => format!("200 {body}"),
+            Ok((status, body)) => format!(
+                "{status} {body} (noted, not a failure: clock faults' offsets will not be \
+                 observed)"
+            ),
+            Err(why) => format!("{why} (noted, not a failure)"),
+        };
+        self.note("GET /v1/time", &answer);
+    }
+}
+
+/// An answer as one line: `200 {"token":1}`, `409 held` (a refusal), `423 {"error":"held"}`,
+/// `connect: refused (Connection refused (os error 111))`.
+pub(crate) fn answer_of(reply: &Reply, wire: &Wire) -> String {
+    match reply {
+        Reply::Ok(body) => match body.get(UNREAD) {
+            // The adapter could not read the token: show what came.
+            Some(Value::String(raw)) => format!("{} {raw}", wire.ok),
+            _ => format!("{} {}", wire.ok, snippet(body.to_string().as_bytes())),
+        },
+        Reply::Fail(e) | Reply::Info(e) => {
+            let reason = reason_of(e);
+            match kind_of(reason) {
+                ReasonKind::Refused => format!("{} {reason}", wire.refused),
+                _ => answer_of_error(e),
+            }
+        }
+    }
+}
+
+/// A recorded error as an answer: `423 <body>` for a status, else `reason (detail)`.
+fn answer_of_error(e: &str) -> String {
+    let reason = reason_of(e);
+    let detail = detail_of(e);
+    match (status_of(reason), detail.is_empty()) {
+        (Some(s), _) => format!("{s} {detail}").trim_end().to_string(),
+        (None, true) => reason.to_string(),
+        (None, false) => format!("{reason} ({detail})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn answers_read_as_one_line() {
+        let wire = Wire {
+            request: "POST /v1/locks/x/acquire".into(),
+            ok: "200".into(),
+            refused: "409".into(),
+        };
+        let cases = [
+            (Reply::Ok(json!({"token": "5"})), r#"200 {"token":"5"}"#),
+            (Reply::Ok(json!({UNREAD: "<b>hi</b>"})), "200 <b>hi</b>"),
+            (Reply::Fail("held".into()), "409 held"),
+            (
+                Reply::Info("http-423; {\"error\":\"held\"}".into()),
+                r#"423 {"error":"held"}"#,
+            ),
+            (Reply::Info("http-201".into()), "201"),
+            (
+                Reply::Fail("connect: refused; Connection refused (os error 111)".into()),
+                "connect: refused (Connection refused (os error 111))",
+            ),
+            (Reply::Info("timeout".into()), "timeout"),
+        ];
+        for (reply, want) in cases {
+            assert_eq!(answer_of(&reply, &wire), want, "{reply:?}");
+        }
+    }
+}
