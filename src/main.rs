@@ -9,6 +9,7 @@ mod doctor;
 mod export_cmd;
 mod logging;
 mod probe_cmd;
+mod probe_cmd;
 mod report_cmd;
 mod run_cmd;
 mod runner;
@@ -83,6 +84,7 @@ fn dispatch(cmd: Command) -> Result<ExitCode> {
     match cmd {
         Command::Demo(a) => run_cmd::run(a, true),
         Command::Run(a) => run_cmd::run(a, false),
+        Command::Probe(a) => probe_cmd::probe(a),
         Command::Probe(a) => probe_cmd::probe(a),
         Command::Check(a) => check_cmd::check(a),
         Command::Doctor => Ok(doctor::run()),
