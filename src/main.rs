@@ -9,7 +9,6 @@ mod doctor;
 mod export_cmd;
 mod logging;
 mod probe_cmd;
-mod probe_cmd;
 mod report_cmd;
 mod run_cmd;
 mod runner;
@@ -35,7 +34,7 @@ fn main() -> std::process::ExitCode {
     let args = match config_file::expand(std::env::args_os().collect()) {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("error: {}", one_line(&format!("{e:#}")));
+            eprintln!("error: {}", error_text(&e));
             return std::process::ExitCode::from(ExitCode::Error.code());
         }
     };
@@ -63,7 +62,7 @@ fn main() -> std::process::ExitCode {
     match dispatch(cli.command) {
         Ok(code) => std::process::ExitCode::from(code.code()),
         Err(e) => {
-            eprintln!("error: {}", one_line(&format!("{e:#}")));
+            eprintln!("error: {}", error_text(&e));
             std::process::ExitCode::from(ExitCode::Error.code())
         }
     }
@@ -71,6 +70,24 @@ fn main() -> std::process::ExitCode {
 
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// An error and its causes in one line, each cause once: many error types print their source
+/// in their own message and also hand it on as `source()`, and a plain `{:#}` would repeat it
+/// ("...: No such file or directory (os error 2): No such file or directory (os error 2)").
+pub fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let c = cause.to_string();
+        if text.contains(&c) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&c);
+    }
+    one_line(&text)
 }
 
 pub fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -84,7 +101,6 @@ fn dispatch(cmd: Command) -> Result<ExitCode> {
     match cmd {
         Command::Demo(a) => run_cmd::run(a, true),
         Command::Run(a) => run_cmd::run(a, false),
-        Command::Probe(a) => probe_cmd::probe(a),
         Command::Probe(a) => probe_cmd::probe(a),
         Command::Check(a) => check_cmd::check(a),
         Command::Doctor => Ok(doctor::run()),

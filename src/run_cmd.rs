@@ -35,10 +35,27 @@ pub fn run(a: RunArgs, demo: bool) -> Result<ExitCode> {
     crate::logging::to_file(&run_dir.join(layout::LOG_FILE))?;
     let spec = RunSpec {
         cfg: cfg.clone(),
-        run_dir,
+        run_dir: run_dir.clone(),
         probe: !a.no_probe,
     };
-    let out = crate::runtime()?.block_on(runner::run(spec, &StatusLine::default()))?;
+    let out = match crate::runtime()?.block_on(runner::run(spec, &StatusLine::default())) {
+        Ok(out) => out,
+        Err(e) => {
+            // The run directory exists: whatever stopped the run is written into it (log,
+            // results, summary, report, index), not only printed.
+            let reason = crate::error_text(&e);
+            tracing::error!(error = %reason, "the run failed");
+            if let Err(e2) = record_failure(&run_dir, &cfg, &reason) {
+                eprintln!(
+                    "warning: the failure could not be recorded in {}: {}",
+                    run_dir.display(),
+                    crate::error_text(&e2)
+                );
+            }
+            println!("run directory: {}", run_dir.display());
+            return Err(e);
+        }
+    };
     print!("{}", reports::summary_text(&out.results));
     println!("\nrun directory: {}", out.run_dir.display());
     println!(
@@ -55,10 +72,14 @@ pub fn run(a: RunArgs, demo: bool) -> Result<ExitCode> {
         );
     }
     if let Some(e) = out.error {
-        anyhow::bail!(
-            "{e} (the history up to then was checked: {})",
-            out.results.valid
-        );
+        // A violation proven before the failure stands (exit 1); anything else is an error.
+        if out.results.valid != history::Validity::Invalid {
+            anyhow::bail!(
+                "{e} (the history up to then was checked: {})",
+                out.results.valid
+            );
+        }
+        eprintln!("error: {e} (the history up to then was checked: invalid)");
     }
     Ok(crate::report_cmd::gate(
         &out.results,
@@ -66,6 +87,19 @@ pub fn run(a: RunArgs, demo: bool) -> Result<ExitCode> {
         &out.run_dir.join(history::layout::REPORT_FILE),
         true,
     ))
+}
+
+/// After the runner failed: the verdict of whatever history was recorded (an empty one when
+/// none was), marked `error` with the reason, in results.json, summary.txt and the reports.
+fn record_failure(run_dir: &Path, cfg: &RunConfig, reason: &str) -> Result<()> {
+    let history = run_dir.join(layout::HISTORY_FILE);
+    if !history.exists() {
+        // Nothing was recorded: an empty history says so to every reader.
+        fs::write(&history, b"").with_context(|| format!("cannot create {}", history.display()))?;
+    }
+    let mut results = crate::check_cmd::check_file(&history, &cfg.check_config())?;
+    results.set_completeness(history::Completeness::error(reason));
+    crate::report_cmd::write_results(run_dir, &results)
 }
 
 /// Makes `<out>/<name>/<UTC timestamp>/` and points `<out>/latest` at it.

@@ -11,7 +11,7 @@ mod signals;
 
 use crate::config::RunConfig;
 use anyhow::{bail, Context, Result};
-use history::{layout, HistoryWriter, Recorder, Results};
+use history::{layout, Completeness, HistoryWriter, Recorder, Results};
 use nemesis::fault::{self, ActiveFaults, Healer};
 use nemesis::schedule::FaultKind;
 use std::path::PathBuf;
@@ -36,7 +36,8 @@ pub struct RunOutcome {
     pub run_dir: PathBuf,
     pub results: Results,
     /// A harness-side failure (e.g. a node that would not restart): the verdict was still
-    /// computed from what was recorded, but the exit code is 3.
+    /// computed from what was recorded, at best `unknown`, and the exit code is 3 unless a
+    /// violation was proven. Also in `results.completeness`.
     pub error: Option<String>,
 }
 
@@ -142,11 +143,14 @@ pub async fn run(spec: RunSpec, progress: &dyn Progress) -> Result<RunOutcome> {
     });
 
     // Answers the adapter does not understand, past the watch's threshold, end the run early.
-    let why = tokio::select! {
-        why = signals::wait_for_end(&cfg, &budget, start) => why,
-        () = answers.wait() => "stopped on answers the adapter does not understand",
+    let end = tokio::select! {
+        end = signals::wait_for_end(&cfg, &budget, start) => end,
+        () = answers.wait() => signals::End {
+            why: "stopped on answers the adapter does not understand",
+            interrupted: None,
+        },
     };
-    tracing::info!(why, "stopping clients");
+    tracing::info!(why = end.why, "stopping clients");
     progress.phase("stopping clients and healing");
     let _ = stop_tx.send(true);
 
@@ -167,7 +171,7 @@ pub async fn run(spec: RunSpec, progress: &dyn Progress) -> Result<RunOutcome> {
     let restarts = startup * fault::kill::RESTART_ATTEMPTS;
     let mut error = match tokio::time::timeout(drain + restarts, nemesis_task).await {
         Ok(Ok(Ok(()))) => None,
-        Ok(Ok(Err(e))) => Some(format!("{:#}", anyhow::Error::from(e))),
+        Ok(Ok(Err(e))) => Some(crate::error_text(&anyhow::Error::from(e))),
         Ok(Err(e)) => Some(format!("nemesis crashed: {e}")),
         Err(_) => Some("nemesis did not heal in time".to_string()),
     };
@@ -193,11 +197,20 @@ pub async fn run(spec: RunSpec, progress: &dyn Progress) -> Result<RunOutcome> {
     dep.teardown()?;
     tracing::info!(events, "clients done; checking");
 
-    let results = crate::check_cmd::check_file(&history_path, &cfg.check_config())?;
-    crate::report_cmd::write_results(&run_dir, &results)?;
     if error.is_none() && events == 0 {
         error = Some("no event was recorded".into());
     }
+    let completeness = match (&error, end.interrupted) {
+        (Some(e), _) => Completeness::error(e.clone()),
+        (None, Some(why)) => Completeness::interrupted(why),
+        (None, None) => Completeness::complete(),
+    };
+    if !completeness.is_complete() {
+        tracing::error!(completeness = %completeness.headline(), "the run is incomplete");
+    }
+    let mut results = crate::check_cmd::check_file(&history_path, &cfg.check_config())?;
+    results.set_completeness(completeness);
+    crate::report_cmd::write_results(&run_dir, &results)?;
     Ok(RunOutcome {
         run_dir,
         results,
