@@ -220,8 +220,10 @@ pub struct RunArgs {
     /// run still stops on answers the adapter does not understand.
     #[arg(long)]
     pub no_probe: bool,
-    /// Which findings make the exit code 1, comma-separated: safety, liveness, warnings. An
-    /// unknown verdict exits 2 whatever this says.
+    /// Which findings make the exit code 1, comma-separated: safety, liveness, warnings,
+    /// coverage (a fault kind or client-fault shape the run's schedule asked for that the run
+    /// exercised nowhere: the summary's coverage table marks it). An unknown verdict exits 2
+    /// whatever this says.
     #[arg(long, default_value = "safety,liveness", value_name = "LIST", value_parser = parse_fail_on)]
     pub fail_on: reports::FailOn,
 }
@@ -281,7 +283,9 @@ pub struct CheckArgs {
     /// Extra time before a lock that stays held counts as `lock-stuck`.
     #[arg(long, default_value = "2s", value_name = "DURATION")]
     pub liveness_grace: String,
-    /// Which findings make the exit code 1, comma-separated: safety, liveness, warnings.
+    /// Which findings make the exit code 1, comma-separated: safety, liveness, warnings,
+    /// coverage (a fault kind or client-fault shape the schedule beside the history, or the
+    /// history itself, asked for and the run exercised nowhere).
     #[arg(long, default_value = "safety,liveness", value_name = "LIST", value_parser = parse_fail_on)]
     pub fail_on: reports::FailOn,
 }
@@ -290,7 +294,8 @@ pub struct CheckArgs {
 pub struct ReportArgs {
     /// A run directory (holding results.json, history.jsonl, config.toml).
     pub run_dir: PathBuf,
-    /// Exit with the verdict under this policy (safety, liveness, warnings; comma-separated)
+    /// Exit with the verdict under this policy (safety, liveness, warnings, coverage;
+    /// comma-separated; coverage as results.json counted it)
     /// instead of 0, printing GitHub annotations when GITHUB_ACTIONS=true.
     #[arg(long, value_name = "LIST", value_parser = parse_fail_on)]
     pub fail_on: Option<reports::FailOn>,

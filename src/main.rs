@@ -10,6 +10,7 @@ mod export_cmd;
 mod logging;
 mod probe_cmd;
 mod report_cmd;
+mod requested;
 mod run_cmd;
 mod runner;
 mod shrink;
