@@ -37,8 +37,8 @@ pub use codec::{
     read_history, read_ops, read_ops_from, read_pieces, HistoryWriter, LoadError, PieceBuilder,
     ReadError, ReadWarning, Stamp,
 };
-pub use coverage::Coverage;
 pub use completeness::{Completeness, RunState};
+pub use coverage::Coverage;
 pub use event::{parse_event, read_event, EventRef, ValueRef};
 pub use history::{History, Operation, Outcome, StructureError};
 pub use layout::ExitCode;
