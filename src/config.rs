@@ -364,9 +364,9 @@ impl RunConfig {
         }
     }
 
-    pub fn libfaketime(&self) -> Result<PathBuf> {
-        nemesis::clock::find_libfaketime()
-            .context("libfaketime is not installed here (apt-get install libfaketime)")
+    /// How clock faults reach the nodes on this machine: the vDSO, else libfaketime.
+    pub fn clock_backend(&self) -> Result<nemesis::clock::Backend> {
+        nemesis::clock::Backend::detect().map_err(|why| anyhow::anyhow!("--nemesis clock: {why}"))
     }
 
     pub fn clock_scope(&self) -> ClockScope {

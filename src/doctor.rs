@@ -28,13 +28,7 @@ pub fn checks() -> Vec<Check> {
             missing: None,
             note: "a lock holder stalls past its lease in the harness itself",
         },
-        Check {
-            fault: "clock",
-            missing: nemesis::clock::find_libfaketime()
-                .is_none()
-                .then(|| "libfaketime not found (apt-get install libfaketime)".to_string()),
-            note: "per-node libfaketime control files; does not reach Go or static binaries",
-        },
+        clock_check(),
         Check {
             fault: "partition",
             missing: netns_missing(&["root", "ip", "netns", "iptables"]),
@@ -46,6 +40,32 @@ pub fn checks() -> Vec<Check> {
             note: "tc netem delay/loss/duplicate/reorder inside the nodes' namespaces",
         },
     ]
+}
+
+/// Clock faults: which backend runs here (the vDSO, else libfaketime), or why neither does.
+fn clock_check() -> Check {
+    use nemesis::clock::Backend;
+    let (missing, note) = match Backend::detect() {
+        Ok(Backend::Vdso) => (
+            None,
+            "vdso backend: each node's processes patched through ptrace to read a control page \
+             (x86_64); reaches Go, Python, Rust, C and static binaries",
+        ),
+        Ok(Backend::Faketime(_)) => (
+            None,
+            "libfaketime backend (the vDSO one cannot run here); \
+             per-node control files; does not reach Go or static binaries",
+        ),
+        Err(why) => (
+            Some(why),
+            "patched vDSO clocks (x86_64, ptrace), or libfaketime",
+        ),
+    };
+    Check {
+        fault: "clock",
+        missing,
+        note,
+    }
 }
 
 /// What the namespace runtime lacks for a fault, from the nemesis's own probes.

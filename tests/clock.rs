@@ -1,11 +1,12 @@
-//! Clock faults through libfaketime against the real `lockpick lockd`: the skew reaches the
-//! service's clocks as asked, a wall-clock lease service is caught, and a fast monotonic clock
-//! breaks mutual exclusion while fencing keeps the store safe.
+//! Clock faults against the real `lockpick lockd`: the skew reaches the service's clocks as
+//! asked through either backend (the vDSO patch, the default; libfaketime, the fallback), a
+//! wall-clock lease service is caught, and a fast monotonic clock breaks mutual exclusion while
+//! fencing keeps the store safe (the runs use whichever backend this machine runs: the vDSO).
 
 mod common;
 
-use common::{require_libfaketime, run};
-use nemesis::clock::{faketime_env, find_libfaketime, ClockScope, NodeClock};
+use common::{require_clock_faults, require_libfaketime, run};
+use nemesis::clock::{faketime_env, find_libfaketime, Backend, ClockScope, NodeClock};
 use nemesis::{LocalNode, NodeCommand};
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -35,12 +36,21 @@ async fn node_time(url: &str) -> (i64, i64) {
     )
 }
 
-async fn bump_shows_in_v1_time(scope: ClockScope) {
+async fn bump_shows_in_v1_time(scope: ClockScope, backend: Backend) {
     let tmp = tempfile::tempdir().unwrap();
     let host = IpAddr::V4(Ipv4Addr::LOCALHOST);
     let port = nemesis::free_port(host).unwrap();
     let control = tmp.path().join("clock.ctl");
-    let mut clock = NodeClock::create(control.clone(), Instant::now()).unwrap();
+    let (mut clock, env) = match backend {
+        Backend::Faketime(lib) => (
+            NodeClock::create(control.clone(), Instant::now()).unwrap(),
+            faketime_env(&lib, &control, scope),
+        ),
+        Backend::Vdso => (
+            NodeClock::create_page(&tmp.path().join("clock.page"), scope).unwrap(),
+            Vec::new(),
+        ),
+    };
     let argv = vec![
         common::BIN.to_string(),
         "lockd".into(),
@@ -49,7 +59,6 @@ async fn bump_shows_in_v1_time(scope: ClockScope) {
         "--data-dir".into(),
         tmp.path().join("data").display().to_string(),
     ];
-    let env = faketime_env(&find_libfaketime().unwrap(), &control, scope);
     let mut node = LocalNode::new(
         "n1",
         NodeCommand::Argv(argv),
@@ -57,7 +66,8 @@ async fn bump_shows_in_v1_time(scope: ClockScope) {
         port,
         tmp.path().join("n1"),
     )
-    .with_env(env);
+    .with_env(env)
+    .with_clock_page(clock.page());
     node.start(Duration::from_secs(10)).await.unwrap();
     let url = node.base_url();
     let (off0, mono0) = node_time(&url).await;
@@ -97,7 +107,8 @@ async fn a_bump_with_scope_wall_moves_realtime_only() {
     if !require_libfaketime() {
         return;
     }
-    bump_shows_in_v1_time(ClockScope::Wall).await;
+    let lib = find_libfaketime().unwrap();
+    bump_shows_in_v1_time(ClockScope::Wall, Backend::Faketime(lib)).await;
 }
 
 #[tokio::test]
@@ -105,7 +116,24 @@ async fn a_bump_with_scope_all_moves_both_clocks() {
     if !require_libfaketime() {
         return;
     }
-    bump_shows_in_v1_time(ClockScope::All).await;
+    let lib = find_libfaketime().unwrap();
+    bump_shows_in_v1_time(ClockScope::All, Backend::Faketime(lib)).await;
+}
+
+#[tokio::test]
+async fn a_vdso_bump_with_scope_wall_moves_realtime_only() {
+    if !common::require_vdso_clock() {
+        return;
+    }
+    bump_shows_in_v1_time(ClockScope::Wall, Backend::Vdso).await;
+}
+
+#[tokio::test]
+async fn a_vdso_bump_with_scope_all_moves_both_clocks() {
+    if !common::require_vdso_clock() {
+        return;
+    }
+    bump_shows_in_v1_time(ClockScope::All, Backend::Vdso).await;
 }
 
 const FAST: &[&str] = &[
@@ -129,7 +157,7 @@ fn with<'a>(extra: &[&'a str]) -> Vec<&'a str> {
 /// still surely holds the lock. Ten seeds run side by side; at least nine must catch it.
 #[test]
 fn wall_clock_leases_under_forward_bumps_give_double_grants() {
-    if !require_libfaketime() {
+    if !require_clock_faults() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -175,7 +203,7 @@ fn wall_clock_leases_under_forward_bumps_give_double_grants() {
 /// `lost-update`. The reason fencing exists, in one run.
 #[test]
 fn fast_monotonic_clock_breaks_mutual_exclusion_but_fencing_holds() {
-    if !require_libfaketime() {
+    if !require_clock_faults() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -210,7 +238,7 @@ fn fast_monotonic_clock_breaks_mutual_exclusion_but_fencing_holds() {
 /// Correct lockd leases run on the monotonic clock: wall-clock skew of any kind changes nothing.
 #[test]
 fn correct_lockd_is_valid_under_wall_clock_faults_and_the_rest() {
-    if !require_libfaketime() {
+    if !require_clock_faults() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

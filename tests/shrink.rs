@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{require_libfaketime, run, run_with_limit, FAST};
+use common::{require_clock_faults, run, run_with_limit, FAST};
 use nemesis::schedule::Schedule;
 use serde_json::Value;
 use std::path::Path;
@@ -116,7 +116,7 @@ fn racy_shrinks(target: &[&str]) {
 /// A lockd that times leases by the wall clock, under pauses, kills, client pauses and clock
 /// faults: the violation needs a forward clock step, one fault.
 fn wall_clock_shrinks(extra: &[&str], min_faults: usize, shrink_args: &[&str], limit: Duration) {
-    if !require_libfaketime() {
+    if !require_clock_faults() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

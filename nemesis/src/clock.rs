@@ -1,12 +1,23 @@
-//! Per-node clock faults through libfaketime: every node runs with libfaketime preloaded and
-//! its own control file; rewriting the file changes that node's clock at once (the file is
-//! re-read on every clock call). The host clock is never touched.
+//! Per-node clocks, through one of two backends:
+//!
+//! - **vDSO** (the default where it can run: x86_64 and ptrace permission): each node's
+//!   processes are patched right after they start ([`vclock::patch`]) so their clock functions
+//!   read a control page of the node's own, [`vclock::ControlPage`]; a clock change is a store
+//!   into it. Reaches any program that reads time through the vDSO, Go (etcd) and static
+//!   binaries included, and costs a system call per clock read.
+//! - **libfaketime** (the fallback: another architecture, or no ptrace permission): every node
+//!   runs with libfaketime preloaded and its own control file; rewriting the file changes that
+//!   node's clock at once (it is re-read on every clock call). Reaches only programs that read
+//!   time through libc (not Go), and slows some of them down a lot (BENCHMARKS.md).
+//!
+//! The host clock is never touched.
 
-use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Instant;
+
+pub use vclock::{ClockScope, ControlPage};
 
 /// Where Debian's `libfaketime` package puts the library; the multi-threaded variant first,
 /// since the services under test are threaded.
@@ -25,37 +36,40 @@ pub fn find_libfaketime() -> Option<PathBuf> {
         .find(|p| p.exists())
 }
 
-/// Which clocks a clock fault moves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClockScope {
-    /// Only the realtime (wall) clock; CLOCK_MONOTONIC runs true.
-    Wall,
-    /// The monotonic clock too: what a service's lease timers see.
-    All,
+/// Why the vDSO backend cannot run here, if it cannot.
+pub fn vdso_unavailable() -> Option<String> {
+    vclock::available().err()
 }
 
-impl ClockScope {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ClockScope::Wall => "wall",
-            ClockScope::All => "all",
+/// How clock faults reach a node's processes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Backend {
+    /// Patched vDSO clock functions and a control page per node.
+    Vdso,
+    /// libfaketime preloaded (the library's path) and a control file per node.
+    Faketime(PathBuf),
+}
+
+impl Backend {
+    /// The backend this machine can run: the vDSO where it works, else libfaketime; if
+    /// neither, why not (both reasons).
+    pub fn detect() -> Result<Backend, String> {
+        match vclock::available() {
+            Ok(()) => Ok(Backend::Vdso),
+            Err(vdso) => match find_libfaketime() {
+                Some(lib) => Ok(Backend::Faketime(lib)),
+                None => Err(format!(
+                    "{vdso}, and libfaketime, the fallback, is not installed (apt-get install \
+                     libfaketime)"
+                )),
+            },
         }
     }
-}
 
-impl fmt::Display for ClockScope {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for ClockScope {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "wall" => Ok(ClockScope::Wall),
-            "all" => Ok(ClockScope::All),
-            _ => Err(format!("unknown clock scope {s:?} (expected wall or all)")),
+    pub fn name(&self) -> &'static str {
+        match self {
+            Backend::Vdso => "vdso",
+            Backend::Faketime(_) => "libfaketime",
         }
     }
 }
@@ -77,7 +91,153 @@ pub fn faketime_env(lib: &Path, control: &Path, scope: ClockScope) -> Vec<(Strin
     env
 }
 
-/// One node's clock: the control file and what it currently says.
+/// One node's clock: what a clock fault changes, through the node's backend.
+#[derive(Debug)]
+pub struct NodeClock {
+    sink: Sink,
+}
+
+#[derive(Debug)]
+enum Sink {
+    /// libfaketime's control file and what it currently says.
+    Faketime(FaketimeFile),
+    /// The node's control page, and which clocks a change moves.
+    Page {
+        page: Arc<ControlPage>,
+        scope: ClockScope,
+    },
+}
+
+const NS_PER_S: f64 = 1e9;
+
+impl NodeClock {
+    /// A clock through libfaketime: creates the control file with a true clock (`+0`).
+    pub fn create(control: PathBuf, origin: Instant) -> io::Result<NodeClock> {
+        Ok(NodeClock {
+            sink: Sink::Faketime(FaketimeFile::create(control, origin)?),
+        })
+    }
+
+    /// A clock through the vDSO: creates the control page at `path`, every clock true. The
+    /// node's processes are patched to follow it when they start ([`NodeClock::page`]).
+    pub fn create_page(path: &Path, scope: ClockScope) -> Result<NodeClock, vclock::Error> {
+        Ok(NodeClock {
+            sink: Sink::Page {
+                page: Arc::new(ControlPage::create(path)?),
+                scope,
+            },
+        })
+    }
+
+    /// The control page, for the vDSO backend.
+    pub fn page(&self) -> Option<Arc<ControlPage>> {
+        match &self.sink {
+            Sink::Page { page, .. } => Some(page.clone()),
+            Sink::Faketime(_) => None,
+        }
+    }
+
+    /// The libfaketime control file, for that backend.
+    pub fn control(&self) -> Option<&Path> {
+        match &self.sink {
+            Sink::Faketime(f) => Some(&f.control),
+            Sink::Page { .. } => None,
+        }
+    }
+
+    /// The offset the node's (wall) clock has now, in seconds.
+    pub fn offset_s(&self, now: Instant) -> f64 {
+        match &self.sink {
+            Sink::Faketime(f) => f.offset_s(now),
+            Sink::Page { page, .. } => {
+                page.offset_ns(vclock::page::CLOCK_REALTIME) as f64 / NS_PER_S
+            }
+        }
+    }
+
+    pub fn rate(&self) -> f64 {
+        match &self.sink {
+            Sink::Faketime(f) => f.rate,
+            Sink::Page { page, .. } => page.setting(vclock::page::CLOCK_REALTIME).rate(),
+        }
+    }
+
+    /// The node was restarted: a new process. libfaketime counts rates from a process's
+    /// start, so its file is rewritten to keep the offset (and drop any rate: faults are healed
+    /// before a kill); the control page needs nothing, the new process follows it as it is.
+    pub fn rebase(&mut self, origin: Instant) -> io::Result<()> {
+        match &mut self.sink {
+            Sink::Faketime(f) => f.rebase(origin),
+            Sink::Page { .. } => Ok(()),
+        }
+    }
+
+    /// Jumps the clock by `delta_s` (negative: back).
+    pub fn bump(&mut self, delta_s: f64) -> io::Result<()> {
+        self.change(|off_s, rate| (off_s + delta_s, rate))
+    }
+
+    /// Sets the offset outright, keeping the rate.
+    pub fn set_offset(&mut self, offset_s: f64) -> io::Result<()> {
+        self.change(|_, rate| (offset_s, rate))
+    }
+
+    /// Makes the clock run `rate` times as fast from now on, without a jump.
+    pub fn set_rate(&mut self, rate: f64) -> io::Result<()> {
+        assert!(rate > 0.0, "a clock rate must be positive");
+        self.change(|off_s, _| (off_s, rate))
+    }
+
+    /// Back to the true clock.
+    pub fn reset(&mut self) -> io::Result<()> {
+        self.change(|_, _| (0.0, 1.0))
+    }
+
+    /// The one way a clock changes: `f` maps (offset now in s, rate) to the new pair, which
+    /// counts from now.
+    fn change(&mut self, f: impl Fn(f64, f64) -> (f64, f64)) -> io::Result<()> {
+        match &mut self.sink {
+            Sink::Faketime(file) => {
+                let now = Instant::now();
+                let (off, rate) = f(file.offset_s(now), file.rate);
+                file.set(now, off, rate)
+            }
+            Sink::Page { page, scope } => {
+                page.change(*scope, |off_ns, rate| {
+                    let (off, rate) = f(off_ns as f64 / NS_PER_S, rate);
+                    ((off * NS_PER_S).round() as i64, rate)
+                });
+                Ok(())
+            }
+        }
+    }
+
+    /// What the node's clock really showed on its last read after now: for the vDSO backend
+    /// the offset the patched code applied to its next wall-clock read, waited for up to
+    /// `limit`; `None` for libfaketime (it reports nothing back) or a node that read no clock.
+    pub async fn observe_offset_ms(&self, limit: std::time::Duration) -> Option<i64> {
+        let Sink::Page { page, .. } = &self.sink else {
+            return None;
+        };
+        const UNREAD: i64 = i64::MIN;
+        let id = vclock::page::CLOCK_REALTIME;
+        page.mark_applied(id, UNREAD);
+        let deadline = Instant::now() + limit;
+        // Bounded by the deadline.
+        loop {
+            let applied = page.applied_ns(id);
+            if applied != UNREAD {
+                return Some(applied.div_euclid(1_000_000));
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+}
+
+/// libfaketime's control file.
 ///
 /// libfaketime reads `+O xR` as "offset O seconds, and since the process started the clock runs
 /// R times as fast", so a rate applies from the process's start, not from when it was written.
@@ -85,7 +245,7 @@ pub fn faketime_env(lib: &Path, control: &Path, scope: ClockScope) -> Vec<(Strin
 /// continuous at the moment of the switch (to within the few ms between our record of the
 /// spawn and libfaketime's own).
 #[derive(Debug)]
-pub struct NodeClock {
+struct FaketimeFile {
     control: PathBuf,
     /// The `O` last written.
     base_s: f64,
@@ -95,35 +255,23 @@ pub struct NodeClock {
     origin: Instant,
 }
 
-impl NodeClock {
-    /// Creates the control file with a true clock (`+0`).
-    pub fn create(control: PathBuf, origin: Instant) -> io::Result<NodeClock> {
-        let c = NodeClock {
+impl FaketimeFile {
+    fn create(control: PathBuf, origin: Instant) -> io::Result<FaketimeFile> {
+        let f = FaketimeFile {
             control,
             base_s: 0.0,
             rate: 1.0,
             origin,
         };
-        c.write()?;
-        Ok(c)
+        f.write()?;
+        Ok(f)
     }
 
-    pub fn control(&self) -> &Path {
-        &self.control
-    }
-
-    /// The offset the node's clock has now, in seconds.
-    pub fn offset_s(&self, now: Instant) -> f64 {
+    fn offset_s(&self, now: Instant) -> f64 {
         self.base_s + (self.rate - 1.0) * now.saturating_duration_since(self.origin).as_secs_f64()
     }
 
-    pub fn rate(&self) -> f64 {
-        self.rate
-    }
-
-    /// The node was restarted: a new process, a new libfaketime origin. Keeps the offset it
-    /// had and drops any rate (faults are healed before a kill).
-    pub fn rebase(&mut self, origin: Instant) -> io::Result<()> {
+    fn rebase(&mut self, origin: Instant) -> io::Result<()> {
         let off = self.offset_s(Instant::now());
         self.origin = origin;
         self.base_s = off;
@@ -131,39 +279,16 @@ impl NodeClock {
         self.write()
     }
 
-    /// Jumps the clock by `delta_s` (negative: back).
-    pub fn bump(&mut self, delta_s: f64) -> io::Result<()> {
-        self.base_s += delta_s;
-        self.write()
-    }
-
-    /// Sets the offset outright, keeping the rate.
-    pub fn set_offset(&mut self, offset_s: f64) -> io::Result<()> {
-        let now = Instant::now();
-        self.base_s += offset_s - self.offset_s(now);
-        self.write()
-    }
-
-    /// Makes the clock run `rate` times as fast from now on, without a jump.
-    pub fn set_rate(&mut self, rate: f64) -> io::Result<()> {
-        assert!(rate > 0.0, "a clock rate must be positive");
-        let now = Instant::now();
-        let off = self.offset_s(now);
+    /// Offset `off_s` at `now`, rate `rate` from then on.
+    fn set(&mut self, now: Instant, off_s: f64, rate: f64) -> io::Result<()> {
         let since = now.saturating_duration_since(self.origin).as_secs_f64();
-        self.base_s = off - (rate - 1.0) * since;
+        self.base_s = off_s - (rate - 1.0) * since;
         self.rate = rate;
         self.write()
     }
 
-    /// Back to the true clock.
-    pub fn reset(&mut self) -> io::Result<()> {
-        self.base_s = 0.0;
-        self.rate = 1.0;
-        self.write()
-    }
-
     /// The control file's text for the current state.
-    pub fn spec(&self) -> String {
+    fn spec(&self) -> String {
         if (self.rate - 1.0).abs() < f64::EPSILON {
             format!("{:+.3}", self.base_s)
         } else {
@@ -190,23 +315,57 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let origin = Instant::now() - Duration::from_secs(10);
         let mut c = NodeClock::create(dir.path().join("clock"), origin).unwrap();
-        assert_eq!(std::fs::read_to_string(c.control()).unwrap(), "+0.000\n");
+        let control = c.control().unwrap().to_path_buf();
+        assert_eq!(std::fs::read_to_string(&control).unwrap(), "+0.000\n");
+        let spec = || {
+            std::fs::read_to_string(&control)
+                .unwrap()
+                .trim_end()
+                .to_string()
+        };
         c.bump(10.0).unwrap();
-        assert_eq!(c.spec(), "+10.000");
+        assert_eq!(spec(), "+10.000");
         c.bump(-15.5).unwrap();
-        assert_eq!(c.spec(), "-5.500");
+        assert_eq!(spec(), "-5.500");
         // Switching rate keeps the offset where it was (continuity), then it grows.
         let before = c.offset_s(Instant::now());
         c.set_rate(2.0).unwrap();
         let after = c.offset_s(Instant::now());
         assert!((after - before).abs() < 0.05, "{before} -> {after}");
-        assert!(c.spec().ends_with(" x2.0000"), "{}", c.spec());
+        assert!(spec().ends_with(" x2.0000"), "{}", spec());
         // base = off - (rate-1) * ~10 s since the origin.
-        assert!(c.base_s < -15.0 && c.base_s > -15.6, "{}", c.base_s);
+        let base: f64 = spec().split_whitespace().next().unwrap().parse().unwrap();
+        assert!(base < -15.0 && base > -15.6, "{base}");
         c.reset().unwrap();
-        assert_eq!(c.spec(), "+0.000");
+        assert_eq!(spec(), "+0.000");
         assert_eq!("all".parse::<ClockScope>().unwrap(), ClockScope::All);
         assert!("both".parse::<ClockScope>().is_err());
+    }
+
+    #[test]
+    fn a_page_clock_moves_the_scope_it_was_made_with() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c =
+            NodeClock::create_page(&dir.path().join("clock.page"), ClockScope::Wall).unwrap();
+        let page = c.page().unwrap();
+        c.bump(10.0).unwrap();
+        assert!((c.offset_s(Instant::now()) - 10.0).abs() < 0.01);
+        assert_eq!(page.offset_ns(vclock::page::CLOCK_MONOTONIC), 0);
+        let before = c.offset_s(Instant::now());
+        c.set_rate(2.0).unwrap();
+        assert!((c.offset_s(Instant::now()) - before).abs() < 0.01);
+        assert!((c.rate() - 2.0).abs() < 1e-6);
+        c.set_offset(-3.0).unwrap();
+        assert!((c.offset_s(Instant::now()) + 3.0).abs() < 0.01);
+        c.reset().unwrap();
+        assert_eq!(
+            page.setting(vclock::page::CLOCK_REALTIME),
+            vclock::Setting {
+                t0_ns: page.setting(vclock::page::CLOCK_REALTIME).t0_ns,
+                off_ns: 0,
+                excess_q32: 0,
+            }
+        );
     }
 
     #[test]

@@ -25,6 +25,13 @@ pub enum NodeError {
         source: io::Error,
     },
 
+    #[error("node {node}: cannot patch its clock: {source}")]
+    Clock {
+        node: String,
+        #[source]
+        source: vclock::Error,
+    },
+
     #[error("node {node}: empty command (Argv needs at least the program)")]
     EmptyCommand { node: String },
 

@@ -22,7 +22,8 @@
 //! process group, so a fault reaches a whole shell pipeline and the terminal's Ctrl-C does
 //! not. Nothing here signals a process it did not start.
 //!
-//! - [`clock`]: per-node clocks through libfaketime control files ([`clock::NodeClock`]).
+//! - [`clock`]: per-node clocks ([`clock::NodeClock`]): a control page each node's processes are
+//!   patched to read (the `vclock` crate), or libfaketime control files where that cannot run.
 //! - [`schedule`]: the fault plan as data ([`schedule::plan`] draws it, `schedule.json` holds
 //!   it) and `--nemesis` parsing.
 //! - [`netns`]: nodes in network namespaces ([`netns::NetnsCluster`]): partitions, netem, proxy.

@@ -76,6 +76,8 @@ pub struct LocalNode {
     spawned_at: Option<std::time::Instant>,
     /// Where readiness is probed (a 200 there means up).
     health_path: String,
+    /// The clock control page every process of this node is patched to read (vDSO clocks).
+    clock_page: Option<std::sync::Arc<vclock::ControlPage>>,
 }
 
 impl LocalNode {
@@ -99,7 +101,16 @@ impl LocalNode {
             env: Vec::new(),
             spawned_at: None,
             health_path: HEALTH_PATH.to_string(),
+            clock_page: None,
         }
+    }
+
+    /// Patches every start's processes to read their clocks through `page`: the spawned
+    /// process at once (before it can serve), and after it answers healthy every process of
+    /// its group (a shell's child, or the program `ip netns exec` became).
+    pub fn with_clock_page(mut self, page: Option<std::sync::Arc<vclock::ControlPage>>) -> Self {
+        self.clock_page = page;
+        self
     }
 
     /// Probes readiness at `path` instead of the reference protocol's `/v1/health` (etcd
@@ -236,7 +247,46 @@ impl LocalNode {
         self.spawned_at = Some(std::time::Instant::now());
         self.paused.store(false, Ordering::SeqCst);
         tracing::info!(node = %self.id, pid = pid.as_raw(), start = self.starts, "node spawned");
-        self.wait_healthy(startup_timeout, stderr_offset).await
+        if let Err(e) = self.patch_clock(pid, false) {
+            // It may have exited on its own: then its exit is the better reason.
+            if let Some(status) = self.reap_if_exited()? {
+                let url = self.health_url();
+                return Err(self.exited_before_healthy(status, url, stderr_offset));
+            }
+            self.kill_after_failed_start();
+            return Err(e);
+        }
+        self.wait_healthy(startup_timeout, stderr_offset).await?;
+        if let Err(e) = self.patch_clock(pid, true) {
+            self.kill_after_failed_start();
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Patches the node's process (or, with `group`, every process of its group not patched
+    /// yet) to follow its clock page, if it has one. Holds the processes for milliseconds and
+    /// never while the node is paused: pause, resume and this all need the node itself.
+    fn patch_clock(&self, pid: Pid, group: bool) -> Result<(), NodeError> {
+        let Some(page) = &self.clock_page else {
+            return Ok(());
+        };
+        let patched = if group {
+            vclock::patch_group(pid.as_raw(), page)
+        } else {
+            vclock::patch(pid.as_raw(), page)
+                .map(|p| usize::from(matches!(p, vclock::Patched::Now(_))))
+        };
+        match patched {
+            Ok(n) => {
+                tracing::info!(node = %self.id, pid = pid.as_raw(), patched = n, "clock patched");
+                Ok(())
+            }
+            Err(source) => Err(NodeError::Clock {
+                node: self.id.clone(),
+                source,
+            }),
+        }
     }
 
     /// Kills the node if it is still running, then [`LocalNode::start`]s it again with the
@@ -676,6 +726,7 @@ impl Runtime for LocalRuntime {
     fn node(&self, _i: usize, s: NodeSpec) -> BoxFuture<'_, Result<Box<dyn NodeControl>, Error>> {
         let node = LocalNode::new(&s.id, s.command, LOOPBACK, s.port, s.node_dir)
             .with_env(s.env)
+            .with_clock_page(s.clock_page)
             .with_health_path(&s.health_path);
         Box::pin(async move { Ok(Box::new(node) as Box<dyn NodeControl>) })
     }

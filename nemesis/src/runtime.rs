@@ -38,6 +38,8 @@ pub struct NodeSpec {
     pub node_dir: PathBuf,
     /// Extra environment for every start (libfaketime's, for clock faults).
     pub env: Vec<(String, String)>,
+    /// The clock control page the node's processes are patched to read (vDSO clock faults).
+    pub clock_page: Option<Arc<vclock::ControlPage>>,
     /// The path that answers 200 once the node serves.
     pub health_path: String,
 }

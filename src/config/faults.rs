@@ -31,26 +31,19 @@ pub(super) fn faults(
                     );
                 }
             }
-            if let (true, Err(why)) = (faults.contains(&FaultKind::Clock), service.clock_faults()) {
-                bail!(
-                    "--nemesis clock: not with --adapter {}: {why}",
-                    service.name()
-                );
-            }
-            if faults.contains(&FaultKind::Clock) && nemesis::clock::find_libfaketime().is_none() {
-                bail!(
-                    "--nemesis clock: libfaketime is not installed here (apt-get install \
-                     libfaketime); it skews the clocks of the nodes the harness starts"
-                );
+            if faults.contains(&FaultKind::Clock) {
+                if let Err(why) = clock_reaches(service) {
+                    bail!("--nemesis clock: {why}");
+                }
             }
             faults
         }
         None => FaultKind::ALL
             .into_iter()
             .filter(|f| target.is_started_by_us() || !f.is_server_side())
-            .filter(|f| *f != FaultKind::Clock || nemesis::clock::find_libfaketime().is_some())
-            // Not for a service libfaketime does not reach (Go programs such as etcd).
-            .filter(|f| *f != FaultKind::Clock || service.clock_faults().is_ok())
+            // Not where no clock backend runs, nor for a service the fallback, libfaketime,
+            // does not reach (Go programs such as etcd).
+            .filter(|f| *f != FaultKind::Clock || clock_reaches(service).is_ok())
             // Network faults only where the user chose the namespace runtime: it needs root
             // and changes how nodes are reached, which a default should not spring on anyone.
             .filter(|f| !f.needs_netns() || a.runtime.as_deref() == Some("netns"))
@@ -170,18 +163,8 @@ pub(super) fn load_schedule(
     };
     let clock = if !kinds.contains(&FaultKind::Clock) {
         Ok(())
-    } else if let Err(why) = service.clock_faults() {
-        Err(format!(
-            "is not possible with --adapter {}: {why}",
-            service.name()
-        ))
-    } else if nemesis::clock::find_libfaketime().is_none() {
-        Err(
-            "needs libfaketime, which is not installed here (apt-get install libfaketime)"
-                .to_string(),
-        )
     } else {
-        Ok(())
+        clock_reaches(service)
     };
     let caps = Capabilities {
         nodes: if target.is_started_by_us() {
@@ -212,5 +195,21 @@ fn runtime_names() -> String {
     match names.split_last() {
         Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
         _ => names.join(""),
+    }
+}
+
+/// Whether clock faults reach the service's nodes on this machine, and if not, why. The vDSO
+/// backend reaches every service; libfaketime, the fallback, not those whose descriptor says
+/// so (Go programs such as etcd).
+fn clock_reaches(service: &dyn workloads::Service) -> Result<(), String> {
+    match nemesis::clock::Backend::detect()? {
+        nemesis::clock::Backend::Vdso => Ok(()),
+        nemesis::clock::Backend::Faketime(_) => service.clock_faults().map_err(|why| {
+            format!(
+                "not with --adapter {} on this machine: {}, and libfaketime, the fallback: {why}",
+                service.name(),
+                nemesis::clock::vdso_unavailable().unwrap_or_default()
+            )
+        }),
     }
 }

@@ -110,7 +110,7 @@ async fn start_store(
     let local = LocalRuntime;
     let (host, port) = nemesis::runtime::Runtime::addresses(&local, 1)?.remove(0);
     let ph = placeholders("store", run_dir, (host, port), String::new(), Vec::new());
-    let spec = node_spec(target, &argv, ph, run_dir, Vec::new(), nemesis::HEALTH_PATH)?;
+    let spec = node_spec(target, &argv, ph, run_dir, nemesis::HEALTH_PATH)?;
     let node = local.node(0, spec).await?;
     Ok(start_all(vec![node], startup).await?.remove(0))
 }
@@ -169,18 +169,26 @@ async fn start_lock_nodes(
             .map(|j| addrs[j].as_str())
             .collect();
         let node_dir = layout::node_dir(run_dir, &ids[i]);
-        // The clock control file exists before the node starts: libfaketime reads it from the
-        // first clock call on.
-        let (clock, env) = if cfg.faults.contains(&nemesis::schedule::FaultKind::Clock) {
-            let (c, env) =
-                nemesis::fault::clock::prepare(&node_dir, &cfg.libfaketime()?, cfg.clock_scope())?;
-            (Some(c), env)
+        // The clock's control page (or libfaketime's file) exists before the node starts: the
+        // node's processes are patched to read it as they start (or libfaketime reads it from
+        // the first clock call on).
+        let (clock, hookup) = if cfg.faults.contains(&nemesis::schedule::FaultKind::Clock) {
+            let (c, hookup) = nemesis::fault::clock::prepare(
+                &node_dir,
+                &cfg.clock_backend()?,
+                cfg.clock_scope(),
+            )?;
+            (Some(c), Some(hookup))
         } else {
-            (None, Vec::new())
+            (None, None)
         };
         let address = (hosts[i].clone(), ports[i]);
         let ph = placeholders(&ids[i], run_dir, address, peers.join(","), extra);
-        let spec = node_spec(target, &argv, ph, run_dir, env, service.health_path())?;
+        let mut spec = node_spec(target, &argv, ph, run_dir, service.health_path())?;
+        if let Some(h) = hookup {
+            spec.env = h.env;
+            spec.clock_page = h.page;
+        }
         unstarted.push(runtime.node(i, spec).await?);
         clocks.push(clock);
     }
@@ -221,7 +229,6 @@ fn node_spec(
     argv: &[String],
     ph: Placeholders,
     run_dir: &Path,
-    env: Vec<(String, String)>,
     health_path: &str,
 ) -> Result<NodeSpec> {
     let node_dir = layout::node_dir(run_dir, &ph.id);
@@ -241,7 +248,8 @@ fn node_spec(
         command,
         port: ph.port,
         node_dir,
-        env,
+        env: Vec::new(),
+        clock_page: None,
         health_path: health_path.to_string(),
     })
 }

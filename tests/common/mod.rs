@@ -182,6 +182,36 @@ pub fn require_libfaketime() -> bool {
     ok
 }
 
+/// Skips (with a visible message) when no clock backend runs here (neither the vDSO patch nor
+/// libfaketime), except under LOCKPICK_SYSTEM_TESTS=1, where that is a failure.
+pub fn require_clock_faults() -> bool {
+    match nemesis::clock::Backend::detect() {
+        Ok(_) => true,
+        Err(why) => {
+            if std::env::var("LOCKPICK_SYSTEM_TESTS").as_deref() == Ok("1") {
+                panic!("clock faults are required under LOCKPICK_SYSTEM_TESTS=1: {why}");
+            }
+            eprintln!("SKIPPED: no clock backend: {why}");
+            false
+        }
+    }
+}
+
+/// Skips (with a visible message) where the vDSO clock backend cannot run (not x86_64, no
+/// ptrace permission), except under LOCKPICK_SYSTEM_TESTS=1, where that is a failure.
+pub fn require_vdso_clock() -> bool {
+    match nemesis::clock::vdso_unavailable() {
+        None => true,
+        Some(why) => {
+            if std::env::var("LOCKPICK_SYSTEM_TESTS").as_deref() == Ok("1") {
+                panic!("the vDSO clock backend is required under LOCKPICK_SYSTEM_TESTS=1: {why}");
+            }
+            eprintln!("SKIPPED: vDSO clock backend unavailable: {why}");
+            false
+        }
+    }
+}
+
 /// Short leases and frequent faults so a 10 s run holds several of each.
 pub const FAST: &[&str] = &[
     "--ttl",

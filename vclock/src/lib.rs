@@ -48,6 +48,44 @@ pub enum ClockScope {
     All,
 }
 
+impl ClockScope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClockScope::Wall => "wall",
+            ClockScope::All => "all",
+        }
+    }
+}
+
+impl std::fmt::Display for ClockScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for ClockScope {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "wall" => Ok(ClockScope::Wall),
+            "all" => Ok(ClockScope::All),
+            _ => Err(format!("unknown clock scope {s:?} (expected wall or all)")),
+        }
+    }
+}
+
+/// Whether this machine can patch processes' clocks, and if not, why (the architecture, or
+/// ptrace permission as far as it can be told without a target).
+pub fn available() -> Result<(), String> {
+    if !cfg!(target_arch = "x86_64") {
+        return Err(format!(
+            "vDSO clock control is implemented for x86_64 only, not {}",
+            std::env::consts::ARCH
+        ));
+    }
+    process::ptrace_permission()
+}
+
 /// Every failure of patching, each naming the process and what failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -270,6 +308,23 @@ pub fn patch(pid: i32, page: &ControlPage) -> Result<Patched, Error> {
         page_addr,
         functions,
     }))
+}
+
+/// Patches every process of process group `pgid` that is not patched yet (a node's command
+/// may be a shell whose child is the service); returns how many were patched now. A member
+/// that exits meanwhile is skipped; a group whose leader is gone is [`Error::Exited`].
+pub fn patch_group(pgid: i32, page: &ControlPage) -> Result<usize, Error> {
+    let mut patched = 0;
+    for pid in process::group_members(pgid)? {
+        match patch(pid, page) {
+            Ok(Patched::Now(_)) => patched += 1,
+            Ok(Patched::Already) => {}
+            // A member without a vDSO is a zombie or a kernel oddity: nothing reads a clock.
+            Err(Error::Exited { .. }) | Err(Error::NoVdso { .. }) if pid != pgid => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(patched)
 }
 
 /// Puts the original vDSO bytes back: the process reads its clocks as before the patch (the

@@ -236,13 +236,15 @@ impl ControlPage {
         self.setting(id).offset_at(now_ns(id))
     }
 
-    /// Changes every clock of `scope` at once: `change` gets a clock's offset now and returns
-    /// its new offset and rate, which count from now (so a rate switch never jumps).
-    pub fn change(&self, scope: ClockScope, change: impl Fn(i64) -> (i64, f64)) {
+    /// Changes every clock of `scope` at once: `change` gets a clock's offset now and its
+    /// rate, and returns its new offset and rate, which count from now (so a rate switch
+    /// never jumps).
+    pub fn change(&self, scope: ClockScope, change: impl Fn(i64, f64) -> (i64, f64)) {
         let ids = clocks_of(scope);
         self.write(&ids, |id| {
             let t0_ns = now_ns(id);
-            let (off_ns, rate) = change(self.setting(id).offset_at(t0_ns));
+            let old = self.setting(id);
+            let (off_ns, rate) = change(old.offset_at(t0_ns), old.rate());
             Setting {
                 t0_ns,
                 off_ns,

@@ -33,6 +33,35 @@ pub(crate) fn threads(pid: i32) -> Result<Vec<i32>, Error> {
     Ok(tids)
 }
 
+/// The processes of process group `pgid`, the leader first (a scan of /proc; members that
+/// vanish during it are left out).
+pub fn group_members(pgid: i32) -> Result<Vec<i32>, Error> {
+    let dir = std::fs::read_dir("/proc").map_err(|source| Error::Io {
+        path: "/proc".into(),
+        source,
+    })?;
+    let mut members: Vec<i32> = dir
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| pgrp(pid) == Some(pgid))
+        .collect();
+    members.sort_unstable_by_key(|&p| (p != pgid, p));
+    if members.first() != Some(&pgid) {
+        return Err(Error::Exited { pid: pgid });
+    }
+    Ok(members)
+}
+
+/// The process group of `pid`: the third field after the command name in /proc/PID/stat.
+fn pgrp(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(2)?
+        .parse()
+        .ok()
+}
+
 /// The state letter of /proc/PID/stat (`R`, `S`, `T` stopped, `t` traced, `Z`, ...).
 pub fn state(pid: i32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

@@ -185,7 +185,7 @@ fn exercise(name: &str, command: Command, dir: &Path) {
     );
 
     // A +10 s bump of the wall clocks: seen on the next read; monotonic untouched.
-    page.change(ClockScope::Wall, |off| (off + 10 * S, 1.0));
+    page.change(ClockScope::Wall, |off, _| (off + 10 * S, 1.0));
     let (wall, mono1) = t.read();
     near(
         wall,
@@ -200,7 +200,7 @@ fn exercise(name: &str, command: Command, dir: &Path) {
     );
 
     // Scope all: the monotonic clock jumps 10 s too.
-    page.change(ClockScope::All, |off| (off + 10 * S, 1.0));
+    page.change(ClockScope::All, |off, _| (off + 10 * S, 1.0));
     let (wall, mono2) = t.read();
     near(
         wall,
@@ -216,7 +216,7 @@ fn exercise(name: &str, command: Command, dir: &Path) {
     );
 
     // 4x: over 500 ms of true time the target's clocks advance 2 s (within 5%).
-    page.change(ClockScope::All, |off| (off, 4.0));
+    page.change(ClockScope::All, |off, _| (off, 4.0));
     let (w0, m0) = t.read();
     let true0 = now_ns(CLOCK_MONOTONIC);
     std::thread::sleep(Duration::from_millis(500));
@@ -241,7 +241,7 @@ fn exercise(name: &str, command: Command, dir: &Path) {
     );
     unpatch(&p).unwrap();
     t.assert_free();
-    page.change(ClockScope::All, |off| (off + 100 * S, 1.0));
+    page.change(ClockScope::All, |off, _| (off + 100 * S, 1.0));
     let (wall, _) = t.read();
     near(
         wall,
@@ -368,7 +368,7 @@ fn cost_per_clock_read() {
     let before: u64 = t.ask("b").parse().unwrap();
     let page = ControlPage::create(&dir.path().join("cost.page")).unwrap();
     patch(t.pid(), &page).unwrap();
-    page.change(ClockScope::All, |_| (3600 * S, 1.0));
+    page.change(ClockScope::All, |_, _| (3600 * S, 1.0));
     let after: u64 = t.ask("b").parse().unwrap();
     eprintln!("clock_gettime(CLOCK_MONOTONIC) median: {before} ns vDSO, {after} ns patched");
     assert!(after < 10_000, "a patched read costs {after} ns");

@@ -121,7 +121,7 @@ fn offsets_and_rates_per_scope() {
     let code = Code::load(&page);
     for (scope, offset_s, rate) in cases {
         page.reset();
-        page.change(scope, |_| (offset_s * S, rate));
+        page.change(scope, |_, _| (offset_s * S, rate));
         let start_rt = now_ns(CLOCK_REALTIME);
         let start_mono = now_ns(CLOCK_MONOTONIC);
         std::thread::sleep(std::time::Duration::from_millis(200));
@@ -165,11 +165,11 @@ fn a_rate_switch_never_jumps() {
     let dir = tempfile::tempdir().unwrap();
     let page = ControlPage::create(&dir.path().join("clock.page")).unwrap();
     let code = Code::load(&page);
-    page.change(ClockScope::All, |off| (off, 4.0));
+    page.change(ClockScope::All, |off, _| (off, 4.0));
     std::thread::sleep(std::time::Duration::from_millis(300));
     for rate in [0.25, 1.0, 2.0] {
         let before = code.clock_gettime(1);
-        page.change(ClockScope::All, |off| (off, rate));
+        page.change(ClockScope::All, |off, _| (off, rate));
         let after = code.clock_gettime(1);
         // Continuous: the clock moved forward by microseconds, not by the ~0.9 s gained.
         assert!(after >= before, "x{rate}: went back {} ns", before - after);

@@ -94,8 +94,9 @@ pub trait Service: Sync {
         false
     }
 
-    /// Why clock faults (libfaketime, preloaded into each node) cannot reach the service, if
-    /// they cannot: they are then refused before any traffic.
+    /// Why clock faults through libfaketime (preloaded into each node: the fallback where the
+    /// vDSO backend cannot run) cannot reach the service, if they cannot: they are then
+    /// refused before any traffic on such a machine. The vDSO backend reaches every service.
     fn clock_faults(&self) -> Result<(), &'static str> {
         Ok(())
     }

@@ -1,11 +1,13 @@
-//! `clock`: skew the nodes' clocks through libfaketime (each node runs with the library
-//! preloaded and its own control file, [`NodeClock`]): a bump, a strobe between the skew and
-//! the true time, or a fast or slow rate; hold; set right. After each change every skewed
-//! node's `/v1/time` is read and the offset it really shows is recorded (`clock-observed`), so
-//! the history says what the service's clocks did, not only what was asked.
+//! `clock`: skew the nodes' clocks ([`NodeClock`]: a control page its patched processes read,
+//! or libfaketime's control file): a bump, a strobe between the skew and the true time, or a
+//! fast or slow rate; hold; set right. After each change every skewed node's clock is observed
+//! and the offset it really shows is recorded (`clock-observed`), so the history says what the
+//! service's clocks did, not only what was asked: through the node's `/v1/time` where it
+//! answers one, else (vDSO backend) the offset the node's own patched code applied to its next
+//! wall-clock read.
 
 use super::{Ctx, Healer};
-use crate::clock::{faketime_env, ClockScope, NodeClock};
+use crate::clock::{faketime_env, Backend, ClockScope, ControlPage, NodeClock};
 use crate::schedule::{ClockMode, PlannedFault};
 use crate::Error;
 use history::{OpValue, Recorder};
@@ -22,17 +24,45 @@ pub const OBSERVED: &str = "clock-observed";
 /// How often a strobing clock flips.
 const STROBE_PERIOD: Duration = Duration::from_millis(200);
 
-/// Before a node first starts: its control file (libfaketime reads it from the first clock
-/// call on), true for now, and the environment that makes the node's clock follow it.
+/// How long an observation through the control page waits for the node to read its clock.
+const OBSERVE_LIMIT: Duration = Duration::from_millis(300);
+
+/// What a node needs, before it first starts, for its clock to follow a [`NodeClock`].
+pub struct Hookup {
+    /// Environment for every start (libfaketime's preload and control file).
+    pub env: Vec<(String, String)>,
+    /// The control page its processes are patched to read (vDSO backend).
+    pub page: Option<std::sync::Arc<ControlPage>>,
+}
+
+/// Before a node first starts: its control page or file, true for now, and what makes the
+/// node's clock follow it.
 pub fn prepare(
     node_dir: &Path,
-    libfaketime: &Path,
+    backend: &Backend,
     scope: ClockScope,
-) -> Result<(NodeClock, Vec<(String, String)>), Error> {
-    let control = node_dir.join("faketime.ctl");
+) -> Result<(NodeClock, Hookup), Error> {
     std::fs::create_dir_all(node_dir)?;
-    let clock = NodeClock::create(control.clone(), Instant::now())?;
-    Ok((clock, faketime_env(libfaketime, &control, scope)))
+    match backend {
+        Backend::Vdso => {
+            let clock = NodeClock::create_page(&node_dir.join("clock.page"), scope)
+                .map_err(|e| Error::msg(e.to_string()))?;
+            let page = clock.page();
+            Ok((
+                clock,
+                Hookup {
+                    env: Vec::new(),
+                    page,
+                },
+            ))
+        }
+        Backend::Faketime(lib) => {
+            let control = node_dir.join("faketime.ctl");
+            let clock = NodeClock::create(control.clone(), Instant::now())?;
+            let env = faketime_env(lib, &control, scope);
+            Ok((clock, Hookup { env, page: None }))
+        }
+    }
 }
 
 pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Result<(), Error> {
@@ -60,7 +90,7 @@ pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Res
     for &i in picked {
         let clock = ctx.clocks[i]
             .as_ref()
-            .ok_or_else(|| Error::msg("clock faults need the nodes started under libfaketime"))?;
+            .ok_or_else(|| Error::msg("clock faults need the nodes started with a clock"))?;
         before_s.push(clock.offset_s(Instant::now()));
     }
     ctx.record(START, value.clone())?;
@@ -116,17 +146,26 @@ async fn observe<W: Write + Send>(
 ) -> Result<(), Error> {
     for &i in picked {
         let url = ctx.nodes[i].lock().await.base_url();
-        observe_one(&ctx.recorder, &ctx.ids[i], &url, fault).await?;
+        observe_one(
+            &ctx.recorder,
+            &ctx.ids[i],
+            &url,
+            ctx.clocks[i].as_ref(),
+            fault,
+        )
+        .await?;
     }
     Ok(())
 }
 
 /// Reads the node's `/v1/time` and records the offset of its realtime clock from the
-/// harness's (midpoint of the request), and its raw monotonic reading.
+/// harness's (midpoint of the request), and its raw monotonic reading; a node without
+/// `/v1/time` is observed through its control page (`observed_by: "vdso"`).
 async fn observe_one<W: Write + Send>(
     recorder: &Recorder<W>,
     id: &str,
     url: &str,
+    clock: Option<&NodeClock>,
     fault: &str,
 ) -> Result<(), Error> {
     let unix_ms = || {
@@ -153,17 +192,32 @@ async fn observe_one<W: Write + Send>(
     let mut v = OpValue::default()
         .with_extra("nodes", json!([id]))
         .with_extra("fault", json!(fault));
-    match answer {
-        Ok(body) => {
-            if let Some(rt) = body.get("realtime_ms").and_then(serde_json::Value::as_i64) {
-                v = v.with_extra("realtime_offset_ms", json!(rt - (before + after) / 2));
-            }
-            if let Some(m) = body.get("monotonic_ms") {
-                v = v.with_extra("monotonic_ms", m.clone());
+    // The service's own answer, if it has the realtime field.
+    let answered = match answer {
+        Ok(body) => match body.get("realtime_ms").and_then(serde_json::Value::as_i64) {
+            Some(rt) => Ok((rt, body.get("monotonic_ms").cloned())),
+            None => Err("its /v1/time answer has no realtime_ms".to_string()),
+        },
+        Err(e) => Err(format!("no /v1/time: {e}")),
+    };
+    match (answered, clock) {
+        (Ok((rt, mono)), _) => {
+            v = v.with_extra("realtime_offset_ms", json!(rt - (before + after) / 2));
+            if let Some(m) = mono {
+                v = v.with_extra("monotonic_ms", m);
             }
         }
+        (Err(why), Some(c)) if c.page().is_some() => match c.observe_offset_ms(OBSERVE_LIMIT).await
+        {
+            Some(ms) => {
+                v = v
+                    .with_extra("realtime_offset_ms", json!(ms))
+                    .with_extra("observed_by", json!("vdso"))
+            }
+            None => v = v.with_error(format!("{why}, and no clock read seen on its page")),
+        },
         // The service may not answer /v1/time (it is optional): say so, carry on.
-        Err(e) => v = v.with_error(format!("no /v1/time: {e}")),
+        (Err(why), _) => v = v.with_error(why),
     }
     recorder.nemesis(OBSERVED, v)?;
     Ok(())

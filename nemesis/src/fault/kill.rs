@@ -28,7 +28,8 @@ pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Res
         restart(&ctx.nodes[i], &ctx.ids[i], ctx.startup).await?;
         let started = ctx.nodes[i].lock().await.started_at();
         if let (Some(clock), Some(at)) = (ctx.clocks[i].as_mut(), started) {
-            // A new process: libfaketime counts rates from its start.
+            // A new process: libfaketime counts rates from its start (a control page needs
+            // nothing: the restart patched the new process to read it).
             clock.rebase(at)?;
         }
     }

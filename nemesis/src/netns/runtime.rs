@@ -51,6 +51,7 @@ impl Runtime for NetnsRuntime {
             let command = self.cluster.wrap(i, s.command);
             let node = LocalNode::new(&s.id, command, proxy.ip(), proxy.port(), s.node_dir)
                 .with_env(s.env)
+                .with_clock_page(s.clock_page)
                 .with_health_path(&s.health_path);
             Ok(Box::new(node) as Box<dyn NodeControl>)
         })

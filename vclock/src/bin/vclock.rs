@@ -81,7 +81,7 @@ fn set(page: &str, offset_s: &str, rate: &str, scope: &str) -> Result<(), String
         other => return Err(format!("bad scope {other:?} (wall or all)")),
     };
     let page = open_page(page)?;
-    page.change(scope, |_| ((offset_s * 1e9) as i64, rate));
+    page.change(scope, |_, _| ((offset_s * 1e9) as i64, rate));
     Ok(())
 }
 
