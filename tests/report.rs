@@ -789,6 +789,55 @@ fn render_million(dir: &Path) {
     eprintln!("lockpick report: {:?}", start.elapsed());
 }
 
+/// The coverage table of a checked run directory, as a browser shows it: present and visible,
+/// one row per condition (zeros written `none`, in muted cells), the stall that ended just past
+/// its lease counted, and nothing the page must not do.
+#[test]
+fn the_coverage_table_shows_every_condition_in_the_browser() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("checkers/tests/coverage/holder-just-past-bound-just-after-next-grant.jsonl"),
+        dir.join("history.jsonl"),
+    )
+    .unwrap();
+    let history = dir.join("history.jsonl");
+    let o = run_with_limit(
+        &["check", "--json", history.to_str().unwrap()],
+        Duration::from_secs(60),
+    );
+    std::fs::write(dir.join("results.json"), &o.stdout).unwrap();
+    let code = |args: &[&str]| run_with_limit(args, Duration::from_secs(60)).status.code();
+    let d = dir.to_str().unwrap();
+    assert_eq!(
+        code(&["report", "--fail-on", "safety,liveness,coverage", d]),
+        Some(0)
+    );
+    let results: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let Some(mut b) = browser::launch() else {
+        return;
+    };
+    let path = report_path(dir);
+    let page = b.open(&path, Duration::from_secs(30));
+    assert_report_sound(&mut b, &page, &results, &path);
+    let seen = b.eval(
+        &page.session,
+        "(()=>{const t=document.querySelector('#coverage ~ table.coverage');if(!t)return null;\
+         const rows=Array.from(t.querySelectorAll('tr')).slice(1);\
+         const cell=l=>{const r=rows.find(r=>r.textContent.includes(l));return r&&r.lastElementChild.textContent};\
+         return {height:t.getBoundingClientRect().height,rows:rows.length,\
+           none:t.querySelectorAll('td.muted').length,\
+           justPast:cell('0-10% ttl past it'),before:cell('before the lease bound')}})()",
+    );
+    assert!(seen.is_object(), "no coverage table in {}", path.display());
+    assert!(seen["height"].as_f64().unwrap() > 100.0, "{seen}");
+    assert!(seen["rows"].as_u64().unwrap() >= 25, "{seen}");
+    assert!(seen["none"].as_u64().unwrap() >= 15, "{seen}");
+    assert_eq!(seen["justPast"], "1", "{seen}");
+    assert_eq!(seen["before"], "none", "{seen}");
+}
+
 /// Not a test: saves screenshots of each section of the report in LOCKPICK_REPORT_DIR into
 /// LOCKPICK_SCREENSHOT_DIR, for a human to look at. Run with `-- --ignored look`.
 #[test]
@@ -814,6 +863,7 @@ fn look_at_report_sections() {
         ("latency", "#latency ~ .chart"),
         ("fairness", "#fairness ~ table"),
         ("faults", "#faults ~ table"),
+        ("coverage", "#coverage ~ table"),
         ("first-warning", "#w1"),
     ] {
         let exists = b.eval(
