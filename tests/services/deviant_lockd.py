@@ -9,7 +9,7 @@ exit 3 with one line naming the request and the answer.
     --deviation refuse-423     refusals answered 423 instead of 409
     --deviation grant-201      grants answered 201 instead of 200
     --deviation late-500       conforming for the first --after lock requests, then every
-                               lock request answered 500 with an HTML page
+                               lock request answered 500 with an HTML page, unprocessed
 
     python3 deviant_lockd.py --port 7000 --data-dir /tmp/d --deviation refuse-423
 """
@@ -34,19 +34,26 @@ def deviant_handler(locks, store, deviation, after):
     seen_lock = threading.Lock()
 
     class Handler(base):
+        def do_POST(self):
+            if deviation == "late-500" and "/v1/locks/" in self.path:
+                with seen_lock:
+                    seen["lock_requests"] += 1
+                    broken = seen["lock_requests"] > after
+                if broken:
+                    # As a failing proxy in front of the service would: the request is read
+                    # (so the connection stays usable) and never reaches the lock table.
+                    self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                    self.send_response(500)
+                    self.send_header("Content-Type", "text/html")
+                    self.send_header("Content-Length", str(len(HTML_500)))
+                    self.end_headers()
+                    self.wfile.write(HTML_500)
+                    return None
+            return super().do_POST()
+
         def answer(self, status, body):
             if "/v1/locks/" not in self.path:
                 return super().answer(status, body)
-            with seen_lock:
-                seen["lock_requests"] += 1
-                n = seen["lock_requests"]
-            if deviation == "late-500" and n > after:
-                self.send_response(500)
-                self.send_header("Content-Type", "text/html")
-                self.send_header("Content-Length", str(len(HTML_500)))
-                self.end_headers()
-                self.wfile.write(HTML_500)
-                return None
             if status == 200 and isinstance(body, dict) and "token" in body:
                 if deviation == "string-token":
                     body = dict(body, token=str(body["token"]))
