@@ -38,7 +38,10 @@ pub enum Command {
     Export(ExportArgs),
     /// Write a commented starter config (lockpick.toml) to run with `run --config`.
     Init(InitArgs),
-    /// Tell, for each fault, whether this machine can run it, and what is missing if not.
+    /// Tell, for each fault, whether this machine can run it, and what is missing if not. Exit
+    /// 0 when the required faults (pause, kill, client-pause: what every run may draw) can run,
+    /// with a warning naming any optional one (clock, partition, netem) that cannot; exit 3
+    /// when a required one cannot.
     Doctor,
     /// Undo what a killed run left behind (network namespaces, links, rules), from the state
     /// files of the run directories under PATH.
@@ -350,7 +353,7 @@ pub struct ExportArgs {
     /// The format to write; `jepsen` is the one there is.
     #[arg(long, default_value = "jepsen", value_parser = ["jepsen"])]
     pub format: String,
-    /// Where to write (default: history.edn beside the history).
+    /// Where to write (default: history.edn beside the history); `-` writes to standard output.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
 }

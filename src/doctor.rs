@@ -147,7 +147,14 @@ pub fn cleanup(path: &Path) -> anyhow::Result<history::ExitCode> {
     })
 }
 
-/// Prints the table; the exit code is 0 when every fault can run, 3 otherwise.
+/// The faults a run needs whatever it asks for: the default run draws from them, and they need
+/// nothing but a node lockpick started. The others (clock, partition, netem) are optional: a
+/// run that asks for one this machine cannot run is refused up front, one that does not ask
+/// runs without it.
+pub const REQUIRED: [&str; 3] = ["pause", "kill", "client-pause"];
+
+/// Prints the table; the exit code is 0 when every required fault can run (a missing optional
+/// one is a warning), 3 otherwise.
 pub fn run() -> history::ExitCode {
     let checks = checks();
     for c in &checks {
@@ -156,9 +163,29 @@ pub fn run() -> history::ExitCode {
             Some(why) => println!("{:<13} missing  {why}", c.fault),
         }
     }
-    if checks.iter().all(|c| c.missing.is_none()) {
+    let missing = |required: bool| -> Vec<&str> {
+        checks
+            .iter()
+            .filter(|c| c.missing.is_some() && REQUIRED.contains(&c.fault) == required)
+            .map(|c| c.fault)
+            .collect()
+    };
+    let optional = missing(false);
+    if !optional.is_empty() {
+        eprintln!(
+            "warning: optional fault(s) that cannot run here: {} (a run that asks for them is \
+             refused; every other run works)",
+            optional.join(", ")
+        );
+    }
+    let required = missing(true);
+    if required.is_empty() {
         history::ExitCode::Valid
     } else {
+        eprintln!(
+            "error: required fault(s) that cannot run here: {}",
+            required.join(", ")
+        );
         history::ExitCode::Error
     }
 }

@@ -12,10 +12,19 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
 
-/// Writes `history.edn` next to the history (or to `out`) and returns its path. Reads the
-/// history as `lockpick check` does (`history::read_history`): a history check refuses is
-/// refused here in the same words, and the reader's warnings go to stderr.
-pub fn export_jepsen(path: &Path, out: Option<&Path>) -> Result<std::path::PathBuf> {
+/// `lockpick export`: writes the history, then says where (not when it went to stdout).
+pub fn export(a: &crate::cli::ExportArgs) -> Result<history::ExitCode> {
+    if let Some(written) = export_jepsen(&a.path, a.out.as_deref())? {
+        println!("wrote {}", written.display());
+    }
+    Ok(history::ExitCode::Valid)
+}
+
+/// Writes `history.edn` next to the history (or to `out`; `-` is standard output) and returns
+/// the file's path (`None` for standard output). Reads the history as `lockpick check` does
+/// (`history::read_history`): a history check refuses is refused here in the same words, and
+/// the reader's warnings go to stderr.
+pub fn export_jepsen(path: &Path, out: Option<&Path>) -> Result<Option<std::path::PathBuf>> {
     let history_path = history::layout::history_path(path);
     let (history, warnings) = history::read_history(&history_path)?;
     for w in warnings {
@@ -27,22 +36,30 @@ pub fn export_jepsen(path: &Path, out: Option<&Path>) -> Result<std::path::PathB
         );
     }
     let target = match out {
-        Some(o) => o.to_path_buf(),
-        None => history_path.with_file_name("history.edn"),
+        Some(o) if o == Path::new("-") => None,
+        Some(o) => Some(o.to_path_buf()),
+        None => Some(history_path.with_file_name("history.edn")),
     };
-    let file = std::fs::File::create(&target)
-        .with_context(|| format!("cannot create {}", target.display()))?;
-    let mut w = std::io::BufWriter::new(file);
+    let name = target.as_ref().map_or_else(
+        || "standard output".to_string(),
+        |t| t.display().to_string(),
+    );
+    let sink: Box<dyn std::io::Write> = match &target {
+        Some(t) => {
+            Box::new(std::fs::File::create(t).with_context(|| format!("cannot create {name}"))?)
+        }
+        None => Box::new(std::io::stdout().lock()),
+    };
+    let mut w = std::io::BufWriter::new(sink);
     let mut line = String::with_capacity(256);
     for op in &history.ops {
         line.clear();
         op_to_edn(op, &mut line);
         line.push('\n');
         w.write_all(line.as_bytes())
-            .with_context(|| format!("cannot write {}", target.display()))?;
+            .with_context(|| format!("cannot write {name}"))?;
     }
-    w.flush()
-        .with_context(|| format!("cannot write {}", target.display()))?;
+    w.flush().with_context(|| format!("cannot write {name}"))?;
     Ok(target)
 }
 

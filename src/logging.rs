@@ -21,9 +21,13 @@ pub fn to_file(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Colour only on a terminal: a node's stderr is a log file in its run directory, where
+/// escape codes are noise.
 pub fn to_stderr() {
+    use std::io::IsTerminal;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter())
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .try_init();
 }

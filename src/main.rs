@@ -55,7 +55,7 @@ fn main() -> std::process::ExitCode {
             // clap's usage errors exit 2, which means `unknown` here: report them as 3.
             let msg = e.to_string();
             let first = msg.lines().next().unwrap_or("bad command line");
-            eprintln!("{first}");
+            eprintln!("{first}{}", suggestion(&e));
             eprintln!("(see `lockpick --help`)");
             return std::process::ExitCode::from(ExitCode::Error.code());
         }
@@ -66,6 +66,32 @@ fn main() -> std::process::ExitCode {
             eprintln!("error: {}", error_text(&e));
             std::process::ExitCode::from(ExitCode::Error.code())
         }
+    }
+}
+
+/// clap's guess at what a misspelt flag, subcommand or value meant, as ` (did you mean
+/// `--clients`?)`; empty when it has none. Its own tip is on a later line, which is not shown.
+fn suggestion(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    let kinds = [
+        ContextKind::SuggestedArg,
+        ContextKind::SuggestedSubcommand,
+        ContextKind::SuggestedValue,
+    ];
+    let guesses: Vec<String> = kinds
+        .iter()
+        .filter_map(|k| match e.get(*k)? {
+            ContextValue::String(s) => Some(vec![s.clone()]),
+            ContextValue::Strings(v) => Some(v.clone()),
+            _ => None,
+        })
+        .flatten()
+        .map(|s| format!("`{s}`"))
+        .collect();
+    if guesses.is_empty() {
+        String::new()
+    } else {
+        format!(" (did you mean {}?)", guesses.join(" or "))
     }
 }
 
@@ -106,11 +132,7 @@ fn dispatch(cmd: Command) -> Result<ExitCode> {
         Command::Check(a) => check_cmd::check(a),
         Command::Doctor => Ok(doctor::run()),
         Command::Init(a) => config_file::init(&a.path, a.force).map(|()| ExitCode::Valid),
-        Command::Export(a) => {
-            let written = export_cmd::export_jepsen(&a.path, a.out.as_deref())?;
-            println!("wrote {}", written.display());
-            Ok(ExitCode::Valid)
-        }
+        Command::Export(a) => export_cmd::export(&a),
         Command::Cleanup(a) => doctor::cleanup(&a.path),
         Command::Report(a) => report_cmd::report(a),
         Command::Synth(a) => synth_cmd::synth(a),

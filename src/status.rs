@@ -8,9 +8,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use nemesis::fault::ActiveFaults;
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Past this many events the status line stops re-checking the history while it grows: a
 /// re-check must stay far cheaper than the run itself.
@@ -38,7 +37,6 @@ impl Status {
             b
         });
         let phase = Arc::new(Mutex::new("running".to_string()));
-        let violations = Arc::new(AtomicI64::new(0));
         let task = {
             let bar = bar.clone();
             let phase = phase.clone();
@@ -49,27 +47,29 @@ impl Status {
                 } else {
                     Duration::from_secs(5)
                 };
-                let mut last_check = Instant::now();
+                // The violations the last check found (-1: it failed).
+                let mut violations = 0i64;
                 // Ends when the runner aborts the task; each pass sleeps `every`.
                 loop {
                     tokio::time::sleep(every).await;
-                    if last_check.elapsed() >= Duration::from_secs(3)
-                        && recorder.events() < LIVE_CHECK_EVENTS_MAX
-                    {
-                        last_check = Instant::now();
-                        let (h, v, cfg) = (history.clone(), violations.clone(), check_cfg.clone());
+                    // Checked before the line is drawn, and awaited: a check started and not
+                    // waited for left the line one period behind the history (5 s in a log).
+                    if recorder.events() < LIVE_CHECK_EVENTS_MAX {
+                        let (h, cfg) = (history.clone(), check_cfg.clone());
                         // Off the async threads: parsing and checking are CPU work.
-                        tokio::task::spawn_blocking(move || {
-                            let n = crate::check_cmd::check_file(&h, &cfg)
+                        let n = tokio::task::spawn_blocking(move || {
+                            crate::check_cmd::check_file(&h, &cfg)
                                 .map(|r| r.violations.len() as i64)
-                                .unwrap_or(-1);
-                            v.store(n, Ordering::Relaxed);
-                        });
+                                .unwrap_or(-1)
+                        })
+                        .await
+                        .unwrap_or(-1);
+                        violations = n;
                     }
                     let c = recorder.counts();
                     let elapsed = start.elapsed();
                     let faults = active.lock().map(|a| a.join(", ")).unwrap_or_default();
-                    let v = violations.load(Ordering::Relaxed);
+                    let v = violations;
                     let line = format!(
                         "{} {:>5.1}s elapsed, {:>5.1}s left | ops {} ok {} fail {} info {} | faults: {} | violations so far: {}",
                         phase.lock().map(|p| p.clone()).unwrap_or_default(),

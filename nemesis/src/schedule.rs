@@ -293,6 +293,12 @@ pub fn parse_fault_list(s: &str) -> Result<Vec<FaultKind>, String> {
     }
     let mut out = Vec::new();
     for part in s.split(',') {
+        if part.trim() == "none" {
+            return Err(format!(
+                "{s:?} contradicts itself: `none` means a run without faults, alone; list \
+                 faults without it"
+            ));
+        }
         let k: FaultKind = part.trim().parse()?;
         if !out.contains(&k) {
             out.push(k);

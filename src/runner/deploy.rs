@@ -217,7 +217,9 @@ fn placeholders(
         id: id.to_string(),
         host,
         port,
-        data_dir: layout::node_dir(run_dir, id).join("data"),
+        // Absolute: a node command may change directory before it opens its data dir.
+        data_dir: std::path::absolute(layout::node_dir(run_dir, id).join("data"))
+            .unwrap_or_else(|_| layout::node_dir(run_dir, id).join("data")),
         peers,
         extra,
     }
