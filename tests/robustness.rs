@@ -250,7 +250,7 @@ http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_foreve
 "#;
 
 #[test]
-fn garbage_answers_are_recorded_and_the_run_still_reaches_a_verdict() {
+fn garbage_answers_are_refused_by_the_probe_and_recorded_with_their_reasons() {
     if !require_python() {
         return;
     }
@@ -258,30 +258,40 @@ fn garbage_answers_are_recorded_and_the_run_still_reaches_a_verdict() {
     let script = write_script(tmp.path(), "hostile.py", HOSTILE);
     let cmd = format!("python3 {} {{port}}", script.display());
     let out = tmp.path().join("runs");
-    let r = run(
-        &out,
-        &[
-            "--node-cmd",
-            &cmd,
-            "--workload",
-            "mutex",
-            "--nemesis",
-            "none",
-            "--duration",
-            "4s",
-            "--op-timeout",
-            "500ms",
-            // Past the op timeout, a slow answer is a timeout: no acquire wait to cover it.
-            "--acquire-wait",
-            "0s",
-            "--clients",
-            "3",
-        ],
-        Duration::from_secs(60),
-    );
+    let args = [
+        "--node-cmd",
+        &cmd,
+        "--workload",
+        "mutex",
+        "--nemesis",
+        "none",
+        "--duration",
+        "4s",
+        "--op-timeout",
+        "500ms",
+        // Past the op timeout, a slow answer is a timeout: no acquire wait to cover it.
+        "--acquire-wait",
+        "0s",
+        "--clients",
+        "3",
+    ];
+    // Conformance first: its first grant is not JSON.
+    let r = run(&out, &args, Duration::from_secs(60));
+    assert_eq!(r.code, 3, "expected the probe to refuse it; {}", r.describe());
     assert!(
-        (0..=2).contains(&r.code),
-        "expected a verdict; {}",
+        r.stderr.contains("probe: POST /v1/locks/lockpick-probe/acquire (probe-1) answered"),
+        "{}",
+        r.describe()
+    );
+    // Past the probe, every answer is recorded with its reason; the run reaches a verdict, or
+    // stops on the unexpected answers (half of them are) in one line saying so.
+    let mut args = args.to_vec();
+    args.push("--no-probe");
+    let r = run(&out, &args, Duration::from_secs(60));
+    assert!(
+        (0..=2).contains(&r.code)
+            || (r.code == 3 && r.stderr.contains("adapter does not understand")),
+        "expected a verdict or the watch's stop; {}",
         r.describe()
     );
     let res = r.results();
@@ -290,11 +300,15 @@ fn garbage_answers_are_recorded_and_the_run_still_reaches_a_verdict() {
     assert!(acquire["fail"].as_u64().unwrap_or(0) > 0, "{res}");
     let history = std::fs::read_to_string(r.run_dir().join("history.jsonl")).unwrap();
     assert!(
-        history.contains("bad-response"),
+        history.contains("bad-body"),
         "unreadable 200 not recorded as such"
     );
     assert!(history.contains("http-500"));
     assert!(history.contains("timeout"));
+    // The breakdown by reason: a refusal is `held`, the rest what the answer was.
+    let reasons = &res["stats"]["reasons"]["acquire"];
+    assert!(reasons["fail"]["held"].as_u64().unwrap_or(0) > 0, "{reasons}");
+    assert!(reasons["info"]["http-500"].as_u64().unwrap_or(0) > 0, "{reasons}");
 }
 
 #[test]
