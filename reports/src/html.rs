@@ -1316,12 +1316,17 @@ fn ops_tables(s: &mut String, r: &Results) {
     s.push_str("<h2 id=\"ops\">Outcomes per op</h2><table><tr><th>f</th><th>ok</th><th>fail</th><th>info</th><th>pending</th><th>p50 ms</th><th>p95 ms</th><th>p99 ms</th><th>max ms</th></tr>");
     for (f, by) in &r.stats.ops {
         let g = |k: &str| by.get(k).copied().unwrap_or(0);
+        // A refusal is the protocol's answer to a held lock, not a failure.
+        let fail = match crate::reasons::refused(r, f) {
+            0 => g("fail").to_string(),
+            n => format!("{} ({n} refused)", g("fail")),
+        };
         let _ = write!(
             s,
             "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>",
             esc(f),
             g("ok"),
-            g("fail"),
+            fail,
             g("info"),
             g("pending")
         );
@@ -1337,6 +1342,7 @@ fn ops_tables(s: &mut String, r: &Results) {
         }
     }
     s.push_str("</table>");
+    crate::reasons::html(s, r);
 }
 
 fn fairness(s: &mut String, m: &Model) {

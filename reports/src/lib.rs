@@ -6,6 +6,8 @@
 //!   directory; [`render_report`] is the same without writing.
 //! - [`summary_text`]: the plain-text summary (`summary.txt`, and what `lockpick check` prints).
 //! - [`junit_xml`]: one JUnit test case per checker.
+//! - reasons.rs: why ops did not take effect (`stats.reasons`: `acquire refused: held x9584`,
+//!   `acquire info: http-423 x8352`), one breakdown drawn by the summary and the report.
 //! - [`coverage_gaps`]: what a run asked for and exercised nowhere (`--fail-on coverage`).
 //! - [`FailOn`]: the `--fail-on` policy that turns [`history::Results`] into an exit code, and
 //!   [`github_annotations`] for GitHub Actions.
@@ -22,6 +24,7 @@ mod html;
 mod index;
 mod junit;
 mod model;
+mod reasons;
 mod summary;
 mod svg;
 

@@ -84,7 +84,7 @@ pub fn summary_text(r: &Results) -> String {
         let _ = writeln!(s, "\nops (ok/fail/info/pending):");
         for (f, by) in &r.stats.ops {
             let g = |k: &str| by.get(k).copied().unwrap_or(0);
-            let _ = writeln!(
+            let _ = write!(
                 s,
                 "  {:<10} {}/{}/{}/{}",
                 plain(f),
@@ -93,8 +93,18 @@ pub fn summary_text(r: &Results) -> String {
                 g("info"),
                 g("pending")
             );
+            // A refusal is the protocol's answer to a held lock, not a failure.
+            match crate::reasons::refused(r, f) {
+                0 => {
+                    let _ = writeln!(s);
+                }
+                n => {
+                    let _ = writeln!(s, "  (fail: {n} refused)");
+                }
+            }
         }
     }
+    crate::reasons::text(&mut s, r);
     if !r.stats.latency.is_empty() {
         let _ = writeln!(s, "\nlatency ms (p50/p95/p99/max):");
         for (f, p) in &r.stats.latency {

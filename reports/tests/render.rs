@@ -121,16 +121,10 @@ fn fixture() -> Results {
             faults: BTreeMap::from([("pause".to_string(), 1)]),
             reasons: BTreeMap::from([(
                 "acquire".to_string(),
-                BTreeMap::from([
-                    (
-                        "fail".to_string(),
-                        BTreeMap::from([("held".to_string(), 3)]),
-                    ),
-                    (
-                        "info".to_string(),
-                        BTreeMap::from([("http-423".to_string(), 2)]),
-                    ),
-                ]),
+                BTreeMap::from([(
+                    "fail".to_string(),
+                    BTreeMap::from([("held".to_string(), 1)]),
+                )]),
             )]),
             extra: BTreeMap::new(),
         },
