@@ -24,6 +24,7 @@ pub async fn conformance(
         health_path: cfg.service().health_path(),
         ttl_ms: cfg.ttl_ms,
         op_timeout: Duration::from_millis(cfg.op_timeout_ms),
+        store: cfg.kind() == workloads::WorkloadKind::Counter,
     };
     workloads::probe(&target).await
 }

@@ -35,6 +35,9 @@ pub struct ProbeTarget<'a> {
     pub ttl_ms: u64,
     /// Bounds each request.
     pub op_timeout: Duration,
+    /// Whether the run uses the fenced resource (the counter workload): then its round trip
+    /// is probed too.
+    pub store: bool,
 }
 
 /// A failed check: one line naming the request, the answer and what was expected, and the
@@ -211,7 +214,7 @@ impl Probe<'_, '_> {
         self.ttl_is_numeric(&request, &answer, body, &wire)?;
         self.note(&request, &answer);
 
-        if a.has_resource() {
+        if self.t.store && a.has_resource() {
             self.store_round_trip(token).await?;
         }
         Ok(())
