@@ -1,14 +1,26 @@
+# The hooks lockpick places in a patched process (vclock/src/hook.rs holds these bytes).
+#
+# Layout: two 8-byte slots, then code. Each hook reads the true clock through `real` (the
+# vDSO's own clock_gettime, called through its relocated entry, or the raw system call where
+# that entry could not be relocated), then moves it by the control page's setting for that
+# clock id (see adjust).
         .intel_syntax noprefix
         .text
-        .globl start
-start:
-control:                        # 0x00: the control page's address, filled in at injection
+control:                        # 0x00: the control page's address, written at injection
         .quad 0
-clock_gettime_hook:             # 0x08: int clock_gettime(clockid_t id = edi, struct timespec *ts = rsi)
-        mov eax, 228            # SYS_clock_gettime
-        syscall                 # the kernel keeps rdi, rsi; clobbers rcx, r11
-        test rax, rax
-        jnz 9f                  # an error (-errno) goes back as the syscall gave it
+real:                           # 0x08: a function with clock_gettime's contract that reads
+        .quad 0                 #       the true clock, written at injection
+
+clock_gettime_hook:             # int clock_gettime(clockid_t id = edi, struct timespec *ts = rsi)
+        push rdi
+        push rsi
+        sub rsp, 8              # the stack 16-byte aligned at the call, as the ABI wants
+        call [rip + real]
+        add rsp, 8
+        pop rsi
+        pop rdi
+        test eax, eax
+        jnz 9f                  # an error (-errno) goes back as the real call gave it
         cmp edi, 16
         jae 9f                  # unsigned: ids past the table and negative (CPU-time) ids run true
         test rsi, rsi
@@ -31,7 +43,22 @@ clock_gettime_hook:             # 0x08: int clock_gettime(clockid_t id = edi, st
 9:      ret
 
 gettimeofday_hook:              # int gettimeofday(struct timeval *tv = rdi, struct timezone *tz = rsi)
-        mov eax, 96             # SYS_gettimeofday
+        test rsi, rsi
+        jnz 5f                  # a time zone asked for (obsolete): the system call fills it
+        test rdi, rdi
+        jz 8f                   # nothing asked for
+        push rdi
+        sub rsp, 16             # a timespec; the stack aligned at the call
+        xor edi, edi            # CLOCK_REALTIME
+        mov rsi, rsp
+        call [rip + real]
+        mov rax, [rsp]
+        imul rax, rax, 1000000000
+        add rax, [rsp + 8]      # rax = true ns
+        add rsp, 16
+        pop rdi
+        jmp 6f
+5:      mov eax, 96             # SYS_gettimeofday
         syscall
         test rax, rax
         jnz 9f
@@ -42,7 +69,7 @@ gettimeofday_hook:              # int gettimeofday(struct timeval *tv = rdi, str
         mov rcx, [rdi + 8]
         imul rcx, rcx, 1000
         add rax, rcx            # rax = true ns (to the microsecond)
-        xor r8d, r8d            # CLOCK_REALTIME's slot
+6:      xor r8d, r8d            # CLOCK_REALTIME's slot
         call adjust
         cqo
         mov rcx, 1000
@@ -56,24 +83,22 @@ gettimeofday_hook:              # int gettimeofday(struct timeval *tv = rdi, str
         dec rax
 1:      mov [rdi], rax
         mov [rdi + 8], rdx
-        xor eax, eax
+8:      xor eax, eax
 9:      ret
 
 time_hook:                      # time_t time(time_t *t = rdi)
-        mov rdx, rdi            # the syscall keeps rdx
-        sub rsp, 16             # a timespec on our own stack
-        xor edi, edi            # CLOCK_REALTIME
+        push rdi
+        sub rsp, 16             # a timespec; the stack aligned at the call
+        xor edi, edi            # CLOCK_REALTIME (time(2) has only whole seconds)
         mov rsi, rsp
-        mov eax, 228            # SYS_clock_gettime (time(2) has only whole seconds)
-        syscall
+        call [rip + real]
         mov rax, [rsp]
         imul rax, rax, 1000000000
         add rax, [rsp + 8]
         add rsp, 16
-        push rdx                # adjust clobbers rdx
         xor r8d, r8d
         call adjust
-        pop rsi
+        pop rsi                 # t
         cqo
         mov rcx, 1000000000
         idiv rcx
@@ -84,6 +109,11 @@ time_hook:                      # time_t time(time_t *t = rdi)
         jz 9f
         mov [rsi], rax
 9:      ret
+
+raw_clock_gettime:              # the fallback `real`: the system call itself
+        mov eax, 228            # SYS_clock_gettime
+        syscall
+        ret
 
 # rax = true ns of clock r8 (0..15) -> rax = the faked ns.
 # fake = true + off + ((true - t0) * excess_q32) >> 32, read under the page's seqlock.

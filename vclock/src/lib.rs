@@ -4,7 +4,9 @@
 //! - [`patch`] stops every thread of a process (`PTRACE_SEIZE` + `PTRACE_INTERRUPT`), makes it
 //!   map a page of our code ([`hook::CODE`]) and the control file (`MAP_SHARED`), rewrites the
 //!   entries of `__vdso_clock_gettime`, `__vdso_gettimeofday` and `__vdso_time` with a jump to
-//!   that code, and lets the process go. It is held for milliseconds, once; from then on its
+//!   that code, and lets the process go. The hooks read the true clock through the vDSO's own
+//!   `clock_gettime` (its first instructions relocated into a trampoline) where they can, else
+//!   through the system call ([`hook`]). It is held for milliseconds, once; from then on its
 //!   clocks are a function of the control page.
 //! - [`ControlPage`] ([`page`]): the shared page. A bump, a strobe, a fast or slow clock is a
 //!   store into it ([`ControlPage::change`]); the target sees it on its next clock read, with
@@ -138,7 +140,7 @@ const TARGETS: [(&str, usize, bool); 3] = [
 
 /// `movabs rax, imm64; jmp rax`: 12 bytes that reach any address. rax is free at a function's
 /// entry (it carries no argument).
-const JUMP_BYTES: usize = 12;
+const JUMP_BYTES: usize = hook::ENTRY_BYTES;
 
 fn jump_to(target: u64) -> [u8; JUMP_BYTES] {
     let mut code = [0u8; JUMP_BYTES];
@@ -167,6 +169,9 @@ pub struct Patch {
     /// The control page's mapping in the target.
     pub page_addr: u64,
     pub functions: Vec<PatchedFn>,
+    /// Whether the hooks read the true clock through the vDSO's own function (a trampoline
+    /// past its relocated entry) rather than the system call.
+    pub fast: bool,
 }
 
 /// How [`patch`] found the process.
@@ -278,9 +283,9 @@ pub fn patch(pid: i32, page: &ControlPage) -> Result<Patched, Error> {
     // The mapping holds the file; the descriptor is closed whether or not mmap worked.
     call(libc::SYS_close, "close", [fd, 0, 0, 0, 0, 0])?;
     let page_addr = mapped?;
-    let mut code = vec![0u8; PAGE as usize];
-    code[..hook::CODE.len()].copy_from_slice(hook::CODE);
-    code[hook::CONTROL_SLOT..hook::CONTROL_SLOT + 8].copy_from_slice(&page_addr.to_le_bytes());
+    let entry = first.offset as usize;
+    let entry_bytes = &image[entry..(entry + 32).min(image.len())];
+    let (code, fast) = hook::code_page(page_addr, code_addr, vdso + first.offset, entry_bytes);
     stopped.poke(code_addr, &code)?;
     call(
         libc::SYS_mprotect,
@@ -307,6 +312,7 @@ pub fn patch(pid: i32, page: &ControlPage) -> Result<Patched, Error> {
         code_addr,
         page_addr,
         functions,
+        fast,
     }))
 }
 
