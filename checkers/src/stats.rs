@@ -137,7 +137,60 @@ fn fault_counts(m: &Model) -> BTreeMap<String, u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::nearest_rank_ms;
+    use super::{nearest_rank_ms, stats};
+
+    /// Fail and info completions by op, outcome and reason code, read from the errors as
+    /// written (new `reason; detail` and older `http-500: body` alike); ok and pending ops
+    /// have none.
+    #[test]
+    fn reasons_are_counted_by_code() {
+        let lines = [
+            (0, "invoke", "acquire", r#"{}"#),
+            (0, "fail", "acquire", r#"{"error":"held"}"#),
+            (1, "invoke", "acquire", r#"{}"#),
+            (
+                1,
+                "info",
+                "acquire",
+                r#"{"error":"http-423; {\"error\":\"held\"}"}"#,
+            ),
+            (2, "invoke", "acquire", r#"{}"#),
+            (2, "info", "acquire", r#"{"error":"http-423: older form"}"#),
+            (3, "invoke", "acquire", r#"{}"#),
+            (
+                3,
+                "fail",
+                "acquire",
+                r#"{"error":"connect: refused; os error 111"}"#,
+            ),
+            (4, "invoke", "acquire", r#"{}"#),
+            (4, "ok", "acquire", r#"{"token":1}"#),
+            (4, "invoke", "release", r#"{"token":1}"#),
+            (4, "fail", "release", r#"{}"#),
+            (5, "invoke", "acquire", r#"{}"#),
+        ];
+        let text: String = lines
+            .iter()
+            .enumerate()
+            .map(|(i, (p, t, f, v))| {
+                format!(
+                    "{{\"index\":{i},\"time_ns\":{i},\"process\":{p},\"type\":\"{t}\",\"f\":\"{f}\",\"lock\":\"L0\",\"value\":{v}}}\n"
+                )
+            })
+            .collect();
+        let (ops, _) =
+            history::read_ops_from(text.as_bytes(), std::path::Path::new("t.jsonl")).unwrap();
+        let h = history::History::new(ops).unwrap();
+        let got = serde_json::to_value(stats(&h).reasons).unwrap();
+        let want = serde_json::json!({
+            "acquire": {
+                "fail": {"held": 1, "connect: refused": 1},
+                "info": {"http-423": 2}
+            },
+            "release": {"fail": {"unstated": 1}}
+        });
+        assert_eq!(got, want);
+    }
 
     #[test]
     fn nearest_rank() {
