@@ -21,6 +21,10 @@
 //! - [`liveness_stats`]: per-client acquire attempts, grants, waits and Jain's fairness index,
 //!   unavailability windows per lock with the faults active then, and never-completed ops;
 //!   [`check`] puts them in `Stats.extra` (`fairness`, `unavailability`, `never_completed`).
+//! - [`coverage()`]: what the history exercised (client stalls by wake-up op and by where they
+//!   ended against the lease bound and the other processes' grants, waiter stalls, long lock
+//!   waits, ops and grants during each fault kind, nodes hit, stall shapes reached);
+//!   [`check`] puts it in `Results.coverage`.
 //!
 //! Invariants, stated as absences: checkers do no I/O, read no clock, and their output never
 //! depends on hash-map iteration order. A violation is reported only when the history proves

@@ -13,7 +13,8 @@
 //! - [`History`]: a structurally checked history whose client events are paired into
 //!   [`Operation`]s (invoke + completion + [`Outcome`]).
 //! - [`Results`], [`Violation`], [`Validity`]: the serialized checker results (`results.json`),
-//!   the one form in which reports see them.
+//!   the one form in which reports see them; [`Coverage`] (in [`coverage`]), what a run
+//!   exercised, counted by the checkers and drawn as one table by every report.
 //! - [`Recorder`]: assigns index and time to live events and writes them at once.
 //! - [`layout`]: run-directory file names and [`ExitCode`]s.
 //! - [`reason`]: the reason codes of failed and indeterminate ops (`held`, `http-423`,
