@@ -133,6 +133,15 @@ pub struct RunArgs {
     /// Clock faults to draw from: bump-forward, bump-back, strobe, fast, slow (default: all).
     #[arg(long, value_name = "LIST")]
     pub clock_faults: Option<String>,
+    /// Client-pause shapes to draw from, comma-separated. What a stall is aimed at: `boundary`
+    /// (a holder wakes a few ms after its lease surely ended), `next-grant` (a holder wakes a
+    /// few ms after another client was granted its lock), `long` (a holder stalls 1.5-2.5
+    /// leases, several grants), `waiter` (a client stalls while its acquire waits, its
+    /// keepalives stopped, longer than its lease, then goes on waiting). What a holder wakes
+    /// into: `renew`, `write`, `release`, `read` (the counter workload; a mutex holder releases
+    /// instead of reading or writing). Default: all of them.
+    #[arg(long, value_name = "LIST")]
+    pub client_faults: Option<String>,
     /// Which clocks a clock fault moves: `wall` (realtime only) or `all` (monotonic too, which
     /// is what lease timers run on).
     #[arg(long, default_value = "wall", value_name = "wall|all")]
@@ -188,7 +197,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "URL")]
     pub url: Option<String>,
     /// Run the embedded lockd in an unsafe mode, to watch the checkers catch it:
-    /// reuse-tokens, no-ttl, wall-clock, skip-token-check, racy, split-brain (needs --nodes).
+    /// reuse-tokens, no-ttl, wall-clock, skip-token-check, racy, split-brain (needs --nodes),
+    /// renew-grace (a late renew is accepted after another client was granted; the
+    /// client-pause `boundary,renew` shape exposes it).
     #[arg(long = "unsafe", value_name = "MODE", conflicts_with_all = ["url", "node_cmd"])]
     pub unsafe_mode: Option<String>,
     /// Start your fenced store from a shell command (placeholders as --node-cmd).
@@ -198,7 +209,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "URL")]
     pub store_url: Option<String>,
     /// Fencing mode of the embedded store: all (reads and writes move the fence), write (only
-    /// writes do), none (no fencing: the anti-pattern).
+    /// writes do), none (no fencing: the anti-pattern), off-by-one (a token one below the
+    /// fence passes; the client-pause `next-grant,write` shape exposes it).
     #[arg(long, default_value = "all", value_name = "MODE", conflicts_with_all = ["store_url", "store_cmd"])]
     pub store_fence: String,
     /// Where run directories go.
@@ -374,7 +386,7 @@ pub struct LockdArgs {
     #[arg(long, value_name = "DIR")]
     pub data_dir: PathBuf,
     /// Reproduce an anti-pattern: reuse-tokens, no-ttl, wall-clock, skip-token-check, racy,
-    /// split-brain.
+    /// split-brain, renew-grace.
     #[arg(long = "unsafe", value_name = "MODE")]
     pub unsafe_mode: Option<String>,
     /// The other members of a multi-node lockd, comma-separated HOST:PORT. The member with the

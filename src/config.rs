@@ -7,7 +7,9 @@ mod repro;
 use crate::cli::RunArgs;
 use anyhow::{bail, Context, Result};
 use nemesis::clock::ClockScope;
-use nemesis::schedule::{parse_clock_modes, ClockMode, FaultKind, Schedule, Topology};
+use nemesis::schedule::{
+    parse_client_faults, parse_clock_modes, ClientFaults, ClockMode, FaultKind, Schedule, Topology,
+};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -85,6 +87,8 @@ pub struct RunConfig {
     pub nemesis_interval_ms: u64,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub clock_faults: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub client_faults: Vec<String>,
     pub clock_scope: String,
     pub clock_bump_ms: u64,
     pub clock_rate: f64,
@@ -109,6 +113,8 @@ pub struct RunConfig {
     pub faults: Vec<FaultKind>,
     #[serde(skip)]
     pub clock_modes: Vec<ClockMode>,
+    #[serde(skip)]
+    pub client_shapes: ClientFaults,
     #[serde(skip)]
     pub template: Option<workloads::TemplateSpec>,
     #[serde(skip)]
@@ -247,6 +253,11 @@ impl RunConfig {
             }
             None => Vec::new(),
         };
+        let client_shapes = match &a.client_faults {
+            Some(list) => parse_client_faults(list)
+                .map_err(|e| anyhow::anyhow!("--client-faults: {e}"))?,
+            None => ClientFaults::default(),
+        };
         let clock_scope: ClockScope = a
             .clock_scope
             .parse()
@@ -334,6 +345,7 @@ impl RunConfig {
             runtime: runtime.to_string(),
             partition_topologies: topologies.iter().map(|t| t.to_string()).collect(),
             clock_faults: clock_modes.iter().map(|m| m.to_string()).collect(),
+            client_faults: client_shapes.names(),
             clock_scope: clock_scope.to_string(),
             clock_bump_ms,
             clock_rate: a.clock_rate,
@@ -349,6 +361,7 @@ impl RunConfig {
             schedule: replay.map(|(_, s)| s),
             faults,
             clock_modes,
+            client_shapes,
             template,
             topologies,
             workload_kind: Some(kind),

@@ -63,6 +63,7 @@ const KEYS: &[(&str, &str, &str, Kind)] = &[
     ),
     ("nemesis", "schedule", "--schedule", Kind::Text),
     ("nemesis", "clock_faults", "--clock-faults", Kind::List),
+    ("nemesis", "client_faults", "--client-faults", Kind::List),
     ("nemesis", "clock_scope", "--clock-scope", Kind::Text),
     ("nemesis", "clock_bump", "--clock-bump", Kind::Text),
     ("nemesis", "clock_rate", "--clock-rate", Kind::Fraction),
@@ -294,6 +295,7 @@ nemesis = ["pause", "kill", "client-pause"]   # also: clock, partition, netem; [
 nemesis_interval = "3s"                   # quiet time between faults
 nemesis_targets = "one"                   # one | minority | majority | all | primary
 # clock_faults = ["bump-forward", "bump-back", "strobe", "fast", "slow"]
+# client_faults = ["boundary", "next-grant", "long", "waiter", "renew", "write", "release", "read"]
 # clock_scope = "wall"                    # wall | all (monotonic too)
 # partition_topologies = ["isolate", "halves", "majorities-ring", "bridge", "clients"]
 

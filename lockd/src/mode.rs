@@ -19,6 +19,16 @@ pub enum UnsafeMode {
     /// Multi-node only: a member that cannot reach the primary grants from its own
     /// in-memory table and token counter, so a partition yields two holders.
     SplitBrain,
+    /// A renew up to a quarter of its ttl after the lease expired is accepted (a grace period
+    /// for late renewals), even when the lock was granted to another client in that time: the
+    /// grace is not honoured by acquire. A holder that wakes into a renew just past its lease
+    /// (the `boundary` client-pause) is told it still holds the lock the next holder holds.
+    RenewGrace,
+    /// Release frees the lock whoever holds it, once the releasing client's own lease has
+    /// lapsed (a "clean up my lapsed lease" path that deletes by lock name, the way a bare
+    /// `DEL lock` does): a holder that wakes into a release long after its lease (the `long`
+    /// client-pause) frees the next holder's lock, and a third client is granted it.
+    UncheckedRelease,
 }
 
 const UNSAFE_NAMES: &[&str] = &[
@@ -28,16 +38,20 @@ const UNSAFE_NAMES: &[&str] = &[
     "skip-token-check",
     "racy",
     "split-brain",
+    "renew-grace",
+    "unchecked-release",
 ];
 
 impl UnsafeMode {
-    pub const ALL: [UnsafeMode; 6] = [
+    pub const ALL: [UnsafeMode; 8] = [
         UnsafeMode::ReuseTokens,
         UnsafeMode::NoTtl,
         UnsafeMode::WallClock,
         UnsafeMode::SkipTokenCheck,
         UnsafeMode::Racy,
         UnsafeMode::SplitBrain,
+        UnsafeMode::RenewGrace,
+        UnsafeMode::UncheckedRelease,
     ];
 
     #[must_use]
@@ -49,6 +63,8 @@ impl UnsafeMode {
             UnsafeMode::SkipTokenCheck => "skip-token-check",
             UnsafeMode::Racy => "racy",
             UnsafeMode::SplitBrain => "split-brain",
+            UnsafeMode::RenewGrace => "renew-grace",
+            UnsafeMode::UncheckedRelease => "unchecked-release",
         }
     }
 
@@ -67,6 +83,14 @@ impl UnsafeMode {
                 "a member that cannot reach the primary grants locks from its own table and \
                  token counter; in a partition two clients hold a lock at once and tokens \
                  repeat or go backwards"
+            }
+            UnsafeMode::RenewGrace => {
+                "a renew up to ttl/4 after its lease expired is accepted even when the lock was \
+                 granted to another client meanwhile; the late renewer and the new holder both \
+                 hold it"
+            }
+            UnsafeMode::UncheckedRelease => {
+                "a release from a client whose lease lapsed frees the lock whoever holds it now"
             }
         }
     }
@@ -102,12 +126,21 @@ pub enum FenceMode {
     Write,
     /// Nothing is rejected: the unfenced anti-pattern.
     None,
+    /// Reads and writes, but a token exactly one below the fence passes (`<` where `<=` was
+    /// meant, or a fence that trails the last token by one): a stale holder whose write lands
+    /// right after the next holder's first op (the `next-grant` client-pause) gets through.
+    OffByOne,
 }
 
-const FENCE_NAMES: &[&str] = &["all", "write", "none"];
+const FENCE_NAMES: &[&str] = &["all", "write", "none", "off-by-one"];
 
 impl FenceMode {
-    pub const ALL: [FenceMode; 3] = [FenceMode::All, FenceMode::Write, FenceMode::None];
+    pub const ALL: [FenceMode; 4] = [
+        FenceMode::All,
+        FenceMode::Write,
+        FenceMode::None,
+        FenceMode::OffByOne,
+    ];
 
     #[must_use]
     pub fn name(self) -> &'static str {
@@ -115,6 +148,7 @@ impl FenceMode {
             FenceMode::All => "all",
             FenceMode::Write => "write",
             FenceMode::None => "none",
+            FenceMode::OffByOne => "off-by-one",
         }
     }
 }
@@ -162,12 +196,12 @@ mod tests {
         assert_eq!(
             msg,
             "unknown unsafe mode `fast`; valid names: reuse-tokens, no-ttl, wall-clock, \
-             skip-token-check, racy, split-brain"
+             skip-token-check, racy, split-brain, renew-grace, unchecked-release"
         );
         let msg = "some".parse::<FenceMode>().unwrap_err().to_string();
         assert_eq!(
             msg,
-            "unknown fence mode `some`; valid names: all, write, none"
+            "unknown fence mode `some`; valid names: all, write, none, off-by-one"
         );
     }
 }

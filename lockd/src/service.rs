@@ -47,6 +47,8 @@ const PERSIST_ROUNDS_MAX: u32 = 4;
 const WAIT_SLICE_MS: u64 = 100;
 /// Backstop on wake-ups per acquire; the wait deadline normally ends the loop first.
 const WAIT_ROUNDS_MAX: u32 = 100_000;
+/// Lapsed leases an entry remembers for `renew-grace` and `unchecked-release`.
+const LAPSED_MAX: usize = 16;
 /// Long enough that 5 concurrent clients hit the racy window within seconds.
 const RACY_YIELD_MS: u64 = 2;
 
@@ -525,6 +527,15 @@ impl Expiry {
         }
     }
 
+    /// Whether the lease ended less than `grace` ago (or has not ended).
+    fn within(self, grace: Duration) -> bool {
+        match self {
+            Expiry::Monotonic(at) => Instant::now() < at + grace,
+            Expiry::Wall(at) => SystemTime::now() < at + grace,
+            Expiry::Never => true,
+        }
+    }
+
     /// `None`: never expires.
     fn expires_in(self) -> Option<Duration> {
         match self {
@@ -540,11 +551,26 @@ struct Holder {
     client: String,
     token: u64,
     expiry: Expiry,
+    /// The ttl its expiry was last set with (`renew-grace` grants a quarter of it).
+    ttl_ms: u64,
+}
+
+impl Holder {
+    /// `renew-grace`: whether a late renew of this lease is still inside the grace period.
+    fn in_grace(&self, client: &str, token: u64) -> bool {
+        self.client == client
+            && self.token == token
+            && self.expiry.within(Duration::from_millis(self.ttl_ms / 4))
+    }
 }
 
 #[derive(Debug)]
 struct LockEntry {
     holder: Option<Holder>,
+    /// `renew-grace` and `unchecked-release` only: the leases later grants replaced, newest
+    /// last (at most [`LAPSED_MAX`]), which a late renew can still "renew" for a while, and a
+    /// late release still "releases".
+    lapsed: Vec<Holder>,
     /// Waiters hold clones, so a strong count above 1 means someone is waiting.
     released: Arc<Notify>,
 }
@@ -553,6 +579,7 @@ impl LockEntry {
     fn new() -> Self {
         LockEntry {
             holder: None,
+            lapsed: Vec::new(),
             released: Arc::new(Notify::new()),
         }
     }
@@ -561,8 +588,11 @@ impl LockEntry {
         self.holder.as_ref().filter(|h| h.expiry.is_alive())
     }
 
+    /// Nothing to keep: no live lease, nobody waiting, no lapsed lease an unsafe mode recalls.
     fn is_idle(&self) -> bool {
-        self.live_holder().is_none() && Arc::strong_count(&self.released) == 1
+        self.live_holder().is_none()
+            && self.lapsed.is_empty()
+            && Arc::strong_count(&self.released) == 1
     }
 }
 
@@ -667,11 +697,20 @@ impl LockTable {
             mode == Some(UnsafeMode::Racy) || entry.live_holder().is_none(),
             "granting a lock that is still held"
         );
-        entry.holder = Some(Holder {
+        let replaced = entry.holder.replace(Holder {
             client: client.to_owned(),
             token,
             expiry: Expiry::after(mode, ttl_ms),
+            ttl_ms,
         });
+        if let (Some(UnsafeMode::RenewGrace | UnsafeMode::UncheckedRelease), Some(old)) =
+            (mode, replaced)
+        {
+            if entry.lapsed.len() >= LAPSED_MAX {
+                entry.lapsed.remove(0);
+            }
+            entry.lapsed.push(old);
+        }
         Ok(token)
     }
 
@@ -686,6 +725,24 @@ impl LockTable {
     ) -> Result<u64, RenewBlocked> {
         let skip_check = mode == Some(UnsafeMode::SkipTokenCheck);
         let ttl_durable = ttl_ms <= self.durable.max_ttl_ms;
+        if mode == Some(UnsafeMode::RenewGrace) {
+            if let Some(entry) = self.locks.get_mut(lock) {
+                // The anti-pattern: a late renew inside the grace revives its own lapsed lease,
+                // and one whose lock was granted meanwhile is answered from the lapsed record,
+                // as if it still held the lock.
+                if let Some(h) = entry.holder.as_mut().filter(|h| h.in_grace(client, token)) {
+                    if !ttl_durable {
+                        return Err(RenewBlocked::NeedPersist);
+                    }
+                    h.expiry = Expiry::after(mode, ttl_ms);
+                    h.ttl_ms = ttl_ms;
+                    return Ok(token);
+                }
+                if entry.lapsed.iter().any(|h| h.in_grace(client, token)) {
+                    return Ok(token);
+                }
+            }
+        }
         let holder = self
             .locks
             .get_mut(lock)
@@ -706,6 +763,7 @@ impl LockTable {
             return Err(RenewBlocked::NeedPersist);
         }
         holder.expiry = Expiry::after(mode, ttl_ms);
+        holder.ttl_ms = ttl_ms;
         Ok(token)
     }
 
@@ -733,8 +791,17 @@ impl LockTable {
         let holds = entry
             .live_holder()
             .is_some_and(|h| skip_check || (h.client == client && h.token == token));
-        if !holds {
+        // The anti-pattern: the lapsed holder's release deletes the lock by name.
+        let lapsed = entry
+            .lapsed
+            .iter()
+            .position(|h| h.client == client && h.token == token)
+            .filter(|_| mode == Some(UnsafeMode::UncheckedRelease));
+        if !holds && lapsed.is_none() {
             return not_holder;
+        }
+        if let Some(i) = lapsed {
+            entry.lapsed.remove(i);
         }
         entry.holder = None;
         entry.released.notify_waiters();
@@ -981,6 +1048,47 @@ mod tests {
             t.grant(Some(UnsafeMode::ReuseTokens), "c", "p1", 1000),
             Ok(3)
         );
+    }
+
+    #[test]
+    fn renew_grace_answers_a_late_renew_after_the_next_grant() {
+        let grace = Some(UnsafeMode::RenewGrace);
+        for mode in [None, grace] {
+            let mut t = table(10);
+            assert_eq!(t.grant(mode, "a", "p1", 200), Ok(1));
+            std::thread::sleep(Duration::from_millis(210));
+            // Lapsed, nobody else granted: only the grace revives it.
+            assert_eq!(t.renew(mode, "a", "p1", 1, 200).is_ok(), mode == grace);
+            std::thread::sleep(Duration::from_millis(210));
+            assert_eq!(granted(t.try_acquire(mode, "a", "p2", 1000)), 2);
+            // Granted to p2 just now: the late renew is refused, except by the anti-pattern.
+            let late = t.renew(mode, "a", "p1", 1, 200);
+            assert_eq!(late.is_ok(), mode == grace, "{mode:?}");
+            assert!(t.holds("a", "p2", 2), "the new holder keeps the lock");
+            // Past the grace, refused either way.
+            std::thread::sleep(Duration::from_millis(60));
+            assert_eq!(
+                t.renew(mode, "a", "p1", 1, 200),
+                Err(RenewBlocked::NotHolder)
+            );
+        }
+    }
+
+    #[test]
+    fn unchecked_release_frees_the_next_holders_lock() {
+        let unchecked = Some(UnsafeMode::UncheckedRelease);
+        for mode in [None, unchecked] {
+            let mut t = table(10);
+            assert_eq!(t.grant(mode, "a", "p1", 20), Ok(1));
+            std::thread::sleep(Duration::from_millis(30));
+            assert_eq!(granted(t.try_acquire(mode, "a", "p2", 1000)), 2);
+            let late = t.release(mode, "a", "p1", 1);
+            assert_eq!(late.is_ok(), mode == unchecked, "{mode:?}");
+            assert_eq!(t.holds("a", "p2", 2), mode.is_none(), "{mode:?}");
+            // Once only, and never for a client that held no lease here.
+            assert_eq!(t.release(mode, "a", "p1", 1), Err(()));
+            assert_eq!(t.release(mode, "a", "p9", 1), Err(()));
+        }
     }
 
     #[test]

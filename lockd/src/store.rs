@@ -42,15 +42,16 @@ pub async fn serve_store(
 ) -> Result<(), LockdError> {
     let addr = listener.local_addr().map_err(LockdError::LocalAddr)?;
     info!(%addr, fence = %cfg.fence, "store listening");
-    if cfg.fence != FenceMode::All {
+    let hole = match cfg.fence {
+        FenceMode::All => None,
+        FenceMode::Write => Some("does not fence reads"),
+        FenceMode::None => Some("does not fence reads or writes"),
+        FenceMode::OffByOne => Some("lets a token one below the fence through"),
+    };
+    if let Some(hole) = hole {
         warn!(
-            "fence mode `{}`: the store does not fence reads{}; stale holders can corrupt data",
-            cfg.fence,
-            if cfg.fence == FenceMode::None {
-                " or writes"
-            } else {
-                ""
-            }
+            "fence mode `{}`: the store {hole}; stale holders can corrupt data",
+            cfg.fence
         );
     }
     let svc = Arc::new(Store {
@@ -116,14 +117,24 @@ impl Store {
     }
 }
 
+/// Whether `mode` refuses `token` against `fence`.
+fn stale(mode: FenceMode, token: u64, fence: u64) -> bool {
+    match mode {
+        FenceMode::All | FenceMode::Write => token < fence,
+        // The bug: one below the fence passes.
+        FenceMode::OffByOne => token.saturating_add(1) < fence,
+        FenceMode::None => false,
+    }
+}
+
 /// Returns the fence to report.
 fn read(mode: FenceMode, reg: &mut Register, token: u64) -> Result<u64, ApiError> {
     match mode {
-        FenceMode::All => {
-            if token < reg.fence {
+        FenceMode::All | FenceMode::OffByOne => {
+            if stale(mode, token, reg.fence) {
                 return Err(ApiError::StaleToken { fence: reg.fence });
             }
-            reg.fence = token;
+            reg.fence = reg.fence.max(token);
         }
         FenceMode::Write => {}
         // Not a check: the fence is evidence of the highest token that reached the store.
@@ -139,7 +150,7 @@ fn write(
     token: u64,
     value: i64,
 ) -> Result<(u64, u64), ApiError> {
-    if mode != FenceMode::None && token < reg.fence {
+    if stale(mode, token, reg.fence) {
         return Err(ApiError::StaleToken { fence: reg.fence });
     }
     reg.fence = reg.fence.max(token);
@@ -222,6 +233,15 @@ mod tests {
         assert_eq!(write(FenceMode::Write, &mut r, 5, 1), Ok((1, 5)));
         assert_eq!(read(FenceMode::Write, &mut r, 1), Ok(5));
         assert_eq!(write(FenceMode::Write, &mut r, 4, 2), stale(5));
+
+        // off-by-one: one below the fence passes (and leaves the fence), two below do not.
+        let mut r = Register::default();
+        assert_eq!(read(FenceMode::OffByOne, &mut r, 7), Ok(7));
+        assert_eq!(write(FenceMode::OffByOne, &mut r, 6, 1), Ok((1, 7)));
+        assert_eq!(read(FenceMode::OffByOne, &mut r, 6), Ok(7));
+        assert_eq!(write(FenceMode::OffByOne, &mut r, 5, 2), stale(7));
+        assert_eq!(read(FenceMode::OffByOne, &mut r, 5), stale(7));
+        assert_eq!(write(FenceMode::All, &mut r, 6, 2), stale(7));
 
         let mut r = Register::default();
         assert_eq!(write(FenceMode::None, &mut r, 5, 1), Ok((1, 5)));

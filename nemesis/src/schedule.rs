@@ -227,6 +227,157 @@ pub fn parse_clock_modes(s: &str) -> Result<Vec<ClockMode>, String> {
     Ok(out)
 }
 
+/// What a client-pause stall is aimed at: when, relative to the stalled client's lease and to
+/// the other clients' grants, it ends. Each aim exposes a different class of service bug.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum StallAim {
+    /// A holder stalls until just past the end of its lease (its last ok grant or renew's
+    /// answer plus the ttl, plus [`ClientFault::after_ms`]): a late renew or write arrives
+    /// while the service may still remember the lease.
+    Boundary,
+    /// A holder stalls until another client has just been granted the same lock (plus
+    /// `after_ms`): the stale op lands right after the next holder's grant, before a second
+    /// one, when the next holder's token is the only one past its own.
+    NextGrant,
+    /// A holder stalls for the fault's whole length (1.5-2.5 leases): it wakes several grants
+    /// later.
+    Long,
+    /// A client stalls while its acquire is outstanding (its keepalives stop, as a paused
+    /// process's would) for longer than its lease, then goes on waiting.
+    Waiter,
+}
+
+/// What a stalled holder does first when it wakes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WakeOp {
+    /// Renews: a real renew timer fires first after a pause.
+    Renew,
+    /// Writes the protected register (counter workload; a mutex holder releases instead).
+    Write,
+    /// Releases the lock.
+    Release,
+    /// Reads the protected register (counter workload: the stall strikes between the grant
+    /// and the read; a mutex holder releases instead).
+    Read,
+}
+
+/// A client-pause's shape: what it is aimed at, and what the stalled holder wakes into
+/// (`None` for a waiter, which goes on waiting, and for a schedule written before shapes,
+/// whose holders wake into the workload's next op).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientFault {
+    pub aim: StallAim,
+    pub wake: Option<WakeOp>,
+    /// For `boundary` and `next-grant`: how long after the aimed instant the stall ends.
+    pub after_ms: u64,
+}
+
+/// Named choices of `--client-faults`: stall aims and wake-up ops. An empty list of either
+/// means all of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientFaults {
+    pub aims: Vec<StallAim>,
+    pub wakes: Vec<WakeOp>,
+}
+
+impl StallAim {
+    pub const ALL: [StallAim; 4] = [
+        StallAim::Boundary,
+        StallAim::NextGrant,
+        StallAim::Long,
+        StallAim::Waiter,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StallAim::Boundary => "boundary",
+            StallAim::NextGrant => "next-grant",
+            StallAim::Long => "long",
+            StallAim::Waiter => "waiter",
+        }
+    }
+}
+
+impl WakeOp {
+    pub const ALL: [WakeOp; 4] = [WakeOp::Renew, WakeOp::Write, WakeOp::Release, WakeOp::Read];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WakeOp::Renew => "renew",
+            WakeOp::Write => "write",
+            WakeOp::Release => "release",
+            WakeOp::Read => "read",
+        }
+    }
+}
+
+impl fmt::Display for StallAim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Display for WakeOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+const CLIENT_FAULT_NAMES: &str =
+    "boundary, next-grant, long, waiter (stall aims), renew, write, release, read (wake-up ops)";
+
+impl FromStr for StallAim {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        StallAim::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown stall aim {s:?} (expected boundary, next-grant, long, waiter)")
+            })
+    }
+}
+
+impl FromStr for WakeOp {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        WakeOp::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown wake-up op {s:?} (expected renew, write, release, read)")
+            })
+    }
+}
+
+/// Parses `--client-faults`: a comma-separated list of stall aims and wake-up ops.
+pub fn parse_client_faults(s: &str) -> Result<ClientFaults, String> {
+    let mut out = ClientFaults::default();
+    for part in s.split(',').map(str::trim) {
+        if let Ok(a) = part.parse::<StallAim>() {
+            if !out.aims.contains(&a) {
+                out.aims.push(a);
+            }
+        } else if let Ok(w) = part.parse::<WakeOp>() {
+            if !out.wakes.contains(&w) {
+                out.wakes.push(w);
+            }
+        } else {
+            return Err(format!(
+                "unknown client fault {part:?} (expected {CLIENT_FAULT_NAMES})"
+            ));
+        }
+    }
+    Ok(out)
+}
+
+impl ClientFaults {
+    /// The list's names, aims first, as `--client-faults` takes them.
+    pub fn names(&self) -> Vec<String> {
+        let aims = self.aims.iter().map(|a| a.to_string());
+        aims.chain(self.wakes.iter().map(|w| w.to_string()))
+            .collect()
+    }
+}
+
 impl FaultKind {
     /// The faults of the local runtime, in the order `--nemesis` documents them.
     pub const ALL: [FaultKind; 6] = [
@@ -337,6 +488,8 @@ pub struct ScheduleConfig {
     pub clock_bump_ms: u64,
     /// How much faster (fast) or slower (slow: 1/rate) a skewed clock runs.
     pub clock_rate: f64,
+    /// The client-pause shapes to draw from (`--client-faults`; empty lists: all).
+    pub client_faults: ClientFaults,
 }
 
 /// What every netem fault does to the targeted nodes' packets.
@@ -370,6 +523,9 @@ pub struct PlannedFault {
     pub netem: Option<NetemSpec>,
     /// For a client-pause, how long the stall request waits for a lock holder to take it.
     pub window_ms: Option<u64>,
+    /// For a client-pause, its shape (`None`: a schedule written before shapes; the holder
+    /// stalls for the whole length and wakes into the workload's next op).
+    pub client: Option<ClientFault>,
 }
 
 /// A clock fault's change: a step of `delta_ms` (bumps; strobe flips between the true time
@@ -413,6 +569,39 @@ pub const MAX_FAULTS: usize = 10_000;
 /// still gives the faults it gave then.
 const TARGET_STREAM: u64 = 0x7461_7267_6574_7321;
 
+/// A stream of its own for client-pause shapes, so adding them changed no other fault a seed
+/// draws.
+const CLIENT_STREAM: u64 = 0x636C_6965_6E74_7321;
+
+/// Draws a client-pause's shape: an aim and (for a holder) a wake-up op from the chosen ones,
+/// and how far past the aimed instant it ends.
+fn draw_client(rng: &mut ChaCha8Rng, chosen: &ClientFaults, ttl_ms: u64) -> ClientFault {
+    let aims: &[StallAim] = if chosen.aims.is_empty() {
+        &StallAim::ALL
+    } else {
+        &chosen.aims
+    };
+    let wakes: &[WakeOp] = if chosen.wakes.is_empty() {
+        &WakeOp::ALL
+    } else {
+        &chosen.wakes
+    };
+    let aim = aims[rng.random_range(0..aims.len())];
+    let wake = wakes[rng.random_range(0..wakes.len())];
+    // A few ms past the aimed instant: late enough that the service has acted on it (the
+    // lease lapsed, the next holder's first op landed), early enough that nothing else has.
+    let after_ms = match aim {
+        StallAim::Boundary => rng.random_range(10..=(ttl_ms / 20).max(20)),
+        StallAim::NextGrant => rng.random_range(10..=(ttl_ms / 10).max(20)),
+        StallAim::Long | StallAim::Waiter => 0,
+    };
+    ClientFault {
+        aim,
+        wake: (aim != StallAim::Waiter).then_some(wake),
+        after_ms,
+    }
+}
+
 /// The seeded plan: faults one at a time, each followed by a quiet interval (and, after a
 /// kill, time for the service's recovery), with every target, cut, clock change and stall
 /// length drawn here. The same config always yields the same plan.
@@ -428,6 +617,7 @@ pub fn plan(cfg: &ScheduleConfig) -> Schedule {
     }
     let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x6E65_6D65_7369_7321);
     let mut targets_rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ TARGET_STREAM);
+    let mut client_rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ CLIENT_STREAM);
     let interval = cfg.interval_ms.max(1);
     let ttl = cfg.ttl_ms.max(1);
     let mut t = jitter(&mut rng, interval);
@@ -534,6 +724,8 @@ pub fn plan(cfg: &ScheduleConfig) -> Schedule {
             partition,
             netem: (kind == FaultKind::Netem).then_some(NETEM),
             window_ms: (kind == FaultKind::ClientPause).then_some(interval),
+            client: (kind == FaultKind::ClientPause)
+                .then(|| draw_client(&mut client_rng, &cfg.client_faults, ttl)),
         });
         // A correct service refuses grants after a restart until every lease it may have
         // granted has lapsed (up to about 2 ttl with rounding); a kill inside that window would
@@ -566,6 +758,7 @@ mod tests {
             targets: Targets::One,
             clock_bump_ms: 6000,
             clock_rate: 4.0,
+            client_faults: ClientFaults::default(),
         }
     }
 
@@ -636,6 +829,65 @@ mod tests {
             ..cfg(1)
         });
         assert!(p.faults.iter().all(|f| f.nodes.is_empty()));
+    }
+
+    #[test]
+    fn client_pauses_draw_their_shape_from_the_chosen_ones() {
+        let mut seen = std::collections::BTreeSet::new();
+        for seed in 0..40 {
+            let all = plan(&cfg(seed));
+            for f in all.faults.iter().filter(|f| f.kind == FaultKind::ClientPause) {
+                let c = f.client.expect("every drawn client-pause has a shape");
+                assert_eq!(c.wake.is_none(), c.aim == StallAim::Waiter, "{f:?}");
+                let aimed = matches!(c.aim, StallAim::Boundary | StallAim::NextGrant);
+                assert_eq!(aimed, c.after_ms > 0, "{f:?}");
+                assert!(c.after_ms <= 200 && c.after_ms < f.length_ms, "{f:?}");
+                seen.insert((c.aim, c.wake));
+            }
+            assert!(all
+                .faults
+                .iter()
+                .all(|f| f.client.is_some() == (f.kind == FaultKind::ClientPause)));
+            // Choosing shapes changes no other fault of the seed.
+            let chosen = ScheduleConfig {
+                client_faults: parse_client_faults("boundary,renew").unwrap(),
+                ..cfg(seed)
+            };
+            let only = plan(&chosen);
+            assert_eq!(only.faults.len(), all.faults.len());
+            for (a, b) in all.faults.iter().zip(&only.faults) {
+                assert_eq!(
+                    (a.kind, a.at_ms, a.length_ms, &a.nodes),
+                    (b.kind, b.at_ms, b.length_ms, &b.nodes)
+                );
+                if let Some(c) = b.client {
+                    assert_eq!((c.aim, c.wake), (StallAim::Boundary, Some(WakeOp::Renew)));
+                }
+            }
+        }
+        // Over 40 seeds every aim and every wake-up op comes up.
+        for aim in StallAim::ALL {
+            assert!(seen.iter().any(|(a, _)| *a == aim), "{aim} never drawn");
+        }
+        for wake in WakeOp::ALL {
+            assert!(
+                seen.iter().any(|(_, w)| *w == Some(wake)),
+                "{wake} never drawn"
+            );
+        }
+    }
+
+    #[test]
+    fn parses_client_fault_lists() {
+        let c = parse_client_faults("waiter, renew,boundary,renew").unwrap();
+        assert_eq!(c.aims, vec![StallAim::Waiter, StallAim::Boundary]);
+        assert_eq!(c.wakes, vec![WakeOp::Renew]);
+        assert_eq!(c.names(), vec!["waiter", "boundary", "renew"]);
+        let e = parse_client_faults("boundary,nap").unwrap_err();
+        assert!(
+            e.starts_with("unknown client fault \"nap\" (expected boundary, next-grant"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -68,6 +68,9 @@ impl RunConfig {
                 self.partition_topologies.join(",")
             ));
         }
+        if self.faults.contains(&FaultKind::ClientPause) && !self.client_faults.is_empty() {
+            c.push(format!("--client-faults {}", self.client_faults.join(",")));
+        }
         if self.faults.contains(&FaultKind::Clock) {
             if !self.clock_faults.is_empty() {
                 c.push(format!("--clock-faults {}", self.clock_faults.join(",")));

@@ -121,6 +121,7 @@ pub(super) fn flags_from_resolved(
         "nemesis",
         "nemesis_interval_ms",
         "clock_faults",
+        "client_faults",
         "clock_scope",
         "clock_bump_ms",
         "clock_rate",
@@ -193,6 +194,7 @@ pub(super) fn flags_from_resolved(
         ("nemesis", "--nemesis"),
         ("partition_topologies", "--partition-topologies"),
         ("clock_faults", "--clock-faults"),
+        ("client_faults", "--client-faults"),
     ] {
         if let Some(items) = list(key)? {
             match (key, items.is_empty()) {

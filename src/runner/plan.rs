@@ -9,7 +9,9 @@ use nemesis::schedule::{plan, Schedule, ScheduleConfig, SCHEDULE_FILE};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
-use workloads::{PauseBoard, Stall};
+use nemesis::schedule::{ClientFault, StallAim, WakeOp};
+use std::time::Duration;
+use workloads::{PauseBoard, Stall, Wake};
 
 /// The run's schedule, on disk before its first fault: a run killed mid-way can still be
 /// replayed. `nodes` and `primary` are the lock service's as deployed.
@@ -33,6 +35,7 @@ pub fn schedule(cfg: &RunConfig, nodes: usize, primary: usize, run_dir: &Path) -
             // Stalls and pauses are sized to outlast the longest lease a client may hold.
             ttl_ms: cfg.lease_max_ms(),
             clock_modes: cfg.clock_modes.clone(),
+            client_faults: cfg.client_shapes.clone(),
             topologies: cfg.topologies.clone(),
             nodes,
             primary,
@@ -60,14 +63,39 @@ pub struct Stalls(pub Arc<PauseBoard>);
 
 impl ClientStalls for Stalls {
     fn request(&self, s: StallRequest, deadline: Instant) {
+        let (aim, wake) = stall_shape(s.shape);
         let stall = Stall {
             length: s.length,
             fault: Some(s.fault),
             ops: s.ops,
+            aim,
+            wake,
         };
         self.0.request_stall(stall, deadline);
     }
     fn cancel(&self) {
         self.0.cancel();
     }
+}
+
+/// The plan's client-pause shape as the workers take it (a schedule from before shapes: the
+/// whole length, waking into the workload's next op).
+fn stall_shape(shape: Option<ClientFault>) -> (workloads::StallAim, Option<Wake>) {
+    let Some(c) = shape else {
+        return (workloads::StallAim::Long, None);
+    };
+    let after = Duration::from_millis(c.after_ms);
+    let aim = match c.aim {
+        StallAim::Boundary => workloads::StallAim::Boundary { after },
+        StallAim::NextGrant => workloads::StallAim::NextGrant { after },
+        StallAim::Long => workloads::StallAim::Long,
+        StallAim::Waiter => workloads::StallAim::Waiter,
+    };
+    let wake = c.wake.map(|w| match w {
+        WakeOp::Renew => Wake::Renew,
+        WakeOp::Write => Wake::Write,
+        WakeOp::Release => Wake::Release,
+        WakeOp::Read => Wake::Read,
+    });
+    (aim, wake)
 }

@@ -56,7 +56,7 @@ pub use adapter::Adapter;
 pub use api::{BoxFuture, FencedResource, LockClient, Reply};
 pub use client::{ClientError, RefClient};
 pub use etcd::EtcdClient;
-pub use pause::{PauseBoard, Stall};
+pub use pause::{PauseBoard, Stall, StallAim, Wake};
 pub use probe::{probe, ProbeError, ProbeTarget, PROBE_LOCK};
 pub use service::{
     on_path, service, service_names, AdapterOptions, Clock, Connect, ConnectError, Launch, Service,

@@ -1,8 +1,11 @@
-//! [`PauseBoard`]: how the nemesis asks a lock-holding client to stall (the client-pause fault).
+//! [`PauseBoard`]: how the nemesis asks a client to stall (the client-pause fault), and what a
+//! stalled client may learn while it stalls: when another client was granted the lock it held
+//! (the `next-grant` stall ends there).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use tokio::sync::Notify;
 
 /// At most one outstanding stall request. The nemesis posts one; the next worker that holds a
 /// lock takes it. A request nobody takes before its deadline lapses, so a fault never fires
@@ -14,6 +17,10 @@ pub struct PauseBoard {
     /// process does nothing, in the foreground or in the background: adapters that keep a
     /// lease alive while an acquire waits send no keepalive while it lasts.
     stalled: Mutex<HashMap<String, Instant>>,
+    /// The latest grant of each lock the workers saw: its token and when it was answered.
+    grants: Mutex<HashMap<String, (u64, Instant)>>,
+    /// Wakes stalls waiting for the next grant.
+    granted: Notify,
 }
 
 /// A stall a holder takes: how long, the planned fault it carries out (its id goes on the
@@ -25,6 +32,58 @@ pub struct Stall {
     pub fault: Option<String>,
     /// The ops recorded when the stall starts and when it ends.
     pub ops: [&'static str; 2],
+    /// When the stall ends; `length` bounds every aim.
+    pub aim: StallAim,
+    /// What a stalled holder does first when it wakes (`None`: the workload's next op, as
+    /// stalls did before they had shapes; always `None` for a waiter).
+    pub wake: Option<Wake>,
+}
+
+/// When a stall ends (the nemesis's `StallAim`, with its offset).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StallAim {
+    /// `after` past the end of the holder's lease as the holder knows it: its last ok grant
+    /// or renew's answer plus the ttl.
+    Boundary { after: Duration },
+    /// `after` past the next grant of the held lock to another client.
+    NextGrant { after: Duration },
+    /// The stall's whole length.
+    Long,
+    /// The stall's whole length, taken by a client whose acquire is outstanding.
+    Waiter,
+}
+
+/// What a stalled holder does first when it wakes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    Renew,
+    Write,
+    Release,
+    Read,
+}
+
+impl StallAim {
+    /// The name on the stall's history ops (`"shape"`), as `--client-faults` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            StallAim::Boundary { .. } => "boundary",
+            StallAim::NextGrant { .. } => "next-grant",
+            StallAim::Long => "long",
+            StallAim::Waiter => "waiter",
+        }
+    }
+}
+
+impl Wake {
+    /// The name on the stall's history ops (`"wake"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Wake::Renew => "renew",
+            Wake::Write => "write",
+            Wake::Release => "release",
+            Wake::Read => "read",
+        }
+    }
 }
 
 /// Bounds the stalls remembered (one per client slot at a time; ended ones are dropped).
@@ -40,12 +99,70 @@ impl PauseBoard {
         *self.pending.lock().unwrap_or_else(|p| p.into_inner()) = Some((stall, deadline));
     }
 
-    /// Takes the outstanding request with its fault id, if it has not lapsed.
-    pub fn take_stall(&self) -> Option<Stall> {
+    /// Takes the outstanding request with its fault id, if it has not lapsed and `fits` says
+    /// the caller is where the stall strikes (a holder before its read, a waiter, ...);
+    /// otherwise leaves it for another client.
+    pub fn take_stall_if(&self, fits: impl FnOnce(&Stall) -> bool) -> Option<Stall> {
         let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         match p.take() {
-            Some((stall, deadline)) if Instant::now() < deadline => Some(stall),
+            Some((stall, deadline)) if Instant::now() < deadline => {
+                if fits(&stall) {
+                    Some(stall)
+                } else {
+                    *p = Some((stall, deadline));
+                    None
+                }
+            }
             _ => None,
+        }
+    }
+
+    /// Takes the outstanding request, whatever its shape.
+    pub fn take_stall(&self) -> Option<Stall> {
+        self.take_stall_if(|_| true)
+    }
+
+    /// A worker was granted `lock` with `token` just now.
+    pub fn granted(&self, lock: &str, token: u64) {
+        let mut g = self.grants.lock().unwrap_or_else(|p| p.into_inner());
+        // One entry per lock of the workload: bounded by --locks.
+        g.insert(lock.to_string(), (token, Instant::now()));
+        drop(g);
+        self.granted.notify_waiters();
+    }
+
+    /// Waits until `lock` is granted with a token other than `token`, or `deadline`; the
+    /// instant the grant was answered, if it came. A grant seen before the call counts only if
+    /// it was answered after `since`.
+    pub async fn next_grant(
+        &self,
+        lock: &str,
+        token: u64,
+        since: Instant,
+        deadline: Instant,
+    ) -> Option<Instant> {
+        let seen = || {
+            let g = self.grants.lock().unwrap_or_else(|p| p.into_inner());
+            g.get(lock)
+                .filter(|(t, at)| *t != token && *at >= since)
+                .map(|(_, at)| *at)
+        };
+        // Bounded by the deadline: each pass waits for a grant or the deadline.
+        loop {
+            let notified = self.granted.notified();
+            tokio::pin!(notified);
+            // Registered before the check, so a grant between the check and the wait wakes it.
+            notified.as_mut().enable();
+            if let Some(at) = seen() {
+                return Some(at);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            tokio::select! {
+                _ = notified => {}
+                _ = tokio::time::sleep_until(deadline.into()) => return seen(),
+            }
         }
     }
 
@@ -88,7 +205,51 @@ mod tests {
             length: Duration::from_millis(5),
             fault: Some("f1".into()),
             ops: ["start-client-pause", "stop-client-pause"],
+            aim: StallAim::Long,
+            wake: Some(Wake::Read),
         }
+    }
+
+    #[test]
+    fn a_request_waits_for_a_client_it_fits() {
+        let b = PauseBoard::new();
+        b.request_stall(stall(), Instant::now() + Duration::from_secs(60));
+        assert_eq!(b.take_stall_if(|s| s.wake == Some(Wake::Renew)), None);
+        assert!(b.is_pending());
+        assert_eq!(
+            b.take_stall_if(|s| s.wake == Some(Wake::Read)),
+            Some(stall())
+        );
+        assert!(!b.is_pending());
+    }
+
+    #[tokio::test]
+    async fn a_stall_learns_of_the_next_grant() {
+        let b = std::sync::Arc::new(PauseBoard::new());
+        let since = Instant::now();
+        b.granted("L0", 4);
+        let soon = Instant::now() + Duration::from_millis(30);
+        // Its own grant, or one of another lock, is not the next grant.
+        b.granted("L1", 5);
+        assert_eq!(b.next_grant("L0", 4, since, soon).await, None);
+        let b2 = b.clone();
+        let grant = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            b2.granted("L0", 6);
+        });
+        let far = Instant::now() + Duration::from_secs(10);
+        let at = b
+            .next_grant("L0", 4, since, far)
+            .await
+            .expect("the grant came");
+        assert!(
+            at < far - Duration::from_secs(9),
+            "woken by the grant, not the deadline"
+        );
+        grant.await.unwrap();
+        // A grant before `since` does not count.
+        let later = Instant::now() + Duration::from_millis(1);
+        assert_eq!(b.next_grant("L0", 4, later, later).await, None);
     }
 
     #[test]

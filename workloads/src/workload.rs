@@ -3,7 +3,7 @@
 
 use crate::adapter::Adapter;
 use crate::client::Reply;
-use crate::pause::{PauseBoard, Stall};
+use crate::pause::{PauseBoard, Stall, StallAim, Wake};
 use crate::watch::{Answer, AnswerWatch, Recent};
 use history::{OpType, OpValue, Process, Recorder, F};
 use rand::{Rng, SeedableRng};
@@ -256,7 +256,24 @@ struct Held {
     ttl_ms: u64,
     /// When the last grant or renew was invoked: the lease counts from there.
     lease_from: Instant,
+    /// When the last ok grant or renew was answered: the service's lease surely ended `ttl_ms`
+    /// after this (where a `boundary` stall aims).
+    answered: Instant,
 }
+
+/// Where in its hold a holder is, for which stall shapes strike there.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Point {
+    /// The counter holder, between its grant and its read.
+    BeforeRead,
+    /// The hold loop (the counter's between its read and its write).
+    Holding,
+    /// The counter holder, between its write and its release.
+    BeforeRelease,
+}
+
+/// How often a waiting acquire looks for a waiter stall to take.
+const WAITER_POLL: Duration = Duration::from_millis(10);
 
 impl<W: Write + Send> Worker<W> {
     fn stopping(&self) -> bool {
@@ -306,19 +323,26 @@ impl<W: Write + Send> Worker<W> {
     ) -> Result<Done, WorkloadError> {
         let p = Process::Client(self.process);
         let rec = self.recorder.clone();
-        rec.record(p, OpType::Invoke, f.clone(), lock, key, invoke.clone())?;
+        let invoked = rec.record(p, OpType::Invoke, f.clone(), lock, key, invoke.clone())?;
         let id = self.client_id();
         let reply = match (&f, lock, key) {
             (F::Acquire, Some(l), _) => {
-                self.client
-                    .acquire(
-                        &id,
-                        l,
-                        invoke.ttl_ms.unwrap_or(self.cfg.ttl_ms),
-                        self.cfg.acquire_wait_ms,
-                        Some(&self.pauses),
-                    )
-                    .await
+                let acquire = self.client.acquire(
+                    &id,
+                    l,
+                    invoke.ttl_ms.unwrap_or(self.cfg.ttl_ms),
+                    self.cfg.acquire_wait_ms,
+                    Some(&self.pauses),
+                );
+                let waiter = WaiterCtx {
+                    process: self.process,
+                    client: &id,
+                    lock: l,
+                    acquire_index: invoked.index,
+                    recorder: &self.recorder,
+                    pauses: &self.pauses,
+                };
+                waiter.wait(acquire).await?
             }
             (F::Renew, Some(l), _) => {
                 self.client
@@ -386,11 +410,13 @@ impl<W: Write + Send> Worker<W> {
             // and let the lease lapse.
             return Ok(());
         };
+        self.pauses.granted(&lock, token);
         let mut held = Held {
             lock,
             token,
             ttl_ms: body.get("ttl_ms").and_then(Value::as_u64).unwrap_or(ttl_ms),
             lease_from: invoked_at,
+            answered: Instant::now(),
         };
         let hold =
             Duration::from_millis(self.rng.random_range(
@@ -414,19 +440,28 @@ impl<W: Write + Send> Worker<W> {
     /// would, with its old token.
     async fn hold(&mut self, held: &mut Held, hold: Duration) -> Result<HoldEnd, WorkloadError> {
         let until = Instant::now() + hold;
-        // Bounded: each pass sleeps until the next renewal or the end, or renews, or ends.
+        // A holder woken into a renew renews first, as its renew timer would.
+        let mut renew_now = false;
+        // Bounded: each pass sleeps until the next renewal or the end, or renews, or ends;
+        // a stall is taken at most once (the next pass renews or ends).
         loop {
-            if let Some(stall) = self.pauses.take_stall() {
-                self.stall(held, stall).await?;
-                return Ok(HoldEnd::Stalled);
+            if !renew_now {
+                if let Some(stall) = self.take_stall_at(Point::Holding) {
+                    let wake = stall.wake;
+                    self.stall(held, stall).await?;
+                    if wake != Some(Wake::Renew) {
+                        return Ok(HoldEnd::Stalled);
+                    }
+                    renew_now = true;
+                }
             }
             let now = Instant::now();
-            if now >= until || self.stopping() {
+            if !renew_now && (now >= until || self.stopping()) {
                 return Ok(HoldEnd::Held);
             }
             let renew_every = Duration::from_millis((held.ttl_ms / 3).max(1));
             let renew_due = held.lease_from + renew_every;
-            if now < renew_due {
+            if !renew_now && now < renew_due {
                 self.sleep(renew_due.min(until) - now).await;
                 continue;
             }
@@ -444,6 +479,8 @@ impl<W: Write + Send> Worker<W> {
                         .and_then(Value::as_u64)
                         .unwrap_or(renew_ttl_ms);
                     held.lease_from = invoked;
+                    held.answered = Instant::now();
+                    renew_now = false;
                 }
                 Done::Fail => return Ok(HoldEnd::Lost),
                 Done::Crashed => return Ok(HoldEnd::Crashed),
@@ -457,6 +494,15 @@ impl<W: Write + Send> Worker<W> {
         hold: Duration,
     ) -> Result<HoldEnd, WorkloadError> {
         let key = WorkloadConfig::key_for(&held.lock);
+        // A holder stalled before its read wakes into the rest of its critical section: the
+        // read, then the write at once.
+        let woke = match self.take_stall_at(Point::BeforeRead) {
+            Some(stall) => {
+                self.stall(held, stall).await?;
+                true
+            }
+            None => false,
+        };
         let v = OpValue::default().with_token(held.token);
         let read = match self.op(F::Read, None, Some(&key), v).await? {
             Done::Ok(body) => body.get("value").and_then(Value::as_i64),
@@ -468,7 +514,11 @@ impl<W: Write + Send> Worker<W> {
         };
         // The critical section: the gap between read and write is where a stale holder loses
         // another holder's update unless the store fences it.
-        let end = self.hold(held, hold).await?;
+        let end = if woke {
+            HoldEnd::Stalled
+        } else {
+            self.hold(held, hold).await?
+        };
         match end {
             // A client that learnt it lost the lease does not write: the well-behaved client.
             HoldEnd::Lost | HoldEnd::Crashed => return Ok(end),
@@ -478,37 +528,157 @@ impl<W: Write + Send> Worker<W> {
         let v = OpValue::default()
             .with_token(held.token)
             .with_value(read + 1);
-        match self.op(F::Write, None, Some(&key), v).await? {
-            Done::Crashed => Ok(HoldEnd::Crashed),
-            _ => Ok(end),
+        if let Done::Crashed = self.op(F::Write, None, Some(&key), v).await? {
+            return Ok(HoldEnd::Crashed);
         }
+        if let Some(stall) = self.take_stall_at(Point::BeforeRelease) {
+            self.stall(held, stall).await?;
+            return Ok(HoldEnd::Stalled);
+        }
+        Ok(end)
     }
 
+    /// Takes the outstanding holder stall if it strikes at `point` of this workload: a mutex
+    /// holder has only its hold loop, where every wake-up op but a renew ends in its release;
+    /// a counter holder stalls where its wake-up op comes next.
+    fn take_stall_at(&self, point: Point) -> Option<Stall> {
+        let counter = self.cfg.kind == WorkloadKind::Counter;
+        self.pauses.take_stall_if(|s| {
+            s.aim != StallAim::Waiter
+                && match (counter, s.wake) {
+                    (false, _) => point == Point::Holding,
+                    (true, None | Some(Wake::Renew | Wake::Write)) => point == Point::Holding,
+                    (true, Some(Wake::Read)) => point == Point::BeforeRead,
+                    (true, Some(Wake::Release)) => point == Point::BeforeRelease,
+                }
+        })
+    }
+
+    /// A holder's stall: it sends nothing (not even in the background) until the stall's aim,
+    /// bounded by its length, then goes on as the paused program would, with its old token.
+    /// Its start and stop ops carry the shape, so coverage can tell what the run exercised.
     async fn stall(&mut self, held: &Held, stall: Stall) -> Result<(), WorkloadError> {
-        let detail = || {
-            let v = OpValue::default()
-                .with_extra("process", Value::from(self.process))
-                .with_extra("lock", Value::from(held.lock.clone()))
-                .with_extra("token", Value::from(held.token))
-                .with_extra("stall_ms", Value::from(stall.length.as_millis() as u64));
-            match &stall.fault {
-                Some(id) => v.with_extra("fault", Value::from(id.clone())),
-                None => v,
-            }
+        let started = Instant::now();
+        let cap = started + stall.length;
+        let ns = |at: Instant| {
+            at.saturating_duration_since(self.recorder.start())
+                .as_nanos() as u64
         };
-        self.recorder.nemesis(stall.ops[0], detail())?;
-        self.pauses
-            .stall_client(&self.client_id(), Instant::now() + stall.length);
+        let lease_end = held.answered + Duration::from_millis(held.ttl_ms);
+        let mut detail = stall_detail(self.process, &held.lock, &stall)
+            .with_extra("token", Value::from(held.token))
+            .with_extra("ttl_ms", Value::from(held.ttl_ms))
+            .with_extra("lease_end_ns", Value::from(ns(lease_end)));
+        self.recorder.nemesis(stall.ops[0], detail.clone())?;
+        let client = self.client_id();
+        self.pauses.stall_client(&client, cap);
         // The stall ignores the stop signal on purpose: a GC pause does not end because the test
         // is ending, and the runner waits for it (it is bounded by the nemesis).
-        tokio::time::sleep(stall.length).await;
-        self.recorder.nemesis(stall.ops[1], detail())?;
+        let (end, aimed) = match stall.aim {
+            StallAim::Boundary { after } => {
+                // A lease already over when the stall began: stall `after` past now.
+                (lease_end.max(started) + after, true)
+            }
+            StallAim::NextGrant { after } => {
+                match self
+                    .pauses
+                    .next_grant(&held.lock, held.token, started, cap)
+                    .await
+                {
+                    Some(at) => {
+                        detail = detail.with_extra("next_grant_ns", Value::from(ns(at)));
+                        (at + after, true)
+                    }
+                    None => (cap, false),
+                }
+            }
+            StallAim::Long | StallAim::Waiter => (cap, false),
+        };
+        let end = end.min(cap);
+        tokio::time::sleep_until(end.into()).await;
+        self.pauses.stall_client(&client, Instant::now());
+        let detail = detail
+            .with_extra(
+                "ended_by",
+                Value::from(if aimed && end < cap { "aim" } else { "length" }),
+            )
+            .with_extra(
+                "stalled_ms",
+                Value::from(started.elapsed().as_millis() as u64),
+            );
+        self.recorder.nemesis(stall.ops[1], detail)?;
         tracing::debug!(
             slot = self.slot,
             process = self.process,
+            shape = stall.aim.name(),
             "client pause over"
         );
         Ok(())
+    }
+}
+
+/// What a stall's start and stop ops say about it, whoever stalls.
+fn stall_detail(process: u64, lock: &str, stall: &Stall) -> OpValue {
+    let mut v = OpValue::default()
+        .with_extra("process", Value::from(process))
+        .with_extra("lock", Value::from(lock.to_string()))
+        .with_extra("stall_ms", Value::from(stall.length.as_millis() as u64))
+        .with_extra("shape", Value::from(stall.aim.name()));
+    if let Some(w) = stall.wake {
+        v = v.with_extra("wake", Value::from(w.name()));
+    }
+    if let StallAim::Boundary { after } | StallAim::NextGrant { after } = stall.aim {
+        v = v.with_extra("after_ms", Value::from(after.as_millis() as u64));
+    }
+    match &stall.fault {
+        Some(id) => v.with_extra("fault", Value::from(id.clone())),
+        None => v,
+    }
+}
+
+/// A client whose acquire is outstanding, which a `waiter` stall may strike.
+struct WaiterCtx<'a, W: Write + Send> {
+    process: u64,
+    client: &'a str,
+    lock: &'a str,
+    /// The acquire's invoke, named on the stall's ops.
+    acquire_index: u64,
+    recorder: &'a Recorder<W>,
+    pauses: &'a PauseBoard,
+}
+
+impl<W: Write + Send> WaiterCtx<'_, W> {
+    /// Awaits the acquire. While it is outstanding the client may take a waiter stall: then it
+    /// stops reading its answer and, through the board, its background keepalives, for the
+    /// stall's length, and goes on waiting after it (the answer is read, and recorded, then).
+    async fn wait(
+        &self,
+        acquire: impl std::future::Future<Output = Reply>,
+    ) -> Result<Reply, WorkloadError> {
+        tokio::pin!(acquire);
+        let mut stalled = false;
+        // Bounded by the acquire's own request timeout (--acquire-wait plus --op-timeout).
+        loop {
+            tokio::select! {
+                reply = &mut acquire => return Ok(reply),
+                _ = tokio::time::sleep(WAITER_POLL), if !stalled => {
+                    let Some(stall) = self.pauses.take_stall_if(|s| s.aim == StallAim::Waiter) else {
+                        continue;
+                    };
+                    stalled = true;
+                    let detail = stall_detail(self.process, self.lock, &stall)
+                        .with_extra("acquire", Value::from(self.acquire_index));
+                    self.recorder.nemesis(stall.ops[0], detail.clone())?;
+                    let started = Instant::now();
+                    self.pauses.stall_client(self.client, started + stall.length);
+                    tokio::time::sleep(stall.length).await;
+                    let detail = detail
+                        .with_extra("ended_by", Value::from("length"))
+                        .with_extra("stalled_ms", Value::from(started.elapsed().as_millis() as u64));
+                    self.recorder.nemesis(stall.ops[1], detail)?;
+                }
+            }
+        }
     }
 }
 

@@ -1,10 +1,12 @@
 //! `client-pause`: a lock holder stalls past its lease, then carries on with its old token (a
-//! GC pause). The nemesis only asks ([`ClientStalls`]); the holder that takes the request
-//! records the stall's start and stop itself, with its process, lock and token, under the op
-//! names given here and the fault's id.
+//! GC pause), or a client waiting for a lock stalls while its acquire is outstanding. The
+//! plan's [`ClientFault`] says what the stall is aimed at and what the holder wakes into. The
+//! nemesis only asks ([`ClientStalls`]); the client that takes the request records the stall's
+//! start and stop itself, with its process, lock, token and shape, under the op names given
+//! here and the fault's id.
 
 use super::{Ctx, Healer};
-use crate::schedule::PlannedFault;
+use crate::schedule::{ClientFault, PlannedFault};
 use crate::Error;
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -20,6 +22,8 @@ pub struct StallRequest {
     pub fault: String,
     /// The ops the holder records when the stall starts and ends.
     pub ops: [&'static str; 2],
+    /// Its shape (`None`: a schedule from before shapes).
+    pub shape: Option<ClientFault>,
 }
 
 /// Where stall requests go: the client workers' board.
@@ -38,6 +42,7 @@ pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Res
             length,
             fault: fault.id.clone(),
             ops: [START, STOP],
+            shape: fault.client,
         },
         Instant::now() + window,
     );

@@ -8,7 +8,8 @@
 //!   "primary": 0,
 //!   "faults": [
 //!     {"id": "f1", "kind": "pause", "at_ms": 1480, "length_ms": 1210, "nodes": ["n2"]},
-//!     {"id": "f2", "kind": "client-pause", "at_ms": 4100, "length_ms": 2600, "window_ms": 1000},
+//!     {"id": "f2", "kind": "client-pause", "at_ms": 4100, "length_ms": 2600, "window_ms": 1000,
+//!      "shape": "boundary", "wake": "renew", "after_ms": 30},
 //!     {"id": "f3", "kind": "clock", "at_ms": 8000, "length_ms": 4000, "nodes": ["n1"],
 //!      "mode": "bump-forward", "delta_ms": 3000},
 //!     {"id": "f4", "kind": "partition", "at_ms": 13000, "length_ms": 2000,
@@ -32,13 +33,20 @@
 //!   `clients_cut_from` (nodes the harness's clients cannot reach).
 //! - netem: `netem` (default: the planner's; see [`NETEM`](super::NETEM)).
 //! - client-pause: `window_ms`, how long the stall request waits for a lock holder to take it
-//!   (default: `length_ms`). Which client stalls is the one holding a lock then.
+//!   (default: `length_ms`). Which client stalls is the one holding a lock then (for the
+//!   `waiter` shape, one waiting for a lock). `shape` (optional): what the stall is aimed at,
+//!   `boundary` (ends `after_ms` past the holder's lease), `next-grant` (ends `after_ms` past
+//!   the next grant of the same lock), `long` (lasts `length_ms`) or `waiter` (a client
+//!   waiting in acquire stalls for `length_ms`); `length_ms` bounds every shape. `wake`
+//!   (holders only): what the holder does first when it wakes, `renew`, `write`, `release` or
+//!   `read`. Without `shape` (a file written before shapes) the holder stalls for
+//!   `length_ms` and wakes into the workload's next op, as it did then.
 //!
 //! Unknown keys are refused, so a typo never silently drops part of a fault.
 
 use super::{
-    ClockFault, ClockMode, FaultKind, PartitionFault, PlannedFault, Schedule, Topology, MAX_FAULTS,
-    NETEM,
+    ClientFault, ClockFault, ClockMode, FaultKind, PartitionFault, PlannedFault, Schedule,
+    StallAim, Topology, WakeOp, MAX_FAULTS, NETEM,
 };
 use crate::netns::NetemSpec;
 use serde::{Deserialize, Serialize};
@@ -134,6 +142,12 @@ struct RawFault {
     netem: Option<NetemSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     window_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    shape: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    wake: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    after_ms: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -164,6 +178,52 @@ fn node_index(fault: &str, id: &str) -> Result<usize, ScheduleError> {
         })
 }
 
+/// A client-pause's `shape`, `wake` and `after_ms`, checked together.
+fn client_fault(id: &str, r: &RawFault) -> Result<Option<ClientFault>, ScheduleError> {
+    let Some(shape) = r.shape.as_deref() else {
+        if r.wake.is_some() || r.after_ms.is_some() {
+            return Err(at(id, "`wake` and `after_ms` need a `shape`"));
+        }
+        return Ok(None);
+    };
+    let aim: StallAim = shape.parse().map_err(|e: String| at(id, e))?;
+    let wake = match (aim, r.wake.as_deref()) {
+        (StallAim::Waiter, Some(_)) => {
+            return Err(at(
+                id,
+                "`wake` is for holder stalls; a waiter goes on waiting",
+            ))
+        }
+        (StallAim::Waiter, None) => None,
+        (_, Some(w)) => Some(w.parse::<WakeOp>().map_err(|e: String| at(id, e))?),
+        (_, None) => return Err(at(id, format!("a {aim} stall needs `wake`"))),
+    };
+    let after_ms = match (aim, r.after_ms) {
+        (StallAim::Boundary | StallAim::NextGrant, Some(ms)) if ms <= r.length_ms => ms,
+        (StallAim::Boundary | StallAim::NextGrant, Some(ms)) => {
+            return Err(at(
+                id,
+                format!("after_ms {ms} is longer than the stall's bound, length_ms"),
+            ))
+        }
+        (StallAim::Boundary | StallAim::NextGrant, None) => {
+            return Err(at(id, format!("a {aim} stall needs `after_ms`")))
+        }
+        (_, Some(_)) => {
+            return Err(at(
+                id,
+                format!("`after_ms` is for boundary and next-grant stalls, not {aim}"),
+            ))
+        }
+        (_, None) => 0,
+    };
+    Ok(Some(ClientFault {
+        aim,
+        wake,
+        after_ms,
+    }))
+}
+
 impl PlannedFault {
     fn to_raw(&self) -> RawFault {
         let ids = |v: &[usize]| v.iter().map(|&i| node_id(i)).collect::<Vec<_>>();
@@ -189,6 +249,15 @@ impl PlannedFault {
             clients_cut_from: self.partition.as_ref().map(|p| ids(&p.clients_cut_from)),
             netem: self.netem.clone(),
             window_ms: self.window_ms,
+            shape: self.client.map(|c| c.aim.as_str().to_string()),
+            wake: self
+                .client
+                .and_then(|c| c.wake)
+                .map(|w| w.as_str().to_string()),
+            after_ms: self
+                .client
+                .filter(|c| matches!(c.aim, StallAim::Boundary | StallAim::NextGrant))
+                .map(|c| c.after_ms),
         }
     }
 
@@ -223,6 +292,10 @@ impl PlannedFault {
         )?;
         only(r.netem.is_some(), "netem", FaultKind::Netem)?;
         only(r.window_ms.is_some(), "window_ms", FaultKind::ClientPause)?;
+        only(r.shape.is_some(), "shape", FaultKind::ClientPause)?;
+        only(r.wake.is_some(), "wake", FaultKind::ClientPause)?;
+        only(r.after_ms.is_some(), "after_ms", FaultKind::ClientPause)?;
+        let client = client_fault(id, &r)?;
         let mut nodes = Vec::with_capacity(r.nodes.len());
         for n in &r.nodes {
             let i = node_index(id, n)?;
@@ -371,6 +444,7 @@ impl PlannedFault {
             partition,
             netem,
             window_ms,
+            client,
         })
     }
 
@@ -547,6 +621,7 @@ mod tests {
             targets: Targets::Minority,
             clock_bump_ms: 3000,
             clock_rate: 4.0,
+            client_faults: Default::default(),
         }
     }
 
@@ -634,6 +709,77 @@ mod tests {
             err(&dup).starts_with("fault f1: the id is used twice"),
             "{}",
             err(&dup)
+        );
+    }
+
+    #[test]
+    fn client_pause_shapes_read_back_and_bad_ones_are_named() {
+        let f = |extra: &str| {
+            one(&format!(
+                r#"{{"id": "f2", "kind": "client-pause", "at_ms": 1, "length_ms": 3000{extra}}}"#
+            ))
+        };
+        // A file from before shapes: no shape, the old behaviour.
+        let s = Schedule::parse(&f("")).unwrap();
+        assert_eq!(s.faults[0].client, None);
+        let s = Schedule::parse(&f(
+            r#", "shape": "next-grant", "wake": "write", "after_ms": 40"#,
+        ))
+        .unwrap();
+        assert_eq!(
+            s.faults[0].client,
+            Some(ClientFault {
+                aim: StallAim::NextGrant,
+                wake: Some(WakeOp::Write),
+                after_ms: 40
+            })
+        );
+        assert_eq!(Schedule::parse(&s.to_json()).unwrap(), s);
+        let s = Schedule::parse(&f(r#", "shape": "waiter""#)).unwrap();
+        assert_eq!(s.faults[0].client.unwrap().wake, None);
+        for (extra, want) in [
+            (
+                r#", "shape": "sideways", "wake": "renew""#,
+                "fault f2: unknown stall aim \"sideways\"",
+            ),
+            (
+                r#", "shape": "long""#,
+                "fault f2: a long stall needs `wake`",
+            ),
+            (
+                r#", "shape": "long", "wake": "nap""#,
+                "fault f2: unknown wake-up op \"nap\"",
+            ),
+            (
+                r#", "shape": "waiter", "wake": "renew""#,
+                "fault f2: `wake` is for holder stalls",
+            ),
+            (
+                r#", "shape": "boundary", "wake": "renew""#,
+                "fault f2: a boundary stall needs `after_ms`",
+            ),
+            (
+                r#", "shape": "boundary", "wake": "renew", "after_ms": 5000"#,
+                "fault f2: after_ms 5000 is longer",
+            ),
+            (
+                r#", "shape": "long", "wake": "read", "after_ms": 5"#,
+                "fault f2: `after_ms` is for boundary",
+            ),
+            (
+                r#", "wake": "read""#,
+                "fault f2: `wake` and `after_ms` need a `shape`",
+            ),
+        ] {
+            let e = err(&f(extra));
+            assert!(e.starts_with(want), "{extra}: {e}");
+        }
+        let e = err(&one(
+            r#"{"id": "f1", "kind": "pause", "at_ms": 1, "length_ms": 5, "nodes": ["n1"], "shape": "long"}"#,
+        ));
+        assert!(
+            e.starts_with("fault f1: `shape` is for client-pause faults"),
+            "{e}"
         );
     }
 
