@@ -71,6 +71,23 @@ fn b64(s: &str) -> String {
 }
 
 /// The `message` (3.3: `error`) of an error answer.
+/// An error status as a reason: etcd's own error (a JSON body with its `message` or `error`,
+/// as the gateway answers while it has no leader or times out) is `unavailable: http-NNN`, an
+/// answer etcd documents and faults cause; anything else is an unexpected `http-NNN`.
+fn status_reason(status: u16, body: &[u8]) -> String {
+    let own = serde_json::from_slice::<Value>(body).is_ok_and(|v| {
+        v.get("message")
+            .or_else(|| v.get("error"))
+            .is_some_and(Value::is_string)
+    });
+    let code = if own {
+        format!("unavailable: http-{status}")
+    } else {
+        format!("http-{status}")
+    };
+    with_detail(&code, &error_message(body))
+}
+
 fn error_message(body: &[u8]) -> String {
     serde_json::from_slice::<Value>(body)
         .ok()
@@ -203,10 +220,7 @@ impl EtcdClient {
         let (status, bytes) = self.post(path, body, timeout).await?;
         match serde_json::from_slice::<Value>(&bytes) {
             Ok(v) if status == 200 && v.is_object() => Ok(v),
-            Ok(_) => Err(Reply::Info(with_detail(
-                &format!("http-{status}"),
-                &error_message(&bytes),
-            ))),
+            Ok(_) => Err(Reply::Info(status_reason(status, &bytes))),
             Err(_) => Err(Reply::Info(with_detail("bad-body", &snippet(&bytes)))),
         }
     }
@@ -319,13 +333,13 @@ impl EtcdClient {
         };
         if status != 200 {
             self.abandon(&lease_id).await;
-            let msg = error_message(&body);
+            let why = format!("lock: {}", status_reason(status, &body));
             // The lock txn puts the key with the lease: on a lease etcd no longer has, nothing
             // was written, so nothing was granted.
-            if msg.contains("lease not found") {
-                return Reply::Fail(with_detail(&format!("lock: http-{status}"), &msg));
+            if why.contains("lease not found") {
+                return Reply::Fail(why);
             }
-            return Reply::Info(with_detail(&format!("lock: http-{status}"), &msg));
+            return Reply::Info(why);
         }
         // Granted. From here on, nothing turns this answer into anything but ok.
         let lease_ttl_ms = granted_ttl_s * 1000;
@@ -739,5 +753,36 @@ impl Service for Etcd {
             c.clock.clone(),
         )?);
         Ok(Adapter::new(client.clone(), Some(client)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::status_reason;
+    use history::reason::{kind_of, reason_of, ReasonKind};
+
+    /// etcd's own errors are answers faults cause; anything else is not understood.
+    #[test]
+    fn etcd_errors_are_unavailable_and_other_bodies_unexpected() {
+        let cases = [
+            (
+                503,
+                r#"{"error":"etcdserver: no leader","code":14,"message":"etcdserver: no leader"}"#,
+                "unavailable: http-503",
+                ReasonKind::Unavailable,
+            ),
+            (500, "<html>oops</html>", "http-500", ReasonKind::Unexpected),
+            (
+                404,
+                "404 page not found",
+                "http-404",
+                ReasonKind::Unexpected,
+            ),
+        ];
+        for (status, body, reason, kind) in cases {
+            let e = status_reason(status, body.as_bytes());
+            assert_eq!(reason_of(&e), reason, "{e}");
+            assert_eq!(kind_of(reason_of(&e)), kind, "{e}");
+        }
     }
 }
