@@ -235,6 +235,51 @@ fn fast_monotonic_clock_breaks_mutual_exclusion_but_fencing_holds() {
     assert!(!kinds.contains(&"lost-update".to_string()), "{kinds:?}");
 }
 
+/// Correct lockd under clock faults alone, every mode, on three seeds side by side: its leases
+/// run on the monotonic clock, so wall-clock skew through the patched vDSO changes nothing.
+#[test]
+fn correct_lockd_is_valid_under_clock_faults_on_three_seeds() {
+    if !require_clock_faults() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let handles: Vec<_> = [5u64, 6, 7]
+        .into_iter()
+        .map(|seed| {
+            let out = tmp.path().join(format!("s{seed}"));
+            std::thread::spawn(move || {
+                let seed = seed.to_string();
+                let r = run(
+                    &out,
+                    &with(&[
+                        "--seed",
+                        &seed,
+                        "--duration",
+                        "8s",
+                        "--workload",
+                        "mutex",
+                        "--nemesis",
+                        "clock",
+                        "--clock-scope",
+                        "wall",
+                    ]),
+                    LIMIT,
+                );
+                (seed, r)
+            })
+        })
+        .collect();
+    for h in handles {
+        let (seed, r) = h.join().unwrap();
+        assert_eq!(r.code, 0, "seed {seed}: {}", r.describe());
+        let ops = common::nemesis_ops(&r.run_dir());
+        assert!(
+            ops.iter().any(|o| o["f"] == "start-clock"),
+            "seed {seed}: no clock fault ran"
+        );
+    }
+}
+
 /// Correct lockd leases run on the monotonic clock: wall-clock skew of any kind changes nothing.
 #[test]
 fn correct_lockd_is_valid_under_wall_clock_faults_and_the_rest() {
