@@ -119,7 +119,7 @@ pub struct RunArgs {
     pub seed: Option<u64>,
     /// Faults, comma-separated: pause, kill, client-pause, clock, partition, netem; `none` for a
     /// run without faults. Default: every fault the target and this machine allow (client-pause only with
-    /// --url; clock only where libfaketime is installed; partition and netem only with
+    /// --url; clock only where a clock backend runs; partition and netem only with
     /// --runtime netns).
     #[arg(long, value_name = "LIST")]
     pub nemesis: Option<String>,
