@@ -1,6 +1,6 @@
 //! Whole-history figures for the report: counts by function and outcome, latency percentiles.
 
-use crate::model::{Func, Model, NO_ERROR};
+use crate::model::{FxMap, Func, Model, NO_ERROR};
 use crate::CheckConfig;
 use history::{History, Outcome, Percentiles, Stats};
 use std::collections::BTreeMap;
@@ -100,8 +100,9 @@ pub fn stats_of(m: &Model) -> Stats {
 /// breakdown that tells a refusal (`held`) from an answer the adapter did not understand
 /// (`http-423`) or a service that was never reached (`connect: refused`).
 fn reason_counts(m: &Model) -> BTreeMap<String, BTreeMap<String, BTreeMap<String, u64>>> {
-    // Errors are interned: count by error id first, then fold ids into reason codes.
-    let mut by_error: BTreeMap<(Func, usize, u32), u64> = BTreeMap::new();
+    // Errors are interned: count by error id first (one hash lookup per fail or info op),
+    // then fold the few distinct ids into reason codes.
+    let mut by_error: FxMap<(Func, usize, u32), u64> = FxMap::default();
     for o in &m.ops {
         if matches!(o.outcome, Outcome::Fail | Outcome::Info) {
             *by_error
