@@ -129,6 +129,10 @@ fn write_only_fencing_loses_updates_but_never_accepts_a_stale_write() {
             "write",
             "--nemesis",
             "client-pause",
+            // The shape this table row is about: a holder stalls between its read and its
+            // write for 1.5-2.5 leases, then writes.
+            "--client-faults",
+            "long,write",
         ],
         LIMIT,
     );
