@@ -20,12 +20,19 @@ fn service(name: &str) -> PathBuf {
     p
 }
 
+/// `--node-cmd` (or `--store-cmd`) for one of tests/services' Python services.
+fn node_cmd(script: &str, extra: &str) -> String {
+    format!(
+        "python3 '{}' --host {{host}} --port {{port}} --data-dir '{{data_dir}}' {extra}",
+        service(script).display()
+    )
+}
+
 /// `--node-cmd` for deviant_lockd.py with `deviation` (and its extra flags).
 fn deviant(deviation: &str, extra: &str) -> String {
-    format!(
-        "python3 '{}' --host {{host}} --port {{port}} --data-dir '{{data_dir}}' --deviation \
-         {deviation} {extra}",
-        service("deviant_lockd.py").display()
+    node_cmd(
+        "deviant_lockd.py",
+        &format!("--deviation {deviation} {extra}"),
     )
 }
 
@@ -297,10 +304,7 @@ fn the_minimal_service_from_protocol_md_passes() {
     if !require_python() {
         return;
     }
-    let cmd = format!(
-        "python3 '{}' --host {{host}} --port {{port}} --data-dir '{{data_dir}}'",
-        service("minimal_lockd.py").display()
-    );
+    let cmd = node_cmd("minimal_lockd.py", "");
     // Lock service and fenced store both: the store round trip is probed too.
     let out = assert_passes(&["--node-cmd", &cmd, "--store-cmd", &cmd]);
     assert!(out.contains("/v1/store/lockpick-probe/read"), "{out}");
@@ -311,10 +315,7 @@ fn the_standin_passes_through_its_native_adapter() {
     if !require_python() {
         return;
     }
-    let cmd = format!(
-        "python3 '{}' --host {{host}} --port {{port}} --data-dir '{{data_dir}}'",
-        service("standin_lockd.py").display()
-    );
+    let cmd = node_cmd("standin_lockd.py", "");
     let out = assert_passes(&["--adapter", "standin", "--node-cmd", &cmd]);
     assert!(
         out.contains("PUT /leases/lockpick-probe (probe-1) -> 201"),
@@ -331,4 +332,22 @@ fn etcd_passes_when_installed() {
     let out = assert_passes(&["--adapter", "etcd"]);
     // etcd has no /v1/time: noted, not a failure.
     assert!(out.contains("GET /v1/time -> 404"), "{out}");
+}
+
+#[test]
+fn probe_help_teaches_the_checks_and_the_exit_codes() {
+    let o = run_with_limit(&["probe", "--help"], Duration::from_secs(10));
+    assert_eq!(o.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&o.stdout);
+    for f in [
+        "lockpick-probe",
+        "numeric",
+        "while probe-1 holds it",
+        "/v1/time",
+        "exit 3",
+        "--url",
+        "Nothing is recorded in a history",
+    ] {
+        assert!(help.contains(f), "{f:?} missing from probe --help:\n{help}");
+    }
 }
