@@ -199,7 +199,8 @@ pub struct RunArgs {
     /// Run the embedded lockd in an unsafe mode, to watch the checkers catch it:
     /// reuse-tokens, no-ttl, wall-clock, skip-token-check, racy, split-brain (needs --nodes),
     /// renew-grace (a late renew is accepted after another client was granted; the
-    /// client-pause `boundary,renew` shape exposes it).
+    /// client-pause `boundary,renew` shape exposes it), unchecked-release (a lapsed holder's
+    /// release frees whoever holds the lock; `long,release` exposes it).
     #[arg(long = "unsafe", value_name = "MODE", conflicts_with_all = ["url", "node_cmd"])]
     pub unsafe_mode: Option<String>,
     /// Start your fenced store from a shell command (placeholders as --node-cmd).
@@ -386,7 +387,7 @@ pub struct LockdArgs {
     #[arg(long, value_name = "DIR")]
     pub data_dir: PathBuf,
     /// Reproduce an anti-pattern: reuse-tokens, no-ttl, wall-clock, skip-token-check, racy,
-    /// split-brain, renew-grace.
+    /// split-brain, renew-grace, unchecked-release.
     #[arg(long = "unsafe", value_name = "MODE")]
     pub unsafe_mode: Option<String>,
     /// The other members of a multi-node lockd, comma-separated HOST:PORT. The member with the
@@ -403,7 +404,8 @@ pub struct StoreArgs {
     /// Address to listen on, e.g. 127.0.0.1:7001.
     #[arg(long, value_name = "ADDR")]
     pub listen: String,
-    /// all (reads and writes move the fence), write (only writes do), none (no fencing).
+    /// all (reads and writes move the fence), write (only writes do), none (no fencing),
+    /// off-by-one (a token one below the fence passes: a bug, on purpose).
     #[arg(long, default_value = "all", value_name = "MODE")]
     pub fence: String,
 }
