@@ -36,25 +36,37 @@ pub fn run_completeness(dir: &Path) -> Option<Completeness> {
             }
             serde_json::from_slice::<Said>(&bytes).ok()?.completeness
         }
-        Err(_) if dir.join(layout::HISTORY_FILE).is_file() => Some(Completeness::interrupted(
-            "the run never finished: its directory holds a history but no results.json",
-        )),
+        // The runner writes config.toml first and results.json last.
+        Err(_)
+            if dir.join(layout::CONFIG_FILE).is_file()
+                && dir.join(layout::HISTORY_FILE).is_file() =>
+        {
+            Some(Completeness::interrupted(
+                "the run never finished: its directory holds a history but no results.json",
+            ))
+        }
         Err(_) => None,
     }
 }
 
 /// `lockpick check PATH`: the verdict of a history file or run directory, offline.
 pub fn check(a: CheckArgs) -> Result<ExitCode> {
-    let grace = crate::config::duration("liveness-grace", &a.liveness_grace)?;
-    if !(a.drift >= 0.0 && a.drift < 1.0) {
-        anyhow::bail!("--drift {}: expected a fraction in [0, 1)", a.drift);
-    }
-    let cfg = checkers::CheckConfig {
-        drift: a.drift,
-        liveness_grace_ns: grace.as_nanos() as u64,
-        ..Default::default()
-    };
     let path = history::layout::history_path(&a.path);
+    // The run's own settings (config.toml beside the history, read as `report` reads it)
+    // unless the flags say otherwise: a run made with --drift or --liveness-grace is judged as
+    // it was when it ran.
+    let mut cfg = reports::RunConfigView::read(&path.with_file_name(layout::CONFIG_FILE))
+        .map(|c| c.check_config())
+        .unwrap_or_default();
+    if let Some(g) = &a.liveness_grace {
+        cfg.liveness_grace_ns = crate::config::duration("liveness-grace", g)?.as_nanos() as u64;
+    }
+    if let Some(d) = a.drift {
+        if !(0.0..1.0).contains(&d) {
+            anyhow::bail!("--drift {d}: expected a fraction in [0, 1)");
+        }
+        cfg.drift = d;
+    }
     let mut results = check_file(&path, &cfg)?;
     if let Some(c) = run_completeness(&a.path) {
         results.set_completeness(c);

@@ -293,12 +293,14 @@ pub struct CheckArgs {
     /// Print results.json to stdout instead of the summary.
     #[arg(long)]
     pub json: bool,
-    /// Clock-rate error the service claims to tolerate (0.01 = 1%).
-    #[arg(long, default_value_t = 0.0, value_name = "FRACTION")]
-    pub drift: f64,
-    /// Extra time before a lock that stays held counts as `lock-stuck`.
-    #[arg(long, default_value = "2s", value_name = "DURATION")]
-    pub liveness_grace: String,
+    /// Clock-rate error the service claims to tolerate (0.01 = 1%). Default: what the run's
+    /// config.toml says (beside the history), else 0.
+    #[arg(long, value_name = "FRACTION")]
+    pub drift: Option<f64>,
+    /// Extra time before a lock that stays held counts as `lock-stuck`. Default: what the
+    /// run's config.toml says (beside the history), else 2s.
+    #[arg(long, value_name = "DURATION")]
+    pub liveness_grace: Option<String>,
     /// Which findings make the exit code 1, comma-separated: safety, liveness, warnings,
     /// coverage (a fault kind or client-fault shape the schedule beside the history, or the
     /// history itself, asked for and the run exercised nowhere).

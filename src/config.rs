@@ -109,6 +109,12 @@ pub struct RunConfig {
     /// The replayed schedule, validated against this run.
     #[serde(skip)]
     pub schedule: Option<Schedule>,
+    /// `--fail-on`, as its list of finding classes.
+    #[serde(skip)]
+    pub fail_on: Vec<String>,
+    /// `--no-probe`: the run skips the conformance probe.
+    #[serde(skip)]
+    pub no_probe: bool,
     #[serde(skip)]
     pub faults: Vec<FaultKind>,
     #[serde(skip)]
@@ -254,8 +260,9 @@ impl RunConfig {
             None => Vec::new(),
         };
         let client_shapes = match &a.client_faults {
-            Some(list) => parse_client_faults(list)
-                .map_err(|e| anyhow::anyhow!("--client-faults: {e}"))?,
+            Some(list) => {
+                parse_client_faults(list).map_err(|e| anyhow::anyhow!("--client-faults: {e}"))?
+            }
             None => ClientFaults::default(),
         };
         let clock_scope: ClockScope = a
@@ -359,6 +366,8 @@ impl RunConfig {
             out: a.out.clone(),
             schedule_file: replay.as_ref().map(|(p, _)| p.clone()),
             schedule: replay.map(|(_, s)| s),
+            fail_on: a.fail_on.names().iter().map(|n| n.to_string()).collect(),
+            no_probe: a.no_probe,
             faults,
             clock_modes,
             client_shapes,

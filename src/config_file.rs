@@ -1,14 +1,15 @@
-//! `lockpick run --config lockpick.toml`: the file a team commits. Its keys are the `run`
-//! flags (grouped in sections for reading), so everything a flag can say the file can say, and
-//! a flag on the command line overrides the file. `lockpick init` writes a commented starter.
+//! One test specification: the `run` flags, the `--config` file a team commits and a run
+//! directory's `config.toml` share one schema, [`KEYS`]: every `run` flag is a key (named
+//! after the flag, grouped in sections for reading), with the kind of value it takes. A flag on
+//! the command line overrides the file. `lockpick init` writes a commented starter; the runner
+//! writes a run's resolved settings with [`render`] in the same schema, so
+//! `lockpick run --config RUN_DIR/config.toml` reruns that run with the same settings.
 //!
 //! The file is turned into flags placed before the user's own; clap is told that a later flag
 //! overrides an earlier one, so there is exactly one parser and one set of rules for values.
-
-mod resolved;
+//! An error about a value that came from the file names the file, line and key ([`Origins`]).
 
 use anyhow::{bail, Context, Result};
-use resolved::{flags_from_resolved, is_resolved};
 use std::ffi::OsString;
 use std::path::Path;
 
@@ -21,6 +22,8 @@ enum Kind {
     Fraction,
     /// A string, or an array of strings joined with commas.
     List,
+    /// `true` or `false`: a flag without a value, given when true.
+    Switch,
 }
 
 /// Every key the file may hold: (section, key, flag, kind). Keys are the flag names with `_`
@@ -78,7 +81,14 @@ const KEYS: &[(&str, &str, &str, Kind)] = &[
     ("check", "fail_on", "--fail-on", Kind::List),
     ("output", "out", "--out", Kind::Text),
     ("output", "name", "--name", Kind::Text),
+    // Set from a [template] section; a run's config.toml names the file that holds it.
+    ("target", "template_file", "--template-file", Kind::Text),
+    ("target", "no_probe", "--no-probe", Kind::Switch),
 ];
+
+/// Keys only the config.toml of runs from before the one schema held (in milliseconds, the
+/// targets as tables): such a file is refused with what to do instead.
+const LEGACY_KEYS: [&str; 4] = ["ttl_ms", "duration_ms", "op_timeout_ms", "hold_min_ms"];
 
 const SECTIONS: [&str; 6] = ["target", "store", "workload", "nemesis", "check", "output"];
 /// The template adapter's requests: read by the runner from the file itself.
@@ -107,8 +117,40 @@ fn line_of(text: &str, section: Option<&str>, key: &str) -> usize {
     0
 }
 
-/// The flags a config file stands for, in file order.
-pub fn flags_from_file(path: &Path) -> Result<Vec<OsString>> {
+/// What a config file stands for: the flags, in file order, and where each came from.
+#[derive(Debug)]
+pub struct FileFlags {
+    pub flags: Vec<OsString>,
+    /// Each flag's key in the file, `path:line: `section.key``: an error about the flag's
+    /// value is reported there, not as a flag the user never typed.
+    pub origins: Origins,
+}
+
+/// Flags that came from a config file, with the place each was read from.
+#[derive(Debug, Clone, Default)]
+pub struct Origins(Vec<(String, String)>);
+
+impl Origins {
+    /// `message` about a flag (`--ttl "soon": expected ...`, or clap's `invalid value 'x' for
+    /// '--clients <N>'`) as the place the flag's value came from, when it came from a file.
+    pub fn locate(&self, message: &str) -> String {
+        for (flag, at) in &self.0 {
+            if let Some(rest) = message.strip_prefix(flag.as_str()) {
+                if rest.is_empty() || rest.starts_with([' ', ':', '=']) {
+                    return format!("{at}{rest}");
+                }
+            }
+            if message.contains(&format!("'{flag} ")) || message.contains(&format!("'{flag}'")) {
+                return format!("{at}: {message}");
+            }
+        }
+        message.to_string()
+    }
+}
+
+/// The flags a config file stands for. Every key is checked before any is refused, so one try
+/// names every unknown key, misplaced key and wrong type.
+pub fn flags_from_file(path: &Path) -> Result<FileFlags> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("--config {}: cannot read it", path.display()))?;
     let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
@@ -118,35 +160,54 @@ pub fn flags_from_file(path: &Path) -> Result<Vec<OsString>> {
             .unwrap_or(0);
         anyhow::anyhow!("{}:{at}: {}", path.display(), e.message())
     })?;
-    if is_resolved(&text, &table) {
-        return flags_from_resolved(path, &text, &table);
+    if let Some(key) = table.keys().find(|k| LEGACY_KEYS.contains(&k.as_str())) {
+        bail!(
+            "{}:{}: `{key}`: a run's config.toml from an older lockpick (keys in \
+             milliseconds); rerun it with the command on its second line",
+            path.display(),
+            line_of(&text, None, key)
+        );
     }
-    let mut flags = Vec::new();
+    let mut out = FileFlags {
+        flags: Vec::new(),
+        origins: Origins::default(),
+    };
+    let mut errors = Vec::new();
     for (name, value) in &table {
-        match value {
+        let r = match value {
             toml::Value::Table(_) if name == TEMPLATE_SECTION => {
-                flags.push("--template-file".into());
-                flags.push(path.as_os_str().to_owned());
+                out.flags.push("--template-file".into());
+                out.flags.push(path.as_os_str().to_owned());
+                Ok(())
             }
             toml::Value::Table(keys) if SECTIONS.contains(&name.as_str()) => {
                 for (key, v) in keys {
-                    push_flag(&mut flags, path, &text, Some(name), key, v)?;
+                    if let Err(e) = push_flag(&mut out, path, &text, Some(name), key, v) {
+                        errors.push(e.to_string());
+                    }
                 }
+                Ok(())
             }
-            toml::Value::Table(_) => bail!(
+            toml::Value::Table(_) => Err(anyhow::anyhow!(
                 "{}:{}: unknown section [{name}] (known: {}, {TEMPLATE_SECTION})",
                 path.display(),
                 line_of(&text, None, name),
                 SECTIONS.join(", ")
-            ),
-            v => push_flag(&mut flags, path, &text, None, name, v)?,
+            )),
+            v => push_flag(&mut out, path, &text, None, name, v),
+        };
+        if let Err(e) = r {
+            errors.push(e.to_string());
         }
     }
-    Ok(flags)
+    if !errors.is_empty() {
+        bail!("{}", errors.join("; "));
+    }
+    Ok(out)
 }
 
 fn push_flag(
-    flags: &mut Vec<OsString>,
+    out: &mut FileFlags,
     path: &Path,
     text: &str,
     section: Option<&str>,
@@ -216,20 +277,34 @@ fn push_flag(
             }
         }
         (Kind::List, _) => return Err(wrong("a string or an array of strings")),
+        // A switch is a flag without a value: present when true.
+        (Kind::Switch, toml::Value::Boolean(on)) => {
+            if *on {
+                out.flags.push(flag.into());
+            }
+            return Ok(());
+        }
+        (Kind::Switch, _) => return Err(wrong("true or false")),
     };
-    flags.push(flag.into());
-    flags.push(text_value.into());
+    out.flags.push(flag.into());
+    out.flags.push(text_value.into());
+    out.origins.0.push((
+        flag.to_string(),
+        format!("{}:{at}: `{key_path}`", path.display()),
+    ));
     Ok(())
 }
 
 /// Rewrites the process arguments: `lockpick run|demo|probe ... --config FILE ...` becomes
-/// `lockpick run|demo|probe <flags from FILE> ...` (the user's flags after, so they win).
-pub fn expand(args: Vec<OsString>) -> Result<Vec<OsString>> {
+/// `lockpick run|demo|probe <flags from FILE> ...` (the user's flags after, so they win), and
+/// says where each flag from the file came from (those the user's own flags override are left
+/// out: an error about them is about the user's flag).
+pub fn expand(args: Vec<OsString>) -> Result<(Vec<OsString>, Origins)> {
     let Some(sub) = args.get(1).and_then(|a| a.to_str()) else {
-        return Ok(args);
+        return Ok((args, Origins::default()));
     };
     if sub != "run" && sub != "demo" && sub != "probe" {
-        return Ok(args);
+        return Ok((args, Origins::default()));
     }
     let mut rest = Vec::with_capacity(args.len());
     let mut config = None;
@@ -249,12 +324,105 @@ pub fn expand(args: Vec<OsString>) -> Result<Vec<OsString>> {
         }
     }
     let Some(config) = config else {
-        return Ok(args);
+        return Ok((args, Origins::default()));
     };
+    let file = flags_from_file(Path::new(&config))?;
+    let mut origins = file.origins;
+    origins.0.retain(|(flag, _)| {
+        !rest.iter().any(|a| {
+            let a = a.to_string_lossy();
+            a == flag.as_str() || a.starts_with(&format!("{flag}="))
+        })
+    });
     let mut out = args[..2].to_vec();
-    out.extend(flags_from_file(Path::new(&config))?);
+    out.extend(file.flags);
     out.extend(rest);
-    Ok(out)
+    Ok((out, origins))
+}
+
+/// A value of one setting, as [`render`] writes it and [`flags_from_file`] reads it back.
+pub enum Setting {
+    Text(String),
+    Count(u64),
+    Fraction(f64),
+    List(Vec<String>),
+    Switch(bool),
+}
+
+impl Setting {
+    /// The value as the flag's argument (`None` for a switch).
+    pub fn arg(&self) -> Option<String> {
+        match self {
+            Setting::Text(s) => Some(s.clone()),
+            Setting::Count(n) => Some(n.to_string()),
+            Setting::Fraction(f) => Some(f.to_string()),
+            Setting::List(v) if v.is_empty() => Some("none".into()),
+            Setting::List(v) => Some(v.join(",")),
+            Setting::Switch(_) => None,
+        }
+    }
+
+    fn toml(&self) -> toml::Value {
+        match self {
+            Setting::Text(s) => toml::Value::String(s.clone()),
+            // TOML integers are i64: a larger seed is written as a string (read back alike).
+            Setting::Count(n) => i64::try_from(*n)
+                .map(toml::Value::Integer)
+                .unwrap_or_else(|_| toml::Value::String(n.to_string())),
+            Setting::Fraction(f) => toml::Value::Float(*f),
+            Setting::List(v) => {
+                toml::Value::Array(v.iter().map(|s| toml::Value::String(s.clone())).collect())
+            }
+            Setting::Switch(b) => toml::Value::Boolean(*b),
+        }
+    }
+}
+
+/// Settings, keyed by their flag, as a config file: each in its section, sections and keys in
+/// the schema's order, so the same settings always make the same bytes. Panics on a flag the
+/// schema does not know (a test checks every `run` flag is in it).
+pub fn render(settings: &[(&str, Setting)]) -> String {
+    let mut s = String::new();
+    for section in SECTIONS {
+        let mut first = true;
+        for (home, key, flag, _) in KEYS {
+            if *home != section {
+                continue;
+            }
+            let Some((_, value)) = settings.iter().find(|(f, _)| f == flag) else {
+                continue;
+            };
+            if first {
+                if !s.is_empty() {
+                    s.push('\n');
+                }
+                s.push_str(&format!("[{section}]\n"));
+                first = false;
+            }
+            s.push_str(&format!("{key} = {}\n", value.toml()));
+        }
+    }
+    for (flag, _) in settings {
+        assert!(
+            KEYS.iter().any(|(_, _, f, _)| f == flag),
+            "{flag} is not in the config schema"
+        );
+    }
+    s
+}
+
+/// A config file (a run's config.toml or a team's lockpick.toml) read into `run`'s flags, as
+/// `lockpick run --config FILE` would: the one reader, for `check` and `shrink` to see a run's
+/// own settings.
+pub fn run_args(path: &Path) -> Result<crate::cli::RunArgs> {
+    let mut argv: Vec<OsString> = vec!["lockpick".into(), "run".into()];
+    argv.extend(flags_from_file(path)?.flags);
+    let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(argv)
+        .map_err(|e| anyhow::anyhow!("{}: {}", path.display(), e.to_string().trim()))?;
+    match cli.command {
+        crate::cli::Command::Run(a) => Ok(a),
+        _ => unreachable!("parsed as `run`"),
+    }
 }
 
 /// The starter config `lockpick init` writes: every section, the defaults spelled out, and

@@ -32,7 +32,9 @@ fn main() -> std::process::ExitCode {
             nix::sys::signal::SigHandler::SigDfl,
         )
     };
-    let args = match config_file::expand(std::env::args_os().collect()) {
+    // Flags that came from a --config file, with the file:line of each: an error about such a
+    // value names the file, not a flag the user never typed.
+    let (args, origins) = match config_file::expand(std::env::args_os().collect()) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("error: {}", error_text(&e));
@@ -55,7 +57,8 @@ fn main() -> std::process::ExitCode {
             // clap's usage errors exit 2, which means `unknown` here: report them as 3.
             let msg = e.to_string();
             let first = msg.lines().next().unwrap_or("bad command line");
-            eprintln!("{first}{}", suggestion(&e));
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            eprintln!("error: {}{}", origins.locate(first), suggestion(&e));
             eprintln!("(see `lockpick --help`)");
             return std::process::ExitCode::from(ExitCode::Error.code());
         }
@@ -63,7 +66,7 @@ fn main() -> std::process::ExitCode {
     match dispatch(cli.command) {
         Ok(code) => std::process::ExitCode::from(code.code()),
         Err(e) => {
-            eprintln!("error: {}", error_text(&e));
+            eprintln!("error: {}", origins.locate(&error_text(&e)));
             std::process::ExitCode::from(ExitCode::Error.code())
         }
     }

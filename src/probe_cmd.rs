@@ -9,11 +9,14 @@ use anyhow::{Context, Result};
 use history::ExitCode;
 use std::fs;
 
-pub fn probe(a: RunArgs) -> Result<ExitCode> {
+pub fn probe(mut a: RunArgs) -> Result<ExitCode> {
+    // The probe hurts nothing: no fault is prepared (no clock control, no replayed schedule),
+    // so the service starts exactly as it is.
+    a.nemesis = Some("none".into());
+    a.schedule = None;
     let cfg = RunConfig::from_args(&a, false)?;
     let scratch = std::env::temp_dir().join(format!("lockpick-probe-{}", std::process::id()));
-    fs::create_dir_all(&scratch)
-        .with_context(|| format!("cannot create {}", scratch.display()))?;
+    fs::create_dir_all(&scratch).with_context(|| format!("cannot create {}", scratch.display()))?;
     // The harness's log goes beside the nodes' logs, so stdout is only the transcript.
     crate::logging::to_file(&scratch.join(history::layout::LOG_FILE))?;
     let outcome = crate::runtime()?.block_on(crate::runner::probe_service(&cfg, &scratch));

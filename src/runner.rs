@@ -219,7 +219,11 @@ pub async fn run(spec: RunSpec, progress: &dyn Progress) -> Result<RunOutcome> {
 }
 
 /// One adapter per node (client slot `i` uses node `i mod N`), from the service's descriptor.
-pub(crate) fn connect(cfg: &RunConfig, dep: &deploy::Deployment, start: Instant) -> Result<Vec<Adapter>> {
+pub(crate) fn connect(
+    cfg: &RunConfig,
+    dep: &deploy::Deployment,
+    start: Instant,
+) -> Result<Vec<Adapter>> {
     let service = cfg.service();
     let options = cfg.adapter_options();
     let clock: workloads::Clock = Arc::new(move || start.elapsed().as_nanos() as u64);

@@ -124,21 +124,18 @@ pub fn shrink(a: ShrinkArgs) -> Result<ExitCode> {
     })?;
     let schedule =
         Schedule::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", schedule_path.display()))?;
+    // The run's own settings, read as `run --config` reads them.
     let config = run_dir.join(layout::CONFIG_FILE);
-    let table: toml::Table = std::fs::read_to_string(&config)
-        .with_context(|| format!("{}: cannot read it", config.display()))?
-        .parse()
-        .with_context(|| format!("{}: not TOML", config.display()))?;
-    let ms = |k: &str| {
-        table
-            .get(k)
-            .and_then(toml::Value::as_integer)
-            .map(|v| v as u64)
+    let settings = crate::config_file::run_args(&config)?;
+    let ms = |flag: &str, v: &str| -> Result<u64> {
+        Ok(crate::config::duration(flag, v)?.as_millis() as u64)
     };
-    let duration_ms = ms("duration_ms").context("config.toml has no duration_ms")?;
-    let lease_max_ms = ms("ttl_ms")
-        .unwrap_or(2000)
-        .max(ms("renew_ttl_ms").unwrap_or(0));
+    let duration_ms = ms("duration", &settings.duration)?;
+    let ttl_ms = ms("ttl", &settings.ttl)?;
+    let lease_max_ms = match &settings.renew_ttl {
+        Some(r) => ttl_ms.max(ms("renew-ttl", r)?),
+        None => ttl_ms,
+    };
     let budget = crate::config::duration("budget", &a.budget)?;
     if a.runs_per_candidate == 0 {
         bail!("--runs-per-candidate 0: expected at least 1");

@@ -172,7 +172,7 @@ fn etcd_pauses_every_answered_lock_is_a_grant_with_its_revision() {
     );
     assert!(matches!(r.code, 0 | 1), "{}", r.describe());
     let config = std::fs::read_to_string(r.run_dir().join("config.toml")).unwrap();
-    assert!(config.contains("acquire_wait_ms = 10000"), "{config}");
+    assert!(config.contains("acquire_wait = \"10000ms\""), "{config}");
     let history = std::fs::read_to_string(r.run_dir().join("history.jsonl")).unwrap();
     let ops: Vec<serde_json::Value> = history
         .lines()

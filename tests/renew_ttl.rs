@@ -132,7 +132,7 @@ fn shorter_renewals_are_valid(seed: &str) {
     let (_tmp, r) = shorter_renewals(seed, &[]);
     println!("seed {seed}: exit {}\n{}", r.code, r.stdout);
     let config = std::fs::read_to_string(r.run_dir().join("config.toml")).unwrap();
-    assert!(config.contains("renew_ttl_ms = 600"), "{config}");
+    assert!(config.contains("renew_ttl = \"600ms\""), "{config}");
     assert!(
         config.contains("--ttl 2000ms --renew-ttl 600ms"),
         "{config}"

@@ -55,6 +55,19 @@ impl FromStr for FailOn {
 }
 
 impl FailOn {
+    /// The classes this policy fails on, in the words `--fail-on` takes.
+    pub fn names(&self) -> Vec<&'static str> {
+        [
+            ("safety", self.safety),
+            ("liveness", self.liveness),
+            ("warnings", self.warnings),
+            ("coverage", self.coverage),
+        ]
+        .into_iter()
+        .filter_map(|(name, on)| on.then_some(name))
+        .collect()
+    }
+
     /// The exit code for `r` under this policy. `unknown` stays 2 whatever the policy: a run
     /// that proved nothing must never pass a gate. Invalid results whose violations are all of
     /// classes the policy ignores pass (0).

@@ -126,10 +126,7 @@ fn row(name: &str, dir: &Path) -> Row {
         .and_then(|b| serde_json::from_slice(&b).ok());
     let cfg = RunConfigView::read(&dir.join(layout::CONFIG_FILE)).ok();
     let get = |k: &str| cfg.as_ref().and_then(|c| c.get(k)).unwrap_or_default();
-    let mut target = get("target");
-    if let Some(m) = cfg.as_ref().and_then(|c| c.get("unsafe_mode")) {
-        target.push_str(&format!(" (unsafe {m})"));
-    }
+    let target = cfg.as_ref().map(RunConfigView::target).unwrap_or_default();
     Row {
         name: name.to_string(),
         verdict: results

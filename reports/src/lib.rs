@@ -104,36 +104,95 @@ impl RunConfigView {
         Ok(RunConfigView { rerun, table })
     }
 
-    /// A setting as text: scalars as they are, arrays joined by commas, tables as `k=v`.
-    pub fn get(&self, key: &str) -> Option<String> {
-        self.table.get(key).map(show)
+    /// A setting's value: a top-level key, else a key of a section (`[workload] ttl`): the
+    /// config schema groups settings in sections, runs before it wrote them flat.
+    fn value(&self, key: &str) -> Option<&toml::Value> {
+        self.table
+            .get(key)
+            .or_else(|| self.sections().find_map(|(_, keys)| keys.get(key)))
     }
 
-    /// Every top-level setting but the output folder, in file order.
+    /// The schema's sections (tables without a `kind`: a run before the schema wrote its
+    /// targets as `{kind = "url", ...}` tables, which are settings).
+    fn sections(&self) -> impl Iterator<Item = (&String, &toml::Table)> {
+        self.table.iter().filter_map(|(k, v)| match v {
+            toml::Value::Table(t) if !t.contains_key("kind") && k != "template" => Some((k, t)),
+            _ => None,
+        })
+    }
+
+    /// A setting as text: scalars as they are, arrays joined by commas, tables as `k=v`.
+    pub fn get(&self, key: &str) -> Option<String> {
+        self.value(key).map(show)
+    }
+
+    /// What was tested, in a few words: `embedded`, `url http://...`, `command ./my-lockd
+    /// ...`, with the adapter when not the reference one and the unsafe mode if any.
+    pub fn target(&self) -> String {
+        let mut t = match (self.get("url"), self.get("node_cmd")) {
+            (Some(u), _) => format!("url {u}"),
+            (None, Some(c)) => format!("command {c}"),
+            // Before the schema: a `target` table; after it, nothing set is the embedded one.
+            _ => match self.table.get("target") {
+                Some(t @ toml::Value::Table(k)) if k.contains_key("kind") => show(t),
+                _ => "embedded".to_string(),
+            },
+        };
+        if let Some(a) = self.get("adapter").filter(|a| a != "reference") {
+            t = format!("{a}: {t}");
+        }
+        if let Some(m) = self.get("unsafe").or_else(|| self.get("unsafe_mode")) {
+            t.push_str(&format!(" (unsafe {m})"));
+        }
+        t
+    }
+
+    /// Every setting but the output folder, in file order (a section's keys in its place).
     pub fn params(&self) -> Vec<(String, String)> {
-        self.table
-            .iter()
-            .filter(|(k, _)| k.as_str() != "out")
-            .map(|(k, v)| (k.clone(), show(v)))
-            .collect()
+        let mut out = Vec::new();
+        for (k, v) in &self.table {
+            match v {
+                toml::Value::Table(keys) if !keys.contains_key("kind") => {
+                    if k != "template" {
+                        out.extend(keys.iter().map(|(k, v)| (k.clone(), show(v))));
+                    }
+                }
+                _ => out.push((k.clone(), show(v))),
+            }
+        }
+        out.retain(|(k, _)| k != "out");
+        out
     }
 
     /// The checkers' settings the run was checked with, as the runner passes them (`drift`,
-    /// `liveness_grace_ms`); a setting the file lacks is the checkers' default, as for
-    /// `lockpick check` without flags. The report's holds and lease bounds follow this drift.
+    /// `liveness_grace`, which the runner writes in milliseconds, `"2000ms"`; before the
+    /// config schema `liveness_grace_ms`); a setting the file lacks is the checkers' default,
+    /// as for `lockpick check` without flags. The report's holds and lease bounds follow this
+    /// drift, and `lockpick check RUN_DIR` judges with these.
     pub fn check_config(&self) -> checkers::CheckConfig {
         let mut c = checkers::CheckConfig::default();
         if let Some(d) = self.float("drift") {
             c.drift = d;
         }
-        if let Some(g) = self.float("liveness_grace_ms") {
+        let grace_ms = match self.value("liveness_grace") {
+            Some(toml::Value::String(s)) => match s.trim().strip_suffix("ms") {
+                Some(ms) => ms.parse().ok(),
+                None => s
+                    .trim()
+                    .strip_suffix('s')
+                    .and_then(|n| n.parse::<f64>().ok())
+                    .map(|s| s * 1e3),
+            },
+            _ => self.float("liveness_grace_ms"),
+        };
+        if let Some(g) = grace_ms {
             c.liveness_grace_ns = (g * 1e6) as u64;
         }
         c
     }
 
     fn float(&self, key: &str) -> Option<f64> {
-        match self.table.get(key)? {
+        match self.value(key)? {
             toml::Value::Float(f) => Some(*f),
             toml::Value::Integer(i) => Some(*i as f64),
             _ => None,

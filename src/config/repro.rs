@@ -1,115 +1,136 @@
-//! The run directory's `config.toml` and the command line that reruns a run (same seed).
+//! The run directory's `config.toml` and the command line that reruns a run (same seed): both
+//! written from one list of the resolved settings, keyed by flag, in the config schema
+//! (`config_file::KEYS`), so `lockpick run --config RUN_DIR/config.toml` resolves to the same
+//! settings and writes the same `config.toml`.
 
 use super::{RunConfig, Target};
-use anyhow::{Context, Result};
+use crate::config_file::{render, Setting};
+use anyhow::Result;
 use nemesis::schedule::FaultKind;
 
+/// The first line of a run's `config.toml`.
+pub const RESOLVED_HEADER: &str = "# Resolved configuration of this run.";
+
 impl RunConfig {
-    /// `config.toml` of the run directory: the resolved settings, with the command that reruns
-    /// them on the second line. `lockpick run --config` reads it back.
+    /// `config.toml` of the run directory: the resolved settings in the config file's schema,
+    /// with the command that reruns them on the second line. `lockpick run --config` reads it
+    /// back.
     pub fn file_text(&self) -> Result<String> {
-        let toml = toml::to_string_pretty(self).context("cannot serialize the resolved config")?;
         Ok(format!(
-            "# Resolved configuration of this run.\n# Rerun: {}\n\n{toml}",
-            self.repro_command()
+            "{RESOLVED_HEADER}\n# Rerun: {}\n\n{}",
+            self.repro_command(),
+            render(&self.settings())
         ))
     }
 
     /// The command line that reruns this test with the same seed.
     pub fn repro_command(&self) -> String {
-        let mut c = vec![
-            "lockpick run".to_string(),
-            format!("--seed {}", self.seed),
-            format!("--workload {}", self.workload),
-            format!("--clients {}", self.clients),
-            format!("--locks {}", self.locks),
-            format!("--ttl {}ms", self.ttl_ms),
+        let mut c = vec!["lockpick run".to_string()];
+        for (flag, value) in self.settings() {
+            match (flag, value.arg()) {
+                // The [template] section is read from its file: `--config` names it, and every
+                // other setting follows as a flag, which overrides the file.
+                ("--template-file", Some(f)) => {
+                    c.insert(1, format!("--config {}", shell_quote(&f)))
+                }
+                (_, Some(v)) => c.push(format!("{flag} {}", shell_quote(&v))),
+                (_, None) => c.push(flag.to_string()),
+            }
+        }
+        c.join(" ")
+    }
+
+    /// Every resolved setting that makes this run what it is, keyed by its flag. Durations in
+    /// milliseconds; settings at their "not given" value (no op budget, no replayed schedule)
+    /// and those that shape nothing this run does (a partition's topologies without partition
+    /// faults) are left out.
+    fn settings(&self) -> Vec<(&'static str, Setting)> {
+        use Setting::*;
+        let ms = |v: u64| Text(format!("{v}ms"));
+        let mut s: Vec<(&'static str, Setting)> = vec![
+            ("--seed", Count(self.seed)),
+            ("--workload", Text(self.workload.clone())),
+            ("--clients", Count(self.clients as u64)),
+            ("--locks", Count(self.locks as u64)),
+            ("--ttl", ms(self.ttl_ms)),
         ];
         if self.renew_ttl_ms != self.ttl_ms {
-            c.push(format!("--renew-ttl {}ms", self.renew_ttl_ms));
+            s.push(("--renew-ttl", ms(self.renew_ttl_ms)));
         }
-        c.extend([
-            format!("--hold {}ms..{}ms", self.hold_min_ms, self.hold_max_ms),
-            format!("--duration {}ms", self.duration_ms),
-            format!("--op-timeout {}ms", self.op_timeout_ms),
-            format!("--acquire-wait {}ms", self.acquire_wait_ms),
-            format!(
-                "--nemesis {}",
-                if self.nemesis.is_empty() {
-                    "none".to_string()
-                } else {
-                    self.nemesis.join(",")
-                }
+        s.extend([
+            (
+                "--hold",
+                Text(format!("{}ms..{}ms", self.hold_min_ms, self.hold_max_ms)),
             ),
-            format!("--nemesis-interval {}ms", self.nemesis_interval_ms),
+            ("--duration", ms(self.duration_ms)),
+            ("--op-timeout", ms(self.op_timeout_ms)),
+            ("--acquire-wait", ms(self.acquire_wait_ms)),
+            ("--nemesis", List(self.nemesis.clone())),
+            ("--nemesis-interval", ms(self.nemesis_interval_ms)),
+            ("--adapter", Text(self.adapter.clone())),
+            ("--etcd-api", Text(self.etcd_api.clone())),
         ]);
-        if self.adapter != "reference" {
-            c.push(format!("--adapter {}", self.adapter));
-        }
-        if self.adapter == "etcd" && self.etcd_api != "/v3" {
-            c.push(format!("--etcd-api {}", self.etcd_api));
-        }
         if let Some(f) = &self.template_file {
-            // The file's [template] section is the adapter; its other keys are all spelled out
-            // here as flags, which override it.
-            c.push(format!(
-                "--config {}",
-                shell_quote(&f.display().to_string())
-            ));
+            s.push(("--template-file", Text(f.display().to_string())));
         }
-        if self.nodes > 1 {
-            c.push(format!("--nodes {}", self.nodes));
-            c.push(format!("--nemesis-targets {}", self.nemesis_targets));
-        }
-        c.push(format!("--runtime {}", self.runtime));
+        s.extend([
+            ("--nodes", Count(self.nodes as u64)),
+            ("--nemesis-targets", Text(self.nemesis_targets.clone())),
+            ("--runtime", Text(self.runtime.clone())),
+        ]);
         if self.faults.contains(&FaultKind::Partition) {
-            c.push(format!(
-                "--partition-topologies {}",
-                self.partition_topologies.join(",")
+            s.push((
+                "--partition-topologies",
+                List(self.partition_topologies.clone()),
             ));
         }
         if self.faults.contains(&FaultKind::ClientPause) && !self.client_faults.is_empty() {
-            c.push(format!("--client-faults {}", self.client_faults.join(",")));
+            s.push(("--client-faults", List(self.client_faults.clone())));
         }
-        if self.faults.contains(&FaultKind::Clock) {
-            if !self.clock_faults.is_empty() {
-                c.push(format!("--clock-faults {}", self.clock_faults.join(",")));
-            }
-            c.push(format!("--clock-scope {}", self.clock_scope));
-            c.push(format!("--clock-bump {}ms", self.clock_bump_ms));
-            c.push(format!("--clock-rate {}", self.clock_rate));
+        if !self.clock_faults.is_empty() {
+            s.push(("--clock-faults", List(self.clock_faults.clone())));
         }
+        s.extend([
+            ("--clock-scope", Text(self.clock_scope.clone())),
+            ("--clock-bump", ms(self.clock_bump_ms)),
+            ("--clock-rate", Fraction(self.clock_rate)),
+        ]);
         if let Some(n) = self.ops_max {
-            c.push(format!("--ops-max {n}"));
+            s.push(("--ops-max", Count(n)));
         }
         match &self.target {
             Target::Embedded => {}
-            Target::Command { template } => c.push(format!("--node-cmd {}", shell_quote(template))),
-            Target::Url { url } => c.push(format!("--url {}", shell_quote(url))),
+            Target::Command { template } => s.push(("--node-cmd", Text(template.clone()))),
+            Target::Url { url } => s.push(("--url", Text(url.clone()))),
         }
         if let Some(m) = &self.unsafe_mode {
-            c.push(format!("--unsafe {m}"));
+            s.push(("--unsafe", Text(m.clone())));
         }
         match &self.store {
-            Some(Target::Embedded) => c.push(format!("--store-fence {}", self.store_fence)),
-            Some(Target::Command { template }) => {
-                c.push(format!("--store-cmd {}", shell_quote(template)))
+            // The fence is a mode of the embedded store only (clap refuses it beside the others).
+            Some(Target::Embedded) | None => {
+                s.push(("--store-fence", Text(self.store_fence.clone())))
             }
-            Some(Target::Url { url }) => c.push(format!("--store-url {}", shell_quote(url))),
-            None => {}
+            Some(Target::Command { template }) => s.push(("--store-cmd", Text(template.clone()))),
+            Some(Target::Url { url }) => s.push(("--store-url", Text(url.clone()))),
         }
-        if self.drift > 0.0 {
-            c.push(format!("--drift {}", self.drift));
+        s.extend([
+            ("--drift", Fraction(self.drift)),
+            ("--liveness-grace", ms(self.liveness_grace_ms)),
+            ("--startup-timeout", ms(self.startup_timeout_ms)),
+            ("--fail-on", List(self.fail_on.clone())),
+        ]);
+        if self.no_probe {
+            s.push(("--no-probe", Switch(true)));
         }
-        c.push(format!("--liveness-grace {}ms", self.liveness_grace_ms));
         if let Some(f) = &self.schedule_file {
-            c.push(format!(
-                "--schedule {}",
-                shell_quote(&f.display().to_string())
-            ));
+            s.push(("--schedule", Text(f.display().to_string())));
         }
-        c.push(format!("--name {}", shell_quote(&self.name)));
-        c.join(" ")
+        s.extend([
+            ("--out", Text(self.out.display().to_string())),
+            ("--name", Text(self.name.clone())),
+        ]);
+        s
     }
 }
 

@@ -14,6 +14,7 @@ fn the_starter_becomes_flags() {
     let (_d, p) = write(STARTER);
     let flags: Vec<String> = flags_from_file(&p)
         .unwrap()
+        .flags
         .into_iter()
         .map(|f| f.into_string().unwrap())
         .collect();
@@ -57,6 +58,7 @@ fn acquire_wait_is_a_workload_key() {
     let (_d, p) = write("[workload]\nop_timeout = \"1s\"\nacquire_wait = \"8s\"\n");
     let flags: Vec<String> = flags_from_file(&p)
         .unwrap()
+        .flags
         .into_iter()
         .map(|f| f.into_string().unwrap())
         .collect();
@@ -76,6 +78,7 @@ fn renew_ttl_is_a_workload_key() {
     let (_d, p) = write("[workload]\nttl = \"2s\"\nrenew_ttl = \"600ms\"\n");
     let flags: Vec<String> = flags_from_file(&p)
         .unwrap()
+        .flags
         .into_iter()
         .map(|f| f.into_string().unwrap())
         .collect();
@@ -96,18 +99,23 @@ fn renew_ttl_is_a_workload_key() {
     );
 }
 
-/// A run directory's config.toml, fed back to --config, resolves to the same settings.
+fn resolve(argv: Vec<OsString>) -> Result<crate::config::RunConfig> {
+    let (argv, _) = expand(argv)?;
+    let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(argv).unwrap();
+    let crate::cli::Command::Run(a) = cli.command else {
+        unreachable!()
+    };
+    crate::config::RunConfig::from_args(&a, false)
+}
+
+fn os(v: &[&str]) -> Vec<OsString> {
+    v.iter().map(OsString::from).collect()
+}
+
+/// A run directory's config.toml, fed back to --config, resolves to the same settings: it
+/// writes the same config.toml, byte for byte.
 #[test]
 fn a_runs_config_toml_reruns_it() {
-    let resolve = |argv: Vec<OsString>| {
-        let argv = expand(argv).unwrap();
-        let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(argv).unwrap();
-        let crate::cli::Command::Run(a) = cli.command else {
-            unreachable!()
-        };
-        crate::config::RunConfig::from_args(&a, false).unwrap()
-    };
-    let os = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
     for flags in [
         &[
             "--seed",
@@ -126,6 +134,9 @@ fn a_runs_config_toml_reruns_it() {
             "racy",
             "--hold",
             "0ms..20ms",
+            "--fail-on",
+            "safety",
+            "--no-probe",
         ],
         &[
             "--seed",
@@ -142,10 +153,14 @@ fn a_runs_config_toml_reruns_it() {
             "600ms",
             "--drift",
             "0.01",
+            "--liveness-grace",
+            "750ms",
+            "--clock-rate",
+            "2.5",
         ],
         &[
             "--node-cmd",
-            "./my-lockd --port {port}",
+            "./my-lockd --port {port} --dir '{data_dir}'",
             "--store-url",
             "http://127.0.0.1:9",
             "--nemesis",
@@ -154,6 +169,8 @@ fn a_runs_config_toml_reruns_it() {
             "500",
             "--name",
             "mine",
+            "--startup-timeout",
+            "3s",
         ],
         &[
             "--url",
@@ -162,27 +179,98 @@ fn a_runs_config_toml_reruns_it() {
             "client-pause",
             "--workload",
             "mutex",
+            "--out",
+            "elsewhere",
         ],
     ] {
         let mut argv = os(&["lockpick", "run"]);
         argv.extend(os(flags));
-        let first = resolve(argv);
-        let (_d, p) = write(&first.file_text().unwrap());
-        let again = resolve(vec![
-            "lockpick".into(),
-            "run".into(),
-            "--config".into(),
-            p.into_os_string(),
-        ]);
-        assert_eq!(
-            toml::to_string(&again).unwrap(),
-            toml::to_string(&first).unwrap(),
-            "{flags:?}"
+        let first = resolve(argv).unwrap().file_text().unwrap();
+        let (_d, p) = write(&first);
+        let again = resolve(os(&["lockpick", "run", "--config", p.to_str().unwrap()]))
+            .unwrap()
+            .file_text()
+            .unwrap();
+        assert_eq!(again, first, "{flags:?}");
+        // Every flag given is in the file, in the schema's keys.
+        for flag in flags.iter().filter(|f| f.starts_with("--")) {
+            let key = flag.trim_start_matches("--").replace('-', "_");
+            assert!(first.contains(&format!("\n{key} = ")), "{key}: {first}");
+        }
+    }
+}
+
+/// Every `run` flag is a key of the one schema, and every key a `run` flag: a flag added to
+/// the command line without its key would be lost from a run's config.toml.
+#[test]
+fn the_schema_is_the_flags() {
+    use clap::CommandFactory;
+    let cli = crate::cli::Cli::command();
+    let run = cli.find_subcommand("run").unwrap();
+    let flags: Vec<String> = run
+        .get_arguments()
+        .filter_map(|a| a.get_long())
+        .filter(|l| !["config", "help"].contains(l))
+        .map(|l| format!("--{l}"))
+        .collect();
+    for f in &flags {
+        assert!(
+            KEYS.iter().any(|(_, _, flag, _)| flag == f),
+            "{f} has no key in config_file::KEYS"
         );
     }
-    let (_d, p) = write("# Resolved configuration of this run.\nttl_ms = 5\ncolour = 1\n");
+    for (_, key, flag, _) in KEYS {
+        assert!(flags.contains(&flag.to_string()), "{flag} is no run flag");
+        assert_eq!(flag.trim_start_matches("--").replace('-', "_"), *key);
+    }
+}
+
+/// One try names every key the file gets wrong, each with its line.
+#[test]
+fn every_bad_key_is_named_at_once() {
+    let (_d, p) = write("[workload]\nclinets = 3\nttl = 5\n\n[output]\ncolour = 1\n");
     let e = flags_from_file(&p).unwrap_err().to_string();
-    assert!(e.contains(":3: unknown key `colour`"), "{e}");
+    assert!(e.contains(":2: unknown key `workload.clinets`"), "{e}");
+    assert!(e.contains(":3: `workload.ttl` must be a string"), "{e}");
+    assert!(e.contains(":6: unknown key `output.colour`"), "{e}");
+    // A run's config.toml from before the schema: refused with what to do.
+    let (_d, p) = write("# Resolved configuration of this run.\nttl_ms = 5\n");
+    let e = flags_from_file(&p).unwrap_err().to_string();
+    assert!(e.contains(":2: `ttl_ms`") && e.contains("rerun it"), "{e}");
+}
+
+/// A bad value inside a config file is reported at its file, line and key, not as the flag it
+/// became; a flag the user typed over it is reported as the flag.
+#[test]
+fn a_bad_value_in_the_file_is_named_where_it_is() {
+    let (_d, p) = write("[workload]\nclients = 3\nttl = \"soon\"\n");
+    let path = p.to_str().unwrap();
+    let (argv, origins) = expand(os(&["lockpick", "run", "--config", path])).unwrap();
+    let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(argv).unwrap();
+    let crate::cli::Command::Run(a) = cli.command else {
+        unreachable!()
+    };
+    let e = crate::config::RunConfig::from_args(&a, false)
+        .unwrap_err()
+        .to_string();
+    let shown = origins.locate(&e);
+    assert!(
+        shown.starts_with(&format!(
+            "{path}:3: `workload.ttl` \"soon\": expected a duration"
+        )),
+        "{shown}"
+    );
+    let (_, origins) =
+        expand(os(&["lockpick", "run", "--config", path, "--ttl", "later"])).unwrap();
+    assert_eq!(origins.locate("--ttl \"later\": x"), "--ttl \"later\": x");
+    // clap's own refusals name the flag inside quotes.
+    let (_d, p) = write("[nemesis]\nnemesis_interval = \"1s\"\n[workload]\nlocks = 0\n");
+    let (_, origins) = expand(os(&["lockpick", "run", "--config", p.to_str().unwrap()])).unwrap();
+    let shown = origins.locate("invalid value 'x' for '--locks <N>'");
+    assert!(
+        shown.contains(":4: `workload.locks`: invalid value"),
+        "{shown}"
+    );
 }
 
 #[test]
@@ -195,6 +283,7 @@ fn user_flags_come_after_the_file() {
         .collect();
     let out: Vec<String> = expand(args)
         .unwrap()
+        .0
         .into_iter()
         .map(|a| a.into_string().unwrap())
         .collect();
@@ -203,5 +292,5 @@ fn user_flags_come_after_the_file() {
         .iter()
         .map(OsString::from)
         .collect();
-    assert_eq!(expand(untouched.clone()).unwrap(), untouched);
+    assert_eq!(expand(untouched.clone()).unwrap().0, untouched);
 }

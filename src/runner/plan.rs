@@ -6,11 +6,11 @@ use crate::config::RunConfig;
 use anyhow::{anyhow, Context, Result};
 use nemesis::fault::{ClientStalls, StallRequest};
 use nemesis::schedule::{plan, Schedule, ScheduleConfig, SCHEDULE_FILE};
+use nemesis::schedule::{ClientFault, StallAim, WakeOp};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Instant;
-use nemesis::schedule::{ClientFault, StallAim, WakeOp};
 use std::time::Duration;
+use std::time::Instant;
 use workloads::{PauseBoard, Stall, Wake};
 
 /// The run's schedule, on disk before its first fault: a run killed mid-way can still be
