@@ -257,8 +257,8 @@ and <out>/index.html lists every run.";
 const PROBE_ABOUT: &str = "Check that a lock service speaks what its adapter expects, in a few \
 requests, without running a test. The target flags are `run`'s (--url, --node-cmd, --adapter, \
 --config, --store-url, --store-cmd, --nodes ...): the probe starts what `run` would start, \
-probes it and stops it. `run` makes the same checks once the service is up, before its clock \
-starts.
+without preparing any fault (--nemesis and --schedule are ignored), probes it and stops it. \
+`run` makes the same checks once the service is up, before its clock starts.
 
 Through the adapter, in order:
   1. the health path answers 200 (GET /v1/health for the reference protocol);

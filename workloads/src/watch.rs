@@ -3,7 +3,8 @@
 //! token) stops the run in one line instead of filling it with indeterminate ops.
 //!
 //! An answer is unexpected when its reason is [`ReasonKind::Unexpected`] (a status the adapter
-//! does not expect, a body it cannot read) or when an ok acquire carries no numeric token.
+//! does not expect, a body it cannot read) or when the adapter could not read an ok acquire's
+//! token (it says so with [`UNREAD`]).
 //! Refusals, timeouts, refused connections and documented 503s are not: faults cause them.
 //! The run stops once both hold: at least [`UNEXPECTED_MIN`] unexpected answers in all, and more
 //! than half of one client slot's last [`WINDOW`] answers unexpected. The first keeps a few odd
@@ -15,7 +16,6 @@ use crate::probe::answer_of;
 use crate::Adapter;
 use history::reason::{kind_of, reason_of, ReasonKind};
 use history::F;
-use serde_json::Value;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -127,9 +127,9 @@ impl AnswerWatch {
 fn is_unexpected(f: &F, reply: &Reply) -> bool {
     match reply {
         Reply::Ok(body) => {
-            *f == F::Acquire
-                && (body.get("token").and_then(Value::as_u64).is_none()
-                    || body.get(UNREAD).is_some())
+            // The adapter says when a grant's token could not be read; a grant it records
+            // without a token for reasons of its own (etcd's lock key unread) is no deviation.
+            *f == F::Acquire && body.get(UNREAD).is_some()
         }
         Reply::Fail(e) | Reply::Info(e) => kind_of(reason_of(e)) == ReasonKind::Unexpected,
     }
@@ -170,7 +170,7 @@ mod tests {
     }
 
     #[test]
-    fn refusals_and_timeouts_never_stop_a_run() {
+    fn refusals_timeouts_and_grants_the_adapter_understood_never_stop_a_run() {
         let w = AnswerWatch::default();
         let mut r = Recent::default();
         for reply in [
@@ -179,6 +179,8 @@ mod tests {
             Reply::Fail("connect: refused; os error 111".into()),
             Reply::Info("unavailable: primary-unreachable".into()),
             Reply::Ok(json!({"token": 3})),
+            // A grant etcd's adapter records without a token (its lock key was unread).
+            Reply::Ok(json!({"key_at_revision": "unread"})),
         ] {
             feed(&w, &mut r, &reply, 500);
         }
@@ -210,7 +212,12 @@ mod tests {
         w2.unexpected.store(200, Ordering::Relaxed);
         for _ in 0..10 {
             feed(&w2, &mut fresh, &Reply::Fail("held".into()), 2);
-            feed(&w2, &mut fresh, &Reply::Ok(json!({"token": "5"})), 1);
+            feed(
+                &w2,
+                &mut fresh,
+                &Reply::Ok(json!({UNREAD: "{\"token\":\"5\"}"})),
+                1,
+            );
         }
         assert!(w.why().is_some());
         assert!(w2.why().is_none(), "{:?}", w2.why());
