@@ -135,8 +135,11 @@ pub fn github_annotations(r: &Results, fail_on: &FailOn, report: &str) -> Vec<St
         if fails { "error" } else { "notice" },
         gh_property("lockpick verdict"),
         gh_data(&format!(
-            "{}: {} violation(s), {} warning(s){}{} (see {report})",
+            "{}{}: {} violation(s), {} warning(s){}{} (see {report})",
             r.valid.as_str().to_uppercase(),
+            r.incomplete()
+                .map(|c| format!(" (incomplete run, {})", c.headline()))
+                .unwrap_or_default(),
             r.violations.len(),
             r.warnings.len(),
             if by_kind.is_empty() { "" } else { ": " },
