@@ -828,7 +828,7 @@ fn the_coverage_table_shows_every_condition_in_the_browser() {
          const cell=l=>{const r=rows.find(r=>r.textContent.includes(l));return r&&r.lastElementChild.textContent};\
          return {height:t.getBoundingClientRect().height,rows:rows.length,\
            none:t.querySelectorAll('td.muted').length,\
-           justPast:cell('0-10% ttl past it'),before:cell('before the lease bound')}})()",
+           justPast:cell('0-10% ttl after it surely ended'),before:cell('before its lease could end')}})()",
     );
     assert!(seen.is_object(), "no coverage table in {}", path.display());
     assert!(seen["height"].as_f64().unwrap() > 100.0, "{seen}");

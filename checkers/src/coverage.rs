@@ -48,6 +48,7 @@ struct Stall {
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Bound {
     Before,
+    Between,
     JustPast,
     Past,
     Unknown,
@@ -344,8 +345,9 @@ fn other_grants(m: &Model, stalls: &mut [Stall]) {
     }
 }
 
-/// Where holder stall `s` ended against its lease's lower bound, as the lease model had it when
-/// the stall began (only the ops invoked by then count), and the ttl of that lease.
+/// Where holder stall `s` ended against its lease as the lease model had it when the stall
+/// began (only the ops invoked by then count): before the lower bound, between the bounds, or
+/// past the upper bound, and the ttl of that lease.
 fn bound_of(m: &Model, s: &Stall) -> (Bound, Option<u64>) {
     let Some(g) = s.grant.map(|g| &m.grants[g]) else {
         return (Bound::Unknown, None);
@@ -358,15 +360,50 @@ fn bound_of(m: &Model, s: &Stall) -> (Bound, Option<u64>) {
     let Some(ttl_ms) = ttl_ms else {
         return (Bound::Unknown, None);
     };
-    let bound = if s.end_ns < lb {
-        Bound::Before
-    } else if s.end_ns - lb <= ttl_ms.saturating_mul(100_000) {
-        // a tenth of the ttl, in ns
-        Bound::JustPast
-    } else {
-        Bound::Past
+    let bound = match surely_dead_by(m, g, s.start_ns) {
+        _ if s.end_ns < lb => Bound::Before,
+        Some(ub) if s.end_ns >= ub => {
+            // a tenth of the ttl, in ns
+            if s.end_ns - ub <= ttl_ms.saturating_mul(100_000) {
+                Bound::JustPast
+            } else {
+                Bound::Past
+            }
+        }
+        // Past the lower bound, short of the upper (or the upper is unknown: an op that never
+        // completed may set the lease at any time).
+        _ => Bound::Between,
     };
     (bound, Some(ttl_ms))
+}
+
+/// When grant `g`'s lease was surely over, counting the ops invoked by `cutoff_ns`: the
+/// completion plus `ttl*(1+drift)` of the last op that could have set it (the acquire, an ok
+/// renew, which replaces it; an indeterminate renew may have applied, so the later of the two),
+/// as `Grant::surely_dead_ns` counts it for the whole epoch. A release may end it sooner, never
+/// later, so it does not count.
+fn surely_dead_by(m: &Model, g: &crate::Grant, cutoff_ns: u64) -> Option<u64> {
+    let mut dead = m.surely_dead_if_applied(&m.ops[g.op]);
+    for &pos in &g.epoch_ops {
+        let op = &m.ops[pos as usize];
+        if op.invoke_ns > cutoff_ns {
+            break;
+        }
+        if op.func != Func::Renew {
+            continue;
+        }
+        let ttl = op.ttl_ms().or(op.requested_ttl_ms()).or(g.ttl_ms);
+        let set = match (op.complete_ns(), ttl) {
+            (Some(c), Some(t)) => Some(c.saturating_add(ttl_upper_ns(t, m.drift))),
+            _ => None,
+        };
+        dead = match op.outcome {
+            Outcome::Ok => set,
+            Outcome::Fail => dead,
+            Outcome::Info | Outcome::Pending => dead.zip(set).map(|(a, b)| a.max(b)),
+        };
+    }
+    dead
 }
 
 fn next_of(s: &Stall, ttl_ms: Option<u64>) -> Next {
@@ -386,7 +423,8 @@ fn next_of(s: &Stall, ttl_ms: Option<u64>) -> Next {
 /// Whether a stall recorded with `shape` (an aim or a wake-up op, as `--client-faults` names
 /// them) reached what the shape aims at; any other name counts every stall recorded with it.
 fn reached(shape: &str, s: &Stall, bound: Bound, next: Next, lapsed: bool) -> bool {
-    let past = matches!(bound, Bound::JustPast | Bound::Past);
+    // The lease may have ended (past its lower bound) when the holder woke.
+    let past = matches!(bound, Bound::Between | Bound::JustPast | Bound::Past);
     let holder = s.waiting_on.is_none();
     match shape {
         "boundary" => holder && bound == Bound::JustPast,
@@ -436,6 +474,7 @@ fn tally(m: &Model, s: &Stall, cov: &mut Coverage) {
         let b = &mut h.lease_bound;
         *match bound {
             Bound::Before => &mut b.before,
+            Bound::Between => &mut b.between,
             Bound::JustPast => &mut b.just_past,
             Bound::Past => &mut b.past,
             Bound::Unknown => &mut b.unknown,

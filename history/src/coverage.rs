@@ -35,7 +35,9 @@ pub struct HolderStalls {
     pub count: u64,
     /// The first op the stalled process invoked after its stall ended.
     pub wake_up: WakeUps,
-    /// Where the stall ended against the lower bound of the holder's lease.
+    /// Where the stall ended against the holder's lease: its lower bound (the lease may have
+    /// ended from then on) and its upper bound (it has surely ended), as the history showed
+    /// them when the stall began.
     pub lease_bound: BoundDistance,
     /// Where the stall ended against the grants of the same lock to other processes.
     pub next_grant: NextGrant,
@@ -54,11 +56,15 @@ pub struct WakeUps {
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct BoundDistance {
-    /// Ended while the lease was surely still alive.
+    /// Ended before the lower bound: the lease was surely still alive.
     pub before: u64,
-    /// Ended at or past the bound, by at most a tenth of the lease's ttl.
+    /// Ended between the bounds: the lease may or may not have ended.
+    #[serde(default)]
+    pub between: u64,
+    /// Ended at or past the upper bound, by at most a tenth of the lease's ttl: the lease had
+    /// just surely ended.
     pub just_past: u64,
-    /// Ended more than a tenth of the ttl past the bound.
+    /// Ended more than a tenth of the ttl past the upper bound.
     pub past: u64,
     /// No grant of the stalled holder is known, or its ttl is not.
     pub unknown: u64,
@@ -219,9 +225,10 @@ impl Coverage {
             (
                 "holder stall end vs its lease",
                 &[
-                    ("before the lease bound", b.before),
-                    ("0-10% ttl past it", b.just_past),
-                    ("more than 10% ttl past it", b.past),
+                    ("before its lease could end", b.before),
+                    ("while it may have ended", b.between),
+                    ("0-10% ttl after it surely ended", b.just_past),
+                    ("more than 10% ttl after", b.past),
                     ("unknown (no grant known)", b.unknown),
                 ],
             ),

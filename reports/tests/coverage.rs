@@ -59,9 +59,9 @@ fn the_coverage_table_is_in_results_json_summary_txt_and_report_html() {
             .unwrap()
             .to_string()
     };
-    assert_eq!(row("0-10% ttl past it"), "1");
+    assert_eq!(row("0-10% ttl after it surely ended"), "1");
     assert_eq!(row("< 1 ttl after the next grant"), "1");
-    assert_eq!(row("before the lease bound"), "none");
+    assert_eq!(row("before its lease could end"), "none");
     assert_eq!(row("lease lapsed while stalled"), "none");
     assert!(!summary.contains("requested, not exercised"), "{summary}");
     assert!(!summary.contains("  not exercised: "), "{summary}");
@@ -72,11 +72,11 @@ fn the_coverage_table_is_in_results_json_summary_txt_and_report_html() {
         .expect("a coverage section");
     let table = &html[at..at + html[at..].find("</table>").expect("its table")];
     assert!(
-        table.contains("<td>0-10% ttl past it</td><td class=\"n\">1</td>"),
+        table.contains("<td>0-10% ttl after it surely ended</td><td class=\"n\">1</td>"),
         "{table}"
     );
     assert!(
-        table.contains("<td>before the lease bound</td><td class=\"n muted\">none</td>"),
+        table.contains("<td>before its lease could end</td><td class=\"n muted\">none</td>"),
         "{table}"
     );
     assert!(html.contains("<a href=\"#coverage\">Coverage</a>"));
