@@ -36,10 +36,12 @@ pub fn run_completeness(dir: &Path) -> Option<Completeness> {
             }
             serde_json::from_slice::<Said>(&bytes).ok()?.completeness
         }
-        // The runner writes config.toml first and results.json last.
+        // A folder the runner made (its log, config.toml and history are written first,
+        // results.json last); not one put together by hand around a history.
         Err(_)
-            if dir.join(layout::CONFIG_FILE).is_file()
-                && dir.join(layout::HISTORY_FILE).is_file() =>
+            if [layout::LOG_FILE, layout::CONFIG_FILE, layout::HISTORY_FILE]
+                .iter()
+                .all(|f| dir.join(f).is_file()) =>
         {
             Some(Completeness::interrupted(
                 "the run never finished: its directory holds a history but no results.json",

@@ -129,6 +129,15 @@ fn a_run_interrupted_by_sigint_is_incomplete_everywhere() {
     let dir = latest(&out).unwrap();
     assert_incomplete(&dir, "interrupted", "SIGINT");
     assert_check_and_report_keep_it(&dir, "interrupted");
+    // A run directory whose harness died before results.json (kill -9) never finished.
+    std::fs::remove_file(dir.join("results.json")).unwrap();
+    let o = run_with_limit(&["check", dir.to_str().unwrap()], Duration::from_secs(30));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(2), "{stdout}");
+    assert!(
+        stdout.starts_with("run: INCOMPLETE (interrupted): the run never finished"),
+        "{stdout}"
+    );
 }
 
 /// Kills the child (our own, by pid) if the test panics before it exits.
