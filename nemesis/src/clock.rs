@@ -4,7 +4,7 @@
 //!   processes are patched right after they start ([`vclock::patch`]) so their clock functions
 //!   read a control page of the node's own, [`vclock::ControlPage`]; a clock change is a store
 //!   into it. Reaches any program that reads time through the vDSO, Go (etcd) and static
-//!   binaries included, and costs a system call per clock read.
+//!   binaries included, and adds about 10 ns to a clock read (BENCHMARKS.md).
 //! - **libfaketime** (the fallback: another architecture, or no ptrace permission): every node
 //!   runs with libfaketime preloaded and its own control file; rewriting the file changes that
 //!   node's clock at once (it is re-read on every clock call). Reaches only programs that read

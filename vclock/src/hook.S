@@ -48,14 +48,7 @@ gettimeofday_hook:              # int gettimeofday(struct timeval *tv = rdi, str
         test rdi, rdi
         jz 8f                   # nothing asked for
         push rdi
-        sub rsp, 16             # a timespec; the stack aligned at the call
-        xor edi, edi            # CLOCK_REALTIME
-        mov rsi, rsp
-        call [rip + real]
-        mov rax, [rsp]
-        imul rax, rax, 1000000000
-        add rax, [rsp + 8]      # rax = true ns
-        add rsp, 16
+        call realtime_ns        # rax = true ns
         pop rdi
         jmp 6f
 5:      mov eax, 96             # SYS_gettimeofday
@@ -88,14 +81,7 @@ gettimeofday_hook:              # int gettimeofday(struct timeval *tv = rdi, str
 
 time_hook:                      # time_t time(time_t *t = rdi)
         push rdi
-        sub rsp, 16             # a timespec; the stack aligned at the call
-        xor edi, edi            # CLOCK_REALTIME (time(2) has only whole seconds)
-        mov rsi, rsp
-        call [rip + real]
-        mov rax, [rsp]
-        imul rax, rax, 1000000000
-        add rax, [rsp + 8]
-        add rsp, 16
+        call realtime_ns        # rax = true ns (time(2) has only whole seconds)
         xor r8d, r8d
         call adjust
         pop rsi                 # t
@@ -109,6 +95,17 @@ time_hook:                      # time_t time(time_t *t = rdi)
         jz 9f
         mov [rsi], rax
 9:      ret
+
+realtime_ns:                    # rax = the true CLOCK_REALTIME in ns, through `real`
+        sub rsp, 24             # a timespec; the stack aligned at the call (callers push one word)
+        xor edi, edi            # CLOCK_REALTIME
+        mov rsi, rsp
+        call [rip + real]
+        mov rax, [rsp]
+        imul rax, rax, 1000000000
+        add rax, [rsp + 8]
+        add rsp, 24
+        ret
 
 raw_clock_gettime:              # the fallback `real`: the system call itself
         mov eax, 228            # SYS_clock_gettime
