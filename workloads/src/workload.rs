@@ -202,7 +202,7 @@ pub async fn final_reads<W: Write + Send>(
                 if v.value.is_some() {
                     (OpType::Ok, v)
                 } else {
-                    (OpType::Fail, v.with_error("bad-response: no value"))
+                    (OpType::Fail, v.with_error("bad-body; no value"))
                 }
             }
             Reply::Fail(e) => (OpType::Fail, v.clone().with_error(e)),
