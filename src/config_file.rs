@@ -470,7 +470,8 @@ nemesis_targets = "one"                   # one | minority | majority | all | pr
 [check]
 drift = 0.0                               # clock-rate error the service claims to tolerate
 liveness_grace = "2s"                     # slack before a held lock counts as stuck
-fail_on = ["safety", "liveness"]          # add "warnings" to fail on unsafe-overlap
+fail_on = ["safety", "liveness"]          # add "warnings" (unsafe-overlap), "coverage" (a requested
+                                          # fault kind or client-fault shape never exercised)
 
 [output]
 out = "runs"
