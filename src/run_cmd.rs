@@ -45,7 +45,13 @@ pub fn run(a: RunArgs, demo: bool) -> Result<ExitCode> {
             // results, summary, report, index), not only printed.
             let reason = crate::error_text(&e);
             tracing::error!(error = %reason, "the run failed");
-            if let Err(e2) = record_failure(&run_dir, &cfg, &reason) {
+            let interrupted = e.downcast_ref::<runner::Interrupted>().is_some();
+            let how = if interrupted {
+                history::Completeness::interrupted(&reason)
+            } else {
+                history::Completeness::error(&reason)
+            };
+            if let Err(e2) = record_failure(&run_dir, &cfg, how) {
                 eprintln!(
                     "warning: the failure could not be recorded in {}: {}",
                     run_dir.display(),
@@ -53,6 +59,11 @@ pub fn run(a: RunArgs, demo: bool) -> Result<ExitCode> {
                 );
             }
             println!("run directory: {}", run_dir.display());
+            if interrupted {
+                // Not a failure: the user stopped it. Nothing was proven either way.
+                eprintln!("lockpick: {reason}");
+                return Ok(ExitCode::Unknown);
+            }
             return Err(e);
         }
     };
@@ -89,16 +100,17 @@ pub fn run(a: RunArgs, demo: bool) -> Result<ExitCode> {
     ))
 }
 
-/// After the runner failed: the verdict of whatever history was recorded (an empty one when
-/// none was), marked `error` with the reason, in results.json, summary.txt and the reports.
-fn record_failure(run_dir: &Path, cfg: &RunConfig, reason: &str) -> Result<()> {
+/// After the runner failed (or was stopped before its clients started): the verdict of
+/// whatever history was recorded (an empty one when none was), marked `error` (or
+/// `interrupted`) with the reason, in results.json, summary.txt and the reports.
+fn record_failure(run_dir: &Path, cfg: &RunConfig, how: history::Completeness) -> Result<()> {
     let history = run_dir.join(layout::HISTORY_FILE);
     if !history.exists() {
         // Nothing was recorded: an empty history says so to every reader.
         fs::write(&history, b"").with_context(|| format!("cannot create {}", history.display()))?;
     }
     let mut results = crate::check_cmd::check_file(&history, &cfg.check_config())?;
-    results.set_completeness(history::Completeness::error(reason));
+    results.set_completeness(how);
     crate::report_cmd::write_results(run_dir, &results)
 }
 

@@ -21,6 +21,7 @@ use tokio::sync::watch;
 use workloads::{Adapter, AnswerWatch, Budget, PauseBoard, WorkloadConfig, WorkloadKind};
 
 pub use probe::probe_service;
+pub use signals::Interrupted;
 
 /// One test to run: its resolved configuration, and the (existing, empty) directory it writes.
 pub struct RunSpec {
@@ -74,6 +75,7 @@ pub async fn run(spec: RunSpec, progress: &dyn Progress) -> Result<RunOutcome> {
     std::fs::write(&config_path, cfg.file_text()?)
         .with_context(|| format!("cannot write {}", config_path.display()))?;
     let startup = Duration::from_millis(cfg.startup_timeout_ms);
+    let mut signals = signals::Signals::listen();
     let mut dep = deploy::deploy(&cfg, &run_dir, startup).await?;
     if probe {
         // Conformance first: a service the adapter does not understand is refused in one
@@ -86,6 +88,14 @@ pub async fn run(spec: RunSpec, progress: &dyn Progress) -> Result<RunOutcome> {
                 bail!("{e}");
             }
         }
+    }
+    if let Some(s) = signals.received() {
+        // Stopped while the service started: it is stopped again, nothing was recorded.
+        dep.teardown()?;
+        return Err(signals::Interrupted(format!(
+            "stopped by {s} while the service was starting, before any op"
+        ))
+        .into());
     }
     // The history's clock starts here: the etcd adapter stamps lease evidence on it.
     let start = Instant::now();
@@ -144,7 +154,7 @@ pub async fn run(spec: RunSpec, progress: &dyn Progress) -> Result<RunOutcome> {
 
     // Answers the adapter does not understand, past the watch's threshold, end the run early.
     let end = tokio::select! {
-        end = signals::wait_for_end(&cfg, &budget, start) => end,
+        end = signals::wait_for_end(&cfg, &budget, start, &mut signals) => end,
         () = answers.wait() => signals::End {
             why: "stopped on answers the adapter does not understand",
             interrupted: None,

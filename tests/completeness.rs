@@ -140,6 +140,55 @@ fn a_run_interrupted_by_sigint_is_incomplete_everywhere() {
     );
 }
 
+/// Ctrl-C while the service is still starting: the run stops once it is up (nothing recorded),
+/// and says it was interrupted, not that it failed.
+#[test]
+fn a_run_interrupted_while_the_service_starts_is_incomplete() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("runs");
+    let cmd =
+        format!("sleep 2; exec {BIN} lockd --listen {{host}}:{{port}} --data-dir {{data_dir}}");
+    let child = Command::new(BIN)
+        .args(["run", "--out", out.to_str().unwrap(), "--node-cmd", &cmd])
+        .args([
+            "--workload",
+            "mutex",
+            "--nemesis",
+            "none",
+            "--duration",
+            "30s",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let guard = scopeguard(pid);
+    let start = Instant::now();
+    while latest(&out).is_none_or(|d| !d.join("lockpick.log").exists()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no run directory"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let o = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("lockpick did not stop within 30 s of SIGINT")
+        .unwrap();
+    drop(guard);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let dir = latest(&out).unwrap();
+    assert_incomplete(&dir, "interrupted", "while the service was starting");
+}
+
 /// Kills the child (our own, by pid) if the test panics before it exits.
 fn scopeguard(pid: nix::unistd::Pid) -> impl Drop {
     struct Kill(nix::unistd::Pid);

@@ -1,9 +1,70 @@
 //! How a run's clients' time ends: the duration, the op budget, or a signal (Ctrl-C, SIGTERM),
-//! after which a second Ctrl-C exits at once.
+//! after which a second Ctrl-C exits at once. Signals are listened for from the run's start: one
+//! that arrives while the service starts is kept until the runner can act on it.
 
 use crate::config::RunConfig;
 use std::time::{Duration, Instant};
+use tokio::sync::watch;
 use workloads::Budget;
+
+/// The first Ctrl-C or SIGTERM since the run started, if any.
+pub struct Signals(watch::Receiver<Option<&'static str>>);
+
+impl Signals {
+    /// Listens from now on (Ctrl-C no longer kills the process: the run stops, heals, checks).
+    pub fn listen() -> Signals {
+        let (tx, rx) = watch::channel(None);
+        tokio::spawn(async move {
+            let mut sigterm =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            let term = async {
+                match sigterm.as_mut() {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending().await,
+                }
+            };
+            let name = tokio::select! {
+                _ = tokio::signal::ctrl_c() => "SIGINT (Ctrl-C)",
+                _ = term => "SIGTERM",
+            };
+            let _ = tx.send(Some(name));
+            spawn_second_signal_exit();
+        });
+        Signals(rx)
+    }
+
+    /// The signal received so far, if any.
+    pub fn received(&self) -> Option<&'static str> {
+        *self.0.borrow()
+    }
+
+    async fn wait(&mut self) -> &'static str {
+        // Ends at the first signal; the listener sends once, then the channel stays as is.
+        loop {
+            if let Some(s) = *self.0.borrow_and_update() {
+                return s;
+            }
+            if self.0.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}
+
+/// A run stopped by a signal before its clients started: nothing was recorded, and the run is
+/// `interrupted`, not failed.
+#[derive(Debug)]
+pub struct Interrupted(pub String);
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Interrupted {}
 
 /// Why the clients stopped.
 pub struct End {
@@ -13,18 +74,13 @@ pub struct End {
     pub interrupted: Option<String>,
 }
 
-pub async fn wait_for_end(cfg: &RunConfig, budget: &Budget, start: Instant) -> End {
+pub async fn wait_for_end(
+    cfg: &RunConfig,
+    budget: &Budget,
+    start: Instant,
+    signals: &mut Signals,
+) -> End {
     let end = start + Duration::from_millis(cfg.duration_ms);
-    let mut sigterm =
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    let term = async {
-        match sigterm.as_mut() {
-            Some(s) => {
-                s.recv().await;
-            }
-            None => std::future::pending().await,
-        }
-    };
     let budget_spent = async {
         // Polled: the budget is an atomic shared with the workers; 20 ms is far below any run.
         while !budget.exhausted() {
@@ -34,14 +90,7 @@ pub async fn wait_for_end(cfg: &RunConfig, budget: &Budget, start: Instant) -> E
     let (why, signal) = tokio::select! {
         _ = tokio::time::sleep_until(end.into()) => ("duration reached", None),
         _ = budget_spent => ("ops budget spent", None),
-        _ = tokio::signal::ctrl_c() => {
-            spawn_second_signal_exit();
-            ("interrupted (Ctrl-C): healing and checking what was recorded", Some("SIGINT (Ctrl-C)"))
-        }
-        _ = term => {
-            spawn_second_signal_exit();
-            ("terminated (SIGTERM): healing and checking what was recorded", Some("SIGTERM"))
-        }
+        s = signals.wait() => ("stopped by a signal: healing and checking what was recorded", Some(s)),
     };
     End {
         why,
