@@ -143,7 +143,16 @@ pub async fn run(spec: RunSpec, progress: &dyn Progress) -> Result<RunOutcome> {
         startup,
         active: active.clone(),
     };
-    let nemesis_task = tokio::spawn(fault::run_plan(ctx, schedule.faults));
+    // A nemesis that fails (a node that does not come back) ends the clients' time at once:
+    // what they would do after it tests nothing the run asked for.
+    let (nemesis_failed_tx, mut nemesis_failed) = watch::channel(false);
+    let nemesis_task = tokio::spawn(async move {
+        let r = fault::run_plan(ctx, schedule.faults).await;
+        if r.is_err() {
+            let _ = nemesis_failed_tx.send(true);
+        }
+        r
+    });
     progress.started(Live {
         recorder: recorder.clone(),
         history: history_path.clone(),
@@ -155,6 +164,15 @@ pub async fn run(spec: RunSpec, progress: &dyn Progress) -> Result<RunOutcome> {
     // Answers the adapter does not understand, past the watch's threshold, end the run early.
     let end = tokio::select! {
         end = signals::wait_for_end(&cfg, &budget, start, &mut signals) => end,
+        () = async {
+            // A nemesis that ends well drops its sender: then this branch never fires.
+            if nemesis_failed.wait_for(|f| *f).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        } => signals::End {
+            why: "stopped: the nemesis failed",
+            interrupted: None,
+        },
         () = answers.wait() => signals::End {
             why: "stopped on answers the adapter does not understand",
             interrupted: None,
