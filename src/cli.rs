@@ -200,7 +200,8 @@ pub struct RunArgs {
     /// reuse-tokens, no-ttl, wall-clock, skip-token-check, racy, split-brain (needs --nodes),
     /// renew-grace (a late renew is accepted after another client was granted; the
     /// client-pause `boundary,renew` shape exposes it), unchecked-release (a lapsed holder's
-    /// release frees whoever holds the lock; `long,release` exposes it).
+    /// release frees whoever holds the lock; `long,release` exposes it), volatile (a single
+    /// lockd that forgets its locks on restart; kill faults expose it).
     #[arg(long = "unsafe", value_name = "MODE", conflicts_with_all = ["url", "node_cmd"])]
     pub unsafe_mode: Option<String>,
     /// Start your fenced store from a shell command (placeholders as --node-cmd).
@@ -211,7 +212,9 @@ pub struct RunArgs {
     pub store_url: Option<String>,
     /// Fencing mode of the embedded store: all (reads and writes move the fence), write (only
     /// writes do), none (no fencing: the anti-pattern), off-by-one (a token one below the
-    /// fence passes; the client-pause `next-grant,write` shape exposes it).
+    /// fence passes; the client-pause `next-grant,write` shape exposes it), check-then-put
+    /// (the textbook's write as written: check the last token, then put, not atomically;
+    /// `next-grant,write` exposes it).
     #[arg(long, default_value = "all", value_name = "MODE", conflicts_with_all = ["store_url", "store_cmd"])]
     pub store_fence: String,
     /// Where run directories go.
@@ -389,7 +392,7 @@ pub struct LockdArgs {
     #[arg(long, value_name = "DIR")]
     pub data_dir: PathBuf,
     /// Reproduce an anti-pattern: reuse-tokens, no-ttl, wall-clock, skip-token-check, racy,
-    /// split-brain, renew-grace, unchecked-release.
+    /// split-brain, renew-grace, unchecked-release, volatile.
     #[arg(long = "unsafe", value_name = "MODE")]
     pub unsafe_mode: Option<String>,
     /// The other members of a multi-node lockd, comma-separated HOST:PORT. The member with the
@@ -407,7 +410,8 @@ pub struct StoreArgs {
     #[arg(long, value_name = "ADDR")]
     pub listen: String,
     /// all (reads and writes move the fence), write (only writes do), none (no fencing),
-    /// off-by-one (a token one below the fence passes: a bug, on purpose).
+    /// off-by-one (a token one below the fence passes: a bug, on purpose), check-then-put
+    /// (a write checks, waits 100 ms, then puts: not atomic, on purpose).
     #[arg(long, default_value = "all", value_name = "MODE")]
     pub fence: String,
 }

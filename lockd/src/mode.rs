@@ -29,6 +29,12 @@ pub enum UnsafeMode {
     /// `DEL lock` does): a holder that wakes into a release long after its lease (the `long`
     /// client-pause) frees the next holder's lock, and a third client is granted it.
     UncheckedRelease,
+    /// Single instance only: nothing of the lock table survives a restart, and no
+    /// `recovering` window covers the leases the previous incarnation granted, so the first
+    /// acquire after a restart is granted while the old holder's lease still runs. The
+    /// failover anti-pattern of a lock server that keeps its locks in memory (tokens stay
+    /// durable, so the break shows as a double grant, not as reused tokens).
+    Volatile,
 }
 
 const UNSAFE_NAMES: &[&str] = &[
@@ -40,10 +46,11 @@ const UNSAFE_NAMES: &[&str] = &[
     "split-brain",
     "renew-grace",
     "unchecked-release",
+    "volatile",
 ];
 
 impl UnsafeMode {
-    pub const ALL: [UnsafeMode; 8] = [
+    pub const ALL: [UnsafeMode; 9] = [
         UnsafeMode::ReuseTokens,
         UnsafeMode::NoTtl,
         UnsafeMode::WallClock,
@@ -52,6 +59,7 @@ impl UnsafeMode {
         UnsafeMode::SplitBrain,
         UnsafeMode::RenewGrace,
         UnsafeMode::UncheckedRelease,
+        UnsafeMode::Volatile,
     ];
 
     #[must_use]
@@ -65,6 +73,7 @@ impl UnsafeMode {
             UnsafeMode::SplitBrain => "split-brain",
             UnsafeMode::RenewGrace => "renew-grace",
             UnsafeMode::UncheckedRelease => "unchecked-release",
+            UnsafeMode::Volatile => "volatile",
         }
     }
 
@@ -91,6 +100,10 @@ impl UnsafeMode {
             }
             UnsafeMode::UncheckedRelease => {
                 "a release from a client whose lease lapsed frees the lock whoever holds it now"
+            }
+            UnsafeMode::Volatile => {
+                "locks live in memory only and a restart grants at once; a holder from before \
+                 the restart and the next one both hold the lock"
             }
         }
     }
@@ -130,16 +143,28 @@ pub enum FenceMode {
     /// meant, or a fence that trails the last token by one): a stale holder whose write lands
     /// right after the next holder's first op (the `next-grant` client-pause) gets through.
     OffByOne,
+    /// The textbook's fenced write as written: read the last written token, reject a lower
+    /// one, then put value and token, as two steps with [`CHECK_PUT_GAP_MS`] between them
+    /// (the store's round trip to its own storage). A stale holder whose check passes just
+    /// before the next holder's write has its put land after it: a lower token accepted after
+    /// a higher one. Reads are not fenced (the textbook fences the write only).
+    CheckThenPut,
 }
 
-const FENCE_NAMES: &[&str] = &["all", "write", "none", "off-by-one"];
+/// The gap between a `check-then-put` write's check and its put: about one hold of the
+/// short-lease runs lockpick's shapes use, so a stale write checked right after the next
+/// grant usually puts after the next holder's write.
+pub const CHECK_PUT_GAP_MS: u64 = 100;
+
+const FENCE_NAMES: &[&str] = &["all", "write", "none", "off-by-one", "check-then-put"];
 
 impl FenceMode {
-    pub const ALL: [FenceMode; 4] = [
+    pub const ALL: [FenceMode; 5] = [
         FenceMode::All,
         FenceMode::Write,
         FenceMode::None,
         FenceMode::OffByOne,
+        FenceMode::CheckThenPut,
     ];
 
     #[must_use]
@@ -149,6 +174,7 @@ impl FenceMode {
             FenceMode::Write => "write",
             FenceMode::None => "none",
             FenceMode::OffByOne => "off-by-one",
+            FenceMode::CheckThenPut => "check-then-put",
         }
     }
 }
@@ -196,12 +222,13 @@ mod tests {
         assert_eq!(
             msg,
             "unknown unsafe mode `fast`; valid names: reuse-tokens, no-ttl, wall-clock, \
-             skip-token-check, racy, split-brain, renew-grace, unchecked-release"
+             skip-token-check, racy, split-brain, renew-grace, unchecked-release, volatile"
         );
         let msg = "some".parse::<FenceMode>().unwrap_err().to_string();
         assert_eq!(
             msg,
-            "unknown fence mode `some`; valid names: all, write, none, off-by-one"
+            "unknown fence mode `some`; valid names: all, write, none, off-by-one, \
+             check-then-put"
         );
     }
 }

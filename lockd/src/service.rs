@@ -256,10 +256,14 @@ fn open_data_dir(dir: &FsPath, mode: Option<UnsafeMode>) -> Result<Startup, Lock
     };
     // Written even when unchanged so an unwritable dir fails at start, not at first grant.
     persist::store(dir, &durable)?;
+    // The `volatile` anti-pattern: what the previous incarnation granted is forgotten, so
+    // nothing holds back the first acquire after a restart.
+    let forgets = mode == Some(UnsafeMode::Volatile);
     Ok(Startup {
         next_token,
         durable,
         recovery_ms: earlier
+            .filter(|_| !forgets)
             .map(|e| recovery_ms(e.max_ttl_ms))
             .filter(|&ms| ms > 0),
     })

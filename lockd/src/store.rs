@@ -17,7 +17,7 @@ use tracing::{debug, info, warn};
 
 use crate::error::LockdError;
 use crate::http::{check_name, health, not_found, parse_body, path_name, ApiError, BODY_BYTES_MAX};
-use crate::mode::FenceMode;
+use crate::mode::{FenceMode, CHECK_PUT_GAP_MS};
 
 /// Registers are never dropped (their value is the state under test), so their number is
 /// capped instead.
@@ -47,6 +47,9 @@ pub async fn serve_store(
         FenceMode::Write => Some("does not fence reads"),
         FenceMode::None => Some("does not fence reads or writes"),
         FenceMode::OffByOne => Some("lets a token one below the fence through"),
+        FenceMode::CheckThenPut => {
+            Some("checks a write's token, then puts it in a second step, not atomically")
+        }
     };
     if let Some(hole) = hole {
         warn!(
@@ -124,6 +127,8 @@ fn stale(mode: FenceMode, token: u64, fence: u64) -> bool {
         // The bug: one below the fence passes.
         FenceMode::OffByOne => token.saturating_add(1) < fence,
         FenceMode::None => false,
+        // Only the check step of a write, which `check_then_put` calls itself.
+        FenceMode::CheckThenPut => token < fence,
     }
 }
 
@@ -136,7 +141,7 @@ fn read(mode: FenceMode, reg: &mut Register, token: u64) -> Result<u64, ApiError
             }
             reg.fence = reg.fence.max(token);
         }
-        FenceMode::Write => {}
+        FenceMode::Write | FenceMode::CheckThenPut => {}
         // Not a check: the fence is evidence of the highest token that reached the store.
         FenceMode::None => reg.fence = reg.fence.max(token),
     }
@@ -150,13 +155,24 @@ fn write(
     token: u64,
     value: i64,
 ) -> Result<(u64, u64), ApiError> {
+    check_write(mode, reg, token)?;
+    Ok(put(reg, reg.fence.max(token), value))
+}
+
+/// A write's fence check, without its effect.
+fn check_write(mode: FenceMode, reg: &Register, token: u64) -> Result<(), ApiError> {
     if stale(mode, token, reg.fence) {
         return Err(ApiError::StaleToken { fence: reg.fence });
     }
-    reg.fence = reg.fence.max(token);
+    Ok(())
+}
+
+/// A write's effect; returns (seq, fence).
+fn put(reg: &mut Register, fence: u64, value: i64) -> (u64, u64) {
+    reg.fence = fence;
     reg.value = value;
     reg.seq += 1;
-    Ok((reg.seq, reg.fence))
+    (reg.seq, reg.fence)
 }
 
 #[derive(Deserialize)]
@@ -195,9 +211,27 @@ async fn write_handler(
     let key = path_name("key", path)?;
     let req: WriteReq = parse_body(&body)?;
     check_name("client", &req.client)?;
-    let (seq, fence) =
-        store.with_register(&key, |reg| write(store.fence, reg, req.token, req.value))?;
+    let (seq, fence) = if store.fence == FenceMode::CheckThenPut {
+        check_then_put(&store, &key, req.token, req.value).await?
+    } else {
+        store.with_register(&key, |reg| write(store.fence, reg, req.token, req.value))?
+    };
     Ok(Json(json!({ "seq": seq, "fence": fence })))
+}
+
+/// The `check-then-put` anti-pattern: `last := get(key); if token < last { reject };
+/// put(key, value, token)` as two critical sections with the store's own storage round trip
+/// between them, so another write can land in between and this put then overwrites it with
+/// a lower token (and sets the fence back to it, as a put of the pair does).
+async fn check_then_put(
+    store: &Store,
+    key: &str,
+    token: u64,
+    value: i64,
+) -> Result<(u64, u64), ApiError> {
+    store.with_register(key, |reg| check_write(FenceMode::CheckThenPut, reg, token))?;
+    tokio::time::sleep(std::time::Duration::from_millis(CHECK_PUT_GAP_MS)).await;
+    store.with_register(key, |reg| Ok(put(reg, token, value)))
 }
 
 /// Observes without fencing, so the harness can inspect a register without a token.
@@ -243,6 +277,13 @@ mod tests {
         assert_eq!(read(FenceMode::OffByOne, &mut r, 5), stale(7));
         assert_eq!(write(FenceMode::All, &mut r, 6, 2), stale(7));
 
+        // check-then-put: reads pass and leave the fence; the check alone refuses a lower token.
+        let mut r = Register::default();
+        assert_eq!(write(FenceMode::CheckThenPut, &mut r, 5, 1), Ok((1, 5)));
+        assert_eq!(read(FenceMode::CheckThenPut, &mut r, 3), Ok(5));
+        assert_eq!(check_write(FenceMode::CheckThenPut, &r, 4), stale(5));
+        assert_eq!(check_write(FenceMode::CheckThenPut, &r, 5), Ok(()));
+
         let mut r = Register::default();
         assert_eq!(write(FenceMode::None, &mut r, 5, 1), Ok((1, 5)));
         assert_eq!(write(FenceMode::None, &mut r, 3, 2), Ok((2, 5)));
@@ -255,5 +296,24 @@ mod tests {
                 seq: 2
             }
         );
+    }
+
+    #[tokio::test]
+    async fn check_then_put_lets_a_stale_put_land_after_a_newer_write() {
+        let store = Arc::new(Store {
+            fence: FenceMode::CheckThenPut,
+            registers: Mutex::new(HashMap::new()),
+        });
+        let stale_writer = {
+            let store = Arc::clone(&store);
+            tokio::spawn(async move { check_then_put(&store, "k", 5, 1).await })
+        };
+        // Inside the stale writer's gap, the next holder's write lands in full.
+        tokio::time::sleep(std::time::Duration::from_millis(CHECK_PUT_GAP_MS / 4)).await;
+        let newer = store.with_register("k", |reg| write(FenceMode::CheckThenPut, reg, 6, 2));
+        assert_eq!(newer, Ok((1, 6)));
+        // The stale put is accepted after it, with the lower token, and sets the fence back.
+        assert_eq!(stale_writer.await.unwrap(), Ok((2, 5)));
+        assert_eq!(store.registers()["k"].value, 1);
     }
 }
