@@ -117,6 +117,12 @@ pub enum Error {
         what: &'static str,
         waited_ms: u64,
     },
+    #[error("process {pid}: {what} did not settle after {attempts} attempts")]
+    Unsettled {
+        pid: i32,
+        what: &'static str,
+        attempts: usize,
+    },
     #[error("process {pid}: the injected {call} failed with errno {errno}")]
     Injected {
         pid: i32,

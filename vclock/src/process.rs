@@ -81,13 +81,20 @@ pub fn tracer(pid: i32) -> Option<i32> {
 }
 
 fn gone_or_io(pid: i32, path: &str, source: std::io::Error) -> Error {
-    if source.kind() == std::io::ErrorKind::NotFound {
-        Error::Exited { pid }
-    } else {
-        Error::Io {
+    match source.kind() {
+        std::io::ErrorKind::NotFound => Error::Exited { pid },
+        // /proc/PID/maps needs the same permission as tracing: say so, not just "EACCES".
+        std::io::ErrorKind::PermissionDenied => Error::Permission {
+            pid,
+            reason: format!(
+                "{path} is not readable by this process (another user's process, and no \
+                 CAP_SYS_PTRACE)"
+            ),
+        },
+        _ => Error::Io {
             path: path.into(),
             source,
-        }
+        },
     }
 }
 

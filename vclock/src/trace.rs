@@ -31,6 +31,10 @@ const MAX_THREADS: usize = 4096;
 /// Single steps allowed to move a thread out of a range about to be rewritten.
 const MAX_STEPS: usize = 64;
 
+/// Single steps allowed for an injected system call to return (a stop reported before it,
+/// such as a pending interrupt, takes one).
+const INJECT_STEPS: usize = 4;
+
 /// How the kernel marks `PTRACE_EVENT_STOP` (the stop `PTRACE_INTERRUPT` asks for).
 const PTRACE_EVENT_STOP: i32 = 128;
 
@@ -169,10 +173,10 @@ impl Stopped {
                 }
             }
         }
-        Err(Error::Timeout {
+        Err(Error::Unsettled {
             pid,
-            what: "the thread list settling",
-            waited_ms: 0,
+            what: "its thread list (threads kept appearing)",
+            attempts: THREAD_ROUNDS,
         })
     }
 
@@ -233,10 +237,10 @@ impl Stopped {
                     break;
                 }
                 if step == MAX_STEPS {
-                    return Err(Error::Timeout {
+                    return Err(Error::Unsettled {
                         pid: self.pid,
-                        what: "a thread stepping out of the code being patched",
-                        waited_ms: 0,
+                        what: "a thread single-stepped out of the code being patched",
+                        attempts: MAX_STEPS,
                     });
                 }
                 ptrace::step(t.tid, None).map_err(ptrace_err(self.pid, "PTRACE_SINGLESTEP"))?;
@@ -272,7 +276,7 @@ impl Stopped {
         let ran = (|| {
             ptrace::setregs(tid, regs).map_err(ptrace_err(self.pid, "PTRACE_SETREGS"))?;
             // A pending interrupt may report first: step again, a bounded number of times.
-            for _ in 0..4 {
+            for _ in 0..INJECT_STEPS {
                 ptrace::step(tid, None).map_err(ptrace_err(self.pid, "PTRACE_SINGLESTEP"))?;
                 if let Waited::Gone = wait_stop(self.pid, tid, "an injected system call")? {
                     return Err(Error::Exited { pid: self.pid });
@@ -282,10 +286,10 @@ impl Stopped {
                     return Ok(after.rax as i64);
                 }
             }
-            Err(Error::Timeout {
+            Err(Error::Unsettled {
                 pid: self.pid,
                 what: "an injected system call returning",
-                waited_ms: 0,
+                attempts: INJECT_STEPS,
             })
         })();
         // Put everything back whatever happened (a vanished thread makes these fail: fine).

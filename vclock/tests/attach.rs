@@ -10,6 +10,7 @@
 #![cfg(target_arch = "x86_64")]
 
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
@@ -358,6 +359,55 @@ fn a_tracer_killed_mid_attach_leaves_no_process_stopped_or_traced() {
         }
     }
     eprintln!("targets that ran on after their tracer was killed: {survived} of 12");
+}
+
+/// Refusals up front, each naming its reason: a stopped (paused) target is never attached,
+/// and a tracer without permission over the target says so. The target runs on untouched.
+#[test]
+fn refuses_a_stopped_target_and_one_it_may_not_trace() {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    let dir = tempfile::tempdir().unwrap();
+    let page = ControlPage::create(&dir.path().join("refuse.page")).unwrap();
+    let mut t = Target::spawn(rust_target());
+    let pid = Pid::from_raw(t.pid());
+    kill(pid, Signal::SIGSTOP).unwrap();
+    // Bounded: the stop is reported in /proc within milliseconds.
+    for _ in 0..500 {
+        if state(t.pid()) == Some('T') {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    match patch(t.pid(), &page) {
+        Err(e @ vclock::Error::TargetStopped { .. }) => {
+            assert!(e.to_string().contains("paused"), "{e}")
+        }
+        other => panic!("a stopped target was not refused: {other:?}"),
+    }
+    kill(pid, Signal::SIGCONT).unwrap();
+    t.read();
+    t.assert_free();
+    // Another user: run the tool as nobody against our (root's) target.
+    // Safety: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIP: the permission refusal needs root (to run the tracer as nobody)");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = Command::new(VCLOCK)
+        .args(["patch", &t.pid().to_string()])
+        .arg(dir.path().join("nobody.page"))
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("cannot trace process"), "{err}");
+    t.read();
+    t.assert_free();
 }
 
 /// The cost of one clock read in the target, before and after patching (BENCHMARKS.md).
