@@ -35,13 +35,17 @@ const MAX_STEPS: usize = 64;
 /// such as a pending interrupt, takes one).
 const INJECT_STEPS: usize = 4;
 
+/// Signals kept per thread while it is held.
+const MAX_PENDING: usize = 32;
+
 /// How the kernel marks `PTRACE_EVENT_STOP` (the stop `PTRACE_INTERRUPT` asks for).
 const PTRACE_EVENT_STOP: i32 = 128;
 
 struct Thread {
     tid: Pid,
-    /// A signal the thread was about to receive when we stopped it: given back at detach.
-    pending: Option<Signal>,
+    /// Signals the thread was about to receive while we held it (each stop for one suppresses
+    /// it): given back at detach, in order.
+    pending: std::cell::RefCell<Vec<Signal>>,
 }
 
 /// Every thread of one process, stopped under our ptrace.
@@ -150,7 +154,10 @@ impl Stopped {
                     }
                 }
                 // Seized: from here on, drop detaches it (it is in the list before any wait).
-                held.threads.push(Thread { tid, pending: None });
+                held.threads.push(Thread {
+                    tid,
+                    pending: std::cell::RefCell::new(Vec::new()),
+                });
                 match ptrace::interrupt(tid) {
                     Ok(()) => {}
                     Err(Errno::ESRCH) => {
@@ -166,7 +173,10 @@ impl Stopped {
                     }
                 }
                 match wait_stop(pid, tid, "a thread stopping")? {
-                    Waited::Stopped(sig) => held.threads.last_mut().expect("pushed").pending = sig,
+                    Waited::Stopped(sig) => {
+                        let t = held.threads.last().expect("pushed");
+                        held.settle(t, Waited::Stopped(sig))?;
+                    }
                     Waited::Gone => {
                         held.threads.pop();
                     }
@@ -178,6 +188,23 @@ impl Stopped {
             what: "its thread list (threads kept appearing)",
             attempts: THREAD_ROUNDS,
         })
+    }
+
+    /// After a stop: a thread that vanished ends the attach; a signal that arrived (instead of
+    /// the stop asked for) is kept for detach.
+    fn settle(&self, t: &Thread, waited: Waited) -> Result<(), Error> {
+        match waited {
+            Waited::Gone => Err(Error::Exited { pid: self.pid }),
+            Waited::Stopped(Some(sig)) => {
+                let mut pending = t.pending.borrow_mut();
+                // A hold lasts milliseconds; the bound only guards against a signal storm.
+                if pending.len() < MAX_PENDING {
+                    pending.push(sig);
+                }
+                Ok(())
+            }
+            Waited::Stopped(None) => Ok(()),
+        }
     }
 
     pub(crate) fn pid(&self) -> i32 {
@@ -244,9 +271,7 @@ impl Stopped {
                     });
                 }
                 ptrace::step(t.tid, None).map_err(ptrace_err(self.pid, "PTRACE_SINGLESTEP"))?;
-                if let Waited::Gone = wait_stop(self.pid, t.tid, "a single step")? {
-                    return Err(Error::Exited { pid: self.pid });
-                }
+                self.settle(t, wait_stop(self.pid, t.tid, "a single step")?)?;
             }
         }
         Ok(())
@@ -278,8 +303,12 @@ impl Stopped {
             // A pending interrupt may report first: step again, a bounded number of times.
             for _ in 0..INJECT_STEPS {
                 ptrace::step(tid, None).map_err(ptrace_err(self.pid, "PTRACE_SINGLESTEP"))?;
-                if let Waited::Gone = wait_stop(self.pid, tid, "an injected system call")? {
-                    return Err(Error::Exited { pid: self.pid });
+                let leader = self.threads.iter().find(|t| t.tid == tid);
+                match leader {
+                    Some(t) => {
+                        self.settle(t, wait_stop(self.pid, tid, "an injected system call")?)?
+                    }
+                    None => return Err(Error::Exited { pid: self.pid }),
                 }
                 let after = ptrace::getregs(tid).map_err(ptrace_err(self.pid, "PTRACE_GETREGS"))?;
                 if after.rip == scratch + 2 {
@@ -306,7 +335,15 @@ impl Drop for Stopped {
     fn drop(&mut self) {
         for t in self.threads.drain(..) {
             // ESRCH: the thread is gone; nothing to let go of.
-            let _ = ptrace::detach(t.tid, t.pending);
+            let pending = t.pending.into_inner();
+            let _ = ptrace::detach(t.tid, pending.first().copied());
+            // The detach delivers one; the others are queued to the thread again.
+            for sig in pending.iter().skip(1) {
+                // Safety: tgkill with our target's ids; ESRCH (gone) is fine to ignore.
+                unsafe {
+                    libc::syscall(libc::SYS_tgkill, self.pid, t.tid.as_raw(), *sig as i32);
+                }
+            }
         }
     }
 }
