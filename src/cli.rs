@@ -97,6 +97,13 @@ pub struct RunArgs {
     /// How long a client holds the lock once granted, drawn uniformly from MIN..MAX.
     #[arg(long, default_value = "50ms..1s", value_name = "MIN..MAX")]
     pub hold: String,
+    /// When clients ask for the lock: steady (again as soon as the last hold ended), or
+    /// rounds:WINDOW (contention rounds: every client asks once a round, at a time drawn
+    /// uniformly from the round's first WINDOW; a round lasts 4 x WINDOW and starts on a
+    /// multiple of it on the realtime clock). Results then count the contended rounds and
+    /// those that ended with more than one holder.
+    #[arg(long, default_value = "steady", value_name = "SHAPE")]
+    pub arrivals: String,
     /// How long clients run before the final heal (durations: 500ms, 2s, 1m).
     #[arg(long, default_value = "30s", value_name = "DURATION")]
     pub duration: String,
@@ -201,7 +208,8 @@ pub struct RunArgs {
     /// renew-grace (a late renew is accepted after another client was granted; the
     /// client-pause `boundary,renew` shape exposes it), unchecked-release (a lapsed holder's
     /// release frees whoever holds the lock; `long,release` exposes it), volatile (a single
-    /// lockd that forgets its locks on restart; kill faults expose it).
+    /// lockd that forgets its locks on restart; kill faults expose it), no-tiebreak (with
+    /// --lock-order timestamp: equal timestamps all enter).
     #[arg(long = "unsafe", value_name = "MODE", conflicts_with_all = ["url", "node_cmd"])]
     pub unsafe_mode: Option<String>,
     /// Start your fenced store from a shell command (placeholders as --node-cmd).
@@ -209,6 +217,12 @@ pub struct RunArgs {
     pub store_cmd: Option<String>,
     /// Use a fenced store that is already running.
     #[arg(long, value_name = "URL")]
+    /// How the embedded lockd's members decide who enters: primary (one member holds all lock
+    /// state), or timestamp[:GRANULARITY] (each member stamps its clients' requests with its
+    /// own clock in ticks of GRANULARITY, default 10ms, the members exchange them and the
+    /// smallest (timestamp, member) enters; `--unsafe no-tiebreak` orders by timestamp alone).
+    #[arg(long, value_name = "ORDER", conflicts_with_all = ["url", "node_cmd"])]
+    pub lock_order: Option<String>,
     pub store_url: Option<String>,
     /// Fencing mode of the embedded store: all (reads and writes move the fence), write (only
     /// writes do), none (no fencing: the anti-pattern), off-by-one (a token one below the
@@ -392,7 +406,8 @@ pub struct LockdArgs {
     #[arg(long, value_name = "DIR")]
     pub data_dir: PathBuf,
     /// Reproduce an anti-pattern: reuse-tokens, no-ttl, wall-clock, skip-token-check, racy,
-    /// split-brain, renew-grace, unchecked-release, volatile.
+    /// split-brain, renew-grace, unchecked-release, volatile, no-tiebreak (needs --lock-order
+    /// timestamp).
     #[arg(long = "unsafe", value_name = "MODE")]
     pub unsafe_mode: Option<String>,
     /// The other members of a multi-node lockd, comma-separated HOST:PORT. The member with the
@@ -407,6 +422,11 @@ pub struct LockdArgs {
 #[derive(Debug, Clone, Args)]
 pub struct StoreArgs {
     /// Address to listen on, e.g. 127.0.0.1:7001.
+    /// primary (one member holds all lock state), or timestamp[:GRANULARITY] (every member
+    /// stamps its clients' requests with its own clock in ticks of GRANULARITY, default 10ms,
+    /// and the members exchange them: the smallest (timestamp, member) enters).
+    #[arg(long, default_value = "primary", value_name = "ORDER")]
+    pub lock_order: String,
     #[arg(long, value_name = "ADDR")]
     pub listen: String,
     /// all (reads and writes move the fence), write (only writes do), none (no fencing),

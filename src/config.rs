@@ -98,6 +98,13 @@ pub struct RunConfig {
     /// `None` for the mutex workload, which uses no store.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub store: Option<Target>,
+    /// `--lock-order` of the embedded lockd.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lock_order: Option<String>,
+    /// `--arrivals`, as given.
+    pub arrivals: String,
+    #[serde(skip)]
+    pub arrivals_shape: workloads::Arrivals,
     pub store_fence: String,
     pub drift: f64,
     pub liveness_grace_ms: u64,
@@ -202,6 +209,19 @@ impl RunConfig {
         let target = match (&a.node_cmd, &a.url) {
             (Some(t), _) => Target::Command {
                 template: t.clone(),
+        let timestamp_order = match &a.lock_order {
+            Some(o) => lockd::TimestampOrder::parse(o)
+                .map_err(|e| anyhow::anyhow!("--lock-order: {e}"))?
+                .is_some(),
+            None => false,
+        };
+        if a.unsafe_mode.as_deref() == Some("no-tiebreak") && !timestamp_order {
+            bail!("--unsafe no-tiebreak: needs --lock-order timestamp (the tie-break it drops is the timestamp order's)");
+        }
+        let arrivals_shape = a
+            .arrivals
+            .parse::<workloads::Arrivals>()
+            .map_err(|e| anyhow::anyhow!("--arrivals {}: {e}", a.arrivals))?;
             },
             (None, Some(u)) => Target::Url { url: u.clone() },
             (None, None) => Target::Embedded,
@@ -366,6 +386,9 @@ impl RunConfig {
             out: a.out.clone(),
             schedule_file: replay.as_ref().map(|(p, _)| p.clone()),
             schedule: replay.map(|(_, s)| s),
+            lock_order: a.lock_order.clone(),
+            arrivals: a.arrivals.clone(),
+            arrivals_shape,
             fail_on: a.fail_on.names().iter().map(|n| n.to_string()).collect(),
             no_probe: a.no_probe,
             faults,
@@ -455,3 +478,4 @@ fn launch_probe() -> workloads::Launch<'static> {
 
 #[cfg(test)]
 mod tests;
+        lock_order: None,

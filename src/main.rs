@@ -176,6 +176,8 @@ fn lockd(a: LockdArgs) -> Result<ExitCode> {
             .filter(|p| !p.trim().is_empty())
             .collect(),
         advertise: a.advertise,
+        order: lockd::TimestampOrder::parse(&a.lock_order)
+            .map_err(|e| anyhow::anyhow!("--lock-order: {e}"))?,
     };
     runtime()?.block_on(async {
         let listener = tokio::net::TcpListener::bind(addr)

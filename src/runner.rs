@@ -284,5 +284,6 @@ fn workload_config(cfg: &RunConfig) -> WorkloadConfig {
         seed: cfg.seed,
         backoff_max_ms: 20,
         acquire_wait_ms: cfg.acquire_wait_ms,
+        arrivals: cfg.arrivals_shape,
     }
 }

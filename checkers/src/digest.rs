@@ -214,6 +214,7 @@ pub(crate) struct Digest {
     pub(crate) key_evidence: Vec<(usize, crate::evidence::KeyEvidence)>,
     /// (op position, `lease_from_ns`) of completions whose lease was set before them.
     pub(crate) lease_from: Vec<(usize, u64)>,
+    pub(crate) rounds: Vec<(usize, u64)>,
     /// The first structure error; events after it are counted but not paired.
     pub(crate) error: Option<StructureError>,
 }
@@ -245,6 +246,7 @@ impl Digest {
             lease_evidence: Vec::new(),
             key_evidence: Vec::new(),
             lease_from: Vec::new(),
+            rounds: Vec::new(),
             error: None,
         }
     }
@@ -376,7 +378,14 @@ impl Digest {
             self.lease_evidence.push((slot, a, b));
         }
         if let Some(g) = e.key {
-            let GrantEvidence { lease_from_ns, key } = *g;
+            let GrantEvidence {
+                lease_from_ns,
+                key,
+                round,
+            } = *g;
+            if let Some(r) = round {
+                self.rounds.push((slot, r));
+            }
             if let Some(k) = key {
                 self.key_evidence.push((slot, k));
             }
@@ -553,6 +562,8 @@ impl Model {
         key_evidence.sort_by_key(|e| e.0);
         let mut lease_from = d.lease_from;
         lease_from.sort_unstable();
+        let mut rounds = d.rounds;
+        rounds.sort_unstable();
         let mut m = Model {
             drift,
             events: d.events,
@@ -565,6 +576,7 @@ impl Model {
             lease_evidence,
             key_evidence,
             lease_from,
+            rounds,
             ops,
             grants,
             grant_of,

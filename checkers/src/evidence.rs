@@ -64,6 +64,8 @@ pub struct GrantEvidence {
     pub lease_from_ns: Option<u64>,
     /// The read of the grant's lock key at its answer's revision.
     pub key: Option<KeyEvidence>,
+    /// `round`: the contention round the acquire was made in (`--arrivals rounds:...`).
+    pub round: Option<u64>,
 }
 
 impl GrantEvidence {
@@ -82,7 +84,13 @@ impl GrantEvidence {
             })
         })();
         let lease_from_ns = as_u64(get("lease_from_ns"));
-        (key.is_some() || lease_from_ns.is_some())
-            .then(|| Box::new(GrantEvidence { lease_from_ns, key }))
+        let round = as_u64(get("round"));
+        (key.is_some() || lease_from_ns.is_some() || round.is_some()).then(|| {
+            Box::new(GrantEvidence {
+                lease_from_ns,
+                key,
+                round,
+            })
+        })
     }
 }

@@ -20,7 +20,8 @@
 //!   one of any length. [`inject`] adds one violation of a named kind at a random point.
 //! - [`liveness_stats`]: per-client acquire attempts, grants, waits and Jain's fairness index,
 //!   unavailability windows per lock with the faults active then, and never-completed ops;
-//!   [`check`] puts them in `Stats.extra` (`fairness`, `unavailability`, `never_completed`).
+//!   [`check`] puts them in `Stats.extra` (`fairness`, `unavailability`, `never_completed`,
+//!   and `rounds` for a history of contention rounds: how many ended with more than one holder).
 //! - [`coverage()`]: what the history exercised (client stalls by wake-up op and by where they
 //!   ended against the lease bound and the other processes' grants, waiter stalls, long lock
 //!   waits, ops and grants during each fault kind, nodes hit, stall shapes reached);
@@ -60,6 +61,7 @@ mod lease;
 mod liveness;
 mod model;
 mod mutex;
+mod rounds;
 mod stats;
 mod store;
 mod text;
@@ -176,7 +178,8 @@ pub(crate) fn check_model(m: &Model, cfg: &CheckConfig) -> Results {
             (outs, (stats::stats_of(m), coverage::coverage(m)))
         });
         let outs: Vec<_> = list[..half].iter().map(|c| run(c.as_ref())).collect();
-        let extra = fairness::liveness_stats(m);
+        let mut extra = fairness::liveness_stats(m);
+        extra.extend(rounds::round_stats(m));
         (
             (outs, extra),
             other.join().expect("checker thread panicked"),

@@ -267,6 +267,9 @@ pub struct Model {
     /// grant (etcd's session lease): that lease surely lasts until `lease_from_ns` plus its
     /// ttl, whenever the grant took effect. By position.
     pub lease_from: Vec<(usize, u64)>,
+    /// `(position in ops, round)` of every acquire completion made in a contention round
+    /// (`--arrivals rounds:...`), by position.
+    pub rounds: Vec<(usize, u64)>,
     /// Client lock and store ops, in invoke order.
     pub ops: Vec<ClientOp>,
     pub grants: Vec<Grant>,

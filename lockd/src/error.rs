@@ -48,3 +48,14 @@ pub struct ParseModeError {
     pub(crate) given: String,
     pub(crate) valid: &'static [&'static str],
 }
+
+/// A `--lock-order` that is not `primary`, `timestamp` or `timestamp:<granularity>`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "lock order `{given}`: {why}; expected primary, timestamp or timestamp:GRANULARITY \
+     (1ms..=1s, e.g. timestamp:10ms)"
+)]
+pub struct ParseOrderError {
+    pub(crate) given: String,
+    pub(crate) why: &'static str,
+}

@@ -12,6 +12,11 @@
 //!   and release to it (one attempt, [`FORWARD_TIMEOUT_MS`]) and answer 503
 //!   `primary-unreachable` when they cannot: safe, not highly available. Responses name the
 //!   member that decided in [`NODE_HEADER`].
+//!   With [`LockdConfig::order`] set to a [`TimestampOrder`] the members instead decide
+//!   together: each stamps its clients' requests with its own clock in ticks, exchanges them
+//!   with the others, and grants when its request has the smallest timestamp (ties broken by
+//!   member id, except in the `no-tiebreak` anti-pattern): Lamport's mutual exclusion with
+//!   physical timestamps, not fault tolerant, with no durable state.
 //! - [`UnsafeMode`]: one deliberately broken behaviour per variant (reused tokens, no TTL,
 //!   wall-clock leases, no token check, a check-then-grant race, split-brain local grants),
 //!   so the harness can prove that it catches each anti-pattern.
@@ -34,13 +39,15 @@ mod cluster;
 mod error;
 mod http;
 mod mode;
+mod ordered;
 mod persist;
 mod service;
 mod store;
 
 pub use cluster::{primary_of, FORWARD_TIMEOUT_MS, NODE_HEADER};
-pub use error::{LockdError, ParseModeError};
+pub use error::{LockdError, ParseModeError, ParseOrderError};
 pub use mode::{FenceMode, UnsafeMode};
+pub use ordered::TimestampOrder;
 pub use persist::STATE_FILE_NAME;
 pub use service::{serve_lockd, LockdConfig};
 pub use store::{serve_store, StoreConfig};

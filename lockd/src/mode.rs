@@ -35,6 +35,9 @@ pub enum UnsafeMode {
     /// failover anti-pattern of a lock server that keeps its locks in memory (tokens stay
     /// durable, so the break shows as a double grant, not as reused tokens).
     Volatile,
+    /// Timestamp order only: a request enters when no known request has a smaller timestamp,
+    /// with no tie-break, so requests stamped in the same tick all enter together.
+    NoTiebreak,
 }
 
 const UNSAFE_NAMES: &[&str] = &[
@@ -47,10 +50,11 @@ const UNSAFE_NAMES: &[&str] = &[
     "renew-grace",
     "unchecked-release",
     "volatile",
+    "no-tiebreak",
 ];
 
 impl UnsafeMode {
-    pub const ALL: [UnsafeMode; 9] = [
+    pub const ALL: [UnsafeMode; 10] = [
         UnsafeMode::ReuseTokens,
         UnsafeMode::NoTtl,
         UnsafeMode::WallClock,
@@ -60,6 +64,7 @@ impl UnsafeMode {
         UnsafeMode::RenewGrace,
         UnsafeMode::UncheckedRelease,
         UnsafeMode::Volatile,
+        UnsafeMode::NoTiebreak,
     ];
 
     #[must_use]
@@ -74,6 +79,7 @@ impl UnsafeMode {
             UnsafeMode::RenewGrace => "renew-grace",
             UnsafeMode::UncheckedRelease => "unchecked-release",
             UnsafeMode::Volatile => "volatile",
+            UnsafeMode::NoTiebreak => "no-tiebreak",
         }
     }
 
@@ -104,6 +110,10 @@ impl UnsafeMode {
             UnsafeMode::Volatile => {
                 "locks live in memory only and a restart grants at once; a holder from before \
                  the restart and the next one both hold the lock"
+            }
+            UnsafeMode::NoTiebreak => {
+                "requests are ordered by timestamp alone; requests stamped in the same tick \
+                 all enter, and their clients hold the lock at once"
             }
         }
     }
@@ -222,7 +232,8 @@ mod tests {
         assert_eq!(
             msg,
             "unknown unsafe mode `fast`; valid names: reuse-tokens, no-ttl, wall-clock, \
-             skip-token-check, racy, split-brain, renew-grace, unchecked-release, volatile"
+             skip-token-check, racy, split-brain, renew-grace, unchecked-release, volatile, \
+             no-tiebreak"
         );
         let msg = "some".parse::<FenceMode>().unwrap_err().to_string();
         assert_eq!(

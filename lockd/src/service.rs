@@ -28,6 +28,7 @@ use crate::cluster::{route, Cluster, ForwardError, Forwarder, Route, FORWARD_TIM
 use crate::error::LockdError;
 use crate::http::{check_name, health, not_found, parse_body, path_name, ApiError, BODY_BYTES_MAX};
 use crate::mode::UnsafeMode;
+use crate::ordered::{Ordered, TimestampOrder};
 use crate::persist::{self, DurableState};
 
 /// A lease longer than this is a client bug, and it would stretch the post-restart
@@ -71,6 +72,10 @@ pub struct LockdConfig {
     /// listener's local address, which is refused if it is unspecified (`0.0.0.0`), since
     /// then every member would rank itself by an address nobody else uses.
     pub advertise: Option<String>,
+    /// `Some`: the timestamp-ordered cluster (see the `ordered` module): every member grants
+    /// to its own clients once the members agree its request has the smallest timestamp; no
+    /// primary, no durable state. `None`: the primary scheme above.
+    pub order: Option<TimestampOrder>,
 }
 
 /// Serves the lock protocol on `listener` until `shutdown` resolves.
@@ -86,7 +91,15 @@ pub async fn serve_lockd(
 ) -> Result<(), LockdError> {
     let addr = listener.local_addr().map_err(LockdError::LocalAddr)?;
     let mode = cfg.unsafe_mode;
+    if mode == Some(UnsafeMode::NoTiebreak) && cfg.order.is_none() {
+        return Err(LockdError::InvalidCluster {
+            reason: "unsafe mode no-tiebreak needs the timestamp order".into(),
+        });
+    }
     let cluster = join_cluster(&cfg, addr)?;
+    if let Some(order) = cfg.order {
+        return serve_ordered(listener, order, mode, cluster.as_ref(), addr, shutdown).await;
+    }
     let dir = cfg.data_dir.clone();
     let primary = cluster.as_ref().is_none_or(|c| c.forwarder.is_none());
     let start = if primary {
@@ -163,6 +176,75 @@ pub async fn serve_lockd(
             shutdown.await;
             // Wakes acquires parked in `wait_ms`, which would otherwise hold up the graceful
             // shutdown for up to WAIT_MS_MAX.
+            let _ = stop_tx.send(true);
+        })
+        .await
+        .map_err(LockdError::Serve)?;
+    info!(%addr, "lockd stopped");
+    Ok(())
+}
+
+/// The timestamp-ordered cluster: the same lock API, decided by the members together.
+async fn serve_ordered(
+    listener: TcpListener,
+    order: TimestampOrder,
+    mode: Option<UnsafeMode>,
+    cluster: Option<&Cluster>,
+    addr: SocketAddr,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), LockdError> {
+    let order = match mode {
+        None => order,
+        Some(UnsafeMode::NoTiebreak) => TimestampOrder {
+            tiebreak: false,
+            ..order
+        },
+        Some(m) => {
+            return Err(LockdError::InvalidCluster {
+                reason: format!("unsafe mode {m} does not apply to the timestamp order"),
+            })
+        }
+    };
+    let me = cluster.map_or_else(|| addr.to_string(), |c| c.me.clone());
+    let members: Vec<&str> = match cluster {
+        Some(c) => c.members().split(',').collect(),
+        None => vec![me.as_str()],
+    };
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let ordered = Arc::new(Ordered::new(order, &me, &members, stop_rx)?);
+    info!(
+        %addr,
+        me,
+        members = members.join(","),
+        granularity_ms = order.granularity_ms,
+        tiebreak = order.tiebreak,
+        "lockd listening: timestamp order"
+    );
+    if let Some(m) = mode {
+        warn!(
+            "UNSAFE MODE `{m}` IS ON: {}. This lockd is broken on purpose, for testing the \
+             harness; never protect anything with it.",
+            m.consequence()
+        );
+    }
+    let node = HeaderValue::from_str(&me).map_err(|e| LockdError::InvalidCluster {
+        reason: format!("`{me}` cannot go into a header: {e}"),
+    })?;
+    let app = ordered
+        .routes()
+        .route("/v1/health", get(health))
+        .route("/v1/time", get(time_handler))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(BODY_BYTES_MAX))
+        .layer(middleware::map_response_with_state(node, add_node_header));
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            debug!("set_nodelay failed: {e}");
+        }
+    });
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
             let _ = stop_tx.send(true);
         })
         .await
@@ -846,7 +928,7 @@ struct ReleaseReq {
     token: u64,
 }
 
-fn check_ttl(ttl_ms: u64) -> Result<(), ApiError> {
+pub(crate) fn check_ttl(ttl_ms: u64) -> Result<(), ApiError> {
     if ttl_ms == 0 || ttl_ms > TTL_MS_MAX {
         return Err(ApiError::BadRequest(format!(
             "ttl_ms must be in 1..={TTL_MS_MAX}, got {ttl_ms}"

@@ -270,6 +270,7 @@ async fn member_of_silent_primary(
         peers: vec![silent.local_addr().unwrap().to_string()],
         // Ranks after 127.0.0.1:*, so the silent listener is the primary; nobody dials it.
         advertise: Some("127.0.0.9:1".into()),
+        order: None,
     };
     (silent, start_lockd_on(bind().await, cfg))
 }
@@ -424,6 +425,7 @@ async fn bad_cluster_configs_refuse_to_start() {
             unsafe_mode: mode,
             peers: peers.iter().map(|p| (*p).to_owned()).collect(),
             advertise: advertise.map(str::to_owned),
+            order: None,
         };
         let cases = [
             (cfg(Some(UnsafeMode::SplitBrain), &[], None), "needs peers"),

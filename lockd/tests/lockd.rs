@@ -363,6 +363,7 @@ async fn corrupt_state_refuses_to_start() {
             unsafe_mode: None,
             peers: Vec::new(),
             advertise: None,
+            order: None,
         };
         let err = serve_lockd(listener, cfg, std::future::pending())
             .await

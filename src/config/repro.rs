@@ -109,6 +109,12 @@ impl RunConfig {
         match &self.store {
             // The fence is a mode of the embedded store only (clap refuses it beside the others).
             Some(Target::Embedded) | None => {
+        if let Some(o) = &self.lock_order {
+            s.push(("--lock-order", Text(o.clone())));
+        }
+        if self.arrivals != "steady" {
+            s.push(("--arrivals", Text(self.arrivals.clone())));
+        }
                 s.push(("--store-fence", Text(self.store_fence.clone())))
             }
             Some(Target::Command { template }) => s.push(("--store-cmd", Text(template.clone()))),

@@ -156,6 +156,7 @@ async fn start_lock_nodes(
             nodes: n,
             unsafe_mode: cfg.unsafe_mode.as_deref(),
         })
+            lock_order: cfg.lock_order.as_deref(),
         .unwrap_or_default();
     let mut clocks = Vec::with_capacity(n);
     let mut unstarted = Vec::with_capacity(n);

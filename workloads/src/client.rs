@@ -309,6 +309,9 @@ pub(crate) fn lockd_argv(launch: &Launch) -> Vec<String> {
     if let Some(m) = launch.unsafe_mode {
         argv.extend(["--unsafe".to_string(), m.to_string()]);
     }
+    if let Some(o) = launch.lock_order {
+        argv.extend(["--lock-order".to_string(), o.to_string()]);
+    }
     argv
 }
 

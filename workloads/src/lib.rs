@@ -65,5 +65,6 @@ pub use service::{
 pub use template::{CallSpec, TemplateClient, TemplateSpec};
 pub use watch::{AnswerWatch, UNEXPECTED_MIN, WINDOW};
 pub use workload::{
-    final_reads, run_workers, Budget, WorkersDone, WorkloadConfig, WorkloadError, WorkloadKind,
+    final_reads, run_workers, Arrivals, Budget, WorkersDone, WorkloadConfig, WorkloadError,
+    WorkloadKind,
 };

@@ -24,6 +24,8 @@ pub struct Launch<'a> {
     pub nodes: usize,
     /// `--unsafe MODE`, for services that have unsafe modes.
     pub unsafe_mode: Option<&'a str>,
+    /// `--lock-order ORDER`, for the embedded lockd.
+    pub lock_order: Option<&'a str>,
 }
 
 /// The resolved settings a service may refuse.

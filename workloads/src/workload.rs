@@ -46,6 +46,59 @@ impl WorkloadKind {
     }
 }
 
+/// Rounds shorter or longer than this are refused: below, the clients' own scheduling is the
+/// spread; above, a run holds too few rounds to count.
+const ROUND_WINDOW_MS_MAX: u64 = 60_000;
+/// A contention round lasts this many windows: the window in which its clients ask, then
+/// room for their holds before the next round starts.
+pub const ROUND_WINDOWS: u64 = 4;
+/// How long before its time a client in a round stops sleeping and yields until then.
+const ROUND_SPIN_US: u64 = 2_000;
+/// Backstop on those yields.
+const ROUND_SPIN_ROUNDS_MAX: u32 = 1_000_000;
+
+fn realtime_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
+/// When clients ask for a lock (`--arrivals`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Arrivals {
+    /// Each client asks again as soon as its last attempt ended.
+    #[default]
+    Steady,
+    /// Contention rounds: a round starts every `ROUND_WINDOWS * window_ms` on the realtime
+    /// clock (at a multiple of that period since the epoch, so a window that is a multiple of a
+    /// timestamp granularity spans whole ticks), and every client asks once in it, at a time
+    /// drawn uniformly from its first `window_ms`; its acquire records the round's number.
+    Rounds { window_ms: u64 },
+}
+
+impl std::str::FromStr for Arrivals {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "steady" {
+            return Ok(Arrivals::Steady);
+        }
+        let Some(w) = s.strip_prefix("rounds:") else {
+            return Err("expected steady or rounds:WINDOW (e.g. rounds:20ms)".to_string());
+        };
+        let (num, scale) = match (w.strip_suffix("ms"), w.strip_suffix('s')) {
+            (Some(n), _) => (n, 1),
+            (None, Some(n)) => (n, 1000),
+            _ => return Err(format!("window {w:?} needs a unit, ms or s")),
+        };
+        match num.parse::<u64>().ok().and_then(|n| n.checked_mul(scale)) {
+            Some(ms) if (1..=ROUND_WINDOW_MS_MAX).contains(&ms) => {
+                Ok(Arrivals::Rounds { window_ms: ms })
+            }
+            _ => Err(format!("window {w:?}: expected 1ms..=60s")),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct WorkloadConfig {
     pub kind: WorkloadKind,
@@ -65,6 +118,7 @@ pub struct WorkloadConfig {
     /// How long an acquire may wait for a held lock (`--acquire-wait`): the reference
     /// protocol's `wait_ms`, etcd's `lock/lock` wait.
     pub acquire_wait_ms: u64,
+    pub arrivals: Arrivals,
 }
 
 impl WorkloadConfig {
@@ -148,6 +202,7 @@ pub async fn run_workers<W: Write + Send + 'static>(
             stop: stop.clone(),
             answers: answers.clone(),
             recent: Recent::default(),
+            last_round: 0,
             rng: ChaCha8Rng::seed_from_u64(
                 cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ slot as u64,
             ),
@@ -226,6 +281,8 @@ struct Worker<W: Write + Send> {
     answers: Arc<AnswerWatch>,
     recent: Recent,
     rng: ChaCha8Rng,
+    /// The last contention round this client asked in (`--arrivals rounds:...`).
+    last_round: u64,
 }
 
 /// How an op ended, as the worker acts on it.
@@ -389,14 +446,51 @@ impl<W: Write + Send> Worker<W> {
         Ok(done)
     }
 
+    /// Sleeps until this client's time in its next contention round; its number. The time
+    /// is drawn first: a client whose last attempt ran into the current round still asks in it
+    /// if its time there has not come yet, so a slow round does not thin out the next one.
+    async fn next_round(&mut self, window_ms: u64) -> u64 {
+        let period_us = window_ms * ROUND_WINDOWS * 1000;
+        let offset_us = self.rng.random_range(0..window_ms * 1000);
+        let now_us = realtime_us();
+        let mut round = now_us / period_us;
+        if round <= self.last_round || round * period_us + offset_us <= now_us {
+            round += 1;
+        }
+        round = round.max(self.last_round + 1);
+        self.last_round = round;
+        let at_us = round * period_us + offset_us;
+        // The timer wakes up to a millisecond late, which would shift every ask past the tick
+        // boundaries the window is aligned to: sleep to just before, then yield until the time.
+        let early_us = ROUND_SPIN_US.min(at_us.saturating_sub(now_us));
+        self.sleep(Duration::from_micros(at_us - now_us - early_us))
+            .await;
+        // Bounded: the realtime clock passes `at_us` within about `early_us`; a clock stepped
+        // back stops the loop at the cap.
+        for _ in 0..ROUND_SPIN_ROUNDS_MAX {
+            if realtime_us() >= at_us || self.stopping() {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        round
+    }
+
     async fn cycle(&mut self) -> Result<(), WorkloadError> {
+        let round = match self.cfg.arrivals {
+            Arrivals::Steady => None,
+            Arrivals::Rounds { window_ms } => Some(self.next_round(window_ms).await),
+        };
         let lock = WorkloadConfig::lock_name(self.rng.random_range(0..self.cfg.locks));
-        if !self.budget.take() {
+        if self.stopping() || !self.budget.take() {
             return Ok(());
         }
         let ttl_ms = self.cfg.ttl_ms;
         let invoked_at = Instant::now();
-        let v = OpValue::default().with_ttl_ms(ttl_ms);
+        let mut v = OpValue::default().with_ttl_ms(ttl_ms);
+        if let Some(r) = round {
+            v = v.with_extra("round", serde_json::json!(r));
+        }
         let body = match self.op(F::Acquire, Some(&lock), None, v).await? {
             Done::Ok(body) => body,
             Done::Fail => {

@@ -91,6 +91,7 @@ pub async fn start_lockd(data_dir: &Path, unsafe_mode: Option<UnsafeMode>) -> Ru
         unsafe_mode,
         peers: Vec::new(),
         advertise: None,
+        order: None,
     };
     start_lockd_on(bind().await, cfg)
 }
@@ -116,6 +117,7 @@ pub async fn start_cluster(root: &Path, n: usize, unsafe_mode: Option<UnsafeMode
                 unsafe_mode,
                 peers: addrs.iter().filter(|a| **a != addrs[i]).cloned().collect(),
                 advertise: (i % 2 == 1).then(|| addrs[i].clone()),
+                order: None,
             };
             start_lockd_on(listener, cfg)
         })
