@@ -199,22 +199,28 @@ pub(crate) struct Forwarder {
     reachable: AtomicBool,
 }
 
+/// The HTTP client one member talks to others with (`what` names it in the error).
+pub(crate) fn member_client(connect_ms: u64, what: &str) -> Result<reqwest::Client, LockdError> {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_millis(connect_ms))
+        .pool_max_idle_per_host(FORWARD_POOL_IDLE_PER_HOST)
+        .pool_idle_timeout(Duration::from_millis(FORWARD_POOL_IDLE_TIMEOUT_MS))
+        .tcp_nodelay(true)
+        // One attempt only: a retried acquire could be granted twice, and a retried peer
+        // message would hide a lost peer.
+        .retry(reqwest::retry::never())
+        .redirect(reqwest::redirect::Policy::none())
+        // An HTTP_PROXY in the node's environment must not reroute lock traffic.
+        .no_proxy()
+        .build()
+        .map_err(|e| LockdError::InvalidCluster {
+            reason: format!("cannot build the {what} client: {e}"),
+        })
+}
+
 impl Forwarder {
     fn new(primary: &str, by: HeaderValue, members: HeaderValue) -> Result<Forwarder, LockdError> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_millis(FORWARD_TIMEOUT_MS))
-            .pool_max_idle_per_host(FORWARD_POOL_IDLE_PER_HOST)
-            .pool_idle_timeout(Duration::from_millis(FORWARD_POOL_IDLE_TIMEOUT_MS))
-            .tcp_nodelay(true)
-            // One attempt only: a retried acquire could be granted twice.
-            .retry(reqwest::retry::never())
-            .redirect(reqwest::redirect::Policy::none())
-            // An HTTP_PROXY in the node's environment must not reroute lock traffic.
-            .no_proxy()
-            .build()
-            .map_err(|e| LockdError::InvalidCluster {
-                reason: format!("cannot build the relay client: {e}"),
-            })?;
+        let http = member_client(FORWARD_TIMEOUT_MS, "relay")?;
         Ok(Forwarder {
             http,
             base: format!("http://{primary}"),

@@ -37,9 +37,10 @@ use serde_json::json;
 use tokio::sync::{watch, Notify};
 use tracing::{debug, warn};
 
+use crate::cluster::member_client;
 use crate::error::{LockdError, ParseOrderError};
 use crate::http::{check_name, parse_body, path_name, ApiError};
-use crate::service::check_ttl;
+use crate::service::{check_ttl, AcquireReq, ReleaseReq, RenewReq};
 
 /// A peer that takes longer to answer a request or a release is counted unreachable. Above
 /// the longest granularity, which a peer may wait before it answers.
@@ -213,27 +214,6 @@ pub(crate) struct Ordered {
     stopping: watch::Receiver<bool>,
 }
 
-#[derive(Deserialize)]
-struct AcquireReq {
-    client: String,
-    ttl_ms: u64,
-    #[serde(default)]
-    wait_ms: u64,
-}
-
-#[derive(Deserialize)]
-struct RenewReq {
-    client: String,
-    token: u64,
-    ttl_ms: u64,
-}
-
-#[derive(Deserialize)]
-struct ReleaseReq {
-    client: String,
-    token: u64,
-}
-
 #[derive(Serialize, Deserialize)]
 struct PeerRequest {
     lock: String,
@@ -281,17 +261,7 @@ impl Ordered {
             .iter()
             .position(|m| *m == me)
             .expect("members holds me");
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_millis(PEER_TIMEOUT_MS))
-            .tcp_nodelay(true)
-            // One attempt: the messages are idempotent, but a retry hides a lost peer.
-            .retry(reqwest::retry::never())
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .build()
-            .map_err(|e| LockdError::InvalidCluster {
-                reason: format!("cannot build the peer client: {e}"),
-            })?;
+        let http = member_client(PEER_TIMEOUT_MS, "peer")?;
         Ok(Ordered {
             order,
             me: me_id,

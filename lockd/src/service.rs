@@ -163,7 +163,17 @@ pub async fn serve_lockd(
     if let Some(node) = node {
         app = app.layer(middleware::map_response_with_state(node, add_node_header));
     }
-    let app = app.with_state(svc);
+    serve_app(listener, app.with_state(svc), shutdown, stop_tx, addr).await
+}
+
+/// Serves `app` until `shutdown`, then tells `stop_tx`.
+pub(crate) async fn serve_app(
+    listener: TcpListener,
+    app: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    stop_tx: watch::Sender<bool>,
+    addr: SocketAddr,
+) -> Result<(), LockdError> {
     let listener = listener.tap_io(|tcp| {
         // Small request/response pairs on keep-alive connections would otherwise stall on
         // Nagle + delayed ACK, capping throughput far below the harness's target.
@@ -237,20 +247,7 @@ async fn serve_ordered(
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(BODY_BYTES_MAX))
         .layer(middleware::map_response_with_state(node, add_node_header));
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            debug!("set_nodelay failed: {e}");
-        }
-    });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            let _ = stop_tx.send(true);
-        })
-        .await
-        .map_err(LockdError::Serve)?;
-    info!(%addr, "lockd stopped");
-    Ok(())
+    serve_app(listener, app, shutdown, stop_tx, addr).await
 }
 
 /// `None`: no peers, a single node.
@@ -908,24 +905,24 @@ impl LockTable {
 }
 
 #[derive(Deserialize)]
-struct AcquireReq {
-    client: String,
-    ttl_ms: u64,
+pub(crate) struct AcquireReq {
+    pub(crate) client: String,
+    pub(crate) ttl_ms: u64,
     #[serde(default)]
-    wait_ms: u64,
+    pub(crate) wait_ms: u64,
 }
 
 #[derive(Deserialize)]
-struct RenewReq {
-    client: String,
-    token: u64,
-    ttl_ms: u64,
+pub(crate) struct RenewReq {
+    pub(crate) client: String,
+    pub(crate) token: u64,
+    pub(crate) ttl_ms: u64,
 }
 
 #[derive(Deserialize)]
-struct ReleaseReq {
-    client: String,
-    token: u64,
+pub(crate) struct ReleaseReq {
+    pub(crate) client: String,
+    pub(crate) token: u64,
 }
 
 pub(crate) fn check_ttl(ttl_ms: u64) -> Result<(), ApiError> {
