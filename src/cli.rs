@@ -176,6 +176,10 @@ pub struct RunArgs {
     /// The file whose [template] section describes the API (set by --config).
     #[arg(long, value_name = "FILE", hide = true)]
     pub template_file: Option<PathBuf>,
+    /// The file whose `[[nodes]]` (and `[ssh]`) list the hosts of --runtime ssh (set by
+    /// --config).
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub hosts_file: Option<PathBuf>,
     /// Nodes of the lock service (embedded lockd: one primary, the others forward to it).
     /// Client i talks to node i mod N. Templates get the other nodes as {peers}.
     #[arg(long, default_value_t = 1, value_name = "N")]
@@ -183,10 +187,11 @@ pub struct RunArgs {
     /// Which nodes a pause, kill or clock fault hits: one, minority, majority, all, primary.
     #[arg(long, default_value = "one", value_name = "TARGET")]
     pub nemesis_targets: String,
-    /// Where nodes run: `local` (processes on loopback) or `netns` (each node in its own
-    /// network namespace on a private bridge; needs root). Default: netns when the run asks
-    /// for partition or netem faults, else local.
-    #[arg(long, value_name = "local|netns")]
+    /// Where nodes run: `local` (processes on loopback), `netns` (each node in its own
+    /// network namespace on a private bridge; needs root) or `ssh` (each node on a host of the
+    /// --config file's [[nodes]], over ssh). Default: netns when the run asks for partition or
+    /// netem faults, else local.
+    #[arg(long, value_name = "local|netns|ssh")]
     pub runtime: Option<String>,
     /// Partition topologies to draw from: isolate, halves, majorities-ring, bridge, clients
     /// (default: all that cut something with this many nodes).

@@ -78,6 +78,11 @@ pub struct RunConfig {
     pub etcd_api: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub template_file: Option<PathBuf>,
+    /// The file holding the hosts of --runtime ssh, and those hosts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hosts_file: Option<PathBuf>,
+    #[serde(skip)]
+    pub hosts: Option<nemesis::ssh::Hosts>,
     pub nodes: usize,
     pub nemesis_targets: String,
     pub runtime: String,
@@ -367,6 +372,11 @@ impl RunConfig {
                 other => bail!("--etcd-api {other:?}: expected /v3 (etcd 3.4+) or /v3beta (3.3)"),
             },
             template_file: a.template_file.clone(),
+            hosts_file: a.hosts_file.clone(),
+            hosts: match &a.hosts_file {
+                Some(f) => Some(load_hosts(f)?),
+                None => None,
+            },
             nodes: a.nodes,
             nemesis_targets: a.nemesis_targets.clone(),
             runtime: runtime.to_string(),
@@ -465,6 +475,46 @@ fn load_template(file: &std::path::Path) -> Result<workloads::TemplateSpec> {
     section
         .try_into::<workloads::TemplateSpec>()
         .map_err(|e| anyhow::anyhow!("{}: [template]: {}", file.display(), e.message()))
+}
+
+/// The `[[nodes]]` and `[ssh]` of a config file: the hosts of --runtime ssh. Relative paths
+/// (identity files, the ssh config) are taken from the file's directory.
+fn load_hosts(file: &std::path::Path) -> Result<nemesis::ssh::Hosts> {
+    #[derive(serde::Deserialize)]
+    struct SshSection {
+        config: Option<PathBuf>,
+    }
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("{}: cannot read it", file.display()))?;
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| anyhow::anyhow!("{}: {}", file.display(), e.message()))?;
+    let dir = file.parent().unwrap_or(std::path::Path::new("."));
+    let bad = |what: &str, e: toml::de::Error| {
+        anyhow::anyhow!("{}: {what}: {}", file.display(), e.message())
+    };
+    let nodes: Vec<nemesis::ssh::HostSpec> = match table.get("nodes").cloned() {
+        Some(v) => v.try_into().map_err(|e| bad("[[nodes]]", e))?,
+        None => bail!(
+            "{}: --runtime ssh needs the hosts as [[nodes]] (address, user, port)",
+            file.display()
+        ),
+    };
+    let ssh: Option<SshSection> = match table.get("ssh").cloned() {
+        Some(v) => Some(v.try_into().map_err(|e| bad("[ssh]", e))?),
+        None => None,
+    };
+    let nodes = nodes
+        .into_iter()
+        .map(|mut h| {
+            h.identity_file = h.identity_file.map(|p| dir.join(p));
+            h
+        })
+        .collect();
+    Ok(nemesis::ssh::Hosts {
+        nodes,
+        ssh_config: ssh.and_then(|s| s.config).map(|p| dir.join(p)),
+    })
 }
 
 /// A launch with no particulars: whether a service has a command of its own at all.

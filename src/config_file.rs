@@ -85,6 +85,8 @@ const KEYS: &[(&str, &str, &str, Kind)] = &[
     ("output", "name", "--name", Kind::Text),
     // Set from a [template] section; a run's config.toml names the file that holds it.
     ("target", "template_file", "--template-file", Kind::Text),
+    // Set from [[nodes]] and [ssh]; a run's config.toml names the file that holds them.
+    ("target", "hosts_file", "--hosts-file", Kind::Text),
     ("target", "no_probe", "--no-probe", Kind::Switch),
 ];
 
@@ -95,6 +97,9 @@ const LEGACY_KEYS: [&str; 4] = ["ttl_ms", "duration_ms", "op_timeout_ms", "hold_
 const SECTIONS: [&str; 6] = ["target", "store", "workload", "nemesis", "check", "output"];
 /// The template adapter's requests: read by the runner from the file itself.
 const TEMPLATE_SECTION: &str = "template";
+/// The hosts of --runtime ssh (`[[nodes]]`) and the ssh settings (`[ssh]`): read by the runner
+/// from the file itself.
+const HOSTS_KEYS: [&str; 2] = ["nodes", "ssh"];
 
 /// The line a key (or section header) sits on, for messages; 0 when not found.
 fn line_of(text: &str, section: Option<&str>, key: &str) -> usize {
@@ -180,6 +185,16 @@ pub fn flags_from_file(path: &Path) -> Result<FileFlags> {
             toml::Value::Table(_) if name == TEMPLATE_SECTION => {
                 out.flags.push("--template-file".into());
                 out.flags.push(path.as_os_str().to_owned());
+                Ok(())
+            }
+            // The hosts of --runtime ssh: read by the runner from the file itself.
+            toml::Value::Array(_) | toml::Value::Table(_)
+                if HOSTS_KEYS.contains(&name.as_str()) =>
+            {
+                if !out.flags.iter().any(|f| f == "--hosts-file") {
+                    out.flags.push("--hosts-file".into());
+                    out.flags.push(path.as_os_str().to_owned());
+                }
                 Ok(())
             }
             toml::Value::Table(keys) if SECTIONS.contains(&name.as_str()) => {

@@ -7,7 +7,8 @@
 //!   [`restart`] the same command again. It stops the node when dropped.
 //! - [`runtime`]: where nodes run. A [`runtime::Runtime`] gives each node its address, makes
 //!   its node control, offers its network faults and tears down; [`RUNTIMES`] lists the kinds
-//!   `--runtime` names: [`local`] (loopback) and [`netns`] (a network namespace per node).
+//!   `--runtime` names: [`local`] (loopback), [`netns`] (a network namespace per node) and
+//!   [`ssh`] (a host per node, over the system's ssh client).
 //! - [`fault`]: one module per fault family (its history op names, how it is carried out, its
 //!   heal) and [`fault::run_plan`], the interpreter of a planned schedule.
 //! - [`substitute`] and [`Placeholders`]: fill a command template's `{id} {host} {port}
@@ -36,6 +37,7 @@
 //! [`restart`]: LocalNode::restart
 
 pub mod clock;
+mod command;
 mod error;
 pub mod fault;
 pub mod node;
@@ -60,6 +62,7 @@ macro_rules! runtimes {
 runtimes! {
     local::Local,
     netns::Netns,
+    ssh::Ssh,
 }
 
 pub use error::{Error, NodeError};

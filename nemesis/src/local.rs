@@ -580,14 +580,18 @@ fn peek_exit(pid: Pid) -> Result<Option<String>, Errno> {
 
 /// A fresh client per use: a reqwest client is tied to the tokio runtime it first ran on,
 /// and nodes outlive runtimes in tests. Never goes through a proxy: the nodes are local.
-fn http_client() -> Result<reqwest::Client, String> {
+pub(crate) fn http_client() -> Result<reqwest::Client, String> {
     reqwest::Client::builder()
         .no_proxy()
         .build()
         .map_err(|e| format!("cannot build HTTP client: {}", error_chain(&e)))
 }
 
-async fn probe(client: &reqwest::Client, url: &str, timeout: Duration) -> Result<(), String> {
+pub(crate) async fn probe(
+    client: &reqwest::Client,
+    url: &str,
+    timeout: Duration,
+) -> Result<(), String> {
     match client.get(url).timeout(timeout).send().await {
         Ok(response) if response.status() == reqwest::StatusCode::OK => Ok(()),
         Ok(response) => Err(format!("HTTP {}", response.status())),

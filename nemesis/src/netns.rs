@@ -28,16 +28,16 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
-use std::io::{self, Read};
+use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::{mpsc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
+use std::time::Duration;
 
 use nix::sched::CloneFlags;
 use serde::{Deserialize, Serialize};
 
+use crate::command::CommandError;
 use crate::NodeCommand;
 
 mod proxy;
@@ -140,87 +140,31 @@ pub enum NetnsError {
 // ---------------------------------------------------------------------------------------------
 // Commands
 
-/// Runs `argv` with a bounded wait and returns its stdout; a non-zero exit is an error that
-/// carries the command line and its stderr.
+/// Runs `argv` with a bounded wait ([`COMMAND_TIMEOUT`]) and returns its stdout; a non-zero
+/// exit is an error that carries the command line and its stderr.
 fn run(argv: &[&str]) -> Result<String, NetnsError> {
     let command = argv.join(" ");
-    let mut child = Command::new(argv[0])
-        .args(&argv[1..])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|source| NetnsError::Spawn {
-            command: command.clone(),
-            source,
-        })?;
-    // Drained on their own threads so a chatty command cannot block on a full pipe.
-    let (tx, rx) = mpsc::channel::<(bool, String)>();
-    for (is_stdout, pipe) in [
-        (
-            true,
-            child
-                .stdout
-                .take()
-                .map(|p| Box::new(p) as Box<dyn Read + Send>),
-        ),
-        (
-            false,
-            child
-                .stderr
-                .take()
-                .map(|p| Box::new(p) as Box<dyn Read + Send>),
-        ),
-    ] {
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            if let Some(pipe) = pipe {
-                // 1 MiB is far beyond what ip/iptables/tc print here.
-                let _ = pipe.take(1 << 20).read_to_string(&mut text);
-            }
-            let _ = tx.send((is_stdout, text));
-        });
-    }
-    drop(tx);
-    let started = Instant::now();
-    let mut pause = Duration::from_millis(1);
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if started.elapsed() < COMMAND_TIMEOUT => {
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(20));
-            }
-            Ok(None) => {
-                // Our own child, not yet reaped: its pid is still ours to signal.
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(NetnsError::Timeout {
-                    command,
-                    timeout_ms: COMMAND_TIMEOUT.as_millis(),
-                });
-            }
-            Err(source) => return Err(NetnsError::Spawn { command, source }),
-        }
-    };
-    let (mut stdout, mut stderr) = (String::new(), String::new());
-    for _ in 0..2 {
-        match rx.recv_timeout(Duration::from_secs(1)) {
-            Ok((true, text)) => stdout = text,
-            Ok((false, text)) => stderr = text,
-            Err(_) => break,
-        }
-    }
-    if status.success() {
-        Ok(stdout)
-    } else {
-        Err(NetnsError::Command {
+    let owned: Vec<String> = argv.iter().map(|a| a.to_string()).collect();
+    crate::command::run(&owned, None, COMMAND_TIMEOUT, &command).map_err(|e| match e {
+        CommandError::Spawn { command, source } => NetnsError::Spawn { command, source },
+        CommandError::Failed {
             command,
-            status: status.to_string(),
-            stderr: stderr.trim().to_string(),
-        })
-    }
+            status,
+            stderr,
+            ..
+        } => NetnsError::Command {
+            command,
+            status,
+            stderr,
+        },
+        CommandError::Timeout {
+            command,
+            timeout_ms,
+        } => NetnsError::Timeout {
+            command,
+            timeout_ms,
+        },
+    })
 }
 
 /// `ip -n <ns> <args>`: an `ip` command inside namespace `ns`.
@@ -396,13 +340,6 @@ fn remove_state(path: &Path) -> Result<(), NetnsError> {
     }
 }
 
-fn process_start_ticks(pid: i32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may contain spaces and parentheses; fields after the last
-    // `)` start at field 3.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(22 - 3)?.parse().ok()
-}
 
 /// What [`cleanup_from_state`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -424,7 +361,7 @@ pub fn cleanup_from_state(path: &Path) -> Result<CleanupReport, NetnsError> {
     let me = std::process::id() as i32;
     if state.pid != me
         && state.pid_start_ticks.is_some()
-        && process_start_ticks(state.pid) == state.pid_start_ticks
+        && crate::process::start_ticks(state.pid) == state.pid_start_ticks
     {
         return Err(NetnsError::RunAlive {
             path: path.to_path_buf(),
@@ -615,7 +552,7 @@ impl NetnsCluster {
             version: STATE_VERSION,
             prefix: prefix.clone(),
             pid,
-            pid_start_ticks: process_start_ticks(pid),
+            pid_start_ticks: crate::process::start_ticks(pid),
             namespaces: Vec::new(),
         };
         write_state(state_file, &state)?;
@@ -1236,7 +1173,7 @@ mod tests {
 
     #[test]
     fn own_start_ticks_are_readable() {
-        assert!(process_start_ticks(std::process::id() as i32).is_some());
+        assert!(crate::process::start_ticks(std::process::id() as i32).is_some());
     }
 
     #[test]

@@ -14,6 +14,17 @@ pub fn process_state(pid: u32) -> Option<char> {
     after.split_whitespace().next()?.chars().next()
 }
 
+/// The start time of process `pid` (field 22 of `/proc/<pid>/stat`, in clock ticks since
+/// boot): with the pid, it names one process, so a pid reused later is not taken for it (the
+/// state files of the runtimes record both).
+pub(crate) fn start_ticks(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may contain spaces and parentheses; fields after the last
+    // `)` start at field 3.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(22 - 3)?.parse().ok()
+}
+
 /// Whether process group `pgid` still has a member (a zombie counts). Sends no signal:
 /// `killpg` with signal 0 only checks existence and permission.
 pub fn process_group_alive(pgid: u32) -> bool {

@@ -18,6 +18,8 @@ pub struct RuntimeSpec<'a> {
     /// Where the runtime lists what it creates before creating it (`lockpick cleanup` reads
     /// it after a killed run).
     pub state_file: &'a Path,
+    /// The hosts of `--runtime ssh` (the config file's `[[nodes]]`); other runtimes ignore it.
+    pub hosts: Option<&'a crate::ssh::Hosts>,
 }
 
 /// A kind of runtime, as `--runtime` names it.

@@ -73,6 +73,9 @@ impl RunConfig {
         if let Some(f) = &self.template_file {
             s.push(("--template-file", Text(f.display().to_string())));
         }
+        if let Some(f) = &self.hosts_file {
+            s.push(("--hosts-file", Text(f.display().to_string())));
+        }
         s.extend([
             ("--nodes", Count(self.nodes as u64)),
             ("--nemesis-targets", Text(self.nemesis_targets.clone())),

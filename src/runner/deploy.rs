@@ -132,6 +132,7 @@ async fn start_lock_nodes(
     let spec = RuntimeSpec {
         nodes: n,
         state_file: &state_file,
+        hosts: cfg.hosts.as_ref(),
     };
     let runtime = tokio::task::block_in_place(|| kind.open(&spec))?;
     let (hosts, ports): (Vec<String>, Vec<u16>) = runtime.addresses(n)?.into_iter().unzip();

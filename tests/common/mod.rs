@@ -69,7 +69,16 @@ impl Run {
 /// Runs `lockpick ARGS` and kills it if it outlives `limit` (then panics). Output is drained
 /// while it runs: a child writing more than a pipe holds must not block on us.
 pub fn run_with_limit(args: &[&str], limit: Duration) -> Output {
-    let child = Command::new(BIN)
+    let mut argv = vec![BIN];
+    argv.extend_from_slice(args);
+    run_argv_with_limit(&argv, limit)
+}
+
+/// Runs `argv` (a program that execs lockpick, such as `ip netns exec NS lockpick ...`, or
+/// lockpick itself) with the same bound and draining as [`run_with_limit`].
+pub fn run_argv_with_limit(argv: &[&str], limit: Duration) -> Output {
+    let args = &argv[1..];
+    let child = Command::new(argv[0])
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -1,0 +1,1373 @@
+//! `--runtime ssh`: every node on a host of its own, reached through the system's OpenSSH
+//! client (so `~/.ssh/config`, agents and known_hosts work as they do for the user), one
+//! multiplexed connection per host (`ControlMaster`, a socket in a directory of the run's own,
+//! `ControlPersist` bounded so a master left by a killed harness goes away by itself).
+//!
+//! On each host, for run `R` (a short random id):
+//!
+//! - `/tmp/lockpick-R/`: the run's directory: the `lockpick` binary copied there (checked by
+//!   SHA-256; the service command and the clock agent), and per node `<id>/` with `pid`,
+//!   `stdout.log`, `stderr.log` and `data/`.
+//! - iptables chain `LP-R`, jumped to from INPUT (one rule, inserted first): partitions and
+//!   client cuts are rules in it; heal flushes it. No other chain or rule is touched.
+//! - a netem qdisc with handle `4c50:` on the interface that carries the harness's traffic,
+//!   while a netem fault holds; removed only when it has that handle.
+//!
+//! [`Ssh`] is the runtime kind; [`SshRuntime`] sets a run up (connects, checks, copies, makes
+//! the chain) and tears it down; [`SshNode`] is node control: the service started detached
+//! with `setsid` (its own process group, whose id goes to the pid file), SIGSTOP/SIGCONT/SIGKILL
+//! to that group, logs fetched into the local node directory when it stops.
+//! [`cleanup_from_state`] undoes a killed run from its state file.
+//!
+//! Invariants: every `ssh` call is bounded (`ConnectTimeout`, `ServerAliveInterval`, and a
+//! deadline on the process, which is then killed); the state file lists each host, its chain
+//! and its run directory before they are created, and each pid as it is known; a signal goes
+//! only to a process group whose leader carries `LOCKPICK_RUN=R/<node>` in its environment, so
+//! a pid reused on the host is never hit; a host that stops answering is an error of the run
+//! ([`SshError::Unreachable`]), never a verdict.
+
+use crate::command::{self, CommandError};
+use crate::netns::NetemSpec;
+use crate::node::{BoxFuture, NodeControl, NodeLogs};
+use crate::runtime::{NetworkFaults, NodeSpec, Runtime, RuntimeKind, RuntimeSpec};
+use crate::{Error, NodeCommand, NodeError};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The port a node's service listens on unless its `[[nodes]]` entry says otherwise.
+pub const SERVICE_PORT: u16 = 7000;
+/// Its second (peer) port.
+pub const PEER_PORT: u16 = 7001;
+/// How long ssh waits for a host's TCP connection.
+const CONNECT_TIMEOUT_S: u32 = 5;
+/// A keepalive every 2 s, and the connection given up after 3 missed: a host that stops
+/// answering fails its calls within about 6 s instead of hanging.
+const ALIVE_INTERVAL_S: u32 = 2;
+const ALIVE_COUNT_MAX: u32 = 3;
+/// A master connection left idle this long exits by itself (after a SIGKILLed harness).
+const CONTROL_PERSIST_S: u32 = 60;
+/// One remote command (a signal, a rule, a pid file) never takes longer than this.
+const CALL_TIMEOUT: Duration = Duration::from_secs(15);
+/// Copying the binary to a host.
+const COPY_TIMEOUT: Duration = Duration::from_secs(120);
+/// iptables waits this long for the xtables lock.
+const XTABLES_WAIT_S: u32 = 5;
+/// The netem qdisc's handle (`LP`): a qdisc with another handle is not ours.
+const NETEM_HANDLE: &str = "4c50:";
+/// The environment variable that marks a node's processes as the run's.
+const RUN_TAG_VAR: &str = "LOCKPICK_RUN";
+/// A node's health is polled this often while it starts.
+const HEALTH_POLL_INTERVAL: Duration = Duration::from_millis(50);
+const HEALTH_PROBE_TIMEOUT_MAX: Duration = Duration::from_secs(1);
+const STATE_VERSION: u32 = 1;
+/// The most hosts one run drives (a bound on the threads that set them up).
+pub const HOSTS_MAX: usize = 64;
+
+/// One host, as a `[[nodes]]` entry of lockpick.toml gives it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostSpec {
+    /// Host name or address: where ssh connects, and where the harness's clients and the
+    /// other nodes reach the service.
+    pub address: String,
+    #[serde(default = "default_user")]
+    pub user: String,
+    /// The ssh port.
+    #[serde(default = "default_ssh_port")]
+    pub port: u16,
+    /// `ssh -i`: a key for this host (else ssh's own configuration decides).
+    #[serde(default)]
+    pub identity_file: Option<PathBuf>,
+    /// This node's service command (a shell line; `{id} {host} {port} {data_dir}` filled in),
+    /// instead of the run's.
+    #[serde(default)]
+    pub command: Option<String>,
+    #[serde(default = "default_service_port")]
+    pub service_port: u16,
+    #[serde(default = "default_peer_port")]
+    pub peer_port: u16,
+}
+
+fn default_user() -> String {
+    "root".into()
+}
+fn default_ssh_port() -> u16 {
+    22
+}
+fn default_service_port() -> u16 {
+    SERVICE_PORT
+}
+fn default_peer_port() -> u16 {
+    PEER_PORT
+}
+
+/// The hosts of a run and the ssh configuration to use.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hosts {
+    pub nodes: Vec<HostSpec>,
+    /// `ssh -F`: a client configuration instead of `~/.ssh/config`.
+    #[serde(default)]
+    pub ssh_config: Option<PathBuf>,
+}
+
+/// Every failure of the ssh runtime; each names the host.
+#[derive(Debug, thiserror::Error)]
+pub enum SshError {
+    /// ssh itself failed (exit 255) or the call ran past its deadline: the host does not
+    /// answer. A harness error, never a verdict.
+    #[error("host {host}: not answering over ssh ({what}, at {at_unix_ms} ms since the epoch): {reason}")]
+    Unreachable {
+        host: String,
+        what: String,
+        at_unix_ms: u128,
+        reason: String,
+    },
+    /// The remote command ran and failed.
+    #[error("host {host}: {what} failed: {reason}")]
+    Failed {
+        host: String,
+        what: String,
+        reason: String,
+    },
+    #[error("--runtime ssh: {0}")]
+    Config(String),
+    #[error("state file {path}: cannot {what}: {reason}")]
+    State {
+        path: PathBuf,
+        what: &'static str,
+        reason: String,
+    },
+    #[error(
+        "state file {path} belongs to run pid {pid}, which is still alive; stop it first \
+         (its own teardown cleans up)"
+    )]
+    RunAlive { path: PathBuf, pid: i32 },
+}
+
+impl From<SshError> for Error {
+    fn from(e: SshError) -> Error {
+        Error::msg(e.to_string())
+    }
+}
+
+fn unix_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0)
+}
+
+/// `'text'` for a POSIX shell, with every `'` closed, escaped and reopened.
+pub fn sh_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// One host's connection
+
+/// How to reach one host: the ssh command line, multiplexed through the run's control
+/// directory.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Conn {
+    host: HostSpec,
+    ssh_config: Option<PathBuf>,
+    /// Holds the master sockets (`%C`, a hash: short whatever the host's name).
+    control_dir: PathBuf,
+}
+
+impl Conn {
+    fn label(&self) -> String {
+        format!(
+            "{}@{}:{}",
+            self.host.user, self.host.address, self.host.port
+        )
+    }
+
+    /// `ssh` and its options, up to the destination.
+    fn ssh_argv(&self) -> Vec<String> {
+        let mut argv = vec!["ssh".to_string()];
+        if let Some(f) = &self.ssh_config {
+            argv.extend(["-F".into(), f.display().to_string()]);
+        }
+        if let Some(i) = &self.host.identity_file {
+            argv.extend(["-i".into(), i.display().to_string()]);
+        }
+        for option in [
+            "BatchMode=yes".to_string(),
+            format!("ConnectTimeout={CONNECT_TIMEOUT_S}"),
+            format!("ServerAliveInterval={ALIVE_INTERVAL_S}"),
+            format!("ServerAliveCountMax={ALIVE_COUNT_MAX}"),
+            "ControlMaster=auto".into(),
+            format!("ControlPath={}", self.control_dir.join("%C").display()),
+            format!("ControlPersist={CONTROL_PERSIST_S}"),
+            "LogLevel=ERROR".into(),
+        ] {
+            argv.extend(["-o".into(), option]);
+        }
+        argv.extend([
+            "-p".into(),
+            self.host.port.to_string(),
+            "-l".into(),
+            self.host.user.clone(),
+            self.host.address.clone(),
+        ]);
+        argv
+    }
+
+    /// Runs `script` (POSIX sh) on the host, as root (through `sudo -n` for another user),
+    /// with `stdin`, within `timeout`. `what` names the step in errors.
+    fn exec(
+        &self,
+        what: &str,
+        script: &str,
+        stdin: Option<File>,
+        timeout: Duration,
+    ) -> Result<String, SshError> {
+        let script = if self.host.user == "root" {
+            format!("sh -c {}", sh_quote(script))
+        } else {
+            format!("sudo -n sh -c {}", sh_quote(script))
+        };
+        let mut argv = self.ssh_argv();
+        argv.push("--".into());
+        argv.push(script);
+        let shown = format!("ssh {} ({what})", self.label());
+        command::run(&argv, stdin, timeout, &shown).map_err(|e| self.classify(what, e))
+    }
+
+    fn classify(&self, what: &str, e: CommandError) -> SshError {
+        let host = self.label();
+        let what = what.to_string();
+        match e {
+            // 255 is ssh's own failure: no connection, authentication, a dead master.
+            CommandError::Failed {
+                code: Some(255),
+                stderr,
+                ..
+            } => SshError::Unreachable {
+                host,
+                what,
+                at_unix_ms: unix_ms(),
+                reason: stderr,
+            },
+            CommandError::Timeout { timeout_ms, .. } => SshError::Unreachable {
+                host,
+                what,
+                at_unix_ms: unix_ms(),
+                reason: format!("no answer within {timeout_ms} ms"),
+            },
+            CommandError::Failed { stderr, status, .. } => SshError::Failed {
+                host,
+                what,
+                reason: format!("{status}: {stderr}"),
+            },
+            CommandError::Spawn { source, .. } => SshError::Failed {
+                host,
+                what,
+                reason: format!("cannot run ssh: {source} (apt-get install openssh-client)"),
+            },
+        }
+    }
+
+    /// Closes the master connection, if one runs (best effort: it also exits by itself).
+    fn close(&self) {
+        let mut argv = self.ssh_argv();
+        let dest = argv.pop().unwrap_or_default();
+        argv.extend(["-O".into(), "exit".into(), dest]);
+        let _ = command::run(&argv, None, Duration::from_secs(5), "ssh -O exit");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Remote scripts: each one idempotent, each loop bounded.
+
+/// The run's directory on every host.
+fn base_dir(run_id: &str) -> String {
+    format!("/tmp/lockpick-{run_id}")
+}
+
+/// Node `node`'s directory on its host: the binary, the pid file, the logs, `data/`. One
+/// per node, so hosts that share a file system (the test bed's) never share a file.
+fn node_dir(run_id: &str, node: &str) -> String {
+    format!("{}/{node}", base_dir(run_id))
+}
+
+fn chain_name(run_id: &str) -> String {
+    format!("LP-{run_id}")
+}
+
+fn ipt() -> String {
+    format!("iptables -w {XTABLES_WAIT_S}")
+}
+
+/// Kills, by process group, every node of the run whose pid file names a live process that
+/// carries the run's tag; then removes the chain (its jump from INPUT first), our netem qdisc
+/// on `dev`, and the run's directory. The same script ends a run and cleans up after a
+/// killed one.
+fn cleanup_script(run_id: &str, node: &str, dev: Option<&str>) -> String {
+    let base = base_dir(run_id);
+    let dir = node_dir(run_id, node);
+    let chain = chain_name(run_id);
+    let ipt = ipt();
+    let netem = match dev {
+        Some(dev) => format!(
+            "if tc qdisc show dev {dev} 2>/dev/null | grep -q 'qdisc netem {NETEM_HANDLE} root'; \
+             then tc qdisc del dev {dev} root; fi\n",
+            dev = sh_quote(dev)
+        ),
+        None => String::new(),
+    };
+    format!(
+        "{kill_all}\n\
+         if {ipt} -n -L {chain} >/dev/null 2>&1; then\n\
+           i=0; while [ $i -lt 20 ] && {ipt} -D INPUT -j {chain} 2>/dev/null; do i=$((i+1)); done\n\
+           {ipt} -F {chain} && {ipt} -X {chain}\n\
+         fi\n\
+         {netem}\
+         rm -rf {dir}\n\
+         rmdir {base} 2>/dev/null || true\n",
+        kill_all = kill_tagged_script(run_id, node, &["CONT", "KILL"], false),
+    )
+}
+
+/// Sends `signals` in turn to the process group of `node` if its leader is still the run's
+/// (its environment carries the tag). A last KILL is waited for (bounded) and the pid file
+/// removed; a TERM is given 2 s. With `strict` the script exits 3 when no such group runs
+/// (pause and resume must reach the node); else it exits 0 whatever it found (cleanup).
+fn kill_tagged_script(run_id: &str, node: &str, signals: &[&str], strict: bool) -> String {
+    let dir = node_dir(run_id, node);
+    let gone = "i=0; while kill -0 -\"$p\" 2>/dev/null && [ $i -lt LIMIT ]; do sleep 0.02; i=$((i+1)); done";
+    let mut send = String::new();
+    for signal in signals {
+        send.push_str(&format!(
+            "kill -{signal} -\"$p\" 2>/dev/null{};",
+            if strict { " || exit 3" } else { "" }
+        ));
+        match *signal {
+            "TERM" => send.push_str(&gone.replace("LIMIT", "100")),
+            "KILL" => send.push_str(&format!("{}; rm -f \"$f\"", gone.replace("LIMIT", "250"))),
+            _ => send.push(':'),
+        }
+        send.push_str("; ");
+    }
+    let missing = if strict { "exit 3" } else { ":" };
+    format!(
+        "f={dir}/pid\n\
+         if [ -f \"$f\" ]; then\n\
+           p=$(cat \"$f\")\n\
+           if [ -r /proc/\"$p\"/environ ] && tr '\\0' '\\n' < /proc/\"$p\"/environ | grep -qx \"{RUN_TAG_VAR}={run_id}/{node}\"; then\n\
+             {send}\n\
+           else rm -f \"$f\"; {missing}; fi\n\
+         else {missing}; fi\n"
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// State file
+
+/// What a run has set up on its hosts, written before each step so a SIGKILLed run can be
+/// undone by `lockpick cleanup`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct State {
+    version: u32,
+    /// Always `ssh`: tells this state file from the namespace runtime's.
+    runtime: String,
+    run_id: String,
+    pid: i32,
+    pid_start_ticks: Option<u64>,
+    hosts: Vec<HostState>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct HostState {
+    node: String,
+    conn: Conn,
+    /// The run's iptables chain there.
+    chain: String,
+    /// The node's directory there (the binary, the pid file, logs).
+    dir: String,
+    /// The interface netem goes on, once known.
+    dev: Option<String>,
+    /// The process group of the node's service, while it runs.
+    pid: Option<i32>,
+}
+
+/// Whether a JSON state file is the ssh runtime's.
+pub fn is_ssh_state(path: &Path) -> bool {
+    std::fs::read(path)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .is_some_and(|v| v["runtime"] == "ssh")
+}
+
+struct StateFile {
+    path: PathBuf,
+    state: Mutex<State>,
+}
+
+impl StateFile {
+    fn write(&self) -> Result<(), SshError> {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        write_json(&self.path, &*state)
+    }
+
+    fn update(&self, f: impl FnOnce(&mut State)) -> Result<(), SshError> {
+        {
+            let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            f(&mut state);
+        }
+        self.write()
+    }
+}
+
+fn state_err(path: &Path, what: &'static str, reason: impl ToString) -> SshError {
+    SshError::State {
+        path: path.to_path_buf(),
+        what,
+        reason: reason.to_string(),
+    }
+}
+
+fn write_json(path: &Path, state: &State) -> Result<(), SshError> {
+    let json = serde_json::to_vec_pretty(state).map_err(|e| state_err(path, "encode", e))?;
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, json).map_err(|e| state_err(path, "write", e))?;
+    std::fs::rename(&tmp, path).map_err(|e| state_err(path, "rename into place", e))
+}
+
+/// What [`cleanup_from_state`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CleanupReport {
+    /// Hosts cleaned now.
+    pub cleaned: Vec<String>,
+    /// Hosts that could not be cleaned, with why (the state file is kept for them).
+    pub failed: Vec<(String, String)>,
+}
+
+/// Undoes what a killed run left on its hosts, from its state file: on every host, the run's
+/// processes (by the tag in their environment), its chain, its netem qdisc and its directory.
+/// Refuses while the run's own process is alive. The state file is removed when every host was
+/// cleaned, else rewritten with the hosts left.
+pub fn cleanup_from_state(path: &Path) -> Result<CleanupReport, SshError> {
+    let bytes = std::fs::read(path).map_err(|e| state_err(path, "read", e))?;
+    let mut state: State =
+        serde_json::from_slice(&bytes).map_err(|e| state_err(path, "parse", e))?;
+    if state.version != STATE_VERSION || state.runtime != "ssh" {
+        return Err(state_err(path, "use", "not an ssh runtime state file"));
+    }
+    if !state
+        .run_id
+        .bytes()
+        .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        || state.run_id.is_empty()
+    {
+        return Err(state_err(
+            path,
+            "use",
+            format!("bad run id {:?}", state.run_id),
+        ));
+    }
+    let me = std::process::id() as i32;
+    if state.pid != me
+        && state.pid_start_ticks.is_some()
+        && crate::process::start_ticks(state.pid) == state.pid_start_ticks
+    {
+        return Err(SshError::RunAlive {
+            path: path.to_path_buf(),
+            pid: state.pid,
+        });
+    }
+    let mut report = CleanupReport::default();
+    let run_id = state.run_id.clone();
+    let results = clean_hosts(&run_id, &state.hosts);
+    let mut left = Vec::new();
+    for (h, r) in state.hosts.drain(..).zip(results) {
+        match r {
+            Ok(()) => report.cleaned.push(h.conn.label()),
+            Err(e) => {
+                report.failed.push((h.conn.label(), e.to_string()));
+                left.push(h);
+            }
+        }
+    }
+    if left.is_empty() {
+        if let Some(dir) = state.hosts.first().map(|h| h.conn.control_dir.clone()) {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        std::fs::remove_file(path).map_err(|e| state_err(path, "remove", e))?;
+    } else {
+        state.hosts = left;
+        write_json(path, &state)?;
+    }
+    Ok(report)
+}
+
+/// The cleanup script on every host at once; one result per host.
+fn clean_hosts(run_id: &str, hosts: &[HostState]) -> Vec<Result<(), SshError>> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = hosts
+            .iter()
+            .map(|h| {
+                s.spawn(move || {
+                    std::fs::create_dir_all(&h.conn.control_dir).ok();
+                    let r = h
+                        .conn
+                        .exec(
+                            "clean up the run",
+                            &cleanup_script(run_id, &h.node, h.dev.as_deref()),
+                            None,
+                            CALL_TIMEOUT,
+                        )
+                        .map(drop);
+                    h.conn.close();
+                    r
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(SshError::Config("a cleanup thread panicked".into())))
+            })
+            .collect()
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The runtime
+
+pub struct Ssh;
+
+impl RuntimeKind for Ssh {
+    fn name(&self) -> &'static str {
+        "ssh"
+    }
+    fn open(&self, spec: &RuntimeSpec) -> Result<Box<dyn Runtime>, Error> {
+        let hosts = spec.hosts.ok_or_else(|| {
+            SshError::Config(
+                "no hosts: list them as [[nodes]] in the --config file (address, user, port)"
+                    .into(),
+            )
+        })?;
+        Ok(Box::new(SshRuntime::open(
+            hosts,
+            spec.nodes,
+            spec.state_file,
+        )?))
+    }
+}
+
+/// A run's hosts, set up.
+pub struct SshRuntime {
+    run_id: String,
+    net: Arc<SshNet>,
+    state: Arc<StateFile>,
+    /// The local binary copied to each node's directory.
+    local_exe: PathBuf,
+    torn_down: bool,
+}
+
+/// The hosts as the network faults reach them (shared with the nemesis).
+pub struct SshNet {
+    run_id: String,
+    hosts: Vec<Arc<Conn>>,
+    /// The harness's address as each host sees it (from `SSH_CONNECTION`).
+    harness_ip: Vec<String>,
+    /// The interface of each host that carries the harness's traffic (netem goes there).
+    devs: Vec<String>,
+    faults: Mutex<Faults>,
+}
+
+#[derive(Default)]
+struct Faults {
+    /// (host, rule after `-A CHAIN`) in place.
+    rules: BTreeSet<(usize, Vec<String>)>,
+    netem: BTreeSet<usize>,
+}
+
+impl SshRuntime {
+    /// Connects to the first `n` hosts of `hosts`, checks each (root or passwordless sudo),
+    /// copies lockpick's binary there and makes the run's chain, all hosts at once. The state
+    /// file lists each host before anything is made there; on any error everything made so
+    /// far is removed again.
+    pub fn open(hosts: &Hosts, n: usize, state_file: &Path) -> Result<SshRuntime, SshError> {
+        if n == 0 || n > hosts.nodes.len() || n > HOSTS_MAX {
+            return Err(SshError::Config(format!(
+                "--nodes {n} needs {n} [[nodes]] entries in the config file; it lists {}",
+                hosts.nodes.len()
+            )));
+        }
+        let run_id = format!("{:08x}", rand::random::<u32>());
+        let control_dir = PathBuf::from(format!("/tmp/lp-ssh-{run_id}"));
+        std::fs::create_dir_all(&control_dir)
+            .map_err(|e| SshError::Config(format!("{}: {e}", control_dir.display())))?;
+        let conns: Vec<Arc<Conn>> = hosts.nodes[..n]
+            .iter()
+            .map(|h| {
+                Arc::new(Conn {
+                    host: h.clone(),
+                    ssh_config: hosts.ssh_config.clone(),
+                    control_dir: control_dir.clone(),
+                })
+            })
+            .collect();
+        let pid = std::process::id() as i32;
+        let state = Arc::new(StateFile {
+            path: state_file.to_path_buf(),
+            state: Mutex::new(State {
+                version: STATE_VERSION,
+                runtime: "ssh".into(),
+                run_id: run_id.clone(),
+                pid,
+                pid_start_ticks: crate::process::start_ticks(pid),
+                hosts: conns
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| HostState {
+                        node: format!("n{}", i + 1),
+                        conn: (**c).clone(),
+                        chain: chain_name(&run_id),
+                        dir: node_dir(&run_id, &format!("n{}", i + 1)),
+                        dev: None,
+                        pid: None,
+                    })
+                    .collect(),
+            }),
+        });
+        state.write()?;
+        let local_exe = std::env::current_exe()
+            .map_err(|e| SshError::Config(format!("cannot locate the lockpick binary: {e}")))?;
+        let mut net = SshNet {
+            run_id: run_id.clone(),
+            hosts: conns,
+            harness_ip: Vec::new(),
+            devs: Vec::new(),
+            faults: Mutex::new(Faults::default()),
+        };
+        let mut rt = SshRuntime {
+            run_id,
+            net: Arc::new(SshNet {
+                run_id: String::new(),
+                hosts: Vec::new(),
+                harness_ip: Vec::new(),
+                devs: Vec::new(),
+                faults: Mutex::new(Faults::default()),
+            }),
+            state,
+            local_exe,
+            torn_down: false,
+        };
+        // On error `rt` is dropped, which cleans every host up.
+        let hash = local_sha256(&rt.local_exe)?;
+        let setups: Vec<Result<(String, String), SshError>> = std::thread::scope(|s| {
+            let handles: Vec<_> = net
+                .hosts
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    let (run_id, exe, hash) = (&rt.run_id, &rt.local_exe, &hash);
+                    let node = format!("n{}", i + 1);
+                    s.spawn(move || set_up_host(c, run_id, &node, exe, hash))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(SshError::Config("a setup thread panicked".into())))
+                })
+                .collect()
+        });
+        for r in setups {
+            let (ip, dev) = r?;
+            net.harness_ip.push(ip);
+            net.devs.push(dev);
+        }
+        let devs = net.devs.clone();
+        rt.net = Arc::new(net);
+        tracing::info!(run_id = %rt.run_id, hosts = n, "ssh hosts ready");
+        rt.state.update(|s| {
+            for (h, d) in s.hosts.iter_mut().zip(devs) {
+                h.dev = Some(d);
+            }
+        })?;
+        Ok(rt)
+    }
+
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    fn host(&self, i: usize) -> Result<&Arc<Conn>, SshError> {
+        self.net.host(i)
+    }
+
+    fn do_teardown(&mut self) -> Result<(), SshError> {
+        self.torn_down = true;
+        let hosts: Vec<HostState> = self
+            .state
+            .state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .hosts
+            .clone();
+        let results = clean_hosts(&self.run_id, &hosts);
+        let mut errors = Vec::new();
+        let mut left = Vec::new();
+        for (h, r) in hosts.into_iter().zip(results) {
+            if let Err(e) = r {
+                errors.push(e.to_string());
+                left.push(h);
+            }
+        }
+        if errors.is_empty() {
+            if let Some(c) = self.net.hosts.first() {
+                let _ = std::fs::remove_dir_all(&c.control_dir);
+            }
+            let _ = std::fs::remove_file(&self.state.path);
+            Ok(())
+        } else {
+            self.state.update(|s| s.hosts = left)?;
+            Err(SshError::Config(format!(
+                "teardown left hosts uncleaned (run `lockpick cleanup` on the run directory): {}",
+                errors.join("; ")
+            )))
+        }
+    }
+}
+
+impl SshNet {
+    fn host(&self, i: usize) -> Result<&Arc<Conn>, SshError> {
+        self.hosts
+            .get(i)
+            .ok_or_else(|| SshError::Config(format!("no node {i}: {} hosts", self.hosts.len())))
+    }
+
+    fn lock_faults(&self) -> std::sync::MutexGuard<'_, Faults> {
+        self.faults.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Appends `rule` to the run's chain on host `i`, unless already there.
+    fn add_rule(&self, faults: &mut Faults, i: usize, rule: Vec<String>) -> Result<(), SshError> {
+        if faults.rules.contains(&(i, rule.clone())) {
+            return Ok(());
+        }
+        let quoted: Vec<String> = rule.iter().map(|r| sh_quote(r)).collect();
+        let script = format!(
+            "{} -A {} {}",
+            ipt(),
+            chain_name(&self.run_id),
+            quoted.join(" ")
+        );
+        self.host(i)?
+            .exec("add a partition rule", &script, None, CALL_TIMEOUT)?;
+        faults.rules.insert((i, rule));
+        Ok(())
+    }
+}
+
+impl Drop for SshRuntime {
+    fn drop(&mut self) {
+        if !self.torn_down {
+            if let Err(e) = self.do_teardown() {
+                tracing::warn!(error = %e, "ssh teardown failed");
+            }
+        }
+    }
+}
+
+/// The SHA-256 of the local binary, by the system's `sha256sum` (coreutils, present on every
+/// host we copy to as well).
+fn local_sha256(exe: &Path) -> Result<String, SshError> {
+    let argv = vec!["sha256sum".to_string(), exe.display().to_string()];
+    let out = command::run(&argv, None, Duration::from_secs(60), "sha256sum")
+        .map_err(|e| SshError::Config(format!("cannot hash {}: {e}", exe.display())))?;
+    out.split_whitespace()
+        .next()
+        .map(str::to_string)
+        .ok_or_else(|| SshError::Config(format!("sha256sum printed nothing for {}", exe.display())))
+}
+
+/// Checks a host, makes the run's directory and chain there and copies the binary (when the
+/// hash there differs). Returns the harness's address as the host sees it and the interface
+/// that carries it.
+fn set_up_host(
+    c: &Conn,
+    run_id: &str,
+    node: &str,
+    exe: &Path,
+    hash: &str,
+) -> Result<(String, String), SshError> {
+    let dir = node_dir(run_id, node);
+    let chain = chain_name(run_id);
+    let ipt = ipt();
+    let probe = format!(
+        "set -e\n\
+         ip=${{SSH_CONNECTION%% *}}\n\
+         dev=$(ip -o route get \"$ip\" 2>/dev/null | sed -n 's/.* dev \\([^ ]*\\).*/\\1/p')\n\
+         mkdir -p {dir}\n\
+         {ipt} -N {chain}\n\
+         {ipt} -I INPUT 1 -j {chain}\n\
+         echo \"$ip $dev\"\n"
+    );
+    let out = c.exec("set the run up", &probe, None, CALL_TIMEOUT)?;
+    let mut words = out.split_whitespace();
+    let (ip, dev) = match (words.next(), words.next()) {
+        (Some(ip), Some(dev)) => (ip.to_string(), dev.to_string()),
+        _ => {
+            return Err(SshError::Failed {
+                host: c.label(),
+                what: "find the harness's address and interface".into(),
+                reason: format!("got {out:?}"),
+            })
+        }
+    };
+    let agent = format!("{dir}/lockpick");
+    let check = format!("sha256sum {agent} 2>/dev/null | cut -d' ' -f1");
+    let have = c.exec("hash the binary", &check, None, CALL_TIMEOUT)?;
+    if have.trim() != hash {
+        let file =
+            File::open(exe).map_err(|e| SshError::Config(format!("{}: {e}", exe.display())))?;
+        let copy = format!("cat > {agent}.tmp && chmod 755 {agent}.tmp && mv {agent}.tmp {agent}");
+        c.exec("copy the binary", &copy, Some(file), COPY_TIMEOUT)?;
+        let have = c.exec("hash the binary", &check, None, CALL_TIMEOUT)?;
+        if have.trim() != hash {
+            return Err(SshError::Failed {
+                host: c.label(),
+                what: "copy the binary".into(),
+                reason: format!("sha256 {} after the copy, expected {hash}", have.trim()),
+            });
+        }
+    }
+    Ok((ip, dev))
+}
+
+impl Runtime for SshRuntime {
+    /// Node `i` listens on host `i`'s address. The primary of a multi-node lockd is the
+    /// smallest address as text, as everywhere.
+    fn addresses(&self, n: usize) -> Result<Vec<(String, u16)>, Error> {
+        (0..n)
+            .map(|i| {
+                let c = self.host(i)?;
+                Ok((c.host.address.clone(), c.host.service_port))
+            })
+            .collect()
+    }
+    fn peer_ports(&self, n: usize) -> Result<Vec<u16>, Error> {
+        (0..n).map(|i| Ok(self.host(i)?.host.peer_port)).collect()
+    }
+    fn node(&self, i: usize, s: NodeSpec) -> BoxFuture<'_, Result<Box<dyn NodeControl>, Error>> {
+        Box::pin(async move {
+            let conn = self.host(i)?.clone();
+            let remote_dir = node_dir(&self.run_id, &format!("n{}", i + 1));
+            let agent = format!("{remote_dir}/lockpick");
+            let local_dir = std::path::absolute(&s.node_dir).unwrap_or(s.node_dir.clone());
+            // Paths of this machine in the command become the node's own on the host: the
+            // binary its copy, the node's directory its directory there.
+            let exe = self.local_exe.display().to_string();
+            let local = local_dir.display().to_string();
+            let map = |a: &str| a.replace(&exe, &agent).replace(&local, &remote_dir);
+            let line = match (&conn.host.command, s.command) {
+                (Some(template), _) => {
+                    let ph = crate::Placeholders {
+                        id: s.id.clone(),
+                        host: conn.host.address.clone(),
+                        port: s.port,
+                        data_dir: PathBuf::from(format!("{remote_dir}/data")),
+                        peers: String::new(),
+                        extra: Vec::new(),
+                    };
+                    NodeCommand::shell_line(&crate::substitute(template, &ph)?)
+                }
+                (None, NodeCommand::Argv(argv)) => {
+                    let quoted: Vec<String> = argv.iter().map(|a| sh_quote(&map(a))).collect();
+                    format!("exec {}", quoted.join(" "))
+                }
+                (None, NodeCommand::Shell(line)) => NodeCommand::shell_line(&map(&line)),
+            };
+            let env: Vec<String> = s
+                .env
+                .iter()
+                .map(|(k, v)| format!("{k}={}", sh_quote(&map(v))))
+                .collect();
+            std::fs::create_dir_all(&local_dir).map_err(|source| NodeError::Io {
+                node: s.id.clone(),
+                what: "create",
+                path: local_dir.clone(),
+                source,
+            })?;
+            Ok(Box::new(SshNode {
+                id: s.id,
+                name: format!("n{}", i + 1),
+                index: i,
+                conn,
+                run_id: self.run_id.clone(),
+                remote_dir,
+                local_dir,
+                line,
+                env,
+                port: s.port,
+                health_path: s.health_path,
+                state: self.state.clone(),
+                pgid: None,
+                paused: AtomicBool::new(false),
+                started_at: None,
+            }) as Box<dyn NodeControl>)
+        })
+    }
+    fn network(&self) -> Option<Arc<dyn NetworkFaults>> {
+        Some(self.net.clone())
+    }
+    fn teardown(mut self: Box<Self>) -> Result<(), Error> {
+        Ok(self.do_teardown()?)
+    }
+}
+
+impl NetworkFaults for SshNet {
+    /// On host a, packets from b are dropped, and on b those from a.
+    fn partition(&self, cut: &[(usize, usize)]) -> Result<(), Error> {
+        let mut faults = self.lock_faults();
+        for &(a, b) in cut {
+            let (ha, hb) = (self.host(a)?, self.host(b)?);
+            let from = |h: &Conn| {
+                vec![
+                    "-s".to_string(),
+                    h.host.address.clone(),
+                    "-j".into(),
+                    "DROP".into(),
+                ]
+            };
+            self.add_rule(&mut faults, a, from(hb))?;
+            self.add_rule(&mut faults, b, from(ha))?;
+        }
+        Ok(())
+    }
+    /// Drops the harness's packets to the service's port only: ssh keeps working.
+    fn cut_clients(&self, nodes: &[usize]) -> Result<(), Error> {
+        let mut faults = self.lock_faults();
+        for &i in nodes {
+            let h = self.host(i)?;
+            let rule = vec![
+                "-s".to_string(),
+                self.harness_ip[i].clone(),
+                "-p".into(),
+                "tcp".into(),
+                "--dport".into(),
+                h.host.service_port.to_string(),
+                "-j".into(),
+                "DROP".into(),
+            ];
+            self.add_rule(&mut faults, i, rule)?;
+        }
+        Ok(())
+    }
+    /// Flushes the run's chain on every host that has a rule in it.
+    fn heal(&self) -> Result<(), Error> {
+        let mut faults = self.lock_faults();
+        let hosts: BTreeSet<usize> = faults.rules.iter().map(|(i, _)| *i).collect();
+        let mut first = None;
+        for i in hosts {
+            let script = format!("{} -F {}", ipt(), chain_name(&self.run_id));
+            match self.host(i)?.exec("heal", &script, None, CALL_TIMEOUT) {
+                Ok(_) => faults.rules.retain(|(h, _)| *h != i),
+                Err(e) => {
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        first.map_or(Ok(()), |e| Err(e.into()))
+    }
+    fn netem(&self, nodes: &[usize], spec: &NetemSpec) -> Result<(), Error> {
+        let args = spec.tc_args()?;
+        let mut faults = self.lock_faults();
+        for &i in nodes {
+            let script = format!(
+                "tc qdisc replace dev {} root handle {NETEM_HANDLE} {}",
+                sh_quote(&self.devs[i]),
+                args.join(" ")
+            );
+            match self.host(i)?.exec("add netem", &script, None, CALL_TIMEOUT) {
+                Ok(_) => {
+                    faults.netem.insert(i);
+                }
+                Err(SshError::Failed { reason, host, .. })
+                    if reason.contains("kind is unknown") =>
+                {
+                    return Err(Error::msg(format!(
+                        "host {host}: netem is not available (the kernel needs sch_netem): {reason}"
+                    )))
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+    fn clear_netem(&self, nodes: &[usize]) -> Result<(), Error> {
+        let mut faults = self.lock_faults();
+        for &i in nodes {
+            if faults.netem.contains(&i) {
+                let dev = sh_quote(&self.devs[i]);
+                let script = format!(
+                    "if tc qdisc show dev {dev} | grep -q 'qdisc netem {NETEM_HANDLE} root'; \
+                     then tc qdisc del dev {dev} root; fi"
+                );
+                self.host(i)?
+                    .exec("remove netem", &script, None, CALL_TIMEOUT)?;
+                faults.netem.remove(&i);
+            }
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A node
+
+/// One node on a host: its service started detached in a process group of its own.
+pub struct SshNode {
+    id: String,
+    /// Its host's node name (`n<i>`): its directory there and its processes' tag.
+    name: String,
+    index: usize,
+    conn: Arc<Conn>,
+    run_id: String,
+    /// `/tmp/lockpick-R/<id>` on the host.
+    remote_dir: String,
+    /// Where its logs are fetched to.
+    local_dir: PathBuf,
+    /// The shell line that execs the service (already quoted).
+    line: String,
+    /// `NAME='value'` words for `env`.
+    env: Vec<String>,
+    port: u16,
+    health_path: String,
+    state: Arc<StateFile>,
+    pgid: Option<i32>,
+    paused: AtomicBool,
+    started_at: Option<Instant>,
+}
+
+impl SshNode {
+    fn node_err(&self, action: &str, e: SshError) -> NodeError {
+        NodeError::Unhealthy {
+            node: self.id.clone(),
+            url: format!("ssh {}", self.conn.label()),
+            reason: format!("{action}: {e}"),
+        }
+    }
+
+    /// Runs `script` on the host off the async threads.
+    async fn exec(&self, what: &'static str, script: String) -> Result<String, SshError> {
+        let conn = self.conn.clone();
+        tokio::task::spawn_blocking(move || conn.exec(what, &script, None, CALL_TIMEOUT))
+            .await
+            .unwrap_or_else(|_| Err(SshError::Config("an ssh task panicked".into())))
+    }
+
+    fn start_script(&self) -> String {
+        let d = &self.remote_dir;
+        let tag = format!("{RUN_TAG_VAR}={}/{}", self.run_id, self.name);
+        let kill_old = kill_tagged_script(&self.run_id, &self.name, &["CONT", "KILL"], false);
+        // `setsid` makes the shell the leader of a new session and process group; it writes
+        // its pid (= the group id) and execs the service, so the pid file names the group.
+        let inner = format!(
+            "echo $$ > {d}/pid.new && mv {d}/pid.new {d}/pid && {}",
+            self.line
+        );
+        format!(
+            "set -e\n\
+             {kill_old}\
+             mkdir -p {d}/data\n\
+             cd {d}\n\
+             echo \"--- start $(date +%s%3N)\" >> {d}/stdout.log\n\
+             echo \"--- start $(date +%s%3N)\" >> {d}/stderr.log\n\
+             env {tag} {env} setsid sh -c {inner} < /dev/null >> {d}/stdout.log 2>> {d}/stderr.log &\n\
+             i=0; while [ ! -s {d}/pid ] && [ $i -lt 250 ]; do sleep 0.02; i=$((i+1)); done\n\
+             cat {d}/pid\n",
+            env = self.env.join(" "),
+            inner = sh_quote(&inner),
+        )
+    }
+
+    fn health_url(&self) -> String {
+        format!("{}{}", self.base_url(), self.health_path)
+    }
+
+    /// Waits until the health path answers 200, or the service dies, or `startup` passes.
+    async fn wait_healthy(&mut self, startup: Duration) -> Result<(), NodeError> {
+        let url = self.health_url();
+        let client = crate::local::http_client().map_err(|reason| NodeError::Unhealthy {
+            node: self.id.clone(),
+            url: url.clone(),
+            reason,
+        })?;
+        let deadline = Instant::now() + startup;
+        let max_attempts = startup.as_millis() / HEALTH_POLL_INTERVAL.as_millis() + 2;
+        let mut last_error = String::from("no attempt made");
+        for attempt in 0..max_attempts {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            match crate::local::probe(
+                &client,
+                &url,
+                (deadline - now).min(HEALTH_PROBE_TIMEOUT_MAX),
+            )
+            .await
+            {
+                Ok(()) => return Ok(()),
+                Err(e) => last_error = e,
+            }
+            // Every second, whether the service still runs (a crash should not wait out the
+            // whole start-up time).
+            if attempt % 20 == 19 && !self.alive().await {
+                break;
+            }
+            tokio::time::sleep(HEALTH_POLL_INTERVAL).await;
+        }
+        let tail = self
+            .exec(
+                "read stderr",
+                format!(
+                    "tail -n 5 {}/stderr.log 2>/dev/null || true",
+                    self.remote_dir
+                ),
+            )
+            .await
+            .unwrap_or_default();
+        let _ = self.kill_group().await;
+        Err(NodeError::HealthTimeout {
+            node: self.id.clone(),
+            url,
+            timeout_ms: startup.as_millis(),
+            last_error: format!("{last_error}; stderr: {}", tail.trim().replace('\n', " | ")),
+        })
+    }
+
+    async fn alive(&self) -> bool {
+        let Some(p) = self.pgid else { return false };
+        self.exec("check the service", format!("kill -0 -{p}"))
+            .await
+            .is_ok()
+    }
+
+    async fn signal(&self, signal: &'static str) -> Result<(), NodeError> {
+        if self.pgid.is_none() {
+            return Err(NodeError::NotRunning {
+                node: self.id.clone(),
+                action: signal,
+            });
+        }
+        self.exec(
+            "signal the service",
+            kill_tagged_script(&self.run_id, &self.name, &[signal], signal != "KILL"),
+        )
+        .await
+        .map(drop)
+        .map_err(|e| self.node_err(signal, e))
+    }
+
+    async fn kill_group(&mut self) -> Result<(), NodeError> {
+        let r = self.signal("KILL").await;
+        self.pgid = None;
+        self.paused.store(false, Ordering::SeqCst);
+        self.started_at = None;
+        self.record_pid(None);
+        r
+    }
+
+    fn record_pid(&self, pid: Option<i32>) {
+        let index = self.index;
+        if let Err(e) = self.state.update(|s| {
+            if let Some(h) = s.hosts.get_mut(index) {
+                h.pid = pid;
+            }
+        }) {
+            tracing::warn!(node = %self.id, error = %e, "cannot record the pid");
+        }
+    }
+
+    /// Appends the host's logs of this node to the local ones (the host's are complete: they
+    /// are read whole once, at the end).
+    fn fetch_logs(&self) {
+        for name in ["stdout.log", "stderr.log"] {
+            let script = format!("cat {}/{name} 2>/dev/null || true", self.remote_dir);
+            match self
+                .conn
+                .exec("fetch the logs", &script, None, CALL_TIMEOUT)
+            {
+                Ok(text) => {
+                    if let Err(e) = std::fs::write(self.local_dir.join(name), text) {
+                        tracing::warn!(node = %self.id, error = %e, "cannot write the fetched log");
+                    }
+                }
+                Err(e) => tracing::warn!(node = %self.id, error = %e, "cannot fetch the log"),
+            }
+        }
+    }
+
+    /// Terminates the group (kill after 2 s), then fetches the logs. Blocking.
+    fn stop_blocking(&mut self) {
+        if self.pgid.take().is_some() {
+            let script =
+                kill_tagged_script(&self.run_id, &self.name, &["CONT", "TERM", "KILL"], false);
+            if let Err(e) = self
+                .conn
+                .exec("stop the service", &script, None, CALL_TIMEOUT)
+            {
+                tracing::warn!(node = %self.id, error = %e, "cannot stop the service");
+            }
+            self.record_pid(None);
+            self.paused.store(false, Ordering::SeqCst);
+            self.started_at = None;
+        }
+        self.fetch_logs();
+    }
+}
+
+impl Drop for SshNode {
+    fn drop(&mut self) {
+        if self.pgid.is_some() || self.started_at.is_some() {
+            self.stop_blocking();
+        } else {
+            self.fetch_logs();
+        }
+    }
+}
+
+impl NodeControl for SshNode {
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn base_url(&self) -> String {
+        format!("http://{}:{}", self.conn.host.address, self.port)
+    }
+    fn start(&mut self, startup: Duration) -> BoxFuture<'_, Result<(), NodeError>> {
+        Box::pin(async move {
+            if let Some(pid) = self.pgid {
+                return Err(NodeError::AlreadyRunning {
+                    node: self.id.clone(),
+                    action: "start",
+                    pid,
+                });
+            }
+            let out = self
+                .exec("start the service", self.start_script())
+                .await
+                .map_err(|e| self.node_err("start", e))?;
+            let pid: i32 = out.trim().parse().map_err(|_| NodeError::Unhealthy {
+                node: self.id.clone(),
+                url: format!("ssh {}", self.conn.label()),
+                reason: format!("start: no pid file after 5 s (got {:?})", out.trim()),
+            })?;
+            self.pgid = Some(pid);
+            self.started_at = Some(Instant::now());
+            self.record_pid(Some(pid));
+            self.wait_healthy(startup).await?;
+            tracing::info!(node = %self.id, host = %self.conn.label(), pid, "node healthy");
+            Ok(())
+        })
+    }
+    fn stop(&mut self) -> BoxFuture<'_, ()> {
+        Box::pin(async move { tokio::task::block_in_place(|| self.stop_blocking()) })
+    }
+    fn pause(&self) -> BoxFuture<'_, Result<(), NodeError>> {
+        Box::pin(async move {
+            self.signal("STOP").await?;
+            self.paused.store(true, Ordering::SeqCst);
+            Ok(())
+        })
+    }
+    fn resume(&self) -> BoxFuture<'_, Result<(), NodeError>> {
+        Box::pin(async move {
+            self.signal("CONT").await?;
+            self.paused.store(false, Ordering::SeqCst);
+            Ok(())
+        })
+    }
+    fn kill(&mut self) -> BoxFuture<'_, Result<(), NodeError>> {
+        Box::pin(async move { self.kill_group().await })
+    }
+    fn restart(&mut self, startup: Duration) -> BoxFuture<'_, Result<(), NodeError>> {
+        Box::pin(async move {
+            if self.pgid.is_some() {
+                self.kill_group().await?;
+            }
+            self.start(startup).await
+        })
+    }
+    fn logs(&self) -> NodeLogs {
+        NodeLogs {
+            stdout: self.local_dir.join("stdout.log"),
+            stderr: self.local_dir.join("stderr.log"),
+        }
+    }
+    fn is_paused(&self) -> bool {
+        self.paused.load(Ordering::SeqCst)
+    }
+    fn started_at(&self) -> Option<Instant> {
+        self.started_at
+    }
+    fn pid(&self) -> Option<u32> {
+        self.pgid.map(|p| p as u32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_survives_quotes() {
+        assert_eq!(sh_quote("a b"), "'a b'");
+        assert_eq!(sh_quote("it's"), r"'it'\''s'");
+        let out = std::process::Command::new("sh")
+            .args(["-c", &format!("printf %s {}", sh_quote("x'y \"$HOME\""))])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "x'y \"$HOME\"");
+    }
+
+    #[test]
+    fn hosts_parse_with_defaults_and_refuse_unknown_keys() {
+        let h: HostSpec = serde_json::from_str(r#"{"address": "10.0.0.1"}"#).unwrap();
+        assert_eq!(
+            (h.user.as_str(), h.port, h.service_port),
+            ("root", 22, SERVICE_PORT)
+        );
+        let err = serde_json::from_str::<HostSpec>(r#"{"address": "a", "prot": 2}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("prot"), "{err}");
+    }
+
+    #[test]
+    fn cleanup_touches_only_the_runs_chain_and_tagged_processes() {
+        let s = cleanup_script("0badcafe", "n1", Some("eth0"));
+        assert!(s.contains("-D INPUT -j LP-0badcafe"));
+        assert!(s.contains("-F LP-0badcafe") && s.contains("-X LP-0badcafe"));
+        assert!(!s.contains("-F INPUT") && !s.contains("iptables -w 5 -F\n"));
+
+        assert!(s.contains("qdisc netem 4c50: root"));
+        assert!(s.contains("rm -rf /tmp/lockpick-0badcafe/n1"));
+        assert!(s.contains("LOCKPICK_RUN=0badcafe/n1"));
+        assert!(!s.contains(" -- -"), "dash's kill takes no --");
+        // The script is valid sh.
+        let out = std::process::Command::new("sh")
+            .args(["-n", "-c", &s])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
