@@ -118,6 +118,27 @@ pub fn cleanup(path: &Path) -> anyhow::Result<history::ExitCode> {
     let mut failed = 0;
     states.sort();
     for state in states {
+        if nemesis::ssh::is_ssh_state(&state) {
+            match nemesis::ssh::cleanup_from_state(&state) {
+                Ok(r) if r.failed.is_empty() => println!(
+                    "{}: cleaned {} host(s): {}",
+                    state.display(),
+                    r.cleaned.len(),
+                    r.cleaned.join(", ")
+                ),
+                Ok(r) => {
+                    failed += 1;
+                    for (host, why) in &r.failed {
+                        eprintln!("{}: {host}: {why}", state.display());
+                    }
+                }
+                Err(e) => {
+                    failed += 1;
+                    eprintln!("{}: {e}", state.display());
+                }
+            }
+            continue;
+        }
         match nemesis::netns::cleanup_from_state(&state) {
             Ok(r) => println!(
                 "{}: removed {} namespace(s){}{}",

@@ -74,3 +74,223 @@ fn correct_lockd_over_ssh_is_valid_on_three_seeds() {
     let rules = bed.ssh(0, "iptables -w 5 -S INPUT");
     assert!(rules.contains("-s 192.0.2.1/32 -j ACCEPT"), "{rules}");
 }
+
+/// The bug on purpose is caught over ssh as in namespaces (tests/netns.rs, same seed and
+/// flags): a partitioned split-brain lockd grants one lock twice.
+#[test]
+fn split_brain_over_ssh_double_grants() {
+    if !require_sshbed() {
+        return;
+    }
+    let bed = SshBed::start(3);
+    let tmp = tempfile::tempdir().unwrap();
+    let r = bed.run(
+        tmp.path(),
+        &short_run(&[
+            "--seed",
+            "1",
+            "--unsafe",
+            "split-brain",
+            "--workload",
+            "mutex",
+            "--nemesis",
+            "partition",
+            "--partition-topologies",
+            "isolate,halves",
+        ]),
+        LIMIT,
+    );
+    assert_eq!(r.code, 1, "{}", r.describe());
+    assert!(r.kinds("violations").contains(&"double-grant".to_string()));
+    assert_clean(&bed, &r);
+}
+
+/// etcd, or a visible skip (a failure under LOCKPICK_SYSTEM_TESTS=1).
+fn require_etcd() -> bool {
+    common::require_etcd()
+}
+
+/// A 3-member etcd over ssh, the counter fenced by etcd's own txn: under partitions, pauses
+/// and kills the register neither takes a stale write nor loses an increment.
+#[test]
+fn etcd_over_ssh_fenced_counter_holds() {
+    if !require_sshbed() || !require_etcd() {
+        return;
+    }
+    let bed = SshBed::start(3);
+    let tmp = tempfile::tempdir().unwrap();
+    let r = bed.run(
+        tmp.path(),
+        &short_run(&[
+            "--adapter",
+            "etcd",
+            "--ttl",
+            "2s",
+            "--seed",
+            "1",
+            "--workload",
+            "counter",
+            "--nemesis",
+            "partition,pause,kill",
+        ]),
+        LIMIT,
+    );
+    assert!(matches!(r.code, 0 | 1), "{}", r.describe());
+    let kinds = r.kinds("violations");
+    assert!(
+        !kinds.contains(&"stale-write-accepted".to_string()),
+        "{kinds:?}"
+    );
+    assert!(!kinds.contains(&"lost-update".to_string()), "{kinds:?}");
+    assert!(
+        r.results()["stats"]["grants"].as_u64().unwrap() >= 3,
+        "{}",
+        r.describe()
+    );
+    assert_clean(&bed, &r);
+}
+
+/// `lockpick run` started in the bed's hub, killed with SIGKILL by the test if it outlives
+/// the test.
+struct Harness(std::process::Child);
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts a 30 s run and waits (up to 60 s) until its three nodes are up; returns the harness
+/// and its run directory.
+fn start_long_run(bed: &SshBed, out: &std::path::Path) -> (Harness, std::path::PathBuf) {
+    let config = bed.write_config("");
+    let hub = bed.hub();
+    let mut args = vec![
+        "netns",
+        "exec",
+        &hub,
+        common::BIN,
+        "run",
+        "--config",
+        config.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let run_args: Vec<&str> = short_run(&["--seed", "4", "--nemesis", "partition"])
+        .into_iter()
+        .map(|a| if a == "10s" { "30s" } else { a })
+        .collect();
+    args.extend(run_args);
+    let child = std::process::Command::new("ip")
+        .args(&args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let harness = Harness(child);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run did not come up"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        let Some(run_dir) = std::fs::read_dir(out.join("lockd-counter"))
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| e.ok())
+            .map(|e| e.path())
+        else {
+            continue;
+        };
+        let log = std::fs::read_to_string(run_dir.join("lockpick.log")).unwrap_or_default();
+        if log.matches("node up").count() >= 4 && log.contains("fault schedule written") {
+            // A fault or two in.
+            std::thread::sleep(Duration::from_secs(2));
+            return (harness, run_dir);
+        }
+    }
+}
+
+fn wait_exit(h: &mut Harness, limit: Duration) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Some(status) = h.0.try_wait().unwrap() {
+            return status;
+        }
+        assert!(std::time::Instant::now() < deadline, "the run did not exit");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Ctrl-C: the run stops, and its own teardown leaves nothing on any host.
+#[test]
+fn ctrl_c_leaves_nothing_on_the_hosts() {
+    if !require_sshbed() {
+        return;
+    }
+    let bed = SshBed::start(3);
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut h, run_dir) = start_long_run(&bed, tmp.path());
+    let run_id = sshbed::run_id_of(&run_dir);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(h.0.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    wait_exit(&mut h, Duration::from_secs(60));
+    for i in 0..3 {
+        let left = bed.leftovers(i, &run_id);
+        assert!(left.is_empty(), "host {i} keeps {left:?}");
+    }
+    assert!(
+        !run_dir.join("state.json").exists(),
+        "the state file is removed"
+    );
+}
+
+/// SIGKILL leaves the run on the hosts; `lockpick cleanup RUN_DIR` removes all of it and
+/// nothing else (a rule lockpick did not make stays).
+#[test]
+fn sigkill_then_cleanup_leaves_nothing_on_the_hosts() {
+    if !require_sshbed() {
+        return;
+    }
+    let bed = SshBed::start(3);
+    bed.ssh(1, "iptables -w 5 -A INPUT -s 192.0.2.7 -j ACCEPT");
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut h, run_dir) = start_long_run(&bed, tmp.path());
+    let run_id = sshbed::run_id_of(&run_dir);
+    h.0.kill().unwrap();
+    wait_exit(&mut h, Duration::from_secs(10));
+    let left: Vec<String> = (0..3).flat_map(|i| bed.leftovers(i, &run_id)).collect();
+    assert!(
+        left.iter().any(|l| l.starts_with("process"))
+            && left.iter().any(|l| l.starts_with("iptables")),
+        "a killed run leaves its nodes and chain: {left:?}"
+    );
+    let o = bed.lockpick(
+        &["cleanup", run_dir.to_str().unwrap()],
+        Duration::from_secs(60),
+    );
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains("cleaned 3 host(s)"));
+    for i in 0..3 {
+        let left = bed.leftovers(i, &run_id);
+        assert!(left.is_empty(), "host {i} keeps {left:?}");
+    }
+    assert!(bed
+        .ssh(1, "iptables -w 5 -S INPUT")
+        .contains("-s 192.0.2.7/32 -j ACCEPT"));
+    assert!(
+        !run_dir.join("state.json").exists(),
+        "the state file is removed"
+    );
+}
