@@ -1,7 +1,7 @@
 //! `lockpick probe`: the conformance checks `run` makes before its clock starts, alone. The
 //! target is resolved from `run`'s flags (and `--config`), deployed as `run` would deploy it
-//! (into a scratch folder, kept when the probe fails so its node logs can be read), probed
-//! and stopped.
+//! (into a scratch folder, kept only when the service does not start, so its node logs can be
+//! read), probed and stopped.
 
 use crate::cli::RunArgs;
 use crate::config::RunConfig;
@@ -23,10 +23,15 @@ pub fn probe(mut a: RunArgs) -> Result<ExitCode> {
     let (lines, failure) = match outcome {
         Ok(Ok(lines)) => (lines, None),
         Ok(Err(e)) => (e.transcript.clone(), Some(e)),
+        // The service did not start: its logs are kept, and named.
         Err(e) => {
-            return Err(e.context(format!("(logs in {})", scratch.display())));
+            let why = crate::error_text(&e);
+            anyhow::bail!("{why} (its logs are in {})", scratch.display());
         }
     };
+    // It started and answered: its logs are not needed (best effort: a folder left behind
+    // loses nothing).
+    let _ = fs::remove_dir_all(&scratch);
     println!(
         "probing the {} adapter's service at {}",
         cfg.service().name(),
@@ -37,8 +42,6 @@ pub fn probe(mut a: RunArgs) -> Result<ExitCode> {
     }
     match failure {
         None => {
-            // Best effort: a scratch folder left behind loses nothing.
-            let _ = fs::remove_dir_all(&scratch);
             println!("probe: passed ({} requests)", lines.len());
             Ok(ExitCode::Valid)
         }
