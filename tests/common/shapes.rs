@@ -146,6 +146,8 @@ pub struct Outcome {
     /// Stalls the run took, by shape (from the history's `start-client-pause` ops).
     pub stalls: usize,
     pub stderr: String,
+    /// The run's results.json (`Null` when it wrote none).
+    pub results: Value,
 }
 
 impl Outcome {
@@ -161,10 +163,23 @@ impl Outcome {
 /// Runs `lockpick run` with `args` (after COMMON) for `duration_s` into `out`; kills it past
 /// `limit`.
 pub fn run_shape(bin: &str, out: &Path, args: &[&str], duration_s: u64, seed: u64) -> Outcome {
+    run_with(bin, out, COMMON, args, duration_s, seed)
+}
+
+/// Runs `lockpick run` with `common` then `args` for `duration_s` into `out`; kills it past
+/// `limit`.
+pub fn run_with(
+    bin: &str,
+    out: &Path,
+    common: &[&str],
+    args: &[&str],
+    duration_s: u64,
+    seed: u64,
+) -> Outcome {
     let duration = format!("{duration_s}s");
     let seed = seed.to_string();
     let mut all: Vec<&str> = vec!["run", "--out", out.to_str().unwrap()];
-    all.extend_from_slice(COMMON);
+    all.extend_from_slice(common);
     all.extend_from_slice(args);
     all.extend_from_slice(&["--duration", &duration, "--seed", &seed]);
     let mut child = Command::new(bin)
@@ -226,5 +241,6 @@ pub fn run_shape(bin: &str, out: &Path, args: &[&str], duration_s: u64, seed: u6
         first_violation_s,
         stalls,
         stderr,
+        results,
     }
 }
