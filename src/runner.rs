@@ -222,7 +222,14 @@ pub async fn run(spec: RunSpec, progress: &dyn Progress) -> Result<RunOutcome> {
     }
     let events = recorder.events();
     progress.finished();
-    dep.teardown()?;
+    // A teardown that fails (a host that stopped answering keeps what the run made there)
+    // makes the run an error, after the fault that caused it if there was one; the history
+    // is still checked and every artifact written.
+    if let Err(e) = dep.teardown() {
+        let why = format!("teardown: {}", crate::error_text(&e));
+        tracing::error!("{why}");
+        error.get_or_insert(why);
+    }
     tracing::info!(events, "clients done; checking");
 
     if error.is_none() && events == 0 {

@@ -294,3 +294,43 @@ fn sigkill_then_cleanup_leaves_nothing_on_the_hosts() {
         "the state file is removed"
     );
 }
+
+/// A host whose sshd stops mid-run: the run ends as a harness error (exit 3), and every
+/// artifact says which host and when; never a verdict.
+#[test]
+fn a_host_that_stops_answering_is_a_harness_error() {
+    if !require_sshbed() {
+        return;
+    }
+    let mut bed = SshBed::start(3);
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().to_path_buf();
+    let (mut h, run_dir) = start_long_run(&bed, &out);
+    bed.stop_sshd(2);
+    let status = wait_exit(&mut h, Duration::from_secs(90));
+    assert_eq!(status.code(), Some(3), "{status:?}");
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("results.json")).unwrap())
+            .unwrap();
+    let text = results.to_string();
+    assert!(
+        text.contains("10.213.0.13"),
+        "results.json names the host: {text}"
+    );
+    assert_ne!(results["valid"], true, "{text}");
+    let error = results["completeness"].to_string();
+    assert!(
+        error.contains("10.213.0.13") && error.contains("not answering"),
+        "{error}"
+    );
+    for file in ["summary.txt", "junit.xml", "report.html"] {
+        let body = std::fs::read_to_string(run_dir.join(file)).unwrap_or_default();
+        assert!(body.contains("10.213.0.13"), "{file} names the host");
+    }
+    // The run's own teardown could not reach host 3; cleanup after sshd is back would.
+    for i in 0..2 {
+        let left = bed.leftovers(i, &sshbed::run_id_of(&run_dir));
+        let log = std::fs::read_to_string(run_dir.join("lockpick.log")).unwrap();
+        assert!(left.is_empty(), "host {i} keeps {left:?}\n{log}");
+    }
+}

@@ -265,27 +265,41 @@ impl SshBed {
     }
 
     /// What run `run_id` may have left on host `i`: its processes (by the tag in their
-    /// environment), its iptables chain and the jumps to it, its directory, any netem qdisc.
-    /// Empty when clean.
+    /// environment; the bed's hosts share one pid space, so by the tag of the host's own
+    /// node), its iptables chain and the jumps to it, its node's directory (they share /tmp
+    /// too), any netem qdisc. Empty when clean.
     pub fn leftovers(&self, i: usize, run_id: &str) -> Vec<String> {
         let out = self.ssh(
             i,
             &format!(
-                "for e in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $e 2>/dev/null | grep -q '^LOCKPICK_RUN={run_id}/' && echo \"process $e\"; done; \
+                "for e in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $e 2>/dev/null | grep -qx 'LOCKPICK_RUN={run_id}/n{n}' && echo \"process $e\"; done; \
                  iptables -w 5 -S | grep 'LP-{run_id}' | sed 's/^/iptables /'; \
                  tc qdisc show | grep netem | sed 's/^/qdisc /'; \
-                 ls -d /tmp/lockpick-{run_id} 2>/dev/null | sed 's/^/dir /'; true"
+                 ls -d /tmp/lockpick-{run_id}/n{n} 2>/dev/null | sed 's/^/dir /'; true",
+                n = i + 1
             ),
         );
         out.lines().map(str::to_string).collect()
     }
 
-    /// Stops host `i`'s sshd (and, with it, new connections to it), by its pid.
+    /// Host `i` stops answering ssh: its sshd and every session of it (the run's master
+    /// connection included) are killed, by pid, inside the host's own namespace.
     #[allow(dead_code)]
     pub fn stop_sshd(&mut self, i: usize) {
         let child = &mut self.sshds[i];
         let _ = child.kill();
         let _ = child.wait();
+        let ns = self.cluster().node_ns(i).to_string();
+        let out = run_ok(&["ip", "netns", "pids", &ns]);
+        for pid in out.split_whitespace() {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            if comm.trim() == "sshd" {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid.parse().unwrap()),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
     }
 }
 
