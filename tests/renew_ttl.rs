@@ -84,6 +84,13 @@ fn assert_renew_cadence(r: &Run) -> usize {
     let mut last_renew: HashMap<u64, (u64, bool)> = HashMap::new();
     let mut gaps = Vec::new();
     for op in &ops {
+        // A stalled holder renews when it wakes (a client-pause may wake it into a renew), not
+        // on the cadence: its next renew starts a new count.
+        if op["f"] == "start-client-pause" {
+            if let Some(p) = op["value"]["process"].as_u64() {
+                last_renew.remove(&p);
+            }
+        }
         let (Some(p), Some(f), Some(t)) = (
             op["process"].as_u64(),
             op["f"].as_str(),
