@@ -61,6 +61,9 @@ pub enum Command {
     Lockd(LockdArgs),
     /// Serve the fenced store: the resource the lock protects.
     Store(StoreArgs),
+    /// The ssh runtime's clock agent, run on a node's host by the copy of this binary there.
+    #[command(hide = true)]
+    ClockAgent(crate::agent_cmd::ClockAgentArgs),
 }
 
 #[derive(Debug, Clone, Args)]

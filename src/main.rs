@@ -1,6 +1,7 @@
 //! `lockpick`: the command-line front end. Flags are parsed into plain structs (`cli`), turned
 //! into a resolved configuration (`config`), and handed to the runner or the servers.
 
+mod agent_cmd;
 mod check_cmd;
 mod cli;
 mod config;
@@ -142,6 +143,7 @@ fn dispatch(cmd: Command) -> Result<ExitCode> {
         Command::Shrink(a) => shrink::shrink(a),
         Command::Lockd(a) => lockd(a),
         Command::Store(a) => store(a),
+        Command::ClockAgent(a) => agent_cmd::run(a),
     }
 }
 

@@ -334,3 +334,35 @@ fn a_host_that_stops_answering_is_a_harness_error() {
         assert!(left.is_empty(), "host {i} keeps {left:?}\n{log}");
     }
 }
+
+/// Clock faults reach the nodes on their hosts through the agent: the correct lockd stays
+/// valid under every clock mode with partitions, pauses and kills, and the history shows the
+/// clocks moved.
+#[test]
+fn correct_lockd_over_ssh_is_valid_under_clock_faults() {
+    if !require_sshbed() || !common::require_vdso_clock() {
+        return;
+    }
+    let bed = SshBed::start(3);
+    let tmp = tempfile::tempdir().unwrap();
+    let r = bed.run(
+        tmp.path(),
+        &short_run(&["--seed", "2", "--nemesis", "clock,partition,pause,kill"]),
+        LIMIT,
+    );
+    assert_eq!(r.code, 0, "{}", r.describe());
+    assert_eq!(r.results()["valid"], true, "{}", r.describe());
+    let history = std::fs::read_to_string(r.run_dir().join("history.jsonl")).unwrap();
+    assert!(history.contains("\"start-clock\""), "a clock fault ran");
+    // The node's own /v1/time showed a skew: the agent's page reached its process.
+    let skewed = history
+        .lines()
+        .filter(|l| l.contains("\"clock-observed\""))
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["value"]["realtime_offset_ms"].as_i64())
+        .any(|ms| ms.abs() >= 500);
+    assert!(skewed, "no node's clock was observed skewed:\n{history}");
+    let log = std::fs::read_to_string(r.run_dir().join("lockpick.log")).unwrap();
+    assert!(log.contains("clock patched"), "the agent patched the nodes");
+    assert_clean(&bed, &r);
+}

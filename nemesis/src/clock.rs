@@ -91,6 +91,14 @@ pub fn faketime_env(lib: &Path, control: &Path, scope: ClockScope) -> Vec<(Strin
     env
 }
 
+/// A clock set by an agent on the node's own host (the ssh runtime: lockpick's binary there,
+/// `lockpick clock-agent set`, writes the node's control page). Each call is one round trip.
+pub trait RemoteClock: Send + Sync + std::fmt::Debug {
+    /// Sets the clocks of `scope` to `offset_ns` from the true time, running `rate` times as
+    /// fast from now on.
+    fn set(&self, scope: ClockScope, offset_ns: i64, rate: f64) -> io::Result<()>;
+}
+
 /// One node's clock: what a clock fault changes, through the node's backend.
 #[derive(Debug)]
 pub struct NodeClock {
@@ -105,6 +113,15 @@ enum Sink {
     Page {
         page: Arc<ControlPage>,
         scope: ClockScope,
+    },
+    /// A page on another host, through its agent, and what it was last set to (the offset
+    /// at `at`, and the rate since).
+    Remote {
+        clock: Arc<dyn RemoteClock>,
+        scope: ClockScope,
+        offset_ns: i64,
+        rate: f64,
+        at: Instant,
     },
 }
 
@@ -129,11 +146,24 @@ impl NodeClock {
         })
     }
 
+    /// A clock on another host, set through `clock`, true for now.
+    pub fn remote(clock: Arc<dyn RemoteClock>, scope: ClockScope) -> NodeClock {
+        NodeClock {
+            sink: Sink::Remote {
+                clock,
+                scope,
+                offset_ns: 0,
+                rate: 1.0,
+                at: Instant::now(),
+            },
+        }
+    }
+
     /// The control page, for the vDSO backend.
     pub fn page(&self) -> Option<Arc<ControlPage>> {
         match &self.sink {
             Sink::Page { page, .. } => Some(page.clone()),
-            Sink::Faketime(_) => None,
+            Sink::Faketime(_) | Sink::Remote { .. } => None,
         }
     }
 
@@ -141,7 +171,7 @@ impl NodeClock {
     pub fn control(&self) -> Option<&Path> {
         match &self.sink {
             Sink::Faketime(f) => Some(&f.control),
-            Sink::Page { .. } => None,
+            Sink::Page { .. } | Sink::Remote { .. } => None,
         }
     }
 
@@ -152,6 +182,15 @@ impl NodeClock {
             Sink::Page { page, .. } => {
                 page.offset_ns(vclock::page::CLOCK_REALTIME) as f64 / NS_PER_S
             }
+            Sink::Remote {
+                offset_ns,
+                rate,
+                at,
+                ..
+            } => {
+                *offset_ns as f64 / NS_PER_S
+                    + (rate - 1.0) * now.saturating_duration_since(*at).as_secs_f64()
+            }
         }
     }
 
@@ -159,6 +198,7 @@ impl NodeClock {
         match &self.sink {
             Sink::Faketime(f) => f.rate,
             Sink::Page { page, .. } => page.setting(vclock::page::CLOCK_REALTIME).rate(),
+            Sink::Remote { rate, .. } => *rate,
         }
     }
 
@@ -168,7 +208,7 @@ impl NodeClock {
     pub fn rebase(&mut self, origin: Instant) -> io::Result<()> {
         match &mut self.sink {
             Sink::Faketime(f) => f.rebase(origin),
-            Sink::Page { .. } => Ok(()),
+            Sink::Page { .. } | Sink::Remote { .. } => Ok(()),
         }
     }
 
@@ -207,6 +247,29 @@ impl NodeClock {
                     let (off, rate) = f(off_ns as f64 / NS_PER_S, rate);
                     ((off * NS_PER_S).round() as i64, rate)
                 });
+                Ok(())
+            }
+            Sink::Remote { .. } => {
+                let now = Instant::now();
+                let (off, new_rate) = {
+                    let Sink::Remote { rate, .. } = &self.sink else {
+                        unreachable!()
+                    };
+                    f(self.offset_s(now), *rate)
+                };
+                let Sink::Remote {
+                    clock,
+                    scope,
+                    offset_ns,
+                    rate,
+                    at,
+                } = &mut self.sink
+                else {
+                    unreachable!()
+                };
+                let off_ns = (off * NS_PER_S).round() as i64;
+                clock.set(*scope, off_ns, new_rate)?;
+                (*offset_ns, *rate, *at) = (off_ns, new_rate, now);
                 Ok(())
             }
         }

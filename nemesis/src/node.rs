@@ -44,6 +44,11 @@ pub trait NodeControl: Send + Sync {
     fn started_at(&self) -> Option<Instant>;
     /// The process id, for the log, where the runtime has one.
     fn pid(&self) -> Option<u32>;
+    /// The node's clock when an agent on another host sets it (the ssh runtime); `None` where
+    /// the harness writes the clock itself.
+    fn remote_clock(&self) -> Option<Arc<dyn crate::clock::RemoteClock>> {
+        None
+    }
 }
 
 /// A node shared between the runner and the nemesis.

@@ -891,9 +891,15 @@ impl Runtime for SshRuntime {
                 }
                 (None, NodeCommand::Shell(line)) => NodeCommand::shell_line(&map(&line)),
             };
+            // Clock faults asked for: a control page (vDSO backend here) or libfaketime's
+            // environment (its backend here). On the host the agent patches the service to
+            // read its page either way, so libfaketime's variables are not passed on.
+            let clock_on =
+                s.clock_page.is_some() || s.env.iter().any(|(k, _)| k == "FAKETIME_TIMESTAMP_FILE");
             let env: Vec<String> = s
                 .env
                 .iter()
+                .filter(|(k, _)| !k.starts_with("FAKETIME") && k != "LD_PRELOAD")
                 .map(|(k, v)| format!("{k}={}", sh_quote(&map(v))))
                 .collect();
             std::fs::create_dir_all(&local_dir).map_err(|source| NodeError::Io {
@@ -902,6 +908,14 @@ impl Runtime for SshRuntime {
                 path: local_dir.clone(),
                 source,
             })?;
+            // The node's own page is made on its host by the agent.
+            let clock = clock_on.then(|| {
+                Arc::new(SshClock {
+                    conn: conn.clone(),
+                    agent: agent.clone(),
+                    page: format!("{remote_dir}/clock.page"),
+                })
+            });
             Ok(Box::new(SshNode {
                 id: s.id,
                 name: format!("n{}", i + 1),
@@ -918,6 +932,9 @@ impl Runtime for SshRuntime {
                 pgid: None,
                 paused: AtomicBool::new(false),
                 started_at: None,
+                // A control page asked for: the run has clock faults. The node's own page is
+                // made on its host by the agent.
+                clock,
             }) as Box<dyn NodeControl>)
         })
     }
@@ -1051,6 +1068,8 @@ pub struct SshNode {
     pgid: Option<i32>,
     paused: AtomicBool,
     started_at: Option<Instant>,
+    /// The node's clock, when clock faults are on.
+    clock: Option<Arc<SshClock>>,
 }
 
 impl SshNode {
@@ -1089,9 +1108,18 @@ impl SshNode {
              echo \"--- start $(date +%s%3N)\" >> {d}/stderr.log\n\
              env {tag} {env} setsid sh -c {inner} < /dev/null >> {d}/stdout.log 2>> {d}/stderr.log &\n\
              i=0; while [ ! -s {d}/pid ] && [ $i -lt 250 ]; do sleep 0.02; i=$((i+1)); done\n\
-             cat {d}/pid\n",
+             p=$(cat {d}/pid)\n\
+             {wait_exec}\
+             echo \"$p\"\n",
             env = self.env.join(" "),
             inner = sh_quote(&inner),
+            // A clock patch must land on the service, not on the shell about to exec it (an
+            // exec maps a fresh vDSO): wait (bounded) until the group leader is no longer `sh`.
+            wait_exec = if self.line.starts_with("exec ") {
+                "i=0; while [ \"$(readlink /proc/$p/exe)\" = \"$(readlink /proc/$$/exe)\" ] && [ $i -lt 250 ]; do sleep 0.02; i=$((i+1)); done\n"
+            } else {
+                ""
+            },
         )
     }
 
@@ -1183,6 +1211,26 @@ impl SshNode {
         r
     }
 
+    /// Patches the service (or every process of its group) to read the node's control page,
+    /// through the agent on its host; nothing when clock faults are off.
+    async fn patch_clock(&self, pid: i32, group: bool) -> Result<(), NodeError> {
+        let Some(clock) = &self.clock else {
+            return Ok(());
+        };
+        let script = format!(
+            "{} clock-agent attach --page {} --pid {pid}{}",
+            clock.agent,
+            clock.page,
+            if group { " --group" } else { "" }
+        );
+        let out = self
+            .exec("patch the clock", script)
+            .await
+            .map_err(|e| self.node_err("patch its clock", e))?;
+        tracing::info!(node = %self.id, pid, patched = out.trim(), "clock patched");
+        Ok(())
+    }
+
     fn record_pid(&self, pid: Option<i32>) {
         let index = self.index;
         if let Err(e) = self.state.update(|s| {
@@ -1270,7 +1318,17 @@ impl NodeControl for SshNode {
             self.pgid = Some(pid);
             self.started_at = Some(Instant::now());
             self.record_pid(Some(pid));
+            // As a local node: the service's clock patched as it starts, then every process of
+            // its group once it serves.
+            if let Err(e) = self.patch_clock(pid, false).await {
+                let _ = self.kill_group().await;
+                return Err(e);
+            }
             self.wait_healthy(startup).await?;
+            if let Err(e) = self.patch_clock(pid, true).await {
+                let _ = self.kill_group().await;
+                return Err(e);
+            }
             tracing::info!(node = %self.id, host = %self.conn.label(), pid, "node healthy");
             Ok(())
         })
@@ -1317,6 +1375,43 @@ impl NodeControl for SshNode {
     }
     fn pid(&self) -> Option<u32> {
         self.pgid.map(|p| p as u32)
+    }
+    fn remote_clock(&self) -> Option<Arc<dyn crate::clock::RemoteClock>> {
+        self.clock
+            .clone()
+            .map(|c| c as Arc<dyn crate::clock::RemoteClock>)
+    }
+}
+
+/// A node's clock on its host: the node's control page there, written by lockpick's binary
+/// copied next to it (`lockpick clock-agent`), one ssh call a change.
+#[derive(Debug)]
+pub struct SshClock {
+    conn: Arc<Conn>,
+    /// The copied binary.
+    agent: String,
+    page: String,
+}
+
+impl crate::clock::RemoteClock for SshClock {
+    fn set(
+        &self,
+        scope: crate::clock::ClockScope,
+        offset_ns: i64,
+        rate: f64,
+    ) -> std::io::Result<()> {
+        assert!(
+            rate > 0.0 && rate.is_finite(),
+            "a clock rate must be positive"
+        );
+        let script = format!(
+            "{} clock-agent set --page {} --scope {scope} --offset-ns {offset_ns} --rate {rate}",
+            self.agent, self.page
+        );
+        self.conn
+            .exec("set the clock", &script, None, CALL_TIMEOUT)
+            .map(drop)
+            .map_err(std::io::Error::other)
     }
 }
 

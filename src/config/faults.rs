@@ -44,8 +44,6 @@ pub(super) fn faults(
             // Not where no clock backend runs, nor for a service the fallback, libfaketime,
             // does not reach (Go programs such as etcd).
             .filter(|f| *f != FaultKind::Clock || clock_reaches(service).is_ok())
-            // The ssh runtime has no clock agent on the hosts yet.
-            .filter(|f| *f != FaultKind::Clock || a.runtime.as_deref() != Some("ssh"))
             // Network faults only where the user chose the namespace runtime: it needs root
             // and changes how nodes are reached, which a default should not spring on anyone.
             .filter(|f| {
@@ -82,12 +80,6 @@ pub(super) fn runtime(
             bail!(
                 "--runtime ssh: a --url target is not started by lockpick, so it has no host \
                  to run on"
-            );
-        }
-        if faults.contains(&FaultKind::Clock) {
-            bail!(
-                "--runtime ssh: clock faults on remote hosts are not supported yet (the clock \
-                 agent is not written); leave clock out of --nemesis"
             );
         }
         if a.hosts_file.is_none() {

@@ -191,7 +191,13 @@ async fn start_lock_nodes(
             spec.env = h.env;
             spec.clock_page = h.page;
         }
-        unstarted.push(runtime.node(i, spec).await?);
+        let node = runtime.node(i, spec).await?;
+        // A node on another host has its clock set there, by the runtime's agent.
+        let clock = match (clock, node.remote_clock()) {
+            (Some(_), Some(remote)) => Some(NodeClock::remote(remote, cfg.clock_scope())),
+            (clock, _) => clock,
+        };
+        unstarted.push(node);
         clocks.push(clock);
     }
     let mut out = Deployment {
