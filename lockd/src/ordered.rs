@@ -486,9 +486,16 @@ async fn acquire_handler(
     let req: AcquireReq = parse_body(&body)?;
     check_name("client", &req.client)?;
     check_ttl(req.ttl_ms)?;
-    let token = o.acquire(&lock, &req).await?;
-    debug!(lock, client = req.client, token, "granted");
-    Ok(Json(json!({ "token": token, "ttl_ms": req.ttl_ms })).into_response())
+    // In a task of its own: a client that hangs up (its timeout) drops this handler, and an
+    // acquire abandoned mid-wait would stay queued at every member, blocking the lock for good.
+    // Run to its end, it either withdraws at its deadline or is granted a lease that expires.
+    let ttl_ms = req.ttl_ms;
+    let (lock2, client) = (lock.clone(), req.client.clone());
+    let token = tokio::spawn(async move { o.acquire(&lock2, &req).await })
+        .await
+        .map_err(|_| ApiError::Internal("acquire-task-failed"))??;
+    debug!(lock, client, token, "granted");
+    Ok(Json(json!({ "token": token, "ttl_ms": ttl_ms })).into_response())
 }
 
 async fn renew_handler(
