@@ -41,10 +41,13 @@ pub enum Command {
     /// Tell, for each fault, whether this machine can run it, and what is missing if not. Exit
     /// 0 when the required faults (pause, kill, client-pause: what every run may draw) can run,
     /// with a warning naming any optional one (clock, partition, netem) that cannot; exit 3
-    /// when a required one cannot.
-    Doctor,
-    /// Undo what a killed run left behind (network namespaces, links, rules), from the state
-    /// files of the run directories under PATH.
+    /// when a required one cannot. With --config, also each host of its [[nodes]] (--runtime
+    /// ssh): reachable, root or passwordless sudo, architecture, free disk, iptables, netem,
+    /// ptrace; exit 3 when a host lacks what every run needs.
+    Doctor(DoctorArgs),
+    /// Undo what a killed run left behind (network namespaces, links, rules; on ssh hosts the
+    /// run's processes, chain, qdisc and directory), from the state files of the run
+    /// directories under PATH.
     Cleanup(CleanupArgs),
     /// Check a history file or a run directory offline and print the verdict.
     Check(CheckArgs),
@@ -396,6 +399,13 @@ pub struct ExportArgs {
     /// Where to write (default: history.edn beside the history); `-` writes to standard output.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DoctorArgs {
+    /// A config file whose [[nodes]] are checked over ssh too.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

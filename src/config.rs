@@ -479,7 +479,7 @@ fn load_template(file: &std::path::Path) -> Result<workloads::TemplateSpec> {
 
 /// The `[[nodes]]` and `[ssh]` of a config file: the hosts of --runtime ssh. Relative paths
 /// (identity files, the ssh config) are taken from the file's directory.
-fn load_hosts(file: &std::path::Path) -> Result<nemesis::ssh::Hosts> {
+pub(crate) fn load_hosts(file: &std::path::Path) -> Result<nemesis::ssh::Hosts> {
     #[derive(serde::Deserialize)]
     struct SshSection {
         config: Option<PathBuf>,

@@ -174,6 +174,42 @@ pub fn cleanup(path: &Path) -> anyhow::Result<history::ExitCode> {
 /// runs without it.
 pub const REQUIRED: [&str; 3] = ["pause", "kill", "client-pause"];
 
+/// `lockpick doctor [--config FILE]`: this machine's table, then, when the file lists hosts
+/// (`[[nodes]]`), each host's checks over ssh. Exit 3 when this machine lacks a required
+/// fault or a host lacks what every ssh run needs (reachable, root, arch, disk); a host
+/// lacking an optional one (iptables, netem, ptrace) is a warning.
+pub fn run_with(config: Option<&Path>) -> anyhow::Result<history::ExitCode> {
+    let local = run();
+    let Some(file) = config else {
+        return Ok(local);
+    };
+    let hosts = crate::config::load_hosts(file)?;
+    let always = nemesis::ssh::required_checks(&[]);
+    let mut failed = false;
+    for (host, checks) in nemesis::ssh::check_hosts(&hosts) {
+        println!("\nhost {host}");
+        for c in &checks {
+            let state = if c.ok { "ok" } else { "missing" };
+            println!("  {:<10} {state:<8} {}", c.name, c.why);
+            if !c.ok && always.contains(&c.name.as_str()) {
+                failed = true;
+                eprintln!("error: host {host}: {}: {}", c.name, c.why);
+            } else if !c.ok {
+                eprintln!(
+                    "warning: host {host}: {} cannot run there ({}): a run that needs it is \
+                     refused",
+                    c.name, c.why
+                );
+            }
+        }
+    }
+    Ok(if failed {
+        history::ExitCode::Error
+    } else {
+        local
+    })
+}
+
 /// Prints the table; the exit code is 0 when every required fault can run (a missing optional
 /// one is a warning), 3 otherwise.
 pub fn run() -> history::ExitCode {

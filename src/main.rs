@@ -134,7 +134,7 @@ fn dispatch(cmd: Command) -> Result<ExitCode> {
         Command::Run(a) => run_cmd::run(a, false),
         Command::Probe(a) => probe_cmd::probe(a),
         Command::Check(a) => check_cmd::check(a),
-        Command::Doctor => Ok(doctor::run()),
+        Command::Doctor(a) => doctor::run_with(a.config.as_deref()),
         Command::Init(a) => config_file::init(&a.path, a.force).map(|()| ExitCode::Valid),
         Command::Export(a) => export_cmd::export(&a),
         Command::Cleanup(a) => doctor::cleanup(&a.path),

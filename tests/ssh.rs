@@ -350,3 +350,96 @@ fn a_host_that_stops_answering_is_a_harness_error() {
         assert!(left.is_empty(), "host {i} keeps {left:?}\n{log}");
     }
 }
+
+/// `doctor --config` checks every host over ssh; a run refuses up front, naming the host and
+/// the reason, when a host cannot run what it asks for (here: a host with no sshd, and netem
+/// where this kernel has none).
+#[test]
+fn doctor_checks_the_hosts_and_a_run_refuses_what_they_lack() {
+    if !require_sshbed() {
+        return;
+    }
+    let bed = SshBed::start(3);
+    let config = bed.write_config("");
+    let o = bed.lockpick(
+        &["doctor", "--config", config.to_str().unwrap()],
+        Duration::from_secs(60),
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    for i in 0..3 {
+        assert!(
+            stdout.contains(&format!("host root@{}:22", bed.ip(i))),
+            "{stdout}"
+        );
+    }
+    for check in [
+        "reachable",
+        "root",
+        "arch",
+        "disk",
+        "iptables",
+        "netem",
+        "ptrace",
+    ] {
+        assert_eq!(
+            stdout.matches(&format!("\n  {check} ")).count(),
+            3,
+            "{check} once per host: {stdout}"
+        );
+    }
+    assert_eq!(o.status.code(), Some(0), "{stdout}");
+
+    // A fourth "host" with no sshd: doctor fails, and a run over it is refused before any
+    // traffic, with the host named.
+    let unreachable = bed.dir.path().join("four.toml");
+    let text = std::fs::read_to_string(&config).unwrap()
+        + "[[nodes]]\naddress = \"10.213.0.14\"\nuser = \"root\"\nport = 22\n";
+    std::fs::write(&unreachable, text).unwrap();
+    let o = bed.lockpick(
+        &["doctor", "--config", unreachable.to_str().unwrap()],
+        Duration::from_secs(60),
+    );
+    assert_eq!(o.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("10.213.0.14"));
+    let tmp = tempfile::tempdir().unwrap();
+    let o = bed.lockpick(
+        &[
+            "run",
+            "--config",
+            unreachable.to_str().unwrap(),
+            "--out",
+            tmp.path().to_str().unwrap(),
+            "--runtime",
+            "ssh",
+            "--nodes",
+            "4",
+            "--duration",
+            "5s",
+            "--nemesis",
+            "pause",
+        ],
+        Duration::from_secs(60),
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("10.213.0.14") && stderr.contains("reachable"),
+        "{stderr}"
+    );
+
+    // netem where a host lacks it: refused up front with the host and the reason.
+    if stdout.contains("netem      missing") {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = bed.run(
+            tmp.path(),
+            &short_run(&["--seed", "1", "--nemesis", "netem"]),
+            LIMIT,
+        );
+        assert_eq!(r.code, 3, "{}", r.describe());
+        assert!(
+            r.stderr.contains("10.213.0.11") && r.stderr.contains("netem"),
+            "{}",
+            r.describe()
+        );
+    }
+}

@@ -20,6 +20,8 @@ pub struct RuntimeSpec<'a> {
     pub state_file: &'a Path,
     /// The hosts of `--runtime ssh` (the config file's `[[nodes]]`); other runtimes ignore it.
     pub hosts: Option<&'a crate::ssh::Hosts>,
+    /// The faults the run performs: a runtime refuses up front what it cannot make.
+    pub faults: &'a [crate::schedule::FaultKind],
 }
 
 /// A kind of runtime, as `--runtime` names it.

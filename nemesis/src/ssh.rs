@@ -540,6 +540,133 @@ fn clean_hosts(run_id: &str, hosts: &[HostState]) -> Vec<Result<(), SshError>> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Host checks (`lockpick doctor --config`, and every run before it sets anything up)
+
+/// One thing a host offers, or lacks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HostCheck {
+    /// `reachable`, `root`, `arch`, `disk`, `iptables`, `netem`, `ptrace`.
+    pub name: String,
+    pub ok: bool,
+    /// What was found, or why it is missing.
+    pub why: String,
+}
+
+/// Free space a node's directory needs: lockpick's binary and the logs.
+const DISK_FREE_KIB_MIN: u64 = 512 * 1024;
+
+/// Prints one `name<TAB>ok|no<TAB>why` line per check. Reads only, except the netem check,
+/// which (when sch_netem is not loaded) tries a netem qdisc in a throwaway namespace of its
+/// own and deletes the namespace again.
+fn check_script(probe_ns: &str) -> String {
+    format!(
+        r#"ok() {{ printf '%s\tok\t%s\n' "$1" "$2"; }}
+no() {{ printf '%s\tno\t%s\n' "$1" "$2"; }}
+u=$(id -u); if [ "$u" = 0 ]; then ok root "uid 0"; else no root "uid $u"; fi
+m=$(uname -m); if [ "$m" = {arch} ]; then ok arch "$m"; else no arch "$m: lockpick's binary here is {arch}"; fi
+k=$(df -Pk /tmp | awk 'NR==2 {{print $4}}'); k=${{k:-0}}
+if [ "$k" -ge {disk} ]; then ok disk "$((k / 1024)) MiB free in /tmp"; else no disk "$((k / 1024)) MiB free in /tmp (lockpick's binary and the logs need $(({disk} / 1024)))"; fi
+if ! command -v iptables >/dev/null 2>&1; then no iptables "not installed (apt-get install iptables)"
+elif iptables -w 5 -S >/dev/null 2>&1; then ok iptables "$(iptables --version 2>&1 | head -n 1)"
+else no iptables "iptables -S fails: $(iptables -w 5 -S 2>&1 | head -n 1)"; fi
+if ! command -v tc >/dev/null 2>&1; then no netem "tc not installed (apt-get install iproute2)"
+elif [ -d /sys/module/sch_netem ]; then ok netem "sch_netem loaded"
+elif ip netns add {probe_ns} 2>/dev/null; then
+  if e=$(ip netns exec {probe_ns} tc qdisc add dev lo root netem delay 1ms 2>&1); then ok netem "tc qdisc netem works"; else no netem "the kernel has no netem: $e (CONFIG_NET_SCH_NETEM)"; fi
+  ip netns del {probe_ns}
+else no netem "cannot tell: sch_netem is not loaded and no namespace could be made to try it"; fi
+sc=$(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo 0)
+if [ "$m" != x86_64 ]; then no ptrace "vDSO clock control is x86_64 only, not $m"
+elif [ "$sc" -ge 3 ]; then no ptrace "kernel.yama.ptrace_scope is 3: no process may be traced"
+else ok ptrace "ptrace_scope $sc, as root"; fi
+"#,
+        arch = std::env::consts::ARCH,
+        disk = DISK_FREE_KIB_MIN,
+    )
+}
+
+/// Checks each host (all at once): reachable, root (or passwordless sudo), the architecture
+/// of lockpick's binary, free disk, iptables, netem, ptrace. One list per host, in order.
+pub fn check_hosts(hosts: &Hosts) -> Vec<(String, Vec<HostCheck>)> {
+    let tag = format!("{:06x}", rand::random::<u32>() & 0x00ff_ffff);
+    let control_dir = PathBuf::from(format!("/tmp/lp-ssh-chk-{tag}"));
+    let _ = std::fs::create_dir_all(&control_dir);
+    let conns: Vec<Conn> = hosts
+        .nodes
+        .iter()
+        .take(HOSTS_MAX)
+        .map(|h| Conn {
+            host: h.clone(),
+            ssh_config: hosts.ssh_config.clone(),
+            control_dir: control_dir.clone(),
+        })
+        .collect();
+    let script = check_script(&format!("lp-chk-{tag}"));
+    let out = std::thread::scope(|s| {
+        let handles: Vec<_> = conns
+            .iter()
+            .map(|c| {
+                let script = &script;
+                s.spawn(move || {
+                    let r = check_host(c, script);
+                    c.close();
+                    (c.label(), r)
+                })
+            })
+            .collect();
+        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+    });
+    let _ = std::fs::remove_dir_all(&control_dir);
+    out
+}
+
+fn check_host(c: &Conn, script: &str) -> Vec<HostCheck> {
+    let check = |name: &str, ok: bool, why: String| HostCheck {
+        name: name.into(),
+        ok,
+        why,
+    };
+    match c.exec("check the host", script, None, CALL_TIMEOUT) {
+        Ok(out) => {
+            let mut checks = vec![check("reachable", true, "ssh works".into())];
+            checks.extend(out.lines().filter_map(|line| {
+                let mut f = line.splitn(3, '\t');
+                let (name, ok) = (f.next()?, f.next()? == "ok");
+                Some(check(name, ok, f.next().unwrap_or("").into()))
+            }));
+            checks
+        }
+        Err(e @ SshError::Unreachable { .. }) => vec![check("reachable", false, e.to_string())],
+        // ssh worked, the script did not run: sudo wanted a password, most likely.
+        Err(e) => vec![
+            check("reachable", true, "ssh works".into()),
+            check(
+                "root",
+                false,
+                format!("{e} (log in as root, or give the user passwordless sudo)"),
+            ),
+        ],
+    }
+}
+
+/// The checks a run with `faults` needs on every host: always reachable, root, arch and
+/// disk; iptables for partitions, netem for netem, ptrace for clock faults.
+pub fn required_checks(faults: &[crate::schedule::FaultKind]) -> Vec<&'static str> {
+    use crate::schedule::FaultKind;
+    let mut needs = vec!["reachable", "root", "arch", "disk"];
+    if faults.contains(&FaultKind::Partition) {
+        needs.push("iptables");
+    }
+    if faults.contains(&FaultKind::Netem) {
+        needs.push("netem");
+    }
+    if faults.contains(&FaultKind::Clock) {
+        needs.push("ptrace");
+    }
+    needs
+}
+
+// ---------------------------------------------------------------------------------------------
 // The runtime
 
 pub struct Ssh;
@@ -559,6 +686,7 @@ impl RuntimeKind for Ssh {
             hosts,
             spec.nodes,
             spec.state_file,
+            spec.faults,
         )?))
     }
 }
@@ -596,11 +724,37 @@ impl SshRuntime {
     /// copies lockpick's binary there and makes the run's chain, all hosts at once. The state
     /// file lists each host before anything is made there; on any error everything made so
     /// far is removed again.
-    pub fn open(hosts: &Hosts, n: usize, state_file: &Path) -> Result<SshRuntime, SshError> {
+    pub fn open(
+        hosts: &Hosts,
+        n: usize,
+        state_file: &Path,
+        faults: &[crate::schedule::FaultKind],
+    ) -> Result<SshRuntime, SshError> {
         if n == 0 || n > hosts.nodes.len() || n > HOSTS_MAX {
             return Err(SshError::Config(format!(
                 "--nodes {n} needs {n} [[nodes]] entries in the config file; it lists {}",
                 hosts.nodes.len()
+            )));
+        }
+        // Refused up front, before anything is made on any host, naming the host and why.
+        let needs = required_checks(faults);
+        let wanted = Hosts {
+            nodes: hosts.nodes[..n].to_vec(),
+            ssh_config: hosts.ssh_config.clone(),
+        };
+        let mut refusals = Vec::new();
+        for (host, checks) in check_hosts(&wanted) {
+            for c in checks
+                .iter()
+                .filter(|c| !c.ok && needs.contains(&c.name.as_str()))
+            {
+                refusals.push(format!("{host}: {}: {}", c.name, c.why));
+            }
+        }
+        if !refusals.is_empty() {
+            return Err(SshError::Config(format!(
+                "the hosts cannot run this test: {}",
+                refusals.join("; ")
             )));
         }
         let run_id = format!("{:08x}", rand::random::<u32>());
@@ -812,8 +966,10 @@ fn set_up_host(
          ip=${{SSH_CONNECTION%% *}}\n\
          dev=$(ip -o route get \"$ip\" 2>/dev/null | sed -n 's/.* dev \\([^ ]*\\).*/\\1/p')\n\
          mkdir -p {dir}\n\
-         {ipt} -N {chain}\n\
-         {ipt} -I INPUT 1 -j {chain}\n\
+         if command -v iptables >/dev/null 2>&1; then\n\
+           {ipt} -N {chain}\n\
+           {ipt} -I INPUT 1 -j {chain}\n\
+         fi\n\
          echo \"$ip $dev\"\n"
     );
     let out = c.exec("set the run up", &probe, None, CALL_TIMEOUT)?;

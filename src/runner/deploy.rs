@@ -133,6 +133,7 @@ async fn start_lock_nodes(
         nodes: n,
         state_file: &state_file,
         hosts: cfg.hosts.as_ref(),
+        faults: &cfg.faults,
     };
     let runtime = tokio::task::block_in_place(|| kind.open(&spec))?;
     let (hosts, ports): (Vec<String>, Vec<u16>) = runtime.addresses(n)?.into_iter().unzip();
