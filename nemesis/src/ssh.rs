@@ -1599,6 +1599,67 @@ mod tests {
         assert!(err.contains("prot"), "{err}");
     }
 
+    /// The kill script on this machine: a process whose pid file names it but that carries
+    /// no tag (a reused pid) is left alone and its stale pid file dropped; the run's own
+    /// process group is killed; with `strict`, a missing group is an error.
+    #[test]
+    fn only_tagged_groups_are_signalled() {
+        let run_id = format!("{:08x}", rand::random::<u32>());
+        let dir = node_dir(&run_id, "n1");
+        std::fs::create_dir_all(&dir).unwrap();
+        // Started through a shell that exits, so init reaps them as it would a node's.
+        let spawn = |tag: &str| -> u32 {
+            let out = std::process::Command::new("sh")
+                .args([
+                    "-c",
+                    &format!("env {tag} setsid sleep 30 >/dev/null 2>&1 & echo $!"),
+                ])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+        };
+        let sh = |script: &str| {
+            std::process::Command::new("sh")
+                .args(["-c", script])
+                .status()
+                .unwrap()
+                .code()
+        };
+        let alive = |pid: u32| !matches!(crate::process_state(pid), None | Some('Z'));
+        let stranger = spawn("OTHER=1");
+        std::fs::write(format!("{dir}/pid"), stranger.to_string()).unwrap();
+        assert_eq!(
+            sh(&kill_tagged_script(&run_id, "n1", &["KILL"], false)),
+            Some(0)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(alive(stranger), "an untagged process was killed");
+        assert!(
+            !Path::new(&format!("{dir}/pid")).exists(),
+            "the stale pid file stays"
+        );
+        assert_eq!(
+            sh(&kill_tagged_script(&run_id, "n1", &["STOP"], true)),
+            Some(3)
+        );
+        // Started by this test, by pid.
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(stranger as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+
+        let ours = spawn(&format!("{RUN_TAG_VAR}={run_id}/n1"));
+        std::fs::write(format!("{dir}/pid"), ours.to_string()).unwrap();
+        assert_eq!(
+            sh(&kill_tagged_script(&run_id, "n1", &["STOP"], true)),
+            Some(0)
+        );
+        assert_eq!(crate::process_state(ours), Some('T'));
+        assert_eq!(sh(&cleanup_script(&run_id, "n1", None)), Some(0));
+        assert!(!alive(ours), "the run's own group survived cleanup");
+        assert!(!Path::new(&dir).exists());
+    }
+
     #[test]
     fn cleanup_touches_only_the_runs_chain_and_tagged_processes() {
         let s = cleanup_script("0badcafe", "n1", Some("eth0"));
