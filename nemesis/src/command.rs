@@ -9,8 +9,9 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// Most bytes kept of a command's stdout or stderr: far beyond what the tools print here.
-const OUTPUT_BYTES_MAX: u64 = 1 << 20;
+/// Most bytes kept of a command's stdout or stderr: far beyond what ip, iptables and tc print,
+/// and room for a node's log fetched over ssh (which fetches at most its last 32 MiB).
+pub const OUTPUT_BYTES_MAX: u64 = 64 << 20;
 
 /// How a bounded command failed.
 #[derive(Debug, thiserror::Error)]

@@ -61,6 +61,10 @@ const XTABLES_WAIT_S: u32 = 5;
 const NETEM_HANDLE: &str = "4c50:";
 /// The environment variable that marks a node's processes as the run's.
 const RUN_TAG_VAR: &str = "LOCKPICK_RUN";
+/// The most of a node's log fetched into the run directory (its end).
+const LOG_FETCH_BYTES_MAX: u64 = 32 << 20;
+// The fetched end of a log, and the line before it, fit in what a command's output keeps.
+const _: () = assert!(LOG_FETCH_BYTES_MAX + 4096 < command::OUTPUT_BYTES_MAX);
 /// A node's health is polled this often while it starts.
 const HEALTH_POLL_INTERVAL: Duration = Duration::from_millis(50);
 const HEALTH_PROBE_TIMEOUT_MAX: Duration = Duration::from_secs(1);
@@ -1402,10 +1406,18 @@ impl SshNode {
     /// are read whole once, at the end).
     fn fetch_logs(&self) {
         for name in ["stdout.log", "stderr.log"] {
-            let script = format!("cat {}/{name} 2>/dev/null || true", self.remote_dir);
+            // The end of a long log matters most: at most its last LOG_FETCH_BYTES_MAX bytes,
+            // after a line that says how much was left out.
+            let script = format!(
+                "f={d}/{name}; [ -f $f ] || exit 0\n\
+                 s=$(stat -c %s $f); if [ $s -gt {max} ]; then echo \"--- (the first $((s - {max})) bytes of this log are on the host only)\"; fi\n\
+                 tail -c {max} $f\n",
+                d = self.remote_dir,
+                max = LOG_FETCH_BYTES_MAX,
+            );
             match self
                 .conn
-                .exec("fetch the logs", &script, None, CALL_TIMEOUT)
+                .exec("fetch the logs", &script, None, COPY_TIMEOUT)
             {
                 Ok(text) => {
                     if let Err(e) = std::fs::write(self.local_dir.join(name), text) {
