@@ -443,3 +443,59 @@ fn doctor_checks_the_hosts_and_a_run_refuses_what_they_lack() {
         );
     }
 }
+
+/// A `[[nodes]]` entry's own `command` runs on its host with its placeholders filled in (here
+/// lockd started from the test's binary path, as a service installed on the host would be).
+#[test]
+fn a_nodes_own_command_runs_on_its_host() {
+    if !require_sshbed() {
+        return;
+    }
+    let bed = SshBed::start(1);
+    let config = bed.dir.path().join("own.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[ssh]\nconfig = \"ssh_config\"\n\n[[nodes]]\naddress = \"{}\"\nservice_port = 7100\n\
+             command = \"{} lockd --listen {{host}}:{{port}} --data-dir {{data_dir}}\"\n",
+            bed.ip(0),
+            common::BIN
+        ),
+    )
+    .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let o = bed.lockpick(
+        &[
+            "run",
+            "--config",
+            config.to_str().unwrap(),
+            "--out",
+            tmp.path().to_str().unwrap(),
+            "--runtime",
+            "ssh",
+            "--nodes",
+            "1",
+            "--duration",
+            "3s",
+            "--nemesis",
+            "pause,kill",
+            "--seed",
+            "1",
+        ],
+        LIMIT,
+    );
+    let r = Run {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        out_dir: tmp.path().to_path_buf(),
+    };
+    assert_eq!(r.code, 0, "{}", r.describe());
+    let log = std::fs::read_to_string(r.run_dir().join("lockpick.log")).unwrap();
+    assert!(
+        log.contains(&format!("url=http://{}:7100", bed.ip(0))),
+        "{log}"
+    );
+    let run_id = sshbed::run_id_of(&r.run_dir());
+    assert!(bed.leftovers(0, &run_id).is_empty());
+}
