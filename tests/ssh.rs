@@ -34,16 +34,18 @@ fn short_run<'a>(extra: &[&'a str]) -> Vec<&'a str> {
     a
 }
 
-/// Nothing of any run on any host of the bed.
-fn assert_clean(bed: &SshBed, run: &Run) {
-    for i in 0..3 {
-        let left = bed.leftovers(i, &sshbed::run_id_of(&run.run_dir()));
-        assert!(
-            left.is_empty(),
-            "host {i} keeps {left:?}\n{}",
-            run.describe()
-        );
+/// Nothing of run `run_id` on hosts `hosts` of the bed: no process, chain, directory or qdisc.
+fn assert_no_run_left(bed: &SshBed, run_id: &str, hosts: std::ops::Range<usize>, context: &str) {
+    for i in hosts {
+        let left = bed.leftovers(i, run_id);
+        assert!(left.is_empty(), "host {i} keeps {left:?}\n{context}");
     }
+}
+
+/// Nothing of `run` on any host of the bed.
+fn assert_clean(bed: &SshBed, run: &Run) {
+    let run_id = sshbed::run_id_of(&run.run_dir());
+    assert_no_run_left(bed, &run_id, 0..3, &run.describe());
 }
 
 /// Whether a node's own /v1/time showed a skew of at least half a second in `run`'s history:
@@ -257,10 +259,7 @@ fn ctrl_c_leaves_nothing_on_the_hosts() {
     )
     .unwrap();
     wait_exit(&mut h, Duration::from_secs(60));
-    for i in 0..3 {
-        let left = bed.leftovers(i, &run_id);
-        assert!(left.is_empty(), "host {i} keeps {left:?}");
-    }
+    assert_no_run_left(&bed, &run_id, 0..3, "");
     assert!(
         !run_dir.join("state.json").exists(),
         "the state file is removed"
@@ -298,10 +297,7 @@ fn sigkill_then_cleanup_leaves_nothing_on_the_hosts() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(String::from_utf8_lossy(&o.stdout).contains("cleaned 3 host(s)"));
-    for i in 0..3 {
-        let left = bed.leftovers(i, &run_id);
-        assert!(left.is_empty(), "host {i} keeps {left:?}");
-    }
+    assert_no_run_left(&bed, &run_id, 0..3, "");
     assert!(bed
         .ssh(1, "iptables -w 5 -S INPUT")
         .contains("-s 192.0.2.7/32 -j ACCEPT"));
@@ -344,11 +340,8 @@ fn a_host_that_stops_answering_is_a_harness_error() {
         assert!(body.contains("10.213.0.13"), "{file} names the host");
     }
     // The run's own teardown could not reach host 3; cleanup after sshd is back would.
-    for i in 0..2 {
-        let left = bed.leftovers(i, &sshbed::run_id_of(&run_dir));
-        let log = std::fs::read_to_string(run_dir.join("lockpick.log")).unwrap();
-        assert!(left.is_empty(), "host {i} keeps {left:?}\n{log}");
-    }
+    let log = std::fs::read_to_string(run_dir.join("lockpick.log")).unwrap();
+    assert_no_run_left(&bed, &sshbed::run_id_of(&run_dir), 0..2, &log);
 }
 
 /// `doctor --config` checks every host over ssh; a run refuses up front, naming the host and
@@ -496,6 +489,5 @@ fn a_nodes_own_command_runs_on_its_host() {
         log.contains(&format!("url=http://{}:7100", bed.ip(0))),
         "{log}"
     );
-    let run_id = sshbed::run_id_of(&r.run_dir());
-    assert!(bed.leftovers(0, &run_id).is_empty());
+    assert_no_run_left(&bed, &sshbed::run_id_of(&r.run_dir()), 0..1, &r.describe());
 }
