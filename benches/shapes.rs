@@ -4,7 +4,9 @@
 //!
 //! Run: `cargo bench --bench shapes` (10 seeds, 20 s runs, 2 at a time), or
 //! `cargo bench --bench shapes -- SEEDS DURATION_S JOBS`. Modes that need etcd are left out
-//! (with a note) where `etcd` is not installed. Prints one table, in markdown.
+//! (with a note) where `etcd` is not installed. Prints the tables, in markdown.
+//! `cargo bench --bench shapes -- baseline` runs each lockd mode with the one shape stalls
+//! had before shapes (`long,write`) instead: what the harness found of them then.
 
 #[path = "../tests/common/shapes.rs"]
 mod shapes;
@@ -45,7 +47,8 @@ fn main() {
     let seeds = nums.first().copied().unwrap_or(10);
     let duration_s = nums.get(1).copied().unwrap_or(20);
     let jobs = nums.get(2).copied().unwrap_or(2).max(1) as usize;
-    let etcd = have_etcd();
+    let baseline = std::env::args().any(|a| a == "baseline");
+    let etcd = have_etcd() && !baseline;
     let modes: Vec<&ShapeMode> = MODES.iter().filter(|m| etcd || !m.etcd).collect();
     if !etcd {
         eprintln!("etcd not installed: its row is left out");
@@ -57,11 +60,14 @@ fn main() {
         rows.push(m.name.to_string());
         for seed in 1..=seeds {
             let mut args: Vec<String> = m.args.iter().map(|s| s.to_string()).collect();
-            args.extend(["--client-faults".into(), m.shape.into()]);
+            let shape = if baseline { "long,write" } else { m.shape };
+            args.extend(["--client-faults".into(), shape.into()]);
             queue.push(Job { row, args, seed });
         }
     }
-    for shape in ALL_SHAPES {
+    // The baseline has no correct rows: the correct lockd's are the campaign's.
+    let correct: &[&str] = if baseline { &[] } else { &ALL_SHAPES };
+    for &shape in correct {
         let row = rows.len();
         rows.push(format!("correct lockd, {shape}"));
         for seed in 1..=3 {
@@ -115,12 +121,15 @@ fn main() {
         println!(
             "| {} | `{}` | {}/{} | {} | {} |",
             m.name,
-            m.shape,
+            if baseline { "long,write" } else { m.shape },
             caught.len(),
             runs.len(),
             median(firsts).map_or("-".into(), |s| format!("{s:.1} s")),
             kinds.join(", ")
         );
+    }
+    if baseline {
+        return;
     }
     println!();
     println!("| correct lockd (counter), --client-faults | valid | stalls per run (median) |");
