@@ -491,3 +491,76 @@ fn a_nodes_own_command_runs_on_its_host() {
     );
     assert_no_run_left(&bed, &sshbed::run_id_of(&r.run_dir()), 0..1, &r.describe());
 }
+
+/// Not a check: prints what the ssh runtime costs on the bed (BENCHMARKS.md), from one short
+/// run's log: setting the hosts up (connect, check, copy the binary, chain); and the time of
+/// one remote command through a multiplexed connection (what each pause, resume, kill, rule
+/// or clock change costs).
+#[test]
+#[ignore]
+fn measure_ssh_runtime() {
+    if !require_sshbed() {
+        return;
+    }
+    let bed = SshBed::start(3);
+    let tmp = tempfile::tempdir().unwrap();
+    let r = bed.run(
+        tmp.path(),
+        &short_run(&[
+            "--seed",
+            "1",
+            "--nemesis",
+            "pause",
+            "--nemesis-interval",
+            "300ms",
+        ]),
+        LIMIT,
+    );
+    assert_eq!(r.code, 0, "{}", r.describe());
+    let log = std::fs::read_to_string(r.run_dir().join("lockpick.log")).unwrap();
+    let at = |needle: &str| -> f64 {
+        let line = log.lines().find(|l| l.contains(needle)).unwrap();
+        let t = &line[11..26]; // HH:MM:SS.ffffff
+        let p: Vec<f64> = t.split(':').map(|x| x.parse().unwrap()).collect();
+        p[0] * 3600.0 + p[1] * 60.0 + p[2]
+    };
+    let exe = std::fs::metadata(common::BIN).unwrap().len() >> 20;
+    println!(
+        "setup of 3 hosts (checks, {exe} MiB binary copied to each, chain): {:.2} s",
+        at("ssh hosts ready") - at("node up node=\"store\"")
+    );
+    // One remote command through a multiplexed connection, as every fault's call makes it.
+    let hub = bed.hub();
+    let config = bed.dir.path().join("ssh_config");
+    let control = format!("ControlPath={}/%C", bed.dir.path().display());
+    let dest = format!("root@{}", bed.ip(0));
+    let ssh = |extra: &[&str]| {
+        let mut argv = vec!["netns", "exec", &hub, "ssh", "-F", config.to_str().unwrap()];
+        argv.extend([
+            "-o",
+            "ControlMaster=auto",
+            "-o",
+            &control,
+            "-o",
+            "ControlPersist=10",
+        ]);
+        argv.extend_from_slice(extra);
+        let started = std::time::Instant::now();
+        let ok = std::process::Command::new("ip")
+            .args(&argv)
+            .output()
+            .unwrap()
+            .status
+            .success();
+        assert!(ok, "{argv:?}");
+        started.elapsed().as_secs_f64() * 1e3
+    };
+    ssh(&[&dest, "true"]);
+    let mut ms: Vec<f64> = (0..21).map(|_| ssh(&[&dest, "kill -0 1"])).collect();
+    ms.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    ssh(&["-O", "exit", &dest]);
+    println!(
+        "one remote command over the multiplexed connection: median {:.1} ms, max {:.1} ms (21 calls)",
+        ms[10], ms[20]
+    );
+}
