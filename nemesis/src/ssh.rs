@@ -350,7 +350,9 @@ fn kill_tagged_script(run_id: &str, node: &str, signals: &[&str], strict: bool) 
     for signal in signals {
         send.push_str(&format!(
             "kill -{signal} -\"$p\" 2>/dev/null{};",
-            if strict { " || exit 3" } else { "" }
+            // Without `strict` a group that died meanwhile is no error (the start script runs
+            // under `set -e`).
+            if strict { " || exit 3" } else { " || :" }
         ));
         match *signal {
             "TERM" => send.push_str(&gone.replace("LIMIT", "100")),
@@ -363,7 +365,7 @@ fn kill_tagged_script(run_id: &str, node: &str, signals: &[&str], strict: bool) 
     format!(
         "f={dir}/pid\n\
          if [ -f \"$f\" ]; then\n\
-           p=$(cat \"$f\")\n\
+           p=$(cat \"$f\" 2>/dev/null || :)\n\
            if [ -r /proc/\"$p\"/environ ] && tr '\\0' '\\n' < /proc/\"$p\"/environ | grep -qx \"{RUN_TAG_VAR}={run_id}/{node}\"; then\n\
              {send}\n\
            else rm -f \"$f\"; {missing}; fi\n\
