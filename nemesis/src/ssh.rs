@@ -913,22 +913,75 @@ impl SshNet {
         self.faults.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Appends `rule` to the run's chain on host `i`, unless already there.
-    fn add_rule(&self, faults: &mut Faults, i: usize, rule: Vec<String>) -> Result<(), SshError> {
-        if faults.rules.contains(&(i, rule.clone())) {
-            return Ok(());
+    /// Runs one script per host, the hosts at once (a fault on three hosts costs one ssh
+    /// round trip, not three). One result per entry, in order.
+    fn on_hosts(&self, what: &str, scripts: &[(usize, String)]) -> Vec<Result<(), SshError>> {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = scripts
+                .iter()
+                .map(|(i, script)| {
+                    s.spawn(move || {
+                        self.host(*i)?
+                            .exec(what, script, None, CALL_TIMEOUT)
+                            .map(drop)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(SshError::Config("an ssh thread panicked".into())))
+                })
+                .collect()
+        })
+    }
+
+    /// Appends each `(host, rule)` not in place yet to the run's chain on its host: one call
+    /// per host, the hosts at once. The rules of a host whose call failed are not recorded
+    /// (its script stops at the first failure; heal flushes the chain whatever it holds).
+    fn add_rules(
+        &self,
+        faults: &mut Faults,
+        rules: Vec<(usize, Vec<String>)>,
+    ) -> Result<(), SshError> {
+        let mut by_host: std::collections::BTreeMap<usize, Vec<Vec<String>>> = Default::default();
+        for (i, rule) in rules {
+            self.host(i)?;
+            if !faults.rules.contains(&(i, rule.clone())) {
+                let list = by_host.entry(i).or_default();
+                if !list.contains(&rule) {
+                    list.push(rule);
+                }
+            }
         }
-        let quoted: Vec<String> = rule.iter().map(|r| sh_quote(r)).collect();
-        let script = format!(
-            "{} -A {} {}",
-            ipt(),
-            chain_name(&self.run_id),
-            quoted.join(" ")
-        );
-        self.host(i)?
-            .exec("add a partition rule", &script, None, CALL_TIMEOUT)?;
-        faults.rules.insert((i, rule));
-        Ok(())
+        let chain = chain_name(&self.run_id);
+        let scripts: Vec<(usize, String)> = by_host
+            .iter()
+            .map(|(i, rules)| {
+                let lines: Vec<String> = rules
+                    .iter()
+                    .map(|rule| {
+                        let quoted: Vec<String> = rule.iter().map(|r| sh_quote(r)).collect();
+                        format!("{} -A {chain} {}", ipt(), quoted.join(" "))
+                    })
+                    .collect();
+                (*i, format!("set -e\n{}\n", lines.join("\n")))
+            })
+            .collect();
+        let mut first = None;
+        for ((i, rules), r) in by_host
+            .into_iter()
+            .zip(self.on_hosts("add partition rules", &scripts))
+        {
+            match r {
+                Ok(()) => faults.rules.extend(rules.into_iter().map(|rule| (i, rule))),
+                Err(e) => {
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        first.map_or(Ok(()), Err)
     }
 }
 
@@ -1112,6 +1165,7 @@ impl NetworkFaults for SshNet {
     /// On host a, packets from b are dropped, and on b those from a.
     fn partition(&self, cut: &[(usize, usize)]) -> Result<(), Error> {
         let mut faults = self.lock_faults();
+        let mut rules = Vec::with_capacity(cut.len() * 2);
         for &(a, b) in cut {
             let (ha, hb) = (self.host(a)?, self.host(b)?);
             let from = |h: &Conn| {
@@ -1122,14 +1176,15 @@ impl NetworkFaults for SshNet {
                     "DROP".into(),
                 ]
             };
-            self.add_rule(&mut faults, a, from(hb))?;
-            self.add_rule(&mut faults, b, from(ha))?;
+            rules.push((a, from(hb)));
+            rules.push((b, from(ha)));
         }
-        Ok(())
+        Ok(self.add_rules(&mut faults, rules)?)
     }
     /// Drops the harness's packets to the service's port only: ssh keeps working.
     fn cut_clients(&self, nodes: &[usize]) -> Result<(), Error> {
         let mut faults = self.lock_faults();
+        let mut rules = Vec::with_capacity(nodes.len());
         for &i in nodes {
             let h = self.host(i)?;
             let rule = vec![
@@ -1142,19 +1197,20 @@ impl NetworkFaults for SshNet {
                 "-j".into(),
                 "DROP".into(),
             ];
-            self.add_rule(&mut faults, i, rule)?;
+            rules.push((i, rule));
         }
-        Ok(())
+        Ok(self.add_rules(&mut faults, rules)?)
     }
     /// Flushes the run's chain on every host that has a rule in it.
     fn heal(&self) -> Result<(), Error> {
         let mut faults = self.lock_faults();
         let hosts: BTreeSet<usize> = faults.rules.iter().map(|(i, _)| *i).collect();
+        let script = format!("{} -F {}", ipt(), chain_name(&self.run_id));
+        let scripts: Vec<(usize, String)> = hosts.iter().map(|&i| (i, script.clone())).collect();
         let mut first = None;
-        for i in hosts {
-            let script = format!("{} -F {}", ipt(), chain_name(&self.run_id));
-            match self.host(i)?.exec("heal", &script, None, CALL_TIMEOUT) {
-                Ok(_) => faults.rules.retain(|(h, _)| *h != i),
+        for (i, r) in hosts.into_iter().zip(self.on_hosts("heal", &scripts)) {
+            match r {
+                Ok(()) => faults.rules.retain(|(h, _)| *h != i),
                 Err(e) => {
                     first.get_or_insert(e);
                 }
@@ -1162,47 +1218,80 @@ impl NetworkFaults for SshNet {
         }
         first.map_or(Ok(()), |e| Err(e.into()))
     }
+    /// Puts netem on each node's interface, the hosts at once. A root qdisc that is neither
+    /// lockpick's nor a kernel default (an administrator's shaping, say) is never replaced:
+    /// netem is refused on that host.
     fn netem(&self, nodes: &[usize], spec: &NetemSpec) -> Result<(), Error> {
-        let args = spec.tc_args()?;
+        let args = spec.tc_args()?.join(" ");
         let mut faults = self.lock_faults();
+        let mut scripts = Vec::with_capacity(nodes.len());
         for &i in nodes {
-            let script = format!(
-                "tc qdisc replace dev {} root handle {NETEM_HANDLE} {}",
-                sh_quote(&self.devs[i]),
-                args.join(" ")
-            );
-            match self.host(i)?.exec("add netem", &script, None, CALL_TIMEOUT) {
-                Ok(_) => {
-                    faults.netem.insert(i);
+            self.host(i)?;
+            scripts.push((i, netem_script(&self.devs[i], &args)));
+        }
+        let mut first = None;
+        for ((i, _), r) in scripts.iter().zip(self.on_hosts("add netem", &scripts)) {
+            match r {
+                Ok(()) => {
+                    faults.netem.insert(*i);
                 }
                 Err(SshError::Failed { reason, host, .. })
                     if reason.contains("kind is unknown") =>
                 {
-                    return Err(Error::msg(format!(
+                    first.get_or_insert(Error::msg(format!(
                         "host {host}: netem is not available (the kernel needs sch_netem): {reason}"
-                    )))
+                    )));
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => {
+                    first.get_or_insert(e.into());
+                }
             }
         }
-        Ok(())
+        first.map_or(Ok(()), Err)
     }
     fn clear_netem(&self, nodes: &[usize]) -> Result<(), Error> {
         let mut faults = self.lock_faults();
-        for &i in nodes {
-            if faults.netem.contains(&i) {
+        let scripts: Vec<(usize, String)> = nodes
+            .iter()
+            .filter(|i| faults.netem.contains(i))
+            .map(|&i| {
                 let dev = sh_quote(&self.devs[i]);
-                let script = format!(
-                    "if tc qdisc show dev {dev} | grep -q 'qdisc netem {NETEM_HANDLE} root'; \
-                     then tc qdisc del dev {dev} root; fi"
-                );
-                self.host(i)?
-                    .exec("remove netem", &script, None, CALL_TIMEOUT)?;
-                faults.netem.remove(&i);
+                (
+                    i,
+                    format!(
+                        "if tc qdisc show dev {dev} | grep -q 'qdisc netem {NETEM_HANDLE} root'; \
+                         then tc qdisc del dev {dev} root; fi"
+                    ),
+                )
+            })
+            .collect();
+        let mut first = None;
+        for ((i, _), r) in scripts.iter().zip(self.on_hosts("remove netem", &scripts)) {
+            match r {
+                Ok(()) => {
+                    faults.netem.remove(i);
+                }
+                Err(e) => {
+                    first.get_or_insert(e);
+                }
             }
         }
-        Ok(())
+        first.map_or(Ok(()), |e| Err(e.into()))
     }
+}
+
+/// Puts netem with lockpick's handle on `dev`, replacing only lockpick's own netem or a
+/// kernel default root qdisc; any other root qdisc is left alone and the script exits 4.
+fn netem_script(dev: &str, args: &str) -> String {
+    let dev = sh_quote(dev);
+    format!(
+        "cur=$(tc qdisc show dev {dev} | awk '/ root / {{print $2\" \"$3; exit}}')\n\
+         case \"$cur\" in\n\
+           \"netem {NETEM_HANDLE}\"*|noqueue*|pfifo_fast*|fq_codel*|\"mq \"*|\"fq \"*|\"\") ;;\n\
+           *) echo \"the root qdisc on {dev} is $cur, not lockpick's: left alone\" >&2; exit 4 ;;\n\
+         esac\n\
+         tc qdisc replace dev {dev} root handle {NETEM_HANDLE} {args}\n"
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1663,15 +1752,75 @@ mod tests {
         );
 
         let ours = spawn(&format!("{RUN_TAG_VAR}={run_id}/n1"));
+        // `$!` is `env` until it execs: the tag is in the environment from then on.
+        let tagged = (0..500).any(|_| {
+            std::thread::sleep(Duration::from_millis(2));
+            std::fs::read(format!("/proc/{ours}/environ"))
+                .is_ok_and(|e| String::from_utf8_lossy(&e).contains(&run_id))
+        });
+        assert!(tagged, "the tagged process never carried its tag");
         std::fs::write(format!("{dir}/pid"), ours.to_string()).unwrap();
         assert_eq!(
             sh(&kill_tagged_script(&run_id, "n1", &["STOP"], true)),
             Some(0)
         );
-        assert_eq!(crate::process_state(ours), Some('T'));
+        let stopped = (0..500).any(|_| {
+            std::thread::sleep(Duration::from_millis(2));
+            crate::process_state(ours) == Some('T')
+        });
+        assert!(stopped, "STOP did not reach the run's group");
         assert_eq!(sh(&cleanup_script(&run_id, "n1", None)), Some(0));
         assert!(!alive(ours), "the run's own group survived cleanup");
         assert!(!Path::new(&dir).exists());
+    }
+
+    /// netem replaces a kernel default root qdisc or lockpick's own, never another: a fake
+    /// `tc` on PATH shows the root qdisc and records what the script asks of it.
+    #[test]
+    fn netem_leaves_a_foreign_root_qdisc_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let calls = dir.path().join("calls");
+        let tc = dir.path().join("tc");
+        std::fs::write(
+            &tc,
+            format!(
+                "#!/bin/sh\nif [ \"$2\" = show ]; then cat {}/root; else echo \"$@\" >> {}; fi\n",
+                dir.path().display(),
+                calls.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&tc, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let script = netem_script("eth0", "netem delay 100ms");
+        let run = |root: &str| {
+            std::fs::write(dir.path().join("root"), root).unwrap();
+            let _ = std::fs::remove_file(&calls);
+            let path = format!(
+                "{}:{}",
+                dir.path().display(),
+                std::env::var("PATH").unwrap()
+            );
+            let code = std::process::Command::new("sh")
+                .args(["-c", &script])
+                .env("PATH", path)
+                .status()
+                .unwrap()
+                .code();
+            (code, std::fs::read_to_string(&calls).unwrap_or_default())
+        };
+        for ours in [
+            "qdisc noqueue 0: root refcnt 2\n",
+            "qdisc fq_codel 0: root refcnt 2 limit 10240p\n",
+            "qdisc netem 4c50: root refcnt 2 limit 1000 delay 5ms\n",
+            "",
+        ] {
+            let (code, calls) = run(ours);
+            assert_eq!(code, Some(0), "{ours:?}");
+            assert!(calls.contains("qdisc replace dev eth0 root handle 4c50: netem delay 100ms"));
+        }
+        let (code, calls) = run("qdisc htb 1: root refcnt 2 r2q 10 default 0x10\n");
+        assert_eq!(code, Some(4));
+        assert!(calls.is_empty(), "{calls}");
     }
 
     #[test]
