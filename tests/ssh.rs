@@ -341,7 +341,21 @@ fn a_host_that_stops_answering_is_a_harness_error() {
     }
     // The run's own teardown could not reach host 3; cleanup after sshd is back would.
     let log = std::fs::read_to_string(run_dir.join("lockpick.log")).unwrap();
-    assert_no_run_left(&bed, &sshbed::run_id_of(&run_dir), 0..2, &log);
+    let run_id = sshbed::run_id_of(&run_dir);
+    assert_no_run_left(&bed, &run_id, 0..2, &log);
+    // What the run could not remove on the host that stopped answering stays listed in its
+    // state file; once the host is back, `lockpick cleanup` removes it.
+    assert!(
+        run_dir.join("state.json").exists(),
+        "the state file keeps the host"
+    );
+    bed.restart_sshd(2);
+    let o = bed.lockpick(
+        &["cleanup", run_dir.to_str().unwrap()],
+        Duration::from_secs(60),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_no_run_left(&bed, &run_id, 0..3, &log);
 }
 
 /// `doctor --config` checks every host over ssh; a run refuses up front, naming the host and

@@ -1710,6 +1710,14 @@ mod tests {
         let run_id = format!("{:08x}", rand::random::<u32>());
         let dir = node_dir(&run_id, "n1");
         std::fs::create_dir_all(&dir).unwrap();
+        // The run's directory goes, also when an assertion fails.
+        struct RemoveOnDrop(String);
+        impl Drop for RemoveOnDrop {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+        let _base = RemoveOnDrop(base_dir(&run_id));
         // Started through a shell that exits, so init reaps them as it would a node's.
         let spawn = |tag: &str| -> u32 {
             let out = std::process::Command::new("sh")

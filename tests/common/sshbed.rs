@@ -146,16 +146,7 @@ impl SshBed {
                 ),
             )
             .unwrap();
-            let log = std::fs::File::create(d.join(format!("sshd_{i}.log"))).unwrap();
-            let ns = bed.cluster().node_ns(i).to_string();
-            let child = Command::new("ip")
-                .args(["netns", "exec", &ns, SSHD, "-D", "-e", "-f"])
-                .arg(&config)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(log)
-                .spawn()
-                .expect("start sshd");
+            let child = bed.spawn_sshd(i);
             bed.sshds.push(child);
             known.push_str(&format!("{ip} {host_pub}\n"));
         }
@@ -175,16 +166,47 @@ impl SshBed {
             ),
         )
         .unwrap();
-        let hub = bed.hub();
         for i in 0..hosts {
-            let addr = SocketAddrV4::new(bed.cluster().node_ip(i), 22);
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while !nemesis::netns::probe_tcp(&hub, addr, Duration::from_millis(200)).unwrap() {
-                assert!(Instant::now() < deadline, "sshd on {addr} did not come up");
-                std::thread::sleep(Duration::from_millis(50));
-            }
+            bed.wait_sshd(i);
         }
         bed
+    }
+
+    /// Host `i`'s sshd, in its namespace, with the config `start` wrote.
+    fn spawn_sshd(&self, i: usize) -> Child {
+        let d = self.dir.path();
+        let log = std::fs::File::options()
+            .create(true)
+            .append(true)
+            .open(d.join(format!("sshd_{i}.log")))
+            .unwrap();
+        let ns = self.cluster().node_ns(i).to_string();
+        Command::new("ip")
+            .args(["netns", "exec", &ns, SSHD, "-D", "-e", "-f"])
+            .arg(d.join(format!("sshd_{i}.conf")))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start sshd")
+    }
+
+    /// Waits (up to 10 s) until host `i`'s sshd accepts connections.
+    fn wait_sshd(&self, i: usize) {
+        let addr = SocketAddrV4::new(self.cluster().node_ip(i), 22);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !nemesis::netns::probe_tcp(&self.hub(), addr, Duration::from_millis(200)).unwrap() {
+            assert!(Instant::now() < deadline, "sshd on {addr} did not come up");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Host `i` answers ssh again (after [`SshBed::stop_sshd`]).
+    #[allow(dead_code)]
+    pub fn restart_sshd(&mut self, i: usize) {
+        let child = self.spawn_sshd(i);
+        self.sshds[i] = child;
+        self.wait_sshd(i);
     }
 
     fn cluster(&self) -> &NetnsCluster {
