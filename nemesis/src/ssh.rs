@@ -397,6 +397,8 @@ struct HostState {
     chain: String,
     /// The node's directory there (the binary, the pid file, logs).
     dir: String,
+    /// The agent: lockpick's binary copied into `dir` (removed with it).
+    agent: String,
     /// The interface netem goes on, once known.
     dev: Option<String>,
     /// The process group of the node's service, while it runs.
@@ -794,6 +796,7 @@ impl SshRuntime {
                         conn: (**c).clone(),
                         chain: chain_name(&run_id),
                         dir: node_dir(&run_id, &format!("n{}", i + 1)),
+                        agent: format!("{}/lockpick", node_dir(&run_id, &format!("n{}", i + 1))),
                         dev: None,
                         pid: None,
                     })
