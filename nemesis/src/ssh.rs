@@ -398,6 +398,7 @@ struct HostState {
     /// The node's directory there (the binary, the pid file, logs).
     dir: String,
     /// The agent: lockpick's binary copied into `dir` (removed with it).
+    #[serde(default)]
     agent: String,
     /// The interface netem goes on, once known.
     dev: Option<String>,
