@@ -372,7 +372,11 @@ impl RunConfig {
                 other => bail!("--etcd-api {other:?}: expected /v3 (etcd 3.4+) or /v3beta (3.3)"),
             },
             template_file: a.template_file.clone(),
-            hosts_file: a.hosts_file.clone(),
+            // Recorded absolute, so the run's config.toml reruns it from anywhere.
+            hosts_file: a
+                .hosts_file
+                .as_ref()
+                .map(|f| std::fs::canonicalize(f).unwrap_or_else(|_| f.clone())),
             hosts: match &a.hosts_file {
                 Some(f) => Some(load_hosts(f)?),
                 None => None,

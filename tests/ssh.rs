@@ -503,6 +503,13 @@ fn a_nodes_own_command_runs_on_its_host() {
         log.contains(&format!("url=http://{}:7100", bed.ip(0))),
         "{log}"
     );
+    // The run's config.toml names the hosts' file by its absolute path: it reruns from anywhere.
+    let recorded = std::fs::read_to_string(r.run_dir().join("config.toml")).unwrap();
+    let absolute = std::fs::canonicalize(&config).unwrap();
+    assert!(
+        recorded.contains(&format!("hosts_file = \"{}\"", absolute.display())),
+        "{recorded}"
+    );
     assert_no_run_left(&bed, &sshbed::run_id_of(&r.run_dir()), 0..1, &r.describe());
 }
 
