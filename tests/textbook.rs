@@ -13,8 +13,9 @@ mod textbook;
 
 use textbook::{rounds, row};
 
-/// 500 rounds of 80 ms, and the start-up.
-const ROUNDS_S: u64 = 42;
+/// 625 rounds of 80 ms: at least 500 contended ones even when a loaded machine makes a client
+/// miss a round now and then (the other tests of this file run beside it).
+const ROUNDS_S: u64 = 50;
 /// The chance that the smallest of 3 timestamps, each uniform over two ticks, is tied: 5/8.
 const TIE_SHARE: f64 = 0.625;
 
@@ -37,6 +38,7 @@ fn timestamps_without_a_tiebreak_double_grant_in_five_eighths_of_contended_round
             .unwrap_or_else(|| panic!("{id}: no rounds in results, exit {}\n{}", o.code, o.stderr));
         assert!(contended >= 500, "{id}: only {contended} contended rounds");
         let share = multi as f64 / contended as f64;
+        eprintln!("{id}: more than one holder in {multi} of {contended} contended rounds");
         if id == "no-tiebreak" {
             assert!(
                 (share - TIE_SHARE).abs() <= 0.10,
