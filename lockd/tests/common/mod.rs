@@ -7,7 +7,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use lockd::{
-    serve_lockd, serve_store, FenceMode, LockdConfig, LockdError, StoreConfig, UnsafeMode,
+    serve_lockd, serve_store, FenceMode, LockdConfig, LockdError, StoreConfig, TimestampOrder,
+    UnsafeMode,
 };
 use serde_json::Value;
 use tokio::net::TcpListener;
@@ -100,6 +101,16 @@ pub async fn start_lockd(data_dir: &Path, unsafe_mode: Option<UnsafeMode>) -> Ru
 /// before any member starts, so each knows its peers' addresses. Sorted by address, so the
 /// primary comes first. Every other member relies on the default advertise address.
 pub async fn start_cluster(root: &Path, n: usize, unsafe_mode: Option<UnsafeMode>) -> Vec<Running> {
+    start_members(root, n, unsafe_mode, None).await
+}
+
+/// As `start_cluster`, deciding by `order` (`None`: the primary scheme).
+pub async fn start_members(
+    root: &Path,
+    n: usize,
+    unsafe_mode: Option<UnsafeMode>,
+    order: Option<TimestampOrder>,
+) -> Vec<Running> {
     let mut listeners = Vec::new();
     for _ in 0..n {
         listeners.push(bind().await);
@@ -117,7 +128,7 @@ pub async fn start_cluster(root: &Path, n: usize, unsafe_mode: Option<UnsafeMode
                 unsafe_mode,
                 peers: addrs.iter().filter(|a| **a != addrs[i]).cloned().collect(),
                 advertise: (i % 2 == 1).then(|| addrs[i].clone()),
-                order: None,
+                order,
             };
             start_lockd_on(listener, cfg)
         })
