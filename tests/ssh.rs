@@ -102,22 +102,23 @@ fn split_brain_over_ssh_double_grants() {
     }
     let bed = SshBed::start(3);
     let tmp = tempfile::tempdir().unwrap();
-    let r = bed.run(
-        tmp.path(),
-        &short_run(&[
-            "--seed",
-            "1",
-            "--unsafe",
-            "split-brain",
-            "--workload",
-            "mutex",
-            "--nemesis",
-            "partition",
-            "--partition-topologies",
-            "isolate,halves",
-        ]),
-        LIMIT,
-    );
+    // 12 s, as the namespace test runs it.
+    let args: Vec<&str> = short_run(&[
+        "--seed",
+        "1",
+        "--unsafe",
+        "split-brain",
+        "--workload",
+        "mutex",
+        "--nemesis",
+        "partition",
+        "--partition-topologies",
+        "isolate,halves",
+    ])
+    .into_iter()
+    .map(|a| if a == "10s" { "12s" } else { a })
+    .collect();
+    let r = bed.run(tmp.path(), &args, LIMIT);
     assert_eq!(r.code, 1, "{}", r.describe());
     assert!(r.kinds("violations").contains(&"double-grant".to_string()));
     assert_clean(&bed, &r);
