@@ -58,6 +58,21 @@ pub fn summary_text(r: &Results) -> String {
         r.stats.grants,
         r.stats.nemesis_events
     );
+    // Contention rounds (`--arrivals rounds:...`): the figure the textbook's tie experiment gives.
+    if let Some(rounds) = r.stats.extra.get("rounds") {
+        let n = |k: &str| rounds[k].as_u64().unwrap_or(0);
+        let (contended, multi) = (n("contended"), n("more_than_one_holder"));
+        let share = if contended > 0 {
+            format!(" ({:.1}%)", 100.0 * multi as f64 / contended as f64)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            s,
+            "rounds: {} in all, {contended} contended, {multi} of them ended with more than one holder{share}",
+            n("rounds")
+        );
+    }
     for n in &r.notes {
         let _ = writeln!(s, "note: {}", plain(n));
     }
