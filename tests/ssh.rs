@@ -36,9 +36,18 @@ fn short_run<'a>(extra: &[&'a str]) -> Vec<&'a str> {
 
 /// Nothing of run `run_id` on hosts `hosts` of the bed: no process, chain, directory or qdisc.
 fn assert_no_run_left(bed: &SshBed, run_id: &str, hosts: std::ops::Range<usize>, context: &str) {
+    let all = hosts.len() == bed.hosts();
     for i in hosts {
         let left = bed.leftovers(i, run_id);
         assert!(left.is_empty(), "host {i} keeps {left:?}\n{context}");
+    }
+    if all {
+        // Every host cleaned: the harness's control directory (master sockets) is gone too.
+        let control = format!("/tmp/lp-ssh-{run_id}");
+        assert!(
+            !std::path::Path::new(&control).exists(),
+            "{control} is left\n{context}"
+        );
     }
 }
 

@@ -494,6 +494,11 @@ pub fn cleanup_from_state(path: &Path) -> Result<CleanupReport, SshError> {
     let mut report = CleanupReport::default();
     let run_id = state.run_id.clone();
     let results = clean_hosts(&run_id, &state.hosts);
+    let control_dirs: BTreeSet<PathBuf> = state
+        .hosts
+        .iter()
+        .map(|h| h.conn.control_dir.clone())
+        .collect();
     let mut left = Vec::new();
     for (h, r) in state.hosts.drain(..).zip(results) {
         match r {
@@ -505,7 +510,8 @@ pub fn cleanup_from_state(path: &Path) -> Result<CleanupReport, SshError> {
         }
     }
     if left.is_empty() {
-        if let Some(dir) = state.hosts.first().map(|h| h.conn.control_dir.clone()) {
+        // Every master was closed (or had exited): the run's control directory is empty.
+        for dir in control_dirs {
             let _ = std::fs::remove_dir_all(dir);
         }
         std::fs::remove_file(path).map_err(|e| state_err(path, "remove", e))?;
@@ -707,6 +713,8 @@ pub struct SshRuntime {
     state: Arc<StateFile>,
     /// The local binary copied to each node's directory.
     local_exe: PathBuf,
+    /// The master connections' sockets (`ControlPath`), removed with the last host cleaned.
+    control_dir: PathBuf,
     torn_down: bool,
 }
 
@@ -825,6 +833,7 @@ impl SshRuntime {
             }),
             state,
             local_exe,
+            control_dir: control_dir.clone(),
             torn_down: false,
         };
         // On error `rt` is dropped, which cleans every host up.
@@ -891,9 +900,7 @@ impl SshRuntime {
             }
         }
         if errors.is_empty() {
-            if let Some(c) = self.net.hosts.first() {
-                let _ = std::fs::remove_dir_all(&c.control_dir);
-            }
+            let _ = std::fs::remove_dir_all(&self.control_dir);
             let _ = std::fs::remove_file(&self.state.path);
             Ok(())
         } else {

@@ -217,6 +217,11 @@ impl SshBed {
         self.cluster().node_ip(i).to_string()
     }
 
+    /// How many hosts the bed has.
+    pub fn hosts(&self) -> usize {
+        self.hosts
+    }
+
     /// The hub namespace, where lockpick runs.
     pub fn hub(&self) -> String {
         self.cluster().hub_ns_name()
