@@ -821,3 +821,30 @@ fn absorb(f: &F, body: &Value, v: &mut OpValue) {
         _ => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arrivals_parse() {
+        assert_eq!("steady".parse(), Ok(Arrivals::Steady));
+        assert_eq!(
+            "rounds:20ms".parse(),
+            Ok(Arrivals::Rounds { window_ms: 20 })
+        );
+        assert_eq!(
+            "rounds:2s".parse(),
+            Ok(Arrivals::Rounds { window_ms: 2000 })
+        );
+        for bad in [
+            "rounds",
+            "rounds:20",
+            "rounds:0ms",
+            "rounds:61s",
+            "burst:20ms",
+        ] {
+            assert!(bad.parse::<Arrivals>().is_err(), "{bad}");
+        }
+    }
+}
