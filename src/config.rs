@@ -217,6 +217,9 @@ impl RunConfig {
         let timestamp_order = match &a.lock_order {
             Some(o) => lockd::TimestampOrder::parse(o)
                 .map_err(|e| anyhow::anyhow!("--lock-order: {e}"))?
+        if timestamp_order && a.adapter != "reference" {
+            bail!("--lock-order: the timestamp order is a mode of the embedded lockd (--adapter reference), not of {}", a.adapter);
+        }
                 .is_some(),
             None => false,
         };
