@@ -223,17 +223,17 @@ pub struct RunArgs {
     /// --lock-order timestamp: equal timestamps all enter).
     #[arg(long = "unsafe", value_name = "MODE", conflicts_with_all = ["url", "node_cmd"])]
     pub unsafe_mode: Option<String>,
-    /// Start your fenced store from a shell command (placeholders as --node-cmd).
-    #[arg(long, value_name = "TEMPLATE", conflicts_with = "store_url")]
-    pub store_cmd: Option<String>,
-    /// Use a fenced store that is already running.
-    #[arg(long, value_name = "URL")]
     /// How the embedded lockd's members decide who enters: primary (one member holds all lock
     /// state), or timestamp[:GRANULARITY] (each member stamps its clients' requests with its
     /// own clock in ticks of GRANULARITY, default 10ms, the members exchange them and the
     /// smallest (timestamp, member) enters; `--unsafe no-tiebreak` orders by timestamp alone).
     #[arg(long, value_name = "ORDER", conflicts_with_all = ["url", "node_cmd"])]
     pub lock_order: Option<String>,
+    /// Start your fenced store from a shell command (placeholders as --node-cmd).
+    #[arg(long, value_name = "TEMPLATE", conflicts_with = "store_url")]
+    pub store_cmd: Option<String>,
+    /// Use a fenced store that is already running.
+    #[arg(long, value_name = "URL")]
     pub store_url: Option<String>,
     /// Fencing mode of the embedded store: all (reads and writes move the fence), write (only
     /// writes do), none (no fencing: the anti-pattern), off-by-one (a token one below the
@@ -435,16 +435,16 @@ pub struct LockdArgs {
     /// This node's own HOST:PORT as its peers dial it (default: the --listen address).
     #[arg(long, value_name = "ADDR")]
     pub advertise: Option<String>,
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct StoreArgs {
-    /// Address to listen on, e.g. 127.0.0.1:7001.
     /// primary (one member holds all lock state), or timestamp[:GRANULARITY] (every member
     /// stamps its clients' requests with its own clock in ticks of GRANULARITY, default 10ms,
     /// and the members exchange them: the smallest (timestamp, member) enters).
     #[arg(long, default_value = "primary", value_name = "ORDER")]
     pub lock_order: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct StoreArgs {
+    /// Address to listen on, e.g. 127.0.0.1:7001.
     #[arg(long, value_name = "ADDR")]
     pub listen: String,
     /// all (reads and writes move the fence), write (only writes do), none (no fencing),

@@ -100,9 +100,6 @@ pub struct RunConfig {
     pub target: Target,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unsafe_mode: Option<String>,
-    /// `None` for the mutex workload, which uses no store.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub store: Option<Target>,
     /// `--lock-order` of the embedded lockd.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lock_order: Option<String>,
@@ -110,6 +107,9 @@ pub struct RunConfig {
     pub arrivals: String,
     #[serde(skip)]
     pub arrivals_shape: workloads::Arrivals,
+    /// `None` for the mutex workload, which uses no store.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<Target>,
     pub store_fence: String,
     pub drift: f64,
     pub liveness_grace_ms: u64,
@@ -211,18 +211,15 @@ impl RunConfig {
         a.store_fence
             .parse::<lockd::FenceMode>()
             .map_err(|e| anyhow::anyhow!("--store-fence: {e}"))?;
-        let target = match (&a.node_cmd, &a.url) {
-            (Some(t), _) => Target::Command {
-                template: t.clone(),
         let timestamp_order = match &a.lock_order {
             Some(o) => lockd::TimestampOrder::parse(o)
                 .map_err(|e| anyhow::anyhow!("--lock-order: {e}"))?
-        if timestamp_order && a.adapter != "reference" {
-            bail!("--lock-order: the timestamp order is a mode of the embedded lockd (--adapter reference), not of {}", a.adapter);
-        }
                 .is_some(),
             None => false,
         };
+        if timestamp_order && a.adapter != "reference" {
+            bail!("--lock-order: the timestamp order is a mode of the embedded lockd (--adapter reference), not of {}", a.adapter);
+        }
         if a.unsafe_mode.as_deref() == Some("no-tiebreak") && !timestamp_order {
             bail!("--unsafe no-tiebreak: needs --lock-order timestamp (the tie-break it drops is the timestamp order's)");
         }
@@ -230,6 +227,9 @@ impl RunConfig {
             .arrivals
             .parse::<workloads::Arrivals>()
             .map_err(|e| anyhow::anyhow!("--arrivals {}: {e}", a.arrivals))?;
+        let target = match (&a.node_cmd, &a.url) {
+            (Some(t), _) => Target::Command {
+                template: t.clone(),
             },
             (None, Some(u)) => Target::Url { url: u.clone() },
             (None, None) => Target::Embedded,
@@ -395,6 +395,9 @@ impl RunConfig {
             clock_rate: a.clock_rate,
             target,
             unsafe_mode: a.unsafe_mode.clone(),
+            lock_order: a.lock_order.clone(),
+            arrivals: a.arrivals.clone(),
+            arrivals_shape,
             store,
             store_fence: a.store_fence.clone(),
             drift: a.drift,
@@ -403,9 +406,6 @@ impl RunConfig {
             out: a.out.clone(),
             schedule_file: replay.as_ref().map(|(p, _)| p.clone()),
             schedule: replay.map(|(_, s)| s),
-            lock_order: a.lock_order.clone(),
-            arrivals: a.arrivals.clone(),
-            arrivals_shape,
             fail_on: a.fail_on.names().iter().map(|n| n.to_string()).collect(),
             no_probe: a.no_probe,
             faults,
@@ -530,9 +530,9 @@ fn launch_probe() -> workloads::Launch<'static> {
         exe: std::path::Path::new("lockpick"),
         nodes: 1,
         unsafe_mode: None,
+        lock_order: None,
     }
 }
 
 #[cfg(test)]
 mod tests;
-        lock_order: None,

@@ -109,15 +109,15 @@ impl RunConfig {
         if let Some(m) = &self.unsafe_mode {
             s.push(("--unsafe", Text(m.clone())));
         }
-        match &self.store {
-            // The fence is a mode of the embedded store only (clap refuses it beside the others).
-            Some(Target::Embedded) | None => {
         if let Some(o) = &self.lock_order {
             s.push(("--lock-order", Text(o.clone())));
         }
         if self.arrivals != "steady" {
             s.push(("--arrivals", Text(self.arrivals.clone())));
         }
+        match &self.store {
+            // The fence is a mode of the embedded store only (clap refuses it beside the others).
+            Some(Target::Embedded) | None => {
                 s.push(("--store-fence", Text(self.store_fence.clone())))
             }
             Some(Target::Command { template }) => s.push(("--store-cmd", Text(template.clone()))),

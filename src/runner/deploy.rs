@@ -157,8 +157,8 @@ async fn start_lock_nodes(
             exe,
             nodes: n,
             unsafe_mode: cfg.unsafe_mode.as_deref(),
-        })
             lock_order: cfg.lock_order.as_deref(),
+        })
         .unwrap_or_default();
     let mut clocks = Vec::with_capacity(n);
     let mut unstarted = Vec::with_capacity(n);
