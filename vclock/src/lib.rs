@@ -223,8 +223,11 @@ pub fn patch(pid: i32, page: &ControlPage) -> Result<Patched, Error> {
             source: std::io::Error::other("control file path too long for the code page"),
         });
     }
-    let (vdso, vdso_end) = process::vdso_range(pid)?;
+    // The mapping is read only once the process is held: a process that was just spawned may
+    // still be inside an exec (a shell exec'ing the service), which moves the vDSO, and
+    // reading the old address would fail with EIO. A held process cannot exec.
     let stopped = trace::Stopped::stop(pid)?;
+    let (vdso, vdso_end) = process::vdso_range(pid)?;
     let image = stopped.peek(vdso, (vdso_end - vdso) as usize)?;
     let vdso_err = |reason: String| Error::Vdso { pid, reason };
     elf::check_x86_64(&image).map_err(vdso_err)?;

@@ -322,6 +322,35 @@ fn targets_exiting_mid_attach_leave_nothing_behind() {
     );
 }
 
+/// A process patched right after spawn may still be a shell about to exec the real program
+/// (a node's `sh -c "exec ..."`): the exec moves the vDSO, so the patch must read the mapping
+/// only once the process is held. Every attempt either patches the shell or the program it
+/// became; none fails reading a vDSO that moved (EIO).
+#[test]
+fn a_process_that_execs_during_the_attach_is_patched_or_refused_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = ControlPage::create(&dir.path().join("exec.page")).unwrap();
+    let mut patched = 0;
+    for i in 0..60u64 {
+        // The shell execs at once or after a short busy loop, so the attach lands before,
+        // during or after the exec.
+        let line = format!(
+            "i=0; while [ $i -lt {} ]; do i=$((i+1)); done; exec {VCLOCK} sleep-ms 30",
+            i % 20 * 20
+        );
+        let mut child = Command::new("sh").args(["-c", &line]).spawn().unwrap();
+        let pid = child.id() as i32;
+        match patch(pid, &page) {
+            Ok(_) => patched += 1,
+            Err(vclock::Error::Exited { .. }) | Err(vclock::Error::NoVdso { .. }) => {}
+            Err(e) => panic!("attempt {i}: {e}"),
+        }
+        let status = child.wait().unwrap();
+        assert!(status.success(), "attempt {i}: target ended with {status}");
+    }
+    assert!(patched > 0, "no attempt patched anything");
+}
+
 /// A tracer killed with SIGKILL at random moments while it patches and unpatches: the target
 /// is never left stopped or traced (the kernel detaches a dead tracer's tracees).
 #[test]
