@@ -277,9 +277,15 @@ fn garbage_answers_are_refused_by_the_probe_and_recorded_with_their_reasons() {
     ];
     // Conformance first: its first grant is not JSON.
     let r = run(&out, &args, Duration::from_secs(60));
-    assert_eq!(r.code, 3, "expected the probe to refuse it; {}", r.describe());
+    assert_eq!(
+        r.code,
+        3,
+        "expected the probe to refuse it; {}",
+        r.describe()
+    );
     assert!(
-        r.stderr.contains("probe: POST /v1/locks/lockpick-probe/acquire (probe-1) answered"),
+        r.stderr
+            .contains("probe: POST /v1/locks/lockpick-probe/acquire (probe-1) answered"),
         "{}",
         r.describe()
     );
@@ -307,8 +313,14 @@ fn garbage_answers_are_refused_by_the_probe_and_recorded_with_their_reasons() {
     assert!(history.contains("timeout"));
     // The breakdown by reason: a refusal is `held`, the rest what the answer was.
     let reasons = &res["stats"]["reasons"]["acquire"];
-    assert!(reasons["fail"]["held"].as_u64().unwrap_or(0) > 0, "{reasons}");
-    assert!(reasons["info"]["http-500"].as_u64().unwrap_or(0) > 0, "{reasons}");
+    assert!(
+        reasons["fail"]["held"].as_u64().unwrap_or(0) > 0,
+        "{reasons}"
+    );
+    assert!(
+        reasons["info"]["http-500"].as_u64().unwrap_or(0) > 0,
+        "{reasons}"
+    );
 }
 
 #[test]
@@ -331,9 +343,15 @@ fn a_node_that_never_answers_health_is_a_setup_error() {
     // The run directory exists by then: the reason is written into it, not only printed.
     let dir = r.run_dir();
     let log = std::fs::read_to_string(dir.join("lockpick.log")).unwrap();
-    assert!(log.contains("the run failed") && log.contains("n1"), "{log}");
+    assert!(
+        log.contains("the run failed") && log.contains("n1"),
+        "{log}"
+    );
     let summary = std::fs::read_to_string(dir.join("summary.txt")).unwrap();
-    assert!(summary.starts_with("run: INCOMPLETE (error): "), "{summary}");
+    assert!(
+        summary.starts_with("run: INCOMPLETE (error): "),
+        "{summary}"
+    );
     assert!(summary.lines().next().unwrap().contains("n1"), "{summary}");
     let res = r.results();
     assert_eq!(res["completeness"]["state"], "error", "{res}");

@@ -1,6 +1,6 @@
 //! Whole-history figures for the report: counts by function and outcome, latency percentiles.
 
-use crate::model::{FxMap, Func, Model, NO_ERROR};
+use crate::model::{Func, FxMap, Model, NO_ERROR};
 use crate::CheckConfig;
 use history::{History, Outcome, Percentiles, Stats};
 use std::collections::BTreeMap;

@@ -47,10 +47,9 @@ fn every_coverage_fixture_counts_what_it_expects_on_both_paths() {
     let mut failures = Vec::new();
     for path in &names {
         let expected_path = path.with_extension("expected.json");
-        let expected: Value = serde_json::from_str(
-            &std::fs::read_to_string(&expected_path).expect("expected file"),
-        )
-        .expect("expected json");
+        let expected: Value =
+            serde_json::from_str(&std::fs::read_to_string(&expected_path).expect("expected file"))
+                .expect("expected json");
         let mut cfg = CheckConfig::default();
         if let Some(d) = expected.pointer("/config/drift").and_then(Value::as_f64) {
             cfg.drift = d;
@@ -95,7 +94,10 @@ fn a_history_without_stalls_or_faults_has_every_row_at_zero() {
         .filter(|o| o.process != history::Process::Nemesis)
         .cloned()
         .collect();
-    let r = checkers::check(&history::History::new(plain).unwrap(), &CheckConfig::default());
+    let r = checkers::check(
+        &history::History::new(plain).unwrap(),
+        &CheckConfig::default(),
+    );
     let c = r.coverage.expect("coverage is always counted");
     assert_eq!(c.stalls, 0);
     assert!(c.faults.is_empty() && c.shapes.is_empty());

@@ -836,7 +836,11 @@ mod tests {
         let mut seen = std::collections::BTreeSet::new();
         for seed in 0..40 {
             let all = plan(&cfg(seed));
-            for f in all.faults.iter().filter(|f| f.kind == FaultKind::ClientPause) {
+            for f in all
+                .faults
+                .iter()
+                .filter(|f| f.kind == FaultKind::ClientPause)
+            {
                 let c = f.client.expect("every drawn client-pause has a shape");
                 assert_eq!(c.wake.is_none(), c.aim == StallAim::Waiter, "{f:?}");
                 let aimed = matches!(c.aim, StallAim::Boundary | StallAim::NextGrant);

@@ -46,9 +46,7 @@ pub(super) fn faults(
             .filter(|f| *f != FaultKind::Clock || clock_reaches(service).is_ok())
             // Network faults only where the user chose the namespace runtime: it needs root
             // and changes how nodes are reached, which a default should not spring on anyone.
-            .filter(|f| {
-                !f.needs_netns() || matches!(a.runtime.as_deref(), Some("netns" | "ssh"))
-            })
+            .filter(|f| !f.needs_netns() || matches!(a.runtime.as_deref(), Some("netns" | "ssh")))
             .filter(|f| *f != FaultKind::Netem || netem_available())
             .collect(),
     })
