@@ -40,7 +40,8 @@ use tracing::{debug, warn};
 use crate::cluster::member_client;
 use crate::error::{LockdError, ParseOrderError};
 use crate::http::{check_name, parse_body, path_name, ApiError};
-use crate::service::{check_ttl, AcquireReq, ReleaseReq, RenewReq};
+// Waits are bounded as in the primary mode: the same longest wait and backstop on wake-ups.
+use crate::service::{check_ttl, AcquireReq, ReleaseReq, RenewReq, WAIT_MS_MAX, WAIT_ROUNDS_MAX};
 
 /// A peer that takes longer to answer a request or a release is counted unreachable. Above
 /// the longest granularity, which a peer may wait before it answers.
@@ -53,10 +54,6 @@ const QUEUE_MAX: usize = 1_024;
 const LOCKS_MAX: usize = 10_000;
 /// Releases remembered, so a request that arrives after its own release is not queued.
 const RELEASED_MAX: usize = 4_096;
-/// Longer waits are shortened to this, as in the primary mode.
-const WAIT_MS_MAX: u64 = 60_000;
-/// Backstop on wake-ups per acquire; the deadline normally ends the loop first.
-const WAIT_ROUNDS_MAX: u32 = 100_000;
 
 /// How the timestamp-ordered cluster runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -35,7 +35,7 @@ use crate::persist::{self, DurableState};
 /// `recovering` window without bound.
 pub(crate) const TTL_MS_MAX: u64 = 3_600_000;
 /// Longer waits are silently shortened to this; the client sees `held` as usual.
-const WAIT_MS_MAX: u64 = 60_000;
+pub(crate) const WAIT_MS_MAX: u64 = 60_000;
 const LOCKS_MAX: usize = 100_000;
 /// Tokens made durable per fsync. At 5,000 grants/s that is one fsync every 2 s. A restart
 /// skips the unused rest of the block, which is harmless: tokens must only increase.
@@ -47,7 +47,7 @@ const PERSIST_ROUNDS_MAX: u32 = 4;
 /// covers expiry under the wall-clock mode, whose deadline can move.
 const WAIT_SLICE_MS: u64 = 100;
 /// Backstop on wake-ups per acquire; the wait deadline normally ends the loop first.
-const WAIT_ROUNDS_MAX: u32 = 100_000;
+pub(crate) const WAIT_ROUNDS_MAX: u32 = 100_000;
 /// Lapsed leases an entry remembers for `renew-grace` and `unchecked-release`.
 const LAPSED_MAX: usize = 16;
 /// Long enough that 5 concurrent clients hit the racy window within seconds.
