@@ -9,16 +9,21 @@ fn write(text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, p)
 }
 
-#[test]
-fn the_starter_becomes_flags() {
-    let (_d, p) = write(STARTER);
-    let flags: Vec<String> = flags_from_file(&p)
+/// The flags a config file becomes, as one line.
+fn joined_flags(p: &std::path::Path) -> String {
+    let flags: Vec<String> = flags_from_file(p)
         .unwrap()
         .flags
         .into_iter()
         .map(|f| f.into_string().unwrap())
         .collect();
-    let joined = flags.join(" ");
+    flags.join(" ")
+}
+
+#[test]
+fn the_starter_becomes_flags() {
+    let (_d, p) = write(STARTER);
+    let joined = joined_flags(&p);
     assert!(joined.contains("--clients 5"), "{joined}");
     assert!(
         joined.contains("--nemesis pause,kill,client-pause"),
@@ -56,13 +61,7 @@ fn wrong_types_and_places_are_named() {
 #[test]
 fn acquire_wait_is_a_workload_key() {
     let (_d, p) = write("[workload]\nop_timeout = \"1s\"\nacquire_wait = \"8s\"\n");
-    let flags: Vec<String> = flags_from_file(&p)
-        .unwrap()
-        .flags
-        .into_iter()
-        .map(|f| f.into_string().unwrap())
-        .collect();
-    let joined = flags.join(" ");
+    let joined = joined_flags(&p);
     assert!(joined.contains("--acquire-wait 8s"), "{joined}");
     assert!(joined.contains("--op-timeout 1s"), "{joined}");
     let (_d, p) = write("[workload]\nacquire_wait = 8\n");
@@ -76,13 +75,7 @@ fn acquire_wait_is_a_workload_key() {
 #[test]
 fn renew_ttl_is_a_workload_key() {
     let (_d, p) = write("[workload]\nttl = \"2s\"\nrenew_ttl = \"600ms\"\n");
-    let flags: Vec<String> = flags_from_file(&p)
-        .unwrap()
-        .flags
-        .into_iter()
-        .map(|f| f.into_string().unwrap())
-        .collect();
-    let joined = flags.join(" ");
+    let joined = joined_flags(&p);
     assert!(joined.contains("--renew-ttl 600ms"), "{joined}");
     assert!(joined.contains("--ttl 2s"), "{joined}");
     let (_d, p) = write("[workload]\nrenew_ttl = 600\n");
