@@ -46,6 +46,7 @@ mod process;
 pub mod runtime;
 pub mod schedule;
 mod spawner;
+mod state_file;
 mod template;
 
 /// Registers every runtime: declares its module and lists its kind in [`RUNTIMES`]. A new

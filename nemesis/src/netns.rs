@@ -305,12 +305,7 @@ fn state_err(path: &Path, what: &'static str, reason: impl ToString) -> NetnsErr
 }
 
 fn write_state(path: &Path, state: &State) -> Result<(), NetnsError> {
-    let json = serde_json::to_vec_pretty(state).map_err(|e| state_err(path, "encode", e))?;
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, json).map_err(|e| state_err(path, "write", e))?;
-    std::fs::rename(&tmp, path).map_err(|e| state_err(path, "rename into place", e))
+    crate::state_file::write_json(path, state).map_err(|(what, e)| state_err(path, what, e))
 }
 
 fn read_state(path: &Path) -> Result<State, NetnsError> {
@@ -340,7 +335,6 @@ fn remove_state(path: &Path) -> Result<(), NetnsError> {
     }
 }
 
-
 /// What [`cleanup_from_state`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CleanupReport {
@@ -358,11 +352,7 @@ pub struct CleanupReport {
 /// live run tears down itself), unless that process is the caller. Kills nothing.
 pub fn cleanup_from_state(path: &Path) -> Result<CleanupReport, NetnsError> {
     let state = read_state(path)?;
-    let me = std::process::id() as i32;
-    if state.pid != me
-        && state.pid_start_ticks.is_some()
-        && crate::process::start_ticks(state.pid) == state.pid_start_ticks
-    {
+    if crate::state_file::other_run_alive(state.pid, state.pid_start_ticks) {
         return Err(NetnsError::RunAlive {
             path: path.to_path_buf(),
             pid: state.pid,

@@ -443,10 +443,7 @@ fn state_err(path: &Path, what: &'static str, reason: impl ToString) -> SshError
 }
 
 fn write_json(path: &Path, state: &State) -> Result<(), SshError> {
-    let json = serde_json::to_vec_pretty(state).map_err(|e| state_err(path, "encode", e))?;
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, json).map_err(|e| state_err(path, "write", e))?;
-    std::fs::rename(&tmp, path).map_err(|e| state_err(path, "rename into place", e))
+    crate::state_file::write_json(path, state).map_err(|(what, e)| state_err(path, what, e))
 }
 
 /// What [`cleanup_from_state`] did.
@@ -481,11 +478,7 @@ pub fn cleanup_from_state(path: &Path) -> Result<CleanupReport, SshError> {
             format!("bad run id {:?}", state.run_id),
         ));
     }
-    let me = std::process::id() as i32;
-    if state.pid != me
-        && state.pid_start_ticks.is_some()
-        && crate::process::start_ticks(state.pid) == state.pid_start_ticks
-    {
+    if crate::state_file::other_run_alive(state.pid, state.pid_start_ticks) {
         return Err(SshError::RunAlive {
             path: path.to_path_buf(),
             pid: state.pid,
