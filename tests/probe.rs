@@ -164,12 +164,8 @@ fn probe_alone_refuses_each_deviation_and_shows_the_transcript_up_to_it() {
 
 #[test]
 fn nothing_listening_at_url_fails_the_probe_with_connection_refused() {
-    // A port that was free a moment ago: bound, read, released.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // A port that was free a moment ago (and outside the range outgoing connections use).
+    let port = nemesis::free_port(std::net::Ipv4Addr::LOCALHOST.into()).unwrap();
     let url = format!("http://127.0.0.1:{port}");
     let health = format!("GET {url}/v1/health");
     let tmp = tempfile::tempdir().unwrap();

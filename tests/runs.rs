@@ -151,10 +151,7 @@ fn write_only_fencing_loses_updates_but_never_accepts_a_stale_write() {
 fn url_target_with_store_from_a_template() {
     use std::process::{Command, Stdio};
     let tmp = tempfile::tempdir().unwrap();
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = nemesis::free_port(std::net::Ipv4Addr::LOCALHOST.into()).unwrap();
     let data = tmp.path().join("lockd-data");
     let lockd = Command::new(common::BIN)
         .args([

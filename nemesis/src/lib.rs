@@ -67,7 +67,7 @@ runtimes! {
 }
 
 pub use error::{Error, NodeError};
-pub use local::{free_port, LocalNode, HEALTH_PATH};
+pub use local::{free_port, free_ports, LocalNode, HEALTH_PATH};
 pub use node::{Node, NodeControl};
 pub use process::{process_group_alive, process_state};
 pub use template::{substitute, NodeCommand, Placeholders};

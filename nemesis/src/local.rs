@@ -34,17 +34,94 @@ const REAP_POLL_INTERVAL: Duration = Duration::from_millis(2);
 const STDERR_TAIL_LINES: usize = 5;
 const STDERR_TAIL_BYTES: u64 = 4096;
 
-/// Picks a port that is free on `host` right now: binds port 0, reads the port the kernel
-/// chose and releases it. Another process may take it before the node binds it; a node that
-/// then fails to start says so in its stderr.
+/// The lowest port handed to a node: below it are the well-known and registered ports of
+/// services people run on their own machines.
+const PORT_FLOOR: u16 = 20_000;
+/// Where the kernel's ephemeral range starts when /proc does not say (Linux's default).
+const EPHEMERAL_LOW_DEFAULT: u16 = 32_768;
+/// How many candidate ports one pick may try before it gives up.
+const PORT_TRIES_MAX: usize = 500;
+/// How many of the ports this process handed out are remembered and not handed out again: a
+/// node that is down (killed, not yet restarted, or not yet started) does not hold its port.
+const PORTS_RECENT_MAX: usize = 1024;
+
+/// The ports this process handed out last, oldest first.
+static PORTS_RECENT: std::sync::Mutex<std::collections::VecDeque<u16>> =
+    std::sync::Mutex::new(std::collections::VecDeque::new());
+
+/// Picks a port that is free on `host` right now; [`free_ports`] with one.
 pub fn free_port(host: IpAddr) -> Result<u16, NodeError> {
-    let listener = TcpListener::bind(SocketAddr::new(host, 0))
+    Ok(free_ports(host, 1)?[0])
+}
+
+/// Picks `n` distinct ports that are free on `host` right now.
+///
+/// They come from below the kernel's ephemeral range (`ip_local_port_range`), at random.
+/// Why not port 0: the kernel hands out port-0 binds from the same range it takes the source
+/// ports of outgoing connections from, so on a busy machine any process's next connection
+/// could take a node's port between this pick and the node's bind, or while a killed node is
+/// down before its restart (seen in CI as "cannot bind: Address already in use"). Below the
+/// range a port is only ever taken by an explicit bind. Each candidate is bound to prove it
+/// free, and all are held until the last is picked, so one call never returns a port twice;
+/// the last [`PORTS_RECENT_MAX`] ports handed out are skipped, so neither do two calls.
+pub fn free_ports(host: IpAddr, n: usize) -> Result<Vec<u16>, NodeError> {
+    let high = ephemeral_low().saturating_sub(1);
+    if high < PORT_FLOOR.saturating_add(u16::try_from(n).unwrap_or(u16::MAX)) {
+        // A machine whose ephemeral range reaches down to the floor: only the kernel knows
+        // what is free there.
+        return (0..n).map(|_| kernel_port(host)).collect();
+    }
+    let span = u32::from(high - PORT_FLOOR) + 1;
+    // A poisoned lock still holds a usable list: the worst a panic mid-update leaves is a
+    // port remembered twice.
+    let mut recent = PORTS_RECENT.lock().unwrap_or_else(|e| e.into_inner());
+    let mut held = Vec::with_capacity(n);
+    let mut last_error = None;
+    for _ in 0..PORT_TRIES_MAX {
+        if held.len() == n {
+            break;
+        }
+        let port = PORT_FLOOR + (rand::random::<u32>() % span) as u16;
+        if recent.contains(&port) {
+            continue;
+        }
+        match TcpListener::bind(SocketAddr::new(host, port)) {
+            Ok(listener) => held.push(listener),
+            Err(e) => last_error = Some(e),
+        }
+    }
+    if held.len() < n {
+        let source = last_error.unwrap_or_else(|| io::Error::from(io::ErrorKind::AddrInUse));
+        return Err(NodeError::FreePort { host, source });
+    }
+    let ports = held
+        .iter()
+        .map(|l| l.local_addr().map(|a| a.port()))
+        .collect::<Result<Vec<u16>, io::Error>>()
         .map_err(|source| NodeError::FreePort { host, source })?;
-    let port = listener
-        .local_addr()
-        .map_err(|source| NodeError::FreePort { host, source })?
-        .port();
-    Ok(port)
+    for &port in &ports {
+        if recent.len() == PORTS_RECENT_MAX {
+            recent.pop_front();
+        }
+        recent.push_back(port);
+    }
+    Ok(ports)
+}
+
+/// The first port of the kernel's ephemeral range.
+fn ephemeral_low() -> u16 {
+    fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(EPHEMERAL_LOW_DEFAULT)
+}
+
+/// A port the kernel chose (a port-0 bind), released at once.
+fn kernel_port(host: IpAddr) -> Result<u16, NodeError> {
+    TcpListener::bind(SocketAddr::new(host, 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|source| NodeError::FreePort { host, source })
 }
 
 /// One node run as a local child process.
@@ -712,9 +789,7 @@ const LOOPBACK: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
 
 impl Runtime for LocalRuntime {
     fn addresses(&self, n: usize) -> Result<Vec<(String, u16)>, Error> {
-        let mut ports = (0..n)
-            .map(|_| free_port(LOOPBACK))
-            .collect::<Result<Vec<u16>, _>>()?;
+        let mut ports = free_ports(LOOPBACK, n)?;
         // One host: the smallest address as text is the smallest port as text.
         ports.sort_by_key(|p| p.to_string());
         Ok(ports
@@ -723,9 +798,7 @@ impl Runtime for LocalRuntime {
             .collect())
     }
     fn peer_ports(&self, n: usize) -> Result<Vec<u16>, Error> {
-        Ok((0..n)
-            .map(|_| free_port(LOOPBACK))
-            .collect::<Result<Vec<u16>, _>>()?)
+        Ok(free_ports(LOOPBACK, n)?)
     }
     fn node(&self, _i: usize, s: NodeSpec) -> BoxFuture<'_, Result<Box<dyn NodeControl>, Error>> {
         let node = LocalNode::new(&s.id, s.command, LOOPBACK, s.port, s.node_dir)

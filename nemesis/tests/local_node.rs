@@ -325,3 +325,37 @@ async fn pause_of_a_dead_node_says_so() {
     })
     .await
 }
+
+/// Node ports come from below the kernel's ephemeral range, where no outgoing connection can
+/// take them between the pick and the node's bind; one call and successive calls in one
+/// process never hand out the same port twice.
+#[test]
+fn free_ports_are_distinct_bindable_and_below_the_ephemeral_range() {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap();
+    let ephemeral_low: u16 = range.split_whitespace().next().unwrap().parse().unwrap();
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..50 {
+        let ports = nemesis::free_ports(LOCALHOST, 8).unwrap();
+        assert_eq!(ports.len(), 8);
+        for port in ports {
+            assert!(
+                port < ephemeral_low,
+                "{port} is in the ephemeral range {range}"
+            );
+            assert!(seen.insert(port), "port {port} handed out twice");
+            std::net::TcpListener::bind((LOCALHOST, port))
+                .unwrap_or_else(|e| panic!("port {port} was handed out but is taken: {e}"));
+        }
+    }
+    // A port someone holds is never handed out: hold a few hundred and ask again.
+    let holders: Vec<_> = (20_000..20_300)
+        .filter_map(|p| std::net::TcpListener::bind((LOCALHOST, p)).ok())
+        .collect();
+    let held: std::collections::HashSet<u16> = holders
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect();
+    for port in nemesis::free_ports(LOCALHOST, 200).unwrap() {
+        assert!(!held.contains(&port), "{port} is held by this test");
+    }
+}

@@ -22,11 +22,7 @@ impl Drop for Etcd {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    nemesis::free_port(std::net::Ipv4Addr::LOCALHOST.into()).unwrap()
 }
 
 /// Starts a one-member etcd, or None (with a visible skip) when it is not installed, unless
