@@ -177,6 +177,9 @@ fn banner(s: &mut String, inp: &Input) {
         "<p class=\"rests-on\">Rests on: {}</p>",
         esc(&crate::summary::rests_on(r))
     );
+    if let Some(line) = crate::summary::rounds_line(r) {
+        let _ = write!(s, "<p class=\"rounds\">Contention {}</p>", esc(&line));
+    }
     match inp.config {
         Some(c) => {
             s.push_str("<div class=\"params\">");

@@ -4,6 +4,24 @@ use crate::escape::plain;
 use history::{KindClass, Results, Violation};
 use std::fmt::Write;
 
+/// The contention rounds of an `--arrivals rounds:...` run in one line, the figure the
+/// textbook's tie experiment gives: how many rounds, how many contended, and how many of those
+/// ended with more than one holder. None for other runs.
+pub fn rounds_line(r: &Results) -> Option<String> {
+    let rounds = r.stats.extra.get("rounds")?;
+    let n = |k: &str| rounds[k].as_u64().unwrap_or(0);
+    let (contended, multi) = (n("contended"), n("more_than_one_holder"));
+    let share = if contended > 0 {
+        format!(" ({:.1}%)", 100.0 * multi as f64 / contended as f64)
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "rounds: {} in all, {contended} contended, {multi} of them ended with more than one holder{share}",
+        n("rounds")
+    ))
+}
+
 /// What a verdict rests on, in one line: the successful lock and store ops and the faults by
 /// kind, so a clean verdict that exercised nothing reads as such.
 pub fn rests_on(r: &Results) -> String {
@@ -58,20 +76,8 @@ pub fn summary_text(r: &Results) -> String {
         r.stats.grants,
         r.stats.nemesis_events
     );
-    // Contention rounds (`--arrivals rounds:...`): the figure the textbook's tie experiment gives.
-    if let Some(rounds) = r.stats.extra.get("rounds") {
-        let n = |k: &str| rounds[k].as_u64().unwrap_or(0);
-        let (contended, multi) = (n("contended"), n("more_than_one_holder"));
-        let share = if contended > 0 {
-            format!(" ({:.1}%)", 100.0 * multi as f64 / contended as f64)
-        } else {
-            String::new()
-        };
-        let _ = writeln!(
-            s,
-            "rounds: {} in all, {contended} contended, {multi} of them ended with more than one holder{share}",
-            n("rounds")
-        );
+    if let Some(line) = rounds_line(r) {
+        let _ = writeln!(s, "{line}");
     }
     for n in &r.notes {
         let _ = writeln!(s, "note: {}", plain(n));

@@ -636,3 +636,31 @@ fn overlapping_violations_are_one_incident() {
         "faults in words"
     );
 }
+
+/// A contention-rounds run shows its rounds figure in summary.txt and at the top of the report;
+/// other runs show none.
+#[test]
+fn contention_rounds_are_in_the_summary_and_the_report() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plain = fixture();
+    run_dir(tmp.path(), &plain);
+    let html = reports::render_report(tmp.path()).unwrap().report_html;
+    assert!(!html.contains("class=\"rounds\""));
+    assert!(!summary_text(&plain).contains("rounds:"));
+
+    let mut r = fixture();
+    r.stats.extra.insert(
+        "rounds".into(),
+        serde_json::json!({"rounds": 640, "contended": 600, "more_than_one_holder": 375}),
+    );
+    run_dir(tmp.path(), &r);
+    let line =
+        "rounds: 640 in all, 600 contended, 375 of them ended with more than one holder (62.5%)";
+    assert!(summary_text(&r).contains(line), "{}", summary_text(&r));
+    let html = reports::render_report(tmp.path()).unwrap().report_html;
+    let header = &html[..html.find("</header>").unwrap()];
+    assert!(
+        header.contains(line),
+        "no rounds line in the report's header"
+    );
+}
