@@ -72,3 +72,56 @@ fn template_wall_clock_under_forward_bumps_is_caught() {
 fn template_split_brain_with_its_primary_cut_off_is_caught() {
     caught("split-brain");
 }
+
+/// A member that cannot reach its primary answers `503 {"error": "primary-unreachable"}`. The
+/// template reads that as the native adapter does, the service saying it cannot decide now
+/// (`unavailable: <reason>`), which faults cause; never as an answer it does not understand,
+/// which would count toward stopping the run.
+#[test]
+fn template_reads_a_cut_off_members_503_as_unavailable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = config();
+    let args = [
+        "--config",
+        &cfg,
+        "--seed",
+        "1",
+        "--duration",
+        "12s",
+        "--ttl",
+        "1s",
+        "--nodes",
+        "3",
+        "--workload",
+        "mutex",
+        "--nemesis",
+        "pause",
+        "--nemesis-targets",
+        "primary",
+        // Longer than a member's 2 s wait for its primary, so its 503 arrives.
+        "--op-timeout",
+        "4s",
+        "--acquire-wait",
+        "200ms",
+    ];
+    let r = run(tmp.path(), &args, LIMIT);
+    assert_eq!(r.code, 0, "{}", r.describe());
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(r.run_dir().join("results.json")).unwrap())
+            .unwrap();
+    let reasons = &results["stats"]["reasons"];
+    let info: Vec<&String> = ["acquire", "renew", "release"]
+        .iter()
+        .filter_map(|f| reasons[f]["info"].as_object())
+        .flat_map(|m| m.keys())
+        .collect();
+    assert!(
+        info.iter()
+            .any(|k| *k == "unavailable: primary-unreachable"),
+        "no 503 was read as unavailable: {reasons}"
+    );
+    assert!(
+        !info.iter().any(|k| k.starts_with("http-503")),
+        "a 503 was read as not understood: {reasons}"
+    );
+}

@@ -2,7 +2,10 @@
 //! call (acquire, renew, release, and optionally read, write, inspect) the file gives a request
 //! (method, path, headers, body with placeholders) and how to read the answer (which statuses
 //! mean ok or fail, JSON pointers to the token, the granted ttl, the error, the value, the
-//! write's sequence number). Any other status, or an unreadable answer, is indeterminate.
+//! write's sequence number). Any other status, or an unreadable answer, is indeterminate; the
+//! `unavailable` statuses (503 unless the file says otherwise) are indeterminate too, but
+//! recorded as the service saying it cannot decide now (`unavailable: ...`), which faults cause,
+//! so they never count as answers the adapter does not understand.
 //!
 //! Placeholders: `{lock} {client} {ttl_ms} {ttl_s} {token} {key} {value}`; `{lock|base64}` (any
 //! name with `|base64`) inserts the base64 of the value. Other braces (JSON) are literal.
@@ -40,6 +43,10 @@ pub struct CallSpec {
     /// Statuses that mean it surely did not.
     #[serde(default = "fail_statuses")]
     pub fail: Vec<u16>,
+    /// Statuses with which the service says it cannot decide now (no quorum, no leader):
+    /// indeterminate, recorded `unavailable: <error or http-STATUS>`, expected under faults.
+    #[serde(default = "unavailable_statuses")]
+    pub unavailable: Vec<u16>,
     /// JSON pointer to the fencing token in an ok answer (acquire).
     #[serde(default)]
     pub token: Option<String>,
@@ -65,6 +72,9 @@ fn ok_statuses() -> Vec<u16> {
 }
 fn fail_statuses() -> Vec<u16> {
     vec![409]
+}
+fn unavailable_statuses() -> Vec<u16> {
+    vec![503]
 }
 
 /// The `[template]` section of a config file.
@@ -248,12 +258,18 @@ impl TemplateClient {
         };
         let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         let at = |p: &Option<String>| p.as_deref().and_then(|p| body.pointer(p));
-        if call.fail.contains(&status) {
-            let why = at(&call.error)
+        // The service's own reason when the file points at one, else the status.
+        let said = || {
+            at(&call.error)
                 .and_then(Value::as_str)
                 .map(str::to_string)
-                .unwrap_or_else(|| format!("http-{status}"));
-            return Reply::Fail(why);
+                .unwrap_or_else(|| format!("http-{status}"))
+        };
+        if call.fail.contains(&status) {
+            return Reply::Fail(said());
+        }
+        if call.unavailable.contains(&status) && !call.ok.contains(&status) {
+            return Reply::Info(format!("unavailable: {}", said()));
         }
         if !call.ok.contains(&status) {
             return Reply::Info(with_detail(&format!("http-{status}"), &snippet(&bytes)));
