@@ -98,6 +98,68 @@ pub trait LockClient: Send + Sync {
     }
 }
 
+/// The [`LockClient`] methods `acquire`, `renew` and `release` of a type whose inherent async
+/// methods of the same names and arguments do the work: each boxes the inherent call. Used
+/// inside an `impl LockClient for T` block, which adds what differs (`lock_wire`, overrides).
+macro_rules! boxed_lock_ops {
+    ($t:ty) => {
+        fn acquire<'a>(
+            &'a self,
+            client: &'a str,
+            lock: &'a str,
+            ttl_ms: u64,
+            wait_ms: u64,
+        ) -> $crate::api::BoxFuture<'a, $crate::api::Reply> {
+            Box::pin(<$t>::acquire(self, client, lock, ttl_ms, wait_ms))
+        }
+        fn renew<'a>(
+            &'a self,
+            client: &'a str,
+            lock: &'a str,
+            token: u64,
+            ttl_ms: u64,
+        ) -> $crate::api::BoxFuture<'a, $crate::api::Reply> {
+            Box::pin(<$t>::renew(self, client, lock, token, ttl_ms))
+        }
+        fn release<'a>(
+            &'a self,
+            client: &'a str,
+            lock: &'a str,
+            token: u64,
+        ) -> $crate::api::BoxFuture<'a, $crate::api::Reply> {
+            Box::pin(<$t>::release(self, client, lock, token))
+        }
+    };
+}
+pub(crate) use boxed_lock_ops;
+
+/// [`boxed_lock_ops`] for [`FencedResource`]: `read`, `write` and `inspect`.
+macro_rules! boxed_resource_ops {
+    ($t:ty) => {
+        fn read<'a>(
+            &'a self,
+            client: &'a str,
+            key: &'a str,
+            token: u64,
+        ) -> $crate::api::BoxFuture<'a, $crate::api::Reply> {
+            Box::pin(<$t>::read(self, client, key, token))
+        }
+        fn write<'a>(
+            &'a self,
+            client: &'a str,
+            key: &'a str,
+            token: u64,
+            value: i64,
+        ) -> $crate::api::BoxFuture<'a, $crate::api::Reply> {
+            Box::pin(<$t>::write(self, client, key, token, value))
+        }
+        fn inspect<'a>(&'a self, key: &'a str) -> $crate::api::BoxFuture<'a, $crate::api::Reply> {
+            Box::pin(<$t>::inspect(self, key))
+        }
+    };
+}
+pub(crate) use boxed_resource_ops;
+
 /// The resource the lock protects: a register per key, fenced by the lock's tokens. An ok read
 /// answers `{"value"}`, an ok write may carry `{"seq"}` (its place in the store's order); both
 /// may say the `fence` they were judged against.

@@ -3,7 +3,7 @@
 //! descriptor of the service that speaks it (by default the embedded `lockpick lockd`).
 
 pub(crate) use crate::api::Reply;
-use crate::api::{BoxFuture, FencedResource, LockClient, Wire, UNREAD};
+use crate::api::{FencedResource, LockClient, Wire, UNREAD};
 use crate::service::{Connect, ConnectError, Launch, Service};
 use crate::Adapter;
 use history::reason::with_detail;
@@ -212,27 +212,7 @@ impl RefClient {
 }
 
 impl LockClient for RefClient {
-    fn acquire<'a>(
-        &'a self,
-        client: &'a str,
-        lock: &'a str,
-        ttl_ms: u64,
-        wait_ms: u64,
-    ) -> BoxFuture<'a, Reply> {
-        Box::pin(RefClient::acquire(self, client, lock, ttl_ms, wait_ms))
-    }
-    fn renew<'a>(
-        &'a self,
-        client: &'a str,
-        lock: &'a str,
-        token: u64,
-        ttl_ms: u64,
-    ) -> BoxFuture<'a, Reply> {
-        Box::pin(RefClient::renew(self, client, lock, token, ttl_ms))
-    }
-    fn release<'a>(&'a self, client: &'a str, lock: &'a str, token: u64) -> BoxFuture<'a, Reply> {
-        Box::pin(RefClient::release(self, client, lock, token))
-    }
+    crate::api::boxed_lock_ops!(RefClient);
     fn lock_wire(&self, op: &str, lock: &str) -> Wire {
         reference_wire(format!("POST /v1/locks/{}/{op}", segment(lock)))
     }
@@ -248,21 +228,7 @@ fn reference_wire(request: String) -> Wire {
 }
 
 impl FencedResource for RefClient {
-    fn read<'a>(&'a self, client: &'a str, key: &'a str, token: u64) -> BoxFuture<'a, Reply> {
-        Box::pin(RefClient::read(self, client, key, token))
-    }
-    fn write<'a>(
-        &'a self,
-        client: &'a str,
-        key: &'a str,
-        token: u64,
-        value: i64,
-    ) -> BoxFuture<'a, Reply> {
-        Box::pin(RefClient::write(self, client, key, token, value))
-    }
-    fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Reply> {
-        Box::pin(RefClient::inspect(self, key))
-    }
+    crate::api::boxed_resource_ops!(RefClient);
     fn resource_wire(&self, op: &str, key: &str) -> Wire {
         reference_wire(format!("POST /v1/store/{}/{op}", segment(key)))
     }

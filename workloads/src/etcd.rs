@@ -602,15 +602,7 @@ impl EtcdClient {
 }
 
 impl LockClient for EtcdClient {
-    fn acquire<'a>(
-        &'a self,
-        client: &'a str,
-        lock: &'a str,
-        ttl_ms: u64,
-        wait_ms: u64,
-    ) -> BoxFuture<'a, Reply> {
-        Box::pin(EtcdClient::acquire(self, client, lock, ttl_ms, wait_ms))
-    }
+    crate::api::boxed_lock_ops!(EtcdClient);
     fn acquire_stallable<'a>(
         &'a self,
         client: &'a str,
@@ -627,18 +619,6 @@ impl LockClient for EtcdClient {
             wait_ms,
             Some(pauses),
         ))
-    }
-    fn renew<'a>(
-        &'a self,
-        client: &'a str,
-        lock: &'a str,
-        token: u64,
-        ttl_ms: u64,
-    ) -> BoxFuture<'a, Reply> {
-        Box::pin(EtcdClient::renew(self, client, lock, token, ttl_ms))
-    }
-    fn release<'a>(&'a self, client: &'a str, lock: &'a str, token: u64) -> BoxFuture<'a, Reply> {
-        Box::pin(EtcdClient::release(self, client, lock, token))
     }
     fn lock_wire(&self, op: &str, _lock: &str) -> Wire {
         let api = self.api_path();
@@ -659,21 +639,7 @@ impl LockClient for EtcdClient {
 
 /// The register lives in etcd itself, read and written by a txn fenced on the lock key.
 impl FencedResource for EtcdClient {
-    fn read<'a>(&'a self, client: &'a str, key: &'a str, token: u64) -> BoxFuture<'a, Reply> {
-        Box::pin(EtcdClient::read(self, client, key, token))
-    }
-    fn write<'a>(
-        &'a self,
-        client: &'a str,
-        key: &'a str,
-        token: u64,
-        value: i64,
-    ) -> BoxFuture<'a, Reply> {
-        Box::pin(EtcdClient::write(self, client, key, token, value))
-    }
-    fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Reply> {
-        Box::pin(EtcdClient::inspect(self, key))
-    }
+    crate::api::boxed_resource_ops!(EtcdClient);
     fn resource_wire(&self, _op: &str, _key: &str) -> Wire {
         Wire {
             request: format!("POST {}/kv/txn", self.api_path()),

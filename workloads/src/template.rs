@@ -11,7 +11,7 @@
 //! name with `|base64`) inserts the base64 of the value. Other braces (JSON) are literal.
 
 use crate::api::UNREAD;
-use crate::api::{BoxFuture, FencedResource, LockClient, Reply, Wire};
+use crate::api::{FencedResource, LockClient, Reply, Wire};
 use crate::client::{classify_error, lockd_argv, lockd_run_name, snippet};
 use crate::service::{Connect, ConnectError, Launch, Service};
 use crate::Adapter;
@@ -382,27 +382,7 @@ impl TemplateClient {
 }
 
 impl LockClient for TemplateClient {
-    fn acquire<'a>(
-        &'a self,
-        client: &'a str,
-        lock: &'a str,
-        ttl_ms: u64,
-        wait_ms: u64,
-    ) -> BoxFuture<'a, Reply> {
-        Box::pin(TemplateClient::acquire(self, client, lock, ttl_ms, wait_ms))
-    }
-    fn renew<'a>(
-        &'a self,
-        client: &'a str,
-        lock: &'a str,
-        token: u64,
-        ttl_ms: u64,
-    ) -> BoxFuture<'a, Reply> {
-        Box::pin(TemplateClient::renew(self, client, lock, token, ttl_ms))
-    }
-    fn release<'a>(&'a self, client: &'a str, lock: &'a str, token: u64) -> BoxFuture<'a, Reply> {
-        Box::pin(TemplateClient::release(self, client, lock, token))
-    }
+    crate::api::boxed_lock_ops!(TemplateClient);
     fn lock_wire(&self, op: &str, lock: &str) -> Wire {
         let call = match op {
             "acquire" => &self.spec.acquire,
@@ -433,21 +413,7 @@ fn template_wire(call: &CallSpec, vars: &[(&str, String)]) -> Wire {
 }
 
 impl FencedResource for TemplateClient {
-    fn read<'a>(&'a self, client: &'a str, key: &'a str, token: u64) -> BoxFuture<'a, Reply> {
-        Box::pin(TemplateClient::read(self, client, key, token))
-    }
-    fn write<'a>(
-        &'a self,
-        client: &'a str,
-        key: &'a str,
-        token: u64,
-        value: i64,
-    ) -> BoxFuture<'a, Reply> {
-        Box::pin(TemplateClient::write(self, client, key, token, value))
-    }
-    fn inspect<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Reply> {
-        Box::pin(TemplateClient::inspect(self, key))
-    }
+    crate::api::boxed_resource_ops!(TemplateClient);
     fn resource_wire(&self, op: &str, key: &str) -> Wire {
         let call = match op {
             "read" => self.spec.read.as_ref(),
