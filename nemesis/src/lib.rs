@@ -12,9 +12,10 @@
 //! - [`fault`]: one module per fault family (its history op names, how it is carried out, its
 //!   heal) and [`fault::run_plan`], the interpreter of a planned schedule.
 //! - [`substitute`] and [`Placeholders`]: fill a command template's `{id} {host} {port}
-//!   {data_dir} {peers}`; [`free_port`] picks a port for a node.
+//!   {data_dir} {peers}`; [`free_ports`] picks ports for nodes (never from the ephemeral range).
 //! - [`NodeError`]: every failure of node control, each naming the node and what failed;
-//!   [`Error`]: any failure of a runtime or a fault.
+//!   [`Error`]: any failure of a runtime or a fault; [`StateFileError`]: a netns or ssh state
+//!   file that cannot be used, or whose run is alive.
 //! - [`process_state`] and [`process_group_alive`]: read-only looks at processes, for tests and
 //!   cleanup checks.
 //!
@@ -70,4 +71,5 @@ pub use error::{Error, NodeError};
 pub use local::{free_port, free_ports, LocalNode, HEALTH_PATH};
 pub use node::{Node, NodeControl};
 pub use process::{process_group_alive, process_state};
+pub use state_file::StateFileError;
 pub use template::{substitute, NodeCommand, Placeholders};

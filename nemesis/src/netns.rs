@@ -96,18 +96,9 @@ pub enum NetnsError {
     #[error("`{command}` did not finish within {timeout_ms} ms; killed it")]
     Timeout { command: String, timeout_ms: u128 },
 
-    #[error("state file {path}: cannot {what}: {reason}")]
-    State {
-        path: PathBuf,
-        what: &'static str,
-        reason: String,
-    },
+    #[error(transparent)]
+    StateFile(#[from] crate::state_file::StateFileError),
 
-    #[error(
-        "state file {path} belongs to run pid {pid}, which is still alive; stop it first \
-         (its own teardown cleans up)"
-    )]
-    RunAlive { path: PathBuf, pid: i32 },
 
     #[error("cannot enter network namespace {ns}: {reason}")]
     Enter { ns: String, reason: String },
@@ -297,15 +288,11 @@ struct State {
 }
 
 fn state_err(path: &Path, what: &'static str, reason: impl ToString) -> NetnsError {
-    NetnsError::State {
-        path: path.to_path_buf(),
-        what,
-        reason: reason.to_string(),
-    }
+    crate::state_file::StateFileError::io(path, what, reason).into()
 }
 
 fn write_state(path: &Path, state: &State) -> Result<(), NetnsError> {
-    crate::state_file::write_json(path, state).map_err(|(what, e)| state_err(path, what, e))
+    Ok(crate::state_file::write_json(path, state)?)
 }
 
 fn read_state(path: &Path) -> Result<State, NetnsError> {
@@ -352,12 +339,7 @@ pub struct CleanupReport {
 /// live run tears down itself), unless that process is the caller. Kills nothing.
 pub fn cleanup_from_state(path: &Path) -> Result<CleanupReport, NetnsError> {
     let state = read_state(path)?;
-    if crate::state_file::other_run_alive(state.pid, state.pid_start_ticks) {
-        return Err(NetnsError::RunAlive {
-            path: path.to_path_buf(),
-            pid: state.pid,
-        });
-    }
+    crate::state_file::refuse_if_alive(path, state.pid, state.pid_start_ticks)?;
     let existing = list_namespaces()?;
     let mut report = CleanupReport::default();
     let mut first_error = None;

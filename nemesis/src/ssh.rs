@@ -140,17 +140,8 @@ pub enum SshError {
     },
     #[error("--runtime ssh: {0}")]
     Config(String),
-    #[error("state file {path}: cannot {what}: {reason}")]
-    State {
-        path: PathBuf,
-        what: &'static str,
-        reason: String,
-    },
-    #[error(
-        "state file {path} belongs to run pid {pid}, which is still alive; stop it first \
-         (its own teardown cleans up)"
-    )]
-    RunAlive { path: PathBuf, pid: i32 },
+    #[error(transparent)]
+    StateFile(#[from] crate::state_file::StateFileError),
 }
 
 impl From<SshError> for Error {
@@ -435,15 +426,11 @@ impl StateFile {
 }
 
 fn state_err(path: &Path, what: &'static str, reason: impl ToString) -> SshError {
-    SshError::State {
-        path: path.to_path_buf(),
-        what,
-        reason: reason.to_string(),
-    }
+    crate::state_file::StateFileError::io(path, what, reason).into()
 }
 
 fn write_json(path: &Path, state: &State) -> Result<(), SshError> {
-    crate::state_file::write_json(path, state).map_err(|(what, e)| state_err(path, what, e))
+    Ok(crate::state_file::write_json(path, state)?)
 }
 
 /// What [`cleanup_from_state`] did.
@@ -478,12 +465,7 @@ pub fn cleanup_from_state(path: &Path) -> Result<CleanupReport, SshError> {
             format!("bad run id {:?}", state.run_id),
         ));
     }
-    if crate::state_file::other_run_alive(state.pid, state.pid_start_ticks) {
-        return Err(SshError::RunAlive {
-            path: path.to_path_buf(),
-            pid: state.pid,
-        });
-    }
+    crate::state_file::refuse_if_alive(path, state.pid, state.pid_start_ticks)?;
     let mut report = CleanupReport::default();
     let run_id = state.run_id.clone();
     let results = clean_hosts(&run_id, &state.hosts);

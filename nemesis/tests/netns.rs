@@ -20,7 +20,7 @@ use nemesis::netns::{
     capabilities, cleanup_from_state, probe_tcp, tcp_listener_in, topology, NetemSpec,
     NetnsCluster, NetnsError,
 };
-use nemesis::{LocalNode, NodeCommand};
+use nemesis::{LocalNode, NodeCommand, StateFileError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const ECHO_PORT: u16 = 7000;
@@ -410,7 +410,10 @@ fn bad_arguments_create_nothing() {
     // A state file in a missing directory: refused before any namespace exists.
     let missing = state.path.join("no/such/dir/state.json");
     let err = NetnsCluster::create("bad", 1, &missing).unwrap_err();
-    assert!(matches!(err, NetnsError::State { .. }), "{err}");
+    assert!(
+        matches!(err, NetnsError::StateFile(StateFileError::Io { .. })),
+        "{err}"
+    );
     assert_eq!(our_namespaces("lp-bad-"), Vec::<String>::new());
 }
 
@@ -490,7 +493,10 @@ fn sigkilled_run_is_cleaned_up_from_its_state_file() {
     assert_eq!(our_namespaces(&prefix).len(), 3);
 
     let err = cleanup_from_state(&state.path).unwrap_err();
-    assert!(matches!(err, NetnsError::RunAlive { .. }), "{err}");
+    assert!(
+        matches!(err, NetnsError::StateFile(StateFileError::RunAlive { .. })),
+        "{err}"
+    );
     assert_eq!(our_namespaces(&prefix).len(), 3, "a live run is left alone");
 
     child.0.kill().unwrap();
