@@ -71,6 +71,32 @@ pub(crate) fn parse_body<T: DeserializeOwned>(body: &Bytes) -> Result<T, ApiErro
     serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(e.to_string()))
 }
 
+/// A request body that names its client and, when it asks for a lease, its ttl.
+pub(crate) trait ClientBody: DeserializeOwned {
+    fn client(&self) -> &str;
+    /// The lease the request asks for; None for requests that ask for none.
+    fn ttl_ms(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// Every handler's first step: the named lock or key from the path and the body, each
+/// checked (the names not empty and not too long, the ttl within its limits), so no handler
+/// sees a request it would have to check again.
+pub(crate) fn named_request<T: ClientBody>(
+    what: &str,
+    path: Result<Path<String>, PathRejection>,
+    body: &Bytes,
+) -> Result<(String, T), ApiError> {
+    let name = path_name(what, path)?;
+    let req: T = parse_body(body)?;
+    check_name("client", req.client())?;
+    if let Some(ttl_ms) = req.ttl_ms() {
+        crate::service::check_ttl(ttl_ms)?;
+    }
+    Ok((name, req))
+}
+
 /// `what` names the segment in the error ("lock", "key").
 pub(crate) fn path_name(
     what: &str,

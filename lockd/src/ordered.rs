@@ -39,9 +39,9 @@ use tracing::{debug, warn};
 
 use crate::cluster::member_client;
 use crate::error::{LockdError, ParseOrderError};
-use crate::http::{check_name, parse_body, path_name, ApiError};
+use crate::http::{check_name, named_request, parse_body, ApiError};
 // Waits are bounded as in the primary mode: the same longest wait and backstop on wake-ups.
-use crate::service::{check_ttl, AcquireReq, ReleaseReq, RenewReq, WAIT_MS_MAX, WAIT_ROUNDS_MAX};
+use crate::service::{AcquireReq, ReleaseReq, RenewReq, WAIT_MS_MAX, WAIT_ROUNDS_MAX};
 
 /// A peer that takes longer to answer a request or a release is counted unreachable. Above
 /// the longest granularity, which a peer may wait before it answers.
@@ -479,10 +479,7 @@ async fn acquire_handler(
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let lock = path_name("lock", path)?;
-    let req: AcquireReq = parse_body(&body)?;
-    check_name("client", &req.client)?;
-    check_ttl(req.ttl_ms)?;
+    let (lock, req): (String, AcquireReq) = named_request("lock", path, &body)?;
     // In a task of its own: a client that hangs up (its timeout) drops this handler, and an
     // acquire abandoned mid-wait would stay queued at every member, blocking the lock for good.
     // Run to its end, it either withdraws at its deadline or is granted a lease that expires.
@@ -500,10 +497,7 @@ async fn renew_handler(
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let lock = path_name("lock", path)?;
-    let req: RenewReq = parse_body(&body)?;
-    check_name("client", &req.client)?;
-    check_ttl(req.ttl_ms)?;
+    let (lock, req): (String, RenewReq) = named_request("lock", path, &body)?;
     let token = o.renew(&lock, &req)?;
     Ok(Json(json!({ "token": token, "ttl_ms": req.ttl_ms })).into_response())
 }
@@ -513,9 +507,7 @@ async fn release_handler(
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let lock = path_name("lock", path)?;
-    let req: ReleaseReq = parse_body(&body)?;
-    check_name("client", &req.client)?;
+    let (lock, req): (String, ReleaseReq) = named_request("lock", path, &body)?;
     o.release(&lock, &req)?;
     Ok(Json(json!({})).into_response())
 }

@@ -26,7 +26,7 @@ use tracing::{debug, error, info, warn};
 
 use crate::cluster::{route, Cluster, ForwardError, Forwarder, Route, FORWARD_TIMEOUT_MS};
 use crate::error::LockdError;
-use crate::http::{check_name, health, not_found, parse_body, path_name, ApiError, BODY_BYTES_MAX};
+use crate::http::{health, named_request, not_found, ApiError, ClientBody, BODY_BYTES_MAX};
 use crate::mode::UnsafeMode;
 use crate::ordered::{Ordered, TimestampOrder};
 use crate::persist::{self, DurableState};
@@ -925,6 +925,30 @@ pub(crate) struct ReleaseReq {
     pub(crate) token: u64,
 }
 
+impl ClientBody for AcquireReq {
+    fn client(&self) -> &str {
+        &self.client
+    }
+    fn ttl_ms(&self) -> Option<u64> {
+        Some(self.ttl_ms)
+    }
+}
+
+impl ClientBody for RenewReq {
+    fn client(&self) -> &str {
+        &self.client
+    }
+    fn ttl_ms(&self) -> Option<u64> {
+        Some(self.ttl_ms)
+    }
+}
+
+impl ClientBody for ReleaseReq {
+    fn client(&self) -> &str {
+        &self.client
+    }
+}
+
 pub(crate) fn check_ttl(ttl_ms: u64) -> Result<(), ApiError> {
     if ttl_ms == 0 || ttl_ms > TTL_MS_MAX {
         return Err(ApiError::BadRequest(format!(
@@ -941,10 +965,7 @@ async fn acquire_handler(
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let lock = path_name("lock", path)?;
-    let mut req: AcquireReq = parse_body(&body)?;
-    check_name("client", &req.client)?;
-    check_ttl(req.ttl_ms)?;
+    let (lock, mut req): (String, AcquireReq) = named_request("lock", path, &body)?;
     if let Route::Forward(fwd) = svc.route(&headers)? {
         let started = Instant::now();
         match svc.forward(fwd, &uri, body, req.wait_ms).await {
@@ -1010,10 +1031,7 @@ async fn renew_handler(
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let lock = path_name("lock", path)?;
-    let req: RenewReq = parse_body(&body)?;
-    check_name("client", &req.client)?;
-    check_ttl(req.ttl_ms)?;
+    let (lock, req): (String, RenewReq) = named_request("lock", path, &body)?;
     let key = (lock.as_str(), req.client.as_str(), req.token);
     if let Some(relayed) = relay_unless_local(&svc, &headers, &uri, body, key).await? {
         return Ok(relayed);
@@ -1029,9 +1047,7 @@ async fn release_handler(
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let lock = path_name("lock", path)?;
-    let req: ReleaseReq = parse_body(&body)?;
-    check_name("client", &req.client)?;
+    let (lock, req): (String, ReleaseReq) = named_request("lock", path, &body)?;
     let key = (lock.as_str(), req.client.as_str(), req.token);
     if let Some(relayed) = relay_unless_local(&svc, &headers, &uri, body, key).await? {
         return Ok(relayed);

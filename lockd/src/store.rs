@@ -16,7 +16,9 @@ use tokio::net::TcpListener;
 use tracing::{debug, info, warn};
 
 use crate::error::LockdError;
-use crate::http::{check_name, health, not_found, parse_body, path_name, ApiError, BODY_BYTES_MAX};
+use crate::http::{
+    health, named_request, not_found, path_name, ApiError, ClientBody, BODY_BYTES_MAX,
+};
 use crate::mode::{FenceMode, CHECK_PUT_GAP_MS};
 
 /// Registers are never dropped (their value is the state under test), so their number is
@@ -188,14 +190,24 @@ struct WriteReq {
     value: i64,
 }
 
+impl ClientBody for ReadReq {
+    fn client(&self) -> &str {
+        &self.client
+    }
+}
+
+impl ClientBody for WriteReq {
+    fn client(&self) -> &str {
+        &self.client
+    }
+}
+
 async fn read_handler(
     State(store): State<Arc<Store>>,
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    let key = path_name("key", path)?;
-    let req: ReadReq = parse_body(&body)?;
-    check_name("client", &req.client)?;
+    let (key, req): (String, ReadReq) = named_request("key", path, &body)?;
     let (value, fence) = store.with_register(&key, |reg| {
         let fence = read(store.fence, reg, req.token)?;
         Ok((reg.value, fence))
@@ -208,9 +220,7 @@ async fn write_handler(
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    let key = path_name("key", path)?;
-    let req: WriteReq = parse_body(&body)?;
-    check_name("client", &req.client)?;
+    let (key, req): (String, WriteReq) = named_request("key", path, &body)?;
     let (seq, fence) = if store.fence == FenceMode::CheckThenPut {
         check_then_put(&store, &key, req.token, req.value).await?
     } else {
