@@ -12,10 +12,19 @@ use std::path::Path;
 pub fn check_file(path: &Path, cfg: &checkers::CheckConfig) -> Result<Results> {
     // Streams the file into the checkers' compact digest: the events are never all in memory.
     let (mut results, warnings) = checkers::check_path(path, cfg)?;
-    for w in warnings {
+    for w in &warnings {
         results
             .notes
             .push(format!("{}:{}: {}", path.display(), w.line, w.message));
+    }
+    // A cut-off last line (the reader's one warning) says the writer was killed mid-run: what
+    // it never wrote may hold the violation, so the history is judged as a cut-short run.
+    if let Some(w) = warnings.first() {
+        results.set_completeness(Completeness::interrupted(format!(
+            "the history's last line ({}:{}) was cut off mid-write: its writer was stopped before the run ended",
+            path.display(),
+            w.line
+        )));
     }
     // What the run's plan asked for, beside what its history shows: `--fail-on coverage`.
     crate::requested::add_from_schedule(path, &mut results);
@@ -70,8 +79,25 @@ pub fn check(a: CheckArgs) -> Result<ExitCode> {
         cfg.drift = d;
     }
     let mut results = check_file(&path, &cfg)?;
-    if let Some(c) = run_completeness(&a.path) {
-        results.set_completeness(c);
+    // How the run ended, from its directory: given as the directory or as its history.jsonl,
+    // a run is judged alike. A cut-off history stays cut off whatever results.json says.
+    let run_dir = if a.path.is_dir() {
+        Some(a.path.as_path())
+    } else if a.path.file_name() == Some(std::ffi::OsStr::new(layout::HISTORY_FILE)) {
+        a.path.parent().map(|d| {
+            if d.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                d
+            }
+        })
+    } else {
+        None
+    };
+    if let Some(c) = run_dir.and_then(run_completeness) {
+        if results.incomplete().is_none() {
+            results.set_completeness(c);
+        }
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&results)?);

@@ -55,13 +55,17 @@ fn assert_incomplete(run_dir: &Path, state: &str, reason: &str) {
 /// from the run directory, not remembered by the process that ran it.
 fn assert_check_and_report_keep_it(run_dir: &Path, state: &str) {
     let dir = run_dir.to_str().unwrap();
-    let o = run_with_limit(&["check", dir], Duration::from_secs(30));
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(o.status.code(), Some(2), "check: {stdout}");
-    assert!(
-        stdout.starts_with(&format!("run: INCOMPLETE ({state})")),
-        "check: {stdout}"
-    );
+    // The directory and its history.jsonl are the same run, judged alike.
+    let history = run_dir.join("history.jsonl");
+    for path in [dir, history.to_str().unwrap()] {
+        let o = run_with_limit(&["check", path], Duration::from_secs(30));
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(o.status.code(), Some(2), "check {path}: {stdout}");
+        assert!(
+            stdout.starts_with(&format!("run: INCOMPLETE ({state})")),
+            "check {path}: {stdout}"
+        );
+    }
     std::fs::remove_file(run_dir.join("summary.txt")).unwrap();
     let o = run_with_limit(
         &["report", dir, "--fail-on", "safety"],
@@ -248,4 +252,58 @@ fn a_node_that_does_not_come_back_makes_the_run_an_error_everywhere() {
     let log = std::fs::read_to_string(dir.join("lockpick.log")).unwrap();
     assert!(log.contains("did not come back"), "{log}");
     assert_check_and_report_keep_it(&dir, "error");
+}
+
+/// A history whose last line was cut off mid-write (its writer killed) is a cut-short run
+/// wherever it lies: alone, or in a run directory whose results.json says the run completed.
+/// A valid history becomes unknown; nothing of it is lost.
+#[test]
+fn a_history_cut_off_mid_line_is_judged_as_a_cut_short_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = common::run(
+        tmp.path(),
+        &[
+            "--seed",
+            "1",
+            "--duration",
+            "3s",
+            "--workload",
+            "mutex",
+            "--nemesis",
+            "none",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(r.code, 0, "{}", r.describe());
+    let run_dir = r.run_dir();
+    let history = std::fs::read(run_dir.join("history.jsonl")).unwrap();
+    // Half the file, ending inside an object: what a writer killed mid-line leaves.
+    let mut cut = history.len() / 2;
+    while history[cut - 1] == b'\n' || history[cut] == b'\n' {
+        cut += 1;
+    }
+    let lone = tmp.path().join("lone.jsonl");
+    std::fs::write(&lone, &history[..cut]).unwrap();
+    std::fs::write(run_dir.join("history.jsonl"), &history[..cut]).unwrap();
+    for path in [lone.clone(), run_dir.clone(), run_dir.join("history.jsonl")] {
+        let o = run_with_limit(&["check", path.to_str().unwrap()], Duration::from_secs(30));
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "check {}: {stdout}",
+            path.display()
+        );
+        assert!(
+            stdout.starts_with("run: INCOMPLETE (interrupted)")
+                && stdout.contains("cut off mid-write"),
+            "check {}: {stdout}",
+            path.display()
+        );
+        assert!(stdout.contains("verdict: UNKNOWN"), "{stdout}");
+    }
+    // The uncut history is still valid: the cut, not the run, made it unknown.
+    std::fs::write(&lone, &history).unwrap();
+    let o = run_with_limit(&["check", lone.to_str().unwrap()], Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
 }

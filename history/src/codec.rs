@@ -75,7 +75,9 @@ impl<W: Write> HistoryWriter<W> {
     }
 }
 
-/// A non-fatal observation made while reading.
+/// A non-fatal observation made while reading. There is one kind: the file's last line was
+/// cut off mid-write (`line` is that line), which is what a writer killed mid-line leaves, so a
+/// history with a warning is one whose run did not end as it should have.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadWarning {
     pub line: u64,
