@@ -262,10 +262,16 @@ fn push_flag(
         }
     }
     let wrong = |what: &str| {
+        // A number or a switch is shown as written; other values by their type.
+        let was = match value {
+            toml::Value::Integer(_) | toml::Value::Float(_) | toml::Value::Boolean(_) => {
+                value.to_string()
+            }
+            _ => format!("a {}", value.type_str()),
+        };
         anyhow::anyhow!(
-            "{}:{at}: `{key_path}` must be {what}, not {}",
-            path.display(),
-            value.type_str()
+            "{}:{at}: `{key_path}` must be {what}, not {was}",
+            path.display()
         )
     };
     let text_value = match (kind, value) {
@@ -303,8 +309,9 @@ fn push_flag(
         }
         (Kind::Switch, _) => return Err(wrong("true or false")),
     };
-    out.flags.push(flag.into());
-    out.flags.push(text_value.into());
+    // One argument, `--flag=value`: a value that starts with `-` (`-1s`, a node command's
+    // `--version`) is then the flag's value, never read as a flag of its own.
+    out.flags.push(format!("{flag}={text_value}").into());
     out.origins.0.push((
         flag.to_string(),
         format!("{}:{at}: `{key_path}`", path.display()),
