@@ -63,7 +63,9 @@ pub enum NodeError {
 
     #[error(
         "node {node}: did not answer GET {url} with 200 within {timeout_ms} ms \
-         (last attempt: {last_error}); killed it"
+         (last attempt: {last_error}); killed it. Does the command make the service listen on \
+         the {{host}} and {{port}} it was given? (In network namespaces {{host}} is the node's \
+         own address, not 127.0.0.1.)"
     )]
     HealthTimeout {
         node: String,
