@@ -60,31 +60,31 @@ pub fn run_completeness(dir: &Path) -> Option<Completeness> {
     }
 }
 
-/// `lockpick check PATH`: the verdict of a history file or run directory, offline.
-pub fn check(a: CheckArgs) -> Result<ExitCode> {
-    let path = history::layout::history_path(&a.path);
-    // The run's own settings (config.toml beside the history, read as `report` reads it)
-    // unless the flags say otherwise: a run made with --drift or --liveness-grace is judged as
-    // it was when it ran.
-    let mut cfg = reports::RunConfigView::read(&path.with_file_name(layout::CONFIG_FILE))
+/// The verdict of a history file or run directory, judged with the run's own settings
+/// (config.toml beside the history, as `report` reads it) unless `drift` or `liveness_grace`
+/// say otherwise, and with how the run ended (its directory's results.json).
+pub fn judge(path: &Path, drift: Option<f64>, liveness_grace: Option<&str>) -> Result<Results> {
+    let history = history::layout::history_path(path);
+    // A run made with --drift or --liveness-grace is judged as it was when it ran.
+    let mut cfg = reports::RunConfigView::read(&history.with_file_name(layout::CONFIG_FILE))
         .map(|c| c.check_config())
         .unwrap_or_default();
-    if let Some(g) = &a.liveness_grace {
+    if let Some(g) = liveness_grace {
         cfg.liveness_grace_ns = crate::config::duration("liveness-grace", g)?.as_nanos() as u64;
     }
-    if let Some(d) = a.drift {
+    if let Some(d) = drift {
         if !(0.0..1.0).contains(&d) {
             anyhow::bail!("--drift {d}: expected a fraction in [0, 1)");
         }
         cfg.drift = d;
     }
-    let mut results = check_file(&path, &cfg)?;
-    // How the run ended, from its directory: given as the directory or as its history.jsonl,
-    // a run is judged alike. A cut-off history stays cut off whatever results.json says.
-    let run_dir = if a.path.is_dir() {
-        Some(a.path.as_path())
-    } else if a.path.file_name() == Some(std::ffi::OsStr::new(layout::HISTORY_FILE)) {
-        a.path.parent().map(|d| {
+    let mut results = check_file(&history, &cfg)?;
+    // Given as the directory or as its history.jsonl, a run is judged alike. A cut-off history
+    // stays cut off whatever results.json says.
+    let run_dir = if path.is_dir() {
+        Some(path)
+    } else if path.file_name() == Some(std::ffi::OsStr::new(layout::HISTORY_FILE)) {
+        path.parent().map(|d| {
             if d.as_os_str().is_empty() {
                 Path::new(".")
             } else {
@@ -99,6 +99,13 @@ pub fn check(a: CheckArgs) -> Result<ExitCode> {
             results.set_completeness(c);
         }
     }
+    Ok(results)
+}
+
+/// `lockpick check PATH`: the verdict of a history file or run directory, offline.
+pub fn check(a: CheckArgs) -> Result<ExitCode> {
+    let path = history::layout::history_path(&a.path);
+    let results = judge(&a.path, a.drift, a.liveness_grace.as_deref())?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&results)?);
     } else {

@@ -59,6 +59,19 @@ pub fn report(a: ReportArgs) -> Result<ExitCode> {
             layout::RESULTS_FILE
         );
     }
+    let results_path = dir.join(layout::RESULTS_FILE);
+    if !results_path.is_file() && dir.join(layout::HISTORY_FILE).is_file() {
+        // A run stopped before it wrote its verdict (a second Ctrl-C, a killed harness): its
+        // history is judged as `check` judges it, and the verdict it never wrote is written.
+        let results = crate::check_cmd::judge(dir, None, None)?;
+        let json = serde_json::to_string_pretty(&results)? + "\n";
+        fs::write(&results_path, json)
+            .with_context(|| format!("cannot write {}", results_path.display()))?;
+        eprintln!(
+            "{}: the run never wrote its verdict; judged its history and wrote it",
+            results_path.display()
+        );
+    }
     let w = reports::write_run_reports(dir)
         .with_context(|| format!("cannot render the report of {}", dir.display()))?;
     println!("report:  {}", w.report.display());

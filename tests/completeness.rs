@@ -142,6 +142,17 @@ fn a_run_interrupted_by_sigint_is_incomplete_everywhere() {
         stdout.starts_with("run: INCOMPLETE (interrupted): the run never finished"),
         "{stdout}"
     );
+    // `report` of such a directory judges its history and writes the verdict it never wrote.
+    std::fs::remove_file(dir.join("report.html")).unwrap();
+    let o = run_with_limit(&["report", dir.to_str().unwrap()], Duration::from_secs(30));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("never wrote its verdict"), "{stderr}");
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    assert_eq!(results["completeness"]["state"], "interrupted", "{results}");
+    assert_eq!(results["valid"], "unknown", "{results}");
+    assert!(dir.join("report.html").is_file());
 }
 
 /// Ctrl-C while the service is still starting: the run stops once it is up (nothing recorded),

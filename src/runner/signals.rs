@@ -108,8 +108,9 @@ fn spawn_second_signal_exit() {
     tokio::spawn(async {
         if tokio::signal::ctrl_c().await.is_ok() {
             eprintln!(
-                "lockpick: aborted; the history recorded so far is kept. If the run used \
-                 network namespaces, `lockpick cleanup` removes what is left."
+                "lockpick: aborted; the history recorded so far is kept (`lockpick report \
+                 RUN_DIR` judges it and writes the verdict). If the run used network \
+                 namespaces or ssh hosts, `lockpick cleanup` removes what is left."
             );
             std::process::exit(history::ExitCode::Error.code() as i32);
         }
