@@ -113,7 +113,8 @@ pub struct RunArgs {
     /// How long clients run before the final heal (durations: 500ms, 2s, 1m).
     #[arg(long, default_value = "30s", value_name = "DURATION")]
     pub duration: String,
-    /// Stop after this many client operations even if time remains.
+    /// Stop after this many lock cycles even if time remains: acquire attempts, each with the
+    /// renewals, store ops and release that follow a grant.
     #[arg(long, value_name = "N")]
     pub ops_max: Option<u64>,
     /// Past this an operation is recorded as indeterminate (info): the timeout of each request

@@ -183,12 +183,16 @@ impl RunConfig {
         };
         let (hold_min_ms, hold_max_ms) = range_ms("hold", &a.hold)?;
         let duration_ms = ms("duration", &a.duration)?;
+        // Durations are kept in whole milliseconds: below one is nothing.
         if duration_ms == 0 {
-            bail!("--duration {}: must be positive", a.duration);
+            bail!("--duration {}: must be at least 1ms", a.duration);
         }
         let op_timeout_ms = ms("op-timeout", &a.op_timeout)?;
         if op_timeout_ms == 0 {
-            bail!("--op-timeout {}: must be positive", a.op_timeout);
+            bail!("--op-timeout {}: must be at least 1ms", a.op_timeout);
+        }
+        if a.ops_max == Some(0) {
+            bail!("--ops-max 0: must be at least 1 (leave it out to run for --duration)");
         }
         let acquire_wait_ms = match &a.acquire_wait {
             None => ttl_ms * ACQUIRE_WAIT_LEASES,
@@ -201,6 +205,12 @@ impl RunConfig {
             }
         };
         let nemesis_interval_ms = ms("nemesis-interval", &a.nemesis_interval)?;
+        if nemesis_interval_ms == 0 {
+            bail!(
+                "--nemesis-interval {}: must be at least 1ms (--nemesis none runs without faults)",
+                a.nemesis_interval
+            );
+        }
         if !(a.drift >= 0.0 && a.drift < 1.0) {
             bail!("--drift {}: expected a fraction in [0, 1)", a.drift);
         }

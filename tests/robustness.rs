@@ -30,6 +30,31 @@ fn bad_flag_value_names_the_flag() {
     );
     assert_eq!(o.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&o.stderr).contains("partiton"));
+    // Values that mean nothing are refused before a run directory exists, one line each.
+    for (args, said) in [
+        (["--ops-max", "0"], "--ops-max 0: must be at least 1"),
+        (
+            ["--nemesis-interval", "0s"],
+            "--nemesis-interval 0s: must be at least 1ms",
+        ),
+        (
+            ["--duration", "1us"],
+            "--duration 1us: must be at least 1ms",
+        ),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("runs");
+        let mut all = vec!["run", "--out", out.to_str().unwrap()];
+        all.extend(args);
+        let o = run_with_limit(&all, Duration::from_secs(10));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(3), "{args:?}: {err}");
+        assert!(
+            err.contains(said) && err.lines().count() == 1,
+            "{args:?}: {err}"
+        );
+        assert!(!out.exists(), "{args:?}: a run directory was made");
+    }
 }
 
 #[test]
