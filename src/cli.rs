@@ -25,8 +25,9 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run a test against the embedded reference lock service for 30 s with every fault this
-    /// machine supports, then print where to read the results.
+    /// Run a test against the embedded reference lock service for 30 s with every fault of the
+    /// local runtime this machine supports (pause, kill, client stalls, clock skew; partitions
+    /// need `run --runtime netns`), then print where to read the results.
     Demo(RunArgs),
     /// Run a test: start or reach the lock service, drive it under faults, check the history.
     Run(RunArgs),

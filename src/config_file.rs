@@ -483,7 +483,8 @@ op_timeout = "1s"                         # past this an op is indeterminate (in
 # ops_max = 100000
 
 [nemesis]
-nemesis = ["pause", "kill", "client-pause"]   # also: clock, partition, netem; [] for none
+# nemesis = ["pause", "kill", "client-pause", "clock"]  # default: every fault this target and
+#                                         # machine allow; also partition, netem; [] for none
 nemesis_interval = "3s"                   # quiet time between faults
 nemesis_targets = "one"                   # one | minority | majority | all | primary
 # clock_faults = ["bump-forward", "bump-back", "strobe", "fast", "slow"]
