@@ -128,7 +128,7 @@ impl Checker for LeaseExpiry {
             });
         }
         out.nothing_to_judge(judged > 0 || !decided.is_empty(), || {
-            "no ok acquire carries lease evidence (lease_last_ok_ns, lease_ttl_ms) or a read of its lock key: grant-on-expired-lease and grant-without-key were not judged".to_string()
+            "the service reports no lease of its own with its grants (only adapters that can read one, such as etcd's, record it): grant-on-expired-lease and grant-without-key need that evidence; expected for the reference protocol".to_string()
         });
         if counts.iter().any(|c| *c > 0) {
             let [present, absent, compacted, unread] = counts;

@@ -153,7 +153,7 @@ impl Checker for Liveness {
             out.violations.push(stuck(m, cfg, &s));
         }
         out.nothing_to_judge(!held.is_empty(), || {
-            "no acquire was answered held: lock-stuck had nothing to judge".to_string()
+            "no acquire was answered held, so lock-stuck had nothing to judge (every acquire was granted, timed out, or was cut by the run's end before its --acquire-wait ran out; a lock stuck past its leases is answered held once that wait ends)".to_string()
         });
         verdict(m, cfg, &mut out);
         out
