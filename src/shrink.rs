@@ -100,10 +100,13 @@ pub fn shrink(a: ShrinkArgs) -> Result<ExitCode> {
                 bail!("--kind {k}: not a violation kind (see docs/checkers.md)");
             }
             if !found.contains(k) {
+                let mut kinds = found.clone();
+                kinds.sort();
+                kinds.dedup();
                 bail!(
                     "--kind {k}: {} has no {k} violation (it has {})",
                     results_path.display(),
-                    found.join(", ")
+                    kinds.join(", ")
                 );
             }
             k.clone()

@@ -126,10 +126,14 @@ fn reason_counts(m: &Model) -> BTreeMap<String, BTreeMap<String, BTreeMap<String
     out
 }
 
-/// Faults started, by kind: `start-pause` counts as `pause`, a `kill` as `kill`.
+/// Faults started, by kind: `start-pause` counts as `pause`, a `kill` as `kill`. Observations
+/// (`clock-observed`: the offset a node really showed) record what a fault did; they are none.
 fn fault_counts(m: &Model) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
     for f in m.faults.list() {
+        if f.f.ends_with("-observed") {
+            continue;
+        }
         let kind = f.f.strip_prefix("start-").unwrap_or(&f.f);
         *out.entry(kind.to_string()).or_insert(0) += 1;
     }
@@ -139,6 +143,26 @@ fn fault_counts(m: &Model) -> BTreeMap<String, u64> {
 #[cfg(test)]
 mod tests {
     use super::{nearest_rank_ms, stats};
+
+    /// Faults are counted by kind when they start; what a fault was observed to do
+    /// (`clock-observed`) and how it ended are no faults of their own.
+    #[test]
+    fn faults_count_starts_not_observations() {
+        let text = [
+            r#"{"index":0,"time_ns":1,"process":"nemesis","type":"info","f":"start-pause","value":{"nodes":["n1"]}}"#,
+            r#"{"index":1,"time_ns":2,"process":"nemesis","type":"info","f":"stop-pause","value":{"nodes":["n1"]}}"#,
+            r#"{"index":2,"time_ns":3,"process":"nemesis","type":"info","f":"clock","value":{"nodes":["n1"],"offset_ms":6000}}"#,
+            r#"{"index":3,"time_ns":4,"process":"nemesis","type":"info","f":"clock-observed","value":{"node":"n1","offset_ms":6001}}"#,
+            r#"{"index":4,"time_ns":5,"process":"nemesis","type":"info","f":"clock-observed","value":{"node":"n1","offset_ms":0}}"#,
+        ]
+        .join("\n")
+            + "\n";
+        let (ops, _) =
+            history::read_ops_from(text.as_bytes(), std::path::Path::new("t.jsonl")).unwrap();
+        let h = history::History::new(ops).unwrap();
+        let got = serde_json::to_value(stats(&h).faults).unwrap();
+        assert_eq!(got, serde_json::json!({"pause": 1, "clock": 1}));
+    }
 
     /// Fail and info completions by op, outcome and reason code, read from the errors as
     /// written (new `reason; detail` and older `http-500: body` alike); ok and pending ops
