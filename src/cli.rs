@@ -72,7 +72,13 @@ pub enum Command {
 
 #[derive(Debug, Clone, Args)]
 // A later flag overrides an earlier one: that is how a flag overrides `--config`'s file.
-#[command(after_help = RUN_AFTER, args_override_self = true)]
+// Values may start with `-`, so `--duration -1s` or `--drift -1` is judged as that flag's
+// value and refused naming the flag, not taken for a flag of its own.
+#[command(
+    after_help = RUN_AFTER,
+    args_override_self = true,
+    allow_hyphen_values = true
+)]
 pub struct RunArgs {
     /// Read the test from a TOML file (see `lockpick init`); flags given here override it.
     #[arg(long, value_name = "FILE")]

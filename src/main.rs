@@ -42,6 +42,16 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(ExitCode::Error.code());
         }
     };
+    // The subcommand typed, if it is one: its own --help is where a usage error points.
+    let help_of = args
+        .get(1)
+        .and_then(|a| a.to_str())
+        .filter(|a| {
+            use clap::CommandFactory;
+            Cli::command().get_subcommands().any(|c| c.get_name() == *a)
+        })
+        .map(|a| format!("lockpick {a} --help"))
+        .unwrap_or_else(|| "lockpick --help".to_string());
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
@@ -60,7 +70,7 @@ fn main() -> std::process::ExitCode {
             let first = msg.lines().next().unwrap_or("bad command line");
             let first = first.strip_prefix("error: ").unwrap_or(first);
             eprintln!("error: {}{}", origins.locate(first), suggestion(&e));
-            eprintln!("(see `lockpick --help`)");
+            eprintln!("(see `{help_of}`)");
             return std::process::ExitCode::from(ExitCode::Error.code());
         }
     };
