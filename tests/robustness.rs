@@ -41,6 +41,15 @@ fn bad_flag_value_names_the_flag() {
             ["--duration", "1us"],
             "--duration 1us: must be at least 1ms",
         ),
+        // A value starting with `-` is the flag's value, refused naming the flag.
+        (
+            ["--duration", "-1s"],
+            "--duration \"-1s\": expected a duration",
+        ),
+        (
+            ["--drift", "-1"],
+            "--drift -1: expected a fraction in [0, 1)",
+        ),
     ] {
         let tmp = tempfile::tempdir().unwrap();
         let out = tmp.path().join("runs");
