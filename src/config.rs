@@ -25,6 +25,17 @@ fn ms(flag: &str, s: &str) -> Result<u64> {
     Ok(duration(flag, s)?.as_millis() as u64)
 }
 
+/// An `http://` or `https://` URL with a host, or an error naming the flag.
+fn check_url(flag: &str, url: &str) -> Result<()> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| {
+        anyhow::anyhow!("--{flag} {url:?}: not a URL ({e}); e.g. http://127.0.0.1:7000")
+    })?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+        bail!("--{flag} {url:?}: expected an http:// or https:// URL with a host, e.g. http://127.0.0.1:7000");
+    }
+    Ok(())
+}
+
 /// Parses `MIN..MAX` (two durations).
 pub fn range_ms(flag: &str, s: &str) -> Result<(u64, u64)> {
     let Some((lo, hi)) = s.split_once("..") else {
@@ -237,6 +248,19 @@ impl RunConfig {
             .arrivals
             .parse::<workloads::Arrivals>()
             .map_err(|e| anyhow::anyhow!("--arrivals {}: {e}", a.arrivals))?;
+        // URLs are checked before anything exists: a typo costs no run directory.
+        for (flag, url) in [("url", &a.url), ("store-url", &a.store_url)] {
+            if let Some(u) = url {
+                check_url(flag, u)?;
+            }
+        }
+        if kind == WorkloadKind::Mutex && (a.store_url.is_some() || a.store_cmd.is_some()) {
+            // A warning, not a refusal: a team's config file may name its store while one run
+            // tests mutual exclusion alone.
+            eprintln!(
+                "warning: --workload mutex uses no store: --store-url and --store-cmd are ignored (they serve --workload counter)"
+            );
+        }
         let target = match (&a.node_cmd, &a.url) {
             (Some(t), _) => Target::Command {
                 template: t.clone(),
