@@ -50,6 +50,7 @@ fn bad_flag_value_names_the_flag() {
             ["--drift", "-1"],
             "--drift -1: expected a fraction in [0, 1)",
         ),
+        (["--url", "notaurl"], "--url \"notaurl\": not a URL"),
     ] {
         let tmp = tempfile::tempdir().unwrap();
         let out = tmp.path().join("runs");
