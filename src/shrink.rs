@@ -100,9 +100,14 @@ pub fn shrink(a: ShrinkArgs) -> Result<ExitCode> {
                 bail!("--kind {k}: not a violation kind (see docs/checkers.md)");
             }
             if !found.contains(k) {
-                let mut kinds = found.clone();
-                kinds.sort();
-                kinds.dedup();
+                // Each kind once, in the order the run found them.
+                let mut kinds: Vec<&String> = Vec::new();
+                for k in &found {
+                    if !kinds.contains(&k) {
+                        kinds.push(k);
+                    }
+                }
+                let kinds: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
                 bail!(
                     "--kind {k}: {} has no {k} violation (it has {})",
                     results_path.display(),

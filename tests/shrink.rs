@@ -213,7 +213,7 @@ fn shrink_refuses_what_it_cannot_shrink() {
     refuse("the run is not invalid (valid: true)");
     std::fs::write(
         dir.join("results.json"),
-        r#"{"valid": false, "violations": [{"kind": "lock-stuck"}, {"kind": "double-grant"}]}"#,
+        r#"{"valid": false, "violations": [{"kind": "lock-stuck"}, {"kind": "double-grant"}, {"kind": "lock-stuck"}]}"#,
     )
     .unwrap();
     refuse("schedule.json: cannot read it");
