@@ -96,12 +96,6 @@ struct Kind {
     spans: Vec<(u64, u64)>,
 }
 
-/// The fault kind of a nemesis op that opens a fault: `start-X` is X, `kill` is kill; any other
-/// op (a stop, an instant such as `clock-observed`) opens none.
-fn kind_of(f: &str) -> Option<&str> {
-    f.strip_prefix("start-").or((f == "kill").then_some("kill"))
-}
-
 /// The nodes a fault names: `nodes`, and a partition's `cut` pairs and `clients_cut_from`.
 fn nodes_of(v: &Value) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
@@ -130,7 +124,9 @@ fn fault_kinds(m: &Model, cov: &mut Coverage) -> Vec<Kind> {
     let mut kinds: Vec<Kind> = Vec::new();
     // Faults come sorted by start: each kind's spans are appended in order and merged on the go.
     for f in m.faults.list() {
-        let Some(name) = kind_of(&f.f) else { continue };
+        let Some(name) = crate::faults::opened_kind(&f.f) else {
+            continue;
+        };
         let c: &mut FaultCoverage = cov.faults.entry(name.to_string()).or_default();
         c.started += 1;
         for n in nodes_of(&f.value) {

@@ -52,6 +52,15 @@ fn role(f: &str) -> Role<'_> {
     }
 }
 
+/// The fault kind a nemesis op opens: `start-X` opens X, `kill` opens kill; a stop or an
+/// instant (`clock-observed`, what a fault was seen to do) opens none.
+pub(crate) fn opened_kind(f: &str) -> Option<&str> {
+    match role(f) {
+        Role::Start(class) => Some(class),
+        Role::Stop(_) | Role::Instant => None,
+    }
+}
+
 /// Whether a fault may delay when the service acts on a request. A client pause stalls a
 /// client between its ops (it has nothing in flight), so the service has nothing to act on late;
 /// counting its end would excuse the very lock-stuck a stalled holder reveals (a service that

@@ -126,15 +126,14 @@ fn reason_counts(m: &Model) -> BTreeMap<String, BTreeMap<String, BTreeMap<String
     out
 }
 
-/// Faults started, by kind: `start-pause` counts as `pause`, a `kill` as `kill`. Observations
-/// (`clock-observed`: the offset a node really showed) record what a fault did; they are none.
+/// Faults started, by kind (`start-pause` counts as `pause`, a `kill` as `kill`), by the rule
+/// coverage counts them with: an observation (`clock-observed`) is none.
 fn fault_counts(m: &Model) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
     for f in m.faults.list() {
-        if f.f.ends_with("-observed") {
+        let Some(kind) = crate::faults::opened_kind(&f.f) else {
             continue;
-        }
-        let kind = f.f.strip_prefix("start-").unwrap_or(&f.f);
+        };
         *out.entry(kind.to_string()).or_insert(0) += 1;
     }
     out
@@ -151,9 +150,10 @@ mod tests {
         let text = [
             r#"{"index":0,"time_ns":1,"process":"nemesis","type":"info","f":"start-pause","value":{"nodes":["n1"]}}"#,
             r#"{"index":1,"time_ns":2,"process":"nemesis","type":"info","f":"stop-pause","value":{"nodes":["n1"]}}"#,
-            r#"{"index":2,"time_ns":3,"process":"nemesis","type":"info","f":"clock","value":{"nodes":["n1"],"offset_ms":6000}}"#,
+            r#"{"index":2,"time_ns":3,"process":"nemesis","type":"info","f":"start-clock","value":{"nodes":["n1"],"offset_ms":6000}}"#,
             r#"{"index":3,"time_ns":4,"process":"nemesis","type":"info","f":"clock-observed","value":{"node":"n1","offset_ms":6001}}"#,
-            r#"{"index":4,"time_ns":5,"process":"nemesis","type":"info","f":"clock-observed","value":{"node":"n1","offset_ms":0}}"#,
+            r#"{"index":4,"time_ns":5,"process":"nemesis","type":"info","f":"stop-clock","value":{"nodes":["n1"]}}"#,
+            r#"{"index":5,"time_ns":6,"process":"nemesis","type":"info","f":"clock-observed","value":{"node":"n1","offset_ms":0}}"#,
         ]
         .join("\n")
             + "\n";
