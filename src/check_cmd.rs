@@ -114,8 +114,7 @@ pub fn check(a: CheckArgs) -> Result<ExitCode> {
     if results.valid != Validity::Valid {
         eprintln!("{}: {}", path.display(), results.valid);
     }
-    let report =
-        history::layout::history_path(&a.path).with_file_name(history::layout::REPORT_FILE);
+    let report = path.with_file_name(layout::REPORT_FILE);
     let shown = if report.is_file() { report } else { path };
     // Annotation lines would corrupt the JSON on stdout.
     Ok(report_cmd::gate(&results, &a.fail_on, &shown, !a.json))

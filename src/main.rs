@@ -42,16 +42,9 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(ExitCode::Error.code());
         }
     };
-    // The subcommand typed, if it is one: its own --help is where a usage error points.
-    let help_of = args
-        .get(1)
-        .and_then(|a| a.to_str())
-        .filter(|a| {
-            use clap::CommandFactory;
-            Cli::command().get_subcommands().any(|c| c.get_name() == *a)
-        })
-        .map(|a| format!("lockpick {a} --help"))
-        .unwrap_or_else(|| "lockpick --help".to_string());
+    // The word typed after `lockpick`: a usage error points at its own --help if it names a
+    // subcommand (looked up only then).
+    let typed = args.get(1).and_then(|a| a.to_str()).map(str::to_string);
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
@@ -70,7 +63,14 @@ fn main() -> std::process::ExitCode {
             let first = msg.lines().next().unwrap_or("bad command line");
             let first = first.strip_prefix("error: ").unwrap_or(first);
             eprintln!("error: {}{}", origins.locate(first), suggestion(&e));
-            eprintln!("(see `{help_of}`)");
+            let sub = typed.filter(|t| {
+                use clap::CommandFactory;
+                Cli::command().get_subcommands().any(|c| c.get_name() == t)
+            });
+            match sub {
+                Some(s) => eprintln!("(see `lockpick {s} --help`)"),
+                None => eprintln!("(see `lockpick --help`)"),
+            }
             return std::process::ExitCode::from(ExitCode::Error.code());
         }
     };

@@ -10,13 +10,7 @@ use std::path::Path;
 
 /// Writes a run's verdict (results.json, summary.txt), then renders its report files.
 pub fn write_results(run_dir: &Path, results: &Results) -> Result<()> {
-    let json = serde_json::to_string_pretty(results)?;
-    fs::write(run_dir.join(layout::RESULTS_FILE), json + "\n").with_context(|| {
-        format!(
-            "cannot write {}",
-            run_dir.join(layout::RESULTS_FILE).display()
-        )
-    })?;
+    write_results_json(run_dir, results)?;
     fs::write(
         run_dir.join(layout::SUMMARY_FILE),
         reports::summary_text(results),
@@ -31,6 +25,13 @@ pub fn write_results(run_dir: &Path, results: &Results) -> Result<()> {
     // there must not cost the run its verdict, so it is reported as a warning, not an error.
     after_run(run_dir);
     Ok(())
+}
+
+/// Writes a run's results.json.
+fn write_results_json(run_dir: &Path, results: &Results) -> Result<()> {
+    let path = run_dir.join(layout::RESULTS_FILE);
+    let json = serde_json::to_string_pretty(results)? + "\n";
+    fs::write(&path, json).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// After a run wrote results.json: render report.html, junit.xml and summary.txt, and rewrite
@@ -63,10 +64,7 @@ pub fn report(a: ReportArgs) -> Result<ExitCode> {
     if !results_path.is_file() && dir.join(layout::HISTORY_FILE).is_file() {
         // A run stopped before it wrote its verdict (a second Ctrl-C, a killed harness): its
         // history is judged as `check` judges it, and the verdict it never wrote is written.
-        let results = crate::check_cmd::judge(dir, None, None)?;
-        let json = serde_json::to_string_pretty(&results)? + "\n";
-        fs::write(&results_path, json)
-            .with_context(|| format!("cannot write {}", results_path.display()))?;
+        write_results_json(dir, &crate::check_cmd::judge(dir, None, None)?)?;
         eprintln!(
             "{}: the run never wrote its verdict; judged its history and wrote it",
             results_path.display()

@@ -80,14 +80,15 @@ pub fn shrink(a: ShrinkArgs) -> Result<ExitCode> {
             results["valid"]
         );
     }
-    let found: Vec<String> = results["violations"]
-        .as_array()
-        .map(|v| {
-            v.iter()
-                .filter_map(|x| x["kind"].as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
+    // Each kind the run found, once, in the order found.
+    let mut found: Vec<String> = Vec::new();
+    for v in results["violations"].as_array().into_iter().flatten() {
+        if let Some(k) = v["kind"].as_str() {
+            if !found.iter().any(|f| f == k) {
+                found.push(k.to_string());
+            }
+        }
+    }
     let class = |k: &str| {
         ViolationKind::ALL
             .into_iter()
@@ -100,18 +101,10 @@ pub fn shrink(a: ShrinkArgs) -> Result<ExitCode> {
                 bail!("--kind {k}: not a violation kind (see docs/checkers.md)");
             }
             if !found.contains(k) {
-                // Each kind once, in the order the run found them.
-                let mut kinds: Vec<&String> = Vec::new();
-                for k in &found {
-                    if !kinds.contains(&k) {
-                        kinds.push(k);
-                    }
-                }
-                let kinds: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
                 bail!(
                     "--kind {k}: {} has no {k} violation (it has {})",
                     results_path.display(),
-                    kinds.join(", ")
+                    found.join(", ")
                 );
             }
             k.clone()

@@ -99,7 +99,6 @@ pub enum NetnsError {
     #[error(transparent)]
     StateFile(#[from] crate::state_file::StateFileError),
 
-
     #[error("cannot enter network namespace {ns}: {reason}")]
     Enter { ns: String, reason: String },
 
