@@ -16,7 +16,7 @@ use crate::Error;
 use nix::errno::Errno;
 use nix::sys::ptrace;
 use nix::sys::signal::Signal;
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use std::time::{Duration, Instant};
 
@@ -37,9 +37,6 @@ const INJECT_STEPS: usize = 4;
 
 /// Signals kept per thread while it is held.
 const MAX_PENDING: usize = 32;
-
-/// How the kernel marks `PTRACE_EVENT_STOP` (the stop `PTRACE_INTERRUPT` asks for).
-const PTRACE_EVENT_STOP: i32 = 128;
 
 struct Thread {
     tid: Pid,
@@ -66,24 +63,49 @@ enum Waited {
 
 /// Waits (bounded) for `tid` to stop. A signal-delivery stop is returned with its signal so
 /// the caller can deliver it later.
+///
+/// Stops are taken with `waitid(WSTOPPED)`, which never consumes an exit. The leader's exit
+/// (`tid == pid`) is only looked at (`WNOWAIT`): the tracer may also be the target's parent (a
+/// node lockpick spawned), and reaping it here would take its exit status from the code that
+/// owns the process. Another thread's exit is consumed, as only its tracer can release it.
 fn wait_stop(pid: i32, tid: Pid, what: &'static str) -> Result<Waited, Error> {
     let deadline = Instant::now() + WAIT_LIMIT;
+    let exit_flags = if tid.as_raw() == pid {
+        WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT
+    } else {
+        WaitPidFlag::WEXITED
+    };
     loop {
-        match waitpid(tid, Some(WaitPidFlag::__WALL | WaitPidFlag::WNOHANG)) {
+        match waitid(
+            Id::Pid(tid),
+            WaitPidFlag::WSTOPPED | WaitPidFlag::__WALL | WaitPidFlag::WNOHANG,
+        ) {
             Ok(WaitStatus::StillAlive) => {}
-            Ok(WaitStatus::PtraceEvent(_, _, PTRACE_EVENT_STOP)) => {
+            // PTRACE_EVENT_STOP (what PTRACE_INTERRUPT asks for, also a group-stop report) or
+            // another ptrace event: stopped, nothing to re-deliver.
+            Ok(WaitStatus::PtraceEvent(_, _, event)) if event != 0 => {
                 return Ok(Waited::Stopped(None))
             }
-            // A trap (our single step) or a group-stop report: stopped, nothing to re-deliver.
-            Ok(WaitStatus::Stopped(_, Signal::SIGTRAP)) | Ok(WaitStatus::PtraceEvent(..)) => {
-                return Ok(Waited::Stopped(None))
+            // Our single step's trap: stopped, nothing to re-deliver.
+            Ok(WaitStatus::PtraceEvent(_, Signal::SIGTRAP, _))
+            | Ok(WaitStatus::Stopped(_, Signal::SIGTRAP)) => return Ok(Waited::Stopped(None)),
+            // A signal-delivery stop: the signal is handed back for later delivery.
+            Ok(WaitStatus::PtraceEvent(_, sig, _)) | Ok(WaitStatus::Stopped(_, sig)) => {
+                return Ok(Waited::Stopped(Some(sig)))
             }
-            Ok(WaitStatus::Stopped(_, sig)) => return Ok(Waited::Stopped(Some(sig))),
+            Ok(_) => {}
+            Err(Errno::ECHILD) => return Ok(Waited::Gone),
+            Err(Errno::EINTR) => {}
+            Err(source) => return Err(Error::Ptrace { pid, what, source }),
+        }
+        match waitid(
+            Id::Pid(tid),
+            exit_flags | WaitPidFlag::__WALL | WaitPidFlag::WNOHANG,
+        ) {
             Ok(WaitStatus::Exited(..)) | Ok(WaitStatus::Signaled(..)) | Err(Errno::ECHILD) => {
                 return Ok(Waited::Gone)
             }
-            Ok(_) => {}
-            Err(Errno::EINTR) => {}
+            Ok(_) | Err(Errno::EINTR) => {}
             Err(source) => return Err(Error::Ptrace { pid, what, source }),
         }
         if Instant::now() >= deadline {
