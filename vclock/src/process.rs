@@ -53,11 +53,22 @@ pub fn group_members(pgid: i32) -> Result<Vec<i32>, Error> {
 
 /// The process group of `pid`: the third field after the command name in /proc/PID/stat.
 fn pgrp(pid: i32) -> Option<i32> {
+    stat_number(pid, 2)
+}
+
+/// The (real) parent of `pid`, which ptrace does not change: the second field after the
+/// command name in /proc/PID/stat.
+pub(crate) fn parent(pid: i32) -> Option<i32> {
+    stat_number(pid, 1)
+}
+
+/// The `n`th field (0: the state) after the command name in /proc/PID/stat, as a number.
+fn stat_number(pid: i32, n: usize) -> Option<i32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat.rsplit_once(')')?
         .1
         .split_whitespace()
-        .nth(2)?
+        .nth(n)?
         .parse()
         .ok()
 }

@@ -11,7 +11,7 @@
 //!   that arrived while the thread was held; registers and memory used for an injected call
 //!   are restored first. A tracer killed outright is detached by the kernel.
 
-use crate::process::{state, threads};
+use crate::process::{parent, state, threads};
 use crate::Error;
 use nix::errno::Errno;
 use nix::sys::ptrace;
@@ -64,13 +64,15 @@ enum Waited {
 /// Waits (bounded) for `tid` to stop. A signal-delivery stop is returned with its signal so
 /// the caller can deliver it later.
 ///
-/// Stops are taken with `waitid(WSTOPPED)`, which never consumes an exit. The leader's exit
-/// (`tid == pid`) is only looked at (`WNOWAIT`): the tracer may also be the target's parent (a
-/// node lockpick spawned), and reaping it here would take its exit status from the code that
-/// owns the process. Another thread's exit is consumed, as only its tracer can release it.
+/// Stops are taken with `waitid(WSTOPPED)`, which never consumes an exit. When this process
+/// is also the target's parent (a node lockpick spawned), the leader's exit (`tid == pid`) is
+/// only looked at (`WNOWAIT`): reaping it here would take its exit status from the code that
+/// owns the process. Any other exit is consumed: only the tracer's wait passes it on to the
+/// real parent, or releases an exited thread.
 fn wait_stop(pid: i32, tid: Pid, what: &'static str) -> Result<Waited, Error> {
     let deadline = Instant::now() + WAIT_LIMIT;
-    let exit_flags = if tid.as_raw() == pid {
+    let ours = tid.as_raw() == pid && parent(pid) == Some(std::process::id() as i32);
+    let exit_flags = if ours {
         WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT
     } else {
         WaitPidFlag::WEXITED
