@@ -28,6 +28,8 @@ pub fn check_file(path: &Path, cfg: &checkers::CheckConfig) -> Result<Results> {
     }
     // What the run's plan asked for, beside what its history shows: `--fail-on coverage`.
     crate::requested::add_from_schedule(path, &mut results);
+    // A verdict rests on what the run exercised of what it asked for.
+    crate::requested::gate_on_exercise(path, &mut results);
     Ok(results)
 }
 

@@ -142,6 +142,8 @@ pub async fn run(spec: RunSpec, progress: &dyn Progress) -> Result<RunOutcome> {
         start,
         startup,
         active: active.clone(),
+        primary: dep.primary,
+        clock_scope: cfg.clock_scope().as_str(),
     };
     // A nemesis that fails (a node that does not come back) ends the clients' time at once:
     // what they would do after it tests nothing the run asked for.

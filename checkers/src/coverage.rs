@@ -9,7 +9,7 @@
 
 use crate::model::{ttl_upper_ns, ClientOp, Func, Model, SpanEnd};
 use crate::FxMap;
-use history::coverage::{Coverage, FaultCoverage};
+use history::coverage::{Cell, Coverage, FaultCoverage};
 use history::Outcome;
 use serde_json::Value;
 
@@ -74,6 +74,7 @@ pub fn coverage(m: &Model) -> Coverage {
     for s in &stalls {
         tally(m, s, &mut cov);
     }
+    crate::exercised::count(m, &mut cov);
     let started: Vec<String> = cov
         .faults
         .iter()
@@ -487,5 +488,23 @@ fn tally(m: &Model, s: &Stall, cov: &mut Coverage) {
         let c = cov.shapes.entry(shape.clone()).or_default();
         c.stalls += 1;
         c.reached += u64::from(reached(shape, s, bound, next, lapsed));
+    }
+    // The stall's cell: its aim and wake-up op together, exercised when both reached what
+    // they aim at (a waiter has no wake-up op). A stall recorded before shapes has no cell.
+    if let Some(aim) = &s.shape {
+        let wake = s.planned_wake.clone().filter(|_| aim != "waiter");
+        let exercised = reached(aim, s, bound, next, lapsed)
+            && wake
+                .as_deref()
+                .is_none_or(|w| reached(w, s, bound, next, lapsed));
+        cov.count_cell(
+            Cell {
+                kind: "client-pause".to_string(),
+                variant: aim.clone(),
+                wake: wake.unwrap_or_default(),
+                ..Cell::default()
+            },
+            exercised,
+        );
     }
 }

@@ -53,6 +53,7 @@
 mod coverage;
 mod digest;
 mod evidence;
+mod exercised;
 mod fairness;
 mod faults;
 pub mod gen;

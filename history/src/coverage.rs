@@ -27,6 +27,100 @@ pub struct Coverage {
     /// What `--fail-on coverage` requires at least one exercised instance of.
     #[serde(default)]
     pub requested: Requested,
+    /// Every fault the history shows, grouped by what it was (kind, clock direction, stall
+    /// shape x wake-up op, partition topology) and the role of what it hit, with how many of
+    /// them met the state they aim at (docs/checkers.md, "Exercised").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cells: Vec<Cell>,
+    /// What the run asked to exercise, each a need one exercised cell satisfies. Set by the
+    /// harness from the run's settings and schedule (a lone history asks for nothing).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub needs: Vec<Need>,
+}
+
+/// One coverage cell: faults of one kind, one variant and one target role.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Cell {
+    /// The fault kind: `pause`, `kill`, `clock`, `client-pause`, `partition`, `netem`.
+    pub kind: String,
+    /// The variant: a clock direction (`bump-forward`, ...), a stall aim (`boundary`, ...), a
+    /// partition topology; empty for kinds without one.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub variant: String,
+    /// A holder stall's wake-up op (`renew`, `write`, `release`, `read`); empty otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub wake: String,
+    /// What the fault hit: `primary` or `other` (a node's role), a node id in histories that
+    /// do not record roles, empty for faults that hit no node.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub role: String,
+    /// Faults of this cell the history shows starting.
+    pub started: u64,
+    /// Of those, the ones that met the state they aim at.
+    pub exercised: u64,
+}
+
+impl Cell {
+    /// `clock bump-forward on primary`, `client-pause boundary/renew`, `kill on other`.
+    pub fn label(&self) -> String {
+        let mut out = self.kind.clone();
+        if !self.variant.is_empty() {
+            out.push(' ');
+            out.push_str(&self.variant);
+            if !self.wake.is_empty() {
+                out.push('/');
+                out.push_str(&self.wake);
+            }
+        }
+        if !self.role.is_empty() {
+            out.push_str(" on ");
+            out.push_str(&self.role);
+        }
+        out
+    }
+}
+
+/// Something a run asked to exercise: met when one cell of `kind` whose variant is one of
+/// `variants` (any, when empty), whose wake-up op is one of `wakes` (any, when empty) and
+/// whose role is `role` (any, when empty) was exercised at least `times` times.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Need {
+    /// What the run asked for, in the words the gate prints: `clock bump-forward on primary`.
+    pub label: String,
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub variants: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wakes: Vec<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub role: String,
+    /// How many exercised faults it takes (1 unless the suite asks for more).
+    #[serde(default = "one")]
+    pub times: u64,
+}
+
+fn one() -> u64 {
+    1
+}
+
+impl Need {
+    /// A need met by any exercised fault of `kind`.
+    pub fn kind(kind: &str) -> Need {
+        Need {
+            label: kind.to_string(),
+            kind: kind.to_string(),
+            times: 1,
+            ..Need::default()
+        }
+    }
+
+    /// Whether `c` is one of the cells this need counts.
+    pub fn counts(&self, c: &Cell) -> bool {
+        c.kind == self.kind
+            && (self.variants.is_empty() || self.variants.contains(&c.variant))
+            && (self.wakes.is_empty() || self.wakes.contains(&c.wake))
+            && (self.role.is_empty() || self.role == c.role)
+    }
 }
 
 /// Stalls of a client that held a lock and had no op in flight.
@@ -171,6 +265,48 @@ impl Coverage {
         self.faults.get(kind).is_some_and(|f| f.ops_during > 0)
     }
 
+    /// Exercised faults of the cells `need` counts.
+    pub fn exercised(&self, need: &Need) -> u64 {
+        self.cells
+            .iter()
+            .filter(|c| need.counts(c))
+            .map(|c| c.exercised)
+            .sum()
+    }
+
+    /// The needs the run did not meet, each as `label` (with `(k of n)` when it asked for more
+    /// than one): what "requested, not exercised" lists.
+    pub fn not_exercised(&self) -> Vec<String> {
+        self.needs
+            .iter()
+            .filter_map(|n| {
+                let got = self.exercised(n);
+                (got < n.times).then(|| {
+                    if n.times > 1 {
+                        format!("{} ({got} of {})", n.label, n.times)
+                    } else {
+                        n.label.clone()
+                    }
+                })
+            })
+            .collect()
+    }
+
+    /// Counts one fault of `cell` (its counts ignored), exercised or not. Cells stay sorted.
+    pub fn count_cell(&mut self, mut cell: Cell, exercised: bool) {
+        cell.started = 0;
+        cell.exercised = 0;
+        let i = match self.cells.binary_search(&cell) {
+            Ok(i) => i,
+            Err(i) => {
+                self.cells.insert(i, cell);
+                i
+            }
+        };
+        self.cells[i].started += 1;
+        self.cells[i].exercised += u64::from(exercised);
+    }
+
     /// The requested kinds and shapes the run exercised nowhere, each in a phrase.
     pub fn missing(&self) -> Vec<String> {
         let mut out = Vec::new();
@@ -286,6 +422,15 @@ impl Coverage {
             add(&group, "stalls", c.stalls, false);
             add(&group, "reached its condition", c.reached, missing);
         }
+        for c in &self.cells {
+            let group = c.label();
+            let unmet = self
+                .needs
+                .iter()
+                .any(|n| n.counts(c) && self.exercised(n) < n.times);
+            add(&group, "started", c.started, false);
+            add(&group, "exercised (met its target state)", c.exercised, unmet);
+        }
         rows
     }
 }
@@ -322,6 +467,62 @@ mod tests {
         c.stalls = 1;
         c.shapes.get_mut("boundary").unwrap().reached = 1;
         assert!(c.missing().is_empty());
+    }
+
+    fn cell(kind: &str, variant: &str, wake: &str, role: &str) -> Cell {
+        Cell {
+            kind: kind.into(),
+            variant: variant.into(),
+            wake: wake.into(),
+            role: role.into(),
+            ..Cell::default()
+        }
+    }
+
+    #[test]
+    fn needs_are_met_by_exercised_cells_only() {
+        let mut c = Coverage::default();
+        c.count_cell(cell("clock", "slow", "", "primary"), true);
+        c.count_cell(cell("clock", "bump-forward", "", "primary"), false);
+        c.count_cell(cell("client-pause", "boundary", "renew", ""), true);
+        c.count_cell(cell("client-pause", "boundary", "renew", ""), false);
+        let steps = Need {
+            label: "clock (a step or a fast clock)".into(),
+            kind: "clock".into(),
+            variants: vec!["bump-forward".into(), "fast".into()],
+            times: 1,
+            ..Need::default()
+        };
+        let renew = Need {
+            label: "client-pause boundary/renew".into(),
+            kind: "client-pause".into(),
+            variants: vec!["boundary".into()],
+            wakes: vec!["renew".into()],
+            times: 2,
+            ..Need::default()
+        };
+        c.needs = vec![Need::kind("clock"), steps, renew, Need::kind("kill")];
+        assert_eq!(
+            c.not_exercised(),
+            [
+                "clock (a step or a fast clock)",
+                "client-pause boundary/renew (1 of 2)",
+                "kill"
+            ]
+        );
+        assert_eq!(c.cells[0].label(), "client-pause boundary/renew");
+        assert_eq!((c.cells[0].started, c.cells[0].exercised), (2, 1));
+        assert_eq!(c.cells[1].label(), "clock bump-forward on primary");
+        let unmet: Vec<String> = c
+            .rows()
+            .into_iter()
+            .filter(|r| r.missing)
+            .map(|r| r.group)
+            .collect();
+        assert_eq!(
+            unmet,
+            ["client-pause boundary/renew", "clock bump-forward on primary"]
+        );
     }
 
     #[test]

@@ -126,6 +126,15 @@ impl RunConfigView {
         self.value(key).map(show)
     }
 
+    /// A setting that is never a table, as text: a key of a section first (`[nemesis]
+    /// nemesis`, whose section has the same name), else a top-level one.
+    pub fn setting(&self, key: &str) -> Option<String> {
+        self.sections()
+            .find_map(|(_, keys)| keys.get(key))
+            .or_else(|| self.table.get(key).filter(|v| !v.is_table()))
+            .map(show)
+    }
+
     /// What was tested, in a few words: `embedded`, `url http://...`, `command ./my-lockd
     /// ...`, with the adapter when not the reference one and the unsafe mode if any.
     pub fn target(&self) -> String {

@@ -78,7 +78,9 @@ pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Res
     let rate = change.rate.unwrap_or(1.0);
     let mut value = OpValue::default()
         .with_extra("nodes", json!(ctx.names(picked)))
+        .with_extra("roles", json!(ctx.roles(picked)))
         .with_extra("mode", json!(mode.as_str()))
+        .with_extra("scope", json!(ctx.clock_scope))
         .with_extra("length_ms", json!(length.as_millis() as u64))
         .with_extra("fault", json!(fault.id));
     value = match (change.delta_ms, change.rate) {

@@ -77,6 +77,11 @@ pub struct Ctx<W: Write + Send> {
     /// How long a restarted node may take to answer its health path.
     pub startup: Duration,
     pub active: ActiveFaults,
+    /// The position of the node that holds the lock state (lockd's primary), so each fault
+    /// records the role of what it hit (`roles`: `primary` or `other`) beside the node ids.
+    pub primary: usize,
+    /// Which clocks a clock fault moves (`wall` or `all`), recorded with each clock fault.
+    pub clock_scope: &'static str,
 }
 
 /// What the final heal reaches: the nodes and the stall board, shared with the runner (the
@@ -92,10 +97,22 @@ impl<W: Write + Send> Ctx<W> {
         picked.iter().map(|&i| self.ids[i].as_str()).collect()
     }
 
-    /// The value of a node fault's start and stop ops: its nodes, length and id.
+    /// The role of each node at `picked`: `primary` (the node holding the lock state) or
+    /// `other`. Coverage counts faults by role, which means the same thing whatever the
+    /// node's id.
+    pub fn roles(&self, picked: &[usize]) -> Vec<&'static str> {
+        picked
+            .iter()
+            .map(|&i| if i == self.primary { "primary" } else { "other" })
+            .collect()
+    }
+
+    /// The value of a node fault's start and stop ops: its nodes (and their roles), length and
+    /// id.
     pub fn value(&self, fault: &PlannedFault) -> OpValue {
         OpValue::default()
             .with_extra("nodes", json!(self.names(&fault.nodes)))
+            .with_extra("roles", json!(self.roles(&fault.nodes)))
             .with_extra("length_ms", json!(fault.length_ms))
             .with_extra("fault", json!(fault.id))
     }
