@@ -296,7 +296,9 @@ impl Coverage {
     pub fn count_cell(&mut self, mut cell: Cell, exercised: bool) {
         cell.started = 0;
         cell.exercised = 0;
-        let i = match self.cells.binary_search(&cell) {
+        let key = |c: &Cell| (c.kind.clone(), c.variant.clone(), c.wake.clone(), c.role.clone());
+        let want = key(&cell);
+        let i = match self.cells.binary_search_by(|c| key(c).cmp(&want)) {
             Ok(i) => i,
             Err(i) => {
                 self.cells.insert(i, cell);
