@@ -29,7 +29,14 @@ pub enum Command {
     /// local runtime this machine supports (pause, kill, client stalls, clock skew; partitions
     /// need `run --runtime netns`), then print where to read the results.
     Demo(RunArgs),
-    /// Run a test: start or reach the lock service, drive it under faults, check the history.
+    /// The suite CI gates on: short scenarios aimed at every fault the target and this machine
+    /// allow (each clock direction, client-stall shape, pause and kill role, partition
+    /// topology, contention), until each was exercised; stops at the first violation and
+    /// shrinks it. The same target flags as `run`.
+    #[command(long_about = TEST_ABOUT, after_help = TEST_AFTER)]
+    Test(TestArgs),
+    /// Run one test: start or reach the lock service, drive it under faults drawn from the
+    /// seed (or replayed), check the history. For hand-shaped runs; `test` is the suite.
     Run(RunArgs),
     /// Check that a lock service speaks what its adapter expects, in a few requests, without
     /// running a test: the same target flags as `run`.
@@ -321,6 +328,60 @@ const PROBE_AFTER: &str = "Examples:
   lockpick probe --adapter etcd
 
 Exit codes: 0 the service passed, 3 it failed a check (or could not be started).";
+
+#[derive(Debug, Clone, Args)]
+pub struct TestArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Stop planning scenarios when the next one would end past this, from the suite's start;
+    /// cells not exercised by then make the verdict unknown. The default fits every cell of a
+    /// single-node target with the default 2 s ttl (about 25 cells, 3-4 minutes) with room for
+    /// a retry of the few that miss their state.
+    #[arg(long, default_value = "6m", value_name = "DURATION")]
+    pub budget: String,
+    /// Exercised instances every cell needs before the suite counts it covered.
+    #[arg(long, default_value_t = 1, value_name = "K")]
+    pub times: u64,
+    /// Go on after a scenario found a violation (every cell is still planned): the suite
+    /// then lists every violation kind it met.
+    #[arg(long)]
+    pub keep_going: bool,
+    /// Do not shrink the first failing scenario.
+    #[arg(long)]
+    pub no_shrink: bool,
+    /// How long shrinking the first failing scenario may take.
+    #[arg(long, default_value = "2m", value_name = "DURATION")]
+    pub shrink_budget: String,
+}
+
+const TEST_ABOUT: &str = "Run the suite CI gates on: short scenarios, each a real `lockpick run` \
+with an aimed fault schedule, that together exercise every fault the target and this machine allow, \
+until each has met the state it aims at (docs/checkers.md, \"Exercised\").
+
+The plan's cells: contention on the mutex and counter workloads (no fault, ten clients asking \
+in rounds); each client-stall aim (boundary, next-grant, long) with each wake-up op (renew, \
+release, and write, read on the counter workload), and waiter; kill and pause of the primary \
+(and of another node, with --nodes 2+); each clock direction (bump-forward, bump-back, strobe, \
+fast, slow) on each node role; each partition topology (--runtime netns); netem. Cheapest and \
+most likely first. After each scenario the suite reads what it exercised and plans the next \
+from what is still open; a cell that missed its state is tried again (at most 3 times).
+
+The suite stops at the first violation (unless --keep-going), shrinks it (lockpick shrink) and \
+prints the command that replays it. Its verdict is valid only when no scenario found a \
+violation and every cell was exercised --times times; otherwise unknown, naming what was not \
+exercised. --duration, --nemesis-interval and --seed's single schedule do not apply: each \
+scenario's length comes from the plan; --nemesis limits the kinds planned.";
+
+const TEST_AFTER: &str = "Examples:
+  lockpick test                                      the embedded lockd and store
+  lockpick test --node-cmd 'python3 my_lockd.py --host {host} --port {port} --data-dir {data_dir}'
+  lockpick test --adapter etcd --workload mutex
+  lockpick test --unsafe renew-grace                 watch it find a bug
+
+Results go to <out>/<name>/<timestamp>/: index.html (a row per scenario, each linking its
+report), summary.txt, suite.json, junit.xml (a test case per scenario, and one for coverage),
+scenarios/<id>/<timestamp>/ (each scenario's run directory), schedules/ (each scenario's
+faults). Exit codes as run's: 0 valid, 1 invalid, 2 unknown, 3 error.";
 
 #[derive(Debug, Clone, Args)]
 pub struct CheckArgs {

@@ -327,7 +327,7 @@ pub fn expand(args: Vec<OsString>) -> Result<(Vec<OsString>, Origins)> {
     let Some(sub) = args.get(1).and_then(|a| a.to_str()) else {
         return Ok((args, Origins::default()));
     };
-    if sub != "run" && sub != "demo" && sub != "probe" {
+    if !matches!(sub, "run" | "demo" | "probe" | "test") {
         return Ok((args, Origins::default()));
     }
     let mut rest = Vec::with_capacity(args.len());

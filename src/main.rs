@@ -16,6 +16,7 @@ mod run_cmd;
 mod runner;
 mod shrink;
 mod status;
+mod suite;
 mod synth_cmd;
 
 use anyhow::{Context, Result};
@@ -142,6 +143,7 @@ fn dispatch(cmd: Command) -> Result<ExitCode> {
     match cmd {
         Command::Demo(a) => run_cmd::run(a, true),
         Command::Run(a) => run_cmd::run(a, false),
+        Command::Test(a) => suite::test(a),
         Command::Probe(a) => probe_cmd::probe(a),
         Command::Check(a) => check_cmd::check(a),
         Command::Doctor(a) => doctor::run_with(a.config.as_deref()),

@@ -66,7 +66,8 @@ pub fn needs_of(config: &reports::RunConfigView) -> Option<Vec<Need>> {
             .map(|v| {
                 v.split(',')
                     .map(str::trim)
-                    .filter(|s| !s.is_empty())
+                    // An empty list reads as `none`.
+                    .filter(|s| !s.is_empty() && *s != "none")
                     .map(str::to_string)
                     .collect()
             })

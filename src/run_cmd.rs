@@ -94,7 +94,7 @@ pub fn run(a: RunArgs, demo: bool) -> Result<ExitCode> {
     }
     Ok(crate::report_cmd::gate(
         &out.results,
-        &a.fail_on,
+        &a.fail_on.under_ci(),
         &out.run_dir.join(history::layout::REPORT_FILE),
         true,
     ))
@@ -115,7 +115,7 @@ fn record_failure(run_dir: &Path, cfg: &RunConfig, how: history::Completeness) -
 }
 
 /// Makes `<out>/<name>/<UTC timestamp>/` and points `<out>/latest` at it.
-fn create_run_dir(out: &Path, name: &str) -> Result<PathBuf> {
+pub(crate) fn create_run_dir(out: &Path, name: &str) -> Result<PathBuf> {
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S%.3fZ").to_string();
     let parent = out.join(name);
     fs::create_dir_all(&parent).with_context(|| format!("cannot create {}", parent.display()))?;

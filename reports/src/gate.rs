@@ -55,6 +55,17 @@ impl FromStr for FailOn {
 }
 
 impl FailOn {
+    /// This policy with `coverage` added when the process runs under CI (`CI` or
+    /// `GITHUB_ACTIONS` set to anything but `false` or empty): a gate must not pass a run that
+    /// exercised less than it asked for.
+    pub fn under_ci(self) -> FailOn {
+        let set = |k: &str| std::env::var(k).is_ok_and(|v| !v.is_empty() && v != "false");
+        FailOn {
+            coverage: self.coverage || set("CI") || set("GITHUB_ACTIONS"),
+            ..self
+        }
+    }
+
     /// The classes this policy fails on, in the words `--fail-on` takes.
     pub fn names(&self) -> Vec<&'static str> {
         [

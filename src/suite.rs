@@ -1,0 +1,661 @@
+//! `lockpick test`: a suite of short, aimed scenarios that together exercise every fault the
+//! target and this machine allow, and one verdict over all of them. The planner
+//! ([`plan`]) lists the cells (each clock direction on each node role, each client-stall
+//! shape x wake-up op, pause and kill of each role, each partition topology, contention on
+//! each workload) and picks the next scenario from what the finished ones exercised; each
+//! scenario is a real `lockpick run` of this binary with the target's settings and an aimed
+//! schedule, in a run directory of its own. The suite stops at the first violation (unless
+//! `--keep-going`), shrinks it with `lockpick shrink`, and says which command replays it.
+//!
+//! The verdict rests on what was exercised: `valid` only when no scenario found a violation
+//! and every cell met its target state `--times` times; a cell tried [`plan::TRIES_MAX`]
+//! times without that, or a budget that ran out first, makes it `unknown`, naming the cells.
+
+pub mod plan;
+
+use crate::cli::TestArgs;
+use crate::config::RunConfig;
+use anyhow::{Context, Result};
+use history::{layout, ExitCode, Results, Validity};
+use nemesis::oneshot::{run_to_end, Ended};
+use plan::{PlanCell, Scenario, Tally};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The suite's own files in its directory.
+pub const SUITE_FILE: &str = "suite.json";
+const BASE_CONFIG: &str = "base.toml";
+
+/// Scenarios in one suite, whatever the budget: the plan has at most a few dozen cells, each
+/// tried at most [`plan::TRIES_MAX`] times.
+const SCENARIOS_MAX: usize = 500;
+
+/// One finished scenario, as the index, JUnit and suite.json show it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ScenarioRun {
+    pub id: String,
+    /// The cells it aimed at.
+    pub aims: Vec<String>,
+    pub seed: u64,
+    pub duration_ms: u64,
+    pub run_dir: Option<PathBuf>,
+    /// The run's verdict, or `error` when it ended without one.
+    pub verdict: String,
+    pub exit: Option<i32>,
+    pub violations: Vec<String>,
+    /// Wall time it took, start-up to report.
+    pub elapsed_ms: u64,
+    /// The command that reruns it exactly.
+    pub replay: String,
+    /// What went wrong, when it ended without a verdict.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A cell and what the suite saw of it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CellRow {
+    pub cell: String,
+    pub tries: u32,
+    pub started: u64,
+    pub exercised: u64,
+    pub needed: u64,
+}
+
+/// The suite's outcome: `suite.json`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SuiteResults {
+    pub valid: Validity,
+    /// Why the verdict is what it is, in a line.
+    pub why: String,
+    pub complete: bool,
+    pub budget_ms: u64,
+    pub elapsed_ms: u64,
+    /// When the first violation's scenario ended, from the suite's start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_violation_ms: Option<u64>,
+    pub not_exercised: Vec<String>,
+    pub scenarios: Vec<ScenarioRun>,
+    pub cells: Vec<CellRow>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shrunk: Option<serde_json::Value>,
+}
+
+pub fn test(a: TestArgs) -> Result<ExitCode> {
+    let cfg = RunConfig::from_args(&a.run, false)?;
+    let budget = crate::config::duration("budget", &a.budget)?;
+    if budget.is_zero() {
+        anyhow::bail!("--budget {}: must be at least 1s", a.budget);
+    }
+    if a.times == 0 {
+        anyhow::bail!("--times 0: expected at least 1 (exercised instances per cell)");
+    }
+    let shrink_budget = crate::config::duration("shrink-budget", &a.shrink_budget)?;
+    let target = plan::Target {
+        kinds: cfg.faults.clone(),
+        nodes: cfg.nodes,
+        counter: cfg.kind() == workloads::WorkloadKind::Counter,
+        lease_ms: cfg.lease_max_ms(),
+        clock_bump_ms: cfg.clock_bump_ms,
+        clock_rate: cfg.clock_rate,
+        clock_modes: cfg.clock_modes.clone(),
+        aims: cfg.client_shapes.aims.clone(),
+        wakes: cfg.client_shapes.wakes.clone(),
+        topologies: cfg.topologies.clone(),
+        times: a.times,
+    };
+    let cells = plan::cells(&target);
+    let name = a
+        .run
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("{}-test", cfg.name));
+    let dir = crate::run_cmd::create_run_dir(&cfg.out, &name)?;
+    let dir = std::fs::canonicalize(&dir)?;
+    for sub in ["schedules", "logs"] {
+        std::fs::create_dir_all(dir.join(sub))
+            .with_context(|| format!("cannot create {}", dir.join(sub).display()))?;
+    }
+    let base = dir.join(BASE_CONFIG);
+    std::fs::write(&base, cfg.file_text()?)
+        .with_context(|| format!("cannot write {}", base.display()))?;
+    println!(
+        "lockpick test: {} cell(s) to exercise {} time(s) each ({}), budget {}, seed {}",
+        cells.len(),
+        a.times,
+        if cfg.faults.is_empty() {
+            "contention only".to_string()
+        } else {
+            format!("faults: {}", cfg.nemesis.join(","))
+        },
+        humantime::format_duration(budget),
+        cfg.seed
+    );
+    println!("suite directory: {}", dir.display());
+    let interrupted = Arc::new(AtomicBool::new(false));
+    let mut suite = Suite {
+        exe: std::env::current_exe().context("cannot locate the lockpick binary")?,
+        dir: dir.clone(),
+        base,
+        target,
+        cells,
+        tallies: Vec::new(),
+        runs: Vec::new(),
+        started: Instant::now(),
+        budget,
+        overhead_ms: plan::OVERHEAD_MS_GUESS,
+        interrupted: interrupted.clone(),
+        fail_on: a.run.fail_on.under_ci(),
+    };
+    suite.tallies = vec![Tally::default(); suite.cells.len()];
+    let rt = crate::runtime()?;
+    let ended = rt.block_on(async {
+        let flag = interrupted.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("lockpick: stopping the suite after this scenario (Ctrl-C)");
+                flag.store(true, Ordering::SeqCst);
+            }
+        });
+        suite.go(cfg.seed, a.keep_going).await
+    });
+    let mut results = suite.results(ended);
+    if let (Some(run_dir), false, false) = (
+        suite.first_invalid().and_then(|r| r.run_dir.clone()),
+        a.no_shrink,
+        interrupted.load(Ordering::SeqCst),
+    ) {
+        println!();
+        println!("shrinking the first failing scenario (budget {})", humantime::format_duration(shrink_budget));
+        let args = crate::cli::ShrinkArgs {
+            run_dir: run_dir.clone(),
+            runs_per_candidate: 2,
+            budget: a.shrink_budget.clone(),
+            kind: None,
+            out: None,
+        };
+        match crate::shrink::shrink(args) {
+            Ok(_) => {
+                results.shrunk = std::fs::read_to_string(run_dir.join("shrink").join("shrink.json"))
+                    .ok()
+                    .and_then(|t| serde_json::from_str(&t).ok());
+            }
+            Err(e) => println!("shrink failed: {}", crate::error_text(&e)),
+        }
+    }
+    write_outputs(&dir, &results)?;
+    print!("{}", summary_text(&results));
+    println!("suite directory: {}", dir.display());
+    println!("index: {}", dir.join("index.html").display());
+    let code = match results.valid {
+        Validity::Invalid => ExitCode::Invalid,
+        Validity::Unknown if results.scenarios.iter().any(|s| s.exit == Some(3) || s.exit.is_none()) => {
+            ExitCode::Error
+        }
+        Validity::Unknown => ExitCode::Unknown,
+        Validity::Valid => ExitCode::Valid,
+    };
+    Ok(code)
+}
+
+/// How the scenario loop ended.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Finish {
+    /// Every cell exercised or given up on.
+    Planned,
+    Violation,
+    Budget,
+    Interrupted,
+    /// A scenario ended without a verdict (the target would not start, a harness error).
+    Error,
+}
+
+struct Suite {
+    exe: PathBuf,
+    dir: PathBuf,
+    base: PathBuf,
+    target: plan::Target,
+    cells: Vec<PlanCell>,
+    tallies: Vec<Tally>,
+    runs: Vec<ScenarioRun>,
+    started: Instant,
+    budget: Duration,
+    /// The largest cost of a run beyond its planned duration seen so far.
+    overhead_ms: u64,
+    interrupted: Arc<AtomicBool>,
+    fail_on: reports::FailOn,
+}
+
+impl Suite {
+    async fn go(&mut self, seed: u64, keep_going: bool) -> Finish {
+        let mut ended = Finish::Planned;
+        for i in 0..SCENARIOS_MAX {
+            if self.interrupted.load(Ordering::SeqCst) {
+                return Finish::Interrupted;
+            }
+            let s_seed = seed.wrapping_add(i as u64 * 7919) & ((1 << 53) - 1);
+            let Some(s) = plan::next(&self.target, &self.cells, &self.tallies, s_seed) else {
+                return ended;
+            };
+            let cost = Duration::from_millis(s.duration_ms + self.overhead_ms);
+            if self.started.elapsed() + cost > self.budget {
+                return if ended == Finish::Violation {
+                    ended
+                } else {
+                    Finish::Budget
+                };
+            }
+            let run = self.run_scenario(i + 1, &s).await;
+            let verdict = run.verdict.clone();
+            let failed = run.exit.is_none_or(|c| c == 3) && run.violations.is_empty();
+            self.runs.push(run);
+            if verdict == "invalid" {
+                ended = Finish::Violation;
+                if !keep_going {
+                    return ended;
+                }
+            } else if failed {
+                return Finish::Error;
+            }
+        }
+        ended
+    }
+
+    async fn run_scenario(&mut self, index: usize, s: &Scenario) -> ScenarioRun {
+        let id = s.slug(index, &self.cells);
+        let mut args: Vec<String> = vec!["run".into(), "--config".into(), self.base.display().to_string()];
+        args.extend(s.flags.iter().cloned());
+        if let Some(schedule) = &s.schedule {
+            let path = self.dir.join("schedules").join(format!("{id}.json"));
+            if let Err(e) = std::fs::write(&path, schedule.to_json()) {
+                return self.failed(id, s, format!("cannot write {}: {e}", path.display()));
+            }
+            args.extend(["--schedule".into(), path.display().to_string()]);
+        }
+        args.extend([
+            "--duration".into(),
+            format!("{}ms", s.duration_ms),
+            "--seed".into(),
+            s.seed.to_string(),
+            "--out".into(),
+            self.dir.join("scenarios").display().to_string(),
+            "--name".into(),
+            id.clone(),
+        ]);
+        let aims: Vec<String> = s.aims.iter().map(|&i| self.cells[i].label()).collect();
+        print!(
+            "  {id:<44} {:>5.1} s  ",
+            s.duration_ms as f64 / 1000.0
+        );
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        for &i in &s.aims {
+            self.tallies[i].tries += 1;
+        }
+        let log = self.dir.join("logs").join(format!("{id}.log"));
+        let began = Instant::now();
+        let limit = Duration::from_millis(s.duration_ms * 3) + Duration::from_secs(120);
+        let flag = self.interrupted.clone();
+        let ended = run_to_end(&self.exe, &args, &log, limit, move || flag.load(Ordering::SeqCst)).await;
+        let elapsed = began.elapsed();
+        self.overhead_ms = self
+            .overhead_ms
+            .max((elapsed.as_millis() as u64).saturating_sub(s.duration_ms));
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let run_dir = text
+            .lines()
+            .find_map(|l| l.strip_prefix("run directory: "))
+            .map(|d| PathBuf::from(d.trim()));
+        let exit = match ended {
+            Ok(Ended::Exited(c)) => Some(c),
+            _ => None,
+        };
+        let results: Option<Results> = run_dir
+            .as_ref()
+            .and_then(|d| std::fs::read_to_string(d.join(layout::RESULTS_FILE)).ok())
+            .and_then(|t| serde_json::from_str(&t).ok());
+        let replay = match &run_dir {
+            Some(d) => format!("lockpick run --config {}", d.join(layout::CONFIG_FILE).display()),
+            None => format!("lockpick {}", args.join(" ")),
+        };
+        let mut run = ScenarioRun {
+            id,
+            aims,
+            seed: s.seed,
+            duration_ms: s.duration_ms,
+            run_dir: run_dir.clone(),
+            verdict: "error".into(),
+            exit,
+            violations: Vec::new(),
+            elapsed_ms: elapsed.as_millis() as u64,
+            replay,
+            error: None,
+        };
+        match results {
+            Some(r) => {
+                self.count(s, &r);
+                run.verdict = r.valid.as_str().to_string();
+                // Only what the policy counts stops the suite (as it fails a run).
+                if self.fail_on.exit_code(&r) == ExitCode::Invalid {
+                    run.verdict = "invalid".into();
+                } else if r.valid == Validity::Invalid {
+                    run.verdict = "valid".into();
+                }
+                let mut kinds: Vec<String> = r.violations.iter().map(|v| v.kind.as_str().to_string()).collect();
+                kinds.dedup();
+                run.violations = kinds;
+                if exit == Some(3) {
+                    run.error = r.incomplete().map(|c| c.headline());
+                }
+            }
+            None => {
+                let last = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").to_string();
+                run.error = Some(match ended {
+                    Ok(Ended::Exited(c)) => format!("exit {c}: {last}"),
+                    Ok(other) => format!("{other:?}").to_lowercase(),
+                    Err(e) => format!("cannot run: {e}"),
+                });
+            }
+        }
+        let exercised: Vec<String> = s
+            .aims
+            .iter()
+            .filter(|&&i| self.tallies[i].exercised >= self.target.times)
+            .map(|&i| self.cells[i].label())
+            .collect();
+        println!(
+            "{:<8} {:>5.1} s  exercised {}/{}{}",
+            run.verdict,
+            elapsed.as_secs_f64(),
+            exercised.len(),
+            s.aims.len(),
+            match (&run.error, run.violations.is_empty()) {
+                (Some(e), _) => format!("  ({e})"),
+                (None, false) => format!("  {}", run.violations.join(", ")),
+                _ => String::new(),
+            }
+        );
+        run
+    }
+
+    fn failed(&self, id: String, s: &Scenario, why: String) -> ScenarioRun {
+        ScenarioRun {
+            id,
+            aims: s.aims.iter().map(|&i| self.cells[i].label()).collect(),
+            seed: s.seed,
+            duration_ms: s.duration_ms,
+            run_dir: None,
+            verdict: "error".into(),
+            exit: None,
+            violations: Vec::new(),
+            elapsed_ms: 0,
+            replay: String::new(),
+            error: Some(why),
+        }
+    }
+
+    /// Adds what a scenario's run exercised to every plan cell it counts for (a scenario may
+    /// exercise cells it did not aim at: those count too).
+    fn count(&mut self, s: &Scenario, r: &Results) {
+        if let Some(cov) = &r.coverage {
+            for c in &cov.cells {
+                for (i, p) in self.cells.iter().enumerate() {
+                    if p.counts(c) {
+                        self.tallies[i].started += c.started;
+                        self.tallies[i].exercised += c.exercised;
+                    }
+                }
+            }
+        }
+        // A contention scenario is exercised by a contended round: two or more clients asked
+        // for the lock in one round, so their grants raced.
+        for &i in &s.aims {
+            if self.cells[i].cell.kind == plan::CONTENTION {
+                let contended = r
+                    .stats
+                    .extra
+                    .get("rounds")
+                    .and_then(|v| v.get("contended"))
+                    .and_then(serde_json::Value::as_u64)
+                    .unwrap_or(0);
+                self.tallies[i].started += 1;
+                self.tallies[i].exercised += u64::from(contended > 0);
+            }
+        }
+    }
+
+    fn first_invalid(&self) -> Option<&ScenarioRun> {
+        self.runs.iter().find(|r| r.verdict == "invalid")
+    }
+
+    fn results(&self, ended: Finish) -> SuiteResults {
+        let cells: Vec<CellRow> = self
+            .cells
+            .iter()
+            .zip(&self.tallies)
+            .map(|(c, t)| CellRow {
+                cell: c.label(),
+                tries: t.tries,
+                started: t.started,
+                exercised: t.exercised,
+                needed: self.target.times,
+            })
+            .collect();
+        let not_exercised: Vec<String> = cells
+            .iter()
+            .filter(|c| c.exercised < c.needed)
+            .map(|c| {
+                if c.tries == 0 {
+                    format!("{} (not tried)", c.cell)
+                } else {
+                    c.cell.clone()
+                }
+            })
+            .collect();
+        let first = self.first_invalid();
+        let first_violation_ms = first.map(|f| {
+            let mut t = 0;
+            for r in &self.runs {
+                t += r.elapsed_ms;
+                if std::ptr::eq(r, f) {
+                    break;
+                }
+            }
+            t
+        });
+        let (valid, why) = match (first, ended) {
+            (Some(f), _) => (
+                Validity::Invalid,
+                format!("scenario {} found {}", f.id, f.violations.join(", ")),
+            ),
+            (None, Finish::Interrupted) => (Validity::Unknown, "stopped by Ctrl-C before every cell was exercised".into()),
+            (None, Finish::Error) => (
+                Validity::Unknown,
+                format!(
+                    "a scenario ended without a verdict: {}",
+                    self.runs.last().and_then(|r| r.error.clone()).unwrap_or_default()
+                ),
+            ),
+            (None, _) if !not_exercised.is_empty() => (
+                Validity::Unknown,
+                format!(
+                    "requested, not exercised: {}{}",
+                    not_exercised.join(", "),
+                    if ended == Finish::Budget { " (the budget ran out)" } else { "" }
+                ),
+            ),
+            (None, _) => (
+                Validity::Valid,
+                format!("every cell exercised {} time(s), no violation", self.target.times),
+            ),
+        };
+        SuiteResults {
+            valid,
+            why,
+            complete: !matches!(ended, Finish::Interrupted | Finish::Error),
+            budget_ms: self.budget.as_millis() as u64,
+            elapsed_ms: self.started.elapsed().as_millis() as u64,
+            first_violation_ms,
+            not_exercised,
+            scenarios: self.runs.clone(),
+            cells,
+            shrunk: None,
+        }
+    }
+}
+
+/// The suite's verdict as text: the summary printed at the end and written to summary.txt.
+pub fn summary_text(r: &SuiteResults) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s);
+    let _ = writeln!(s, "suite verdict: {}", r.valid.as_str().to_uppercase());
+    let _ = writeln!(s, "  {}", r.why);
+    let _ = writeln!(
+        s,
+        "  {} scenario(s) in {:.1} s (budget {:.0} s){}",
+        r.scenarios.len(),
+        r.elapsed_ms as f64 / 1000.0,
+        r.budget_ms as f64 / 1000.0,
+        if r.complete { "" } else { "; incomplete" }
+    );
+    let exercised = r.cells.iter().filter(|c| c.exercised >= c.needed).count();
+    let _ = writeln!(s, "  cells exercised: {exercised} of {}", r.cells.len());
+    if let Some(f) = r.scenarios.iter().find(|x| x.verdict == "invalid") {
+        let _ = writeln!(s, "  first violation: {} ({})", f.violations.join(", "), f.id);
+        if let Some(d) = &f.run_dir {
+            let _ = writeln!(s, "  report: {}", d.join(layout::REPORT_FILE).display());
+        }
+        let _ = writeln!(s, "  replay: {}", f.replay);
+    }
+    if let Some(sh) = &r.shrunk {
+        let text = |k: &str| sh.get(k).and_then(|v| v.as_str()).unwrap_or("?").to_string();
+        let faults = sh.get("faults").and_then(|v| v.as_array()).map_or(0, Vec::len);
+        let _ = writeln!(s, "  minimal: {faults} fault(s), {}", text("kind"));
+        let _ = writeln!(s, "  minimal replay: {}", text("replay"));
+    }
+    s
+}
+
+fn write_outputs(dir: &Path, r: &SuiteResults) -> Result<()> {
+    let write = |name: &str, text: String| -> Result<()> {
+        let path = dir.join(name);
+        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
+    };
+    write(SUITE_FILE, serde_json::to_string_pretty(r)? + "\n")?;
+    write(layout::SUMMARY_FILE, summary_text(r))?;
+    write("index.html", index_html(dir, r))?;
+    write(layout::JUNIT_FILE, junit_xml(r))?;
+    Ok(())
+}
+
+fn index_html(dir: &Path, r: &SuiteResults) -> String {
+    use reports::escape::html as e;
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>lockpick test: {}</title>\
+         <style>body{{font:14px sans-serif;margin:2em}}table{{border-collapse:collapse}}\
+         td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}\
+         .invalid{{background:#fdd}}.valid{{background:#dfd}}.unknown,.error{{background:#ffd}}</style>\
+         </head><body><h1>lockpick test: <span class=\"{}\">{}</span></h1><p>{}</p>",
+        r.valid.as_str(),
+        r.valid.as_str(),
+        r.valid.as_str().to_uppercase(),
+        e(&r.why)
+    );
+    let _ = write!(
+        h,
+        "<p>{} scenario(s) in {:.1} s (budget {:.0} s)</p><h2>Scenarios</h2><table>\
+         <tr><th>scenario</th><th>aims at</th><th>verdict</th><th>violations</th><th>time</th><th>replay</th></tr>",
+        r.scenarios.len(),
+        r.elapsed_ms as f64 / 1000.0,
+        r.budget_ms as f64 / 1000.0
+    );
+    for s in &r.scenarios {
+        let link = s
+            .run_dir
+            .as_ref()
+            .map(|d| {
+                let rel = d.strip_prefix(dir).unwrap_or(d).join(layout::REPORT_FILE);
+                format!("<a href=\"{}\">{}</a>", e(&rel.display().to_string()), e(&s.id))
+            })
+            .unwrap_or_else(|| e(&s.id));
+        let _ = write!(
+            h,
+            "<tr class=\"{}\"><td>{link}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1} s</td><td><code>{}</code></td></tr>",
+            e(&s.verdict),
+            e(&s.aims.join(", ")),
+            e(&s.verdict),
+            e(&s.error.clone().unwrap_or_else(|| s.violations.join(", "))),
+            s.elapsed_ms as f64 / 1000.0,
+            e(&s.replay)
+        );
+    }
+    h.push_str("</table><h2>Cells</h2><table><tr><th>cell</th><th>scenarios</th><th>faults started</th><th>exercised</th><th>needed</th></tr>");
+    for c in &r.cells {
+        let class = if c.exercised >= c.needed { "valid" } else { "unknown" };
+        let _ = write!(
+            h,
+            "<tr class=\"{class}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            e(&c.cell),
+            c.tries,
+            c.started,
+            c.exercised,
+            c.needed
+        );
+    }
+    h.push_str("</table></body></html>\n");
+    h
+}
+
+fn junit_xml(r: &SuiteResults) -> String {
+    use reports::escape::xml as x;
+    let failures = r.scenarios.iter().filter(|s| s.verdict == "invalid").count();
+    let errors = r.scenarios.iter().filter(|s| s.verdict == "error").count();
+    let mut j = String::new();
+    let _ = writeln!(j, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
+    let _ = writeln!(
+        j,
+        "<testsuite name=\"lockpick test\" tests=\"{}\" failures=\"{failures}\" errors=\"{errors}\" time=\"{:.3}\">",
+        r.scenarios.len() + 1,
+        r.elapsed_ms as f64 / 1000.0
+    );
+    for s in &r.scenarios {
+        let _ = write!(
+            j,
+            "  <testcase classname=\"lockpick.test\" name=\"{}\" time=\"{:.3}\">",
+            x(&s.id),
+            s.elapsed_ms as f64 / 1000.0
+        );
+        match s.verdict.as_str() {
+            "invalid" => {
+                let _ = write!(
+                    j,
+                    "<failure message=\"{}\">{}</failure>",
+                    x(&s.violations.join(", ")),
+                    x(&s.replay)
+                );
+            }
+            "error" => {
+                let _ = write!(j, "<error message=\"{}\"/>", x(&s.error.clone().unwrap_or_default()));
+            }
+            _ => {}
+        }
+        let _ = writeln!(j, "</testcase>");
+    }
+    // The coverage gate as a test case of its own: a suite that exercised less than it asked
+    // for must not read green.
+    let _ = write!(j, "  <testcase classname=\"lockpick.test\" name=\"coverage\">");
+    if !r.not_exercised.is_empty() {
+        let _ = write!(
+            j,
+            "<failure message=\"requested, not exercised\">{}</failure>",
+            x(&r.not_exercised.join(", "))
+        );
+    }
+    let _ = writeln!(j, "</testcase>");
+    let _ = writeln!(j, "</testsuite>");
+    j
+}

@@ -1,0 +1,531 @@
+//! The suite's plan: every cell the target allows (each clock direction on each node role,
+//! each client-stall aim x wake-up op, pause and kill of each role, each partition topology,
+//! contention on each workload), and the choice of the next scenario from what the finished
+//! ones exercised. Pure: no I/O, no clock; `lockpick test` runs what it picks.
+//!
+//! A scenario aims instead of drawing: its faults are written as a schedule, one per cell it
+//! covers, each sized from the lease so it can meet its target state (a stall that outlives
+//! the lease, a pause longer than one, a kill followed by the recovery wait and a grant, a
+//! clock change lasting several leases).
+
+use history::coverage::Cell;
+use nemesis::schedule::{
+    ClientFault, ClockFault, ClockMode, FaultKind, PartitionFault, PlannedFault, Schedule,
+    StallAim, Topology, WakeOp, NETEM,
+};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// A scenario's faults are packed until their planned time reaches this: short enough that a
+/// violation stops the suite soon after it happens, long enough that start-up is not most of
+/// the cost.
+const SCENARIO_FAULTS_MS_MAX: u64 = 12_000;
+/// A cell that was tried this many times without being exercised is given up on: the suite
+/// says "requested, not exercised" for it rather than trying for ever.
+pub const TRIES_MAX: u32 = 3;
+/// What a run costs beyond its planned duration before the first one is measured (start-up,
+/// probe, heal, quiet period, final reads, check, report).
+pub const OVERHEAD_MS_GUESS: u64 = 4_000;
+
+/// What the target allows and how it is driven: the suite's plan is drawn from this.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// The faults the target and this machine allow (a run's default list, or `--nemesis`).
+    pub kinds: Vec<FaultKind>,
+    pub nodes: usize,
+    /// The counter workload (reads and writes of the fenced register) is what the fault
+    /// scenarios run; false for mutex.
+    pub counter: bool,
+    /// The longest lease a client may hold.
+    pub lease_ms: u64,
+    pub clock_bump_ms: u64,
+    pub clock_rate: f64,
+    /// `--clock-faults` (empty: every direction).
+    pub clock_modes: Vec<ClockMode>,
+    /// `--client-faults`'s aims and wake-up ops (empty lists: all).
+    pub aims: Vec<StallAim>,
+    pub wakes: Vec<WakeOp>,
+    /// `--partition-topologies`, or every one that cuts something with this many nodes.
+    pub topologies: Vec<Topology>,
+    /// Exercised instances each cell needs (`--times`).
+    pub times: u64,
+}
+
+/// One cell of the plan: what the suite must see exercised, and how a scenario aims at it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanCell {
+    /// The coverage cell it counts (kind, variant, wake-up op, role), as results.json has it.
+    pub cell: Cell,
+    /// Lower runs first: cheap and likely to find something.
+    pub rank: u32,
+}
+
+impl PlanCell {
+    pub fn label(&self) -> String {
+        self.cell.label()
+    }
+
+    /// Whether a run's coverage cell counts for this plan cell.
+    pub fn counts(&self, c: &Cell) -> bool {
+        let p = &self.cell;
+        p.kind == c.kind && p.variant == c.variant && p.wake == c.wake && p.role == c.role
+    }
+}
+
+fn cell(kind: &str, variant: &str, wake: &str, role: &str, rank: u32) -> PlanCell {
+    PlanCell {
+        cell: Cell {
+            kind: kind.into(),
+            variant: variant.into(),
+            wake: wake.into(),
+            role: role.into(),
+            ..Cell::default()
+        },
+        rank,
+    }
+}
+
+/// The kind name of contention cells: no fault, many clients on one lock.
+pub const CONTENTION: &str = "contention";
+
+/// Every cell the target allows, in the order the suite tries them.
+pub fn cells(t: &Target) -> Vec<PlanCell> {
+    let mut out = vec![cell(CONTENTION, "mutex", "", "", 0)];
+    out.push(cell(CONTENTION, "counter", "", "", 0));
+    let roles: &[&str] = if t.nodes > 1 {
+        &["primary", "other"]
+    } else {
+        &["primary"]
+    };
+    let has = |k: FaultKind| t.kinds.contains(&k);
+    if has(FaultKind::ClientPause) {
+        let aims: &[StallAim] = if t.aims.is_empty() {
+            &StallAim::ALL
+        } else {
+            &t.aims
+        };
+        let wakes: Vec<WakeOp> = if t.wakes.is_empty() {
+            WakeOp::ALL.to_vec()
+        } else {
+            t.wakes.clone()
+        };
+        // A mutex holder releases where a counter holder would read or write.
+        let wakes: Vec<WakeOp> = wakes
+            .into_iter()
+            .filter(|w| t.counter || matches!(w, WakeOp::Renew | WakeOp::Release))
+            .collect();
+        for &aim in aims {
+            if aim == StallAim::Waiter {
+                out.push(cell("client-pause", aim.as_str(), "", "", 3));
+                continue;
+            }
+            for w in &wakes {
+                out.push(cell("client-pause", aim.as_str(), w.as_str(), "", 1));
+            }
+        }
+    }
+    for (kind, rank) in [(FaultKind::Kill, 2), (FaultKind::Pause, 2)] {
+        if has(kind) {
+            for r in roles {
+                out.push(cell(kind.as_str(), "", "", r, rank));
+            }
+        }
+    }
+    if has(FaultKind::Clock) {
+        let modes: &[ClockMode] = if t.clock_modes.is_empty() {
+            &ClockMode::ALL
+        } else {
+            &t.clock_modes
+        };
+        for m in modes {
+            for r in roles {
+                out.push(cell("clock", m.as_str(), "", r, 4));
+            }
+        }
+    }
+    if has(FaultKind::Partition) {
+        for topo in &t.topologies {
+            out.push(cell("partition", topo.as_str(), "", "", 5));
+        }
+    }
+    if has(FaultKind::Netem) {
+        out.push(cell("netem", "", "", "", 6));
+    }
+    // Stable: cells of one rank keep the order above.
+    out.sort_by_key(|c| c.rank);
+    out
+}
+
+/// What the suite knows of one cell so far.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Tally {
+    /// Scenarios that aimed at it.
+    pub tries: u32,
+    /// Faults of it that started, over every scenario.
+    pub started: u64,
+    /// Of those, the ones that met their target state.
+    pub exercised: u64,
+}
+
+/// A scenario: a short run aimed at some cells.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scenario {
+    /// Positions in the plan's cells of the cells it aims at.
+    pub aims: Vec<usize>,
+    /// Flags that shape it beyond the base settings (`--workload mutex`, `--nemesis none`).
+    pub flags: Vec<String>,
+    /// Its faults, replayed with `--schedule`; `None` for a scenario without faults.
+    pub schedule: Option<Schedule>,
+    pub duration_ms: u64,
+    pub seed: u64,
+}
+
+impl Scenario {
+    /// A short name for its folder: `03-client-pause-boundary-renew` or `05-clock-x4`.
+    pub fn slug(&self, index: usize, cells: &[PlanCell]) -> String {
+        let first = &cells[self.aims[0]].cell;
+        let mut s = format!("{index:02}-{}", first.kind);
+        for part in [&first.variant, &first.wake, &first.role] {
+            if !part.is_empty() {
+                s.push('-');
+                s.push_str(part);
+            }
+        }
+        if self.aims.len() > 1 {
+            s.push_str(&format!("-and-{}-more", self.aims.len() - 1));
+        }
+        s
+    }
+}
+
+/// Whether cell `i` still needs a scenario.
+pub fn open(tally: &Tally, times: u64) -> bool {
+    tally.exercised < times && tally.tries < TRIES_MAX
+}
+
+/// The next scenario: the open cells of the lowest rank first (contention cells alone, each
+/// with its workload; fault cells packed into one schedule up to [`SCENARIO_FAULTS_MS_MAX`]),
+/// or `None` when every cell is exercised `times` times or given up. `seed` seeds the
+/// scenario (the run's workload and the few things drawn here: a stall's few ms past its
+/// aim, a halves cut).
+pub fn next(t: &Target, cells: &[PlanCell], tallies: &[Tally], seed: u64) -> Option<Scenario> {
+    let open_cells: Vec<usize> = (0..cells.len())
+        .filter(|&i| open(&tallies[i], t.times))
+        .collect();
+    let first = *open_cells.first()?;
+    if cells[first].cell.kind == CONTENTION {
+        let workload = cells[first].cell.variant.clone();
+        // Many clients asking at once, each once a round: grants race, and a service that
+        // lets two in is caught without any fault.
+        let window_ms = (t.lease_ms / 4).clamp(50, 500);
+        return Some(Scenario {
+            aims: vec![first],
+            flags: vec![
+                "--workload".into(),
+                workload,
+                "--nemesis".into(),
+                "none".into(),
+                "--clients".into(),
+                "10".into(),
+                "--arrivals".into(),
+                format!("rounds:{window_ms}ms"),
+            ],
+            schedule: None,
+            duration_ms: (t.lease_ms * 3).clamp(3_000, 8_000),
+            seed,
+        });
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x7375_6974_6521);
+    let ttl = t.lease_ms.max(10);
+    // Time for the clients to hold a lease again between faults.
+    let gap_ms = (ttl / 2).max(300);
+    let mut at_ms = gap_ms;
+    let mut faults = Vec::new();
+    let mut aims = Vec::new();
+    let mut tail_ms = 0;
+    for &i in open_cells.iter().filter(|&&i| cells[i].cell.kind != CONTENTION) {
+        if at_ms >= SCENARIO_FAULTS_MS_MAX && !faults.is_empty() {
+            break;
+        }
+        let Some((f, after_ms)) = fault_for(t, &cells[i].cell, at_ms, ttl, &mut rng) else {
+            continue;
+        };
+        let f = PlannedFault {
+            id: format!("f{}", faults.len() + 1),
+            ..f
+        };
+        at_ms = f.at_ms + f.length_ms + after_ms + gap_ms;
+        tail_ms = after_ms;
+        faults.push(f);
+        aims.push(i);
+    }
+    if faults.is_empty() {
+        return None;
+    }
+    Some(Scenario {
+        aims,
+        flags: Vec::new(),
+        schedule: Some(Schedule {
+            seed: Some(seed),
+            nodes: t.nodes,
+            primary: 0,
+            faults,
+        }),
+        // The last fault, what must follow it (a kill's recovery and a grant), and a lease
+        // for its effects to show.
+        duration_ms: at_ms + ttl.max(tail_ms.min(ttl)),
+        seed,
+    })
+}
+
+/// The fault aimed at `c`, starting at `at_ms`, and how long after it the scenario must go on
+/// for it to meet its state (a kill's recovery wait and a grant).
+fn fault_for(
+    t: &Target,
+    c: &Cell,
+    at_ms: u64,
+    ttl: u64,
+    rng: &mut ChaCha8Rng,
+) -> Option<(PlannedFault, u64)> {
+    let role_node = |role: &str| -> Vec<usize> {
+        match role {
+            "other" if t.nodes > 1 => vec![rng_free_other(t.nodes, at_ms)],
+            _ => vec![0],
+        }
+    };
+    let base = |kind: FaultKind, length_ms: u64| PlannedFault {
+        id: String::new(),
+        kind,
+        at_ms,
+        length_ms,
+        nodes: Vec::new(),
+        clock: None,
+        partition: None,
+        netem: None,
+        window_ms: None,
+        client: None,
+    };
+    let fault = match c.kind.as_str() {
+        "client-pause" => {
+            let aim: StallAim = c.variant.parse().ok()?;
+            let wake = if aim == StallAim::Waiter {
+                None
+            } else {
+                Some(c.wake.parse::<WakeOp>().ok()?)
+            };
+            // As the drawn plan sizes them: a few ms past the aimed instant.
+            let after_ms = match aim {
+                StallAim::Boundary => rng.random_range(10..=(ttl / 20).max(20)),
+                StallAim::NextGrant => rng.random_range(10..=(ttl / 10).max(20)),
+                StallAim::Long | StallAim::Waiter => 0,
+            };
+            PlannedFault {
+                // Well past the lease: the aimed instants lie within it.
+                window_ms: Some(ttl.max(500)),
+                client: Some(ClientFault {
+                    aim,
+                    wake,
+                    after_ms,
+                }),
+                ..base(FaultKind::ClientPause, ttl * 2)
+            }
+        }
+        // Longer than a lease: one live at the start runs out while the service is frozen.
+        "pause" => PlannedFault {
+            nodes: role_node(&c.role),
+            ..base(FaultKind::Pause, ttl * 3 / 2)
+        },
+        "kill" => {
+            let f = PlannedFault {
+                nodes: role_node(&c.role),
+                ..base(FaultKind::Kill, (ttl / 2).max(100))
+            };
+            // A correct service refuses grants for up to about 2 leases after its restart; the
+            // scenario goes on past that so a grant follows.
+            return Some((f, ttl * 2 + ttl / 2));
+        }
+        "clock" => {
+            let mode: ClockMode = c.variant.parse().ok()?;
+            let bump = t.clock_bump_ms as i64;
+            let (delta_ms, rate) = match mode {
+                ClockMode::BumpForward | ClockMode::Strobe => (Some(bump), None),
+                ClockMode::BumpBack => (Some(-bump), None),
+                ClockMode::Fast => (None, Some(t.clock_rate)),
+                ClockMode::Slow => (None, Some(1.0 / t.clock_rate)),
+            };
+            PlannedFault {
+                nodes: role_node(&c.role),
+                clock: Some(ClockFault {
+                    mode,
+                    delta_ms,
+                    rate,
+                }),
+                ..base(FaultKind::Clock, ttl * 3)
+            }
+        }
+        "partition" => {
+            let topology: Topology = c.variant.parse().ok()?;
+            let n = t.nodes;
+            let (cut, clients_cut_from) = match topology {
+                Topology::Isolate => (nemesis::netns::topology::isolate(n, 0), vec![]),
+                Topology::Halves => (nemesis::netns::topology::halves(n, rng), vec![]),
+                Topology::MajoritiesRing => (nemesis::netns::topology::majorities_ring(n), vec![]),
+                Topology::Bridge => (nemesis::netns::topology::bridge(n), vec![]),
+                Topology::Clients => (vec![], vec![0]),
+            };
+            PlannedFault {
+                partition: Some(PartitionFault {
+                    topology,
+                    cut,
+                    clients_cut_from,
+                }),
+                ..base(FaultKind::Partition, ttl * 2)
+            }
+        }
+        "netem" => PlannedFault {
+            nodes: vec![0],
+            netem: Some(NETEM),
+            ..base(FaultKind::Netem, ttl * 2)
+        },
+        _ => return None,
+    };
+    Some((fault, 0))
+}
+
+/// A node other than the primary (position 0), varied by the fault's start so repeated tries
+/// do not always hit the same one.
+fn rng_free_other(nodes: usize, at_ms: u64) -> usize {
+    1 + (at_ms as usize / 7) % (nodes - 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(kinds: &[FaultKind], nodes: usize) -> Target {
+        Target {
+            kinds: kinds.to_vec(),
+            nodes,
+            counter: true,
+            lease_ms: 1000,
+            clock_bump_ms: 3000,
+            clock_rate: 4.0,
+            clock_modes: vec![],
+            aims: vec![],
+            wakes: vec![],
+            topologies: vec![Topology::Isolate],
+            times: 1,
+        }
+    }
+
+    fn labels(cells: &[PlanCell]) -> Vec<String> {
+        cells.iter().map(PlanCell::label).collect()
+    }
+
+    #[test]
+    fn the_plan_has_a_cell_per_direction_shape_and_role_the_target_allows() {
+        let all = [
+            FaultKind::Pause,
+            FaultKind::Kill,
+            FaultKind::ClientPause,
+            FaultKind::Clock,
+        ];
+        let one = cells(&target(&all, 1));
+        let l = labels(&one);
+        assert_eq!(l[0], "contention mutex");
+        // 2 contention + 12 holder stalls + waiter + kill + pause + 5 clock directions.
+        assert_eq!(one.len(), 2 + 12 + 1 + 1 + 1 + 5, "{l:?}");
+        assert!(l.contains(&"client-pause boundary/renew".to_string()));
+        assert!(l.contains(&"clock slow on primary".to_string()));
+        assert!(!l.iter().any(|c| c.contains("other")));
+        let three = cells(&target(&all, 3));
+        assert_eq!(three.len(), one.len() + 1 + 1 + 5);
+        assert!(labels(&three).contains(&"kill on other".to_string()));
+        // A mutex holder has no read or write to wake into.
+        let mutex = cells(&Target {
+            counter: false,
+            ..target(&[FaultKind::ClientPause], 1)
+        });
+        assert_eq!(mutex.len(), 2 + 3 * 2 + 1, "{:?}", labels(&mutex));
+        // Only what the target allows: a --url target has client stalls only.
+        let url = cells(&target(&[FaultKind::ClientPause], 1));
+        assert!(url.iter().all(|c| c.cell.kind != "kill" && c.cell.kind != "clock"));
+    }
+
+    #[test]
+    fn a_covered_cell_is_not_repeated_while_others_are_open() {
+        let t = target(&[FaultKind::ClientPause, FaultKind::Kill, FaultKind::Clock], 1);
+        let plan = cells(&t);
+        let mut tallies = vec![Tally::default(); plan.len()];
+        let mut seen = Vec::new();
+        // Every scenario exercises what it aims at: each cell is aimed at exactly once.
+        for round in 0..100 {
+            let Some(s) = next(&t, &plan, &tallies, round) else {
+                break;
+            };
+            for &i in &s.aims {
+                assert_eq!(tallies[i].tries, 0, "{} aimed at twice", plan[i].label());
+                tallies[i].tries += 1;
+                tallies[i].exercised += 1;
+                seen.push(i);
+            }
+            if let Some(sch) = &s.schedule {
+                assert_eq!(sch.faults.len(), s.aims.len());
+                let last = sch.faults.last().unwrap();
+                assert!(s.duration_ms > last.at_ms + last.length_ms);
+                assert!(sch.faults.first().unwrap().at_ms > 0);
+            }
+        }
+        seen.sort();
+        assert_eq!(seen, (0..plan.len()).collect::<Vec<_>>());
+        assert!(next(&t, &plan, &tallies, 999).is_none());
+    }
+
+    #[test]
+    fn a_cell_not_exercised_is_tried_again_up_to_the_limit() {
+        let t = target(&[FaultKind::Kill], 1);
+        let plan = cells(&t);
+        let kill = plan.iter().position(|c| c.cell.kind == "kill").unwrap();
+        let mut tallies = vec![Tally::default(); plan.len()];
+        for (i, tally) in tallies.iter_mut().enumerate() {
+            if i != kill {
+                tally.exercised = 1;
+            }
+        }
+        for _ in 0..TRIES_MAX {
+            let s = next(&t, &plan, &tallies, 1).expect("kill is still open");
+            assert_eq!(s.aims, vec![kill]);
+            let f = &s.schedule.as_ref().unwrap().faults[0];
+            // The kill, then the recovery wait and time for a grant.
+            assert!(s.duration_ms >= f.at_ms + f.length_ms + 2 * 1000, "{s:?}");
+            tallies[kill].tries += 1;
+        }
+        assert!(next(&t, &plan, &tallies, 1).is_none(), "given up after {TRIES_MAX}");
+    }
+
+    #[test]
+    fn scenarios_pack_faults_up_to_their_length_and_aim_each_at_its_state() {
+        let t = target(&[FaultKind::ClientPause, FaultKind::Pause, FaultKind::Clock], 2);
+        let plan = cells(&t);
+        let mut tallies = vec![Tally::default(); plan.len()];
+        tallies[0].exercised = 1;
+        tallies[1].exercised = 1;
+        let s = next(&t, &plan, &tallies, 3).unwrap();
+        let sch = s.schedule.unwrap();
+        assert!(sch.faults.len() > 1);
+        let start_of_last = sch.faults.last().unwrap().at_ms;
+        assert!(start_of_last < SCENARIO_FAULTS_MS_MAX, "{start_of_last}");
+        for f in &sch.faults {
+            match f.kind {
+                FaultKind::ClientPause => assert!(f.length_ms > 1000 && f.client.is_some()),
+                FaultKind::Pause => assert!(f.length_ms > 1000),
+                FaultKind::Clock => assert!(f.length_ms >= 3000),
+                _ => {}
+            }
+        }
+        // Faults never overlap.
+        for w in sch.faults.windows(2) {
+            assert!(w[0].at_ms + w[0].length_ms < w[1].at_ms, "{w:?}");
+        }
+    }
+}
