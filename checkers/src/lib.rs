@@ -214,6 +214,7 @@ pub(crate) fn check_model(m: &Model, cfg: &CheckConfig) -> Results {
         valid,
         violations,
         warnings,
+        expected: Vec::new(),
         checkers,
         stats,
         coverage: Some(coverage),

@@ -259,6 +259,11 @@ pub struct Results {
     pub valid: Validity,
     pub violations: Vec<Violation>,
     pub warnings: Vec<Violation>,
+    /// Violations no lease-based service can avoid under a fault the run opted into (its
+    /// monotonic clock stepped or sped, `--clock-scope all`): proven, reported, and kept out of
+    /// the verdict, which then rests on the resource's fencing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expected: Vec<Violation>,
     pub checkers: Vec<CheckerResult>,
     pub stats: Stats,
     /// What the run exercised ([`crate::coverage`]). `None` in a results.json written before
