@@ -452,8 +452,10 @@ pub fn run_args(path: &Path) -> Result<crate::cli::RunArgs> {
 /// The starter config `lockpick init` writes: every section, the defaults spelled out, and
 /// what each key means. It runs as is against the embedded reference service.
 pub const STARTER: &str = r#"# lockpick.toml: a lock-service test your team keeps in its repository.
-# Run it with `lockpick run --config lockpick.toml`; a flag on the command line overrides the
-# same key here (e.g. `--seed 7`). Every key is a `lockpick run` flag; see `lockpick run --help`.
+# Run the suite with `lockpick test --config lockpick.toml` (what CI should gate on: every
+# fault this target allows, aimed, until each was exercised), or one run with `lockpick run
+# --config lockpick.toml`. A flag on the command line overrides the same key here (e.g.
+# `--seed 7`). Every key is a `lockpick run` flag; see `lockpick run --help`.
 
 [target]
 # Which lock service to test. Nothing set here: the embedded reference lockd.
@@ -510,7 +512,8 @@ pub fn init(path: &Path, force: bool) -> Result<()> {
     }
     std::fs::write(path, STARTER).with_context(|| format!("cannot write {}", path.display()))?;
     println!(
-        "wrote {}; run it with `lockpick run --config {}`",
+        "wrote {}; run the suite with `lockpick test --config {}` (one run: `lockpick run --config {}`)",
+        path.display(),
         path.display(),
         path.display()
     );
