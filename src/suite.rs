@@ -106,6 +106,7 @@ pub fn test(a: TestArgs) -> Result<ExitCode> {
         wakes: cfg.client_shapes.wakes.clone(),
         topologies: cfg.topologies.clone(),
         times: a.times,
+        liveness_grace_ms: cfg.liveness_grace_ms,
     };
     let cells = plan::cells(&target);
     let name = a
@@ -344,6 +345,7 @@ impl Suite {
                     run.verdict = "valid".into();
                 }
                 let mut kinds: Vec<String> = r.violations.iter().map(|v| v.kind.as_str().to_string()).collect();
+                kinds.sort();
                 kinds.dedup();
                 run.violations = kinds;
                 if exit == Some(3) {

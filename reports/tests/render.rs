@@ -102,6 +102,7 @@ fn fixture() -> Results {
             &[1, 9],
             "p0's lease on L0 was surely dead, yet p0 wrote with token 1; the store rejected it (stale-token)",
         )],
+        expected: vec![],
         checkers: vec![
             checker("mutual-exclusion", Validity::Invalid, 1, 1),
             unknown,
@@ -157,6 +158,7 @@ fn junit_of_a_clean_run_has_only_passing_cases() {
         valid: Validity::Valid,
         violations: vec![],
         warnings: vec![],
+        expected: vec![],
         checkers: vec![
             checker("mutual-exclusion", Validity::Valid, 0, 0),
             checker("liveness", Validity::Valid, 0, 0),

@@ -49,6 +49,8 @@ pub struct Target {
     pub topologies: Vec<Topology>,
     /// Exercised instances each cell needs (`--times`).
     pub times: u64,
+    /// `--liveness-grace`: how long past every lease a lock may stay held before `lock-stuck`.
+    pub liveness_grace_ms: u64,
 }
 
 /// One cell of the plan: what the suite must see exercised, and how a scenario aims at it.
@@ -58,6 +60,19 @@ pub struct PlanCell {
     pub cell: Cell,
     /// Lower runs first: cheap and likely to find something.
     pub rank: u32,
+    /// How the clients behave in its scenario; a scenario packs cells of one profile.
+    pub profile: Profile,
+}
+
+/// The clients' settings a scenario needs beyond the target's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    /// The target's own settings.
+    Plain,
+    /// Acquires wait at most half a lease, so a lock held past every lease (a stalled holder
+    /// on a service that never expires it) is answered `held` while others ask, which is what
+    /// proves `lock-stuck`.
+    ShortWait,
 }
 
 impl PlanCell {
@@ -73,6 +88,13 @@ impl PlanCell {
 }
 
 fn cell(kind: &str, variant: &str, wake: &str, role: &str, rank: u32) -> PlanCell {
+    // A long stall is where a lock that never expires shows: the others are refused past
+    // every lease only if they do not wait out the stall.
+    let profile = if kind == "client-pause" && variant == StallAim::Long.as_str() {
+        Profile::ShortWait
+    } else {
+        Profile::Plain
+    };
     PlanCell {
         cell: Cell {
             kind: kind.into(),
@@ -82,6 +104,7 @@ fn cell(kind: &str, variant: &str, wake: &str, role: &str, rank: u32) -> PlanCel
             ..Cell::default()
         },
         rank,
+        profile,
     }
 }
 
@@ -237,13 +260,17 @@ pub fn next(t: &Target, cells: &[PlanCell], tallies: &[Tally], seed: u64) -> Opt
     }
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x7375_6974_6521);
     let ttl = t.lease_ms.max(10);
+    let profile = cells[first].profile;
     // Time for the clients to hold a lease again between faults.
     let gap_ms = (ttl / 2).max(300);
     let mut at_ms = gap_ms;
     let mut faults = Vec::new();
     let mut aims = Vec::new();
     let mut tail_ms = 0;
-    for &i in open_cells.iter().filter(|&&i| cells[i].cell.kind != CONTENTION) {
+    for &i in open_cells
+        .iter()
+        .filter(|&&i| cells[i].cell.kind != CONTENTION && cells[i].profile == profile)
+    {
         if at_ms >= SCENARIO_FAULTS_MS_MAX && !faults.is_empty() {
             break;
         }
@@ -262,9 +289,13 @@ pub fn next(t: &Target, cells: &[PlanCell], tallies: &[Tally], seed: u64) -> Opt
     if faults.is_empty() {
         return None;
     }
+    let flags = match profile {
+        Profile::Plain => Vec::new(),
+        Profile::ShortWait => vec!["--acquire-wait".into(), format!("{}ms", (ttl / 2).max(1))],
+    };
     Some(Scenario {
         aims,
-        flags: Vec::new(),
+        flags,
         schedule: Some(Schedule {
             seed: Some(seed),
             nodes: t.nodes,
@@ -319,6 +350,12 @@ fn fault_for(
                 StallAim::NextGrant => rng.random_range(10..=(ttl / 10).max(20)),
                 StallAim::Long | StallAim::Waiter => 0,
             };
+            // A long stall outlasts the lease, the liveness grace and another lease: a lock
+            // still held then is stuck, and the others asking meanwhile are refused.
+            let length_ms = match aim {
+                StallAim::Long => (ttl * 2).max(ttl * 2 + t.liveness_grace_ms),
+                _ => ttl * 2,
+            };
             PlannedFault {
                 // Well past the lease: the aimed instants lie within it.
                 window_ms: Some(ttl.max(500)),
@@ -327,7 +364,7 @@ fn fault_for(
                     wake,
                     after_ms,
                 }),
-                ..base(FaultKind::ClientPause, ttl * 2)
+                ..base(FaultKind::ClientPause, length_ms)
             }
         }
         // Longer than a lease: one live at the start runs out while the service is frozen.
@@ -415,6 +452,7 @@ mod tests {
             wakes: vec![],
             topologies: vec![Topology::Isolate],
             times: 1,
+            liveness_grace_ms: 2000,
         }
     }
 
@@ -504,6 +542,24 @@ mod tests {
     }
 
     #[test]
+    fn long_stalls_run_apart_with_short_waits_and_outlast_the_liveness_grace() {
+        let t = target(&[FaultKind::ClientPause], 1);
+        let plan = cells(&t);
+        let mut tallies = vec![Tally::default(); plan.len()];
+        for (i, c) in plan.iter().enumerate() {
+            if c.cell.variant != "long" {
+                tallies[i].exercised = 1;
+            }
+        }
+        let s = next(&t, &plan, &tallies, 1).unwrap();
+        assert_eq!(s.flags, ["--acquire-wait", "500ms"]);
+        assert!(s.aims.iter().all(|&i| plan[i].cell.variant == "long"));
+        for f in &s.schedule.unwrap().faults {
+            assert!(f.length_ms >= 1000 * 2 + 2000, "{f:?}");
+        }
+    }
+
+    #[test]
     fn scenarios_pack_faults_up_to_their_length_and_aim_each_at_its_state() {
         let t = target(&[FaultKind::ClientPause, FaultKind::Pause, FaultKind::Clock], 2);
         let plan = cells(&t);
@@ -515,6 +571,7 @@ mod tests {
         assert!(sch.faults.len() > 1);
         let start_of_last = sch.faults.last().unwrap().at_ms;
         assert!(start_of_last < SCENARIO_FAULTS_MS_MAX, "{start_of_last}");
+        assert!(s.flags.is_empty(), "boundary and next-grant stalls keep the target's waits");
         for f in &sch.faults {
             match f.kind {
                 FaultKind::ClientPause => assert!(f.length_ms > 1000 && f.client.is_some()),

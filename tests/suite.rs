@@ -1,0 +1,230 @@
+//! `lockpick test` end to end: the suite against the embedded lockd and store, correct and with
+//! one bug class at a time, each found by the scenario aimed at it with nothing but the target
+//! given; the budget kept; a violation stopping the suite and shrunk. And the verdict's gate on
+//! what a single run exercised: a run that drew no fault, or only a slow clock, is `unknown`.
+//!
+//! Leases of 500 ms keep every scenario a few seconds long; the faults are aimed by the plan,
+//! so each bug is met by construction, not by a lucky draw.
+
+mod common;
+
+use common::BIN;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Shortens every scenario: a 500 ms lease, holds well inside it.
+const FAST: &[&str] = &["--ttl", "500ms", "--hold", "20ms..200ms", "--op-timeout", "500ms"];
+
+struct Suite {
+    code: i32,
+    stdout: String,
+    dir: PathBuf,
+}
+
+impl Suite {
+    fn json(&self) -> Value {
+        let p = self.dir.join("suite.json");
+        let text = std::fs::read_to_string(&p)
+            .unwrap_or_else(|e| panic!("{}: {e}\n{}", p.display(), self.stdout));
+        serde_json::from_str(&text).unwrap()
+    }
+}
+
+fn suite(out: &Path, args: &[&str], limit: Duration) -> Suite {
+    let mut all = vec!["test", "--out", out.to_str().unwrap(), "--seed", "1"];
+    all.extend_from_slice(FAST);
+    all.extend_from_slice(args);
+    let o = common::run_with_limit(&all, limit);
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    let dir = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("suite directory: "))
+        .map(|d| PathBuf::from(d.trim()))
+        .unwrap_or_else(|| {
+            panic!(
+                "no suite directory printed\nstdout:\n{stdout}\nstderr:\n{}",
+                String::from_utf8_lossy(&o.stderr)
+            )
+        });
+    Suite {
+        code: o.status.code().unwrap_or(-1),
+        stdout,
+        dir,
+    }
+}
+
+/// Each bug class of the embedded services, found by the suite with only the bug given, and
+/// which scenario kind found it.
+#[test]
+fn every_bug_class_is_found_by_the_scenario_aimed_at_it() {
+    if !common::require_clock_faults() {
+        return;
+    }
+    let cases: &[(&[&str], &str, &[&str])] = &[
+        (&["--unsafe", "racy", "--workload", "mutex"], "contention", &["double-grant"]),
+        (&["--unsafe", "renew-grace", "--workload", "mutex"], "client-pause", &["stale-renew-accepted"]),
+        (&["--store-fence", "none"], "client-pause", &["lost-update", "stale-write-accepted"]),
+        (&["--unsafe", "volatile", "--workload", "mutex", "--nemesis", "kill"], "kill", &["double-grant", "token-reused", "token-regressed"]),
+        (&["--unsafe", "wall-clock", "--workload", "mutex", "--nemesis", "clock"], "clock", &["double-grant", "token-regressed"]),
+    ];
+    std::thread::scope(|s| {
+        for (args, scenario, kinds) in cases {
+            s.spawn(move || {
+                let tmp = tempfile::tempdir().unwrap();
+                let mut all = args.to_vec();
+                all.extend_from_slice(&["--no-shrink"]);
+                let r = suite(tmp.path(), &all, Duration::from_secs(300));
+                assert_eq!(r.code, 1, "{args:?}: expected invalid\n{}", r.stdout);
+                let j = r.json();
+                assert_eq!(j["valid"], "invalid", "{args:?}");
+                let scenarios = j["scenarios"].as_array().unwrap();
+                let last = scenarios.last().unwrap();
+                assert_eq!(last["verdict"], "invalid", "{args:?}: the suite stops at the first violation");
+                let aims: Vec<&str> = last["aims"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+                assert!(
+                    aims.iter().any(|a| a.starts_with(scenario)),
+                    "{args:?}: found by {aims:?}, expected a {scenario} scenario\n{}",
+                    r.stdout
+                );
+                let found: Vec<&str> = last["violations"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+                assert!(found.iter().any(|k| kinds.contains(k)), "{args:?}: {found:?}");
+                assert!(j["first_violation_ms"].as_u64().is_some());
+                // One report per scenario, linked from the suite's index.
+                let index = std::fs::read_to_string(r.dir.join("index.html")).unwrap();
+                assert!(index.contains("report.html"), "{args:?}");
+                let junit = std::fs::read_to_string(r.dir.join("junit.xml")).unwrap();
+                assert!(junit.contains("<failure"), "{args:?}");
+            });
+        }
+    });
+}
+
+/// The correct lockd (mutex, no clock faults to keep it short): every cell exercised, valid,
+/// exit 0; each scenario has its run directory and report.
+#[test]
+fn the_correct_lockd_is_valid_with_every_cell_exercised() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = suite(
+        tmp.path(),
+        &["--workload", "mutex", "--nemesis", "pause,kill,client-pause"],
+        Duration::from_secs(400),
+    );
+    let j = r.json();
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, j["why"]);
+    assert_eq!(j["valid"], "valid");
+    assert!(j["not_exercised"].as_array().unwrap().is_empty());
+    let cells = j["cells"].as_array().unwrap();
+    // Contention x2, 3 aims x 2 wakes (mutex), waiter, kill, pause.
+    assert_eq!(cells.len(), 2 + 6 + 1 + 2, "{cells:?}");
+    for c in cells {
+        assert!(c["exercised"].as_u64().unwrap() >= 1, "{c}");
+        assert!(c["tries"].as_u64().unwrap() <= 3, "{c}");
+    }
+    for s in j["scenarios"].as_array().unwrap() {
+        let d = PathBuf::from(s["run_dir"].as_str().unwrap());
+        assert!(d.join("report.html").is_file(), "{s}");
+        assert!(s["replay"].as_str().unwrap().starts_with("lockpick run --config "));
+    }
+}
+
+/// A budget too small for the plan: the suite stops planning, keeps the budget, and says which
+/// cells it never tried; unknown, exit 2.
+#[test]
+fn the_budget_is_kept_and_what_it_left_out_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let r = suite(tmp.path(), &["--workload", "mutex", "--budget", "12s"], Duration::from_secs(120));
+    let spent = started.elapsed();
+    assert_eq!(r.code, 2, "{}", r.stdout);
+    let j = r.json();
+    assert_eq!(j["valid"], "unknown");
+    let why = j["why"].as_str().unwrap();
+    assert!(why.contains("requested, not exercised") && why.contains("budget"), "{why}");
+    assert!(
+        j["not_exercised"].as_array().unwrap().iter().any(|c| c.as_str().unwrap().ends_with("(not tried)")),
+        "{j}"
+    );
+    // The budget bounds the scenarios planned; start-up and the report add a little.
+    assert!(spent < Duration::from_secs(12 + 15), "{spent:?}");
+}
+
+/// A violation stops the suite and is shrunk: the minimal schedule and its replay command are
+/// printed and kept in suite.json.
+#[test]
+fn a_violation_stops_the_suite_and_is_shrunk() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = suite(
+        tmp.path(),
+        &["--unsafe", "renew-grace", "--workload", "mutex", "--shrink-budget", "60s"],
+        Duration::from_secs(300),
+    );
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    let j = r.json();
+    let shrunk = &j["shrunk"];
+    assert_eq!(shrunk["kind"], "stale-renew-accepted", "{j}");
+    let replay = shrunk["replay"].as_str().unwrap();
+    assert!(replay.starts_with("lockpick run --config ") && replay.contains("--schedule"), "{replay}");
+    assert!(r.stdout.contains("minimal replay: lockpick run --config"), "{}", r.stdout);
+    // Nothing was planned after the failing scenario.
+    let last = j["scenarios"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["verdict"], "invalid");
+}
+
+/// The gate of a single run: one that drew no fault asked for every default kind and
+/// exercised none, so it is unknown (exit 2) and says what; `--nemesis none` is valid and says
+/// happy path only.
+#[test]
+fn a_run_that_exercised_nothing_it_asked_for_is_unknown() {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = common::run(tmp.path(), &["--duration", "1s", "--seed", "1"], Duration::from_secs(60));
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    let res = r.results();
+    assert_eq!(res["valid"], "unknown");
+    let notes: Vec<&str> = res["notes"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    let line = notes.iter().find(|n| n.starts_with("requested, not exercised: ")).expect("the note");
+    for kind in ["pause", "kill", "client-pause"] {
+        assert!(line.contains(kind), "{line}");
+    }
+    let summary = std::fs::read_to_string(r.run_dir().join("summary.txt")).unwrap();
+    assert!(summary.contains("requested, not exercised"), "{summary}");
+
+    let tmp = tempfile::tempdir().unwrap();
+    let r = common::run(tmp.path(), &["--duration", "1s", "--seed", "1", "--nemesis", "none"], Duration::from_secs(60));
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let res = r.results();
+    assert!(res["notes"].to_string().contains("happy path only"), "{res}");
+}
+
+/// A run whose only clock fault was slow (replayed from a schedule, so it is exactly that) asked
+/// for clock faults in their default directions and met none that can shorten a lease: unknown,
+/// naming the clock.
+#[test]
+fn a_run_whose_only_clock_fault_was_slow_is_unknown() {
+    if !common::require_clock_faults() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let schedule = tmp.path().join("slow.json");
+    std::fs::write(
+        &schedule,
+        r#"{"version": 1, "seed": 1, "nodes": 1, "primary": 0, "faults": [
+            {"id": "f1", "kind": "clock", "at_ms": 500, "length_ms": 2000, "nodes": ["n1"],
+             "mode": "slow", "rate": 0.25}]}"#,
+    )
+    .unwrap();
+    let out = tmp.path().join("runs");
+    let mut args = vec!["--workload", "mutex", "--duration", "4s", "--seed", "1", "--schedule", schedule.to_str().unwrap()];
+    args.extend_from_slice(FAST);
+    let r = common::run(&out, &args, Duration::from_secs(60));
+    assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
+    let res = r.results();
+    let notes = res["notes"].to_string();
+    assert!(notes.contains("requested, not exercised: clock (a step or a fast clock"), "{notes}");
+    let cells = res["coverage"]["cells"].as_array().unwrap();
+    assert!(
+        cells.iter().any(|c| c["variant"] == "slow" && c["exercised"] == 1),
+        "the slow clock itself was exercised: {cells:?}"
+    );
+    let _ = BIN;
+}
