@@ -254,7 +254,7 @@ pub fn next(t: &Target, cells: &[PlanCell], tallies: &[Tally], seed: u64) -> Opt
                 format!("rounds:{window_ms}ms"),
             ],
             schedule: None,
-            duration_ms: (t.lease_ms * 3).clamp(3_000, 8_000),
+            duration_ms: (t.lease_ms * 2).clamp(2_000, 4_000),
             seed,
         });
     }
@@ -267,10 +267,7 @@ pub fn next(t: &Target, cells: &[PlanCell], tallies: &[Tally], seed: u64) -> Opt
     let mut faults = Vec::new();
     let mut aims = Vec::new();
     let mut tail_ms = 0;
-    for &i in open_cells
-        .iter()
-        .filter(|&&i| cells[i].cell.kind != CONTENTION && cells[i].profile == profile)
-    {
+    for i in breadth_first(cells, &open_cells, profile) {
         if at_ms >= SCENARIO_FAULTS_MS_MAX && !faults.is_empty() {
             break;
         }
@@ -307,6 +304,35 @@ pub fn next(t: &Target, cells: &[PlanCell], tallies: &[Tally], seed: u64) -> Opt
         duration_ms: at_ms + ttl.max(tail_ms.min(ttl)),
         seed,
     })
+}
+
+/// The open fault cells of `profile`, one of each kind in turn (kinds in plan order, each
+/// kind's cells in plan order): a scenario then meets every kind early, so a bug that only one
+/// kind exposes is not left waiting behind a dozen stall shapes.
+fn breadth_first(cells: &[PlanCell], open_cells: &[usize], profile: Profile) -> Vec<usize> {
+    let mut by_kind: Vec<(&str, std::collections::VecDeque<usize>)> = Vec::new();
+    for &i in open_cells {
+        let c = &cells[i];
+        if c.cell.kind == CONTENTION || c.profile != profile {
+            continue;
+        }
+        match by_kind.iter_mut().find(|(k, _)| *k == c.cell.kind) {
+            Some((_, q)) => q.push_back(i),
+            None => by_kind.push((&c.cell.kind, std::collections::VecDeque::from([i]))),
+        }
+    }
+    let mut out = Vec::with_capacity(open_cells.len());
+    // Bounded: each pass takes at least one cell until all are taken.
+    while out.len() < open_cells.len() {
+        let before = out.len();
+        for (_, q) in by_kind.iter_mut() {
+            out.extend(q.pop_front());
+        }
+        if out.len() == before {
+            break;
+        }
+    }
+    out
 }
 
 /// The fault aimed at `c`, starting at `at_ms`, and how long after it the scenario must go on
@@ -517,6 +543,18 @@ mod tests {
         seen.sort();
         assert_eq!(seen, (0..plan.len()).collect::<Vec<_>>());
         assert!(next(&t, &plan, &tallies, 999).is_none());
+    }
+
+    #[test]
+    fn the_first_fault_scenario_meets_every_kind() {
+        let t = target(&[FaultKind::ClientPause, FaultKind::Kill, FaultKind::Pause, FaultKind::Clock], 1);
+        let plan = cells(&t);
+        let mut tallies = vec![Tally::default(); plan.len()];
+        tallies[0].exercised = 1;
+        tallies[1].exercised = 1;
+        let s = next(&t, &plan, &tallies, 1).unwrap();
+        let kinds: Vec<&str> = s.aims.iter().map(|&i| plan[i].cell.kind.as_str()).collect();
+        assert_eq!(&kinds[..4], ["client-pause", "kill", "pause", "clock"], "{kinds:?}");
     }
 
     #[test]
