@@ -282,9 +282,10 @@ pub struct RunArgs {
     /// Which findings make the exit code 1, comma-separated: safety, liveness, warnings,
     /// coverage (a fault kind or client-fault shape the run's schedule asked for that the run
     /// exercised nowhere: the summary's coverage table marks it). An unknown verdict exits 2
-    /// whatever this says.
-    #[arg(long, default_value = "safety,liveness", value_name = "LIST", value_parser = parse_fail_on)]
-    pub fail_on: reports::FailOn,
+    /// whatever this says. Default: safety,liveness, and coverage too under CI (CI or
+    /// GITHUB_ACTIONS set).
+    #[arg(long, value_name = "LIST", value_parser = parse_fail_on)]
+    pub fail_on: Option<reports::FailOn>,
 }
 
 const RUN_AFTER: &str = "Examples:
@@ -400,9 +401,10 @@ pub struct CheckArgs {
     pub liveness_grace: Option<String>,
     /// Which findings make the exit code 1, comma-separated: safety, liveness, warnings,
     /// coverage (a fault kind or client-fault shape the schedule beside the history, or the
-    /// history itself, asked for and the run exercised nowhere).
-    #[arg(long, default_value = "safety,liveness", value_name = "LIST", value_parser = parse_fail_on)]
-    pub fail_on: reports::FailOn,
+    /// history itself, asked for and the run exercised nowhere). Default: safety,liveness, and
+    /// coverage too under CI (CI or GITHUB_ACTIONS set).
+    #[arg(long, value_name = "LIST", value_parser = parse_fail_on)]
+    pub fail_on: Option<reports::FailOn>,
 }
 
 #[derive(Debug, Clone, Args)]

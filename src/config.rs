@@ -440,7 +440,11 @@ impl RunConfig {
             out: a.out.clone(),
             schedule_file: replay.as_ref().map(|(p, _)| p.clone()),
             schedule: replay.map(|(_, s)| s),
-            fail_on: a.fail_on.names().iter().map(|n| n.to_string()).collect(),
+            fail_on: reports::FailOn::given_or_default(a.fail_on)
+                .names()
+                .iter()
+                .map(|n| n.to_string())
+                .collect(),
             no_probe: a.no_probe,
             faults,
             clock_modes,

@@ -94,7 +94,7 @@ pub fn run(a: RunArgs, demo: bool) -> Result<ExitCode> {
     }
     Ok(crate::report_cmd::gate(
         &out.results,
-        &a.fail_on.under_ci(),
+        &reports::FailOn::given_or_default(a.fail_on),
         &out.run_dir.join(history::layout::REPORT_FILE),
         true,
     ))

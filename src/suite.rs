@@ -149,7 +149,7 @@ pub fn test(a: TestArgs) -> Result<ExitCode> {
         budget,
         overhead_ms: plan::OVERHEAD_MS_GUESS,
         interrupted: interrupted.clone(),
-        fail_on: a.run.fail_on.under_ci(),
+        fail_on: reports::FailOn::given_or_default(a.run.fail_on),
     };
     suite.tallies = vec![Tally::default(); suite.cells.len()];
     let rt = crate::runtime()?;

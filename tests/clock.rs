@@ -225,14 +225,22 @@ fn fast_monotonic_clock_breaks_mutual_exclusion_but_fencing_holds() {
         ]),
         LIMIT,
     );
-    assert_eq!(r.code, 1, "{}", r.describe());
-    let kinds = r.kinds("violations");
-    assert!(kinds.contains(&"double-grant".to_string()), "{kinds:?}");
+    // The double grants a sped-up monotonic clock causes are proven, and listed apart as
+    // expected of any lease-based service; the fenced store held, so the verdict is valid.
+    assert_eq!(r.code, 0, "{}", r.describe());
+    let expected = r.kinds("expected");
+    assert!(expected.contains(&"double-grant".to_string()), "{expected:?}");
+    let res = r.results();
     assert!(
-        !kinds.contains(&"stale-write-accepted".to_string()),
-        "{kinds:?}"
+        res["expected"][0]["explanation"]
+            .as_str()
+            .unwrap()
+            .starts_with("expected under this fault for any lease-based service"),
+        "{res}"
     );
-    assert!(!kinds.contains(&"lost-update".to_string()), "{kinds:?}");
+    let kinds = r.kinds("violations");
+    assert!(kinds.is_empty(), "{kinds:?}");
+    assert!(res["notes"].to_string().contains("listed apart"), "{res}");
 }
 
 /// Correct lockd under clock faults alone, every mode, on three seeds side by side: its leases
@@ -301,7 +309,7 @@ fn correct_lockd_is_valid_under_wall_clock_faults_and_the_rest() {
         ]),
         LIMIT,
     );
-    assert_eq!(r.code, 0, "{}", r.describe());
+    r.assert_clean();
     let history = std::fs::read_to_string(r.run_dir().join("history.jsonl")).unwrap();
     assert!(history.contains("\"start-clock\""), "no clock fault ran");
     assert!(

@@ -50,7 +50,8 @@ fn correct_cluster_is_valid(seed: &str, targets: &str) {
         ]),
         LIMIT,
     );
-    assert_eq!(r.code, 0, "{}", r.describe());
+    // No violation; valid, or unknown naming the fault a 12 s draw did not exercise.
+    r.assert_clean();
     let history = std::fs::read_to_string(r.run_dir().join("history.jsonl")).unwrap();
     assert!(history.contains("\"kill\""), "no kill ran");
     for id in ["n1", "n2", "n3"] {

@@ -29,11 +29,13 @@ fn the_starter_config_runs_as_is_and_flags_override_it() {
         Duration::from_secs(120),
     );
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
+    let latest = out.join(std::fs::read_link(out.join("latest")).unwrap());
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(latest.join("results.json")).unwrap()).unwrap();
+    common::assert_clean_results(
+        o.status.code().unwrap_or(-1),
+        &results,
+        &format!("{stdout}\n{}", String::from_utf8_lossy(&o.stderr)),
     );
     assert!(
         stdout.contains("counter workload, 5 client(s), 1 lock(s), ttl 2000 ms, 30 s"),

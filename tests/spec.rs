@@ -47,13 +47,14 @@ fn a_rerun_from_config_toml_writes_the_same_config_toml() {
         ],
         LIMIT,
     );
-    assert_eq!(first.code, 0, "{}", first.describe());
+    // A 2 s run may draw no stall: its verdict is then unknown, which is not what this tests.
+    first.assert_clean();
     let dir = first.run_dir();
     let config = std::fs::read_to_string(dir.join("config.toml")).unwrap();
     let copy = tmp.path().join("config.toml");
     std::fs::write(&copy, &config).unwrap();
     let again = run(&out, &["--config", copy.to_str().unwrap()], LIMIT);
-    assert_eq!(again.code, 0, "{}", again.describe());
+    again.assert_clean();
     let dir2 = again.run_dir();
     assert_ne!(dir, dir2, "the rerun has a run directory of its own");
     let config2 = std::fs::read_to_string(dir2.join("config.toml")).unwrap();

@@ -55,15 +55,15 @@ impl FromStr for FailOn {
 }
 
 impl FailOn {
-    /// This policy with `coverage` added when the process runs under CI (`CI` or
-    /// `GITHUB_ACTIONS` set to anything but `false` or empty): a gate must not pass a run that
-    /// exercised less than it asked for.
-    pub fn under_ci(self) -> FailOn {
+    /// The policy `--fail-on` gave, or the default: safety and liveness, with `coverage` added
+    /// when the process runs under CI (`CI` or `GITHUB_ACTIONS` set to anything but `false` or
+    /// empty): a gate must not pass a run that exercised less than it asked for.
+    pub fn given_or_default(given: Option<FailOn>) -> FailOn {
         let set = |k: &str| std::env::var(k).is_ok_and(|v| !v.is_empty() && v != "false");
-        FailOn {
-            coverage: self.coverage || set("CI") || set("GITHUB_ACTIONS"),
-            ..self
-        }
+        given.unwrap_or(FailOn {
+            coverage: set("CI") || set("GITHUB_ACTIONS"),
+            ..FailOn::default()
+        })
     }
 
     /// The classes this policy fails on, in the words `--fail-on` takes.

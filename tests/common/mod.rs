@@ -31,6 +31,15 @@ impl Run {
         self.out_dir.join(target)
     }
 
+    /// A correct service's run: no violation proven, a complete run, and a verdict that is
+    /// `valid` or `unknown` only because a fault the run asked for met no state to exercise
+    /// (a short run's draw: the verdict then says so, and `lockpick test` is what covers every
+    /// cell). Returns the notes' "requested, not exercised" line, if any.
+    pub fn assert_clean(&self) -> Option<String> {
+        let r = self.results();
+        assert_clean_results(self.code, &r, &self.describe())
+    }
+
     pub fn results(&self) -> Value {
         let p = self.run_dir().join("results.json");
         let text = std::fs::read_to_string(&p).unwrap_or_else(|e| {
@@ -112,6 +121,29 @@ pub fn run_argv_with_limit(argv: &[&str], limit: Duration) -> Output {
             );
         }
     }
+}
+
+/// [`Run::assert_clean`] for an exit code and a results.json read elsewhere.
+pub fn assert_clean_results(code: i32, r: &Value, context: &str) -> Option<String> {
+    assert!(
+        r["violations"].as_array().is_some_and(Vec::is_empty),
+        "a violation on a correct service: {}\n{context}",
+        r["violations"]
+    );
+    assert_eq!(r["completeness"]["state"], "complete", "{context}");
+    let gap = r["notes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .find(|n| n.starts_with("requested, not exercised: "))
+        .map(str::to_string);
+    match (code, &gap) {
+        (0, None) => assert_eq!(r["valid"], "valid", "{context}"),
+        (2, Some(_)) => assert_eq!(r["valid"], "unknown", "{context}"),
+        _ => panic!("exit {code} with {gap:?}: expected 0 (valid) or 2 with what was not exercised\n{context}"),
+    }
+    gap
 }
 
 /// `lockpick run --out <tmp> ARGS`.

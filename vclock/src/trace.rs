@@ -20,8 +20,10 @@ use nix::sys::wait::{waitid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 use std::time::{Duration, Instant};
 
-/// How long one thread may take to stop, or one injected call to return.
-pub(crate) const WAIT_LIMIT: Duration = Duration::from_millis(1000);
+/// How long one thread may take to stop, or one injected call to return. A stop normally
+/// takes microseconds; on two cores shared with a build and a parallel test suite a thread
+/// was seen waiting past 1 s to be scheduled, which made a run fail to patch its node.
+pub(crate) const WAIT_LIMIT: Duration = Duration::from_millis(3000);
 const WAIT_POLL: Duration = Duration::from_micros(200);
 /// Rounds of listing /proc/PID/task until no new thread shows up (threads created while we
 /// stop the others).
