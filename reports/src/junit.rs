@@ -27,7 +27,15 @@ pub fn junit_xml(r: &Results, suite: &str) -> String {
     // A run cut short is one more case, in error: CI shows the harness failed, not a checker.
     let incomplete = r.incomplete();
     let errors = usize::from(incomplete.is_some());
-    let tests = r.checkers.len() + errors;
+    // What the verdict rests on is a case of its own: a run that exercised less than it asked
+    // for must not read green.
+    let coverage = r
+        .coverage
+        .as_ref()
+        .filter(|c| !c.cells.is_empty() || !c.needs.is_empty());
+    let unmet = coverage.map(|c| c.not_exercised()).unwrap_or_default();
+    let failures = failures + usize::from(!unmet.is_empty());
+    let tests = r.checkers.len() + errors + usize::from(coverage.is_some());
     let mut s = String::new();
     s.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
@@ -156,6 +164,34 @@ pub fn junit_xml(r: &Results, suite: &str) -> String {
             s.push_str("</system-out>\n");
         }
         s.push_str("    </testcase>\n");
+    }
+    if let Some(c) = coverage {
+        let _ = writeln!(
+            s,
+            "    <testcase classname=\"lockpick.{}\" name=\"coverage\" time=\"0\">",
+            xml(suite)
+        );
+        if !unmet.is_empty() {
+            let _ = writeln!(
+                s,
+                "      <failure type=\"not-exercised\" message=\"{}\"/>",
+                xml(&format!("requested, not exercised: {}", unmet.join(", ")))
+            );
+        }
+        s.push_str("      <system-out>");
+        for cell in &c.cells {
+            let _ = write!(
+                s,
+                "{}&#10;",
+                xml(&format!(
+                    "{}: started {}, exercised {}",
+                    cell.label(),
+                    cell.started,
+                    cell.exercised
+                ))
+            );
+        }
+        s.push_str("</system-out>\n    </testcase>\n");
     }
     s.push_str("  </testsuite>\n</testsuites>\n");
     s

@@ -100,6 +100,11 @@ pub fn summary_text(r: &Results) -> String {
         }
     }
     section(&mut s, "violations", &r.violations);
+    section(
+        &mut s,
+        "expected under monotonic clock faults, not counted",
+        &r.expected,
+    );
     section(&mut s, "warnings", &r.warnings);
     if !r.stats.ops.is_empty() {
         let _ = writeln!(s, "\nops (ok/fail/info/pending):");
