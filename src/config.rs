@@ -421,7 +421,11 @@ impl RunConfig {
             nodes: a.nodes,
             nemesis_targets: a.nemesis_targets.clone(),
             runtime: runtime.to_string(),
-            partition_topologies: topologies.iter().map(|t| t.to_string()).collect(),
+            // As asked for; `topologies` holds the resolved list.
+            partition_topologies: match &a.partition_topologies {
+                Some(_) => topologies.iter().map(|t| t.to_string()).collect(),
+                None => Vec::new(),
+            },
             clock_faults: clock_modes.iter().map(|m| m.to_string()).collect(),
             client_faults: client_shapes.names(),
             clock_scope: clock_scope.to_string(),

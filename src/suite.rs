@@ -46,6 +46,9 @@ pub struct ScenarioRun {
     pub verdict: String,
     pub exit: Option<i32>,
     pub violations: Vec<String>,
+    /// The earliest end of a violation's window in its history (the instant it was proven).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_violation_ns: Option<u64>,
     /// Wall time it took, start-up to report.
     pub elapsed_ms: u64,
     /// The command that reruns it exactly.
@@ -74,9 +77,13 @@ pub struct SuiteResults {
     pub complete: bool,
     pub budget_ms: u64,
     pub elapsed_ms: u64,
-    /// When the first violation's scenario ended, from the suite's start.
+    /// When the first violation was proven: the scenarios before it, whole, plus the end of
+    /// the violation's window in its own history (its start-up not counted).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_violation_ms: Option<u64>,
+    /// When the suite stopped for it: the failing scenario's end, from the suite's start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped_at_ms: Option<u64>,
     pub not_exercised: Vec<String>,
     pub scenarios: Vec<ScenarioRun>,
     pub cells: Vec<CellRow>,
@@ -157,7 +164,9 @@ pub fn test(a: TestArgs) -> Result<ExitCode> {
         let flag = interrupted.clone();
         tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("lockpick: stopping the suite after this scenario (Ctrl-C)");
+                eprintln!(
+                    "lockpick: stopping the suite: the scenario in progress stops now, its history is checked"
+                );
                 flag.store(true, Ordering::SeqCst);
             }
         });
@@ -191,13 +200,11 @@ pub fn test(a: TestArgs) -> Result<ExitCode> {
     print!("{}", summary_text(&results));
     println!("suite directory: {}", dir.display());
     println!("index: {}", dir.join("index.html").display());
-    let code = match results.valid {
-        Validity::Invalid => ExitCode::Invalid,
-        Validity::Unknown if results.scenarios.iter().any(|s| s.exit == Some(3) || s.exit.is_none()) => {
-            ExitCode::Error
-        }
-        Validity::Unknown => ExitCode::Unknown,
-        Validity::Valid => ExitCode::Valid,
+    let code = match (results.valid, ended) {
+        (Validity::Invalid, _) => ExitCode::Invalid,
+        (_, Finish::Error) => ExitCode::Error,
+        (Validity::Unknown, _) => ExitCode::Unknown,
+        (Validity::Valid, _) => ExitCode::Valid,
     };
     Ok(code)
 }
@@ -253,6 +260,15 @@ impl Suite {
             let verdict = run.verdict.clone();
             let failed = run.exit.is_none_or(|c| c == 3) && run.violations.is_empty();
             self.runs.push(run);
+            // The scenario in progress was stopped: what it recorded was checked and counts,
+            // but the suite ends here, whatever the scenario's exit.
+            if self.interrupted.load(Ordering::SeqCst) {
+                return if verdict == "invalid" {
+                    Finish::Violation
+                } else {
+                    Finish::Interrupted
+                };
+            }
             if verdict == "invalid" {
                 ended = Finish::Violation;
                 if !keep_going {
@@ -330,6 +346,7 @@ impl Suite {
             verdict: "error".into(),
             exit,
             violations: Vec::new(),
+            first_violation_ns: None,
             elapsed_ms: elapsed.as_millis() as u64,
             replay,
             error: None,
@@ -348,6 +365,7 @@ impl Suite {
                 kinds.sort();
                 kinds.dedup();
                 run.violations = kinds;
+                run.first_violation_ns = r.violations.iter().map(|v| v.window_ns[1]).min();
                 if exit == Some(3) {
                     run.error = r.incomplete().map(|c| c.headline());
                 }
@@ -392,6 +410,7 @@ impl Suite {
             verdict: "error".into(),
             exit: None,
             violations: Vec::new(),
+            first_violation_ns: None,
             elapsed_ms: 0,
             replay: String::new(),
             error: Some(why),
@@ -413,6 +432,16 @@ impl Suite {
         }
         // A contention scenario is exercised by a contended round: two or more clients asked
         // for the lock in one round, so their grants raced.
+        // The odd-ttl cell is exercised by its stall: any client-pause cell the run exercised.
+        for &i in &s.aims {
+            if self.cells[i].cell.kind == plan::LEASE {
+                let stalls = r.coverage.iter().flat_map(|c| &c.cells).filter(|c| c.kind == "client-pause");
+                for c in stalls {
+                    self.tallies[i].started += c.started;
+                    self.tallies[i].exercised += c.exercised;
+                }
+            }
+        }
         for &i in &s.aims {
             if self.cells[i].cell.kind == plan::CONTENTION {
                 let contended = r
@@ -457,16 +486,16 @@ impl Suite {
             })
             .collect();
         let first = self.first_invalid();
-        let first_violation_ms = first.map(|f| {
-            let mut t = 0;
-            for r in &self.runs {
-                t += r.elapsed_ms;
-                if std::ptr::eq(r, f) {
-                    break;
-                }
-            }
-            t
-        });
+        let before_ms = |f: &ScenarioRun| -> u64 {
+            self.runs
+                .iter()
+                .take_while(|r| !std::ptr::eq(*r, f))
+                .map(|r| r.elapsed_ms)
+                .sum()
+        };
+        let first_violation_ms =
+            first.map(|f| before_ms(f) + f.first_violation_ns.unwrap_or(0) / 1_000_000);
+        let stopped_at_ms = first.map(|f| before_ms(f) + f.elapsed_ms);
         let (valid, why) = match (first, ended) {
             (Some(f), _) => (
                 Validity::Invalid,
@@ -500,6 +529,7 @@ impl Suite {
             budget_ms: self.budget.as_millis() as u64,
             elapsed_ms: self.started.elapsed().as_millis() as u64,
             first_violation_ms,
+            stopped_at_ms,
             not_exercised,
             scenarios: self.runs.clone(),
             cells,
@@ -526,6 +556,9 @@ pub fn summary_text(r: &SuiteResults) -> String {
     let _ = writeln!(s, "  cells exercised: {exercised} of {}", r.cells.len());
     if let Some(f) = r.scenarios.iter().find(|x| x.verdict == "invalid") {
         let _ = writeln!(s, "  first violation: {} ({})", f.violations.join(", "), f.id);
+        if let Some(ms) = r.first_violation_ms {
+            let _ = writeln!(s, "  proven {:.1} s into the suite", ms as f64 / 1000.0);
+        }
         if let Some(d) = &f.run_dir {
             let _ = writeln!(s, "  report: {}", d.join(layout::REPORT_FILE).display());
         }

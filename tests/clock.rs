@@ -279,7 +279,7 @@ fn correct_lockd_is_valid_under_clock_faults_on_three_seeds() {
         .collect();
     for h in handles {
         let (seed, r) = h.join().unwrap();
-        assert_eq!(r.code, 0, "seed {seed}: {}", r.describe());
+        r.assert_clean();
         let ops = common::nemesis_ops(&r.run_dir());
         assert!(
             ops.iter().any(|o| o["f"] == "start-clock"),

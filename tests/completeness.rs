@@ -285,7 +285,7 @@ fn a_history_cut_off_mid_line_is_judged_as_a_cut_short_run() {
         ],
         Duration::from_secs(60),
     );
-    assert_eq!(r.code, 0, "{}", r.describe());
+    r.assert_clean();
     let run_dir = r.run_dir();
     let history = std::fs::read(run_dir.join("history.jsonl")).unwrap();
     // Half the file, ending inside an object: what a writer killed mid-line leaves.

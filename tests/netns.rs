@@ -90,7 +90,8 @@ fn correct_cluster_is_valid_under_partitions(seed: &str) {
         ]),
         LIMIT,
     );
-    assert_eq!(r.code, 0, "{}", r.describe());
+    // No violation; valid, or unknown naming what a 12 s draw left unexercised.
+    r.assert_clean();
     let history = std::fs::read_to_string(r.run_dir().join("history.jsonl")).unwrap();
     assert!(history.contains("\"start-partition\""), "no partition ran");
     assert!(history.contains("\"stop-partition\""));
@@ -120,9 +121,21 @@ fn split_brain_under_partitions_gives_double_grants() {
     if !require_netns() {
         return;
     }
+    // Aimed, not drawn: the primary is cut from both other members for 4 leases while every
+    // member has clients asking, so each side grants from its own table. (A drawn schedule
+    // once met no contended grant across the cut under the suite's load.)
     let tmp = tempfile::tempdir().unwrap();
+    let schedule = tmp.path().join("isolate-primary.json");
+    std::fs::write(
+        &schedule,
+        r#"{"version": 1, "seed": 1, "nodes": 3, "primary": 0, "faults": [
+            {"id": "f1", "kind": "partition", "at_ms": 1000, "length_ms": 4000,
+             "topology": "isolate", "cut": [["n1", "n2"], ["n1", "n3"]], "clients_cut_from": []}]}"#,
+    )
+    .unwrap();
+    let out = tmp.path().join("runs");
     let r = run(
-        tmp.path(),
+        &out,
         &three_in_namespaces(&[
             "--seed",
             "1",
@@ -130,15 +143,21 @@ fn split_brain_under_partitions_gives_double_grants() {
             "split-brain",
             "--workload",
             "mutex",
-            "--nemesis",
-            "partition",
-            "--partition-topologies",
-            "isolate,halves",
+            "--schedule",
+            schedule.to_str().unwrap(),
+            "--duration",
+            "7s",
         ]),
         LIMIT,
     );
     assert_eq!(r.code, 1, "{}", r.describe());
     assert!(r.kinds("violations").contains(&"double-grant".to_string()));
+    // What it rests on: the cut met live leases.
+    let cells = r.results()["coverage"]["cells"].clone();
+    assert!(
+        cells.as_array().unwrap().iter().any(|c| c["kind"] == "partition" && c["exercised"] == 1),
+        "{cells}"
+    );
 }
 
 #[test]

@@ -280,7 +280,7 @@ fn the_embedded_lockd_passes_and_a_run_records_no_probe_op() {
     let mut args = SHORT.to_vec();
     args.extend_from_slice(&["--duration", "2s"]);
     let r = run(&tmp.path().join("runs"), &args, Duration::from_secs(60));
-    assert_eq!(r.code, 0, "{}", r.describe());
+    r.assert_clean();
     let dir = r.run_dir();
     let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
     assert!(

@@ -22,7 +22,7 @@ fn correct_run_is_valid(seed: &str) {
         &args(&["--seed", seed, "--nemesis", "pause,kill,client-pause"]),
         LIMIT,
     );
-    assert_eq!(r.code, 0, "{}", r.describe());
+    r.assert_clean();
     let res = r.results();
     assert_eq!(res["valid"], true);
     assert!(res["stats"]["grants"].as_u64().unwrap() >= 3, "{res}");
@@ -193,7 +193,7 @@ fn url_target_with_store_from_a_template() {
         LIMIT,
     );
     drop(guard);
-    assert_eq!(r.code, 0, "{}", r.describe());
+    r.assert_clean();
     assert!(r.stdout.contains("faults: client-pause"), "{}", r.stdout);
     let history = std::fs::read_to_string(r.run_dir().join("history.jsonl")).unwrap();
     assert!(!history.contains("start-pause") && !history.contains("\"kill\""));

@@ -127,7 +127,7 @@ fn check_uses_the_runs_own_settings() {
         ],
         LIMIT,
     );
-    assert_eq!(r.code, 0, "{}", r.describe());
+    r.assert_clean();
     let dir = r.run_dir();
     // The run's recorded history, replaced by one whose verdict the grace decides.
     stuck_history(&dir);

@@ -87,7 +87,7 @@ fn correct_lockd_over_ssh_is_valid_on_three_seeds() {
             &short_run(&["--seed", seed, "--nemesis", "clock,partition,pause,kill"]),
             LIMIT,
         );
-        assert_eq!(r.code, 0, "seed {seed}: {}", r.describe());
+        r.assert_clean();
         assert_eq!(r.results()["valid"], true, "seed {seed}: {}", r.describe());
         assert_clean(&bed, &r);
         for n in ["n1", "n2", "n3"] {
@@ -507,7 +507,7 @@ fn a_nodes_own_command_runs_on_its_host() {
         stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
         out_dir: tmp.path().to_path_buf(),
     };
-    assert_eq!(r.code, 0, "{}", r.describe());
+    r.assert_clean();
     let log = std::fs::read_to_string(r.run_dir().join("lockpick.log")).unwrap();
     assert!(
         log.contains(&format!("url=http://{}:7100", bed.ip(0))),
@@ -547,7 +547,7 @@ fn measure_ssh_runtime() {
         ]),
         LIMIT,
     );
-    assert_eq!(r.code, 0, "{}", r.describe());
+    r.assert_clean();
     let log = std::fs::read_to_string(r.run_dir().join("lockpick.log")).unwrap();
     let at = |needle: &str| -> f64 {
         let line = log.lines().find(|l| l.contains(needle)).unwrap();

@@ -41,7 +41,7 @@ fn a_new_native_adapter_drives_its_service_end_to_end_and_is_valid() {
         "200ms",
     ]);
     let r = run(&tmp.path().join("runs"), &args, Duration::from_secs(90));
-    assert_eq!(r.code, 0, "expected a valid verdict; {}", r.describe());
+    r.assert_clean();
     let res = r.results();
     let grants = res["stats"]["ops"]["acquire"]["ok"].as_u64().unwrap_or(0);
     assert!(grants >= 5, "only {grants} grants; {res}");

@@ -21,7 +21,7 @@ fn template_correct_lockd_is_valid() {
     args.extend_from_slice(common::FAST);
     args.extend_from_slice(&["--seed", "1", "--nemesis", "pause,kill,client-pause"]);
     let r = run(tmp.path(), &args, LIMIT);
-    assert_eq!(r.code, 0, "{}", r.describe());
+    r.assert_clean();
 }
 
 /// The template adapter's config, as flags put before each scenario's own.
@@ -105,7 +105,7 @@ fn template_reads_a_cut_off_members_503_as_unavailable() {
         "200ms",
     ];
     let r = run(tmp.path(), &args, LIMIT);
-    assert_eq!(r.code, 0, "{}", r.describe());
+    r.assert_clean();
     let results: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(r.run_dir().join("results.json")).unwrap())
             .unwrap();

@@ -81,7 +81,9 @@ impl RunConfig {
             ("--nemesis-targets", Text(self.nemesis_targets.clone())),
             ("--runtime", Text(self.runtime.clone())),
         ]);
-        if self.faults.contains(&FaultKind::Partition) {
+        // Written only when asked for: a run's config.toml says what it asked to exercise, and
+        // the default (every topology that cuts something) is what a rerun resolves anyway.
+        if self.faults.contains(&FaultKind::Partition) && !self.partition_topologies.is_empty() {
             s.push((
                 "--partition-topologies",
                 List(self.partition_topologies.clone()),

@@ -73,6 +73,19 @@ pub enum Profile {
     /// on a service that never expires it) is answered `held` while others ask, which is what
     /// proves `lock-stuck`.
     ShortWait,
+    /// A lease that is not a whole number of seconds (nor of tenths): a service that keeps
+    /// leases in coarser units (seconds, as Redis `EXPIRE` and etcd leases do) rounds it, and
+    /// only such a ttl shows whether it rounds down.
+    OddTtl,
+}
+
+/// The kind of the cell that runs a stall under an odd lease length.
+pub const LEASE: &str = "lease";
+
+/// The odd lease length of [`Profile::OddTtl`]: a little under the target's, off any round
+/// number (2000 ms -> 1893 ms, 500 ms -> 468 ms).
+pub fn odd_ttl_ms(ttl_ms: u64) -> u64 {
+    (ttl_ms - ttl_ms / 20).saturating_sub(7).max(11)
 }
 
 impl PlanCell {
@@ -92,6 +105,8 @@ fn cell(kind: &str, variant: &str, wake: &str, role: &str, rank: u32) -> PlanCel
     // every lease only if they do not wait out the stall.
     let profile = if kind == "client-pause" && variant == StallAim::Long.as_str() {
         Profile::ShortWait
+    } else if kind == LEASE {
+        Profile::OddTtl
     } else {
         Profile::Plain
     };
@@ -137,6 +152,9 @@ pub fn cells(t: &Target) -> Vec<PlanCell> {
             .into_iter()
             .filter(|w| t.counter || matches!(w, WakeOp::Renew | WakeOp::Release))
             .collect();
+        // A holder stalled to just past an odd lease, waking into a renew: where a service
+        // that rounds the lease down has already granted the lock to another.
+        out.push(cell(LEASE, "odd-ttl", "", "", 1));
         for &aim in aims {
             if aim == StallAim::Waiter {
                 out.push(cell("client-pause", aim.as_str(), "", "", 3));
@@ -259,14 +277,16 @@ pub fn next(t: &Target, cells: &[PlanCell], tallies: &[Tally], seed: u64) -> Opt
         });
     }
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x7375_6974_6521);
-    let ttl = t.lease_ms.max(10);
     let profile = cells[first].profile;
+    let ttl = match profile {
+        Profile::OddTtl => odd_ttl_ms(t.lease_ms.max(10)),
+        _ => t.lease_ms.max(10),
+    };
     // Time for the clients to hold a lease again between faults.
     let gap_ms = (ttl / 2).max(300);
     let mut at_ms = gap_ms;
     let mut faults = Vec::new();
     let mut aims = Vec::new();
-    let mut tail_ms = 0;
     for i in breadth_first(cells, &open_cells, profile) {
         if at_ms >= SCENARIO_FAULTS_MS_MAX && !faults.is_empty() {
             break;
@@ -279,7 +299,6 @@ pub fn next(t: &Target, cells: &[PlanCell], tallies: &[Tally], seed: u64) -> Opt
             ..f
         };
         at_ms = f.at_ms + f.length_ms + after_ms + gap_ms;
-        tail_ms = after_ms;
         faults.push(f);
         aims.push(i);
     }
@@ -289,6 +308,12 @@ pub fn next(t: &Target, cells: &[PlanCell], tallies: &[Tally], seed: u64) -> Opt
     let flags = match profile {
         Profile::Plain => Vec::new(),
         Profile::ShortWait => vec!["--acquire-wait".into(), format!("{}ms", (ttl / 2).max(1))],
+        Profile::OddTtl => vec![
+            "--ttl".into(),
+            format!("{ttl}ms"),
+            "--renew-ttl".into(),
+            format!("{ttl}ms"),
+        ],
     };
     Some(Scenario {
         aims,
@@ -299,9 +324,9 @@ pub fn next(t: &Target, cells: &[PlanCell], tallies: &[Tally], seed: u64) -> Opt
             primary: 0,
             faults,
         }),
-        // The last fault, what must follow it (a kill's recovery and a grant), and a lease
-        // for its effects to show.
-        duration_ms: at_ms + ttl.max(tail_ms.min(ttl)),
+        // Past the last fault (and what must follow it: a kill's recovery and a grant, both in
+        // `at_ms`), a lease for its effects to show.
+        duration_ms: at_ms + ttl,
         seed,
     })
 }
@@ -346,7 +371,7 @@ fn fault_for(
 ) -> Option<(PlannedFault, u64)> {
     let role_node = |role: &str| -> Vec<usize> {
         match role {
-            "other" if t.nodes > 1 => vec![rng_free_other(t.nodes, at_ms)],
+            "other" if t.nodes > 1 => vec![other_node(t.nodes, at_ms)],
             _ => vec![0],
         }
     };
@@ -363,6 +388,15 @@ fn fault_for(
         client: None,
     };
     let fault = match c.kind.as_str() {
+        LEASE => PlannedFault {
+            window_ms: Some(ttl.max(500)),
+            client: Some(ClientFault {
+                aim: StallAim::Boundary,
+                wake: Some(WakeOp::Renew),
+                after_ms: rng.random_range(10..=(ttl / 20).max(20)),
+            }),
+            ..base(FaultKind::ClientPause, ttl * 2)
+        },
         "client-pause" => {
             let aim: StallAim = c.variant.parse().ok()?;
             let wake = if aim == StallAim::Waiter {
@@ -456,8 +490,8 @@ fn fault_for(
 }
 
 /// A node other than the primary (position 0), varied by the fault's start so repeated tries
-/// do not always hit the same one.
-fn rng_free_other(nodes: usize, at_ms: u64) -> usize {
+/// do not always hit the same one (deterministic: the schedule is data either way).
+fn other_node(nodes: usize, at_ms: u64) -> usize {
     1 + (at_ms as usize / 7) % (nodes - 1)
 }
 
@@ -497,8 +531,8 @@ mod tests {
         let one = cells(&target(&all, 1));
         let l = labels(&one);
         assert_eq!(l[0], "contention mutex");
-        // 2 contention + 12 holder stalls + waiter + kill + pause + 5 clock directions.
-        assert_eq!(one.len(), 2 + 12 + 1 + 1 + 1 + 5, "{l:?}");
+        // 2 contention + odd ttl + 12 holder stalls + waiter + kill + pause + 5 clock directions.
+        assert_eq!(one.len(), 2 + 1 + 12 + 1 + 1 + 1 + 5, "{l:?}");
         assert!(l.contains(&"client-pause boundary/renew".to_string()));
         assert!(l.contains(&"clock slow on primary".to_string()));
         assert!(!l.iter().any(|c| c.contains("other")));
@@ -510,7 +544,7 @@ mod tests {
             counter: false,
             ..target(&[FaultKind::ClientPause], 1)
         });
-        assert_eq!(mutex.len(), 2 + 3 * 2 + 1, "{:?}", labels(&mutex));
+        assert_eq!(mutex.len(), 2 + 1 + 3 * 2 + 1, "{:?}", labels(&mutex));
         // Only what the target allows: a --url target has client stalls only.
         let url = cells(&target(&[FaultKind::ClientPause], 1));
         assert!(url.iter().all(|c| c.cell.kind != "kill" && c.cell.kind != "clock"));
@@ -553,6 +587,12 @@ mod tests {
         tallies[0].exercised = 1;
         tallies[1].exercised = 1;
         let s = next(&t, &plan, &tallies, 1).unwrap();
+        // The odd-ttl cell runs alone, under its own lease length.
+        assert_eq!(s.aims.len(), 1);
+        assert_eq!(plan[s.aims[0]].cell.kind, LEASE);
+        assert_eq!(s.flags, ["--ttl", "943ms", "--renew-ttl", "943ms"]);
+        tallies[s.aims[0]].exercised = 1;
+        let s = next(&t, &plan, &tallies, 1).unwrap();
         let kinds: Vec<&str> = s.aims.iter().map(|&i| plan[i].cell.kind.as_str()).collect();
         assert_eq!(&kinds[..4], ["client-pause", "kill", "pause", "clock"], "{kinds:?}");
     }
@@ -591,6 +631,8 @@ mod tests {
         }
         let s = next(&t, &plan, &tallies, 1).unwrap();
         assert_eq!(s.flags, ["--acquire-wait", "500ms"]);
+        assert_eq!(odd_ttl_ms(2000), 1893);
+        assert_eq!(odd_ttl_ms(500), 468);
         assert!(s.aims.iter().all(|&i| plan[i].cell.variant == "long"));
         for f in &s.schedule.unwrap().faults {
             assert!(f.length_ms >= 1000 * 2 + 2000, "{f:?}");
@@ -604,6 +646,8 @@ mod tests {
         let mut tallies = vec![Tally::default(); plan.len()];
         tallies[0].exercised = 1;
         tallies[1].exercised = 1;
+        let odd = plan.iter().position(|c| c.cell.kind == LEASE).unwrap();
+        tallies[odd].exercised = 1;
         let s = next(&t, &plan, &tallies, 3).unwrap();
         let sch = s.schedule.unwrap();
         assert!(sch.faults.len() > 1);
