@@ -163,7 +163,11 @@ fn etcd_over_ssh_fenced_counter_holds() {
         ]),
         LIMIT,
     );
-    assert!(matches!(r.code, 0 | 1), "{}", r.describe());
+    // 2 only when the verdict names what the draw left unexercised.
+    assert!(matches!(r.code, 0..=2), "{}", r.describe());
+    if r.code == 2 {
+        assert!(r.results()["notes"].to_string().contains("requested, not exercised"), "{}", r.describe());
+    }
     let kinds = r.kinds("violations");
     assert!(
         !kinds.contains(&"stale-write-accepted".to_string()),
