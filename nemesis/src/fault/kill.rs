@@ -35,6 +35,7 @@ pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Res
     }
     let value = OpValue::default()
         .with_extra("nodes", json!(ctx.names(&fault.nodes)))
+        .with_extra("roles", json!(ctx.roles(&fault.nodes)))
         .with_extra("fault", json!(fault.id));
     ctx.record(STOP, value)
 }
