@@ -92,6 +92,13 @@ pub struct SuiteResults {
 }
 
 pub fn test(a: TestArgs) -> Result<ExitCode> {
+    if let Some(s) = &a.run.schedule {
+        anyhow::bail!(
+            "--schedule {}: lockpick test writes each scenario's schedule itself; replay one with \
+             `lockpick run --schedule FILE`",
+            s.display()
+        );
+    }
     let cfg = RunConfig::from_args(&a.run, false)?;
     let budget = crate::config::duration("budget", &a.budget)?;
     if budget.is_zero() {

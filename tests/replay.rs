@@ -44,7 +44,7 @@ fn ms(op: &Value) -> u64 {
 fn replay_matches(args: &[&str]) {
     let tmp = tempfile::tempdir().unwrap();
     let first = run(&tmp.path().join("first"), args, LIMIT);
-    assert!(matches!(first.code, 0 | 1), "{}", first.describe());
+    assert!(matches!(first.code, 0..=2), "{}", first.describe());
     let dir = first.run_dir();
     let planned = schedule_of(&dir);
     assert!(planned.faults.len() >= 3, "{planned:?}");
@@ -60,7 +60,7 @@ fn replay_matches(args: &[&str]) {
         ],
         LIMIT,
     );
-    assert!(matches!(second.code, 0 | 1), "{}", second.describe());
+    assert!(matches!(second.code, 0..=2), "{}", second.describe());
     let again = second.run_dir();
     assert_eq!(schedule_of(&again), planned, "the replay's schedule.json");
     let recorded = std::fs::read_to_string(again.join("config.toml")).unwrap();

@@ -228,3 +228,68 @@ fn a_run_whose_only_clock_fault_was_slow_is_unknown() {
     );
     let _ = BIN;
 }
+
+/// Bad input is refused in one line naming the flag, before any suite directory exists.
+#[test]
+fn bad_suite_flags_are_refused_before_anything_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("runs");
+    for (args, needle) in [
+        (&["--budget", "0s"][..], "--budget 0s"),
+        (&["--budget", "soon"][..], "--budget \"soon\""),
+        (&["--times", "0"][..], "--times 0"),
+        (&["--schedule", "/nonexistent.json"][..], "--schedule /nonexistent.json"),
+    ] {
+        let mut all = vec!["test", "--out", out.to_str().unwrap()];
+        all.extend_from_slice(args);
+        let o = common::run_with_limit(&all, Duration::from_secs(30));
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(3), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(!out.exists(), "{args:?} made {}", out.display());
+    }
+}
+
+/// Ctrl-C ends the suite at once: the scenario in progress stops and is checked, and the
+/// suite writes its verdict so far, unknown and incomplete (exit 2).
+#[test]
+fn ctrl_c_ends_the_suite_with_the_verdict_so_far() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = Command::new(BIN)
+        .args(["test", "--out", tmp.path().to_str().unwrap(), "--seed", "1", "--workload", "mutex"])
+        .args(FAST)
+        .env_remove("CI")
+        .env_remove("GITHUB_ACTIONS")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut dir = None;
+    // The suite directory, then the first scenario's line: the second scenario is running.
+    for line in lines.by_ref().take(10) {
+        let line = line.unwrap();
+        if let Some(d) = line.strip_prefix("suite directory: ") {
+            dir = Some(PathBuf::from(d.trim()));
+        }
+        if line.contains("01-contention") && line.contains("exercised") {
+            break;
+        }
+    }
+    let dir = dir.expect("the suite printed its directory");
+    std::thread::sleep(Duration::from_millis(1500));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(2), "{rest:?}");
+    let j: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("suite.json")).unwrap()).unwrap();
+    assert_eq!(j["valid"], "unknown");
+    assert_eq!(j["complete"], false);
+    assert!(j["why"].as_str().unwrap().contains("Ctrl-C"), "{j}");
+    assert_eq!(j["scenarios"].as_array().unwrap().len(), 2, "{j}");
+}
