@@ -119,10 +119,13 @@ fn met(leases: &Leases, kind: &str, variant: &str, start_ns: u64, end_ns: u64) -
         "pause" => leases
             .live_during(start_ns, start_ns)
             .any(|l| l.lb_ns <= end_ns),
-        // A node holding a live lease dies, and the service grants again after its restart:
-        // what it remembers (tokens, leases) is put to use.
+        // A node holding a live lease dies and is back before that lease is surely over, and
+        // is asked for grants: what it remembers (tokens, leases) is put to use while it
+        // still matters.
         "kill" => {
-            leases.live_during(start_ns, start_ns).next().is_some()
+            leases
+                .live_during(start_ns, start_ns)
+                .any(|l| l.to_ns > end_ns)
                 && leases.grant_invoked_in(end_ns, u64::MAX)
         }
         // A step moves the clock under a live lease; a rate change applies while one is set.

@@ -433,9 +433,10 @@ fn fault_for(
             ..base(FaultKind::Pause, ttl * 3 / 2)
         },
         "kill" => {
+            // Short downtime: the node must be back while a lease it granted is still live.
             let f = PlannedFault {
                 nodes: role_node(&c.role),
-                ..base(FaultKind::Kill, (ttl / 2).max(100))
+                ..base(FaultKind::Kill, (ttl / 4).max(100))
             };
             // A correct service refuses grants for up to about 2 leases after its restart; the
             // scenario goes on past that so a grant follows.
