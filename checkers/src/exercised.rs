@@ -81,10 +81,14 @@ impl Leases {
 
 fn lease_of(m: &Model, g: &Grant) -> Lease {
     let upper = g.surely_dead_ns.unwrap_or(m.end_time_ns);
+    // A release the service refused (or never got: a refused connection) leaves the lease in
+    // force; any other may have ended it at its invoke.
     let released = g
-        .release_op
-        .map(|pos| m.ops[pos as usize].invoke_ns)
-        .unwrap_or(u64::MAX);
+        .epoch_ops
+        .iter()
+        .map(|&pos| &m.ops[pos as usize])
+        .find(|op| op.func == crate::model::Func::Release && op.outcome != history::Outcome::Fail)
+        .map_or(u64::MAX, |op| op.invoke_ns);
     Lease {
         from_ns: g.invoke_ns,
         to_ns: upper.min(released).max(g.invoke_ns),

@@ -157,7 +157,7 @@ pub fn cells(t: &Target) -> Vec<PlanCell> {
         out.push(cell(LEASE, "odd-ttl", "", "", 1));
         for &aim in aims {
             if aim == StallAim::Waiter {
-                out.push(cell("client-pause", aim.as_str(), "", "", 3));
+                out.push(cell("client-pause", aim.as_str(), "", "", 5));
                 continue;
             }
             for w in &wakes {
@@ -165,7 +165,9 @@ pub fn cells(t: &Target) -> Vec<PlanCell> {
             }
         }
     }
-    for (kind, rank) in [(FaultKind::Kill, 2), (FaultKind::Pause, 2)] {
+    // A kill costs the most time (the service's recovery wait follows it): after the pause
+    // and the clock in each scenario.
+    for (kind, rank) in [(FaultKind::Pause, 2), (FaultKind::Kill, 4)] {
         if has(kind) {
             for r in roles {
                 out.push(cell(kind.as_str(), "", "", r, rank));
@@ -180,17 +182,17 @@ pub fn cells(t: &Target) -> Vec<PlanCell> {
         };
         for m in modes {
             for r in roles {
-                out.push(cell("clock", m.as_str(), "", r, 4));
+                out.push(cell("clock", m.as_str(), "", r, 3));
             }
         }
     }
     if has(FaultKind::Partition) {
         for topo in &t.topologies {
-            out.push(cell("partition", topo.as_str(), "", "", 5));
+            out.push(cell("partition", topo.as_str(), "", "", 6));
         }
     }
     if has(FaultKind::Netem) {
-        out.push(cell("netem", "", "", "", 6));
+        out.push(cell("netem", "", "", "", 7));
     }
     // Stable: cells of one rank keep the order above.
     out.sort_by_key(|c| c.rank);
@@ -595,7 +597,7 @@ mod tests {
         tallies[s.aims[0]].exercised = 1;
         let s = next(&t, &plan, &tallies, 1).unwrap();
         let kinds: Vec<&str> = s.aims.iter().map(|&i| plan[i].cell.kind.as_str()).collect();
-        assert_eq!(&kinds[..4], ["client-pause", "kill", "pause", "clock"], "{kinds:?}");
+        assert_eq!(&kinds[..4], ["client-pause", "pause", "clock", "kill"], "{kinds:?}");
     }
 
     #[test]
