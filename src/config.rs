@@ -167,7 +167,7 @@ const ACQUIRE_WAIT_LEASES: u64 = 5;
 const ACQUIRE_WAIT_MS_MAX: u64 = 600_000;
 
 impl RunConfig {
-    pub fn from_args(a: &RunArgs, demo: bool) -> Result<RunConfig> {
+    pub fn from_args(a: &RunArgs) -> Result<RunConfig> {
         let kind: WorkloadKind = a
             .workload
             .parse()
@@ -380,11 +380,7 @@ impl RunConfig {
                     Target::Command { .. } => "node-cmd".to_string(),
                     Target::Url { .. } => "url".to_string(),
                 };
-                if demo {
-                    "demo".to_string()
-                } else {
-                    format!("{t}-{}", kind.as_str())
-                }
+                format!("{t}-{}", kind.as_str())
             }
         };
         Ok(RunConfig {

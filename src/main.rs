@@ -141,8 +141,8 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
 
 fn dispatch(cmd: Command) -> Result<ExitCode> {
     match cmd {
-        Command::Demo(a) => run_cmd::run(a, true),
-        Command::Run(a) => run_cmd::run(a, false),
+        Command::Demo(a) => suite::demo(a),
+        Command::Run(a) => run_cmd::run(a),
         Command::Test(a) => suite::test(a),
         Command::Probe(a) => probe_cmd::probe(a),
         Command::Check(a) => check_cmd::check(a),

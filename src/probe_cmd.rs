@@ -14,7 +14,7 @@ pub fn probe(mut a: RunArgs) -> Result<ExitCode> {
     // so the service starts exactly as it is.
     a.nemesis = Some("none".into());
     a.schedule = None;
-    let cfg = RunConfig::from_args(&a, false)?;
+    let cfg = RunConfig::from_args(&a)?;
     let scratch = std::env::temp_dir().join(format!("lockpick-probe-{}", std::process::id()));
     fs::create_dir_all(&scratch).with_context(|| format!("cannot create {}", scratch.display()))?;
     // The harness's log goes beside the nodes' logs, so stdout is only the transcript.

@@ -1,4 +1,4 @@
-//! `lockpick run` and `lockpick demo`: resolve the flags, make the run directory and its log,
+//! `lockpick run`: resolve the flags, make the run directory and its log,
 //! run the test with the status line, print the verdict and where to read it.
 
 use crate::cli::RunArgs;
@@ -10,8 +10,8 @@ use history::{layout, ExitCode};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-pub fn run(a: RunArgs, demo: bool) -> Result<ExitCode> {
-    let cfg = RunConfig::from_args(&a, demo)?;
+pub fn run(a: RunArgs) -> Result<ExitCode> {
+    let cfg = RunConfig::from_args(&a)?;
     println!(
         "lockpick: {} workload, {} client(s), {} lock(s), ttl {} ms{}, {} s, faults: {}, seed {}",
         cfg.workload,
@@ -74,14 +74,6 @@ pub fn run(a: RunArgs, demo: bool) -> Result<ExitCode> {
         out.run_dir.join(history::layout::REPORT_FILE).display()
     );
     println!("reproduce: {}", cfg.repro_command());
-    if demo {
-        println!(
-            "\nOpen {}/report.html for the verdict and a picture of each violation; \
-             results.json has every violation with the ops that prove it, and history.jsonl \
-             the raw history.",
-            out.run_dir.display()
-        );
-    }
     if let Some(e) = out.error {
         // A violation proven before the failure stands (exit 1); anything else is an error.
         if out.results.valid != history::Validity::Invalid {

@@ -241,10 +241,7 @@ impl Shrinker {
             .overhead
             .max(spent.saturating_sub(Duration::from_millis(duration_ms)));
         let text = std::fs::read_to_string(&log).unwrap_or_default();
-        let run_dir = text
-            .lines()
-            .find_map(|l| l.strip_prefix("run directory: "))
-            .map(|d| PathBuf::from(d.trim()));
+        let run_dir = child_run_dir(&text);
         let code = match ended {
             Ok(Ended::Exited(c)) => c,
             Ok(other) => return (vec![format!("{other:?}").to_lowercase()], None),
@@ -336,6 +333,14 @@ impl Shrinker {
             .with_context(|| format!("cannot write {}", path.display()))?;
         Ok(ExitCode::Valid)
     }
+}
+
+/// The run directory a child `lockpick run` printed (its `run directory: PATH` line) in its
+/// log `text`: where its results are. Shared by `shrink` and `test`, which both rerun it.
+pub(crate) fn child_run_dir(text: &str) -> Option<PathBuf> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("run directory: "))
+        .map(|d| PathBuf::from(d.trim()))
 }
 
 /// One line for a fault: `f5 clock bump-forward on n1 at 14.2 s for 3.1 s`.

@@ -91,6 +91,23 @@ pub struct SuiteResults {
     pub shrunk: Option<serde_json::Value>,
 }
 
+/// `lockpick demo`: the suite on the embedded default, with 1 s leases and holds inside them
+/// where the flags were left at their defaults, so a newcomer's first command takes about
+/// two minutes and shows every fault exercised.
+pub fn demo(mut a: TestArgs) -> Result<ExitCode> {
+    // The clap defaults of `run`: only those are replaced.
+    if a.run.ttl == "2s" {
+        a.run.ttl = "1s".into();
+    }
+    if a.run.hold == "50ms..1s" {
+        a.run.hold = "50ms..600ms".into();
+    }
+    if a.run.name.is_none() {
+        a.run.name = Some("demo".into());
+    }
+    test(a)
+}
+
 pub fn test(a: TestArgs) -> Result<ExitCode> {
     if let Some(s) = &a.run.schedule {
         anyhow::bail!(
@@ -99,7 +116,7 @@ pub fn test(a: TestArgs) -> Result<ExitCode> {
             s.display()
         );
     }
-    let cfg = RunConfig::from_args(&a.run, false)?;
+    let cfg = RunConfig::from_args(&a.run)?;
     let budget = crate::config::duration("budget", &a.budget)?;
     if budget.is_zero() {
         anyhow::bail!("--budget {}: must be at least 1s", a.budget);
@@ -123,6 +140,7 @@ pub fn test(a: TestArgs) -> Result<ExitCode> {
         liveness_grace_ms: cfg.liveness_grace_ms,
     };
     let cells = plan::cells(&target);
+    // `--name` names the suite; each scenario's run gets the scenario's own name.
     let name = a
         .run
         .name
@@ -328,10 +346,7 @@ impl Suite {
             .overhead_ms
             .max((elapsed.as_millis() as u64).saturating_sub(s.duration_ms));
         let text = std::fs::read_to_string(&log).unwrap_or_default();
-        let run_dir = text
-            .lines()
-            .find_map(|l| l.strip_prefix("run directory: "))
-            .map(|d| PathBuf::from(d.trim()));
+        let run_dir = crate::shrink::child_run_dir(&text);
         let exit = match ended {
             Ok(Ended::Exited(c)) => Some(c),
             _ => None,

@@ -22,7 +22,7 @@ fn resolve(flags: &[&str]) -> Result<RunConfig> {
     let crate::cli::Command::Run(a) = cli.command else {
         unreachable!()
     };
-    RunConfig::from_args(&a, false)
+    RunConfig::from_args(&a)
 }
 
 #[test]

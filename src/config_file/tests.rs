@@ -96,7 +96,7 @@ fn resolve(argv: Vec<OsString>) -> Result<crate::config::RunConfig> {
     let crate::cli::Command::Run(a) = cli.command else {
         unreachable!()
     };
-    crate::config::RunConfig::from_args(&a, false)
+    crate::config::RunConfig::from_args(&a)
 }
 
 fn os(v: &[&str]) -> Vec<OsString> {
@@ -241,7 +241,7 @@ fn a_bad_value_in_the_file_is_named_where_it_is() {
     let crate::cli::Command::Run(a) = cli.command else {
         unreachable!()
     };
-    let e = crate::config::RunConfig::from_args(&a, false)
+    let e = crate::config::RunConfig::from_args(&a)
         .unwrap_err()
         .to_string();
     let shown = origins.locate(&e);
