@@ -413,7 +413,7 @@ struct StateFile {
 impl StateFile {
     fn write(&self) -> Result<(), SshError> {
         let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        write_json(&self.path, &*state)
+        write_json(&self.path, &state)
     }
 
     fn update(&self, f: impl FnOnce(&mut State)) -> Result<(), SshError> {

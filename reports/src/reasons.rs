@@ -149,7 +149,7 @@ mod tests {
             r.stats
                 .reasons
                 .entry(op.to_string())
-                .or_insert_with(BTreeMap::new)
+                .or_default()
                 .entry(outcome.to_string())
                 .or_default()
                 .insert(reason.to_string(), *n);

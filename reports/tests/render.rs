@@ -42,8 +42,10 @@ fn checker(name: &str, valid: Validity, violations: u64, warnings: u64) -> Check
 /// A run that stalled one holder just past its lease, paused n1, and asked for a waiter stall
 /// it never made: the coverage table shows counts, `none` rows and the gap.
 fn coverage() -> history::Coverage {
-    let mut c = history::Coverage::default();
-    c.stalls = 1;
+    let mut c = history::Coverage {
+        stalls: 1,
+        ..Default::default()
+    };
     c.holder.count = 1;
     c.holder.wake_up.renew = 1;
     c.holder.lease_bound.just_past = 1;
