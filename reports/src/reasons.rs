@@ -136,7 +136,6 @@ pub(crate) fn html(s: &mut String, r: &Results) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
 
     fn results(reasons: &[(&str, &str, &str, u64)]) -> Results {
         let mut r: Results = serde_json::from_value(serde_json::json!({
