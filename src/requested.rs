@@ -329,3 +329,48 @@ fn set_apart_monotonic(history: &Path, lease_ms: u64, results: &mut Results) {
         results.valid = history::Validity::Valid;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn needs(toml: &str) -> Option<Vec<(String, Vec<String>, Vec<String>, String)>> {
+        let view = reports::RunConfigView::parse(toml).unwrap();
+        needs_of(&view).map(|ns| {
+            ns.into_iter()
+                .map(|n| (n.label, n.variants, n.wakes, n.role))
+                .collect()
+        })
+    }
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn a_run_asks_for_each_kind_and_each_direction_or_shape_it_names() {
+        // No fault list: a config from before it was written asks for nothing.
+        assert_eq!(needs("[workload]\nttl = \"2s\"\n"), None);
+        // `--nemesis none`: nothing asked.
+        assert_eq!(needs("[nemesis]\nnemesis = []\n"), Some(vec![]));
+        // The defaults: each kind, the clock in a direction that can shorten a lease.
+        let d = needs("[nemesis]\nnemesis = [\"pause\", \"clock\", \"client-pause\"]\n").unwrap();
+        assert_eq!(d[0], ("pause".into(), vec![], vec![], String::new()));
+        assert_eq!(d[1].1, s(&["bump-forward", "bump-back", "strobe", "fast"]));
+        assert_eq!(d[2].0, "client-pause");
+        // Named directions, shapes and the primary as target.
+        let n = needs(
+            "[nemesis]\nnemesis = [\"clock\", \"client-pause\", \"kill\"]\n\
+             clock_faults = [\"slow\"]\nclient_faults = [\"boundary\", \"waiter\", \"renew\"]\n\
+             nemesis_targets = \"primary\"\n",
+        )
+        .unwrap();
+        assert_eq!(n[0], ("clock slow on primary".into(), s(&["slow"]), vec![], "primary".into()));
+        assert_eq!(n[1], ("client-pause boundary/renew".into(), s(&["boundary"]), s(&["renew"]), String::new()));
+        assert_eq!(n[2], ("client-pause waiter".into(), s(&["waiter"]), vec![], String::new()));
+        assert_eq!(n[3], ("kill on primary".into(), vec![], vec![], "primary".into()));
+        // Wake-up ops alone: one need each, any aim.
+        let w = needs("[nemesis]\nnemesis = [\"client-pause\"]\nclient_faults = [\"write\"]\n").unwrap();
+        assert_eq!(w, vec![("client-pause waking into write".into(), vec![], s(&["write"]), String::new())]);
+    }
+}
