@@ -241,6 +241,12 @@ fn fast_monotonic_clock_breaks_mutual_exclusion_but_fencing_holds() {
     let kinds = r.kinds("violations");
     assert!(kinds.is_empty(), "{kinds:?}");
     assert!(res["notes"].to_string().contains("listed apart"), "{res}");
+    // Its coverage cell says the monotonic clock moved too.
+    let cells = res["coverage"]["cells"].as_array().unwrap();
+    assert!(
+        cells.iter().any(|c| c["kind"] == "clock" && c["variant"] == "fast" && c["scope"] == "all"),
+        "{cells:?}"
+    );
 }
 
 /// Correct lockd under clock faults alone, every mode, on three seeds side by side: its leases

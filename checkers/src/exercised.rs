@@ -166,12 +166,19 @@ pub(crate) fn count(m: &Model, cov: &mut Coverage) {
         if kind == "partition" || kind == "netem" || roles.is_empty() {
             roles = vec![String::new()];
         }
+        // Only a clock fault that moved the monotonic clock says so: the wall clock alone is
+        // the default, and the cell of every run before scopes were recorded.
+        let scope = match text("scope") {
+            "all" if kind == "clock" => "all",
+            _ => "",
+        };
         for role in roles {
             cov.count_cell(
                 Cell {
                     kind: kind.to_string(),
                     variant: variant.to_string(),
                     role,
+                    scope: scope.to_string(),
                     ..Cell::default()
                 },
                 exercised,

@@ -54,6 +54,10 @@ pub struct Cell {
     /// do not record roles, empty for faults that hit no node.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub role: String,
+    /// A clock fault's scope when it moved the monotonic clock too (`all`); empty for the
+    /// default, the wall clock only, and for other kinds.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub scope: String,
     /// Faults of this cell the history shows starting.
     pub started: u64,
     /// Of those, the ones that met the state they aim at.
@@ -75,6 +79,9 @@ impl Cell {
         if !self.role.is_empty() {
             out.push_str(" on ");
             out.push_str(&self.role);
+        }
+        if self.scope == "all" {
+            out.push_str(" (monotonic too)");
         }
         out
     }
@@ -296,7 +303,15 @@ impl Coverage {
     pub fn count_cell(&mut self, mut cell: Cell, exercised: bool) {
         cell.started = 0;
         cell.exercised = 0;
-        let key = |c: &Cell| (c.kind.clone(), c.variant.clone(), c.wake.clone(), c.role.clone());
+        let key = |c: &Cell| {
+            (
+                c.kind.clone(),
+                c.variant.clone(),
+                c.wake.clone(),
+                c.role.clone(),
+                c.scope.clone(),
+            )
+        };
         let want = key(&cell);
         let i = match self.cells.binary_search_by(|c| key(c).cmp(&want)) {
             Ok(i) => i,
