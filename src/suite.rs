@@ -265,14 +265,17 @@ struct Suite {
 impl Suite {
     async fn go(&mut self, seed: u64, keep_going: bool) -> Finish {
         let mut ended = Finish::Planned;
+        let mut previous = None;
         for i in 0..SCENARIOS_MAX {
             if self.interrupted.load(Ordering::SeqCst) {
                 return Finish::Interrupted;
             }
             let s_seed = seed.wrapping_add(i as u64 * 7919) & ((1 << 53) - 1);
-            let Some(s) = plan::next(&self.target, &self.cells, &self.tallies, s_seed) else {
+            let Some(s) = plan::next(&self.target, &self.cells, &self.tallies, s_seed, previous)
+            else {
                 return ended;
             };
+            previous = Some(s.profile);
             let cost = Duration::from_millis(s.duration_ms + self.overhead_ms);
             if self.started.elapsed() + cost > self.budget {
                 return if ended == Finish::Violation {

@@ -220,6 +220,8 @@ pub struct Scenario {
     pub flags: Vec<String>,
     /// Its faults, replayed with `--schedule`; `None` for a scenario without faults.
     pub schedule: Option<Schedule>,
+    /// How its clients behave (the next scenario prefers another profile).
+    pub profile: Profile,
     pub duration_ms: u64,
     pub seed: u64,
 }
@@ -252,11 +254,32 @@ pub fn open(tally: &Tally, times: u64) -> bool {
 /// or `None` when every cell is exercised `times` times or given up. `seed` seeds the
 /// scenario (the run's workload and the few things drawn here: a stall's few ms past its
 /// aim, a halves cut).
-pub fn next(t: &Target, cells: &[PlanCell], tallies: &[Tally], seed: u64) -> Option<Scenario> {
+///
+/// `previous` is the profile of the scenario before: while cells of another profile are open,
+/// the next scenario takes those, so a long stall (short waits) or an odd lease is not left
+/// until every plain cell is done.
+pub fn next(
+    t: &Target,
+    cells: &[PlanCell],
+    tallies: &[Tally],
+    seed: u64,
+    previous: Option<Profile>,
+) -> Option<Scenario> {
     let open_cells: Vec<usize> = (0..cells.len())
         .filter(|&i| open(&tallies[i], t.times))
         .collect();
-    let first = *open_cells.first()?;
+    let mut first = *open_cells.first()?;
+    if let Some(prev) = previous {
+        let other = open_cells
+            .iter()
+            .copied()
+            .find(|&i| cells[i].cell.kind != CONTENTION && cells[i].profile != prev);
+        if let (Some(o), true) = (other, cells[first].cell.kind != CONTENTION) {
+            if cells[first].profile == prev {
+                first = o;
+            }
+        }
+    }
     if cells[first].cell.kind == CONTENTION {
         let workload = cells[first].cell.variant.clone();
         // Many clients asking at once, each once a round: grants race, and a service that
@@ -275,12 +298,23 @@ pub fn next(t: &Target, cells: &[PlanCell], tallies: &[Tally], seed: u64) -> Opt
                 format!("rounds:{window_ms}ms"),
             ],
             schedule: None,
+            profile: Profile::Plain,
             duration_ms: (t.lease_ms * 2).clamp(2_000, 4_000),
             seed,
         });
     }
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x7375_6974_6521);
     let profile = cells[first].profile;
+    let kinds = {
+        let mut k: Vec<&str> = open_cells
+            .iter()
+            .filter(|&&i| cells[i].profile == profile && cells[i].cell.kind != CONTENTION)
+            .map(|&i| cells[i].cell.kind.as_str())
+            .collect();
+        k.sort_unstable();
+        k.dedup();
+        k.len()
+    };
     let ttl = match profile {
         Profile::OddTtl => odd_ttl_ms(t.lease_ms.max(10)),
         _ => t.lease_ms.max(10),
@@ -290,8 +324,10 @@ pub fn next(t: &Target, cells: &[PlanCell], tallies: &[Tally], seed: u64) -> Opt
     let mut at_ms = gap_ms;
     let mut faults = Vec::new();
     let mut aims = Vec::new();
-    for i in breadth_first(cells, &open_cells, profile) {
-        if at_ms >= SCENARIO_FAULTS_MS_MAX && !faults.is_empty() {
+    // The first pass (one cell of each kind) always goes in, so every kind is met in every
+    // scenario while it has open cells; more only while the scenario is short.
+    for (n, i) in breadth_first(cells, &open_cells, profile).into_iter().enumerate() {
+        if n >= kinds && at_ms >= SCENARIO_FAULTS_MS_MAX {
             break;
         }
         let Some((f, after_ms)) = fault_for(t, &cells[i].cell, at_ms, ttl, &mut rng) else {
@@ -321,6 +357,7 @@ pub fn next(t: &Target, cells: &[PlanCell], tallies: &[Tally], seed: u64) -> Opt
     Some(Scenario {
         aims,
         flags,
+        profile,
         schedule: Some(Schedule {
             seed: Some(seed),
             nodes: t.nodes,
@@ -562,7 +599,7 @@ mod tests {
         let mut seen = Vec::new();
         // Every scenario exercises what it aims at: each cell is aimed at exactly once.
         for round in 0..100 {
-            let Some(s) = next(&t, &plan, &tallies, round) else {
+            let Some(s) = next(&t, &plan, &tallies, round, None) else {
                 break;
             };
             for &i in &s.aims {
@@ -580,7 +617,7 @@ mod tests {
         }
         seen.sort();
         assert_eq!(seen, (0..plan.len()).collect::<Vec<_>>());
-        assert!(next(&t, &plan, &tallies, 999).is_none());
+        assert!(next(&t, &plan, &tallies, 999, None).is_none());
     }
 
     #[test]
@@ -590,15 +627,36 @@ mod tests {
         let mut tallies = vec![Tally::default(); plan.len()];
         tallies[0].exercised = 1;
         tallies[1].exercised = 1;
-        let s = next(&t, &plan, &tallies, 1).unwrap();
+        let s = next(&t, &plan, &tallies, 1, None).unwrap();
         // The odd-ttl cell runs alone, under its own lease length.
         assert_eq!(s.aims.len(), 1);
         assert_eq!(plan[s.aims[0]].cell.kind, LEASE);
         assert_eq!(s.flags, ["--ttl", "943ms", "--renew-ttl", "943ms"]);
         tallies[s.aims[0]].exercised = 1;
-        let s = next(&t, &plan, &tallies, 1).unwrap();
+        let s = next(&t, &plan, &tallies, 1, None).unwrap();
         let kinds: Vec<&str> = s.aims.iter().map(|&i| plan[i].cell.kind.as_str()).collect();
         assert_eq!(&kinds[..4], ["client-pause", "pause", "clock", "kill"], "{kinds:?}");
+    }
+
+    #[test]
+    fn scenarios_alternate_profiles_while_both_have_open_cells() {
+        let t = target(&[FaultKind::ClientPause, FaultKind::Kill], 1);
+        let plan = cells(&t);
+        let mut tallies = vec![Tally::default(); plan.len()];
+        for (i, c) in plan.iter().enumerate() {
+            if c.cell.kind == CONTENTION || c.cell.kind == LEASE {
+                tallies[i].exercised = 1;
+            }
+        }
+        let a = next(&t, &plan, &tallies, 1, None).unwrap();
+        assert_eq!(a.profile, Profile::Plain);
+        // Every kind in the first pass, the kill too, however long that makes it.
+        let kinds: Vec<&str> = a.aims.iter().map(|&i| plan[i].cell.kind.as_str()).collect();
+        assert!(kinds.contains(&"kill"), "{kinds:?}");
+        let b = next(&t, &plan, &tallies, 2, Some(a.profile)).unwrap();
+        assert_eq!(b.profile, Profile::ShortWait, "the long stalls come next");
+        let c = next(&t, &plan, &tallies, 3, Some(b.profile)).unwrap();
+        assert_eq!(c.profile, Profile::Plain);
     }
 
     #[test]
@@ -613,14 +671,14 @@ mod tests {
             }
         }
         for _ in 0..TRIES_MAX {
-            let s = next(&t, &plan, &tallies, 1).expect("kill is still open");
+            let s = next(&t, &plan, &tallies, 1, None).expect("kill is still open");
             assert_eq!(s.aims, vec![kill]);
             let f = &s.schedule.as_ref().unwrap().faults[0];
             // The kill, then the recovery wait and time for a grant.
             assert!(s.duration_ms >= f.at_ms + f.length_ms + 2 * 1000, "{s:?}");
             tallies[kill].tries += 1;
         }
-        assert!(next(&t, &plan, &tallies, 1).is_none(), "given up after {TRIES_MAX}");
+        assert!(next(&t, &plan, &tallies, 1, None).is_none(), "given up after {TRIES_MAX}");
     }
 
     #[test]
@@ -633,7 +691,7 @@ mod tests {
                 tallies[i].exercised = 1;
             }
         }
-        let s = next(&t, &plan, &tallies, 1).unwrap();
+        let s = next(&t, &plan, &tallies, 1, None).unwrap();
         assert_eq!(s.flags, ["--acquire-wait", "500ms"]);
         assert_eq!(odd_ttl_ms(2000), 1893);
         assert_eq!(odd_ttl_ms(500), 468);
@@ -652,7 +710,7 @@ mod tests {
         tallies[1].exercised = 1;
         let odd = plan.iter().position(|c| c.cell.kind == LEASE).unwrap();
         tallies[odd].exercised = 1;
-        let s = next(&t, &plan, &tallies, 3).unwrap();
+        let s = next(&t, &plan, &tallies, 3, None).unwrap();
         let sch = s.schedule.unwrap();
         assert!(sch.faults.len() > 1);
         let start_of_last = sch.faults.last().unwrap().at_ms;
