@@ -200,7 +200,9 @@ fn etcd_pauses_every_answered_lock_is_a_grant_with_its_revision() {
         assert!(v["lease_from_ns"].as_u64().is_some(), "{g}");
         match v["key_at_revision"].as_str().unwrap() {
             "present" => assert!(v["token"].as_u64().unwrap() > 0, "{g}"),
-            "absent" => assert!(v.get("token").is_none(), "{g}"),
+            // The read-back can fail (the member paused right after it answered, or the run's
+            // end): the grant stands, without a token, and says its key was not read.
+            "absent" | "unread" | "compacted" => assert!(v.get("token").is_none(), "{g}"),
             other => panic!("{other}: {g}"),
         }
     }
