@@ -92,8 +92,8 @@ pub struct SuiteResults {
 }
 
 /// `lockpick demo`: the suite on the embedded default, with 1 s leases and holds inside them
-/// where the flags were left at their defaults, so a newcomer's first command takes about
-/// two minutes and shows every fault exercised.
+/// where the flags were left at their defaults, so a newcomer's first command is short and
+/// shows every fault exercised.
 pub fn demo(mut a: TestArgs) -> Result<ExitCode> {
     // The clap defaults of `run`: only those are replaced.
     if a.run.ttl == "2s" {
