@@ -156,15 +156,10 @@ fn shorter_renewals_are_valid(seed: &str) {
         history.contains("start-client-pause"),
         "seed {seed}: no holder was stalled"
     );
-    assert_eq!(
-        r.code,
-        0,
-        "seed {seed}: expected valid; violations:\n{}\n{}",
-        violations(&r),
-        r.describe()
-    );
+    // No violation; valid, or unknown naming the stall shape a 12 s draw did not bring to its
+    // state.
+    r.assert_clean();
     let res = r.results();
-    assert_eq!(res["valid"], true);
     assert!(res["stats"]["grants"].as_u64().unwrap() >= 3, "{res}");
 }
 
