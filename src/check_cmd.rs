@@ -119,5 +119,10 @@ pub fn check(a: CheckArgs) -> Result<ExitCode> {
     let report = path.with_file_name(layout::REPORT_FILE);
     let shown = if report.is_file() { report } else { path };
     // Annotation lines would corrupt the JSON on stdout.
-    Ok(report_cmd::gate(&results, &reports::FailOn::given_or_default(a.fail_on), &shown, !a.json))
+    Ok(report_cmd::gate(
+        &results,
+        &reports::FailOn::given_or_default(a.fail_on),
+        &shown,
+        !a.json,
+    ))
 }

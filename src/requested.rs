@@ -157,7 +157,13 @@ fn stall_needs(shapes: &[String]) -> Vec<Need> {
     if aims.is_empty() {
         return wakes
             .iter()
-            .map(|w| stall(format!("client-pause waking into {w}"), vec![], vec![w.clone()]))
+            .map(|w| {
+                stall(
+                    format!("client-pause waking into {w}"),
+                    vec![],
+                    vec![w.clone()],
+                )
+            })
             .collect();
     }
     aims.into_iter()
@@ -211,10 +217,9 @@ pub fn gate_on_exercise(history: &Path, results: &mut Results) {
     if missing.is_empty() {
         return;
     }
-    results.notes.push(format!(
-        "requested, not exercised: {}",
-        missing.join(", ")
-    ));
+    results
+        .notes
+        .push(format!("requested, not exercised: {}", missing.join(", ")));
     if results.valid == history::Validity::Valid {
         results.valid = history::Validity::Unknown;
     }
@@ -249,7 +254,10 @@ fn clock_windows(history: &Path, lease_ms: u64) -> Vec<(u64, u64)> {
     let mut open: Vec<u64> = Vec::new();
     let reach_ns = lease_ms.saturating_mul(1_000_000);
     // Bounded by the file's lines; the scan is a substring test for all but clock faults.
-    for line in std::io::BufReader::new(file).split(b'\n').map_while(Result::ok) {
+    for line in std::io::BufReader::new(file)
+        .split(b'\n')
+        .map_while(Result::ok)
+    {
         let starts = memfind(&line, b"\"start-clock\"");
         if !starts && !memfind(&line, b"\"stop-clock\"") {
             continue;
@@ -365,12 +373,48 @@ mod tests {
              nemesis_targets = \"primary\"\n",
         )
         .unwrap();
-        assert_eq!(n[0], ("clock slow on primary".into(), s(&["slow"]), vec![], "primary".into()));
-        assert_eq!(n[1], ("client-pause boundary/renew".into(), s(&["boundary"]), s(&["renew"]), String::new()));
-        assert_eq!(n[2], ("client-pause waiter".into(), s(&["waiter"]), vec![], String::new()));
-        assert_eq!(n[3], ("kill on primary".into(), vec![], vec![], "primary".into()));
+        assert_eq!(
+            n[0],
+            (
+                "clock slow on primary".into(),
+                s(&["slow"]),
+                vec![],
+                "primary".into()
+            )
+        );
+        assert_eq!(
+            n[1],
+            (
+                "client-pause boundary/renew".into(),
+                s(&["boundary"]),
+                s(&["renew"]),
+                String::new()
+            )
+        );
+        assert_eq!(
+            n[2],
+            (
+                "client-pause waiter".into(),
+                s(&["waiter"]),
+                vec![],
+                String::new()
+            )
+        );
+        assert_eq!(
+            n[3],
+            ("kill on primary".into(), vec![], vec![], "primary".into())
+        );
         // Wake-up ops alone: one need each, any aim.
-        let w = needs("[nemesis]\nnemesis = [\"client-pause\"]\nclient_faults = [\"write\"]\n").unwrap();
-        assert_eq!(w, vec![("client-pause waking into write".into(), vec![], s(&["write"]), String::new())]);
+        let w = needs("[nemesis]\nnemesis = [\"client-pause\"]\nclient_faults = [\"write\"]\n")
+            .unwrap();
+        assert_eq!(
+            w,
+            vec![(
+                "client-pause waking into write".into(),
+                vec![],
+                s(&["write"]),
+                String::new()
+            )]
+        );
     }
 }

@@ -204,7 +204,10 @@ pub fn test(a: TestArgs) -> Result<ExitCode> {
         interrupted.load(Ordering::SeqCst),
     ) {
         println!();
-        println!("shrinking the first failing scenario (budget {})", humantime::format_duration(shrink_budget));
+        println!(
+            "shrinking the first failing scenario (budget {})",
+            humantime::format_duration(shrink_budget)
+        );
         let args = crate::cli::ShrinkArgs {
             run_dir: run_dir.clone(),
             runs_per_candidate: 2,
@@ -214,9 +217,10 @@ pub fn test(a: TestArgs) -> Result<ExitCode> {
         };
         match crate::shrink::shrink(args) {
             Ok(_) => {
-                results.shrunk = std::fs::read_to_string(run_dir.join("shrink").join("shrink.json"))
-                    .ok()
-                    .and_then(|t| serde_json::from_str(&t).ok());
+                results.shrunk =
+                    std::fs::read_to_string(run_dir.join("shrink").join("shrink.json"))
+                        .ok()
+                        .and_then(|t| serde_json::from_str(&t).ok());
             }
             Err(e) => println!("shrink failed: {}", crate::error_text(&e)),
         }
@@ -311,7 +315,11 @@ impl Suite {
 
     async fn run_scenario(&mut self, index: usize, s: &Scenario) -> ScenarioRun {
         let id = s.slug(index, &self.cells);
-        let mut args: Vec<String> = vec!["run".into(), "--config".into(), self.base.display().to_string()];
+        let mut args: Vec<String> = vec![
+            "run".into(),
+            "--config".into(),
+            self.base.display().to_string(),
+        ];
         args.extend(s.flags.iter().cloned());
         if let Some(schedule) = &s.schedule {
             let path = self.dir.join("schedules").join(format!("{id}.json"));
@@ -331,10 +339,7 @@ impl Suite {
             id.clone(),
         ]);
         let aims: Vec<String> = s.aims.iter().map(|&i| self.cells[i].label()).collect();
-        print!(
-            "  {id:<44} {:>5.1} s  ",
-            s.duration_ms as f64 / 1000.0
-        );
+        print!("  {id:<44} {:>5.1} s  ", s.duration_ms as f64 / 1000.0);
         let _ = std::io::Write::flush(&mut std::io::stdout());
         for &i in &s.aims {
             self.tallies[i].tries += 1;
@@ -343,7 +348,10 @@ impl Suite {
         let began = Instant::now();
         let limit = Duration::from_millis(s.duration_ms * 3) + Duration::from_secs(120);
         let flag = self.interrupted.clone();
-        let ended = run_to_end(&self.exe, &args, &log, limit, move || flag.load(Ordering::SeqCst)).await;
+        let ended = run_to_end(&self.exe, &args, &log, limit, move || {
+            flag.load(Ordering::SeqCst)
+        })
+        .await;
         let elapsed = began.elapsed();
         self.overhead_ms = self
             .overhead_ms
@@ -359,7 +367,10 @@ impl Suite {
             .and_then(|d| std::fs::read_to_string(d.join(layout::RESULTS_FILE)).ok())
             .and_then(|t| serde_json::from_str(&t).ok());
         let replay = match &run_dir {
-            Some(d) => format!("lockpick run --config {}", d.join(layout::CONFIG_FILE).display()),
+            Some(d) => format!(
+                "lockpick run --config {}",
+                d.join(layout::CONFIG_FILE).display()
+            ),
             None => format!("lockpick {}", args.join(" ")),
         };
         let mut run = ScenarioRun {
@@ -386,7 +397,11 @@ impl Suite {
                 } else if r.valid == Validity::Invalid {
                     run.verdict = "valid".into();
                 }
-                let mut kinds: Vec<String> = r.violations.iter().map(|v| v.kind.as_str().to_string()).collect();
+                let mut kinds: Vec<String> = r
+                    .violations
+                    .iter()
+                    .map(|v| v.kind.as_str().to_string())
+                    .collect();
                 kinds.sort();
                 kinds.dedup();
                 run.violations = kinds;
@@ -396,7 +411,12 @@ impl Suite {
                 }
             }
             None => {
-                let last = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").to_string();
+                let last = text
+                    .lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("")
+                    .to_string();
                 run.error = Some(match ended {
                     Ok(Ended::Exited(c)) => format!("exit {c}: {last}"),
                     Ok(other) => format!("{other:?}").to_lowercase(),
@@ -460,7 +480,11 @@ impl Suite {
         // The odd-ttl cell is exercised by its stall: any client-pause cell the run exercised.
         for &i in &s.aims {
             if self.cells[i].cell.kind == plan::LEASE {
-                let stalls = r.coverage.iter().flat_map(|c| &c.cells).filter(|c| c.kind == "client-pause");
+                let stalls = r
+                    .coverage
+                    .iter()
+                    .flat_map(|c| &c.cells)
+                    .filter(|c| c.kind == "client-pause");
                 for c in stalls {
                     self.tallies[i].started += c.started;
                     self.tallies[i].exercised += c.exercised;
@@ -526,12 +550,18 @@ impl Suite {
                 Validity::Invalid,
                 format!("scenario {} found {}", f.id, f.violations.join(", ")),
             ),
-            (None, Finish::Interrupted) => (Validity::Unknown, "stopped by Ctrl-C before every cell was exercised".into()),
+            (None, Finish::Interrupted) => (
+                Validity::Unknown,
+                "stopped by Ctrl-C before every cell was exercised".into(),
+            ),
             (None, Finish::Error) => (
                 Validity::Unknown,
                 format!(
                     "a scenario ended without a verdict: {}",
-                    self.runs.last().and_then(|r| r.error.clone()).unwrap_or_default()
+                    self.runs
+                        .last()
+                        .and_then(|r| r.error.clone())
+                        .unwrap_or_default()
                 ),
             ),
             (None, _) if !not_exercised.is_empty() => (
@@ -539,12 +569,19 @@ impl Suite {
                 format!(
                     "requested, not exercised: {}{}",
                     not_exercised.join(", "),
-                    if ended == Finish::Budget { " (the budget ran out)" } else { "" }
+                    if ended == Finish::Budget {
+                        " (the budget ran out)"
+                    } else {
+                        ""
+                    }
                 ),
             ),
             (None, _) => (
                 Validity::Valid,
-                format!("every cell exercised {} time(s), no violation", self.target.times),
+                format!(
+                    "every cell exercised {} time(s), no violation",
+                    self.target.times
+                ),
             ),
         };
         SuiteResults {
@@ -580,7 +617,12 @@ pub fn summary_text(r: &SuiteResults) -> String {
     let exercised = r.cells.iter().filter(|c| c.exercised >= c.needed).count();
     let _ = writeln!(s, "  cells exercised: {exercised} of {}", r.cells.len());
     if let Some(f) = r.scenarios.iter().find(|x| x.verdict == "invalid") {
-        let _ = writeln!(s, "  first violation: {} ({})", f.violations.join(", "), f.id);
+        let _ = writeln!(
+            s,
+            "  first violation: {} ({})",
+            f.violations.join(", "),
+            f.id
+        );
         if let Some(ms) = r.first_violation_ms {
             let _ = writeln!(s, "  proven {:.1} s into the suite", ms as f64 / 1000.0);
         }
@@ -590,8 +632,16 @@ pub fn summary_text(r: &SuiteResults) -> String {
         let _ = writeln!(s, "  replay: {}", f.replay);
     }
     if let Some(sh) = &r.shrunk {
-        let text = |k: &str| sh.get(k).and_then(|v| v.as_str()).unwrap_or("?").to_string();
-        let faults = sh.get("faults").and_then(|v| v.as_array()).map_or(0, Vec::len);
+        let text = |k: &str| {
+            sh.get(k)
+                .and_then(|v| v.as_str())
+                .unwrap_or("?")
+                .to_string()
+        };
+        let faults = sh
+            .get("faults")
+            .and_then(|v| v.as_array())
+            .map_or(0, Vec::len);
         let _ = writeln!(s, "  minimal: {faults} fault(s), {}", text("kind"));
         let _ = writeln!(s, "  minimal replay: {}", text("replay"));
     }
@@ -639,7 +689,11 @@ fn index_html(dir: &Path, r: &SuiteResults) -> String {
             .as_ref()
             .map(|d| {
                 let rel = d.strip_prefix(dir).unwrap_or(d).join(layout::REPORT_FILE);
-                format!("<a href=\"{}\">{}</a>", e(&rel.display().to_string()), e(&s.id))
+                format!(
+                    "<a href=\"{}\">{}</a>",
+                    e(&rel.display().to_string()),
+                    e(&s.id)
+                )
             })
             .unwrap_or_else(|| e(&s.id));
         let _ = write!(
@@ -655,7 +709,11 @@ fn index_html(dir: &Path, r: &SuiteResults) -> String {
     }
     h.push_str("</table><h2>Cells</h2><table><tr><th>cell</th><th>scenarios</th><th>faults started</th><th>exercised</th><th>needed</th></tr>");
     for c in &r.cells {
-        let class = if c.exercised >= c.needed { "valid" } else { "unknown" };
+        let class = if c.exercised >= c.needed {
+            "valid"
+        } else {
+            "unknown"
+        };
         let _ = write!(
             h,
             "<tr class=\"{class}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
@@ -672,7 +730,11 @@ fn index_html(dir: &Path, r: &SuiteResults) -> String {
 
 fn junit_xml(r: &SuiteResults) -> String {
     use reports::escape::xml as x;
-    let failures = r.scenarios.iter().filter(|s| s.verdict == "invalid").count();
+    let failures = r
+        .scenarios
+        .iter()
+        .filter(|s| s.verdict == "invalid")
+        .count();
     let errors = r.scenarios.iter().filter(|s| s.verdict == "error").count();
     let mut j = String::new();
     let _ = writeln!(j, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
@@ -699,7 +761,11 @@ fn junit_xml(r: &SuiteResults) -> String {
                 );
             }
             "error" => {
-                let _ = write!(j, "<error message=\"{}\"/>", x(&s.error.clone().unwrap_or_default()));
+                let _ = write!(
+                    j,
+                    "<error message=\"{}\"/>",
+                    x(&s.error.clone().unwrap_or_default())
+                );
             }
             _ => {}
         }
@@ -707,7 +773,10 @@ fn junit_xml(r: &SuiteResults) -> String {
     }
     // The coverage gate as a test case of its own: a suite that exercised less than it asked
     // for must not read green.
-    let _ = write!(j, "  <testcase classname=\"lockpick.test\" name=\"coverage\">");
+    let _ = write!(
+        j,
+        "  <testcase classname=\"lockpick.test\" name=\"coverage\">"
+    );
     if !r.not_exercised.is_empty() {
         let _ = write!(
             j,

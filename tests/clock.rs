@@ -229,7 +229,10 @@ fn fast_monotonic_clock_breaks_mutual_exclusion_but_fencing_holds() {
     // expected of any lease-based service; the fenced store held, so the verdict is valid.
     assert_eq!(r.code, 0, "{}", r.describe());
     let expected = r.kinds("expected");
-    assert!(expected.contains(&"double-grant".to_string()), "{expected:?}");
+    assert!(
+        expected.contains(&"double-grant".to_string()),
+        "{expected:?}"
+    );
     let res = r.results();
     assert!(
         res["expected"][0]["explanation"]
@@ -244,7 +247,9 @@ fn fast_monotonic_clock_breaks_mutual_exclusion_but_fencing_holds() {
     // Its coverage cell says the monotonic clock moved too.
     let cells = res["coverage"]["cells"].as_array().unwrap();
     assert!(
-        cells.iter().any(|c| c["kind"] == "clock" && c["variant"] == "fast" && c["scope"] == "all"),
+        cells
+            .iter()
+            .any(|c| c["kind"] == "clock" && c["variant"] == "fast" && c["scope"] == "all"),
         "{cells:?}"
     );
 }

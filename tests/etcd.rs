@@ -78,7 +78,13 @@ fn fenced_counter_holds(seed: &str) {
     // 2 only when the verdict names what the draw left unexercised.
     assert!(matches!(r.code, 0..=2), "{}", r.describe());
     if r.code == 2 {
-        assert!(r.results()["notes"].to_string().contains("requested, not exercised"), "{}", r.describe());
+        assert!(
+            r.results()["notes"]
+                .to_string()
+                .contains("requested, not exercised"),
+            "{}",
+            r.describe()
+        );
     }
     let kinds = r.kinds("violations");
     assert!(
@@ -177,7 +183,13 @@ fn etcd_pauses_every_answered_lock_is_a_grant_with_its_revision() {
     // 2 only when the verdict names what the draw left unexercised.
     assert!(matches!(r.code, 0..=2), "{}", r.describe());
     if r.code == 2 {
-        assert!(r.results()["notes"].to_string().contains("requested, not exercised"), "{}", r.describe());
+        assert!(
+            r.results()["notes"]
+                .to_string()
+                .contains("requested, not exercised"),
+            "{}",
+            r.describe()
+        );
     }
     let config = std::fs::read_to_string(r.run_dir().join("config.toml")).unwrap();
     assert!(config.contains("acquire_wait = \"10000ms\""), "{config}");
@@ -278,7 +290,13 @@ fn etcd_under_clock_faults_runs_to_a_verdict() {
     // 2 only when the verdict names what the draw left unexercised.
     assert!(matches!(r.code, 0..=2), "{}", r.describe());
     if r.code == 2 {
-        assert!(r.results()["notes"].to_string().contains("requested, not exercised"), "{}", r.describe());
+        assert!(
+            r.results()["notes"]
+                .to_string()
+                .contains("requested, not exercised"),
+            "{}",
+            r.describe()
+        );
     }
     let ops = common::nemesis_ops(&r.run_dir());
     let observed: Vec<i64> = ops

@@ -155,7 +155,11 @@ fn split_brain_under_partitions_gives_double_grants() {
     // What it rests on: the cut met live leases.
     let cells = r.results()["coverage"]["cells"].clone();
     assert!(
-        cells.as_array().unwrap().iter().any(|c| c["kind"] == "partition" && c["exercised"] == 1),
+        cells
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["kind"] == "partition" && c["exercised"] == 1),
         "{cells}"
     );
 }

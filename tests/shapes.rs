@@ -95,7 +95,10 @@ fn the_correct_lockd_is_valid_under_every_shape() {
         common::assert_clean_results(
             o.code,
             &o.results,
-            &format!("seed {seed}: {:?} after {} stalls\n{}", o.kinds, o.stalls, o.stderr),
+            &format!(
+                "seed {seed}: {:?} after {} stalls\n{}",
+                o.kinds, o.stalls, o.stderr
+            ),
         );
         assert!(o.stalls >= 2, "seed {seed}: only {} stalls", o.stalls);
     }
@@ -105,6 +108,10 @@ fn the_correct_lockd_is_valid_under_every_shape() {
         let mut args: Vec<&str> = SHORT.to_vec();
         args.extend_from_slice(&["--workload", "counter", "--client-faults", shape]);
         let o = run_shape(common::BIN, tmp.path(), &args, DURATION_S, 4);
-        common::assert_clean_results(o.code, &o.results, &format!("{shape}: {:?}\n{}", o.kinds, o.stderr));
+        common::assert_clean_results(
+            o.code,
+            &o.results,
+            &format!("{shape}: {:?}\n{}", o.kinds, o.stderr),
+        );
     }
 }

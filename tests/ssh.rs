@@ -165,7 +165,13 @@ fn etcd_over_ssh_fenced_counter_holds() {
     // 2 only when the verdict names what the draw left unexercised.
     assert!(matches!(r.code, 0..=2), "{}", r.describe());
     if r.code == 2 {
-        assert!(r.results()["notes"].to_string().contains("requested, not exercised"), "{}", r.describe());
+        assert!(
+            r.results()["notes"]
+                .to_string()
+                .contains("requested, not exercised"),
+            "{}",
+            r.describe()
+        );
     }
     let kinds = r.kinds("violations");
     assert!(

@@ -14,7 +14,14 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Shortens every scenario: a 500 ms lease, holds well inside it.
-const FAST: &[&str] = &["--ttl", "500ms", "--hold", "20ms..200ms", "--op-timeout", "500ms"];
+const FAST: &[&str] = &[
+    "--ttl",
+    "500ms",
+    "--hold",
+    "20ms..200ms",
+    "--op-timeout",
+    "500ms",
+];
 
 struct Suite {
     code: i32,
@@ -62,11 +69,45 @@ fn every_bug_class_is_found_by_the_scenario_aimed_at_it() {
         return;
     }
     let cases: &[(&[&str], &str, &[&str])] = &[
-        (&["--unsafe", "racy", "--workload", "mutex"], "contention", &["double-grant"]),
-        (&["--unsafe", "renew-grace", "--workload", "mutex"], "client-pause", &["stale-renew-accepted"]),
-        (&["--store-fence", "none"], "client-pause", &["lost-update", "stale-write-accepted"]),
-        (&["--unsafe", "volatile", "--workload", "mutex", "--nemesis", "kill"], "kill", &["double-grant", "token-reused", "token-regressed"]),
-        (&["--unsafe", "wall-clock", "--workload", "mutex", "--nemesis", "clock"], "clock", &["double-grant", "token-regressed"]),
+        (
+            &["--unsafe", "racy", "--workload", "mutex"],
+            "contention",
+            &["double-grant"],
+        ),
+        (
+            &["--unsafe", "renew-grace", "--workload", "mutex"],
+            "client-pause",
+            &["stale-renew-accepted"],
+        ),
+        (
+            &["--store-fence", "none"],
+            "client-pause",
+            &["lost-update", "stale-write-accepted"],
+        ),
+        (
+            &[
+                "--unsafe",
+                "volatile",
+                "--workload",
+                "mutex",
+                "--nemesis",
+                "kill",
+            ],
+            "kill",
+            &["double-grant", "token-reused", "token-regressed"],
+        ),
+        (
+            &[
+                "--unsafe",
+                "wall-clock",
+                "--workload",
+                "mutex",
+                "--nemesis",
+                "clock",
+            ],
+            "clock",
+            &["double-grant", "token-regressed"],
+        ),
     ];
     // Stand-ins outside lockd, written from docs/protocol.md: a restart that grants at once,
     // and a lease kept in whole seconds (shown by a lease that is not one: --ttl 1500ms).
@@ -79,14 +120,43 @@ fn every_bug_class_is_found_by_the_scenario_aimed_at_it() {
     let (no_recovery, ttl_unit) = (flawed("no-recovery"), flawed("ttl-unit"));
     let standins: Vec<(Vec<&str>, &str, &[&str])> = vec![
         // A Python service takes a few hundred ms to come back: a 2 s lease outlives that.
-        (vec!["--node-cmd", &no_recovery, "--workload", "mutex", "--nemesis", "kill", "--ttl", "2s"], "kill", &["double-grant"]),
-        (vec!["--node-cmd", &ttl_unit, "--workload", "mutex", "--ttl", "1500ms"], "client-pause", &["double-grant", "token-regressed", "stale-renew-accepted"]),
+        (
+            vec![
+                "--node-cmd",
+                &no_recovery,
+                "--workload",
+                "mutex",
+                "--nemesis",
+                "kill",
+                "--ttl",
+                "2s",
+            ],
+            "kill",
+            &["double-grant"],
+        ),
+        (
+            vec![
+                "--node-cmd",
+                &ttl_unit,
+                "--workload",
+                "mutex",
+                "--ttl",
+                "1500ms",
+            ],
+            "client-pause",
+            &["double-grant", "token-regressed", "stale-renew-accepted"],
+        ),
     ];
     let python = common::require_python();
     let cases: Vec<(&[&str], &str, &[&str])> = cases
         .iter()
         .copied()
-        .chain(standins.iter().filter(|_| python).map(|(a, s, k)| (a.as_slice(), *s, *k)))
+        .chain(
+            standins
+                .iter()
+                .filter(|_| python)
+                .map(|(a, s, k)| (a.as_slice(), *s, *k)),
+        )
         .collect();
     std::thread::scope(|s| {
         for &(args, scenario, kinds) in &cases {
@@ -100,17 +170,36 @@ fn every_bug_class_is_found_by_the_scenario_aimed_at_it() {
                 assert_eq!(j["valid"], false, "{args:?}");
                 let scenarios = j["scenarios"].as_array().unwrap();
                 let last = scenarios.last().unwrap();
-                assert_eq!(last["verdict"], "invalid", "{args:?}: the suite stops at the first violation");
-                let aims: Vec<&str> = last["aims"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+                assert_eq!(
+                    last["verdict"], "invalid",
+                    "{args:?}: the suite stops at the first violation"
+                );
+                let aims: Vec<&str> = last["aims"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect();
                 // The odd-ttl cell is a stall too (boundary/renew under an odd lease).
-                let stall = |a: &&str| a.starts_with(scenario) || (scenario == "client-pause" && a.starts_with("lease"));
+                let stall = |a: &&str| {
+                    a.starts_with(scenario)
+                        || (scenario == "client-pause" && a.starts_with("lease"))
+                };
                 assert!(
                     aims.iter().any(stall),
                     "{args:?}: found by {aims:?}, expected a {scenario} scenario\n{}",
                     r.stdout
                 );
-                let found: Vec<&str> = last["violations"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
-                assert!(found.iter().any(|k| kinds.contains(k)), "{args:?}: {found:?}");
+                let found: Vec<&str> = last["violations"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect();
+                assert!(
+                    found.iter().any(|k| kinds.contains(k)),
+                    "{args:?}: {found:?}"
+                );
                 assert!(j["first_violation_ms"].as_u64().is_some());
                 // One report per scenario, linked from the suite's index.
                 let index = std::fs::read_to_string(r.dir.join("index.html")).unwrap();
@@ -129,7 +218,12 @@ fn the_correct_lockd_is_valid_with_every_cell_exercised() {
     let tmp = tempfile::tempdir().unwrap();
     let r = suite(
         tmp.path(),
-        &["--workload", "mutex", "--nemesis", "pause,kill,client-pause"],
+        &[
+            "--workload",
+            "mutex",
+            "--nemesis",
+            "pause,kill,client-pause",
+        ],
         Duration::from_secs(400),
     );
     let j = r.json();
@@ -146,7 +240,10 @@ fn the_correct_lockd_is_valid_with_every_cell_exercised() {
     for s in j["scenarios"].as_array().unwrap() {
         let d = PathBuf::from(s["run_dir"].as_str().unwrap());
         assert!(d.join("report.html").is_file(), "{s}");
-        assert!(s["replay"].as_str().unwrap().starts_with("lockpick run --config "));
+        assert!(s["replay"]
+            .as_str()
+            .unwrap()
+            .starts_with("lockpick run --config "));
     }
 }
 
@@ -156,15 +253,26 @@ fn the_correct_lockd_is_valid_with_every_cell_exercised() {
 fn the_budget_is_kept_and_what_it_left_out_is_named() {
     let tmp = tempfile::tempdir().unwrap();
     let started = std::time::Instant::now();
-    let r = suite(tmp.path(), &["--workload", "mutex", "--budget", "12s"], Duration::from_secs(120));
+    let r = suite(
+        tmp.path(),
+        &["--workload", "mutex", "--budget", "12s"],
+        Duration::from_secs(120),
+    );
     let spent = started.elapsed();
     assert_eq!(r.code, 2, "{}", r.stdout);
     let j = r.json();
     assert_eq!(j["valid"], "unknown");
     let why = j["why"].as_str().unwrap();
-    assert!(why.contains("requested, not exercised") && why.contains("budget"), "{why}");
     assert!(
-        j["not_exercised"].as_array().unwrap().iter().any(|c| c.as_str().unwrap().ends_with("(not tried)")),
+        why.contains("requested, not exercised") && why.contains("budget"),
+        "{why}"
+    );
+    assert!(
+        j["not_exercised"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c.as_str().unwrap().ends_with("(not tried)")),
         "{j}"
     );
     // The budget bounds the scenarios planned; start-up and the report add a little.
@@ -178,7 +286,14 @@ fn a_violation_stops_the_suite_and_is_shrunk() {
     let tmp = tempfile::tempdir().unwrap();
     let r = suite(
         tmp.path(),
-        &["--unsafe", "renew-grace", "--workload", "mutex", "--shrink-budget", "60s"],
+        &[
+            "--unsafe",
+            "renew-grace",
+            "--workload",
+            "mutex",
+            "--shrink-budget",
+            "60s",
+        ],
         Duration::from_secs(300),
     );
     assert_eq!(r.code, 1, "{}", r.stdout);
@@ -187,8 +302,15 @@ fn a_violation_stops_the_suite_and_is_shrunk() {
     let found = j["scenarios"].as_array().unwrap().last().unwrap()["violations"].clone();
     assert!(found.as_array().unwrap().contains(&shrunk["kind"]), "{j}");
     let replay = shrunk["replay"].as_str().unwrap();
-    assert!(replay.starts_with("lockpick run --config ") && replay.contains("--schedule"), "{replay}");
-    assert!(r.stdout.contains("minimal replay: lockpick run --config"), "{}", r.stdout);
+    assert!(
+        replay.starts_with("lockpick run --config ") && replay.contains("--schedule"),
+        "{replay}"
+    );
+    assert!(
+        r.stdout.contains("minimal replay: lockpick run --config"),
+        "{}",
+        r.stdout
+    );
     // Nothing was planned after the failing scenario.
     let last = j["scenarios"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(last["verdict"], "invalid");
@@ -200,12 +322,24 @@ fn a_violation_stops_the_suite_and_is_shrunk() {
 #[test]
 fn a_run_that_exercised_nothing_it_asked_for_is_unknown() {
     let tmp = tempfile::tempdir().unwrap();
-    let r = common::run(tmp.path(), &["--duration", "1s", "--seed", "1"], Duration::from_secs(60));
+    let r = common::run(
+        tmp.path(),
+        &["--duration", "1s", "--seed", "1"],
+        Duration::from_secs(60),
+    );
     assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
     let res = r.results();
     assert_eq!(res["valid"], "unknown");
-    let notes: Vec<&str> = res["notes"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
-    let line = notes.iter().find(|n| n.starts_with("requested, not exercised: ")).expect("the note");
+    let notes: Vec<&str> = res["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let line = notes
+        .iter()
+        .find(|n| n.starts_with("requested, not exercised: "))
+        .expect("the note");
     for kind in ["pause", "kill", "client-pause"] {
         assert!(line.contains(kind), "{line}");
     }
@@ -213,10 +347,17 @@ fn a_run_that_exercised_nothing_it_asked_for_is_unknown() {
     assert!(summary.contains("requested, not exercised"), "{summary}");
 
     let tmp = tempfile::tempdir().unwrap();
-    let r = common::run(tmp.path(), &["--duration", "1s", "--seed", "1", "--nemesis", "none"], Duration::from_secs(60));
+    let r = common::run(
+        tmp.path(),
+        &["--duration", "1s", "--seed", "1", "--nemesis", "none"],
+        Duration::from_secs(60),
+    );
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let res = r.results();
-    assert!(res["notes"].to_string().contains("happy path only"), "{res}");
+    assert!(
+        res["notes"].to_string().contains("happy path only"),
+        "{res}"
+    );
 }
 
 /// A run whose only clock fault was slow (replayed from a schedule, so it is exactly that) asked
@@ -237,16 +378,30 @@ fn a_run_whose_only_clock_fault_was_slow_is_unknown() {
     )
     .unwrap();
     let out = tmp.path().join("runs");
-    let mut args = vec!["--workload", "mutex", "--duration", "4s", "--seed", "1", "--schedule", schedule.to_str().unwrap()];
+    let mut args = vec![
+        "--workload",
+        "mutex",
+        "--duration",
+        "4s",
+        "--seed",
+        "1",
+        "--schedule",
+        schedule.to_str().unwrap(),
+    ];
     args.extend_from_slice(FAST);
     let r = common::run(&out, &args, Duration::from_secs(60));
     assert_eq!(r.code, 2, "{}\n{}", r.stdout, r.stderr);
     let res = r.results();
     let notes = res["notes"].to_string();
-    assert!(notes.contains("requested, not exercised: clock (a step or a fast clock"), "{notes}");
+    assert!(
+        notes.contains("requested, not exercised: clock (a step or a fast clock"),
+        "{notes}"
+    );
     let cells = res["coverage"]["cells"].as_array().unwrap();
     assert!(
-        cells.iter().any(|c| c["variant"] == "slow" && c["exercised"] == 1),
+        cells
+            .iter()
+            .any(|c| c["variant"] == "slow" && c["exercised"] == 1),
         "the slow clock itself was exercised: {cells:?}"
     );
     let _ = BIN;
@@ -261,7 +416,10 @@ fn bad_suite_flags_are_refused_before_anything_runs() {
         (&["--budget", "0s"][..], "--budget 0s"),
         (&["--budget", "soon"][..], "--budget \"soon\""),
         (&["--times", "0"][..], "--times 0"),
-        (&["--schedule", "/nonexistent.json"][..], "--schedule /nonexistent.json"),
+        (
+            &["--schedule", "/nonexistent.json"][..],
+            "--schedule /nonexistent.json",
+        ),
     ] {
         let mut all = vec!["test", "--out", out.to_str().unwrap()];
         all.extend_from_slice(args);
@@ -282,7 +440,15 @@ fn ctrl_c_ends_the_suite_with_the_verdict_so_far() {
     use std::process::{Command, Stdio};
     let tmp = tempfile::tempdir().unwrap();
     let mut child = Command::new(BIN)
-        .args(["test", "--out", tmp.path().to_str().unwrap(), "--seed", "1", "--workload", "mutex"])
+        .args([
+            "test",
+            "--out",
+            tmp.path().to_str().unwrap(),
+            "--seed",
+            "1",
+            "--workload",
+            "mutex",
+        ])
         .args(FAST)
         .env_remove("CI")
         .env_remove("GITHUB_ACTIONS")
@@ -310,7 +476,8 @@ fn ctrl_c_ends_the_suite_with_the_verdict_so_far() {
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(2), "{rest:?}");
-    let j: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("suite.json")).unwrap()).unwrap();
+    let j: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("suite.json")).unwrap()).unwrap();
     assert_eq!(j["valid"], "unknown");
     assert_eq!(j["complete"], false);
     assert!(j["why"].as_str().unwrap().contains("Ctrl-C"), "{j}");

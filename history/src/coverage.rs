@@ -446,7 +446,12 @@ impl Coverage {
                 .iter()
                 .any(|n| n.counts(c) && self.exercised(n) < n.times);
             add(&group, "started", c.started, false);
-            add(&group, "exercised (met its target state)", c.exercised, unmet);
+            add(
+                &group,
+                "exercised (met its target state)",
+                c.exercised,
+                unmet,
+            );
         }
         rows
     }
@@ -538,7 +543,10 @@ mod tests {
             .collect();
         assert_eq!(
             unmet,
-            ["client-pause boundary/renew", "clock bump-forward on primary"]
+            [
+                "client-pause boundary/renew",
+                "clock bump-forward on primary"
+            ]
         );
     }
 

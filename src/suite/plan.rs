@@ -326,7 +326,10 @@ pub fn next(
     let mut aims = Vec::new();
     // The first pass (one cell of each kind) always goes in, so every kind is met in every
     // scenario while it has open cells; more only while the scenario is short.
-    for (n, i) in breadth_first(cells, &open_cells, profile).into_iter().enumerate() {
+    for (n, i) in breadth_first(cells, &open_cells, profile)
+        .into_iter()
+        .enumerate()
+    {
         if n >= kinds && at_ms >= SCENARIO_FAULTS_MS_MAX {
             break;
         }
@@ -588,12 +591,17 @@ mod tests {
         assert_eq!(mutex.len(), 2 + 1 + 3 * 2 + 1, "{:?}", labels(&mutex));
         // Only what the target allows: a --url target has client stalls only.
         let url = cells(&target(&[FaultKind::ClientPause], 1));
-        assert!(url.iter().all(|c| c.cell.kind != "kill" && c.cell.kind != "clock"));
+        assert!(url
+            .iter()
+            .all(|c| c.cell.kind != "kill" && c.cell.kind != "clock"));
     }
 
     #[test]
     fn a_covered_cell_is_not_repeated_while_others_are_open() {
-        let t = target(&[FaultKind::ClientPause, FaultKind::Kill, FaultKind::Clock], 1);
+        let t = target(
+            &[FaultKind::ClientPause, FaultKind::Kill, FaultKind::Clock],
+            1,
+        );
         let plan = cells(&t);
         let mut tallies = vec![Tally::default(); plan.len()];
         let mut seen = Vec::new();
@@ -622,7 +630,15 @@ mod tests {
 
     #[test]
     fn the_first_fault_scenario_meets_every_kind() {
-        let t = target(&[FaultKind::ClientPause, FaultKind::Kill, FaultKind::Pause, FaultKind::Clock], 1);
+        let t = target(
+            &[
+                FaultKind::ClientPause,
+                FaultKind::Kill,
+                FaultKind::Pause,
+                FaultKind::Clock,
+            ],
+            1,
+        );
         let plan = cells(&t);
         let mut tallies = vec![Tally::default(); plan.len()];
         tallies[0].exercised = 1;
@@ -635,7 +651,11 @@ mod tests {
         tallies[s.aims[0]].exercised = 1;
         let s = next(&t, &plan, &tallies, 1, None).unwrap();
         let kinds: Vec<&str> = s.aims.iter().map(|&i| plan[i].cell.kind.as_str()).collect();
-        assert_eq!(&kinds[..4], ["client-pause", "pause", "clock", "kill"], "{kinds:?}");
+        assert_eq!(
+            &kinds[..4],
+            ["client-pause", "pause", "clock", "kill"],
+            "{kinds:?}"
+        );
     }
 
     #[test]
@@ -678,7 +698,10 @@ mod tests {
             assert!(s.duration_ms >= f.at_ms + f.length_ms + 2 * 1000, "{s:?}");
             tallies[kill].tries += 1;
         }
-        assert!(next(&t, &plan, &tallies, 1, None).is_none(), "given up after {TRIES_MAX}");
+        assert!(
+            next(&t, &plan, &tallies, 1, None).is_none(),
+            "given up after {TRIES_MAX}"
+        );
     }
 
     #[test]
@@ -703,7 +726,10 @@ mod tests {
 
     #[test]
     fn scenarios_pack_faults_up_to_their_length_and_aim_each_at_its_state() {
-        let t = target(&[FaultKind::ClientPause, FaultKind::Pause, FaultKind::Clock], 2);
+        let t = target(
+            &[FaultKind::ClientPause, FaultKind::Pause, FaultKind::Clock],
+            2,
+        );
         let plan = cells(&t);
         let mut tallies = vec![Tally::default(); plan.len()];
         tallies[0].exercised = 1;
@@ -715,7 +741,10 @@ mod tests {
         assert!(sch.faults.len() > 1);
         let start_of_last = sch.faults.last().unwrap().at_ms;
         assert!(start_of_last < SCENARIO_FAULTS_MS_MAX, "{start_of_last}");
-        assert!(s.flags.is_empty(), "boundary and next-grant stalls keep the target's waits");
+        assert!(
+            s.flags.is_empty(),
+            "boundary and next-grant stalls keep the target's waits"
+        );
         for f in &sch.faults {
             match f.kind {
                 FaultKind::ClientPause => assert!(f.length_ms > 1000 && f.client.is_some()),

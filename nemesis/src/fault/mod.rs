@@ -103,7 +103,13 @@ impl<W: Write + Send> Ctx<W> {
     pub fn roles(&self, picked: &[usize]) -> Vec<&'static str> {
         picked
             .iter()
-            .map(|&i| if i == self.primary { "primary" } else { "other" })
+            .map(|&i| {
+                if i == self.primary {
+                    "primary"
+                } else {
+                    "other"
+                }
+            })
             .collect()
     }
 
