@@ -95,8 +95,10 @@ pub struct RunArgs {
     /// and write value+1 with it; checks fencing and lost updates) or `mutex` (acquire, hold
     /// while renewing a third of the way into each lease, release; checks mutual exclusion
     /// only).
-    #[arg(long, default_value = "counter", value_name = "mutex|counter")]
-    pub workload: String,
+    /// Default: counter, or mutex for a service whose grants carry no fencing token (a Redis
+    /// lock value fences nothing).
+    #[arg(long, value_name = "mutex|counter")]
+    pub workload: Option<String>,
     /// Concurrent client workers.
     #[arg(long, default_value_t = 5, value_name = "N")]
     pub clients: usize,
@@ -195,6 +197,11 @@ pub struct RunArgs {
     /// etcd's JSON gateway prefix: /v3 (etcd 3.4 and later) or /v3beta (etcd 3.3).
     #[arg(long, default_value = "/v3", value_name = "PREFIX")]
     pub etcd_api: String,
+    /// A setting of the --adapter's own, NAME=VALUE (repeat the flag, or join with commas):
+    /// each service names its options and their values, and an unknown one is refused with
+    /// the list (`--adapter redis --adapter-opt persistence=aof-always`).
+    #[arg(long, value_name = "NAME=VALUE", value_delimiter = ',')]
+    pub adapter_opt: Vec<String>,
     /// The file whose [template] section describes the API (set by --config).
     #[arg(long, value_name = "FILE", hide = true)]
     pub template_file: Option<PathBuf>,

@@ -87,6 +87,9 @@ pub struct RunConfig {
     pub acquire_wait_ms: u64,
     pub adapter: String,
     pub etcd_api: String,
+    /// The adapter's own settings (`--adapter-opt`), defaults filled in.
+    #[serde(skip)]
+    pub adapter_own: workloads::ServiceOptions,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub template_file: Option<PathBuf>,
     /// The file holding the hosts of --runtime ssh, and those hosts.
@@ -168,10 +171,30 @@ const ACQUIRE_WAIT_MS_MAX: u64 = 600_000;
 
 impl RunConfig {
     pub fn from_args(a: &RunArgs) -> Result<RunConfig> {
-        let kind: WorkloadKind = a
-            .workload
-            .parse()
-            .map_err(|e: String| anyhow::anyhow!("--workload: {e}"))?;
+        let service = workloads::service(&a.adapter).with_context(|| {
+            format!(
+                "--adapter {:?}: expected {}",
+                a.adapter,
+                workloads::service_names()
+            )
+        })?;
+        let own = workloads::ServiceOptions::parse(service, &a.adapter_opt)
+            .map_err(|e| anyhow::anyhow!("--adapter-opt {e}"))?;
+        let fencing = service.tokens(&own) == workloads::Tokens::Fencing;
+        let kind: WorkloadKind = match &a.workload {
+            Some(w) => w
+                .parse()
+                .map_err(|e: String| anyhow::anyhow!("--workload: {e}"))?,
+            None if fencing => WorkloadKind::Counter,
+            None => WorkloadKind::Mutex,
+        };
+        if kind == WorkloadKind::Counter && !fencing {
+            bail!(
+                "--workload counter: the counter's register is fenced by the lock's tokens, and                  the grants of --adapter {} carry none as configured; use --workload mutex{}",
+                service.name(),
+                service.fencing_hint().map(|h| format!(" or {h}")).unwrap_or_default()
+            );
+        }
         if a.clients == 0 || a.clients > CLIENTS_MAX {
             bail!("--clients {}: expected 1..={CLIENTS_MAX}", a.clients);
         }
@@ -268,13 +291,6 @@ impl RunConfig {
             (None, Some(u)) => Target::Url { url: u.clone() },
             (None, None) => Target::Embedded,
         };
-        let service = workloads::service(&a.adapter).with_context(|| {
-            format!(
-                "--adapter {:?}: expected {}",
-                a.adapter,
-                workloads::service_names()
-            )
-        })?;
         let template = match (service.config_section(), &a.template_file) {
             (Some(_), Some(file)) => Some(load_template(file)?),
             (Some(section), None) => bail!(
@@ -291,9 +307,10 @@ impl RunConfig {
                 unsafe_mode: a.unsafe_mode.as_deref(),
                 store_given: a.store_cmd.is_some() || a.store_url.is_some(),
                 launched: matches!(target, Target::Embedded),
+                nodes: a.nodes,
             })
             .map_err(|e| anyhow::anyhow!(e))?;
-        if matches!(target, Target::Embedded) && service.launch(&launch_probe()).is_none() {
+        if matches!(target, Target::Embedded) && service.launch(&launch_probe(&own)).is_none() {
             bail!(
                 "--adapter {}: lockpick cannot start this service itself; give --node-cmd or --url",
                 service.name()
@@ -405,6 +422,7 @@ impl RunConfig {
                 other => bail!("--etcd-api {other:?}: expected /v3 (etcd 3.4+) or /v3beta (3.3)"),
             },
             template_file: a.template_file.clone(),
+            adapter_own: own,
             // Recorded absolute, so the run's config.toml reruns it from anywhere.
             hosts_file: a
                 .hosts_file
@@ -483,6 +501,7 @@ impl RunConfig {
         workloads::AdapterOptions {
             etcd_api: self.etcd_api.clone(),
             template: self.template.clone(),
+            own: self.adapter_own.clone(),
         }
     }
 
@@ -563,12 +582,13 @@ pub(crate) fn load_hosts(file: &std::path::Path) -> Result<nemesis::ssh::Hosts> 
 }
 
 /// A launch with no particulars: whether a service has a command of its own at all.
-fn launch_probe() -> workloads::Launch<'static> {
+fn launch_probe(options: &workloads::ServiceOptions) -> workloads::Launch<'_> {
     workloads::Launch {
         exe: std::path::Path::new("lockpick"),
         nodes: 1,
         unsafe_mode: None,
         lock_order: None,
+        options,
     }
 }
 

@@ -31,6 +31,7 @@ enum Kind {
 const KEYS: &[(&str, &str, &str, Kind)] = &[
     ("target", "adapter", "--adapter", Kind::Text),
     ("target", "etcd_api", "--etcd-api", Kind::Text),
+    ("target", "adapter_opt", "--adapter-opt", Kind::List),
     ("target", "node_cmd", "--node-cmd", Kind::Text),
     ("target", "url", "--url", Kind::Text),
     ("target", "nodes", "--nodes", Kind::Count),

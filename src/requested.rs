@@ -342,7 +342,10 @@ fn set_apart_monotonic(history: &Path, lease_ms: u64, results: &mut Results) {
 mod tests {
     use super::*;
 
-    fn needs(toml: &str) -> Option<Vec<(String, Vec<String>, Vec<String>, String)>> {
+    /// A need as a row: its label, variants, wake-up ops and role.
+    type Row = (String, Vec<String>, Vec<String>, String);
+
+    fn needs(toml: &str) -> Option<Vec<Row>> {
         let view = reports::RunConfigView::parse(toml).unwrap();
         needs_of(&view).map(|ns| {
             ns.into_iter()

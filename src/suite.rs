@@ -129,6 +129,7 @@ pub fn test(a: TestArgs) -> Result<ExitCode> {
         kinds: cfg.faults.clone(),
         nodes: cfg.nodes,
         counter: cfg.kind() == workloads::WorkloadKind::Counter,
+        fencing: cfg.service().tokens(&cfg.adapter_own) == workloads::Tokens::Fencing,
         lease_ms: cfg.lease_max_ms(),
         clock_bump_ms: cfg.clock_bump_ms,
         clock_rate: cfg.clock_rate,

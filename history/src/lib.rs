@@ -43,7 +43,7 @@ pub use coverage::Coverage;
 pub use event::{parse_event, read_event, EventRef, ValueRef};
 pub use history::{History, Operation, Outcome, StructureError};
 pub use layout::ExitCode;
-pub use op::{Op, OpType, OpValue, Process, F};
+pub use op::{Op, OpType, OpValue, Process, F, GRANT};
 pub use pairing::{Paired, Pairing};
 pub use recorder::{CountsSnapshot, Recorder};
 pub use results::{

@@ -227,7 +227,19 @@ impl OpValue {
         self.extra.insert(key.to_string(), value);
         self
     }
+    /// The service's own identity of the grant this op names, when the grant carries no
+    /// order of its own (a Redis lock value): it identifies, it does not fence. Written on an
+    /// ok acquire and on the renews and releases of that grant.
+    pub fn grant(&self) -> Option<&str> {
+        self.extra.get(GRANT).and_then(Value::as_str)
+    }
+    pub fn with_grant(self, id: &str) -> Self {
+        self.with_extra(GRANT, Value::from(id))
+    }
 }
+
+/// The key of [`OpValue::grant`] in `value`.
+pub const GRANT: &str = "grant";
 
 impl Serialize for OpValue {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

@@ -1,6 +1,7 @@
 //! Nodes run as local child processes, and the process faults on them: [`LocalNode`] (node
 //! control) and [`Local`], the runtime that puts every node on loopback.
 
+use crate::ready::Readiness;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener};
@@ -151,8 +152,8 @@ pub struct LocalNode {
     env: Vec<(String, String)>,
     /// When the current process was spawned.
     spawned_at: Option<std::time::Instant>,
-    /// Where readiness is probed (a 200 there means up).
-    health_path: String,
+    /// How the node shows it serves.
+    readiness: Readiness,
     /// The clock control page every process of this node is patched to read (vDSO clocks).
     clock_page: Option<std::sync::Arc<vclock::ControlPage>>,
 }
@@ -177,7 +178,7 @@ impl LocalNode {
             starts: 0,
             env: Vec::new(),
             spawned_at: None,
-            health_path: HEALTH_PATH.to_string(),
+            readiness: Readiness::http(HEALTH_PATH),
             clock_page: None,
         }
     }
@@ -190,10 +191,10 @@ impl LocalNode {
         self
     }
 
-    /// Probes readiness at `path` instead of the reference protocol's `/v1/health` (etcd
-    /// answers on `/health`).
-    pub fn with_health_path(mut self, path: &str) -> LocalNode {
-        self.health_path = path.to_string();
+    /// Waits for `readiness` instead of the reference protocol's `GET /v1/health` (etcd
+    /// answers on `/health`, Redis to `PING`).
+    pub fn with_readiness(mut self, readiness: Readiness) -> LocalNode {
+        self.readiness = readiness;
         self
     }
 
@@ -229,8 +230,9 @@ impl LocalNode {
         format!("http://{}", SocketAddr::new(self.host, self.port))
     }
 
+    /// What readiness is checked on: `http://host:port/v1/health`, `PING on host:port`.
     pub fn health_url(&self) -> String {
-        format!("{}{}", self.base_url(), self.health_path)
+        self.readiness.target(&self.host.to_string(), self.port)
     }
 
     pub fn node_dir(&self) -> &Path {
@@ -375,16 +377,16 @@ impl LocalNode {
         self.start(startup_timeout).await
     }
 
-    /// One `GET /v1/health` bounded by `timeout`; Ok only on 200.
+    /// One readiness check bounded by `timeout` (`GET /v1/health` answering 200 by default).
     pub async fn check_health(&self, timeout: Duration) -> Result<(), NodeError> {
-        let url = self.health_url();
-        let unhealthy = |reason: String| NodeError::Unhealthy {
-            node: self.id.clone(),
-            url: url.clone(),
-            reason,
-        };
-        let client = http_client().map_err(unhealthy)?;
-        probe(&client, &url, timeout).await.map_err(unhealthy)
+        self.readiness
+            .check(&self.host.to_string(), self.port, timeout)
+            .await
+            .map_err(|reason| NodeError::Unhealthy {
+                node: self.id.clone(),
+                url: self.health_url(),
+                reason,
+            })
     }
 
     /// SIGSTOP to the node's process group.
@@ -477,17 +479,7 @@ impl LocalNode {
         stderr_offset: u64,
     ) -> Result<(), NodeError> {
         let url = self.health_url();
-        let client = match http_client() {
-            Ok(client) => client,
-            Err(reason) => {
-                self.kill_after_failed_start();
-                return Err(NodeError::Unhealthy {
-                    node: self.id.clone(),
-                    url,
-                    reason,
-                });
-            }
-        };
+        let host = self.host.to_string();
         let deadline = Instant::now() + startup_timeout;
         // Each attempt sleeps a poll interval, so the deadline ends the loop first; the
         // attempt limit is the backstop.
@@ -502,7 +494,7 @@ impl LocalNode {
                 break;
             }
             let probe_timeout = (deadline - now).min(HEALTH_PROBE_TIMEOUT_MAX);
-            match probe(&client, &url, probe_timeout).await {
+            match self.readiness.check(&host, self.port, probe_timeout).await {
                 Ok(()) => {
                     tracing::info!(node = %self.id, "node healthy");
                     return Ok(());
@@ -804,7 +796,7 @@ impl Runtime for LocalRuntime {
         let node = LocalNode::new(&s.id, s.command, LOOPBACK, s.port, s.node_dir)
             .with_env(s.env)
             .with_clock_page(s.clock_page)
-            .with_health_path(&s.health_path);
+            .with_readiness(s.readiness.clone());
         Box::pin(async move { Ok(Box::new(node) as Box<dyn NodeControl>) })
     }
     fn network(&self) -> Option<std::sync::Arc<dyn NetworkFaults>> {

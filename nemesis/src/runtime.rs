@@ -44,8 +44,8 @@ pub struct NodeSpec {
     pub env: Vec<(String, String)>,
     /// The clock control page the node's processes are patched to read (vDSO clock faults).
     pub clock_page: Option<Arc<vclock::ControlPage>>,
-    /// The path that answers 200 once the node serves.
-    pub health_path: String,
+    /// How the node shows it serves.
+    pub readiness: crate::Readiness,
 }
 
 /// A runtime set up for a run.

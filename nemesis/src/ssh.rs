@@ -1128,7 +1128,7 @@ impl Runtime for SshRuntime {
                 line,
                 env,
                 port: s.port,
-                health_path: s.health_path,
+                readiness: s.readiness,
                 state: self.state.clone(),
                 pgid: None,
                 paused: AtomicBool::new(false),
@@ -1300,7 +1300,7 @@ pub struct SshNode {
     /// `NAME='value'` words for `env`.
     env: Vec<String>,
     port: u16,
-    health_path: String,
+    readiness: crate::Readiness,
     state: Arc<StateFile>,
     pgid: Option<i32>,
     paused: AtomicBool,
@@ -1361,17 +1361,13 @@ impl SshNode {
     }
 
     fn health_url(&self) -> String {
-        format!("{}{}", self.base_url(), self.health_path)
+        self.readiness.target(&self.conn.host.address, self.port)
     }
 
-    /// Waits until the health path answers 200, or the service dies, or `startup` passes.
+    /// Waits until the node answers its readiness check, or the service dies, or `startup`
+    /// passes.
     async fn wait_healthy(&mut self, startup: Duration) -> Result<(), NodeError> {
         let url = self.health_url();
-        let client = crate::local::http_client().map_err(|reason| NodeError::Unhealthy {
-            node: self.id.clone(),
-            url: url.clone(),
-            reason,
-        })?;
         let deadline = Instant::now() + startup;
         let max_attempts = startup.as_millis() / HEALTH_POLL_INTERVAL.as_millis() + 2;
         let mut last_error = String::from("no attempt made");
@@ -1380,12 +1376,11 @@ impl SshNode {
             if now >= deadline {
                 break;
             }
-            match crate::local::probe(
-                &client,
-                &url,
-                (deadline - now).min(HEALTH_PROBE_TIMEOUT_MAX),
-            )
-            .await
+            let timeout = (deadline - now).min(HEALTH_PROBE_TIMEOUT_MAX);
+            match self
+                .readiness
+                .check(&self.conn.host.address, self.port, timeout)
+                .await
             {
                 Ok(()) => return Ok(()),
                 Err(e) => last_error = e,

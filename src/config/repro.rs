@@ -70,6 +70,9 @@ impl RunConfig {
             ("--adapter", Text(self.adapter.clone())),
             ("--etcd-api", Text(self.etcd_api.clone())),
         ]);
+        if !self.adapter_own.pairs().is_empty() {
+            s.push(("--adapter-opt", List(self.adapter_own.pairs())));
+        }
         if let Some(f) = &self.template_file {
             s.push(("--template-file", Text(f.display().to_string())));
         }

@@ -110,7 +110,13 @@ async fn start_store(
     let local = LocalRuntime;
     let (host, port) = nemesis::runtime::Runtime::addresses(&local, 1)?.remove(0);
     let ph = placeholders("store", run_dir, (host, port), String::new(), Vec::new());
-    let spec = node_spec(target, &argv, ph, run_dir, nemesis::HEALTH_PATH)?;
+    let spec = node_spec(
+        target,
+        &argv,
+        ph,
+        run_dir,
+        nemesis::Readiness::http(nemesis::HEALTH_PATH),
+    )?;
     let node = local.node(0, spec).await?;
     Ok(start_all(vec![node], startup).await?.remove(0))
 }
@@ -158,6 +164,7 @@ async fn start_lock_nodes(
             nodes: n,
             unsafe_mode: cfg.unsafe_mode.as_deref(),
             lock_order: cfg.lock_order.as_deref(),
+            options: &cfg.adapter_own,
         })
         .unwrap_or_default();
     let mut clocks = Vec::with_capacity(n);
@@ -187,7 +194,7 @@ async fn start_lock_nodes(
         };
         let address = (hosts[i].clone(), ports[i]);
         let ph = placeholders(&ids[i], run_dir, address, peers.join(","), extra);
-        let mut spec = node_spec(target, &argv, ph, run_dir, service.health_path())?;
+        let mut spec = node_spec(target, &argv, ph, run_dir, service.readiness())?;
         if let Some(h) = hookup {
             spec.env = h.env;
             spec.clock_page = h.page;
@@ -240,7 +247,7 @@ fn node_spec(
     argv: &[String],
     ph: Placeholders,
     run_dir: &Path,
-    health_path: &str,
+    readiness: nemesis::Readiness,
 ) -> Result<NodeSpec> {
     let node_dir = layout::node_dir(run_dir, &ph.id);
     fs::create_dir_all(node_dir.join("data"))
@@ -261,7 +268,7 @@ fn node_spec(
         node_dir,
         env: Vec::new(),
         clock_page: None,
-        health_path: health_path.to_string(),
+        readiness,
     })
 }
 

@@ -21,7 +21,8 @@ pub async fn conformance(
     let target = workloads::ProbeTarget {
         adapter: &adapters[0],
         url: &dep.urls[0],
-        health_path: cfg.service().health_path(),
+        readiness: &cfg.service().readiness(),
+        tokens: cfg.service().tokens(&cfg.adapter_own),
         ttl_ms: cfg.ttl_ms,
         op_timeout: Duration::from_millis(cfg.op_timeout_ms),
         store: cfg.kind() == workloads::WorkloadKind::Counter,

@@ -36,6 +36,8 @@ pub struct Target {
     /// The counter workload (reads and writes of the fenced register) is what the fault
     /// scenarios run; false for mutex.
     pub counter: bool,
+    /// Whether the service's grants carry fencing tokens: the counter workload needs them.
+    pub fencing: bool,
     /// The longest lease a client may hold.
     pub lease_ms: u64,
     pub clock_bump_ms: u64,
@@ -130,7 +132,9 @@ pub const CONTENTION: &str = "contention";
 /// Every cell the target allows, in the order the suite tries them.
 pub fn cells(t: &Target) -> Vec<PlanCell> {
     let mut out = vec![cell(CONTENTION, "mutex", "", "", 0)];
-    out.push(cell(CONTENTION, "counter", "", "", 0));
+    if t.fencing {
+        out.push(cell(CONTENTION, "counter", "", "", 0));
+    }
     let roles: &[&str] = if t.nodes > 1 {
         &["primary", "other"]
     } else {
@@ -548,6 +552,7 @@ mod tests {
             kinds: kinds.to_vec(),
             nodes,
             counter: true,
+            fencing: true,
             lease_ms: 1000,
             clock_bump_ms: 3000,
             clock_rate: 4.0,
@@ -586,6 +591,7 @@ mod tests {
         // A mutex holder has no read or write to wake into.
         let mutex = cells(&Target {
             counter: false,
+            fencing: true,
             ..target(&[FaultKind::ClientPause], 1)
         });
         assert_eq!(mutex.len(), 2 + 1 + 3 * 2 + 1, "{:?}", labels(&mutex));

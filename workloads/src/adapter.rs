@@ -1,6 +1,6 @@
 //! [`Adapter`]: what a worker calls, one node's [`LockClient`] and [`FencedResource`] together.
 
-use crate::api::{FencedResource, LockClient, Reply, Wire};
+use crate::api::{FencedResource, Grant, LockClient, Reply, Wire};
 use crate::pause::PauseBoard;
 use std::sync::Arc;
 
@@ -12,11 +12,31 @@ pub struct Adapter {
     lock: Arc<dyn LockClient>,
     /// `None` when the workload guards no register (mutex).
     resource: Option<Arc<dyn FencedResource>>,
+    /// The keys of an ok acquire's or renew's answer that are the service's evidence about
+    /// it, copied into the history beside the grant (the rest of an answer is not recorded:
+    /// a service speaking the reference protocol cannot write the checkers' fields).
+    evidence: &'static [&'static str],
 }
 
 impl Adapter {
     pub fn new(lock: Arc<dyn LockClient>, resource: Option<Arc<dyn FencedResource>>) -> Self {
-        Adapter { lock, resource }
+        Adapter {
+            lock,
+            resource,
+            evidence: &[],
+        }
+    }
+
+    /// Records `keys` of ok acquires and renews as the service's evidence (each service's
+    /// file names its own, documented in docs/history.md).
+    pub fn with_evidence(mut self, keys: &'static [&'static str]) -> Self {
+        self.evidence = keys;
+        self
+    }
+
+    /// The keys of an answer that are evidence ([`Adapter::with_evidence`]).
+    pub fn evidence(&self) -> &'static [&'static str] {
+        self.evidence
     }
 
     /// Asks for `lock` with a lease of `ttl_ms`, waiting up to `wait_ms` for it if it is held.
@@ -39,11 +59,11 @@ impl Adapter {
             None => self.lock.acquire(client, lock, ttl_ms, wait_ms).await,
         }
     }
-    pub async fn renew(&self, client: &str, lock: &str, token: u64, ttl_ms: u64) -> Reply {
-        self.lock.renew(client, lock, token, ttl_ms).await
+    pub async fn renew(&self, client: &str, lock: &str, grant: &Grant, ttl_ms: u64) -> Reply {
+        self.lock.renew(client, lock, grant, ttl_ms).await
     }
-    pub async fn release(&self, client: &str, lock: &str, token: u64) -> Reply {
-        self.lock.release(client, lock, token).await
+    pub async fn release(&self, client: &str, lock: &str, grant: &Grant) -> Reply {
+        self.lock.release(client, lock, grant).await
     }
     pub async fn read(&self, client: &str, key: &str, token: u64) -> Reply {
         match &self.resource {

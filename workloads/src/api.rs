@@ -24,6 +24,56 @@ pub enum Reply {
     Info(String),
 }
 
+/// What an ok acquire gave its holder: what it renews, releases and fences with. Services
+/// differ in what a grant carries, and the history says which (docs/history.md): a fencing
+/// token (a number the service guarantees to increase from grant to grant of a lock: lockd,
+/// etcd's create_revision, ZooKeeper's czxid), an identity with no order (a Redis lock value:
+/// it names the grant, it fences nothing), both, or neither (the session itself is the grant).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Grant {
+    /// The fencing token, if the service gives one.
+    pub token: Option<u64>,
+    /// The service's own name for the grant, when the token is not it.
+    pub id: Option<String>,
+}
+
+impl Grant {
+    /// A grant named by its fencing token alone.
+    pub fn token(token: u64) -> Grant {
+        Grant {
+            token: Some(token),
+            id: None,
+        }
+    }
+
+    /// What an ok acquire's answer names: `token` (a number) and `grant` (a string).
+    pub fn from_answer(body: &serde_json::Value) -> Grant {
+        Grant {
+            token: body.get("token").and_then(serde_json::Value::as_u64),
+            id: body
+                .get(history::GRANT)
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_string),
+        }
+    }
+
+    /// The token to send to a service whose every grant carries one (their grants without
+    /// one are never held: see [`UNREAD`]); 0 for a grant that has none.
+    pub fn fence(&self) -> u64 {
+        self.token.unwrap_or(0)
+    }
+}
+
+/// Which kind of grant a service gives ([`Grant`]), so the workloads know what they can do
+/// with it: only grants with a fencing token can guard the counter's fenced register.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tokens {
+    /// Every grant carries a fencing token.
+    Fencing,
+    /// Grants carry no fencing token (an identity at most).
+    None,
+}
+
 /// The key an adapter adds to an ok acquire whose token it could not read: the answer,
 /// abridged. The grant stays a grant; the probe and the run's watch of unexpected answers say
 /// what came instead of a token.
@@ -55,8 +105,9 @@ impl Wire {
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// The lock: `client` is the calling process's id (`p3`), `lock` the lock's name. An ok acquire
-/// or renew answers `{"token", "ttl_ms"}` (plus any lease evidence the adapter has, such as
-/// `lease_last_ok_ns`), an ok release `{}`.
+/// or renew answers `{"token", "ttl_ms"}` (or `"grant"` instead of or beside `"token"`: see
+/// [`Grant`]; plus the evidence its service declares, such as `lease_last_ok_ns`), an ok
+/// release `{}`.
 pub trait LockClient: Send + Sync {
     /// Asks for `lock` with a lease of `ttl_ms`, waiting up to `wait_ms` if it is held.
     fn acquire<'a>(
@@ -81,16 +132,21 @@ pub trait LockClient: Send + Sync {
         let _ = pauses;
         self.acquire(client, lock, ttl_ms, wait_ms)
     }
-    /// Extends the lease held with `token` to end `ttl_ms` from now.
+    /// Extends the lease of `grant` to end `ttl_ms` from now.
     fn renew<'a>(
         &'a self,
         client: &'a str,
         lock: &'a str,
-        token: u64,
+        grant: &'a Grant,
         ttl_ms: u64,
     ) -> BoxFuture<'a, Reply>;
-    /// Gives the lock held with `token` back.
-    fn release<'a>(&'a self, client: &'a str, lock: &'a str, token: u64) -> BoxFuture<'a, Reply>;
+    /// Gives the lock held by `grant` back.
+    fn release<'a>(
+        &'a self,
+        client: &'a str,
+        lock: &'a str,
+        grant: &'a Grant,
+    ) -> BoxFuture<'a, Reply>;
     /// How `op` (`acquire`, `renew`, `release`) on `lock` goes over the wire, as the probe
     /// names it.
     fn lock_wire(&self, op: &str, lock: &str) -> Wire {
@@ -112,22 +168,23 @@ macro_rules! boxed_lock_ops {
         ) -> $crate::api::BoxFuture<'a, $crate::api::Reply> {
             Box::pin(<$t>::acquire(self, client, lock, ttl_ms, wait_ms))
         }
+        // These services' grants all carry a token (one without is never held).
         fn renew<'a>(
             &'a self,
             client: &'a str,
             lock: &'a str,
-            token: u64,
+            grant: &'a $crate::api::Grant,
             ttl_ms: u64,
         ) -> $crate::api::BoxFuture<'a, $crate::api::Reply> {
-            Box::pin(<$t>::renew(self, client, lock, token, ttl_ms))
+            Box::pin(<$t>::renew(self, client, lock, grant.fence(), ttl_ms))
         }
         fn release<'a>(
             &'a self,
             client: &'a str,
             lock: &'a str,
-            token: u64,
+            grant: &'a $crate::api::Grant,
         ) -> $crate::api::BoxFuture<'a, $crate::api::Reply> {
-            Box::pin(<$t>::release(self, client, lock, token))
+            Box::pin(<$t>::release(self, client, lock, grant.fence()))
         }
     };
 }

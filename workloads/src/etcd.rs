@@ -22,6 +22,7 @@
 use crate::api::{BoxFuture, FencedResource, LockClient, Wire};
 use crate::client::{classify_error, snippet, Reply};
 use crate::pause::PauseBoard;
+use nemesis::Readiness;
 use crate::service::{on_path, Connect, ConnectError, Launch, Service, Settings};
 use crate::Adapter;
 use base64::engine::general_purpose::STANDARD as B64;
@@ -670,6 +671,20 @@ const ETCD_ARGV: [&str; 17] = [
     "new",
 ];
 
+/// What an ok acquire records beside the grant (docs/history.md): the lease evidence
+/// `grant-on-expired-lease` is judged on, the lease's own id and fate, and the lock key read
+/// back at the answer's revision (`grant-without-key`).
+const EVIDENCE: &[&str] = &[
+    "lease_last_ok_ns",
+    "lease_ttl_ms",
+    "lease_from_ns",
+    "lease_id",
+    "lease_gone_ns",
+    "lock_key",
+    "answer_revision",
+    "key_at_revision",
+];
+
 /// etcd v3 (`--adapter etcd`): Debian's `etcd` unless `--node-cmd` starts it, members talking
 /// on a peer port, health at `/health`. It is its own fenced resource.
 pub struct Etcd;
@@ -681,8 +696,8 @@ impl Service for Etcd {
     fn launch(&self, _launch: &Launch) -> Option<Vec<String>> {
         Some(ETCD_ARGV.iter().map(|a| a.to_string()).collect())
     }
-    fn health_path(&self) -> &'static str {
-        "/health"
+    fn readiness(&self) -> Readiness {
+        Readiness::http("/health")
     }
     fn peer_port(&self) -> bool {
         true
@@ -718,7 +733,7 @@ impl Service for Etcd {
             c.op_timeout,
             c.clock.clone(),
         )?);
-        Ok(Adapter::new(client.clone(), Some(client)))
+        Ok(Adapter::new(client.clone(), Some(client)).with_evidence(EVIDENCE))
     }
 }
 

@@ -50,17 +50,18 @@ services! {
     etcd::Etcd,
     template::Template,
     standin::StandIn,
+    redis::Redis,
 }
 
 pub use adapter::Adapter;
-pub use api::{BoxFuture, FencedResource, LockClient, Reply};
+pub use api::{BoxFuture, FencedResource, Grant, LockClient, Reply, Tokens};
 pub use client::{ClientError, RefClient};
 pub use etcd::EtcdClient;
 pub use pause::{PauseBoard, Stall, StallAim, Wake};
 pub use probe::{probe, ProbeError, ProbeTarget, PROBE_LOCK};
 pub use service::{
-    on_path, service, service_names, AdapterOptions, Clock, Connect, ConnectError, Launch, Service,
-    Settings,
+    host_port, on_path, service, service_names, AdapterOptions, Clock, Connect, ConnectError,
+    Launch, Service, ServiceOption, ServiceOptions, Settings,
 };
 pub use template::{CallSpec, TemplateClient, TemplateSpec};
 pub use watch::{AnswerWatch, UNEXPECTED_MIN, WINDOW};

@@ -17,8 +17,11 @@ pub struct PauseBoard {
     /// process does nothing, in the foreground or in the background: adapters that keep a
     /// lease alive while an acquire waits send no keepalive while it lasts.
     stalled: Mutex<HashMap<String, Instant>>,
-    /// The latest grant of each lock the workers saw: its token and when it was answered.
+    /// The latest grant of each lock the workers saw: its number and when it was answered.
     grants: Mutex<HashMap<String, (u64, Instant)>>,
+    /// Numbers grants in the order workers saw them: a grant is known by its number, not its
+    /// token, since not every service's grants carry one.
+    grants_seen: std::sync::atomic::AtomicU64,
     /// Wakes stalls waiting for the next grant.
     granted: Notify,
 }
@@ -122,29 +125,33 @@ impl PauseBoard {
         self.take_stall_if(|_| true)
     }
 
-    /// A worker was granted `lock` with `token` just now.
-    pub fn granted(&self, lock: &str, token: u64) {
+    /// A worker was granted `lock` just now; the grant's number (ascending from 1).
+    pub fn granted(&self, lock: &str) -> u64 {
+        let no = 1 + self
+            .grants_seen
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut g = self.grants.lock().unwrap_or_else(|p| p.into_inner());
         // One entry per lock of the workload: bounded by --locks.
-        g.insert(lock.to_string(), (token, Instant::now()));
+        g.insert(lock.to_string(), (no, Instant::now()));
         drop(g);
         self.granted.notify_waiters();
+        no
     }
 
-    /// Waits until `lock` is granted with a token other than `token`, or `deadline`; the
-    /// instant the grant was answered, if it came. A grant seen before the call counts only if
-    /// it was answered after `since`.
+    /// Waits until `lock` is granted again (a grant other than number `grant_no`), or
+    /// `deadline`; the instant the grant was answered, if it came. A grant seen before the call
+    /// counts only if it was answered after `since`.
     pub async fn next_grant(
         &self,
         lock: &str,
-        token: u64,
+        grant_no: u64,
         since: Instant,
         deadline: Instant,
     ) -> Option<Instant> {
         let seen = || {
             let g = self.grants.lock().unwrap_or_else(|p| p.into_inner());
             g.get(lock)
-                .filter(|(t, at)| *t != token && *at >= since)
+                .filter(|(n, at)| *n != grant_no && *at >= since)
                 .map(|(_, at)| *at)
         };
         // Bounded by the deadline: each pass waits for a grant or the deadline.
@@ -227,19 +234,19 @@ mod tests {
     async fn a_stall_learns_of_the_next_grant() {
         let b = std::sync::Arc::new(PauseBoard::new());
         let since = Instant::now();
-        b.granted("L0", 4);
+        let mine = b.granted("L0");
         let soon = Instant::now() + Duration::from_millis(30);
         // Its own grant, or one of another lock, is not the next grant.
-        b.granted("L1", 5);
-        assert_eq!(b.next_grant("L0", 4, since, soon).await, None);
+        assert!(b.granted("L1") > mine, "numbers ascend");
+        assert_eq!(b.next_grant("L0", mine, since, soon).await, None);
         let b2 = b.clone();
         let grant = tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(20)).await;
-            b2.granted("L0", 6);
+            b2.granted("L0");
         });
         let far = Instant::now() + Duration::from_secs(10);
         let at = b
-            .next_grant("L0", 4, since, far)
+            .next_grant("L0", mine, since, far)
             .await
             .expect("the grant came");
         assert!(
@@ -249,7 +256,7 @@ mod tests {
         grant.await.unwrap();
         // A grant before `since` does not count.
         let later = Instant::now() + Duration::from_millis(1);
-        assert_eq!(b.next_grant("L0", 4, later, later).await, None);
+        assert_eq!(b.next_grant("L0", mine, later, later).await, None);
     }
 
     #[test]

@@ -4,17 +4,19 @@
 //! `lockpick probe`, so a service the adapter does not understand is refused in one line
 //! instead of giving a verdict over answers nobody read.
 //!
-//! In order: the health path answers 200; client `probe-1` is granted the probe lock with a
-//! numeric token (and a numeric `ttl_ms`, if the answer has one); client `probe-2` is not
+//! In order: the node answers its readiness check (the health path answers 200); client
+//! `probe-1` is granted the probe lock with a numeric token where the service gives tokens
+//! (and a numeric `ttl_ms`, if the answer has one); client `probe-2` is not
 //! granted it meanwhile; `probe-1` renews; when the run uses a fenced resource, `probe-1`
 //! writes 1 with its token and reads 1 back; `probe-1` releases; `probe-2` is then granted
-//! and releases; `GET /v1/time` is noted, answered or not (only clock faults use it). None of
-//! it is recorded in the history.
+//! and releases; for an HTTP service, `GET /v1/time` is noted, answered or not (only clock
+//! faults use it). None of it is recorded in the history.
 
 use crate::adapter::Adapter;
-use crate::api::{Reply, Wire, UNREAD};
+use crate::api::{Grant, Reply, Tokens, Wire, UNREAD};
 use crate::client::{classify_error, snippet};
 use history::reason::{detail_of, kind_of, reason_of, status_of, ReasonKind};
+use nemesis::Readiness;
 use serde_json::Value;
 use std::time::Duration;
 
@@ -27,10 +29,12 @@ const SECOND: &str = "probe-2";
 pub struct ProbeTarget<'a> {
     /// One node's adapter, connected as the run's workers are.
     pub adapter: &'a Adapter,
-    /// That node's base URL (`http://host:port`), for the health and time requests.
+    /// That node's base URL (`http://host:port`), for the readiness and time requests.
     pub url: &'a str,
-    /// The service's health path (its descriptor's).
-    pub health_path: &'a str,
+    /// What answers once the node serves (its descriptor's).
+    pub readiness: &'a Readiness,
+    /// Whether the service's grants carry fencing tokens (its descriptor's).
+    pub tokens: Tokens,
     /// The lease the probe asks for.
     pub ttl_ms: u64,
     /// Bounds each request.
@@ -56,17 +60,19 @@ pub async fn probe(t: &ProbeTarget<'_>) -> Result<Vec<String>, ProbeError> {
         lines: Vec::new(),
     };
     p.health().await?;
-    let token = p.acquire(FIRST).await?;
+    let grant = p.acquire(FIRST).await?;
     // From here a failed check gives the lock back, so the next probe finds it free.
-    let checked = p.while_held(token).await;
+    let checked = p.while_held(&grant).await;
     if checked.is_err() {
-        let _ = t.adapter.release(FIRST, PROBE_LOCK, token).await;
+        let _ = t.adapter.release(FIRST, PROBE_LOCK, &grant).await;
         checked?;
     }
-    p.release(FIRST, token).await?;
+    p.release(FIRST, &grant).await?;
     let second = p.acquire(SECOND).await?;
-    p.release(SECOND, second).await?;
-    p.time().await;
+    p.release(SECOND, &second).await?;
+    if matches!(t.readiness, Readiness::Http { .. }) {
+        p.time().await;
+    }
     Ok(p.lines)
 }
 
@@ -119,7 +125,10 @@ impl Probe<'_, '_> {
     }
 
     async fn health(&mut self) -> Result<(), ProbeError> {
-        let path = self.t.health_path;
+        let path = match self.t.readiness {
+            Readiness::Http { path } => path,
+            r => return self.ready(r).await,
+        };
         let request = format!("GET {}{path}", self.t.url.trim_end_matches('/'));
         match self.get(path).await {
             Ok((200, body)) => {
@@ -133,8 +142,23 @@ impl Probe<'_, '_> {
         }
     }
 
-    /// An acquire that must be granted with a numeric token.
-    async fn acquire(&mut self, client: &str) -> Result<u64, ProbeError> {
+    /// A readiness check that is not HTTP: the service's own exchange.
+    async fn ready(&mut self, r: &Readiness) -> Result<(), ProbeError> {
+        let Some((host, port)) = crate::service::host_port(self.t.url) else {
+            return Err(self.failed(format!("{} names no host and port", self.t.url)));
+        };
+        let request = r.target(&host, port);
+        match r.check(&host, port, self.t.op_timeout).await {
+            Ok(()) => {
+                self.note(&request, "ready");
+                Ok(())
+            }
+            Err(why) => Err(self.unexpected(&request, &why, "the service's answer")),
+        }
+    }
+
+    /// An acquire that must be granted, with a numeric token where the service gives them.
+    async fn acquire(&mut self, client: &str) -> Result<Grant, ProbeError> {
         let wire = self.t.adapter.lock_wire("acquire", PROBE_LOCK);
         let request = format!("{} ({client})", wire.request);
         let reply = self
@@ -143,16 +167,21 @@ impl Probe<'_, '_> {
             .acquire(client, PROBE_LOCK, self.t.ttl_ms, 0, None)
             .await;
         let answer = answer_of(&reply, &wire);
-        let expected = format!("{} with a numeric \"token\"", wire.ok);
+        let fencing = self.t.tokens == Tokens::Fencing;
+        let expected = match fencing {
+            true => format!("{} with a numeric \"token\"", wire.ok),
+            false => wire.ok.clone(),
+        };
         let Reply::Ok(body) = &reply else {
             return Err(self.unexpected(&request, &answer, &expected));
         };
-        let Some(token) = body.get("token").and_then(Value::as_u64) else {
+        let grant = Grant::from_answer(body);
+        if body.get(UNREAD).is_some() || (fencing && grant.token.is_none()) {
             return Err(self.unexpected(&request, &answer, &expected));
-        };
+        }
         self.ttl_is_numeric(&request, &answer, body, &wire)?;
         self.note(&request, &answer);
-        Ok(token)
+        Ok(grant)
     }
 
     /// A `ttl_ms` the adapter read must be a number of ms.
@@ -175,7 +204,7 @@ impl Probe<'_, '_> {
 
     /// While `probe-1` holds the lock: `probe-2` is not granted it, `probe-1` renews, and the
     /// fenced resource takes a write with the token and reads it back.
-    async fn while_held(&mut self, token: u64) -> Result<(), ProbeError> {
+    async fn while_held(&mut self, grant: &Grant) -> Result<(), ProbeError> {
         let a = self.t.adapter;
         let wire = a.lock_wire("acquire", PROBE_LOCK);
         let request = format!("{} ({SECOND}, while {FIRST} holds it)", wire.request);
@@ -184,9 +213,9 @@ impl Probe<'_, '_> {
         let expected = format!("{} (the lock is held)", wire.refused);
         match &reply {
             Reply::Ok(body) => {
-                if let Some(t) = body.get("token").and_then(Value::as_u64) {
-                    let _ = a.release(SECOND, PROBE_LOCK, t).await;
-                }
+                let _ = a
+                    .release(SECOND, PROBE_LOCK, &Grant::from_answer(body))
+                    .await;
                 return Err(self.unexpected(&request, &answer, &expected));
             }
             // A refusal in the service's words, or (a service that waits for a held lock, as
@@ -201,8 +230,8 @@ impl Probe<'_, '_> {
         self.note(&request, &answer);
 
         let wire = a.lock_wire("renew", PROBE_LOCK);
-        let request = format!("{} ({FIRST}, token {token})", wire.request);
-        let reply = a.renew(FIRST, PROBE_LOCK, token, self.t.ttl_ms).await;
+        let request = format!("{} ({FIRST}, {})", wire.request, named(grant));
+        let reply = a.renew(FIRST, PROBE_LOCK, grant, self.t.ttl_ms).await;
         let answer = answer_of(&reply, &wire);
         let Reply::Ok(body) = &reply else {
             return Err(self.unexpected(&request, &answer, &wire.ok));
@@ -214,7 +243,7 @@ impl Probe<'_, '_> {
         self.ttl_is_numeric(&request, &answer, body, &wire)?;
         self.note(&request, &answer);
 
-        if self.t.store && a.has_resource() {
+        if let (true, true, Some(token)) = (self.t.store, a.has_resource(), grant.token) {
             self.store_round_trip(token).await?;
         }
         Ok(())
@@ -247,10 +276,10 @@ impl Probe<'_, '_> {
         }
     }
 
-    async fn release(&mut self, client: &str, token: u64) -> Result<(), ProbeError> {
+    async fn release(&mut self, client: &str, grant: &Grant) -> Result<(), ProbeError> {
         let wire = self.t.adapter.lock_wire("release", PROBE_LOCK);
-        let request = format!("{} ({client}, token {token})", wire.request);
-        let reply = self.t.adapter.release(client, PROBE_LOCK, token).await;
+        let request = format!("{} ({client}, {})", wire.request, named(grant));
+        let reply = self.t.adapter.release(client, PROBE_LOCK, grant).await;
         let answer = answer_of(&reply, &wire);
         if !matches!(reply, Reply::Ok(_)) {
             return Err(self.unexpected(&request, &answer, &wire.ok));
@@ -271,6 +300,15 @@ impl Probe<'_, '_> {
             Err(why) => format!("{why} (noted, not a failure)"),
         };
         self.note("GET /v1/time", &answer);
+    }
+}
+
+/// How the transcript names a grant: `token 7`, `grant 3f9a…`, `the session`.
+fn named(g: &Grant) -> String {
+    match (&g.token, &g.id) {
+        (Some(t), _) => format!("token {t}"),
+        (None, Some(id)) => format!("grant {id}"),
+        (None, None) => "its session".into(),
     }
 }
 

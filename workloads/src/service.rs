@@ -6,8 +6,10 @@
 //! NAME` looks the name up with [`service`].
 
 use crate::adapter::Adapter;
+use crate::api::Tokens;
 use crate::client::ClientError;
 use crate::template::TemplateSpec;
+use nemesis::Readiness;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,6 +28,8 @@ pub struct Launch<'a> {
     pub unsafe_mode: Option<&'a str>,
     /// `--lock-order ORDER`, for the embedded lockd.
     pub lock_order: Option<&'a str>,
+    /// The service's own settings (`--adapter-opt`).
+    pub options: &'a ServiceOptions,
 }
 
 /// The resolved settings a service may refuse.
@@ -37,6 +41,8 @@ pub struct Settings<'a> {
     pub store_given: bool,
     /// Whether lockpick starts the service with its own command (no `--node-cmd`, no `--url`).
     pub launched: bool,
+    /// `--nodes`.
+    pub nodes: usize,
 }
 
 /// Settings of one service only; a service ignores the others.
@@ -46,11 +52,102 @@ pub struct AdapterOptions {
     pub etcd_api: String,
     /// The API a config file's `[template]` section describes.
     pub template: Option<TemplateSpec>,
+    /// The service's own settings (`--adapter-opt`).
+    pub own: ServiceOptions,
+}
+
+/// One setting of a service's own: `--adapter-opt NAME=VALUE` (the config file's
+/// `adapter_opt`). The service's file lists its options; nothing else knows them.
+#[derive(Debug)]
+pub struct ServiceOption {
+    pub name: &'static str,
+    /// The values it takes; the first is the default.
+    pub values: &'static [&'static str],
+    /// One line for messages and `--help`.
+    pub help: &'static str,
+}
+
+/// A service's own settings, each checked against its [`ServiceOption`]s, defaults filled in.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServiceOptions {
+    /// In the service's order, every option present.
+    values: Vec<(&'static str, String)>,
+}
+
+impl ServiceOptions {
+    /// `given` (`NAME=VALUE` each) checked against `service`'s options; an error names the
+    /// pair and what was expected, in one line.
+    pub fn parse(service: &dyn Service, given: &[String]) -> Result<ServiceOptions, String> {
+        let options = service.options();
+        let mut values: Vec<(&'static str, String)> = options
+            .iter()
+            .map(|o| (o.name, o.values.first().copied().unwrap_or("").to_string()))
+            .collect();
+        let mut seen: Vec<&str> = Vec::new();
+        for pair in given {
+            let Some((name, value)) = pair.split_once('=') else {
+                return Err(format!("{pair:?}: expected NAME=VALUE"));
+            };
+            let (name, value) = (name.trim(), value.trim());
+            let Some(o) = options.iter().find(|o| o.name == name) else {
+                return Err(match options.is_empty() {
+                    true => format!(
+                        "{pair:?}: --adapter {} has no options of its own",
+                        service.name()
+                    ),
+                    false => format!(
+                        "{pair:?}: --adapter {} has no option {name:?}; its options: {}",
+                        service.name(),
+                        describe(options)
+                    ),
+                });
+            };
+            if seen.contains(&o.name) {
+                return Err(format!("{pair:?}: {name} is given twice"));
+            }
+            seen.push(o.name);
+            if !o.values.contains(&value) {
+                return Err(format!("{pair:?}: expected {name}={}", o.values.join("|")));
+            }
+            if let Some(v) = values.iter_mut().find(|(n, _)| *n == o.name) {
+                v.1 = value.to_string();
+            }
+        }
+        Ok(ServiceOptions { values })
+    }
+
+    /// The value of option `name` (its default if not given); empty for a name the service
+    /// does not have.
+    pub fn get(&self, name: &str) -> &str {
+        self.values
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+            .unwrap_or("")
+    }
+
+    /// Every option as `NAME=VALUE`, defaults included: what a run's config.toml records.
+    pub fn pairs(&self) -> Vec<String> {
+        self.values
+            .iter()
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect()
+    }
+}
+
+/// `persistence (none|rdb|...), fence (none|counter)`.
+fn describe(options: &[ServiceOption]) -> String {
+    let each: Vec<String> = options
+        .iter()
+        .map(|o| format!("{} ({})", o.name, o.values.join("|")))
+        .collect();
+    each.join(", ")
 }
 
 /// What one node's adapter is connected with.
 pub struct Connect<'a> {
-    /// The node's base URL, `http://host:port`.
+    /// The node's base URL, `http://host:port` (or what `--url` gave: a service that does
+    /// not speak HTTP reads its host and port with [`host_port`]).
     pub url: &'a str,
     /// The fenced store's base URL, when the workload has a store apart from the service.
     pub store_url: Option<&'a str>,
@@ -86,9 +183,26 @@ pub trait Service: Sync {
     /// `--node-cmd`'s); `None` when lockpick has none, so `--node-cmd` or `--url` is needed.
     fn launch(&self, launch: &Launch) -> Option<Vec<String>>;
 
-    /// The path that answers 200 once a node serves.
-    fn health_path(&self) -> &'static str {
-        "/v1/health"
+    /// What answers once a node serves: by default `GET /v1/health` answering 200.
+    fn readiness(&self) -> Readiness {
+        Readiness::http("/v1/health")
+    }
+
+    /// Which kind of grant the service gives (see [`Grant`](crate::Grant)) with these
+    /// settings: by default every grant carries a fencing token.
+    fn tokens(&self, _options: &ServiceOptions) -> Tokens {
+        Tokens::Fencing
+    }
+
+    /// The service's own settings (`--adapter-opt NAME=VALUE`); none by default.
+    fn options(&self) -> &'static [ServiceOption] {
+        &[]
+    }
+
+    /// For a service whose grants carry no token as configured, the setting that gives them
+    /// one (`--adapter-opt fence=counter`), if any: named when the counter workload is refused.
+    fn fencing_hint(&self) -> Option<&'static str> {
+        None
     }
 
     /// Whether each node also listens on a peer port (`{peer_port}`, `{initial_cluster}`).
@@ -140,6 +254,14 @@ pub fn service_names() -> String {
         Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
         _ => names.join(""),
     }
+}
+
+/// The host and port of `url` (`scheme://host:port/...`; an IPv6 host without its brackets),
+/// for services reached over plain TCP.
+pub fn host_port(url: &str) -> Option<(String, u16)> {
+    let u = reqwest::Url::parse(url).ok()?;
+    let host = u.host_str()?.trim_start_matches('[').trim_end_matches(']');
+    Some((host.to_string(), u.port_or_known_default()?))
 }
 
 /// Whether `program` is an executable file on `PATH`.

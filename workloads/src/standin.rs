@@ -5,8 +5,9 @@
 //! fenced resource is lockpick's store, spoken to through the reference protocol.
 
 use crate::api::UNREAD;
-use crate::api::{BoxFuture, FencedResource, LockClient, Reply, Wire};
+use crate::api::{BoxFuture, FencedResource, Grant, LockClient, Reply, Wire};
 use crate::client::{classify_error, snippet, ClientError, RefClient};
+use nemesis::Readiness;
 use crate::service::{Connect, ConnectError, Launch, Service};
 use crate::Adapter;
 use history::reason::with_detail;
@@ -102,16 +103,22 @@ impl LockClient for StandInClient {
         &'a self,
         client: &'a str,
         lock: &'a str,
-        token: u64,
+        grant: &'a Grant,
         ttl_ms: u64,
     ) -> BoxFuture<'a, Reply> {
         let url = format!("{}/keepalive", self.lease_url(lock));
-        let body = json!({"owner": client, "fence": token, "lease_ms": ttl_ms});
+        let body = json!({"owner": client, "fence": grant.fence(), "lease_ms": ttl_ms});
         Box::pin(self.send(self.http.post(url).json(&body), 200))
     }
-    fn release<'a>(&'a self, client: &'a str, lock: &'a str, token: u64) -> BoxFuture<'a, Reply> {
-        // Client ids are `p<N>`: nothing to escape.
-        let url = format!("{}?owner={client}&fence={token}", self.lease_url(lock));
+    fn release<'a>(
+        &'a self,
+        client: &'a str,
+        lock: &'a str,
+        grant: &'a Grant,
+    ) -> BoxFuture<'a, Reply> {
+        // Client ids are `p<N>`: nothing to escape. Its grants always carry the fence.
+        let fence = grant.fence();
+        let url = format!("{}?owner={client}&fence={fence}", self.lease_url(lock));
         Box::pin(self.send(self.http.delete(url), 204))
     }
     fn lock_wire(&self, op: &str, lock: &str) -> Wire {
@@ -139,8 +146,8 @@ impl Service for StandIn {
     fn launch(&self, _launch: &Launch) -> Option<Vec<String>> {
         None
     }
-    fn health_path(&self) -> &'static str {
-        "/healthz"
+    fn readiness(&self) -> Readiness {
+        Readiness::http("/healthz")
     }
     fn connect(&self, c: &Connect) -> Result<Adapter, ConnectError> {
         let lock = Arc::new(StandInClient::new(c.url, c.op_timeout)?);

@@ -138,7 +138,7 @@ fn is_unexpected(f: &F, reply: &Reply) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{BoxFuture, LockClient};
+    use crate::api::{BoxFuture, Grant, LockClient};
     use serde_json::json;
     use std::sync::Arc;
 
@@ -147,10 +147,16 @@ mod tests {
         fn acquire<'a>(&'a self, _: &'a str, _: &'a str, _: u64, _: u64) -> BoxFuture<'a, Reply> {
             Box::pin(async { Reply::Fail("held".into()) })
         }
-        fn renew<'a>(&'a self, _: &'a str, _: &'a str, _: u64, _: u64) -> BoxFuture<'a, Reply> {
+        fn renew<'a>(
+            &'a self,
+            _: &'a str,
+            _: &'a str,
+            _: &'a Grant,
+            _: u64,
+        ) -> BoxFuture<'a, Reply> {
             Box::pin(async { Reply::Fail("held".into()) })
         }
-        fn release<'a>(&'a self, _: &'a str, _: &'a str, _: u64) -> BoxFuture<'a, Reply> {
+        fn release<'a>(&'a self, _: &'a str, _: &'a str, _: &'a Grant) -> BoxFuture<'a, Reply> {
             Box::pin(async { Reply::Fail("held".into()) })
         }
     }

@@ -2,10 +2,11 @@
 //! op it performs.
 
 use crate::adapter::Adapter;
+use crate::api::{Grant, UNREAD};
 use crate::client::Reply;
 use crate::pause::{PauseBoard, Stall, StallAim, Wake};
 use crate::watch::{Answer, AnswerWatch, Recent};
-use history::{OpType, OpValue, Process, Recorder, F};
+use history::{OpType, OpValue, Process, Recorder, F, GRANT};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::Value;
@@ -307,7 +308,9 @@ enum HoldEnd {
 
 struct Held {
     lock: String,
-    token: u64,
+    grant: Grant,
+    /// The grant's number among all grants the workers saw ([`PauseBoard::granted`]).
+    grant_no: u64,
     /// The lease in force: the ttl of the last grant or renew (as the service answered it, else
     /// as asked for).
     ttl_ms: u64,
@@ -402,18 +405,11 @@ impl<W: Write + Send> Worker<W> {
                 waiter.wait(acquire).await?
             }
             (F::Renew, Some(l), _) => {
-                self.client
-                    .renew(
-                        &id,
-                        l,
-                        invoke.token.unwrap_or(0),
-                        invoke.ttl_ms.unwrap_or(self.cfg.renew_ttl_ms),
-                    )
-                    .await
+                let grant = grant_of(&invoke);
+                let ttl_ms = invoke.ttl_ms.unwrap_or(self.cfg.renew_ttl_ms);
+                self.client.renew(&id, l, &grant, ttl_ms).await
             }
-            (F::Release, Some(l), _) => {
-                self.client.release(&id, l, invoke.token.unwrap_or(0)).await
-            }
+            (F::Release, Some(l), _) => self.client.release(&id, l, &grant_of(&invoke)).await,
             (F::Read, _, Some(k)) => self.client.read(&id, k, invoke.token.unwrap_or(0)).await,
             (F::Write, _, Some(k)) => {
                 self.client
@@ -433,7 +429,7 @@ impl<W: Write + Send> Worker<W> {
         let (kind, value, done) = match reply {
             Reply::Ok(body) => {
                 let mut v = invoke;
-                absorb(&f, &body, &mut v);
+                absorb(&f, &body, self.client.evidence(), &mut v);
                 (OpType::Ok, v, Done::Ok(body))
             }
             Reply::Fail(e) => (OpType::Fail, invoke.with_error(e), Done::Fail),
@@ -499,15 +495,18 @@ impl<W: Write + Send> Worker<W> {
             }
             Done::Crashed => return Ok(()),
         };
-        let Some(token) = body.get("token").and_then(Value::as_u64) else {
-            // An ok without a token is recorded as ok; nothing can be fenced with it, so drop it
-            // and let the lease lapse.
+        if body.get(UNREAD).is_some() {
+            // The adapter could not read the token its service always gives: the grant is
+            // recorded as ok, but nothing could be renewed, released or fenced with it, so
+            // drop it and let the lease lapse.
             return Ok(());
-        };
-        self.pauses.granted(&lock, token);
+        }
+        let grant = Grant::from_answer(&body);
+        let grant_no = self.pauses.granted(&lock);
         let mut held = Held {
             lock,
-            token,
+            grant,
+            grant_no,
             ttl_ms: body.get("ttl_ms").and_then(Value::as_u64).unwrap_or(ttl_ms),
             lease_from: invoked_at,
             answered: Instant::now(),
@@ -521,7 +520,7 @@ impl<W: Write + Send> Worker<W> {
             WorkloadKind::Counter => self.counter_body(&mut held, hold).await?,
         };
         if matches!(end, HoldEnd::Held | HoldEnd::Stalled) {
-            let v = OpValue::default().with_token(held.token);
+            let v = held.names(OpValue::default());
             self.op(F::Release, Some(&held.lock), None, v).await?;
         }
         Ok(())
@@ -561,9 +560,7 @@ impl<W: Write + Send> Worker<W> {
             }
             let invoked = Instant::now();
             let renew_ttl_ms = self.cfg.renew_ttl_ms;
-            let v = OpValue::default()
-                .with_token(held.token)
-                .with_ttl_ms(renew_ttl_ms);
+            let v = held.names(OpValue::default().with_ttl_ms(renew_ttl_ms));
             let lock = held.lock.clone();
             match self.op(F::Renew, Some(&lock), None, v).await? {
                 Done::Ok(body) => {
@@ -597,7 +594,7 @@ impl<W: Write + Send> Worker<W> {
             }
             None => false,
         };
-        let v = OpValue::default().with_token(held.token);
+        let v = held.names(OpValue::default());
         let read = match self.op(F::Read, None, Some(&key), v).await? {
             Done::Ok(body) => body.get("value").and_then(Value::as_i64),
             Done::Fail => return Ok(HoldEnd::Held),
@@ -619,9 +616,7 @@ impl<W: Write + Send> Worker<W> {
             // The stalled client does not know it was stalled, so it writes.
             HoldEnd::Held | HoldEnd::Stalled => {}
         }
-        let v = OpValue::default()
-            .with_token(held.token)
-            .with_value(read + 1);
+        let v = held.names(OpValue::default().with_value(read + 1));
         if let Done::Crashed = self.op(F::Write, None, Some(&key), v).await? {
             return Ok(HoldEnd::Crashed);
         }
@@ -659,8 +654,14 @@ impl<W: Write + Send> Worker<W> {
                 .as_nanos() as u64
         };
         let lease_end = held.answered + Duration::from_millis(held.ttl_ms);
-        let mut detail = stall_detail(self.process, &held.lock, &stall)
-            .with_extra("token", Value::from(held.token))
+        let mut detail = stall_detail(self.process, &held.lock, &stall);
+        if let Some(t) = held.grant.token {
+            detail = detail.with_extra("token", Value::from(t));
+        }
+        if let Some(id) = &held.grant.id {
+            detail = detail.with_grant(id);
+        }
+        let mut detail = detail
             .with_extra("ttl_ms", Value::from(held.ttl_ms))
             .with_extra("lease_end_ns", Value::from(ns(lease_end)));
         self.recorder.nemesis(stall.ops[0], detail.clone())?;
@@ -676,7 +677,7 @@ impl<W: Write + Send> Worker<W> {
             StallAim::NextGrant { after } => {
                 match self
                     .pauses
-                    .next_grant(&held.lock, held.token, started, cap)
+                    .next_grant(&held.lock, held.grant_no, started, cap)
                     .await
                 {
                     Some(at) => {
@@ -777,7 +778,26 @@ impl<W: Write + Send> WaiterCtx<'_, W> {
 }
 
 /// Copies what the service answered into the completion's value.
-fn absorb(f: &F, body: &Value, v: &mut OpValue) {
+/// The grant an op's invoke names (its token, its grant id).
+fn grant_of(v: &OpValue) -> Grant {
+    Grant {
+        token: v.token,
+        id: v.grant().map(str::to_string),
+    }
+}
+
+impl Held {
+    /// `v` naming this grant, as every op made under it does in the history.
+    fn names(&self, mut v: OpValue) -> OpValue {
+        v.token = self.grant.token;
+        match &self.grant.id {
+            Some(id) => v.with_grant(id),
+            None => v,
+        }
+    }
+}
+
+fn absorb(f: &F, body: &Value, evidence: &[&str], v: &mut OpValue) {
     let u = |k: &str| body.get(k).and_then(Value::as_u64);
     match f {
         F::Acquire | F::Renew => {
@@ -787,22 +807,15 @@ fn absorb(f: &F, body: &Value, v: &mut OpValue) {
             if let Some(t) = u("ttl_ms") {
                 v.ttl_ms = Some(t);
             }
-            // Adapters that know when the lease underneath was last surely alive say so: the
-            // evidence `grant-on-expired-lease` is judged on. Adapters that read the grant back
-            // in the service's own store at the revision it answered at say what they found:
-            // the evidence of `grant-without-key`.
-            for k in [
-                "lease_last_ok_ns",
-                "lease_ttl_ms",
-                "lease_from_ns",
-                "lease_id",
-                "lease_gone_ns",
-                "lock_key",
-                "answer_revision",
-                "key_at_revision",
-            ] {
-                if let Some(e) = body.get(k) {
-                    v.extra.insert(k.into(), e.clone());
+            if let (F::Acquire, Some(id)) = (f, body.get(GRANT).and_then(Value::as_str)) {
+                v.extra.insert(GRANT.into(), Value::from(id));
+            }
+            // What the service's adapter knows about the grant beyond the answer (etcd: when
+            // the lease underneath was last surely alive, the key read back at the answer's
+            // revision), under the keys its service declares.
+            for k in evidence {
+                if let Some(e) = body.get(*k) {
+                    v.extra.insert((*k).into(), e.clone());
                 }
             }
         }

@@ -52,7 +52,7 @@ impl Runtime for NetnsRuntime {
             let node = LocalNode::new(&s.id, command, proxy.ip(), proxy.port(), s.node_dir)
                 .with_env(s.env)
                 .with_clock_page(s.clock_page)
-                .with_health_path(&s.health_path);
+                .with_readiness(s.readiness.clone());
             Ok(Box::new(node) as Box<dyn NodeControl>)
         })
     }

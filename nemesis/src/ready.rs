@@ -1,0 +1,155 @@
+//! [`Readiness`]: how lockpick knows a node serves, after a start or a restart. A service
+//! speaking HTTP is ready when a path answers 200; one that does not (Redis, ZooKeeper,
+//! PostgreSQL) is ready when a few bytes sent on a fresh TCP connection are answered with the
+//! bytes its protocol promises (`PING` → `+PONG`). Each service's descriptor says which; every
+//! runtime waits through [`Readiness::check`], so no runtime knows a protocol.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// What answers once a node serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Readiness {
+    /// `GET path` answers 200.
+    Http { path: String },
+    /// `send` on a new TCP connection is answered with bytes that start with `expect`.
+    Exchange {
+        /// How the exchange is named in messages (`PING`).
+        name: &'static str,
+        send: Vec<u8>,
+        expect: Vec<u8>,
+    },
+}
+
+/// The most an exchange's answer is read: enough for any greeting a readiness check compares.
+const ANSWER_MAX: usize = 256;
+
+impl Readiness {
+    /// `GET path` answering 200.
+    pub fn http(path: &str) -> Readiness {
+        Readiness::Http {
+            path: path.to_string(),
+        }
+    }
+
+    /// What is checked on `host:port`, as messages name it: `http://127.0.0.1:7000/v1/health`
+    /// or `PING on 127.0.0.1:6379`.
+    pub fn target(&self, host: &str, port: u16) -> String {
+        let addr = addr_text(host, port);
+        match self {
+            Readiness::Http { path } => format!("http://{addr}{path}"),
+            Readiness::Exchange { name, .. } => format!("{name} on {addr}"),
+        }
+    }
+
+    /// One check of `host:port` bounded by `timeout`: `Ok` once the node serves, else why not.
+    pub async fn check(&self, host: &str, port: u16, timeout: Duration) -> Result<(), String> {
+        match self {
+            Readiness::Http { .. } => {
+                // One client for every check: building one loads the TLS roots each time.
+                static CLIENT: std::sync::OnceLock<Result<reqwest::Client, String>> =
+                    std::sync::OnceLock::new();
+                let client = CLIENT.get_or_init(crate::local::http_client).clone()?;
+                crate::local::probe(&client, &self.target(host, port), timeout).await
+            }
+            Readiness::Exchange { send, expect, .. } => {
+                let addr = addr_text(host, port);
+                match tokio::time::timeout(timeout, exchange(&addr, send, expect.len())).await {
+                    Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Ok(Ok(answer)) if answer.starts_with(expect) => Ok(()),
+                    Ok(Ok(answer)) => Err(format!(
+                        "answered {:?}; expected {:?}",
+                        String::from_utf8_lossy(&answer),
+                        String::from_utf8_lossy(expect)
+                    )),
+                }
+            }
+        }
+    }
+}
+
+/// `host:port`, an IPv6 host in brackets.
+fn addr_text(host: &str, port: u16) -> String {
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => SocketAddr::new(ip, port).to_string(),
+        Err(_) => format!("{host}:{port}"),
+    }
+}
+
+/// Sends `send` and reads until `want` bytes came (or the peer closed, or [`ANSWER_MAX`]).
+async fn exchange(addr: &str, send: &[u8], want: usize) -> std::io::Result<Vec<u8>> {
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    stream.write_all(send).await?;
+    let mut answer = Vec::new();
+    let mut buf = [0u8; ANSWER_MAX];
+    // Bounded: each pass reads at least a byte or ends, and the answer is capped.
+    while answer.len() < want.clamp(1, ANSWER_MAX) {
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            break;
+        }
+        answer.extend_from_slice(&buf[..n]);
+    }
+    Ok(answer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::TcpListener;
+
+    fn ping() -> Readiness {
+        Readiness::Exchange {
+            name: "PING",
+            send: b"PING\r\n".to_vec(),
+            expect: b"+PONG".to_vec(),
+        }
+    }
+
+    /// A one-connection server answering `answer` to whatever comes.
+    async fn serve(answer: &'static [u8]) -> u16 {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            let mut buf = [0u8; 64];
+            let _ = s.read(&mut buf).await;
+            let _ = s.write_all(answer).await;
+        });
+        port
+    }
+
+    #[tokio::test]
+    async fn an_exchange_is_ready_on_the_promised_answer_only() {
+        let r = ping();
+        let port = serve(b"+PONG\r\n").await;
+        r.check("127.0.0.1", port, Duration::from_secs(2))
+            .await
+            .unwrap();
+        let port = serve(b"-LOADING Redis is loading\r\n").await;
+        let e = r
+            .check("127.0.0.1", port, Duration::from_secs(2))
+            .await
+            .unwrap_err();
+        assert!(e.contains("LOADING") && e.contains("+PONG"), "{e}");
+        assert_eq!(r.target("::1", 6379), "PING on [::1]:6379");
+        assert_eq!(
+            Readiness::http("/health").target("127.0.0.1", 1),
+            "http://127.0.0.1:1/health"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_closed_port_is_not_ready() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        drop(l);
+        let e = ping()
+            .check("127.0.0.1", port, Duration::from_secs(2))
+            .await
+            .unwrap_err();
+        assert!(e.to_lowercase().contains("refused"), "{e}");
+    }
+}

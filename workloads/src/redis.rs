@@ -1,0 +1,474 @@
+//! `--adapter redis`: a lock on one Redis server, taken the way the common clients take it
+//! (redis-py's `Lock`, Redisson, node-redlock on a single node):
+//!
+//! - acquire: `SET key value NX PX ttl` with a value drawn at random for each acquire; a
+//!   client that may wait polls every [`POLL_MS`] until its wait is over, as redis-py's
+//!   `Lock.acquire` does. The value names the grant (`grant` in the history); it is no order.
+//! - renew: a script that `PEXPIRE`s the key only while it still holds the value;
+//!   release: a script that `DEL`s it only while it still holds the value.
+//! - `--adapter-opt fence=counter`: the acquire is a script that also `INCR`s a counter beside
+//!   the key when the `SET` succeeds, and the counter is the grant's fencing token (the usual
+//!   bolted-on token: on the same server, as durable as the lock itself).
+//! - `--adapter-opt persistence=...`: how the server keeps its keys across a restart (none,
+//!   snapshots every second, an append-only file synced every second or on every write).
+//!
+//! Every answer is bounded by the op timeout; a client never retries on its own (a retry
+//! hides the fault it answers). Evidence on each grant: the server that answered and its
+//! replication role and offset right after the grant (`redis_node`, `redis_role`,
+//! `redis_offset`). Readiness is `PING` answered `+PONG`; no HTTP anywhere.
+
+use crate::api::{BoxFuture, FencedResource, Grant, LockClient, Reply, Tokens, Wire};
+use crate::client::RefClient;
+use crate::pause::PauseBoard;
+use crate::service::{
+    host_port, on_path, Connect, ConnectError, Launch, Service, ServiceOption, ServiceOptions,
+    Settings,
+};
+use crate::Adapter;
+use history::reason::with_detail;
+use nemesis::Readiness;
+use rand::Rng;
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How often a waiting acquire tries again (redis-py's `Lock` sleeps 0.1 s between tries).
+const POLL_MS: u64 = 100;
+/// Connections kept, one per client id; past this the oldest are dropped (clients come and go
+/// as crashed processes are renumbered).
+const CONNECTIONS_MAX: usize = 1024;
+
+/// `SET` the key if absent and, only then, count the grant: the fencing token.
+const ACQUIRE_FENCED: &str = "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then \
+     return redis.call('INCR', KEYS[2]) else return false end";
+/// Extend the lease only while the key still holds this grant's value.
+const RENEW: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
+     return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end";
+/// Delete the key only while it still holds this grant's value.
+const RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
+     return redis.call('DEL', KEYS[1]) else return 0 end";
+
+/// Errors Redis answers before it runs a command, while it cannot serve one (a replica, a
+/// server still loading its data, a master without its replicas): definite refusals.
+const UNAVAILABLE: &[&str] = &["READONLY", "LOADING", "MASTERDOWN", "BUSY", "TRYAGAIN", "NOREPLICAS"];
+
+/// One server's lock client: a connection per client id, made on first use and dropped when
+/// it fails, so a client's next op connects anew.
+pub struct RedisLock {
+    client: redis::Client,
+    /// `host:port`, as the evidence names the server.
+    node: String,
+    op_timeout: Duration,
+    fenced: bool,
+    connections: Mutex<HashMap<String, redis::aio::MultiplexedConnection>>,
+}
+
+/// Why an op did not take effect, or may have: the answer in history terms.
+enum Failure {
+    /// Surely not applied (refused connection, an error Redis answers before running).
+    Definite(String),
+    /// May have been applied.
+    Indefinite(String),
+}
+
+impl From<Failure> for Reply {
+    fn from(f: Failure) -> Reply {
+        match f {
+            Failure::Definite(e) => Reply::Fail(e),
+            Failure::Indefinite(e) => Reply::Info(e),
+        }
+    }
+}
+
+impl RedisLock {
+    pub fn new(addr: &str, op_timeout: Duration, fenced: bool) -> Result<RedisLock, String> {
+        let client =
+            redis::Client::open(format!("redis://{addr}/")).map_err(|e| format!("{addr}: {e}"))?;
+        Ok(RedisLock {
+            client,
+            node: addr.to_string(),
+            op_timeout,
+            fenced,
+            connections: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn key(lock: &str) -> String {
+        format!("lockpick:lock:{lock}")
+    }
+
+    fn fence_key(lock: &str) -> String {
+        format!("lockpick:fence:{lock}")
+    }
+
+    /// `client`'s connection, made now if it has none. A connection that cannot be made was
+    /// never used: nothing was sent.
+    async fn connection(
+        &self,
+        client: &str,
+    ) -> Result<redis::aio::MultiplexedConnection, Failure> {
+        if let Some(c) = self.lock_connections().get(client) {
+            return Ok(c.clone());
+        }
+        let config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.op_timeout))
+            .set_response_timeout(None);
+        let made = tokio::time::timeout(
+            self.op_timeout,
+            self.client.get_multiplexed_async_connection_with_config(&config),
+        )
+        .await;
+        let conn = match made {
+            Err(_) => return Err(Failure::Definite("connect: timeout".into())),
+            Ok(Err(e)) if e.is_connection_refusal() => {
+                return Err(Failure::Definite(with_detail("connect: refused", &e.to_string())))
+            }
+            Ok(Err(e)) => {
+                return Err(Failure::Definite(with_detail("connect", &e.to_string())));
+            }
+            Ok(Ok(c)) => c,
+        };
+        let mut all = self.lock_connections();
+        if all.len() >= CONNECTIONS_MAX {
+            all.clear();
+        }
+        all.insert(client.to_string(), conn.clone());
+        Ok(conn)
+    }
+
+    fn lock_connections(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, redis::aio::MultiplexedConnection>> {
+        self.connections.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Sends `pipe` on `client`'s connection within the op timeout. A transport failure drops
+    /// the connection: the answer is lost, so whether it took effect is unknown.
+    async fn send(&self, client: &str, pipe: &redis::Pipeline) -> Result<Vec<redis::Value>, Failure> {
+        let mut conn = self.connection(client).await?;
+        let sent = tokio::time::timeout(self.op_timeout, pipe.query_async(&mut conn)).await;
+        let failure = match sent {
+            Ok(Ok(values)) => return Ok(values),
+            Err(_) => Failure::Indefinite("timeout".into()),
+            Ok(Err(e)) => match e.code() {
+                Some(code) if UNAVAILABLE.contains(&code) => {
+                    return Err(Failure::Definite(with_detail(
+                        &format!("unavailable: {code}"),
+                        e.detail().unwrap_or(""),
+                    )))
+                }
+                // An error Redis answered that this adapter does not expect: counted as
+                // not understood (a script may have run in part).
+                Some(_) => Failure::Indefinite(with_detail("bad-body", &e.to_string())),
+                None => Failure::Indefinite(with_detail("transport", &e.to_string())),
+            },
+        };
+        self.lock_connections().remove(client);
+        Err(failure)
+    }
+
+    /// One try: the grant's answer, `None` if the lock is held.
+    async fn try_acquire(
+        &self,
+        client: &str,
+        lock: &str,
+        value: &str,
+        ttl_ms: u64,
+    ) -> Result<Option<Value>, Failure> {
+        let mut pipe = redis::pipe();
+        if self.fenced {
+            pipe.cmd("EVAL")
+                .arg(ACQUIRE_FENCED)
+                .arg(2)
+                .arg(Self::key(lock))
+                .arg(Self::fence_key(lock))
+                .arg(value)
+                .arg(ttl_ms);
+        } else {
+            pipe.cmd("SET")
+                .arg(Self::key(lock))
+                .arg(value)
+                .arg("NX")
+                .arg("PX")
+                .arg(ttl_ms);
+        }
+        // Right after the grant, on the same connection: the server's role and offset.
+        pipe.cmd("INFO").arg("replication");
+        let answers = self.send(client, &pipe).await?;
+        let (granted, info) = match answers.as_slice() {
+            [g, i] => (g, i),
+            _ => return Err(Failure::Indefinite("bad-body; a pipeline answer short".into())),
+        };
+        let token = match granted {
+            redis::Value::Nil => return Ok(None),
+            redis::Value::Okay => None,
+            redis::Value::Int(n) if self.fenced && *n > 0 => Some(*n as u64),
+            other => {
+                return Err(Failure::Indefinite(with_detail(
+                    "bad-body",
+                    &format!("{other:?}"),
+                )))
+            }
+        };
+        let mut body = Map::new();
+        if let Some(t) = token {
+            body.insert("token".into(), json!(t));
+        }
+        body.insert(history::GRANT.into(), json!(value));
+        body.insert("ttl_ms".into(), json!(ttl_ms));
+        body.insert("redis_node".into(), json!(self.node));
+        let info = match info {
+            redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+            redis::Value::VerbatimString { text, .. } => text.clone(),
+            _ => String::new(),
+        };
+        for line in info.lines() {
+            if let Some(role) = line.strip_prefix("role:") {
+                body.insert("redis_role".into(), json!(role.trim()));
+            }
+            if let Some(o) = line.strip_prefix("master_repl_offset:") {
+                if let Ok(o) = o.trim().parse::<u64>() {
+                    body.insert("redis_offset".into(), json!(o));
+                }
+            }
+        }
+        Ok(Some(Value::Object(body)))
+    }
+
+    /// Tries until granted or `wait_ms` is over; a stalled client does not try while its
+    /// stall lasts (the paused program polls nothing).
+    async fn acquire_waiting(
+        &self,
+        client: &str,
+        lock: &str,
+        ttl_ms: u64,
+        wait_ms: u64,
+        pauses: Option<&PauseBoard>,
+    ) -> Reply {
+        let value = format!("{:032x}", rand::rng().random::<u128>());
+        let deadline = Instant::now() + Duration::from_millis(wait_ms);
+        // Bounded: each pass tries once and sleeps a poll, until the deadline; a stall is
+        // bounded by the nemesis.
+        for _ in 0..wait_ms / POLL_MS + 2 {
+            if let Some(until) = pauses.and_then(|p| p.stalled_until(client)) {
+                tokio::time::sleep_until(until.into()).await;
+            }
+            match self.try_acquire(client, lock, &value, ttl_ms).await {
+                Ok(Some(body)) => return Reply::Ok(body),
+                Ok(None) => {}
+                Err(f) => return f.into(),
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(POLL_MS).min(deadline - now)).await;
+        }
+        Reply::Fail("held".into())
+    }
+
+    /// Runs `script` on the grant's key with its value and `extra`; 1 means it took effect.
+    async fn compare(
+        &self,
+        client: &str,
+        lock: &str,
+        grant: &Grant,
+        script: &str,
+        extra: Option<u64>,
+    ) -> Result<bool, Failure> {
+        let Some(value) = &grant.id else {
+            // Every grant of this adapter has its value: one without was never ours.
+            return Err(Failure::Definite("not-holder; no grant value".into()));
+        };
+        let mut pipe = redis::pipe();
+        let cmd = pipe.cmd("EVAL").arg(script).arg(1).arg(Self::key(lock)).arg(value);
+        if let Some(e) = extra {
+            cmd.arg(e);
+        }
+        match self.send(client, &pipe).await?.as_slice() {
+            [redis::Value::Int(1)] => Ok(true),
+            [redis::Value::Int(0)] => Ok(false),
+            other => Err(Failure::Indefinite(with_detail("bad-body", &format!("{other:?}")))),
+        }
+    }
+}
+
+impl LockClient for RedisLock {
+    fn acquire<'a>(
+        &'a self,
+        client: &'a str,
+        lock: &'a str,
+        ttl_ms: u64,
+        wait_ms: u64,
+    ) -> BoxFuture<'a, Reply> {
+        Box::pin(self.acquire_waiting(client, lock, ttl_ms, wait_ms, None))
+    }
+    fn acquire_stallable<'a>(
+        &'a self,
+        client: &'a str,
+        lock: &'a str,
+        ttl_ms: u64,
+        wait_ms: u64,
+        pauses: &'a PauseBoard,
+    ) -> BoxFuture<'a, Reply> {
+        Box::pin(self.acquire_waiting(client, lock, ttl_ms, wait_ms, Some(pauses)))
+    }
+    fn renew<'a>(
+        &'a self,
+        client: &'a str,
+        lock: &'a str,
+        grant: &'a Grant,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, Reply> {
+        Box::pin(async move {
+            match self.compare(client, lock, grant, RENEW, Some(ttl_ms)).await {
+                Ok(true) => Reply::Ok(json!({ "ttl_ms": ttl_ms })),
+                Ok(false) => Reply::Fail("not-holder".into()),
+                Err(f) => f.into(),
+            }
+        })
+    }
+    fn release<'a>(
+        &'a self,
+        client: &'a str,
+        lock: &'a str,
+        grant: &'a Grant,
+    ) -> BoxFuture<'a, Reply> {
+        Box::pin(async move {
+            match self.compare(client, lock, grant, RELEASE, None).await {
+                Ok(true) => Reply::Ok(json!({})),
+                Ok(false) => Reply::Fail("not-holder".into()),
+                Err(f) => f.into(),
+            }
+        })
+    }
+    fn lock_wire(&self, op: &str, lock: &str) -> Wire {
+        let key = Self::key(lock);
+        let (request, ok, refused) = match (op, self.fenced) {
+            ("acquire", false) => (format!("SET {key} <value> NX PX <ttl>"), "OK", "nil"),
+            ("acquire", true) => (format!("EVAL <set-nx-then-incr> {key}"), "a token", "nil"),
+            ("renew", _) => (format!("EVAL <compare-and-pexpire> {key}"), "1", "0"),
+            _ => (format!("EVAL <compare-and-del> {key}"), "1", "0"),
+        };
+        Wire {
+            request,
+            ok: ok.into(),
+            refused: refused.into(),
+        }
+    }
+}
+
+/// The evidence each grant carries (docs/history.md).
+const EVIDENCE: &[&str] = &["redis_node", "redis_role", "redis_offset"];
+
+const OPTIONS: &[ServiceOption] = &[
+    ServiceOption {
+        name: "persistence",
+        values: &["none", "rdb", "aof-everysec", "aof-always"],
+        help: "how the server keeps keys across a restart: not at all, a snapshot every \
+               second, an append-only file synced every second, or on every write",
+    },
+    ServiceOption {
+        name: "fence",
+        values: &["none", "counter"],
+        help: "none: the lock value alone (redis-py's Lock); counter: each grant also INCRs a \
+               counter on the same server, its fencing token",
+    },
+];
+
+/// A single Redis server (`redis-server` from Debian's redis-server package), started by
+/// lockpick with the persistence asked for, fresh data for each run.
+pub struct Redis;
+
+impl Service for Redis {
+    fn name(&self) -> &'static str {
+        "redis"
+    }
+    fn launch(&self, l: &Launch) -> Option<Vec<String>> {
+        let mut argv: Vec<String> = [
+            "redis-server",
+            "--port",
+            "{port}",
+            "--bind",
+            "{host}",
+            // Reached on a namespace's address without a password: a test server.
+            "--protected-mode",
+            "no",
+            "--dir",
+            "{data_dir}",
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+        let persistence: &[&str] = match l.options.get("persistence") {
+            "rdb" => &["--save", "1 1", "--appendonly", "no"],
+            "aof-everysec" => &["--save", "", "--appendonly", "yes", "--appendfsync", "everysec"],
+            "aof-always" => &["--save", "", "--appendonly", "yes", "--appendfsync", "always"],
+            _ => &["--save", "", "--appendonly", "no"],
+        };
+        argv.extend(persistence.iter().map(|a| a.to_string()));
+        Some(argv)
+    }
+    fn readiness(&self) -> Readiness {
+        Readiness::Exchange {
+            name: "PING",
+            send: b"PING\r\n".to_vec(),
+            expect: b"+PONG".to_vec(),
+        }
+    }
+    fn clock_faults(&self) -> Result<(), &'static str> {
+        Err("libfaketime hangs Debian's redis-server at start-up (its allocator reads the clock \
+             before libfaketime is ready)")
+    }
+    fn tokens(&self, options: &ServiceOptions) -> Tokens {
+        match options.get("fence") {
+            "counter" => Tokens::Fencing,
+            _ => Tokens::None,
+        }
+    }
+    fn options(&self) -> &'static [ServiceOption] {
+        OPTIONS
+    }
+    fn fencing_hint(&self) -> Option<&'static str> {
+        Some("--adapter-opt fence=counter")
+    }
+    fn check(&self, s: &Settings) -> Result<(), String> {
+        if s.unsafe_mode.is_some() {
+            return Err("--unsafe is a mode of the embedded lockd, not of redis".into());
+        }
+        if s.nodes > 1 {
+            return Err(format!(
+                "--nodes {}: --adapter redis is one server (its replicas and Redlock's \
+                 independent masters are not this adapter)",
+                s.nodes
+            ));
+        }
+        if s.launched && !on_path("redis-server") {
+            return Err("--adapter redis: `redis-server` is not installed here (apt-get install \
+                        redis-server), or give --node-cmd or --url"
+                .into());
+        }
+        Ok(())
+    }
+    fn connect(&self, c: &Connect) -> Result<Adapter, ConnectError> {
+        let refused = |reason: String| ConnectError::Refused {
+            adapter: "redis",
+            reason,
+        };
+        let (host, port) =
+            host_port(c.url).ok_or_else(|| refused(format!("{}: no host and port", c.url)))?;
+        let addr = match host.contains(':') {
+            true => format!("[{host}]:{port}"),
+            false => format!("{host}:{port}"),
+        };
+        let fenced = c.options.own.get("fence") == "counter";
+        let lock = Arc::new(RedisLock::new(&addr, c.op_timeout, fenced).map_err(refused)?);
+        let resource = match c.store_url {
+            Some(s) => Some(Arc::new(RefClient::store_only(s, c.op_timeout, c.clients)?)
+                as Arc<dyn FencedResource>),
+            None => None,
+        };
+        Ok(Adapter::new(lock, resource).with_evidence(EVIDENCE))
+    }
+}
