@@ -477,8 +477,13 @@ pub(crate) fn follow_lease(g: &mut Grant, ops: &[ClientOp], drift: f64) {
     for &pos in &g.epoch_ops {
         let op = &ops[pos as usize];
         if op.func == Func::Release {
-            // Any release the holder invoked ends its definite hold, whatever its outcome:
-            // the hold is what the history proves, and after a release it proves nothing more.
+            // A refused release surely did not take effect (the model): the lease goes on, and
+            // a grant to another inside it is a double grant (a restart that forgot the lock
+            // refuses the holder's release as not-holder). Any other release ends the definite
+            // hold: it may have freed the lock from its invoke on.
+            if op.outcome == Outcome::Fail {
+                continue;
+            }
             released = Some(pos);
             break;
         }

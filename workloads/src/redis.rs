@@ -30,6 +30,7 @@ use nemesis::Readiness;
 use rand::Rng;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -54,14 +55,23 @@ const RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
 const UNAVAILABLE: &[&str] = &["READONLY", "LOADING", "MASTERDOWN", "BUSY", "TRYAGAIN", "NOREPLICAS"];
 
 /// One server's lock client: a connection per client id, made on first use and dropped when
-/// it fails, so a client's next op connects anew.
+/// it fails or the server closes it, so a client's next op connects anew.
 pub struct RedisLock {
     client: redis::Client,
     /// `host:port`, as the evidence names the server.
     node: String,
     op_timeout: Duration,
     fenced: bool,
-    connections: Mutex<HashMap<String, redis::aio::MultiplexedConnection>>,
+    connections: Mutex<HashMap<String, Conn>>,
+}
+
+/// A client's connection, and whether the server has closed it: a request is never sent on a
+/// connection known closed (it would fail without leaving the client, yet read as a lost
+/// answer), so an op after a server's death is a refused connection, surely not applied.
+#[derive(Clone)]
+struct Conn {
+    conn: redis::aio::MultiplexedConnection,
+    closed: Arc<AtomicBool>,
 }
 
 /// Why an op did not take effect, or may have: the answer in history terms.
@@ -83,8 +93,9 @@ impl From<Failure> for Reply {
 
 impl RedisLock {
     pub fn new(addr: &str, op_timeout: Duration, fenced: bool) -> Result<RedisLock, String> {
-        let client =
-            redis::Client::open(format!("redis://{addr}/")).map_err(|e| format!("{addr}: {e}"))?;
+        // RESP3: the client library tells of a closed connection only on it.
+        let client = redis::Client::open(format!("redis://{addr}/?protocol=resp3"))
+            .map_err(|e| format!("{addr}: {e}"))?;
         Ok(RedisLock {
             client,
             node: addr.to_string(),
@@ -108,12 +119,27 @@ impl RedisLock {
         &self,
         client: &str,
     ) -> Result<redis::aio::MultiplexedConnection, Failure> {
-        if let Some(c) = self.lock_connections().get(client) {
-            return Ok(c.clone());
+        {
+            let mut all = self.lock_connections();
+            match all.get(client) {
+                Some(c) if !c.closed.load(Ordering::SeqCst) => return Ok(c.conn.clone()),
+                Some(_) => {
+                    all.remove(client);
+                }
+                None => {}
+            }
         }
+        let closed = Arc::new(AtomicBool::new(false));
+        let seen = closed.clone();
         let config = redis::AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.op_timeout))
-            .set_response_timeout(None);
+            .set_response_timeout(None)
+            .set_push_sender(move |info: redis::PushInfo| {
+                if info.kind == redis::PushKind::Disconnection {
+                    seen.store(true, Ordering::SeqCst);
+                }
+                Ok::<(), std::convert::Infallible>(())
+            });
         let made = tokio::time::timeout(
             self.op_timeout,
             self.client.get_multiplexed_async_connection_with_config(&config),
@@ -133,13 +159,19 @@ impl RedisLock {
         if all.len() >= CONNECTIONS_MAX {
             all.clear();
         }
-        all.insert(client.to_string(), conn.clone());
+        all.insert(
+            client.to_string(),
+            Conn {
+                conn: conn.clone(),
+                closed,
+            },
+        );
         Ok(conn)
     }
 
     fn lock_connections(
         &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<String, redis::aio::MultiplexedConnection>> {
+    ) -> std::sync::MutexGuard<'_, HashMap<String, Conn>> {
         self.connections.lock().unwrap_or_else(|p| p.into_inner())
     }
 
