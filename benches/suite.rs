@@ -116,6 +116,23 @@ fn bug_targets(python: bool) -> Vec<Target> {
             &["--store-fence", fence],
         ));
     }
+    if have("redis-server", "--version") {
+        // A real Redis is the bug: no persistence forgets the lock on a restart; the counter
+        // token restarts with it; expiry in unix time jumps with the wall clock, so even an
+        // fsync on every write is not safe under the defaults' clock faults.
+        for (label, opts) in [
+            ("redis (no options)", None),
+            ("redis fence=counter", Some("fence=counter")),
+            (
+                "redis persistence=aof-always",
+                Some("persistence=aof-always"),
+            ),
+        ] {
+            let mut args = vec!["--adapter", "redis"];
+            args.extend(opts.map(|o| ["--adapter-opt", o]).into_iter().flatten());
+            out.push(Target::new(label, &args));
+        }
+    }
     if python {
         for bug in FLAWED {
             let cmd = service_cmd("flawed_lockd.py", &format!(" --bug {bug}"));
@@ -138,6 +155,20 @@ fn correct_targets(python: bool, etcd: bool) -> Vec<Target> {
     }
     if etcd {
         out.push(Target::new(ETCD, &["--adapter", "etcd"]));
+    }
+    if have("redis-server", "--version") {
+        // Safe for what it promises: a lock that survives kills, judged without clock faults.
+        out.push(Target::new(
+            "redis persistence=aof-always, --nemesis pause,kill,client-pause",
+            &[
+                "--adapter",
+                "redis",
+                "--adapter-opt",
+                "persistence=aof-always",
+                "--nemesis",
+                "pause,kill,client-pause",
+            ],
+        ));
     }
     out
 }

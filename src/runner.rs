@@ -269,6 +269,7 @@ pub(crate) fn connect(
         .map(|url| {
             let c = workloads::Connect {
                 url,
+                peers: &dep.urls,
                 store_url: dep.store_url.as_deref(),
                 op_timeout: Duration::from_millis(cfg.op_timeout_ms),
                 clients: cfg.clients,

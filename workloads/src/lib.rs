@@ -51,6 +51,7 @@ services! {
     template::Template,
     standin::StandIn,
     redis::Redis,
+    redlock::RedlockService,
 }
 
 pub use adapter::Adapter;

@@ -44,10 +44,10 @@ const CONNECTIONS_MAX: usize = 1024;
 const ACQUIRE_FENCED: &str = "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then \
      return redis.call('INCR', KEYS[2]) else return false end";
 /// Extend the lease only while the key still holds this grant's value.
-const RENEW: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
+pub(crate) const RENEW: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
      return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end";
 /// Delete the key only while it still holds this grant's value.
-const RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
+pub(crate) const RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then \
      return redis.call('DEL', KEYS[1]) else return 0 end";
 
 /// Errors Redis answers before it runs a command, while it cannot serve one (a replica, a
@@ -75,7 +75,7 @@ struct Conn {
 }
 
 /// Why an op did not take effect, or may have: the answer in history terms.
-enum Failure {
+pub(crate) enum Failure {
     /// Surely not applied (refused connection, an error Redis answers before running).
     Definite(String),
     /// May have been applied.
@@ -105,7 +105,7 @@ impl RedisLock {
         })
     }
 
-    fn key(lock: &str) -> String {
+    pub(crate) fn key(lock: &str) -> String {
         format!("lockpick:lock:{lock}")
     }
 
@@ -201,7 +201,7 @@ impl RedisLock {
     }
 
     /// One try: the grant's answer, `None` if the lock is held.
-    async fn try_acquire(
+    pub(crate) async fn try_acquire(
         &self,
         client: &str,
         lock: &str,
@@ -301,7 +301,7 @@ impl RedisLock {
     }
 
     /// Runs `script` on the grant's key with its value and `extra`; 1 means it took effect.
-    async fn compare(
+    pub(crate) async fn compare(
         &self,
         client: &str,
         lock: &str,
@@ -389,6 +389,15 @@ impl LockClient for RedisLock {
             refused: refused.into(),
         }
     }
+}
+
+/// `host:port` of a node's URL, as the redis crate connects to it.
+pub(crate) fn addr_of(url: &str) -> Result<String, String> {
+    let (host, port) = host_port(url).ok_or_else(|| format!("{url}: no host and port"))?;
+    Ok(match host.contains(':') {
+        true => format!("[{host}]:{port}"),
+        false => format!("{host}:{port}"),
+    })
 }
 
 /// The evidence each grant carries (docs/history.md).
@@ -488,12 +497,7 @@ impl Service for Redis {
             adapter: "redis",
             reason,
         };
-        let (host, port) =
-            host_port(c.url).ok_or_else(|| refused(format!("{}: no host and port", c.url)))?;
-        let addr = match host.contains(':') {
-            true => format!("[{host}]:{port}"),
-            false => format!("{host}:{port}"),
-        };
+        let addr = addr_of(c.url).map_err(refused)?;
         let fenced = c.options.own.get("fence") == "counter";
         let lock = Arc::new(RedisLock::new(&addr, c.op_timeout, fenced).map_err(refused)?);
         let resource = match c.store_url {

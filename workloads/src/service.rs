@@ -149,6 +149,9 @@ pub struct Connect<'a> {
     /// The node's base URL, `http://host:port` (or what `--url` gave: a service that does
     /// not speak HTTP reads its host and port with [`host_port`]).
     pub url: &'a str,
+    /// Every node's URL, in node order (this node's included): for a client that talks to
+    /// all of them at once (Redlock's independent masters).
+    pub peers: &'a [String],
     /// The fenced store's base URL, when the workload has a store apart from the service.
     pub store_url: Option<&'a str>,
     /// Bounds every request end to end: past it the op is indeterminate.

@@ -1,0 +1,316 @@
+//! `--adapter redlock`: the Redlock algorithm as redis.io's "Distributed Locks with Redis" page
+//! publishes it, over `--nodes` independent Redis masters (each node a `redis-server` of its
+//! own, no replication between them):
+//!
+//! - acquire: the same `SET key value NX PX ttl` on every master at once, each bounded by a
+//!   small per-node timeout ([`NODE_TIMEOUT_MS_MAX`]); held when a majority said yes within
+//!   the validity `ttl - elapsed - (ttl * 0.01 + 2 ms)`, and then the grant's lease is that
+//!   validity; otherwise the value is deleted everywhere and, while the wait lasts, tried again
+//!   after a poll. No per-node retries: a retry spends validity on a dead member.
+//! - renew: the compare-and-`PEXPIRE` script on every master, held again on a majority (its
+//!   validity counted the same way); release: the compare-and-`DEL` script on every master.
+//!
+//! The grant is named by its value (no token: a Redlock grant fences nothing). Evidence on
+//! each grant: which masters said yes and the validity the client computed.
+
+use crate::api::{BoxFuture, Grant, LockClient, Reply, Tokens, Wire};
+use crate::pause::PauseBoard;
+use crate::redis::{addr_of, Failure, Redis, RedisLock, RELEASE, RENEW};
+use crate::service::{
+    Connect, ConnectError, Launch, Service, ServiceOption, ServiceOptions, Settings,
+};
+use crate::Adapter;
+use nemesis::Readiness;
+use rand::Rng;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The most one master may take to answer (the published algorithm: "small compared to the
+/// auto-release time"); less when `--op-timeout` is shorter.
+const NODE_TIMEOUT_MS_MAX: u64 = 50;
+/// Between tries of a waiting acquire.
+const POLL_MS: u64 = 100;
+
+/// One client's view of every master.
+pub struct Redlock {
+    /// In node order; `names[i]` is how the evidence names master `i` (`n1`...).
+    masters: Vec<Arc<RedisLock>>,
+    names: Vec<String>,
+}
+
+/// What one master answered to one step: yes, no, or nothing certain.
+type Answers = Vec<Result<bool, Failure>>;
+
+impl Redlock {
+    fn majority(&self) -> usize {
+        self.masters.len() / 2 + 1
+    }
+
+    /// The validity left of a `ttl_ms` lease taken at `started`: the published clock-drift
+    /// allowance (1% of the ttl plus 2 ms) taken off. Negative as zero.
+    fn validity_ms(ttl_ms: u64, started: Instant) -> u64 {
+        let elapsed = started.elapsed().as_millis() as u64;
+        ttl_ms.saturating_sub(elapsed + ttl_ms / 100 + 2)
+    }
+
+    /// `step` on every master at once, each answer in node order.
+    async fn on_all<F, Fut>(&self, step: F) -> Answers
+    where
+        F: Fn(Arc<RedisLock>) -> Fut,
+        Fut: std::future::Future<Output = Result<bool, Failure>> + Send + 'static,
+    {
+        let mut set = tokio::task::JoinSet::new();
+        for (i, m) in self.masters.iter().enumerate() {
+            let fut = step(m.clone());
+            set.spawn(async move { (i, fut.await) });
+        }
+        let mut out: Vec<Option<Result<bool, Failure>>> =
+            (0..self.masters.len()).map(|_| None).collect();
+        while let Some(joined) = set.join_next().await {
+            if let Ok((i, r)) = joined {
+                out[i] = Some(r);
+            }
+        }
+        out.into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(Failure::Indefinite("transport; a task ended".into()))))
+            .collect()
+    }
+
+    /// Deletes `value` everywhere, best effort: what a client that did not win does.
+    async fn unlock_all(&self, client: &str, lock: &str, value: &str) -> Answers {
+        let grant = Grant {
+            token: None,
+            id: Some(value.to_string()),
+        };
+        let (client, lock) = (client.to_string(), lock.to_string());
+        self.on_all(move |m| {
+            let (client, lock, grant) = (client.clone(), lock.clone(), grant.clone());
+            async move { m.compare(&client, &lock, &grant, RELEASE, None).await }
+        })
+        .await
+    }
+
+    fn yes(&self, answers: &Answers) -> Vec<String> {
+        answers
+            .iter()
+            .zip(&self.names)
+            .filter(|(a, _)| matches!(a, Ok(true)))
+            .map(|(_, n)| n.clone())
+            .collect()
+    }
+
+    async fn acquire_waiting(
+        &self,
+        client: &str,
+        lock: &str,
+        ttl_ms: u64,
+        wait_ms: u64,
+        pauses: Option<&PauseBoard>,
+    ) -> Reply {
+        let deadline = Instant::now() + Duration::from_millis(wait_ms);
+        let mut last_refusal = String::from("held");
+        // Bounded: each pass tries once and sleeps a poll, until the deadline; a stall is
+        // bounded by the nemesis.
+        for _ in 0..wait_ms / POLL_MS + 2 {
+            if let Some(until) = pauses.and_then(|p| p.stalled_until(client)) {
+                tokio::time::sleep_until(until.into()).await;
+            }
+            let value = format!("{:032x}", rand::rng().random::<u128>());
+            let started = Instant::now();
+            let (c, l, v) = (client.to_string(), lock.to_string(), value.clone());
+            let answers = self
+                .on_all(move |m| {
+                    let (c, l, v) = (c.clone(), l.clone(), v.clone());
+                    async move { Ok(m.try_acquire(&c, &l, &v, ttl_ms).await?.is_some()) }
+                })
+                .await;
+            let validity = Self::validity_ms(ttl_ms, started);
+            let yes = self.yes(&answers);
+            if yes.len() >= self.majority() && validity > 0 {
+                return Reply::Ok(json!({
+                    history::GRANT: value,
+                    "ttl_ms": validity,
+                    "redlock_nodes": yes,
+                    "redlock_validity_ms": validity,
+                }));
+            }
+            // Not held: give back what was taken, as the algorithm says.
+            self.unlock_all(client, lock, &value).await;
+            last_refusal = match yes.len() >= self.majority() {
+                true => "held; validity spent".into(),
+                false if answers.iter().any(|a| matches!(a, Ok(false))) => "held".into(),
+                false => "unavailable: no majority answered".into(),
+            };
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(POLL_MS).min(deadline - now)).await;
+        }
+        Reply::Fail(last_refusal)
+    }
+}
+
+impl LockClient for Redlock {
+    fn acquire<'a>(
+        &'a self,
+        client: &'a str,
+        lock: &'a str,
+        ttl_ms: u64,
+        wait_ms: u64,
+    ) -> BoxFuture<'a, Reply> {
+        Box::pin(self.acquire_waiting(client, lock, ttl_ms, wait_ms, None))
+    }
+    fn acquire_stallable<'a>(
+        &'a self,
+        client: &'a str,
+        lock: &'a str,
+        ttl_ms: u64,
+        wait_ms: u64,
+        pauses: &'a PauseBoard,
+    ) -> BoxFuture<'a, Reply> {
+        Box::pin(self.acquire_waiting(client, lock, ttl_ms, wait_ms, Some(pauses)))
+    }
+    fn renew<'a>(
+        &'a self,
+        client: &'a str,
+        lock: &'a str,
+        grant: &'a Grant,
+        ttl_ms: u64,
+    ) -> BoxFuture<'a, Reply> {
+        Box::pin(async move {
+            let started = Instant::now();
+            let (c, l, g) = (client.to_string(), lock.to_string(), grant.clone());
+            let answers = self
+                .on_all(move |m| {
+                    let (c, l, g) = (c.clone(), l.clone(), g.clone());
+                    async move { m.compare(&c, &l, &g, RENEW, Some(ttl_ms)).await }
+                })
+                .await;
+            let validity = Self::validity_ms(ttl_ms, started);
+            match self.yes(&answers).len() >= self.majority() && validity > 0 {
+                true => Reply::Ok(json!({ "ttl_ms": validity })),
+                // A minority extended holds nothing: the lease in force stays what it was.
+                false => Reply::Fail("not-holder".into()),
+            }
+        })
+    }
+    fn release<'a>(
+        &'a self,
+        client: &'a str,
+        lock: &'a str,
+        grant: &'a Grant,
+    ) -> BoxFuture<'a, Reply> {
+        Box::pin(async move {
+            let Some(value) = &grant.id else {
+                return Reply::Fail("not-holder; no grant value".into());
+            };
+            let answers = self.unlock_all(client, lock, value).await;
+            let answered = answers.iter().filter(|a| a.is_ok()).count();
+            match answered >= self.majority() {
+                // Gone from a majority: nobody holds it through this grant any more.
+                true => Reply::Ok(json!({})),
+                false => Reply::Info("timeout; no majority answered the release".into()),
+            }
+        })
+    }
+    fn lock_wire(&self, op: &str, lock: &str) -> Wire {
+        let key = RedisLock::key(lock);
+        let n = self.masters.len();
+        let (request, ok, refused) = match op {
+            "acquire" => (
+                format!("SET {key} <value> NX PX <ttl> on {n} masters"),
+                "OK from a majority",
+                "held",
+            ),
+            "renew" => (
+                format!("EVAL <compare-and-pexpire> {key} on {n} masters"),
+                "1 from a majority",
+                "not-holder",
+            ),
+            _ => (
+                format!("EVAL <compare-and-del> {key} on {n} masters"),
+                "answers from a majority",
+                "not-holder",
+            ),
+        };
+        Wire {
+            request,
+            ok: ok.into(),
+            refused: refused.into(),
+        }
+    }
+}
+
+const EVIDENCE: &[&str] = &["redlock_nodes", "redlock_validity_ms"];
+
+const OPTIONS: &[ServiceOption] = &[ServiceOption {
+    name: "persistence",
+    values: &["none", "rdb", "aof-everysec", "aof-always"],
+    help: "how each master keeps keys across a restart (as --adapter redis)",
+}];
+
+/// Redlock over `--nodes` independent `redis-server`s, each started as `--adapter redis`
+/// starts its one.
+pub struct RedlockService;
+
+impl Service for RedlockService {
+    fn name(&self) -> &'static str {
+        "redlock"
+    }
+    fn launch(&self, l: &Launch) -> Option<Vec<String>> {
+        Redis.launch(l)
+    }
+    fn readiness(&self) -> Readiness {
+        Redis.readiness()
+    }
+    fn clock_faults(&self) -> Result<(), &'static str> {
+        Redis.clock_faults()
+    }
+    fn tokens(&self, _options: &ServiceOptions) -> Tokens {
+        Tokens::None
+    }
+    fn options(&self) -> &'static [ServiceOption] {
+        OPTIONS
+    }
+    fn check(&self, s: &Settings) -> Result<(), String> {
+        if s.nodes < 3 {
+            return Err(format!(
+                "--nodes {}: --adapter redlock needs 3 or more independent masters (5 as \
+                 published: --nodes 5)",
+                s.nodes
+            ));
+        }
+        if s.unsafe_mode.is_some() {
+            return Err("--unsafe is a mode of the embedded lockd, not of redlock".into());
+        }
+        if s.launched && !crate::service::on_path("redis-server") {
+            return Err("--adapter redlock: `redis-server` is not installed here (apt-get \
+                        install redis-server), or give --node-cmd or --url"
+                .into());
+        }
+        Ok(())
+    }
+    fn connect(&self, c: &Connect) -> Result<Adapter, ConnectError> {
+        let refused = |reason: String| ConnectError::Refused {
+            adapter: "redlock",
+            reason,
+        };
+        let node_timeout = c
+            .op_timeout
+            .min(Duration::from_millis(NODE_TIMEOUT_MS_MAX));
+        let masters = c
+            .peers
+            .iter()
+            .map(|url| {
+                let addr = addr_of(url)?;
+                RedisLock::new(&addr, node_timeout, false).map(Arc::new)
+            })
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(refused)?;
+        let names = (1..=masters.len()).map(|i| format!("n{i}")).collect();
+        let lock = Arc::new(Redlock { masters, names });
+        Ok(Adapter::new(lock, None).with_evidence(EVIDENCE))
+    }
+}
