@@ -187,11 +187,13 @@ pub struct RunArgs {
     /// lock, the lock key's create_revision as the token; the counter's register lives in etcd,
     /// fenced by a txn). With `etcd` and no --node-cmd, lockpick starts Debian's `etcd`.
     /// `template`: any HTTP lock API described in the config file's [template] section (see
-    /// examples/lockd.toml).
+    /// examples/lockd.toml). `redis`: one Redis server, locked as redis-py's Lock does (SET NX PX,
+    /// compare scripts); `redlock`: Redlock over --nodes independent Redis masters; lockpick
+    /// starts Debian's `redis-server` for both. `standin`: tests/services/standin_lockd.py.
     #[arg(
         long,
         default_value = "reference",
-        value_name = "reference|etcd|template"
+        value_name = "reference|etcd|template|redis|redlock|standin"
     )]
     pub adapter: String,
     /// etcd's JSON gateway prefix: /v3 (etcd 3.4 and later) or /v3beta (etcd 3.3).
@@ -199,7 +201,9 @@ pub struct RunArgs {
     pub etcd_api: String,
     /// A setting of the --adapter's own, NAME=VALUE (repeat the flag, or join with commas):
     /// each service names its options and their values, and an unknown one is refused with
-    /// the list (`--adapter redis --adapter-opt persistence=aof-always`).
+    /// the list. redis: persistence=none|rdb|aof-everysec|aof-always (default none),
+    /// fence=none|counter (counter: an INCR per grant is its fencing token); redlock:
+    /// persistence.
     #[arg(long, value_name = "NAME=VALUE", value_delimiter = ',')]
     pub adapter_opt: Vec<String>,
     /// The file whose [template] section describes the API (set by --config).

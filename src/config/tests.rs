@@ -97,3 +97,47 @@ fn acquire_wait_defaults_to_five_leases_apart_from_the_op_timeout() {
         );
     }
 }
+
+/// `--help` names every registered service, and every option of each, so a new service's
+/// file cannot land without the help a user reads to find it.
+#[test]
+fn help_names_every_service_and_its_options() {
+    use clap::CommandFactory;
+    let mut cmd = crate::cli::Cli::command();
+    let run = cmd.find_subcommand_mut("run").expect("run");
+    let help = run.render_long_help().to_string();
+    for s in workloads::SERVICES {
+        assert!(help.contains(s.name()), "--help does not name {}", s.name());
+        for o in s.options() {
+            for v in o.values {
+                let pair = format!("{}={}", o.name, v);
+                assert!(
+                    help.contains(&pair)
+                        || help.contains(&format!("{}={}", o.name, o.values.join("|"))),
+                    "--help does not show {} for {}",
+                    pair,
+                    s.name()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_service_without_tokens_defaults_to_the_mutex_and_records_its_options() {
+    let c = resolve(&["--adapter", "redis", "--no-probe"]).unwrap();
+    assert_eq!(c.kind(), WorkloadKind::Mutex);
+    assert_eq!(
+        c.adapter_own.pairs(),
+        vec!["persistence=none".to_string(), "fence=none".to_string()]
+    );
+    let c = resolve(&["--adapter", "redis", "--adapter-opt", "fence=counter"]).unwrap();
+    assert_eq!(
+        c.kind(),
+        WorkloadKind::Counter,
+        "a token makes the counter the default"
+    );
+    assert!(c
+        .repro_command()
+        .contains("--adapter-opt persistence=none,fence=counter"));
+}
