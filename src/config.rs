@@ -478,6 +478,9 @@ impl RunConfig {
         checkers::CheckConfig {
             drift: self.drift,
             liveness_grace_ns: self.liveness_grace_ms * 1_000_000,
+            monotonic_clock_reach_ns: (self.faults.contains(&FaultKind::Clock)
+                && self.clock_scope() == ClockScope::All)
+                .then(|| self.lease_max_ms() * 1_000_000),
             ..Default::default()
         }
     }

@@ -187,16 +187,6 @@ pub fn gate_on_exercise(history: &Path, results: &mut Results) {
     let Ok(view) = reports::RunConfigView::read(&config) else {
         return;
     };
-    if view.setting("clock_scope").as_deref() == Some("all") {
-        let lease_ms = ["ttl", "renew_ttl"]
-            .iter()
-            .filter_map(|k| view.setting(k))
-            .filter_map(|v| crate::config::duration("ttl", &v).ok())
-            .map(|d| d.as_millis() as u64)
-            .max()
-            .unwrap_or(0);
-        set_apart_monotonic(history, lease_ms, results);
-    }
     let Some(needs) = needs_of(&view) else {
         return;
     };
@@ -222,119 +212,6 @@ pub fn gate_on_exercise(history: &Path, results: &mut Results) {
         .push(format!("requested, not exercised: {}", missing.join(", ")));
     if results.valid == history::Validity::Valid {
         results.valid = history::Validity::Unknown;
-    }
-}
-
-/// The violation kinds a lease-based service cannot avoid when its own monotonic clock is
-/// stepped or sped: its leases are timed on that clock, so it ends them early by construction.
-/// What a fenced resource decides (stale writes, lost updates) and tokens handed out twice
-/// stay judged: fencing is what can keep the resource safe then.
-const MONOTONIC_EXPECTED: [history::ViolationKind; 7] = {
-    use history::ViolationKind::*;
-    [
-        DoubleGrant,
-        GrantOnExpiredLease,
-        GrantWithoutKey,
-        StaleRenewAccepted,
-        StaleReleaseAccepted,
-        TokenRegressed,
-        LockStuck,
-    ]
-};
-
-/// The clock faults of `history` as `[start, stop + lease_ms]` in the history's clock: a
-/// lease timed on a moved clock may end wrongly up to a lease after the clock is set right.
-/// Only lines that name a clock fault are parsed; a fault never stopped lasts to the end.
-fn clock_windows(history: &Path, lease_ms: u64) -> Vec<(u64, u64)> {
-    use std::io::BufRead;
-    let Ok(file) = std::fs::File::open(history) else {
-        return Vec::new();
-    };
-    let mut out: Vec<(u64, u64)> = Vec::new();
-    let mut open: Vec<u64> = Vec::new();
-    let reach_ns = lease_ms.saturating_mul(1_000_000);
-    // Bounded by the file's lines; the scan is a substring test for all but clock faults.
-    for line in std::io::BufReader::new(file)
-        .split(b'\n')
-        .map_while(Result::ok)
-    {
-        let starts = memfind(&line, b"\"start-clock\"");
-        if !starts && !memfind(&line, b"\"stop-clock\"") {
-            continue;
-        }
-        let Ok(t) = history::read_event(&line, |e| e.time_ns) else {
-            continue;
-        };
-        if starts {
-            open.push(t);
-        } else if let Some(s) = open.pop() {
-            out.push((s, t.saturating_add(reach_ns)));
-        }
-    }
-    out.extend(open.into_iter().map(|s| (s, u64::MAX)));
-    out
-}
-
-fn memfind(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
-}
-
-/// Under `--clock-scope all`, moves the violations of [`MONOTONIC_EXPECTED`] kinds whose
-/// window meets a clock fault (or the lease after it) into `results.expected`, each
-/// explanation prefixed with why; the verdict and each checker's then rest on what is left.
-fn set_apart_monotonic(history: &Path, lease_ms: u64, results: &mut Results) {
-    if !results
-        .violations
-        .iter()
-        .any(|v| MONOTONIC_EXPECTED.contains(&v.kind))
-    {
-        return;
-    }
-    let windows = clock_windows(history, lease_ms);
-    let under_clock = |v: &history::Violation| {
-        MONOTONIC_EXPECTED.contains(&v.kind)
-            && (v.nemesis.iter().any(|f| f.f == "start-clock")
-                || windows
-                    .iter()
-                    .any(|&(a, b)| v.window_ns[0] <= b && a <= v.window_ns[1]))
-    };
-    if !results.violations.iter().any(under_clock) {
-        return;
-    }
-    let (apart, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut results.violations)
-        .into_iter()
-        .partition(under_clock);
-    results.violations = kept;
-    for mut v in apart {
-        v.explanation = format!(
-            "expected under this fault for any lease-based service (its monotonic clock was \
-             moved, --clock-scope all): only the fenced resource can stay safe. {}",
-            v.explanation
-        );
-        results.expected.push(v);
-    }
-    for c in &mut results.checkers {
-        let left = results
-            .violations
-            .iter()
-            .filter(|v| reports::checker_of(v.kind) == c.name)
-            .count() as u64;
-        if c.valid == history::Validity::Invalid && left == 0 {
-            c.valid = history::Validity::Valid;
-            c.notes.push(format!(
-                "{} violation(s) expected under monotonic clock faults, listed apart",
-                c.violations
-            ));
-        }
-        c.violations = left;
-    }
-    results.notes.push(format!(
-        "{} violation(s) expected under monotonic clock faults (--clock-scope all) are listed \
-         apart and do not count: no lease-based service survives its own clock jumping",
-        results.expected.len()
-    ));
-    if results.valid == history::Validity::Invalid && results.violations.is_empty() {
-        results.valid = history::Validity::Valid;
     }
 }
 

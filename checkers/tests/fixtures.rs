@@ -32,6 +32,9 @@ fn config(expected: &Value) -> CheckConfig {
         if let Some(m) = c.get("min_grants").and_then(Value::as_u64) {
             cfg.min_grants = m;
         }
+        if let Some(r) = c.get("monotonic_clock_reach_ns").and_then(Value::as_u64) {
+            cfg.monotonic_clock_reach_ns = Some(r);
+        }
     }
     cfg
 }
@@ -113,13 +116,20 @@ fn run_fixture(jsonl: &Path) -> Result<(), String> {
     if r.valid != want_valid {
         errors.push(format!("valid: expected {want_valid}, got {}", r.valid));
     }
-    for (field, actual) in [("violations", &r.violations), ("warnings", &r.warnings)] {
-        let want = expected_set(&expected[field]);
+    let fields = [
+        ("violations", &r.violations),
+        ("warnings", &r.warnings),
+        ("expected", &r.expected),
+    ];
+    for (field, actual) in fields {
+        // A fixture that lists nothing as expected expects nothing set apart.
+        let none = Value::Array(Vec::new());
+        let want = expected_set(expected.get(field).unwrap_or(&none));
         let got = actual_set(actual);
         if want != got {
             errors.push(format!("{field}: expected {want:?}, got {got:?}"));
         }
-        for e in expected[field].as_array().into_iter().flatten() {
+        for e in expected.get(field).unwrap_or(&none).as_array().into_iter().flatten() {
             let want_ops = expected_set(&Value::Array(vec![e.clone()])).remove(0);
             let found = actual
                 .iter()

@@ -184,18 +184,21 @@ impl RunConfigView {
             c.drift = d;
         }
         let grace_ms = match self.value("liveness_grace") {
-            Some(toml::Value::String(s)) => match s.trim().strip_suffix("ms") {
-                Some(ms) => ms.parse().ok(),
-                None => s
-                    .trim()
-                    .strip_suffix('s')
-                    .and_then(|n| n.parse::<f64>().ok())
-                    .map(|s| s * 1e3),
-            },
+            Some(toml::Value::String(s)) => duration_ms(s),
             _ => self.float("liveness_grace_ms"),
         };
         if let Some(g) = grace_ms {
             c.liveness_grace_ns = (g * 1e6) as u64;
+        }
+        // Clock faults that moved the monotonic clock: what they make unavoidable is set
+        // apart, reaching a lease past each fault.
+        if self.setting("clock_scope").as_deref() == Some("all") {
+            let lease_ms = ["ttl", "renew_ttl"]
+                .iter()
+                .filter_map(|k| self.setting(k))
+                .filter_map(|v| duration_ms(&v))
+                .fold(0.0, f64::max);
+            c.monotonic_clock_reach_ns = Some((lease_ms * 1e6) as u64);
         }
         c
     }
@@ -346,4 +349,16 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), ReportError>
         let _ = std::fs::remove_file(&tmp);
         io(e)
     })
+}
+
+/// A duration as config.toml writes it (`2000ms`, `2s`), in milliseconds.
+fn duration_ms(s: &str) -> Option<f64> {
+    match s.trim().strip_suffix("ms") {
+        Some(ms) => ms.parse().ok(),
+        None => s
+            .trim()
+            .strip_suffix('s')
+            .and_then(|n| n.parse::<f64>().ok())
+            .map(|s| s * 1e3),
+    }
 }
