@@ -614,6 +614,14 @@ impl Aim {
         self.push(f, ttl * 2 + ttl / 2)
     }
 
+    /// A kill of `node` down for `downtime_ms`, after which the run goes on `then_ms` before
+    /// the next fault: a service that grants at once after a restart needs a lease, not the
+    /// recovery wait of [`Aim::kill`].
+    pub fn kill_for(self, node: &str, downtime_ms: u64, then_ms: u64) -> Aim {
+        let f = serde_json::json!({"kind": "kill", "length_ms": downtime_ms, "nodes": [node]});
+        self.push(f, then_ms)
+    }
+
     /// A pause (SIGSTOP) of `node` for `length_ms`.
     pub fn pause_for(self, node: &str, length_ms: u64) -> Aim {
         let f = serde_json::json!({"kind": "pause", "length_ms": length_ms, "nodes": [node]});
