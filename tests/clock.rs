@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{require_clock_faults, require_libfaketime, run};
+use common::{require_clock_faults, require_libfaketime, run, Aim};
 use nemesis::clock::{faketime_env, find_libfaketime, Backend, ClockScope, NodeClock};
 use nemesis::{LocalNode, NodeCommand};
 use std::net::{IpAddr, Ipv4Addr};
@@ -153,17 +153,30 @@ fn with<'a>(extra: &[&'a str]) -> Vec<&'a str> {
     a
 }
 
+/// Forward steps of three leases on the node, each landing under a live lease: a wall-clock
+/// lease service sees the lease as over at once and grants the lock again.
+fn forward_steps() -> Aim {
+    Aim::new(1000, 1)
+        .clock_step("n1", 3000)
+        .clock_step("n1", 3000)
+}
+
 /// Forward bumps expire a wall-clock lease early: a second holder is granted while the first
-/// still surely holds the lock. Ten seeds run side by side; at least nine must catch it.
+/// still surely holds the lock. The bumps are aimed (two steps under live leases), so every
+/// seed must catch it; three seeds run side by side.
 #[test]
 fn wall_clock_leases_under_forward_bumps_give_double_grants() {
     if !require_clock_faults() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let handles: Vec<_> = (1..=10u64)
+    let aim = forward_steps();
+    let schedule = aim.write(tmp.path());
+    let duration = format!("{}ms", aim.duration_ms());
+    let handles: Vec<_> = (1..=3u64)
         .map(|seed| {
             let out = tmp.path().join(format!("s{seed}"));
+            let (schedule, duration) = (schedule.clone(), duration.clone());
             std::thread::spawn(move || {
                 let seed = seed.to_string();
                 let r = run(
@@ -172,7 +185,7 @@ fn wall_clock_leases_under_forward_bumps_give_double_grants() {
                         "--seed",
                         &seed,
                         "--duration",
-                        "8s",
+                        &duration,
                         "--workload",
                         "mutex",
                         "--unsafe",
@@ -181,39 +194,50 @@ fn wall_clock_leases_under_forward_bumps_give_double_grants() {
                         "clock",
                         "--clock-faults",
                         "bump-forward",
+                        "--schedule",
+                        schedule.to_str().unwrap(),
                     ]),
                     LIMIT,
                 );
-                let caught = r.code == 1 && r.kinds("violations").contains(&"double-grant".into());
-                (seed, caught, r.describe())
+                (seed, r)
             })
         })
         .collect();
-    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-    let caught = results.iter().filter(|r| r.1).count();
-    let missed: Vec<_> = results.iter().filter(|r| !r.1).collect();
-    assert!(
-        caught >= 9,
-        "caught in {caught}/10 seeds; missed: {missed:#?}"
-    );
+    for h in handles {
+        let (seed, r) = h.join().unwrap();
+        assert_eq!(r.code, 1, "seed {seed}: {}", r.describe());
+        let kinds = r.kinds("violations");
+        assert!(
+            kinds.contains(&"double-grant".to_string()),
+            "seed {seed}: {kinds:?}\n{}",
+            r.describe()
+        );
+        common::assert_aim_exercised(&aim, &r.results(), &r.describe());
+    }
 }
 
 /// A monotonic clock running fast expires correct leases early: `double-grant`, reported as
 /// such. The store in mode `all` still refuses every stale write: no `stale-write-accepted`, no
-/// `lost-update`. The reason fencing exists, in one run.
+/// `lost-update`. The reason fencing exists, in one run. The fast clock is aimed: two spells of
+/// three leases at 4x, while clients hold and ask for the lock.
 #[test]
 fn fast_monotonic_clock_breaks_mutual_exclusion_but_fencing_holds() {
     if !require_clock_faults() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
+    let aim = Aim::new(1000, 1)
+        .clock_rate("n1", 4.0)
+        .clock_rate("n1", 4.0);
+    let schedule = aim.write(tmp.path());
+    let duration = format!("{}ms", aim.duration_ms());
     let r = run(
-        tmp.path(),
+        &tmp.path().join("runs"),
         &with(&[
             "--seed",
             "1",
             "--duration",
-            "12s",
+            &duration,
             "--nemesis",
             "clock",
             "--clock-faults",
@@ -222,6 +246,8 @@ fn fast_monotonic_clock_breaks_mutual_exclusion_but_fencing_holds() {
             "all",
             "--store-fence",
             "all",
+            "--schedule",
+            schedule.to_str().unwrap(),
         ]),
         LIMIT,
     );

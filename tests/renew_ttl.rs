@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{run, Run};
+use common::{run, Aim, Run};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -179,9 +179,28 @@ fn shorter_renewals_under_client_pause_are_valid_seed_3() {
 }
 
 /// A stalled holder wakes and renews or releases with its old token; skip-token-check accepts it.
+/// The stalls are aimed: each holder wakes into its renew (then one into its release) 50 ms
+/// after the next holder's grant, so its token is older than a grant that returned, whichever
+/// lease (the acquire's 2 s or a renewal's 600 ms) was in force. Bounded by 3 s, past either.
 #[test]
 fn shorter_renewals_against_skip_token_check_are_caught() {
-    let (_tmp, r) = shorter_renewals("1", &["--unsafe", "skip-token-check"]);
+    let dir = tempfile::tempdir().unwrap();
+    let aim = Aim::new(TTL_MS, 1)
+        .stall_for("next-grant", Some("renew"), Some(50), 3000)
+        .stall_for("next-grant", Some("release"), Some(50), 3000);
+    let schedule = aim.write(dir.path());
+    let duration = format!("{}ms", aim.duration_ms());
+    let (_tmp, r) = shorter_renewals(
+        "1",
+        &[
+            "--unsafe",
+            "skip-token-check",
+            "--schedule",
+            schedule.to_str().unwrap(),
+            "--duration",
+            &duration,
+        ],
+    );
     println!("exit {}\n{}", r.code, r.stdout);
     assert_eq!(r.code, 1, "expected invalid; {}", r.describe());
     let kinds = r.kinds("violations");
@@ -192,6 +211,7 @@ fn shorter_renewals_against_skip_token_check_are_caught() {
         "expected stale-renew-accepted or stale-release-accepted, found {kinds:?}\n{}",
         violations(&r)
     );
+    common::assert_aim_exercised(&aim, &r.results(), &r.describe());
 }
 
 /// A bad renew ttl is refused before anything starts, on one line naming the flag.

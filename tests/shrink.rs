@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{require_clock_faults, run, run_with_limit, FAST};
+use common::{require_clock_faults, run, run_with_limit, Aim, FAST};
 use nemesis::schedule::Schedule;
 use serde_json::Value;
 use std::path::Path;
@@ -115,7 +115,14 @@ fn racy_shrinks(target: &[&str]) {
 
 /// A lockd that times leases by the wall clock, under pauses, kills, client pauses and clock
 /// faults: the violation needs a forward clock step, one fault.
-fn wall_clock_shrinks(extra: &[&str], min_faults: usize, shrink_args: &[&str], limit: Duration) {
+/// With `aim`, the run replays it (its length too) instead of drawing.
+fn wall_clock_shrinks(
+    extra: &[&str],
+    aim: Option<&Aim>,
+    min_faults: usize,
+    shrink_args: &[&str],
+    limit: Duration,
+) {
     if !require_clock_faults() {
         return;
     }
@@ -123,8 +130,16 @@ fn wall_clock_shrinks(extra: &[&str], min_faults: usize, shrink_args: &[&str], l
     let mut args = FAST.to_vec();
     args.extend(["--workload", "mutex", "--unsafe", "wall-clock"]);
     args.extend_from_slice(extra);
-    let r = run(tmp.path(), &args, Duration::from_secs(120));
+    let schedule = aim.map(|a| a.write(tmp.path()));
+    let duration = aim.map(|a| format!("{}ms", a.duration_ms()));
+    if let (Some(p), Some(d)) = (&schedule, &duration) {
+        args.extend(["--schedule", p.to_str().unwrap(), "--duration", d]);
+    }
+    let r = run(&tmp.path().join("runs"), &args, Duration::from_secs(120));
     assert_eq!(r.code, 1, "{}", r.describe());
+    if let Some(a) = aim {
+        common::assert_aim_exercised(a, &r.results(), &r.describe());
+    }
     // Mostly double-grant (a forward step expires a lease early); a backward step can also
     // keep a lock held past its lease (lock-stuck). Shrink keeps the first safety kind.
     println!("violations: {:?}", r.kinds("violations"));
@@ -155,20 +170,27 @@ fn wall_clock_shrinks(extra: &[&str], min_faults: usize, shrink_args: &[&str], l
     );
 }
 
-/// The suite's size: 12 s, every local fault, two runs per candidate.
+/// The suite's size: about 12 s, every local fault, two runs per candidate. The faults are
+/// aimed, so the run fails every time and every candidate that keeps the clock step fails
+/// again: a forward step of three leases under a live lease (what breaks a wall-clock lease),
+/// then a pause, a stall and a kill that do not.
 #[test]
 fn wall_clock_under_faults_shrinks_to_the_clock_fault() {
+    let aim = Aim::new(1000, 1)
+        .clock_step("n1", 3000)
+        .pause_for("n1", 1500)
+        .stall("boundary", Some("renew"), Some(50))
+        .kill("n1");
     wall_clock_shrinks(
         &[
             "--seed",
             "1",
-            "--duration",
-            "12s",
             "--nemesis",
             "pause,kill,client-pause,clock",
             "--clock-faults",
             "bump-forward,strobe",
         ],
+        Some(&aim),
         4,
         &["--runs-per-candidate", "2", "--budget", "150s"],
         Duration::from_secs(200),
@@ -189,7 +211,7 @@ fn bench_wall_clock_30s_every_fault_shrinks_to_at_most_two() {
     if netns {
         extra.extend(["--runtime", "netns"]);
     }
-    wall_clock_shrinks(&extra, 8, &[], Duration::from_secs(660));
+    wall_clock_shrinks(&extra, None, 8, &[], Duration::from_secs(660));
 }
 
 /// A run that found nothing, or one without a schedule, is refused in one line, exit 3.

@@ -256,6 +256,9 @@ pub fn require_vdso_clock() -> bool {
     }
 }
 
+/// FAST's lease, in ms: what aimed faults are sized from.
+pub const FAST_TTL_MS: u64 = 1000;
+
 /// Short leases and frequent faults so a 10 s run holds several of each.
 pub const FAST: &[&str] = &[
     "--ttl",
@@ -274,7 +277,13 @@ pub const FAST: &[&str] = &[
 /// table, run once per adapter (native in tests/runs.rs, template in tests/template.rs).
 pub struct Scenario {
     pub name: &'static str,
+    /// The mode's flags and the faults a drawn run asks for (`--seed`, `--nemesis`): what the
+    /// `classic` campaign of benches/shapes.rs draws from.
     pub args: &'static [&'static str],
+    /// The faults the test replays instead of the draw (`--schedule`), for a lease of the given
+    /// ttl: aimed at the state the bug needs, so it is caught every time. `None`: the bug
+    /// needs no fault.
+    pub aim: Option<fn(u64) -> Aim>,
     pub expect_any: &'static [&'static str],
     pub needs_libfaketime: bool,
 }
@@ -290,6 +299,9 @@ pub const SCENARIOS: &[Scenario] = &[
             "--nemesis",
             "kill",
         ],
+        // A kill once the first grants are made: the restarted node hands out tokens from 1
+        // again, and after its recovery wait it grants.
+        aim: Some(|ttl| Aim::new(ttl, 1).from_ms(ttl).kill("n1")),
         expect_any: &["token-regressed", "token-reused"],
         needs_libfaketime: false,
     },
@@ -311,6 +323,13 @@ pub const SCENARIOS: &[Scenario] = &[
             "--acquire-wait",
             "500ms",
         ],
+        // Holders stalled past their lease and the liveness grace, while the others ask.
+        aim: Some(|ttl| {
+            Aim::new(ttl, 1)
+                .liveness_grace(200)
+                .stall("long", Some("release"), None)
+                .stall("long", Some("release"), None)
+        }),
         expect_any: &["lock-stuck"],
         needs_libfaketime: false,
     },
@@ -324,6 +343,13 @@ pub const SCENARIOS: &[Scenario] = &[
             "--nemesis",
             "client-pause",
         ],
+        // A holder wakes into its renew (then one into its release) just after the next
+        // holder's grant: its old token is older than a grant that returned.
+        aim: Some(|ttl| {
+            Aim::new(ttl, 1)
+                .stall("next-grant", Some("renew"), Some(50))
+                .stall("next-grant", Some("release"), Some(50))
+        }),
         expect_any: &["stale-release-accepted", "stale-renew-accepted"],
         needs_libfaketime: false,
     },
@@ -339,6 +365,8 @@ pub const SCENARIOS: &[Scenario] = &[
             "--workload",
             "mutex",
         ],
+        // No fault: waiters woken by one release all pass the free check.
+        aim: None,
         expect_any: &["double-grant"],
         needs_libfaketime: false,
     },
@@ -352,6 +380,15 @@ pub const SCENARIOS: &[Scenario] = &[
             "--nemesis",
             "client-pause",
         ],
+        // A holder stalled between its read and its write wakes into the write after later
+        // holders wrote (long), or just after the next holder read (next-grant).
+        aim: Some(|ttl| {
+            Aim::new(ttl, 1).stall("long", Some("write"), None).stall(
+                "next-grant",
+                Some("write"),
+                Some(50),
+            )
+        }),
         expect_any: &["stale-write-accepted", "lost-update"],
         needs_libfaketime: false,
     },
@@ -370,6 +407,12 @@ pub const SCENARIOS: &[Scenario] = &[
             "--clock-faults",
             "bump-forward",
         ],
+        // Steps forward of three leases under a live lease: it expires at once.
+        aim: Some(|ttl| {
+            Aim::new(ttl, 1)
+                .clock_step("n1", 3 * ttl as i64)
+                .clock_step("n1", 3 * ttl as i64)
+        }),
         expect_any: &["double-grant"],
         needs_libfaketime: true,
     },
@@ -396,6 +439,8 @@ pub const SCENARIOS: &[Scenario] = &[
             "--acquire-wait",
             "200ms",
         ],
+        // The primary paused for three leases: each member, cut off from it, grants alone.
+        aim: Some(|ttl| Aim::new(ttl, 3).pause_for("n1", 3 * ttl)),
         expect_any: &["double-grant"],
         needs_libfaketime: false,
     },
@@ -416,8 +461,18 @@ pub fn assert_caught(adapter: &[&str], name: &str, also: impl FnOnce(&Run)) {
     let mut args: Vec<&str> = adapter.to_vec();
     args.extend_from_slice(FAST);
     args.extend_from_slice(s.args);
-    let r = run(tmp.path(), &args, Duration::from_secs(90));
+    // Later flags win: the aimed schedule and its length replace the draw.
+    let aim = s.aim.map(|a| a(FAST_TTL_MS));
+    let schedule = aim.as_ref().map(|a| a.write(tmp.path()));
+    let duration = aim.as_ref().map(|a| format!("{}ms", a.duration_ms()));
+    if let (Some(p), Some(d)) = (&schedule, &duration) {
+        args.extend_from_slice(&["--schedule", p.to_str().unwrap(), "--duration", d]);
+    }
+    let r = run(&tmp.path().join("runs"), &args, Duration::from_secs(90));
     assert_eq!(r.code, 1, "{name}: expected invalid; {}", r.describe());
+    if let Some(a) = &aim {
+        assert_aim_exercised(a, &r.results(), &format!("{name}: {}", r.describe()));
+    }
     let kinds = r.kinds("violations");
     assert!(
         s.expect_any.iter().any(|k| kinds.iter().any(|f| f == k)),
@@ -453,4 +508,225 @@ pub fn nemesis_ops(run_dir: &Path) -> Vec<Value> {
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .filter(|op| op["process"] == "nemesis")
         .collect()
+}
+
+/// An aimed fault plan, replayed with `--schedule`: the tests that assert a broken service is
+/// caught must reach the state its bug needs every time, whatever the seed and the machine's
+/// load, so they aim their faults instead of drawing them. Each fault is sized from the lease
+/// as the suite's planner (src/suite/plan.rs) sizes its scenarios' faults: a stall that
+/// outlives the lease (a long one also the liveness grace), a kill whose node is back while
+/// the lease it granted is live and then has time to recover and grant, a pause longer than a
+/// lease, a clock change lasting several leases. Faults follow each other with a gap in which
+/// clients hold the lock again.
+pub struct Aim {
+    ttl_ms: u64,
+    nodes: usize,
+    grace_ms: u64,
+    faults: Vec<Value>,
+    /// When the next fault may start, in ms since the run's start.
+    next_ms: u64,
+    /// What the last fault needs after its end for its state to show (a kill's recovery).
+    tail_ms: u64,
+}
+
+impl Aim {
+    /// A plan for a run with leases of `ttl_ms` on `nodes` nodes.
+    pub fn new(ttl_ms: u64, nodes: usize) -> Aim {
+        Aim {
+            ttl_ms,
+            nodes,
+            grace_ms: 0,
+            faults: Vec::new(),
+            next_ms: Self::gap(ttl_ms),
+            tail_ms: 0,
+        }
+    }
+
+    /// Between faults, time for the clients to hold the lock again (the planner's gap).
+    fn gap(ttl_ms: u64) -> u64 {
+        (ttl_ms / 2).max(300)
+    }
+
+    /// The run's `--liveness-grace`: a long stall outlasts it.
+    pub fn liveness_grace(mut self, ms: u64) -> Aim {
+        self.grace_ms = ms;
+        self
+    }
+
+    /// The first fault starts no earlier than `ms` (e.g. once the first holds have begun).
+    pub fn from_ms(mut self, ms: u64) -> Aim {
+        self.next_ms = self.next_ms.max(ms);
+        self
+    }
+
+    fn push(mut self, mut fault: Value, tail_ms: u64) -> Aim {
+        let length = fault["length_ms"].as_u64().expect("a length");
+        fault["id"] = format!("f{}", self.faults.len() + 1).into();
+        fault["at_ms"] = self.next_ms.into();
+        self.next_ms += length + tail_ms + Self::gap(self.ttl_ms);
+        self.tail_ms = tail_ms;
+        self.faults.push(fault);
+        self
+    }
+
+    /// A stall of the client holding the lock (any client's, for `waiter`), shaped `shape`,
+    /// waking into `wake`, ending `after_ms` past its aim (boundary, next-grant). The request
+    /// waits well past a lease for a holder, and the stall is bounded by two leases (a long
+    /// one by two leases and the liveness grace), as the planner sizes them.
+    pub fn stall(self, shape: &str, wake: Option<&str>, after_ms: Option<u64>) -> Aim {
+        let ttl = self.ttl_ms;
+        let length = if shape == "long" {
+            ttl * 2 + self.grace_ms
+        } else {
+            ttl * 2
+        };
+        self.stall_for(shape, wake, after_ms, length)
+    }
+
+    /// [`Aim::stall`] bounded by `length_ms` instead.
+    pub fn stall_for(
+        self,
+        shape: &str,
+        wake: Option<&str>,
+        after_ms: Option<u64>,
+        length_ms: u64,
+    ) -> Aim {
+        let mut f = serde_json::json!({
+            "kind": "client-pause", "length_ms": length_ms,
+            "window_ms": self.ttl_ms.max(500), "shape": shape,
+        });
+        if let Some(w) = wake {
+            f["wake"] = w.into();
+        }
+        if let Some(a) = after_ms {
+            f["after_ms"] = a.into();
+        }
+        self.push(f, 0)
+    }
+
+    /// A kill of `node` (`n1`) with a short downtime, so it is back while the lease it granted
+    /// is live; then the service's recovery wait (about two leases) and a grant.
+    pub fn kill(self, node: &str) -> Aim {
+        let ttl = self.ttl_ms;
+        let f = serde_json::json!({
+            "kind": "kill", "length_ms": (ttl / 4).max(100), "nodes": [node],
+        });
+        self.push(f, ttl * 2 + ttl / 2)
+    }
+
+    /// A kill of `node` down for `downtime_ms`, after which the run goes on `then_ms` before
+    /// the next fault: a service that grants at once after a restart needs a lease, not the
+    /// recovery wait of [`Aim::kill`].
+    pub fn kill_for(self, node: &str, downtime_ms: u64, then_ms: u64) -> Aim {
+        let f = serde_json::json!({"kind": "kill", "length_ms": downtime_ms, "nodes": [node]});
+        self.push(f, then_ms)
+    }
+
+    /// A pause (SIGSTOP) of `node` for `length_ms`.
+    pub fn pause_for(self, node: &str, length_ms: u64) -> Aim {
+        let f = serde_json::json!({"kind": "pause", "length_ms": length_ms, "nodes": [node]});
+        self.push(f, 0)
+    }
+
+    /// A clock step of `delta_ms` on `node` (`bump-forward` if positive, `bump-back` if
+    /// negative), held for three leases: it lands under a live lease, and the leases granted
+    /// while it lasts run on the stepped clock.
+    pub fn clock_step(self, node: &str, delta_ms: i64) -> Aim {
+        let mode = if delta_ms > 0 {
+            "bump-forward"
+        } else {
+            "bump-back"
+        };
+        let f = serde_json::json!({
+            "kind": "clock", "length_ms": self.ttl_ms * 3, "nodes": [node],
+            "mode": mode, "delta_ms": delta_ms,
+        });
+        self.push(f, 0)
+    }
+
+    /// A clock of `node` running at `rate` (above 1: fast) for three leases, so grants are
+    /// made and leases timed while it runs.
+    pub fn clock_rate(self, node: &str, rate: f64) -> Aim {
+        let mode = if rate > 1.0 { "fast" } else { "slow" };
+        let f = serde_json::json!({
+            "kind": "clock", "length_ms": self.ttl_ms * 3, "nodes": [node],
+            "mode": mode, "rate": rate,
+        });
+        self.push(f, 0)
+    }
+
+    /// The run's `--duration`: past the last fault and what must follow it, a lease for its
+    /// effects to show (the planner's length).
+    pub fn duration_ms(&self) -> u64 {
+        let end = self
+            .faults
+            .last()
+            .map(|f| f["at_ms"].as_u64().unwrap() + f["length_ms"].as_u64().unwrap())
+            .unwrap_or(0);
+        end + self.tail_ms + self.ttl_ms
+    }
+
+    /// `--duration`'s value, in whole seconds rounded up (for helpers that take seconds).
+    pub fn duration_s(&self) -> u64 {
+        self.duration_ms().div_ceil(1000)
+    }
+
+    /// The schedule as the file format has it (nemesis/src/schedule/file.rs).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(&serde_json::json!({
+            "version": 1, "nodes": self.nodes, "primary": 0, "faults": self.faults,
+        }))
+        .unwrap()
+    }
+
+    /// Writes the schedule into `dir`; returns its path.
+    pub fn write(&self, dir: &Path) -> PathBuf {
+        let p = dir.join("aimed-schedule.json");
+        std::fs::write(&p, self.to_json()).unwrap();
+        p
+    }
+
+    /// The fault kinds the plan holds, each once.
+    pub fn kinds(&self) -> Vec<String> {
+        let mut k: Vec<String> = self
+            .faults
+            .iter()
+            .map(|f| f["kind"].as_str().unwrap().to_string())
+            .collect();
+        k.sort();
+        k.dedup();
+        k
+    }
+}
+
+/// Faults of `kind` (and `variant`, when not empty) that met the state they aim at, from a
+/// results.json's coverage cells (history/src/coverage.rs, checkers/src/exercised.rs).
+pub fn exercised(results: &Value, kind: &str, variant: &str) -> u64 {
+    results["coverage"]["cells"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["kind"] == kind && (variant.is_empty() || c["variant"] == variant))
+        .map(|c| c["exercised"].as_u64().unwrap_or(0))
+        .sum()
+}
+
+/// Asserts every fault kind of `aim` met its state at least once in the run of `results`:
+/// what the verdict of a test that asserts a bug is found rests on.
+pub fn assert_aim_exercised(aim: &Aim, results: &Value, context: &str) {
+    // A long stall is exercised when several grants followed it; on a service whose leases
+    // never lapse nobody is granted meanwhile (that is its bug), and what the stall needs is
+    // only to outlast the lease.
+    let long = aim.faults.iter().any(|f| f["shape"] == "long");
+    let past = results["coverage"]["holder"]["lease_bound"]["past"]
+        .as_u64()
+        .unwrap_or(0);
+    for kind in aim.kinds() {
+        let stall_outlasted = kind == "client-pause" && long && past >= 1;
+        assert!(
+            exercised(results, &kind, "") >= 1 || stall_outlasted,
+            "no {kind} fault met its state: {}\n{context}",
+            results["coverage"]["cells"]
+        );
+    }
 }
