@@ -23,42 +23,11 @@ const FAST: &[&str] = &[
     "500ms",
 ];
 
-struct Suite {
-    code: i32,
-    stdout: String,
-    dir: PathBuf,
-}
-
-impl Suite {
-    fn json(&self) -> Value {
-        let p = self.dir.join("suite.json");
-        let text = std::fs::read_to_string(&p)
-            .unwrap_or_else(|e| panic!("{}: {e}\n{}", p.display(), self.stdout));
-        serde_json::from_str(&text).unwrap()
-    }
-}
-
-fn suite(out: &Path, args: &[&str], limit: Duration) -> Suite {
-    let mut all = vec!["test", "--out", out.to_str().unwrap(), "--seed", "1"];
+fn suite(out: &Path, args: &[&str], limit: Duration) -> common::Suite {
+    let mut all = vec!["--seed", "1"];
     all.extend_from_slice(FAST);
     all.extend_from_slice(args);
-    let o = common::run_with_limit(&all, limit);
-    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
-    let dir = stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("suite directory: "))
-        .map(|d| PathBuf::from(d.trim()))
-        .unwrap_or_else(|| {
-            panic!(
-                "no suite directory printed\nstdout:\n{stdout}\nstderr:\n{}",
-                String::from_utf8_lossy(&o.stderr)
-            )
-        });
-    Suite {
-        code: o.status.code().unwrap_or(-1),
-        stdout,
-        dir,
-    }
+    common::suite(out, &all, limit)
 }
 
 /// Each bug class of the embedded services, found by the suite with only the bug given, and

@@ -730,3 +730,89 @@ pub fn assert_aim_exercised(aim: &Aim, results: &Value, context: &str) {
         );
     }
 }
+
+/// A finished `lockpick test`: its exit code, what it printed and its suite directory.
+pub struct Suite {
+    pub code: i32,
+    pub stdout: String,
+    pub dir: PathBuf,
+}
+
+impl Suite {
+    /// Its suite.json.
+    pub fn json(&self) -> Value {
+        let p = self.dir.join("suite.json");
+        let text = std::fs::read_to_string(&p)
+            .unwrap_or_else(|e| panic!("{}: {e}\n{}", p.display(), self.stdout));
+        serde_json::from_str(&text).unwrap()
+    }
+
+    /// The violation kinds of the scenario that stopped the suite.
+    pub fn found(&self) -> Vec<String> {
+        let j = self.json();
+        let last = j["scenarios"].as_array().unwrap().last().unwrap().clone();
+        last["violations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The suite's cell `name`: (started, exercised).
+    pub fn cell(&self, name: &str) -> (u64, u64) {
+        let j = self.json();
+        let c = j["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["cell"] == name)
+            .unwrap_or_else(|| panic!("no cell {name}: {}", j["cells"]))
+            .clone();
+        (
+            c["started"].as_u64().unwrap(),
+            c["exercised"].as_u64().unwrap(),
+        )
+    }
+}
+
+/// `lockpick test --out <out> ARGS`, bounded by `limit`; the suite directory it printed.
+pub fn suite(out: &Path, args: &[&str], limit: Duration) -> Suite {
+    let mut all = vec!["test", "--out", out.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let o = run_with_limit(&all, limit);
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    let dir = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("suite directory: "))
+        .map(|d| PathBuf::from(d.trim()))
+        .unwrap_or_else(|| {
+            panic!(
+                "no suite directory printed\nstdout:\n{stdout}\nstderr:\n{}",
+                String::from_utf8_lossy(&o.stderr)
+            )
+        });
+    Suite {
+        code: o.status.code().unwrap_or(-1),
+        stdout,
+        dir,
+    }
+}
+
+/// Skips (visibly) when redis-server is missing, except under LOCKPICK_SYSTEM_TESTS=1, where a
+/// missing server is a failure.
+pub fn require_redis() -> bool {
+    let ok = Command::new("redis-server")
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !ok {
+        if std::env::var("LOCKPICK_SYSTEM_TESTS").as_deref() == Ok("1") {
+            panic!("redis-server is required under LOCKPICK_SYSTEM_TESTS=1 (apt-get install redis-server)");
+        }
+        eprintln!("SKIPPED: redis-server not found (apt-get install redis-server)");
+    }
+    ok
+}
