@@ -261,8 +261,8 @@ impl RunConfig {
                 .is_some(),
             None => false,
         };
-        if timestamp_order && a.adapter != "reference" {
-            bail!("--lock-order: the timestamp order is a mode of the embedded lockd (--adapter reference), not of {}", a.adapter);
+        if timestamp_order && !service.lockd_modes() {
+            bail!("--lock-order: the timestamp order is a mode of the embedded lockd (--adapter reference), not of {}", service.name());
         }
         if a.unsafe_mode.as_deref() == Some("no-tiebreak") && !timestamp_order {
             bail!("--unsafe no-tiebreak: needs --lock-order timestamp (the tie-break it drops is the timestamp order's)");

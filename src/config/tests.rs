@@ -141,3 +141,19 @@ fn a_service_without_tokens_defaults_to_the_mutex_and_records_its_options() {
         .repro_command()
         .contains("--adapter-opt persistence=none,fence=counter"));
 }
+
+/// lockd's modes are refused for every other service, named by the descriptor, not by a
+/// comparison with a service's name.
+#[test]
+fn lockd_modes_are_refused_for_other_services() {
+    for adapter in ["standin", "redis", "etcd"] {
+        let e = resolve(&["--adapter", adapter, "--lock-order", "timestamp"])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            format!("--lock-order: the timestamp order is a mode of the embedded lockd (--adapter reference), not of {adapter}"),
+        );
+    }
+    assert!(resolve(&["--lock-order", "timestamp"]).is_ok());
+}

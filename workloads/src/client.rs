@@ -249,6 +249,9 @@ impl Service for Reference {
     fn run_name(&self, unsafe_mode: Option<&str>) -> String {
         lockd_run_name(unsafe_mode)
     }
+    fn lockd_modes(&self) -> bool {
+        true
+    }
     fn connect(&self, c: &Connect) -> Result<Adapter, ConnectError> {
         let client = RefClient::new(c.url, c.store_url, c.op_timeout, c.clients)?;
         let resource = c

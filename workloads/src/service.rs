@@ -197,6 +197,12 @@ pub trait Service: Sync {
         Tokens::Fencing
     }
 
+    /// Whether its own command is the embedded lockd, whose modes (`--lock-order timestamp`)
+    /// the command takes; no other service has them.
+    fn lockd_modes(&self) -> bool {
+        false
+    }
+
     /// The service's own settings (`--adapter-opt NAME=VALUE`); none by default.
     fn options(&self) -> &'static [ServiceOption] {
         &[]
