@@ -557,7 +557,8 @@ pub struct SynthArgs {
     /// Inject one violation of this kind at a random point (repeatable): token-reused,
     /// token-regressed, token-regressed-inferred, double-grant, stale-write-accepted,
     /// lost-update, lost-update-final-read, stale-release-accepted, stale-renew-accepted,
-    /// lock-stuck, grant-on-expired-lease. The history is then built in memory.
+    /// lock-stuck, grant-on-expired-lease, grant-without-key. The history is then built in
+    /// memory.
     #[arg(long, value_name = "KIND")]
     pub inject: Vec<String>,
     /// No nemesis ops (pauses, partitions, kills, clock faults of the simulated service).

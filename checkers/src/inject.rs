@@ -35,10 +35,12 @@ pub enum InjectKind {
     LockStuck,
     /// The adapter's evidence shows the grant's lease long dead when it returned.
     GrantOnExpiredLease,
+    /// The adapter read the lock key back at the grant's revision and found none.
+    GrantWithoutKey,
 }
 
 impl InjectKind {
-    pub const ALL: [InjectKind; 11] = [
+    pub const ALL: [InjectKind; 12] = [
         InjectKind::TokenReused,
         InjectKind::TokenRegressed,
         InjectKind::TokenRegressedInferred,
@@ -50,6 +52,7 @@ impl InjectKind {
         InjectKind::StaleRenewAccepted,
         InjectKind::LockStuck,
         InjectKind::GrantOnExpiredLease,
+        InjectKind::GrantWithoutKey,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -65,6 +68,7 @@ impl InjectKind {
             InjectKind::StaleRenewAccepted => "stale-renew-accepted",
             InjectKind::LockStuck => "lock-stuck",
             InjectKind::GrantOnExpiredLease => "grant-on-expired-lease",
+            InjectKind::GrantWithoutKey => "grant-without-key",
         }
     }
 
@@ -86,6 +90,7 @@ impl InjectKind {
             InjectKind::StaleRenewAccepted => ViolationKind::StaleRenewAccepted,
             InjectKind::LockStuck => ViolationKind::LockStuck,
             InjectKind::GrantOnExpiredLease => ViolationKind::GrantOnExpiredLease,
+            InjectKind::GrantWithoutKey => ViolationKind::GrantWithoutKey,
         }
     }
 }
@@ -108,6 +113,7 @@ pub fn inject(ops: &mut Vec<Op>, kind: InjectKind, seed: u64) -> Option<Vec<u64>
         InjectKind::StaleRenewAccepted => stale_renew,
         InjectKind::LockStuck => held_long_after,
         InjectKind::GrantOnExpiredLease => grant_on_dead_lease,
+        InjectKind::GrantWithoutKey => grant_without_key,
     };
     f(ops, &mut rng)
 }
@@ -415,6 +421,22 @@ fn grant_on_dead_lease(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u6
         json!(done - 2 * g.ttl_ms * 1_000_000),
     );
     v.extra.insert("lease_ttl_ms".into(), json!(g.ttl_ms));
+    Some(vec![ops[g.complete].index])
+}
+
+/// A grant whose adapter read its lock key back at the answer's revision and found none (as
+/// etcd's adapter records it): the service answered a grant it held no key for. The token
+/// stays, so nothing else in the history changes.
+fn grant_without_key(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
+    let h = History::new(ops.clone()).unwrap();
+    let gs = grants(&h);
+    let g = pick(rng, &gs)?;
+    let v = &mut ops[g.complete].value;
+    v.extra
+        .insert("lock_key".into(), json!(format!("{}/694d", g.lock)));
+    v.extra
+        .insert("answer_revision".into(), json!(1000 + g.token));
+    v.extra.insert("key_at_revision".into(), json!("absent"));
     Some(vec![ops[g.complete].index])
 }
 

@@ -30,6 +30,22 @@ fn params(seed: u64, events: usize) -> GenParams {
     }
 }
 
+/// Every violation kind can be made by the mutation injector (and so by `lockpick synth`), or
+/// says here why not: a new kind cannot land guarded by its fixtures alone.
+#[test]
+fn every_violation_kind_has_an_injector() {
+    // A warning, not a violation: it never fails a history, so there is nothing to catch.
+    const NOT_INJECTED: [ViolationKind; 1] = [ViolationKind::UnsafeOverlap];
+    for kind in ViolationKind::ALL {
+        let injected = InjectKind::ALL.iter().any(|k| k.violation() == kind);
+        assert!(
+            injected || NOT_INJECTED.contains(&kind),
+            "{} has no injector in checkers/src/inject.rs",
+            kind.as_str()
+        );
+    }
+}
+
 #[test]
 fn every_injected_kind_is_found_with_its_witness() {
     let seeds = 60;
