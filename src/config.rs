@@ -171,73 +171,8 @@ const ACQUIRE_WAIT_MS_MAX: u64 = 600_000;
 
 impl RunConfig {
     pub fn from_args(a: &RunArgs) -> Result<RunConfig> {
-        let service = workloads::service(&a.adapter).with_context(|| {
-            format!(
-                "--adapter {:?}: expected {}",
-                a.adapter,
-                workloads::service_names()
-            )
-        })?;
-        let own = workloads::ServiceOptions::parse(service, &a.adapter_opt)
-            .map_err(|e| anyhow::anyhow!("--adapter-opt {e}"))?;
-        let fencing = service.tokens(&own) == workloads::Tokens::Fencing;
-        let kind: WorkloadKind = match &a.workload {
-            Some(w) => w
-                .parse()
-                .map_err(|e: String| anyhow::anyhow!("--workload: {e}"))?,
-            None if fencing => WorkloadKind::Counter,
-            None => WorkloadKind::Mutex,
-        };
-        if kind == WorkloadKind::Counter && !fencing {
-            bail!(
-                "--workload counter: the counter's register is fenced by the lock's tokens, and                  the grants of --adapter {} carry none as configured; use --workload mutex{}",
-                service.name(),
-                service.fencing_hint().map(|h| format!(" or {h}")).unwrap_or_default()
-            );
-        }
-        if a.clients == 0 || a.clients > CLIENTS_MAX {
-            bail!("--clients {}: expected 1..={CLIENTS_MAX}", a.clients);
-        }
-        if a.locks == 0 || a.locks > LOCKS_MAX {
-            bail!("--locks {}: expected 1..={LOCKS_MAX}", a.locks);
-        }
-        let ttl_ms = ms("ttl", &a.ttl)?;
-        if !(TTL_MS_MIN..=TTL_MS_MAX).contains(&ttl_ms) {
-            bail!("--ttl {}: expected between 10ms and 1h", a.ttl);
-        }
-        let renew_ttl_ms = match &a.renew_ttl {
-            None => ttl_ms,
-            Some(r) => {
-                let r_ms = ms("renew-ttl", r)?;
-                if !(TTL_MS_MIN..=TTL_MS_MAX).contains(&r_ms) {
-                    bail!("--renew-ttl {r}: expected between 10ms and 1h");
-                }
-                r_ms
-            }
-        };
-        let (hold_min_ms, hold_max_ms) = range_ms("hold", &a.hold)?;
-        let duration_ms = ms("duration", &a.duration)?;
-        // Durations are kept in whole milliseconds: below one is nothing.
-        if duration_ms == 0 {
-            bail!("--duration {}: must be at least 1ms", a.duration);
-        }
-        let op_timeout_ms = ms("op-timeout", &a.op_timeout)?;
-        if op_timeout_ms == 0 {
-            bail!("--op-timeout {}: must be at least 1ms", a.op_timeout);
-        }
-        if a.ops_max == Some(0) {
-            bail!("--ops-max 0: must be at least 1 (leave it out to run for --duration)");
-        }
-        let acquire_wait_ms = match &a.acquire_wait {
-            None => ttl_ms * ACQUIRE_WAIT_LEASES,
-            Some(w) => {
-                let w_ms = ms("acquire-wait", w)?;
-                if w_ms > ACQUIRE_WAIT_MS_MAX {
-                    bail!("--acquire-wait {w}: expected at most 10m");
-                }
-                w_ms
-            }
-        };
+        let (service, own, kind) = service_of(a)?;
+        let t = Timing::of(a)?;
         let nemesis_interval_ms = ms("nemesis-interval", &a.nemesis_interval)?;
         if nemesis_interval_ms == 0 {
             bail!(
@@ -248,172 +183,39 @@ impl RunConfig {
         if !(a.drift >= 0.0 && a.drift < 1.0) {
             bail!("--drift {}: expected a fraction in [0, 1)", a.drift);
         }
-        if let Some(m) = &a.unsafe_mode {
-            m.parse::<lockd::UnsafeMode>()
-                .map_err(|e| anyhow::anyhow!("--unsafe: {e}"))?;
-        }
-        a.store_fence
-            .parse::<lockd::FenceMode>()
-            .map_err(|e| anyhow::anyhow!("--store-fence: {e}"))?;
-        let timestamp_order = match &a.lock_order {
-            Some(o) => lockd::TimestampOrder::parse(o)
-                .map_err(|e| anyhow::anyhow!("--lock-order: {e}"))?
-                .is_some(),
-            None => false,
-        };
-        if timestamp_order && !service.lockd_modes() {
-            bail!("--lock-order: the timestamp order is a mode of the embedded lockd (--adapter reference), not of {}", service.name());
-        }
-        if a.unsafe_mode.as_deref() == Some("no-tiebreak") && !timestamp_order {
-            bail!("--unsafe no-tiebreak: needs --lock-order timestamp (the tie-break it drops is the timestamp order's)");
-        }
+        lockd_modes(a, service)?;
         let arrivals_shape = a
             .arrivals
             .parse::<workloads::Arrivals>()
             .map_err(|e| anyhow::anyhow!("--arrivals {}: {e}", a.arrivals))?;
-        // URLs are checked before anything exists: a typo costs no run directory.
-        for (flag, url) in [("url", &a.url), ("store-url", &a.store_url)] {
-            if let Some(u) = url {
-                check_url(flag, u)?;
-            }
-        }
-        if kind == WorkloadKind::Mutex && (a.store_url.is_some() || a.store_cmd.is_some()) {
-            // A warning, not a refusal: a team's config file may name its store while one run
-            // tests mutual exclusion alone.
-            eprintln!(
-                "warning: --workload mutex uses no store: --store-url and --store-cmd are ignored (they serve --workload counter)"
-            );
-        }
-        let target = match (&a.node_cmd, &a.url) {
-            (Some(t), _) => Target::Command {
-                template: t.clone(),
-            },
-            (None, Some(u)) => Target::Url { url: u.clone() },
-            (None, None) => Target::Embedded,
-        };
-        let template = match (service.config_section(), &a.template_file) {
-            (Some(_), Some(file)) => Some(load_template(file)?),
-            (Some(section), None) => bail!(
-                "--adapter {}: the API is described in a config file's [{section}] section; \
-                 use --config FILE (see examples/lockd.toml)",
-                service.name()
-            ),
-            (None, _) => None,
-        };
-        service
-            .check(&workloads::Settings {
-                renew_ttl_apart: (renew_ttl_ms != ttl_ms)
-                    .then(|| a.renew_ttl.as_deref().unwrap_or_default()),
-                unsafe_mode: a.unsafe_mode.as_deref(),
-                store_given: a.store_cmd.is_some() || a.store_url.is_some(),
-                launched: matches!(target, Target::Embedded),
-                nodes: a.nodes,
-            })
-            .map_err(|e| anyhow::anyhow!(e))?;
-        if matches!(target, Target::Embedded) && service.launch(&launch_probe(&own)).is_none() {
-            bail!(
-                "--adapter {}: lockpick cannot start this service itself; give --node-cmd or --url",
-                service.name()
-            );
-        }
-        let store = match kind {
-            _ if service.own_resource() => None,
-            WorkloadKind::Mutex => None,
-            WorkloadKind::Counter => Some(match (&a.store_cmd, &a.store_url) {
-                (Some(t), _) => Target::Command {
-                    template: t.clone(),
-                },
-                (None, Some(u)) => Target::Url { url: u.clone() },
-                (None, None) => Target::Embedded,
-            }),
-        };
+        let (target, template, store) = target_of(a, service, &own, kind, &t)?;
         let replay = match &a.schedule {
             Some(path) => Some(faults::load_schedule(path, a, &target, service)?),
             None => None,
         };
         let faults = faults::faults(a, &target, service, replay.as_ref().map(|(_, s)| s))?;
-        let clock_modes = match &a.clock_faults {
-            Some(list) => {
-                parse_clock_modes(list).map_err(|e| anyhow::anyhow!("--clock-faults: {e}"))?
-            }
-            None => Vec::new(),
-        };
-        let client_shapes = match &a.client_faults {
-            Some(list) => {
-                parse_client_faults(list).map_err(|e| anyhow::anyhow!("--client-faults: {e}"))?
-            }
-            None => ClientFaults::default(),
-        };
-        let clock_scope: ClockScope = a
-            .clock_scope
-            .parse()
-            .map_err(|e: String| anyhow::anyhow!("--clock-scope: {e}"))?;
-        let clock_bump_ms = match &a.clock_bump {
-            Some(b) => ms("clock-bump", b)?,
-            None => ttl_ms.max(renew_ttl_ms) * 3,
-        };
-        if !(a.clock_rate > 1.0 && a.clock_rate <= 1000.0) {
-            bail!(
-                "--clock-rate {}: expected a factor above 1 (and at most 1000)",
-                a.clock_rate
-            );
-        }
-        if a.nodes == 0 || a.nodes > NODES_MAX {
-            bail!("--nodes {}: expected 1..={NODES_MAX}", a.nodes);
-        }
-        if a.nodes > 1 && matches!(target, Target::Url { .. }) {
-            bail!(
-                "--nodes {}: a --url target is one service; start the nodes with --node-cmd",
-                a.nodes
-            );
-        }
-        if a.unsafe_mode.as_deref() == Some("split-brain") && a.nodes < 2 {
-            bail!("--unsafe split-brain needs --nodes 2 or more (one node cannot split)");
-        }
-        a.nemesis_targets
-            .parse::<nemesis::schedule::Targets>()
-            .map_err(|e| anyhow::anyhow!("--nemesis-targets: {e}"))?;
+        let clocks = Clocks::of(a, &t)?;
+        check_nodes(a, &target)?;
         let runtime = faults::runtime(a, &faults, replay.is_some(), &target)?;
         let topologies = faults::topologies(a)?;
         // Drawn seeds stay below 2^53: exact as a JSON number in any reader (the report's
         // scripts included) and a plain TOML integer.
         let seed = a.seed.unwrap_or_else(|| rand::random::<u64>() >> 11);
-        let name = match &a.name {
-            Some(n) => {
-                if n.is_empty()
-                    || n.contains('/')
-                    || n.contains('\\')
-                    || n == "."
-                    || n == ".."
-                    || n == history::layout::LATEST_LINK
-                {
-                    bail!("--name {n:?}: must be a plain folder name");
-                }
-                n.clone()
-            }
-            None => {
-                let t = match &target {
-                    Target::Embedded => service.run_name(a.unsafe_mode.as_deref()),
-                    Target::Command { .. } => "node-cmd".to_string(),
-                    Target::Url { .. } => "url".to_string(),
-                };
-                format!("{t}-{}", kind.as_str())
-            }
-        };
+        let name = run_name(a, &target, service, kind)?;
         Ok(RunConfig {
             name,
             seed,
             workload: kind.as_str().to_string(),
             clients: a.clients,
             locks: a.locks,
-            ttl_ms,
-            renew_ttl_ms,
-            hold_min_ms,
-            hold_max_ms,
-            duration_ms,
+            ttl_ms: t.ttl_ms,
+            renew_ttl_ms: t.renew_ttl_ms,
+            hold_min_ms: t.hold_min_ms,
+            hold_max_ms: t.hold_max_ms,
+            duration_ms: t.duration_ms,
             ops_max: a.ops_max,
-            op_timeout_ms,
-            acquire_wait_ms,
+            op_timeout_ms: t.op_timeout_ms,
+            acquire_wait_ms: t.acquire_wait_ms,
             nemesis: faults.iter().map(|f| f.to_string()).collect(),
             nemesis_interval_ms,
             adapter: a.adapter.clone(),
@@ -440,10 +242,10 @@ impl RunConfig {
                 Some(_) => topologies.iter().map(|t| t.to_string()).collect(),
                 None => Vec::new(),
             },
-            clock_faults: clock_modes.iter().map(|m| m.to_string()).collect(),
-            client_faults: client_shapes.names(),
-            clock_scope: clock_scope.to_string(),
-            clock_bump_ms,
+            clock_faults: clocks.modes.iter().map(|m| m.to_string()).collect(),
+            client_faults: clocks.client_shapes.names(),
+            clock_scope: clocks.scope.to_string(),
+            clock_bump_ms: clocks.bump_ms,
             clock_rate: a.clock_rate,
             target,
             unsafe_mode: a.unsafe_mode.clone(),
@@ -465,8 +267,8 @@ impl RunConfig {
                 .collect(),
             no_probe: a.no_probe,
             faults,
-            clock_modes,
-            client_shapes,
+            clock_modes: clocks.modes,
+            client_shapes: clocks.client_shapes,
             template,
             topologies,
             workload_kind: Some(kind),
@@ -517,6 +319,305 @@ impl RunConfig {
     pub fn lease_max_ms(&self) -> u64 {
         self.ttl_ms.max(self.renew_ttl_ms)
     }
+}
+
+/// The service `--adapter` names, its own settings, and the workload: counter by default, the
+/// mutex for a service whose grants carry no fencing token.
+fn service_of(
+    a: &RunArgs,
+) -> Result<(
+    &'static dyn workloads::Service,
+    workloads::ServiceOptions,
+    WorkloadKind,
+)> {
+    let service = workloads::service(&a.adapter).with_context(|| {
+        format!(
+            "--adapter {:?}: expected {}",
+            a.adapter,
+            workloads::service_names()
+        )
+    })?;
+    let own = workloads::ServiceOptions::parse(service, &a.adapter_opt)
+        .map_err(|e| anyhow::anyhow!("--adapter-opt {e}"))?;
+    let fencing = service.tokens(&own) == workloads::Tokens::Fencing;
+    let kind: WorkloadKind = match &a.workload {
+        Some(w) => w
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!("--workload: {e}"))?,
+        None if fencing => WorkloadKind::Counter,
+        None => WorkloadKind::Mutex,
+    };
+    if kind == WorkloadKind::Counter && !fencing {
+        bail!(
+            "--workload counter: the counter's register is fenced by the lock's tokens, and \
+                 the grants of --adapter {} carry none as configured; use --workload mutex{}",
+            service.name(),
+            service
+                .fencing_hint()
+                .map(|h| format!(" or {h}"))
+                .unwrap_or_default()
+        );
+    }
+    Ok((service, own, kind))
+}
+
+/// The workload's sizes and times, each checked.
+struct Timing {
+    ttl_ms: u64,
+    renew_ttl_ms: u64,
+    hold_min_ms: u64,
+    hold_max_ms: u64,
+    duration_ms: u64,
+    op_timeout_ms: u64,
+    acquire_wait_ms: u64,
+}
+
+impl Timing {
+    fn of(a: &RunArgs) -> Result<Timing> {
+        if a.clients == 0 || a.clients > CLIENTS_MAX {
+            bail!("--clients {}: expected 1..={CLIENTS_MAX}", a.clients);
+        }
+        if a.locks == 0 || a.locks > LOCKS_MAX {
+            bail!("--locks {}: expected 1..={LOCKS_MAX}", a.locks);
+        }
+        let ttl_ms = ms("ttl", &a.ttl)?;
+        if !(TTL_MS_MIN..=TTL_MS_MAX).contains(&ttl_ms) {
+            bail!("--ttl {}: expected between 10ms and 1h", a.ttl);
+        }
+        let renew_ttl_ms = match &a.renew_ttl {
+            None => ttl_ms,
+            Some(r) => {
+                let r_ms = ms("renew-ttl", r)?;
+                if !(TTL_MS_MIN..=TTL_MS_MAX).contains(&r_ms) {
+                    bail!("--renew-ttl {r}: expected between 10ms and 1h");
+                }
+                r_ms
+            }
+        };
+        let (hold_min_ms, hold_max_ms) = range_ms("hold", &a.hold)?;
+        let duration_ms = ms("duration", &a.duration)?;
+        // Durations are kept in whole milliseconds: below one is nothing.
+        if duration_ms == 0 {
+            bail!("--duration {}: must be at least 1ms", a.duration);
+        }
+        let op_timeout_ms = ms("op-timeout", &a.op_timeout)?;
+        if op_timeout_ms == 0 {
+            bail!("--op-timeout {}: must be at least 1ms", a.op_timeout);
+        }
+        if a.ops_max == Some(0) {
+            bail!("--ops-max 0: must be at least 1 (leave it out to run for --duration)");
+        }
+        let acquire_wait_ms = match &a.acquire_wait {
+            None => ttl_ms * ACQUIRE_WAIT_LEASES,
+            Some(w) => {
+                let w_ms = ms("acquire-wait", w)?;
+                if w_ms > ACQUIRE_WAIT_MS_MAX {
+                    bail!("--acquire-wait {w}: expected at most 10m");
+                }
+                w_ms
+            }
+        };
+        Ok(Timing {
+            ttl_ms,
+            renew_ttl_ms,
+            hold_min_ms,
+            hold_max_ms,
+            duration_ms,
+            op_timeout_ms,
+            acquire_wait_ms,
+        })
+    }
+}
+
+/// The embedded lockd's and store's modes, each checked against what it needs.
+fn lockd_modes(a: &RunArgs, service: &dyn workloads::Service) -> Result<()> {
+    if let Some(m) = &a.unsafe_mode {
+        m.parse::<lockd::UnsafeMode>()
+            .map_err(|e| anyhow::anyhow!("--unsafe: {e}"))?;
+    }
+    a.store_fence
+        .parse::<lockd::FenceMode>()
+        .map_err(|e| anyhow::anyhow!("--store-fence: {e}"))?;
+    let timestamp_order = match &a.lock_order {
+        Some(o) => lockd::TimestampOrder::parse(o)
+            .map_err(|e| anyhow::anyhow!("--lock-order: {e}"))?
+            .is_some(),
+        None => false,
+    };
+    if timestamp_order && !service.lockd_modes() {
+        bail!("--lock-order: the timestamp order is a mode of the embedded lockd (--adapter reference), not of {}", service.name());
+    }
+    if a.unsafe_mode.as_deref() == Some("no-tiebreak") && !timestamp_order {
+        bail!("--unsafe no-tiebreak: needs --lock-order timestamp (the tie-break it drops is the timestamp order's)");
+    }
+    Ok(())
+}
+
+/// Where the service and its fenced store are, the service's API section, and what the
+/// service refuses of these settings.
+fn target_of(
+    a: &RunArgs,
+    service: &dyn workloads::Service,
+    own: &workloads::ServiceOptions,
+    kind: WorkloadKind,
+    t: &Timing,
+) -> Result<(Target, Option<workloads::TemplateSpec>, Option<Target>)> {
+    let (ttl_ms, renew_ttl_ms) = (t.ttl_ms, t.renew_ttl_ms);
+    // URLs are checked before anything exists: a typo costs no run directory.
+    for (flag, url) in [("url", &a.url), ("store-url", &a.store_url)] {
+        if let Some(u) = url {
+            check_url(flag, u)?;
+        }
+    }
+    if kind == WorkloadKind::Mutex && (a.store_url.is_some() || a.store_cmd.is_some()) {
+        // A warning, not a refusal: a team's config file may name its store while one run
+        // tests mutual exclusion alone.
+        eprintln!(
+                "warning: --workload mutex uses no store: --store-url and --store-cmd are ignored (they serve --workload counter)"
+            );
+    }
+    let target = match (&a.node_cmd, &a.url) {
+        (Some(t), _) => Target::Command {
+            template: t.clone(),
+        },
+        (None, Some(u)) => Target::Url { url: u.clone() },
+        (None, None) => Target::Embedded,
+    };
+    let template = match (service.config_section(), &a.template_file) {
+        (Some(_), Some(file)) => Some(load_template(file)?),
+        (Some(section), None) => bail!(
+            "--adapter {}: the API is described in a config file's [{section}] section; \
+                 use --config FILE (see examples/lockd.toml)",
+            service.name()
+        ),
+        (None, _) => None,
+    };
+    service
+        .check(&workloads::Settings {
+            renew_ttl_apart: (renew_ttl_ms != ttl_ms)
+                .then(|| a.renew_ttl.as_deref().unwrap_or_default()),
+            unsafe_mode: a.unsafe_mode.as_deref(),
+            store_given: a.store_cmd.is_some() || a.store_url.is_some(),
+            launched: matches!(target, Target::Embedded),
+            nodes: a.nodes,
+        })
+        .map_err(|e| anyhow::anyhow!(e))?;
+    if matches!(target, Target::Embedded) && service.launch(&launch_probe(own)).is_none() {
+        bail!(
+            "--adapter {}: lockpick cannot start this service itself; give --node-cmd or --url",
+            service.name()
+        );
+    }
+    let store = match kind {
+        _ if service.own_resource() => None,
+        WorkloadKind::Mutex => None,
+        WorkloadKind::Counter => Some(match (&a.store_cmd, &a.store_url) {
+            (Some(t), _) => Target::Command {
+                template: t.clone(),
+            },
+            (None, Some(u)) => Target::Url { url: u.clone() },
+            (None, None) => Target::Embedded,
+        }),
+    };
+    Ok((target, template, store))
+}
+
+/// The clock and client-stall settings.
+struct Clocks {
+    modes: Vec<ClockMode>,
+    client_shapes: ClientFaults,
+    scope: ClockScope,
+    bump_ms: u64,
+}
+
+impl Clocks {
+    fn of(a: &RunArgs, t: &Timing) -> Result<Clocks> {
+        let (ttl_ms, renew_ttl_ms) = (t.ttl_ms, t.renew_ttl_ms);
+        let clock_modes = match &a.clock_faults {
+            Some(list) => {
+                parse_clock_modes(list).map_err(|e| anyhow::anyhow!("--clock-faults: {e}"))?
+            }
+            None => Vec::new(),
+        };
+        let client_shapes = match &a.client_faults {
+            Some(list) => {
+                parse_client_faults(list).map_err(|e| anyhow::anyhow!("--client-faults: {e}"))?
+            }
+            None => ClientFaults::default(),
+        };
+        let clock_scope: ClockScope = a
+            .clock_scope
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!("--clock-scope: {e}"))?;
+        let clock_bump_ms = match &a.clock_bump {
+            Some(b) => ms("clock-bump", b)?,
+            None => ttl_ms.max(renew_ttl_ms) * 3,
+        };
+        if !(a.clock_rate > 1.0 && a.clock_rate <= 1000.0) {
+            bail!(
+                "--clock-rate {}: expected a factor above 1 (and at most 1000)",
+                a.clock_rate
+            );
+        }
+        Ok(Clocks {
+            modes: clock_modes,
+            client_shapes,
+            scope: clock_scope,
+            bump_ms: clock_bump_ms,
+        })
+    }
+}
+
+/// `--nodes` against the target and the modes that need several, and `--nemesis-targets`.
+fn check_nodes(a: &RunArgs, target: &Target) -> Result<()> {
+    if a.nodes == 0 || a.nodes > NODES_MAX {
+        bail!("--nodes {}: expected 1..={NODES_MAX}", a.nodes);
+    }
+    if a.nodes > 1 && matches!(target, Target::Url { .. }) {
+        bail!(
+            "--nodes {}: a --url target is one service; start the nodes with --node-cmd",
+            a.nodes
+        );
+    }
+    if a.unsafe_mode.as_deref() == Some("split-brain") && a.nodes < 2 {
+        bail!("--unsafe split-brain needs --nodes 2 or more (one node cannot split)");
+    }
+    a.nemesis_targets
+        .parse::<nemesis::schedule::Targets>()
+        .map_err(|e| anyhow::anyhow!("--nemesis-targets: {e}"))?;
+    Ok(())
+}
+
+/// `--name`, or one made of the target and workload.
+fn run_name(
+    a: &RunArgs,
+    target: &Target,
+    service: &dyn workloads::Service,
+    kind: WorkloadKind,
+) -> Result<String> {
+    let name = match &a.name {
+        Some(n) => {
+            if n.is_empty()
+                || n.contains('/')
+                || n.contains('\\')
+                || n == "."
+                || n == ".."
+                || n == history::layout::LATEST_LINK
+            {
+                bail!("--name {n:?}: must be a plain folder name");
+            }
+            n.clone()
+        }
+        None => {
+            let t = match &target {
+                Target::Embedded => service.run_name(a.unsafe_mode.as_deref()),
+                Target::Command { .. } => "node-cmd".to_string(),
+                Target::Url { .. } => "url".to_string(),
+            };
+            format!("{t}-{}", kind.as_str())
+        }
+    };
+    Ok(name)
 }
 
 /// TOML integers are i64: a larger seed (given with --seed) is written as a string.

@@ -73,7 +73,9 @@ fn aim(m: &ShapeMode) -> (Aim, &'static [&'static str]) {
         // holder has 3.5 s or more of its 4-6 s hold left, so its session lease (2 s) lapses
         // before that holder releases, and it is next in line.
         "waiter" => (
-            Aim::new(2000, 1).from_ms(500).stall("waiter", None, None),
+            Aim::new(2000, 1)
+                .starting_at_ms(500)
+                .stall("waiter", None, None),
             &["--clients", "2"],
         ),
         other => panic!("no aim for {other}"),

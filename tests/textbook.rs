@@ -120,7 +120,7 @@ fn check_then_put_lets_a_stale_write_in_and_the_atomic_fence_does_not() {
 /// holder whose hold happens to end while its node is down releases, and its lease with it.
 fn kills() -> Aim {
     Aim::new(1000, 1)
-        .from_ms(1000)
+        .starting_at_ms(1000)
         .kill_for("n1", 100, 1000)
         .kill_for("n1", 100, 1000)
         .kill_for("n1", 100, 1000)

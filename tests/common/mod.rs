@@ -301,7 +301,7 @@ pub const SCENARIOS: &[Scenario] = &[
         ],
         // A kill once the first grants are made: the restarted node hands out tokens from 1
         // again, and after its recovery wait it grants.
-        aim: Some(|ttl| Aim::new(ttl, 1).from_ms(ttl).kill("n1")),
+        aim: Some(|ttl| Aim::new(ttl, 1).starting_at_ms(ttl).kill("n1")),
         expect_any: &["token-regressed", "token-reused"],
         needs_libfaketime: false,
     },
@@ -554,7 +554,7 @@ impl Aim {
     }
 
     /// The first fault starts no earlier than `ms` (e.g. once the first holds have begun).
-    pub fn from_ms(mut self, ms: u64) -> Aim {
+    pub fn starting_at_ms(mut self, ms: u64) -> Aim {
         self.next_ms = self.next_ms.max(ms);
         self
     }
