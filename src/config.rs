@@ -10,7 +10,6 @@ use nemesis::clock::ClockScope;
 use nemesis::schedule::{
     parse_client_faults, parse_clock_modes, ClientFaults, ClockMode, FaultKind, Schedule, Topology,
 };
-use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Duration;
 use workloads::WorkloadKind;
@@ -49,8 +48,7 @@ pub fn range_ms(flag: &str, s: &str) -> Result<(u64, u64)> {
 }
 
 /// Where the lock service (or the store) comes from.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Target {
     /// `lockpick lockd` / `lockpick store` started by the harness.
     Embedded,
@@ -66,10 +64,9 @@ impl Target {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct RunConfig {
     pub name: String,
-    #[serde(serialize_with = "seed_for_toml")]
     pub seed: u64,
     pub workload: String,
     pub clients: usize,
@@ -80,7 +77,6 @@ pub struct RunConfig {
     pub hold_min_ms: u64,
     pub hold_max_ms: u64,
     pub duration_ms: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub ops_max: Option<u64>,
     pub op_timeout_ms: u64,
     /// How long an acquire may wait for a held lock (`--acquire-wait`; by default 5 x ttl).
@@ -88,41 +84,30 @@ pub struct RunConfig {
     pub adapter: String,
     pub etcd_api: String,
     /// The adapter's own settings (`--adapter-opt`), defaults filled in.
-    #[serde(skip)]
     pub adapter_own: workloads::ServiceOptions,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub template_file: Option<PathBuf>,
     /// The file holding the hosts of --runtime ssh, and those hosts.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub hosts_file: Option<PathBuf>,
-    #[serde(skip)]
     pub hosts: Option<nemesis::ssh::Hosts>,
     pub nodes: usize,
     pub nemesis_targets: String,
     pub runtime: String,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub partition_topologies: Vec<String>,
     pub nemesis: Vec<String>,
     pub nemesis_interval_ms: u64,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub clock_faults: Vec<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub client_faults: Vec<String>,
     pub clock_scope: String,
     pub clock_bump_ms: u64,
     pub clock_rate: f64,
     pub target: Target,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub unsafe_mode: Option<String>,
     /// `--lock-order` of the embedded lockd.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub lock_order: Option<String>,
     /// `--arrivals`, as given.
     pub arrivals: String,
-    #[serde(skip)]
     pub arrivals_shape: workloads::Arrivals,
     /// `None` for the mutex workload, which uses no store.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub store: Option<Target>,
     pub store_fence: String,
     pub drift: f64,
@@ -130,28 +115,18 @@ pub struct RunConfig {
     pub startup_timeout_ms: u64,
     pub out: PathBuf,
     /// The schedule file this run replayed (`--schedule`), if it did not draw its own.
-    #[serde(rename = "schedule", skip_serializing_if = "Option::is_none")]
     pub schedule_file: Option<PathBuf>,
     /// The replayed schedule, validated against this run.
-    #[serde(skip)]
     pub schedule: Option<Schedule>,
     /// `--fail-on`, as its list of finding classes.
-    #[serde(skip)]
     pub fail_on: Vec<String>,
     /// `--no-probe`: the run skips the conformance probe.
-    #[serde(skip)]
     pub no_probe: bool,
-    #[serde(skip)]
     pub faults: Vec<FaultKind>,
-    #[serde(skip)]
     pub clock_modes: Vec<ClockMode>,
-    #[serde(skip)]
     pub client_shapes: ClientFaults,
-    #[serde(skip)]
     pub template: Option<workloads::TemplateSpec>,
-    #[serde(skip)]
     pub topologies: Vec<Topology>,
-    #[serde(skip)]
     pub workload_kind: Option<WorkloadKind>,
 }
 
@@ -618,14 +593,6 @@ fn run_name(
         }
     };
     Ok(name)
-}
-
-/// TOML integers are i64: a larger seed (given with --seed) is written as a string.
-fn seed_for_toml<S: serde::Serializer>(seed: &u64, s: S) -> Result<S::Ok, S::Error> {
-    match i64::try_from(*seed) {
-        Ok(v) => s.serialize_i64(v),
-        Err(_) => s.serialize_str(&seed.to_string()),
-    }
 }
 
 /// Reads the [template] section of a config file into the adapter's spec; a wrong key or type

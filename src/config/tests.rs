@@ -42,8 +42,6 @@ fn renew_ttl_defaults_to_ttl_and_is_bounded() {
         "{}",
         c.repro_command()
     );
-    let toml = toml::to_string_pretty(&c).unwrap();
-    assert!(toml.contains("renew_ttl_ms = 600"), "{toml}");
 
     let c = resolve(&["--ttl", "1s", "--renew-ttl", "5s"]).unwrap();
     assert_eq!((c.lease_max_ms(), c.clock_bump_ms), (5000, 15_000));
@@ -82,8 +80,6 @@ fn acquire_wait_defaults_to_five_leases_apart_from_the_op_timeout() {
         "{}",
         c.repro_command()
     );
-    let toml = toml::to_string_pretty(&c).unwrap();
-    assert!(toml.contains("acquire_wait_ms = 10000"), "{toml}");
     let c = resolve(&["--ttl", "1s", "--acquire-wait", "0s"]).unwrap();
     assert_eq!(c.acquire_wait_ms, 0);
     let c = resolve(&["--acquire-wait", "30s"]).unwrap();
