@@ -1,4 +1,4 @@
-//! `lockpick synth`: writes a synthetic DESIGN.md history, correct by construction
+//! `lockpick synth`: writes a synthetic history (docs/history.md), correct by construction
 //! (`checkers::gen`), optionally with violations injected at random points
 //! (`checkers::inject`), for tests and benchmarks.
 

@@ -2,7 +2,7 @@
 //! successes and wait times with Jain's fairness index, unavailability windows per lock with the
 //! faults active then, and the ops that never completed.
 //!
-//! Definitions, since DESIGN.md leaves them to the report:
+//! Definitions, since the model leaves them to the report:
 //!
 //! - A client is a process number (a crashed worker continues under a new one, so it counts as
 //!   a new client).

@@ -4,7 +4,7 @@
 //!
 //! - [`CheckConfig`]: what the service claims (`drift`) and how patient liveness is
 //!   (`liveness_grace_ns`), and how many grants a history needs to prove anything.
-//! - [`Checker`]: one family of rules from DESIGN.md ("Checkers: definitions"). Each returns a
+//! - [`Checker`]: one family of rules from docs/checkers.md. Each returns a
 //!   [`CheckOutput`]: its verdict, the violations it proved, the warnings it could only suspect,
 //!   and notes on what it could not judge.
 //! - [`Model`]: the history digested once (locks and keys interned, grants with their lease
@@ -33,7 +33,7 @@
 //! possible is a warning. Every op is named by the index of its completion event (the line
 //! that says what happened), or of its invoke event when it never completed.
 //!
-//! Where DESIGN.md leaves room, these readings hold (each module says why):
+//! Where the model leaves room, these readings hold (each module says why):
 //!
 //! - One fact, one violation: equal tokens are `token-reused`, never also `token-regressed`.
 //! - `token-regressed` also covers the grant order that exclusivity forces, not only real time:

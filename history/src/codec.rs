@@ -2,7 +2,7 @@
 //! parses blocks of lines on every core (each line with the one parser, `event.rs`) and names
 //! `file:line` for anything it rejects.
 //!
-//! The reader's rules (DESIGN.md, "History format"): blank lines are skipped; `index` ascends
+//! The reader's rules (docs/history.md, "The reader's rules"): blank lines are skipped; `index` ascends
 //! and `time_ns` never goes back, in file order; a line that does not parse is an error naming
 //! its line, except a JSON object cut off by the end of the input without a newline (a write cut
 //! short by a crash), which is dropped with a warning. Every caller (`lockpick check`,

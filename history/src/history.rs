@@ -3,7 +3,7 @@
 use crate::op::Op;
 use crate::pairing::{Paired, Pairing};
 
-/// A structural rule of DESIGN.md's history format that a history breaks.
+/// A structural rule of the history format (docs/history.md) that a history breaks.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("op index {index}: {reason}")]
 pub struct StructureError {

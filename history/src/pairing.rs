@@ -54,7 +54,7 @@ enum Proc {
     Crashed(u64),
 }
 
-/// Pairs a history's events in file order under DESIGN.md's structure rules: indices ascend and
+/// Pairs a history's events in file order under the history format's structure rules (docs/history.md): indices ascend and
 /// times never go back, client events name one of the client functions, each client process
 /// has at most one op in flight, each completion matches its invoke, and no process runs an op
 /// after an `info` crashed it. After the first error the pairing is over: the caller stops.

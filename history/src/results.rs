@@ -85,7 +85,7 @@ impl<'de> Deserialize<'de> for Validity {
     }
 }
 
-/// Every violation and warning kind DESIGN.md defines.
+/// Every violation and warning kind docs/checkers.md defines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ViolationKind {

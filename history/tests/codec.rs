@@ -1,9 +1,9 @@
-//! The JSONL codec against DESIGN.md's example and the bad inputs a reader must survive.
+//! The JSONL codec against docs/history.md's example and the bad inputs a reader must survive.
 
 use history::{read_ops_from, History, HistoryWriter, Op, OpType, Outcome, Process, ReadError, F};
 use std::path::Path;
 
-const DESIGN_EXAMPLE: &str = r#"{"index":0,"time_ns":1200,"process":3,"type":"invoke","f":"acquire","lock":"L0","value":{"ttl_ms":2000}}
+const FORMAT_EXAMPLE: &str = r#"{"index":0,"time_ns":1200,"process":3,"type":"invoke","f":"acquire","lock":"L0","value":{"ttl_ms":2000}}
 {"index":1,"time_ns":880000,"process":3,"type":"ok","f":"acquire","lock":"L0","value":{"token":41,"ttl_ms":2000}}
 {"index":2,"time_ns":900000,"process":3,"type":"invoke","f":"read","key":"counter","value":{"token":41}}
 {"index":3,"time_ns":1100000,"process":3,"type":"ok","f":"read","key":"counter","value":{"token":41,"value":16}}
@@ -20,7 +20,7 @@ fn read(text: &str) -> Result<(Vec<Op>, Vec<history::ReadWarning>), ReadError> {
 
 #[test]
 fn design_example_round_trips_byte_for_byte() {
-    let (ops, warnings) = read(DESIGN_EXAMPLE).unwrap();
+    let (ops, warnings) = read(FORMAT_EXAMPLE).unwrap();
     assert!(warnings.is_empty());
     assert_eq!(ops.len(), 9);
     assert_eq!(ops[1].value.token, Some(41));
@@ -32,7 +32,7 @@ fn design_example_round_trips_byte_for_byte() {
         w.write(op).unwrap();
     }
     let out = String::from_utf8(w.into_inner().unwrap()).unwrap();
-    assert_eq!(out, DESIGN_EXAMPLE);
+    assert_eq!(out, FORMAT_EXAMPLE);
 }
 
 #[test]
@@ -52,7 +52,7 @@ fn unknown_fields_are_kept_and_written_back() {
 
 #[test]
 fn malformed_line_names_file_and_line() {
-    let text = format!("{}\n{{\"index\":9,\"time_ns\":1,\"process\":1,\"type\":\"bogus\",\"f\":\"acquire\"}}\n{{}}\n", DESIGN_EXAMPLE.lines().next().unwrap());
+    let text = format!("{}\n{{\"index\":9,\"time_ns\":1,\"process\":1,\"type\":\"bogus\",\"f\":\"acquire\"}}\n{{}}\n", FORMAT_EXAMPLE.lines().next().unwrap());
     let err = read(&text).unwrap_err().to_string();
     assert!(err.starts_with("h.jsonl:2: "), "{err}");
     assert!(err.contains("bogus"), "{err}");
@@ -71,7 +71,7 @@ fn missing_field_is_named() {
 
 #[test]
 fn truncated_final_line_is_a_warning() {
-    let cut = &DESIGN_EXAMPLE[..DESIGN_EXAMPLE.len() - 20];
+    let cut = &FORMAT_EXAMPLE[..FORMAT_EXAMPLE.len() - 20];
     let (ops, warnings) = read(cut).unwrap();
     assert_eq!(ops.len(), 8);
     assert_eq!(warnings.len(), 1);
@@ -80,7 +80,7 @@ fn truncated_final_line_is_a_warning() {
 
 #[test]
 fn a_bad_line_in_the_middle_is_not_excused_as_truncation() {
-    let mut lines: Vec<&str> = DESIGN_EXAMPLE.lines().collect();
+    let mut lines: Vec<&str> = FORMAT_EXAMPLE.lines().collect();
     lines[3] = r#"{"index":3,"time_ns":1100000,"proc"#;
     let err = read(&(lines.join("\n") + "\n")).unwrap_err().to_string();
     assert!(err.starts_with("h.jsonl:4: "), "{err}");
@@ -88,14 +88,14 @@ fn a_bad_line_in_the_middle_is_not_excused_as_truncation() {
 
 #[test]
 fn a_complete_final_line_without_newline_is_fine() {
-    let (ops, warnings) = read(DESIGN_EXAMPLE.trim_end()).unwrap();
+    let (ops, warnings) = read(FORMAT_EXAMPLE.trim_end()).unwrap();
     assert_eq!(ops.len(), 9);
     assert!(warnings.is_empty());
 }
 
 #[test]
 fn index_must_ascend() {
-    let mut lines: Vec<&str> = DESIGN_EXAMPLE.lines().collect();
+    let mut lines: Vec<&str> = FORMAT_EXAMPLE.lines().collect();
     lines.swap(1, 2);
     let err = read(&lines.join("\n")).unwrap_err().to_string();
     assert!(
@@ -106,13 +106,13 @@ fn index_must_ascend() {
 
 #[test]
 fn blank_lines_are_skipped() {
-    let text = DESIGN_EXAMPLE.replace('\n', "\n\n");
+    let text = FORMAT_EXAMPLE.replace('\n', "\n\n");
     assert_eq!(read(&text).unwrap().0.len(), 9);
 }
 
 #[test]
 fn pairs_operations_and_outcomes() {
-    let (ops, _) = read(DESIGN_EXAMPLE).unwrap();
+    let (ops, _) = read(FORMAT_EXAMPLE).unwrap();
     let h = History::new(ops).unwrap();
     let o = h.operations();
     assert_eq!(o.len(), 4);

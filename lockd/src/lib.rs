@@ -2,10 +2,10 @@
 //!
 //! Main types:
 //!
-//! - [`serve_lockd`] with [`LockdConfig`]: the lock service of DESIGN.md's "Reference lock
-//!   protocol". Leases run on the monotonic clock; fencing tokens are persisted in
-//!   `data_dir` (see [`STATE_FILE_NAME`]) before any grant is acknowledged, so they keep
-//!   increasing across `kill -9`; after a restart every acquire is answered `recovering`
+//! - [`serve_lockd`] with [`LockdConfig`]: the lock service of docs/protocol.md. Leases run
+//!   on the monotonic clock; fencing tokens are persisted in `data_dir` (see
+//!   [`STATE_FILE_NAME`]) before any grant is acknowledged, so they keep increasing across
+//!   `kill -9`; after a restart every acquire is answered `recovering`
 //!   until any lease the previous incarnation may have granted has surely expired.
 //!   With [`LockdConfig::peers`] it is one member of a fixed membership: the member with the
 //!   smallest address ([`primary_of`]) holds all lock state, the others relay acquire, renew
