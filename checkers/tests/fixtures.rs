@@ -129,7 +129,13 @@ fn run_fixture(jsonl: &Path) -> Result<(), String> {
         if want != got {
             errors.push(format!("{field}: expected {want:?}, got {got:?}"));
         }
-        for e in expected.get(field).unwrap_or(&none).as_array().into_iter().flatten() {
+        for e in expected
+            .get(field)
+            .unwrap_or(&none)
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
             let want_ops = expected_set(&Value::Array(vec![e.clone()])).remove(0);
             let found = actual
                 .iter()
