@@ -166,7 +166,7 @@ fn run_all(queue: Vec<Job>, duration_s: u64, jobs: usize) -> Vec<(usize, u64, Ou
 fn classic(seeds: u64, duration_s: u64, jobs: usize) {
     let scenarios: Vec<&common::Scenario> = common::SCENARIOS
         .iter()
-        .filter(|s| !s.needs_libfaketime || common::require_libfaketime())
+        .filter(|s| !s.needs_clock || common::require_clock_faults())
         .collect();
     let mut queue = Vec::new();
     for (row, s) in scenarios.iter().enumerate() {

@@ -285,7 +285,8 @@ pub struct Scenario {
     /// needs no fault.
     pub aim: Option<fn(u64) -> Aim>,
     pub expect_any: &'static [&'static str],
-    pub needs_libfaketime: bool,
+    /// Needs clock faults (either backend: the vDSO one, else libfaketime).
+    pub needs_clock: bool,
 }
 
 pub const SCENARIOS: &[Scenario] = &[
@@ -303,7 +304,7 @@ pub const SCENARIOS: &[Scenario] = &[
         // again, and after its recovery wait it grants.
         aim: Some(|ttl| Aim::new(ttl, 1).starting_at_ms(ttl).kill("n1")),
         expect_any: &["token-regressed", "token-reused"],
-        needs_libfaketime: false,
+        needs_clock: false,
     },
     Scenario {
         // A stalled holder's lease never lapses: the lock stays held past ttl + grace.
@@ -331,7 +332,7 @@ pub const SCENARIOS: &[Scenario] = &[
                 .stall("long", Some("release"), None)
         }),
         expect_any: &["lock-stuck"],
-        needs_libfaketime: false,
+        needs_clock: false,
     },
     Scenario {
         name: "skip-token-check",
@@ -351,7 +352,7 @@ pub const SCENARIOS: &[Scenario] = &[
                 .stall("next-grant", Some("release"), Some(50))
         }),
         expect_any: &["stale-release-accepted", "stale-renew-accepted"],
-        needs_libfaketime: false,
+        needs_clock: false,
     },
     Scenario {
         name: "racy",
@@ -368,7 +369,7 @@ pub const SCENARIOS: &[Scenario] = &[
         // No fault: waiters woken by one release all pass the free check.
         aim: None,
         expect_any: &["double-grant"],
-        needs_libfaketime: false,
+        needs_clock: false,
     },
     Scenario {
         name: "store-none",
@@ -390,7 +391,7 @@ pub const SCENARIOS: &[Scenario] = &[
             )
         }),
         expect_any: &["stale-write-accepted", "lost-update"],
-        needs_libfaketime: false,
+        needs_clock: false,
     },
     Scenario {
         // Forward bumps expire a wall-clock lease early.
@@ -414,7 +415,7 @@ pub const SCENARIOS: &[Scenario] = &[
                 .clock_step("n1", 3 * ttl as i64)
         }),
         expect_any: &["double-grant"],
-        needs_libfaketime: true,
+        needs_clock: true,
     },
     Scenario {
         // A paused primary is, to its members, a partitioned one.
@@ -442,7 +443,7 @@ pub const SCENARIOS: &[Scenario] = &[
         // The primary paused for three leases: each member, cut off from it, grants alone.
         aim: Some(|ttl| Aim::new(ttl, 3).pause_for("n1", 3 * ttl)),
         expect_any: &["double-grant"],
-        needs_libfaketime: false,
+        needs_clock: false,
     },
 ];
 
@@ -454,7 +455,7 @@ pub fn assert_caught(adapter: &[&str], name: &str, also: impl FnOnce(&Run)) {
         .iter()
         .find(|s| s.name == name)
         .unwrap_or_else(|| panic!("no scenario {name}"));
-    if s.needs_libfaketime && !require_libfaketime() {
+    if s.needs_clock && !require_clock_faults() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
