@@ -477,6 +477,15 @@ fn target_of(
             nodes: a.nodes,
         })
         .map_err(|e| anyhow::anyhow!(e))?;
+    if let (Target::Embedded, Some((program, package))) = (&target, service.program()) {
+        if !workloads::on_path(program) {
+            bail!(
+                "--adapter {}: `{program}` is not installed here (apt-get install {package}), or \
+                 give --node-cmd or --url",
+                service.name()
+            );
+        }
+    }
     if matches!(target, Target::Embedded) && service.launch(&launch_probe(own)).is_none() {
         bail!(
             "--adapter {}: lockpick cannot start this service itself; give --node-cmd or --url",

@@ -210,6 +210,40 @@ pub fn run_with(config: Option<&Path>) -> anyhow::Result<history::ExitCode> {
     })
 }
 
+/// Each registered service, whether lockpick can start it here (`--adapter NAME` without
+/// `--node-cmd` or `--url`), and why not: (name, state, note).
+fn services() -> Vec<(String, &'static str, String)> {
+    workloads::SERVICES
+        .iter()
+        .map(|s| {
+            let name = format!("--adapter {}", s.name());
+            let options = workloads::ServiceOptions::parse(*s, &[]).unwrap_or_default();
+            let launch = workloads::Launch {
+                exe: Path::new("lockpick"),
+                nodes: 1,
+                unsafe_mode: None,
+                lock_order: None,
+                options: &options,
+            };
+            if s.launch(&launch).is_none() {
+                let why = "lockpick has no command for it: give --node-cmd or --url";
+                return (name, "ok", why.to_string());
+            }
+            match s.program() {
+                None => (name, "ok", "lockpick starts it itself".to_string()),
+                Some((p, _)) if workloads::on_path(p) => {
+                    (name, "ok", format!("lockpick starts `{p}` for it"))
+                }
+                Some((p, package)) => (
+                    name,
+                    "missing",
+                    format!("`{p}` is not installed (apt-get install {package}); --node-cmd or --url still work"),
+                ),
+            }
+        })
+        .collect()
+}
+
 /// Prints the table; the exit code is 0 when every required fault can run (a missing optional
 /// one is a warning), 3 otherwise.
 pub fn run() -> history::ExitCode {
@@ -219,6 +253,10 @@ pub fn run() -> history::ExitCode {
             None => println!("{:<13} ok       {}", c.fault, c.note),
             Some(why) => println!("{:<13} missing  {why}", c.fault),
         }
+    }
+    println!();
+    for (name, state, note) in services() {
+        println!("{name:<19} {state:<8} {note}");
     }
     let missing = |required: bool| -> Vec<&str> {
         checks

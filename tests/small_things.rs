@@ -151,6 +151,24 @@ fn doctor_fails_only_for_a_missing_required_fault() {
             "{f} missing but not named on stderr: {err}"
         );
     }
+    // Which services lockpick can start here, each named with what it lacks.
+    for service in [
+        "reference",
+        "etcd",
+        "template",
+        "standin",
+        "redis",
+        "redlock",
+    ] {
+        let row = out
+            .lines()
+            .find(|l| l.starts_with(&format!("--adapter {service} ")))
+            .unwrap_or_else(|| panic!("no row for {service}: {out}"));
+        assert!(
+            row.contains(" ok ") || row.contains("apt-get install"),
+            "{row}"
+        );
+    }
     let help = run_with_limit(&["doctor", "--help"], Duration::from_secs(10));
     let help = String::from_utf8_lossy(&help.stdout);
     assert!(

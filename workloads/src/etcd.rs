@@ -23,7 +23,7 @@ use crate::api::{BoxFuture, FencedResource, LockClient, Wire};
 use crate::client::{classify_error, snippet, Reply};
 use crate::pause::PauseBoard;
 use nemesis::Readiness;
-use crate::service::{on_path, Connect, ConnectError, Launch, Service, Settings};
+use crate::service::{Connect, ConnectError, Launch, Service, Settings};
 use crate::Adapter;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
@@ -702,6 +702,9 @@ impl Service for Etcd {
     fn peer_port(&self) -> bool {
         true
     }
+    fn program(&self) -> Option<(&'static str, &'static str)> {
+        Some(("etcd", "etcd-server"))
+    }
     fn clock_faults(&self) -> Result<(), &'static str> {
         Err("libfaketime does not reach Go programs (the Go runtime reads the clock without libc)")
     }
@@ -720,9 +723,6 @@ impl Service for Etcd {
         }
         if s.store_given {
             return Err("--adapter etcd keeps the counter's register in etcd itself (fenced by a txn): no --store-cmd or --store-url".into());
-        }
-        if s.launched && !on_path("etcd") {
-            return Err("--adapter etcd: `etcd` is not installed here (apt-get install etcd-server), or give --node-cmd".into());
         }
         Ok(())
     }

@@ -21,7 +21,7 @@ use crate::api::{BoxFuture, FencedResource, Grant, LockClient, Reply, Tokens, Wi
 use crate::client::RefClient;
 use crate::pause::PauseBoard;
 use crate::service::{
-    host_port, on_path, Connect, ConnectError, Launch, Service, ServiceOption, ServiceOptions,
+    host_port, Connect, ConnectError, Launch, Service, ServiceOption, ServiceOptions,
     Settings,
 };
 use crate::Adapter;
@@ -474,6 +474,9 @@ impl Service for Redis {
     fn fencing_hint(&self) -> Option<&'static str> {
         Some("--adapter-opt fence=counter")
     }
+    fn program(&self) -> Option<(&'static str, &'static str)> {
+        Some(("redis-server", "redis-server"))
+    }
     fn check(&self, s: &Settings) -> Result<(), String> {
         if s.unsafe_mode.is_some() {
             return Err("--unsafe is a mode of the embedded lockd, not of redis".into());
@@ -484,11 +487,6 @@ impl Service for Redis {
                  independent masters are not this adapter)",
                 s.nodes
             ));
-        }
-        if s.launched && !on_path("redis-server") {
-            return Err("--adapter redis: `redis-server` is not installed here (apt-get install \
-                        redis-server), or give --node-cmd or --url"
-                .into());
         }
         Ok(())
     }

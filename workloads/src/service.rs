@@ -197,6 +197,13 @@ pub trait Service: Sync {
         Tokens::Fencing
     }
 
+    /// The program its own command runs and the Debian package that has it (`redis-server`,
+    /// `redis-server`), when that is not lockpick itself: without it on `PATH` a launched run
+    /// is refused up front, and `lockpick doctor` says which services can start here.
+    fn program(&self) -> Option<(&'static str, &'static str)> {
+        None
+    }
+
     /// Whether its own command is the embedded lockd, whose modes (`--lock-order timestamp`)
     /// the command takes; no other service has them.
     fn lockd_modes(&self) -> bool {
