@@ -25,12 +25,16 @@ fn ms(flag: &str, s: &str) -> Result<u64> {
 }
 
 /// An `http://` or `https://` URL with a host, or an error naming the flag.
-fn check_url(flag: &str, url: &str) -> Result<()> {
-    let parsed = reqwest::Url::parse(url).map_err(|e| {
-        anyhow::anyhow!("--{flag} {url:?}: not a URL ({e}); e.g. http://127.0.0.1:7000")
-    })?;
-    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
-        bail!("--{flag} {url:?}: expected an http:// or https:// URL with a host, e.g. http://127.0.0.1:7000");
+fn check_url(flag: &str, url: &str, schemes: &[&str]) -> Result<()> {
+    let example = format!("{}://127.0.0.1:7000", schemes.first().unwrap_or(&"http"));
+    let parsed = reqwest::Url::parse(url)
+        .map_err(|e| anyhow::anyhow!("--{flag} {url:?}: not a URL ({e}); e.g. {example}"))?;
+    if !schemes.contains(&parsed.scheme()) || parsed.host_str().is_none() {
+        let kinds: Vec<String> = schemes.iter().map(|s| format!("{s}://")).collect();
+        bail!(
+            "--{flag} {url:?}: expected a {} URL with a host, e.g. {example}",
+            kinds.join(" or ")
+        );
     }
     Ok(())
 }
@@ -439,9 +443,14 @@ fn target_of(
 ) -> Result<(Target, Option<workloads::TemplateSpec>, Option<Target>)> {
     let (ttl_ms, renew_ttl_ms) = (t.ttl_ms, t.renew_ttl_ms);
     // URLs are checked before anything exists: a typo costs no run directory.
-    for (flag, url) in [("url", &a.url), ("store-url", &a.store_url)] {
+    // The store speaks the reference protocol; the service, whatever its descriptor says.
+    let http: &[&str] = &["http", "https"];
+    for (flag, url, schemes) in [
+        ("url", &a.url, service.url_schemes()),
+        ("store-url", &a.store_url, http),
+    ] {
         if let Some(u) = url {
-            check_url(flag, u)?;
+            check_url(flag, u, schemes)?;
         }
     }
     if kind == WorkloadKind::Mutex && (a.store_url.is_some() || a.store_cmd.is_some()) {

@@ -312,3 +312,100 @@ fn redlock_loses_its_majority_to_restarts_without_persistence() {
         );
     }
 }
+
+/// A Redis the team already runs, reached by `--url redis://HOST:PORT` (here one this test
+/// starts and stops by pid): client stalls are the faults that reach it, and a correct single
+/// server is clean under them. An HTTP URL is refused for it in one line.
+#[test]
+fn a_running_redis_is_reached_by_its_url() {
+    if !require_redis() {
+        return;
+    }
+    let tmp = scratch();
+    let port = nemesis::free_port("127.0.0.1".parse().unwrap()).unwrap();
+    let port_text = port.to_string();
+    let data = tmp.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let server = std::process::Command::new("redis-server")
+        .args([
+            "--port",
+            &port_text,
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .arg("--dir")
+        .arg(&data)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Ends the server this test started, by its pid, whatever the assertions do.
+    struct Stop(std::process::Child);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _stop = Stop(server);
+    // Up once it answers PING (a few tens of ms); bounded.
+    let ready = (0..250).any(|_| {
+        use std::io::{Read, Write};
+        let answered = std::net::TcpStream::connect(("127.0.0.1", port)).and_then(|mut c| {
+            c.set_read_timeout(Some(Duration::from_millis(200)))?;
+            c.write_all(b"PING\r\n")?;
+            let mut buf = [0u8; 5];
+            c.read_exact(&mut buf)?;
+            Ok(&buf == b"+PONG")
+        });
+        let up = answered.unwrap_or(false);
+        if !up {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        up
+    });
+    assert!(ready, "redis-server on {port} never answered PING");
+    let url = format!("redis://127.0.0.1:{port}");
+    let r = common::run(
+        &tmp.path().join("out"),
+        &[
+            "--adapter",
+            "redis",
+            "--url",
+            &url,
+            "--nemesis",
+            "client-pause",
+            "--ttl",
+            "500ms",
+            "--hold",
+            "20ms..200ms",
+            "--duration",
+            "6s",
+            "--nemesis-interval",
+            "1s",
+        ],
+        Duration::from_secs(60),
+    );
+    r.assert_clean();
+    let o = common::run_with_limit(
+        &[
+            "run",
+            "--adapter",
+            "redis",
+            "--url",
+            &format!("http://127.0.0.1:{port}"),
+        ],
+        Duration::from_secs(30),
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.starts_with(&format!(
+            "error: --url \"http://127.0.0.1:{port}\": expected a redis:// URL with a host"
+        )),
+        "{stderr}"
+    );
+}

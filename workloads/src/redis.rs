@@ -451,6 +451,9 @@ impl Service for Redis {
         argv.extend(persistence.iter().map(|a| a.to_string()));
         Some(argv)
     }
+    fn url_schemes(&self) -> &'static [&'static str] {
+        &["redis"]
+    }
     fn readiness(&self) -> Readiness {
         Readiness::Exchange {
             name: "PING",

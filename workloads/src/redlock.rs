@@ -262,6 +262,9 @@ impl Service for RedlockService {
     fn launch(&self, l: &Launch) -> Option<Vec<String>> {
         Redis.launch(l)
     }
+    fn url_schemes(&self) -> &'static [&'static str] {
+        &["redis"]
+    }
     fn readiness(&self) -> Readiness {
         Redis.readiness()
     }

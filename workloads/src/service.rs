@@ -204,6 +204,11 @@ pub trait Service: Sync {
         None
     }
 
+    /// The URL schemes `--url` may name it by (`http`, `https`; Redis's `redis`).
+    fn url_schemes(&self) -> &'static [&'static str] {
+        &["http", "https"]
+    }
+
     /// Whether its own command is the embedded lockd, whose modes (`--lock-order timestamp`)
     /// the command takes; no other service has them.
     fn lockd_modes(&self) -> bool {
