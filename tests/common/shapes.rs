@@ -182,13 +182,24 @@ pub fn run_with(
     all.extend_from_slice(common);
     all.extend_from_slice(args);
     all.extend_from_slice(&["--duration", &duration, "--seed", &seed]);
+    // Under CI, `--fail-on` gains `coverage`: the callers decide their policy themselves.
     let mut child = Command::new(bin)
         .args(&all)
+        .env_remove("CI")
+        .env_remove("GITHUB_ACTIONS")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn lockpick");
+    // Read while it runs: a child that writes more than a pipe holds would otherwise block.
+    let mut pipe = child.stderr.take().expect("piped stderr");
+    let reader = std::thread::spawn(move || {
+        use std::io::Read;
+        let mut text = String::new();
+        let _ = pipe.read_to_string(&mut text);
+        text
+    });
     let limit = Duration::from_secs(duration_s * 3 + 60);
     let started = Instant::now();
     // Bounded by `limit`: then our own child is killed, by pid.
@@ -203,11 +214,7 @@ pub fn run_with(
         }
         std::thread::sleep(Duration::from_millis(100));
     };
-    let mut stderr = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        use std::io::Read;
-        let _ = e.read_to_string(&mut stderr);
-    }
+    let stderr = reader.join().unwrap_or_default();
     let dir = std::fs::read_link(out.join("latest"))
         .map(|l| out.join(l))
         .unwrap_or_else(|e| panic!("no run directory in {}: {e}\n{stderr}", out.display()));
