@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{nemesis_ops, require_python, run, Run, FAST};
+use common::{assert_aim_exercised, nemesis_ops, require_python, run, Aim, Run, FAST};
 use std::path::Path;
 use std::time::Duration;
 
@@ -45,10 +45,25 @@ fn minimal_python_service_is_valid_under_pause() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let cmd = command();
+    // Two pauses of a lease and a half each, once holds have begun: each freezes the service
+    // under a live lease.
+    let aim = Aim::new(common::FAST_TTL_MS, 1)
+        .starting_at_ms(1000)
+        .pause_for("n1", 1500)
+        .pause_for("n1", 1500);
+    let schedule = aim.write(tmp.path());
+    let duration = format!("{}ms", aim.duration_ms());
     let mut args = vec!["--node-cmd", &cmd];
     args.extend_from_slice(FAST);
-    args.extend_from_slice(&["--workload", "mutex", "--nemesis", "pause", "--seed", "1"]);
+    args.extend_from_slice(&["--workload", "mutex", "--seed", "1"]);
+    args.extend_from_slice(&[
+        "--schedule",
+        schedule.to_str().unwrap(),
+        "--duration",
+        &duration,
+    ]);
     let r = run(&tmp.path().join("runs"), &args, Duration::from_secs(90));
+    assert_aim_exercised(&aim, &r.results(), &r.describe());
     assert_valid_under(&r, &["start-pause", "stop-pause"]);
 }
 
@@ -61,17 +76,33 @@ fn minimal_python_service_and_store_are_valid_under_kill_and_client_pause() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let cmd = command();
+    // Aimed, so the verdict rests on faults that met their state: a 2 s lease outlives the
+    // Python service's restart (a few hundred ms), so a kill's node is back while the lease
+    // it granted lives; two kills, a boundary stall waking into a renew and a pause.
+    let aim = Aim::new(2000, 1)
+        .starting_at_ms(1000)
+        .kill("n1")
+        .stall("boundary", Some("renew"), Some(50))
+        .kill("n1")
+        .pause_for("n1", 3000);
+    let schedule = aim.write(tmp.path());
+    let duration = format!("{}ms", aim.duration_ms());
     let mut args = vec!["--node-cmd", &cmd, "--store-cmd", &cmd];
     args.extend_from_slice(FAST);
     args.extend_from_slice(&[
         "--workload",
         "counter",
-        "--nemesis",
-        "kill,client-pause,pause",
+        "--ttl",
+        "2s",
+        "--schedule",
+        schedule.to_str().unwrap(),
+        "--duration",
+        &duration,
         "--seed",
         "2",
     ]);
-    let r = run(&tmp.path().join("runs"), &args, Duration::from_secs(90));
+    let r = run(&tmp.path().join("runs"), &args, Duration::from_secs(120));
+    assert_aim_exercised(&aim, &r.results(), &r.describe());
     assert_valid_under(&r, &["kill", "restart", "start-client-pause"]);
     let history = std::fs::read_to_string(r.run_dir().join("history.jsonl")).unwrap();
     assert!(
