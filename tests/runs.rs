@@ -22,9 +22,11 @@ fn correct_run_is_valid(seed: &str) {
         &args(&["--seed", seed, "--nemesis", "pause,kill,client-pause"]),
         LIMIT,
     );
+    // No violation, and valid, or unknown naming what a drawn fault did not reach (a kill
+    // that found no live lease): this test is about the draw; the aimed ones in the suite and
+    // tests/minimal_service.rs require valid.
     r.assert_clean();
     let res = r.results();
-    assert_eq!(res["valid"], true);
     assert!(res["stats"]["grants"].as_u64().unwrap() >= 3, "{res}");
     // The faults really happened: the history holds exactly the server-side faults the plan
     // written to schedule.json holds, and the plan holds every kind.
