@@ -111,11 +111,14 @@ pub enum Error {
         what: &'static str,
         source: nix::errno::Errno,
     },
-    #[error("process {pid}: {what} took too long (limit {waited_ms} ms)")]
+    #[error("process {pid}: {what} took too long (limit {waited_ms} ms; {state})")]
     Timeout {
         pid: i32,
         what: &'static str,
         waited_ms: u64,
+        /// What the kernel said the thread was doing then (`thread 812: state D, in
+        /// jbd2_log_wait_commit`): an uninterruptible sleep cannot be stopped until it ends.
+        state: String,
     },
     #[error("process {pid}: {what} did not settle after {attempts} attempts")]
     Unsettled {

@@ -74,6 +74,25 @@ enum Waited {
 /// only looked at (`WNOWAIT`): reaping it here would take its exit status from the code that
 /// owns the process. Any other exit is consumed: only the tracer's wait passes it on to the
 /// real parent, or releases an exited thread.
+/// `thread T: state S, in WCHAN`, from /proc: why a thread may not be stopping (`D`, an
+/// uninterruptible sleep such as a disk write, ends only when the kernel is done).
+fn thread_state(pid: i32, tid: Pid) -> String {
+    let dir = format!("/proc/{pid}/task/{}", tid.as_raw());
+    // The state is the field after the command's closing parenthesis.
+    let state = std::fs::read_to_string(format!("{dir}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next().map(str::to_string))
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let wchan = std::fs::read_to_string(format!("{dir}/wchan")).unwrap_or_default();
+    match wchan.trim() {
+        "" | "0" => format!("thread {}: state {state}", tid.as_raw()),
+        w => format!("thread {}: state {state}, in {w}", tid.as_raw()),
+    }
+}
+
 fn wait_stop(pid: i32, tid: Pid, what: &'static str) -> Result<Waited, Error> {
     let deadline = Instant::now() + WAIT_LIMIT;
     let ours = tid.as_raw() == pid && parent(pid) == Some(std::process::id() as i32);
@@ -120,6 +139,7 @@ fn wait_stop(pid: i32, tid: Pid, what: &'static str) -> Result<Waited, Error> {
                 pid,
                 what,
                 waited_ms: WAIT_LIMIT.as_millis() as u64,
+                state: thread_state(pid, tid),
             });
         }
         std::thread::sleep(WAIT_POLL);
@@ -374,5 +394,25 @@ impl Drop for Stopped {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A timeout names what the thread was doing, read from /proc; a thread that is gone says
+    /// so rather than failing.
+    #[test]
+    fn a_threads_state_is_read_from_proc() {
+        let pid = std::process::id() as i32;
+        let tid = nix::unistd::gettid();
+        let s = thread_state(pid, tid);
+        assert!(
+            s.starts_with(&format!("thread {}: state R", tid.as_raw())),
+            "a running thread: {s}"
+        );
+        let gone = thread_state(pid, Pid::from_raw(i32::MAX));
+        assert_eq!(gone, format!("thread {}: state unknown", i32::MAX));
     }
 }
