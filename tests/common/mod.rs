@@ -196,21 +196,28 @@ pub fn write_script(dir: &Path, name: &str, body: &str) -> PathBuf {
     p
 }
 
-/// Skips (with a visible message) when python3 is missing, except under
-/// LOCKPICK_SYSTEM_TESTS=1, where a missing tool is a failure.
-pub fn require_python() -> bool {
-    let ok = Command::new("python3")
+/// Skips (with a visible message) when `program` is missing, except under
+/// LOCKPICK_SYSTEM_TESTS=1, where a missing tool is a failure naming the Debian `package`.
+pub fn require_program(program: &str, package: &str) -> bool {
+    let ok = Command::new(program)
         .arg("--version")
         .output()
         .map(|o| o.status.success())
         .unwrap_or(false);
     if !ok {
         if std::env::var("LOCKPICK_SYSTEM_TESTS").as_deref() == Ok("1") {
-            panic!("python3 is required under LOCKPICK_SYSTEM_TESTS=1 (apt-get install python3)");
+            panic!(
+                "{program} is required under LOCKPICK_SYSTEM_TESTS=1 (apt-get install {package})"
+            );
         }
-        eprintln!("SKIPPED: python3 not found (apt-get install python3)");
+        eprintln!("SKIPPED: {program} not found (apt-get install {package})");
     }
     ok
+}
+
+/// [`require_program`] for python3 (the stand-in services).
+pub fn require_python() -> bool {
+    require_program("python3", "python3")
 }
 
 /// Skips (with a visible message) when libfaketime is missing, except under
@@ -484,21 +491,9 @@ pub fn assert_caught(adapter: &[&str], name: &str, also: impl FnOnce(&Run)) {
     also(&r);
 }
 
-/// Skips (with a visible message) when etcd is missing, except under LOCKPICK_SYSTEM_TESTS=1,
-/// where a missing etcd is a failure.
+/// [`require_program`] for etcd.
 pub fn require_etcd() -> bool {
-    let ok = Command::new("etcd")
-        .arg("--version")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if !ok {
-        if std::env::var("LOCKPICK_SYSTEM_TESTS").as_deref() == Ok("1") {
-            panic!("etcd is required under LOCKPICK_SYSTEM_TESTS=1 (apt-get install etcd-server)");
-        }
-        eprintln!("SKIPPED: etcd not found (apt-get install etcd-server)");
-    }
-    ok
+    require_program("etcd", "etcd-server")
 }
 
 /// The nemesis ops of a run's history, in order.
@@ -801,19 +796,7 @@ pub fn suite(out: &Path, args: &[&str], limit: Duration) -> Suite {
     }
 }
 
-/// Skips (visibly) when redis-server is missing, except under LOCKPICK_SYSTEM_TESTS=1, where a
-/// missing server is a failure.
+/// [`require_program`] for redis-server.
 pub fn require_redis() -> bool {
-    let ok = Command::new("redis-server")
-        .arg("--version")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if !ok {
-        if std::env::var("LOCKPICK_SYSTEM_TESTS").as_deref() == Ok("1") {
-            panic!("redis-server is required under LOCKPICK_SYSTEM_TESTS=1 (apt-get install redis-server)");
-        }
-        eprintln!("SKIPPED: redis-server not found (apt-get install redis-server)");
-    }
-    ok
+    require_program("redis-server", "redis-server")
 }
