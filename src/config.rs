@@ -670,8 +670,9 @@ pub(crate) fn load_hosts(file: &std::path::Path) -> Result<nemesis::ssh::Hosts> 
     })
 }
 
-/// A launch with no particulars: whether a service has a command of its own at all.
-fn launch_probe(options: &workloads::ServiceOptions) -> workloads::Launch<'_> {
+/// A launch with no particulars: whether a service has a command of its own at all (the
+/// run's refusal, `lockpick doctor`).
+pub(crate) fn launch_probe(options: &workloads::ServiceOptions) -> workloads::Launch<'_> {
     workloads::Launch {
         exe: std::path::Path::new("lockpick"),
         nodes: 1,

@@ -218,14 +218,7 @@ fn services() -> Vec<(String, &'static str, String)> {
         .map(|s| {
             let name = format!("--adapter {}", s.name());
             let options = workloads::ServiceOptions::parse(*s, &[]).unwrap_or_default();
-            let launch = workloads::Launch {
-                exe: Path::new("lockpick"),
-                nodes: 1,
-                unsafe_mode: None,
-                lock_order: None,
-                options: &options,
-            };
-            if s.launch(&launch).is_none() {
+            if s.launch(&crate::config::launch_probe(&options)).is_none() {
                 let why = "lockpick has no command for it: give --node-cmd or --url";
                 return (name, "ok", why.to_string());
             }
