@@ -27,22 +27,25 @@ pub const KINDS: [ViolationKind; 7] = {
 const WHY: &str = "expected under this fault for any lease-based service (its monotonic clock \
                    was moved, --clock-scope all): only the fenced resource can stay safe. ";
 
-/// Moves `out`'s violations that a moved monotonic clock explains into `expected`: of
-/// [`KINDS`], during a clock fault or within `reach_ns` (the longest lease) after it. A checker
-/// left with none is valid, and says how many it set apart.
-pub(crate) fn set_apart(
-    m: &Model,
-    reach_ns: u64,
-    out: &mut CheckOutput,
-    expected: &mut Vec<Violation>,
-) {
-    let windows: Vec<(u64, u64)> = m
-        .faults
+/// The clock faults of `m` as `[start, stop + reach_ns]`: a lease timed on a moved clock may
+/// end wrongly up to a lease (`reach_ns`) after the clock is set right.
+pub(crate) fn clock_windows(m: &Model, reach_ns: u64) -> Vec<(u64, u64)> {
+    m.faults
         .list()
         .iter()
         .filter(|f| f.f == "start-clock")
         .map(|f| (f.start_ns, f.end_ns.saturating_add(reach_ns)))
-        .collect();
+        .collect()
+}
+
+/// Moves `out`'s violations that a moved monotonic clock explains into `expected`: of
+/// [`KINDS`], during a clock fault or inside one of its `windows` ([`clock_windows`]). A
+/// checker left with none is valid, and says how many it set apart.
+pub(crate) fn set_apart(
+    windows: &[(u64, u64)],
+    out: &mut CheckOutput,
+    expected: &mut Vec<Violation>,
+) {
     let under_clock = |v: &Violation| {
         KINDS.contains(&v.kind)
             && (v.nemesis.iter().any(|f| f.f == "start-clock")

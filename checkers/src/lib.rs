@@ -195,9 +195,12 @@ pub(crate) fn check_model(m: &Model, cfg: &CheckConfig) -> Results {
     outs.extend(rest);
     stats.extra.extend(extra);
     let mut expected = Vec::new();
+    let windows = cfg
+        .monotonic_clock_reach_ns
+        .map(|reach_ns| expected::clock_windows(m, reach_ns));
     for (name, mut out) in outs {
-        if let Some(reach_ns) = cfg.monotonic_clock_reach_ns {
-            expected::set_apart(m, reach_ns, &mut out, &mut expected);
+        if let Some(w) = &windows {
+            expected::set_apart(w, &mut out, &mut expected);
         }
         valid = valid.merge(out.valid);
         checkers.push(CheckerResult {
