@@ -190,6 +190,35 @@ macro_rules! boxed_lock_ops {
 }
 pub(crate) use boxed_lock_ops;
 
+/// The [`LockClient`] methods `acquire` and `acquire_stallable` of a type whose inherent
+/// `acquire_waiting(client, lock, ttl_ms, wait_ms, pauses)` tries until granted or the wait is
+/// over, trying nothing while `pauses` says the client is stalled (a client that polls, as
+/// Redis's do): both are that loop, with and without the board.
+macro_rules! waiting_acquire_ops {
+    () => {
+        fn acquire<'a>(
+            &'a self,
+            client: &'a str,
+            lock: &'a str,
+            ttl_ms: u64,
+            wait_ms: u64,
+        ) -> $crate::api::BoxFuture<'a, $crate::api::Reply> {
+            Box::pin(self.acquire_waiting(client, lock, ttl_ms, wait_ms, None))
+        }
+        fn acquire_stallable<'a>(
+            &'a self,
+            client: &'a str,
+            lock: &'a str,
+            ttl_ms: u64,
+            wait_ms: u64,
+            pauses: &'a $crate::pause::PauseBoard,
+        ) -> $crate::api::BoxFuture<'a, $crate::api::Reply> {
+            Box::pin(self.acquire_waiting(client, lock, ttl_ms, wait_ms, Some(pauses)))
+        }
+    };
+}
+pub(crate) use waiting_acquire_ops;
+
 /// [`boxed_lock_ops`] for [`FencedResource`]: `read`, `write` and `inspect`.
 macro_rules! boxed_resource_ops {
     ($t:ty) => {

@@ -153,25 +153,7 @@ impl Redlock {
 }
 
 impl LockClient for Redlock {
-    fn acquire<'a>(
-        &'a self,
-        client: &'a str,
-        lock: &'a str,
-        ttl_ms: u64,
-        wait_ms: u64,
-    ) -> BoxFuture<'a, Reply> {
-        Box::pin(self.acquire_waiting(client, lock, ttl_ms, wait_ms, None))
-    }
-    fn acquire_stallable<'a>(
-        &'a self,
-        client: &'a str,
-        lock: &'a str,
-        ttl_ms: u64,
-        wait_ms: u64,
-        pauses: &'a PauseBoard,
-    ) -> BoxFuture<'a, Reply> {
-        Box::pin(self.acquire_waiting(client, lock, ttl_ms, wait_ms, Some(pauses)))
-    }
+    crate::api::waiting_acquire_ops!();
     fn renew<'a>(
         &'a self,
         client: &'a str,
