@@ -75,9 +75,7 @@ pub fn judge(path: &Path, drift: Option<f64>, liveness_grace: Option<&str>) -> R
         cfg.liveness_grace_ns = crate::config::duration("liveness-grace", g)?.as_nanos() as u64;
     }
     if let Some(d) = drift {
-        if !(0.0..1.0).contains(&d) {
-            anyhow::bail!("--drift {d}: expected a fraction in [0, 1)");
-        }
+        crate::config::check_drift(d)?;
         cfg.drift = d;
     }
     let mut results = check_file(&history, &cfg)?;

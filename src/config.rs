@@ -14,6 +14,19 @@ use std::path::PathBuf;
 use std::time::Duration;
 use workloads::WorkloadKind;
 
+/// `--drift`: a fraction in [0, 1) in whole parts per million, the unit the checkers compute
+/// every bound in (so 0.07 is exactly 70,000 ppm, never a float a nanosecond off).
+pub(crate) fn check_drift(drift: f64) -> Result<()> {
+    if !(0.0..1.0).contains(&drift) {
+        bail!("--drift {drift}: expected a fraction in [0, 1)");
+    }
+    let ppm = drift * 1e6;
+    if (ppm - ppm.round()).abs() > 1e-6 {
+        bail!("--drift {drift}: at most six decimals (the checkers count drift in whole ppm)");
+    }
+    Ok(())
+}
+
 /// Parses `500ms`, `2s`, `1m`, `1m30s`; names the flag when it cannot.
 pub fn duration(flag: &str, s: &str) -> Result<Duration> {
     humantime::parse_duration(s.trim())
@@ -159,9 +172,7 @@ impl RunConfig {
                 a.nemesis_interval
             );
         }
-        if !(a.drift >= 0.0 && a.drift < 1.0) {
-            bail!("--drift {}: expected a fraction in [0, 1)", a.drift);
-        }
+        check_drift(a.drift)?;
         lockd_modes(a, service)?;
         let arrivals_shape = a
             .arrivals

@@ -7,7 +7,7 @@
 //! keeping per-stall records (stalls are nemesis events, at most a few per thousand events)
 //! and per-fault-kind intervals, never a per-op vector.
 
-use crate::model::{ttl_upper_ns, ClientOp, Func, Model, SpanEnd};
+use crate::model::{ClientOp, Func, Model, SpanEnd};
 use crate::FxMap;
 use history::coverage::{Cell, Coverage, FaultCoverage};
 use history::Outcome;
@@ -391,7 +391,7 @@ fn surely_dead_by(m: &Model, g: &crate::Grant, cutoff_ns: u64) -> Option<u64> {
         }
         let ttl = op.ttl_ms().or(op.requested_ttl_ms()).or(g.ttl_ms);
         let set = match (op.complete_ns(), ttl) {
-            (Some(c), Some(t)) => Some(c.saturating_add(ttl_upper_ns(t, m.drift))),
+            (Some(c), Some(t)) => Some(c.saturating_add(m.drift.upper_ns(t))),
             _ => None,
         };
         dead = match op.outcome {
@@ -444,7 +444,7 @@ fn tally(m: &Model, s: &Stall, cov: &mut Coverage) {
         let w = &mut cov.waiter;
         w.count += 1;
         let ttl = op.requested_ttl_ms().or(op.ttl_ms());
-        lapsed = ttl.is_some_and(|t| s.end_ns - s.start_ns > ttl_upper_ns(t, m.drift));
+        lapsed = ttl.is_some_and(|t| s.end_ns - s.start_ns > m.drift.upper_ns(t));
         if lapsed {
             w.lease_lapsed += 1;
             if op.outcome == Outcome::Ok {

@@ -8,7 +8,7 @@
 use crate::evidence::GrantEvidence;
 use crate::faults::Faults;
 use crate::model::{
-    follow_lease, ClientOp, Func, Grant, Model, OpPos, NO_ERROR, NO_GRANT, NO_TARGET,
+    follow_lease, ClientOp, Drift, Func, Grant, Model, OpPos, NO_ERROR, NO_GRANT, NO_TARGET,
 };
 use crate::{CheckConfig, FxMap};
 use history::{
@@ -472,11 +472,7 @@ impl Model {
     }
 
     pub(crate) fn from_digest(d: Digest, cfg: &CheckConfig) -> Model {
-        let drift = if cfg.drift.is_finite() {
-            cfg.drift.max(0.0)
-        } else {
-            0.0
-        };
+        let drift = Drift::from_fraction(cfg.drift);
         let mut ops = d.ops;
         let mut grants: Vec<Grant> = Vec::new();
         let mut grant_of = Vec::with_capacity(ops.len());

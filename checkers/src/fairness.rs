@@ -74,7 +74,7 @@ pub fn liveness_stats(m: &Model) -> BTreeMap<String, Value> {
         if o.func.is_lock_op() && o.target != NO_TARGET {
             let down = match o.outcome {
                 Outcome::Info | Outcome::Pending => true,
-                Outcome::Fail => !matches!(m.error_of(o), Some("held") | Some("not-holder")),
+                Outcome::Fail => !matches!(m.reason_of(o), Some("held") | Some("not-holder")),
                 Outcome::Ok => false,
             };
             if down {

@@ -17,7 +17,7 @@
 //!   reply, not a grant on a dead lease), and an absent one is `grant-without-key`.
 
 use crate::evidence::KeyState;
-use crate::model::{ttl_upper_ns, Func, Model};
+use crate::model::{Func, Model};
 use crate::text::{secs, token};
 use crate::{verdict, CheckConfig, CheckOutput, Checker};
 use history::{Outcome, Violation, ViolationKind};
@@ -57,7 +57,7 @@ impl Checker for LeaseExpiry {
             if decided.binary_search(&pos).is_ok() {
                 continue;
             }
-            let dead_ns = last_ok_ns.saturating_add(ttl_upper_ns(lease_ttl_ms, m.drift));
+            let dead_ns = last_ok_ns.saturating_add(m.drift.upper_ns(lease_ttl_ms));
             if done_ns <= dead_ns {
                 continue;
             }
@@ -99,7 +99,7 @@ impl Checker for LeaseExpiry {
                 .binary_search_by_key(pos, |e| e.0)
                 .ok()
                 .map(|i| m.lease_evidence[i])
-                .map(|(_, last_ok, ttl)| last_ok.saturating_add(ttl_upper_ns(ttl, m.drift)))
+                .map(|(_, last_ok, ttl)| last_ok.saturating_add(m.drift.upper_ns(ttl)))
                 .filter(|dead| *dead < done_ns)
                 .map(|dead| {
                     format!(

@@ -14,7 +14,7 @@
 //! an earlier answer. Consecutive violations with the same deadline are one stuck stretch, one
 //! violation. Unavailability (timeouts, `recovering`, 5xx) is not `held`, so it never counts.
 
-use crate::model::{ttl_upper_ns, Func, Model, NO_TARGET};
+use crate::model::{Func, Model, NO_TARGET};
 use crate::text::secs;
 use crate::{verdict, CheckConfig, CheckOutput, Checker};
 use history::{Outcome, Violation, ViolationKind};
@@ -67,7 +67,7 @@ impl Checker for Liveness {
                 )),
                 Outcome::Pending => effects.push((o.target, o.invoke_ns, m.end_time_ns, ttl, i)),
                 Outcome::Fail => {
-                    if o.func == Func::Acquire && m.error_of(o) == Some("held") {
+                    if o.func == Func::Acquire && m.reason_of(o) == Some("held") {
                         held.push((o.target, o.complete_ns().expect("failed ops completed"), i));
                     }
                 }
@@ -171,9 +171,9 @@ struct Deadline {
 }
 
 impl Deadline {
-    fn new(at_ns: u64, ttl_ms: u64, drift: f64, source: Source) -> Deadline {
+    fn new(at_ns: u64, ttl_ms: u64, drift: crate::model::Drift, source: Source) -> Deadline {
         Deadline {
-            dead_ns: at_ns.saturating_add(ttl_upper_ns(ttl_ms, drift)),
+            dead_ns: at_ns.saturating_add(drift.upper_ns(ttl_ms)),
             at_ns,
             ttl_ms,
             source,

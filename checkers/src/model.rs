@@ -246,7 +246,7 @@ impl Grant {
 /// The digested history. It owns everything the checkers read: the events are not kept.
 #[derive(Debug)]
 pub struct Model {
-    pub drift: f64,
+    pub drift: Drift,
     /// Events in the history (client and nemesis).
     pub events: u64,
     /// The time of the last event (the length of the test as recorded).
@@ -283,16 +283,49 @@ pub struct Model {
     pub unplaced: u64,
 }
 
-/// `ttl*(1-drift)` in ns, rounded down: a lower bound must not be overstated.
-pub fn ttl_lower_ns(ttl_ms: u64, drift: f64) -> u64 {
-    let f = (ttl_ms as f64) * 1e6 * (1.0 - drift).max(0.0);
-    f.floor() as u64
+/// The clock-rate error a service claims to tolerate, in whole parts per million: every bound
+/// is integer arithmetic (`1 ms * (10^6 - ppm) = (10^6 - ppm) ns`), so no drift loses or gains
+/// a nanosecond to floating point (0.07 and 0.1 are not binary fractions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Drift {
+    ppm: u64,
 }
 
-/// `ttl*(1+drift)` in ns, rounded up: an upper bound must not be understated.
-pub fn ttl_upper_ns(ttl_ms: u64, drift: f64) -> u64 {
-    let f = (ttl_ms as f64) * 1e6 * (1.0 + drift.max(0.0));
-    f.ceil() as u64
+/// One, in ppm.
+const PPM_ONE: u64 = 1_000_000;
+
+impl Drift {
+    /// The nearest whole ppm of a fraction (`--drift 0.07` is 70,000 ppm exactly); a fraction
+    /// that is not finite or below 0 is no drift, one at or above 1 is a lease with no lower
+    /// bound.
+    pub fn from_fraction(drift: f64) -> Drift {
+        let ppm = if drift.is_finite() && drift > 0.0 {
+            (drift * PPM_ONE as f64).round().min(PPM_ONE as f64) as u64
+        } else {
+            0
+        };
+        Drift { ppm }
+    }
+
+    pub fn from_ppm(ppm: u64) -> Drift {
+        Drift {
+            ppm: ppm.min(PPM_ONE),
+        }
+    }
+
+    pub fn ppm(self) -> u64 {
+        self.ppm
+    }
+
+    /// `ttl*(1-drift)` in ns, exact.
+    pub fn lower_ns(self, ttl_ms: u64) -> u64 {
+        ttl_ms.saturating_mul(PPM_ONE - self.ppm)
+    }
+
+    /// `ttl*(1+drift)` in ns, exact.
+    pub fn upper_ns(self, ttl_ms: u64) -> u64 {
+        ttl_ms.saturating_mul(PPM_ONE + self.ppm)
+    }
 }
 
 /// FxHash, as in rustc: the model's maps are only looked up, never iterated, so a fast hash
@@ -413,7 +446,7 @@ impl Model {
         let ttl = op.ttl_ms().or(op.requested_ttl_ms())?;
         Some(
             op.complete_ns()?
-                .saturating_add(ttl_upper_ns(ttl, self.drift)),
+                .saturating_add(self.drift.upper_ns(ttl)),
         )
     }
 
@@ -439,6 +472,11 @@ impl Model {
         self.errors.get(op.error as usize).map(|s| s.as_str())
     }
 
+    /// The reason code of that error, without its detail (`held; by p3` is `held`).
+    pub fn reason_of(&self, op: &ClientOp) -> Option<&str> {
+        self.error_of(op).map(history::reason::reason_of)
+    }
+
     /// Fills each violation's active faults and sorts, so every checker's output is final
     /// whether it ran alone or with the others.
     pub fn finish(&self, out: &mut CheckOutput) {
@@ -456,19 +494,19 @@ impl Model {
 
 /// A lease set at `at_ns` with `ttl_ms` lives at least until this. No ttl, no lower bound: the
 /// lease may have ended at once.
-pub(crate) fn lease_lb(at_ns: u64, ttl_ms: Option<u64>, drift: f64) -> u64 {
+pub(crate) fn lease_lb(at_ns: u64, ttl_ms: Option<u64>, drift: Drift) -> u64 {
     match ttl_ms {
-        Some(t) => at_ns.saturating_add(ttl_lower_ns(t, drift)),
+        Some(t) => at_ns.saturating_add(drift.lower_ns(t)),
         None => at_ns,
     }
 }
 
 /// Follows `g`'s lease through its epoch's ops: definite holds, lower and upper bounds.
-pub(crate) fn follow_lease(g: &mut Grant, ops: &[ClientOp], drift: f64) {
+pub(crate) fn follow_lease(g: &mut Grant, ops: &[ClientOp], drift: Drift) {
     let mut lb = lease_lb(g.invoke_ns, g.ttl_ms, drift);
     let mut dead = g
         .ttl_ms
-        .map(|t| g.complete_ns.saturating_add(ttl_upper_ns(t, drift)));
+        .map(|t| g.complete_ns.saturating_add(drift.upper_ns(t)));
     let mut start = g.complete_ns;
     let mut opened_by = None;
     let mut end_by = SpanEnd::Lease(None);
@@ -508,7 +546,7 @@ pub(crate) fn follow_lease(g: &mut Grant, ops: &[ClientOp], drift: f64) {
                 lb = op_lb;
                 end_by = SpanEnd::Lease(Some(pos));
                 let done = op.complete_ns().expect("an ok op has completed");
-                dead = ttl.map(|t| done.saturating_add(ttl_upper_ns(t, drift)));
+                dead = ttl.map(|t| done.saturating_add(drift.upper_ns(t)));
             }
             Outcome::Info | Outcome::Pending => {
                 if op_lb < lb {
@@ -519,7 +557,7 @@ pub(crate) fn follow_lease(g: &mut Grant, ops: &[ClientOp], drift: f64) {
                 // completed): the lease may live until the later of the two bounds.
                 dead = match (dead, ttl, op.complete_ns()) {
                     (Some(d), Some(t), Some(c)) => {
-                        Some(d.max(c.saturating_add(ttl_upper_ns(t, drift))))
+                        Some(d.max(c.saturating_add(drift.upper_ns(t))))
                     }
                     _ => None,
                 };

@@ -16,7 +16,7 @@
 //!   rule already reports (real-time token order, stale renews and releases, exclusivity-forced
 //!   order, overlapping holds) are left to it: one fact, one violation.
 
-use crate::model::{ttl_upper_ns, ClientOp, Func, Grant, Model, Segment, SpanEnd, NO_GRANT};
+use crate::model::{ClientOp, Func, Grant, Model, Segment, SpanEnd, NO_GRANT};
 use crate::text::{op_list, secs, token};
 use crate::{verdict, CheckConfig, CheckOutput, Checker};
 use history::{Outcome, Violation, ViolationKind};
@@ -453,7 +453,7 @@ fn unsafe_overlaps(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
         .iter()
         .map(|g| {
             g.ttl_ms
-                .map(|t| g.complete_ns.saturating_add(ttl_upper_ns(t, m.drift)))
+                .map(|t| g.complete_ns.saturating_add(m.drift.upper_ns(t)))
         })
         .collect();
     let mut late: BTreeMap<u32, (Vec<Late>, usize)> = BTreeMap::new();
@@ -485,7 +485,7 @@ fn unsafe_overlaps(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
             // indeterminate one may have applied last.
             let d = &mut dead[g as usize];
             let bound = match (op.ttl_ms().or(grant.ttl_ms), op.complete_ns()) {
-                (Some(t), Some(c)) => Some(c.saturating_add(ttl_upper_ns(t, m.drift))),
+                (Some(t), Some(c)) => Some(c.saturating_add(m.drift.upper_ns(t))),
                 _ => None,
             };
             *d = match op.outcome {

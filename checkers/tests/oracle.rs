@@ -78,11 +78,10 @@ struct State {
     now_ns: u64,
 }
 
-/// `ttl*(1-drift)` in ns, rounded down: the model's lower bound of a lease.
+/// `ttl*(1-drift)` in ns, exact: drift is a whole number of ppm, and 1 ms is 10^6 ns.
 fn lower_ns(ttl_ms: Option<u64>, drift: f64) -> u64 {
-    ttl_ms.map_or(0, |t| {
-        ((t as f64) * 1e6 * (1.0 - drift).max(0.0)).floor() as u64
-    })
+    let ppm = (drift * 1e6).round().clamp(0.0, 1e6) as u64;
+    ttl_ms.map_or(0, |t| t * (1_000_000 - ppm))
 }
 
 /// Whether some execution of a correct service produces `h`'s lock ops.
