@@ -548,16 +548,20 @@ impl Model {
             }
             grant_of.push(uses);
         }
+        let mut lease_from = d.lease_from;
+        lease_from.sort_unstable();
         for g in &mut grants {
-            follow_lease(g, &ops, drift);
+            let from = lease_from
+                .binary_search_by_key(&g.op, |e| e.0)
+                .ok()
+                .map(|i| lease_from[i].1);
+            follow_lease(g, &ops, drift, from);
         }
         ops.shrink_to_fit();
         let mut lease_evidence = d.lease_evidence;
         lease_evidence.sort_unstable();
         let mut key_evidence = d.key_evidence;
         key_evidence.sort_by_key(|e| e.0);
-        let mut lease_from = d.lease_from;
-        lease_from.sort_unstable();
         let mut rounds = d.rounds;
         rounds.sort_unstable();
         let mut m = Model {

@@ -502,8 +502,15 @@ pub(crate) fn lease_lb(at_ns: u64, ttl_ms: Option<u64>, drift: Drift) -> u64 {
 }
 
 /// Follows `g`'s lease through its epoch's ops: definite holds, lower and upper bounds.
-pub(crate) fn follow_lease(g: &mut Grant, ops: &[ClientOp], drift: Drift) {
-    let mut lb = lease_lb(g.invoke_ns, g.ttl_ms, drift);
+/// `lease_from_ns`: the adapter's evidence that the lease was set before the grant (a session
+/// lease): it is certain only from there, whenever the grant took effect.
+pub(crate) fn follow_lease(
+    g: &mut Grant,
+    ops: &[ClientOp],
+    drift: Drift,
+    lease_from_ns: Option<u64>,
+) {
+    let mut lb = lease_lb(lease_from_ns.unwrap_or(g.invoke_ns), g.ttl_ms, drift);
     let mut dead = g
         .ttl_ms
         .map(|t| g.complete_ns.saturating_add(drift.upper_ns(t)));

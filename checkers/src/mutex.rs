@@ -241,12 +241,20 @@ fn hold_end(m: &Model, g: &Grant, s: &Segment, ops: &mut Vec<u64>) -> String {
             ops.push(r.index);
             format!("until it invoked its release at {} (op {})", secs(r.invoke_ns), r.index)
         }
-        SpanEnd::Lease(None) => format!(
-            "until at least {}: its lease, counted from the acquire's invoke at {} with ttl {} ms, cannot expire sooner",
-            secs(s.end_ns),
-            secs(g.invoke_ns),
-            ttl_text(g.ttl_ms)
-        ),
+        SpanEnd::Lease(None) => match m.lease_set_before(g) {
+            Some(from) => format!(
+                "until at least {}: its lease, set before the grant and surely kept alive from {} by the adapter's evidence with ttl {} ms, cannot expire sooner",
+                secs(s.end_ns),
+                secs(from),
+                ttl_text(g.ttl_ms)
+            ),
+            None => format!(
+                "until at least {}: its lease, counted from the acquire's invoke at {} with ttl {} ms, cannot expire sooner",
+                secs(s.end_ns),
+                secs(g.invoke_ns),
+                ttl_text(g.ttl_ms)
+            ),
+        },
         SpanEnd::Lease(Some(r)) => {
             let op = &m.ops[r as usize];
             // The ok renews that carried the lease from the segment's start to this one are
