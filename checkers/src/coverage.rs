@@ -394,7 +394,7 @@ fn surely_dead_by(m: &Model, g: &crate::Grant, cutoff_ns: u64) -> Option<u64> {
             (Some(c), Some(t)) => Some(c.saturating_add(m.drift.upper_ns(t))),
             _ => None,
         };
-        dead = match op.outcome {
+        dead = match op.lease_outcome() {
             Outcome::Ok => set,
             Outcome::Fail => dead,
             Outcome::Info | Outcome::Pending => dead.zip(set).map(|(a, b)| a.max(b)),

@@ -215,6 +215,9 @@ pub(crate) struct Digest {
     /// (op position, `lease_from_ns`) of completions whose lease was set before them.
     pub(crate) lease_from: Vec<(usize, u64)>,
     pub(crate) rounds: Vec<(usize, u64)>,
+    /// (op position, `grant`) of ops naming their grant by the service's own id, the first
+    /// one each op gives (its invoke's, else its completion's).
+    pub(crate) grant_ids: Vec<(usize, String)>,
     /// The first structure error; events after it are counted but not paired.
     pub(crate) error: Option<StructureError>,
 }
@@ -247,6 +250,7 @@ impl Digest {
             key_evidence: Vec::new(),
             lease_from: Vec::new(),
             rounds: Vec::new(),
+            grant_ids: Vec::new(),
             error: None,
         }
     }
@@ -350,6 +354,9 @@ impl Digest {
         if e.func == Func::Write {
             op.set_value(e.value);
         }
+        if let Some(id) = e.key.as_ref().and_then(|g| g.grant.clone()) {
+            self.grant_ids.push((self.ops.len(), id));
+        }
         self.ops.push(op);
     }
 
@@ -382,7 +389,12 @@ impl Digest {
                 lease_from_ns,
                 key,
                 round,
+                grant,
             } = *g;
+            if let Some(id) = grant {
+                // Kept after the invoke's (pushed first): the model keeps the first per op.
+                self.grant_ids.push((slot, id));
+            }
             if let Some(r) = round {
                 self.rounds.push((slot, r));
             }
@@ -458,6 +470,10 @@ pub fn check_path(
     Ok((results, warnings))
 }
 
+/// How many grants without a token of one lock a token no grant carries is taken to name (the
+/// latest ones): a stated bound, counted in the notes when reached.
+const UNTOKENED_CANDIDATES_MAX: usize = 64;
+
 impl Model {
     /// Digests an in-memory history: the front end of the same pass a history file goes
     /// through ([`crate::check_path`]).
@@ -476,16 +492,44 @@ impl Model {
         let mut ops = d.ops;
         let mut grants: Vec<Grant> = Vec::new();
         let mut grant_of = Vec::with_capacity(ops.len());
-        // (process, lock, token) -> grant; (process, token) -> grant; (process, lock) -> the
-        // process's latest grant of the lock
-        let mut by_lock_token: FxMap<(u64, u32, u64), u32> = FxMap::default();
+        // An op's grant id, interned: the invoke's (pushed first; the sort is stable), else
+        // the completion's.
+        let mut grant_ids = d.grant_ids;
+        grant_ids.sort_by_key(|e| e.0);
+        grant_ids.dedup_by_key(|e| e.0);
+        let mut id_of: FxMap<String, u32> = FxMap::default();
+        let grant_ids: Vec<(usize, u32)> = grant_ids
+            .into_iter()
+            .map(|(pos, id)| {
+                let n = id_of.len() as u32;
+                (pos, *id_of.entry(id).or_insert(n))
+            })
+            .collect();
+        let mut next_id = 0;
+        // What names a lease (docs/checkers.md, model item 6): (lock, token) -> the latest
+        // grant with it; (lock, grant id) -> the latest grant with it; (process, lock) -> the
+        // process's latest grant of the lock. (process, token) -> grant, for store ops.
+        let mut by_lock_token: FxMap<(u32, u64), u32> = FxMap::default();
+        let mut by_lock_id: FxMap<(u32, u32), u32> = FxMap::default();
         let mut by_token: FxMap<(u64, u64), u32> = FxMap::default();
         let mut latest: FxMap<(u64, u32), u32> = FxMap::default();
+        // Per lock, its latest grants without a token: what a token no grant carries may name.
+        let mut untokened: FxMap<u32, Vec<u32>> = FxMap::default();
+        let mut ambiguity_capped = 0u64;
+        let mut ambiguous: Vec<usize> = Vec::new();
         let mut ok_acquires = 0;
         let mut unplaced = 0;
         // Bounded by the ops.
         for (pos, op) in ops.iter().enumerate() {
             let (func, p, target, token) = (op.func, op.process, op.target, op.token());
+            // Bounded by `grant_ids`: the cursor only moves forward.
+            while next_id < grant_ids.len() && grant_ids[next_id].0 < pos {
+                next_id += 1;
+            }
+            let id = grant_ids
+                .get(next_id)
+                .filter(|e| e.0 == pos)
+                .map(|e| e.1);
             if target == NO_TARGET {
                 unplaced += 1;
                 grant_of.push(NO_GRANT);
@@ -497,8 +541,14 @@ impl Model {
                     ok_acquires += 1;
                     let g = grants.len() as u32;
                     if let Some(t) = token {
-                        by_lock_token.insert((p, target, t), g);
+                        by_lock_token.insert((target, t), g);
                         by_token.insert((p, t), g);
+                    }
+                    if let Some(i) = id {
+                        by_lock_id.insert((target, i), g);
+                    }
+                    if token.is_none() {
+                        untokened.entry(target).or_default().push(g);
                     }
                     latest.insert((p, target), g);
                     grants.push(Grant {
@@ -519,20 +569,28 @@ impl Model {
                 }
                 Func::Acquire => {}
                 Func::Renew | Func::Release => {
-                    let current = latest.get(&(p, target)).copied();
-                    uses = match token {
-                        Some(t) => by_lock_token.get(&(p, target, t)).copied(),
-                        None => current,
-                    }
-                    .unwrap_or(NO_GRANT);
-                    // A renew acts on the lease it names; a release by the holder ends its
-                    // hold whatever token it carries.
-                    let acts_on = if func == Func::Renew {
-                        Some(uses).filter(|&g| g != NO_GRANT)
-                    } else {
-                        current
+                    // A renew or release acts on the lease it names, whichever process sent
+                    // it: by its token, else by the service's grant id, else the sender's own
+                    // latest grant of the lock. A name no grant carries acts on no known one.
+                    let named = match (token, id) {
+                        (Some(t), _) => by_lock_token.get(&(target, t)),
+                        (None, Some(i)) => by_lock_id.get(&(target, i)),
+                        (None, None) => latest.get(&(p, target)),
                     };
-                    if let Some(g) = acts_on {
+                    // A token no grant of the lock carries may be that of any grant whose ok
+                    // came without a readable token (unknown, not absent): the op may have
+                    // acted on each of them, so on each it counts as indeterminate. It uses
+                    // the sender's own, if that is one.
+                    if let (Some(_), None) = (token, named) {
+                        ambiguous.push(pos);
+                        uses = latest
+                            .get(&(p, target))
+                            .copied()
+                            .filter(|&g| grants[g as usize].token.is_none())
+                            .unwrap_or(NO_GRANT);
+                    }
+                    if let Some(&g) = named {
+                        uses = g;
                         let g = &mut grants[g as usize];
                         g.epoch_ops.push(pos as OpPos);
                         if func == Func::Release && g.release_op.is_none() {
@@ -547,6 +605,28 @@ impl Model {
                 }
             }
             grant_of.push(uses);
+        }
+        // Every grant without a token invoked before an ambiguous op completed may be the one it
+        // named (the op may take effect after a grant asked for later than itself).
+        for pos in ambiguous {
+            let op = &ops[pos];
+            let Some(list) = untokened.get(&op.target) else {
+                continue;
+            };
+            let done_ns = op.complete_or_max();
+            let end = list.partition_point(|&g| grants[g as usize].invoke_ns <= done_ns);
+            if end == 0 {
+                continue;
+            }
+            let start = end.saturating_sub(UNTOKENED_CANDIDATES_MAX);
+            ambiguity_capped += start as u64;
+            for &g in &list[start..end] {
+                let epoch = &mut grants[g as usize].epoch_ops;
+                // Positions are invoke order: keep the epoch sorted.
+                let at = epoch.partition_point(|&e| e < pos as OpPos);
+                epoch.insert(at, pos as OpPos);
+            }
+            ops[pos].set_ambiguous();
         }
         let mut lease_from = d.lease_from;
         lease_from.sort_unstable();
@@ -582,6 +662,7 @@ impl Model {
             grant_of,
             ok_acquires,
             unplaced,
+            ambiguity_capped,
         };
         for i in 0..m.grants.len() {
             let g = &m.grants[i];

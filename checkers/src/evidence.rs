@@ -66,6 +66,9 @@ pub struct GrantEvidence {
     pub key: Option<KeyEvidence>,
     /// `round`: the contention round the acquire was made in (`--arrivals rounds:...`).
     pub round: Option<u64>,
+    /// `grant`: the service's own name for the grant (a Redis lock value), on an ok acquire
+    /// and on the renews and releases sent for it: what names the lease when no token does.
+    pub grant: Option<String>,
 }
 
 impl GrantEvidence {
@@ -85,12 +88,16 @@ impl GrantEvidence {
         })();
         let lease_from_ns = as_u64(get("lease_from_ns"));
         let round = as_u64(get("round"));
-        (key.is_some() || lease_from_ns.is_some() || round.is_some()).then(|| {
-            Box::new(GrantEvidence {
-                lease_from_ns,
-                key,
-                round,
-            })
-        })
+        let grant = get("grant").and_then(Value::as_str).map(str::to_string);
+        (key.is_some() || lease_from_ns.is_some() || round.is_some() || grant.is_some()).then(
+            || {
+                Box::new(GrantEvidence {
+                    lease_from_ns,
+                    key,
+                    round,
+                    grant,
+                })
+            },
+        )
     }
 }

@@ -226,6 +226,13 @@ pub(crate) fn check_model(m: &Model, cfg: &CheckConfig) -> Results {
             expected.len()
         ));
     }
+    if m.ambiguity_capped > 0 {
+        notes.push(format!(
+            "{} grant(s) without a readable token were past the latest 64 of their lock when a \
+             renew or release named a token no grant carries: that op was not counted against them",
+            m.ambiguity_capped
+        ));
+    }
     if m.unplaced > 0 {
         notes.push(format!(
             "{} client op(s) name no lock (lock ops) or no key (store ops): not checked",

@@ -79,6 +79,9 @@ const HAS_TTL: u8 = 2;
 const HAS_REQUESTED_TTL: u8 = 4;
 const HAS_SEQ: u8 = 8;
 const HAS_VALUE: u8 = 16;
+/// A renew or release whose token no grant of its lock carries, while grants without a
+/// readable token exist: it may name any of them, so its effect on each is indeterminate.
+const AMBIGUOUS: u8 = 32;
 
 impl ClientOp {
     /// An invoked op, pending until [`ClientOp::complete`] says how it ended.
@@ -170,6 +173,21 @@ impl ClientOp {
     pub fn value(&self) -> Option<i64> {
         self.get(HAS_VALUE, self.value)
     }
+
+    pub(crate) fn set_ambiguous(&mut self) {
+        self.set(AMBIGUOUS, true);
+    }
+
+    /// The outcome as it bears on the leases this op acts on: an ok op whose name is ambiguous
+    /// (see `AMBIGUOUS`) may have acted on any of its candidates, so on each it is
+    /// indeterminate.
+    pub fn lease_outcome(&self) -> Outcome {
+        if self.outcome == Outcome::Ok && self.present & AMBIGUOUS != 0 {
+            Outcome::Info
+        } else {
+            self.outcome
+        }
+    }
 }
 
 /// A position in `Model::ops`, where a grant keeps many (its lease's ops, its holds): 32 bits
@@ -213,15 +231,15 @@ pub struct Grant {
     pub invoke_ns: u64,
     pub complete_ns: u64,
     /// Positions in `Model::ops` of the renews and releases that act on this grant's lease, in
-    /// program order: renews naming its token (or no token while it is the process's latest
-    /// grant of the lock), and every release the process invoked while it was its latest grant,
-    /// whatever token that release carries.
+    /// invoke order: those that name it, from any process (by its token; else by the
+    /// service's grant id; else, sent by its own process with neither, while it was that
+    /// process's latest grant of the lock).
     pub epoch_ops: Vec<OpPos>,
     /// The definite holds, in time order: from the grant's ok until the first release invoked
     /// or the lease's lower bound; an ok renew invoked after the bound had passed opens a new
     /// segment at its completion.
     pub holds: Vec<Segment>,
-    /// Position of the first release the process invoked on this grant, any outcome.
+    /// Position of the first release that names this grant, any outcome.
     pub release_op: Option<OpPos>,
     /// The lease's lower bound after the last renew, as the holds follow it.
     pub lease_lb_ns: u64,
@@ -281,6 +299,9 @@ pub struct Model {
     pub ok_acquires: u64,
     /// Client ops the model could not place: a lock op without a lock, a store op without a key.
     pub unplaced: u64,
+    /// Grants without a token that fell out of the candidates an ambiguous token may name
+    /// (more than `UNTOKENED_CANDIDATES_MAX` of one lock).
+    pub ambiguity_capped: u64,
 }
 
 /// The clock-rate error a service claims to tolerate, in whole parts per million: every bound
@@ -393,19 +414,20 @@ impl Model {
             None => lease_lb(grant_ns, g.ttl_ms, self.drift),
         };
         let mut end = (lease, SpanEnd::Lease(None));
+        let mut setters = Setters::new(g);
         for &pos in &g.epoch_ops {
             let op = &self.ops[pos as usize];
             if op.invoke_ns > cutoff_ns {
                 break;
             }
-            match (op.func, op.outcome) {
+            match (op.func, op.lease_outcome()) {
                 (_, Outcome::Fail) => {}
                 (Func::Renew, Outcome::Ok) => {
                     let ttl = op.ttl_ms().or(g.ttl_ms);
-                    end = (
-                        lease_lb(op.invoke_ns, ttl, self.drift),
-                        SpanEnd::Lease(Some(pos)),
-                    );
+                    let lb = lease_lb(op.invoke_ns, ttl, self.drift);
+                    if setters.add(op) || lb < end.0 {
+                        end = (lb, SpanEnd::Lease(Some(pos)));
+                    }
                 }
                 (Func::Renew, _) => {
                     let lb = lease_lb(op.invoke_ns, op.ttl_ms().or(g.ttl_ms), self.drift);
@@ -492,6 +514,38 @@ impl Model {
     }
 }
 
+/// The ok ops that may have set a lease last: the grant, then its ok renews. Ops of one
+/// process follow its program order; ops of two processes (a renew sent by another process
+/// naming the token) are ordered only by real time, so a renew replaces the bound only when it
+/// surely took effect after every op that may have set it before.
+struct Setters {
+    /// (process, completion) of the ops that may have set the lease last. Bounded by the
+    /// grant's epoch ops.
+    last: Vec<(u64, u64)>,
+}
+
+impl Setters {
+    fn new(g: &Grant) -> Setters {
+        Setters {
+            last: vec![(g.process, g.complete_ns)],
+        }
+    }
+
+    /// Adds an ok renew; whether it surely took effect after all of them (it then replaces
+    /// the bound; otherwise either may be the last, and the bounds take the weaker of both).
+    fn add(&mut self, op: &ClientOp) -> bool {
+        let after = self
+            .last
+            .iter()
+            .all(|&(p, done)| p == op.process || op.invoke_ns > done);
+        if after {
+            self.last.clear();
+        }
+        self.last.push((op.process, op.complete_or_max()));
+        after
+    }
+}
+
 /// A lease set at `at_ns` with `ttl_ms` lives at least until this. No ttl, no lower bound: the
 /// lease may have ended at once.
 pub(crate) fn lease_lb(at_ns: u64, ttl_ms: Option<u64>, drift: Drift) -> u64 {
@@ -519,6 +573,7 @@ pub(crate) fn follow_lease(
     let mut end_by = SpanEnd::Lease(None);
     let mut released = None;
     let mut holds = Vec::new();
+    let mut setters = Setters::new(g);
     for &pos in &g.epoch_ops {
         let op = &ops[pos as usize];
         if op.func == Func::Release {
@@ -534,7 +589,7 @@ pub(crate) fn follow_lease(
         }
         let ttl = op.ttl_ms().or(g.ttl_ms);
         let op_lb = lease_lb(op.invoke_ns, ttl, drift);
-        match op.outcome {
+        match op.lease_outcome() {
             Outcome::Ok => {
                 if op.invoke_ns > lb {
                     // A gap: the lease may have lapsed before the service took the renew, so
@@ -550,10 +605,22 @@ pub(crate) fn follow_lease(
                     start = op.complete_ns().expect("an ok op has completed");
                     opened_by = Some(pos);
                 }
-                lb = op_lb;
-                end_by = SpanEnd::Lease(Some(pos));
                 let done = op.complete_ns().expect("an ok op has completed");
-                dead = ttl.map(|t| done.saturating_add(drift.upper_ns(t)));
+                let op_dead = ttl.map(|t| done.saturating_add(drift.upper_ns(t)));
+                if setters.add(op) {
+                    lb = op_lb;
+                    end_by = SpanEnd::Lease(Some(pos));
+                    dead = op_dead;
+                } else {
+                    if op_lb < lb {
+                        lb = op_lb;
+                        end_by = SpanEnd::Lease(Some(pos));
+                    }
+                    dead = match (dead, op_dead) {
+                        (Some(a), Some(b)) => Some(a.max(b)),
+                        _ => None,
+                    };
+                }
             }
             Outcome::Info | Outcome::Pending => {
                 if op_lb < lb {

@@ -266,13 +266,13 @@ fn hold_end(m: &Model, g: &Grant, s: &Segment, ops: &mut Vec<u64>) -> String {
                     .map(|&e| &m.ops[e as usize])
                     .filter(|e| {
                         e.func == Func::Renew
-                            && e.outcome == Outcome::Ok
+                            && e.lease_outcome() == Outcome::Ok
                             && (from_ns..=op.invoke_ns).contains(&e.invoke_ns)
                     })
                     .map(|e| e.index),
             );
             ops.push(op.index);
-            let how = if op.outcome == Outcome::Ok {
+            let how = if op.lease_outcome() == Outcome::Ok {
                 "renewed"
             } else {
                 "perhaps renewed (indeterminate)"

@@ -58,6 +58,8 @@ struct LockOp {
     latest_ns: u64,
     token: Option<u64>,
     ttl_ms: Option<u64>,
+    /// An ok acquire's `lease_from_ns`: its lease was set before the grant.
+    lease_from_ns: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -68,6 +70,9 @@ struct Lease {
     ttl_ms: Option<u64>,
     /// The instant the lease is allowed to expire.
     expires_ns: u64,
+    /// For a lease whose token the history does not know: every token granted before it,
+    /// which its own must exceed.
+    floor: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -123,6 +128,9 @@ fn feasible(h: &History, drift: f64) -> bool {
                 latest_ns: done.map_or(u64::MAX, |d| d.time_ns),
                 token,
                 ttl_ms,
+                lease_from_ns: ok_value
+                    .and_then(|v| v.extra.get("lease_from_ns"))
+                    .and_then(serde_json::Value::as_u64),
             });
     }
     by_lock.values().all(|procs| {
@@ -207,21 +215,42 @@ impl Search<'_> {
                         return None;
                     }
                 }
-                n.max_token = s.max_token.max(op.token);
+                // Tokens are positive and increase: an unknown one is at least one above every
+                // earlier token, and taking it as small as that is the best a service can do.
+                n.max_token = match op.token {
+                    Some(t) => s.max_token.max(Some(t)),
+                    None => Some(s.max_token.unwrap_or(0) + 1),
+                };
                 n.lease = Some(Lease {
                     process: op.process,
                     token: op.token,
+                    floor: s.max_token,
                     ttl_ms: op.ttl_ms,
-                    expires_ns: now_ns.saturating_add(lower_ns(op.ttl_ms, self.drift)),
+                    // A lease set before the grant is certain only from when it was set.
+                    expires_ns: match op.lease_from_ns {
+                        Some(from) => now_ns.max(from + lower_ns(op.ttl_ms, self.drift)),
+                        None => now_ns.saturating_add(lower_ns(op.ttl_ms, self.drift)),
+                    },
                 });
             }
             Kind::Renew | Kind::Release => {
                 let l = s.lease?;
-                if l.process != op.process || (op.token.is_some() && op.token != l.token) {
+                // An op names a lease by its token, whoever sends it; without one, its own
+                // process's lease. A lease whose token is unknown may be the one named.
+                // An unknown token may be the one named if it could have been granted: above
+                // every token before it; naming it fixes it.
+                let (names, token) = match (op.token, l.token) {
+                    (Some(t), Some(lt)) => (lt == t, l.token),
+                    (Some(t), None) => (l.floor.is_none_or(|f| t > f), Some(t)),
+                    (None, _) => (l.process == op.process, l.token),
+                };
+                if !names {
                     return None;
                 }
+                n.max_token = n.max_token.max(token);
                 n.lease = (op.kind == Kind::Renew).then(|| Lease {
                     expires_ns: now_ns.saturating_add(lower_ns(op.ttl_ms.or(l.ttl_ms), self.drift)),
+                    token,
                     ..l
                 });
             }
