@@ -147,6 +147,7 @@ impl Checker for MutualExclusion {
         let index = HoldIndex::new(m);
         double_grants(m, &index, &mut out);
         token_order(m, &mut out);
+        forced_order(m, &mut out);
         unsafe_overlaps(m, &index, &mut out);
         out.nothing_to_judge(granted_twice(m, |_| true), || {
             "no lock was granted twice: there was no pair of holders to compare".to_string()
@@ -354,6 +355,166 @@ fn token_order(m: &Model, out: &mut CheckOutput) {
         }
         // Judge the grants after S from the latest instant it could have taken effect.
         prev = Some((gi, s.complete_ns, Some(pi)));
+    }
+}
+
+/// The order reading for grants without a token (Redis's lock value, PostgreSQL's advisory
+/// locks, a grant whose token could not be read), which the token walk cannot place: they fit
+/// anywhere in token order, so only real time and exclusivity order them. Grant `a` surely came
+/// before grant `b` when `a` returned before `forced_before(b)` (before `b` was asked, or
+/// while `b`, counted from its own invoke, was surely alive: had `b` come first, `a` would have
+/// been granted inside it). Then `b` took effect no earlier than the end of `a`'s span, taken
+/// from `a`'s own earliest instant, and a `b` that returned before that was granted while `a`'s
+/// lease surely lasted.
+///
+/// Grants are visited in completion order; each is judged against those completed before it
+/// that are forced before it (a prefix, by binary search) through the latest span end among
+/// them. Grants completed later that are forced before it anyway are left out, so an instant
+/// can only come out too early: the walk claims nothing the model allows. Chains of tokened
+/// grants only are the token walk's; overlapping holds and spans that last only through ops
+/// sent after `b` returned (stale renews) are other rules': one fact, one violation.
+fn forced_order(m: &Model, out: &mut CheckOutput) {
+    if m.grants.iter().all(|g| g.token.is_some()) {
+        return;
+    }
+    let mut order: Vec<(u32, u64, u32)> = m
+        .grants
+        .iter()
+        .enumerate()
+        .map(|(i, g)| (g.lock, g.complete_ns, i as u32))
+        .collect();
+    order.sort_unstable();
+    let mut start = 0;
+    // Bounded by the grants: each lock's run is visited once.
+    while start < order.len() {
+        let lock = order[start].0;
+        let end = start + order[start..].partition_point(|o| o.0 == lock);
+        forced_order_of_lock(m, &order[start..end], out);
+        start = end;
+    }
+}
+
+/// Passes over one lock's grants before the walk stops looking for later pushes: each pass
+/// carries every chain one more step back against completion order, and stopping early only
+/// leaves instants earlier than they could be (sound).
+const FORCED_ORDER_PASSES: usize = 8;
+
+/// One lock's grants, sorted by completion: see [`forced_order`]. A grant can be forced before
+/// one that completed earlier (the later one was surely alive past the other's completion), so
+/// the earliest instants are refined pass by pass until none moves.
+fn forced_order_of_lock(m: &Model, run: &[(u32, u64, u32)], out: &mut CheckOutput) {
+    let grant = |k: usize| &m.grants[run[k].2 as usize];
+    // Per grant of `run`: its earliest instant, and whether a grant without a token is in the
+    // chain that set it.
+    let mut at_ns: Vec<u64> = (0..run.len()).map(|k| grant(k).invoke_ns).collect();
+    let mut untokened: Vec<bool> = (0..run.len()).map(|k| grant(k).token.is_none()).collect();
+    // Per grant: the grant whose span pushed its instant, if one did.
+    let mut pushed_by: Vec<Option<usize>> = vec![None; run.len()];
+    for _ in 0..FORCED_ORDER_PASSES {
+        // Prefix top-2 of span ends in completion order, from the instants as they stand.
+        let mut prefix: Vec<Top2> = Vec::with_capacity(run.len());
+        let mut top = Top2::default();
+        for (k, at) in at_ns.iter().enumerate() {
+            top.add(m.span_end(grant(k), *at).0, k as u32, 0);
+            prefix.push(top);
+        }
+        let mut moved = false;
+        for k in 0..run.len() {
+            let b = grant(k);
+            // Those completed strictly before `forced` (equal instants are not ordered).
+            let n = run.partition_point(|o| o.1 < crate::tokens::forced_before(b));
+            let Some((end_ns, ai, _)) = n.checked_sub(1).and_then(|i| prefix[i].other_than(k as u32))
+            else {
+                continue;
+            };
+            let ai = ai as usize;
+            let at = end_ns.min(b.complete_ns);
+            if at > at_ns[k] {
+                at_ns[k] = at;
+                pushed_by[k] = Some(ai);
+                untokened[k] = b.token.is_none() || untokened[ai];
+                moved = true;
+            }
+        }
+        if !moved {
+            break;
+        }
+    }
+    for k in 0..run.len() {
+        let (b, Some(ai)) = (grant(k), pushed_by[k]) else {
+            continue;
+        };
+        let a = grant(ai);
+        if at_ns[k] < b.complete_ns || !untokened[k] || holds_overlap(a, b) {
+            continue;
+        }
+        // Only what the ops invoked by `b`'s answer proved: a span that lasts longer only
+        // through renews sent after it is a stale renew, that rule's fact.
+        let (cut_ns, cause) = m.span_end_until(a, at_ns[ai], b.complete_ns);
+        if cut_ns > b.complete_ns {
+            out.violations
+                .push(forced_violation(m, (a, at_ns[ai]), b, cut_ns, cause));
+        }
+    }
+}
+
+fn forced_violation(
+    m: &Model,
+    (a, a_at): (&Grant, u64),
+    b: &Grant,
+    end_ns: u64,
+    cause: SpanEnd,
+) -> Violation {
+    let lock = m.lock_name(a.lock);
+    let (ai, bi) = (m.ops[a.op].index, m.ops[b.op].index);
+    let mut ops = vec![ai, bi];
+    let seg = Segment {
+        start_ns: a_at,
+        end_ns,
+        opened_by: None,
+        end: cause,
+    };
+    let until = match cause {
+        SpanEnd::Lease(None) => match m.lease_set_before(a) {
+            Some(from) => format!(
+                "until at least {}: its lease, surely kept alive from {} by the adapter's evidence with ttl {} ms, cannot expire sooner",
+                secs(end_ns),
+                secs(from),
+                ttl_text(a.ttl_ms)
+            ),
+            None => format!(
+                "until at least {}: its lease, counted from then with ttl {} ms, cannot expire sooner",
+                secs(end_ns),
+                ttl_text(a.ttl_ms)
+            ),
+        },
+        _ => hold_end(m, a, &seg, &mut ops),
+    };
+    let why = if a.complete_ns < b.invoke_ns {
+        format!("it was asked for at {}, after that grant returned", secs(b.invoke_ns))
+    } else {
+        format!(
+            "had it come first, p{}'s grant (returned at {}) would have come inside its lease, which lasted until at least {} counted from its own invoke",
+            a.process,
+            secs(a.complete_ns),
+            secs(b.alive_until_ns)
+        )
+    };
+    Violation {
+        kind: ViolationKind::DoubleGrant,
+        lock: Some(lock.to_string()),
+        ops,
+        window_ns: [b.complete_ns.min(end_ns), end_ns],
+        nemesis: Vec::new(),
+        explanation: format!(
+            "p{} was granted {lock} with {} (op {ai}) no earlier than {}, and no other grant could take effect {until}; p{}'s grant with {} (op {bi}) came after it ({why}), yet it returned at {}, while that lease was surely alive",
+            a.process,
+            token(a.token),
+            secs(a_at),
+            b.process,
+            token(b.token),
+            secs(b.complete_ns),
+        ),
     }
 }
 
