@@ -47,6 +47,14 @@ enum Kind {
     Release,
 }
 
+/// What the history says of one name of a grant (its token, or the service's grant id): not
+/// known (the acquire's answer was lost: it matches any name), or known, present or absent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Known<T> {
+    Unknown,
+    Is(Option<T>),
+}
+
 #[derive(Debug, Clone)]
 struct LockOp {
     process: u64,
@@ -56,14 +64,24 @@ struct LockOp {
     invoke_ns: u64,
     /// The latest instant it can take effect: its completion, or never-ending when pending.
     latest_ns: u64,
+    /// An acquire: the token its `ok` carried (`None` for a tokenless grant). A renew or
+    /// release: the token it names.
     token: Option<u64>,
+    /// The same for the service's grant id (`value.grant`), interned per lock.
+    grant: Option<u32>,
+    /// An acquire whose answer came: its token and grant id are known (present or absent).
+    answered: bool,
+    /// The ttl it set (D6: a lost answer's is the one answered requests for as long got).
     ttl_ms: Option<u64>,
+    /// An ok acquire whose lease was set before it (`value.lease_from_ns`).
+    lease_from_ns: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct Lease {
     process: u64,
-    token: Option<u64>,
+    token: Known<u64>,
+    grant: Known<u32>,
     /// The grant's ttl: a renew that names none renews for as long.
     ttl_ms: Option<u64>,
     /// The instant the lease is allowed to expire.
@@ -78,15 +96,41 @@ struct State {
     now_ns: u64,
 }
 
-/// `ttl*(1-drift)` in ns, rounded down: the model's lower bound of a lease.
-fn lower_ns(ttl_ms: Option<u64>, drift: f64) -> u64 {
-    ttl_ms.map_or(0, |t| {
-        ((t as f64) * 1e6 * (1.0 - drift).max(0.0)).floor() as u64
-    })
+/// D8: drift as whole parts per million, the way `CheckConfig`'s `f64` is read.
+fn ppm(drift: f64) -> u64 {
+    ((drift * 1e6).round() as u64).min(1_000_000)
+}
+
+/// `ttl*(1-drift)` in ns, exactly: the model's lower bound of a lease.
+fn lower_ns(ttl_ms: Option<u64>, ppm: u64) -> u64 {
+    ttl_ms.map_or(0, |t| t * (1_000_000 - ppm))
+}
+
+/// D6: for each requested ttl, the shortest ttl the service granted to an answered acquire or
+/// renew that asked for it.
+fn granted_ttls(h: &History) -> BTreeMap<u64, u64> {
+    let mut out: BTreeMap<u64, u64> = BTreeMap::new();
+    for o in h.operations() {
+        let inv = h.invoke_of(o);
+        if o.outcome != Outcome::Ok || !matches!(inv.f, F::Acquire | F::Renew) {
+            continue;
+        }
+        let (Some(asked), Some(got)) = (
+            inv.value.ttl_ms,
+            h.complete_of(o).and_then(|d| d.value.ttl_ms),
+        ) else {
+            continue;
+        };
+        let e = out.entry(asked).or_insert(got);
+        *e = (*e).min(got);
+    }
+    out
 }
 
 /// Whether some execution of a correct service produces `h`'s lock ops.
 fn feasible(h: &History, drift: f64) -> bool {
+    let granted = granted_ttls(h);
+    let mut ids: BTreeMap<(&str, &str), u32> = BTreeMap::new();
     let mut by_lock: BTreeMap<&str, BTreeMap<u64, Vec<LockOp>>> = BTreeMap::new();
     for o in h.operations() {
         let inv = h.invoke_of(o);
@@ -105,11 +149,28 @@ fn feasible(h: &History, drift: f64) -> bool {
             continue;
         };
         let ok_value = done.filter(|_| o.outcome == Outcome::Ok).map(|d| &d.value);
-        let token = match kind {
-            Kind::Acquire => ok_value.and_then(|v| v.token),
-            _ => inv.value.token.or(done.and_then(|d| d.value.token)),
+        let (token, grant) = match kind {
+            Kind::Acquire => (
+                ok_value.and_then(|v| v.token),
+                ok_value.and_then(|v| v.grant()),
+            ),
+            _ => (
+                inv.value.token.or(done.and_then(|d| d.value.token)),
+                inv.value.grant().or(done.and_then(|d| d.value.grant())),
+            ),
         };
-        let ttl_ms = ok_value.and_then(|v| v.ttl_ms).or(inv.value.ttl_ms);
+        let next_id = ids.len() as u32;
+        let grant = grant.map(|g| *ids.entry((lock, g)).or_insert(next_id));
+        let ttl_ms = match ok_value.and_then(|v| v.ttl_ms) {
+            Some(t) => Some(t),
+            None => inv
+                .value
+                .ttl_ms
+                .map(|asked| granted.get(&asked).copied().unwrap_or(asked)),
+        };
+        let lease_from_ns = ok_value
+            .and_then(|v| v.extra.get("lease_from_ns"))
+            .and_then(serde_json::Value::as_u64);
         let p = inv.process.client().expect("client op");
         by_lock
             .entry(lock)
@@ -123,14 +184,25 @@ fn feasible(h: &History, drift: f64) -> bool {
                 invoke_ns: inv.time_ns,
                 latest_ns: done.map_or(u64::MAX, |d| d.time_ns),
                 token,
+                grant,
+                answered: ok_value.is_some(),
                 ttl_ms,
+                lease_from_ns,
             });
     }
+    let ppm = ppm(drift);
     by_lock.values().all(|procs| {
         let procs: Vec<Vec<LockOp>> = procs.values().cloned().collect();
+        let answered_ids = procs
+            .iter()
+            .flatten()
+            .filter(|o| o.kind == Kind::Acquire && o.answered)
+            .filter_map(|o| o.grant)
+            .collect();
         let mut search = Search {
             procs: &procs,
-            drift,
+            ppm,
+            answered_ids,
             seen: HashSet::new(),
         };
         let start = State {
@@ -146,7 +218,9 @@ fn feasible(h: &History, drift: f64) -> bool {
 struct Search<'a> {
     /// Each process's ops on this lock, in program order.
     procs: &'a [Vec<LockOp>],
-    drift: f64,
+    ppm: u64,
+    /// The grant ids this lock's answered grants carry.
+    answered_ids: HashSet<u32>,
     seen: HashSet<State>,
 }
 
@@ -203,26 +277,68 @@ impl Search<'_> {
                     // Wait until the holder's lease may have expired.
                     now_ns = now_ns.max(l.expires_ns);
                 }
+                // D7: a grant without a token fits anywhere in token order.
                 if let (Some(t), Some(max)) = (op.token, s.max_token) {
                     if t <= max {
                         return None;
                     }
                 }
                 n.max_token = s.max_token.max(op.token);
+                let lower = lower_ns(op.ttl_ms, self.ppm);
+                // D1: a lease set before its grant surely lasts until `lease_from + lower`,
+                // and no longer is certain (it may have lapsed by the grant's instant).
+                let expires_ns = match op.lease_from_ns {
+                    Some(from) => now_ns.max(from.saturating_add(lower)),
+                    None => now_ns.saturating_add(lower),
+                };
+                let (token, grant) = if op.answered {
+                    (Known::Is(op.token), Known::Is(op.grant))
+                } else {
+                    (Known::Unknown, Known::Unknown)
+                };
                 n.lease = Some(Lease {
                     process: op.process,
-                    token: op.token,
+                    token,
+                    grant,
                     ttl_ms: op.ttl_ms,
-                    expires_ns: now_ns.saturating_add(lower_ns(op.ttl_ms, self.drift)),
+                    expires_ns,
                 });
             }
             Kind::Renew | Kind::Release => {
-                let l = s.lease?;
-                if l.process != op.process || (op.token.is_some() && op.token != l.token) {
-                    return None;
+                // D2, D5: it must name the current lease; D3: a released lease is gone.
+                let mut l = s.lease?;
+                match (op.token, op.grant) {
+                    (Some(t), _) => match l.token {
+                        Known::Is(own) if own != Some(t) => return None,
+                        Known::Is(_) => {}
+                        // A lost grant's token is unknown, not any: naming it says it is `t`,
+                        // and a grant's token is above every earlier grant's (model rule 2).
+                        Known::Unknown => {
+                            if s.max_token.is_some_and(|m| t <= m) {
+                                return None;
+                            }
+                            l.token = Known::Is(Some(t));
+                            n.max_token = Some(t);
+                        }
+                    },
+                    (None, Some(g)) => match l.grant {
+                        Known::Is(own) if own != Some(g) => return None,
+                        Known::Is(_) => {}
+                        // A grant id names one grant: one an answered grant carries is not
+                        // this lost grant's.
+                        Known::Unknown => {
+                            if self.answered_ids.contains(&g) {
+                                return None;
+                            }
+                            l.grant = Known::Is(Some(g));
+                        }
+                    },
+                    (None, None) if l.process != op.process => return None,
+                    (None, None) => {}
                 }
                 n.lease = (op.kind == Kind::Renew).then(|| Lease {
-                    expires_ns: now_ns.saturating_add(lower_ns(op.ttl_ms.or(l.ttl_ms), self.drift)),
+                    expires_ns: now_ns
+                        .saturating_add(lower_ns(op.ttl_ms.or(l.ttl_ms), self.ppm)),
                     ..l
                 });
             }
@@ -755,7 +871,7 @@ impl Shapes {
             let ttl = inv.value.ttl_ms.unwrap_or(0);
             match (&inv.f, o.outcome) {
                 (F::Acquire, Outcome::Ok) => {
-                    let bound = inv.time_ns + lower_ns(Some(ttl), drift);
+                    let bound = inv.time_ns + lower_ns(Some(ttl), ppm(drift));
                     grant_ttl.insert(key, (ttl, bound));
                 }
                 (F::Renew, Outcome::Ok) => {
@@ -765,7 +881,7 @@ impl Shapes {
                         seen[2] |= inv.time_ns > *bound;
                         seen[3] |=
                             inv.time_ns <= *bound && done.is_some_and(|d| d.time_ns > *bound);
-                        *bound = inv.time_ns + lower_ns(Some(ttl), drift);
+                        *bound = inv.time_ns + lower_ns(Some(ttl), ppm(drift));
                     }
                 }
                 (F::Release, _) => seen[6] |= inv.value.token.is_none(),
