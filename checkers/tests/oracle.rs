@@ -1786,13 +1786,21 @@ fn survey_adapter_disagreements() {
 }
 
 /// The oracle itself, on the hand-written fixtures: every fixture of lock ops only is possible
-/// exactly when its expected results hold no lock safety violation.
+/// exactly when its expected results hold no lock safety violation. That includes
+/// `fixtures/pending/`: near misses of issue 24's decisions the checkers do not follow yet (move
+/// one up beside the others once `fixtures.rs` agrees with it).
 #[test]
 fn oracle_agrees_with_the_lock_fixtures() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut paths = Vec::new();
+    for d in [dir.clone(), dir.join("pending")] {
+        for entry in std::fs::read_dir(&d).expect("fixtures") {
+            paths.push(entry.expect("entry").path());
+        }
+    }
+    paths.sort();
     let mut checked = 0;
-    for entry in std::fs::read_dir(&dir).expect("fixtures") {
-        let path = entry.expect("entry").path();
+    for path in paths {
         if path.extension().is_none_or(|e| e != "jsonl") {
             continue;
         }
@@ -1805,12 +1813,9 @@ fn oracle_agrees_with_the_lock_fixtures() {
             serde_json::from_str(&std::fs::read_to_string(&expected_path).expect("expected"))
                 .expect("json");
         let drift = expected["config"]["drift"].as_f64().unwrap_or(0.0);
-        let has_lease_evidence = ops
-            .iter()
-            .any(|o| o.value.extra.contains_key("lease_last_ok_ns"));
-        if has_lease_evidence {
-            continue;
-        }
+        // Lease evidence (`lease_last_ok_ns`, `key_at_revision`) judges kinds outside the
+        // model (`grant-on-expired-lease`, `grant-without-key`): those fixtures are possible
+        // by the model unless a lock safety violation is expected too. `lease_from_ns` is in it.
         // A violation set apart as expected (a moved monotonic clock) is still one the model
         // rules out: the history is impossible for a correct service all the same.
         let none = serde_json::Value::Array(Vec::new());
@@ -1839,5 +1844,5 @@ fn oracle_agrees_with_the_lock_fixtures() {
         );
         checked += 1;
     }
-    assert!(checked >= 15, "only {checked} lock fixtures checked");
+    assert!(checked >= 40, "only {checked} lock fixtures checked");
 }
