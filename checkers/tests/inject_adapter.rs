@@ -1,8 +1,9 @@
-//! The injections of issue 24's adapter shapes (`InjectKind::ADAPTER`): a tokenless double
-//! grant answered too late for a definite hold, a double grant inside a lease set before its
-//! grant, and a renew of a released lease by another process. Each must be found, with the
-//! injected op in its witness, once the checkers follow decisions D1-D8; then these kinds move
-//! into `InjectKind::ALL`, whose mutation test (precedence.rs) covers every kind.
+//! The injections of issue 24's adapter shapes the checkers do not find yet
+//! (`InjectKind::ADAPTER`): a tokenless double grant answered too late for a definite hold, and
+//! a renew of a released lease by another process. Each must be found, with the injected op in
+//! its witness, once the checkers follow decisions D1-D8; then these kinds move into
+//! `InjectKind::ALL`, whose mutation test (precedence.rs) covers every kind (the double grant
+//! inside a lease set before its grant is there already).
 
 use checkers::gen::{correct_history, GenParams};
 use checkers::inject::{inject, InjectKind};
