@@ -446,16 +446,8 @@ const BUGS: [Bug; 6] = [
     Bug::RenewKeepsExpiry,
 ];
 
-const ADAPTER_BUGS: [Bug; 8] = [
-    Bug::GrantWhileHeld,
-    Bug::ShortLease,
-    Bug::AcceptStale,
-    Bug::TokenReuse,
-    Bug::TokenDown,
-    Bug::RenewKeepsExpiry,
-    Bug::SessionShort,
-    Bug::RenewAfterRelease,
-];
+/// The adapter shapes' service may also have these, beside `BUGS`.
+const ADAPTER_BUGS: [Bug; 2] = [Bug::SessionShort, Bug::RenewAfterRelease];
 
 /// Drifts whose `1 - drift` is not a binary fraction, where floating point loses a nanosecond.
 const DRIFTS: [f64; 8] = [0.0, 0.01, 0.07, 0.1, 0.33, 0.55, 0.8, 0.9];
@@ -1148,8 +1140,9 @@ fn generate_adapter(seed: u64, max_ops: usize) -> (Vec<Op>, f64) {
     ][rng.random_range(0..6)];
     // Token bugs need tokens.
     let tokens = !matches!(style, Style::Ids | Style::Neither);
-    let bugs: Vec<Bug> = ADAPTER_BUGS
+    let bugs: Vec<Bug> = BUGS
         .into_iter()
+        .chain(ADAPTER_BUGS)
         .filter(|b| tokens || !matches!(b, Bug::TokenReuse | Bug::TokenDown))
         .collect();
     let bug = rng
@@ -1527,16 +1520,22 @@ fn generated_histories_cover_the_shapes() {
     }
 }
 
-#[test]
-fn fast_checkers_agree_with_the_oracle() {
+/// The property on 20,000 histories of `space`: no disagreement, and more than one in
+/// `min_share` of them impossible (and fewer than four in five): the generator must produce
+/// both kinds in earnest, or agreement means little.
+fn assert_agree(space: &Space, min_share: u64) {
     let cases = 20_000;
-    let (bad, impossible) = agree(cases, 0, &CLASSIC, true);
+    let (bad, impossible) = agree(cases, 0, space, true);
     assert!(bad.is_empty(), "disagreements:\n{}", bad.join("\n"));
-    // The generator must produce both kinds in earnest, or agreement means little.
     assert!(
-        impossible > cases / 5 && impossible < cases * 4 / 5,
+        impossible > cases / min_share && impossible < cases * 4 / 5,
         "{impossible} of {cases} histories impossible: the generator is lopsided"
     );
+}
+
+#[test]
+fn fast_checkers_agree_with_the_oracle() {
+    assert_agree(&CLASSIC, 5);
 }
 
 /// Grants without tokens leave the grant order open, which the fast rules do not search; they
@@ -1717,15 +1716,10 @@ fn adapter_histories_cover_the_shapes() {
 #[test]
 #[ignore = "issue 24: the checkers do not follow D1-D8 yet (about 1,500 of 20,000 disagree; classes in the report of branch oracle); un-ignore when they do"]
 fn oracle_agrees_on_adapter_shapes() {
-    let cases = 20_000;
-    let (bad, impossible) = agree(cases, 0, &ADAPTER, true);
-    assert!(bad.is_empty(), "disagreements:\n{}", bad.join("\n"));
-    // Fewer are impossible than in the classic space: a correct service refuses more of what
-    // these clients send (other grants' names, renews after a release, lapsed sessions).
-    assert!(
-        impossible > cases / 8 && impossible < cases * 4 / 5,
-        "{impossible} of {cases} histories impossible: the generator is lopsided"
-    );
+    // Fewer are impossible than in the classic space (about 16%): a correct service refuses
+    // more of what these clients send (other grants' names, renews after a release, lapsed
+    // sessions).
+    assert_agree(&ADAPTER, 8);
 }
 
 /// Not a check: prints every disagreement of the adapter shapes (up to `SURVEY_CASES`
