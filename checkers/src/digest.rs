@@ -505,12 +505,50 @@ impl Model {
                 (pos, *id_of.entry(id).or_insert(n))
             })
             .collect();
+        let id_at = |cursor: &mut usize, pos: usize| {
+            // Bounded by `grant_ids`: the cursor only moves forward.
+            while *cursor < grant_ids.len() && grant_ids[*cursor].0 < pos {
+                *cursor += 1;
+            }
+            grant_ids.get(*cursor).filter(|e| e.0 == pos).map(|e| e.1)
+        };
+        // What names a lease (docs/checkers.md, model item 6): (lock, token) and (lock, grant
+        // id) -> the grants with it, in invoke order, known before the walk: an op of another
+        // process may be invoked at the same instant as the grant it names, or before it in the
+        // file (equal times are not ordered), so it names the latest one asked for by the time
+        // it completed. (process, lock) -> the process's latest grant of the lock, in program
+        // order. (process, token) -> grant, for store ops.
+        let mut by_lock_token: FxMap<(u32, u64), Vec<(u64, u32)>> = FxMap::default();
+        let mut by_lock_id: FxMap<(u32, u32), Vec<(u64, u32)>> = FxMap::default();
+        {
+            let mut cursor = 0;
+            let mut g = 0u32;
+            for (pos, op) in ops.iter().enumerate() {
+                if op.func != Func::Acquire || op.outcome != Outcome::Ok || op.target == NO_TARGET
+                {
+                    continue;
+                }
+                if let Some(t) = op.token() {
+                    by_lock_token
+                        .entry((op.target, t))
+                        .or_default()
+                        .push((op.invoke_ns, g));
+                }
+                if let Some(i) = id_at(&mut cursor, pos) {
+                    by_lock_id
+                        .entry((op.target, i))
+                        .or_default()
+                        .push((op.invoke_ns, g));
+                }
+                g += 1;
+            }
+        }
+        let named_by = |list: Option<&Vec<(u64, u32)>>, done_ns: u64| {
+            list.and_then(|l| l.iter().rev().find(|e| e.0 <= done_ns).map(|e| e.1))
+        };
+        // (grant, op position) of every renew and release acting on a grant, in op order.
+        let mut acts: Vec<(u32, usize)> = Vec::new();
         let mut next_id = 0;
-        // What names a lease (docs/checkers.md, model item 6): (lock, token) -> the latest
-        // grant with it; (lock, grant id) -> the latest grant with it; (process, lock) -> the
-        // process's latest grant of the lock. (process, token) -> grant, for store ops.
-        let mut by_lock_token: FxMap<(u32, u64), u32> = FxMap::default();
-        let mut by_lock_id: FxMap<(u32, u32), u32> = FxMap::default();
         let mut by_token: FxMap<(u64, u64), u32> = FxMap::default();
         let mut latest: FxMap<(u64, u32), u32> = FxMap::default();
         // Per lock, its latest grants without a token: what a token no grant carries may name.
@@ -522,14 +560,7 @@ impl Model {
         // Bounded by the ops.
         for (pos, op) in ops.iter().enumerate() {
             let (func, p, target, token) = (op.func, op.process, op.target, op.token());
-            // Bounded by `grant_ids`: the cursor only moves forward.
-            while next_id < grant_ids.len() && grant_ids[next_id].0 < pos {
-                next_id += 1;
-            }
-            let id = grant_ids
-                .get(next_id)
-                .filter(|e| e.0 == pos)
-                .map(|e| e.1);
+            let id = id_at(&mut next_id, pos);
             if target == NO_TARGET {
                 unplaced += 1;
                 grant_of.push(NO_GRANT);
@@ -541,11 +572,7 @@ impl Model {
                     ok_acquires += 1;
                     let g = grants.len() as u32;
                     if let Some(t) = token {
-                        by_lock_token.insert((target, t), g);
                         by_token.insert((p, t), g);
-                    }
-                    if let Some(i) = id {
-                        by_lock_id.insert((target, i), g);
                     }
                     if token.is_none() {
                         untokened.entry(target).or_default().push(g);
@@ -572,10 +599,11 @@ impl Model {
                     // A renew or release acts on the lease it names, whichever process sent
                     // it: by its token, else by the service's grant id, else the sender's own
                     // latest grant of the lock. A name no grant carries acts on no known one.
+                    let done_ns = op.complete_or_max();
                     let named = match (token, id) {
-                        (Some(t), _) => by_lock_token.get(&(target, t)),
-                        (None, Some(i)) => by_lock_id.get(&(target, i)),
-                        (None, None) => latest.get(&(p, target)),
+                        (Some(t), _) => named_by(by_lock_token.get(&(target, t)), done_ns),
+                        (None, Some(i)) => named_by(by_lock_id.get(&(target, i)), done_ns),
+                        (None, None) => latest.get(&(p, target)).copied(),
                     };
                     // A token no grant of the lock carries may be that of any grant whose ok
                     // came without a readable token (unknown, not absent): the op may have
@@ -589,13 +617,9 @@ impl Model {
                             .filter(|&g| grants[g as usize].token.is_none())
                             .unwrap_or(NO_GRANT);
                     }
-                    if let Some(&g) = named {
+                    if let Some(g) = named {
                         uses = g;
-                        let g = &mut grants[g as usize];
-                        g.epoch_ops.push(pos as OpPos);
-                        if func == Func::Release && g.release_op.is_none() {
-                            g.release_op = Some(pos as OpPos);
-                        }
+                        acts.push((g, pos));
                     }
                 }
                 Func::Read | Func::Write => {
@@ -605,6 +629,13 @@ impl Model {
                 }
             }
             grant_of.push(uses);
+        }
+        for (g, pos) in acts {
+            let g = &mut grants[g as usize];
+            g.epoch_ops.push(pos as OpPos);
+            if ops[pos].func == Func::Release && g.release_op.is_none() {
+                g.release_op = Some(pos as OpPos);
+            }
         }
         // Every grant without a token invoked before an ambiguous op completed may be the one it
         // named (the op may take effect after a grant asked for later than itself).

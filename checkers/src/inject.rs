@@ -37,10 +37,20 @@ pub enum InjectKind {
     GrantOnExpiredLease,
     /// The adapter read the lock key back at the grant's revision and found none.
     GrantWithoutKey,
+    /// A fresh process is granted without a token inside another's hold, answered too late
+    /// for a definite hold of its own: only the grant order (tokenless grants placed anywhere
+    /// the model allows) can find it.
+    DoubleGrantTokenless,
+    /// A grant's lease was set before it (`lease_from_ns`), and a fresh process is granted
+    /// while that lease, counted from there, surely lasts.
+    DoubleGrantLeaseBeforeGrant,
+    /// After the holder's accepted release, another process renews the released grant by its
+    /// token and the service says ok: a released lease stays released.
+    RenewAfterRelease,
 }
 
 impl InjectKind {
-    pub const ALL: [InjectKind; 12] = [
+    pub const ALL: [InjectKind; 13] = [
         InjectKind::TokenReused,
         InjectKind::TokenRegressed,
         InjectKind::TokenRegressedInferred,
@@ -53,6 +63,15 @@ impl InjectKind {
         InjectKind::LockStuck,
         InjectKind::GrantOnExpiredLease,
         InjectKind::GrantWithoutKey,
+        InjectKind::DoubleGrantLeaseBeforeGrant,
+    ];
+
+    /// Violations of issue 24's adapter shapes the checkers do not find yet. Kept out of
+    /// [`InjectKind::ALL`] (which the mutation tests require the checkers to find) until they
+    /// follow decisions D1-D8; `parse` and `inject` take them already.
+    pub const ADAPTER: [InjectKind; 2] = [
+        InjectKind::DoubleGrantTokenless,
+        InjectKind::RenewAfterRelease,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -69,11 +88,17 @@ impl InjectKind {
             InjectKind::LockStuck => "lock-stuck",
             InjectKind::GrantOnExpiredLease => "grant-on-expired-lease",
             InjectKind::GrantWithoutKey => "grant-without-key",
+            InjectKind::DoubleGrantTokenless => "double-grant-tokenless",
+            InjectKind::DoubleGrantLeaseBeforeGrant => "double-grant-lease-before-grant",
+            InjectKind::RenewAfterRelease => "renew-after-release",
         }
     }
 
     pub fn parse(s: &str) -> Option<InjectKind> {
-        InjectKind::ALL.into_iter().find(|k| k.as_str() == s)
+        InjectKind::ALL
+            .into_iter()
+            .chain(InjectKind::ADAPTER)
+            .find(|k| k.as_str() == s)
     }
 
     /// The violation kind the checkers must report for it.
@@ -83,11 +108,17 @@ impl InjectKind {
             InjectKind::TokenRegressed | InjectKind::TokenRegressedInferred => {
                 ViolationKind::TokenRegressed
             }
-            InjectKind::DoubleGrant => ViolationKind::DoubleGrant,
+            InjectKind::DoubleGrant
+            | InjectKind::DoubleGrantTokenless
+            | InjectKind::DoubleGrantLeaseBeforeGrant => ViolationKind::DoubleGrant,
             InjectKind::StaleWriteAccepted => ViolationKind::StaleWriteAccepted,
             InjectKind::LostUpdate | InjectKind::LostUpdateFinalRead => ViolationKind::LostUpdate,
             InjectKind::StaleReleaseAccepted => ViolationKind::StaleReleaseAccepted,
-            InjectKind::StaleRenewAccepted => ViolationKind::StaleRenewAccepted,
+            // Which kind the checkers will name a renew of a released lease is issue 24's to
+            // decide; a renew of a lease that is no longer current is this one today.
+            InjectKind::StaleRenewAccepted | InjectKind::RenewAfterRelease => {
+                ViolationKind::StaleRenewAccepted
+            }
             InjectKind::LockStuck => ViolationKind::LockStuck,
             InjectKind::GrantOnExpiredLease => ViolationKind::GrantOnExpiredLease,
             InjectKind::GrantWithoutKey => ViolationKind::GrantWithoutKey,
@@ -114,6 +145,9 @@ pub fn inject(ops: &mut Vec<Op>, kind: InjectKind, seed: u64) -> Option<Vec<u64>
         InjectKind::LockStuck => held_long_after,
         InjectKind::GrantOnExpiredLease => grant_on_dead_lease,
         InjectKind::GrantWithoutKey => grant_without_key,
+        InjectKind::DoubleGrantTokenless => tokenless_grant_inside_hold,
+        InjectKind::DoubleGrantLeaseBeforeGrant => grant_inside_earlier_lease,
+        InjectKind::RenewAfterRelease => renew_after_release,
     };
     f(ops, &mut rng)
 }
@@ -241,16 +275,20 @@ fn regress_token(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
     Some(vec![ops[b.complete].index])
 }
 
-/// A fresh process is granted the lock inside another's definite hold.
-fn grant_inside_hold(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
-    let h = History::new(ops.clone()).unwrap();
-    let gs = grants(&h);
-    // The hold: from the grant's ok to its release's invoke or its lease's lower bound.
-    let holds: Vec<(G, u64, u64)> = gs
-        .iter()
+/// Each grant's definite hold, as `[start, end)`: from its ok to its release's invoke or its
+/// lease's lower bound (counted from `lease_from_ns` when the grant carries it, else from its
+/// invoke; drift 0), when longer than `room_ns`.
+fn holds(ops: &[Op], gs: &[G], room_ns: u64) -> Vec<(G, u64, u64)> {
+    gs.iter()
         .filter_map(|g| {
             let start = ops[g.complete].time_ns;
-            let lease_end = ops[g.invoke].time_ns + g.ttl_ms * 1_000_000;
+            let from = ops[g.complete]
+                .value
+                .extra
+                .get("lease_from_ns")
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(ops[g.invoke].time_ns);
+            let lease_end = from + g.ttl_ms * 1_000_000;
             // Only up to the lease's end: past it the release no longer bounds the hold (and
             // scanning to the history's end for every unreleased grant is quadratic).
             let release = ops[g.complete..]
@@ -264,31 +302,113 @@ fn grant_inside_hold(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>
                 })
                 .map_or(u64::MAX, |o| o.time_ns);
             let end = lease_end.min(release);
-            (end > start + 4_000_000).then(|| (g.clone(), start, end))
+            (end > start + room_ns).then(|| (g.clone(), start, end))
         })
-        .collect();
-    let (g, start, end) = pick(rng, &holds)?;
-    let token = make_room(ops, &g.lock, g.token);
-    let q = fresh_process(ops);
-    let t = start + (end - start) / 4;
-    let ttl = g.ttl_ms;
-    let new = vec![
+        .collect()
+}
+
+/// A fresh process's acquire of `lock` invoked at `t`, answered `ok` with `answer` at `done`.
+fn fresh_grant(q: u64, lock: &str, t: u64, done: u64, ttl_ms: u64, answer: OpValue) -> Vec<Op> {
+    vec![
         lock_op(
             q,
             t,
             OpType::Invoke,
             F::Acquire,
-            &g.lock,
-            OpValue::default().with_ttl_ms(ttl),
+            lock,
+            OpValue::default().with_ttl_ms(ttl_ms),
         ),
-        lock_op(
-            q,
-            t + 1_000_000,
-            OpType::Ok,
-            F::Acquire,
-            &g.lock,
-            OpValue::default().with_token(token).with_ttl_ms(ttl),
-        ),
+        lock_op(q, done, OpType::Ok, F::Acquire, lock, answer),
+    ]
+}
+
+/// A fresh process is granted the lock inside another's definite hold.
+fn grant_inside_hold(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
+    let h = History::new(ops.clone()).unwrap();
+    let (g, start, end) = pick(rng, &holds(ops, &grants(&h), 4_000_000))?;
+    let token = make_room(ops, &g.lock, g.token);
+    let q = fresh_process(ops);
+    let t = start + (end - start) / 4;
+    let ttl = g.ttl_ms;
+    let answer = OpValue::default().with_token(token).with_ttl_ms(ttl);
+    let new = fresh_grant(q, &g.lock, t, t + 1_000_000, ttl, answer);
+    insert(ops, new).into_iter().next().map(|i| vec![i])
+}
+
+/// A fresh process is granted without a token inside another's definite hold, with a 1 ms
+/// lease answered after 2 ms: its own definite hold is empty, so the holds cannot overlap, and
+/// only placing the tokenless grant in the grant order finds it (it was asked for after the
+/// holder's grant returned, and answered before that grant's lease could end).
+fn tokenless_grant_inside_hold(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
+    let h = History::new(ops.clone()).unwrap();
+    let (g, start, end) = pick(rng, &holds(ops, &grants(&h), 4_000_000))?;
+    let q = fresh_process(ops);
+    let t = start + (end - start) / 4;
+    let answer = OpValue::default().with_ttl_ms(1);
+    let new = fresh_grant(q, &g.lock, t, t + 2_000_000, 1, answer);
+    insert(ops, new).into_iter().next().map(|i| vec![i])
+}
+
+/// A grant's lease is recorded as set before it (`lease_from_ns`: a session lease confirmed a
+/// quarter ttl before the acquire was sent, which only shortens what the model guarantees),
+/// and a fresh process is granted while that lease, counted from there, surely lasts.
+fn grant_inside_earlier_lease(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
+    let h = History::new(ops.clone()).unwrap();
+    let gs: Vec<G> = grants(&h)
+        .into_iter()
+        .filter(|g| ops[g.invoke].time_ns >= g.ttl_ms * 250_000)
+        .collect();
+    let g = pick(rng, &gs)?;
+    let from = ops[g.invoke].time_ns - g.ttl_ms * 250_000;
+    ops[g.complete]
+        .value
+        .extra
+        .insert("lease_from_ns".into(), json!(from));
+    let (_, start, end) = holds(ops, std::slice::from_ref(&g), 4_000_000).pop()?;
+    let token = make_room(ops, &g.lock, g.token);
+    let q = fresh_process(ops);
+    let t = start + (end - start) / 2;
+    let answer = OpValue::default().with_token(token).with_ttl_ms(g.ttl_ms);
+    let new = fresh_grant(q, &g.lock, t, t + 1_000_000, g.ttl_ms, answer);
+    insert(ops, new).into_iter().next().map(|i| vec![i])
+}
+
+/// After a holder's accepted release, a fresh process (a restarted worker) renews the
+/// released grant by its token, and the service says ok, before any later grant of the lock
+/// returned: no stale token is involved, only a lease that no longer exists.
+fn renew_after_release(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
+    let h = History::new(ops.clone()).unwrap();
+    let gs = grants(&h);
+    // (the released grant, the release's completion)
+    let released: Vec<(G, u64)> = h
+        .operations()
+        .iter()
+        .filter(|o| o.outcome == Outcome::Ok && h.invoke_of(o).f == F::Release)
+        .filter_map(|o| {
+            let inv = h.invoke_of(o);
+            let g = gs.iter().find(|g| {
+                Some(&g.lock) == inv.lock.as_ref()
+                    && Process::Client(g.process) == inv.process
+                    && Some(g.token) == inv.value.token
+            })?;
+            let done = h.complete_of(o)?.time_ns;
+            let next = gs
+                .iter()
+                .filter(|n| n.lock == g.lock && ops[n.complete].time_ns > done)
+                .map(|n| ops[n.complete].time_ns)
+                .min()
+                .unwrap_or(u64::MAX);
+            (next > done + 2_000_000).then(|| (g.clone(), done))
+        })
+        .collect();
+    let (g, done) = pick(rng, &released)?;
+    let q = fresh_process(ops);
+    let v = OpValue::default()
+        .with_token(g.token)
+        .with_ttl_ms(g.ttl_ms);
+    let new = vec![
+        lock_op(q, done + 1, OpType::Invoke, F::Renew, &g.lock, v.clone()),
+        lock_op(q, done + 1_000_001, OpType::Ok, F::Renew, &g.lock, v),
     ];
     insert(ops, new).into_iter().next().map(|i| vec![i])
 }

@@ -358,10 +358,16 @@ impl Checker for StaleLockOps {
             .map(|(i, o)| (o.target, o.invoke_ns, i))
             .collect();
         queries.sort_unstable();
-        out.nothing_to_judge(!queries.is_empty(), || {
-            "no renew or release with a token succeeded: there was nothing stale to catch"
+        let named = m
+            .ops
+            .iter()
+            .enumerate()
+            .any(|(i, o)| o.outcome == Outcome::Ok && m.grant_of[i] != NO_GRANT && o.func.is_lock_op() && o.func != Func::Acquire);
+        out.nothing_to_judge(!queries.is_empty() || named, || {
+            "no renew or release naming a grant succeeded: there was nothing stale to catch"
                 .to_string()
         });
+        let mut reported = vec![false; m.ops.len()];
         frontier_sweep(m, &queries, |pos, best| {
             let op = &m.ops[pos];
             let Some((tok_a, ga)) = best else { return };
@@ -371,12 +377,9 @@ impl Checker for StaleLockOps {
             }
             let a = &m.grants[ga as usize];
             let name = m.lock_name(op.target);
-            let (kind, what) = if op.func == Func::Release {
-                (ViolationKind::StaleReleaseAccepted, "release")
-            } else {
-                (ViolationKind::StaleRenewAccepted, "renew")
-            };
+            let (kind, what) = stale_kind(op.func);
             let complete_ns = op.complete_ns().expect("an ok op has completed");
+            reported[pos] = true;
             out.violations.push(Violation {
                 kind,
                 lock: Some(name.to_string()),
@@ -384,8 +387,9 @@ impl Checker for StaleLockOps {
                 window_ns: [a.complete_ns, complete_ns],
                 nemesis: Vec::new(),
                 explanation: format!(
-                    "p{}'s {what} of {name} with token {tok}, invoked at {}, succeeded at {} (op {}), yet p{} had been granted {name} with the newer {} at {} (op {}), before that {what} was invoked",
+                    "p{}'s {what} of {name} {}, invoked at {}, succeeded at {} (op {}), yet p{} had been granted {name} with the newer {} at {} (op {}), before that {what} was invoked",
                     op.process,
+                    sent_with(op.token(), tok),
                     secs(op.invoke_ns),
                     secs(complete_ns),
                     op.index,
@@ -396,8 +400,119 @@ impl Checker for StaleLockOps {
                 ),
             });
         });
+        released_or_replaced(m, &reported, &mut out);
         verdict(m, cfg, &mut out);
         out
+    }
+}
+
+fn stale_kind(func: Func) -> (ViolationKind, &'static str) {
+    if func == Func::Release {
+        (ViolationKind::StaleReleaseAccepted, "release")
+    } else {
+        (ViolationKind::StaleRenewAccepted, "renew")
+    }
+}
+
+/// How a renew or release named its grant's token: its own, or none (it named the grant).
+fn sent_with(own: Option<u64>, tok: u64) -> String {
+    match own {
+        Some(t) => format!("with token {t}"),
+        None => format!("sent without a token for its grant of token {tok}"),
+    }
+}
+
+/// The other readings of "an accepted renew or release names the current lease" (model items
+/// 4 and 5), for grants with or without tokens: the lease it named had been released (an ok
+/// release of it returned before it was invoked: a released lease stays released), or another
+/// grant of the lock, asked for after the named one returned, had returned before it was
+/// invoked (so the named lease was no longer current, whatever the tokens). Ops whose name is
+/// ambiguous are not judged; those the token sweep reported are not reported again.
+fn released_or_replaced(m: &Model, reported: &[bool], out: &mut CheckOutput) {
+    // Per lock, grants by completion with the running maximum of their invokes: "a grant asked
+    // after instant x returned before y" is max-invoke-before-y > x.
+    let mut by_done: Vec<(u32, u64, u64, usize)> = m
+        .grants
+        .iter()
+        .enumerate()
+        .map(|(i, g)| (g.lock, g.complete_ns, g.invoke_ns, i))
+        .collect();
+    by_done.sort_unstable();
+    // (the latest invoke among the lock's grants completed so far, that grant)
+    let mut max_invoke: Vec<(u64, usize)> = Vec::with_capacity(by_done.len());
+    for (k, &(lock, _, inv, gi)) in by_done.iter().enumerate() {
+        let prev = (k > 0 && by_done[k - 1].0 == lock).then(|| max_invoke[k - 1]);
+        max_invoke.push(match prev {
+            Some(p) if p.0 >= inv => p,
+            _ => (inv, gi),
+        });
+    }
+    for (gi, g) in m.grants.iter().enumerate() {
+        let mut released: Option<&crate::ClientOp> = None;
+        for &pos in &g.epoch_ops {
+            let pos = pos as usize;
+            let op = &m.ops[pos];
+            if op.lease_outcome() != Outcome::Ok || reported[pos] || m.grant_of[pos] != gi as u32 {
+                continue;
+            }
+            let (kind, what) = stale_kind(op.func);
+            let name = m.lock_name(op.target);
+            let done = op.complete_ns().expect("an ok op has completed");
+            let how = match (op.token(), g.token) {
+                (Some(t), _) => format!("with token {t}"),
+                (None, Some(t)) => format!("sent without a token for its grant of token {t}"),
+                (None, None) => format!("for its grant (op {})", m.ops[g.op].index),
+            };
+            if let Some(r) = released.filter(|r| r.complete_or_max() < op.invoke_ns) {
+                out.violations.push(Violation {
+                    kind,
+                    lock: Some(name.to_string()),
+                    ops: vec![m.ops[g.op].index, r.index, op.index],
+                    window_ns: [r.complete_or_max(), done],
+                    nemesis: Vec::new(),
+                    explanation: format!(
+                        "p{}'s {what} of {name} {how}, invoked at {}, succeeded at {} (op {}), yet that grant had been released at {} (op {}, accepted) before it was invoked: a released lease is no longer the current one",
+                        op.process,
+                        secs(op.invoke_ns),
+                        secs(done),
+                        op.index,
+                        secs(r.complete_or_max()),
+                        r.index,
+                    ),
+                });
+                continue;
+            }
+            let lo = by_done.partition_point(|d| d.0 < g.lock);
+            let hi = by_done.partition_point(|d| (d.0, d.1) < (g.lock, op.invoke_ns));
+            if hi > lo {
+                let (inv, bi) = max_invoke[hi - 1];
+                if inv > g.complete_ns {
+                    let b = &m.grants[bi];
+                    out.violations.push(Violation {
+                        kind,
+                        lock: Some(name.to_string()),
+                        ops: vec![m.ops[g.op].index, m.ops[b.op].index, op.index],
+                        window_ns: [b.complete_ns, done],
+                        nemesis: Vec::new(),
+                        explanation: format!(
+                            "p{}'s {what} of {name} {how}, invoked at {}, succeeded at {} (op {}), yet p{} had asked for {name} at {}, after that grant returned, and been granted it at {} (op {}), before that {what} was invoked: the lease it named was no longer the current one",
+                            op.process,
+                            secs(op.invoke_ns),
+                            secs(done),
+                            op.index,
+                            b.process,
+                            secs(b.invoke_ns),
+                            secs(b.complete_ns),
+                            m.ops[b.op].index,
+                        ),
+                    });
+                    continue;
+                }
+            }
+            if op.func == Func::Release && released.is_none() {
+                released = Some(op);
+            }
+        }
     }
 }
 
