@@ -548,6 +548,7 @@ impl Model {
         };
         // (grant, op position) of every renew and release acting on a grant, in op order.
         let mut acts: Vec<(u32, usize)> = Vec::new();
+        let grant_named: Vec<OpPos> = grant_ids.iter().map(|e| e.0 as OpPos).collect();
         let mut next_id = 0;
         let mut by_token: FxMap<(u64, u64), u32> = FxMap::default();
         let mut latest: FxMap<(u64, u32), u32> = FxMap::default();
@@ -694,6 +695,7 @@ impl Model {
             ok_acquires,
             unplaced,
             ambiguity_capped,
+            grant_named,
         };
         for i in 0..m.grants.len() {
             let g = &m.grants[i];

@@ -299,6 +299,8 @@ pub struct Model {
     pub ok_acquires: u64,
     /// Client ops the model could not place: a lock op without a lock, a store op without a key.
     pub unplaced: u64,
+    /// Positions of the ops that carry a grant id (`value.grant`), sorted.
+    pub grant_named: Vec<OpPos>,
     /// Grants without a token that fell out of the candidates an ambiguous token may name
     /// (more than `UNTOKENED_CANDIDATES_MAX` of one lock).
     pub ambiguity_capped: u64,
@@ -445,6 +447,11 @@ impl Model {
             }
         }
         end
+    }
+
+    /// Whether op `pos` named its grant by the service's grant id (`value.grant`).
+    pub fn names_grant(&self, pos: usize) -> bool {
+        self.grant_named.binary_search(&(pos as OpPos)).is_ok()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -401,6 +401,7 @@ impl Checker for StaleLockOps {
             });
         });
         released_or_replaced(m, &reported, &mut out);
+        named_nothing(m, &mut out);
         verdict(m, cfg, &mut out);
         out
     }
@@ -419,6 +420,67 @@ fn sent_with(own: Option<u64>, tok: u64) -> String {
     match own {
         Some(t) => format!("with token {t}"),
         None => format!("sent without a token for its grant of token {tok}"),
+    }
+}
+
+/// An accepted renew or release that names no lease the service can have granted (model item
+/// 6): sent without token or grant id by a process that had not asked for the lock (not
+/// counting refused acquires), or naming a token or id that no grant carries while no acquire
+/// whose answer was lost (info or pending: its token and id are unknown) could be it. Ops whose
+/// name is ambiguous between grants without a readable token are not judged.
+fn named_nothing(m: &Model, out: &mut CheckOutput) {
+    // (process, lock) -> the first acquire invoke that may have granted it; lock -> the first
+    // acquire invoke whose answer was lost.
+    let mut asked: crate::FxMap<(u64, u32), u64> = crate::FxMap::default();
+    let mut lost: crate::FxMap<u32, u64> = crate::FxMap::default();
+    for op in &m.ops {
+        if op.func != Func::Acquire || op.outcome == Outcome::Fail {
+            continue;
+        }
+        asked.entry((op.process, op.target)).or_insert(op.invoke_ns);
+        if op.outcome != Outcome::Ok {
+            lost.entry(op.target).or_insert(op.invoke_ns);
+        }
+    }
+    for (pos, op) in m.ops.iter().enumerate() {
+        if !matches!(op.func, Func::Renew | Func::Release)
+            || op.lease_outcome() != Outcome::Ok
+            || op.target == crate::model::NO_TARGET
+            || m.grant_of[pos] != NO_GRANT
+        {
+            continue;
+        }
+        let done = op.complete_ns().expect("an ok op has completed");
+        let by_name = op.token().is_some() || m.names_grant(pos);
+        let could = if by_name {
+            lost.get(&op.target).is_some_and(|&t| t <= done)
+        } else {
+            asked.get(&(op.process, op.target)).is_some_and(|&t| t <= done)
+        };
+        if could {
+            continue;
+        }
+        let (kind, what) = stale_kind(op.func);
+        let name = m.lock_name(op.target);
+        let why = match op.token() {
+            Some(t) => format!("names token {t}, which no grant of {name} carries"),
+            None if by_name => format!("names a grant id no grant of {name} carries"),
+            None => format!("was sent without a token or grant id by p{}, which had not asked for {name}", op.process),
+        };
+        out.violations.push(Violation {
+            kind,
+            lock: Some(name.to_string()),
+            ops: vec![op.index],
+            window_ns: [op.invoke_ns, done],
+            nemesis: Vec::new(),
+            explanation: format!(
+                "p{}'s {what} of {name}, invoked at {}, succeeded at {} (op {}), yet it {why} (and no acquire whose answer was lost could be it): it named no lease the service had granted",
+                op.process,
+                secs(op.invoke_ns),
+                secs(done),
+                op.index,
+            ),
+        });
     }
 }
 
