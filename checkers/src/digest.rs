@@ -631,6 +631,27 @@ impl Model {
             }
             grant_of.push(uses);
         }
+        // The run's ttl policy (model item 7): what answered requests for each ttl were granted.
+        // A lost answer's lease is counted with the shortest of them for lower bounds and the
+        // longest for upper bounds; a request no answer shared keeps the ttl it asked for.
+        let mut ttl_policy: FxMap<u64, (u64, u64)> = FxMap::default();
+        for op in &ops {
+            if let (Func::Acquire | Func::Renew, Outcome::Ok, Some(r), Some(t)) =
+                (op.func, op.outcome, op.requested_ttl_ms(), op.ttl_ms())
+            {
+                let e = ttl_policy.entry(r).or_insert((t, t));
+                *e = (e.0.min(t), e.1.max(t));
+            }
+        }
+        for op in ops.iter_mut() {
+            if matches!(op.func, Func::Acquire | Func::Renew)
+                && matches!(op.outcome, Outcome::Info | Outcome::Pending)
+            {
+                if let Some(&(shortest, _)) = op.requested_ttl_ms().and_then(|r| ttl_policy.get(&r)) {
+                    op.set_ttl_ms(Some(shortest));
+                }
+            }
+        }
         for (g, pos) in acts {
             let g = &mut grants[g as usize];
             g.epoch_ops.push(pos as OpPos);
@@ -696,6 +717,7 @@ impl Model {
             unplaced,
             ambiguity_capped,
             grant_named,
+            ttl_policy,
         };
         for i in 0..m.grants.len() {
             let g = &m.grants[i];

@@ -50,7 +50,7 @@ pub enum InjectKind {
 }
 
 impl InjectKind {
-    pub const ALL: [InjectKind; 13] = [
+    pub const ALL: [InjectKind; 15] = [
         InjectKind::TokenReused,
         InjectKind::TokenRegressed,
         InjectKind::TokenRegressedInferred,
@@ -64,12 +64,14 @@ impl InjectKind {
         InjectKind::GrantOnExpiredLease,
         InjectKind::GrantWithoutKey,
         InjectKind::DoubleGrantLeaseBeforeGrant,
+        InjectKind::DoubleGrantTokenless,
+        InjectKind::RenewAfterRelease,
     ];
 
-    /// Violations of issue 24's adapter shapes the checkers do not find yet. Kept out of
-    /// [`InjectKind::ALL`] (which the mutation tests require the checkers to find) until they
-    /// follow decisions D1-D8; `parse` and `inject` take them already.
-    pub const ADAPTER: [InjectKind; 2] = [
+    /// The adapter shapes of docs/checkers.md's model items 3, 6 and 8 (checkers/tests/
+    /// inject_adapter.rs asks for their witness ops too).
+    pub const ADAPTER: [InjectKind; 3] = [
+        InjectKind::DoubleGrantLeaseBeforeGrant,
         InjectKind::DoubleGrantTokenless,
         InjectKind::RenewAfterRelease,
     ];
@@ -95,10 +97,7 @@ impl InjectKind {
     }
 
     pub fn parse(s: &str) -> Option<InjectKind> {
-        InjectKind::ALL
-            .into_iter()
-            .chain(InjectKind::ADAPTER)
-            .find(|k| k.as_str() == s)
+        InjectKind::ALL.into_iter().find(|k| k.as_str() == s)
     }
 
     /// The violation kind the checkers must report for it.

@@ -56,7 +56,7 @@ impl Checker for Liveness {
             if o.target == NO_TARGET || !matches!(o.func, Func::Acquire | Func::Renew) {
                 continue;
             }
-            let ttl = o.ttl_ms().or(o.requested_ttl_ms());
+            let ttl = m.upper_ttl_ms(o);
             match o.outcome {
                 Outcome::Ok | Outcome::Info => effects.push((
                     o.target,

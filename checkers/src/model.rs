@@ -299,6 +299,9 @@ pub struct Model {
     pub ok_acquires: u64,
     /// Client ops the model could not place: a lock op without a lock, a store op without a key.
     pub unplaced: u64,
+    /// requested ttl -> (shortest, longest) ttl granted to answered requests for it: the
+    /// run's ttl policy, for leases whose answer was lost.
+    pub(crate) ttl_policy: FxMap<u64, (u64, u64)>,
     /// Positions of the ops that carry a grant id (`value.grant`), sorted.
     pub grant_named: Vec<OpPos>,
     /// Grants without a token that fell out of the candidates an ambiguous token may name
@@ -449,6 +452,18 @@ impl Model {
         end
     }
 
+    /// The longest ttl acquire or renew `op` may have set: the granted one when answered;
+    /// when its answer was lost, the longest the run granted to the same request (model item
+    /// 7) or the requested one, whichever is longer (a lock that is not stuck is never called
+    /// stuck on a guess), else the requested one.
+    pub fn upper_ttl_ms(&self, op: &ClientOp) -> Option<u64> {
+        if op.outcome == Outcome::Ok {
+            return op.ttl_ms().or(op.requested_ttl_ms());
+        }
+        let r = op.requested_ttl_ms().or(op.ttl_ms())?;
+        Some(self.ttl_policy.get(&r).map_or(r, |p| p.1.max(r)))
+    }
+
     /// Whether op `pos` named its grant by the service's grant id (`value.grant`).
     pub fn names_grant(&self, pos: usize) -> bool {
         self.grant_named.binary_search(&(pos as OpPos)).is_ok()
@@ -472,7 +487,7 @@ impl Model {
     /// it. `None` when it never completed (it may take effect at any time) or names no ttl.
     /// Not a grant: the holds of [`Grant`] are what the history proves.
     pub fn surely_dead_if_applied(&self, op: &ClientOp) -> Option<u64> {
-        let ttl = op.ttl_ms().or(op.requested_ttl_ms())?;
+        let ttl = self.upper_ttl_ms(op)?;
         Some(
             op.complete_ns()?
                 .saturating_add(self.drift.upper_ns(ttl)),

@@ -428,11 +428,16 @@ fn forced_order_of_lock(m: &Model, run: &[(u32, u64, u32)], out: &mut CheckOutpu
                 continue;
             };
             let ai = ai as usize;
+            // A push past the answer is recorded even when the instant, held at the answer,
+            // cannot move (an answer at its own invoke).
+            if end_ns > at_ns[k] && pushed_by[k].is_none_or(|p| p != ai || end_ns > b.complete_ns)
+            {
+                pushed_by[k] = Some(ai);
+                untokened[k] = b.token.is_none() || untokened[ai];
+            }
             let at = end_ns.min(b.complete_ns);
             if at > at_ns[k] {
                 at_ns[k] = at;
-                pushed_by[k] = Some(ai);
-                untokened[k] = b.token.is_none() || untokened[ai];
                 moved = true;
             }
         }
@@ -440,21 +445,35 @@ fn forced_order_of_lock(m: &Model, run: &[(u32, u64, u32)], out: &mut CheckOutpu
             break;
         }
     }
+    // (real time does not order the pair, a's position, b's position): a grant pushed past its
+    // own answer. Two grants forced before each other are one fact: the pair is said once,
+    // in the real-time direction when there is one.
+    let mut found: Vec<(bool, usize, usize)> = Vec::new();
     for k in 0..run.len() {
         let (b, Some(ai)) = (grant(k), pushed_by[k]) else {
             continue;
         };
         let a = grant(ai);
-        if at_ns[k] < b.complete_ns || !untokened[k] || holds_overlap(a, b) {
+        if m.span_end(a, at_ns[ai]).0 <= b.complete_ns || !untokened[k] || holds_overlap(a, b) {
             continue;
         }
-        // Only what the ops invoked by `b`'s answer proved: a span that lasts longer only
-        // through renews sent after it is a stale renew, that rule's fact.
-        let (cut_ns, cause) = m.span_end_until(a, at_ns[ai], b.complete_ns);
-        if cut_ns > b.complete_ns {
-            out.violations
-                .push(forced_violation(m, (a, at_ns[ai]), b, cut_ns, cause));
+        // A span or an edge may rest on renews or releases accepted after the other grant
+        // returned: without tokens no other rule proves those stale, so it is said here, and
+        // the sentence names them.
+        found.push((a.complete_ns >= b.invoke_ns, ai, k));
+    }
+    found.sort_unstable();
+    let mut said: Vec<(usize, usize)> = Vec::new();
+    for (_, ai, k) in found {
+        let pair = (ai.min(k), ai.max(k));
+        if said.contains(&pair) {
+            continue;
         }
+        said.push(pair);
+        let (a, b) = (grant(ai), grant(k));
+        let (cut_ns, cause) = m.span_end(a, at_ns[ai]);
+        out.violations
+            .push(forced_violation(m, (a, at_ns[ai]), b, cut_ns, cause));
     }
 }
 

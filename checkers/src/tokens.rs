@@ -525,7 +525,13 @@ fn released_or_replaced(m: &Model, reported: &[bool], out: &mut CheckOutput) {
                 (None, Some(t)) => format!("sent without a token for its grant of token {t}"),
                 (None, None) => format!("for its grant (op {})", m.ops[g.op].index),
             };
-            if let Some(r) = released.filter(|r| r.complete_or_max() < op.invoke_ns) {
+            // Surely before: by real time, or by the sender's own program order.
+            let before = |r: &&crate::ClientOp| {
+                r.complete_or_max() < op.invoke_ns || r.process == op.process
+            };
+            // Two accepted releases of one lease cannot both have found it current, whatever
+            // their timing; a renew concurrent with the release may have come first.
+            if let Some(r) = released.filter(|r| op.func == Func::Release || before(r)) {
                 out.violations.push(Violation {
                     kind,
                     lock: Some(name.to_string()),
@@ -533,13 +539,14 @@ fn released_or_replaced(m: &Model, reported: &[bool], out: &mut CheckOutput) {
                     window_ns: [r.complete_or_max(), done],
                     nemesis: Vec::new(),
                     explanation: format!(
-                        "p{}'s {what} of {name} {how}, invoked at {}, succeeded at {} (op {}), yet that grant had been released at {} (op {}, accepted) before it was invoked: a released lease is no longer the current one",
+                        "p{}'s {what} of {name} {how}, invoked at {}, succeeded at {} (op {}), yet that grant's release (op {}, answered at {}) was accepted too{}: a released lease is no longer the current one",
                         op.process,
                         secs(op.invoke_ns),
                         secs(done),
                         op.index,
-                        secs(r.complete_or_max()),
                         r.index,
+                        secs(r.complete_or_max()),
+                        if before(&r) { ", before it was invoked" } else { "" },
                     ),
                 });
                 continue;

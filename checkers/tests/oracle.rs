@@ -1713,14 +1713,36 @@ fn adapter_histories_cover_the_shapes() {
 
 /// The adapter shapes: the fast checkers report a safety violation exactly when the model
 /// finds the history impossible.
+///
+/// Never a false alarm. The misses left (14 of 20,000 when this was written, from 1,530 before
+/// the checkers followed D1-D8) are the one class docs/checkers.md states the fast rules leave
+/// to this oracle: impossibility that needs two grants ordered that nothing orders (three
+/// grants without tokens inside one lease's length, or more distinct unknown names than lost
+/// acquires). The bound keeps any new class from hiding among them.
 #[test]
-#[ignore = "issue 24: the checkers do not follow D1-D8 yet (about 1,500 of 20,000 disagree; classes in the report of branch oracle); un-ignore when they do"]
 fn oracle_agrees_on_adapter_shapes() {
+    let cases = 20_000;
+    let (bad, impossible) = disagreements(cases, 0, &ADAPTER, true, usize::MAX);
+    let alarms: Vec<String> = bad.iter().filter(|d| d.fast).map(|d| d.show()).collect();
+    assert!(alarms.is_empty(), "false alarms:\n{}", alarms.join("\n"));
+    let misses: Vec<String> = bad.iter().map(|d| d.show()).collect();
+    assert!(
+        misses.len() <= ADAPTER_MISSES_MAX,
+        "{} misses (at most {ADAPTER_MISSES_MAX}):\n{}",
+        misses.len(),
+        misses.join("\n")
+    );
     // Fewer are impossible than in the classic space (about 16%): a correct service refuses
     // more of what these clients send (other grants' names, renews after a release, lapsed
     // sessions).
-    assert_agree(&ADAPTER, 8);
+    assert!(
+        impossible > cases / 8 && impossible < cases * 4 / 5,
+        "{impossible} of {cases} histories impossible: the generator is lopsided"
+    );
 }
+
+/// See `oracle_agrees_on_adapter_shapes`: 14 measured, room for a seed's worth of variation.
+const ADAPTER_MISSES_MAX: usize = 30;
 
 /// Not a check: prints every disagreement of the adapter shapes (up to `SURVEY_CASES`
 /// histories, default 20,000), shrunk, for sorting into classes.
