@@ -96,6 +96,15 @@ fn pair(ops: &[Op]) -> Result<Vec<Operation>, StructureError> {
     let mut operations: Vec<Operation> = Vec::new();
     let mut pairing = Pairing::new();
     for (pos, op) in ops.iter().enumerate() {
+        // What the reader refuses in a file, refused in memory too, in its words.
+        for (k, v) in &op.value.extra {
+            crate::fields::check_value_field::<serde_json::Error>(k, v).map_err(|e| {
+                StructureError {
+                    index: op.index,
+                    reason: e.to_string(),
+                }
+            })?;
+        }
         match pairing.step(op.stamp(), op.process, op.kind, &op.f)? {
             Paired::Nemesis => {}
             Paired::Invoke { slot } => {
