@@ -202,7 +202,7 @@ fn check_report_and_export_accept_and_refuse_the_same_histories() {
         (
             "a completion without an invoke",
             edit(r#""process":1"#, r#""process":2"#),
-            Some(": op index 1: ok for process 2"),
+            Some(":2: op index 1: ok for process 2"),
         ),
     ];
     let tmp = tempfile::tempdir().unwrap();

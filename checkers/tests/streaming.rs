@@ -214,6 +214,19 @@ fn both_paths_refuse_and_accept_alike() {
             Err((2, "duplicate field `lock`")),
         ),
         (
+            "a completion naming another lock",
+            grant(20, "1").replace(r#""lock":"L0""#, r#""lock":"L1""#) + "\n",
+            Err((
+                2,
+                r#"op index 1: completes a acquire of lock "L1" but process 1 invoked it on lock "L0" at index 0"#,
+            )),
+        ),
+        (
+            "a completion naming no lock",
+            grant(20, "1").replace(r#","lock":"L0""#, "") + "\n" + rival,
+            Ok((None, "token 1")),
+        ),
+        (
             "time_ns going back",
             grant(9, "1") + "\n",
             Err((2, "time_ns 9 goes back")),

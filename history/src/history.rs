@@ -1,6 +1,6 @@
 //! A whole history, checked for structure, and its client ops paired into [`Operation`]s.
 
-use crate::op::Op;
+use crate::op::{Op, Process, F};
 use crate::pairing::{Paired, Pairing};
 
 /// A structural rule of the history format (docs/history.md) that a history breaks.
@@ -105,7 +105,15 @@ fn pair(ops: &[Op]) -> Result<Vec<Operation>, StructureError> {
                 }
             })?;
         }
-        match pairing.step(op.stamp(), op.process, op.kind, &op.f)? {
+        let target = match op.f {
+            F::Read | F::Write => op.key.as_deref(),
+            _ => op.lock.as_deref(),
+        };
+        let target = match op.process {
+            Process::Client(_) => pairing.target(target),
+            Process::Nemesis => Pairing::NO_TARGET,
+        };
+        match pairing.step(op.stamp(), op.process, op.kind, &op.f, target)? {
             Paired::Nemesis => {}
             Paired::Invoke { slot } => {
                 debug_assert_eq!(slot, operations.len());
