@@ -99,14 +99,27 @@ fn describe(r: &Results) -> String {
     s
 }
 
+/// A fixture's `<name>.expected.json`.
+fn read_expected(jsonl: &Path) -> Result<Value, String> {
+    let path = jsonl.with_extension("expected.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The `.jsonl` histories in `dir`, sorted.
+fn histories_in(dir: &Path) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    paths.sort();
+    paths
+}
+
 /// Checks one fixture; returns why it failed.
 fn run_fixture(jsonl: &Path) -> Result<(), String> {
-    let expected_path = jsonl.with_extension("expected.json");
-    let expected: Value = serde_json::from_str(
-        &std::fs::read_to_string(&expected_path)
-            .map_err(|e| format!("{}: {e}", expected_path.display()))?,
-    )
-    .map_err(|e| format!("{}: {e}", expected_path.display()))?;
+    let expected = read_expected(jsonl)?;
     let (ops, warnings) = history::read_ops(jsonl).map_err(|e| e.to_string())?;
     if !warnings.is_empty() {
         return Err(format!("reader warnings: {warnings:?}"));
@@ -228,12 +241,7 @@ fn run_fixture(jsonl: &Path) -> Result<(), String> {
 
 /// A fixture both paths must refuse, naming its file and line, in the same words.
 fn run_refused(jsonl: &Path) -> Result<(), String> {
-    let expected_path = jsonl.with_extension("expected.json");
-    let expected: Value = serde_json::from_str(
-        &std::fs::read_to_string(&expected_path)
-            .map_err(|e| format!("{}: {e}", expected_path.display()))?,
-    )
-    .map_err(|e| format!("{}: {e}", expected_path.display()))?;
+    let expected = read_expected(jsonl)?;
     let (refused, cfg) = (&expected["refused"], &config(&expected));
     let line = refused["line"].as_u64().expect("refused.line");
     let words = refused["contains"].as_str().expect("refused.contains");
@@ -257,12 +265,7 @@ fn run_refused(jsonl: &Path) -> Result<(), String> {
 
 #[test]
 fn fixtures_match_expected_results() {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(fixtures_dir())
-        .expect("fixtures dir")
-        .map(|e| e.expect("dir entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
-        .collect();
-    paths.sort();
+    let paths = histories_in(&fixtures_dir());
     assert!(paths.len() >= 20, "fixtures missing: {paths:?}");
     let mut failures = Vec::new();
     for p in &paths {
@@ -284,12 +287,7 @@ fn fixtures_match_expected_results() {
 
 #[test]
 fn refused_fixtures_are_refused_by_both_paths() {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(fixtures_dir().join("refused"))
-        .expect("refused fixtures dir")
-        .map(|e| e.expect("dir entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
-        .collect();
-    paths.sort();
+    let paths = histories_in(&fixtures_dir().join("refused"));
     assert!(paths.len() >= 4, "refused fixtures missing: {paths:?}");
     let failures: Vec<String> = paths
         .iter()
