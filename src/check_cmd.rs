@@ -33,9 +33,13 @@ pub fn check_file(path: &Path, cfg: &checkers::CheckConfig) -> Result<Results> {
     Ok(results)
 }
 
-/// How the run in `dir` ended, as its results.json says; a run directory with a history but no
-/// results never finished (the harness was killed). `None` for a lone history file.
-pub fn run_completeness(dir: &Path) -> Option<Completeness> {
+/// How the run in `dir` ended, as its results.json says. A run directory with a history but no
+/// results never finished (the harness was killed, or the directory was put together by hand
+/// around a history: either way nothing says the run went its whole way): `named` says `dir`
+/// was named as the run directory; otherwise (a history.jsonl named) only a folder the runner
+/// made (its log and config.toml beside the history) is taken for a run. `None` for a lone
+/// history file.
+pub fn run_completeness(dir: &Path, named: bool) -> Option<Completeness> {
     if !dir.is_dir() {
         return None;
     }
@@ -47,18 +51,62 @@ pub fn run_completeness(dir: &Path) -> Option<Completeness> {
             }
             serde_json::from_slice::<Said>(&bytes).ok()?.completeness
         }
-        // A folder the runner made (its log, config.toml and history are written first,
-        // results.json last); not one put together by hand around a history.
+        // The runner writes its log, config.toml and history first, results.json last.
         Err(_)
-            if [layout::LOG_FILE, layout::CONFIG_FILE, layout::HISTORY_FILE]
-                .iter()
-                .all(|f| dir.join(f).is_file()) =>
+            if dir.join(layout::HISTORY_FILE).is_file()
+                && (named
+                    || [layout::LOG_FILE, layout::CONFIG_FILE]
+                        .iter()
+                        .all(|f| dir.join(f).is_file())) =>
         {
             Some(Completeness::interrupted(
                 "the run never finished: its directory holds a history but no results.json",
             ))
         }
         Err(_) => None,
+    }
+}
+
+/// Why the run directory's results.json is not the verdict of its history as it is now: the
+/// history was written (changed) after results.json was. `None` when it is, or either is
+/// missing.
+pub fn stale_results(dir: &Path) -> Option<String> {
+    let modified = |f: &str| std::fs::metadata(dir.join(f)).and_then(|m| m.modified()).ok();
+    let (history, results) = (modified(layout::HISTORY_FILE)?, modified(layout::RESULTS_FILE)?);
+    (history > results).then(|| {
+        format!(
+            "{} changed after {} was written",
+            layout::HISTORY_FILE,
+            layout::RESULTS_FILE
+        )
+    })
+}
+
+/// The verdict a run directory's results.json records, if it can be read.
+pub fn recorded_validity(dir: &Path) -> Option<Validity> {
+    #[derive(serde::Deserialize)]
+    struct Said {
+        valid: Validity,
+    }
+    let bytes = std::fs::read(dir.join(layout::RESULTS_FILE)).ok()?;
+    serde_json::from_slice::<Said>(&bytes).ok().map(|s| s.valid)
+}
+
+/// The run directory `path` names: itself, or the folder of a history.jsonl named; with
+/// whether the directory itself was named.
+fn run_dir_of(path: &Path) -> Option<(&Path, bool)> {
+    if path.is_dir() {
+        Some((path, true))
+    } else if path.file_name() == Some(std::ffi::OsStr::new(layout::HISTORY_FILE)) {
+        path.parent().map(|d| {
+            if d.as_os_str().is_empty() {
+                (Path::new("."), false)
+            } else {
+                (d, false)
+            }
+        })
+    } else {
+        None
     }
 }
 
@@ -79,22 +127,9 @@ pub fn judge(path: &Path, drift: Option<f64>, liveness_grace: Option<&str>) -> R
         cfg.drift = d;
     }
     let mut results = check_file(&history, &cfg)?;
-    // Given as the directory or as its history.jsonl, a run is judged alike. A cut-off history
-    // stays cut off whatever results.json says.
-    let run_dir = if path.is_dir() {
-        Some(path)
-    } else if path.file_name() == Some(std::ffi::OsStr::new(layout::HISTORY_FILE)) {
-        path.parent().map(|d| {
-            if d.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                d
-            }
-        })
-    } else {
-        None
-    };
-    if let Some(c) = run_dir.and_then(run_completeness) {
+    // Given as the directory or as its history.jsonl, a run keeps how it ended. A cut-off
+    // history stays cut off whatever results.json says.
+    if let Some(c) = run_dir_of(path).and_then(|(dir, named)| run_completeness(dir, named)) {
         if results.incomplete().is_none() {
             results.set_completeness(c);
         }
@@ -113,6 +148,28 @@ pub fn check(a: CheckArgs) -> Result<ExitCode> {
     }
     if results.valid != Validity::Valid {
         eprintln!("{}: {}", path.display(), results.valid);
+    }
+    // `check` writes nothing: an offline check (perhaps with other settings, of a copy, on a
+    // read-only disk) never changes what a run recorded. It says when the run's results.json
+    // is not this verdict; `report` re-judges and rewrites it.
+    if let Some((dir, _)) = run_dir_of(&a.path) {
+        let own_settings = a.drift.is_none() && a.liveness_grace.is_none();
+        let recorded = recorded_validity(dir);
+        let why = match (stale_results(dir), recorded) {
+            (Some(why), _) => Some(why),
+            (None, Some(r)) if own_settings && r != results.valid => {
+                Some(format!("it records {r}"))
+            }
+            _ => None,
+        };
+        if let Some(why) = why {
+            eprintln!(
+                "note: {} is not this verdict ({why}; this check: {}): `lockpick report {}` re-judges the history and rewrites it",
+                dir.join(layout::RESULTS_FILE).display(),
+                results.valid,
+                dir.display()
+            );
+        }
     }
     let report = path.with_file_name(layout::REPORT_FILE);
     let shown = if report.is_file() { report } else { path };

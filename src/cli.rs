@@ -423,9 +423,10 @@ pub struct CheckArgs {
 pub struct ReportArgs {
     /// A run directory (holding results.json, history.jsonl, config.toml).
     pub run_dir: PathBuf,
-    /// Exit with the verdict under this policy (safety, liveness, warnings, coverage;
-    /// comma-separated; coverage as results.json counted it)
-    /// instead of 0, printing GitHub annotations when GITHUB_ACTIONS=true.
+    /// Which findings make the exit code 1, as for `check` (safety, liveness, warnings,
+    /// coverage; comma-separated; coverage as results.json counted it). Default:
+    /// safety,liveness, and coverage too under CI. Unknown exits 2, as `check` does; GitHub
+    /// annotations are printed when GITHUB_ACTIONS=true.
     #[arg(long, value_name = "LIST", value_parser = parse_fail_on)]
     pub fail_on: Option<reports::FailOn>,
 }

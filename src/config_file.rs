@@ -450,9 +450,10 @@ pub fn run_args(path: &Path) -> Result<crate::cli::RunArgs> {
     }
 }
 
-/// The starter config `lockpick init` writes: every section, the defaults spelled out, and
-/// what each key means. It runs as is against the embedded reference service.
-pub const STARTER: &str = r#"# lockpick.toml: a lock-service test your team keeps in its repository.
+/// The starter config `lockpick init` writes ([`starter`]), with `{fence_modes}` for the
+/// embedded store's fence modes: every section, the defaults spelled out, and what each key
+/// means. It runs as is against the embedded reference service.
+const STARTER: &str = r#"# lockpick.toml: a lock-service test your team keeps in its repository.
 # Run the suite with `lockpick test --config lockpick.toml` (what CI should gate on: every
 # fault this target allows, aimed, until each was exercised), or one run with `lockpick run
 # --config lockpick.toml`. A flag on the command line overrides the same key here (e.g.
@@ -468,7 +469,7 @@ startup_timeout = "10s"                   # how long a node may take to answer G
 
 [store]
 # The fenced resource the counter workload writes through the lock.
-store_fence = "all"                       # all | write | none (embedded store)
+store_fence = "all"                       # {fence_modes} (embedded store)
 # store_cmd = "./my-store --listen {host}:{port}"
 # store_url = "http://127.0.0.1:7001"
 
@@ -506,12 +507,19 @@ out = "runs"
 # name = "my-lock-service"
 "#;
 
+/// The starter config: [`STARTER`] with the fence modes listed from [`lockd::FenceMode::ALL`],
+/// so that a mode added there is offered here.
+pub fn starter() -> String {
+    let modes: Vec<&str> = lockd::FenceMode::ALL.iter().map(|m| m.name()).collect();
+    STARTER.replace("{fence_modes}", &modes.join(" | "))
+}
+
 /// `lockpick init [PATH]`: writes the starter, never over an existing file unless forced.
 pub fn init(path: &Path, force: bool) -> Result<()> {
     if path.exists() && !force {
         bail!("{} exists; pass --force to overwrite it", path.display());
     }
-    std::fs::write(path, STARTER).with_context(|| format!("cannot write {}", path.display()))?;
+    std::fs::write(path, starter()).with_context(|| format!("cannot write {}", path.display()))?;
     println!(
         "wrote {}; run the suite with `lockpick test --config {}` (one run: `lockpick run --config {}`)",
         path.display(),

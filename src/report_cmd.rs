@@ -27,11 +27,18 @@ pub fn write_results(run_dir: &Path, results: &Results) -> Result<()> {
     Ok(())
 }
 
-/// Writes a run's results.json.
+/// Writes a run's results.json through a temporary file and a rename: a reader (or a crash)
+/// sees the verdict before or after, never half of one.
 fn write_results_json(run_dir: &Path, results: &Results) -> Result<()> {
     let path = run_dir.join(layout::RESULTS_FILE);
     let json = serde_json::to_string_pretty(results)? + "\n";
-    fs::write(&path, json).with_context(|| format!("cannot write {}", path.display()))
+    let tmp = run_dir.join(format!(".{}.tmp-{}", layout::RESULTS_FILE, std::process::id()));
+    fs::write(&tmp, json)
+        .and_then(|()| fs::rename(&tmp, &path))
+        .inspect_err(|_| {
+            let _ = fs::remove_file(&tmp);
+        })
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// After a run wrote results.json: render report.html, junit.xml and summary.txt, and rewrite
@@ -61,13 +68,34 @@ pub fn report(a: ReportArgs) -> Result<ExitCode> {
         );
     }
     let results_path = dir.join(layout::RESULTS_FILE);
-    if !results_path.is_file() && dir.join(layout::HISTORY_FILE).is_file() {
-        // A run stopped before it wrote its verdict (a second Ctrl-C, a killed harness): its
-        // history is judged as `check` judges it, and the verdict it never wrote is written.
-        write_results_json(dir, &crate::check_cmd::judge(dir, None, None)?)?;
+    // The verdict shown is the history's as it is now: a run stopped before it wrote its
+    // verdict (a second Ctrl-C, a killed harness), or whose history changed after it (by hand),
+    // is judged as `check` judges it, and the verdict written. If the history cannot be judged,
+    // nothing is written: what the run recorded stays as it was.
+    let rejudge = if !results_path.is_file() {
+        dir.join(layout::HISTORY_FILE)
+            .is_file()
+            .then(|| "the run never wrote its verdict".to_string())
+    } else {
+        crate::check_cmd::stale_results(dir)
+    };
+    if let Some(why) = rejudge {
+        let recorded = crate::check_cmd::recorded_validity(dir);
+        let results = crate::check_cmd::judge(dir, None, None).with_context(|| {
+            format!(
+                "{}: {why}, and the history cannot be judged (results.json left as it was)",
+                results_path.display()
+            )
+        })?;
+        write_results_json(dir, &results)?;
+        let was = match recorded {
+            Some(r) if r != results.valid => format!(", which said {r}"),
+            _ => String::new(),
+        };
         eprintln!(
-            "{}: the run never wrote its verdict; judged its history and wrote it",
-            results_path.display()
+            "{}: {why}; judged its history ({}) and wrote it{was}",
+            results_path.display(),
+            results.valid
         );
     }
     let w = reports::write_run_reports(dir)
@@ -89,10 +117,13 @@ pub fn report(a: ReportArgs) -> Result<ExitCode> {
             println!("index:   {}", p.display());
         }
     }
-    Ok(match a.fail_on {
-        Some(f) => gate(&w.results, &f, &w.report, true),
-        None => ExitCode::Valid,
-    })
+    // The exit code `check` gives the same verdict.
+    Ok(gate(
+        &w.results,
+        &FailOn::given_or_default(a.fail_on),
+        &w.report,
+        true,
+    ))
 }
 
 /// The exit code under `--fail-on`, printing `::error`/`::warning` annotation lines first when

@@ -142,11 +142,12 @@ fn a_run_interrupted_by_sigint_is_incomplete_everywhere() {
         stdout.starts_with("run: INCOMPLETE (interrupted): the run never finished"),
         "{stdout}"
     );
-    // `report` of such a directory judges its history and writes the verdict it never wrote.
+    // `report` of such a directory judges its history and writes the verdict it never wrote,
+    // and exits as `check` does: unknown.
     std::fs::remove_file(dir.join("report.html")).unwrap();
     let o = run_with_limit(&["report", dir.to_str().unwrap()], Duration::from_secs(30));
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("never wrote its verdict"), "{stderr}");
     let results: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();

@@ -524,9 +524,10 @@ fn racy_run_report_shows_both_holders_in_the_first_card() {
     // Reports regenerate from the files alone, byte for byte.
     let before = std::fs::read(&path).unwrap();
     let o = run_with_limit(&["report", dir.to_str().unwrap()], Duration::from_secs(60));
+    // It exits as `check` (and the run) did: invalid.
     assert_eq!(
         o.status.code(),
-        Some(0),
+        Some(1),
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
@@ -572,8 +573,10 @@ fn hostile_run_dir(dir: &Path) {
         ),
     )
     .unwrap();
+    // The history file, not the directory: a directory without results.json is a run that
+    // never finished, and this one is to be judged whole.
     let o = run_with_limit(
-        &["check", "--json", dir.to_str().unwrap()],
+        &["check", "--json", dir.join("history.jsonl").to_str().unwrap()],
         Duration::from_secs(60),
     );
     assert_eq!(
@@ -595,9 +598,10 @@ fn hostile_strings_render_as_text() {
     let dir = tmp.path();
     hostile_run_dir(dir);
     let o = run_with_limit(&["report", dir.to_str().unwrap()], Duration::from_secs(60));
+    // Exits as `check` does: a double grant is invalid.
     assert_eq!(
         o.status.code(),
-        Some(0),
+        Some(1),
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
@@ -680,8 +684,10 @@ fn fail_on_decides_the_exit_code_and_annotations_are_escaped() {
     assert_eq!(code(&["check", "--fail-on", "liveness", d]), Some(0));
     assert_eq!(code(&["check", "--fail-on", "safety,warnings", d]), Some(1));
     assert_eq!(code(&["check", "--fail-on", "bogus", d]), Some(3));
-    assert_eq!(code(&["report", d]), Some(0));
+    // `report` exits as `check` does, the same policy by default.
+    assert_eq!(code(&["report", d]), Some(1));
     assert_eq!(code(&["report", "--fail-on", "safety", d]), Some(1));
+    assert_eq!(code(&["report", "--fail-on", "liveness", d]), Some(0));
     assert_eq!(code(&["report", "/nonexistent/run"]), Some(3));
 
     // The policy is given: under GitHub Actions the default would add coverage.
@@ -777,9 +783,10 @@ fn render_million(dir: &Path) {
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let o = run_with_limit(
-        &["check", "--json", dir.to_str().unwrap()],
+        &["check", "--json", hist.to_str().unwrap()],
         Duration::from_secs(1200),
     );
+    let checked = o.status.code();
     std::fs::write(dir.join("results.json"), &o.stdout).unwrap();
     let start = Instant::now();
     let o = run_with_limit(
@@ -788,7 +795,7 @@ fn render_million(dir: &Path) {
     );
     assert_eq!(
         o.status.code(),
-        Some(0),
+        checked,
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );

@@ -261,6 +261,8 @@ impl Digest {
         let mut lock_map = vec![u32::MAX; piece.names.len()];
         let mut key_map = vec![u32::MAX; piece.names.len()];
         let mut error_map = vec![u32::MAX; piece.errors.len()];
+        // Piece-local ids to the pairing's, which holds a completion to its invoke's target.
+        let mut pairing_map = vec![u32::MAX; piece.names.len()];
         // Bounded by the piece's events.
         for item in piece.items {
             self.events += 1;
@@ -275,15 +277,26 @@ impl Digest {
                         time_ns: e.time_ns,
                     };
                     let f = f_of(e.func);
+                    let target = match e.name {
+                        NO_TARGET => Pairing::NO_TARGET,
+                        local => {
+                            let g = &mut pairing_map[local as usize];
+                            if *g == u32::MAX {
+                                *g = self.pairing.target(Some(&piece.names[local as usize]));
+                            }
+                            *g
+                        }
+                    };
                     self.pairing
-                        .step(stamp, Process::Client(e.process), e.kind, &f)
+                        .step(stamp, Process::Client(e.process), e.kind, &f, target)
                 }
                 Item::Other(op) => {
                     self.end_time_ns = self.end_time_ns.max(op.time_ns);
                     if self.error.is_some() {
                         continue;
                     }
-                    self.pairing.step(op.stamp(), op.process, op.kind, &op.f)
+                    self.pairing
+                        .step(op.stamp(), op.process, op.kind, &op.f, Pairing::NO_TARGET)
                 }
             };
             let (paired, e) = match (step, item) {
@@ -458,10 +471,7 @@ pub fn check_path(
     });
     let warnings = warnings?;
     if let Some(error) = digest.error.take() {
-        return Err(CheckError::Structure {
-            path: path.to_path_buf(),
-            error,
-        });
+        return Err(CheckError::structure(path, error));
     }
     let model = Model::from_digest(digest, cfg);
     let results = crate::check_model(&model, cfg);

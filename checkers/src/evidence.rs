@@ -5,10 +5,10 @@
 
 use serde_json::Value;
 
+/// An evidence field the reader typed (docs/history.md): an unsigned integer or absent, never
+/// a float truncated into one.
 pub(crate) fn as_u64(v: Option<&Value>) -> Option<u64> {
-    let v = v?;
-    v.as_u64()
-        .or_else(|| v.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
+    v?.as_u64()
 }
 
 /// What the adapter found when it read the grant's lock key at the revision the answer carries

@@ -10,6 +10,11 @@
 //! start indices of the faults the violation must report active; `explanation_contains`, where
 //! given, lists phrases its sentence must hold. `config` is optional; `not_judged`, where given,
 //! lists exactly the checkers that had nothing to judge.
+//!
+//! A history the reader must refuse is in `tests/fixtures/refused/`, its expected file holding
+//! `"refused": {"line": N, "contains": "..."}` instead of a verdict: both paths
+//! (`read_history`, and the streaming `check_path`) refuse it, in the same words, naming
+//! `<file>:N:`. Each is a verdict fixture made malformed in one place, and says which.
 
 use checkers::CheckConfig;
 use history::{History, Results, Validity, Violation};
@@ -94,14 +99,27 @@ fn describe(r: &Results) -> String {
     s
 }
 
+/// A fixture's `<name>.expected.json`.
+fn read_expected(jsonl: &Path) -> Result<Value, String> {
+    let path = jsonl.with_extension("expected.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The `.jsonl` histories in `dir`, sorted.
+fn histories_in(dir: &Path) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    paths.sort();
+    paths
+}
+
 /// Checks one fixture; returns why it failed.
 fn run_fixture(jsonl: &Path) -> Result<(), String> {
-    let expected_path = jsonl.with_extension("expected.json");
-    let expected: Value = serde_json::from_str(
-        &std::fs::read_to_string(&expected_path)
-            .map_err(|e| format!("{}: {e}", expected_path.display()))?,
-    )
-    .map_err(|e| format!("{}: {e}", expected_path.display()))?;
+    let expected = read_expected(jsonl)?;
     let (ops, warnings) = history::read_ops(jsonl).map_err(|e| e.to_string())?;
     if !warnings.is_empty() {
         return Err(format!("reader warnings: {warnings:?}"));
@@ -221,14 +239,33 @@ fn run_fixture(jsonl: &Path) -> Result<(), String> {
     }
 }
 
+/// A fixture both paths must refuse, naming its file and line, in the same words.
+fn run_refused(jsonl: &Path) -> Result<(), String> {
+    let expected = read_expected(jsonl)?;
+    let (refused, cfg) = (&expected["refused"], &config(&expected));
+    let line = refused["line"].as_u64().expect("refused.line");
+    let words = refused["contains"].as_str().expect("refused.contains");
+    let in_memory = match history::read_history(jsonl) {
+        Ok(_) => return Err("read_history accepted it".into()),
+        Err(e) => e.to_string(),
+    };
+    let streamed = match checkers::check_path(jsonl, cfg) {
+        Ok(_) => return Err("check_path accepted it".into()),
+        Err(e) => e.to_string(),
+    };
+    let at = format!("{}:{line}: ", jsonl.display());
+    if in_memory != streamed {
+        Err(format!("the paths word it differently:\n  {in_memory}\n  {streamed}"))
+    } else if !streamed.starts_with(&at) || !streamed.contains(words) {
+        Err(format!("expected {at}...{words}..., got {streamed}"))
+    } else {
+        Ok(())
+    }
+}
+
 #[test]
 fn fixtures_match_expected_results() {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(fixtures_dir())
-        .expect("fixtures dir")
-        .map(|e| e.expect("dir entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
-        .collect();
-    paths.sort();
+    let paths = histories_in(&fixtures_dir());
     assert!(paths.len() >= 20, "fixtures missing: {paths:?}");
     let mut failures = Vec::new();
     for p in &paths {
@@ -246,6 +283,17 @@ fn fixtures_match_expected_results() {
         paths.len(),
         failures.join("\n\n")
     );
+}
+
+#[test]
+fn refused_fixtures_are_refused_by_both_paths() {
+    let paths = histories_in(&fixtures_dir().join("refused"));
+    assert!(paths.len() >= 4, "refused fixtures missing: {paths:?}");
+    let failures: Vec<String> = paths
+        .iter()
+        .filter_map(|p| run_refused(p).err().map(|e| format!("{}: {e}", p.display())))
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 /// Every kind has a fixture that proves it, so no rule goes untested.

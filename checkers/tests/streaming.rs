@@ -68,11 +68,12 @@ fn streaming_equals_in_memory_on_format_corners() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("h.jsonl");
     // Escaped names and errors, unknown fields, null values and names, keys in odd order,
-    // lease evidence as a float, a missing lock, a blank line and a truncated final line.
+    // a missing lock, a completion without its invoke's key, a blank line and a truncated
+    // final line.
     let text = concat!(
         r#"{"index":0,"time_ns":10,"process":1,"type":"invoke","f":"acquire","lock":"L\"0","value":{"ttl_ms":1000,"x":[1,{"y":2}]}}"#,
         "\n",
-        r#"{"process":1,"index":1,"time_ns":20,"type":"ok","f":"acquire","lock":"L\"0","value":{"token":5,"ttl_ms":1000,"lease_last_ok_ns":1.0e1,"lease_ttl_ms":1}}"#,
+        r#"{"process":1,"index":1,"time_ns":20,"type":"ok","f":"acquire","lock":"L\"0","value":{"token":5,"ttl_ms":1000,"lease_last_ok_ns":10,"lease_ttl_ms":1}}"#,
         "\n\n",
         r#"{"index":2,"time_ns":30,"process":2,"type":"invoke","f":"acquire","lock":"L\"0","value":null,"extra":"x"}"#,
         "\n",
@@ -90,13 +91,13 @@ fn streaming_equals_in_memory_on_format_corners() {
         "\n",
         r#"{"index":9,"time_ns":95,"process":1,"type":"ok","f":"read","key":"k\\1","value":{"token":5,"value":1}}"#,
         "\n",
-        r#"{ "index" : 10 , "time_ns":100,"process":4,"type":"invoke","f":"write","key":"k\\1","value":{"token":5,"token":6,"value":-7,"final":null}}"#,
+        r#"{ "index" : 10 , "time_ns":100,"process":4,"type":"invoke","f":"write","key":"k\\1","value":{"token":6,"value":-7,"final":null}}"#,
         "\n",
-        r#"{"index":11,"time_ns":110,"process":4,"type":"ok","f":"write","key":"k\\1","value":{"token":6,"value":-7,"seq":2,"seq":3,"error":null}}"#,
+        r#"{"index":11,"time_ns":110,"process":4,"type":"ok","f":"write","key":"k\\1","value":{"token":6,"value":-7,"seq":3,"error":null}}"#,
         "\n",
         r#"{"index":12,"time_ns":120,"process":4,"type":"invoke","f":"write","key":"k\\1","value":{"token":6,"value":0}}"#,
         "\n",
-        r#"{"index":13,"time_ns":130,"process":4,"type":"ok","f":"write","key":"k\\1","key":"k\\2","value":{"token":6,"seq":18446744073709551615}}"#,
+        r#"{"index":13,"time_ns":130,"process":4,"type":"ok","f":"write","value":{"token":6,"seq":18446744073709551615}}"#,
         "\n",
         r#"{"index":14,"time_ns":140,"process":4,"type":"invoke","f":"read","key":"ké","value":{"token":6,"value":-9223372036854775808}}"#,
         "\n",
@@ -187,6 +188,44 @@ fn both_paths_refuse_and_accept_alike() {
     // words the results must hold)` to accept)
     type Want = Result<(Option<u64>, &'static str), (u64, &'static str)>;
     let cases: Vec<(&str, String, Want)> = vec![
+        (
+            "lease evidence as a float",
+            grant(20, "1").replace("}}", r#","lease_last_ok_ns":1.0e1,"lease_ttl_ms":1}}"#) + "\n",
+            Err((2, "expected u64 in `value.lease_last_ok_ns`")),
+        ),
+        (
+            "lease evidence as a string",
+            grant(20, "1").replace("}}", r#","lease_from_ns":"0"}}"#) + "\n",
+            Err((2, "expected u64 in `value.lease_from_ns`")),
+        ),
+        (
+            "lease evidence as integers",
+            grant(20, "1").replace("}}", r#","lease_last_ok_ns":10,"lease_ttl_ms":1}}"#) + "\n",
+            Ok((None, "")),
+        ),
+        (
+            "a token written twice",
+            grant(20, "1,\"token\":5") + "\n" + rival,
+            Err((2, "duplicate field `value.token`")),
+        ),
+        (
+            "a lock written twice",
+            grant(20, "1").replace(r#""lock":"L0""#, r#""lock":"L1","lock":"L0""#) + "\n",
+            Err((2, "duplicate field `lock`")),
+        ),
+        (
+            "a completion naming another lock",
+            grant(20, "1").replace(r#""lock":"L0""#, r#""lock":"L1""#) + "\n",
+            Err((
+                2,
+                r#"op index 1: completes a acquire of lock "L1" but process 1 invoked it on lock "L0" at index 0"#,
+            )),
+        ),
+        (
+            "a completion naming no lock",
+            grant(20, "1").replace(r#","lock":"L0""#, "") + "\n" + rival,
+            Ok((None, "token 1")),
+        ),
         (
             "time_ns going back",
             grant(9, "1") + "\n",

@@ -135,20 +135,59 @@ fn is_cut_off_object(line: &[u8]) -> bool {
 pub enum LoadError {
     #[error(transparent)]
     Read(#[from] ReadError),
-    #[error("{path}: {error}")]
+    /// `line`: the line of the op the error names, when the file still shows it.
+    #[error("{}: {error}", at_line(path, *line))]
     Structure {
         path: PathBuf,
+        line: Option<u64>,
         error: StructureError,
     },
+}
+
+fn at_line(path: &Path, line: Option<u64>) -> String {
+    match line {
+        Some(l) => format!("{}:{l}", path.display()),
+        None => path.display().to_string(),
+    }
+}
+
+impl LoadError {
+    /// The structure error of the history file `path`, with the line of the op it names: found
+    /// by reading the file again, which only a refusal pays for.
+    #[cold]
+    pub fn structure(path: &Path, error: StructureError) -> LoadError {
+        LoadError::Structure {
+            path: path.to_path_buf(),
+            line: line_of_index(path, error.index),
+            error,
+        }
+    }
+}
+
+/// The line (1-based, blank lines counted) of the event with `index` in the history file at
+/// `path`: the first, as indices ascend in a file the reader took.
+fn line_of_index(path: &Path, index: u64) -> Option<u64> {
+    let text = std::fs::read(path).ok()?;
+    // Bounded by the file's lines.
+    for (n, line) in text.split(|&b| b == b'\n').enumerate() {
+        let line = line.trim_ascii();
+        if line.is_empty() {
+            continue;
+        }
+        match read_event(line, |e| e.index) {
+            Ok(i) if i == index => return Some(n as u64 + 1),
+            Ok(i) if i > index => return None,
+            Ok(_) => {}
+            Err(_) => return None,
+        }
+    }
+    None
 }
 
 /// Reads a whole history file and checks its structure: [`read_ops`], then [`History::new`].
 pub fn read_history(path: &Path) -> Result<(History, Vec<ReadWarning>), LoadError> {
     let (ops, warnings) = read_ops(path)?;
-    let history = History::new(ops).map_err(|error| LoadError::Structure {
-        path: path.to_path_buf(),
-        error,
-    })?;
+    let history = History::new(ops).map_err(|error| LoadError::structure(path, error))?;
     Ok((history, warnings))
 }
 

@@ -9,6 +9,7 @@
 //! accepts, it reads exactly as the serde reader would.
 
 use crate::codec::Stamp;
+use crate::fields::{check_value_field, duplicate, Read, Strict, Typed};
 use crate::op::{Op, OpType, OpValue, Process, F};
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
@@ -246,30 +247,34 @@ impl Key<'_> {
     }
 }
 
-/// A string borrowed from the line when it has no escapes, owned otherwise.
-struct CowStr<'a>(Cow<'a, str>);
+// The typed fields, each with its path for the words of a refusal.
+const INDEX: Typed = Typed::u64("index").required();
+const TIME_NS: Typed = Typed::u64("time_ns").required();
+const LOCK: Typed = Typed::str("lock");
+const KEY: Typed = Typed::str("key");
+const TOKEN: Typed = Typed::u64("value.token");
+const TTL_MS: Typed = Typed::u64("value.ttl_ms");
+const VALUE: Typed = Typed::i64("value.value");
+const SEQ: Typed = Typed::u64("value.seq");
+const ERROR: Typed = Typed::str("value.error");
+const FINAL: Typed = Typed::bool("value.final");
 
-impl<'de> Deserialize<'de> for CowStr<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = CowStr<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<CowStr<'de>, E> {
-                Ok(CowStr(Cow::Borrowed(v)))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<CowStr<'de>, E> {
-                Ok(CowStr(Cow::Owned(v.to_string())))
-            }
-        }
-        d.deserialize_str(V)
-    }
+fn next_u64<'de, A: MapAccess<'de>>(map: &mut A, t: Typed) -> Result<Option<u64>, A::Error> {
+    Ok(match map.next_value_seed(t)? {
+        Read::U64(n) => Some(n),
+        _ => None,
+    })
 }
 
-fn opt_cow<'de, A: MapAccess<'de>>(map: &mut A) -> Result<Option<Cow<'de, str>>, A::Error> {
-    Ok(map.next_value::<Option<CowStr<'de>>>()?.map(|s| s.0))
+/// A string borrowed from the line when it has no escapes, owned otherwise.
+fn next_str<'de, A: MapAccess<'de>>(
+    map: &mut A,
+    t: Typed,
+) -> Result<Option<Cow<'de, str>>, A::Error> {
+    Ok(match map.next_value_seed(t)? {
+        Read::Str(s) => Some(s),
+        _ => None,
+    })
 }
 
 impl<'de> Deserialize<'de> for ValueRef<'de> {
@@ -283,20 +288,52 @@ impl<'de> Deserialize<'de> for ValueRef<'de> {
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ValueRef<'de>, A::Error> {
                 let mut v = ValueRef::default();
                 let mut extra = Map::new();
+                let mut seen = 0u32;
                 // Bounded by the map's entries.
                 while let Some(key) = map.next_key::<Key<'de>>()? {
-                    match key.as_str() {
-                        "token" => v.token = map.next_value()?,
-                        "ttl_ms" => v.ttl_ms = map.next_value()?,
-                        "value" => v.value = map.next_value()?,
-                        "seq" => v.seq = map.next_value()?,
-                        "error" => v.error = opt_cow(&mut map)?,
-                        "final" => v.is_final = map.next_value::<Option<bool>>()?.unwrap_or(false),
-                        _ => {
-                            let val: Value = map.next_value()?;
-                            extra.insert(key.into_string(), val);
+                    let bit = match key.as_str() {
+                        "token" => {
+                            v.token = next_u64(&mut map, TOKEN)?;
+                            1
                         }
+                        "ttl_ms" => {
+                            v.ttl_ms = next_u64(&mut map, TTL_MS)?;
+                            2
+                        }
+                        "value" => {
+                            v.value = match map.next_value_seed(VALUE)? {
+                                Read::I64(n) => Some(n),
+                                _ => None,
+                            };
+                            4
+                        }
+                        "seq" => {
+                            v.seq = next_u64(&mut map, SEQ)?;
+                            8
+                        }
+                        "error" => {
+                            v.error = next_str(&mut map, ERROR)?;
+                            16
+                        }
+                        "final" => {
+                            v.is_final = matches!(map.next_value_seed(FINAL)?, Read::Bool(true));
+                            32
+                        }
+                        _ => {
+                            let k = key.into_string();
+                            if extra.contains_key(&k) {
+                                return Err(duplicate(&format!("value.{k}")));
+                            }
+                            let val: Value = map.next_value_seed(Strict)?;
+                            check_value_field(&k, &val)?;
+                            extra.insert(k, val);
+                            continue;
+                        }
+                    };
+                    if seen & bit != 0 {
+                        return Err(duplicate(&format!("value.{}", key.as_str())));
                     }
+                    seen |= bit;
                 }
                 if !extra.is_empty() {
                     v.extra = Cow::Owned(extra);
@@ -329,22 +366,56 @@ impl<'de> Deserialize<'de> for EventRef<'de> {
                 let mut key = None;
                 let mut value = ValueRef::default();
                 let mut extra = Map::new();
+                let mut seen = 0u32;
                 // Bounded by the map's entries.
                 while let Some(k) = map.next_key::<Key<'de>>()? {
-                    match k.as_str() {
-                        "index" => index = Some(map.next_value::<u64>()?),
-                        "time_ns" => time_ns = Some(map.next_value::<u64>()?),
-                        "process" => process = Some(map.next_value::<Process>()?),
-                        "type" => kind = Some(map.next_value::<OpType>()?),
-                        "f" => f = Some(map.next_value::<F>()?),
-                        "lock" => lock = opt_cow(&mut map)?,
-                        "key" => key = opt_cow(&mut map)?,
-                        "value" => value = map.next_value::<ValueRef<'de>>()?,
-                        _ => {
-                            let v: Value = map.next_value()?;
-                            extra.insert(k.into_string(), v);
+                    let bit = match k.as_str() {
+                        "index" => {
+                            index = next_u64(&mut map, INDEX)?;
+                            1
                         }
+                        "time_ns" => {
+                            time_ns = next_u64(&mut map, TIME_NS)?;
+                            2
+                        }
+                        "process" => {
+                            process = Some(map.next_value::<Process>()?);
+                            4
+                        }
+                        "type" => {
+                            kind = Some(map.next_value::<OpType>()?);
+                            8
+                        }
+                        "f" => {
+                            f = Some(map.next_value::<F>()?);
+                            16
+                        }
+                        "lock" => {
+                            lock = next_str(&mut map, LOCK)?;
+                            32
+                        }
+                        "key" => {
+                            key = next_str(&mut map, KEY)?;
+                            64
+                        }
+                        "value" => {
+                            value = map.next_value::<ValueRef<'de>>()?;
+                            128
+                        }
+                        _ => {
+                            let k = k.into_string();
+                            if extra.contains_key(&k) {
+                                return Err(duplicate(&k));
+                            }
+                            let v: Value = map.next_value_seed(Strict)?;
+                            extra.insert(k, v);
+                            continue;
+                        }
+                    };
+                    if seen & bit != 0 {
+                        return Err(duplicate(k.as_str()));
                     }
+                    seen |= bit;
                 }
                 Ok(EventRef {
                     index: index.ok_or_else(|| de::Error::missing_field("index"))?,

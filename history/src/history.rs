@@ -1,6 +1,6 @@
 //! A whole history, checked for structure, and its client ops paired into [`Operation`]s.
 
-use crate::op::Op;
+use crate::op::{Op, Process, F};
 use crate::pairing::{Paired, Pairing};
 
 /// A structural rule of the history format (docs/history.md) that a history breaks.
@@ -96,7 +96,24 @@ fn pair(ops: &[Op]) -> Result<Vec<Operation>, StructureError> {
     let mut operations: Vec<Operation> = Vec::new();
     let mut pairing = Pairing::new();
     for (pos, op) in ops.iter().enumerate() {
-        match pairing.step(op.stamp(), op.process, op.kind, &op.f)? {
+        // What the reader refuses in a file, refused in memory too, in its words.
+        for (k, v) in &op.value.extra {
+            crate::fields::check_value_field::<serde_json::Error>(k, v).map_err(|e| {
+                StructureError {
+                    index: op.index,
+                    reason: e.to_string(),
+                }
+            })?;
+        }
+        let target = match op.f {
+            F::Read | F::Write => op.key.as_deref(),
+            _ => op.lock.as_deref(),
+        };
+        let target = match op.process {
+            Process::Client(_) => pairing.target(target),
+            Process::Nemesis => Pairing::NO_TARGET,
+        };
+        match pairing.step(op.stamp(), op.process, op.kind, &op.f, target)? {
             Paired::Nemesis => {}
             Paired::Invoke { slot } => {
                 debug_assert_eq!(slot, operations.len());

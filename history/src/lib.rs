@@ -26,6 +26,7 @@ mod codec;
 mod completeness;
 pub mod coverage;
 mod event;
+mod fields;
 mod history;
 pub mod layout;
 mod op;

@@ -29,6 +29,19 @@ struct Open {
     time_ns: u64,
     /// The client function's name.
     f: &'static str,
+    /// What its invoke named: [`Pairing::target`]'s id of its lock or key, or [`NO_TARGET`].
+    target: u32,
+}
+
+const NO_TARGET: u32 = Pairing::NO_TARGET;
+
+/// The field an op of client function `f` names its target in: `lock` for acquire, renew and
+/// release, `key` for read and write.
+fn target_field(f: &str) -> &'static str {
+    match f {
+        "read" | "write" => "key",
+        _ => "lock",
+    }
 }
 
 /// The name of a client function, `None` for any other.
@@ -64,14 +77,38 @@ pub struct Pairing {
     /// Every client process seen: one lookup per event.
     procs: HashMap<u64, Proc, BuildHasherDefault<ProcessHasher>>,
     invokes: usize,
+    /// The names of the targets seen, by id, and their ids.
+    targets: Vec<Box<str>>,
+    target_ids: HashMap<Box<str>, u32, BuildHasherDefault<ProcessHasher>>,
 }
 
 impl Pairing {
+    /// The target of an event that names none (no `lock` on a lock op, no `key` on a store op;
+    /// nemesis events).
+    pub const NO_TARGET: u32 = u32::MAX;
+
     pub fn new() -> Pairing {
         Pairing::default()
     }
 
+    /// The id [`Pairing::step`] takes for the lock or key `name` (the same name, the same id),
+    /// or [`NO_TARGET`] for none. A caller may keep it for the name: ids never change.
+    pub fn target(&mut self, name: Option<&str>) -> u32 {
+        let Some(name) = name else {
+            return NO_TARGET;
+        };
+        if let Some(&id) = self.target_ids.get(name) {
+            return id;
+        }
+        let id = self.targets.len() as u32;
+        self.targets.push(name.into());
+        self.target_ids.insert(name.into(), id);
+        id
+    }
+
     /// The next event, in file order: what it is to the pairing, or the rule it breaks.
+    /// `target` is [`Pairing::target`]'s id of the lock (lock ops) or key (store ops) it names:
+    /// a completion names its invoke's, or none (it then keeps its invoke's).
     #[inline]
     pub fn step(
         &mut self,
@@ -79,6 +116,7 @@ impl Pairing {
         process: Process,
         kind: OpType,
         f: &F,
+        target: u32,
     ) -> Result<Paired, StructureError> {
         let index = stamp.index;
         if let Some(reason) = self.last.and_then(|last| out_of_order(last, stamp)) {
@@ -120,6 +158,7 @@ impl Pairing {
                     index,
                     time_ns: stamp.time_ns,
                     f: name,
+                    target,
                 });
                 Ok(Paired::Invoke { slot })
             }
@@ -139,6 +178,9 @@ impl Pairing {
                             open.f, open.index
                         ),
                     );
+                }
+                if target != open.target && target != NO_TARGET {
+                    return self.other_target(index, p, open, target);
                 }
                 if stamp.time_ns < open.time_ns {
                     return refuse(
@@ -164,6 +206,32 @@ impl Pairing {
                 })
             }
         }
+    }
+}
+
+impl Pairing {
+    /// The refusal of a completion that names another lock (or key) than its invoke.
+    #[cold]
+    #[inline(never)]
+    fn other_target(
+        &self,
+        index: u64,
+        p: u64,
+        open: Open,
+        target: u32,
+    ) -> Result<Paired, StructureError> {
+        let field = target_field(open.f);
+        let invoked = match self.targets.get(open.target as usize) {
+            Some(name) => format!("{field} {name:?}"),
+            None => format!("no {field}"),
+        };
+        refuse(
+            index,
+            format_args!(
+                "completes a {} of {field} {:?} but process {p} invoked it on {invoked} at index {}",
+                open.f, self.targets[target as usize], open.index
+            ),
+        )
     }
 }
 
@@ -217,7 +285,7 @@ mod tests {
                     time_ns: *time_ns,
                 };
                 pairing
-                    .step(stamp, *process, *kind, f)
+                    .step(stamp, *process, *kind, f, NO_TARGET)
                     .map_err(|e| e.to_string())
             })
             .collect()
@@ -297,5 +365,40 @@ mod tests {
         for (events, want) in cases {
             assert_eq!(run(&events).unwrap_err(), want);
         }
+    }
+
+    /// A completion names its invoke's lock (or key), or none; another is refused.
+    #[test]
+    fn a_completion_names_its_invokes_target_or_none() {
+        use OpType::*;
+        let p1 = Process::Client(1);
+        let stamp = |index| Stamp {
+            index,
+            time_ns: index * 10,
+        };
+        let pair = |f: F, invoke: Option<&str>, complete: Option<&str>| {
+            let mut pairing = Pairing::new();
+            let (i, c) = (pairing.target(invoke), pairing.target(complete));
+            pairing.step(stamp(0), p1, Invoke, &f, i).unwrap();
+            pairing
+                .step(stamp(1), p1, Ok, &f, c)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(pair(F::Acquire, Some("L0"), Some("L0")), Result::Ok(()));
+        assert_eq!(pair(F::Acquire, Some("L0"), None), Result::Ok(()));
+        assert_eq!(pair(F::Acquire, None, None), Result::Ok(()));
+        assert_eq!(
+            pair(F::Acquire, Some("L0"), Some("L1")).unwrap_err(),
+            "op index 1: completes a acquire of lock \"L1\" but process 1 invoked it on lock \"L0\" at index 0"
+        );
+        assert_eq!(
+            pair(F::Release, None, Some("L1")).unwrap_err(),
+            "op index 1: completes a release of lock \"L1\" but process 1 invoked it on no lock at index 0"
+        );
+        assert_eq!(
+            pair(F::Write, Some("k0"), Some("k1")).unwrap_err(),
+            "op index 1: completes a write of key \"k1\" but process 1 invoked it on key \"k0\" at index 0"
+        );
     }
 }

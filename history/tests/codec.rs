@@ -376,6 +376,141 @@ fn reader_cases() -> Vec<(&'static str, String, Want)> {
             line(grant("18446744073709551616", "")),
             Refused(2, "expected u64"),
         ),
+        // a known field of the wrong type names the field; the type it must have is read
+        (
+            "a token as a string, named",
+            line(grant("20", r#","token":"7""#)),
+            Refused(2, r#"invalid type: string "7", expected u64 in `value.token`"#),
+        ),
+        (
+            "a lock as a number",
+            line(grant("20", "").replace(r#""lock":"L0""#, r#""lock":0"#)),
+            Refused(2, "expected a string in `lock`"),
+        ),
+        (
+            "final as a string",
+            line(grant("20", r#","final":"yes""#)),
+            Refused(2, "expected a boolean in `value.final`"),
+        ),
+        (
+            "lease_from_ns as a string",
+            line(grant("20", r#","lease_from_ns":"5""#)),
+            Refused(2, r#"invalid type: string "5", expected u64 in `value.lease_from_ns`"#),
+        ),
+        (
+            "lease_from_ns as a fraction",
+            line(grant("20", r#","lease_from_ns":5.5"#)),
+            Refused(2, "expected u64 in `value.lease_from_ns`"),
+        ),
+        (
+            "lease_from_ns written with an exponent",
+            line(grant("20", r#","lease_from_ns":5e3"#)),
+            Refused(2, "expected u64 in `value.lease_from_ns`"),
+        ),
+        (
+            "lease_last_ok_ns negative",
+            line(grant("20", r#","lease_last_ok_ns":-1,"lease_ttl_ms":1000"#)),
+            Refused(2, "expected u64 in `value.lease_last_ok_ns`"),
+        ),
+        (
+            "lease_ttl_ms as a string",
+            line(grant("20", r#","lease_last_ok_ns":5,"lease_ttl_ms":"1000""#)),
+            Refused(2, "expected u64 in `value.lease_ttl_ms`"),
+        ),
+        (
+            "answer_revision as a string",
+            line(grant("20", r#","lock_key":"k","answer_revision":"9","key_at_revision":"absent""#)),
+            Refused(2, "expected u64 in `value.answer_revision`"),
+        ),
+        (
+            "key_at_revision as a boolean",
+            line(grant("20", r#","lock_key":"k","answer_revision":9,"key_at_revision":false"#)),
+            Refused(2, "expected a string in `value.key_at_revision`"),
+        ),
+        (
+            "lock_key as an object",
+            line(grant("20", r#","lock_key":{"k":1},"answer_revision":9,"key_at_revision":"absent""#)),
+            Refused(2, "expected a string in `value.lock_key`"),
+        ),
+        (
+            "lease_id as a number",
+            line(grant("20", r#","lease_id":7"#)),
+            Refused(2, "expected a string in `value.lease_id`"),
+        ),
+        (
+            "round as a string",
+            line(grant("20", r#","round":"3""#)),
+            Refused(2, "expected u64 in `value.round`"),
+        ),
+        (
+            "grant as a number",
+            line(grant("20", r#","grant":12"#)),
+            Refused(2, "expected a string in `value.grant`"),
+        ),
+        (
+            "redis_offset as a string",
+            line(grant("20", r#","redis_node":"h:1","redis_role":"master","redis_offset":"4""#)),
+            Refused(2, "expected u64 in `value.redis_offset`"),
+        ),
+        (
+            "redlock_nodes holding a number",
+            line(grant("20", r#","redlock_nodes":["n1",2],"redlock_validity_ms":900"#)),
+            Refused(2, "invalid type: integer `2`, expected an array of strings in `value.redlock_nodes`"),
+        ),
+        (
+            "every evidence field of its type, and null ones, is read",
+            line(grant(
+                "20",
+                r#","grant":"g","lease_last_ok_ns":5,"lease_ttl_ms":1000,"lease_from_ns":4,"lease_gone_ns":null,"lease_id":"abc","redis_node":"h:1","redis_role":"master","redis_offset":0,"redlock_nodes":["n1"],"redlock_validity_ms":900,"lock_key":"k","answer_revision":9,"key_at_revision":"present","round":3,"fence":"any JSON at all""#,
+            )),
+            Read(2, None),
+        ),
+        (
+            "an unknown field of any type is read",
+            line(grant("20", r#","lease_from":"5","x":[1,{"y":2}]"#)),
+            Read(2, None),
+        ),
+        // a key written twice in one object is refused, wherever it is
+        (
+            "index twice",
+            line(grant("20", "").replace(r#""index":1,"#, r#""index":1,"index":1,"#)),
+            Refused(2, "duplicate field `index`"),
+        ),
+        (
+            "lock twice, differing",
+            line(grant("20", "").replace(r#""lock":"L0""#, r#""lock":"L0","lock":"L1""#)),
+            Refused(2, "duplicate field `lock`"),
+        ),
+        (
+            "token twice in value",
+            line(grant("20", r#","token":1,"token":2"#)),
+            Refused(2, "duplicate field `value.token`"),
+        ),
+        (
+            "evidence twice in value",
+            line(grant("20", r#","lease_from_ns":1,"lease_from_ns":2"#)),
+            Refused(2, "duplicate field `value.lease_from_ns`"),
+        ),
+        (
+            "an unknown top-level field twice",
+            line(grant("20", "").replace(r#""f":"#, r#""node":"n1","node":"n2","f":"#)),
+            Refused(2, "duplicate field `node`"),
+        ),
+        (
+            "a key twice in a nested object",
+            line(grant("20", r#","netem":{"delay_ms":1,"delay_ms":2}"#)),
+            Refused(2, "duplicate field `delay_ms`"),
+        ),
+        (
+            "value twice",
+            line(grant("20", "").replace(r#"}}"#, r#"},"value":{}}"#)),
+            Refused(2, "duplicate field `value`"),
+        ),
+        (
+            "the same key in two objects is no duplicate",
+            line(grant("20", r#","token":1,"x":{"token":2}"#).replace(r#""f":"#, r#""token":3,"f":"#)),
+            Read(2, None),
+        ),
     ]
 }
 
@@ -448,4 +583,28 @@ fn the_writer_refuses_to_write_a_time_that_goes_back() {
     ))
     .unwrap();
     let _ = w.write(&Op::new(1, 9, Process::Client(1), OpType::Ok, F::Acquire));
+}
+
+/// A history built in memory is held to the types the reader holds a file to, in its words.
+#[test]
+fn history_new_refuses_evidence_of_the_wrong_type_in_the_readers_words() {
+    use history::OpValue;
+    use serde_json::json;
+    let grant = |v: serde_json::Value| {
+        let invoke = Op::new(0, 10, Process::Client(1), OpType::Invoke, F::Acquire).with_lock("L0");
+        let ok = Op::new(1, 20, Process::Client(1), OpType::Ok, F::Acquire)
+            .with_lock("L0")
+            .with_value(OpValue::default().with_token(1).with_extra("lease_from_ns", v));
+        History::new(vec![invoke, ok])
+    };
+    let e = grant(json!("5")).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        r#"op index 1: invalid type: string "5", expected u64 in `value.lease_from_ns`"#
+    );
+    let line = r#"{"index":1,"time_ns":20,"process":1,"type":"ok","f":"acquire","lock":"L0","value":{"token":1,"lease_from_ns":"5"}}"#;
+    let file = read(&format!("{FIRST}\n{line}\n")).unwrap_err().to_string();
+    assert!(file.starts_with(&format!("h.jsonl:2: {}", &e["op index 1: ".len()..])), "{file}");
+    assert!(grant(json!(5)).is_ok());
+    assert!(grant(json!(null)).is_ok());
 }

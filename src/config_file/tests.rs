@@ -22,12 +22,27 @@ fn joined_flags(p: &std::path::Path) -> String {
 
 #[test]
 fn the_starter_becomes_flags() {
-    let (_d, p) = write(STARTER);
+    let (_d, p) = write(&starter());
     let joined = joined_flags(&p);
     assert!(joined.contains("--clients=5"), "{joined}");
     // No fault list: a run from the starter draws what a bare `run` draws.
     assert!(!joined.contains("--nemesis="), "{joined}");
     assert!(joined.contains("--fail-on=safety,liveness"), "{joined}");
+}
+
+/// The starter's comment on `store_fence` offers every fence mode the embedded store has.
+#[test]
+fn the_starter_lists_every_fence_mode() {
+    let text = starter();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("store_fence = "))
+        .expect("the starter sets store_fence");
+    let (_, comment) = line.split_once('#').expect("store_fence has a comment");
+    for m in lockd::FenceMode::ALL {
+        assert!(comment.contains(&format!(" {} ", m.name())), "{m} missing: {line}");
+    }
+    assert!(!text.contains("{fence_modes}"), "{text}");
 }
 
 #[test]
