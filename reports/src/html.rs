@@ -243,6 +243,9 @@ fn checkers_table(s: &mut String, r: &Results) {
     s.push_str("</table>\n");
 }
 
+/// An acquire waiting for its answer (the legend's violet): neither refused (red) nor granted.
+const WAITING: &str = "#7048e8";
+
 /// Why a correct service cannot produce this, in one sentence per kind.
 fn why(k: ViolationKind) -> &'static str {
     match k {
@@ -981,19 +984,27 @@ fn zoom_timeline(s: &mut String, m: &Model, v: &Violation, id: &str) {
                 continue;
             }
             let (x0, x1) = (sc.x(a), sc.x(b).max(sc.x(a) + 2.0));
+            // An acquire's span is its wait for the lock: drawn as waiting, not as a refusal,
+            // unless it was refused.
+            let waiting = row.invoke.f == history::F::Acquire && row.outcome != Some(Outcome::Fail);
+            let (color, style) = if waiting {
+                (WAITING, " stroke-dasharray=\"3 2\" data-waiting-op=\"1\"")
+            } else {
+                ("#c92a2a", "")
+            };
             let _ = write!(
                 s,
-                "<line x1=\"{x0:.1}\" y1=\"{:.1}\" x2=\"{x1:.1}\" y2=\"{:.1}\" stroke=\"#c92a2a\" stroke-width=\"3\"><title>op {i}: {} {} {}</title></line>",
+                "<line x1=\"{x0:.1}\" y1=\"{:.1}\" x2=\"{x1:.1}\" y2=\"{:.1}\" stroke=\"{color}\" stroke-width=\"3\"{style}><title>op {i}: {} {} {}</title></line>",
                 y + 3.0,
                 y + 3.0,
                 esc(row.invoke.f.as_str()),
-                outcome_str(row.outcome),
+                if row.complete.is_none() { "still waiting" } else { outcome_str(row.outcome) },
                 row.complete.map(|c| secs(c.time_ns)).unwrap_or_default(),
             );
             if x0 > label_end {
                 let _ = write!(
                     s,
-                    "<text x=\"{x0:.1}\" y=\"{:.1}\" style=\"font-size:9px;fill:#c92a2a;font-weight:600\">#{i}</text>",
+                    "<text x=\"{x0:.1}\" y=\"{:.1}\" style=\"font-size:9px;fill:{color};font-weight:600\">#{i}</text>",
                     y + 1.0
                 );
                 label_end = x0 + 6.0 * (1.0 + i.max(1).ilog10() as f64 + 1.0);
@@ -1001,7 +1012,7 @@ fn zoom_timeline(s: &mut String, m: &Model, v: &Violation, id: &str) {
         }
     }
     s.push_str("</svg></div>");
-    s.push_str("<p class=\"legend\"><i style=\"background:hsl(200,62%,42%)\"></i>definite hold, as the checkers proved it (colour and label: token)<i style=\"background:repeating-linear-gradient(45deg,#c92a2a 0 2px,#fff 2px 5px)\"></i>client believed it held, but no hold is proven (past its lease's lower bound, or before a late renew took effect)<i style=\"border:1px dashed #495057\"></i>indeterminate acquire, not proven ┊ grant that proves no hold │ lease's lower bound ✕ lease surely dead <i style=\"background:#2b8a3e\"></i>write accepted <i style=\"background:#c92a2a\"></i>refused <i style=\"background:#fff;border:1px solid #2b8a3e\"></i>read <i style=\"background:#ffe3e3\"></i>violation window <i style=\"background:#f08c00;opacity:.4\"></i>fault</p>");
+    s.push_str("<p class=\"legend\"><i style=\"background:hsl(200,62%,42%)\"></i>definite hold, as the checkers proved it (colour and label: token)<i style=\"background:repeating-linear-gradient(45deg,#c92a2a 0 2px,#fff 2px 5px)\"></i>client believed it held, but no hold is proven (past its lease's lower bound, or before a late renew took effect)<i style=\"border:1px dashed #495057\"></i>indeterminate acquire, not proven ┊ grant that proves no hold │ lease's lower bound ✕ lease surely dead <i style=\"background:#c92a2a;height:3px\"></i>op the violation names (#index), invoke to answer <i style=\"border-top:3px dashed #7048e8;height:0\"></i>acquire waiting for its answer (to the end of the history when none came) <i style=\"border:1px dashed #7048e8\"></i>acquire still waiting when the history ends <i style=\"background:#2b8a3e\"></i>write accepted <i style=\"background:#c92a2a\"></i>refused <i style=\"background:#fff;border:1px solid #2b8a3e\"></i>read <i style=\"background:#ffe3e3\"></i>violation window <i style=\"background:#f08c00;opacity:.4\"></i>fault</p>");
 }
 
 fn hold_bar(s: &mut String, m: &Model, sc: &Scale, h: &Hold, y: f64, main_lock: bool) {
@@ -1017,9 +1028,19 @@ fn hold_bar(s: &mut String, m: &Model, sc: &Scale, h: &Hold, y: f64, main_lock: 
         };
         let x0 = sc.x(h.start_ns);
         let x1 = sc.x(end).max(x0 + 2.0);
+        // An acquire the history ends inside is still waiting for its answer: not refused,
+        // not granted, its own style.
+        let waiting = m
+            .op(h.acquire_index)
+            .is_some_and(|r| r.complete.is_none());
+        let (stroke, dash, attr) = if waiting {
+            (WAITING, "2 2", "data-waiting")
+        } else {
+            ("#495057", "4 3", "data-maybe")
+        };
         let _ = write!(
             s,
-            "<rect x=\"{x0:.1}\" y=\"{by:.1}\" width=\"{:.1}\" height=\"{bh}\" fill=\"none\" stroke=\"#495057\" stroke-dasharray=\"4 3\" data-maybe=\"{}\"><title>{title}</title></rect>",
+            "<rect x=\"{x0:.1}\" y=\"{by:.1}\" width=\"{:.1}\" height=\"{bh}\" fill=\"none\" stroke=\"{stroke}\" stroke-dasharray=\"{dash}\" {attr}=\"{}\"><title>{title}</title></rect>",
             x1 - x0,
             h.acquire_index
         );

@@ -132,3 +132,32 @@ fn a_token_regressed_by_exclusivity_is_said_to_follow_from_the_overlap() {
     let html = std::fs::read_to_string(&w.report).unwrap();
     assert!(html.contains("The tokens did not go backwards in real time"));
 }
+
+/// The zoomed timeline draws an acquire still waiting for its answer in its own style, with a
+/// legend entry, not in the red the legend gives refusals; so is a proving acquire's wait.
+#[test]
+fn a_waiting_acquire_has_its_own_style_and_legend_entry() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut lines = RESET.to_vec();
+    // p5 asks inside the double grant's window and the history ends before any answer.
+    lines.insert(13, (705, Some(5), "invoke", "acquire", "\"ttl_ms\":1000"));
+    write_run_dir(tmp.path(), &lines);
+    let w = reports::write_run_reports(tmp.path()).unwrap();
+    let html = std::fs::read_to_string(&w.report).unwrap();
+    let waiting = html
+        .split("<rect ")
+        .find(|r| r.contains("data-waiting="))
+        .and_then(|r| r.split("</rect>").next())
+        .unwrap_or_else(|| panic!("no waiting acquire drawn"));
+    assert!(!waiting.contains("#c92a2a"), "drawn in the refusal red: {waiting}");
+    assert!(html.contains("acquire still waiting when the history ends"));
+    // The proving acquires' spans (their wait for the lock) are not drawn as refusals.
+    let spans: Vec<&str> = html
+        .split("<line ")
+        .filter_map(|l| l.split("</line>").next())
+        .filter(|l| l.contains("data-waiting-op"))
+        .collect();
+    assert!(!spans.is_empty(), "no proving acquire drawn as waiting");
+    assert!(spans.iter().all(|l| !l.contains("#c92a2a")));
+    assert!(html.contains("acquire waiting for its answer"));
+}
