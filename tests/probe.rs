@@ -314,7 +314,7 @@ fn a_service_slower_than_its_lease_is_warned_about_not_refused() {
     if !require_python() {
         return;
     }
-    let cmd = node_cmd("slow_lockd.py", "--grant-delay-ms 700");
+    let cmd = deviant("slow-grant", "--delay-ms 700");
     let out = assert_passes(&[
         "--node-cmd",
         &cmd,

@@ -371,38 +371,13 @@ struct Era {
 
 impl Eras {
     fn new(m: &Model) -> Eras {
-        let by = |time: fn(&crate::model::Grant) -> u64| {
-            let mut v: Vec<(u32, u64, u32)> = m
-                .grants
-                .iter()
-                .enumerate()
-                .filter(|(_, g)| g.token.is_some())
-                .map(|(i, g)| (g.lock, time(g), i as u32))
-                .collect();
-            v.sort_unstable();
-            v
-        };
-        let asked = by(|g| g.invoke_ns);
-        let done = by(|g| g.complete_ns);
+        // The grants behind their frontier, as token-regressed finds them in real time (and
+        // token-reused where the tokens are equal): the same sweep.
+        let asked = crate::tokens::tokened_grants_by(m, |g| g.invoke_ns);
         let mut list: Vec<Era> = Vec::new();
         let mut era_of: FxMap<u32, usize> = FxMap::default();
-        let (mut next, mut lock, mut best) = (0, None, None::<(u64, u32)>);
-        for &(l, t, b) in &asked {
-            if lock != Some(l) {
-                lock = Some(l);
-                best = None;
-                next = done.partition_point(|d| d.0 < l);
-            }
-            // Bounded by `done.len()` over the whole sweep: `next` only moves forward.
-            while next < done.len() && done[next].0 == l && done[next].1 < t {
-                let g = done[next].2;
-                let tok = m.grants[g as usize].token.expect("filtered on token");
-                if best.is_none_or(|(x, _)| tok > x) {
-                    best = Some((tok, g));
-                }
-                next += 1;
-            }
-            let tok_b = m.grants[b as usize].token.expect("filtered on token");
+        crate::tokens::frontier_sweep(m, &asked, |b, best| {
+            let tok_b = m.grants[b as usize].token.expect("tokened grants only");
             if let Some((_, a)) = best.filter(|&(x, a)| x >= tok_b && a != b) {
                 let e = *era_of.entry(a).or_insert_with(|| {
                     list.push(Era {
@@ -413,7 +388,7 @@ impl Eras {
                 });
                 list[e].members.push(b);
             }
-        }
+        });
         Eras { list }
     }
 
