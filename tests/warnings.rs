@@ -20,16 +20,10 @@ fn check_fail_on(history: &str, fail_on: &str) -> (i32, String) {
     let path = tmp.path().join("history.jsonl");
     std::fs::write(&path, history).unwrap();
     let o = run_with_limit(
-        &[
-            "check",
-            path.to_str().unwrap(),
-            "--fail-on",
-            fail_on,
-        ],
+        &["check", path.to_str().unwrap(), "--fail-on", fail_on],
         Duration::from_secs(30),
     );
-    let out = String::from_utf8_lossy(&o.stdout).into_owned()
-        + &String::from_utf8_lossy(&o.stderr);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
     (o.status.code().unwrap_or(-1), out)
 }
 
@@ -40,7 +34,10 @@ fn a_refused_late_op_passes_fail_on_warnings() {
     let (code, out) = check_fail_on(&refused_late_write(), WARNINGS);
     assert_eq!(code, 0, "{out}");
     assert!(!out.contains("unsafe-overlap"), "{out}");
-    assert!(out.contains("every one was refused"), "the note says why: {out}");
+    assert!(
+        out.contains("every one was refused"),
+        "the note says why: {out}"
+    );
 }
 
 #[test]

@@ -113,7 +113,10 @@ fn reused(m: &Model, out: &mut CheckOutput) {
 
 /// The grants that carry a token, as `(lock, time, grant)` sorted by lock then by `time_of`:
 /// the order every sweep here walks them in.
-pub(crate) fn tokened_grants_by(m: &Model, time_of: impl Fn(&Grant) -> u64) -> Vec<(u32, u64, u32)> {
+pub(crate) fn tokened_grants_by(
+    m: &Model,
+    time_of: impl Fn(&Grant) -> u64,
+) -> Vec<(u32, u64, u32)> {
     let mut v: Vec<(u32, u64, u32)> = m
         .grants
         .iter()

@@ -25,7 +25,14 @@ impl H {
         self.ops.push((ms, op));
     }
 
-    fn lock_op(&mut self, p: u64, f: F, (from, to): (u64, u64), inv: OpValue, done: (OpType, OpValue)) {
+    fn lock_op(
+        &mut self,
+        p: u64,
+        f: F,
+        (from, to): (u64, u64),
+        inv: OpValue,
+        done: (OpType, OpValue),
+    ) {
         let c = Process::Client(p);
         self.push(from, c, OpType::Invoke, f.clone(), inv, Target::Lock);
         self.push(to, c, done.0, f, done.1, Target::Lock);
@@ -33,7 +40,13 @@ impl H {
 
     fn acq(&mut self, p: u64, from: u64, to: u64, token: u64) -> &mut Self {
         let v = OpValue::default().with_ttl_ms(TTL);
-        self.lock_op(p, F::Acquire, (from, to), v.clone(), (OpType::Ok, v.with_token(token)));
+        self.lock_op(
+            p,
+            F::Acquire,
+            (from, to),
+            v.clone(),
+            (OpType::Ok, v.with_token(token)),
+        );
         self
     }
 
@@ -64,8 +77,22 @@ impl H {
 
     fn kill(&mut self, from: u64, to: u64) -> &mut Self {
         let n = Process::Nemesis;
-        self.push(from, n, OpType::Info, F::Other("kill".into()), OpValue::default(), Target::None);
-        self.push(to, n, OpType::Info, F::Other("restart".into()), OpValue::default(), Target::None);
+        self.push(
+            from,
+            n,
+            OpType::Info,
+            F::Other("kill".into()),
+            OpValue::default(),
+            Target::None,
+        );
+        self.push(
+            to,
+            n,
+            OpType::Info,
+            F::Other("restart".into()),
+            OpValue::default(),
+            Target::None,
+        );
         self
     }
 
@@ -80,7 +107,10 @@ impl H {
                 o
             })
             .collect();
-        check(&History::new(ops).expect("a well-formed history"), &CheckConfig::default())
+        check(
+            &History::new(ops).expect("a well-formed history"),
+            &CheckConfig::default(),
+        )
     }
 }
 
@@ -98,11 +128,16 @@ fn assert_partition(r: &Results) {
         let mut kinds: BTreeMap<String, u64> = BTreeMap::new();
         for &i in &inc.violations {
             seen[i] += 1;
-            *kinds.entry(r.violations[i].kind.as_str().to_string()).or_default() += 1;
+            *kinds
+                .entry(r.violations[i].kind.as_str().to_string())
+                .or_default() += 1;
         }
         assert_eq!(kinds, inc.kinds, "{inc:?}");
     }
-    assert!(seen.iter().all(|&n| n == 1), "each violation in one incident: {seen:?}");
+    assert!(
+        seen.iter().all(|&n| n == 1),
+        "each violation in one incident: {seen:?}"
+    );
 }
 
 fn kinds_of(r: &Results) -> BTreeMap<&'static str, usize> {
@@ -121,7 +156,9 @@ fn one_reset(h: &mut H) {
     h.acq(0, 400, 410, 3);
     h.kill(500, 600);
     h.acq(1, 700, 710, 1).release(1, 800, 810, 1, true);
-    h.acq(2, 900, 910, 2).renew(2, 1000, 1010, 2).release(2, 1100, 1110, 2, true);
+    h.acq(2, 900, 910, 2)
+        .renew(2, 1000, 1010, 2)
+        .release(2, 1100, 1110, 2, true);
     h.release(0, 1300, 1310, 3, false);
     h.acq(3, 2000, 2010, 3).release(3, 2100, 2110, 3, true);
     h.acq(3, 2200, 2210, 4).release(3, 2300, 2310, 4, true);
@@ -135,7 +172,12 @@ fn one_token_reset_is_one_incident_with_its_consequences_under_it() {
     assert_eq!(r.valid, Validity::Invalid);
     let kinds = kinds_of(&r);
     // The rules each still say their part.
-    for k in ["double-grant", "token-reused", "token-regressed", "stale-release-accepted"] {
+    for k in [
+        "double-grant",
+        "token-reused",
+        "token-regressed",
+        "stale-release-accepted",
+    ] {
         assert!(kinds.contains_key(k), "{k} missing: {kinds:?}");
     }
     assert!(r.violations.len() >= 8, "{kinds:?}");
@@ -147,11 +189,16 @@ fn one_token_reset_is_one_incident_with_its_consequences_under_it() {
     let reset = inc.token_reset.expect("the tokens went back");
     assert_eq!((reset.from, reset.to), (3, 1), "{reset:?}");
     assert!(
-        inc.explanation.starts_with("double grant of L0 at 0.710 s: p1 was granted it (token 1"),
+        inc.explanation
+            .starts_with("double grant of L0 at 0.710 s: p1 was granted it (token 1"),
         "{}",
         inc.explanation
     );
-    assert!(inc.explanation.contains("went back from 3 to 1"), "{}", inc.explanation);
+    assert!(
+        inc.explanation.contains("went back from 3 to 1"),
+        "{}",
+        inc.explanation
+    );
 }
 
 #[test]
@@ -211,7 +258,10 @@ fn a_correct_history_has_no_incident_and_old_results_read_without_them() {
     assert_eq!(r.valid, Validity::Valid);
     assert!(r.incidents.is_empty());
     let json = serde_json::to_value(&r).unwrap();
-    assert!(json.get("incidents").is_none(), "an empty list is not written");
+    assert!(
+        json.get("incidents").is_none(),
+        "an empty list is not written"
+    );
     // A results.json from before incidents reads as having none.
     let back: Results = serde_json::from_value(json).unwrap();
     assert!(back.incidents.is_empty());

@@ -44,10 +44,16 @@ fn a_late_op_the_fenced_store_refused_is_a_note_not_a_warning() {
     ));
     assert!(r.violations.is_empty(), "{:#?}", r.violations);
     assert!(r.warnings.is_empty(), "{:#?}", r.warnings);
-    let me = r.checkers.iter().find(|c| c.name == "mutual-exclusion").unwrap();
+    let me = r
+        .checkers
+        .iter()
+        .find(|c| c.name == "mutual-exclusion")
+        .unwrap();
     assert_eq!(me.warnings, 0);
     assert!(
-        me.notes.iter().any(|n| n.starts_with("2 late op(s) of 1 holder(s)") && n.contains("refused")),
+        me.notes
+            .iter()
+            .any(|n| n.starts_with("2 late op(s) of 1 holder(s)") && n.contains("refused")),
         "{:?}",
         me.notes
     );
@@ -61,7 +67,11 @@ fn a_late_write_the_store_accepted_is_still_a_warning() {
     assert_eq!(r.warnings.len(), 1, "{:#?}", r.warnings);
     let w = &r.warnings[0];
     assert_eq!(w.kind, ViolationKind::UnsafeOverlap);
-    assert!(w.explanation.contains("the store accepted it"), "{}", w.explanation);
+    assert!(
+        w.explanation.contains("the store accepted it"),
+        "{}",
+        w.explanation
+    );
 }
 
 #[test]

@@ -420,8 +420,14 @@ fn incident_card(s: &mut String, inp: &Input, g: &Incident, id: &str, zoom: bool
             secs(g.window_ns[1])
         ),
     };
-    let counted = match g.of.and_then(|inc| crate::incidents::consequences(inc, inp.results)) {
-        Some(c) => format!("{} violations in one incident; consequences: {c}.", g.members.len()),
+    let counted = match g
+        .of
+        .and_then(|inc| crate::incidents::consequences(inc, inp.results))
+    {
+        Some(c) => format!(
+            "{} violations in one incident; consequences: {c}.",
+            g.members.len()
+        ),
         None => format!("{} violations in one incident.", g.members.len()),
     };
     let _ = write!(
@@ -467,7 +473,11 @@ fn incident_card(s: &mut String, inp: &Input, g: &Incident, id: &str, zoom: bool
         let ops: Vec<String> = v.ops.iter().map(u64::to_string).collect();
         // Across kinds (the checkers' incidents), each sentence says its kind.
         let label = match (g.of, g.overlap.get(i).copied().unwrap_or(false)) {
-            (Some(_), true) => format!("<b>{}</b> ({}): ", v.kind, esc(crate::incidents::BY_OVERLAP)),
+            (Some(_), true) => format!(
+                "<b>{}</b> ({}): ",
+                v.kind,
+                esc(crate::incidents::BY_OVERLAP)
+            ),
             (Some(_), false) => format!("<b>{}</b>: ", v.kind),
             (None, _) => String::new(),
         };
@@ -1030,9 +1040,7 @@ fn hold_bar(s: &mut String, m: &Model, sc: &Scale, h: &Hold, y: f64, main_lock: 
         let x1 = sc.x(end).max(x0 + 2.0);
         // An acquire the history ends inside is still waiting for its answer: not refused,
         // not granted, its own style.
-        let waiting = m
-            .op(h.acquire_index)
-            .is_some_and(|r| r.complete.is_none());
+        let waiting = m.op(h.acquire_index).is_some_and(|r| r.complete.is_none());
         let (stroke, dash, attr) = if waiting {
             (WAITING, "2 2", "data-waiting")
         } else {

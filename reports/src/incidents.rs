@@ -24,11 +24,7 @@ pub fn consequences(inc: &Incident, r: &Results) -> Option<String> {
         .get(inc.root)
         .map(|v| v.kind.as_str())
         .unwrap_or("");
-    let overlap = inc
-        .by_overlap
-        .iter()
-        .filter(|&&i| i != inc.root)
-        .count() as u64;
+    let overlap = inc.by_overlap.iter().filter(|&&i| i != inc.root).count() as u64;
     let mut parts = Vec::new();
     // The root's own kind first, then the others in the order of the kinds.
     let mut kinds: Vec<(&String, u64)> = inc.kinds.iter().map(|(k, n)| (k, *n)).collect();

@@ -53,7 +53,13 @@ const RESET: &[Line] = &[
     (1000, Some(2), "invoke", "release", "\"token\":2"),
     (1010, Some(2), "ok", "release", "\"token\":2"),
     (1300, Some(0), "invoke", "release", "\"token\":3"),
-    (1310, Some(0), "fail", "release", "\"token\":3,\"error\":\"not-holder\""),
+    (
+        1310,
+        Some(0),
+        "fail",
+        "release",
+        "\"token\":3,\"error\":\"not-holder\"",
+    ),
 ];
 
 #[test]
@@ -79,7 +85,12 @@ fn a_token_reset_is_one_incident_first_in_the_summary_and_one_card_in_the_report
         .lines()
         .find(|l| l.trim_start().starts_with("consequences: "))
         .unwrap_or_else(|| panic!("no consequences:\n{summary}"));
-    for k in ["more double-grant", "token-reused", "token-regressed", "stale-release-accepted"] {
+    for k in [
+        "more double-grant",
+        "token-reused",
+        "token-regressed",
+        "stale-release-accepted",
+    ] {
         assert!(consequences.contains(k), "{k} missing: {consequences}");
     }
     // The individual violations are still there, by kind.
@@ -105,7 +116,13 @@ const OVERLAP: &[Line] = &[
     (42, Some(1), "ok", "release", "\"token\":17"),
     (50, Some(0), "ok", "acquire", "\"ttl_ms\":1000,\"token\":13"),
     (1100, Some(0), "invoke", "release", "\"token\":13"),
-    (1110, Some(0), "fail", "release", "\"token\":13,\"error\":\"not-holder\""),
+    (
+        1110,
+        Some(0),
+        "fail",
+        "release",
+        "\"token\":13,\"error\":\"not-holder\"",
+    ),
 ];
 
 #[test]
@@ -119,7 +136,8 @@ fn a_token_regressed_by_exclusivity_is_said_to_follow_from_the_overlap() {
     assert_eq!(inc.cause, "overlap");
     assert_eq!(inc.by_overlap, [0]);
     assert!(
-        inc.explanation.contains("the token counter did not go back"),
+        inc.explanation
+            .contains("the token counter did not go back"),
         "{}",
         inc.explanation
     );
@@ -149,7 +167,10 @@ fn a_waiting_acquire_has_its_own_style_and_legend_entry() {
         .find(|r| r.contains("data-waiting="))
         .and_then(|r| r.split("</rect>").next())
         .unwrap_or_else(|| panic!("no waiting acquire drawn"));
-    assert!(!waiting.contains("#c92a2a"), "drawn in the refusal red: {waiting}");
+    assert!(
+        !waiting.contains("#c92a2a"),
+        "drawn in the refusal red: {waiting}"
+    );
     assert!(html.contains("acquire still waiting when the history ends"));
     // The proving acquires' spans (their wait for the lock) are not drawn as refusals.
     let spans: Vec<&str> = html

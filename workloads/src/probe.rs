@@ -301,7 +301,8 @@ impl Probe<'_, '_> {
         let reply = a.renew(FIRST, PROBE_LOCK, grant, self.ttl_ms).await;
         let answer = answer_of(&reply, &wire);
         let Reply::Ok(body) = &reply else {
-            let refused = matches!(&reply, Reply::Fail(e) if kind_of(reason_of(e)) == ReasonKind::Refused);
+            let refused =
+                matches!(&reply, Reply::Fail(e) if kind_of(reason_of(e)) == ReasonKind::Refused);
             if refused && renew_at >= surely_until {
                 self.note(&request, &answer);
                 return Err(Held::Slow("its renew was refused".into()));

@@ -355,9 +355,7 @@ impl Unreachable {
     fn saw(&mut self, reply: &Reply) {
         use history::reason::{kind_of, reason_of, ReasonKind};
         match reply {
-            Reply::Fail(e) | Reply::Info(e)
-                if kind_of(reason_of(e)) == ReasonKind::Unreachable =>
-            {
+            Reply::Fail(e) | Reply::Info(e) if kind_of(reason_of(e)) == ReasonKind::Unreachable => {
                 self.streak = self.streak.saturating_add(1)
             }
             _ => self.streak = 0,
@@ -894,20 +892,32 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(7);
         let refused = Reply::Fail("connect: refused; Connection refused (os error 111)".into());
         let mut u = Unreachable::default();
-        assert_eq!(u.delay_ms(&mut rng, 2000), None, "no streak, the usual backoff");
+        assert_eq!(
+            u.delay_ms(&mut rng, 2000),
+            None,
+            "no streak, the usual backoff"
+        );
         let mut highs = Vec::new();
         for _ in 0..8 {
             u.saw(&refused);
             let d = u.delay_ms(&mut rng, 2000).unwrap();
             let full = (10u64 << (u.streak - 1)).min(200);
-            assert!((full / 2..=full).contains(&d), "streak {}: {d} ms", u.streak);
+            assert!(
+                (full / 2..=full).contains(&d),
+                "streak {}: {d} ms",
+                u.streak
+            );
             highs.push(full);
         }
         assert_eq!(highs, [10, 20, 40, 80, 160, 200, 200, 200]);
         // A short lease caps it at a quarter of the ttl.
         assert!(u.delay_ms(&mut rng, 400).unwrap() <= 100);
         u.saw(&Reply::Fail("recovering".into()));
-        assert_eq!(u.delay_ms(&mut rng, 2000), None, "an answer ends the streak");
+        assert_eq!(
+            u.delay_ms(&mut rng, 2000),
+            None,
+            "an answer ends the streak"
+        );
     }
 
     #[test]
