@@ -306,6 +306,38 @@ fn the_minimal_service_from_protocol_md_passes() {
     assert!(out.contains("/v1/store/lockpick-probe/read"), "{out}");
 }
 
+/// A grant answered after its lease could have ended is legal: the probe's second client may
+/// then be granted. The probe says the service answered slower than its lease and checks again
+/// with a longer one, instead of calling it a deviation (exit 3, "expected 409").
+#[test]
+fn a_service_slower_than_its_lease_is_warned_about_not_refused() {
+    if !require_python() {
+        return;
+    }
+    let cmd = deviant("slow-grant", "--delay-ms 700");
+    let out = assert_passes(&[
+        "--node-cmd",
+        &cmd,
+        "--workload",
+        "mutex",
+        "--ttl",
+        "500ms",
+        "--op-timeout",
+        "3s",
+    ]);
+    assert!(
+        out.contains("warning: the service answered slower than its lease"),
+        "{out}"
+    );
+    assert!(out.contains("not a protocol deviation"), "{out}");
+    // Checked again with a lease the slowness fits in: probe-2 refused this time.
+    assert!(out.contains("checking again with a"), "{out}");
+    assert!(
+        out.contains("(probe-2, while probe-1 holds it) -> 409 held"),
+        "{out}"
+    );
+}
+
 #[test]
 fn the_standin_passes_through_its_native_adapter() {
     if !require_python() {

@@ -22,6 +22,8 @@
 //!   unavailability windows per lock with the faults active then, and never-completed ops;
 //!   [`check`] puts them in `Stats.extra` (`fairness`, `unavailability`, `never_completed`,
 //!   and `rounds` for a history of contention rounds: how many ended with more than one holder).
+//! - incidents.rs: the violations of one root cause (a double grant, a token reset) grouped
+//!   after the checkers ran, into `Results.incidents`; no count or verdict changes.
 //! - [`coverage()`]: what the history exercised (client stalls by wake-up op and by where they
 //!   ended against the lease bound and the other processes' grants, waiter stalls, long lock
 //!   waits, ops and grants during each fault kind, nodes hit, stall shapes reached);
@@ -58,6 +60,7 @@ mod expected;
 mod fairness;
 mod faults;
 pub mod gen;
+mod incidents;
 pub mod inject;
 mod lease;
 mod liveness;
@@ -239,9 +242,12 @@ pub(crate) fn check_model(m: &Model, cfg: &CheckConfig) -> Results {
             m.unplaced
         ));
     }
+    // After sorting: incidents name violations by their position in the list.
+    let incidents = incidents::group(m, &violations);
     Results {
         valid,
         violations,
+        incidents,
         warnings,
         expected,
         checkers,

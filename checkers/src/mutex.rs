@@ -1,6 +1,6 @@
 //! Mutual exclusion: `double-grant` and the `unsafe-overlap` warning (a process used a token
-//! after its lease surely died while another process held the lock: the paused-holder case only
-//! fencing makes safe).
+//! after its lease surely died while another process held the lock, and the op was accepted or
+//! may have been: the paused-holder case only fencing makes safe; refused, it is a note).
 //!
 //! Two readings of the ground-truth model report `double-grant`:
 //!
@@ -644,7 +644,8 @@ fn unsafe_overlaps(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
                 .map(|t| g.complete_ns.saturating_add(m.drift.upper_ns(t)))
         })
         .collect();
-    let mut late: BTreeMap<u32, (Vec<Late>, usize)> = BTreeMap::new();
+    // grant -> (late ops listed, how many in all, whether one was not refused)
+    let mut late: BTreeMap<u32, (Vec<Late>, usize, bool)> = BTreeMap::new();
     for (pos, op) in m.ops.iter().enumerate() {
         let g = m.grant_of[pos];
         if g == NO_GRANT {
@@ -656,14 +657,20 @@ fn unsafe_overlaps(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
                 if let Some(other) =
                     index.other_hold_meeting(m, grant.lock, g, dead_ns, op.invoke_ns)
                 {
-                    let (list, total) = late.entry(g).or_default();
+                    let (list, total, unrefused) = late.entry(g).or_default();
                     *total += 1;
+                    let first_unrefused = op.outcome != Outcome::Fail && !*unrefused;
+                    *unrefused |= op.outcome != Outcome::Fail;
+                    let l = Late {
+                        op: pos,
+                        dead_ns,
+                        other,
+                    };
                     if list.len() < LATE_OPS_LISTED {
-                        list.push(Late {
-                            op: pos,
-                            dead_ns,
-                            other,
-                        });
+                        list.push(l);
+                    } else if first_unrefused {
+                        // The op that makes it a warning is listed, whatever came before.
+                        *list.last_mut().expect("the list is full") = l;
                     }
                 }
             }
@@ -683,18 +690,37 @@ fn unsafe_overlaps(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
             };
         }
     }
-    for (g, (list, total)) in late {
-        out.warnings
-            .push(unsafe_overlap(m, &m.grants[g as usize], &list, total));
+    // A late op the service or the store refused is fencing at work: what a correct service
+    // always does with a paused holder, so no warning; only an op that was accepted, or may
+    // have been (indeterminate, pending), is suspicious.
+    let (mut fenced_grants, mut fenced_ops) = (0, 0);
+    for (g, (list, total, unrefused)) in late {
+        if unrefused {
+            out.warnings
+                .push(unsafe_overlap(m, &m.grants[g as usize], &list, total));
+        } else {
+            fenced_grants += 1;
+            fenced_ops += total;
+        }
+    }
+    if fenced_grants > 0 {
+        out.notes.push(format!(
+            "{fenced_ops} late op(s) of {fenced_grants} holder(s) whose lease had surely ended (stalled past it) used that lease's token while another client held the lock, and every one was refused by the lock service or the store: fencing at work, as a correct service does, so not a warning"
+        ));
     }
 }
 
 fn unsafe_overlap(m: &Model, g: &Grant, late: &[Late], total: usize) -> Violation {
     let lock = m.lock_name(g.lock);
-    // The store's answer is what fencing is about, so lead with a late store op if there is one.
+    // The store's answer is what fencing is about, so lead with a late store op if there is
+    // one, and with one that was not refused (what makes this a warning).
+    let unrefused = |l: &&Late| m.ops[l.op].outcome != Outcome::Fail;
+    let store = |l: &&Late| !m.ops[l.op].func.is_lock_op();
     let primary = late
         .iter()
-        .find(|l| !m.ops[l.op].func.is_lock_op())
+        .find(|l| unrefused(l) && store(l))
+        .or_else(|| late.iter().find(unrefused))
+        .or_else(|| late.iter().find(store))
         .unwrap_or(&late[0]);
     let op = &m.ops[primary.op];
     let other = &m.grants[primary.other as usize];

@@ -21,7 +21,7 @@ pub struct StaleLockOps;
 /// token sorted by (lock, completion); calls `found` with the grant holding the highest token
 /// among those of the same lock completed strictly before the query's time (ties: the first
 /// to complete).
-fn frontier_sweep<P: Copy>(
+pub(crate) fn frontier_sweep<P: Copy>(
     m: &Model,
     queries: &[(u32, u64, P)],
     mut found: impl FnMut(P, Option<(u64, u32)>),
@@ -113,7 +113,10 @@ fn reused(m: &Model, out: &mut CheckOutput) {
 
 /// The grants that carry a token, as `(lock, time, grant)` sorted by lock then by `time_of`:
 /// the order every sweep here walks them in.
-fn tokened_grants_by(m: &Model, time_of: impl Fn(&Grant) -> u64) -> Vec<(u32, u64, u32)> {
+pub(crate) fn tokened_grants_by(
+    m: &Model,
+    time_of: impl Fn(&Grant) -> u64,
+) -> Vec<(u32, u64, u32)> {
     let mut v: Vec<(u32, u64, u32)> = m
         .grants
         .iter()

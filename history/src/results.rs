@@ -188,6 +188,48 @@ pub struct Violation {
     pub explanation: String,
 }
 
+/// The violations of one root cause, grouped after the checkers ran (checkers/src/incidents.rs):
+/// one double grant, or one token reset, with what followed from it (the tokens reused and
+/// regressed, the stale releases and writes accepted), so a reader meets the cause once instead
+/// of as dozens of violations of four kinds. Every violation of `Results::violations` is in
+/// exactly one incident; grouping changes no count and no verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Incident {
+    /// What the incident is: `double-grant`, `token-reset` (the lock's tokens went back, with
+    /// no double grant proven), or the kind of its only or first violation.
+    pub cause: String,
+    /// The lock (or store key) concerned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock: Option<String>,
+    /// Its root violation: a position in `Results::violations`.
+    pub root: usize,
+    /// Every member, root first, then in the order of `Results::violations` (positions).
+    pub violations: Vec<usize>,
+    /// Members by kind, the root's included.
+    pub kinds: BTreeMap<String, u64>,
+    /// The members' windows, joined.
+    pub window_ns: [u64; 2],
+    /// When the lock's tokens went back: the highest token granted before (`from`), the
+    /// first token granted below or at it (`to`), and that grant's op.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_reset: Option<TokenReset>,
+    /// Members that are `token-regressed` by exclusivity, not by real time: the tokens rose in
+    /// the order the grants answered, and the one with the higher token came while the other's
+    /// lease surely lasted. They follow from the overlap, not from a token counter going back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_overlap: Vec<usize>,
+    /// One sentence: the cause, where and when.
+    pub explanation: String,
+}
+
+/// A lock's tokens going back (see [`Incident::token_reset`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenReset {
+    pub from: u64,
+    pub to: u64,
+    pub op: u64,
+}
+
 /// What one checker concluded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CheckerResult {
@@ -258,6 +300,10 @@ pub struct Stats {
 pub struct Results {
     pub valid: Validity,
     pub violations: Vec<Violation>,
+    /// The violations grouped by root cause ([`Incident`]); empty when there are none, and in
+    /// a results.json written before incidents were grouped.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub incidents: Vec<Incident>,
     pub warnings: Vec<Violation>,
     /// Violations no lease-based service can avoid under a fault the run opted into (its
     /// monotonic clock stepped or sped, `--clock-scope all`): proven, reported, and kept out of

@@ -243,6 +243,9 @@ fn checkers_table(s: &mut String, r: &Results) {
     s.push_str("</table>\n");
 }
 
+/// An acquire waiting for its answer (the legend's violet): neither refused (red) nor granted.
+const WAITING: &str = "#7048e8";
+
 /// Why a correct service cannot produce this, in one sentence per kind.
 fn why(k: ViolationKind) -> &'static str {
     match k {
@@ -262,9 +265,45 @@ fn why(k: ViolationKind) -> &'static str {
 /// Violations of one kind on one lock whose windows overlap or touch, shown as one card: a
 /// racy service makes dozens of pairwise double-grants out of one moment when six clients held
 /// the lock, and a reader wants that moment, with the pairs inside it.
+///
+/// With the checkers' incidents (`Results::incidents`, one root cause across kinds: a double
+/// grant with the token reuses and stale releases that followed) a card is one of those
+/// instead, its cause first and its consequences counted under it.
 struct Incident<'a> {
     members: Vec<&'a Violation>,
     window_ns: [u64; 2],
+    /// The checkers' incident this card shows, if results.json has them.
+    of: Option<&'a history::Incident>,
+    /// Per member: a `token-regressed` by overlap.
+    overlap: Vec<bool>,
+}
+
+/// The checkers' incidents as cards, in their order; the same-kind grouping below for a
+/// results.json written before incidents were grouped.
+fn cards_of(r: &Results) -> Vec<Incident<'_>> {
+    if r.incidents.is_empty() {
+        return incidents(&r.violations);
+    }
+    r.incidents
+        .iter()
+        .map(|inc| {
+            let members: Vec<&Violation> = inc
+                .violations
+                .iter()
+                .filter_map(|&i| r.violations.get(i))
+                .collect();
+            Incident {
+                overlap: inc
+                    .violations
+                    .iter()
+                    .map(|i| inc.by_overlap.contains(i))
+                    .collect(),
+                members,
+                window_ns: inc.window_ns,
+                of: Some(inc),
+            }
+        })
+        .collect()
 }
 
 /// At most this many member sentences are listed in one incident card.
@@ -296,6 +335,8 @@ fn incidents(vs: &[Violation]) -> Vec<Incident<'_>> {
             _ => out.push(Incident {
                 members: vec![v],
                 window_ns: v.window_ns,
+                of: None,
+                overlap: Vec::new(),
             }),
         }
     }
@@ -305,7 +346,7 @@ fn incidents(vs: &[Violation]) -> Vec<Incident<'_>> {
 
 fn violations(s: &mut String, inp: &Input) {
     let r = inp.results;
-    let groups = incidents(&r.violations);
+    let groups = cards_of(r);
     let _ = write!(
         s,
         "<h2 id=\"violations\">Violations ({}, in {} incident(s))</h2>",
@@ -321,7 +362,8 @@ fn violations(s: &mut String, inp: &Input) {
     for (i, g) in groups.iter().enumerate().take(CARDS_MAX) {
         let id = format!("v{}", i + 1);
         if g.members.len() == 1 {
-            card(s, inp, g.members[0], &id, i < ZOOMS_MAX, true);
+            let overlap = g.overlap.first().copied().unwrap_or(false);
+            card(s, inp, g.members[0], &id, i < ZOOMS_MAX, true, overlap);
         } else {
             incident_card(s, inp, g, &id, i < ZOOMS_MAX);
         }
@@ -358,8 +400,14 @@ fn incident_card(s: &mut String, inp: &Input, g: &Incident, id: &str, zoom: bool
         .collect();
     ops.sort_unstable();
     ops.dedup();
-    let headline = match (&inp.model, kind) {
-        (Ok(m), ViolationKind::DoubleGrant) => format!(
+    let headline = match (&inp.model, kind, g.of) {
+        (Ok(m), ViolationKind::DoubleGrant, Some(inc)) => format!(
+            "{}; {} clients held {lock} during it",
+            inc.explanation,
+            incident_clients(m, &ops),
+        ),
+        (_, _, Some(inc)) => inc.explanation.clone(),
+        (Ok(m), ViolationKind::DoubleGrant, None) => format!(
             "{} clients held {} at once from {}",
             incident_clients(m, &ops),
             lock,
@@ -372,16 +420,30 @@ fn incident_card(s: &mut String, inp: &Input, g: &Incident, id: &str, zoom: bool
             secs(g.window_ns[1])
         ),
     };
+    let counted = match g
+        .of
+        .and_then(|inc| crate::incidents::consequences(inc, inp.results))
+    {
+        Some(c) => format!(
+            "{} violations in one incident; consequences: {c}.",
+            g.members.len()
+        ),
+        None => format!("{} violations in one incident.", g.members.len()),
+    };
     let _ = write!(
         s,
-        "<article class=\"vcard {cls}\" id=\"{id}\" data-violation-card data-violations=\"{}\"><h3><span class=\"badge b-{cls}\">{cls}</span> {kind} on <code>{}</code> <span class=\"muted\">{} – {}</span></h3><p class=\"sentence\">{}: {} violations in one incident.</p><p class=\"why\">{}</p>",
+        "<article class=\"vcard {cls}\" id=\"{id}\" data-violation-card data-violations=\"{}\"><h3><span class=\"badge b-{cls}\">{cls}</span> {kind} on <code>{}</code> <span class=\"muted\">{} – {}</span></h3><p class=\"sentence\">{}: {}</p><p class=\"why\">{}</p>",
         g.members.len(),
         esc(lock),
         secs(g.window_ns[0]),
         secs(g.window_ns[1]),
         esc(&headline),
-        g.members.len(),
-        why(kind)
+        esc(&counted),
+        if g.overlap.first() == Some(&true) {
+            WHY_BY_OVERLAP
+        } else {
+            why(kind)
+        }
     );
     let mut faults: Vec<&ActiveFault> = g.members.iter().flat_map(|v| &v.nemesis).collect();
     faults.sort_by_key(|f| f.index);
@@ -407,11 +469,21 @@ fn incident_card(s: &mut String, inp: &Input, g: &Incident, id: &str, zoom: bool
         "<details><summary>The {} violations inside</summary><ol>",
         g.members.len()
     );
-    for v in g.members.iter().take(INCIDENT_MEMBERS_MAX) {
+    for (i, v) in g.members.iter().enumerate().take(INCIDENT_MEMBERS_MAX) {
         let ops: Vec<String> = v.ops.iter().map(u64::to_string).collect();
+        // Across kinds (the checkers' incidents), each sentence says its kind.
+        let label = match (g.of, g.overlap.get(i).copied().unwrap_or(false)) {
+            (Some(_), true) => format!(
+                "<b>{}</b> ({}): ",
+                v.kind,
+                esc(crate::incidents::BY_OVERLAP)
+            ),
+            (Some(_), false) => format!("<b>{}</b>: ", v.kind),
+            (None, _) => String::new(),
+        };
         let _ = write!(
             s,
-            "<li>{} <span class=\"muted\">(ops {})</span></li>",
+            "<li>{label}{} <span class=\"muted\">(ops {})</span></li>",
             esc(&v.explanation),
             ops.join(", ")
         );
@@ -469,7 +541,19 @@ fn faults_active(s: &mut String, faults: &[&ActiveFault]) {
     let _ = write!(s, "<p>Faults active: {}.</p>", words.join("; "));
 }
 
-fn card(s: &mut String, inp: &Input, v: &Violation, id: &str, zoom: bool, is_violation: bool) {
+/// A `token-regressed` by exclusivity, in one sentence: what it says, where the kind's own
+/// sentence would send the reader to the token counter.
+const WHY_BY_OVERLAP: &str = "The tokens did not go backwards in real time: they rose in the order the grants were answered. But the grant with the higher token came while the other's lease surely lasted, so either two clients held the lock at once or that grant came first with the higher token; either way the service broke mutual exclusion or token order, and the overlap is the likely reading (docs/checkers.md, token-regressed by exclusivity).";
+
+fn card(
+    s: &mut String,
+    inp: &Input,
+    v: &Violation,
+    id: &str,
+    zoom: bool,
+    is_violation: bool,
+    by_overlap: bool,
+) {
     let cls = class_name(v.kind);
     let _ = write!(
         s,
@@ -490,7 +574,7 @@ fn card(s: &mut String, inp: &Input, v: &Violation, id: &str, zoom: bool, is_vio
         secs(v.window_ns[0]),
         secs(v.window_ns[1]),
         esc(&v.explanation),
-        why(v.kind)
+        if by_overlap { WHY_BY_OVERLAP } else { why(v.kind) }
     );
     faults_active(s, &v.nemesis.iter().collect::<Vec<_>>());
     if let Ok(m) = &inp.model {
@@ -910,19 +994,27 @@ fn zoom_timeline(s: &mut String, m: &Model, v: &Violation, id: &str) {
                 continue;
             }
             let (x0, x1) = (sc.x(a), sc.x(b).max(sc.x(a) + 2.0));
+            // An acquire's span is its wait for the lock: drawn as waiting, not as a refusal,
+            // unless it was refused.
+            let waiting = row.invoke.f == history::F::Acquire && row.outcome != Some(Outcome::Fail);
+            let (color, style) = if waiting {
+                (WAITING, " stroke-dasharray=\"3 2\" data-waiting-op=\"1\"")
+            } else {
+                ("#c92a2a", "")
+            };
             let _ = write!(
                 s,
-                "<line x1=\"{x0:.1}\" y1=\"{:.1}\" x2=\"{x1:.1}\" y2=\"{:.1}\" stroke=\"#c92a2a\" stroke-width=\"3\"><title>op {i}: {} {} {}</title></line>",
+                "<line x1=\"{x0:.1}\" y1=\"{:.1}\" x2=\"{x1:.1}\" y2=\"{:.1}\" stroke=\"{color}\" stroke-width=\"3\"{style}><title>op {i}: {} {} {}</title></line>",
                 y + 3.0,
                 y + 3.0,
                 esc(row.invoke.f.as_str()),
-                outcome_str(row.outcome),
+                if row.complete.is_none() { "still waiting" } else { outcome_str(row.outcome) },
                 row.complete.map(|c| secs(c.time_ns)).unwrap_or_default(),
             );
             if x0 > label_end {
                 let _ = write!(
                     s,
-                    "<text x=\"{x0:.1}\" y=\"{:.1}\" style=\"font-size:9px;fill:#c92a2a;font-weight:600\">#{i}</text>",
+                    "<text x=\"{x0:.1}\" y=\"{:.1}\" style=\"font-size:9px;fill:{color};font-weight:600\">#{i}</text>",
                     y + 1.0
                 );
                 label_end = x0 + 6.0 * (1.0 + i.max(1).ilog10() as f64 + 1.0);
@@ -930,7 +1022,7 @@ fn zoom_timeline(s: &mut String, m: &Model, v: &Violation, id: &str) {
         }
     }
     s.push_str("</svg></div>");
-    s.push_str("<p class=\"legend\"><i style=\"background:hsl(200,62%,42%)\"></i>definite hold, as the checkers proved it (colour and label: token)<i style=\"background:repeating-linear-gradient(45deg,#c92a2a 0 2px,#fff 2px 5px)\"></i>client believed it held, but no hold is proven (past its lease's lower bound, or before a late renew took effect)<i style=\"border:1px dashed #495057\"></i>indeterminate acquire, not proven ┊ grant that proves no hold │ lease's lower bound ✕ lease surely dead <i style=\"background:#2b8a3e\"></i>write accepted <i style=\"background:#c92a2a\"></i>refused <i style=\"background:#fff;border:1px solid #2b8a3e\"></i>read <i style=\"background:#ffe3e3\"></i>violation window <i style=\"background:#f08c00;opacity:.4\"></i>fault</p>");
+    s.push_str("<p class=\"legend\"><i style=\"background:hsl(200,62%,42%)\"></i>definite hold, as the checkers proved it (colour and label: token)<i style=\"background:repeating-linear-gradient(45deg,#c92a2a 0 2px,#fff 2px 5px)\"></i>client believed it held, but no hold is proven (past its lease's lower bound, or before a late renew took effect)<i style=\"border:1px dashed #495057\"></i>indeterminate acquire, not proven ┊ grant that proves no hold │ lease's lower bound ✕ lease surely dead <i style=\"background:#c92a2a;height:3px\"></i>op the violation names (#index), invoke to answer <i style=\"border-top:3px dashed #7048e8;height:0\"></i>acquire waiting for its answer (to the end of the history when none came) <i style=\"border:1px dashed #7048e8\"></i>acquire still waiting when the history ends <i style=\"background:#2b8a3e\"></i>write accepted <i style=\"background:#c92a2a\"></i>refused <i style=\"background:#fff;border:1px solid #2b8a3e\"></i>read <i style=\"background:#ffe3e3\"></i>violation window <i style=\"background:#f08c00;opacity:.4\"></i>fault</p>");
 }
 
 fn hold_bar(s: &mut String, m: &Model, sc: &Scale, h: &Hold, y: f64, main_lock: bool) {
@@ -946,9 +1038,17 @@ fn hold_bar(s: &mut String, m: &Model, sc: &Scale, h: &Hold, y: f64, main_lock: 
         };
         let x0 = sc.x(h.start_ns);
         let x1 = sc.x(end).max(x0 + 2.0);
+        // An acquire the history ends inside is still waiting for its answer: not refused,
+        // not granted, its own style.
+        let waiting = m.op(h.acquire_index).is_some_and(|r| r.complete.is_none());
+        let (stroke, dash, attr) = if waiting {
+            (WAITING, "2 2", "data-waiting")
+        } else {
+            ("#495057", "4 3", "data-maybe")
+        };
         let _ = write!(
             s,
-            "<rect x=\"{x0:.1}\" y=\"{by:.1}\" width=\"{:.1}\" height=\"{bh}\" fill=\"none\" stroke=\"#495057\" stroke-dasharray=\"4 3\" data-maybe=\"{}\"><title>{title}</title></rect>",
+            "<rect x=\"{x0:.1}\" y=\"{by:.1}\" width=\"{:.1}\" height=\"{bh}\" fill=\"none\" stroke=\"{stroke}\" stroke-dasharray=\"{dash}\" {attr}=\"{}\"><title>{title}</title></rect>",
             x1 - x0,
             h.acquire_index
         );
@@ -1437,7 +1537,7 @@ fn warnings(s: &mut String, inp: &Input) {
     for (i, w) in r.warnings.iter().enumerate().take(WARNINGS_MAX) {
         let id = format!("w{}", i + 1);
         if i < WARNING_ZOOMS_MAX {
-            card(s, inp, w, &id, true, false);
+            card(s, inp, w, &id, true, false, false);
         } else {
             let ops: Vec<String> = w.ops.iter().map(u64::to_string).collect();
             let _ = write!(

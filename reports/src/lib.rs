@@ -6,6 +6,8 @@
 //!   directory; [`render_report`] is the same without writing.
 //! - [`summary_text`]: the plain-text summary (`summary.txt`, and what `lockpick check` prints).
 //! - [`junit_xml`]: one JUnit test case per checker.
+//! - incidents.rs: the checkers' incidents (one root cause, its consequences under it), first
+//!   in the summary and the report.
 //! - reasons.rs: why ops did not take effect (`stats.reasons`: `acquire refused: held x9584`,
 //!   `acquire info: http-423 x8352`), one breakdown drawn by the summary and the report.
 //! - [`coverage_gaps`]: what a run asked for and exercised nowhere (`--fail-on coverage`).
@@ -21,6 +23,7 @@ mod coverage;
 pub mod escape;
 mod gate;
 mod html;
+mod incidents;
 mod index;
 mod junit;
 mod model;

@@ -99,13 +99,20 @@ pub fn summary_text(r: &Results) -> String {
             let _ = writeln!(s, "  {:<24} note: {}", "", plain(n));
         }
     }
-    section(&mut s, "violations", &r.violations);
+    crate::incidents::text(&mut s, r);
+    section(
+        &mut s,
+        "violations",
+        &r.violations,
+        &crate::incidents::by_overlap(r),
+    );
     section(
         &mut s,
         "expected under monotonic clock faults, not counted",
         &r.expected,
+        &[],
     );
-    section(&mut s, "warnings", &r.warnings);
+    section(&mut s, "warnings", &r.warnings, &[]);
     if !r.stats.ops.is_empty() {
         let _ = writeln!(s, "\nops (ok/fail/info/pending):");
         for (f, by) in &r.stats.ops {
@@ -150,7 +157,8 @@ pub fn summary_text(r: &Results) -> String {
     s
 }
 
-fn section(s: &mut String, title: &str, items: &[Violation]) {
+/// `overlap[i]`: item `i` is a `token-regressed` by overlap (said before its sentence).
+fn section(s: &mut String, title: &str, items: &[Violation], overlap: &[bool]) {
     if items.is_empty() {
         return;
     }
@@ -159,15 +167,28 @@ fn section(s: &mut String, title: &str, items: &[Violation]) {
     kinds.sort();
     kinds.dedup();
     for kind in kinds {
-        let of_kind: Vec<&Violation> = items.iter().filter(|v| v.kind == kind).collect();
+        let of_kind: Vec<(usize, &Violation)> = items
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.kind == kind)
+            .collect();
         let class = match kind.class() {
             KindClass::Safety => "safety",
             KindClass::Liveness => "liveness",
             KindClass::Warning => "warning",
         };
         let _ = writeln!(s, "  {kind} [{class}] x{}", of_kind.len());
-        for v in of_kind.iter().take(SHOWN_PER_KIND) {
-            let _ = writeln!(s, "    - {}", plain(&v.explanation));
+        for &(i, v) in of_kind.iter().take(SHOWN_PER_KIND) {
+            if overlap.get(i).copied().unwrap_or(false) {
+                let _ = writeln!(
+                    s,
+                    "    - ({}; a consequence of the overlap, not of a token counter going back) {}",
+                    crate::incidents::BY_OVERLAP,
+                    plain(&v.explanation)
+                );
+            } else {
+                let _ = writeln!(s, "    - {}", plain(&v.explanation));
+            }
             let ops: Vec<String> = v.ops.iter().map(u64::to_string).collect();
             let _ = write!(
                 s,

@@ -98,6 +98,7 @@ fn fixture() -> Results {
                 "L1 stayed held for 9.000 s after every lease surely expired",
             ),
         ],
+        incidents: vec![],
         warnings: vec![violation(
             ViolationKind::UnsafeOverlap,
             "L0",
@@ -159,6 +160,7 @@ fn junit_of_a_clean_run_has_only_passing_cases() {
     let r = Results {
         valid: Validity::Valid,
         violations: vec![],
+        incidents: vec![],
         warnings: vec![],
         expected: vec![],
         checkers: vec![

@@ -24,6 +24,7 @@ pub async fn conformance(
         readiness: &cfg.service().readiness(),
         tokens: cfg.service().tokens(&cfg.adapter_own),
         ttl_ms: cfg.ttl_ms,
+        drift: cfg.drift,
         op_timeout: Duration::from_millis(cfg.op_timeout_ms),
         store: cfg.kind() == workloads::WorkloadKind::Counter,
     };

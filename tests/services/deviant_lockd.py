@@ -10,6 +10,9 @@ exit 3 with one line naming the request and the answer.
     --deviation grant-201      grants answered 201 instead of 200
     --deviation late-500       conforming for the first --after lock requests, then every
                                lock request answered 500 with an HTML page, unprocessed
+    --deviation slow-grant     not a deviation: every 200 to an acquire sent --delay-ms after
+                               the grant was made (legal: the lease counts from the request);
+                               the probe must say the service answered slower than its lease
 
     python3 deviant_lockd.py --port 7000 --data-dir /tmp/d --deviation refuse-423
 """
@@ -19,16 +22,17 @@ import json
 import os
 import sys
 import threading
+import time
 from http.server import ThreadingHTTPServer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from minimal_lockd import Locks, Store, make_handler  # noqa: E402
 
-DEVIATIONS = ("string-token", "token-field", "refuse-423", "grant-201", "late-500")
+DEVIATIONS = ("string-token", "token-field", "refuse-423", "grant-201", "late-500", "slow-grant")
 HTML_500 = b"<html>\n<head><title>500 Internal Server Error</title></head>\n<body>oops</body>\n</html>\n"
 
 
-def deviant_handler(locks, store, deviation, after):
+def deviant_handler(locks, store, deviation, after, delay_ms=0):
     base = make_handler(locks, store)
     seen = {"lock_requests": 0}
     seen_lock = threading.Lock()
@@ -64,6 +68,8 @@ def deviant_handler(locks, store, deviation, after):
                 status = 423
             if deviation == "grant-201" and status == 200 and self.path.endswith("/acquire"):
                 status = 201
+            if deviation == "slow-grant" and status == 200 and self.path.endswith("/acquire"):
+                time.sleep(delay_ms / 1000.0)
             return super().answer(status, body)
 
     return Handler
@@ -77,9 +83,11 @@ def main():
     ap.add_argument("--deviation", choices=DEVIATIONS, required=True)
     ap.add_argument("--after", type=int, default=200,
                     help="late-500: lock requests answered well before the 500s start")
+    ap.add_argument("--delay-ms", type=int, default=0,
+                    help="slow-grant: how late each grant is answered")
     args = ap.parse_args()
     locks = Locks(args.data_dir)
-    handler = deviant_handler(locks, Store(), args.deviation, args.after)
+    handler = deviant_handler(locks, Store(), args.deviation, args.after, args.delay_ms)
     server = ThreadingHTTPServer((args.host, args.port), handler)
     server.daemon_threads = True
     print(f"deviant_lockd ({args.deviation}) listening on {args.host}:{args.port}", flush=True)

@@ -11,6 +11,13 @@
 //! writes 1 with its token and reads 1 back; `probe-1` releases; `probe-2` is then granted
 //! and releases; for an HTTP service, `GET /v1/time` is noted, answered or not (only clock
 //! faults use it). None of it is recorded in the history.
+//!
+//! A service may answer a grant after the lease it granted could have run out (the lease
+//! counts from the request): then `probe-2` may legally be granted, and `probe-1`'s renew
+//! refused. When that happens after `probe-1`'s lease's lower bound (its request plus
+//! `ttl * (1 - drift)`), the probe says the service answered slower than its lease (a warning
+//! line, not a failure) and makes the held checks once more with a lease four times the
+//! grant's answer time; slower again, it skips them.
 
 use crate::adapter::Adapter;
 use crate::api::{Grant, Reply, Tokens, Wire, UNREAD};
@@ -18,7 +25,7 @@ use crate::client::{classify_error, snippet};
 use history::reason::{detail_of, kind_of, reason_of, status_of, ReasonKind};
 use nemesis::Readiness;
 use serde_json::Value;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The lock (and the store key) the probe uses: no workload's lock (`L<i>`) or key.
 pub const PROBE_LOCK: &str = "lockpick-probe";
@@ -37,6 +44,9 @@ pub struct ProbeTarget<'a> {
     pub tokens: Tokens,
     /// The lease the probe asks for.
     pub ttl_ms: u64,
+    /// The clock-rate error the service claims (`--drift`): a lease is sure to last
+    /// `ttl * (1 - drift)` from its request.
+    pub drift: f64,
     /// Bounds each request.
     pub op_timeout: Duration,
     /// Whether the run uses the fenced resource (the counter workload): then its round trip
@@ -53,21 +63,52 @@ pub struct ProbeError {
     pub transcript: Vec<String>,
 }
 
+/// How many times the held checks are made again with a longer lease when the service
+/// answered slower than the lease it granted.
+const SLOW_RETRIES: u32 = 1;
+
 /// Runs every check; the transcript (one line per request and answer) on success.
 pub async fn probe(t: &ProbeTarget<'_>) -> Result<Vec<String>, ProbeError> {
     let mut p = Probe {
         t,
         lines: Vec::new(),
+        ttl_ms: t.ttl_ms,
     };
     p.health().await?;
-    let grant = p.acquire(FIRST).await?;
-    // From here a failed check gives the lock back, so the next probe finds it free.
-    let checked = p.while_held(&grant).await;
-    if checked.is_err() {
-        let _ = t.adapter.release(FIRST, PROBE_LOCK, &grant).await;
-        checked?;
+    // Bounded: at most SLOW_RETRIES + 1 passes.
+    for attempt in 0..=SLOW_RETRIES {
+        let asked = Instant::now();
+        let grant = p.acquire(FIRST).await?;
+        let answered = asked.elapsed();
+        // From here a failed check gives the lock back, so the next probe finds it free.
+        match p.while_held(&grant, asked).await {
+            Ok(()) => {
+                p.release(FIRST, &grant).await?;
+                break;
+            }
+            Err(Held::Deviation(e)) => {
+                let _ = t.adapter.release(FIRST, PROBE_LOCK, &grant).await;
+                return Err(e);
+            }
+            // Legal: the lease may have run out before the checks were made. Not a deviation;
+            // said, and checked again with a lease the service's slowness fits in.
+            Err(Held::Slow(what)) => {
+                let _ = t.adapter.release(FIRST, PROBE_LOCK, &grant).await;
+                let longer = (p.ttl_ms * 2).max(answered.as_millis() as u64 * 4);
+                let next = if attempt < SLOW_RETRIES {
+                    format!("checking again with a {longer} ms lease")
+                } else {
+                    "the held checks are skipped: exclusivity is left to the run's checkers".into()
+                };
+                p.lines.push(format!(
+                    "warning: the service answered slower than its lease: the grant to {FIRST} took {} ms to answer, and {what} after its {} ms lease could have ended; that is legal (the lease counts from the request), not a protocol deviation; {next}",
+                    answered.as_millis(),
+                    p.ttl_ms,
+                ));
+                p.ttl_ms = longer;
+            }
+        }
     }
-    p.release(FIRST, &grant).await?;
     let second = p.acquire(SECOND).await?;
     p.release(SECOND, &second).await?;
     if matches!(t.readiness, Readiness::Http { .. }) {
@@ -79,6 +120,22 @@ pub async fn probe(t: &ProbeTarget<'_>) -> Result<Vec<String>, ProbeError> {
 struct Probe<'a, 'b> {
     t: &'a ProbeTarget<'b>,
     lines: Vec<String>,
+    /// The lease asked for now: the target's, longer after a grant answered slower than it.
+    ttl_ms: u64,
+}
+
+/// Why the checks made while `probe-1` holds the lock stopped.
+enum Held {
+    /// What the service did is not what lockpick expects.
+    Deviation(ProbeError),
+    /// What it did is legal because `probe-1`'s lease may have ended first (what happened).
+    Slow(String),
+}
+
+impl From<ProbeError> for Held {
+    fn from(e: ProbeError) -> Held {
+        Held::Deviation(e)
+    }
 }
 
 impl Probe<'_, '_> {
@@ -164,7 +221,7 @@ impl Probe<'_, '_> {
         let reply = self
             .t
             .adapter
-            .acquire(client, PROBE_LOCK, self.t.ttl_ms, 0, None)
+            .acquire(client, PROBE_LOCK, self.ttl_ms, 0, None)
             .await;
         let answer = answer_of(&reply, &wire);
         let fencing = self.t.tokens == Tokens::Fencing;
@@ -203,12 +260,17 @@ impl Probe<'_, '_> {
     }
 
     /// While `probe-1` holds the lock: `probe-2` is not granted it, `probe-1` renews, and the
-    /// fenced resource takes a write with the token and reads it back.
-    async fn while_held(&mut self, grant: &Grant) -> Result<(), ProbeError> {
+    /// fenced resource takes a write with the token and reads it back. `asked`: when
+    /// `probe-1`'s acquire was sent, from which its lease surely lasts `ttl * (1 - drift)`;
+    /// past that, a grant to `probe-2` or a refused renew is legal ([`Held::Slow`]).
+    async fn while_held(&mut self, grant: &Grant, asked: Instant) -> Result<(), Held> {
+        let lease_ms = self.ttl_ms as f64 * (1.0 - self.t.drift.max(0.0));
+        let surely_until = asked + Duration::from_secs_f64(lease_ms.max(0.0) / 1000.0);
         let a = self.t.adapter;
         let wire = a.lock_wire("acquire", PROBE_LOCK);
         let request = format!("{} ({SECOND}, while {FIRST} holds it)", wire.request);
-        let reply = a.acquire(SECOND, PROBE_LOCK, self.t.ttl_ms, 0, None).await;
+        let second_at = Instant::now();
+        let reply = a.acquire(SECOND, PROBE_LOCK, self.ttl_ms, 0, None).await;
         let answer = answer_of(&reply, &wire);
         let expected = format!("{} (the lock is held)", wire.refused);
         match &reply {
@@ -216,7 +278,11 @@ impl Probe<'_, '_> {
                 let _ = a
                     .release(SECOND, PROBE_LOCK, &Grant::from_answer(body))
                     .await;
-                return Err(self.unexpected(&request, &answer, &expected));
+                if second_at >= surely_until {
+                    self.note(&request, &answer);
+                    return Err(Held::Slow(format!("{SECOND} was granted the lock")));
+                }
+                return Err(self.unexpected(&request, &answer, &expected).into());
             }
             // A refusal in the service's words, or (a service that waits for a held lock, as
             // etcd does) no answer within the wait: either way not granted.
@@ -225,20 +291,27 @@ impl Probe<'_, '_> {
                     kind_of(reason_of(e)),
                     ReasonKind::Refused | ReasonKind::Lost
                 ) => {}
-            _ => return Err(self.unexpected(&request, &answer, &expected)),
+            _ => return Err(self.unexpected(&request, &answer, &expected).into()),
         }
         self.note(&request, &answer);
 
         let wire = a.lock_wire("renew", PROBE_LOCK);
         let request = format!("{} ({FIRST}, {})", wire.request, named(grant));
-        let reply = a.renew(FIRST, PROBE_LOCK, grant, self.t.ttl_ms).await;
+        let renew_at = Instant::now();
+        let reply = a.renew(FIRST, PROBE_LOCK, grant, self.ttl_ms).await;
         let answer = answer_of(&reply, &wire);
         let Reply::Ok(body) = &reply else {
-            return Err(self.unexpected(&request, &answer, &wire.ok));
+            let refused =
+                matches!(&reply, Reply::Fail(e) if kind_of(reason_of(e)) == ReasonKind::Refused);
+            if refused && renew_at >= surely_until {
+                self.note(&request, &answer);
+                return Err(Held::Slow("its renew was refused".into()));
+            }
+            return Err(self.unexpected(&request, &answer, &wire.ok).into());
         };
         if body.get("token").is_some_and(|t| t.as_u64().is_none()) {
             let expected = format!("{} with a numeric \"token\" (or none)", wire.ok);
-            return Err(self.unexpected(&request, &answer, &expected));
+            return Err(self.unexpected(&request, &answer, &expected).into());
         }
         self.ttl_is_numeric(&request, &answer, body, &wire)?;
         self.note(&request, &answer);

@@ -203,6 +203,7 @@ pub async fn run_workers<W: Write + Send + 'static>(
             stop: stop.clone(),
             answers: answers.clone(),
             recent: Recent::default(),
+            unreachable: Unreachable::default(),
             last_round: 0,
             rng: ChaCha8Rng::seed_from_u64(
                 cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ slot as u64,
@@ -281,6 +282,9 @@ struct Worker<W: Write + Send> {
     /// Counts the answers the adapter does not understand (the run stops past a threshold).
     answers: Arc<AnswerWatch>,
     recent: Recent,
+    /// Consecutive acquires nothing answered (`connect: refused`: a killed node): how long to
+    /// wait before the next.
+    unreachable: Unreachable,
     rng: ChaCha8Rng,
     /// The last contention round this client asked in (`--arrivals rounds:...`).
     last_round: u64,
@@ -332,6 +336,44 @@ enum Point {
     BeforeRelease,
 }
 
+/// The first wait after an acquire nothing answered (`connect: refused`).
+const UNREACHABLE_FIRST_MS: u64 = 10;
+/// The longest, whatever the ttl: a restarted service is reached at most this late.
+const UNREACHABLE_CAP_MS: u64 = 200;
+
+/// Bounded exponential backoff with jitter while a node answers nothing: a killed node refuses
+/// every connection at once, and a client that retried every few milliseconds wrote hundreds of
+/// `connect: refused` lines per kill. The wait doubles from [`UNREACHABLE_FIRST_MS`] with each
+/// consecutive refusal, up to the cap (the smaller of [`UNREACHABLE_CAP_MS`] and a quarter of
+/// the ttl), drawn in its upper half; any answer ends the streak.
+#[derive(Debug, Default)]
+struct Unreachable {
+    streak: u32,
+}
+
+impl Unreachable {
+    fn saw(&mut self, reply: &Reply) {
+        use history::reason::{kind_of, reason_of, ReasonKind};
+        match reply {
+            Reply::Fail(e) | Reply::Info(e) if kind_of(reason_of(e)) == ReasonKind::Unreachable => {
+                self.streak = self.streak.saturating_add(1)
+            }
+            _ => self.streak = 0,
+        }
+    }
+
+    /// The wait before the next acquire, while the streak lasts.
+    fn delay_ms(&self, rng: &mut impl Rng, ttl_ms: u64) -> Option<u64> {
+        if self.streak == 0 {
+            return None;
+        }
+        let cap = UNREACHABLE_CAP_MS.min(ttl_ms / 4).max(UNREACHABLE_FIRST_MS);
+        let exp = (self.streak - 1).min(16);
+        let full = UNREACHABLE_FIRST_MS.saturating_mul(1 << exp).min(cap);
+        Some(rng.random_range(full / 2..=full))
+    }
+}
+
 /// How often a waiting acquire looks for a waiter stall to take.
 const WAITER_POLL: Duration = Duration::from_millis(10);
 
@@ -369,7 +411,10 @@ impl<W: Write + Send> Worker<W> {
     }
 
     async fn backoff(&mut self) {
-        let ms = self.rng.random_range(1..=self.cfg.backoff_max_ms.max(1));
+        let ms = match self.unreachable.delay_ms(&mut self.rng, self.cfg.ttl_ms) {
+            Some(ms) => ms,
+            None => self.rng.random_range(1..=self.cfg.backoff_max_ms.max(1)),
+        };
         self.sleep(Duration::from_millis(ms)).await;
     }
 
@@ -426,6 +471,7 @@ impl<W: Write + Send> Worker<W> {
             reply: &reply,
         };
         self.answers.observe(&mut self.recent, &self.client, answer);
+        self.unreachable.saw(&reply);
         let (kind, value, done) = match reply {
             Reply::Ok(body) => {
                 let mut v = invoke;
@@ -838,6 +884,41 @@ fn absorb(f: &F, body: &Value, evidence: &[&str], v: &mut OpValue) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// After consecutive `connect: refused`, the wait doubles from 10 ms up to the cap (200 ms,
+    /// or ttl/4 when shorter), never above it, and any answer resets it.
+    #[test]
+    fn unreachable_backoff_doubles_to_its_cap_and_resets_on_an_answer() {
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let refused = Reply::Fail("connect: refused; Connection refused (os error 111)".into());
+        let mut u = Unreachable::default();
+        assert_eq!(
+            u.delay_ms(&mut rng, 2000),
+            None,
+            "no streak, the usual backoff"
+        );
+        let mut highs = Vec::new();
+        for _ in 0..8 {
+            u.saw(&refused);
+            let d = u.delay_ms(&mut rng, 2000).unwrap();
+            let full = (10u64 << (u.streak - 1)).min(200);
+            assert!(
+                (full / 2..=full).contains(&d),
+                "streak {}: {d} ms",
+                u.streak
+            );
+            highs.push(full);
+        }
+        assert_eq!(highs, [10, 20, 40, 80, 160, 200, 200, 200]);
+        // A short lease caps it at a quarter of the ttl.
+        assert!(u.delay_ms(&mut rng, 400).unwrap() <= 100);
+        u.saw(&Reply::Fail("recovering".into()));
+        assert_eq!(
+            u.delay_ms(&mut rng, 2000),
+            None,
+            "an answer ends the streak"
+        );
+    }
 
     #[test]
     fn arrivals_parse() {

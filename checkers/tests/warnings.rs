@@ -1,0 +1,94 @@
+//! `unsafe-overlap` (issue 24): a stalled holder's late op that the lock service or the fenced
+//! store refused is what a correct service always does, so it is a note, not a warning; a late
+//! op that was accepted (or may have been) is still a warning.
+
+use checkers::{check_path, CheckConfig};
+use history::ViolationKind;
+
+/// p1 is granted, stalls past its lease, p2 is granted and reads; p1 wakes and writes with its
+/// old token: `late` is that write's completion (the store's answer).
+fn stalled_holder(late: &str) -> String {
+    [
+        r#"{"index":0,"time_ns":0,"process":1,"type":"invoke","f":"acquire","lock":"L0","value":{"ttl_ms":1000}}"#,
+        r#"{"index":1,"time_ns":10000000,"process":1,"type":"ok","f":"acquire","lock":"L0","value":{"token":1,"ttl_ms":1000}}"#,
+        r#"{"index":2,"time_ns":40000000,"process":"nemesis","type":"info","f":"start-client-pause","value":{"process":1}}"#,
+        r#"{"index":3,"time_ns":1200000000,"process":2,"type":"invoke","f":"acquire","lock":"L0","value":{"ttl_ms":1000}}"#,
+        r#"{"index":4,"time_ns":1210000000,"process":2,"type":"ok","f":"acquire","lock":"L0","value":{"token":2,"ttl_ms":1000}}"#,
+        r#"{"index":5,"time_ns":1220000000,"process":2,"type":"invoke","f":"read","key":"k0","value":{"token":2}}"#,
+        r#"{"index":6,"time_ns":1230000000,"process":2,"type":"ok","f":"read","key":"k0","value":{"token":2,"value":0}}"#,
+        r#"{"index":7,"time_ns":1500000000,"process":"nemesis","type":"info","f":"stop-client-pause","value":{"process":1}}"#,
+        r#"{"index":8,"time_ns":1500000000,"process":1,"type":"invoke","f":"write","key":"k0","value":{"token":1,"value":1}}"#,
+        late,
+        r#"{"index":10,"time_ns":1520000000,"process":1,"type":"invoke","f":"release","lock":"L0","value":{"token":1}}"#,
+        r#"{"index":11,"time_ns":1530000000,"process":1,"type":"fail","f":"release","lock":"L0","value":{"token":1,"error":"not-holder"}}"#,
+        r#"{"index":12,"time_ns":1600000000,"process":2,"type":"invoke","f":"write","key":"k0","value":{"token":2,"value":1}}"#,
+        r#"{"index":13,"time_ns":1610000000,"process":2,"type":"ok","f":"write","key":"k0","value":{"token":2,"value":1,"seq":1}}"#,
+        r#"{"index":14,"time_ns":1700000000,"process":2,"type":"invoke","f":"release","lock":"L0","value":{"token":2}}"#,
+        r#"{"index":15,"time_ns":1710000000,"process":2,"type":"ok","f":"release","lock":"L0","value":{"token":2}}"#,
+    ]
+    .join("\n")
+        + "\n"
+}
+
+fn check(text: &str) -> history::Results {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("history.jsonl");
+    std::fs::write(&path, text).unwrap();
+    check_path(&path, &CheckConfig::default()).unwrap().0
+}
+
+#[test]
+fn a_late_op_the_fenced_store_refused_is_a_note_not_a_warning() {
+    let r = check(&stalled_holder(
+        r#"{"index":9,"time_ns":1510000000,"process":1,"type":"fail","f":"write","key":"k0","value":{"token":1,"value":1,"error":"stale-token"}}"#,
+    ));
+    assert!(r.violations.is_empty(), "{:#?}", r.violations);
+    assert!(r.warnings.is_empty(), "{:#?}", r.warnings);
+    let me = r
+        .checkers
+        .iter()
+        .find(|c| c.name == "mutual-exclusion")
+        .unwrap();
+    assert_eq!(me.warnings, 0);
+    assert!(
+        me.notes
+            .iter()
+            .any(|n| n.starts_with("2 late op(s) of 1 holder(s)") && n.contains("refused")),
+        "{:?}",
+        me.notes
+    );
+}
+
+#[test]
+fn a_late_write_the_store_accepted_is_still_a_warning() {
+    let r = check(&stalled_holder(
+        r#"{"index":9,"time_ns":1510000000,"process":1,"type":"ok","f":"write","key":"k0","value":{"token":1,"value":1,"seq":1}}"#,
+    ));
+    assert_eq!(r.warnings.len(), 1, "{:#?}", r.warnings);
+    let w = &r.warnings[0];
+    assert_eq!(w.kind, ViolationKind::UnsafeOverlap);
+    assert!(
+        w.explanation.contains("the store accepted it"),
+        "{}",
+        w.explanation
+    );
+}
+
+#[test]
+fn a_late_write_whose_answer_was_lost_is_still_a_warning() {
+    // After an info the client carries on as a new process (p3): its release comes from it.
+    let text = stalled_holder(
+        r#"{"index":9,"time_ns":1510000000,"process":1,"type":"info","f":"write","key":"k0","value":{"token":1,"value":1,"error":"timeout"}}"#,
+    )
+    .replace(
+        r#""process":1,"type":"invoke","f":"release""#,
+        r#""process":3,"type":"invoke","f":"release""#,
+    )
+    .replace(
+        r#""process":1,"type":"fail","f":"release""#,
+        r#""process":3,"type":"fail","f":"release""#,
+    );
+    let r = check(&text);
+    assert_eq!(r.warnings.len(), 1, "{:#?}", r.warnings);
+    assert!(r.warnings[0].explanation.contains("indeterminate"));
+}
