@@ -103,11 +103,24 @@ pub(crate) fn check_value_field<E: de::Error>(key: &str, v: &Value) -> Result<()
         (Kind::Strings, Value::Array(items)) => items.iter().find(|i| !i.is_string()),
         (_, v) => Some(v),
     };
-    match bad {
-        None => Ok(()),
-        Some(b) => Err(E::invalid_type(unexpected(b), &Expect { kind, field })),
+    if let Some(b) = bad {
+        return Err(E::invalid_type(unexpected(b), &Expect { kind, field }));
     }
+    // A word the checkers do not know would read as no evidence at all, and be explained as
+    // a service that reports none.
+    if let ("key_at_revision", Value::String(w)) = (key, v) {
+        if !KEY_AT_REVISION_WORDS.contains(&w.as_str()) {
+            return Err(E::invalid_value(
+                Unexpected::Str(w),
+                &"present, absent, compacted or unread in `value.key_at_revision`",
+            ));
+        }
+    }
+    Ok(())
 }
+
+/// The words `value.key_at_revision` may hold (docs/history.md).
+pub(crate) const KEY_AT_REVISION_WORDS: [&str; 4] = ["present", "absent", "compacted", "unread"];
 
 /// A typed field of the event view, read with its path in the refusal's words: `Option<u64>`
 /// and so on, `null` being absent unless `required`.

@@ -398,6 +398,17 @@ fn reader_cases() -> Vec<(&'static str, String, Want)> {
             Refused(2, r#"invalid type: string "5", expected u64 in `value.lease_from_ns`"#),
         ),
         (
+            "key_at_revision with a word the checkers do not know",
+            line(grant(
+                "20",
+                r#","lock_key":"L0/1","answer_revision":7,"key_at_revision":"deleted""#,
+            )),
+            Refused(
+                2,
+                r#"invalid value: string "deleted", expected present, absent, compacted or unread in `value.key_at_revision`"#,
+            ),
+        ),
+        (
             "lease_from_ns as a fraction",
             line(grant("20", r#","lease_from_ns":5.5"#)),
             Refused(2, "expected u64 in `value.lease_from_ns`"),
