@@ -432,15 +432,16 @@ fn sent_with(own: Option<u64>, tok: u64) -> String {
 /// whose answer was lost (info or pending: its token and id are unknown) could be it. Ops whose
 /// name is ambiguous between grants without a readable token are not judged.
 fn named_nothing(m: &Model, out: &mut CheckOutput) {
-    // (process, lock) -> the first acquire invoke that may have granted it; lock -> the first
-    // acquire invoke whose answer was lost.
-    let mut asked: crate::FxMap<(u64, u32), u64> = crate::FxMap::default();
+    // (process, lock) -> the position of its first acquire that may have granted it (a
+    // process's ops are in program order in `ops`, ties included); lock -> the first acquire
+    // invoke whose answer was lost.
+    let mut asked: crate::FxMap<(u64, u32), usize> = crate::FxMap::default();
     let mut lost: crate::FxMap<u32, u64> = crate::FxMap::default();
-    for op in &m.ops {
+    for (pos, op) in m.ops.iter().enumerate() {
         if op.func != Func::Acquire || op.outcome == Outcome::Fail {
             continue;
         }
-        asked.entry((op.process, op.target)).or_insert(op.invoke_ns);
+        asked.entry((op.process, op.target)).or_insert(pos);
         if op.outcome != Outcome::Ok {
             lost.entry(op.target).or_insert(op.invoke_ns);
         }
@@ -455,10 +456,11 @@ fn named_nothing(m: &Model, out: &mut CheckOutput) {
         }
         let done = op.complete_ns().expect("an ok op has completed");
         let by_name = op.token().is_some() || m.names_grant(pos);
+        // Tokens are positive: token 0 is no lease's.
         let could = if by_name {
-            lost.get(&op.target).is_some_and(|&t| t <= done)
+            op.token() != Some(0) && lost.get(&op.target).is_some_and(|&t| t <= done)
         } else {
-            asked.get(&(op.process, op.target)).is_some_and(|&t| t <= done)
+            asked.get(&(op.process, op.target)).is_some_and(|&a| a < pos)
         };
         if could {
             continue;

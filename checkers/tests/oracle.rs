@@ -374,7 +374,8 @@ impl Search<'_> {
                         // A lost grant's token is unknown, not any: naming it says it is `t`,
                         // and a grant's token is above every earlier grant's (model rule 2).
                         Known::Unknown => {
-                            if s.max_token.is_some_and(|m| t <= m) {
+                            // Tokens are positive: 0 is no grant's.
+                            if t == 0 || s.max_token.is_some_and(|m| t <= m) {
                                 return None;
                             }
                             l.token = Known::Is(Some(t));
