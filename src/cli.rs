@@ -555,12 +555,9 @@ pub struct SynthArgs {
     /// The chance that a client op's answer is lost (an indeterminate `info` op).
     #[arg(long, default_value_t = 0.01, value_name = "P")]
     pub info_rate: f64,
-    /// Inject one violation of this kind at a random point (repeatable): token-reused,
-    /// token-regressed, token-regressed-inferred, double-grant, stale-write-accepted,
-    /// lost-update, lost-update-final-read, stale-release-accepted, stale-renew-accepted,
-    /// lock-stuck, grant-on-expired-lease, grant-without-key. The history is then built in
-    /// memory.
-    #[arg(long, value_name = "KIND")]
+    /// Inject one violation of this kind at a random point (repeatable). The history is then
+    /// built in memory.
+    #[arg(long, value_name = "KIND", value_parser = inject_kinds())]
     pub inject: Vec<String>,
     /// No nemesis ops (pauses, partitions, kills, clock faults of the simulated service).
     #[arg(long)]
@@ -573,4 +570,12 @@ pub struct SynthArgs {
 /// The `--fail-on` value parser.
 fn parse_fail_on(s: &str) -> Result<reports::FailOn, reports::FailOnError> {
     s.parse()
+}
+
+/// `synth --inject`: every kind the injector makes, named by the injector itself, so `--help`
+/// lists them all and a new one cannot be left out.
+fn inject_kinds() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(
+        checkers::inject::InjectKind::ALL.map(checkers::inject::InjectKind::as_str),
+    )
 }
