@@ -477,6 +477,41 @@ fn forced_order_of_lock(m: &Model, run: &[(u32, u64, u32)], out: &mut CheckOutpu
     }
 }
 
+/// Why grant `g`'s span, taken from `at_ns`, lasts until `end_ns` (ended by `cause`), naming
+/// the ops that prove it.
+fn span_until(
+    m: &Model,
+    g: &Grant,
+    (at_ns, end_ns): (u64, u64),
+    cause: SpanEnd,
+    ops: &mut Vec<u64>,
+) -> String {
+    match cause {
+        SpanEnd::Lease(None) => match m.lease_set_before(g) {
+            Some(from) => format!(
+                "until at least {}: its lease, surely kept alive from {} by the adapter's evidence with ttl {} ms, cannot expire sooner",
+                secs(end_ns),
+                secs(from),
+                ttl_text(g.ttl_ms)
+            ),
+            None => format!(
+                "until at least {}: its lease, counted from then with ttl {} ms, cannot expire sooner",
+                secs(end_ns),
+                ttl_text(g.ttl_ms)
+            ),
+        },
+        _ => {
+            let seg = Segment {
+                start_ns: at_ns,
+                end_ns,
+                opened_by: None,
+                end: cause,
+            };
+            hold_end(m, g, &seg, ops)
+        }
+    }
+}
+
 fn forced_violation(
     m: &Model,
     (a, a_at): (&Grant, u64),
@@ -487,28 +522,7 @@ fn forced_violation(
     let lock = m.lock_name(a.lock);
     let (ai, bi) = (m.ops[a.op].index, m.ops[b.op].index);
     let mut ops = vec![ai, bi];
-    let seg = Segment {
-        start_ns: a_at,
-        end_ns,
-        opened_by: None,
-        end: cause,
-    };
-    let until = match cause {
-        SpanEnd::Lease(None) => match m.lease_set_before(a) {
-            Some(from) => format!(
-                "until at least {}: its lease, surely kept alive from {} by the adapter's evidence with ttl {} ms, cannot expire sooner",
-                secs(end_ns),
-                secs(from),
-                ttl_text(a.ttl_ms)
-            ),
-            None => format!(
-                "until at least {}: its lease, counted from then with ttl {} ms, cannot expire sooner",
-                secs(end_ns),
-                ttl_text(a.ttl_ms)
-            ),
-        },
-        _ => hold_end(m, a, &seg, &mut ops),
-    };
+    let until = span_until(m, a, (a_at, end_ns), cause, &mut ops);
     let why = if a.complete_ns < b.invoke_ns {
         format!("it was asked for at {}, after that grant returned", secs(b.invoke_ns))
     } else {
@@ -586,28 +600,7 @@ fn order_violation(
         }
         _ => format!("no earlier than its invoke at {}", secs(p_at)),
     };
-    let seg = Segment {
-        start_ns: p_at,
-        end_ns,
-        opened_by: None,
-        end: cause,
-    };
-    let until = match cause {
-        SpanEnd::Lease(None) => match m.lease_set_before(p) {
-            Some(from) => format!(
-                "until at least {}: its lease, surely kept alive from {} by the adapter's evidence with ttl {} ms, cannot expire sooner",
-                secs(end_ns),
-                secs(from),
-                ttl_text(p.ttl_ms)
-            ),
-            None => format!(
-                "until at least {}: its lease, counted from then with ttl {} ms, cannot expire sooner",
-                secs(end_ns),
-                ttl_text(p.ttl_ms)
-            ),
-        },
-        _ => hold_end(m, p, &seg, &mut ops),
-    };
+    let until = span_until(m, p, (p_at, end_ns), cause, &mut ops);
     Violation {
         kind: ViolationKind::DoubleGrant,
         lock: Some(lock.to_string()),
