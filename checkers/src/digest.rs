@@ -528,8 +528,10 @@ impl Model {
         // file (equal times are not ordered), so it names the latest one asked for by the time
         // it completed. (process, lock) -> the process's latest grant of the lock, in program
         // order. (process, token) -> grant, for store ops.
-        let mut by_lock_token: FxMap<(u32, u64), Vec<(u64, u32)>> = FxMap::default();
-        let mut by_lock_id: FxMap<(u32, u32), Vec<(u64, u32)>> = FxMap::default();
+        // Sorted vectors, not maps of lists: one allocation for all grants, not one per grant.
+        // (lock, token or interned id, invoke, grant)
+        let mut by_lock_token: Vec<(u32, u64, u64, u32)> = Vec::new();
+        let mut by_lock_id: Vec<(u32, u64, u64, u32)> = Vec::new();
         {
             let mut cursor = 0;
             let mut g = 0u32;
@@ -539,22 +541,23 @@ impl Model {
                     continue;
                 }
                 if let Some(t) = op.token() {
-                    by_lock_token
-                        .entry((op.target, t))
-                        .or_default()
-                        .push((op.invoke_ns, g));
+                    by_lock_token.push((op.target, t, op.invoke_ns, g));
                 }
                 if let Some(i) = id_at(&mut cursor, pos) {
-                    by_lock_id
-                        .entry((op.target, i))
-                        .or_default()
-                        .push((op.invoke_ns, g));
+                    by_lock_id.push((op.target, u64::from(i), op.invoke_ns, g));
                 }
                 g += 1;
             }
         }
-        let named_by = |list: Option<&Vec<(u64, u32)>>, done_ns: u64| {
-            list.and_then(|l| l.iter().rev().find(|e| e.0 <= done_ns).map(|e| e.1))
+        by_lock_token.sort_unstable();
+        by_lock_id.sort_unstable();
+        // The latest grant with that name asked for by `done_ns`.
+        let named_by = |list: &[(u32, u64, u64, u32)], lock: u32, name: u64, done_ns: u64| {
+            let end = list.partition_point(|e| (e.0, e.1, e.2) <= (lock, name, done_ns));
+            end.checked_sub(1)
+                .map(|i| list[i])
+                .filter(|e| (e.0, e.1) == (lock, name))
+                .map(|e| e.3)
         };
         // (grant, op position) of every renew and release acting on a grant, in op order.
         let mut acts: Vec<(u32, usize)> = Vec::new();
@@ -612,8 +615,8 @@ impl Model {
                     // latest grant of the lock. A name no grant carries acts on no known one.
                     let done_ns = op.complete_or_max();
                     let named = match (token, id) {
-                        (Some(t), _) => named_by(by_lock_token.get(&(target, t)), done_ns),
-                        (None, Some(i)) => named_by(by_lock_id.get(&(target, i)), done_ns),
+                        (Some(t), _) => named_by(&by_lock_token, target, t, done_ns),
+                        (None, Some(i)) => named_by(&by_lock_id, target, u64::from(i), done_ns),
                         (None, None) => latest.get(&(p, target)).copied(),
                     };
                     // A token no grant of the lock carries may be that of any grant whose ok
