@@ -275,7 +275,8 @@ pub struct RunArgs {
     /// Test name: the run directory is <out>/<name>/<UTC timestamp>/.
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
-    /// Clock-rate error the service claims to tolerate (0.01 = 1%); widens lease bounds.
+    /// Clock-rate error the service claims to tolerate (0.01 = 1%, at most six decimals: the
+    /// checkers count it in whole ppm); widens lease bounds.
     #[arg(long, default_value_t = 0.0, value_name = "FRACTION")]
     pub drift: f64,
     /// Extra time a lock may stay held after every lease surely expired before `lock-stuck`.
@@ -403,8 +404,8 @@ pub struct CheckArgs {
     /// Print results.json to stdout instead of the summary.
     #[arg(long)]
     pub json: bool,
-    /// Clock-rate error the service claims to tolerate (0.01 = 1%). Default: what the run's
-    /// config.toml says (beside the history), else 0.
+    /// Clock-rate error the service claims to tolerate (0.01 = 1%, at most six decimals).
+    /// Default: what the run's config.toml says (beside the history), else 0.
     #[arg(long, value_name = "FRACTION")]
     pub drift: Option<f64>,
     /// Extra time before a lock that stays held counts as `lock-stuck`. Default: what the
