@@ -50,6 +50,11 @@ fn bad_flag_value_names_the_flag() {
             ["--drift", "-1"],
             "--drift -1: expected a fraction in [0, 1)",
         ),
+        // Finer than a ppm: the checkers' bounds are whole ppm, so it would be rounded.
+        (
+            ["--drift", "0.0000001"],
+            "--drift 0.0000001: at most six decimals",
+        ),
         (["--url", "notaurl"], "--url \"notaurl\": not a URL"),
     ] {
         let tmp = tempfile::tempdir().unwrap();
