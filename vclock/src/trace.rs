@@ -87,7 +87,7 @@ fn thread_state(pid: i32, tid: Pid) -> String {
     }
 }
 
-/// Whether /proc shows `tid` in a ptrace stop under this process (state `t`, `TracerPid` us).
+/// Whether /proc shows `tid` in a ptrace stop under this thread (state `t`, `TracerPid` us).
 /// A stop whose wait notification never arrives has been seen (CI, an ssh host: the leader
 /// in `ptrace_stop` for the whole limit while `waitid` said nothing): the kernel's own record
 /// is then the answer.
@@ -103,7 +103,12 @@ fn traced_stop_by_us(pid: i32, tid: Pid) -> bool {
             .map(|v| v.trim().to_string())
     };
     let traced = field("State:").is_some_and(|s| s.starts_with('t'));
-    let ours = field("TracerPid:").and_then(|t| t.parse::<u32>().ok()) == Some(std::process::id());
+    // The tracer is a thread, not a process: `TracerPid` is the id of the thread that
+    // attached, which is this one (ptrace requests must come from it), not the process's id
+    // unless the main thread traces (the stop seen on CI was under a worker thread).
+    let tracer = field("TracerPid:").and_then(|t| t.parse::<i32>().ok());
+    let ours = tracer == Some(nix::unistd::gettid().as_raw())
+        || tracer == Some(std::process::id() as i32);
     traced && ours
 }
 
