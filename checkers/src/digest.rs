@@ -564,6 +564,9 @@ impl Model {
         let grant_named: Vec<OpPos> = grant_ids.iter().map(|e| e.0 as OpPos).collect();
         let mut next_id = 0;
         let mut by_token: FxMap<(u64, u64), u32> = FxMap::default();
+        // (process, lock, token or id) -> the process's latest grant with it, in program order.
+        let mut own_by_token: FxMap<(u64, u32, u64), u32> = FxMap::default();
+        let mut own_by_id: FxMap<(u64, u32, u32), u32> = FxMap::default();
         let mut latest: FxMap<(u64, u32), u32> = FxMap::default();
         // Per lock, its latest grants without a token: what a token no grant carries may name.
         let mut untokened: FxMap<u32, Vec<u32>> = FxMap::default();
@@ -587,6 +590,10 @@ impl Model {
                     let g = grants.len() as u32;
                     if let Some(t) = token {
                         by_token.insert((p, t), g);
+                        own_by_token.insert((p, target, t), g);
+                    }
+                    if let Some(i) = id {
+                        own_by_id.insert((p, target, i), g);
                     }
                     if token.is_none() {
                         untokened.entry(target).or_default().push(g);
@@ -614,9 +621,18 @@ impl Model {
                     // it: by its token, else by the service's grant id, else the sender's own
                     // latest grant of the lock. A name no grant carries acts on no known one.
                     let done_ns = op.complete_or_max();
+                    // A name two grants carry (a token reused: each side of a split brain
+                    // counts its own) names the sender's own grant when it has one: it knows
+                    // the name from its own grant.
                     let named = match (token, id) {
-                        (Some(t), _) => named_by(&by_lock_token, target, t, done_ns),
-                        (None, Some(i)) => named_by(&by_lock_id, target, u64::from(i), done_ns),
+                        (Some(t), _) => own_by_token
+                            .get(&(p, target, t))
+                            .copied()
+                            .or_else(|| named_by(&by_lock_token, target, t, done_ns)),
+                        (None, Some(i)) => own_by_id
+                            .get(&(p, target, i))
+                            .copied()
+                            .or_else(|| named_by(&by_lock_id, target, u64::from(i), done_ns)),
                         (None, None) => latest.get(&(p, target)).copied(),
                     };
                     // A token no grant of the lock carries may be that of any grant whose ok
