@@ -71,8 +71,15 @@ pub fn run_completeness(dir: &Path, named: bool) -> Option<Completeness> {
 /// history was written (changed) after results.json was. `None` when it is, or either is
 /// missing.
 pub fn stale_results(dir: &Path) -> Option<String> {
-    let modified = |f: &str| std::fs::metadata(dir.join(f)).and_then(|m| m.modified()).ok();
-    let (history, results) = (modified(layout::HISTORY_FILE)?, modified(layout::RESULTS_FILE)?);
+    let modified = |f: &str| {
+        std::fs::metadata(dir.join(f))
+            .and_then(|m| m.modified())
+            .ok()
+    };
+    let (history, results) = (
+        modified(layout::HISTORY_FILE)?,
+        modified(layout::RESULTS_FILE)?,
+    );
     (history > results).then(|| {
         format!(
             "{} changed after {} was written",

@@ -32,7 +32,11 @@ pub fn write_results(run_dir: &Path, results: &Results) -> Result<()> {
 fn write_results_json(run_dir: &Path, results: &Results) -> Result<()> {
     let path = run_dir.join(layout::RESULTS_FILE);
     let json = serde_json::to_string_pretty(results)? + "\n";
-    let tmp = run_dir.join(format!(".{}.tmp-{}", layout::RESULTS_FILE, std::process::id()));
+    let tmp = run_dir.join(format!(
+        ".{}.tmp-{}",
+        layout::RESULTS_FILE,
+        std::process::id()
+    ));
     fs::write(&tmp, json)
         .and_then(|()| fs::rename(&tmp, &path))
         .inspect_err(|_| {

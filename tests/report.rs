@@ -576,7 +576,11 @@ fn hostile_run_dir(dir: &Path) {
     // The history file, not the directory: a directory without results.json is a run that
     // never finished, and this one is to be judged whole.
     let o = run_with_limit(
-        &["check", "--json", dir.join("history.jsonl").to_str().unwrap()],
+        &[
+            "check",
+            "--json",
+            dir.join("history.jsonl").to_str().unwrap(),
+        ],
         Duration::from_secs(60),
     );
     assert_eq!(

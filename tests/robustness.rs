@@ -214,7 +214,11 @@ fn check_report_and_export_accept_and_refuse_the_same_histories() {
     // A results.json for `report`, from the first line alone.
     std::fs::write(tmp.path().join("history.jsonl"), format!("{first}\n")).unwrap();
     let base = run_with_limit(
-        &["check", "--json", tmp.path().join("history.jsonl").to_str().unwrap()],
+        &[
+            "check",
+            "--json",
+            tmp.path().join("history.jsonl").to_str().unwrap(),
+        ],
         Duration::from_secs(10),
     );
     // `report` exits as `check` did on the history its results.json is of.

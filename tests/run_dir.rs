@@ -72,7 +72,10 @@ fn a_run_directory_without_results_is_unknown_for_check_and_report() {
     assert_eq!(r["valid"], "unknown", "{r}");
     assert_eq!(r["completeness"]["state"], "interrupted", "{r}");
     let summary = std::fs::read_to_string(dir.join("summary.txt")).unwrap();
-    assert!(summary.starts_with("run: INCOMPLETE (interrupted)"), "{summary}");
+    assert!(
+        summary.starts_with("run: INCOMPLETE (interrupted)"),
+        "{summary}"
+    );
 }
 
 #[test]
@@ -86,7 +89,11 @@ fn report_rejudges_a_history_changed_after_its_results_and_check_says_so() {
     assert_eq!(code, Some(0), "{json}");
     std::fs::write(dir.join("results.json"), &json).unwrap();
     let (code, _, err) = lockpick(&["report", d]);
-    assert_eq!((code, err.as_str()), (Some(0), ""), "a fresh results.json is kept");
+    assert_eq!(
+        (code, err.as_str()),
+        (Some(0), ""),
+        "a fresh results.json is kept"
+    );
 
     // The history changed by hand: a double grant.
     edit_history(dir, &std::fs::read(fixture("double-grant")).unwrap());
@@ -151,7 +158,10 @@ fn check_says_when_results_json_records_another_verdict() {
     std::fs::write(dir.join("results.json"), valid).unwrap();
     let (code, _, err) = lockpick(&["check", dir.to_str().unwrap()]);
     assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("(it records valid; this check: invalid)"), "{err}");
+    assert!(
+        err.contains("(it records valid; this check: invalid)"),
+        "{err}"
+    );
     // Judged with other settings, a different verdict is no disagreement.
     let (_, _, err) = lockpick(&["check", dir.to_str().unwrap(), "--drift", "0.1"]);
     assert!(!err.contains("note:"), "{err}");

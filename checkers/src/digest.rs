@@ -536,8 +536,7 @@ impl Model {
             let mut cursor = 0;
             let mut g = 0u32;
             for (pos, op) in ops.iter().enumerate() {
-                if op.func != Func::Acquire || op.outcome != Outcome::Ok || op.target == NO_TARGET
-                {
+                if op.func != Func::Acquire || op.outcome != Outcome::Ok || op.target == NO_TARGET {
                     continue;
                 }
                 if let Some(t) = op.token() {
@@ -676,7 +675,8 @@ impl Model {
             if matches!(op.func, Func::Acquire | Func::Renew)
                 && matches!(op.outcome, Outcome::Info | Outcome::Pending)
             {
-                if let Some(&(shortest, _)) = op.requested_ttl_ms().and_then(|r| ttl_policy.get(&r)) {
+                if let Some(&(shortest, _)) = op.requested_ttl_ms().and_then(|r| ttl_policy.get(&r))
+                {
                     op.set_ttl_ms(Some(shortest));
                 }
             }

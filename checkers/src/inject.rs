@@ -402,9 +402,7 @@ fn renew_after_release(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u6
         .collect();
     let (g, done) = pick(rng, &released)?;
     let q = fresh_process(ops);
-    let v = OpValue::default()
-        .with_token(g.token)
-        .with_ttl_ms(g.ttl_ms);
+    let v = OpValue::default().with_token(g.token).with_ttl_ms(g.ttl_ms);
     let new = vec![
         lock_op(q, done + 1, OpType::Invoke, F::Renew, &g.lock, v.clone()),
         lock_op(q, done + 1_000_001, OpType::Ok, F::Renew, &g.lock, v),

@@ -77,7 +77,9 @@ pub use digest::{check_path, CheckError};
 pub use evidence::{KeyEvidence, KeyState};
 pub use fairness::liveness_stats;
 pub use faults::{Fault, Faults};
-pub use model::{ClientOp, Drift, Func, Grant, Model, Segment, SpanEnd, NO_ERROR, NO_GRANT, NO_TARGET};
+pub use model::{
+    ClientOp, Drift, Func, Grant, Model, Segment, SpanEnd, NO_ERROR, NO_GRANT, NO_TARGET,
+};
 pub use stats::{stats, stats_of};
 
 pub(crate) use model::FxMap;

@@ -488,10 +488,7 @@ impl Model {
     /// Not a grant: the holds of [`Grant`] are what the history proves.
     pub fn surely_dead_if_applied(&self, op: &ClientOp) -> Option<u64> {
         let ttl = self.upper_ttl_ms(op)?;
-        Some(
-            op.complete_ns()?
-                .saturating_add(self.drift.upper_ns(ttl)),
-        )
+        Some(op.complete_ns()?.saturating_add(self.drift.upper_ns(ttl)))
     }
 
     pub fn lock_name(&self, id: u32) -> &str {
@@ -652,9 +649,7 @@ pub(crate) fn follow_lease(
                 // It may have applied last, up to its completion (or at any time, if it never
                 // completed): the lease may live until the later of the two bounds.
                 dead = match (dead, ttl, op.complete_ns()) {
-                    (Some(d), Some(t), Some(c)) => {
-                        Some(d.max(c.saturating_add(drift.upper_ns(t))))
-                    }
+                    (Some(d), Some(t), Some(c)) => Some(d.max(c.saturating_add(drift.upper_ns(t)))),
                     _ => None,
                 };
             }

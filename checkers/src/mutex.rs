@@ -423,15 +423,16 @@ fn forced_order_of_lock(m: &Model, run: &[(u32, u64, u32)], out: &mut CheckOutpu
             let b = grant(k);
             // Those completed strictly before `forced` (equal instants are not ordered).
             let n = run.partition_point(|o| o.1 < crate::tokens::forced_before(b));
-            let Some((end_ns, ai, _)) = n.checked_sub(1).and_then(|i| prefix[i].other_than(k as u32))
+            let Some((end_ns, ai, _)) = n
+                .checked_sub(1)
+                .and_then(|i| prefix[i].other_than(k as u32))
             else {
                 continue;
             };
             let ai = ai as usize;
             // A push past the answer is recorded even when the instant, held at the answer,
             // cannot move (an answer at its own invoke).
-            if end_ns > at_ns[k] && pushed_by[k].is_none_or(|p| p != ai || end_ns > b.complete_ns)
-            {
+            if end_ns > at_ns[k] && pushed_by[k].is_none_or(|p| p != ai || end_ns > b.complete_ns) {
                 pushed_by[k] = Some(ai);
                 untokened[k] = b.token.is_none() || untokened[ai];
             }
@@ -524,7 +525,10 @@ fn forced_violation(
     let mut ops = vec![ai, bi];
     let until = span_until(m, a, (a_at, end_ns), cause, &mut ops);
     let why = if a.complete_ns < b.invoke_ns {
-        format!("it was asked for at {}, after that grant returned", secs(b.invoke_ns))
+        format!(
+            "it was asked for at {}, after that grant returned",
+            secs(b.invoke_ns)
+        )
     } else {
         format!(
             "had it come first, p{}'s grant (returned at {}) would have come inside its lease, which lasted until at least {} counted from its own invoke",

@@ -361,11 +361,12 @@ impl Checker for StaleLockOps {
             .map(|(i, o)| (o.target, o.invoke_ns, i))
             .collect();
         queries.sort_unstable();
-        let named = m
-            .ops
-            .iter()
-            .enumerate()
-            .any(|(i, o)| o.outcome == Outcome::Ok && m.grant_of[i] != NO_GRANT && o.func.is_lock_op() && o.func != Func::Acquire);
+        let named = m.ops.iter().enumerate().any(|(i, o)| {
+            o.outcome == Outcome::Ok
+                && m.grant_of[i] != NO_GRANT
+                && o.func.is_lock_op()
+                && o.func != Func::Acquire
+        });
         out.nothing_to_judge(!queries.is_empty() || named, || {
             "no renew or release naming a grant succeeded: there was nothing stale to catch"
                 .to_string()
@@ -460,7 +461,9 @@ fn named_nothing(m: &Model, out: &mut CheckOutput) {
         let could = if by_name {
             op.token() != Some(0) && lost.get(&op.target).is_some_and(|&t| t <= done)
         } else {
-            asked.get(&(op.process, op.target)).is_some_and(|&a| a < pos)
+            asked
+                .get(&(op.process, op.target))
+                .is_some_and(|&a| a < pos)
         };
         if could {
             continue;
@@ -470,7 +473,10 @@ fn named_nothing(m: &Model, out: &mut CheckOutput) {
         let why = match op.token() {
             Some(t) => format!("names token {t}, which no grant of {name} carries"),
             None if by_name => format!("names a grant id no grant of {name} carries"),
-            None => format!("was sent without a token or grant id by p{}, which had not asked for {name}", op.process),
+            None => format!(
+                "was sent without a token or grant id by p{}, which had not asked for {name}",
+                op.process
+            ),
         };
         out.violations.push(Violation {
             kind,

@@ -255,7 +255,9 @@ fn run_refused(jsonl: &Path) -> Result<(), String> {
     };
     let at = format!("{}:{line}: ", jsonl.display());
     if in_memory != streamed {
-        Err(format!("the paths word it differently:\n  {in_memory}\n  {streamed}"))
+        Err(format!(
+            "the paths word it differently:\n  {in_memory}\n  {streamed}"
+        ))
     } else if !streamed.starts_with(&at) || !streamed.contains(words) {
         Err(format!("expected {at}...{words}..., got {streamed}"))
     } else {
@@ -291,7 +293,11 @@ fn refused_fixtures_are_refused_by_both_paths() {
     assert!(paths.len() >= 4, "refused fixtures missing: {paths:?}");
     let failures: Vec<String> = paths
         .iter()
-        .filter_map(|p| run_refused(p).err().map(|e| format!("{}: {e}", p.display())))
+        .filter_map(|p| {
+            run_refused(p)
+                .err()
+                .map(|e| format!("{}: {e}", p.display()))
+        })
         .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

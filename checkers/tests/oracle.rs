@@ -311,7 +311,9 @@ impl Search<'_> {
 
     fn lower(&self, ttl_ms: Option<u64>) -> u64 {
         if self.before.d8 {
-            ttl_ms.map_or(0, |t| ((t as f64) * 1e6 * (1.0 - self.drift)).floor() as u64)
+            ttl_ms.map_or(0, |t| {
+                ((t as f64) * 1e6 * (1.0 - self.drift)).floor() as u64
+            })
         } else {
             lower_ns(ttl_ms, self.ppm)
         }
@@ -398,8 +400,7 @@ impl Search<'_> {
                     (None, None) => {}
                 }
                 n.lease = (op.kind == Kind::Renew).then(|| Lease {
-                    expires_ns: now_ns
-                        .saturating_add(self.lower(op.ttl_ms.or(l.ttl_ms))),
+                    expires_ns: now_ns.saturating_add(self.lower(op.ttl_ms.or(l.ttl_ms))),
                     ..l
                 });
             }
@@ -720,8 +721,8 @@ impl Sim {
                     }
                     None => self.expiry(at_ns, ttl),
                 };
-                let bound_ns = r.lease_from_ns.unwrap_or(r.invoke_ns)
-                    + lower_ns(Some(ttl), ppm(self.drift));
+                let bound_ns =
+                    r.lease_from_ns.unwrap_or(r.invoke_ns) + lower_ns(Some(ttl), ppm(self.drift));
                 self.holders[r.lock] = Some(Holder {
                     pid,
                     token,
@@ -799,12 +800,7 @@ impl Sim {
         let lock = self.rng.random_range(0..self.locks);
         let adapter = self.adapter.is_some();
         match &w.held {
-            None => Req::new(
-                F::Acquire,
-                lock,
-                None,
-                Some(self.rng.random_range(2..=12)),
-            ),
+            None => Req::new(F::Acquire, lock, None, Some(self.rng.random_range(2..=12))),
             Some(h) if h.renews_left > 0 || h.zombie => {
                 let mut r = Req::new(
                     F::Renew,
@@ -849,7 +845,8 @@ impl Sim {
             if !others.is_empty() {
                 let h = others[self.rng.random_range(0..others.len())].clone();
                 let renew = self.rng.random_bool(0.5);
-                let by_token = h.token.is_some() && (h.grant.is_none() || self.rng.random_bool(0.5));
+                let by_token =
+                    h.token.is_some() && (h.grant.is_none() || self.rng.random_bool(0.5));
                 *r = Req::new(
                     if renew { F::Renew } else { F::Release },
                     h.lock,
@@ -875,8 +872,9 @@ impl Sim {
             let gap = match self.rng.random_range(0..3) {
                 0 => self.rng.random_range(0..=2) * MS,
                 1 => self.rng.random_range(0..=ttl) * MS,
-                _ => lower_ns(Some(ttl), ppm(self.drift))
-                    .saturating_sub(self.rng.random_range(0..=2) * MS + self.rng.random_range(0..=1)),
+                _ => lower_ns(Some(ttl), ppm(self.drift)).saturating_sub(
+                    self.rng.random_range(0..=2) * MS + self.rng.random_range(0..=1),
+                ),
             };
             r.lease_from_ns = Some(invoke_ns.saturating_sub(gap));
         }
@@ -1024,7 +1022,10 @@ impl Sim {
                 }
                 (false, Some((_, Ok(mut v)))) => {
                     if req.f == F::Acquire {
-                        assert!(self.adapter.is_some() || v.token.is_some(), "grants carry tokens");
+                        assert!(
+                            self.adapter.is_some() || v.token.is_some(),
+                            "grants carry tokens"
+                        );
                         w.held = Some(Held {
                             lock: req.lock,
                             token: v.token,
@@ -1166,7 +1167,11 @@ fn generate_adapter(seed: u64, max_ops: usize) -> (Vec<Op>, f64) {
         zombie: [0.0, 0.4][rng.random_range(0..2)],
         exact,
         // Aiming at a bound to the ns pays where leases end exactly there.
-        probe: if exact { 0.7 } else { [0.0, 0.3][rng.random_range(0..2)] },
+        probe: if exact {
+            0.7
+        } else {
+            [0.0, 0.3][rng.random_range(0..2)]
+        },
         salt: rng.random(),
     };
     let mut sim = Sim::new(rng, drift, bug, Some(adapter));
@@ -1621,7 +1626,8 @@ fn adapter_shapes(h: &History, drift: f64) -> HashSet<&'static str> {
             }
             (F::Renew | F::Release, _) => {
                 let names = |t: Option<u64>, g: Option<&str>| {
-                    token.is_some() && token == t || token.is_none() && grant.is_some() && grant == g
+                    token.is_some() && token == t
+                        || token.is_none() && grant.is_some() && grant == g
                 };
                 if grants
                     .iter()
@@ -1757,10 +1763,34 @@ fn survey_adapter_disagreements() {
     let start = std::time::Instant::now();
     let (bad, impossible) = disagreements(cases, 0, &ADAPTER, true, usize::MAX);
     let readings = [
-        ("D1", Before { d1: true, ..Before::default() }),
-        ("D2", Before { d2: true, ..Before::default() }),
-        ("D6", Before { d6: true, ..Before::default() }),
-        ("D8", Before { d8: true, ..Before::default() }),
+        (
+            "D1",
+            Before {
+                d1: true,
+                ..Before::default()
+            },
+        ),
+        (
+            "D2",
+            Before {
+                d2: true,
+                ..Before::default()
+            },
+        ),
+        (
+            "D6",
+            Before {
+                d6: true,
+                ..Before::default()
+            },
+        ),
+        (
+            "D8",
+            Before {
+                d8: true,
+                ..Before::default()
+            },
+        ),
     ];
     let mut classes: BTreeMap<String, u64> = BTreeMap::new();
     for d in &bad {
@@ -1786,7 +1816,11 @@ fn survey_adapter_disagreements() {
         let class = format!(
             "{} | old reading agrees: {} | checkers: {}",
             if d.fast { "false alarm" } else { "missed" },
-            if agree.is_empty() { "none".to_string() } else { agree.join(",") },
+            if agree.is_empty() {
+                "none".to_string()
+            } else {
+                agree.join(",")
+            },
             kinds.into_iter().collect::<Vec<_>>().join(",")
         );
         println!("CLASS {class}\n{}", d.show());

@@ -380,7 +380,10 @@ fn reader_cases() -> Vec<(&'static str, String, Want)> {
         (
             "a token as a string, named",
             line(grant("20", r#","token":"7""#)),
-            Refused(2, r#"invalid type: string "7", expected u64 in `value.token`"#),
+            Refused(
+                2,
+                r#"invalid type: string "7", expected u64 in `value.token`"#,
+            ),
         ),
         (
             "a lock as a number",
@@ -395,7 +398,10 @@ fn reader_cases() -> Vec<(&'static str, String, Want)> {
         (
             "lease_from_ns as a string",
             line(grant("20", r#","lease_from_ns":"5""#)),
-            Refused(2, r#"invalid type: string "5", expected u64 in `value.lease_from_ns`"#),
+            Refused(
+                2,
+                r#"invalid type: string "5", expected u64 in `value.lease_from_ns`"#,
+            ),
         ),
         (
             "key_at_revision with a word the checkers do not know",
@@ -425,22 +431,34 @@ fn reader_cases() -> Vec<(&'static str, String, Want)> {
         ),
         (
             "lease_ttl_ms as a string",
-            line(grant("20", r#","lease_last_ok_ns":5,"lease_ttl_ms":"1000""#)),
+            line(grant(
+                "20",
+                r#","lease_last_ok_ns":5,"lease_ttl_ms":"1000""#,
+            )),
             Refused(2, "expected u64 in `value.lease_ttl_ms`"),
         ),
         (
             "answer_revision as a string",
-            line(grant("20", r#","lock_key":"k","answer_revision":"9","key_at_revision":"absent""#)),
+            line(grant(
+                "20",
+                r#","lock_key":"k","answer_revision":"9","key_at_revision":"absent""#,
+            )),
             Refused(2, "expected u64 in `value.answer_revision`"),
         ),
         (
             "key_at_revision as a boolean",
-            line(grant("20", r#","lock_key":"k","answer_revision":9,"key_at_revision":false"#)),
+            line(grant(
+                "20",
+                r#","lock_key":"k","answer_revision":9,"key_at_revision":false"#,
+            )),
             Refused(2, "expected a string in `value.key_at_revision`"),
         ),
         (
             "lock_key as an object",
-            line(grant("20", r#","lock_key":{"k":1},"answer_revision":9,"key_at_revision":"absent""#)),
+            line(grant(
+                "20",
+                r#","lock_key":{"k":1},"answer_revision":9,"key_at_revision":"absent""#,
+            )),
             Refused(2, "expected a string in `value.lock_key`"),
         ),
         (
@@ -460,13 +478,22 @@ fn reader_cases() -> Vec<(&'static str, String, Want)> {
         ),
         (
             "redis_offset as a string",
-            line(grant("20", r#","redis_node":"h:1","redis_role":"master","redis_offset":"4""#)),
+            line(grant(
+                "20",
+                r#","redis_node":"h:1","redis_role":"master","redis_offset":"4""#,
+            )),
             Refused(2, "expected u64 in `value.redis_offset`"),
         ),
         (
             "redlock_nodes holding a number",
-            line(grant("20", r#","redlock_nodes":["n1",2],"redlock_validity_ms":900"#)),
-            Refused(2, "invalid type: integer `2`, expected an array of strings in `value.redlock_nodes`"),
+            line(grant(
+                "20",
+                r#","redlock_nodes":["n1",2],"redlock_validity_ms":900"#,
+            )),
+            Refused(
+                2,
+                "invalid type: integer `2`, expected an array of strings in `value.redlock_nodes`",
+            ),
         ),
         (
             "every evidence field of its type, and null ones, is read",
@@ -519,7 +546,10 @@ fn reader_cases() -> Vec<(&'static str, String, Want)> {
         ),
         (
             "the same key in two objects is no duplicate",
-            line(grant("20", r#","token":1,"x":{"token":2}"#).replace(r#""f":"#, r#""token":3,"f":"#)),
+            line(
+                grant("20", r#","token":1,"x":{"token":2}"#)
+                    .replace(r#""f":"#, r#""token":3,"f":"#),
+            ),
             Read(2, None),
         ),
     ]
@@ -605,7 +635,11 @@ fn history_new_refuses_evidence_of_the_wrong_type_in_the_readers_words() {
         let invoke = Op::new(0, 10, Process::Client(1), OpType::Invoke, F::Acquire).with_lock("L0");
         let ok = Op::new(1, 20, Process::Client(1), OpType::Ok, F::Acquire)
             .with_lock("L0")
-            .with_value(OpValue::default().with_token(1).with_extra("lease_from_ns", v));
+            .with_value(
+                OpValue::default()
+                    .with_token(1)
+                    .with_extra("lease_from_ns", v),
+            );
         History::new(vec![invoke, ok])
     };
     let e = grant(json!("5")).unwrap_err().to_string();
@@ -615,7 +649,10 @@ fn history_new_refuses_evidence_of_the_wrong_type_in_the_readers_words() {
     );
     let line = r#"{"index":1,"time_ns":20,"process":1,"type":"ok","f":"acquire","lock":"L0","value":{"token":1,"lease_from_ns":"5"}}"#;
     let file = read(&format!("{FIRST}\n{line}\n")).unwrap_err().to_string();
-    assert!(file.starts_with(&format!("h.jsonl:2: {}", &e["op index 1: ".len()..])), "{file}");
+    assert!(
+        file.starts_with(&format!("h.jsonl:2: {}", &e["op index 1: ".len()..])),
+        "{file}"
+    );
     assert!(grant(json!(5)).is_ok());
     assert!(grant(json!(null)).is_ok());
 }

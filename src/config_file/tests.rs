@@ -40,7 +40,10 @@ fn the_starter_lists_every_fence_mode() {
         .expect("the starter sets store_fence");
     let (_, comment) = line.split_once('#').expect("store_fence has a comment");
     for m in lockd::FenceMode::ALL {
-        assert!(comment.contains(&format!(" {} ", m.name())), "{m} missing: {line}");
+        assert!(
+            comment.contains(&format!(" {} ", m.name())),
+            "{m} missing: {line}"
+        );
     }
     assert!(!text.contains("{fence_modes}"), "{text}");
 }

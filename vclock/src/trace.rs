@@ -107,8 +107,8 @@ fn traced_stop_by_us(pid: i32, tid: Pid) -> bool {
     // attached, which is this one (ptrace requests must come from it), not the process's id
     // unless the main thread traces (the stop seen on CI was under a worker thread).
     let tracer = field("TracerPid:").and_then(|t| t.parse::<i32>().ok());
-    let ours = tracer == Some(nix::unistd::gettid().as_raw())
-        || tracer == Some(std::process::id() as i32);
+    let ours =
+        tracer == Some(nix::unistd::gettid().as_raw()) || tracer == Some(std::process::id() as i32);
     traced && ours
 }
 
