@@ -482,7 +482,7 @@ pub fn check_path(
 
 /// How many grants without a token of one lock a token no grant carries is taken to name (the
 /// latest ones): a stated bound, counted in the notes when reached.
-const UNTOKENED_CANDIDATES_MAX: usize = 64;
+pub(crate) const UNTOKENED_CANDIDATES_MAX: usize = 64;
 
 impl Model {
     /// Digests an in-memory history: the front end of the same pass a history file goes
@@ -713,10 +713,7 @@ impl Model {
         let mut lease_from = d.lease_from;
         lease_from.sort_unstable();
         for g in &mut grants {
-            let from = lease_from
-                .binary_search_by_key(&g.op, |e| e.0)
-                .ok()
-                .map(|i| lease_from[i].1);
+            let from = crate::model::lease_from_of(&lease_from, g.op);
             follow_lease(g, &ops, drift, from);
         }
         ops.shrink_to_fit();

@@ -233,9 +233,10 @@ pub(crate) fn check_model(m: &Model, cfg: &CheckConfig) -> Results {
     }
     if m.ambiguity_capped > 0 {
         notes.push(format!(
-            "{} grant(s) without a readable token were past the latest 64 of their lock when a \
+            "{} grant(s) without a readable token were past the latest {} of their lock when a \
              renew or release named a token no grant carries: that op was not counted against them",
-            m.ambiguity_capped
+            m.ambiguity_capped,
+            digest::UNTOKENED_CANDIDATES_MAX
         ));
     }
     if m.unplaced > 0 {

@@ -305,7 +305,7 @@ pub struct Model {
     /// Positions of the ops that carry a grant id (`value.grant`), sorted.
     pub grant_named: Vec<OpPos>,
     /// Grants without a token that fell out of the candidates an ambiguous token may name
-    /// (more than `UNTOKENED_CANDIDATES_MAX` of one lock).
+    /// (more than `digest::UNTOKENED_CANDIDATES_MAX` of one lock).
     pub ambiguity_capped: u64,
 }
 
@@ -475,10 +475,7 @@ impl Model {
 
     /// The adapter's `lease_from_ns` for grant `g`, when its lease was set before the grant.
     pub fn lease_set_before(&self, g: &Grant) -> Option<u64> {
-        self.lease_from
-            .binary_search_by_key(&g.op, |e| e.0)
-            .ok()
-            .map(|i| self.lease_from[i].1)
+        lease_from_of(&self.lease_from, g.op)
     }
 
     /// If acquire or renew `op` took effect (an indeterminate one may have), the lease it set
@@ -531,6 +528,15 @@ impl Model {
         sort_violations(&mut out.violations);
         sort_violations(&mut out.warnings);
     }
+}
+
+/// The `lease_from_ns` of the acquire at position `op`, in `(position, lease_from_ns)` sorted
+/// by position (`Model::lease_from`).
+pub(crate) fn lease_from_of(lease_from: &[(usize, u64)], op: usize) -> Option<u64> {
+    lease_from
+        .binary_search_by_key(&op, |e| e.0)
+        .ok()
+        .map(|i| lease_from[i].1)
 }
 
 /// The ok ops that may have set a lease last: the grant, then its ok renews. Ops of one

@@ -432,7 +432,7 @@ fn forced_order_of_lock(m: &Model, run: &[(u32, u64, u32)], out: &mut CheckOutpu
             let ai = ai as usize;
             // A push past the answer is recorded even when the instant, held at the answer,
             // cannot move (an answer at its own invoke).
-            if end_ns > at_ns[k] && pushed_by[k].is_none_or(|p| p != ai || end_ns > b.complete_ns) {
+            if end_ns > at_ns[k] {
                 pushed_by[k] = Some(ai);
                 untokened[k] = b.token.is_none() || untokened[ai];
             }
