@@ -560,7 +560,8 @@ impl Model {
         };
         // (grant, op position) of every renew and release acting on a grant, in op order.
         let mut acts: Vec<(u32, usize)> = Vec::new();
-        let grant_named: Vec<OpPos> = grant_ids.iter().map(|e| e.0 as OpPos).collect();
+        let grant_named: Vec<(OpPos, u32)> =
+            grant_ids.iter().map(|e| (e.0 as OpPos, e.1)).collect();
         let mut next_id = 0;
         let mut by_token: FxMap<(u64, u64), u32> = FxMap::default();
         // (process, lock, token or id) -> the process's latest grant with it, in program order.

@@ -67,6 +67,7 @@ mod liveness;
 mod model;
 mod mutex;
 mod rounds;
+mod search;
 mod stats;
 mod store;
 mod text;
@@ -198,6 +199,14 @@ pub(crate) fn check_model(m: &Model, cfg: &CheckConfig) -> Results {
         )
     });
     outs.extend(rest);
+    // The search runs last: it decides only the locks the rules proved nothing about.
+    let proven: std::collections::HashSet<String> = outs
+        .iter()
+        .flat_map(|(_, o)| o.violations.iter().filter_map(|v| v.lock.clone()))
+        .collect();
+    let mut searched = search::search_open_locks(m, &proven);
+    m.finish(&mut searched);
+    outs.push(("model-search", searched));
     stats.extra.extend(extra);
     let mut expected = Vec::new();
     let windows = cfg

@@ -302,8 +302,9 @@ pub struct Model {
     /// requested ttl -> (shortest, longest) ttl granted to answered requests for it: the
     /// run's ttl policy, for leases whose answer was lost.
     pub(crate) ttl_policy: FxMap<u64, (u64, u64)>,
-    /// Positions of the ops that carry a grant id (`value.grant`), sorted.
-    pub grant_named: Vec<OpPos>,
+    /// `(position, interned grant id)` of the ops that carry a grant id (`value.grant`),
+    /// sorted by position. Ids are interned across locks; equal ids are the same string.
+    pub grant_named: Vec<(OpPos, u32)>,
     /// Grants without a token that fell out of the candidates an ambiguous token may name
     /// (more than `digest::UNTOKENED_CANDIDATES_MAX` of one lock).
     pub ambiguity_capped: u64,
@@ -419,26 +420,42 @@ impl Model {
             None => lease_lb(grant_ns, g.ttl_ms, self.drift),
         };
         let mut end = (lease, SpanEnd::Lease(None));
-        let mut setters = Setters::new(g);
-        for &pos in &g.epoch_ops {
+        let mut unsettled = Unsettled::new();
+        for (i, &pos) in g.epoch_ops.iter().enumerate() {
             let op = &self.ops[pos as usize];
             if op.invoke_ns > cutoff_ns {
                 break;
             }
             match (op.func, op.lease_outcome()) {
                 (_, Outcome::Fail) => {}
+                (Func::Release, _) if release_refuted(&self.ops, &g.epoch_ops, i) => {}
                 (Func::Renew, Outcome::Ok) => {
-                    let ttl = op.ttl_ms().or(g.ttl_ms);
-                    let lb = lease_lb(op.invoke_ns, ttl, self.drift);
-                    if setters.add(op) || lb < end.0 {
-                        end = (lb, SpanEnd::Lease(Some(pos)));
+                    // Taken last: every renew that may still follow it is in `unsettled`.
+                    let lower = op
+                        .ttl_ms()
+                        .or(g.ttl_ms)
+                        .map_or(0, |t| self.drift.lower_ns(t));
+                    end = (
+                        op.invoke_ns.saturating_add(lower),
+                        SpanEnd::Lease(Some(pos)),
+                    );
+                    if let Some((lb, by)) = unsettled.after(op) {
+                        if lb < end.0 {
+                            end = (lb, SpanEnd::Lease(Some(by)));
+                        }
                     }
+                    unsettled.add(op, lower, pos);
                 }
                 (Func::Renew, _) => {
-                    let lb = lease_lb(op.invoke_ns, op.ttl_ms().or(g.ttl_ms), self.drift);
+                    let lower = op
+                        .ttl_ms()
+                        .or(g.ttl_ms)
+                        .map_or(0, |t| self.drift.lower_ns(t));
+                    let lb = op.invoke_ns.saturating_add(lower);
                     if lb < end.0 {
                         end = (lb, SpanEnd::Lease(Some(pos)));
                     }
+                    unsettled.add(op, lower, pos);
                 }
                 (_, outcome) => {
                     if outcome == Outcome::Ok || op.invoke_ns < end.0 {
@@ -466,7 +483,15 @@ impl Model {
 
     /// Whether op `pos` named its grant by the service's grant id (`value.grant`).
     pub fn names_grant(&self, pos: usize) -> bool {
-        self.grant_named.binary_search(&(pos as OpPos)).is_ok()
+        self.grant_id_of(pos).is_some()
+    }
+
+    /// The interned grant id op `pos` carries (`value.grant`), if any.
+    pub fn grant_id_of(&self, pos: usize) -> Option<u32> {
+        self.grant_named
+            .binary_search_by_key(&(pos as OpPos), |e| e.0)
+            .ok()
+            .map(|i| self.grant_named[i].1)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -539,10 +564,11 @@ pub(crate) fn lease_from_of(lease_from: &[(usize, u64)], op: usize) -> Option<u6
         .map(|i| lease_from[i].1)
 }
 
-/// The ok ops that may have set a lease last: the grant, then its ok renews. Ops of one
-/// process follow its program order; ops of two processes (a renew sent by another process
-/// naming the token) are ordered only by real time, so a renew replaces the bound only when it
-/// surely took effect after every op that may have set it before.
+/// The ok ops that may have set a lease last, for its upper bound (when it is surely over):
+/// the grant, then its ok renews. Ops of one process follow its program order; ops of two
+/// processes (a renew sent by another process naming the token) are ordered only by real time,
+/// so a renew replaces the upper bound only when it surely took effect after every op that may
+/// have set it before (the lower bound follows `Unsettled`).
 struct Setters {
     /// (process, completion) of the ops that may have set the lease last. Bounded by the
     /// grant's epoch ops.
@@ -557,7 +583,7 @@ impl Setters {
     }
 
     /// Adds an ok renew; whether it surely took effect after all of them (it then replaces
-    /// the bound; otherwise either may be the last, and the bounds take the weaker of both).
+    /// the upper bound; otherwise either may be the last, and it takes the later of both).
     fn add(&mut self, op: &ClientOp) -> bool {
         let after = self
             .last
@@ -568,6 +594,60 @@ impl Setters {
         }
         self.last.push((op.process, op.complete_or_max()));
         after
+    }
+}
+
+/// Whether the release at `epoch[i]` surely did not take effect: it may not have (its answer
+/// was lost), and the service accepted a renew of the same lease invoked after its window
+/// closed, which a released lease would have refused (model item 5).
+fn release_refuted(ops: &[ClientOp], epoch: &[OpPos], i: usize) -> bool {
+    let rel = &ops[epoch[i] as usize];
+    if rel.lease_outcome() == Outcome::Ok || rel.outcome == Outcome::Pending {
+        return false;
+    }
+    let closed = rel.complete_or_max();
+    epoch[i + 1..].iter().any(|&p| {
+        let op = &ops[p as usize];
+        op.func == Func::Renew && op.lease_outcome() == Outcome::Ok && op.invoke_ns > closed
+    })
+}
+
+/// The renews of a lease seen so far whose window is still open: each may have taken effect at
+/// any instant of its window, so also *after* a renew invoked later than it (an `info` renew by
+/// a process that timed out, taken last with a short ttl; an ok renew by another process that
+/// overlaps the next one), setting the bound from there. Program order keeps one process's ops
+/// in order.
+struct Unsettled {
+    /// (process, invoke, latest instant it may take effect, ttl's lower bound in ns, position).
+    /// Bounded by the grant's epoch ops; those whose window closed are dropped as time passes.
+    list: Vec<(u64, u64, u64, u64, OpPos)>,
+}
+
+impl Unsettled {
+    fn new() -> Unsettled {
+        Unsettled { list: Vec::new() }
+    }
+
+    fn add(&mut self, op: &ClientOp, lower_ns: u64, pos: OpPos) {
+        self.list.push((
+            op.process,
+            op.invoke_ns,
+            op.complete_or_max(),
+            lower_ns,
+            pos,
+        ));
+    }
+
+    /// The earliest bound one of them sets if it takes effect after `op`, taken at its invoke
+    /// (its earliest instant), and which one.
+    fn after(&mut self, op: &ClientOp) -> Option<(u64, OpPos)> {
+        let at = op.invoke_ns;
+        self.list.retain(|e| e.2 >= at);
+        self.list
+            .iter()
+            .filter(|e| e.0 != op.process)
+            .map(|e| (e.1.max(at).saturating_add(e.3), e.4))
+            .min()
     }
 }
 
@@ -599,14 +679,16 @@ pub(crate) fn follow_lease(
     let mut released = None;
     let mut holds = Vec::new();
     let mut setters = Setters::new(g);
-    for &pos in &g.epoch_ops {
+    let mut unsettled = Unsettled::new();
+    for (i, &pos) in g.epoch_ops.iter().enumerate() {
         let op = &ops[pos as usize];
         if op.func == Func::Release {
             // A refused release surely did not take effect (the model): the lease goes on, and
             // a grant to another inside it is a double grant (a restart that forgot the lock
-            // refuses the holder's release as not-holder). Any other release ends the definite
-            // hold: it may have freed the lock from its invoke on.
-            if op.outcome == Outcome::Fail {
+            // refuses the holder's release as not-holder); so does a lost one that a later
+            // accepted renew refutes. Any other release ends the definite hold: it may have
+            // freed the lock from its invoke on.
+            if op.outcome == Outcome::Fail || release_refuted(ops, &g.epoch_ops, i) {
                 continue;
             }
             released = Some(pos);
@@ -632,26 +714,33 @@ pub(crate) fn follow_lease(
                 }
                 let done = op.complete_ns().expect("an ok op has completed");
                 let op_dead = ttl.map(|t| done.saturating_add(drift.upper_ns(t)));
-                if setters.add(op) {
-                    lb = op_lb;
-                    end_by = SpanEnd::Lease(Some(pos));
-                    dead = op_dead;
-                } else {
-                    if op_lb < lb {
-                        lb = op_lb;
-                        end_by = SpanEnd::Lease(Some(pos));
+                // The lower bound takes it as the last to take effect, and then each op that
+                // may still follow it (`unsettled`) at its own earliest instant after it.
+                lb = op_lb;
+                end_by = SpanEnd::Lease(Some(pos));
+                if let Some((after_lb, by)) = unsettled.after(op) {
+                    if after_lb < lb {
+                        lb = after_lb;
+                        end_by = SpanEnd::Lease(Some(by));
                     }
-                    dead = match (dead, op_dead) {
+                }
+                unsettled.add(op, op_lb - op.invoke_ns, pos);
+                // The upper bound: the latest of those that may have taken effect last.
+                dead = if setters.add(op) {
+                    op_dead
+                } else {
+                    match (dead, op_dead) {
                         (Some(a), Some(b)) => Some(a.max(b)),
                         _ => None,
-                    };
-                }
+                    }
+                };
             }
             Outcome::Info | Outcome::Pending => {
                 if op_lb < lb {
                     lb = op_lb;
                     end_by = SpanEnd::Lease(Some(pos));
                 }
+                unsettled.add(op, op_lb - op.invoke_ns, pos);
                 // It may have applied last, up to its completion (or at any time, if it never
                 // completed): the lease may live until the later of the two bounds.
                 dead = match (dead, ttl, op.complete_ns()) {

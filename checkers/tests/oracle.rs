@@ -343,8 +343,14 @@ impl Search<'_> {
                     Some(from) => now_ns.max(from.saturating_add(lower)),
                     None => now_ns.saturating_add(lower),
                 };
+                // A grant answered without a token may have had one the answer did not show:
+                // its token is unknown, as a lost grant's (model item 6); an answer without a
+                // grant id had none.
                 let (token, grant) = if op.answered {
-                    (Known::Is(op.token), Known::Is(op.grant))
+                    (
+                        op.token.map_or(Known::Unknown, |t| Known::Is(Some(t))),
+                        Known::Is(op.grant),
+                    )
                 } else {
                     (Known::Unknown, Known::Unknown)
                 };
@@ -1544,12 +1550,12 @@ fn fast_checkers_agree_with_the_oracle() {
     assert_agree(&CLASSIC, 5);
 }
 
-/// Grants without tokens leave the grant order open, which the fast rules do not search; they
-/// must still never report what the model allows.
+/// Grants without tokens leave the grant order open: the fast rules must never report what the
+/// model allows, and the search of the orders (checkers/src/search.rs) finds what they miss.
 #[test]
-fn fast_checkers_are_sound_on_untokened_grants() {
-    let (bad, _) = agree(5_000, 1_000_000, &UNTOKENED, false);
-    assert!(bad.is_empty(), "false alarms:\n{}", bad.join("\n"));
+fn fast_checkers_agree_on_untokened_grants() {
+    let (bad, _) = agree(5_000, 1_000_000, &UNTOKENED, true);
+    assert!(bad.is_empty(), "disagreements:\n{}", bad.join("\n"));
 }
 
 /// The adapter shapes a history shows, by name.
@@ -1718,27 +1724,17 @@ fn adapter_histories_cover_the_shapes() {
     }
 }
 
-/// The adapter shapes: the fast checkers report a safety violation exactly when the model
-/// finds the history impossible.
-///
-/// Never a false alarm. The misses left (14 of 20,000 when this was written, from 1,530 before
-/// the checkers followed D1-D8) are the one class docs/checkers.md states the fast rules leave
-/// to this oracle: impossibility that needs two grants ordered that nothing orders (three
-/// grants without tokens inside one lease's length, or more distinct unknown names than lost
-/// acquires). The bound keeps any new class from hiding among them.
+/// The adapter shapes: the checkers report a safety violation exactly when the model finds
+/// the history impossible. Before the search of the orders (checkers/src/search.rs) the rules
+/// alone missed 8 of 20,000 (three grants without tokens inside one lease's length, more
+/// distinct unknown names than lost acquires), and over 100,000 they also raised 3 false
+/// alarms (a renew whose answer was lost may take effect after a later accepted one).
 #[test]
 fn oracle_agrees_on_adapter_shapes() {
     let cases = 20_000;
     let (bad, impossible) = disagreements(cases, 0, &ADAPTER, true, usize::MAX);
-    let alarms: Vec<String> = bad.iter().filter(|d| d.fast).map(|d| d.show()).collect();
-    assert!(alarms.is_empty(), "false alarms:\n{}", alarms.join("\n"));
-    let misses: Vec<String> = bad.iter().map(|d| d.show()).collect();
-    assert!(
-        misses.len() <= ADAPTER_MISSES_MAX,
-        "{} misses (at most {ADAPTER_MISSES_MAX}):\n{}",
-        misses.len(),
-        misses.join("\n")
-    );
+    let shown: Vec<String> = bad.iter().map(|d| d.show()).collect();
+    assert!(shown.is_empty(), "disagreements:\n{}", shown.join("\n"));
     // Fewer are impossible than in the classic space (about 16%): a correct service refuses
     // more of what these clients send (other grants' names, renews after a release, lapsed
     // sessions).
@@ -1748,20 +1744,26 @@ fn oracle_agrees_on_adapter_shapes() {
     );
 }
 
-/// See `oracle_agrees_on_adapter_shapes`: 14 measured, room for a seed's worth of variation.
-const ADAPTER_MISSES_MAX: usize = 30;
-
 /// Not a check: prints every disagreement of the adapter shapes (up to `SURVEY_CASES`
 /// histories, default 20,000), shrunk, for sorting into classes.
 #[test]
 #[ignore = "a survey for people: prints every disagreement, asserts nothing"]
 fn survey_adapter_disagreements() {
-    let cases = std::env::var("SURVEY_CASES")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(20_000);
+    let env = |k: &str, d: u64| {
+        std::env::var(k)
+            .ok()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(d)
+    };
+    let (cases, seed0) = (env("SURVEY_CASES", 20_000), env("SURVEY_SEED0", 0));
+    // SURVEY_SPACE: adapter (the default), classic or untokened.
+    let space = match std::env::var("SURVEY_SPACE").as_deref() {
+        Ok("classic") => &CLASSIC,
+        Ok("untokened") => &UNTOKENED,
+        _ => &ADAPTER,
+    };
     let start = std::time::Instant::now();
-    let (bad, impossible) = disagreements(cases, 0, &ADAPTER, true, usize::MAX);
+    let (bad, impossible) = disagreements(cases, seed0, space, true, usize::MAX);
     let readings = [
         (
             "D1",

@@ -1,0 +1,671 @@
+//! The model, searched: for every lock no rule proved a violation on, a search over the
+//! orders a correct service could have taken decides whether the lock's history is possible
+//! at all (docs/checkers.md, "The ground-truth model", and "The model, searched").
+//!
+//! The rules are fast readings of the model and each says why it is true; together they are
+//! not complete where the order of the grants is open: without tokens (Redis's lock value,
+//! PostgreSQL's advisory locks), or where an acquire's answer was lost and a later renew or
+//! release names it, or where equal instants leave two ops of different processes unordered,
+//! a history can be impossible only because every order fails somewhere (three grants without
+//! tokens inside one lease's length; two names for the one lost grant; a renew that could only
+//! have come before a grant that its lease would then have blocked). The search tries the
+//! orders, in time order, keeping only those still open; the rules' sentences stay the first
+//! explanation, the search's the last word.
+//!
+//! How: the lock's events are read in time order. An order is the set of ops placed so far
+//! (each at one instant inside its window, as early as it can be: for one order the earliest
+//! instants are the best any service could pick), the lease in force with the instant it may
+//! expire, the highest token granted and the instant of the last placement. At each instant
+//! where ops complete, every order still open is extended by placing ops still in flight until
+//! each `ok` op completing then is placed; an `info` op completing then is placed or never
+//! takes effect. Orders that no longer differ but in being later are dropped (an order that is
+//! earlier in both its last instant and its lease's expiry does everything the later one can).
+//! Memory is bounded by the ops in flight at once, not by the history's length.
+//!
+//! When no order is left, the op that could not be placed is reported: a grant as
+//! `double-grant` (in every order it was granted while another lease surely lasted), a renew or
+//! release as `stale-renew-accepted` or `stale-release-accepted` (in every order it named no
+//! current lease). One per lock, the first: after it, the lock's history has no possible
+//! reading to go on from.
+//!
+//! Where the model leaves room, this search is the more permissive reading (so it never
+//! reports what the model allows): a renew or release is matched against the lease in force,
+//! by its token, else its grant id, else its process, as the model's item 6 says of a lease's
+//! name, without the rule's tie-break among grants that carry the same name (a reused token is
+//! `token-reused`'s); a lost grant's token, once named, is held above the tokens granted before
+//! it, not below those granted after.
+//!
+//! Limits, stated: at most [`ORDERS_MAX`] open orders and [`OPEN_MAX`] ops in flight per lock
+//! at once, and [`PLACEMENTS_MAX`] placements tried per lock. Past any of them the search of
+//! that lock stops, with a note; the rules' readings stand.
+
+use crate::model::{Func, Model};
+use crate::text::secs;
+use history::{Outcome, Violation, ViolationKind};
+use std::collections::HashSet;
+
+/// Open orders kept at once per lock.
+pub(crate) const ORDERS_MAX: usize = 4096;
+/// Ops in flight at once per lock (one bit each in an order).
+const OPEN_MAX: usize = 64;
+/// Placements tried per lock, over the whole history.
+pub(crate) const PLACEMENTS_MAX: u64 = 20_000_000;
+/// Grants named in a sentence.
+const NAMED_MAX: usize = 3;
+
+/// What the history says of a grant's name: not known (its acquire's answer was lost), or
+/// known to be this value or absent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Known<T> {
+    Unknown,
+    Is(Option<T>),
+}
+
+/// One op of the lock, as the search reads it.
+#[derive(Debug)]
+struct LockOp {
+    /// Position in `Model::ops`.
+    pos: usize,
+    func: Func,
+    process: u64,
+    /// `ok`: it must take effect; `info` and pending ops may.
+    must: bool,
+    invoke_ns: u64,
+    /// Its completion, or `u64::MAX` when pending.
+    latest_ns: u64,
+    /// A grant's token (its `ok` answer's); a renew's or release's, the token it names.
+    token: Option<u64>,
+    /// The same for the service's grant id, interned.
+    grant: Option<u32>,
+    /// An acquire whose answer came: its token and id are known, present or absent.
+    answered: bool,
+    ttl_ms: Option<u64>,
+    lease_from_ns: Option<u64>,
+    /// The op of the same process on this lock just before it: program order.
+    prev: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Lease {
+    /// The grant's index among the lock's ops.
+    grant: u32,
+    process: u64,
+    token: Known<u64>,
+    id: Known<u32>,
+    ttl_ms: Option<u64>,
+    /// The first instant it may have expired.
+    expires_ns: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Order {
+    /// Slots (ops in flight) placed, and skipped (never to take effect).
+    placed: u64,
+    skipped: u64,
+    now_ns: u64,
+    lease: Option<Lease>,
+    max_token: Option<u64>,
+}
+
+/// An order's placements, lease (without its expiry) and highest token.
+type OrderKey = (
+    u64,
+    u64,
+    Option<(u32, u64, Known<u64>, Known<u32>)>,
+    Option<u64>,
+);
+
+impl Order {
+    fn decided(&self) -> u64 {
+        self.placed | self.skipped
+    }
+
+    /// Everything but the two instants, which only ever make an order worse when later.
+    fn key(&self) -> OrderKey {
+        (
+            self.placed,
+            self.skipped,
+            self.lease.map(|l| (l.grant, l.process, l.token, l.id)),
+            self.max_token,
+        )
+    }
+}
+
+/// Why an op could not be placed in some order: the lease that blocked it, if any.
+#[derive(Default)]
+struct Blocked {
+    /// Grants whose lease was surely live when a grant would have taken effect.
+    by_lease: Vec<u32>,
+    /// A renew or release met no lease, or another lease than it names.
+    unnamed: bool,
+}
+
+/// What the search of one lock concluded.
+pub(crate) enum Searched {
+    Possible,
+    Impossible(Violation),
+    /// Stopped at a stated limit: why.
+    Stopped(String),
+}
+
+struct Search<'a> {
+    m: &'a Model,
+    lock: u32,
+    ops: Vec<LockOp>,
+    /// Lock-op index of the op in each slot.
+    slots: [Option<usize>; OPEN_MAX],
+    /// Slot of each lock op while it is in flight.
+    slot_of: Vec<Option<u8>>,
+    /// Grant ids of the lock's answered grants: one of those is not a lost grant's.
+    answered_ids: HashSet<u32>,
+    placements: u64,
+}
+
+/// Searches lock `lock` of the model (see the module's comment).
+pub(crate) fn search_lock(m: &Model, lock: u32) -> Searched {
+    let mut ops: Vec<LockOp> = Vec::new();
+    let mut last_of: crate::FxMap<u64, usize> = crate::FxMap::default();
+    // `Model::ops` is in invoke order.
+    for (pos, op) in m.ops.iter().enumerate() {
+        if op.target != lock
+            || !matches!(op.func, Func::Acquire | Func::Renew | Func::Release)
+            || op.outcome == Outcome::Fail
+        {
+            continue;
+        }
+        let answered = op.func == Func::Acquire && op.outcome == Outcome::Ok;
+        let i = ops.len();
+        ops.push(LockOp {
+            pos,
+            func: op.func,
+            process: op.process,
+            must: op.outcome == Outcome::Ok,
+            invoke_ns: op.invoke_ns,
+            latest_ns: op.complete_or_max(),
+            token: if op.func == Func::Acquire && !answered {
+                None
+            } else {
+                op.token()
+            },
+            grant: if op.func == Func::Acquire && !answered {
+                None
+            } else {
+                m.grant_id_of(pos)
+            },
+            answered,
+            ttl_ms: op.ttl_ms(),
+            lease_from_ns: if answered {
+                crate::model::lease_from_of(&m.lease_from, pos)
+            } else {
+                None
+            },
+            prev: last_of.insert(op.process, i),
+        });
+    }
+    let answered_ids = ops
+        .iter()
+        .filter(|o| o.answered)
+        .filter_map(|o| o.grant)
+        .collect();
+    let n = ops.len();
+    let mut s = Search {
+        m,
+        lock,
+        ops,
+        slots: [None; OPEN_MAX],
+        slot_of: vec![None; n],
+        answered_ids,
+        placements: 0,
+    };
+    s.run()
+}
+
+impl Search<'_> {
+    fn run(&mut self) -> Searched {
+        // (instant, 0 = invoke / 1 = completion, lock op): invokes first at an instant, since
+        // equal times are not ordered (model item 8): an op invoked at the instant another
+        // completes may have taken effect before it.
+        let mut events: Vec<(u64, u8, usize)> = Vec::with_capacity(self.ops.len() * 2);
+        for (i, o) in self.ops.iter().enumerate() {
+            events.push((o.invoke_ns, 0, i));
+            if o.latest_ns != u64::MAX {
+                events.push((o.latest_ns, 1, i));
+            }
+        }
+        events.sort_unstable();
+        let mut orders = vec![Order {
+            placed: 0,
+            skipped: 0,
+            now_ns: 0,
+            lease: None,
+            max_token: None,
+        }];
+        let mut e = 0;
+        // Bounded by the events: each pass consumes those of one instant.
+        while e < events.len() {
+            let t = events[e].0;
+            let mut completing: Vec<usize> = Vec::new();
+            while e < events.len() && events[e].0 == t {
+                let (_, what, i) = events[e];
+                if what == 0 {
+                    let Some(b) = self.slots.iter().position(Option::is_none) else {
+                        return Searched::Stopped(format!(
+                            "more than {OPEN_MAX} ops of the lock in flight at once at {}",
+                            secs(t)
+                        ));
+                    };
+                    self.slots[b] = Some(i);
+                    self.slot_of[i] = Some(b as u8);
+                } else {
+                    completing.push(i);
+                }
+                e += 1;
+            }
+            if completing.is_empty() {
+                continue;
+            }
+            let required: Vec<usize> = completing
+                .iter()
+                .copied()
+                .filter(|&i| self.ops[i].must)
+                .collect();
+            let mut blocked = Blocked::default();
+            let next = match self.extend(&orders, t, &completing, &required, &mut blocked) {
+                Ok(next) => next,
+                Err(why) => return Searched::Stopped(why),
+            };
+            if next.is_empty() {
+                return Searched::Impossible(self.blame(&orders, t, &completing, &required));
+            }
+            orders = next;
+            // The ops that completed are decided in every order: free their slots.
+            for &i in &completing {
+                if let Some(b) = self.slot_of[i].take() {
+                    self.slots[b as usize] = None;
+                    let bit = !(1u64 << b);
+                    for o in &mut orders {
+                        o.placed &= bit;
+                        o.skipped &= bit;
+                    }
+                }
+            }
+            orders = prune(orders);
+        }
+        Searched::Possible
+    }
+
+    /// Every order that extends one of `orders` by placing ops in flight (each at an instant
+    /// by `t`) until each of `required` is placed, ending with an op completing at `t`: later
+    /// placements wait for later instants, which lose nothing (their instants stay free).
+    fn extend(
+        &mut self,
+        orders: &[Order],
+        t: u64,
+        completing: &[usize],
+        required: &[usize],
+        blocked: &mut Blocked,
+    ) -> Result<Vec<Order>, String> {
+        let mut req_mask = 0u64;
+        let mut done_mask = 0u64;
+        for &i in completing {
+            let b = 1u64 << self.slot_of[i].expect("in flight");
+            done_mask |= b;
+            if required.contains(&i) {
+                req_mask |= b;
+            }
+        }
+        let mut out: Vec<Order> = Vec::new();
+        let mut seen: HashSet<Order> = HashSet::new();
+        let mut queue: Vec<Order> = Vec::new();
+        for o in orders {
+            if o.placed & req_mask == req_mask {
+                out.push(o.clone());
+            }
+            if seen.insert(o.clone()) {
+                queue.push(o.clone());
+            }
+        }
+        // Bounded by `seen`: every order is expanded once, and by PLACEMENTS_MAX.
+        while let Some(o) = queue.pop() {
+            for b in 0..OPEN_MAX {
+                let Some(i) = self.slots[b] else { continue };
+                if o.decided() & (1 << b) != 0 {
+                    continue;
+                }
+                self.placements += 1;
+                if self.placements > PLACEMENTS_MAX {
+                    return Err(format!(
+                        "more than {PLACEMENTS_MAX} placements tried, at {}",
+                        secs(t)
+                    ));
+                }
+                let Some(n) = self.place(&o, i, t, blocked) else {
+                    continue;
+                };
+                if !seen.insert(n.clone()) {
+                    continue;
+                }
+                if seen.len() > ORDERS_MAX * 16 {
+                    return Err(format!(
+                        "more than {} orders open at once, at {}",
+                        ORDERS_MAX * 16,
+                        secs(t)
+                    ));
+                }
+                if (1u64 << b) & done_mask != 0 && n.placed & req_mask == req_mask {
+                    out.push(n.clone());
+                }
+                queue.push(n);
+            }
+        }
+        // An info op completing now and still undecided in an order never took effect there:
+        // its slot is freed by the caller.
+        let out = prune(out);
+        if out.len() > ORDERS_MAX {
+            return Err(format!(
+                "more than {ORDERS_MAX} orders open at once, at {}",
+                secs(t)
+            ));
+        }
+        Ok(out)
+    }
+
+    /// Order `o` with lock op `i` placed as early as it can be by `t`, if a correct service may
+    /// do it then.
+    fn place(&self, o: &Order, i: usize, t: u64, blocked: &mut Blocked) -> Option<Order> {
+        let op = &self.ops[i];
+        let mut n = o.clone();
+        // Program order: the process's earlier ops come first; one that may never have taken
+        // effect is then decided never, one that must is a block.
+        let mut p = op.prev;
+        // Bounded by the process's ops on the lock.
+        while let Some(q) = p {
+            let Some(b) = self.slot_of[q] else { break };
+            let bit = 1u64 << b;
+            if n.decided() & bit == 0 {
+                if self.ops[q].must {
+                    return None;
+                }
+                n.skipped |= bit;
+            }
+            p = self.ops[q].prev;
+        }
+        let mut now_ns = o.now_ns.max(op.invoke_ns);
+        let lower = |ttl: Option<u64>| ttl.map_or(0, |t| self.m.drift.lower_ns(t));
+        match op.func {
+            Func::Acquire => {
+                if let Some(l) = o.lease {
+                    now_ns = now_ns.max(l.expires_ns);
+                    if now_ns > t.min(op.latest_ns) && op.must {
+                        blocked.by_lease.push(l.grant);
+                    }
+                }
+                // A grant without a token fits anywhere in token order.
+                if let (Some(tk), Some(max)) = (op.token, o.max_token) {
+                    if tk <= max {
+                        return None;
+                    }
+                }
+                n.max_token = o.max_token.max(op.token);
+                let expires_ns = match op.lease_from_ns {
+                    Some(from) => now_ns.max(from.saturating_add(lower(op.ttl_ms))),
+                    None => now_ns.saturating_add(lower(op.ttl_ms)),
+                };
+                // A grant answered without a token may have had one the answer did not show
+                // (model item 6: a token no grant carries may name it); one answered without a
+                // grant id had none.
+                let (token, id) = if op.answered {
+                    (
+                        op.token.map_or(Known::Unknown, |t| Known::Is(Some(t))),
+                        Known::Is(op.grant),
+                    )
+                } else {
+                    (Known::Unknown, Known::Unknown)
+                };
+                n.lease = Some(Lease {
+                    grant: i as u32,
+                    process: op.process,
+                    token,
+                    id,
+                    ttl_ms: op.ttl_ms,
+                    expires_ns,
+                });
+            }
+            Func::Renew | Func::Release => {
+                let Some(mut l) = o.lease else {
+                    blocked.unnamed = true;
+                    return None;
+                };
+                let names = match (op.token, op.grant) {
+                    (Some(tk), _) => match l.token {
+                        Known::Is(own) => own == Some(tk),
+                        // A token the history does not know (a lost answer, or one without a
+                        // readable token) is unknown, not any: naming it says which, and it is
+                        // above every earlier grant's (tokens are positive).
+                        Known::Unknown => {
+                            let fits = tk > 0 && o.max_token.is_none_or(|m| tk > m);
+                            if fits {
+                                l.token = Known::Is(Some(tk));
+                                n.max_token = Some(tk);
+                            }
+                            fits
+                        }
+                    },
+                    (None, Some(g)) => match l.id {
+                        Known::Is(own) => own == Some(g),
+                        // An id an answered grant carries is not a lost grant's.
+                        Known::Unknown => {
+                            let fits = !self.answered_ids.contains(&g);
+                            if fits {
+                                l.id = Known::Is(Some(g));
+                            }
+                            fits
+                        }
+                    },
+                    (None, None) => l.process == op.process,
+                };
+                if !names {
+                    blocked.unnamed = true;
+                    return None;
+                }
+                n.lease = (op.func == Func::Renew).then(|| Lease {
+                    expires_ns: now_ns.saturating_add(lower(op.ttl_ms.or(l.ttl_ms))),
+                    ..l
+                });
+            }
+            _ => return None,
+        }
+        if now_ns > t || now_ns > op.latest_ns {
+            return None;
+        }
+        n.now_ns = now_ns;
+        n.placed |= 1u64 << self.slot_of[i].expect("in flight");
+        Some(n)
+    }
+
+    /// The violation when no order places every `ok` op completing at `t`: the first of them
+    /// that no order can place on its own (a grant before a renew before a release when only
+    /// their sum is impossible).
+    fn blame(
+        &mut self,
+        orders: &[Order],
+        t: u64,
+        completing: &[usize],
+        required: &[usize],
+    ) -> Violation {
+        let mut culprit: Option<(usize, Blocked)> = None;
+        for &r in required {
+            let mut blocked = Blocked::default();
+            let alone = self.extend(orders, t, completing, &[r], &mut blocked);
+            if matches!(&alone, Ok(v) if v.is_empty()) {
+                culprit = Some((r, blocked));
+                break;
+            }
+        }
+        let (r, blocked) = culprit.unwrap_or_else(|| {
+            let r = required
+                .iter()
+                .copied()
+                .min_by_key(|&i| match self.ops[i].func {
+                    Func::Acquire => 0,
+                    Func::Renew => 1,
+                    _ => 2,
+                })
+                .expect("an impossible instant has a required op");
+            let mut blocked = Blocked::default();
+            let _ = self.extend(orders, t, completing, &[r], &mut blocked);
+            (r, blocked)
+        });
+        self.violation(r, t, blocked)
+    }
+
+    fn violation(&self, r: usize, t: u64, blocked: Blocked) -> Violation {
+        let m = self.m;
+        let op = &self.ops[r];
+        let cop = &m.ops[op.pos];
+        let lock = m.lock_name(self.lock).to_string();
+        let mut by: Vec<u32> = blocked.by_lease;
+        by.sort_unstable();
+        by.dedup();
+        by.retain(|&g| g as usize != r);
+        let mut ops = vec![cop.index];
+        let mut first_ns = op.invoke_ns;
+        let named: Vec<String> = by
+            .iter()
+            .take(NAMED_MAX)
+            .map(|&g| {
+                let go = &self.ops[g as usize];
+                let c = &m.ops[go.pos];
+                ops.push(c.index);
+                first_ns = first_ns.min(go.invoke_ns);
+                format!(
+                    "p{}'s (op {}, asked at {}{})",
+                    go.process,
+                    c.index,
+                    secs(go.invoke_ns),
+                    match c.complete_ns() {
+                        Some(d) if c.outcome == Outcome::Ok => format!(", answered at {}", secs(d)),
+                        _ => ", answer lost".to_string(),
+                    }
+                )
+            })
+            .collect();
+        let more = by.len().saturating_sub(NAMED_MAX);
+        let among = if named.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " (the leases in the way: {}{})",
+                named.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            )
+        };
+        let asked = format!("invoked at {}, answered at {}", secs(op.invoke_ns), secs(t));
+        let (kind, explanation) = match op.func {
+            Func::Acquire => (
+                ViolationKind::DoubleGrant,
+                format!(
+                    "p{} was granted {lock} (op {}, {asked}), yet no order of {lock}'s grants, \
+                     renews and releases up to then fits a correct service: in every one, this \
+                     grant took effect while another lease was surely still live{among}; some two \
+                     of these grants held the lock at once",
+                    op.process, cop.index
+                ),
+            ),
+            f => (
+                if f == Func::Renew {
+                    ViolationKind::StaleRenewAccepted
+                } else {
+                    ViolationKind::StaleReleaseAccepted
+                },
+                format!(
+                    "p{}'s {} of {lock} (op {}, {asked}{}) was accepted, yet in no order of \
+                     {lock}'s grants, renews and releases up to then was the lease it names the \
+                     current one: it named no lease a correct service could have had in force",
+                    op.process,
+                    f.as_str(),
+                    cop.index,
+                    match (op.token, m.grant_id_of(op.pos)) {
+                        (Some(tk), _) => format!(", token {tk}"),
+                        (None, Some(_)) => ", by the service's grant id".to_string(),
+                        _ => ", without token or grant id".to_string(),
+                    }
+                ),
+            ),
+        };
+        ops.sort_unstable();
+        ops.dedup();
+        Violation {
+            kind,
+            lock: Some(lock),
+            ops,
+            window_ns: [first_ns, t],
+            nemesis: Vec::new(),
+            explanation,
+        }
+    }
+}
+
+/// Drops every order another one does better than: same placements, lease and tokens, with a
+/// last instant and a lease expiry no later.
+fn prune(mut orders: Vec<Order>) -> Vec<Order> {
+    orders.sort_by(|a, b| {
+        (a.key(), a.now_ns, a.lease.map(|l| l.expires_ns)).cmp(&(
+            b.key(),
+            b.now_ns,
+            b.lease.map(|l| l.expires_ns),
+        ))
+    });
+    let mut out: Vec<Order> = Vec::with_capacity(orders.len());
+    let mut group_start = 0;
+    for o in orders {
+        if out.get(group_start).is_none_or(|g| g.key() != o.key()) {
+            group_start = out.len();
+        }
+        let expires = o.lease.map_or(0, |l| l.expires_ns);
+        // Sorted by now within a group: an earlier one dominates when its expiry is no later.
+        let dominated = out[group_start..]
+            .iter()
+            .any(|k| k.now_ns <= o.now_ns && k.lease.map_or(0, |l| l.expires_ns) <= expires);
+        if !dominated {
+            out.push(o);
+        }
+    }
+    out
+}
+
+/// The search over every lock on which no rule proved anything (`proven`: the locks a
+/// violation names already; the search would only restate them).
+pub(crate) fn search_open_locks(m: &Model, proven: &HashSet<String>) -> crate::CheckOutput {
+    let mut out = crate::CheckOutput::new();
+    let mut searched = 0;
+    for lock in 0..m.locks.len() as u32 {
+        if proven.contains(m.lock_name(lock)) {
+            continue;
+        }
+        searched += 1;
+        match search_lock(m, lock) {
+            Searched::Possible => {}
+            Searched::Impossible(v) => out.violations.push(v),
+            Searched::Stopped(why) => out.notes.push(format!(
+                "the search of {}'s orders stopped ({why}): its rules' readings stand",
+                m.lock_name(lock)
+            )),
+        }
+    }
+    out.valid = if out.violations.is_empty() {
+        history::Validity::Valid
+    } else {
+        history::Validity::Invalid
+    };
+    out.nothing_to_judge(searched > 0, || {
+        "no lock was left to search: a rule proved a violation on every lock (or there was no \
+         lock op)"
+            .to_string()
+    });
+    out
+}
