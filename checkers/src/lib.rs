@@ -184,27 +184,32 @@ pub(crate) fn check_model(m: &Model, cfg: &CheckConfig) -> Results {
         m.finish(&mut out);
         (c.name(), out)
     };
-    let ((mut outs, extra), (rest, (mut stats, coverage))) = std::thread::scope(|scope| {
-        let other = scope.spawn(|| {
-            let list = all_checkers();
-            let outs: Vec<_> = list[half..].iter().map(|c| run(c.as_ref())).collect();
-            (outs, (stats::stats_of(m), coverage::coverage(m)))
+    let ((mut outs, extra), (rest, (mut stats, coverage)), searched) =
+        std::thread::scope(|scope| {
+            // The search of the orders runs beside the rules, on every lock; the locks a rule
+            // proved a violation on are dropped from it afterwards.
+            let search = scope.spawn(|| search::search_all(m));
+            let other = scope.spawn(|| {
+                let list = all_checkers();
+                let outs: Vec<_> = list[half..].iter().map(|c| run(c.as_ref())).collect();
+                (outs, (stats::stats_of(m), coverage::coverage(m)))
+            });
+            let outs: Vec<_> = list[..half].iter().map(|c| run(c.as_ref())).collect();
+            let mut extra = fairness::liveness_stats(m);
+            extra.extend(rounds::round_stats(m));
+            (
+                (outs, extra),
+                other.join().expect("checker thread panicked"),
+                search.join().expect("search thread panicked"),
+            )
         });
-        let outs: Vec<_> = list[..half].iter().map(|c| run(c.as_ref())).collect();
-        let mut extra = fairness::liveness_stats(m);
-        extra.extend(rounds::round_stats(m));
-        (
-            (outs, extra),
-            other.join().expect("checker thread panicked"),
-        )
-    });
     outs.extend(rest);
     // The search runs last: it decides only the locks the rules proved nothing about.
     let proven: std::collections::HashSet<String> = outs
         .iter()
         .flat_map(|(_, o)| o.violations.iter().filter_map(|v| v.lock.clone()))
         .collect();
-    let mut searched = search::search_open_locks(m, &proven);
+    let mut searched = search::judged(m, searched, &proven);
     m.finish(&mut searched);
     outs.push(("model-search", searched));
     stats.extra.extend(extra);

@@ -389,6 +389,7 @@ impl Hasher for FxHasher {
 }
 
 pub(crate) type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+pub(crate) type FxSet<K> = std::collections::HashSet<K, BuildHasherDefault<FxHasher>>;
 
 impl Model {
     /// The end of grant `g`'s span if the service granted it at instant `grant_ns`: the

@@ -36,10 +36,10 @@
 //! it, not below those granted after.
 //!
 //! Limits, stated: at most [`ORDERS_MAX`] open orders and [`OPEN_MAX`] ops in flight per lock
-//! at once, and [`PLACEMENTS_MAX`] placements tried per lock. Past any of them the search of
+//! at once, and [`PLACEMENTS_MAX`] placements tried at one instant. Past any of them the search of
 //! that lock stops, with a note; the rules' readings stand.
 
-use crate::model::{Func, Model};
+use crate::model::{Func, FxSet, Model};
 use crate::text::secs;
 use history::{Outcome, Violation, ViolationKind};
 use std::collections::HashSet;
@@ -48,8 +48,8 @@ use std::collections::HashSet;
 pub(crate) const ORDERS_MAX: usize = 4096;
 /// Ops in flight at once per lock (one bit each in an order).
 const OPEN_MAX: usize = 64;
-/// Placements tried per lock, over the whole history.
-pub(crate) const PLACEMENTS_MAX: u64 = 20_000_000;
+/// Placements tried at one instant (the work is otherwise linear in the history's length).
+pub(crate) const PLACEMENTS_MAX: u64 = 1_000_000;
 /// Grants named in a sentence.
 const NAMED_MAX: usize = 3;
 
@@ -159,6 +159,9 @@ struct Search<'a> {
     /// Grant ids of the lock's answered grants: one of those is not a lost grant's.
     answered_ids: HashSet<u32>,
     placements: u64,
+    /// Scratch of `extend`, kept between instants (one allocation per lock, not per instant).
+    seen: FxSet<Order>,
+    queue: Vec<Order>,
 }
 
 /// Searches lock `lock` of the model (see the module's comment).
@@ -216,6 +219,8 @@ pub(crate) fn search_lock(m: &Model, lock: u32) -> Searched {
         slot_of: vec![None; n],
         answered_ids,
         placements: 0,
+        seen: FxSet::default(),
+        queue: Vec::new(),
     };
     s.run()
 }
@@ -270,6 +275,7 @@ impl Search<'_> {
                 .filter(|&i| self.ops[i].must)
                 .collect();
             let mut blocked = Blocked::default();
+            self.placements = 0;
             let next = match self.extend(&orders, t, &completing, &required, &mut blocked) {
                 Ok(next) => next,
                 Err(why) => return Searched::Stopped(why),
@@ -315,8 +321,10 @@ impl Search<'_> {
             }
         }
         let mut out: Vec<Order> = Vec::new();
-        let mut seen: HashSet<Order> = HashSet::new();
-        let mut queue: Vec<Order> = Vec::new();
+        let mut seen = std::mem::take(&mut self.seen);
+        let mut queue = std::mem::take(&mut self.queue);
+        seen.clear();
+        queue.clear();
         for o in orders {
             if o.placed & req_mask == req_mask {
                 out.push(o.clone());
@@ -325,6 +333,34 @@ impl Search<'_> {
                 queue.push(o.clone());
             }
         }
+        let result = self.expand(
+            &mut seen, &mut queue, &mut out, t, done_mask, req_mask, blocked,
+        );
+        self.seen = seen;
+        self.queue = queue;
+        result?;
+        let out = prune(out);
+        if out.len() > ORDERS_MAX {
+            return Err(format!(
+                "more than {ORDERS_MAX} orders open at once, at {}",
+                secs(t)
+            ));
+        }
+        Ok(out)
+    }
+
+    /// The breadth of `extend`: every placement from the orders queued, each new order once.
+    #[allow(clippy::too_many_arguments)]
+    fn expand(
+        &mut self,
+        seen: &mut FxSet<Order>,
+        queue: &mut Vec<Order>,
+        out: &mut Vec<Order>,
+        t: u64,
+        done_mask: u64,
+        req_mask: u64,
+        blocked: &mut Blocked,
+    ) -> Result<(), String> {
         // Bounded by `seen`: every order is expanded once, and by PLACEMENTS_MAX.
         while let Some(o) = queue.pop() {
             for b in 0..OPEN_MAX {
@@ -335,7 +371,7 @@ impl Search<'_> {
                 self.placements += 1;
                 if self.placements > PLACEMENTS_MAX {
                     return Err(format!(
-                        "more than {PLACEMENTS_MAX} placements tried, at {}",
+                        "more than {PLACEMENTS_MAX} placements tried at one instant, {}",
                         secs(t)
                     ));
                 }
@@ -360,14 +396,7 @@ impl Search<'_> {
         }
         // An info op completing now and still undecided in an order never took effect there:
         // its slot is freed by the caller.
-        let out = prune(out);
-        if out.len() > ORDERS_MAX {
-            return Err(format!(
-                "more than {ORDERS_MAX} orders open at once, at {}",
-                secs(t)
-            ));
-        }
-        Ok(out)
+        Ok(())
     }
 
     /// Order `o` with lock op `i` placed as early as it can be by `t`, if a correct service may
@@ -496,6 +525,7 @@ impl Search<'_> {
         let mut culprit: Option<(usize, Blocked)> = None;
         for &r in required {
             let mut blocked = Blocked::default();
+            self.placements = 0;
             let alone = self.extend(orders, t, completing, &[r], &mut blocked);
             if matches!(&alone, Ok(v) if v.is_empty()) {
                 culprit = Some((r, blocked));
@@ -513,6 +543,7 @@ impl Search<'_> {
                 })
                 .expect("an impossible instant has a required op");
             let mut blocked = Blocked::default();
+            self.placements = 0;
             let _ = self.extend(orders, t, completing, &[r], &mut blocked);
             (r, blocked)
         });
@@ -638,17 +669,29 @@ fn prune(mut orders: Vec<Order>) -> Vec<Order> {
     out
 }
 
-/// The search over every lock on which no rule proved anything (`proven`: the locks a
+/// The search of every lock, each on its own (run beside the rules: which locks a rule proved
+/// a violation on is known only after them, and [`judged`] drops those).
+pub(crate) fn search_all(m: &Model) -> Vec<(u32, Searched)> {
+    (0..m.locks.len() as u32)
+        .map(|lock| (lock, search_lock(m, lock)))
+        .collect()
+}
+
+/// What the search says of the locks on which no rule proved anything (`proven`: the locks a
 /// violation names already; the search would only restate them).
-pub(crate) fn search_open_locks(m: &Model, proven: &HashSet<String>) -> crate::CheckOutput {
+pub(crate) fn judged(
+    m: &Model,
+    searched: Vec<(u32, Searched)>,
+    proven: &HashSet<String>,
+) -> crate::CheckOutput {
     let mut out = crate::CheckOutput::new();
-    let mut searched = 0;
-    for lock in 0..m.locks.len() as u32 {
+    let mut judged = 0;
+    for (lock, s) in searched {
         if proven.contains(m.lock_name(lock)) {
             continue;
         }
-        searched += 1;
-        match search_lock(m, lock) {
+        judged += 1;
+        match s {
             Searched::Possible => {}
             Searched::Impossible(v) => out.violations.push(v),
             Searched::Stopped(why) => out.notes.push(format!(
@@ -662,7 +705,7 @@ pub(crate) fn search_open_locks(m: &Model, proven: &HashSet<String>) -> crate::C
     } else {
         history::Validity::Invalid
     };
-    out.nothing_to_judge(searched > 0, || {
+    out.nothing_to_judge(judged > 0, || {
         "no lock was left to search: a rule proved a violation on every lock (or there was no \
          lock op)"
             .to_string()
