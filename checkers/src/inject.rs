@@ -47,10 +47,14 @@ pub enum InjectKind {
     /// After the holder's accepted release, another process renews the released grant by its
     /// token and the service says ok: a released lease stays released.
     RenewAfterRelease,
+    /// Three grants without a token on a lock of their own, asked at one instant and answered
+    /// inside one lease's length: each pair could go either way, all three cannot. Only the
+    /// search of the orders sees it (no definite holds overlap, nothing orders any pair).
+    DoubleGrantUnordered,
 }
 
 impl InjectKind {
-    pub const ALL: [InjectKind; 15] = [
+    pub const ALL: [InjectKind; 16] = [
         InjectKind::TokenReused,
         InjectKind::TokenRegressed,
         InjectKind::TokenRegressedInferred,
@@ -66,14 +70,16 @@ impl InjectKind {
         InjectKind::DoubleGrantLeaseBeforeGrant,
         InjectKind::DoubleGrantTokenless,
         InjectKind::RenewAfterRelease,
+        InjectKind::DoubleGrantUnordered,
     ];
 
     /// The adapter shapes of docs/checkers.md's model items 3, 6 and 8 (checkers/tests/
     /// inject_adapter.rs asks for their witness ops too).
-    pub const ADAPTER: [InjectKind; 3] = [
+    pub const ADAPTER: [InjectKind; 4] = [
         InjectKind::DoubleGrantLeaseBeforeGrant,
         InjectKind::DoubleGrantTokenless,
         InjectKind::RenewAfterRelease,
+        InjectKind::DoubleGrantUnordered,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -93,6 +99,7 @@ impl InjectKind {
             InjectKind::DoubleGrantTokenless => "double-grant-tokenless",
             InjectKind::DoubleGrantLeaseBeforeGrant => "double-grant-lease-before-grant",
             InjectKind::RenewAfterRelease => "renew-after-release",
+            InjectKind::DoubleGrantUnordered => "double-grant-unordered",
         }
     }
 
@@ -109,7 +116,8 @@ impl InjectKind {
             }
             InjectKind::DoubleGrant
             | InjectKind::DoubleGrantTokenless
-            | InjectKind::DoubleGrantLeaseBeforeGrant => ViolationKind::DoubleGrant,
+            | InjectKind::DoubleGrantLeaseBeforeGrant
+            | InjectKind::DoubleGrantUnordered => ViolationKind::DoubleGrant,
             InjectKind::StaleWriteAccepted => ViolationKind::StaleWriteAccepted,
             InjectKind::LostUpdate | InjectKind::LostUpdateFinalRead => ViolationKind::LostUpdate,
             InjectKind::StaleReleaseAccepted => ViolationKind::StaleReleaseAccepted,
@@ -147,6 +155,7 @@ pub fn inject(ops: &mut Vec<Op>, kind: InjectKind, seed: u64) -> Option<Vec<u64>
         InjectKind::DoubleGrantTokenless => tokenless_grant_inside_hold,
         InjectKind::DoubleGrantLeaseBeforeGrant => grant_inside_earlier_lease,
         InjectKind::RenewAfterRelease => renew_after_release,
+        InjectKind::DoubleGrantUnordered => unordered_grants,
     };
     f(ops, &mut rng)
 }
@@ -346,6 +355,24 @@ fn tokenless_grant_inside_hold(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Optio
     let answer = OpValue::default().with_ttl_ms(1);
     let new = fresh_grant(q, &g.lock, t, t + 2_000_000, 1, answer);
     insert(ops, new).into_iter().next().map(|i| vec![i])
+}
+
+/// Three fresh processes ask for a lock no other op uses, at one instant drawn from the
+/// history's span, each with ttl 10 ms, and all are granted without a token 15 ms later: any
+/// order needs 20 ms (each grant after the previous lease could end).
+fn unordered_grants(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
+    let end = ops.last()?.time_ns;
+    let t = rng.random_range(0..=end);
+    let lock = (0..)
+        .map(|i| format!("Lunordered{i}"))
+        .find(|l| !ops.iter().any(|o| o.lock.as_deref() == Some(l.as_str())))?;
+    let q = fresh_process(ops);
+    let answer = OpValue::default().with_ttl_ms(10);
+    let new: Vec<Op> = (0..3)
+        .flat_map(|i| fresh_grant(q + i, &lock, t, t + 15_000_000, 10, answer.clone()))
+        .collect();
+    // The three answers: `insert` returns the completions it placed.
+    Some(insert(ops, new))
 }
 
 /// A grant's lease is recorded as set before it (`lease_from_ns`: a session lease confirmed a
