@@ -4,14 +4,18 @@
 use crate::cli::CheckArgs;
 use crate::report_cmd;
 use anyhow::Result;
-use history::{layout, Completeness, ExitCode, Results, Validity};
+use history::{layout, Completeness, ExitCode, JudgedFrom, Results, Validity};
 use std::path::Path;
 
 /// Reads a history file back and checks it: the run's verdict comes from the file, the same
 /// path `lockpick check` takes, so the file is the one boundary.
 pub fn check_file(path: &Path, cfg: &checkers::CheckConfig) -> Result<Results> {
+    // What the verdict is judged from, read first: a history that changes while it is judged
+    // then no longer matches, and is judged again (never the other way round).
+    let judged_from = judged_from(path).ok();
     // Streams the file into the checkers' compact digest: the events are never all in memory.
     let (mut results, warnings) = checkers::check_path(path, cfg)?;
+    results.judged_from = judged_from;
     for w in &warnings {
         results
             .notes
@@ -67,20 +71,77 @@ pub fn run_completeness(dir: &Path, named: bool) -> Option<Completeness> {
     }
 }
 
+/// A history file by content: its length and SHA-256 (see [`JudgedFrom`]), read in blocks.
+pub fn judged_from(path: &Path) -> std::io::Result<JudgedFrom> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut ctx = aws_lc_rs::digest::Context::new(&aws_lc_rs::digest::SHA256);
+    let mut buf = vec![0u8; 1 << 20];
+    let mut bytes = 0u64;
+    // Bounded by the file's length.
+    loop {
+        let n = match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        ctx.update(&buf[..n]);
+        bytes += n as u64;
+    }
+    let sha256 = ctx
+        .finish()
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Ok(JudgedFrom { bytes, sha256 })
+}
+
 /// Why the run directory's results.json is not the verdict of its history as it is now: the
-/// history was written (changed) after results.json was. `None` when it is, or either is
-/// missing.
+/// history is not the one it records it was judged from (its length or SHA-256 differ), or,
+/// for a results.json written before that was recorded, the history was modified after it.
+/// `None` when it is, or either is missing.
 pub fn stale_results(dir: &Path) -> Option<String> {
-    let modified = |f: &str| {
-        std::fs::metadata(dir.join(f))
-            .and_then(|m| m.modified())
-            .ok()
-    };
     let (history, results) = (
-        modified(layout::HISTORY_FILE)?,
-        modified(layout::RESULTS_FILE)?,
+        dir.join(layout::HISTORY_FILE),
+        dir.join(layout::RESULTS_FILE),
     );
-    (history > results).then(|| {
+    #[derive(serde::Deserialize)]
+    struct Said {
+        judged_from: Option<JudgedFrom>,
+    }
+    let said = std::fs::read(&results)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Said>(&b).ok())
+        .and_then(|s| s.judged_from);
+    if let Some(was) = said {
+        let len = std::fs::metadata(&history).ok()?.len();
+        // The length first: most edits change it, and it costs no read.
+        let now = if len == was.bytes {
+            judged_from(&history).ok()?
+        } else {
+            JudgedFrom {
+                bytes: len,
+                sha256: String::new(),
+            }
+        };
+        return (now != was).then(|| {
+            let how = if now.bytes != was.bytes {
+                format!("it is now {} bytes, {} when judged", now.bytes, was.bytes)
+            } else {
+                "its SHA-256 differs".to_string()
+            };
+            format!(
+                "{} is not what {} was judged from: {how}",
+                layout::HISTORY_FILE,
+                layout::RESULTS_FILE
+            )
+        });
+    }
+    // A results.json from before `judged_from`: only the modification times can tell.
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    (modified(&history)? > modified(&results)?).then(|| {
         format!(
             "{} changed after {} was written",
             layout::HISTORY_FILE,

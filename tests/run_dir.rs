@@ -48,6 +48,33 @@ fn edit_history(dir: &Path, text: &[u8]) {
     panic!("history.jsonl never got a later mtime than results.json");
 }
 
+/// Sets a file's modification time, as `touch -d` or `cp -p` does.
+fn set_mtime(path: &Path, t: std::time::SystemTime) {
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_modified(t))
+        .unwrap();
+}
+
+fn mtime(path: &Path) -> std::time::SystemTime {
+    std::fs::metadata(path).and_then(|m| m.modified()).unwrap()
+}
+
+/// A run directory whose results.json is `check --json`'s verdict of the fixture `name`, with
+/// the history's modification time well before the results'.
+fn judged_run_dir(name: &str) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let history = tmp.path().join("history.jsonl");
+    std::fs::copy(fixture(name), &history).unwrap();
+    let (code, json, _) = lockpick(&["check", "--json", history.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{json}");
+    std::fs::write(tmp.path().join("results.json"), &json).unwrap();
+    let hour_before = mtime(&tmp.path().join("results.json")) - Duration::from_secs(3600);
+    set_mtime(&history, hour_before);
+    tmp
+}
+
 #[test]
 fn a_run_directory_without_results_is_unknown_for_check_and_report() {
     let tmp = tempfile::tempdir().unwrap();
@@ -101,7 +128,7 @@ fn report_rejudges_a_history_changed_after_its_results_and_check_says_so() {
     let (code, out, err) = lockpick(&["check", d]);
     assert_eq!(code, Some(1), "{out}");
     assert!(
-        err.contains("results.json is not this verdict (history.jsonl changed after results.json was written; this check: invalid)"),
+        err.contains("results.json is not this verdict (history.jsonl is not what results.json was judged from: it is now "),
         "{err}"
     );
     assert_eq!(
@@ -112,7 +139,7 @@ fn report_rejudges_a_history_changed_after_its_results_and_check_says_so() {
     let (code, _, err) = lockpick(&["report", d]);
     assert_eq!(code, Some(1), "{err}");
     assert!(
-        err.contains("history.jsonl changed after results.json was written; judged its history (invalid) and wrote it, which said valid"),
+        err.contains(" when judged; judged its history (invalid) and wrote it, which said valid"),
         "{err}"
     );
     let r = results(dir);
@@ -155,7 +182,11 @@ fn check_says_when_results_json_records_another_verdict() {
     let history = dir.join("history.jsonl");
     let (_, valid, _) = lockpick(&["check", "--json", history.to_str().unwrap()]);
     std::fs::copy(fixture("double-grant"), &history).unwrap();
-    std::fs::write(dir.join("results.json"), valid).unwrap();
+    // Judged from this history, as far as results.json says (its `judged_from` left out, as a
+    // results.json from before it was recorded, and written after the history).
+    let mut valid: Value = serde_json::from_str(&valid).unwrap();
+    valid.as_object_mut().unwrap().remove("judged_from");
+    std::fs::write(dir.join("results.json"), valid.to_string()).unwrap();
     let (code, _, err) = lockpick(&["check", dir.to_str().unwrap()]);
     assert_eq!(code, Some(1), "{err}");
     assert!(
@@ -165,4 +196,112 @@ fn check_says_when_results_json_records_another_verdict() {
     // Judged with other settings, a different verdict is no disagreement.
     let (_, _, err) = lockpick(&["check", dir.to_str().unwrap(), "--drift", "0.1"]);
     assert!(!err.contains("note:"), "{err}");
+}
+
+/// results.json records what it was judged from (the history's length and SHA-256), and
+/// staleness is judged by that: a history edited in place with its modification time put back
+/// (an editor that keeps it, `cp -p`, `touch -r`) is stale; one whose time alone moved is not.
+#[test]
+fn staleness_is_judged_by_content_not_by_modification_time() {
+    let tmp = judged_run_dir("valid-basic");
+    let dir = tmp.path();
+    let d = dir.to_str().unwrap();
+    let history = dir.join("history.jsonl");
+    let text = std::fs::read(&history).unwrap();
+    let r = results(dir);
+    assert_eq!(r["judged_from"]["bytes"], text.len() as u64, "{r}");
+    let sha = r["judged_from"]["sha256"].as_str().unwrap();
+    assert_eq!(sha.len(), 64, "{sha}");
+    assert!(sha
+        .bytes()
+        .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+
+    // `touch`: the history newer by its time only. Nothing is stale, nothing rewritten.
+    set_mtime(
+        &history,
+        std::time::SystemTime::now() + Duration::from_secs(60),
+    );
+    let recorded = std::fs::read(dir.join("results.json")).unwrap();
+    let (code, _, err) = lockpick(&["check", d]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("note:"), "{err}");
+    let (code, _, err) = lockpick(&["report", d]);
+    assert_eq!((code, err.as_str()), (Some(0), ""));
+    assert_eq!(std::fs::read(dir.join("results.json")).unwrap(), recorded);
+
+    // A double grant written over it in place, its old modification time put back (older than
+    // results.json): by time, results.json would look current.
+    let old = mtime(&dir.join("results.json")) - Duration::from_secs(3600);
+    std::fs::write(&history, std::fs::read(fixture("double-grant")).unwrap()).unwrap();
+    set_mtime(&history, old);
+    assert!(mtime(&history) < mtime(&dir.join("results.json")));
+    let (code, _, err) = lockpick(&["check", d]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("results.json is not this verdict (history.jsonl is not what results.json was judged from: it is now ")
+            && err.contains("this check: invalid)"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(dir.join("results.json")).unwrap(), recorded);
+    let (code, _, err) = lockpick(&["report", d]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("judged its history (invalid) and wrote it, which said valid"),
+        "{err}"
+    );
+    let r = results(dir);
+    assert_eq!(r["valid"], false, "{r}");
+    let now = std::fs::read(&history).unwrap();
+    assert_eq!(r["judged_from"]["bytes"], now.len() as u64, "{r}");
+    // Re-judged, the directory agrees with itself.
+    let (_, _, err) = lockpick(&["check", d]);
+    assert!(!err.contains("note:"), "{err}");
+
+    // An edit of the same length, time put back: the length alone cannot tell, the digest
+    // does. (A later closing-read instant: the verdict stays invalid.)
+    let text = String::from_utf8(now).unwrap();
+    let last_time = text.rfind("\"time_ns\":").unwrap() + "\"time_ns\":".len();
+    let mut bytes = text.into_bytes();
+    assert!(bytes[last_time].is_ascii_digit() && bytes[last_time] != b'9');
+    bytes[last_time] += 1;
+    let old = mtime(&history);
+    std::fs::write(&history, &bytes).unwrap();
+    set_mtime(&history, old);
+    let (code, _, err) = lockpick(&["check", d]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("(history.jsonl is not what results.json was judged from: its SHA-256 differs; this check: invalid)"),
+        "{err}"
+    );
+    let (code, _, err) = lockpick(&["report", d]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("its SHA-256 differs; judged its history (invalid) and wrote it"),
+        "{err}"
+    );
+}
+
+/// A results.json written before `judged_from` existed is judged stale by modification time,
+/// as it always was.
+#[test]
+fn a_results_json_without_judged_from_falls_back_to_modification_times() {
+    let tmp = judged_run_dir("valid-basic");
+    let dir = tmp.path();
+    let d = dir.to_str().unwrap();
+    let mut r = results(dir);
+    r.as_object_mut().unwrap().remove("judged_from").unwrap();
+    std::fs::write(dir.join("results.json"), r.to_string()).unwrap();
+    // Older history: current, by time.
+    let (code, _, err) = lockpick(&["report", d]);
+    assert_eq!((code, err.as_str()), (Some(0), ""));
+    // Newer history: stale, by time.
+    edit_history(dir, &std::fs::read(fixture("double-grant")).unwrap());
+    let (code, _, err) = lockpick(&["report", d]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("history.jsonl changed after results.json was written; judged its history (invalid) and wrote it, which said valid"),
+        "{err}"
+    );
+    // Written again, it records what it was judged from.
+    assert!(results(dir)["judged_from"]["sha256"].is_string());
 }

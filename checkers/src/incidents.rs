@@ -12,7 +12,8 @@
 //!   highest such grant is the reset's *frontier*) belongs to the frontier's reset, with every
 //!   other such grant behind the same frontier: the era in which the lock's tokens were behind.
 //! - **Double grants.** A double grant joins the reset that holds either of its grants, and
-//!   another double grant that shares a grant with it and whose window meets its own.
+//!   every other double grant that shares a grant with it, whether or not their windows meet:
+//!   one lease overlapped by two grants is one cause.
 //! - **Consequences.** Every other violation joins the first incident holding the grant it is
 //!   about (the stale op's grant, the later of two equal tokens, the lower of two regressed
 //!   ones, the stale write's, the grant on an expired lease); it never pulls further grants in,
@@ -52,16 +53,15 @@ pub(crate) fn group(m: &Model, vs: &[Violation]) -> Vec<Incident> {
         }
         let grants = look.grants(v);
         let mut mine: Option<usize> = None;
+        // A grant another double grant (or a reset) already holds: the same cause, one lease
+        // overlapped twice, however far apart the two overlaps are.
         for g in &grants {
             let Some(&u) = claimed.get(g) else { continue };
             let r = units.find(u);
-            let meets = units.era[r].is_some() || v.window_ns[0] <= units.window[r][1];
-            if meets {
-                mine = Some(match mine {
-                    Some(x) => units.union(x, r),
-                    None => r,
-                });
-            }
+            mine = Some(match mine {
+                Some(x) => units.union(x, r),
+                None => r,
+            });
         }
         let u = mine.unwrap_or_else(|| units.add(None));
         for g in grants {

@@ -272,6 +272,7 @@ pub(crate) fn check_model(m: &Model, cfg: &CheckConfig) -> Results {
         coverage: Some(coverage),
         notes,
         completeness: None,
+        judged_from: None,
     }
 }
 

@@ -266,3 +266,72 @@ fn a_correct_history_has_no_incident_and_old_results_read_without_them() {
     let back: Results = serde_json::from_value(json).unwrap();
     assert!(back.incidents.is_empty());
 }
+
+/// One grant overlapped by two: p0 holds L0 (token 1) and keeps renewing it; p1 is granted
+/// inside that lease early on, p2 much later, the two windows far apart. One cause (p0's lease
+/// was not respected), so one incident with both double grants, rooted at the first.
+#[test]
+fn two_double_grants_sharing_a_grant_are_one_incident_however_far_apart() {
+    let mut h = H::default();
+    h.acq(0, 0, 10, 1);
+    // p1 granted 100 ms into p0's lease; it lets go at once.
+    h.acq(1, 100, 110, 2).release(1, 150, 160, 2, true);
+    // p0 renews its lease every 400 ms, to 4 s.
+    for k in 1..=10 {
+        h.renew(0, k * 400, k * 400 + 10, 1);
+    }
+    // p2 granted at 3.6 s, inside the renewed lease: a second double grant, long after the
+    // first one's window ended.
+    h.acq(2, 3600, 3610, 3).release(2, 3650, 3660, 3, true);
+    h.release(0, 4100, 4110, 1, true);
+    let r = h.check();
+    let doubles: Vec<usize> = (0..r.violations.len())
+        .filter(|&i| r.violations[i].kind.as_str() == "double-grant")
+        .collect();
+    assert_eq!(doubles.len(), 2, "{:#?}", r.violations);
+    let (a, b) = (&r.violations[doubles[0]], &r.violations[doubles[1]]);
+    assert!(
+        a.window_ns[1] < b.window_ns[0],
+        "the windows do not touch: {:?} {:?}",
+        a.window_ns,
+        b.window_ns
+    );
+    // Both name p0's grant (op 1).
+    assert!(a.ops.contains(&1) && b.ops.contains(&1), "{a:?}\n{b:?}");
+    assert_partition(&r);
+    let holding: Vec<&history::Incident> = r
+        .incidents
+        .iter()
+        .filter(|i| doubles.iter().any(|d| i.violations.contains(d)))
+        .collect();
+    assert_eq!(holding.len(), 1, "{:#?}", r.incidents);
+    let inc = holding[0];
+    assert_eq!(inc.cause, "double-grant");
+    assert_eq!(inc.root, doubles[0]);
+    assert_eq!(inc.kinds.get("double-grant"), Some(&2), "{inc:?}");
+    assert_eq!(inc.window_ns[0], a.window_ns[0].min(b.window_ns[0]));
+    assert!(inc.window_ns[1] >= b.window_ns[1]);
+}
+
+/// The near miss: two double grants of one lock that share no grant (two holders, each
+/// overlapped once, far apart) stay two incidents.
+#[test]
+fn two_double_grants_sharing_no_grant_stay_two_incidents() {
+    let mut h = H::default();
+    h.acq(0, 0, 10, 1);
+    h.acq(1, 100, 110, 2).release(1, 150, 160, 2, true);
+    h.release(0, 200, 210, 1, true);
+    h.acq(2, 3000, 3010, 3);
+    h.acq(3, 3100, 3110, 4).release(3, 3150, 3160, 4, true);
+    h.release(2, 3200, 3210, 3, true);
+    let r = h.check();
+    let doubles = r
+        .violations
+        .iter()
+        .filter(|v| v.kind.as_str() == "double-grant")
+        .count();
+    assert_eq!(doubles, 2, "{:#?}", r.violations);
+    assert_partition(&r);
+    assert_eq!(r.incidents.len(), 2, "{:#?}", r.incidents);
+    assert!(r.incidents.iter().all(|i| i.cause == "double-grant"));
+}

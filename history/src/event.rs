@@ -9,7 +9,7 @@
 //! accepts, it reads exactly as the serde reader would.
 
 use crate::codec::Stamp;
-use crate::fields::{check_value_field, duplicate, Read, Strict, Typed};
+use crate::fields::{check_nemesis_field, check_value_field, duplicate, Read, Strict, Typed};
 use crate::op::{Op, OpType, OpValue, Process, F};
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
@@ -416,6 +416,13 @@ impl<'de> Deserialize<'de> for EventRef<'de> {
                         return Err(duplicate(k.as_str()));
                     }
                     seen |= bit;
+                }
+                // A nemesis event's own fields, typed once the line is read whole: `process`
+                // may come after `value`.
+                if process == Some(Process::Nemesis) {
+                    for (k, v) in value.extra.iter() {
+                        check_nemesis_field(k, v)?;
+                    }
                 }
                 Ok(EventRef {
                     index: index.ok_or_else(|| de::Error::missing_field("index"))?,

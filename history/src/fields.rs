@@ -18,6 +18,12 @@ pub(crate) enum Kind {
     Bool,
     /// An array of strings.
     Strings,
+    /// Any JSON number: an integer or a float (a rate, a share of packets).
+    Number,
+    /// An array of two-string arrays (a partition's cut links).
+    StringPairs,
+    /// A netem fault's settings: an object whose known fields are typed by [`netem_field`].
+    Netem,
 }
 
 impl Kind {
@@ -28,6 +34,9 @@ impl Kind {
             Kind::Str => "a string",
             Kind::Bool => "a boolean",
             Kind::Strings => "an array of strings",
+            Kind::Number => "a number",
+            Kind::StringPairs => "an array of pairs of strings",
+            Kind::Netem => "an object",
         }
     }
 }
@@ -86,6 +95,96 @@ fn unexpected(v: &Value) -> Unexpected<'_> {
     }
 }
 
+/// The fields of a nemesis event's `value` that docs/history.md's table of nemesis events
+/// names, beyond the typed ones of the event view (`token`, `ttl_ms`, `error`), with the
+/// field's path. They are typed on nemesis events only, whatever their `f` (free text, read by
+/// prefix): on a client op these names are unknown fields, kept and not judged. Coverage, the
+/// exercised cells and the faults listed with each violation read them, so a wrong type read
+/// as absent would silently drop a fault from what the verdict rests on.
+pub(crate) fn nemesis_field(key: &str) -> Option<(Kind, &'static str)> {
+    Some(match key {
+        "nodes" => (Kind::Strings, "value.nodes"),
+        "roles" => (Kind::Strings, "value.roles"),
+        "length_ms" => (Kind::U64, "value.length_ms"),
+        "fault" => (Kind::Str, "value.fault"),
+        "process" => (Kind::U64, "value.process"),
+        "lock" => (Kind::Str, "value.lock"),
+        "stall_ms" => (Kind::U64, "value.stall_ms"),
+        "shape" => (Kind::Str, "value.shape"),
+        "wake" => (Kind::Str, "value.wake"),
+        "lease_end_ns" => (Kind::U64, "value.lease_end_ns"),
+        "after_ms" => (Kind::U64, "value.after_ms"),
+        "acquire" => (Kind::U64, "value.acquire"),
+        "stalled_ms" => (Kind::U64, "value.stalled_ms"),
+        "ended_by" => (Kind::Str, "value.ended_by"),
+        "next_grant_ns" => (Kind::U64, "value.next_grant_ns"),
+        "topology" => (Kind::Str, "value.topology"),
+        "cut" => (Kind::StringPairs, "value.cut"),
+        "clients_cut_from" => (Kind::Strings, "value.clients_cut_from"),
+        "netem" => (Kind::Netem, "value.netem"),
+        "mode" => (Kind::Str, "value.mode"),
+        "scope" => (Kind::Str, "value.scope"),
+        "delta_ms" => (Kind::I64, "value.delta_ms"),
+        "rate" => (Kind::Number, "value.rate"),
+        "realtime_offset_ms" => (Kind::I64, "value.realtime_offset_ms"),
+        "monotonic_ms" => (Kind::U64, "value.monotonic_ms"),
+        "observed_by" => (Kind::Str, "value.observed_by"),
+        _ => return None,
+    })
+}
+
+/// The fields of a netem fault's `value.netem`.
+pub(crate) fn netem_field(key: &str) -> Option<(Kind, &'static str)> {
+    Some(match key {
+        "delay_ms" => (Kind::U64, "value.netem.delay_ms"),
+        "jitter_ms" => (Kind::U64, "value.netem.jitter_ms"),
+        "loss_pct" => (Kind::Number, "value.netem.loss_pct"),
+        "duplicate_pct" => (Kind::Number, "value.netem.duplicate_pct"),
+        "reorder_pct" => (Kind::Number, "value.netem.reorder_pct"),
+        _ => return None,
+    })
+}
+
+/// `v` held to `kind`, as the field at `field`: the refusal, in serde's words, if it is another
+/// type (`null` is absent, at any depth the tables name).
+fn check_kind<E: de::Error>(kind: Kind, field: &'static str, v: &Value) -> Result<(), E> {
+    let bad = match (kind, v) {
+        (_, Value::Null) => None,
+        (Kind::U64, Value::Number(n)) if n.is_u64() => None,
+        (Kind::I64, Value::Number(n)) if n.is_i64() => None,
+        (Kind::Number, Value::Number(_)) => None,
+        (Kind::Str, Value::String(_)) | (Kind::Bool, Value::Bool(_)) => None,
+        (Kind::Strings, Value::Array(items)) => items.iter().find(|i| !i.is_string()),
+        (Kind::StringPairs, Value::Array(items)) => items.iter().find(|i| {
+            !matches!(i, Value::Array(pair) if pair.len() == 2 && pair.iter().all(Value::is_string))
+        }),
+        (Kind::Netem, Value::Object(fields)) => {
+            for (k, sub) in fields {
+                if let Some((kind, field)) = netem_field(k) {
+                    check_kind(kind, field, sub)?;
+                }
+            }
+            None
+        }
+        (_, v) => Some(v),
+    };
+    match bad {
+        Some(b) => Err(E::invalid_type(unexpected(b), &Expect { kind, field })),
+        None => Ok(()),
+    }
+}
+
+/// Whether `v`, the value of the field `key` of a nemesis event's `value`, has the type
+/// docs/history.md gives that field; unknown keys pass. Asked, like [`check_value_field`], by
+/// the serde reader (once the whole line is read: `process` may come after `value`) and by
+/// [`crate::History::new`].
+pub(crate) fn check_nemesis_field<E: de::Error>(key: &str, v: &Value) -> Result<(), E> {
+    match nemesis_field(key) {
+        Some((kind, field)) => check_kind(kind, field, v),
+        None => Ok(()),
+    }
+}
+
 /// Whether `v`, the value of the field `key` of an event's `value`, has the type
 /// docs/history.md gives that field (`null` is absent, as for every field): the refusal, in
 /// serde's words, if not. The serde reader and [`crate::History::new`] (for ops built in
@@ -95,17 +194,7 @@ pub(crate) fn check_value_field<E: de::Error>(key: &str, v: &Value) -> Result<()
     let Some((kind, field)) = value_field(key) else {
         return Ok(());
     };
-    let bad = match (kind, v) {
-        (_, Value::Null) => None,
-        (Kind::U64, Value::Number(n)) if n.is_u64() => None,
-        (Kind::I64, Value::Number(n)) if n.is_i64() => None,
-        (Kind::Str, Value::String(_)) | (Kind::Bool, Value::Bool(_)) => None,
-        (Kind::Strings, Value::Array(items)) => items.iter().find(|i| !i.is_string()),
-        (_, v) => Some(v),
-    };
-    if let Some(b) = bad {
-        return Err(E::invalid_type(unexpected(b), &Expect { kind, field }));
-    }
+    check_kind(kind, field, v)?;
     // A word the checkers do not know would read as no evidence at all, and be explained as
     // a service that reports none.
     if let ("key_at_revision", Value::String(w)) = (key, v) {
@@ -363,5 +452,120 @@ mod tests {
         }
         // Every field value_field types, and no other.
         assert_eq!(seen, 15, "the table and value_field differ in number");
+    }
+
+    /// The nemesis type table of docs/history.md and [`nemesis_field`] (with [`netem_field`])
+    /// name the same fields with the same types, and every field the table of nemesis events
+    /// names is typed: the page's promise for nemesis events is the reader's.
+    #[test]
+    fn the_docs_table_of_nemesis_fields_is_the_readers() {
+        let doc = include_str!("../../docs/history.md");
+        let section = doc
+            .split("## Nemesis events")
+            .nth(1)
+            .and_then(|t| t.split("\n## ").next())
+            .expect("docs/history.md has its nemesis events");
+        let names = |cell: &str| -> Vec<String> {
+            cell.split('`')
+                .skip(1)
+                .step_by(2)
+                .map(|n| n.split(':').next().unwrap_or(n).to_string())
+                .collect()
+        };
+        let types = section
+            .split("| field | type |")
+            .nth(1)
+            .and_then(|t| t.split("\n\n").next())
+            .expect("the nemesis fields' type table");
+        let event_typed = ["token", "ttl_ms", "error", "grant"];
+        let mut typed = Vec::new();
+        for row in types.lines().skip(2) {
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            let ty = cells[2];
+            for name in names(cells[1]) {
+                typed.push(name.clone());
+                if event_typed.contains(&name.as_str()) {
+                    assert!(nemesis_field(&name).is_none(), "{name} is the view's");
+                    continue;
+                }
+                let want = match ty.split(':').next().unwrap() {
+                    "unsigned integer" => Kind::U64,
+                    "signed integer" => Kind::I64,
+                    "string" => Kind::Str,
+                    "number" => Kind::Number,
+                    "array of strings" => Kind::Strings,
+                    "array of pairs of strings" => Kind::StringPairs,
+                    "object" => Kind::Netem,
+                    other => panic!("{name}: the table's type {other:?} has no Kind"),
+                };
+                assert_eq!(
+                    nemesis_field(&name).map(|(k, _)| k),
+                    Some(want),
+                    "`{name}` is {ty} in docs/history.md"
+                );
+            }
+            if let Some(fields) = ty.strip_prefix("object: ") {
+                for part in fields.split("; ") {
+                    let (list, ty) = part.rsplit_once(' ').unwrap();
+                    let want = match ty {
+                        "integers" => Kind::U64,
+                        "numbers" => Kind::Number,
+                        other => panic!("netem's type {other:?}"),
+                    };
+                    for name in names(list) {
+                        assert_eq!(netem_field(&name).map(|(k, _)| k), Some(want), "{name}");
+                        typed.push(name);
+                    }
+                }
+            }
+        }
+        // Every field the events table names (a word in backticks in its `value` column that
+        // is a field name, not one of its words such as `primary`) is in the type table.
+        let events = section
+            .split("\n\n")
+            .find(|t| t.starts_with("| `f` |"))
+            .unwrap();
+        let words = [
+            "n1",
+            "primary",
+            "other",
+            "boundary",
+            "next-grant",
+            "long",
+            "waiter",
+            "renew",
+            "write",
+            "release",
+            "read",
+            "aim",
+            "length",
+            "bump-forward",
+            "bump-back",
+            "strobe",
+            "fast",
+            "slow",
+            "wall",
+            "all",
+            "observed_by: \"vdso\"",
+            "f1",
+        ];
+        for row in events.lines().skip(2) {
+            let cell = row.split('|').nth(2).unwrap();
+            for part in cell.split('`').skip(1).step_by(2) {
+                let name = part.trim_start_matches('[').trim_end_matches(']');
+                if words.contains(&part) || name.starts_with('"') || name.starts_with("[\"") {
+                    continue;
+                }
+                let name = name.split(':').next().unwrap();
+                if ["kill", "restart"].contains(&name) {
+                    continue;
+                }
+                assert!(
+                    typed.iter().any(|t| t == name),
+                    "`{name}` has no type in the table"
+                );
+            }
+        }
+        assert!(nemesis_field("nodes").is_some() && netem_field("delay_ms").is_some());
     }
 }

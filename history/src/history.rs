@@ -97,13 +97,17 @@ fn pair(ops: &[Op]) -> Result<Vec<Operation>, StructureError> {
     let mut pairing = Pairing::new();
     for (pos, op) in ops.iter().enumerate() {
         // What the reader refuses in a file, refused in memory too, in its words.
+        let nemesis = op.process == Process::Nemesis;
         for (k, v) in &op.value.extra {
-            crate::fields::check_value_field::<serde_json::Error>(k, v).map_err(|e| {
-                StructureError {
+            crate::fields::check_value_field::<serde_json::Error>(k, v)
+                .and_then(|()| match nemesis {
+                    true => crate::fields::check_nemesis_field(k, v),
+                    false => Ok(()),
+                })
+                .map_err(|e| StructureError {
                     index: op.index,
                     reason: e.to_string(),
-                }
-            })?;
+                })?;
         }
         let target = match op.f {
             F::Read | F::Write => op.key.as_deref(),

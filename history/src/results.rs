@@ -323,4 +323,20 @@ pub struct Results {
     /// on its own has none). See [`crate::Completeness`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completeness: Option<crate::Completeness>,
+    /// The history file this verdict was judged from ([`JudgedFrom`]): what tells a
+    /// results.json that is the verdict of its history from one that is not. `None` for a
+    /// verdict not judged from a file, and in a results.json written before it was recorded
+    /// (whose staleness is then judged by modification times).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judged_from: Option<JudgedFrom>,
+}
+
+/// The history a verdict was judged from, by content: its length in bytes and its SHA-256
+/// (lowercase hex, as `sha256sum` prints it), read before it was checked. A results.json
+/// whose history no longer has both is stale, whatever the files' modification times say: a
+/// hand edit, a `cp -p` or a `touch` moves them, not the content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JudgedFrom {
+    pub bytes: u64,
+    pub sha256: String,
 }

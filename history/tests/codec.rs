@@ -235,6 +235,13 @@ fn grant(time_ns: &str, fields: &str) -> String {
     )
 }
 
+/// A nemesis event at 20 ns whose `value` holds `fields`.
+fn nemesis(f: &str, fields: &str) -> String {
+    format!(
+        r#"{{"index":1,"time_ns":20,"process":"nemesis","type":"info","f":"{f}","value":{{{fields}}}}}"#
+    )
+}
+
 /// What the reader must make of `FIRST`, a newline, then a case's text.
 enum Want {
     /// Refused: the line it names and words its reason must contain.
@@ -508,6 +515,88 @@ fn reader_cases() -> Vec<(&'static str, String, Want)> {
             line(grant("20", r#","lease_from":"5","x":[1,{"y":2}]"#)),
             Read(2, None),
         ),
+        // a nemesis event's fields have the types of docs/history.md's nemesis table
+        (
+            "a pause's nodes as a string",
+            line(nemesis("start-pause", r#""nodes":"n1","fault":"f1""#)),
+            Refused(
+                2,
+                r#"invalid type: string "n1", expected an array of strings in `value.nodes`"#,
+            ),
+        ),
+        (
+            "a kill's length_ms as a string",
+            line(nemesis("kill", r#""nodes":["n1"],"length_ms":"500""#)),
+            Refused(2, "expected u64 in `value.length_ms`"),
+        ),
+        (
+            "a fault id as a number",
+            line(nemesis("restart", r#""nodes":["n1"],"fault":1"#)),
+            Refused(2, "expected a string in `value.fault`"),
+        ),
+        (
+            "a stall's process negative",
+            line(nemesis("start-client-pause", r#""process":-1,"lock":"L0""#)),
+            Refused(2, "expected u64 in `value.process`"),
+        ),
+        (
+            "a stall's lease_end_ns as a fraction",
+            line(nemesis("start-client-pause", r#""process":1,"lease_end_ns":5.5"#)),
+            Refused(2, "expected u64 in `value.lease_end_ns`"),
+        ),
+        (
+            "a stall's shape as a number",
+            line(nemesis("start-client-pause", r#""process":1,"shape":3"#)),
+            Refused(2, "expected a string in `value.shape`"),
+        ),
+        (
+            "a stall's token as a string (the view's own field)",
+            line(nemesis("start-client-pause", r#""process":1,"token":"2""#)),
+            Refused(2, "expected u64 in `value.token`"),
+        ),
+        (
+            "a partition's cut with a link of three nodes",
+            line(nemesis("start-partition", r#""cut":[["n1","n2","n3"]]"#)),
+            Refused(2, "expected an array of pairs of strings in `value.cut`"),
+        ),
+        (
+            "netem's loss_pct as a string",
+            line(nemesis("start-netem", r#""netem":{"delay_ms":5,"loss_pct":"1"}"#)),
+            Refused(2, "expected a number in `value.netem.loss_pct`"),
+        ),
+        (
+            "netem as a string",
+            line(nemesis("start-netem", r#""netem":"delay 5ms""#)),
+            Refused(2, "expected an object in `value.netem`"),
+        ),
+        (
+            "a clock's rate as a string",
+            line(nemesis("start-clock", r#""mode":"fast","rate":"1.5""#)),
+            Refused(2, "expected a number in `value.rate`"),
+        ),
+        (
+            "an observed monotonic_ms negative",
+            line(nemesis("clock-observed", r#""monotonic_ms":-4"#)),
+            Refused(2, "expected u64 in `value.monotonic_ms`"),
+        ),
+        (
+            "a nemesis event's value before its process",
+            r#"{"index":1,"time_ns":20,"value":{"stall_ms":"9"},"process":"nemesis","type":"info","f":"start-client-pause"}"#.to_string() + "\n",
+            Refused(2, "expected u64 in `value.stall_ms`"),
+        ),
+        (
+            "every nemesis field of its type, null ones, and unknown ones are read",
+            line(nemesis(
+                "start-whatever",
+                r#""nodes":["n1"],"roles":[],"length_ms":0,"fault":"f1","process":3,"lock":"L0","stall_ms":null,"shape":"sideways","wake":"nap","lease_end_ns":9,"after_ms":0,"acquire":4,"stalled_ms":1,"ended_by":"aim","next_grant_ns":8,"topology":"ring","cut":[["n1","n2"]],"clients_cut_from":["n2"],"netem":{"delay_ms":1,"jitter_ms":0,"loss_pct":0.5,"duplicate_pct":1,"reorder_pct":null,"rate":"x"},"mode":"fast","scope":"all","delta_ms":-5,"rate":2,"realtime_offset_ms":-1,"monotonic_ms":7,"observed_by":"vdso","token":1,"ttl_ms":5,"grant":"g","x":{"nodes":3}"#,
+            )),
+            Read(2, None),
+        ),
+        (
+            "a client op's nemesis-named fields are unknown fields",
+            line(grant("20", r#","nodes":"n1","cut":5,"netem":"x""#)),
+            Read(2, None),
+        ),
         // a key written twice in one object is refused, wherever it is
         (
             "index twice",
@@ -655,4 +744,39 @@ fn history_new_refuses_evidence_of_the_wrong_type_in_the_readers_words() {
     );
     assert!(grant(json!(5)).is_ok());
     assert!(grant(json!(null)).is_ok());
+}
+
+/// A nemesis event built in memory is held to the nemesis table's types, in the reader's words;
+/// the same field on a client op is an unknown field.
+#[test]
+fn history_new_refuses_nemesis_fields_of_the_wrong_type_in_the_readers_words() {
+    use history::OpValue;
+    use serde_json::json;
+    let stall = |process: Process, v: serde_json::Value| {
+        let f = match process {
+            Process::Nemesis => F::from("start-client-pause"),
+            Process::Client(_) => F::Acquire,
+        };
+        History::new(vec![Op::new(0, 10, process, OpType::Info, f)
+            .with_value(OpValue::default().with_extra("stall_ms", v))])
+    };
+    let e = stall(Process::Nemesis, json!("5")).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        r#"op index 0: invalid type: string "5", expected u64 in `value.stall_ms`"#
+    );
+    let line = r#"{"index":0,"time_ns":10,"process":"nemesis","type":"info","f":"start-client-pause","value":{"stall_ms":"5"}}"#;
+    let file = read(&format!("{line}\n")).unwrap_err().to_string();
+    assert!(
+        file.starts_with(&format!("h.jsonl:1: {}", &e["op index 0: ".len()..])),
+        "{file}"
+    );
+    assert!(stall(Process::Nemesis, json!(5)).is_ok());
+    assert!(stall(Process::Nemesis, json!(null)).is_ok());
+    // On a client op it is unknown: only the pairing's rules apply (an info op that was never
+    // invoked is refused for that, not for the field).
+    let e = stall(Process::Client(1), json!("5"))
+        .unwrap_err()
+        .to_string();
+    assert!(!e.contains("stall_ms"), "{e}");
 }

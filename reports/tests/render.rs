@@ -135,6 +135,7 @@ fn fixture() -> Results {
         coverage: Some(coverage()),
         notes: vec!["history.jsonl:13: truncated final line dropped".into()],
         completeness: None,
+        judged_from: None,
     }
 }
 
@@ -171,6 +172,7 @@ fn junit_of_a_clean_run_has_only_passing_cases() {
         coverage: None,
         notes: vec![],
         completeness: None,
+        judged_from: None,
     };
     let x = junit_xml(&r, "t");
     assert!(x.contains("tests=\"2\" failures=\"0\""), "{x}");

@@ -197,7 +197,12 @@ async fn observe_one<W: Write + Send>(
     // The service's own answer, if it has the realtime field.
     let answered = match answer {
         Ok(body) => match body.get("realtime_ms").and_then(serde_json::Value::as_i64) {
-            Some(rt) => Ok((rt, body.get("monotonic_ms").cloned())),
+            // `monotonic_ms` as answered, when it is what the protocol says (ms, an unsigned
+            // integer): the history's reader refuses a nemesis field of another type.
+            Some(rt) => Ok((
+                rt,
+                body.get("monotonic_ms").filter(|m| m.is_u64()).cloned(),
+            )),
             None => Err("its /v1/time answer has no realtime_ms".to_string()),
         },
         Err(e) => Err(format!("no /v1/time: {e}")),
