@@ -65,3 +65,44 @@ fn an_accepted_late_write_still_fails_fail_on_warnings() {
     assert!(out.contains("unsafe-overlap"), "{out}");
     assert!(out.contains("the store accepted it"), "{out}");
 }
+
+/// A correct service and a fenced store, the stalled holder's late write landing before the
+/// next holder showed the store its token (granted, its read not yet sent): the store must
+/// accept it, and `--fail-on warnings` passes the run.
+#[test]
+fn a_late_write_accepted_before_the_next_holder_reached_the_store_passes_fail_on_warnings() {
+    let history: String = refused_late_write()
+        .lines()
+        .filter_map(|l| {
+            if l.contains("\"index\":7,") || l.contains("\"index\":8,") {
+                // p2's read comes after p1's write instead (below).
+                None
+            } else if l.contains("\"index\":11,") {
+                Some(r#"{"index":11,"time_ns":2510000000,"process":1,"type":"ok","f":"write","key":"k0","value":{"token":1,"value":1,"seq":1}}"#.to_string())
+            } else if l.contains("\"index\":12,") {
+                Some(format!(
+                    "{}\n{}\n{}",
+                    r#"{"index":12,"time_ns":2515000000,"process":2,"type":"invoke","f":"read","key":"k0","value":{"token":2}}"#,
+                    r#"{"index":13,"time_ns":2517000000,"process":2,"type":"ok","f":"read","key":"k0","value":{"token":2,"value":1}}"#,
+                    r#"{"index":14,"time_ns":2520000000,"process":2,"type":"invoke","f":"write","key":"k0","value":{"token":2,"value":2}}"#
+                ))
+            } else if l.contains("\"index\":13,") {
+                Some(r#"{"index":15,"time_ns":2530000000,"process":2,"type":"ok","f":"write","key":"k0","value":{"token":2,"value":2,"seq":2}}"#.to_string())
+            } else {
+                Some(
+                    l.replace("\"index\":14,", "\"index\":16,")
+                        .replace("\"index\":15,", "\"index\":17,"),
+                )
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n";
+    let (code, out) = check_fail_on(&history, WARNINGS);
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains("unsafe-overlap"), "{out}");
+    assert!(
+        out.contains("before any newer token had reached it"),
+        "{out}"
+    );
+}

@@ -641,6 +641,7 @@ fn unsafe_overlaps(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
                 .map(|t| g.complete_ns.saturating_add(m.drift.upper_ns(t)))
         })
         .collect();
+    let shown = NewerTokenShown::new(m);
     // grant -> (late ops listed, how many in all, whether one was not refused)
     let mut late: BTreeMap<u32, (Vec<Late>, usize, bool)> = BTreeMap::new();
     for (pos, op) in m.ops.iter().enumerate() {
@@ -656,8 +657,9 @@ fn unsafe_overlaps(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
                 {
                     let (list, total, unrefused) = late.entry(g).or_default();
                     *total += 1;
-                    let first_unrefused = op.outcome != Outcome::Fail && !*unrefused;
-                    *unrefused |= op.outcome != Outcome::Fail;
+                    let suspect = op.outcome != Outcome::Fail && !shown.fenced_yes(op);
+                    let first_unrefused = suspect && !*unrefused;
+                    *unrefused |= suspect;
                     let l = Late {
                         op: pos,
                         dead_ns,
@@ -688,13 +690,20 @@ fn unsafe_overlaps(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
         }
     }
     // A late op the service or the store refused is fencing at work: what a correct service
-    // always does with a paused holder, so no warning; only an op that was accepted, or may
-    // have been (indeterminate, pending), is suspicious.
+    // always does with a paused holder, so no warning; so is a store op the store accepted
+    // (or may have) before any newer token had reached its register, as a fenced store must.
+    // Only a lock op that was accepted, or may have been (indeterminate, pending), or a store
+    // op that was or may have been after a newer token reached the store, is suspicious.
     let (mut fenced_grants, mut fenced_ops) = (0, 0);
     for (g, (list, total, unrefused)) in late {
         if unrefused {
-            out.warnings
-                .push(unsafe_overlap(m, &m.grants[g as usize], &list, total));
+            out.warnings.push(unsafe_overlap(
+                m,
+                &shown,
+                &m.grants[g as usize],
+                &list,
+                total,
+            ));
         } else {
             fenced_grants += 1;
             fenced_ops += total;
@@ -702,16 +711,80 @@ fn unsafe_overlaps(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
     }
     if fenced_grants > 0 {
         out.notes.push(format!(
-            "{fenced_ops} late op(s) of {fenced_grants} holder(s) whose lease had surely ended (stalled past it) used that lease's token while another client held the lock, and every one was refused by the lock service or the store: fencing at work, as a correct service does, so not a warning"
+            "{fenced_ops} late op(s) of {fenced_grants} holder(s) whose lease had surely ended (stalled past it) used that lease's token while another client held the lock, and every one was refused by the lock service or the store, or accepted by the store before any newer token had reached it: fencing at work, as a correct service does, so not a warning"
         ));
     }
 }
 
-fn unsafe_overlap(m: &Model, g: &Grant, late: &[Late], total: usize) -> Violation {
+/// When the fenced store had surely been shown a token newer than a late op's: per register,
+/// the ok store ops that carry a token, by completion, with the highest token completed by
+/// then. A late store op the store accepted (or may have) before any of them is what a correct
+/// fenced store does: it cannot refuse a token it has seen no successor of.
+struct NewerTokenShown {
+    /// key -> (completion, highest token among ok store ops completed by then), ascending
+    by_key: BTreeMap<u32, Vec<(u64, u64)>>,
+}
+
+impl NewerTokenShown {
+    fn new(m: &Model) -> NewerTokenShown {
+        let mut by_key: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
+        for op in &m.ops {
+            if op.func.is_lock_op() || op.outcome != Outcome::Ok {
+                continue;
+            }
+            if let (Some(t), Some(c)) = (op.token(), op.complete_ns()) {
+                by_key.entry(op.target).or_default().push((c, t));
+            }
+        }
+        for list in by_key.values_mut() {
+            list.sort_unstable();
+            let mut top = 0;
+            for e in list.iter_mut() {
+                top = top.max(e.1);
+                e.1 = top;
+            }
+        }
+        NewerTokenShown { by_key }
+    }
+
+    /// Whether `op`, a late store op not refused, was applied (or may have been) only while no
+    /// newer token than its own had surely reached its register: an ok op's effect is no
+    /// earlier than its invoke, an indeterminate one's as late as its completion (a pending
+    /// one's, any time).
+    fn fenced_yes(&self, op: &ClientOp) -> bool {
+        if op.func.is_lock_op() {
+            return false;
+        }
+        let Some(token) = op.token() else {
+            return false;
+        };
+        let by = match op.outcome {
+            Outcome::Ok => op.invoke_ns,
+            _ => op.complete_ns().unwrap_or(u64::MAX),
+        };
+        let Some(list) = self.by_key.get(&op.target) else {
+            return true;
+        };
+        // The highest token of an ok store op completed before `by`.
+        let n = list.partition_point(|&(c, _)| c < by);
+        n == 0 || list[n - 1].1 <= token
+    }
+}
+
+fn unsafe_overlap(
+    m: &Model,
+    shown: &NewerTokenShown,
+    g: &Grant,
+    late: &[Late],
+    total: usize,
+) -> Violation {
     let lock = m.lock_name(g.lock);
     // The store's answer is what fencing is about, so lead with a late store op if there is
-    // one, and with one that was not refused (what makes this a warning).
-    let unrefused = |l: &&Late| m.ops[l.op].outcome != Outcome::Fail;
+    // one, and with one that is suspect (what makes this a warning).
+    let unrefused = |l: &&Late| {
+        let op = &m.ops[l.op];
+        op.outcome != Outcome::Fail && !shown.fenced_yes(op)
+    };
     let store = |l: &&Late| !m.ops[l.op].func.is_lock_op();
     let primary = late
         .iter()
