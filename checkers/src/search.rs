@@ -494,7 +494,9 @@ impl Search<'_> {
                     (None, None) => l.process == op.process,
                 };
                 if !names {
-                    blocked.unnamed = true;
+                    if op.must {
+                        blocked.by_lease.push(l.grant);
+                    }
                     return None;
                 }
                 n.lease = (op.func == Func::Renew).then(|| Lease {
@@ -582,18 +584,32 @@ impl Search<'_> {
             })
             .collect();
         let more = by.len().saturating_sub(NAMED_MAX);
-        let among = if named.is_empty() {
-            String::new()
-        } else {
-            format!(
-                " (the leases in the way: {}{})",
-                named.join(", "),
-                if more > 0 {
-                    format!(" and {more} more")
+        let list = |what: &str| {
+            if named.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " ({what}: {}{})",
+                    named.join(", "),
+                    if more > 0 {
+                        format!(" and {more} more")
+                    } else {
+                        String::new()
+                    }
+                )
+            }
+        };
+        let among = list("the leases in the way");
+        let instead = {
+            let mut l = list("in force instead, in some order");
+            if blocked.unnamed {
+                l = if l.is_empty() {
+                    " (no lease was in force: released, or none granted)".to_string()
                 } else {
-                    String::new()
-                }
-            )
+                    format!("{}, or none at all)", &l[..l.len() - 1])
+                };
+            }
+            l
         };
         let asked = format!("invoked at {}, answered at {}", secs(op.invoke_ns), secs(t));
         let (kind, explanation) = match op.func {
@@ -616,7 +632,8 @@ impl Search<'_> {
                 format!(
                     "p{}'s {} of {lock} (op {}, {asked}{}) was accepted, yet in no order of \
                      {lock}'s grants, renews and releases up to then was the lease it names the \
-                     current one: it named no lease a correct service could have had in force",
+                     current one{instead}: it named no lease a correct service could have had in \
+                     force",
                     op.process,
                     f.as_str(),
                     cop.index,
