@@ -378,7 +378,8 @@ release, and write, read on the counter workload), and waiter; kill and pause of
 (and of another node, with --nodes 2+); each clock direction (bump-forward, bump-back, strobe, \
 fast, slow) on each node role; each partition topology (--runtime netns); netem. Cheapest and \
 most likely first. After each scenario the suite reads what it exercised and plans the next \
-from what is still open; a cell that missed its state is tried again (at most 3 times).
+from what is still open; a cell that missed its state is tried again (at most 3 times; a kill \
+alone, with leases twice as long each time, for a node slower to restart than a lease).
 
 The suite stops at the first violation (unless --keep-going), shrinks it (lockpick shrink) and \
 prints the command that replays it. Its verdict is valid only when no scenario found a \
