@@ -32,8 +32,9 @@
 //! reports what the model allows): a renew or release is matched against the lease in force,
 //! by its token, else its grant id, else its process, as the model's item 6 says of a lease's
 //! name, without the rule's tie-break among grants that carry the same name (a reused token is
-//! `token-reused`'s); a lost grant's token, once named, is held above the tokens granted before
-//! it, not below those granted after.
+//! `token-reused`'s); a token the history does not know (a lost answer's, or that of a grant
+//! answered without one), once named, is held above the tokens granted before it, not below
+//! those granted after.
 //!
 //! Limits, stated: at most [`ORDERS_MAX`] open orders and [`OPEN_MAX`] ops in flight per lock
 //! at once, and [`PLACEMENTS_MAX`] placements tried at one instant. Past any of them the search of
@@ -53,8 +54,8 @@ pub(crate) const PLACEMENTS_MAX: u64 = 1_000_000;
 /// Grants named in a sentence.
 const NAMED_MAX: usize = 3;
 
-/// What the history says of a grant's name: not known (its acquire's answer was lost), or
-/// known to be this value or absent.
+/// What the history says of a grant's name: not known (its acquire's answer was lost; for a
+/// token, also an answer that showed none), or known to be this value or absent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Known<T> {
     Unknown,
