@@ -20,7 +20,8 @@
 //! each `ok` op completing then is placed; an `info` op completing then is placed or never
 //! takes effect. Orders that no longer differ but in being later are dropped (an order that is
 //! earlier in both its last instant and its lease's expiry does everything the later one can).
-//! Memory is bounded by the ops in flight at once, not by the history's length.
+//! The orders kept are bounded by the ops in flight at once, not by the history's length (the
+//! lock's ops are listed once, a compact copy of the model's).
 //!
 //! When no order is left, the op that could not be placed is reported: a grant as
 //! `double-grant` (in every order it was granted while another lease surely lasted), a renew or
