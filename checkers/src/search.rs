@@ -167,17 +167,13 @@ struct Search<'a> {
 }
 
 /// Searches lock `lock` of the model (see the module's comment).
-pub(crate) fn search_lock(m: &Model, lock: u32) -> Searched {
-    let mut ops: Vec<LockOp> = Vec::new();
+/// `positions`: the lock's renews, releases and acquires that did not fail, in `Model::ops`
+/// order (invoke order).
+fn search_lock(m: &Model, lock: u32, positions: &[usize]) -> Searched {
+    let mut ops: Vec<LockOp> = Vec::with_capacity(positions.len());
     let mut last_of: crate::FxMap<u64, usize> = crate::FxMap::default();
-    // `Model::ops` is in invoke order.
-    for (pos, op) in m.ops.iter().enumerate() {
-        if op.target != lock
-            || !matches!(op.func, Func::Acquire | Func::Renew | Func::Release)
-            || op.outcome == Outcome::Fail
-        {
-            continue;
-        }
+    for &pos in positions {
+        let op = &m.ops[pos];
         let answered = op.func == Func::Acquire && op.outcome == Outcome::Ok;
         let i = ops.len();
         ops.push(LockOp {
@@ -691,8 +687,20 @@ fn prune(mut orders: Vec<Order>) -> Vec<Order> {
 /// The search of every lock, each on its own (run beside the rules: which locks a rule proved
 /// a violation on is known only after them, and [`judged`] drops those).
 pub(crate) fn search_all(m: &Model) -> Vec<(u32, Searched)> {
-    (0..m.locks.len() as u32)
-        .map(|lock| (lock, search_lock(m, lock)))
+    // One pass over the ops for every lock, not one per lock.
+    let mut by_lock: Vec<Vec<usize>> = vec![Vec::new(); m.locks.len()];
+    for (pos, op) in m.ops.iter().enumerate() {
+        if (op.target as usize) < by_lock.len()
+            && matches!(op.func, Func::Acquire | Func::Renew | Func::Release)
+            && op.outcome != Outcome::Fail
+        {
+            by_lock[op.target as usize].push(pos);
+        }
+    }
+    by_lock
+        .iter()
+        .enumerate()
+        .map(|(lock, positions)| (lock as u32, search_lock(m, lock as u32, positions)))
         .collect()
 }
 
