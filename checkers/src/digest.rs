@@ -5,10 +5,11 @@
 //! `History::new`). An in-memory [`History`] is fed through the same pass (its ops viewed as
 //! events), so both paths build the same [`Model`].
 
-use crate::evidence::GrantEvidence;
+use crate::evidence::{GrantEvidence, Hold};
 use crate::faults::Faults;
 use crate::model::{
     follow_lease, ClientOp, Drift, Func, Grant, Model, OpPos, NO_ERROR, NO_GRANT, NO_TARGET,
+    SESSION_TTL_MS,
 };
 use crate::{CheckConfig, FxMap};
 use history::{
@@ -215,6 +216,9 @@ pub(crate) struct Digest {
     /// (op position, `lease_from_ns`) of completions whose lease was set before them.
     pub(crate) lease_from: Vec<(usize, u64)>,
     pub(crate) rounds: Vec<(usize, u64)>,
+    /// (op position, `hold`) of the ok acquires that are no lease (a session's or a
+    /// transaction's lock).
+    pub(crate) holds: Vec<(usize, Hold)>,
     /// (op position, `grant`) of ops naming their grant by the service's own id, the first
     /// one each op gives (its invoke's, else its completion's).
     pub(crate) grant_ids: Vec<(usize, String)>,
@@ -250,6 +254,7 @@ impl Digest {
             key_evidence: Vec::new(),
             lease_from: Vec::new(),
             rounds: Vec::new(),
+            holds: Vec::new(),
             grant_ids: Vec::new(),
             error: None,
         }
@@ -403,7 +408,11 @@ impl Digest {
                 key,
                 round,
                 grant,
+                hold,
             } = *g;
+            if let (Some(h), Func::Acquire, Outcome::Ok) = (hold, o.func, o.outcome) {
+                self.holds.push((slot, h));
+            }
             if let Some(id) = grant {
                 // Kept after the invoke's (pushed first): the model keeps the first per op.
                 self.grant_ids.push((slot, id));
@@ -500,6 +509,18 @@ impl Model {
     pub(crate) fn from_digest(d: Digest, cfg: &CheckConfig) -> Model {
         let drift = Drift::from_fraction(cfg.drift);
         let mut ops = d.ops;
+        // Grants that are no lease (model item 9). A session's lock is held, as far as its
+        // holder knows, until something tells it otherwise: a lease that no time ends (the
+        // ops that tell it are marked below, once the grants' ops are known). A transaction's
+        // lock proves no hold at all: no ttl.
+        let mut holds = d.holds;
+        holds.sort_unstable_by_key(|e| e.0);
+        for &(pos, h) in &holds {
+            ops[pos].set_ttl_ms(match h {
+                Hold::Session => Some(SESSION_TTL_MS),
+                Hold::Transaction => None,
+            });
+        }
         let mut grants: Vec<Grant> = Vec::new();
         let mut grant_of = Vec::with_capacity(ops.len());
         // An op's grant id, interned: the invoke's (pushed first; the sort is stable), else
@@ -664,7 +685,12 @@ impl Model {
         // A lost answer's lease is counted with the shortest of them for lower bounds and the
         // longest for upper bounds; a request no answer shared keeps the ttl it asked for.
         let mut ttl_policy: FxMap<u64, (u64, u64)> = FxMap::default();
-        for op in &ops {
+        for (pos, op) in ops.iter().enumerate() {
+            // A grant that is no lease (model item 9) says nothing of the lease a lost answer
+            // would have set.
+            if holds.binary_search_by_key(&pos, |e| e.0).is_ok() {
+                continue;
+            }
             if let (Func::Acquire | Func::Renew, Outcome::Ok, Some(r), Some(t)) =
                 (op.func, op.outcome, op.requested_ttl_ms(), op.ttl_ms())
             {
@@ -711,11 +737,12 @@ impl Model {
             }
             ops[pos].set_ambiguous();
         }
+        let sessions = mark_holds(&holds, &grants, &mut ops);
         let mut lease_from = d.lease_from;
         lease_from.sort_unstable();
         for g in &mut grants {
             let from = crate::model::lease_from_of(&lease_from, g.op);
-            follow_lease(g, &ops, drift, from);
+            follow_lease(g, &ops, drift, from, sessions.binary_search(&g.op).is_ok());
         }
         ops.shrink_to_fit();
         let mut lease_evidence = d.lease_evidence;
@@ -737,6 +764,7 @@ impl Model {
             key_evidence,
             lease_from,
             rounds,
+            sessions,
             ops,
             grants,
             grant_of,
@@ -752,4 +780,36 @@ impl Model {
         }
         m
     }
+}
+
+/// Marks the ops of the grants that are no lease (model item 9) and lists the session grants
+/// (their acquires' positions, sorted). For a session grant: the holder's releases and its
+/// renews that did not answer ok end what it believes (`session_end`); an ok renew, the check
+/// of a live session, keeps it without end. A transaction grant's renews set no lease.
+fn mark_holds(holds: &[(usize, Hold)], grants: &[Grant], ops: &mut [ClientOp]) -> Vec<usize> {
+    let mut sessions = Vec::new();
+    for &(pos, h) in holds {
+        // Grants are in op order.
+        let Ok(gi) = grants.binary_search_by_key(&pos, |g| g.op) else {
+            continue;
+        };
+        let g = &grants[gi];
+        if h == Hold::Session {
+            sessions.push(pos);
+        }
+        for &e in &g.epoch_ops {
+            let op = &mut ops[e as usize];
+            let own = op.process == g.process;
+            match (h, op.func, op.outcome) {
+                (Hold::Transaction, Func::Renew, _) => op.set_ttl_ms(None),
+                (Hold::Session, Func::Renew, Outcome::Ok) => op.set_ttl_ms(Some(SESSION_TTL_MS)),
+                (Hold::Session, Func::Renew | Func::Release, _) if own => op.set_session_end(),
+                // Another process's renew of the session's grant may have reached the
+                // session; it tells the holder nothing.
+                (Hold::Session, Func::Renew, _) => op.set_ttl_ms(Some(SESSION_TTL_MS)),
+                _ => {}
+            }
+        }
+    }
+    sessions
 }

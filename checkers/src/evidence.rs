@@ -69,6 +69,33 @@ pub struct GrantEvidence {
     /// `grant`: the service's own name for the grant (a Redis lock value), on an ok acquire
     /// and on the renews and releases sent for it: what names the lease when no token does.
     pub grant: Option<String>,
+    /// `hold`: how long an ok acquire holds when it is not a lease ([`Hold`]); `None` for a
+    /// lease (and for a value this version does not know: read as a lease).
+    pub hold: Option<Hold>,
+}
+
+/// An ok acquire's `hold` (docs/history.md): a grant that is no lease the holder can count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    /// `session`: held while the client's session lives (a PostgreSQL session advisory lock, a
+    /// ZooKeeper ephemeral node). The holder is not told when the session ends, so it believes
+    /// it holds the lock from the grant until it releases it or an op on the lock tells it
+    /// otherwise (docs/checkers.md, model item 9).
+    Session,
+    /// `transaction`: held until the transaction it was taken in ends, and the protected write
+    /// commits in that transaction (PostgreSQL's `pg_advisory_xact_lock`): no hold is proven;
+    /// the data is what is judged.
+    Transaction,
+}
+
+impl Hold {
+    pub fn parse(s: &str) -> Option<Hold> {
+        match s {
+            "session" => Some(Hold::Session),
+            "transaction" => Some(Hold::Transaction),
+            _ => None,
+        }
+    }
 }
 
 impl GrantEvidence {
@@ -89,15 +116,20 @@ impl GrantEvidence {
         let lease_from_ns = as_u64(get("lease_from_ns"));
         let round = as_u64(get("round"));
         let grant = get("grant").and_then(Value::as_str).map(str::to_string);
-        (key.is_some() || lease_from_ns.is_some() || round.is_some() || grant.is_some()).then(
-            || {
-                Box::new(GrantEvidence {
-                    lease_from_ns,
-                    key,
-                    round,
-                    grant,
-                })
-            },
-        )
+        let hold = get("hold").and_then(Value::as_str).and_then(Hold::parse);
+        (key.is_some()
+            || lease_from_ns.is_some()
+            || round.is_some()
+            || grant.is_some()
+            || hold.is_some())
+        .then(|| {
+            Box::new(GrantEvidence {
+                lease_from_ns,
+                key,
+                round,
+                grant,
+                hold,
+            })
+        })
     }
 }

@@ -51,10 +51,14 @@ pub enum InjectKind {
     /// inside one lease's length: each pair could go either way, all three cannot. Only the
     /// search of the orders sees it (no definite holds overlap, nothing orders any pair).
     DoubleGrantUnordered,
+    /// Two session grants (`hold: session`, model item 9) on a lock of their own: the second
+    /// is granted while the first's holder, which has sent nothing since, still believes it
+    /// holds the lock, long after the ttl it asked for. Read as leases, the history is legal.
+    DoubleGrantSession,
 }
 
 impl InjectKind {
-    pub const ALL: [InjectKind; 16] = [
+    pub const ALL: [InjectKind; 17] = [
         InjectKind::TokenReused,
         InjectKind::TokenRegressed,
         InjectKind::TokenRegressedInferred,
@@ -71,15 +75,17 @@ impl InjectKind {
         InjectKind::DoubleGrantTokenless,
         InjectKind::RenewAfterRelease,
         InjectKind::DoubleGrantUnordered,
+        InjectKind::DoubleGrantSession,
     ];
 
-    /// The adapter shapes of docs/checkers.md's model items 3, 6 and 8 (checkers/tests/
+    /// The adapter shapes of docs/checkers.md's model items 3, 6, 8 and 9 (checkers/tests/
     /// inject_adapter.rs asks for their witness ops too).
-    pub const ADAPTER: [InjectKind; 4] = [
+    pub const ADAPTER: [InjectKind; 5] = [
         InjectKind::DoubleGrantLeaseBeforeGrant,
         InjectKind::DoubleGrantTokenless,
         InjectKind::RenewAfterRelease,
         InjectKind::DoubleGrantUnordered,
+        InjectKind::DoubleGrantSession,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -100,6 +106,7 @@ impl InjectKind {
             InjectKind::DoubleGrantLeaseBeforeGrant => "double-grant-lease-before-grant",
             InjectKind::RenewAfterRelease => "renew-after-release",
             InjectKind::DoubleGrantUnordered => "double-grant-unordered",
+            InjectKind::DoubleGrantSession => "double-grant-session",
         }
     }
 
@@ -117,7 +124,8 @@ impl InjectKind {
             InjectKind::DoubleGrant
             | InjectKind::DoubleGrantTokenless
             | InjectKind::DoubleGrantLeaseBeforeGrant
-            | InjectKind::DoubleGrantUnordered => ViolationKind::DoubleGrant,
+            | InjectKind::DoubleGrantUnordered
+            | InjectKind::DoubleGrantSession => ViolationKind::DoubleGrant,
             InjectKind::StaleWriteAccepted => ViolationKind::StaleWriteAccepted,
             InjectKind::LostUpdate | InjectKind::LostUpdateFinalRead => ViolationKind::LostUpdate,
             InjectKind::StaleReleaseAccepted => ViolationKind::StaleReleaseAccepted,
@@ -156,6 +164,7 @@ pub fn inject(ops: &mut Vec<Op>, kind: InjectKind, seed: u64) -> Option<Vec<u64>
         InjectKind::DoubleGrantLeaseBeforeGrant => grant_inside_earlier_lease,
         InjectKind::RenewAfterRelease => renew_after_release,
         InjectKind::DoubleGrantUnordered => unordered_grants,
+        InjectKind::DoubleGrantSession => session_grants,
     };
     f(ops, &mut rng)
 }
@@ -373,6 +382,33 @@ fn unordered_grants(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>>
         .collect();
     // The three answers: `insert` returns the completions it placed.
     Some(insert(ops, new))
+}
+
+/// Two session grants on a lock of their own (model item 9), each asking for a 10 ms ttl: the
+/// first's holder sends nothing for 50 ms and then releases; the second is granted 20 ms in,
+/// while the first still believes it holds the lock (its ttl long past: leases would allow it).
+fn session_grants(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
+    let end = ops.last()?.time_ns;
+    let t = rng.random_range(0..=end);
+    let lock = (0..)
+        .map(|i| format!("Lsession{i}"))
+        .find(|l| !ops.iter().any(|o| o.lock.as_deref() == Some(l.as_str())))?;
+    let q = fresh_process(ops);
+    const MS: u64 = 1_000_000;
+    let grant = |id: &str| {
+        OpValue::default()
+            .with_extra("grant", json!(id))
+            .with_extra("hold", json!("session"))
+    };
+    let named = |id: &str| OpValue::default().with_extra("grant", json!(id));
+    let mut new = fresh_grant(q, &lock, t, t + MS, 10, grant("session-a"));
+    new.extend(fresh_grant(q + 1, &lock, t + 20 * MS, t + 21 * MS, 10, grant("session-b")));
+    for (p, at, id) in [(q, t + 50 * MS, "session-a"), (q + 1, t + 60 * MS, "session-b")] {
+        new.push(lock_op(p, at, OpType::Invoke, F::Release, &lock, named(id)));
+        new.push(lock_op(p, at + MS, OpType::Ok, F::Release, &lock, OpValue::default()));
+    }
+    // The completions in time order: the first grant, the second, the two releases.
+    insert(ops, new).get(1).map(|&i| vec![i])
 }
 
 /// A grant's lease is recorded as set before it (`lease_from_ns`: a session lease confirmed a

@@ -82,6 +82,15 @@ const HAS_VALUE: u8 = 16;
 /// A renew or release whose token no grant of its lock carries, while grants without a
 /// readable token exist: it may name any of them, so its effect on each is indeterminate.
 const AMBIGUOUS: u8 = 32;
+/// A release, or a renew that did not answer ok, sent by the holder of a session grant (model
+/// item 9): from its invoke the holder may know its session is over, so its belief may end
+/// there (as if the op were a release that may take effect in its window).
+const SESSION_END: u8 = 64;
+
+/// The ttl a session grant counts with (model item 9): its holder believes it holds the lock
+/// until told otherwise, whatever the time. A million seconds (over eleven days) outlasts any
+/// history, and stays far from overflowing the nanosecond bounds.
+pub const SESSION_TTL_MS: u64 = 1_000_000_000;
 
 impl ClientOp {
     /// An invoked op, pending until [`ClientOp::complete`] says how it ended.
@@ -178,11 +187,22 @@ impl ClientOp {
         self.set(AMBIGUOUS, true);
     }
 
+    pub(crate) fn set_session_end(&mut self) {
+        self.set(SESSION_END, true);
+    }
+
+    /// Whether this op may end its holder's belief in a session grant (see `SESSION_END`).
+    pub fn session_end(&self) -> bool {
+        self.present & SESSION_END != 0
+    }
+
     /// The outcome as it bears on the leases this op acts on: an ok op whose name is ambiguous
     /// (see `AMBIGUOUS`) may have acted on any of its candidates, so on each it is
-    /// indeterminate.
+    /// indeterminate; a refused op that may end a session's belief (see `SESSION_END`) may
+    /// have ended it.
     pub fn lease_outcome(&self) -> Outcome {
-        if self.outcome == Outcome::Ok && self.present & AMBIGUOUS != 0 {
+        let ambiguous = self.outcome == Outcome::Ok && self.present & AMBIGUOUS != 0;
+        if ambiguous || (self.outcome == Outcome::Fail && self.session_end()) {
             Outcome::Info
         } else {
             self.outcome
@@ -288,6 +308,9 @@ pub struct Model {
     /// `(position in ops, round)` of every acquire completion made in a contention round
     /// (`--arrivals rounds:...`), by position.
     pub rounds: Vec<(usize, u64)>,
+    /// Positions in `ops` of the ok acquires whose grant is a session's (`hold: session`,
+    /// model item 9), sorted.
+    pub sessions: Vec<usize>,
     /// Client lock and store ops, in invoke order.
     pub ops: Vec<ClientOp>,
     pub grants: Vec<Grant>,
@@ -421,10 +444,18 @@ impl Model {
             None => lease_lb(grant_ns, g.ttl_ms, self.drift),
         };
         let mut end = (lease, SpanEnd::Lease(None));
+        let session = self.is_session(g);
         let mut unsettled = Unsettled::new();
         for (i, &pos) in g.epoch_ops.iter().enumerate() {
             let op = &self.ops[pos as usize];
             if op.invoke_ns > cutoff_ns {
+                break;
+            }
+            if session && op.session_end() {
+                // The holder of a session may learn from here that it is over (model item 9).
+                if op.invoke_ns < end.0 {
+                    end = (op.invoke_ns, SpanEnd::Release(pos));
+                }
                 break;
             }
             match (op.func, op.lease_outcome()) {
@@ -502,6 +533,12 @@ impl Model {
     /// The adapter's `lease_from_ns` for grant `g`, when its lease was set before the grant.
     pub fn lease_set_before(&self, g: &Grant) -> Option<u64> {
         lease_from_of(&self.lease_from, g.op)
+    }
+
+    /// Whether grant `g` is a session's (`hold: session`, model item 9): believed by its
+    /// holder until something tells it otherwise.
+    pub fn is_session(&self, g: &Grant) -> bool {
+        self.sessions.binary_search(&g.op).is_ok()
     }
 
     /// If acquire or renew `op` took effect (an indeterminate one may have), the lease it set
@@ -669,6 +706,7 @@ pub(crate) fn follow_lease(
     ops: &[ClientOp],
     drift: Drift,
     lease_from_ns: Option<u64>,
+    session: bool,
 ) {
     let mut lb = lease_lb(lease_from_ns.unwrap_or(g.invoke_ns), g.ttl_ms, drift);
     let mut dead = g
@@ -683,6 +721,12 @@ pub(crate) fn follow_lease(
     let mut unsettled = Unsettled::new();
     for (i, &pos) in g.epoch_ops.iter().enumerate() {
         let op = &ops[pos as usize];
+        if session && op.session_end() {
+            // The holder of a session may learn from here that it is over (model item 9): its
+            // release, or a renew that did not confirm the session, whatever came of it.
+            released = Some(pos);
+            break;
+        }
         if op.func == Func::Release {
             // A refused release surely did not take effect (the model): the lease goes on, and
             // a grant to another inside it is a double grant (a restart that forgot the lock

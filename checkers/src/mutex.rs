@@ -213,6 +213,13 @@ fn stale_renew_opened(m: &Model, g: &Grant, s: &Segment, other: &Grant) -> bool 
 fn hold_start(m: &Model, g: &Grant, s: &Segment, ops: &mut Vec<u64>) -> String {
     let lock = m.lock_name(g.lock);
     match s.opened_by {
+        None if m.is_session(g) => format!(
+            "p{} was granted {lock} in its session ({}) at {} (op {})",
+            g.process,
+            token(g.token),
+            secs(s.start_ns),
+            m.ops[g.op].index
+        ),
         None => format!(
             "p{} was granted {lock} with {} at {} (op {})",
             g.process,
@@ -236,6 +243,9 @@ fn hold_start(m: &Model, g: &Grant, s: &Segment, ops: &mut Vec<u64>) -> String {
 
 /// Why a segment lasts until its end, naming the ops that prove it.
 fn hold_end(m: &Model, g: &Grant, s: &Segment, ops: &mut Vec<u64>) -> String {
+    if m.is_session(g) {
+        return format!("as far as it knew, {}", session_end(m, s.end, ops));
+    }
     match s.end {
         SpanEnd::Release(r) => {
             let r = &m.ops[r as usize];
@@ -289,6 +299,50 @@ fn hold_end(m: &Model, g: &Grant, s: &Segment, ops: &mut Vec<u64>) -> String {
     }
 }
 
+/// Why the holder of a session grant believed it held the lock until its end (model item 9).
+pub(crate) fn session_end(m: &Model, end: SpanEnd, ops: &mut Vec<u64>) -> String {
+    match end {
+        SpanEnd::Release(r) => {
+            let r = &m.ops[r as usize];
+            ops.push(r.index);
+            if r.func == Func::Release {
+                format!(
+                    "until it invoked its release at {} (op {})",
+                    secs(r.invoke_ns),
+                    r.index
+                )
+            } else {
+                format!(
+                    "until its {} at {} (op {}) did not answer ok: only \
+                     from then could it know its session was over",
+                    r.func.as_str(),
+                    secs(r.invoke_ns),
+                    r.index
+                )
+            }
+        }
+        SpanEnd::Lease(_) => format!(
+            "to the end of the history at {}: the holder of a session lock \
+             is not told when its session ends, and no op on the lock told it",
+            secs(m.end_time_ns)
+        ),
+    }
+}
+
+/// What surely lasted while another grant came: a lease, or a session holder's belief.
+pub(crate) fn alive_words(m: &Model, g: &Grant) -> &'static str {
+    if m.is_session(g) {
+        "while its holder still believed it held the lock"
+    } else {
+        "while that lease was surely alive"
+    }
+}
+
+/// A window's end for a hold that may reach past the history (a session's): its last event.
+pub(crate) fn window_end(m: &Model, start_ns: u64, end_ns: u64) -> u64 {
+    end_ns.min(m.end_time_ns.max(start_ns))
+}
+
 fn ttl_text(t: Option<u64>) -> String {
     t.map_or_else(|| "unknown".to_string(), |t| t.to_string())
 }
@@ -313,7 +367,10 @@ fn double_grant(m: &Model, (a, sa): (&Grant, &Segment), (b, sb): (&Grant, &Segme
         kind: ViolationKind::DoubleGrant,
         lock: Some(lock.to_string()),
         ops,
-        window_ns: [sb.start_ns, sa.end_ns.min(sb.end_ns)],
+        window_ns: [
+            sb.start_ns,
+            window_end(m, sb.start_ns, sa.end_ns.min(sb.end_ns)),
+        ],
         nemesis: Vec::new(),
         explanation: format!(
             "{a_start} and held it {a_end}, yet {b_start}, while that hold lasted{order}"
@@ -487,6 +544,13 @@ fn span_until(
     cause: SpanEnd,
     ops: &mut Vec<u64>,
 ) -> String {
+    if m.is_session(g) {
+        return format!(
+            "while p{} believed it held it, {}",
+            g.process,
+            session_end(m, cause, ops)
+        );
+    }
     match cause {
         SpanEnd::Lease(None) => match m.lease_set_before(g) {
             Some(from) => format!(
@@ -541,16 +605,20 @@ fn forced_violation(
         kind: ViolationKind::DoubleGrant,
         lock: Some(lock.to_string()),
         ops,
-        window_ns: [b.complete_ns.min(end_ns), end_ns],
+        window_ns: [
+            b.complete_ns.min(end_ns),
+            window_end(m, b.complete_ns.min(end_ns), end_ns),
+        ],
         nemesis: Vec::new(),
         explanation: format!(
-            "p{} was granted {lock} with {} (op {ai}) no earlier than {}, and no other grant could take effect {until}; p{}'s grant with {} (op {bi}) came after it ({why}), yet it returned at {}, while that lease was surely alive",
+            "p{} was granted {lock} with {} (op {ai}) no earlier than {}, and no other grant could take effect {until}; p{}'s grant with {} (op {bi}) came after it ({why}), yet it returned at {}, {}",
             a.process,
             token(a.token),
             secs(a_at),
             b.process,
             token(b.token),
             secs(b.complete_ns),
+            alive_words(m, a),
         ),
     }
 }
@@ -609,15 +677,19 @@ fn order_violation(
         kind: ViolationKind::DoubleGrant,
         lock: Some(lock.to_string()),
         ops,
-        window_ns: [s.complete_ns.min(end_ns), end_ns],
+        window_ns: [
+            s.complete_ns.min(end_ns),
+            window_end(m, s.complete_ns.min(end_ns), end_ns),
+        ],
         nemesis: Vec::new(),
         explanation: format!(
-            "p{} was granted {lock} with {} (op {pi}) {since}, and no other grant could take effect {until}; p{}'s grant with the higher {} (op {si}) must come after it in a correct service, yet it returned at {}, while that lease was surely alive",
+            "p{} was granted {lock} with {} (op {pi}) {since}, and no other grant could take effect {until}; p{}'s grant with the higher {} (op {si}) must come after it in a correct service, yet it returned at {}, {}",
             p.process,
             token(p.token),
             s.process,
             token(s.token),
             secs(s.complete_ns),
+            alive_words(m, p),
         ),
     }
 }

@@ -85,6 +85,13 @@ struct LockOp {
     lease_from_ns: Option<u64>,
     /// The op of the same process on this lock just before it: program order.
     prev: Option<usize>,
+    /// A release, or a renew that did not answer ok, by a session grant's holder (model item
+    /// 9): on its own session's lease it is a release that may take effect in its window.
+    session_end: bool,
+    /// It failed: it changed nothing, unless it was the holder's word on its session.
+    refused: bool,
+    /// An answered grant of a session's lock (model item 9).
+    session: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -95,6 +102,8 @@ struct Lease {
     token: Known<u64>,
     id: Known<u32>,
     ttl_ms: Option<u64>,
+    /// A session's lock (model item 9): it lasts until its holder's word.
+    session: bool,
     /// The first instant it may have expired.
     expires_ns: u64,
 }
@@ -181,6 +190,9 @@ fn search_lock(m: &Model, lock: u32, positions: &[usize]) -> Searched {
             func: op.func,
             process: op.process,
             must: op.outcome == Outcome::Ok,
+            session_end: op.session_end(),
+            refused: op.outcome == Outcome::Fail,
+            session: answered && m.sessions.binary_search(&pos).is_ok(),
             invoke_ns: op.invoke_ns,
             latest_ns: op.complete_or_max(),
             token: if op.func == Func::Acquire && !answered {
@@ -455,6 +467,7 @@ impl Search<'_> {
                     token,
                     id,
                     ttl_ms: op.ttl_ms,
+                    session: op.session,
                     expires_ns,
                 });
             }
@@ -497,10 +510,17 @@ impl Search<'_> {
                     }
                     return None;
                 }
-                n.lease = (op.func == Func::Renew).then(|| Lease {
-                    expires_ns: now_ns.saturating_add(lower(op.ttl_ms.or(l.ttl_ms))),
-                    ..l
-                });
+                if op.session_end && l.session && l.process == op.process {
+                    // The holder's word on its own session: its belief ends here.
+                    n.lease = None;
+                } else if op.refused {
+                    return None;
+                } else {
+                    n.lease = (op.func == Func::Renew).then(|| Lease {
+                        expires_ns: now_ns.saturating_add(lower(op.ttl_ms.or(l.ttl_ms))),
+                        ..l
+                    });
+                }
             }
             _ => return None,
         }
@@ -692,7 +712,7 @@ pub(crate) fn search_all(m: &Model) -> Vec<(u32, Searched)> {
     for (pos, op) in m.ops.iter().enumerate() {
         if (op.target as usize) < by_lock.len()
             && matches!(op.func, Func::Acquire | Func::Renew | Func::Release)
-            && op.outcome != Outcome::Fail
+            && (op.outcome != Outcome::Fail || op.session_end())
         {
             by_lock[op.target as usize].push(pos);
         }

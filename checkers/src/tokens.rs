@@ -193,6 +193,15 @@ pub(crate) fn forced_before(b: &Grant) -> u64 {
 /// from its invoke (its release, or the renew that set the bound; its grant is named anyway).
 fn alive_proof(m: &Model, b: &Grant) -> (Vec<u64>, String) {
     let (end, cause) = m.span_end(b, b.invoke_ns);
+    if m.is_session(b) {
+        let mut ops = Vec::new();
+        let why = format!(
+            "while p{} believed it held it, {}",
+            b.process,
+            crate::mutex::session_end(m, cause, &mut ops)
+        );
+        return (ops, why);
+    }
     match cause {
         SpanEnd::Release(r) => {
             let rel = &m.ops[r as usize];

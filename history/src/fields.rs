@@ -64,6 +64,7 @@ pub(crate) fn value_field(key: &str) -> Option<(Kind, &'static str)> {
         "lease_last_ok_ns" => (Kind::U64, "value.lease_last_ok_ns"),
         "lease_ttl_ms" => (Kind::U64, "value.lease_ttl_ms"),
         "lease_from_ns" => (Kind::U64, "value.lease_from_ns"),
+        "hold" => (Kind::Str, "value.hold"),
         "lease_gone_ns" => (Kind::U64, "value.lease_gone_ns"),
         "lease_id" => (Kind::Str, "value.lease_id"),
         "redis_node" => (Kind::Str, "value.redis_node"),
