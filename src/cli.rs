@@ -189,11 +189,14 @@ pub struct RunArgs {
     /// `template`: any HTTP lock API described in the config file's [template] section (see
     /// examples/lockd.toml). `redis`: one Redis server, locked as redis-py's Lock does (SET NX PX,
     /// compare scripts); `redlock`: Redlock over --nodes independent Redis masters; lockpick
-    /// starts Debian's `redis-server` for both. `standin`: tests/services/standin_lockd.py.
+    /// starts Debian's `redis-server` for both. `zookeeper`: ZooKeeper's lock recipe on one
+    /// standalone server (ephemeral sequential nodes, the node's czxid as the token, a grant held
+    /// by its session); lockpick starts Debian's `zookeeper`. `standin`:
+    /// tests/services/standin_lockd.py.
     #[arg(
         long,
         default_value = "reference",
-        value_name = "reference|etcd|template|redis|redlock|standin"
+        value_name = "reference|etcd|template|redis|redlock|zookeeper|standin"
     )]
     pub adapter: String,
     /// etcd's JSON gateway prefix: /v3 (etcd 3.4 and later) or /v3beta (etcd 3.3).

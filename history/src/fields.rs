@@ -76,6 +76,11 @@ pub(crate) fn value_field(key: &str) -> Option<(Kind, &'static str)> {
         "answer_revision" => (Kind::U64, "value.answer_revision"),
         "key_at_revision" => (Kind::Str, "value.key_at_revision"),
         "round" => (Kind::U64, "value.round"),
+        "hold" => (Kind::Str, "value.hold"),
+        "zk_session" => (Kind::Str, "value.zk_session"),
+        "zk_node" => (Kind::Str, "value.zk_node"),
+        "zk_timeout_ms" => (Kind::U64, "value.zk_timeout_ms"),
+        "session_event_ns" => (Kind::U64, "value.session_event_ns"),
         _ => return None,
     })
 }
@@ -452,7 +457,7 @@ mod tests {
             }
         }
         // Every field value_field types, and no other.
-        assert_eq!(seen, 15, "the table and value_field differ in number");
+        assert_eq!(seen, 20, "the table and value_field differ in number");
     }
 
     /// The nemesis type table of docs/history.md and [`nemesis_field`] (with [`netem_field`])

@@ -77,6 +77,10 @@ impl Adapter {
             None => no_resource(),
         }
     }
+    /// Hands the lock client the board of client stalls ([`LockClient::watch_stalls`]).
+    pub fn watch_stalls(&self, pauses: &Arc<PauseBoard>) {
+        self.lock.watch_stalls(pauses.clone());
+    }
     /// Whether the adapter has a fenced resource (the counter workload's register).
     pub fn has_resource(&self) -> bool {
         self.resource.is_some()

@@ -12,6 +12,7 @@
 use crate::pause::PauseBoard;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 /// An adapter's answer to one op, in history terms.
 #[derive(Debug, Clone, PartialEq)]
@@ -151,6 +152,13 @@ pub trait LockClient: Send + Sync {
     /// names it.
     fn lock_wire(&self, op: &str, lock: &str) -> Wire {
         Wire::plain(op, lock)
+    }
+    /// Hands the client the board of client stalls, once, before the workers start. A client
+    /// whose library works on its own between ops (a ZooKeeper session's heartbeats) stops
+    /// that work while the board says its process is stalled, as a paused process would. By
+    /// default nothing: the other clients send nothing between ops.
+    fn watch_stalls(&self, pauses: Arc<PauseBoard>) {
+        let _ = pauses;
     }
 }
 

@@ -52,6 +52,7 @@ services! {
     standin::StandIn,
     redis::Redis,
     redlock::RedlockService,
+    zookeeper::ZooKeeper,
 }
 
 pub use adapter::Adapter;

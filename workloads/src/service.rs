@@ -199,7 +199,8 @@ pub trait Service: Sync {
 
     /// The program its own command runs and the Debian package that has it (`redis-server`,
     /// `redis-server`), when that is not lockpick itself: without it on `PATH` a launched run
-    /// is refused up front, and `lockpick doctor` says which services can start here.
+    /// is refused up front, and `lockpick doctor` says which services can start here. A path
+    /// (ZooKeeper's jar) is looked for as that file.
     fn program(&self) -> Option<(&'static str, &'static str)> {
         None
     }
@@ -285,8 +286,12 @@ pub fn host_port(url: &str) -> Option<(String, u16)> {
     Some((host.to_string(), u.port_or_known_default()?))
 }
 
-/// Whether `program` is an executable file on `PATH`.
+/// Whether `program` is an executable file on `PATH`; a `program` with a `/` in it is a path,
+/// and is there when that file is (a service whose program is a file, not a command: a jar).
 pub fn on_path(program: &str) -> bool {
+    if program.contains('/') {
+        return Path::new(program).is_file();
+    }
     std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
         .unwrap_or(false)

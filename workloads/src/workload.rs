@@ -189,6 +189,9 @@ pub async fn run_workers<W: Write + Send + 'static>(
     answers: Arc<AnswerWatch>,
 ) -> Result<WorkersDone, WorkloadError> {
     assert!(!clients.is_empty(), "run_workers needs at least one client");
+    for c in &clients {
+        c.watch_stalls(&pauses);
+    }
     let mut tasks = Vec::with_capacity(cfg.clients);
     for slot in 0..cfg.clients {
         let client = &clients[slot % clients.len()];

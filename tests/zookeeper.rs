@@ -1,0 +1,282 @@
+//! `--adapter zookeeper` against a real ZooKeeper server (Debian's zookeeper package, run by
+//! its OpenJDK): the lock recipe started, faulted and driven by lockpick with nothing but the
+//! target given. These tests read the history, not the verdict: what a grant held by a
+//! session means to the checkers is theirs to say.
+//!
+//! - a run without faults: every grant has the lock node's czxid as its token (increasing
+//!   from grant to grant of a lock), is held by a session, names its node, and is released;
+//! - a holder stalled past its session timeout hears, at its next renew, that its session
+//!   was lost;
+//! - a killed server is restarted and waited for, and its locks go on from the znodes it kept.
+
+mod common;
+
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+const JAR: &str = "/usr/share/java/zookeeper.jar";
+
+/// java and the server's jar, or a visible skip (a failure under LOCKPICK_SYSTEM_TESTS=1).
+fn require_zookeeper() -> bool {
+    if !Path::new(JAR).is_file() {
+        if std::env::var("LOCKPICK_SYSTEM_TESTS").as_deref() == Ok("1") {
+            panic!("{JAR} is required under LOCKPICK_SYSTEM_TESTS=1 (apt-get install zookeeper)");
+        }
+        eprintln!("SKIPPED: {JAR} not found (apt-get install zookeeper)");
+        return false;
+    }
+    common::require_program("java", "zookeeper")
+}
+
+fn history(run: &common::Run) -> Vec<Value> {
+    let text = std::fs::read_to_string(run.run_dir().join("history.jsonl")).unwrap();
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn is(op: &Value, kind: &str, f: &str) -> bool {
+    op["type"] == kind && op["f"] == f
+}
+
+/// The run went its whole way (whatever the verdict).
+fn assert_complete(run: &common::Run) {
+    assert_ne!(run.code, 3, "{}", run.describe());
+    assert_eq!(
+        run.results()["completeness"]["state"],
+        "complete",
+        "{}",
+        run.describe()
+    );
+}
+
+/// Every ok acquire's token, per lock, in the order granted: each larger than the one before.
+fn assert_tokens_rise(ops: &[Value], context: &str) -> usize {
+    let mut last: HashMap<String, u64> = HashMap::new();
+    let mut grants = 0;
+    for op in ops.iter().filter(|o| is(o, "ok", "acquire")) {
+        let lock = op["lock"].as_str().unwrap().to_string();
+        let v = &op["value"];
+        let token = v["token"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no token: {op}"));
+        assert_eq!(v["hold"], "session", "{op}");
+        let node = v["zk_node"].as_str().unwrap();
+        let grant = v["grant"].as_str().unwrap();
+        assert!(
+            grant.starts_with("lock-") && node == format!("/lockpick/{lock}/{grant}"),
+            "{op}"
+        );
+        assert!(v["zk_session"].as_str().unwrap().starts_with("0x"), "{op}");
+        assert!(v["zk_timeout_ms"].as_u64().is_some(), "{op}");
+        if let Some(before) = last.insert(lock, token) {
+            assert!(
+                token > before,
+                "czxid {token} after {before}: {op}\n{context}"
+            );
+        }
+        grants += 1;
+    }
+    grants
+}
+
+const BASE: &[&str] = &[
+    "--adapter",
+    "zookeeper",
+    "--clients",
+    "3",
+    "--locks",
+    "2",
+    "--op-timeout",
+    "1s",
+    "--seed",
+    "1",
+];
+
+fn run(out: &Path, args: &[&str]) -> common::Run {
+    let mut all = BASE.to_vec();
+    all.extend_from_slice(args);
+    common::run(out, &all, Duration::from_secs(120))
+}
+
+#[test]
+fn a_run_without_faults_grants_by_czxid_and_releases() {
+    if !require_zookeeper() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let r = run(
+        tmp.path(),
+        &[
+            "--nemesis",
+            "none",
+            "--ttl",
+            "1s",
+            "--hold",
+            "20ms..300ms",
+            "--duration",
+            "5s",
+        ],
+    );
+    assert_complete(&r);
+    let ops = history(&r);
+    let grants = assert_tokens_rise(&ops, &r.describe());
+    assert!(grants >= 5, "{grants} grants\n{}", r.describe());
+    let releases = ops.iter().filter(|o| is(o, "ok", "release")).count();
+    assert!(releases >= grants / 2, "{releases} releases of {grants}");
+    // The counter's register is the fenced store beside the service, fenced by czxid.
+    assert!(ops.iter().any(|o| is(o, "ok", "write")), "{}", r.describe());
+    // A node's log is the server's own: it ran as QuorumPeerMain from the package's jar.
+    let log = std::fs::read_to_string(r.run_dir().join("nodes/n1/stderr.log")).unwrap_or_default();
+    assert!(
+        log.contains("QuorumPeerMain") || log.contains("ZooKeeperServer"),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_holder_stalled_past_its_session_timeout_hears_its_session_was_lost() {
+    if !require_zookeeper() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let schedule = tmp.path().join("stall.json");
+    std::fs::write(
+        &schedule,
+        r#"{"version": 1, "seed": 1, "nodes": 1, "primary": 0, "faults": [
+ {"id": "f1", "kind": "client-pause", "at_ms": 800, "length_ms": 2000, "window_ms": 2000,
+  "shape": "long", "wake": "renew"}
+]}"#,
+    )
+    .unwrap();
+    let r = run(
+        &tmp.path().join("out"),
+        &[
+            "--workload",
+            "mutex",
+            "--ttl",
+            "500ms",
+            "--hold",
+            "1s..2s",
+            "--duration",
+            "5s",
+            "--schedule",
+            schedule.to_str().unwrap(),
+        ],
+    );
+    assert_complete(&r);
+    let ops = history(&r);
+    let stop = ops
+        .iter()
+        .position(|o| o["process"] == "nemesis" && o["f"] == "stop-client-pause")
+        .unwrap_or_else(|| panic!("no stall ended\n{}", r.describe()));
+    let stalled = ops[stop]["value"]["process"].as_u64().unwrap();
+    let renew = ops[stop..]
+        .iter()
+        .find(|o| o["process"] == stalled && o["f"] == "renew" && o["type"] != "invoke")
+        .unwrap_or_else(|| panic!("p{stalled} never renewed after its stall\n{}", r.describe()));
+    assert_eq!(renew["type"], "fail", "{renew}");
+    let error = renew["value"]["error"].as_str().unwrap();
+    assert!(error.starts_with("session-lost; "), "{renew}");
+    // When the listener heard it: after the stall began, on the history's clock.
+    let at: u64 = error
+        .rsplit(" at ")
+        .next()
+        .and_then(|t| t.strip_suffix(" ns"))
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no time in {error}"));
+    let start = ops.iter().find(|o| o["f"] == "start-client-pause").unwrap();
+    assert!(at >= start["time_ns"].as_u64().unwrap(), "{renew}\n{start}");
+    assert_tokens_rise(&ops, &r.describe());
+}
+
+#[test]
+fn a_killed_server_is_restarted_and_its_locks_go_on() {
+    if !require_zookeeper() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let schedule = tmp.path().join("kill.json");
+    std::fs::write(
+        &schedule,
+        r#"{"version": 1, "seed": 1, "nodes": 1, "primary": 0, "faults": [
+ {"id": "f1", "kind": "kill", "at_ms": 1500, "length_ms": 300, "nodes": ["n1"]}
+]}"#,
+    )
+    .unwrap();
+    let r = run(
+        &tmp.path().join("out"),
+        &[
+            "--workload",
+            "mutex",
+            "--ttl",
+            "1s",
+            "--hold",
+            "20ms..300ms",
+            "--duration",
+            "6s",
+            "--schedule",
+            schedule.to_str().unwrap(),
+        ],
+    );
+    assert_complete(&r);
+    let ops = history(&r);
+    let restarted = ops
+        .iter()
+        .position(|o| o["process"] == "nemesis" && o["f"] == "restart")
+        .unwrap_or_else(|| panic!("the kill never ended\n{}", r.describe()));
+    assert!(
+        ops[restarted..].iter().any(|o| is(o, "ok", "acquire")),
+        "no grant after the restart\n{}",
+        r.describe()
+    );
+    // The znodes (and the zxid) survive the restart: tokens still rise across it.
+    assert_tokens_rise(&ops, &r.describe());
+}
+
+/// Settings one standalone server with session-held grants cannot honour are refused in one
+/// line naming the flag, before anything starts (no server is needed to refuse them).
+#[test]
+fn bad_zookeeper_settings_are_refused_in_one_line() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--nodes", "3"],
+            "--nodes 3: --adapter zookeeper is one standalone server",
+        ),
+        (
+            &["--unsafe", "racy"],
+            "--unsafe is a mode of the embedded lockd, not of zookeeper",
+        ),
+        (
+            &["--ttl", "1s", "--renew-ttl", "600ms"],
+            "--renew-ttl 600ms: a ZooKeeper session's timeout is fixed",
+        ),
+    ];
+    for (args, expected) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut all = vec![
+            "run",
+            "--adapter",
+            "zookeeper",
+            "--out",
+            tmp.path().to_str().unwrap(),
+        ];
+        all.extend_from_slice(args);
+        let o = common::run_with_limit(&all, Duration::from_secs(30));
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(3), "{args:?}: {stderr}");
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{args:?}: one line: {stderr}");
+        assert!(
+            lines[0].starts_with(&format!("error: {expected}")),
+            "{args:?}: {stderr}"
+        );
+        assert_eq!(
+            std::fs::read_dir(tmp.path()).unwrap().count(),
+            0,
+            "{args:?}: nothing created"
+        );
+    }
+}

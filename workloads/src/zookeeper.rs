@@ -1,0 +1,807 @@
+//! `--adapter zookeeper`: ZooKeeper's lock recipe, taken as Curator's `InterProcessMutex` and
+//! kazoo's `Lock` take it, on one standalone server (Debian's `zookeeper` package) that
+//! lockpick starts, pauses, kills and restarts.
+//!
+//! - Each client process (`p3`) has one ZooKeeper session, made at its first acquire with the
+//!   acquire's ttl as the session timeout (the server clamps it to its own bounds; the timeout
+//!   it agreed to is recorded as `zk_timeout_ms`). The session is the grant's lease: the server
+//!   ends it, and its nodes with it, once it has heard nothing from the client for that long.
+//! - acquire: create `/lockpick/<lock>/lock-` ephemeral and sequential, list the lock's
+//!   children; the lowest sequence holds. Otherwise watch the next lower node and look again
+//!   when it changes, until the wait is over; then delete our node and answer `held`. The
+//!   token is the lock node's `czxid` (the zxid of its creation: ZooKeeper's zxids only
+//!   increase, so each grant of a lock has a larger one than the grant before it).
+//! - renew: nothing is sent to extend anything (the session's heartbeats do that on their
+//!   own); it is what the holder's client would tell it: lost, if the session's state
+//!   listener has reported a disconnection, an expiry or a close since the grant (Curator's
+//!   advice: on `SUSPENDED` or `LOST`, assume the lock is gone), else whether our node is
+//!   still there.
+//! - release: delete our node.
+//!
+//! A client-pause stalls the whole client process: its session's heartbeats too. The client
+//! library sends them on its own, so each session talks to its server through a relay of this
+//! adapter's own on loopback, which carries nothing either way while the pause board says the
+//! process is stalled (the state listener, likewise, learns nothing until the stall ends). A
+//! holder stalled past its session timeout thus loses its session on the server, exactly as a
+//! paused JVM would, and learns it when it wakes.
+//!
+//! Every call is bounded by the op timeout, and nothing is retried (the library reconnects a
+//! session's connection on its own, as every ZooKeeper client does; a request whose connection
+//! broke is answered with that loss, never sent again).
+
+use crate::api::{BoxFuture, FencedResource, Grant, LockClient, Reply, Wire};
+use crate::client::RefClient;
+use crate::pause::PauseBoard;
+use crate::service::{host_port, Clock, Connect, ConnectError, Launch, Service, Settings};
+use crate::Adapter;
+use history::reason::with_detail;
+use nemesis::Readiness;
+use serde_json::json;
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::AbortHandle;
+use zookeeper_client as zk;
+
+/// Where every lock's nodes live: `/lockpick/<lock>/lock-0000000007`.
+const ROOT: &str = "/lockpick";
+/// The name a lock node is created with; the server appends its sequence.
+const PREFIX: &str = "lock-";
+/// The server's classes (the jar's manifest names its dependencies, all from Debian's
+/// packages) and a logger that writes to stderr, the node's log in the run directory.
+const JARS: &[&str] = &[
+    "/usr/share/java/zookeeper.jar",
+    "/usr/share/java/slf4j-simple.jar",
+];
+/// Sessions kept, one per client process; past this they are all dropped (processes are
+/// renumbered after every indeterminate answer).
+const SESSIONS_MAX: usize = 1024;
+/// Bad session states remembered per session (it is dropped at the first one a holder hears
+/// of, so a handful is plenty).
+const EVENTS_MAX: usize = 16;
+/// Grants remembered per session: one is held at a time; old ones are dropped past this.
+const GRANTS_MAX: usize = 64;
+/// Bounds a waiting acquire's rounds (list, then watch): each ends at a change of the node
+/// watched or at the wait's end.
+const ROUNDS_MAX: usize = 10_000;
+/// Bounds how many stalls in a row a relay or listener sits out (each is bounded itself).
+const STALLS_MAX: usize = 64;
+
+/// A stalled process sends and hears nothing: waits while the board says `client` is stalled.
+#[derive(Clone)]
+struct Stalls {
+    board: Arc<OnceLock<Arc<PauseBoard>>>,
+    client: String,
+}
+
+impl Stalls {
+    async fn sit_out(&self) {
+        for _ in 0..STALLS_MAX {
+            match self.board.get().and_then(|b| b.stalled_until(&self.client)) {
+                Some(until) => tokio::time::sleep_until(until.into()).await,
+                None => return,
+            }
+        }
+    }
+}
+
+/// One client process's session: the library's client, what its state listener heard, and
+/// the nodes granted on it.
+struct Session {
+    client: zk::Client,
+    /// The session id as ZooKeeper prints it (`0x...`).
+    id: String,
+    /// The timeout the server agreed to.
+    timeout_ms: u64,
+    /// States that end a holder's belief (disconnected, expired, closed), each with the
+    /// history time the listener heard of it.
+    events: Arc<Mutex<Vec<(zk::SessionState, u64)>>>,
+    /// Our lock nodes' paths, each with the history time it was granted.
+    grants: Mutex<HashMap<String, u64>>,
+    /// The listener and the relay's accept loop. A relay's open connections end on their own
+    /// once the library closes its side (after the session's close request went through).
+    tasks: Vec<AbortHandle>,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+fn lock_of<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Whether a state ends what a holder may believe (Curator's `SUSPENDED` and `LOST`).
+fn ends_belief(state: zk::SessionState) -> bool {
+    !matches!(
+        state,
+        zk::SessionState::SyncConnected | zk::SessionState::ConnectedReadOnly
+    )
+}
+
+fn state_name(state: zk::SessionState) -> &'static str {
+    match state {
+        zk::SessionState::Disconnected => "disconnected",
+        zk::SessionState::SyncConnected => "connected",
+        zk::SessionState::AuthFailed => "auth-failed",
+        zk::SessionState::ConnectedReadOnly => "read-only",
+        zk::SessionState::Expired => "expired",
+        zk::SessionState::Closed => "closed",
+    }
+}
+
+impl Session {
+    /// Why a holder of `path` no longer believes it holds: the first bad state heard since
+    /// its grant, or the state the library is in now if that is one. `None` while it holds.
+    fn lost_since(&self, path: &str, now_ns: u64) -> Option<String> {
+        let granted = lock_of(&self.grants).get(path).copied()?;
+        let mut events = lock_of(&self.events);
+        let now = self.client.state();
+        if ends_belief(now) && !events.iter().any(|(_, at)| *at >= granted) {
+            // Heard now, by the op that asks (the listener has not run yet).
+            events.push((now, now_ns));
+        }
+        events
+            .iter()
+            .find(|(_, at)| *at >= granted)
+            .map(|(state, at)| format!("session-lost; {} at {at} ns", state_name(*state)))
+    }
+}
+
+/// The lock recipe on one server: a session per client process.
+pub struct ZkLock {
+    /// `host:port` of the server.
+    addr: String,
+    op_timeout: Duration,
+    clock: Clock,
+    board: Arc<OnceLock<Arc<PauseBoard>>>,
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// Locks whose parent node this adapter has made (or found).
+    parents: Mutex<HashSet<String>>,
+}
+
+impl ZkLock {
+    pub fn new(addr: &str, op_timeout: Duration, clock: Clock) -> ZkLock {
+        ZkLock {
+            addr: addr.to_string(),
+            op_timeout,
+            clock,
+            board: Arc::default(),
+            sessions: Mutex::new(HashMap::new()),
+            parents: Mutex::new(HashSet::new()),
+        }
+    }
+
+    fn dir(lock: &str) -> String {
+        format!("{ROOT}/{lock}")
+    }
+
+    /// `call` within the op timeout; a call past it is `None`.
+    async fn bounded<T>(&self, call: impl Future<Output = T>) -> Option<T> {
+        tokio::time::timeout(self.op_timeout, call).await.ok()
+    }
+
+    /// `client`'s session if it has one that is not over.
+    fn current(&self, client: &str) -> Option<Arc<Session>> {
+        lock_of(&self.sessions).get(client).cloned()
+    }
+
+    /// Forgets `client`'s session: the library closes it once no op uses it any more, and
+    /// the server deletes its ephemeral nodes then (or at its expiry, if the close is lost).
+    fn drop_session(&self, client: &str) {
+        lock_of(&self.sessions).remove(client);
+    }
+
+    /// `client`'s session, made now (timeout `ttl_ms`) if it has none or its last one is
+    /// over. Nothing of the lock was sent when this fails.
+    async fn session(&self, client: &str, ttl_ms: u64) -> Result<Arc<Session>, String> {
+        if let Some(s) = self.current(client) {
+            if !s.client.state().is_terminated() {
+                return Ok(s);
+            }
+            self.drop_session(client);
+        }
+        // The first connection is made here, so a server that is down is a refused connect.
+        let first = match self.bounded(TcpStream::connect(&self.addr)).await {
+            None => return Err("connect: timeout".into()),
+            Some(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                return Err(with_detail("connect: refused", &e.to_string()))
+            }
+            Some(Err(e)) => return Err(with_detail("connect", &e.to_string())),
+            Some(Ok(s)) => s,
+        };
+        let stalls = Stalls {
+            board: self.board.clone(),
+            client: client.to_string(),
+        };
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| with_detail("connect: relay", &e.to_string()))?;
+        let relay_addr = listener
+            .local_addr()
+            .map_err(|e| with_detail("connect: relay", &e.to_string()))?;
+        let relay = tokio::spawn(relay(listener, first, self.addr.clone(), stalls.clone()));
+        let connector = zk::Client::connector()
+            .with_session_timeout(Duration::from_millis(ttl_ms.max(1)))
+            .with_fail_eagerly();
+        let made = self
+            .bounded(connector.connect(&relay_addr.to_string()))
+            .await;
+        let zc = match made {
+            None => {
+                relay.abort();
+                return Err("connect: timeout".into());
+            }
+            Some(Err(e)) => {
+                relay.abort();
+                return Err(with_detail("connect", &e.to_string()));
+            }
+            Some(Ok(c)) => c,
+        };
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let listen = tokio::spawn(listen(
+            zc.state_watcher(),
+            events.clone(),
+            self.clock.clone(),
+            stalls,
+        ));
+        let session = Arc::new(Session {
+            id: zc.session_id().to_string(),
+            timeout_ms: zc.session_timeout().as_millis() as u64,
+            client: zc,
+            events,
+            grants: Mutex::new(HashMap::new()),
+            tasks: vec![relay.abort_handle(), listen.abort_handle()],
+        });
+        let mut all = lock_of(&self.sessions);
+        if all.len() >= SESSIONS_MAX {
+            all.clear();
+        }
+        all.insert(client.to_string(), session.clone());
+        Ok(session)
+    }
+
+    /// Makes `/lockpick/<lock>` once (a persistent node; found there after a restart).
+    async fn parent(&self, s: &Session, lock: &str) -> Result<(), String> {
+        if lock_of(&self.parents).contains(lock) {
+            return Ok(());
+        }
+        let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        match self.bounded(s.client.mkdir(&Self::dir(lock), &options)).await {
+            None => Err("mkdir: timeout".into()),
+            Some(Err(e)) => Err(with_detail("mkdir", &e.to_string())),
+            Some(Ok(())) => {
+                lock_of(&self.parents).insert(lock.to_string());
+                Ok(())
+            }
+        }
+    }
+
+    /// The recipe, waiting up to `wait_ms`; a stalled client does nothing while its stall
+    /// lasts (nor does its session: see the relay).
+    async fn acquire_waiting(
+        &self,
+        client: &str,
+        lock: &str,
+        ttl_ms: u64,
+        wait_ms: u64,
+        pauses: Option<&PauseBoard>,
+    ) -> Reply {
+        let deadline = Instant::now() + Duration::from_millis(wait_ms);
+        let s = match self.session(client, ttl_ms).await {
+            Ok(s) => s,
+            Err(e) => return Reply::Fail(e),
+        };
+        if let Err(e) = self.parent(&s, lock).await {
+            return Reply::Fail(e);
+        }
+        let state = s.client.state();
+        if ends_belief(state) {
+            // Nothing would go out on this session now.
+            if state.is_terminated() {
+                self.drop_session(client);
+            }
+            return Reply::Fail(format!("connect: {}", state_name(state)));
+        }
+        let dir = Self::dir(lock);
+        let options = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+        let created = self
+            .bounded(s.client.create(&format!("{dir}/{PREFIX}"), &[], &options))
+            .await;
+        let (stat, seq) = match created {
+            Some(Ok(c)) => c,
+            Some(Err(e)) if refused_before_applied(&e) => {
+                if matches!(e, zk::Error::NoNode) {
+                    lock_of(&self.parents).remove(lock);
+                }
+                if s.client.state().is_terminated() {
+                    self.drop_session(client);
+                }
+                return Reply::Fail(with_detail("create", &e.to_string()));
+            }
+            // The answer was lost: our node may exist. Closing the session removes it.
+            Some(Err(e)) => {
+                self.drop_session(client);
+                return Reply::Info(with_detail("create", &e.to_string()));
+            }
+            None => {
+                self.drop_session(client);
+                return Reply::Info("create: timeout".into());
+            }
+        };
+        let name = format!("{PREFIX}{seq}");
+        let path = format!("{dir}/{name}");
+        let mine = seq.into_i64();
+        match self.wait_lowest(client, &s, &dir, mine, deadline, pauses).await {
+            Ok(true) => {}
+            Ok(false) => return self.withdraw(client, &s, &path).await,
+            Err(f) => {
+                // Our node exists and may have become the lowest: whether the lock was ours
+                // for a while is unknown. Closing the session removes the node.
+                self.drop_session(client);
+                return Reply::Info(f);
+            }
+        }
+        let granted_ns = (self.clock)();
+        {
+            let mut g = lock_of(&s.grants);
+            if g.len() >= GRANTS_MAX {
+                g.clear();
+            }
+            g.insert(path.clone(), granted_ns);
+        }
+        let mut body = json!({
+            "token": stat.czxid as u64,
+            "hold": "session",
+            "zk_session": s.id,
+            "zk_node": path,
+            "zk_timeout_ms": s.timeout_ms,
+        });
+        body[history::GRANT] = json!(name);
+        Reply::Ok(body)
+    }
+
+    /// Lists the lock's nodes until ours is the lowest (`true`) or the wait is over
+    /// (`false`); between looks, waits for the node just below ours to change.
+    async fn wait_lowest(
+        &self,
+        client: &str,
+        s: &Session,
+        dir: &str,
+        mine: i64,
+        deadline: Instant,
+        pauses: Option<&PauseBoard>,
+    ) -> Result<bool, String> {
+        for _ in 0..ROUNDS_MAX {
+            if let Some(until) = pauses.and_then(|p| p.stalled_until(client)) {
+                tokio::time::sleep_until(until.into()).await;
+            }
+            let children = match self.bounded(s.client.list_children(dir)).await {
+                None => return Err("list: timeout".into()),
+                Some(Err(e)) => return Err(with_detail("list", &e.to_string())),
+                Some(Ok(c)) => c,
+            };
+            let mut seqs: Vec<i64> = children.iter().filter_map(|c| sequence(c)).collect();
+            seqs.sort_unstable();
+            if !seqs.contains(&mine) {
+                return Err("list: our node is gone".into());
+            }
+            let Some(&below) = seqs.iter().rev().find(|q| **q < mine) else {
+                return Ok(true);
+            };
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(false);
+            }
+            let watched = format!("{dir}/{PREFIX}{}", zk_sequence(below));
+            let watcher = match self.bounded(s.client.check_and_watch_stat(&watched)).await {
+                None => return Err("watch: timeout".into()),
+                Some(Err(e)) => return Err(with_detail("watch", &e.to_string())),
+                // Gone between the list and the watch: look again.
+                Some(Ok((None, _))) => continue,
+                Some(Ok((Some(_), w))) => w,
+            };
+            let _ = tokio::time::timeout_at(deadline.into(), watcher.changed()).await;
+        }
+        Ok(false)
+    }
+
+    /// Not granted in time: deletes our node, so it never holds.
+    async fn withdraw(&self, client: &str, s: &Session, path: &str) -> Reply {
+        match self.bounded(s.client.delete(path, None)).await {
+            Some(Ok(())) | Some(Err(zk::Error::NoNode)) => Reply::Fail("held".into()),
+            // Our node may still be there, and may be the lowest now.
+            Some(Err(e)) => {
+                self.drop_session(client);
+                Reply::Info(with_detail("delete", &e.to_string()))
+            }
+            None => {
+                self.drop_session(client);
+                Reply::Info("delete: timeout".into())
+            }
+        }
+    }
+
+    /// The session and node path `grant` names, or why the holder knows it does not hold.
+    fn held(
+        &self,
+        client: &str,
+        lock: &str,
+        grant: &Grant,
+    ) -> Result<(Arc<Session>, String), Reply> {
+        let Some(s) = self.current(client) else {
+            return Err(Reply::Fail("not-holder; no session".into()));
+        };
+        let Some(name) = &grant.id else {
+            return Err(Reply::Fail("not-holder; no lock node".into()));
+        };
+        let path = format!("{}/{name}", Self::dir(lock));
+        if !lock_of(&s.grants).contains_key(&path) {
+            return Err(Reply::Fail(
+                "not-holder; granted on another session".into(),
+            ));
+        }
+        if let Some(lost) = s.lost_since(&path, (self.clock)()) {
+            self.drop_session(client);
+            return Err(Reply::Fail(lost));
+        }
+        Ok((s, path))
+    }
+
+    /// An error of a call on a held node: the session's end is a definite loss, anything
+    /// else leaves the call's effect unknown. Either way the session is dropped.
+    fn broken(&self, client: &str, op: &str, e: &zk::Error) -> Reply {
+        self.drop_session(client);
+        match e {
+            zk::Error::SessionExpired | zk::Error::ClientClosed => Reply::Fail(format!(
+                "session-lost; {} at {} ns",
+                match e {
+                    zk::Error::SessionExpired => "expired",
+                    _ => "closed",
+                },
+                (self.clock)()
+            )),
+            _ => Reply::Info(with_detail(op, &e.to_string())),
+        }
+    }
+
+    async fn renew(&self, client: &str, lock: &str, grant: &Grant) -> Reply {
+        let (s, path) = match self.held(client, lock, grant) {
+            Ok(h) => h,
+            Err(r) => return r,
+        };
+        match self.bounded(s.client.check_stat(&path)).await {
+            Some(Ok(Some(_))) => Reply::Ok(json!({})),
+            Some(Ok(None)) => Reply::Fail("not-holder".into()),
+            Some(Err(e)) => self.broken(client, "exists", &e),
+            None => {
+                self.drop_session(client);
+                Reply::Info("exists: timeout".into())
+            }
+        }
+    }
+
+    async fn release(&self, client: &str, lock: &str, grant: &Grant) -> Reply {
+        let (s, path) = match self.held(client, lock, grant) {
+            Ok(h) => h,
+            Err(r) => return r,
+        };
+        match self.bounded(s.client.delete(&path, None)).await {
+            Some(Ok(())) => {
+                lock_of(&s.grants).remove(&path);
+                Reply::Ok(json!({}))
+            }
+            Some(Err(zk::Error::NoNode)) => {
+                lock_of(&s.grants).remove(&path);
+                Reply::Fail("not-holder".into())
+            }
+            Some(Err(e)) => self.broken(client, "delete", &e),
+            None => {
+                self.drop_session(client);
+                Reply::Info("delete: timeout".into())
+            }
+        }
+    }
+}
+
+/// Errors the server (or the library, before sending) gives for a create it did not apply.
+fn refused_before_applied(e: &zk::Error) -> bool {
+    matches!(
+        e,
+        zk::Error::NoNode
+            | zk::Error::NoAuth
+            | zk::Error::InvalidAcl
+            | zk::Error::BadArguments(_)
+            | zk::Error::SessionExpired
+            | zk::Error::ClientClosed
+            | zk::Error::AuthFailed
+            | zk::Error::NoChildrenForEphemerals
+            | zk::Error::Throttled
+    )
+}
+
+/// The sequence of a lock node's name (`lock-0000000007` → 7).
+fn sequence(name: &str) -> Option<i64> {
+    name.strip_prefix(PREFIX)?.parse().ok()
+}
+
+/// A sequence as the server writes it in a name: ten digits (nineteen past 32 bits).
+fn zk_sequence(seq: i64) -> String {
+    match seq <= i32::MAX as i64 {
+        true => format!("{seq:010}"),
+        false => format!("{seq:019}"),
+    }
+}
+
+/// Carries one session's connections to the server, and nothing while its process is
+/// stalled. `first` is the connection made before the session (so a server that is down is
+/// refused at once); later ones (the library reconnecting) are made as they come.
+async fn relay(listener: TcpListener, first: TcpStream, server: String, stalls: Stalls) {
+    let mut first = Some(first);
+    // Bounded by the session: the loop is aborted when the session is dropped.
+    loop {
+        let Ok((inbound, _)) = listener.accept().await else {
+            return;
+        };
+        let outbound = match first.take() {
+            Some(s) => s,
+            None => match TcpStream::connect(&server).await {
+                Ok(s) => s,
+                // Dropping the inbound side is what a refused connection looks like to the
+                // library: it tries again on its own schedule.
+                Err(_) => continue,
+            },
+        };
+        let stalls = stalls.clone();
+        tokio::spawn(async move {
+            let (ri, wi) = inbound.into_split();
+            let (ro, wo) = outbound.into_split();
+            tokio::join!(pump(ri, wo, &stalls), pump(ro, wi, &stalls));
+        });
+    }
+}
+
+/// Copies `from` to `to` until either ends; what arrives during a stall waits for its end
+/// (a paused process neither sends nor reads), a close included.
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    stalls: &Stalls,
+) {
+    let mut buf = vec![0u8; 16 * 1024];
+    // Bounded by the connection: each pass reads something or ends.
+    loop {
+        let n = from.read(&mut buf).await.unwrap_or(0);
+        stalls.sit_out().await;
+        if n == 0 {
+            let _ = to.shutdown().await;
+            return;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// The session's state listener: records each state that ends a holder's belief with the
+/// history time it was heard (after any stall: a paused process hears it when it wakes).
+async fn listen(
+    mut watcher: zk::StateWatcher,
+    events: Arc<Mutex<Vec<(zk::SessionState, u64)>>>,
+    clock: Clock,
+    stalls: Stalls,
+) {
+    // Bounded: the session's states end with a terminal one, and the task is aborted when
+    // the session is dropped.
+    loop {
+        let state = watcher.changed().await;
+        stalls.sit_out().await;
+        if ends_belief(state) {
+            let mut e = lock_of(&events);
+            if e.len() >= EVENTS_MAX {
+                e.remove(0);
+            }
+            e.push((state, clock()));
+        }
+        if state.is_terminated() {
+            return;
+        }
+    }
+}
+
+impl LockClient for ZkLock {
+    crate::api::waiting_acquire_ops!();
+    fn renew<'a>(
+        &'a self,
+        client: &'a str,
+        lock: &'a str,
+        grant: &'a Grant,
+        _ttl_ms: u64,
+    ) -> BoxFuture<'a, Reply> {
+        Box::pin(ZkLock::renew(self, client, lock, grant))
+    }
+    fn release<'a>(
+        &'a self,
+        client: &'a str,
+        lock: &'a str,
+        grant: &'a Grant,
+    ) -> BoxFuture<'a, Reply> {
+        Box::pin(ZkLock::release(self, client, lock, grant))
+    }
+    fn lock_wire(&self, op: &str, lock: &str) -> Wire {
+        let dir = Self::dir(lock);
+        let (request, ok, refused) = match op {
+            "acquire" => (
+                format!(
+                    "create {dir}/{PREFIX} ephemeral-sequential, list {dir}, watch the next lower"
+                ),
+                "the lowest sequence (czxid the token)",
+                "a lower node still there at the wait's end",
+            ),
+            "renew" => (
+                format!("session listener, then exists {dir}/<node>"),
+                "connected, the node there",
+                "session lost, or no node",
+            ),
+            _ => (
+                format!("delete {dir}/<node>"),
+                "deleted",
+                "no node, or session lost",
+            ),
+        };
+        Wire {
+            request,
+            ok: ok.into(),
+            refused: refused.into(),
+        }
+    }
+    fn watch_stalls(&self, pauses: Arc<PauseBoard>) {
+        let _ = self.board.set(pauses);
+    }
+}
+
+/// The evidence each grant carries (docs/history.md).
+const EVIDENCE: &[&str] = &[
+    "hold",
+    "zk_session",
+    "zk_node",
+    "zk_timeout_ms",
+    "session_event_ns",
+];
+
+/// The zoo.cfg the node writes into its data dir at each start, then the server in the
+/// foreground. Sessions may be as short as 200 ms (a `--ttl` of 1-2 s, or less, is the
+/// session timeout asked for), up to 60 s; the AdminServer (an HTTP port of its own) and the
+/// four-letter words are off; the data dir, kept across restarts, holds the znodes and the
+/// sessions, so a restarted server still knows both (its sessions then expire on their own).
+const SCRIPT: &str = "printf '%s\\n' \
+    'dataDir={data_dir}' \
+    'clientPort={port}' \
+    'clientPortAddress={host}' \
+    'tickTime=100' \
+    'minSessionTimeout=200' \
+    'maxSessionTimeout=60000' \
+    'maxClientCnxns=0' \
+    'admin.enableServer=false' \
+    '4lw.commands.whitelist=' \
+    'preAllocSize=1024' \
+    > '{data_dir}/zoo.cfg' && \
+    exec java -Xmx256m -XX:+UseSerialGC -cp JARS \
+    org.apache.zookeeper.server.quorum.QuorumPeerMain '{data_dir}/zoo.cfg'";
+
+/// A ConnectRequest asking for the shortest session: protocol 0, no zxid seen, timeout 1 ms
+/// (the server raises it to its minimum), no session, a zero password, not read-only; 45
+/// bytes after the length.
+fn connect_request() -> Vec<u8> {
+    let mut body = Vec::with_capacity(49);
+    body.extend_from_slice(&45i32.to_be_bytes());
+    body.extend_from_slice(&0i32.to_be_bytes());
+    body.extend_from_slice(&0i64.to_be_bytes());
+    body.extend_from_slice(&1i32.to_be_bytes());
+    body.extend_from_slice(&0i64.to_be_bytes());
+    body.extend_from_slice(&16i32.to_be_bytes());
+    body.extend_from_slice(&[0u8; 16]);
+    body.push(0);
+    body
+}
+
+/// One standalone ZooKeeper server (Debian's `zookeeper` package, run by `java` as its init
+/// script would, in the foreground).
+pub struct ZooKeeper;
+
+impl Service for ZooKeeper {
+    fn name(&self) -> &'static str {
+        "zookeeper"
+    }
+    fn launch(&self, _l: &Launch) -> Option<Vec<String>> {
+        let script = SCRIPT.replace("JARS", &JARS.join(":"));
+        Some(vec!["sh".into(), "-c".into(), script])
+    }
+    fn url_schemes(&self) -> &'static [&'static str] {
+        &["zk"]
+    }
+    /// A session offered and accepted: a ConnectResponse (37 bytes, protocol 0). It proves
+    /// what the clients need, that the server makes sessions; a server still loading its
+    /// data closes the connection instead. `ruok` would need the four-letter words, which
+    /// 3.8 answers only when whitelisted (off here, as on a hardened server). The session it
+    /// opens is never used and expires after the minimum timeout.
+    fn readiness(&self) -> Readiness {
+        Readiness::Exchange {
+            name: "ConnectRequest",
+            send: connect_request(),
+            expect: [37i32.to_be_bytes(), 0i32.to_be_bytes()].concat(),
+        }
+    }
+    fn clock_faults(&self) -> Result<(), &'static str> {
+        Err("libfaketime stalls Debian's ZooKeeper 3.8 at start-up under OpenJDK 17 (it binds \
+             its port, then never serves a session)")
+    }
+    fn program(&self) -> Option<(&'static str, &'static str)> {
+        Some((JARS[0], "zookeeper"))
+    }
+    fn check(&self, s: &Settings) -> Result<(), String> {
+        if s.unsafe_mode.is_some() {
+            return Err("--unsafe is a mode of the embedded lockd, not of zookeeper".into());
+        }
+        if s.nodes > 1 {
+            return Err(format!(
+                "--nodes {}: --adapter zookeeper is one standalone server for now (an \
+                 ensemble is not built yet)",
+                s.nodes
+            ));
+        }
+        if let Some(r) = s.renew_ttl_apart {
+            return Err(format!(
+                "--renew-ttl {r}: a ZooKeeper session's timeout is fixed when the session is \
+                 made; a renew cannot ask for another"
+            ));
+        }
+        Ok(())
+    }
+    fn connect(&self, c: &Connect) -> Result<Adapter, ConnectError> {
+        let refused = |reason: String| ConnectError::Refused {
+            adapter: "zookeeper",
+            reason,
+        };
+        let (host, port) =
+            host_port(c.url).ok_or_else(|| refused(format!("{}: no host and port", c.url)))?;
+        let addr = match host.contains(':') {
+            true => format!("[{host}]:{port}"),
+            false => format!("{host}:{port}"),
+        };
+        let lock = Arc::new(ZkLock::new(&addr, c.op_timeout, c.clock.clone()));
+        let resource = match c.store_url {
+            Some(s) => Some(Arc::new(RefClient::store_only(s, c.op_timeout, c.clients)?)
+                as Arc<dyn FencedResource>),
+            None => None,
+        };
+        Ok(Adapter::new(lock, resource).with_evidence(EVIDENCE))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_node_names_read_back_as_their_sequence() {
+        assert_eq!(sequence("lock-0000000007"), Some(7));
+        assert_eq!(sequence("other-0000000007"), None);
+        assert_eq!(zk_sequence(7), "0000000007");
+        assert_eq!(sequence(&format!("{PREFIX}{}", zk_sequence(1 << 40))), Some(1 << 40));
+    }
+
+    #[test]
+    fn the_readiness_request_is_a_whole_connect_request() {
+        let r = connect_request();
+        assert_eq!(r.len(), 4 + 45);
+        assert_eq!(&r[..4], &45i32.to_be_bytes());
+    }
+}
