@@ -76,7 +76,6 @@ pub(crate) fn value_field(key: &str) -> Option<(Kind, &'static str)> {
         "answer_revision" => (Kind::U64, "value.answer_revision"),
         "key_at_revision" => (Kind::Str, "value.key_at_revision"),
         "round" => (Kind::U64, "value.round"),
-        "hold" => (Kind::Str, "value.hold"),
         "zk_session" => (Kind::Str, "value.zk_session"),
         "zk_node" => (Kind::Str, "value.zk_node"),
         "zk_timeout_ms" => (Kind::U64, "value.zk_timeout_ms"),
