@@ -75,6 +75,9 @@ pub(crate) fn value_field(key: &str) -> Option<(Kind, &'static str)> {
         "answer_revision" => (Kind::U64, "value.answer_revision"),
         "key_at_revision" => (Kind::Str, "value.key_at_revision"),
         "round" => (Kind::U64, "value.round"),
+        "hold" => (Kind::Str, "value.hold"),
+        "pg_backend_pid" => (Kind::U64, "value.pg_backend_pid"),
+        "committed" => (Kind::Bool, "value.committed"),
         _ => return None,
     })
 }
