@@ -160,9 +160,11 @@ fn connect_failure(e: &tokio_postgres::Error) -> Failure {
     if let Some(db) = e.as_db_error() {
         let code = db.code().code();
         let detail = format!("{code} {}", db.message());
-        // Starting up, shutting down, in recovery (57P03), or out of connection slots.
+        // Starting up, shutting down, in recovery (57P03), or out of connection slots: no
+        // session could be made, as with a refused connection (and the workers back off the
+        // same way while a restarted server recovers).
         return Failure::Definite(match code {
-            "57P03" | "53300" => with_detail(&format!("unavailable: {code}"), db.message()),
+            "57P03" | "53300" => with_detail(&format!("connect: unavailable {code}"), db.message()),
             _ => with_detail("connect", &detail),
         });
     }
