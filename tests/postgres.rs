@@ -236,3 +236,47 @@ fn bad_postgres_settings_are_refused_in_one_line() {
         );
     }
 }
+
+/// A paused server answers nothing, on new sessions or open ones: every backend leads a
+/// session of its own, out of the postmaster's process group, and the pause reaches them too.
+/// No client op completes ok inside a pause (past its first 50 ms, for answers already on
+/// their way).
+#[test]
+fn a_paused_server_answers_nothing_on_its_open_sessions() {
+    if !require_postgres() {
+        return;
+    }
+    let tmp = scratch();
+    let (r, ops) = run(
+        tmp.path(),
+        &[
+            "--nemesis",
+            "pause",
+            "--nemesis-interval",
+            "2s",
+            "--duration",
+            "6s",
+        ],
+    );
+    let at = |o: &Value| o["time_ns"].as_u64().unwrap();
+    let mut windows = Vec::new();
+    let mut start = None;
+    for o in ops.iter().filter(|o| o["process"] == "nemesis") {
+        match o["f"].as_str() {
+            Some("start-pause") => start = Some(at(o)),
+            Some("stop-pause") => windows.extend(start.take().map(|s| (s, at(o)))),
+            _ => {}
+        }
+    }
+    assert!(!windows.is_empty(), "no pause\n{}", r.describe());
+    for o in ops
+        .iter()
+        .filter(|o| o["type"] == "ok" && o["process"].is_u64())
+    {
+        let t = at(o);
+        assert!(
+            !windows.iter().any(|&(s, e)| s + 50_000_000 < t && t < e),
+            "answered while paused: {o}"
+        );
+    }
+}
