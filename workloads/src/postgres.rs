@@ -760,7 +760,11 @@ pub(crate) fn bin_dir() -> Option<PathBuf> {
 /// under a directory only root may enter (`CAP_DAC_READ_SEARCH`: search and read, no write).
 /// After a kill it first waits, a bounded while, for the killed server's backends (which end
 /// themselves once they see the postmaster gone) to leave the directory: a new postmaster
-/// refuses to start while they still hold the old shared memory.
+/// refuses to start while they still hold the old shared memory. Under libfaketime (clock
+/// faults' fallback backend) the root shell's libfaketime made a semaphore that user
+/// `postgres` may not open and names it in `FAKETIME_SHARED`: unset, each program makes its
+/// own (the clock file is re-read on each call either way; checked: a server's `now()` moved
+/// with the file).
 fn start_script() -> String {
     let script = r#"set -e
 P=$(command -v postgres || true)
@@ -776,6 +780,7 @@ fi
 i=0
 while [ $i -lt 50 ] && ls -l /proc/[0-9]*/cwd 2>/dev/null | grep -q -- "-> $D\$"; do sleep 0.1; i=$((i+1)); done
 cd "$D"
+unset FAKETIME_SHARED
 if [ ! -f "$D/PG_VERSION" ]; then $RUN "$B/initdb" -D "$D" -A trust -U lockpick --no-sync >"$D/../initdb.log"; fi
 exec $RUN "$B/postgres" -D "$D" -p {port} -c listen_addresses={host} -c unix_socket_directories= -c fsync=on -c max_connections=CONNECTIONS"#;
     script.replace("CONNECTIONS", &SERVER_CONNECTIONS.to_string())
