@@ -443,6 +443,7 @@ mod tests {
                     "unsigned integer" | "unsigned integers" => Kind::U64,
                     "string" => Kind::Str,
                     "array of strings" => Kind::Strings,
+                    "boolean" => Kind::Bool,
                     other => panic!("{name}: the table's type {other:?} has no Kind"),
                 };
                 assert_eq!(
@@ -454,7 +455,7 @@ mod tests {
             }
         }
         // Every field value_field types, and no other.
-        assert_eq!(seen, 15, "the table and value_field differ in number");
+        assert_eq!(seen, 18, "the table and value_field differ in number");
     }
 
     /// The nemesis type table of docs/history.md and [`nemesis_field`] (with [`netem_field`])
