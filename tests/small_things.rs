@@ -159,6 +159,7 @@ fn doctor_fails_only_for_a_missing_required_fault() {
         "standin",
         "redis",
         "redlock",
+        "postgres",
     ] {
         let row = out
             .lines()

@@ -675,9 +675,12 @@ impl LockClient for PgLock {
             ),
             (_, Form::Session) => (format!("SELECT pg_advisory_unlock({key})"), "true", "false"),
             ("acquire", Form::Xact) => (
-                format!("BEGIN; SET LOCAL lock_timeout = <wait>; SELECT pg_advisory_xact_lock({key})"),
+                format!(
+                    "BEGIN; SET LOCAL lock_timeout = <wait>; SELECT pg_advisory_xact_lock({key}) \
+                     (pg_try_advisory_xact_lock when the wait is 0)"
+                ),
                 "granted, the transaction left open",
-                "55P03 lock_not_available, then ROLLBACK",
+                "55P03 lock_not_available (or false), then ROLLBACK",
             ),
             ("renew", Form::Xact) => (
                 "SELECT set_config(...) in the grant's transaction".to_string(),
