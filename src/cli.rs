@@ -191,12 +191,14 @@ pub struct RunArgs {
     /// compare scripts); `redlock`: Redlock over --nodes independent Redis masters; lockpick
     /// starts Debian's `redis-server` for both. `zookeeper`: ZooKeeper's lock recipe on one
     /// standalone server (ephemeral sequential nodes, the node's czxid as the token, a grant held
-    /// by its session); lockpick starts Debian's `zookeeper`. `standin`:
+    /// by its session); lockpick starts Debian's `zookeeper`. `postgres`: PostgreSQL advisory
+    /// locks on one server lockpick starts from Debian's `postgresql` (a session's lock, or a
+    /// transaction's with the counter's register written inside it). `standin`:
     /// tests/services/standin_lockd.py.
     #[arg(
         long,
         default_value = "reference",
-        value_name = "reference|etcd|template|redis|redlock|zookeeper|standin"
+        value_name = "reference|etcd|template|redis|redlock|zookeeper|postgres|standin"
     )]
     pub adapter: String,
     /// etcd's JSON gateway prefix: /v3 (etcd 3.4 and later) or /v3beta (etcd 3.3).
@@ -206,7 +208,9 @@ pub struct RunArgs {
     /// each service names its options and their values, and an unknown one is refused with
     /// the list. redis: persistence=none|rdb|aof-everysec|aof-always (default none),
     /// fence=none|counter (counter: an INCR per grant is its fencing token); redlock:
-    /// persistence.
+    /// persistence; postgres: form=session|xact (session: pg_try_advisory_lock held by the
+    /// client's session, the mutex; xact: pg_advisory_xact_lock with the counter's write
+    /// committed in the same transaction).
     #[arg(long, value_name = "NAME=VALUE", value_delimiter = ',')]
     pub adapter_opt: Vec<String>,
     /// The file whose [template] section describes the API (set by --config).

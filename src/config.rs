@@ -329,7 +329,9 @@ fn service_of(
     })?;
     let own = workloads::ServiceOptions::parse(service, &a.adapter_opt)
         .map_err(|e| anyhow::anyhow!("--adapter-opt {e}"))?;
-    let fencing = service.tokens(&own) == workloads::Tokens::Fencing;
+    // A register written inside the grant (a transaction-scoped lock's commit) needs no token.
+    let fencing =
+        service.tokens(&own) == workloads::Tokens::Fencing || service.grant_guards_resource(&own);
     let kind: WorkloadKind = match &a.workload {
         Some(w) => w
             .parse()
@@ -498,7 +500,7 @@ fn target_of(
         })
         .map_err(|e| anyhow::anyhow!(e))?;
     if let (Target::Embedded, Some((program, package))) = (&target, service.program()) {
-        if !workloads::on_path(program) {
+        if service.find_program().is_none() {
             bail!(
                 "--adapter {}: `{program}` is not installed here (apt-get install {package}), or \
                  give --node-cmd or --url",

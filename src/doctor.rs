@@ -224,7 +224,7 @@ fn services() -> Vec<(String, &'static str, String)> {
             }
             match s.program() {
                 None => (name, "ok", "lockpick starts it itself".to_string()),
-                Some((p, _)) if workloads::on_path(p) => {
+                Some((p, _)) if s.find_program().is_some() => {
                     (name, "ok", format!("lockpick starts `{p}` for it"))
                 }
                 Some((p, package)) => (

@@ -160,6 +160,7 @@ fn doctor_fails_only_for_a_missing_required_fault() {
         "redis",
         "redlock",
         "zookeeper",
+        "postgres",
     ] {
         let row = out
             .lines()

@@ -402,10 +402,27 @@ fn session_grants(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
     };
     let named = |id: &str| OpValue::default().with_extra("grant", json!(id));
     let mut new = fresh_grant(q, &lock, t, t + MS, 10, grant("session-a"));
-    new.extend(fresh_grant(q + 1, &lock, t + 20 * MS, t + 21 * MS, 10, grant("session-b")));
-    for (p, at, id) in [(q, t + 50 * MS, "session-a"), (q + 1, t + 60 * MS, "session-b")] {
+    new.extend(fresh_grant(
+        q + 1,
+        &lock,
+        t + 20 * MS,
+        t + 21 * MS,
+        10,
+        grant("session-b"),
+    ));
+    for (p, at, id) in [
+        (q, t + 50 * MS, "session-a"),
+        (q + 1, t + 60 * MS, "session-b"),
+    ] {
         new.push(lock_op(p, at, OpType::Invoke, F::Release, &lock, named(id)));
-        new.push(lock_op(p, at + MS, OpType::Ok, F::Release, &lock, OpValue::default()));
+        new.push(lock_op(
+            p,
+            at + MS,
+            OpType::Ok,
+            F::Release,
+            &lock,
+            OpValue::default(),
+        ));
     }
     // The completions in time order: the first grant, the second, the two releases.
     insert(ops, new).get(1).map(|&i| vec![i])

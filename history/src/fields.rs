@@ -80,6 +80,8 @@ pub(crate) fn value_field(key: &str) -> Option<(Kind, &'static str)> {
         "zk_node" => (Kind::Str, "value.zk_node"),
         "zk_timeout_ms" => (Kind::U64, "value.zk_timeout_ms"),
         "session_event_ns" => (Kind::U64, "value.session_event_ns"),
+        "pg_backend_pid" => (Kind::U64, "value.pg_backend_pid"),
+        "committed" => (Kind::Bool, "value.committed"),
         _ => return None,
     })
 }
@@ -445,6 +447,7 @@ mod tests {
                     "unsigned integer" | "unsigned integers" => Kind::U64,
                     "string" => Kind::Str,
                     "array of strings" => Kind::Strings,
+                    "boolean" => Kind::Bool,
                     other => panic!("{name}: the table's type {other:?} has no Kind"),
                 };
                 assert_eq!(
@@ -456,7 +459,7 @@ mod tests {
             }
         }
         // Every field value_field types, and no other.
-        assert_eq!(seen, 20, "the table and value_field differ in number");
+        assert_eq!(seen, 22, "the table and value_field differ in number");
     }
 
     /// The nemesis type table of docs/history.md and [`nemesis_field`] (with [`netem_field`])

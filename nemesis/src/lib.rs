@@ -3,7 +3,8 @@
 //! - [`NodeControl`] ([`node`]): what the harness does to one node (start, stop, pause, resume,
 //!   kill, restart, logs), whatever runs it. [`LocalNode`] is the node of this machine: a child
 //!   process group started from a [`NodeCommand`], waited for until its health path answers
-//!   200; [`pause`] is SIGSTOP to the group, [`resume`] SIGCONT, [`kill`] SIGKILL and reap,
+//!   200; [`pause`] is SIGSTOP to the group (and to descendants that left it, as
+//!   PostgreSQL's backends do), [`resume`] SIGCONT, [`kill`] SIGKILL and reap,
 //!   [`restart`] the same command again. It stops the node when dropped.
 //! - [`runtime`]: where nodes run. A [`runtime::Runtime`] gives each node its address, makes
 //!   its node control, offers its network faults and tears down; [`RUNTIMES`] lists the kinds

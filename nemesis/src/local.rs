@@ -559,13 +559,21 @@ impl LocalNode {
         }
     }
 
+    /// `signal` to the group, and to the leader's descendants that left it (PostgreSQL's
+    /// backends each lead a session of their own): a paused or killed node is all of it.
     fn signal_group(&self, pid: Pid, signal: Signal) -> Result<(), NodeError> {
+        let strays = crate::process::strays_of(pid.as_raw());
         killpg(pid, signal).map_err(|source| NodeError::Signal {
             node: self.id.clone(),
             signal: signal.as_str(),
             pgid: pid.as_raw(),
             source,
-        })
+        })?;
+        for stray in strays {
+            // One that ended meanwhile is simply gone.
+            let _ = nix::sys::signal::kill(Pid::from_raw(stray), signal);
+        }
+        Ok(())
     }
 
     /// If the leader has exited, ends what is left of its group, reaps it and returns how it

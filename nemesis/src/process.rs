@@ -43,9 +43,94 @@ pub fn process_group_alive(pgid: u32) -> bool {
     }
 }
 
+/// The descendants of `leader` (a node's group leader) that have left its process group: a
+/// service that makes each child the leader of a session of its own (PostgreSQL's postmaster
+/// does, for every backend) would otherwise stay out of reach of a signal to the group, and a
+/// paused server would go on answering on its open sessions. Read before signalling: once a
+/// parent is killed its children are re-parented and the tree is gone.
+pub(crate) fn strays_of(leader: i32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    // (pid, parent, group) of every process.
+    let mut all: Vec<(i32, i32, i32)> = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // Fields after the command name: state, parent, group.
+        let Some(close) = stat.rfind(')') else {
+            continue;
+        };
+        let mut fields = stat[close + 1..].split_whitespace().skip(1);
+        let parent = fields.next().and_then(|f| f.parse().ok());
+        let group = fields.next().and_then(|f| f.parse().ok());
+        if let (Some(parent), Some(group)) = (parent, group) {
+            all.push((pid, parent, group));
+        }
+    }
+    let mut tree = vec![leader];
+    let mut strays = Vec::new();
+    let mut next = 0;
+    // Bounded: each process joins the tree at most once, and the tree is walked once.
+    while next < tree.len() {
+        let parent = tree[next];
+        next += 1;
+        for &(pid, p, group) in &all {
+            if p == parent && !tree.contains(&pid) {
+                tree.push(pid);
+                if group != leader {
+                    strays.push(pid);
+                }
+            }
+        }
+    }
+    strays
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A child that made itself a session leader is found; the group's own members are not.
+    #[test]
+    fn a_descendant_in_a_session_of_its_own_is_a_stray() {
+        use std::os::unix::process::CommandExt;
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & setsid sleep 30 & wait"])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let leader = child.id() as i32;
+        // Bounded: both sleeps are forked within a few ms.
+        let mut strays = Vec::new();
+        for _ in 0..200 {
+            strays = strays_of(leader);
+            if !strays.is_empty() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let own = |pid: &i32| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok();
+        // Our own child's group and the stray, by pid: nothing else is signalled.
+        let _ = killpg(Pid::from_raw(leader), nix::sys::signal::Signal::SIGKILL);
+        for p in &strays {
+            let _ = nix::sys::signal::kill(Pid::from_raw(*p), nix::sys::signal::Signal::SIGKILL);
+        }
+        let _ = child.wait();
+        assert_eq!(strays.len(), 1, "{strays:?}");
+        assert!(
+            own(&strays[0]).is_none_or(|s| s.contains("sleep")),
+            "{strays:?}"
+        );
+    }
 
     #[test]
     fn own_process_is_running() {

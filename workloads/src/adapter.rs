@@ -12,8 +12,8 @@ pub struct Adapter {
     lock: Arc<dyn LockClient>,
     /// `None` when the workload guards no register (mutex).
     resource: Option<Arc<dyn FencedResource>>,
-    /// The keys of an ok acquire's or renew's answer that are the service's evidence about
-    /// it, copied into the history beside the grant (the rest of an answer is not recorded:
+    /// The keys of an ok acquire's, renew's or write's answer that are the service's evidence
+    /// about it, copied into the history beside the grant (the rest of an answer is not recorded:
     /// a service speaking the reference protocol cannot write the checkers' fields).
     evidence: &'static [&'static str],
 }
@@ -27,7 +27,7 @@ impl Adapter {
         }
     }
 
-    /// Records `keys` of ok acquires and renews as the service's evidence (each service's
+    /// Records `keys` of ok acquires, renews and writes as the service's evidence (each service's
     /// file names its own, documented in docs/history.md).
     pub fn with_evidence(mut self, keys: &'static [&'static str]) -> Self {
         self.evidence = keys;

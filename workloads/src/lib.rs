@@ -53,6 +53,7 @@ services! {
     redis::Redis,
     redlock::RedlockService,
     zookeeper::ZooKeeper,
+    postgres::Postgres,
 }
 
 pub use adapter::Adapter;
@@ -62,8 +63,8 @@ pub use etcd::EtcdClient;
 pub use pause::{PauseBoard, Stall, StallAim, Wake};
 pub use probe::{probe, ProbeError, ProbeTarget, PROBE_LOCK};
 pub use service::{
-    host_port, on_path, service, service_names, AdapterOptions, Clock, Connect, ConnectError,
-    Launch, Service, ServiceOption, ServiceOptions, Settings,
+    find_on_path, host_port, on_path, service, service_names, AdapterOptions, Clock, Connect,
+    ConnectError, Launch, Service, ServiceOption, ServiceOptions, Settings,
 };
 pub use template::{CallSpec, TemplateClient, TemplateSpec};
 pub use watch::{AnswerWatch, UNEXPECTED_MIN, WINDOW};

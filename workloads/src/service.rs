@@ -10,7 +10,7 @@ use crate::api::Tokens;
 use crate::client::ClientError;
 use crate::template::TemplateSpec;
 use nemesis::Readiness;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -198,11 +198,18 @@ pub trait Service: Sync {
     }
 
     /// The program its own command runs and the Debian package that has it (`redis-server`,
-    /// `redis-server`), when that is not lockpick itself: without it on `PATH` a launched run
-    /// is refused up front, and `lockpick doctor` says which services can start here. A path
-    /// (ZooKeeper's jar) is looked for as that file.
+    /// `redis-server`), when that is not lockpick itself: where [`Service::find_program`]
+    /// finds none a launched run is refused up front, and `lockpick doctor` says which
+    /// services can start here. A path (ZooKeeper's jar) is looked for as that file.
     fn program(&self) -> Option<(&'static str, &'static str)> {
         None
+    }
+
+    /// Where the program [`Service::program`] names is installed here: by default the first
+    /// on `PATH`. A service whose package installs it off `PATH` (PostgreSQL's, under
+    /// `/usr/lib/postgresql/<version>/bin`) looks where its own command will.
+    fn find_program(&self) -> Option<PathBuf> {
+        self.program().and_then(|(p, _)| find_on_path(p))
     }
 
     /// The URL schemes `--url` may name it by (`http`, `https`; Redis's `redis`).
@@ -241,6 +248,14 @@ pub trait Service: Sync {
 
     /// Whether the service keeps the counter's register itself (no separate store).
     fn own_resource(&self) -> bool {
+        false
+    }
+
+    /// Whether, with these settings, the register the service keeps itself is written inside
+    /// the grant, so that a holder that lost its lock cannot write (PostgreSQL's
+    /// transaction-scoped lock: the write commits the lock's transaction): the counter workload
+    /// then needs no fencing token, and is the default.
+    fn grant_guards_resource(&self, _options: &ServiceOptions) -> bool {
         false
     }
 
@@ -289,12 +304,21 @@ pub fn host_port(url: &str) -> Option<(String, u16)> {
 /// Whether `program` is an executable file on `PATH`; a `program` with a `/` in it is a path,
 /// and is there when that file is (a service whose program is a file, not a command: a jar).
 pub fn on_path(program: &str) -> bool {
+    find_on_path(program).is_some()
+}
+
+/// The first `program` on `PATH`; a path (a service whose program is a file, such as a jar)
+/// is that file, if it is there.
+pub fn find_on_path(program: &str) -> Option<PathBuf> {
     if program.contains('/') {
-        return Path::new(program).is_file();
+        let p = PathBuf::from(program);
+        return p.is_file().then_some(p);
     }
-    std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
-        .unwrap_or(false)
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(program))
+            .find(|f| f.is_file())
+    })
 }
 
 #[cfg(test)]

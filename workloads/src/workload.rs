@@ -311,6 +311,9 @@ enum HoldEnd {
     /// A renew failed: the client knows the lock is gone.
     Lost,
     Crashed,
+    /// The write committed the grant's transaction and the lock with it (an answer saying
+    /// `"committed": true`): there is nothing left to release.
+    Committed,
 }
 
 struct Held {
@@ -661,13 +664,17 @@ impl<W: Write + Send> Worker<W> {
         };
         match end {
             // A client that learnt it lost the lease does not write: the well-behaved client.
-            HoldEnd::Lost | HoldEnd::Crashed => return Ok(end),
+            HoldEnd::Lost | HoldEnd::Crashed | HoldEnd::Committed => return Ok(end),
             // The stalled client does not know it was stalled, so it writes.
             HoldEnd::Held | HoldEnd::Stalled => {}
         }
         let v = held.names(OpValue::default().with_value(read + 1));
-        if let Done::Crashed = self.op(F::Write, None, Some(&key), v).await? {
-            return Ok(HoldEnd::Crashed);
+        match self.op(F::Write, None, Some(&key), v).await? {
+            Done::Crashed => return Ok(HoldEnd::Crashed),
+            // The grant ended with the commit: a release sent now would speak for a lock
+            // another client may already hold.
+            Done::Ok(body) if ended_by_commit(&body) => return Ok(HoldEnd::Committed),
+            Done::Ok(_) | Done::Fail => {}
         }
         if let Some(stall) = self.take_stall_at(Point::BeforeRelease) {
             self.stall(held, stall).await?;
@@ -846,8 +853,23 @@ impl Held {
     }
 }
 
+/// Whether an ok write's answer says it committed the grant's transaction, ending the grant.
+fn ended_by_commit(body: &Value) -> bool {
+    body.get("committed").and_then(Value::as_bool) == Some(true)
+}
+
 fn absorb(f: &F, body: &Value, evidence: &[&str], v: &mut OpValue) {
     let u = |k: &str| body.get(k).and_then(Value::as_u64);
+    // What the service's adapter knows about the op beyond the answer (etcd: when the lease
+    // underneath was last surely alive, the key read back at the answer's revision; postgres:
+    // that a write committed the grant's transaction), under the keys its service declares.
+    if matches!(f, F::Acquire | F::Renew | F::Write) {
+        for k in evidence {
+            if let Some(e) = body.get(*k) {
+                v.extra.insert((*k).into(), e.clone());
+            }
+        }
+    }
     match f {
         F::Acquire | F::Renew => {
             if let Some(t) = u("token") {
@@ -858,14 +880,6 @@ fn absorb(f: &F, body: &Value, evidence: &[&str], v: &mut OpValue) {
             }
             if let (F::Acquire, Some(id)) = (f, body.get(GRANT).and_then(Value::as_str)) {
                 v.extra.insert(GRANT.into(), Value::from(id));
-            }
-            // What the service's adapter knows about the grant beyond the answer (etcd: when
-            // the lease underneath was last surely alive, the key read back at the answer's
-            // revision), under the keys its service declares.
-            for k in evidence {
-                if let Some(e) = body.get(*k) {
-                    v.extra.insert((*k).into(), e.clone());
-                }
             }
         }
         F::Read => {
@@ -921,6 +935,23 @@ mod tests {
             None,
             "an answer ends the streak"
         );
+    }
+
+    /// A write that committed the grant's transaction ends the grant (no release follows),
+    /// and its `committed` is recorded as the service's evidence, as an acquire's is.
+    #[test]
+    fn a_committed_write_ends_the_grant_and_is_recorded() {
+        let body = serde_json::json!({ "committed": true });
+        assert!(ended_by_commit(&body));
+        assert!(!ended_by_commit(&serde_json::json!({ "seq": 3 })));
+        assert!(!ended_by_commit(&serde_json::json!({ "committed": false })));
+        let mut v = OpValue::default();
+        absorb(&F::Write, &body, &["committed", "hold"], &mut v);
+        assert_eq!(v.extra.get("committed"), Some(&Value::Bool(true)));
+        assert!(!v.extra.contains_key("hold"));
+        let mut read = OpValue::default();
+        absorb(&F::Read, &body, &["committed"], &mut read);
+        assert!(read.extra.is_empty(), "a read records no evidence");
     }
 
     #[test]

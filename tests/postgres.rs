@@ -1,0 +1,282 @@
+//! `--adapter postgres` against a real PostgreSQL server (Debian's `postgresql` package, whose
+//! programs live off `PATH` under /usr/lib/postgresql/<version>/bin), started, driven and
+//! faulted by lockpick with nothing but the target given:
+//!
+//! - the session form: grants named `<backend pid>.<n>` with `hold: session`, released ok;
+//! - the transaction form with the counter: every ok write commits (`committed: true`), no
+//!   release follows a committed write, and the closing read counts the ok writes;
+//! - a kill: the server restarts (crash recovery) and grants again.
+//!
+//! These tests read the history, not the verdicts: the checkers do not yet know what a
+//! session or a transaction grant promises. Without the programs they skip visibly, except
+//! under LOCKPICK_SYSTEM_TESTS=1, where that is a failure.
+
+mod common;
+
+use serde_json::Value;
+use std::path::Path;
+use std::time::Duration;
+
+/// Where the server's data goes: tmpfs where there is one (crash recovery fsyncs the whole data
+/// directory, which on a shared disk costs seconds; the process kills here behave the same on
+/// either). Its mode is 0700, as a run directory under a home directory may be: the server,
+/// which runs as user `postgres`, must still reach its data.
+fn scratch() -> tempfile::TempDir {
+    match Path::new("/dev/shm").is_dir() {
+        true => tempfile::tempdir_in("/dev/shm").unwrap(),
+        false => tempfile::tempdir().unwrap(),
+    }
+}
+
+/// Whether PostgreSQL's programs are here, where lockpick's start command looks: on `PATH`
+/// or under /usr/lib/postgresql.
+fn require_postgres() -> bool {
+    let on_path = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("postgres").is_file()));
+    let packaged = std::fs::read_dir("/usr/lib/postgresql")
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .any(|e| e.path().join("bin/postgres").is_file())
+        })
+        .unwrap_or(false);
+    if on_path || packaged {
+        return true;
+    }
+    if std::env::var("LOCKPICK_SYSTEM_TESTS").as_deref() == Ok("1") {
+        panic!("postgres is required under LOCKPICK_SYSTEM_TESTS=1 (apt-get install postgresql)");
+    }
+    eprintln!("skipped: postgres not found (apt-get install postgresql)");
+    false
+}
+
+const FAST: &[&str] = &[
+    "--adapter",
+    "postgres",
+    "--ttl",
+    "1s",
+    "--hold",
+    "20ms..200ms",
+    "--op-timeout",
+    "1s",
+    "--seed",
+    "3",
+];
+
+/// A run that completed (whatever its verdict), its history's lines.
+fn run(out: &Path, args: &[&str]) -> (common::Run, Vec<Value>) {
+    let mut all = FAST.to_vec();
+    all.extend_from_slice(args);
+    let r = common::run(out, &all, Duration::from_secs(120));
+    assert!(
+        matches!(r.code, 0..=2),
+        "the run did not complete\n{}",
+        r.describe()
+    );
+    let text = std::fs::read_to_string(r.run_dir().join("history.jsonl")).unwrap();
+    let ops = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // The server went with the run: no postmaster of this test's data is left.
+    let left = common::processes_mentioning(out.to_str().unwrap());
+    assert!(left.is_empty(), "left running: {left:?}");
+    (r, ops)
+}
+
+fn oks<'a>(ops: &'a [Value], f: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
+    ops.iter()
+        .filter(move |o| o["type"] == "ok" && o["f"] == f && o["process"].is_u64())
+}
+
+#[test]
+fn the_session_form_grants_and_releases_without_faults() {
+    if !require_postgres() {
+        return;
+    }
+    let tmp = scratch();
+    let (r, ops) = run(tmp.path(), &["--nemesis", "none", "--duration", "3s"]);
+    let acquires: Vec<&Value> = oks(&ops, "acquire").collect();
+    assert!(acquires.len() >= 3, "{}", r.describe());
+    for a in &acquires {
+        let v = &a["value"];
+        assert_eq!(v["hold"], "session", "{a}");
+        let pid = v["pg_backend_pid"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{a}"));
+        let grant = v["grant"].as_str().unwrap_or_else(|| panic!("{a}"));
+        assert!(grant.starts_with(&format!("{pid}.")), "{a}");
+        assert!(v.get("token").is_none(), "no token: {a}");
+    }
+    assert!(oks(&ops, "release").count() >= 3, "{}", r.describe());
+    // The mutex workload: no register.
+    assert_eq!(oks(&ops, "write").count(), 0);
+}
+
+#[test]
+fn the_transaction_form_commits_each_write_and_sends_no_release_after_it() {
+    if !require_postgres() {
+        return;
+    }
+    let tmp = scratch();
+    let (r, ops) = run(
+        tmp.path(),
+        &[
+            "--adapter-opt",
+            "form=xact",
+            "--nemesis",
+            "none",
+            "--duration",
+            "3s",
+        ],
+    );
+    let writes: Vec<&Value> = oks(&ops, "write").collect();
+    assert!(writes.len() >= 3, "{}", r.describe());
+    for w in &writes {
+        assert_eq!(w["value"]["committed"], true, "{w}");
+    }
+    for a in oks(&ops, "acquire") {
+        assert_eq!(a["value"]["hold"], "transaction", "{a}");
+    }
+    // After its committed write a process's next op is a new acquire, never a release.
+    for w in &writes {
+        let p = &w["process"];
+        let at = w["index"].as_u64().unwrap();
+        let next = ops.iter().find(|o| {
+            o["process"] == *p && o["type"] == "invoke" && o["index"].as_u64() > Some(at)
+        });
+        if let Some(n) = next {
+            assert_ne!(n["f"], "release", "a release after {w}: {n}");
+        }
+    }
+    let last = ops
+        .iter()
+        .rfind(|o| o["type"] == "ok" && o["f"] == "read" && o["value"]["final"] == true)
+        .unwrap_or_else(|| panic!("no closing read\n{}", r.describe()));
+    assert_eq!(
+        last["value"]["value"].as_u64(),
+        Some(writes.len() as u64),
+        "the closing read counts the committed writes: {last}"
+    );
+}
+
+#[test]
+fn a_killed_server_restarts_and_grants_again() {
+    if !require_postgres() {
+        return;
+    }
+    let tmp = scratch();
+    let (r, ops) = run(
+        tmp.path(),
+        &[
+            "--nemesis",
+            "kill",
+            "--nemesis-interval",
+            "2s",
+            "--duration",
+            "7s",
+        ],
+    );
+    let restart = ops
+        .iter()
+        .find(|o| o["process"] == "nemesis" && o["f"] == "restart")
+        .unwrap_or_else(|| panic!("no restart\n{}", r.describe()));
+    let restarted_at = restart["index"].as_u64().unwrap();
+    assert!(
+        oks(&ops, "acquire").any(|a| a["index"].as_u64() > Some(restarted_at)),
+        "granted after the restart\n{}",
+        r.describe()
+    );
+    // The node was started again after the kill, from the same data directory.
+    let stderr = std::fs::read_to_string(r.run_dir().join("nodes/n1/stderr.log")).unwrap();
+    assert!(
+        stderr.matches("--- lockpick: start #").count() >= 2,
+        "{stderr}"
+    );
+}
+
+/// What postgres cannot honour is refused in one line naming the flag, before anything starts.
+#[test]
+fn bad_postgres_settings_are_refused_in_one_line() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--nodes", "2"],
+            "--nodes 2: --adapter postgres is one server",
+        ),
+        (
+            &["--unsafe", "racy"],
+            "--unsafe is a mode of the embedded lockd, not of postgres",
+        ),
+        (
+            &["--workload", "counter"],
+            "--workload counter: the counter's register is fenced by the lock's tokens, and the grants of --adapter postgres carry none as configured; use --workload mutex or --adapter-opt form=xact",
+        ),
+        (
+            &["--adapter-opt", "form=advisory"],
+            "--adapter-opt \"form=advisory\": expected form=session|xact",
+        ),
+    ];
+    for (args, expected) in cases {
+        let tmp = scratch();
+        let mut all = vec![
+            "run",
+            "--adapter",
+            "postgres",
+            "--out",
+            tmp.path().to_str().unwrap(),
+        ];
+        all.extend_from_slice(args);
+        let o = common::run_with_limit(&all, Duration::from_secs(30));
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(3), "{args:?}: {stderr}");
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{args:?}: one line: {stderr}");
+        assert!(
+            lines[0].starts_with(&format!("error: {expected}")),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+/// A paused server answers nothing, on new sessions or open ones: every backend leads a
+/// session of its own, out of the postmaster's process group, and the pause reaches them too.
+/// No client op completes ok inside a pause (past its first 50 ms, for answers already on
+/// their way).
+#[test]
+fn a_paused_server_answers_nothing_on_its_open_sessions() {
+    if !require_postgres() {
+        return;
+    }
+    let tmp = scratch();
+    let (r, ops) = run(
+        tmp.path(),
+        &[
+            "--nemesis",
+            "pause",
+            "--nemesis-interval",
+            "2s",
+            "--duration",
+            "6s",
+        ],
+    );
+    let at = |o: &Value| o["time_ns"].as_u64().unwrap();
+    let mut windows = Vec::new();
+    let mut start = None;
+    for o in ops.iter().filter(|o| o["process"] == "nemesis") {
+        match o["f"].as_str() {
+            Some("start-pause") => start = Some(at(o)),
+            Some("stop-pause") => windows.extend(start.take().map(|s| (s, at(o)))),
+            _ => {}
+        }
+    }
+    assert!(!windows.is_empty(), "no pause\n{}", r.describe());
+    for o in ops
+        .iter()
+        .filter(|o| o["type"] == "ok" && o["process"].is_u64())
+    {
+        let t = at(o);
+        assert!(
+            !windows.iter().any(|&(s, e)| s + 50_000_000 < t && t < e),
+            "answered while paused: {o}"
+        );
+    }
+}
