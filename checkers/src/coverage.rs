@@ -349,6 +349,9 @@ fn bound_of(m: &Model, s: &Stall) -> (Bound, Option<u64>) {
     let Some(g) = s.grant.map(|g| &m.grants[g]) else {
         return (Bound::Unknown, None);
     };
+    if m.is_session(g) {
+        return session_bound_of(m, g, s);
+    }
     let (lb, set_by) = m.span_end_until(g, g.invoke_ns, s.start_ns);
     let ttl_ms = match set_by {
         SpanEnd::Lease(Some(pos)) => m.ops[pos as usize].ttl_ms().or(g.ttl_ms),
@@ -370,6 +373,38 @@ fn bound_of(m: &Model, s: &Stall) -> (Bound, Option<u64>) {
         // Past the lower bound, short of the upper (or the upper is unknown: an op that never
         // completed may set the lease at any time).
         _ => Bound::Between,
+    };
+    (bound, Some(ttl_ms))
+}
+
+/// [`bound_of`] for a session's grant (model item 9): its holder counts no lease, so what a
+/// stall must outlast to reach the state where bugs live is the session's timeout on the
+/// server, the ttl the client asked for, counted from its last op the service confirmed before
+/// the stall (its acquire, or an ok renew: the check of a live session).
+fn session_bound_of(m: &Model, g: &crate::Grant, s: &Stall) -> (Bound, Option<u64>) {
+    let mut last = &m.ops[g.op];
+    for &pos in &g.epoch_ops {
+        let op = &m.ops[pos as usize];
+        if op.invoke_ns > s.start_ns {
+            break;
+        }
+        if op.func == Func::Renew && op.outcome == Outcome::Ok {
+            last = op;
+        }
+    }
+    let (Some(ttl_ms), Some(done_ns)) = (last.requested_ttl_ms(), last.complete_ns()) else {
+        return (Bound::Unknown, None);
+    };
+    let lb = last.invoke_ns.saturating_add(m.drift.lower_ns(ttl_ms));
+    let ub = done_ns.saturating_add(m.drift.upper_ns(ttl_ms));
+    let bound = if s.end_ns < lb {
+        Bound::Before
+    } else if s.end_ns < ub {
+        Bound::Between
+    } else if s.end_ns - ub <= ttl_ms.saturating_mul(100_000) {
+        Bound::JustPast
+    } else {
+        Bound::Past
     };
     (bound, Some(ttl_ms))
 }

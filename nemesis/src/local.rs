@@ -350,6 +350,15 @@ impl LocalNode {
         let Some(page) = &self.clock_page else {
             return Ok(());
         };
+        // The patched process opens the control file itself (read and write): a node that
+        // dropped root (postgres runs as its own user) must own it. Best effort: a process of
+        // our own user, or a harness without root, needs nothing.
+        if let Ok(meta) = std::fs::metadata(format!("/proc/{}", pid.as_raw())) {
+            use std::os::unix::fs::MetadataExt;
+            if meta.uid() != nix::unistd::geteuid().as_raw() {
+                let _ = std::os::unix::fs::chown(page.path(), Some(meta.uid()), Some(meta.gid()));
+            }
+        }
         let patched = if group {
             vclock::patch_group(pid.as_raw(), page)
         } else {
