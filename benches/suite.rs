@@ -138,6 +138,24 @@ fn bug_targets(python: bool, etcd: bool) -> Vec<Target> {
             out.push(Target::new(label, &args));
         }
     }
+    if Path::new(POSTGRES_BIN_ROOT).is_dir() {
+        // A session advisory lock: the server ends a quiet session (idle_session_timeout, a
+        // kill) and grants the lock to another while the first client, told nothing, still
+        // believes it holds it.
+        out.push(Target::new(
+            "postgres (form=session)",
+            &["--adapter", "postgres"],
+        ));
+    }
+    if Path::new(ZOOKEEPER_JAR).is_file() {
+        // The lock recipe: a holder stalled past its session timeout loses its node, and
+        // another client is granted before the stalled one can hear of it (czxid fencing
+        // keeps the store safe; the belief is what breaks).
+        out.push(Target::new(
+            "zookeeper (the lock recipe)",
+            &["--adapter", "zookeeper"],
+        ));
+    }
     if etcd {
         // Debian's etcd 3.4 with every fault: lock/lock answers a waiter whose own key went
         // with its lease (a stalled waiter, or a paused server whose leases lapsed meanwhile),
@@ -157,6 +175,10 @@ fn bug_targets(python: bool, etcd: bool) -> Vec<Target> {
 }
 
 const ETCD: &str = "etcd (--adapter etcd)";
+/// Where Debian's postgresql package puts its programs (off PATH; lockpick looks there).
+const POSTGRES_BIN_ROOT: &str = "/usr/lib/postgresql";
+/// Debian's zookeeper package's server jar, which --adapter zookeeper starts.
+const ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
 const ETCD_SCOPED: &str = "etcd, --nemesis kill,client-pause,clock, holder stalls only";
 /// The holder stalls: every client-pause aim but `waiter`, with every wake-up op.
 const HOLDER_STALLS: &str = "boundary,next-grant,long,renew,write,release,read";
@@ -184,6 +206,14 @@ fn correct_targets(python: bool, etcd: bool) -> Vec<Target> {
                 "--client-faults",
                 HOLDER_STALLS,
             ],
+        ));
+    }
+    if Path::new(POSTGRES_BIN_ROOT).is_dir() {
+        // The safe form: the lock is the transaction's and the counter's write commits inside
+        // it, so a holder whose session was ended cannot write.
+        out.push(Target::new(
+            "postgres form=xact",
+            &["--adapter", "postgres", "--adapter-opt", "form=xact"],
         ));
     }
     if have("redis-server", "--version") {

@@ -423,6 +423,12 @@ impl Timing {
 
 /// The embedded lockd's and store's modes, each checked against what it needs.
 fn lockd_modes(a: &RunArgs, service: &dyn workloads::Service) -> Result<()> {
+    if a.unsafe_mode.is_some() && !service.takes_unsafe() {
+        bail!(
+            "--unsafe is a mode of the embedded lockd, not of {}",
+            service.name()
+        );
+    }
     if let Some(m) = &a.unsafe_mode {
         m.parse::<lockd::UnsafeMode>()
             .map_err(|e| anyhow::anyhow!("--unsafe: {e}"))?;
@@ -493,7 +499,6 @@ fn target_of(
         .check(&workloads::Settings {
             renew_ttl_apart: (renew_ttl_ms != ttl_ms)
                 .then(|| a.renew_ttl.as_deref().unwrap_or_default()),
-            unsafe_mode: a.unsafe_mode.as_deref(),
             store_given: a.store_cmd.is_some() || a.store_url.is_some(),
             launched: matches!(target, Target::Embedded),
             nodes: a.nodes,

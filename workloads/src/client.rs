@@ -249,6 +249,9 @@ impl Service for Reference {
     fn run_name(&self, unsafe_mode: Option<&str>) -> String {
         lockd_run_name(unsafe_mode)
     }
+    fn takes_unsafe(&self) -> bool {
+        true
+    }
     fn lockd_modes(&self) -> bool {
         true
     }

@@ -718,9 +718,6 @@ impl Service for Etcd {
                  the ttl it was granted with, so no other renew ttl can be asked for"
             ));
         }
-        if s.unsafe_mode.is_some() {
-            return Err("--unsafe is a mode of the embedded lockd, not of etcd".into());
-        }
         if s.store_given {
             return Err("--adapter etcd keeps the counter's register in etcd itself (fenced by a txn): no --store-cmd or --store-url".into());
         }

@@ -859,9 +859,6 @@ impl Service for Postgres {
         true
     }
     fn check(&self, s: &Settings) -> Result<(), String> {
-        if s.unsafe_mode.is_some() {
-            return Err("--unsafe is a mode of the embedded lockd, not of postgres".into());
-        }
         if s.nodes > 1 {
             return Err(format!(
                 "--nodes {}: --adapter postgres is one server (its advisory locks are not \

@@ -463,9 +463,6 @@ impl Service for Redis {
         Some(("redis-server", "redis-server"))
     }
     fn check(&self, s: &Settings) -> Result<(), String> {
-        if s.unsafe_mode.is_some() {
-            return Err("--unsafe is a mode of the embedded lockd, not of redis".into());
-        }
         if s.nodes > 1 {
             return Err(format!(
                 "--nodes {}: --adapter redis is one server (its replicas and Redlock's \

@@ -270,9 +270,6 @@ impl Service for RedlockService {
                 s.nodes
             ));
         }
-        if s.unsafe_mode.is_some() {
-            return Err("--unsafe is a mode of the embedded lockd, not of redlock".into());
-        }
         Ok(())
     }
     fn connect(&self, c: &Connect) -> Result<Adapter, ConnectError> {

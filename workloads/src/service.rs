@@ -36,7 +36,6 @@ pub struct Launch<'a> {
 pub struct Settings<'a> {
     /// `--renew-ttl`, as given, when it asks for a renew ttl other than `--ttl`.
     pub renew_ttl_apart: Option<&'a str>,
-    pub unsafe_mode: Option<&'a str>,
     /// Whether `--store-cmd` or `--store-url` was given.
     pub store_given: bool,
     /// Whether lockpick starts the service with its own command (no `--node-cmd`, no `--url`).
@@ -215,6 +214,13 @@ pub trait Service: Sync {
     /// The URL schemes `--url` may name it by (`http`, `https`; Redis's `redis`).
     fn url_schemes(&self) -> &'static [&'static str] {
         &["http", "https"]
+    }
+
+    /// Whether its own command is the embedded lockd, which takes `--unsafe MODE` (lockd's
+    /// deliberate bugs): every other service's run refuses the flag, in one line, before any
+    /// traffic.
+    fn takes_unsafe(&self) -> bool {
+        false
     }
 
     /// Whether its own command is the embedded lockd, whose modes (`--lock-order timestamp`)

@@ -445,6 +445,9 @@ impl Service for Template {
     fn run_name(&self, unsafe_mode: Option<&str>) -> String {
         lockd_run_name(unsafe_mode)
     }
+    fn takes_unsafe(&self) -> bool {
+        true
+    }
     fn connect(&self, c: &Connect) -> Result<Adapter, ConnectError> {
         let refused = |reason: String| ConnectError::Refused {
             adapter: "template",

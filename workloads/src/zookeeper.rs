@@ -747,9 +747,6 @@ impl Service for ZooKeeper {
         Some((JARS[0], "zookeeper"))
     }
     fn check(&self, s: &Settings) -> Result<(), String> {
-        if s.unsafe_mode.is_some() {
-            return Err("--unsafe is a mode of the embedded lockd, not of zookeeper".into());
-        }
         if s.nodes > 1 {
             return Err(format!(
                 "--nodes {}: --adapter zookeeper is one standalone server for now (an \
