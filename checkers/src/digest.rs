@@ -483,10 +483,54 @@ pub fn check_path(
         return Err(CheckError::structure(path, error));
     }
     let model = Model::from_digest(digest, cfg);
-    let results = crate::check_model(&model, cfg);
+    let mut results = crate::check_model(&model, cfg);
     // Freeing millions of ops takes a noticeable share of a check; nobody waits for it.
     std::thread::spawn(move || drop(model));
+    read_evidence(path, &mut results);
     Ok((results, warnings))
+}
+
+/// Fills `results.evidence` from the file: a second read, only when something was reported,
+/// that parses only the lines of the ops named (the recorder writes `index` first) and stops
+/// once it has them all. What cannot be read is left out: evidence is a courtesy to the
+/// reader, the verdict does not rest on it.
+fn read_evidence(path: &Path, results: &mut history::Results) {
+    use std::io::BufRead;
+    let mut wanted = results.evidence_wanted();
+    if wanted.is_empty() {
+        return;
+    }
+    wanted.sort_unstable();
+    let Ok(file) = std::fs::File::open(path) else {
+        return;
+    };
+    let mut left = wanted.len();
+    // Bounded by the file's lines, and stops at the last op wanted.
+    for line in std::io::BufReader::new(file).lines() {
+        let Ok(line) = line else { return };
+        let index = line
+            .strip_prefix("{\"index\":")
+            .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse::<u64>().ok());
+        let wanted_here = match index {
+            Some(i) => wanted.binary_search(&i).is_ok(),
+            // Another writer's field order: parse to know.
+            None => true,
+        };
+        if !wanted_here {
+            continue;
+        }
+        let Ok(op) = serde_json::from_str::<Op>(&line) else {
+            continue;
+        };
+        if wanted.binary_search(&op.index).is_ok() {
+            results.keep_evidence(&op);
+            left = left.saturating_sub(1);
+            if left == 0 {
+                return;
+            }
+        }
+    }
 }
 
 /// How many grants without a token of one lock a token no grant carries is taken to name (the

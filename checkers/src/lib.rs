@@ -162,7 +162,14 @@ pub fn all_checkers() -> Vec<Box<dyn Checker>> {
 /// Runs every checker over `h` and merges their verdicts (invalid > unknown > valid).
 /// A front end to the same digest and checkers as [`check_path`].
 pub fn check(h: &History, cfg: &CheckConfig) -> Results {
-    check_model(&Model::new(h, cfg), cfg)
+    let mut r = check_model(&Model::new(h, cfg), cfg);
+    for i in r.evidence_wanted() {
+        // The ops are in index order (the reader's rules).
+        if let Ok(at) = h.ops.binary_search_by_key(&i, |o| o.index) {
+            r.keep_evidence(&h.ops[at]);
+        }
+    }
+    r
 }
 
 /// Runs every checker over a digested history and merges their verdicts.
@@ -273,6 +280,7 @@ pub(crate) fn check_model(m: &Model, cfg: &CheckConfig) -> Results {
         notes,
         completeness: None,
         judged_from: None,
+        evidence: Default::default(),
     }
 }
 

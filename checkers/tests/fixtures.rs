@@ -339,3 +339,31 @@ fn single_checker_agrees_with_check() {
     merged.sort_by(|a, b| (a.window_ns[0], a.kind, &a.ops).cmp(&(b.window_ns[0], b.kind, &b.ops)));
     assert_eq!(merged, all.violations);
 }
+
+/// The service's own evidence on the ops a violation names (`Results::evidence`) is read the
+/// same on both paths: the fields of each op's line that are no field of lockpick's own.
+#[test]
+fn violations_carry_the_services_evidence_on_both_paths() {
+    let path = fixtures_dir().join("session-stalled-holder-double-grant.jsonl");
+    let cfg = CheckConfig::default();
+    let (streamed, _) = checkers::check_path(&path, &cfg).expect("checked");
+    let (h, _) = history::read_history(&path).expect("read");
+    let in_memory = checkers::check(&h, &cfg);
+    assert_eq!(streamed.evidence, in_memory.evidence);
+    let grant = &streamed.evidence[&1];
+    assert_eq!(grant["pg_backend_pid"], 100);
+    assert_eq!(grant["hold"], "session");
+    assert_eq!(streamed.evidence[&5]["grant"], "101.2");
+    // Only ops the violations name.
+    assert!(streamed
+        .evidence
+        .keys()
+        .all(|i| streamed.violations.iter().any(|v| v.ops.contains(i))));
+    // A valid history keeps none.
+    let valid = fixtures_dir().join("session-released-then-granted-valid.jsonl");
+    assert!(checkers::check_path(&valid, &cfg)
+        .unwrap()
+        .0
+        .evidence
+        .is_empty());
+}

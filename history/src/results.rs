@@ -329,6 +329,63 @@ pub struct Results {
     /// (whose staleness is then judged by modification times).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judged_from: Option<JudgedFrom>,
+    /// The service's own evidence on the ops the violations and warnings name, by op index:
+    /// the fields of each op's line that are no field of lockpick's own (the backend pid, the
+    /// ZooKeeper session, the Redis node and offset, a grant's own name), so a sentence can be
+    /// checked against the service's own words. At most [`EVIDENCE_OPS_MAX`] ops.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub evidence: std::collections::BTreeMap<u64, serde_json::Map<String, serde_json::Value>>,
+}
+
+/// The most ops whose evidence [`Results::evidence`] keeps: the first violations' ops are the
+/// ones read first.
+pub const EVIDENCE_OPS_MAX: usize = 64;
+/// The most fields kept of one op's evidence.
+pub const EVIDENCE_FIELDS_MAX: usize = 12;
+
+impl Results {
+    /// The op indices whose evidence is wanted: those the violations name, then the
+    /// warnings', in order, at most [`EVIDENCE_OPS_MAX`].
+    pub fn evidence_wanted(&self) -> Vec<u64> {
+        let mut out: Vec<u64> = Vec::new();
+        for v in self.violations.iter().chain(&self.warnings) {
+            for &i in &v.ops {
+                if out.len() >= EVIDENCE_OPS_MAX {
+                    return out;
+                }
+                if !out.contains(&i) {
+                    out.push(i);
+                }
+            }
+        }
+        out
+    }
+
+    /// Keeps `op`'s evidence: the fields of its `value` no typed field of lockpick's holds
+    /// (`value.extra`), at most [`EVIDENCE_FIELDS_MAX`], long strings cut.
+    pub fn keep_evidence(&mut self, op: &crate::Op) {
+        let mut fields = serde_json::Map::new();
+        for (k, v) in op.value.extra.iter().take(EVIDENCE_FIELDS_MAX) {
+            let v = match v {
+                serde_json::Value::String(s) if s.chars().count() > 80 => {
+                    serde_json::Value::String(s.chars().take(80).collect::<String>() + "...")
+                }
+                serde_json::Value::Array(_) | serde_json::Value::Object(_) => {
+                    let t = v.to_string();
+                    if t.chars().count() > 80 {
+                        serde_json::Value::String(t.chars().take(80).collect::<String>() + "...")
+                    } else {
+                        v.clone()
+                    }
+                }
+                _ => v.clone(),
+            };
+            fields.insert(k.clone(), v);
+        }
+        if !fields.is_empty() {
+            self.evidence.insert(op.index, fields);
+        }
+    }
 }
 
 /// The history a verdict was judged from, by content: its length in bytes and its SHA-256

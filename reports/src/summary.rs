@@ -102,17 +102,20 @@ pub fn summary_text(r: &Results) -> String {
     crate::incidents::text(&mut s, r);
     section(
         &mut s,
-        "violations",
-        &r.violations,
+        ("violations", &r.violations),
         &crate::incidents::by_overlap(r),
+        &r.evidence,
     );
     section(
         &mut s,
-        "expected under monotonic clock faults, not counted",
-        &r.expected,
+        (
+            "expected under monotonic clock faults, not counted",
+            &r.expected,
+        ),
         &[],
+        &r.evidence,
     );
-    section(&mut s, "warnings", &r.warnings, &[]);
+    section(&mut s, ("warnings", &r.warnings), &[], &r.evidence);
     if !r.stats.ops.is_empty() {
         let _ = writeln!(s, "\nops (ok/fail/info/pending):");
         for (f, by) in &r.stats.ops {
@@ -158,7 +161,36 @@ pub fn summary_text(r: &Results) -> String {
 }
 
 /// `overlap[i]`: item `i` is a `token-regressed` by overlap (said before its sentence).
-fn section(s: &mut String, title: &str, items: &[Violation], overlap: &[bool]) {
+/// The service's own evidence on a violation's ops (`Results::evidence`):
+/// `op 13: pg_backend_pid 5231, grant 5231.7; op 15: ...`, or nothing.
+pub fn evidence_line(v: &Violation, evidence: &Evidence) -> Option<String> {
+    let each: Vec<String> = v
+        .ops
+        .iter()
+        .filter_map(|i| {
+            let fields = evidence.get(i)?;
+            let shown: Vec<String> = fields
+                .iter()
+                .map(|(k, v)| match v {
+                    serde_json::Value::String(t) => format!("{k} {}", plain(t)),
+                    other => format!("{k} {other}"),
+                })
+                .collect();
+            Some(format!("op {i}: {}", shown.join(", ")))
+        })
+        .collect();
+    (!each.is_empty()).then(|| each.join("; "))
+}
+
+/// `Results::evidence`.
+pub type Evidence = std::collections::BTreeMap<u64, serde_json::Map<String, serde_json::Value>>;
+
+fn section(
+    s: &mut String,
+    (title, items): (&str, &[Violation]),
+    overlap: &[bool],
+    evidence: &Evidence,
+) {
     if items.is_empty() {
         return;
     }
@@ -206,6 +238,9 @@ fn section(s: &mut String, title: &str, items: &[Violation], overlap: &[bool]) {
                 let _ = write!(s, " during {}", faults.join(", "));
             }
             let _ = writeln!(s);
+            if let Some(e) = evidence_line(v, evidence) {
+                let _ = writeln!(s, "      the service's evidence: {e}");
+            }
         }
         if of_kind.len() > SHOWN_PER_KIND {
             let _ = writeln!(

@@ -136,6 +136,7 @@ fn fixture() -> Results {
         notes: vec!["history.jsonl:13: truncated final line dropped".into()],
         completeness: None,
         judged_from: None,
+        evidence: Default::default(),
     }
 }
 
@@ -173,6 +174,7 @@ fn junit_of_a_clean_run_has_only_passing_cases() {
         notes: vec![],
         completeness: None,
         judged_from: None,
+        evidence: Default::default(),
     };
     let x = junit_xml(&r, "t");
     assert!(x.contains("tests=\"2\" failures=\"0\""), "{x}");
