@@ -175,13 +175,17 @@ fn incident(
                 } else {
                     format!("p{}'s", a.process)
                 };
+                // A session's grant is no lease: what lasted was its holder's belief.
+                let lasted = if m.is_session(a) {
+                    format!("{whose} session grant ({}, op {}) was still believed held", token(a.token), m.ops[a.op].index)
+                } else {
+                    format!("{whose} lease ({}, op {}) surely lasted", token(a.token), m.ops[a.op].index)
+                };
                 s.push_str(&format!(
-                    ": p{} was granted it ({}, op {}) while {whose} lease ({}, op {}) surely lasted",
+                    ": p{} was granted it ({}, op {}) while {lasted}",
                     b.process,
                     token(b.token),
                     m.ops[b.op].index,
-                    token(a.token),
-                    m.ops[a.op].index,
                 ));
             }
             ("double-grant".to_string(), s)
