@@ -349,7 +349,8 @@ fn bound_of(m: &Model, s: &Stall) -> (Bound, Option<u64>) {
     let Some(g) = s.grant.map(|g| &m.grants[g]) else {
         return (Bound::Unknown, None);
     };
-    if m.is_session(g) {
+    // A session's grant, or a transaction's (no ttl at all): no lease its holder counts.
+    if m.is_session(g) || g.ttl_ms.is_none() {
         return session_bound_of(m, g, s);
     }
     let (lb, set_by) = m.span_end_until(g, g.invoke_ns, s.start_ns);
@@ -377,10 +378,11 @@ fn bound_of(m: &Model, s: &Stall) -> (Bound, Option<u64>) {
     (bound, Some(ttl_ms))
 }
 
-/// [`bound_of`] for a session's grant (model item 9): its holder counts no lease, so what a
-/// stall must outlast to reach the state where bugs live is the session's timeout on the
-/// server, the ttl the client asked for, counted from its last op the service confirmed before
-/// the stall (its acquire, or an ok renew: the check of a live session).
+/// [`bound_of`] for a grant that is no lease (model item 9: a session's or a transaction's):
+/// its holder counts no lease, so what a stall must outlast to reach the state where bugs live
+/// is the server's timeout of the session (or of the idle transaction), the ttl the client
+/// asked for, counted from its last op the service confirmed before the stall (its acquire,
+/// or an ok renew: the check of a live session). Without a requested ttl, unknown.
 fn session_bound_of(m: &Model, g: &crate::Grant, s: &Stall) -> (Bound, Option<u64>) {
     let mut last = &m.ops[g.op];
     for &pos in &g.epoch_ops {

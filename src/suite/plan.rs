@@ -38,6 +38,9 @@ pub struct Target {
     pub counter: bool,
     /// Whether the service's grants carry fencing tokens: the counter workload needs them.
     pub fencing: bool,
+    /// Whether the counter's write ends the grant (it commits the lock's transaction:
+    /// PostgreSQL's `form=xact`): no release follows it, so no holder wakes into one.
+    pub write_ends_grant: bool,
     /// The longest lease a client may hold.
     pub lease_ms: u64,
     pub clock_bump_ms: u64,
@@ -156,6 +159,7 @@ pub fn cells(t: &Target) -> Vec<PlanCell> {
         let wakes: Vec<WakeOp> = wakes
             .into_iter()
             .filter(|w| t.counter || matches!(w, WakeOp::Renew | WakeOp::Release))
+            .filter(|w| !(t.counter && t.write_ends_grant && *w == WakeOp::Release))
             .collect();
         // A holder stalled to just past an odd lease, waking into a renew: where a service
         // that rounds the lease down has already granted the lock to another.
@@ -598,6 +602,7 @@ mod tests {
             nodes,
             counter: true,
             fencing: true,
+            write_ends_grant: false,
             lease_ms: 1000,
             clock_bump_ms: 3000,
             clock_rate: 4.0,
@@ -637,9 +642,24 @@ mod tests {
         let mutex = cells(&Target {
             counter: false,
             fencing: true,
+            write_ends_grant: false,
             ..target(&[FaultKind::ClientPause], 1)
         });
         assert_eq!(mutex.len(), 2 + 1 + 3 * 2 + 1, "{:?}", labels(&mutex));
+        // A write that commits the grant away (PostgreSQL's form=xact): no holder wakes into
+        // a release, so no cell waits for one.
+        let committing = cells(&Target {
+            write_ends_grant: true,
+            ..target(&[FaultKind::ClientPause], 1)
+        });
+        let plain = cells(&target(&[FaultKind::ClientPause], 1));
+        assert!(!labels(&committing).iter().any(|c| c.contains("/release")));
+        assert_eq!(
+            committing.len(),
+            plain.len() - 3,
+            "{:?}",
+            labels(&committing)
+        );
         // Only what the target allows: a --url target has client stalls only.
         let url = cells(&target(&[FaultKind::ClientPause], 1));
         assert!(url
