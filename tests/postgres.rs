@@ -216,24 +216,7 @@ fn bad_postgres_settings_are_refused_in_one_line() {
         ),
     ];
     for (args, expected) in cases {
-        let tmp = scratch();
-        let mut all = vec![
-            "run",
-            "--adapter",
-            "postgres",
-            "--out",
-            tmp.path().to_str().unwrap(),
-        ];
-        all.extend_from_slice(args);
-        let o = common::run_with_limit(&all, Duration::from_secs(30));
-        let stderr = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(3), "{args:?}: {stderr}");
-        let lines: Vec<&str> = stderr.lines().collect();
-        assert_eq!(lines.len(), 1, "{args:?}: one line: {stderr}");
-        assert!(
-            lines[0].starts_with(&format!("error: {expected}")),
-            "{args:?}: {stderr}"
-        );
+        common::assert_refused_in_one_line("postgres", args, expected);
     }
 }
 

@@ -212,29 +212,7 @@ fn bad_redis_settings_are_refused_in_one_line() {
         (&["--unsafe", "racy"], "--unsafe is a mode of the embedded lockd, not of redis"),
     ];
     for (args, expected) in cases {
-        let tmp = scratch();
-        let mut all = vec![
-            "run",
-            "--adapter",
-            "redis",
-            "--out",
-            tmp.path().to_str().unwrap(),
-        ];
-        all.extend_from_slice(args);
-        let o = common::run_with_limit(&all, Duration::from_secs(30));
-        let stderr = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(3), "{args:?}: {stderr}");
-        let lines: Vec<&str> = stderr.lines().collect();
-        assert_eq!(lines.len(), 1, "{args:?}: one line: {stderr}");
-        assert!(
-            lines[0].starts_with(&format!("error: {expected}")),
-            "{args:?}: {stderr}"
-        );
-        assert_eq!(
-            std::fs::read_dir(tmp.path()).unwrap().count(),
-            0,
-            "{args:?}: nothing created"
-        );
+        common::assert_refused_in_one_line("redis", args, expected);
     }
     // A service without options of its own says so.
     let o = common::run_with_limit(

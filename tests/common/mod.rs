@@ -800,3 +800,31 @@ pub fn suite(out: &Path, args: &[&str], limit: Duration) -> Suite {
 pub fn require_redis() -> bool {
     require_program("redis-server", "redis-server")
 }
+
+/// `lockpick run --adapter ADAPTER ARGS` is refused before any traffic: exit 3, one line of
+/// stderr starting `error: EXPECTED`, and nothing created under a fresh `--out`.
+pub fn assert_refused_in_one_line(adapter: &str, args: &[&str], expected: &str) {
+    let tmp = tempfile::tempdir().expect("a scratch directory");
+    let mut all = vec![
+        "run",
+        "--adapter",
+        adapter,
+        "--out",
+        tmp.path().to_str().unwrap(),
+    ];
+    all.extend_from_slice(args);
+    let o = run_with_limit(&all, Duration::from_secs(30));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{args:?}: {stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{args:?}: one line: {stderr}");
+    assert!(
+        lines[0].starts_with(&format!("error: {expected}")),
+        "{args:?}: {stderr}"
+    );
+    assert_eq!(
+        std::fs::read_dir(tmp.path()).unwrap().count(),
+        0,
+        "{args:?}: nothing created"
+    );
+}
