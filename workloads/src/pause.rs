@@ -203,6 +203,43 @@ impl PauseBoard {
     }
 }
 
+/// How a client that polls for a lock asks until granted (redis-py's `Lock`, a
+/// `pg_try_advisory_lock` loop): `try_once` every `poll_ms` until `wait_ms` is over, trying
+/// nothing while `pauses` says the client is stalled (the paused program polls nothing). Ends
+/// at the first grant (`Ok(Some(answer))`) or error, else `held`.
+pub(crate) async fn poll_for_grant<E, F, Fut>(
+    client: &str,
+    wait_ms: u64,
+    poll_ms: u64,
+    pauses: Option<&PauseBoard>,
+    mut try_once: F,
+) -> crate::Reply
+where
+    E: Into<crate::Reply>,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<serde_json::Value>, E>>,
+{
+    let deadline = Instant::now() + Duration::from_millis(wait_ms);
+    // Bounded: each pass tries once and sleeps a poll, until the deadline; a stall is bounded
+    // by the nemesis.
+    for _ in 0..wait_ms / poll_ms.max(1) + 2 {
+        if let Some(until) = pauses.and_then(|p| p.stalled_until(client)) {
+            tokio::time::sleep_until(until.into()).await;
+        }
+        match try_once().await {
+            Ok(Some(body)) => return crate::Reply::Ok(body),
+            Ok(None) => {}
+            Err(e) => return e.into(),
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(poll_ms).min(deadline - now)).await;
+    }
+    crate::Reply::Fail("held".into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

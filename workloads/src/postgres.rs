@@ -43,7 +43,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::NoTls;
 
@@ -403,25 +403,10 @@ impl PgLock {
         wait_ms: u64,
         pauses: Option<&PauseBoard>,
     ) -> Reply {
-        let deadline = Instant::now() + Duration::from_millis(wait_ms);
-        // Bounded: each pass tries once and sleeps a poll, until the deadline; a stall is
-        // bounded by the nemesis.
-        for _ in 0..wait_ms / POLL_MS + 2 {
-            if let Some(until) = pauses.and_then(|p| p.stalled_until(client)) {
-                tokio::time::sleep_until(until.into()).await;
-            }
-            match self.try_session_lock(client, lock, ttl_ms).await {
-                Ok(Some(body)) => return Reply::Ok(body),
-                Ok(None) => {}
-                Err(f) => return f.into(),
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(POLL_MS).min(deadline - now)).await;
-        }
-        Reply::Fail("held".into())
+        crate::pause::poll_for_grant(client, wait_ms, POLL_MS, pauses, || {
+            self.try_session_lock(client, lock, ttl_ms)
+        })
+        .await
     }
 
     /// Xact form: `BEGIN`, then the transaction-scoped lock, waiting up to `wait_ms` on the

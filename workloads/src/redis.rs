@@ -32,7 +32,7 @@ use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How often a waiting acquire tries again (redis-py's `Lock` sleeps 0.1 s between tries).
 const POLL_MS: u64 = 100;
@@ -279,25 +279,10 @@ impl RedisLock {
         pauses: Option<&PauseBoard>,
     ) -> Reply {
         let value = format!("{:032x}", rand::rng().random::<u128>());
-        let deadline = Instant::now() + Duration::from_millis(wait_ms);
-        // Bounded: each pass tries once and sleeps a poll, until the deadline; a stall is
-        // bounded by the nemesis.
-        for _ in 0..wait_ms / POLL_MS + 2 {
-            if let Some(until) = pauses.and_then(|p| p.stalled_until(client)) {
-                tokio::time::sleep_until(until.into()).await;
-            }
-            match self.try_acquire(client, lock, &value, ttl_ms).await {
-                Ok(Some(body)) => return Reply::Ok(body),
-                Ok(None) => {}
-                Err(f) => return f.into(),
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(POLL_MS).min(deadline - now)).await;
-        }
-        Reply::Fail("held".into())
+        crate::pause::poll_for_grant(client, wait_ms, POLL_MS, pauses, || {
+            self.try_acquire(client, lock, &value, ttl_ms)
+        })
+        .await
     }
 
     /// Runs `script` on the grant's key with its value and `extra`; 1 means it took effect.
