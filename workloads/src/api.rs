@@ -25,6 +25,25 @@ pub enum Reply {
     Info(String),
 }
 
+/// Why an op of a native adapter did not take effect, or may have: the answer in history
+/// terms, before it becomes a [`Reply`].
+pub(crate) enum Failure {
+    /// Surely not applied (a refused connection, an error the service answers before it runs
+    /// anything; for a session's own lock, surely not held any more).
+    Definite(String),
+    /// May have been applied.
+    Indefinite(String),
+}
+
+impl From<Failure> for Reply {
+    fn from(f: Failure) -> Reply {
+        match f {
+            Failure::Definite(e) => Reply::Fail(e),
+            Failure::Indefinite(e) => Reply::Info(e),
+        }
+    }
+}
+
 /// What an ok acquire gave its holder: what it renews, releases and fences with. Services
 /// differ in what a grant carries, and the history says which (docs/history.md): a fencing
 /// token (a number the service guarantees to increase from grant to grant of a lock: lockd,

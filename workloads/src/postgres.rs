@@ -30,7 +30,7 @@
 //! any lock it held). Evidence copied into the history: `hold`, `pg_backend_pid` (the backend
 //! that answered the grant) and the write's `committed`.
 
-use crate::api::{BoxFuture, FencedResource, Grant, LockClient, Reply, Tokens, Wire};
+use crate::api::{BoxFuture, Failure, FencedResource, Grant, LockClient, Reply, Tokens, Wire};
 use crate::pause::PauseBoard;
 use crate::service::{
     host_port, Connect, ConnectError, Launch, Service, ServiceOption, ServiceOptions, Settings,
@@ -115,22 +115,6 @@ struct Session {
     in_txn: AtomicBool,
 }
 
-/// Why an op did not take effect, or may have: the answer in history terms.
-enum Failure {
-    /// Surely not applied (or, for the session's own lock, surely not held any more).
-    Definite(String),
-    /// May have been applied.
-    Indefinite(String),
-}
-
-impl From<Failure> for Reply {
-    fn from(f: Failure) -> Reply {
-        match f {
-            Failure::Definite(e) => Reply::Fail(e),
-            Failure::Indefinite(e) => Reply::Info(e),
-        }
-    }
-}
 
 /// What a statement's error says: the session ended (the server terminated it, or the
 /// connection was closed), an error the server answered, or a transport failure after the

@@ -17,7 +17,7 @@
 //! replication role and offset right after the grant (`redis_node`, `redis_role`,
 //! `redis_offset`). Readiness is `PING` answered `+PONG`; no HTTP anywhere.
 
-use crate::api::{BoxFuture, FencedResource, Grant, LockClient, Reply, Tokens, Wire};
+use crate::api::{BoxFuture, Failure, FencedResource, Grant, LockClient, Reply, Tokens, Wire};
 use crate::client::RefClient;
 use crate::pause::PauseBoard;
 use crate::service::{
@@ -74,22 +74,6 @@ struct Conn {
     closed: Arc<AtomicBool>,
 }
 
-/// Why an op did not take effect, or may have: the answer in history terms.
-pub(crate) enum Failure {
-    /// Surely not applied (refused connection, an error Redis answers before running).
-    Definite(String),
-    /// May have been applied.
-    Indefinite(String),
-}
-
-impl From<Failure> for Reply {
-    fn from(f: Failure) -> Reply {
-        match f {
-            Failure::Definite(e) => Reply::Fail(e),
-            Failure::Indefinite(e) => Reply::Info(e),
-        }
-    }
-}
 
 impl RedisLock {
     pub fn new(addr: &str, op_timeout: Duration, fenced: bool) -> Result<RedisLock, String> {

@@ -13,9 +13,9 @@
 //! The grant is named by its value (no token: a Redlock grant fences nothing). Evidence on
 //! each grant: which masters said yes and the validity the client computed.
 
-use crate::api::{BoxFuture, Grant, LockClient, Reply, Tokens, Wire};
+use crate::api::{BoxFuture, Failure, Grant, LockClient, Reply, Tokens, Wire};
 use crate::pause::PauseBoard;
-use crate::redis::{addr_of, Failure, Redis, RedisLock, RELEASE, RENEW};
+use crate::redis::{addr_of, Redis, RedisLock, RELEASE, RENEW};
 use crate::service::{
     Connect, ConnectError, Launch, Service, ServiceOption, ServiceOptions, Settings,
 };
