@@ -481,11 +481,7 @@ impl PgLock {
                      AND pid = pg_backend_pid() AND granted AND classid = $1 AND objid = $2 \
                      AND objsubid = 1), set_config($3, $4, false)";
                 let q = self.one(&s.client, sql, &[&classid, &objid, &setting, &ttl]).await;
-                match self.dropping(client, q) {
-                    Ok(row) if row.get::<_, bool>(0) => Reply::Ok(json!({})),
-                    Ok(_) => Reply::Fail("not-holder".into()),
-                    Err(f) => f.into(),
-                }
+                holder_answer(self.dropping(client, q))
             }
             Form::Xact => {
                 let s = match self.txn_of(client, Some(grant)) {
@@ -512,11 +508,7 @@ impl PgLock {
                 };
                 let key = key_of(lock);
                 let q = self.one(&s.client, "SELECT pg_advisory_unlock($1)", &[&key]).await;
-                match self.dropping(client, q) {
-                    Ok(row) if row.get::<_, bool>(0) => Reply::Ok(json!({})),
-                    Ok(_) => Reply::Fail("not-holder".into()),
-                    Err(f) => f.into(),
-                }
+                holder_answer(self.dropping(client, q))
             }
             Form::Xact => {
                 let s = match self.txn_of(client, Some(grant)) {
@@ -849,6 +841,15 @@ impl Service for Postgres {
             Form::Session => None,
         };
         Ok(Adapter::new(lock, resource).with_evidence(EVIDENCE))
+    }
+}
+
+/// A session's check or unlock answered with one boolean: still the holder, or not.
+fn holder_answer(answer: Result<tokio_postgres::Row, Failure>) -> Reply {
+    match answer {
+        Ok(row) if row.get::<_, bool>(0) => Reply::Ok(json!({})),
+        Ok(_) => Reply::Fail("not-holder".into()),
+        Err(f) => f.into(),
     }
 }
 
