@@ -138,6 +138,16 @@ fn bug_targets(python: bool, etcd: bool) -> Vec<Target> {
             out.push(Target::new(label, &args));
         }
     }
+    if have("redis-server", "--version") {
+        // Redis under Sentinel, three boxes: a master paused past down-after-milliseconds is
+        // replaced, and the clients still polling it (their sentinel named it before the
+        // failover) are granted there while the promoted replica grants the same lock; a
+        // master restarted without persistence comes back empty.
+        out.push(Target::new(
+            "redis-sentinel (no options)",
+            &["--adapter", "redis-sentinel"],
+        ));
+    }
     if Path::new(POSTGRES_BIN_ROOT).is_dir() {
         // A session advisory lock: the server ends a quiet session (idle_session_timeout, a
         // kill) and grants the lock to another while the first client, told nothing, still

@@ -188,8 +188,10 @@ pub struct RunArgs {
     /// fenced by a txn). With `etcd` and no --node-cmd, lockpick starts Debian's `etcd`.
     /// `template`: any HTTP lock API described in the config file's [template] section (see
     /// examples/lockd.toml). `redis`: one Redis server, locked as redis-py's Lock does (SET NX PX,
-    /// compare scripts); `redlock`: Redlock over --nodes independent Redis masters; lockpick
-    /// starts Debian's `redis-server` for both. `zookeeper`: ZooKeeper's lock recipe on one
+    /// compare scripts); `redlock`: Redlock over --nodes independent Redis masters;
+    /// `redis-sentinel`: the same lock on a master Redis Sentinel watches and fails over
+    /// (--nodes boxes, 3 by default, each a server and a sentinel; the client asks the
+    /// sentinels for the master); lockpick starts Debian's `redis-server` for all three. `zookeeper`: ZooKeeper's lock recipe on one
     /// standalone server (ephemeral sequential nodes, the node's czxid as the token, a grant held
     /// by its session); lockpick starts Debian's `zookeeper`. `postgres`: PostgreSQL advisory
     /// locks on one server lockpick starts from Debian's `postgresql` (a session's lock, or a
@@ -198,7 +200,7 @@ pub struct RunArgs {
     #[arg(
         long,
         default_value = "reference",
-        value_name = "reference|etcd|template|redis|redlock|zookeeper|postgres|standin"
+        value_name = "reference|etcd|template|redis|redlock|redis-sentinel|zookeeper|postgres|standin"
     )]
     pub adapter: String,
     /// etcd's JSON gateway prefix: /v3 (etcd 3.4 and later) or /v3beta (etcd 3.3).
@@ -208,7 +210,7 @@ pub struct RunArgs {
     /// each service names its options and their values, and an unknown one is refused with
     /// the list. redis: persistence=none|rdb|aof-everysec|aof-always (default none),
     /// fence=none|counter (counter: an INCR per grant is its fencing token); redlock:
-    /// persistence; postgres: form=session|xact (session: pg_try_advisory_lock held by the
+    /// persistence; redis-sentinel: persistence and fence, as redis; postgres: form=session|xact (session: pg_try_advisory_lock held by the
     /// client's session, the mutex; xact: pg_advisory_xact_lock with the counter's write
     /// committed in the same transaction).
     #[arg(long, value_name = "NAME=VALUE", value_delimiter = ',')]
@@ -221,9 +223,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE", hide = true)]
     pub hosts_file: Option<PathBuf>,
     /// Nodes of the lock service (embedded lockd: one primary, the others forward to it).
-    /// Client i talks to node i mod N. Templates get the other nodes as {peers}.
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    pub nodes: usize,
+    /// Client i talks to node i mod N. Templates get the other nodes as {peers}. Default 1,
+    /// or what the --adapter needs to be itself (redis-sentinel: 3, a sentinel quorum).
+    #[arg(long, value_name = "N")]
+    pub nodes: Option<usize>,
     /// Which nodes a pause, kill or clock fault hits: one, minority, majority, all, primary.
     #[arg(long, default_value = "one", value_name = "TARGET")]
     pub nemesis_targets: String,
@@ -306,6 +309,13 @@ pub struct RunArgs {
     /// GITHUB_ACTIONS set).
     #[arg(long, value_name = "LIST", value_parser = parse_fail_on)]
     pub fail_on: Option<reports::FailOn>,
+}
+
+impl RunArgs {
+    /// `--nodes`, or 1 where it was not given (a resolved RunArgs has the service's own).
+    pub fn nodes(&self) -> usize {
+        self.nodes.unwrap_or(1)
+    }
 }
 
 const RUN_AFTER: &str = "Examples:

@@ -164,6 +164,13 @@ const ACQUIRE_WAIT_MS_MAX: u64 = 600_000;
 impl RunConfig {
     pub fn from_args(a: &RunArgs) -> Result<RunConfig> {
         let (service, own, kind) = service_of(a)?;
+        // `--nodes` resolved once, from the service when not given: every check below reads
+        // the count the run will have.
+        let resolved = RunArgs {
+            nodes: Some(a.nodes.unwrap_or_else(|| service.nodes_default())),
+            ..a.clone()
+        };
+        let a = &resolved;
         let t = Timing::of(a)?;
         let nemesis_interval_ms = ms("nemesis-interval", &a.nemesis_interval)?;
         if nemesis_interval_ms == 0 {
@@ -224,7 +231,7 @@ impl RunConfig {
                 Some(f) => Some(load_hosts(f)?),
                 None => None,
             },
-            nodes: a.nodes,
+            nodes: a.nodes(),
             nemesis_targets: a.nemesis_targets.clone(),
             runtime: runtime.to_string(),
             // As asked for; `topologies` holds the resolved list.
@@ -501,7 +508,8 @@ fn target_of(
                 .then(|| a.renew_ttl.as_deref().unwrap_or_default()),
             store_given: a.store_cmd.is_some() || a.store_url.is_some(),
             launched: matches!(target, Target::Embedded),
-            nodes: a.nodes,
+            nodes: a.nodes(),
+            url: matches!(target, Target::Url { .. }),
         })
         .map_err(|e| anyhow::anyhow!(e))?;
     if let (Target::Embedded, Some((program, package))) = (&target, service.program()) {
@@ -581,16 +589,16 @@ impl Clocks {
 
 /// `--nodes` against the target and the modes that need several, and `--nemesis-targets`.
 fn check_nodes(a: &RunArgs, target: &Target) -> Result<()> {
-    if a.nodes == 0 || a.nodes > NODES_MAX {
-        bail!("--nodes {}: expected 1..={NODES_MAX}", a.nodes);
+    if a.nodes() == 0 || a.nodes() > NODES_MAX {
+        bail!("--nodes {}: expected 1..={NODES_MAX}", a.nodes());
     }
-    if a.nodes > 1 && matches!(target, Target::Url { .. }) {
+    if a.nodes() > 1 && matches!(target, Target::Url { .. }) {
         bail!(
             "--nodes {}: a --url target is one service; start the nodes with --node-cmd",
-            a.nodes
+            a.nodes()
         );
     }
-    if a.unsafe_mode.as_deref() == Some("split-brain") && a.nodes < 2 {
+    if a.unsafe_mode.as_deref() == Some("split-brain") && a.nodes() < 2 {
         bail!("--unsafe split-brain needs --nodes 2 or more (one node cannot split)");
     }
     a.nemesis_targets

@@ -270,6 +270,8 @@ pub(crate) fn connect(
             let c = workloads::Connect {
                 url,
                 peers: &dep.urls,
+                known_as: &dep.known_as,
+                peer_urls: &dep.peer_urls,
                 store_url: dep.store_url.as_deref(),
                 op_timeout: Duration::from_millis(cfg.op_timeout_ms),
                 clients: cfg.clients,

@@ -70,6 +70,7 @@ pub(crate) fn value_field(key: &str) -> Option<(Kind, &'static str)> {
         "redis_node" => (Kind::Str, "value.redis_node"),
         "redis_role" => (Kind::Str, "value.redis_role"),
         "redis_offset" => (Kind::U64, "value.redis_offset"),
+        "sentinel" => (Kind::Str, "value.sentinel"),
         "redlock_nodes" => (Kind::Strings, "value.redlock_nodes"),
         "redlock_validity_ms" => (Kind::U64, "value.redlock_validity_ms"),
         "lock_key" => (Kind::Str, "value.lock_key"),
@@ -459,7 +460,7 @@ mod tests {
             }
         }
         // Every field value_field types, and no other.
-        assert_eq!(seen, 22, "the table and value_field differ in number");
+        assert_eq!(seen, 23, "the table and value_field differ in number");
     }
 
     /// The nemesis type table of docs/history.md and [`nemesis_field`] (with [`netem_field`])

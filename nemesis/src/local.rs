@@ -809,6 +809,9 @@ impl Runtime for LocalRuntime {
     fn peer_ports(&self, n: usize) -> Result<Vec<u16>, Error> {
         Ok(free_ports(LOOPBACK, n)?)
     }
+    fn reach(&self, _i: usize, port: u16) -> BoxFuture<'_, Result<(String, u16), Error>> {
+        Box::pin(async move { Ok((LOOPBACK.to_string(), port)) })
+    }
     fn node(&self, _i: usize, s: NodeSpec) -> BoxFuture<'_, Result<Box<dyn NodeControl>, Error>> {
         let node = LocalNode::new(&s.id, s.command, LOOPBACK, s.port, s.node_dir)
             .with_env(s.env)

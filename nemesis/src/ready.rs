@@ -2,7 +2,10 @@
 //! speaking HTTP is ready when a path answers 200; one that does not (Redis, ZooKeeper,
 //! PostgreSQL) is ready when a few bytes sent on a fresh TCP connection are answered with the
 //! bytes its protocol promises (`PING` → `+PONG`). Each service's descriptor says which; every
-//! runtime waits through [`Readiness::check`], so no runtime knows a protocol.
+//! runtime waits through [`Readiness::check`], so no runtime knows a protocol. A longer
+//! exchange ([`Readiness::Answer`]) reads what a few pipelined requests answer and looks for
+//! words in it: how a deployment shows its members found each other (Sentinel's view of the
+//! master, its replicas and the other sentinels), checked once all nodes serve.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -20,10 +23,25 @@ pub enum Readiness {
         send: Vec<u8>,
         expect: Vec<u8>,
     },
+    /// `send` on a new TCP connection is answered, up to bytes that end with `until`, with
+    /// an answer holding every one of `contains` and none of `lacks`.
+    Answer {
+        /// How the exchange is named in messages (`SENTINEL master`).
+        name: &'static str,
+        send: Vec<u8>,
+        /// The answer's last bytes: the reply to a last request sent only to mark the end
+        /// (`PING` → `+PONG\r\n`), so what came before it is whole.
+        until: Vec<u8>,
+        contains: Vec<Vec<u8>>,
+        lacks: Vec<Vec<u8>>,
+    },
 }
 
 /// The most an exchange's answer is read: enough for any greeting a readiness check compares.
 const ANSWER_MAX: usize = 256;
+/// The most a long answer ([`Readiness::Answer`]) is read: a few replies describing a handful
+/// of members (a sentinel's three listings of a 5-node deployment take about 4 KiB).
+const LONG_ANSWER_MAX: usize = 64 * 1024;
 
 impl Readiness {
     /// `GET path` answering 200.
@@ -33,13 +51,23 @@ impl Readiness {
         }
     }
 
+    /// How the check is named in messages: `GET /v1/health`, `PING`.
+    pub fn name(&self) -> String {
+        match self {
+            Readiness::Http { path } => format!("GET {path}"),
+            Readiness::Exchange { name, .. } | Readiness::Answer { name, .. } => name.to_string(),
+        }
+    }
+
     /// What is checked on `host:port`, as messages name it: `http://127.0.0.1:7000/v1/health`
     /// or `PING on 127.0.0.1:6379`.
     pub fn target(&self, host: &str, port: u16) -> String {
         let addr = addr_text(host, port);
         match self {
             Readiness::Http { path } => format!("http://{addr}{path}"),
-            Readiness::Exchange { name, .. } => format!("{name} on {addr}"),
+            Readiness::Exchange { name, .. } | Readiness::Answer { name, .. } => {
+                format!("{name} on {addr}")
+            }
         }
     }
 
@@ -66,8 +94,67 @@ impl Readiness {
                     )),
                 }
             }
+            Readiness::Answer {
+                send,
+                until,
+                contains,
+                lacks,
+                ..
+            } => {
+                let addr = addr_text(host, port);
+                let answer = match tokio::time::timeout(timeout, answer(&addr, send, until)).await {
+                    Err(_) => {
+                        return Err(format!("no whole answer within {} ms", timeout.as_millis()))
+                    }
+                    Ok(Err(e)) => return Err(e.to_string()),
+                    Ok(Ok(a)) => a,
+                };
+                let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+                if let Some(missing) = contains.iter().find(|c| !has(&answer, c)) {
+                    return Err(format!("the answer lacks {:?}", text(missing)));
+                }
+                if let Some(found) = lacks.iter().find(|l| has(&answer, l)) {
+                    return Err(format!("the answer has {:?}", text(found)));
+                }
+                Ok(())
+            }
         }
     }
+}
+
+/// Whether `needle` occurs in `hay`.
+fn has(hay: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty() || hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Sends `send` and reads until the answer ends with `until` (an error if the peer closes
+/// first or the answer outgrows [`LONG_ANSWER_MAX`]).
+async fn answer(addr: &str, send: &[u8], until: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    stream.write_all(send).await?;
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    // Bounded: each pass reads at least a byte or ends, and the answer is capped.
+    while !answer.ends_with(until) {
+        if answer.len() > LONG_ANSWER_MAX {
+            return Err(std::io::Error::other(format!(
+                "an answer longer than {LONG_ANSWER_MAX} bytes"
+            )));
+        }
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!(
+                    "closed after {} bytes, before {:?}",
+                    answer.len(),
+                    String::from_utf8_lossy(until)
+                ),
+            ));
+        }
+        answer.extend_from_slice(&buf[..n]);
+    }
+    Ok(answer)
 }
 
 /// `host:port`, an IPv6 host in brackets.
@@ -139,6 +226,43 @@ mod tests {
             Readiness::http("/health").target("127.0.0.1", 1),
             "http://127.0.0.1:1/health"
         );
+    }
+
+    #[tokio::test]
+    async fn a_long_answer_is_ready_when_it_holds_every_word_and_none_it_must_lack() {
+        let r = |contains: &[&str], lacks: &[&str]| Readiness::Answer {
+            name: "SENTINEL master",
+            send: b"SENTINEL master x\r\nPING\r\n".to_vec(),
+            until: b"+PONG\r\n".to_vec(),
+            contains: contains.iter().map(|c| c.as_bytes().to_vec()).collect(),
+            lacks: lacks.iter().map(|l| l.as_bytes().to_vec()).collect(),
+        };
+        let said =
+            b"*4\r\n$5\r\nflags\r\n$6\r\nmaster\r\n$10\r\nnum-slaves\r\n$1\r\n2\r\n+PONG\r\n";
+        let port = serve(said).await;
+        r(&["num-slaves\r\n$1\r\n2\r\n"], &["s_down"])
+            .check("127.0.0.1", port, Duration::from_secs(2))
+            .await
+            .unwrap();
+        let port = serve(said).await;
+        let e = r(&["num-slaves\r\n$1\r\n3\r\n"], &[])
+            .check("127.0.0.1", port, Duration::from_secs(2))
+            .await
+            .unwrap_err();
+        assert!(e.starts_with("the answer lacks \"num-slaves"), "{e}");
+        let port = serve(said).await;
+        let e = r(&[], &["master"])
+            .check("127.0.0.1", port, Duration::from_secs(2))
+            .await
+            .unwrap_err();
+        assert_eq!(e, "the answer has \"master\"");
+        // Closed before the end mark: not ready, whatever came.
+        let port = serve(b"*4\r\n$5\r\nflags").await;
+        let e = r(&[], &[])
+            .check("127.0.0.1", port, Duration::from_secs(2))
+            .await
+            .unwrap_err();
+        assert!(e.contains("closed after"), "{e}");
     }
 
     #[tokio::test]

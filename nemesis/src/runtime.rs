@@ -57,6 +57,10 @@ pub trait Runtime: Send + Sync {
     fn addresses(&self, n: usize) -> Result<Vec<(String, u16)>, Error>;
     /// A second port for each of `n` nodes, for services whose members talk to each other.
     fn peer_ports(&self, n: usize) -> Result<Vec<u16>, Error>;
+    /// Where the harness reaches node `i`'s `port` (a [`Runtime::peer_ports`] port: the
+    /// service port is reached through the node's own [`NodeControl`]): the node's address
+    /// where the harness routes to it, a loopback proxy where it cannot (netns).
+    fn reach(&self, i: usize, port: u16) -> BoxFuture<'_, Result<(String, u16), Error>>;
     /// Node `i`, not started yet.
     fn node(&self, i: usize, spec: NodeSpec) -> BoxFuture<'_, Result<Box<dyn NodeControl>, Error>>;
     /// The network faults this runtime can make, if any.

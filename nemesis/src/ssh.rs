@@ -1063,6 +1063,10 @@ impl Runtime for SshRuntime {
     fn peer_ports(&self, n: usize) -> Result<Vec<u16>, Error> {
         (0..n).map(|i| Ok(self.host(i)?.host.peer_port)).collect()
     }
+    /// The host's own address: the harness reaches every host directly.
+    fn reach(&self, i: usize, port: u16) -> BoxFuture<'_, Result<(String, u16), Error>> {
+        Box::pin(async move { Ok((self.host(i)?.host.address.clone(), port)) })
+    }
     fn node(&self, i: usize, s: NodeSpec) -> BoxFuture<'_, Result<Box<dyn NodeControl>, Error>> {
         Box::pin(async move {
             let conn = self.host(i)?.clone();

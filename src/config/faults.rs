@@ -121,10 +121,10 @@ pub(super) fn topologies(a: &RunArgs) -> Result<Vec<Topology>> {
         Some(list) => {
             let t = parse_topologies(list)
                 .map_err(|e| anyhow::anyhow!("--partition-topologies: {e}"))?;
-            if let Some(bad) = t.iter().find(|t| t.nodes_min() > a.nodes) {
+            if let Some(bad) = t.iter().find(|t| t.nodes_min() > a.nodes()) {
                 bail!(
                     "--partition-topologies {bad}: cuts nothing with {} node(s) (needs {})",
-                    a.nodes,
+                    a.nodes(),
                     bad.nodes_min()
                 );
             }
@@ -132,7 +132,7 @@ pub(super) fn topologies(a: &RunArgs) -> Result<Vec<Topology>> {
         }
         None => Topology::ALL
             .into_iter()
-            .filter(|t| t.nodes_min() <= a.nodes)
+            .filter(|t| t.nodes_min() <= a.nodes())
             .collect(),
     })
 }
@@ -185,7 +185,7 @@ pub(super) fn load_schedule(
     };
     let caps = Capabilities {
         nodes: if target.is_started_by_us() {
-            a.nodes
+            a.nodes()
         } else {
             0
         },

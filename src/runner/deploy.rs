@@ -25,6 +25,11 @@ pub struct Deployment {
     pub ids: Vec<String>,
     /// The base URL clients use, one per node (or the `--url`).
     pub urls: Vec<String>,
+    /// Each node's `host:port` as its peers know it (none for a `--url` target).
+    pub known_as: Vec<String>,
+    /// Each node's peer port as the harness reaches it, `tcp://host:port` (none unless the
+    /// service has a peer port).
+    pub peer_urls: Vec<String>,
     /// Each node's clock, when clock faults are on.
     pub clocks: Vec<Option<NodeClock>>,
     /// Position of the node that holds the lock state (the smallest address).
@@ -208,10 +213,19 @@ async fn start_lock_nodes(
         unstarted.push(node);
         clocks.push(clock);
     }
+    let mut peer_urls = Vec::new();
+    if service.peer_port() {
+        for (i, &port) in peer_ports.iter().enumerate() {
+            let (host, port) = runtime.reach(i, port).await?;
+            peer_urls.push(format!("tcp://{}", host_port_text(&host, port)));
+        }
+    }
     let mut out = Deployment {
         ids,
         primary,
         clocks,
+        known_as: addrs.clone(),
+        peer_urls,
         ..Deployment::default()
     };
     for node in start_all(unstarted, startup).await? {
@@ -219,7 +233,74 @@ async fn start_lock_nodes(
         out.nodes.push(Arc::new(tokio::sync::Mutex::new(node)));
     }
     out.runtime = Some(runtime);
+    if let Some(settled) = service.settled(&addrs) {
+        if let Err(e) = wait_settled(&settled, &out.ids, &out.peer_urls, startup).await {
+            // The nodes stop, then what the runtime set up goes; the settle error is the
+            // one worth reporting.
+            if let Err(t) = out.teardown() {
+                tracing::warn!(error = %t, "teardown after a failed settle");
+            }
+            return Err(e);
+        }
+    }
     Ok(out)
+}
+
+/// `host:port`, an IPv6 host in brackets.
+fn host_port_text(host: &str, port: u16) -> String {
+    match host.contains(':') {
+        true => format!("[{host}]:{port}"),
+        false => format!("{host}:{port}"),
+    }
+}
+
+/// Checks `settled` on every node's peer port until it holds on all of them, each node
+/// checked again every 100 ms while it does not; an error past `startup`, naming a node that
+/// never showed it and why.
+async fn wait_settled(
+    settled: &nemesis::Readiness,
+    ids: &[String],
+    peer_urls: &[String],
+    startup: Duration,
+) -> Result<()> {
+    let began = std::time::Instant::now();
+    let deadline = tokio::time::Instant::now() + startup;
+    let mut pending: Vec<usize> = (0..peer_urls.len()).collect();
+    let mut last = String::new();
+    // Bounded by the deadline: each pass checks the nodes still pending, then sleeps.
+    while !pending.is_empty() {
+        let mut still = Vec::new();
+        for &i in &pending {
+            let (host, port) = workloads::host_port(&peer_urls[i])
+                .with_context(|| format!("{}: no host and port", peer_urls[i]))?;
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let each = left
+                .min(Duration::from_secs(1))
+                .max(Duration::from_millis(10));
+            if let Err(why) = settled.check(&host, port, each).await {
+                last = format!("{}: {}: {why}", ids[i], settled.target(&host, port));
+                still.push(i);
+            }
+        }
+        pending = still;
+        if pending.is_empty() {
+            break;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            anyhow::bail!(
+                "the nodes did not settle within {} ms (--startup-timeout): {last}",
+                startup.as_millis()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tracing::info!(
+        "nodes settled: {} held on the peer port of all {} nodes after {} ms",
+        settled.name(),
+        peer_urls.len(),
+        began.elapsed().as_millis()
+    );
+    Ok(())
 }
 
 fn placeholders(

@@ -52,6 +52,7 @@ services! {
     standin::StandIn,
     redis::Redis,
     redlock::RedlockService,
+    redis_sentinel::RedisSentinel,
     zookeeper::ZooKeeper,
     postgres::Postgres,
 }

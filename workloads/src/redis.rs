@@ -89,6 +89,13 @@ impl RedisLock {
         })
     }
 
+    /// Names the server `name` in the evidence (`redis_node`) instead of its address: a
+    /// deployment's clients may reach it at an address of the harness's own (netns's proxy).
+    pub(crate) fn named(mut self, name: &str) -> RedisLock {
+        self.node = name.to_string();
+        self
+    }
+
     pub(crate) fn key(lock: &str) -> String {
         format!("lockpick:lock:{lock}")
     }
@@ -161,7 +168,11 @@ impl RedisLock {
 
     /// Sends `pipe` on `client`'s connection within the op timeout. A transport failure drops
     /// the connection: the answer is lost, so whether it took effect is unknown.
-    async fn send(&self, client: &str, pipe: &redis::Pipeline) -> Result<Vec<redis::Value>, Failure> {
+    pub(crate) async fn send(
+        &self,
+        client: &str,
+        pipe: &redis::Pipeline,
+    ) -> Result<Vec<redis::Value>, Failure> {
         let mut conn = self.connection(client).await?;
         let sent = tokio::time::timeout(self.op_timeout, pipe.query_async(&mut conn)).await;
         let failure = match sent {

@@ -42,6 +42,8 @@ pub struct Settings<'a> {
     pub launched: bool,
     /// `--nodes`.
     pub nodes: usize,
+    /// Whether `--url` names a service already running.
+    pub url: bool,
 }
 
 /// Settings of one service only; a service ignores the others.
@@ -151,6 +153,15 @@ pub struct Connect<'a> {
     /// Every node's URL, in node order (this node's included): for a client that talks to
     /// all of them at once (Redlock's independent masters).
     pub peers: &'a [String],
+    /// Every node's `host:port` as the other nodes know it (`{peers}`), in node order: what a
+    /// service that names its members to its clients answers (Sentinel's master address).
+    /// The harness reaches node `i` at `peers[i]`, which is another address where the runtime
+    /// proxies it (netns). Empty for a `--url` target.
+    pub known_as: &'a [String],
+    /// Every node's peer port (`{peer_port}`) as the harness reaches it, `tcp://host:port`, in
+    /// node order, for a service whose clients talk to it there (Redis Sentinel's sentinels);
+    /// empty unless the service has a peer port.
+    pub peer_urls: &'a [String],
     /// The fenced store's base URL, when the workload has a store apart from the service.
     pub store_url: Option<&'a str>,
     /// Bounds every request end to end: past it the op is indeterminate.
@@ -240,9 +251,25 @@ pub trait Service: Sync {
         None
     }
 
+    /// `--nodes` when none is given: the nodes a deployment of the service needs to be itself
+    /// (Sentinel's quorum); one by default.
+    fn nodes_default(&self) -> usize {
+        1
+    }
+
     /// Whether each node also listens on a peer port (`{peer_port}`, `{initial_cluster}`).
     fn peer_port(&self) -> bool {
         false
+    }
+
+    /// What shows that the nodes, each serving on its own, have formed one deployment: checked
+    /// on every node's peer port (as the harness reaches it) once all of them serve, until it
+    /// holds on every one, within the start-up timeout, before the probe and the first fault
+    /// (Sentinel: every sentinel names the first node its master and sees the others' servers
+    /// and sentinels). `known_as` is every node's `host:port` as its peers know it. None by
+    /// default: a node that serves is all a service needs.
+    fn settled(&self, _known_as: &[String]) -> Option<Readiness> {
+        None
     }
 
     /// Why clock faults through libfaketime (preloaded into each node: the fallback where the

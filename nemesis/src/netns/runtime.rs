@@ -43,6 +43,14 @@ impl Runtime for NetnsRuntime {
     fn peer_ports(&self, n: usize) -> Result<Vec<u16>, Error> {
         Ok(vec![NETNS_PEER_PORT; n])
     }
+    /// Through a loopback proxy of its own, as the service port: opened from the hub, so a
+    /// `clients` cut (packets from the hub dropped) cuts it too.
+    fn reach(&self, i: usize, port: u16) -> BoxFuture<'_, Result<(String, u16), Error>> {
+        Box::pin(async move {
+            let proxy = self.cluster.proxy(i, port).await?;
+            Ok((proxy.ip().to_string(), proxy.port()))
+        })
+    }
     /// The command runs inside node `i`'s namespace; health checks and clients reach it
     /// through its loopback proxy.
     fn node(&self, i: usize, s: NodeSpec) -> BoxFuture<'_, Result<Box<dyn NodeControl>, Error>> {
