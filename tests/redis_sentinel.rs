@@ -81,7 +81,7 @@ fn assert_settled_first(r: &Run) {
 
 /// The textbook split brain: n1 is cut off from n2 and n3 (its clients still reach it) for
 /// 7 s. Its own sentinel keeps naming it and it keeps granting; the sentinels of n2 and n3
-/// count it down after a second, agree and promote a replica within about 2.5 s, and the
+/// count it down after 1.5 s, agree and promote a replica a second or two later, and the
 /// clients whose sentinel is n2's or n3's are granted the same lock there. Two clients per
 /// box, short holds: the lock is asked for on both sides all the time.
 #[test]
@@ -150,7 +150,7 @@ fn a_master_cut_off_from_the_sentinels_keeps_granting_while_a_replica_is_promote
     );
 }
 
-/// The kill is shorter than `down-after-milliseconds` (1 s), so no sentinel counts n1 down:
+/// The kill is shorter than `down-after-milliseconds` (1.5 s), so no sentinel counts n1 down:
 /// it comes back an empty master, its replicas resync to it and lose the key too, and the
 /// clients (every sentinel still names n1) are granted the lock inside the holder's lease.
 /// The holder takes the lock in the first 100 ms and holds it 4 s on 3 s leases, so a lease

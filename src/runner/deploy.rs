@@ -254,9 +254,13 @@ fn host_port_text(host: &str, port: u16) -> String {
     }
 }
 
+/// Beyond `--startup-timeout`, how long the nodes may take to settle once they all serve:
+/// Sentinel's INFO period, the longest a sentinel takes to learn anew what an instance is.
+const SETTLE_EXTRA: Duration = Duration::from_secs(10);
+
 /// Checks `settled` on every node's peer port until it holds on all of them, each node
-/// checked again every 100 ms while it does not; an error past `startup`, naming a node that
-/// never showed it and why.
+/// checked again every 100 ms while it does not; an error past `startup` and
+/// [`SETTLE_EXTRA`], naming a node that never showed it and why.
 async fn wait_settled(
     settled: &nemesis::Readiness,
     ids: &[String],
@@ -264,7 +268,8 @@ async fn wait_settled(
     startup: Duration,
 ) -> Result<()> {
     let began = std::time::Instant::now();
-    let deadline = tokio::time::Instant::now() + startup;
+    let bound = startup + SETTLE_EXTRA;
+    let deadline = tokio::time::Instant::now() + bound;
     let mut pending: Vec<usize> = (0..peer_urls.len()).collect();
     let mut last = String::new();
     // Bounded by the deadline: each pass checks the nodes still pending, then sleeps.
@@ -288,14 +293,18 @@ async fn wait_settled(
         }
         if tokio::time::Instant::now() >= deadline {
             anyhow::bail!(
-                "the nodes did not settle within {} ms (--startup-timeout): {last}",
-                startup.as_millis()
+                "the nodes did not settle within {} ms (--startup-timeout and 10 s): {last}",
+                bound.as_millis()
             );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let waited_on = match last.is_empty() {
+        true => String::new(),
+        false => format!(" (the last wait: {last})"),
+    };
     tracing::info!(
-        "nodes settled: {} held on the peer port of all {} nodes after {} ms",
+        "nodes settled: {} held on the peer port of all {} nodes after {} ms{waited_on}",
         settled.name(),
         peer_urls.len(),
         began.elapsed().as_millis()
