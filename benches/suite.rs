@@ -147,6 +147,16 @@ fn bug_targets(python: bool, etcd: bool) -> Vec<Target> {
             "redis-sentinel (no options)",
             &["--adapter", "redis-sentinel"],
         ));
+        // The counter token lives on the master too: the promoted replica's counter lags.
+        out.push(Target::new(
+            "redis-sentinel fence=counter",
+            &[
+                "--adapter",
+                "redis-sentinel",
+                "--adapter-opt",
+                "fence=counter",
+            ],
+        ));
     }
     if Path::new(POSTGRES_BIN_ROOT).is_dir() {
         // A session advisory lock: the server ends a quiet session (idle_session_timeout, a

@@ -219,6 +219,13 @@ fn the_counter_token_repeats_after_a_restart_without_persistence() {
         "{found:?}\n{}",
         r.describe()
     );
+    // The tokens guard a register (lockpick's fenced store): writes went through them.
+    let history = std::fs::read_to_string(r.run_dir().join("history.jsonl")).unwrap();
+    assert!(
+        history.contains("\"type\":\"ok\",\"f\":\"write\""),
+        "no write was accepted\n{}",
+        r.describe()
+    );
 }
 
 /// Settings a Sentinel deployment cannot honour are refused in one line naming the flag,

@@ -1,7 +1,9 @@
 //! `--adapter redis-sentinel`: the lock of `--adapter redis` (redis-py's `Lock`: `SET key value
 //! NX PX ttl`, renew and release by compare scripts, `fence=counter` an `INCR` in the same
 //! script) on a master that Redis Sentinel watches and replaces, as a team runs it for high
-//! availability: the standard three boxes, each a `redis-server` and a `redis-sentinel`.
+//! availability: the standard three boxes, each a `redis-server` and a sentinel
+//! (`redis-server --sentinel`, the program Debian's `redis-sentinel` package links to, so the
+//! redis-server package is all it needs).
 //!
 //! The deployment. Node `n1` starts as the master, every other node `replicaof` it; each node
 //! also runs a sentinel on its `{peer_port}` that monitors the master under the name
@@ -33,15 +35,19 @@
 //!
 //! What it finds (the publicly known behaviour): replication is asynchronous, and a master that
 //! is cut off keeps granting while the sentinels promote a replica that grants the same lock;
-//! a master restarted without persistence comes back empty (and, if the sentinels did not
-//! notice it gone, its replicas resync to its empty data set). Both make two holders
-//! (`double-grant`); with `fence=counter` the counter repeats.
+//! a master paused past `down-after-milliseconds` is replaced, and resumed it is still a
+//! master, granting the clients that were polling it, until the sentinels demote it; a master
+//! restarted without persistence comes back empty (and, if the sentinels did not notice it
+//! gone, its replicas resync to its empty data set). Each makes two holders (`double-grant`);
+//! with `fence=counter` the counter repeats (the promoted replica's lags). The counter
+//! workload's register is lockpick's fenced store, as for `--adapter redis`.
 //!
 //! Evidence on each grant: the node that granted (`redis_node`, `n1`...), its role and
 //! replication offset right after the grant (`redis_role`, `redis_offset`) and the node
 //! whose sentinel named it (`sentinel`).
 
-use crate::api::{BoxFuture, Failure, Grant, LockClient, Reply, Tokens, Wire};
+use crate::api::{BoxFuture, Failure, FencedResource, Grant, LockClient, Reply, Tokens, Wire};
+use crate::client::RefClient;
 use crate::pause::PauseBoard;
 use crate::redis::{addr_of, Redis, RedisLock, RELEASE, RENEW};
 use crate::service::{
@@ -503,7 +509,13 @@ impl Service for RedisSentinel {
             first,
             current: Mutex::new(HashMap::new()),
         });
-        Ok(Adapter::new(lock, None).with_evidence(EVIDENCE))
+        // The counter's register (fence=counter) is lockpick's fenced store, as for redis.
+        let resource = match c.store_url {
+            Some(s) => Some(Arc::new(RefClient::store_only(s, c.op_timeout, c.clients)?)
+                as Arc<dyn FencedResource>),
+            None => None,
+        };
+        Ok(Adapter::new(lock, resource).with_evidence(EVIDENCE))
     }
 }
 
