@@ -112,6 +112,7 @@ pub(crate) fn nemesis_field(key: &str) -> Option<(Kind, &'static str)> {
     Some(match key {
         "nodes" => (Kind::Strings, "value.nodes"),
         "roles" => (Kind::Strings, "value.roles"),
+        "then_nodes" => (Kind::Strings, "value.then_nodes"),
         "length_ms" => (Kind::U64, "value.length_ms"),
         "fault" => (Kind::Str, "value.fault"),
         "process" => (Kind::U64, "value.process"),
