@@ -42,6 +42,13 @@ pub struct Redlock {
 /// What one master answered to one step: yes, no, or nothing certain.
 type Answers = Vec<Result<bool, Failure>>;
 
+/// A step's yes answers against the majority.
+enum Count {
+    Majority,
+    Maybe,
+    Minority,
+}
+
 impl Redlock {
     fn majority(&self) -> usize {
         self.masters.len() / 2 + 1
@@ -89,6 +96,24 @@ impl Redlock {
             async move { m.compare(&client, &lock, &grant, RELEASE, None).await }
         })
         .await
+    }
+
+    /// Whether the masters that said yes are a majority, may be one (counting those that did
+    /// not answer), or surely are not.
+    fn count(&self, answers: &Answers) -> Count {
+        let yes = answers.iter().filter(|a| matches!(a, Ok(true))).count();
+        // A refusal (a refused connection, READONLY) surely did nothing; a lost answer may have.
+        let unanswered = answers
+            .iter()
+            .filter(|a| matches!(a, Err(Failure::Indefinite(_))))
+            .count();
+        if yes >= self.majority() {
+            Count::Majority
+        } else if yes + unanswered >= self.majority() {
+            Count::Maybe
+        } else {
+            Count::Minority
+        }
     }
 
     fn yes(&self, answers: &Answers) -> Vec<String> {
@@ -171,10 +196,14 @@ impl LockClient for Redlock {
                 })
                 .await;
             let validity = Self::validity_ms(ttl_ms, started);
-            match self.yes(&answers).len() >= self.majority() && validity > 0 {
-                true => Reply::Ok(json!({ "ttl_ms": validity })),
+            match self.count(&answers) {
+                Count::Majority if validity > 0 => Reply::Ok(json!({ "ttl_ms": validity })),
+                // Unanswered masters may have extended it: a majority may hold it longer.
+                Count::Maybe if validity > 0 => {
+                    Reply::Info("timeout; no majority answered the renew".into())
+                }
                 // A minority extended holds nothing: the lease in force stays what it was.
-                false => Reply::Fail("not-holder".into()),
+                _ => Reply::Fail("not-holder".into()),
             }
         })
     }
@@ -189,11 +218,17 @@ impl LockClient for Redlock {
                 return Reply::Fail("not-holder; no grant value".into());
             };
             let answers = self.unlock_all(client, lock, value).await;
-            let answered = answers.iter().filter(|a| a.is_ok()).count();
-            match answered >= self.majority() {
-                // Gone from a majority: nobody holds it through this grant any more.
-                true => Reply::Ok(json!({})),
-                false => Reply::Info("timeout; no majority answered the release".into()),
+            match self.count(&answers) {
+                // Deleted from a majority: the grant held the lock, and no longer does.
+                Count::Majority => Reply::Ok(json!({})),
+                Count::Maybe => Reply::Info("timeout; no majority answered the release".into()),
+                // On no majority (its lease ran out, or a master forgot it): the grant held
+                // nothing to release, and an ok here would say it held the lock until now.
+                Count::Minority => Reply::Fail(format!(
+                    "not-holder; the value was on {} of {} masters",
+                    self.yes(&answers).len(),
+                    self.masters.len()
+                )),
             }
         })
     }
