@@ -8,7 +8,10 @@
 //!   validity; otherwise the value is deleted everywhere and, while the wait lasts, tried again
 //!   after a poll. No per-node retries: a retry spends validity on a dead member.
 //! - renew: the compare-and-`PEXPIRE` script on every master, held again on a majority (its
-//!   validity counted the same way); release: the compare-and-`DEL` script on every master.
+//!   validity counted the same way); release: the compare-and-`DEL` script on every master,
+//!   each answer awaited for the op timeout (a release spends no validity). Either is `ok`
+//!   only where a majority said yes, indeterminate where lost answers could make one, and
+//!   refused otherwise: a release that deleted its value from no majority held nothing.
 //!
 //! The grant is named by its value (no token: a Redlock grant fences nothing). Evidence on
 //! each grant: which masters said yes and the validity the client computed.
@@ -37,6 +40,12 @@ pub struct Redlock {
     /// In node order; `names[i]` is how the evidence names master `i` (`n1`...).
     masters: Vec<Arc<RedisLock>>,
     names: Vec<String>,
+    /// How long a release waits for each master: the op timeout. The small per-node timeout
+    /// is the acquire's (it must not spend the validity on a dead master); a release spends
+    /// no validity, and a master that answers late would otherwise leave it indeterminate.
+    release_wait: Duration,
+    /// The per-node timeout: what an acquire that did not win waits to give back its value.
+    node_wait: Duration,
 }
 
 /// What one master answered to one step: yes, no, or nothing certain.
@@ -84,8 +93,8 @@ impl Redlock {
             .collect()
     }
 
-    /// Deletes `value` everywhere, best effort: what a client that did not win does.
-    async fn unlock_all(&self, client: &str, lock: &str, value: &str) -> Answers {
+    /// Deletes `value` everywhere, each master's answer awaited for `wait`.
+    async fn unlock_all(&self, client: &str, lock: &str, value: &str, wait: Duration) -> Answers {
         let grant = Grant {
             token: None,
             id: Some(value.to_string()),
@@ -93,7 +102,10 @@ impl Redlock {
         let (client, lock) = (client.to_string(), lock.to_string());
         self.on_all(move |m| {
             let (client, lock, grant) = (client.clone(), lock.clone(), grant.clone());
-            async move { m.compare(&client, &lock, &grant, RELEASE, None).await }
+            async move {
+                m.compare_within(&client, &lock, &grant, RELEASE, None, wait)
+                    .await
+            }
         })
         .await
     }
@@ -161,7 +173,7 @@ impl Redlock {
                 }));
             }
             // Not held: give back what was taken, as the algorithm says.
-            self.unlock_all(client, lock, &value).await;
+            self.unlock_all(client, lock, &value, self.node_wait).await;
             last_refusal = match yes.len() >= self.majority() {
                 true => "held; validity spent".into(),
                 false if answers.iter().any(|a| matches!(a, Ok(false))) => "held".into(),
@@ -217,7 +229,7 @@ impl LockClient for Redlock {
             let Some(value) = &grant.id else {
                 return Reply::Fail("not-holder; no grant value".into());
             };
-            let answers = self.unlock_all(client, lock, value).await;
+            let answers = self.unlock_all(client, lock, value, self.release_wait).await;
             match self.count(&answers) {
                 // Deleted from a majority: the grant held the lock, and no longer does.
                 Count::Majority => Reply::Ok(json!({})),
@@ -325,7 +337,12 @@ impl Service for RedlockService {
             .collect::<Result<Vec<_>, String>>()
             .map_err(refused)?;
         let names = (1..=masters.len()).map(|i| format!("n{i}")).collect();
-        let lock = Arc::new(Redlock { masters, names });
+        let lock = Arc::new(Redlock {
+            masters,
+            names,
+            release_wait: c.op_timeout,
+            node_wait: node_timeout,
+        });
         Ok(Adapter::new(lock, None).with_evidence(EVIDENCE))
     }
 }
