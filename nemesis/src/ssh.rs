@@ -1060,8 +1060,11 @@ impl Runtime for SshRuntime {
             })
             .collect()
     }
-    fn peer_ports(&self, n: usize) -> Result<Vec<u16>, Error> {
-        (0..n).map(|i| Ok(self.host(i)?.host.peer_port)).collect()
+    /// The host's `peer_port`, and the port after it for a second set.
+    fn peer_ports(&self, n: usize, set: u16) -> Result<Vec<u16>, Error> {
+        (0..n)
+            .map(|i| Ok(self.host(i)?.host.peer_port.saturating_add(set)))
+            .collect()
     }
     fn node(&self, i: usize, s: NodeSpec) -> BoxFuture<'_, Result<Box<dyn NodeControl>, Error>> {
         Box::pin(async move {

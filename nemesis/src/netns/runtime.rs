@@ -40,8 +40,8 @@ impl Runtime for NetnsRuntime {
             .map(|i| (self.cluster.node_ip(i).to_string(), NETNS_PORT))
             .collect())
     }
-    fn peer_ports(&self, n: usize) -> Result<Vec<u16>, Error> {
-        Ok(vec![NETNS_PEER_PORT; n])
+    fn peer_ports(&self, n: usize, set: u16) -> Result<Vec<u16>, Error> {
+        Ok(vec![NETNS_PEER_PORT + set; n])
     }
     /// The command runs inside node `i`'s namespace; health checks and clients reach it
     /// through its loopback proxy.
