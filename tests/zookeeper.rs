@@ -101,6 +101,31 @@ fn run(out: &Path, args: &[&str]) -> common::Run {
     common::run(out, &all, Duration::from_secs(120))
 }
 
+/// A run of `args` replaying `schedule` (written into `tmp`), gone its whole way.
+fn run_scheduled(tmp: &Path, schedule: &str, args: &[&str]) -> (common::Run, Vec<Value>) {
+    let file = tmp.join("schedule.json");
+    std::fs::write(&file, schedule).unwrap();
+    let mut all = args.to_vec();
+    all.extend(["--schedule", file.to_str().unwrap()]);
+    let r = run(&tmp.join("out"), &all);
+    assert_complete(&r);
+    let ops = history(&r);
+    (r, ops)
+}
+
+/// Some grant came after the kill's restart.
+fn assert_granted_after_restart(ops: &[Value], r: &common::Run) {
+    let restarted = ops
+        .iter()
+        .position(|o| o["process"] == "nemesis" && o["f"] == "restart")
+        .unwrap_or_else(|| panic!("the kill never ended\n{}", r.describe()));
+    assert!(
+        ops[restarted..].iter().any(|o| is(o, "ok", "acquire")),
+        "no grant after the restart\n{}",
+        r.describe()
+    );
+}
+
 #[test]
 fn a_run_without_faults_grants_by_czxid_and_releases() {
     if !require_zookeeper() {
@@ -198,16 +223,11 @@ fn a_killed_server_is_restarted_and_its_locks_go_on() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let schedule = tmp.path().join("kill.json");
-    std::fs::write(
-        &schedule,
+    let (r, ops) = run_scheduled(
+        tmp.path(),
         r#"{"version": 1, "seed": 1, "nodes": 1, "primary": 0, "faults": [
  {"id": "f1", "kind": "kill", "at_ms": 1500, "length_ms": 300, "nodes": ["n1"]}
 ]}"#,
-    )
-    .unwrap();
-    let r = run(
-        &tmp.path().join("out"),
         &[
             "--workload",
             "mutex",
@@ -217,21 +237,9 @@ fn a_killed_server_is_restarted_and_its_locks_go_on() {
             "20ms..300ms",
             "--duration",
             "6s",
-            "--schedule",
-            schedule.to_str().unwrap(),
         ],
     );
-    assert_complete(&r);
-    let ops = history(&r);
-    let restarted = ops
-        .iter()
-        .position(|o| o["process"] == "nemesis" && o["f"] == "restart")
-        .unwrap_or_else(|| panic!("the kill never ended\n{}", r.describe()));
-    assert!(
-        ops[restarted..].iter().any(|o| is(o, "ok", "acquire")),
-        "no grant after the restart\n{}",
-        r.describe()
-    );
+    assert_granted_after_restart(&ops, &r);
     // The znodes (and the zxid) survive the restart: tokens still rise across it.
     assert_tokens_rise(&ops, &r.describe());
 }
@@ -246,16 +254,11 @@ fn an_ensemble_grants_on_every_member_and_outlives_a_killed_one() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let schedule = tmp.path().join("kill.json");
-    std::fs::write(
-        &schedule,
+    let (r, ops) = run_scheduled(
+        tmp.path(),
         r#"{"version": 1, "seed": 1, "nodes": 3, "primary": 0, "faults": [
  {"id": "f1", "kind": "kill", "at_ms": 2000, "length_ms": 300, "nodes": ["n3"]}
 ]}"#,
-    )
-    .unwrap();
-    let r = run(
-        &tmp.path().join("out"),
         &[
             "--nodes",
             "3",
@@ -265,12 +268,8 @@ fn an_ensemble_grants_on_every_member_and_outlives_a_killed_one() {
             "20ms..300ms",
             "--duration",
             "7s",
-            "--schedule",
-            schedule.to_str().unwrap(),
         ],
     );
-    assert_complete(&r);
-    let ops = history(&r);
     let servers: std::collections::BTreeSet<&str> = ops
         .iter()
         .filter(|o| is(o, "ok", "acquire"))
@@ -281,15 +280,7 @@ fn an_ensemble_grants_on_every_member_and_outlives_a_killed_one() {
         "grants from {servers:?}\n{}",
         r.describe()
     );
-    let restarted = ops
-        .iter()
-        .position(|o| o["process"] == "nemesis" && o["f"] == "restart")
-        .unwrap_or_else(|| panic!("the kill never ended\n{}", r.describe()));
-    assert!(
-        ops[restarted..].iter().any(|o| is(o, "ok", "acquire")),
-        "no grant after the restart\n{}",
-        r.describe()
-    );
+    assert_granted_after_restart(&ops, &r);
     // One zxid order across the ensemble: tokens rise from grant to grant whoever answers.
     assert_tokens_rise(&ops, &r.describe());
     let cfg = std::fs::read_to_string(r.run_dir().join("nodes/n2/data/zoo.cfg")).unwrap();
