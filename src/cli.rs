@@ -190,8 +190,9 @@ pub struct RunArgs {
     /// examples/lockd.toml). `redis`: one Redis server, locked as redis-py's Lock does (SET NX PX,
     /// compare scripts); `redlock`: Redlock over --nodes independent Redis masters; lockpick
     /// starts Debian's `redis-server` for both. `zookeeper`: ZooKeeper's lock recipe on one
-    /// standalone server (ephemeral sequential nodes, the node's czxid as the token, a grant held
-    /// by its session); lockpick starts Debian's `zookeeper`. `postgres`: PostgreSQL advisory
+    /// standalone server, or an ensemble of --nodes 3 or more (ephemeral sequential nodes, the
+    /// node's czxid as the token, a grant held by its session); lockpick starts Debian's
+    /// `zookeeper`. `postgres`: PostgreSQL advisory
     /// locks on one server lockpick starts from Debian's `postgresql` (a session's lock, or a
     /// transaction's with the counter's register written inside it). `standin`:
     /// tests/services/standin_lockd.py.
