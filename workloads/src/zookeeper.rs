@@ -1,7 +1,13 @@
 //! `--adapter zookeeper`: ZooKeeper's lock recipe, taken as Curator's `InterProcessMutex` and
-//! kazoo's `Lock` take it, on one standalone server (Debian's `zookeeper` package) that
-//! lockpick starts, pauses, kills and restarts.
+//! kazoo's `Lock` take it, on one standalone server or an ensemble of `--nodes` members
+//! (Debian's `zookeeper` package) that lockpick starts, pauses, kills and restarts.
 //!
+//! - An ensemble's members are configured from `{peer_list}` (`server.N=host:quorum:election`)
+//!   with `myid` their node's number; a member is ready once it answers a session, which it
+//!   does only after it joined a quorum. Each client's connect string is every member, its
+//!   own node first: its session starts there and moves to the next member (the relay's next
+//!   connection) when the connection breaks, and each grant names the member it was answered
+//!   on (`zk_server`).
 //! - Each client process (`p3`) has one ZooKeeper session, made at its first acquire with the
 //!   acquire's ttl as the session timeout (the server clamps it to its own bounds; the timeout
 //!   it agreed to is recorded as `zk_timeout_ms`). The session is the grant's lease: the server
@@ -779,8 +785,8 @@ fn connect_request() -> Vec<u8> {
     body
 }
 
-/// One standalone ZooKeeper server (Debian's `zookeeper` package, run by `java` as its init
-/// script would, in the foreground).
+/// One standalone ZooKeeper server, or an ensemble (Debian's `zookeeper` package, each member
+/// run by `java` as its init script would, in the foreground).
 pub struct ZooKeeper;
 
 impl Service for ZooKeeper {
