@@ -162,18 +162,8 @@ impl RedisLock {
     /// Sends `pipe` on `client`'s connection within the op timeout. A transport failure drops
     /// the connection: the answer is lost, so whether it took effect is unknown.
     async fn send(&self, client: &str, pipe: &redis::Pipeline) -> Result<Vec<redis::Value>, Failure> {
-        self.send_within(client, pipe, self.op_timeout).await
-    }
-
-    /// [`send`](Self::send), its answer awaited for `wait` instead of the op timeout.
-    async fn send_within(
-        &self,
-        client: &str,
-        pipe: &redis::Pipeline,
-        wait: Duration,
-    ) -> Result<Vec<redis::Value>, Failure> {
         let mut conn = self.connection(client).await?;
-        let sent = tokio::time::timeout(wait, pipe.query_async(&mut conn)).await;
+        let sent = tokio::time::timeout(self.op_timeout, pipe.query_async(&mut conn)).await;
         let failure = match sent {
             Ok(Ok(values)) => return Ok(values),
             Err(_) => Failure::Indefinite("timeout".into()),
@@ -288,20 +278,6 @@ impl RedisLock {
         script: &str,
         extra: Option<u64>,
     ) -> Result<bool, Failure> {
-        self.compare_within(client, lock, grant, script, extra, self.op_timeout)
-            .await
-    }
-
-    /// [`compare`](Self::compare), its answer awaited for `wait`.
-    pub(crate) async fn compare_within(
-        &self,
-        client: &str,
-        lock: &str,
-        grant: &Grant,
-        script: &str,
-        extra: Option<u64>,
-        wait: Duration,
-    ) -> Result<bool, Failure> {
         let Some(value) = &grant.id else {
             // Every grant of this adapter has its value: one without was never ours.
             return Err(Failure::Definite("not-holder; no grant value".into()));
@@ -311,7 +287,7 @@ impl RedisLock {
         if let Some(e) = extra {
             cmd.arg(e);
         }
-        match self.send_within(client, &pipe, wait).await?.as_slice() {
+        match self.send(client, &pipe).await?.as_slice() {
             [redis::Value::Int(1)] => Ok(true),
             [redis::Value::Int(0)] => Ok(false),
             other => Err(Failure::Indefinite(with_detail("bad-body", &format!("{other:?}")))),

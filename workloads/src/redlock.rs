@@ -3,7 +3,7 @@
 //! own, no replication between them):
 //!
 //! - acquire: the same `SET key value NX PX ttl` on every master at once, each bounded by a
-//!   small per-node timeout ([`NODE_TIMEOUT_MS_MAX`]); held when a majority said yes within
+//!   small per-node timeout ([`node_wait`]: a tenth of the ttl); held when a majority said yes within
 //!   the validity `ttl - elapsed - (ttl * 0.01 + 2 ms)`, and then the grant's lease is that
 //!   validity; otherwise the value is deleted everywhere and, while the wait lasts, tried again
 //!   after a poll. No per-node retries: a retry spends validity on a dead member.
@@ -29,9 +29,17 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The most one master may take to answer (the published algorithm: "small compared to the
-/// auto-release time"); less when `--op-timeout` is shorter.
-const NODE_TIMEOUT_MS_MAX: u64 = 50;
+/// The least a master is given to answer an acquire or a renew (the published algorithm: a
+/// per-node timeout "small compared to the auto-release time", which [`node_wait`] makes a
+/// tenth of the ttl): on a loaded machine a loopback answer can take tens of ms.
+const NODE_TIMEOUT_MS_MIN: u64 = 50;
+
+/// How long an acquire or renew of a `ttl_ms` lease waits for each master: a tenth of the
+/// ttl, at least [`NODE_TIMEOUT_MS_MIN`], at most the op timeout. The validity counts the time
+/// spent either way; a wait this small keeps a dead master from spending most of it.
+fn node_wait(ttl_ms: u64, op_timeout: Duration) -> Duration {
+    Duration::from_millis((ttl_ms / 10).max(NODE_TIMEOUT_MS_MIN)).min(op_timeout)
+}
 /// Between tries of a waiting acquire.
 const POLL_MS: u64 = 100;
 
@@ -40,12 +48,11 @@ pub struct Redlock {
     /// In node order; `names[i]` is how the evidence names master `i` (`n1`...).
     masters: Vec<Arc<RedisLock>>,
     names: Vec<String>,
-    /// How long a release waits for each master: the op timeout. The small per-node timeout
-    /// is the acquire's (it must not spend the validity on a dead master); a release spends
-    /// no validity, and a master that answers late would otherwise leave it indeterminate.
+    /// How long a release waits for each master: the op timeout (also the bound of every
+    /// other wait). The small per-node timeout is the acquire's and the renew's ([`node_wait`]:
+    /// it must not spend the validity on a dead master); a release spends no validity, and a
+    /// master that answers late would otherwise leave it indeterminate.
     release_wait: Duration,
-    /// The per-node timeout: what an acquire that did not win waits to give back its value.
-    node_wait: Duration,
 }
 
 /// What one master answered to one step: yes, no, or nothing certain.
@@ -70,8 +77,9 @@ impl Redlock {
         ttl_ms.saturating_sub(elapsed + ttl_ms / 100 + 2)
     }
 
-    /// `step` on every master at once, each answer in node order.
-    async fn on_all<F, Fut>(&self, step: F) -> Answers
+    /// `step` on every master at once, each answer in node order; a master that has not
+    /// answered within `wait` counts as a lost answer.
+    async fn on_all<F, Fut>(&self, wait: Duration, step: F) -> Answers
     where
         F: Fn(Arc<RedisLock>) -> Fut,
         Fut: std::future::Future<Output = Result<bool, Failure>> + Send + 'static,
@@ -79,7 +87,12 @@ impl Redlock {
         let mut set = tokio::task::JoinSet::new();
         for (i, m) in self.masters.iter().enumerate() {
             let fut = step(m.clone());
-            set.spawn(async move { (i, fut.await) });
+            set.spawn(async move {
+                let answer = tokio::time::timeout(wait, fut)
+                    .await
+                    .unwrap_or_else(|_| Err(Failure::Indefinite("timeout".into())));
+                (i, answer)
+            });
         }
         let mut out: Vec<Option<Result<bool, Failure>>> =
             (0..self.masters.len()).map(|_| None).collect();
@@ -100,11 +113,10 @@ impl Redlock {
             id: Some(value.to_string()),
         };
         let (client, lock) = (client.to_string(), lock.to_string());
-        self.on_all(move |m| {
+        self.on_all(wait, move |m| {
             let (client, lock, grant) = (client.clone(), lock.clone(), grant.clone());
             async move {
-                m.compare_within(&client, &lock, &grant, RELEASE, None, wait)
-                    .await
+                m.compare(&client, &lock, &grant, RELEASE, None).await
             }
         })
         .await
@@ -156,8 +168,9 @@ impl Redlock {
             let value = format!("{:032x}", rand::rng().random::<u128>());
             let started = Instant::now();
             let (c, l, v) = (client.to_string(), lock.to_string(), value.clone());
+            let wait = node_wait(ttl_ms, self.release_wait);
             let answers = self
-                .on_all(move |m| {
+                .on_all(wait, move |m| {
                     let (c, l, v) = (c.clone(), l.clone(), v.clone());
                     async move { Ok(m.try_acquire(&c, &l, &v, ttl_ms).await?.is_some()) }
                 })
@@ -173,7 +186,7 @@ impl Redlock {
                 }));
             }
             // Not held: give back what was taken, as the algorithm says.
-            self.unlock_all(client, lock, &value, self.node_wait).await;
+            self.unlock_all(client, lock, &value, wait).await;
             last_refusal = match yes.len() >= self.majority() {
                 true => "held; validity spent".into(),
                 false if answers.iter().any(|a| matches!(a, Ok(false))) => "held".into(),
@@ -202,7 +215,7 @@ impl LockClient for Redlock {
             let started = Instant::now();
             let (c, l, g) = (client.to_string(), lock.to_string(), grant.clone());
             let answers = self
-                .on_all(move |m| {
+                .on_all(node_wait(ttl_ms, self.release_wait), move |m| {
                     let (c, l, g) = (c.clone(), l.clone(), g.clone());
                     async move { m.compare(&c, &l, &g, RENEW, Some(ttl_ms)).await }
                 })
@@ -324,15 +337,14 @@ impl Service for RedlockService {
             adapter: "redlock",
             reason,
         };
-        let node_timeout = c
-            .op_timeout
-            .min(Duration::from_millis(NODE_TIMEOUT_MS_MAX));
         let masters = c
             .peers
             .iter()
             .map(|url| {
                 let addr = addr_of(url)?;
-                RedisLock::new(&addr, node_timeout, false).map(Arc::new)
+                // Each call is bounded here by its own wait (`node_wait`, or the op timeout
+                // for a release), inside the op timeout the server's client keeps.
+                RedisLock::new(&addr, c.op_timeout, false).map(Arc::new)
             })
             .collect::<Result<Vec<_>, String>>()
             .map_err(refused)?;
@@ -341,7 +353,6 @@ impl Service for RedlockService {
             masters,
             names,
             release_wait: c.op_timeout,
-            node_wait: node_timeout,
         });
         Ok(Adapter::new(lock, None).with_evidence(EVIDENCE))
     }
