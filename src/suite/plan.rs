@@ -400,11 +400,12 @@ fn profile_flags(profile: Profile, ttl: u64, faults_end_ms: u64) -> Vec<String> 
             "--renew-ttl".into(),
             format!("{ttl}ms"),
         ],
-        // The first grant (made before the first fault) holds a lease past the last one,
-        // restarts included; waits are short, so a grant after the faults is asked for after
-        // them (what a kill's cell needs to be met).
+        // The first grant (made before the first fault) holds a lease past the last one and
+        // two leases more, for the restarts (Debian's etcd takes 1.5-2.5 s each); waits are
+        // short, so a grant after the faults is asked for after them (what a kill's cell
+        // needs to be met), inside the recovery time the scenario leaves after a kill.
         Profile::LongHold => {
-            let hold_ms = faults_end_ms + ttl;
+            let hold_ms = faults_end_ms + 2 * ttl;
             vec![
                 "--hold".into(),
                 format!("{hold_ms}ms..{hold_ms}ms"),
