@@ -137,6 +137,12 @@ fn bug_targets(python: bool, etcd: bool) -> Vec<Target> {
             args.extend(opts.map(|o| ["--adapter-opt", o]).into_iter().flatten());
             out.push(Target::new(label, &args));
         }
+        // Redlock as published, over 5 masters without persistence: the rolling kill leaves
+        // the holder's grant on a minority that remembers it, and another client wins the rest.
+        out.push(Target::new(
+            "redlock over 5 (no options)",
+            &["--adapter", "redlock", "--nodes", "5"],
+        ));
     }
     if have("redis-server", "--version") {
         // Redis under Sentinel, three boxes: a master paused past down-after-milliseconds is
@@ -243,6 +249,20 @@ fn correct_targets(python: bool, etcd: bool) -> Vec<Target> {
             &[
                 "--adapter",
                 "redis",
+                "--adapter-opt",
+                "persistence=aof-always",
+                "--nemesis",
+                "pause,kill,client-pause",
+            ],
+        ));
+        // The same promise over 5 masters: every member remembers its keys across a restart.
+        out.push(Target::new(
+            "redlock over 5 persistence=aof-always, --nemesis pause,kill,client-pause",
+            &[
+                "--adapter",
+                "redlock",
+                "--nodes",
+                "5",
                 "--adapter-opt",
                 "persistence=aof-always",
                 "--nemesis",

@@ -191,9 +191,10 @@ pub struct RunArgs {
     /// compare scripts); `redlock`: Redlock over --nodes independent Redis masters;
     /// `redis-sentinel`: the same lock on a master Redis Sentinel watches and fails over
     /// (--nodes boxes, 3 by default, each a server and a sentinel; the client asks the
-    /// sentinels for the master); lockpick starts Debian's `redis-server` for all three. `zookeeper`: ZooKeeper's lock recipe on one
-    /// standalone server (ephemeral sequential nodes, the node's czxid as the token, a grant held
-    /// by its session); lockpick starts Debian's `zookeeper`. `postgres`: PostgreSQL advisory
+    /// sentinels for the master); lockpick starts Debian's `redis-server` for all three.
+    /// `zookeeper`: ZooKeeper's lock recipe on one standalone server, or an ensemble of
+    /// --nodes 3 or more (ephemeral sequential nodes, the node's czxid as the token, a grant
+    /// held by its session); lockpick starts Debian's `zookeeper`. `postgres`: PostgreSQL advisory
     /// locks on one server lockpick starts from Debian's `postgresql` (a session's lock, or a
     /// transaction's with the counter's register written inside it). `standin`:
     /// tests/services/standin_lockd.py.

@@ -155,15 +155,22 @@ pub(crate) fn count(m: &Model, cov: &mut Coverage) {
             continue;
         }
         let text = |k: &str| f.value.get(k).and_then(Value::as_str).unwrap_or_default();
+        let rolling = f
+            .value
+            .get("then_nodes")
+            .and_then(Value::as_array)
+            .is_some_and(|w| !w.is_empty());
         let variant = match kind {
             "clock" => text("mode"),
             "partition" => text("topology"),
+            "kill" if rolling => history::coverage::KILL_ROLLING,
             _ => "",
         };
         let exercised = met(&leases, kind, variant, f.start_ns, f.end_ns);
         let mut roles = roles_of(&f.value);
-        // A partition cuts links, not a node's role: one cell per topology.
-        if kind == "partition" || kind == "netem" || roles.is_empty() {
+        // A partition cuts links, not a node's role: one cell per topology. A rolling kill is
+        // one cell whatever its waves hit.
+        if kind == "partition" || kind == "netem" || rolling || roles.is_empty() {
             roles = vec![String::new()];
         }
         // Only a clock fault that moved the monotonic clock says so: the wall clock alone is

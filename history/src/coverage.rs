@@ -38,13 +38,17 @@ pub struct Coverage {
     pub needs: Vec<Need>,
 }
 
+/// The variant of a kill in two waves (its events carry `then_nodes`): one cell, whatever
+/// nodes the waves hit.
+pub const KILL_ROLLING: &str = "rolling";
+
 /// One coverage cell: faults of one kind, one variant and one target role.
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Cell {
     /// The fault kind: `pause`, `kill`, `clock`, `client-pause`, `partition`, `netem`.
     pub kind: String,
     /// The variant: a clock direction (`bump-forward`, ...), a stall aim (`boundary`, ...), a
-    /// partition topology; empty for kinds without one.
+    /// partition topology, [`KILL_ROLLING`]; empty for kinds without one.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub variant: String,
     /// A holder stall's wake-up op (`renew`, `write`, `release`, `read`); empty otherwise.

@@ -78,6 +78,7 @@ pub(crate) fn value_field(key: &str) -> Option<(Kind, &'static str)> {
         "key_at_revision" => (Kind::Str, "value.key_at_revision"),
         "round" => (Kind::U64, "value.round"),
         "zk_session" => (Kind::Str, "value.zk_session"),
+        "zk_server" => (Kind::Str, "value.zk_server"),
         "zk_node" => (Kind::Str, "value.zk_node"),
         "zk_timeout_ms" => (Kind::U64, "value.zk_timeout_ms"),
         "session_event_ns" => (Kind::U64, "value.session_event_ns"),
@@ -113,6 +114,7 @@ pub(crate) fn nemesis_field(key: &str) -> Option<(Kind, &'static str)> {
     Some(match key {
         "nodes" => (Kind::Strings, "value.nodes"),
         "roles" => (Kind::Strings, "value.roles"),
+        "then_nodes" => (Kind::Strings, "value.then_nodes"),
         "length_ms" => (Kind::U64, "value.length_ms"),
         "fault" => (Kind::Str, "value.fault"),
         "process" => (Kind::U64, "value.process"),
@@ -460,7 +462,7 @@ mod tests {
             }
         }
         // Every field value_field types, and no other.
-        assert_eq!(seen, 23, "the table and value_field differ in number");
+        assert_eq!(seen, 24, "the table and value_field differ in number");
     }
 
     /// The nemesis type table of docs/history.md and [`nemesis_field`] (with [`netem_field`])

@@ -806,7 +806,8 @@ impl Runtime for LocalRuntime {
             .map(|p| (LOOPBACK.to_string(), p))
             .collect())
     }
-    fn peer_ports(&self, n: usize) -> Result<Vec<u16>, Error> {
+    /// Free ports, never one handed out lately (so two sets never share one).
+    fn peer_ports(&self, n: usize, _set: u16) -> Result<Vec<u16>, Error> {
         Ok(free_ports(LOOPBACK, n)?)
     }
     fn reach(&self, _i: usize, port: u16) -> BoxFuture<'_, Result<(String, u16), Error>> {

@@ -109,27 +109,29 @@ mod tests {
             .spawn()
             .unwrap();
         let leader = child.id() as i32;
-        // Bounded: both sleeps are forked within a few ms.
+        let comm = |pid: i32| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .map(|c| c.trim().to_string())
+                .unwrap_or_default()
+        };
+        // Bounded: both sleeps are forked within a few ms. `setsid` makes its session before
+        // it becomes `sleep`, so the stray is awaited under its final name.
         let mut strays = Vec::new();
-        for _ in 0..200 {
+        for _ in 0..300 {
             strays = strays_of(leader);
-            if !strays.is_empty() {
+            if strays.len() == 1 && comm(strays[0]) == "sleep" {
                 break;
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
-        let own = |pid: &i32| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok();
+        let named: Vec<String> = strays.iter().map(|&p| comm(p)).collect();
         // Our own child's group and the stray, by pid: nothing else is signalled.
         let _ = killpg(Pid::from_raw(leader), nix::sys::signal::Signal::SIGKILL);
         for p in &strays {
             let _ = nix::sys::signal::kill(Pid::from_raw(*p), nix::sys::signal::Signal::SIGKILL);
         }
         let _ = child.wait();
-        assert_eq!(strays.len(), 1, "{strays:?}");
-        assert!(
-            own(&strays[0]).is_none_or(|s| s.contains("sleep")),
-            "{strays:?}"
-        );
+        assert_eq!(named, vec!["sleep".to_string()], "{strays:?}");
     }
 
     #[test]

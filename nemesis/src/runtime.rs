@@ -55,8 +55,10 @@ pub trait Runtime: Send + Sync {
     /// smallest address, so the primary is the same node in every run and a schedule's
     /// targets mean the same nodes when it is replayed.
     fn addresses(&self, n: usize) -> Result<Vec<(String, u16)>, Error>;
-    /// A second port for each of `n` nodes, for services whose members talk to each other.
-    fn peer_ports(&self, n: usize) -> Result<Vec<u16>, Error>;
+    /// Another port for each of `n` nodes, for services whose members talk to each other:
+    /// `set` 0 is the first such port, 1 a second (ZooKeeper's quorum and election ports),
+    /// each distinct from the node's other ports.
+    fn peer_ports(&self, n: usize, set: u16) -> Result<Vec<u16>, Error>;
     /// Where the harness reaches node `i`'s `port` (a [`Runtime::peer_ports`] port: the
     /// service port is reached through the node's own [`NodeControl`]): the node's address
     /// where the harness routes to it, a loopback proxy where it cannot (netns).

@@ -515,6 +515,11 @@ pub struct PlannedFault {
     pub length_ms: u64,
     /// The nodes a pause, kill, clock or netem fault hits.
     pub nodes: Vec<usize>,
+    /// For a kill, its second wave (empty: none): these nodes are killed once `nodes` are back,
+    /// for the same downtime. A rolling restart, each wave a minority, harmless alone to a
+    /// service whose grants live on a majority: together they can leave a grant on no node
+    /// that remembers it.
+    pub then_nodes: Vec<usize>,
     /// For a clock fault, what it does to the clock.
     pub clock: Option<ClockFault>,
     /// For a partition, which links it cuts.
@@ -720,6 +725,7 @@ pub fn plan(cfg: &ScheduleConfig) -> Schedule {
             } else {
                 picked
             },
+            then_nodes: Vec::new(),
             clock,
             partition,
             netem: (kind == FaultKind::Netem).then_some(NETEM),

@@ -337,6 +337,12 @@ fn cleanup_script(run_id: &str, node: &str, dev: Option<&str>) -> String {
 fn kill_tagged_script(run_id: &str, node: &str, signals: &[&str], strict: bool) -> String {
     let dir = node_dir(run_id, node);
     let gone = "i=0; while kill -0 -\"$p\" 2>/dev/null && [ $i -lt LIMIT ]; do sleep 0.02; i=$((i+1)); done";
+    let tag = format!("{RUN_TAG_VAR}={run_id}/{node}");
+    // The node's processes that lead groups of their own (PostgreSQL's backends), found by
+    // the run's tag in their environment, which every descendant inherits.
+    let strays = "for d in /proc/[0-9]*; do q=${d#/proc/}; if tr '\\0' '\\n' < \"$d/environ\" \
+         2>/dev/null | grep -qx \"TAG\"; then kill -SIG \"$q\" 2>/dev/null || :; fi; done;"
+        .replace("TAG", &tag);
     let mut send = String::new();
     for signal in signals {
         send.push_str(&format!(
@@ -345,6 +351,7 @@ fn kill_tagged_script(run_id: &str, node: &str, signals: &[&str], strict: bool) 
             // under `set -e`).
             if strict { " || exit 3" } else { " || :" }
         ));
+        send.push_str(&strays.replace("SIG", signal));
         match *signal {
             "TERM" => send.push_str(&gone.replace("LIMIT", "100")),
             "KILL" => send.push_str(&format!("{}; rm -f \"$f\"", gone.replace("LIMIT", "250"))),
@@ -357,7 +364,7 @@ fn kill_tagged_script(run_id: &str, node: &str, signals: &[&str], strict: bool) 
         "f={dir}/pid\n\
          if [ -f \"$f\" ]; then\n\
            p=$(cat \"$f\" 2>/dev/null || :)\n\
-           if [ -r /proc/\"$p\"/environ ] && tr '\\0' '\\n' < /proc/\"$p\"/environ | grep -qx \"{RUN_TAG_VAR}={run_id}/{node}\"; then\n\
+           if [ -r /proc/\"$p\"/environ ] && tr '\\0' '\\n' < /proc/\"$p\"/environ | grep -qx \"{tag}\"; then\n\
              {send}\n\
            else rm -f \"$f\"; {missing}; fi\n\
          else {missing}; fi\n"
@@ -1060,8 +1067,11 @@ impl Runtime for SshRuntime {
             })
             .collect()
     }
-    fn peer_ports(&self, n: usize) -> Result<Vec<u16>, Error> {
-        (0..n).map(|i| Ok(self.host(i)?.host.peer_port)).collect()
+    /// The host's `peer_port`, and the port after it for a second set.
+    fn peer_ports(&self, n: usize, set: u16) -> Result<Vec<u16>, Error> {
+        (0..n)
+            .map(|i| Ok(self.host(i)?.host.peer_port.saturating_add(set)))
+            .collect()
     }
     /// The host's own address: the harness reaches every host directly.
     fn reach(&self, i: usize, port: u16) -> BoxFuture<'_, Result<(String, u16), Error>> {
@@ -1752,16 +1762,33 @@ mod tests {
                 .is_ok_and(|e| String::from_utf8_lossy(&e).contains(&run_id))
         });
         assert!(tagged, "the tagged process never carried its tag");
+        // A descendant that leads a group of its own (a PostgreSQL backend): it has the tag.
+        let stray = spawn(&format!("{RUN_TAG_VAR}={run_id}/n1"));
+        let tagged = (0..500).any(|_| {
+            std::thread::sleep(Duration::from_millis(2));
+            std::fs::read(format!("/proc/{stray}/environ"))
+                .is_ok_and(|e| String::from_utf8_lossy(&e).contains(&run_id))
+        });
+        assert!(tagged, "the stray never carried its tag");
         std::fs::write(format!("{dir}/pid"), ours.to_string()).unwrap();
         assert_eq!(
             sh(&kill_tagged_script(&run_id, "n1", &["STOP"], true)),
             Some(0)
         );
-        let stopped = (0..500).any(|_| {
-            std::thread::sleep(Duration::from_millis(2));
-            crate::process_state(ours) == Some('T')
-        });
-        assert!(stopped, "STOP did not reach the run's group");
+        let stopped = |pid: u32| {
+            (0..500).any(|_| {
+                std::thread::sleep(Duration::from_millis(2));
+                crate::process_state(pid) == Some('T')
+            })
+        };
+        assert!(stopped(ours), "STOP did not reach the run's group");
+        assert!(stopped(stray), "STOP did not reach the node's process outside its group");
+        assert_eq!(
+            sh(&kill_tagged_script(&run_id, "n1", &["KILL"], true)),
+            Some(0)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!alive(stray), "KILL did not reach the node's process outside its group");
         assert_eq!(sh(&cleanup_script(&run_id, "n1", None)), Some(0));
         assert!(!alive(ours), "the run's own group survived cleanup");
         assert!(!Path::new(&dir).exists());

@@ -56,6 +56,7 @@ nav a{margin-right:14px}
 .vcard.liveness{border-left-color:#e67700}.vcard.warning{border-left-color:#868e96}
 .sentence{font-size:15px;margin:6px 0}
 .why{color:#495057;margin:4px 0}
+.evidence{color:#495057;margin:4px 0;font-size:13px;overflow-wrap:anywhere}
 .chart{overflow-x:auto;background:#fff;border:1px solid #dee2e6;margin:6px 0}
 .chart svg{display:block}
 svg text{font-family:"DejaVu Sans",system-ui,sans-serif;font-size:11px;fill:#212529}
@@ -483,10 +484,12 @@ fn incident_card(s: &mut String, inp: &Input, g: &Incident, id: &str, zoom: bool
         };
         let _ = write!(
             s,
-            "<li>{label}{} <span class=\"muted\">(ops {})</span></li>",
+            "<li>{label}{} <span class=\"muted\">(ops {})</span>",
             esc(&v.explanation),
             ops.join(", ")
         );
+        evidence(s, v, inp.results);
+        s.push_str("</li>");
     }
     s.push_str("</ol>");
     if g.members.len() > INCIDENT_MEMBERS_MAX {
@@ -522,6 +525,15 @@ fn fault_words(f: &ActiveFault) -> String {
     if !nodes.is_empty() {
         let _ = write!(w, " of {}", nodes.join(", "));
     }
+    // A rolling kill: its second wave, killed once the first was back.
+    let then: Vec<&str> = v
+        .get("then_nodes")
+        .and_then(|x| x.as_array())
+        .map(|a| a.iter().filter_map(|n| n.as_str()).collect())
+        .unwrap_or_default();
+    if !then.is_empty() {
+        let _ = write!(w, ", then of {}, each", then.join(", "));
+    }
     if let Some(p) = v.get("process").and_then(|p| p.as_u64()) {
         let _ = write!(w, " of p{p}");
     }
@@ -530,6 +542,18 @@ fn fault_words(f: &ActiveFault) -> String {
     }
     let _ = write!(w, " (op {})", f.index);
     w
+}
+
+/// What the service itself answered on the violation's ops (`Results::evidence`: its node,
+/// backend pid, session...), the line summary.txt prints under the same violation.
+fn evidence(s: &mut String, v: &Violation, r: &Results) {
+    if let Some(e) = crate::summary::evidence_line(v, &r.evidence) {
+        let _ = write!(
+            s,
+            "<p class=\"evidence\">The service's evidence: {}</p>",
+            esc(&e)
+        );
+    }
 }
 
 fn faults_active(s: &mut String, faults: &[&ActiveFault]) {
@@ -576,6 +600,7 @@ fn card(
         esc(&v.explanation),
         if by_overlap { WHY_BY_OVERLAP } else { why(v.kind) }
     );
+    evidence(s, v, inp.results);
     faults_active(s, &v.nemesis.iter().collect::<Vec<_>>());
     if let Ok(m) = &inp.model {
         ops_table(s, m, &v.ops);

@@ -136,7 +136,13 @@ fn fixture() -> Results {
         notes: vec!["history.jsonl:13: truncated final line dropped".into()],
         completeness: None,
         judged_from: None,
-        evidence: Default::default(),
+        evidence: BTreeMap::from([(
+            3,
+            serde_json::Map::from_iter([
+                ("redis_node".to_string(), serde_json::json!("127.0.0.1:7001")),
+                ("redis_offset".to_string(), serde_json::json!(42)),
+            ]),
+        )]),
     }
 }
 
@@ -317,6 +323,13 @@ fn report_html_is_self_contained_and_escaped() {
     // The zoomed timeline shows both holders and their tokens.
     assert!(html.contains(">token 1<") && html.contains(">token 2<"));
     assert!(html.contains(">p0<") && html.contains(">p1<"));
+    // The service's own evidence on the double grant's op 3, under its sentence.
+    let card = &html[html.find("data-violation-card").unwrap()..];
+    let card = &card[..card.find("</article>").unwrap()];
+    assert!(
+        card.contains("The service's evidence: op 3: redis_node 127.0.0.1:7001, redis_offset 42"),
+        "{card}"
+    );
     // The pause shows as a band, the write as an accepted store op.
     assert!(html.contains("pause n1"));
     assert!(html.contains("write k0 by p0 with token 1, value 1: accepted as seq 1"));

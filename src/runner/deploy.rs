@@ -152,13 +152,21 @@ async fn start_lock_nodes(
         .map(|i| format!("{}:{}", hosts[i], ports[i]))
         .collect();
     let service = cfg.service();
-    let peer_ports = if service.peer_port() {
-        runtime.peer_ports(n)?
+    let peer_ports = if service.peer_port() || service.second_peer_port() {
+        runtime.peer_ports(n, 0)?
+    } else {
+        vec![0; n]
+    };
+    let peer_ports_2 = if service.second_peer_port() {
+        runtime.peer_ports(n, 1)?
     } else {
         vec![0; n]
     };
     let initial_cluster: Vec<String> = (0..n)
         .map(|i| format!("{}=http://{}:{}", ids[i], hosts[i], peer_ports[i]))
+        .collect();
+    let peer_list: Vec<String> = (0..n)
+        .map(|i| format!("{}:{}:{}", hosts[i], peer_ports[i], peer_ports_2[i]))
         .collect();
     let primary = lockd::primary_of(addrs.iter().map(String::as_str))
         .and_then(|p| addrs.iter().position(|a| a == p))
@@ -177,7 +185,9 @@ async fn start_lock_nodes(
     for i in 0..n {
         let extra = vec![
             ("peer_port".to_string(), peer_ports[i].to_string()),
+            ("peer_port_2".to_string(), peer_ports_2[i].to_string()),
             ("initial_cluster".to_string(), initial_cluster.join(",")),
+            ("peer_list".to_string(), peer_list.join(",")),
         ];
         let peers: Vec<&str> = (0..n)
             .filter(|&j| j != i)

@@ -8,7 +8,7 @@
 //! the lease, a pause longer than one, a kill followed by the recovery wait and a grant, a
 //! clock change lasting several leases).
 
-use history::coverage::Cell;
+use history::coverage::{Cell, KILL_ROLLING};
 use nemesis::schedule::{
     ClientFault, ClockFault, ClockMode, FaultKind, PartitionFault, PlannedFault, Schedule,
     StallAim, Topology, WakeOp, NETEM,
@@ -82,6 +82,10 @@ pub enum Profile {
     /// leases in coarser units (seconds, as Redis `EXPIRE` and etcd leases do) rounds it, and
     /// only such a ttl shows whether it rounds down.
     OddTtl,
+    /// Every hold outlasts the scenario's faults (a rolling kill): the run's first grant is
+    /// then live from before the first wave to past the second's restart, whatever the draw,
+    /// where holds of a few hundred ms would span the downtimes only by luck.
+    LongHold,
 }
 
 /// The kind of the cell that runs a stall under an odd lease length.
@@ -113,6 +117,8 @@ fn cell(kind: &str, variant: &str, wake: &str, role: &str, rank: u32) -> PlanCel
         Profile::ShortWait
     } else if kind == LEASE {
         Profile::OddTtl
+    } else if kind == "kill" && variant == KILL_ROLLING {
+        Profile::LongHold
     } else {
         Profile::Plain
     };
@@ -182,6 +188,11 @@ pub fn cells(t: &Target) -> Vec<PlanCell> {
                 out.push(cell(kind.as_str(), "", "", r, rank));
             }
         }
+    }
+    // Two minorities restarted one after the other under one live grant: harmless to a
+    // quorum that remembers, and a lost grant where a majority of nodes held it in memory.
+    if has(FaultKind::Kill) && t.nodes >= 3 {
+        out.push(cell("kill", KILL_ROLLING, "", "", 4));
     }
     if has(FaultKind::Clock) {
         let modes: &[ClockMode] = if t.clock_modes.is_empty() {
@@ -351,23 +362,15 @@ pub fn next(
             id: format!("f{}", faults.len() + 1),
             ..f
         };
-        at_ms = f.at_ms + f.length_ms + after_ms + gap_ms;
+        at_ms = f.end_ms() + after_ms + gap_ms;
         faults.push(f);
         aims.push(i);
     }
     if faults.is_empty() {
         return None;
     }
-    let flags = match profile {
-        Profile::Plain => Vec::new(),
-        Profile::ShortWait => vec!["--acquire-wait".into(), format!("{}ms", (ttl / 2).max(1))],
-        Profile::OddTtl => vec![
-            "--ttl".into(),
-            format!("{ttl}ms"),
-            "--renew-ttl".into(),
-            format!("{ttl}ms"),
-        ],
-    };
+    let faults_end_ms = faults.last().map_or(0, PlannedFault::end_ms);
+    let flags = profile_flags(profile, ttl, faults_end_ms);
     Some(Scenario {
         aims,
         flags,
@@ -385,8 +388,37 @@ pub fn next(
     })
 }
 
+/// The flags of a scenario of `profile` whose lease is `ttl` and whose last fault ends at
+/// `faults_end_ms`.
+fn profile_flags(profile: Profile, ttl: u64, faults_end_ms: u64) -> Vec<String> {
+    match profile {
+        Profile::Plain => Vec::new(),
+        Profile::ShortWait => vec!["--acquire-wait".into(), format!("{}ms", (ttl / 2).max(1))],
+        Profile::OddTtl => vec![
+            "--ttl".into(),
+            format!("{ttl}ms"),
+            "--renew-ttl".into(),
+            format!("{ttl}ms"),
+        ],
+        // The first grant (made before the first fault) holds a lease past the last one and
+        // two leases more, for the restarts (Debian's etcd takes 1.5-2.5 s each); waits are
+        // short, so a grant after the faults is asked for after them (what a kill's cell
+        // needs to be met), inside the recovery time the scenario leaves after a kill.
+        Profile::LongHold => {
+            let hold_ms = faults_end_ms + 2 * ttl;
+            vec![
+                "--hold".into(),
+                format!("{hold_ms}ms..{hold_ms}ms"),
+                "--acquire-wait".into(),
+                format!("{}ms", (ttl / 2).max(1)),
+            ]
+        }
+    }
+}
+
 /// A kill that missed its state, tried again on its own with leases twice as long for each
-/// miss (at most 16 times the default): a node slower to restart than a lease (Debian's etcd
+/// miss (at most 16 times the default) and the first grant held past the restart (the first
+/// try, packed with other faults, leaves that to holds of a few hundred ms): a node slower to restart than a lease (Debian's etcd
 /// takes 1.5-2.5 s here, against the default 2 s lease) is back only once every lease it
 /// granted is over, and then nothing it remembers is put to use while it matters.
 fn kill_again(
@@ -407,16 +439,20 @@ fn kill_again(
         id: "f1".into(),
         ..f
     };
+    let end_ms = f.end_ms() + after_ms;
+    let mut flags = vec![
+        "--ttl".into(),
+        format!("{ttl}ms"),
+        "--renew-ttl".into(),
+        format!("{ttl}ms"),
+    ];
+    // A retry does not leave it to luck: the first grant holds past the restart.
+    flags.extend(profile_flags(Profile::LongHold, ttl, f.end_ms()));
     Some(Scenario {
         aims: vec![k],
-        flags: vec![
-            "--ttl".into(),
-            format!("{ttl}ms"),
-            "--renew-ttl".into(),
-            format!("{ttl}ms"),
-        ],
+        flags,
         profile: cells[k].profile,
-        duration_ms: f.at_ms + f.length_ms + after_ms + ttl,
+        duration_ms: end_ms + ttl,
         schedule: Some(Schedule {
             seed: Some(seed),
             nodes: t.nodes,
@@ -477,6 +513,7 @@ fn fault_for(
         at_ms,
         length_ms,
         nodes: Vec::new(),
+        then_nodes: Vec::new(),
         clock: None,
         partition: None,
         netem: None,
@@ -530,9 +567,19 @@ fn fault_for(
         },
         "kill" => {
             // Short downtime: the node must be back while a lease it granted is still live.
-            let f = PlannedFault {
-                nodes: role_node(&c.role),
-                ..base(FaultKind::Kill, (ttl / 4).max(100))
+            let f = match c.variant.as_str() {
+                KILL_ROLLING => {
+                    let (first, then) = rolling_waves(t.nodes);
+                    PlannedFault {
+                        nodes: first,
+                        then_nodes: then,
+                        ..base(FaultKind::Kill, (ttl / 4).max(100))
+                    }
+                }
+                _ => PlannedFault {
+                    nodes: role_node(&c.role),
+                    ..base(FaultKind::Kill, (ttl / 4).max(100))
+                },
             };
             // A correct service refuses grants for up to about 2 leases after its restart; the
             // scenario goes on past that so a grant follows.
@@ -586,6 +633,24 @@ fn fault_for(
     Some((fault, 0))
 }
 
+/// The waves of a rolling kill on `nodes` (3 or more), never the primary (position 0): first
+/// the nodes beyond a bare majority (so a grant on every node is left on exactly a majority
+/// that remembers it), then as many more as make the forgetful nodes a majority themselves
+/// (one, for an odd count). 3 nodes: n3, then n2; 5: n4 and n5, then n3.
+fn rolling_waves(nodes: usize) -> (Vec<usize>, Vec<usize>) {
+    let majority = nodes / 2 + 1;
+    let first = nodes - majority;
+    let then = (2 * majority - nodes).min(nodes - 1 - first);
+    let mut others = (1..nodes).rev();
+    let mut wave = |k: usize| -> Vec<usize> {
+        let mut w: Vec<usize> = others.by_ref().take(k).collect();
+        w.sort_unstable();
+        w
+    };
+    let a = wave(first);
+    (a, wave(then))
+}
+
 /// A node other than the primary (position 0), varied by the fault's start so repeated tries
 /// do not always hit the same one (deterministic: the schedule is data either way).
 fn other_node(nodes: usize, at_ms: u64) -> usize {
@@ -619,6 +684,64 @@ mod tests {
         cells.iter().map(PlanCell::label).collect()
     }
 
+    /// Each wave of a rolling kill is a minority that spares the primary; a grant on every
+    /// node is left on a bare majority by the first and on a minority by the second.
+    #[test]
+    fn a_rolling_kill_leaves_a_grant_on_every_node_on_a_minority() {
+        for (nodes, first, then) in [
+            (3, vec![2], vec![1]),
+            (4, vec![3], vec![1, 2]),
+            (5, vec![3, 4], vec![2]),
+            (7, vec![4, 5, 6], vec![3]),
+        ] {
+            let (a, b) = rolling_waves(nodes);
+            assert_eq!((&a, &b), (&first, &then), "{nodes} nodes");
+            let majority = nodes / 2 + 1;
+            assert!(a.len() < majority && b.len() < majority, "{nodes}");
+            assert!(!a.contains(&0) && !b.contains(&0), "{nodes}");
+            // The nodes that forgot are a majority once both waves are back.
+            assert!(a.len() + b.len() >= majority, "{nodes}");
+        }
+    }
+
+    /// The rolling kill runs alone, its first grant holding past both waves, and a kill
+    /// that missed is tried again with the same hold.
+    #[test]
+    fn a_rolling_kill_scenario_holds_past_both_waves() {
+        let t = target(&[FaultKind::Kill], 3);
+        let cells = cells(&t);
+        let k = cells
+            .iter()
+            .position(|c| c.label() == "kill rolling")
+            .expect("a rolling cell");
+        let mut tallies = vec![Tally::default(); cells.len()];
+        for (i, tally) in tallies.iter_mut().enumerate() {
+            if i != k {
+                tally.exercised = 1;
+            }
+        }
+        for tries in [0, 1] {
+            tallies[k].tries = tries;
+            let s = next(&t, &cells, &tallies, 7, None).expect("a scenario");
+            let f = &s.schedule.as_ref().unwrap().faults;
+            assert_eq!(f.len(), 1, "{s:?}");
+            assert_eq!(
+                (f[0].nodes.clone(), f[0].then_nodes.clone()),
+                (vec![2], vec![1])
+            );
+            let hold = s.flags.iter().position(|a| a == "--hold").expect("--hold");
+            let ms: u64 = s.flags[hold + 1]
+                .split("ms..")
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!(ms > f[0].end_ms(), "{s:?}");
+            assert!(s.duration_ms > ms, "{s:?}");
+            assert!(s.flags.contains(&"--acquire-wait".to_string()), "{s:?}");
+        }
+    }
+
     #[test]
     fn the_plan_has_a_cell_per_direction_shape_and_role_the_target_allows() {
         let all = [
@@ -636,8 +759,10 @@ mod tests {
         assert!(l.contains(&"clock slow on primary".to_string()));
         assert!(!l.iter().any(|c| c.contains("other")));
         let three = cells(&target(&all, 3));
-        assert_eq!(three.len(), one.len() + 1 + 1 + 5);
+        // + pause, kill and 5 clock directions on other, and the rolling kill.
+        assert_eq!(three.len(), one.len() + 1 + 1 + 5 + 1);
         assert!(labels(&three).contains(&"kill on other".to_string()));
+        assert!(labels(&three).contains(&"kill rolling".to_string()));
         // A mutex holder has no read or write to wake into.
         let mutex = cells(&Target {
             counter: false,

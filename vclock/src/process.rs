@@ -80,6 +80,19 @@ pub fn state(pid: i32) -> Option<char> {
     stat.rsplit_once(')')?.1.trim_start().chars().next()
 }
 
+/// Whether thread `tid` of `pid` is exiting or gone: no /proc entry left, or its state a
+/// zombie's (`Z`) or a dead task's (`X`).
+pub fn thread_exiting(pid: i32, tid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")) else {
+        return true;
+    };
+    // The state follows the command name, which is in parentheses and may hold anything.
+    let state = stat
+        .rfind(')')
+        .and_then(|i| stat[i + 1..].trim_start().chars().next());
+    matches!(state, Some('Z' | 'X') | None)
+}
+
 /// The pid of the process tracing `pid` (0: none), from /proc/PID/status.
 pub fn tracer(pid: i32) -> Option<i32> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;

@@ -215,6 +215,14 @@ impl Stopped {
                     Ok(()) => {}
                     // Exited between the listing and now.
                     Err(Errno::ESRCH) => continue,
+                    // The kernel refuses to attach to a thread that is already exiting
+                    // (EPERM, as for a tracer it forbids): that one is gone, not forbidden.
+                    Err(Errno::EPERM) if crate::process::thread_exiting(pid, t) => {
+                        if t == pid {
+                            return Err(Error::Exited { pid });
+                        }
+                        continue;
+                    }
                     Err(Errno::EPERM) => {
                         return Err(Error::Permission {
                             pid,

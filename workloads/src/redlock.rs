@@ -3,12 +3,15 @@
 //! own, no replication between them):
 //!
 //! - acquire: the same `SET key value NX PX ttl` on every master at once, each bounded by a
-//!   small per-node timeout ([`NODE_TIMEOUT_MS_MAX`]); held when a majority said yes within
+//!   small per-node timeout ([`node_wait`]: a tenth of the ttl); held when a majority said yes within
 //!   the validity `ttl - elapsed - (ttl * 0.01 + 2 ms)`, and then the grant's lease is that
 //!   validity; otherwise the value is deleted everywhere and, while the wait lasts, tried again
 //!   after a poll. No per-node retries: a retry spends validity on a dead member.
 //! - renew: the compare-and-`PEXPIRE` script on every master, held again on a majority (its
-//!   validity counted the same way); release: the compare-and-`DEL` script on every master.
+//!   validity counted the same way); release: the compare-and-`DEL` script on every master,
+//!   each answer awaited for the op timeout (a release spends no validity). Either is `ok`
+//!   only where a majority said yes, indeterminate where lost answers could make one, and
+//!   refused otherwise: a release that deleted its value from no majority held nothing.
 //!
 //! The grant is named by its value (no token: a Redlock grant fences nothing). Evidence on
 //! each grant: which masters said yes and the validity the client computed.
@@ -26,9 +29,17 @@ use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The most one master may take to answer (the published algorithm: "small compared to the
-/// auto-release time"); less when `--op-timeout` is shorter.
-const NODE_TIMEOUT_MS_MAX: u64 = 50;
+/// The least a master is given to answer an acquire or a renew (the published algorithm: a
+/// per-node timeout "small compared to the auto-release time", which [`node_wait`] makes a
+/// tenth of the ttl): on a loaded machine a loopback answer can take tens of ms.
+const NODE_TIMEOUT_MS_MIN: u64 = 50;
+
+/// How long an acquire or renew of a `ttl_ms` lease waits for each master: a tenth of the
+/// ttl, at least [`NODE_TIMEOUT_MS_MIN`], at most the op timeout. The validity counts the time
+/// spent either way; a wait this small keeps a dead master from spending most of it.
+fn node_wait(ttl_ms: u64, op_timeout: Duration) -> Duration {
+    Duration::from_millis((ttl_ms / 10).max(NODE_TIMEOUT_MS_MIN)).min(op_timeout)
+}
 /// Between tries of a waiting acquire.
 const POLL_MS: u64 = 100;
 
@@ -37,10 +48,22 @@ pub struct Redlock {
     /// In node order; `names[i]` is how the evidence names master `i` (`n1`...).
     masters: Vec<Arc<RedisLock>>,
     names: Vec<String>,
+    /// How long a release waits for each master: the op timeout (also the bound of every
+    /// other wait). The small per-node timeout is the acquire's and the renew's ([`node_wait`]:
+    /// it must not spend the validity on a dead master); a release spends no validity, and a
+    /// master that answers late would otherwise leave it indeterminate.
+    release_wait: Duration,
 }
 
 /// What one master answered to one step: yes, no, or nothing certain.
 type Answers = Vec<Result<bool, Failure>>;
+
+/// A step's yes answers against the majority.
+enum Count {
+    Majority,
+    Maybe,
+    Minority,
+}
 
 impl Redlock {
     fn majority(&self) -> usize {
@@ -54,8 +77,9 @@ impl Redlock {
         ttl_ms.saturating_sub(elapsed + ttl_ms / 100 + 2)
     }
 
-    /// `step` on every master at once, each answer in node order.
-    async fn on_all<F, Fut>(&self, step: F) -> Answers
+    /// `step` on every master at once, each answer in node order; a master that has not
+    /// answered within `wait` counts as a lost answer.
+    async fn on_all<F, Fut>(&self, wait: Duration, step: F) -> Answers
     where
         F: Fn(Arc<RedisLock>) -> Fut,
         Fut: std::future::Future<Output = Result<bool, Failure>> + Send + 'static,
@@ -63,7 +87,12 @@ impl Redlock {
         let mut set = tokio::task::JoinSet::new();
         for (i, m) in self.masters.iter().enumerate() {
             let fut = step(m.clone());
-            set.spawn(async move { (i, fut.await) });
+            set.spawn(async move {
+                let answer = tokio::time::timeout(wait, fut)
+                    .await
+                    .unwrap_or_else(|_| Err(Failure::Indefinite("timeout".into())));
+                (i, answer)
+            });
         }
         let mut out: Vec<Option<Result<bool, Failure>>> =
             (0..self.masters.len()).map(|_| None).collect();
@@ -77,18 +106,38 @@ impl Redlock {
             .collect()
     }
 
-    /// Deletes `value` everywhere, best effort: what a client that did not win does.
-    async fn unlock_all(&self, client: &str, lock: &str, value: &str) -> Answers {
+    /// Deletes `value` everywhere, each master's answer awaited for `wait`.
+    async fn unlock_all(&self, client: &str, lock: &str, value: &str, wait: Duration) -> Answers {
         let grant = Grant {
             token: None,
             id: Some(value.to_string()),
         };
         let (client, lock) = (client.to_string(), lock.to_string());
-        self.on_all(move |m| {
+        self.on_all(wait, move |m| {
             let (client, lock, grant) = (client.clone(), lock.clone(), grant.clone());
-            async move { m.compare(&client, &lock, &grant, RELEASE, None).await }
+            async move {
+                m.compare(&client, &lock, &grant, RELEASE, None).await
+            }
         })
         .await
+    }
+
+    /// Whether the masters that said yes are a majority, may be one (counting those that did
+    /// not answer), or surely are not.
+    fn count(&self, answers: &Answers) -> Count {
+        let yes = answers.iter().filter(|a| matches!(a, Ok(true))).count();
+        // A refusal (a refused connection, READONLY) surely did nothing; a lost answer may have.
+        let unanswered = answers
+            .iter()
+            .filter(|a| matches!(a, Err(Failure::Indefinite(_))))
+            .count();
+        if yes >= self.majority() {
+            Count::Majority
+        } else if yes + unanswered >= self.majority() {
+            Count::Maybe
+        } else {
+            Count::Minority
+        }
     }
 
     fn yes(&self, answers: &Answers) -> Vec<String> {
@@ -119,8 +168,9 @@ impl Redlock {
             let value = format!("{:032x}", rand::rng().random::<u128>());
             let started = Instant::now();
             let (c, l, v) = (client.to_string(), lock.to_string(), value.clone());
+            let wait = node_wait(ttl_ms, self.release_wait);
             let answers = self
-                .on_all(move |m| {
+                .on_all(wait, move |m| {
                     let (c, l, v) = (c.clone(), l.clone(), v.clone());
                     async move { Ok(m.try_acquire(&c, &l, &v, ttl_ms).await?.is_some()) }
                 })
@@ -136,7 +186,7 @@ impl Redlock {
                 }));
             }
             // Not held: give back what was taken, as the algorithm says.
-            self.unlock_all(client, lock, &value).await;
+            self.unlock_all(client, lock, &value, wait).await;
             last_refusal = match yes.len() >= self.majority() {
                 true => "held; validity spent".into(),
                 false if answers.iter().any(|a| matches!(a, Ok(false))) => "held".into(),
@@ -165,16 +215,20 @@ impl LockClient for Redlock {
             let started = Instant::now();
             let (c, l, g) = (client.to_string(), lock.to_string(), grant.clone());
             let answers = self
-                .on_all(move |m| {
+                .on_all(node_wait(ttl_ms, self.release_wait), move |m| {
                     let (c, l, g) = (c.clone(), l.clone(), g.clone());
                     async move { m.compare(&c, &l, &g, RENEW, Some(ttl_ms)).await }
                 })
                 .await;
             let validity = Self::validity_ms(ttl_ms, started);
-            match self.yes(&answers).len() >= self.majority() && validity > 0 {
-                true => Reply::Ok(json!({ "ttl_ms": validity })),
+            match self.count(&answers) {
+                Count::Majority if validity > 0 => Reply::Ok(json!({ "ttl_ms": validity })),
+                // Unanswered masters may have extended it: a majority may hold it longer.
+                Count::Maybe if validity > 0 => {
+                    Reply::Info("timeout; no majority answered the renew".into())
+                }
                 // A minority extended holds nothing: the lease in force stays what it was.
-                false => Reply::Fail("not-holder".into()),
+                _ => Reply::Fail("not-holder".into()),
             }
         })
     }
@@ -188,12 +242,18 @@ impl LockClient for Redlock {
             let Some(value) = &grant.id else {
                 return Reply::Fail("not-holder; no grant value".into());
             };
-            let answers = self.unlock_all(client, lock, value).await;
-            let answered = answers.iter().filter(|a| a.is_ok()).count();
-            match answered >= self.majority() {
-                // Gone from a majority: nobody holds it through this grant any more.
-                true => Reply::Ok(json!({})),
-                false => Reply::Info("timeout; no majority answered the release".into()),
+            let answers = self.unlock_all(client, lock, value, self.release_wait).await;
+            match self.count(&answers) {
+                // Deleted from a majority: the grant held the lock, and no longer does.
+                Count::Majority => Reply::Ok(json!({})),
+                Count::Maybe => Reply::Info("timeout; no majority answered the release".into()),
+                // On no majority (its lease ran out, or a master forgot it): the grant held
+                // nothing to release, and an ok here would say it held the lock until now.
+                Count::Minority => Reply::Fail(format!(
+                    "not-holder; the value was on {} of {} masters",
+                    self.yes(&answers).len(),
+                    self.masters.len()
+                )),
             }
         })
     }
@@ -277,20 +337,23 @@ impl Service for RedlockService {
             adapter: "redlock",
             reason,
         };
-        let node_timeout = c
-            .op_timeout
-            .min(Duration::from_millis(NODE_TIMEOUT_MS_MAX));
         let masters = c
             .peers
             .iter()
             .map(|url| {
                 let addr = addr_of(url)?;
-                RedisLock::new(&addr, node_timeout, false).map(Arc::new)
+                // Each call is bounded here by its own wait (`node_wait`, or the op timeout
+                // for a release), inside the op timeout the server's client keeps.
+                RedisLock::new(&addr, c.op_timeout, false).map(Arc::new)
             })
             .collect::<Result<Vec<_>, String>>()
             .map_err(refused)?;
         let names = (1..=masters.len()).map(|i| format!("n{i}")).collect();
-        let lock = Arc::new(Redlock { masters, names });
+        let lock = Arc::new(Redlock {
+            masters,
+            names,
+            release_wait: c.op_timeout,
+        });
         Ok(Adapter::new(lock, None).with_evidence(EVIDENCE))
     }
 }

@@ -272,6 +272,13 @@ pub trait Service: Sync {
         None
     }
 
+    /// Whether each node also listens on a second peer port (`{peer_port_2}`; ZooKeeper's
+    /// election port beside its quorum port). Every node's host and peer ports are then in
+    /// `{peer_list}` (`host:peer_port:peer_port_2`, comma-separated, in node order).
+    fn second_peer_port(&self) -> bool {
+        false
+    }
+
     /// Why clock faults through libfaketime (preloaded into each node: the fallback where the
     /// vDSO backend cannot run) cannot reach the service, if they cannot: they are then
     /// refused before any traffic on such a machine. The vDSO backend reaches every service.

@@ -1,7 +1,13 @@
 //! `--adapter zookeeper`: ZooKeeper's lock recipe, taken as Curator's `InterProcessMutex` and
-//! kazoo's `Lock` take it, on one standalone server (Debian's `zookeeper` package) that
-//! lockpick starts, pauses, kills and restarts.
+//! kazoo's `Lock` take it, on one standalone server or an ensemble of `--nodes` members
+//! (Debian's `zookeeper` package) that lockpick starts, pauses, kills and restarts.
 //!
+//! - An ensemble's members are configured from `{peer_list}` (`server.N=host:quorum:election`)
+//!   with `myid` their node's number; a member is ready once it answers a session, which it
+//!   does only after it joined a quorum. Each client's connect string is every member, its
+//!   own node first: its session starts there and moves to the next member (the relay's next
+//!   connection) when the connection breaks, and each grant names the member it was answered
+//!   on (`zk_server`).
 //! - Each client process (`p3`) has one ZooKeeper session, made at its first acquire with the
 //!   acquire's ttl as the session timeout (the server clamps it to its own bounds; the timeout
 //!   it agreed to is recorded as `zk_timeout_ms`). The session is the grant's lease: the server
@@ -99,6 +105,9 @@ struct Session {
     /// States that end a holder's belief (disconnected, expired, closed), each with the
     /// history time the listener heard of it.
     events: Arc<Mutex<Vec<(zk::SessionState, u64)>>>,
+    servers: Arc<Vec<Server>>,
+    /// The server the session's connection is on now (a position in `servers`).
+    current: Arc<std::sync::atomic::AtomicUsize>,
     /// Our lock nodes' paths, each with the history time it was granted.
     grants: Mutex<HashMap<String, u64>>,
     /// The listener and the relay's accept loop. A relay's open connections end on their own
@@ -138,6 +147,12 @@ fn state_name(state: zk::SessionState) -> &'static str {
 }
 
 impl Session {
+    /// The name of the server the session is connected to now (`n2`).
+    fn server(&self) -> String {
+        let at = self.current.load(std::sync::atomic::Ordering::Relaxed);
+        self.servers.get(at).map(|s| s.name.clone()).unwrap_or_default()
+    }
+
     /// Why a holder of `path` no longer believes it holds: the first bad state heard since
     /// its grant, or the state the library is in now if that is one. `None` while it holds.
     fn lost_since(&self, path: &str, now_ns: u64) -> Option<String> {
@@ -155,10 +170,20 @@ impl Session {
     }
 }
 
-/// The lock recipe on one server: a session per client process.
-pub struct ZkLock {
-    /// `host:port` of the server.
+/// One server of the ensemble, as the evidence names it and as a client reaches it.
+#[derive(Debug, Clone)]
+struct Server {
+    /// `n2`.
+    name: String,
+    /// `host:port`.
     addr: String,
+}
+
+/// The lock recipe on a server or an ensemble: a session per client process.
+pub struct ZkLock {
+    /// Every server, this client's own first and then the others in node order: the connect
+    /// string a client is given, tried in turn as ZooKeeper's clients do.
+    servers: Arc<Vec<Server>>,
     op_timeout: Duration,
     clock: Clock,
     board: Arc<OnceLock<Arc<PauseBoard>>>,
@@ -168,9 +193,9 @@ pub struct ZkLock {
 }
 
 impl ZkLock {
-    pub fn new(addr: &str, op_timeout: Duration, clock: Clock) -> ZkLock {
+    fn new(servers: Vec<Server>, op_timeout: Duration, clock: Clock) -> ZkLock {
         ZkLock {
-            addr: addr.to_string(),
+            servers: Arc::new(servers),
             op_timeout,
             clock,
             board: Arc::default(),
@@ -208,8 +233,9 @@ impl ZkLock {
             }
             self.drop_session(client);
         }
-        // The first connection is made here, so a server that is down is a refused connect.
-        let first = match self.bounded(TcpStream::connect(&self.addr)).await {
+        // The first connection is made here, so a server that is down is a refused connect
+        // (every server down: the session is surely not made).
+        let (first, at) = match self.bounded(connect_any(&self.servers, 0)).await {
             None => return Err("connect: timeout".into()),
             Some(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
                 return Err(with_detail("connect: refused", &e.to_string()))
@@ -217,6 +243,7 @@ impl ZkLock {
             Some(Err(e)) => return Err(with_detail("connect", &e.to_string())),
             Some(Ok(s)) => s,
         };
+        let current = Arc::new(std::sync::atomic::AtomicUsize::new(at));
         let stalls = Stalls {
             board: self.board.clone(),
             client: client.to_string(),
@@ -227,7 +254,13 @@ impl ZkLock {
         let relay_addr = listener
             .local_addr()
             .map_err(|e| with_detail("connect: relay", &e.to_string()))?;
-        let relay = tokio::spawn(relay(listener, first, self.addr.clone(), stalls.clone()));
+        let relay = tokio::spawn(relay(
+            listener,
+            first,
+            self.servers.clone(),
+            current.clone(),
+            stalls.clone(),
+        ));
         let connector = zk::Client::connector()
             .with_session_timeout(Duration::from_millis(ttl_ms.max(1)))
             .with_fail_eagerly();
@@ -253,6 +286,8 @@ impl ZkLock {
             stalls,
         ));
         let session = Arc::new(Session {
+            servers: self.servers.clone(),
+            current,
             id: zc.session_id().to_string(),
             timeout_ms: zc.session_timeout().as_millis() as u64,
             client: zc,
@@ -361,6 +396,7 @@ impl ZkLock {
             "token": stat.czxid as u64,
             "hold": "session",
             "zk_session": s.id,
+            "zk_server": s.server(),
             "zk_node": path,
             "zk_timeout_ms": s.timeout_ms,
         });
@@ -540,10 +576,34 @@ fn zk_sequence(seq: i64) -> String {
     }
 }
 
-/// Carries one session's connections to the server, and nothing while its process is
+/// The first of `servers` that takes a connection, trying each once from position `from`.
+async fn connect_any(
+    servers: &[Server],
+    from: usize,
+) -> std::io::Result<(TcpStream, usize)> {
+    let mut last = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+    for k in 0..servers.len() {
+        let at = (from + k) % servers.len();
+        match TcpStream::connect(&servers[at].addr).await {
+            Ok(s) => return Ok((s, at)),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+/// Carries one session's connections to the servers, and nothing while its process is
 /// stalled. `first` is the connection made before the session (so a server that is down is
-/// refused at once); later ones (the library reconnecting) are made as they come.
-async fn relay(listener: TcpListener, first: TcpStream, server: String, stalls: Stalls) {
+/// refused at once); later ones (the library reconnecting) go to the next server that takes
+/// one, as a client given the ensemble's connect string moves on, and `current` says which.
+async fn relay(
+    listener: TcpListener,
+    first: TcpStream,
+    servers: Arc<Vec<Server>>,
+    current: Arc<std::sync::atomic::AtomicUsize>,
+    stalls: Stalls,
+) {
+    use std::sync::atomic::Ordering::Relaxed;
     let mut first = Some(first);
     // Bounded by the session: the loop is aborted when the session is dropped.
     loop {
@@ -552,8 +612,11 @@ async fn relay(listener: TcpListener, first: TcpStream, server: String, stalls: 
         };
         let outbound = match first.take() {
             Some(s) => s,
-            None => match TcpStream::connect(&server).await {
-                Ok(s) => s,
+            None => match connect_any(&servers, current.load(Relaxed) + 1).await {
+                Ok((s, at)) => {
+                    current.store(at, Relaxed);
+                    s
+                }
                 // Dropping the inbound side is what a refused connection looks like to the
                 // library: it tries again on its own schedule.
                 Err(_) => continue,
@@ -669,6 +732,7 @@ impl LockClient for ZkLock {
 
 /// The evidence each grant carries (docs/history.md).
 const EVIDENCE: &[&str] = &[
+    "zk_server",
     "hold",
     "zk_session",
     "zk_node",
@@ -693,8 +757,17 @@ const SCRIPT: &str = "printf '%s\\n' \
     '4lw.commands.whitelist=' \
     'preAllocSize=1024' \
     > '{data_dir}/zoo.cfg' && \
+    ENSEMBLE\
     exec java -Xmx256m -XX:+UseSerialGC -cp JARS \
     org.apache.zookeeper.server.quorum.QuorumPeerMain '{data_dir}/zoo.cfg'";
+
+/// What an ensemble's member adds to its config before it starts: the limits a follower has
+/// to join and keep up (in ticks of 100 ms: 5 s and 2 s), a `server.N=host:quorum:election`
+/// line per member from `{peer_list}`, and its own number (`n2` is 2) in `myid`.
+const ENSEMBLE: &str = "printf '%s\\n' 'initLimit=50' 'syncLimit=20' >> '{data_dir}/zoo.cfg' && \
+    i=1 && for m in $(echo '{peer_list}' | tr ',' ' '); do \
+    echo \"server.$i=$m\" >> '{data_dir}/zoo.cfg'; i=$((i + 1)); done && \
+    echo '{id}' | tr -d n > '{data_dir}/myid' && ";
 
 /// A ConnectRequest asking for the shortest session: protocol 0, no zxid seen, timeout 1 ms
 /// (the server raises it to its minimum), no session, a zero password, not read-only; 45
@@ -712,17 +785,27 @@ fn connect_request() -> Vec<u8> {
     body
 }
 
-/// One standalone ZooKeeper server (Debian's `zookeeper` package, run by `java` as its init
-/// script would, in the foreground).
+/// One standalone ZooKeeper server, or an ensemble (Debian's `zookeeper` package, each member
+/// run by `java` as its init script would, in the foreground).
 pub struct ZooKeeper;
 
 impl Service for ZooKeeper {
     fn name(&self) -> &'static str {
         "zookeeper"
     }
-    fn launch(&self, _l: &Launch) -> Option<Vec<String>> {
-        let script = SCRIPT.replace("JARS", &JARS.join(":"));
+    fn launch(&self, l: &Launch) -> Option<Vec<String>> {
+        let ensemble = if l.nodes > 1 { ENSEMBLE } else { "" };
+        let script = SCRIPT
+            .replace("JARS", &JARS.join(":"))
+            .replace("ENSEMBLE", ensemble);
         Some(vec!["sh".into(), "-c".into(), script])
+    }
+    /// An ensemble's members talk on two ports each: the quorum's and the leader election's.
+    fn peer_port(&self) -> bool {
+        true
+    }
+    fn second_peer_port(&self) -> bool {
+        true
     }
     fn url_schemes(&self) -> &'static [&'static str] {
         &["zk"]
@@ -747,12 +830,10 @@ impl Service for ZooKeeper {
         Some((JARS[0], "zookeeper"))
     }
     fn check(&self, s: &Settings) -> Result<(), String> {
-        if s.nodes > 1 {
-            return Err(format!(
-                "--nodes {}: --adapter zookeeper is one standalone server for now (an \
-                 ensemble is not built yet)",
-                s.nodes
-            ));
+        if s.nodes == 2 {
+            return Err("--nodes 2: a ZooKeeper ensemble of two stops at the loss of either \
+                 member (its quorum is both); run one server or three or more"
+                .into());
         }
         if let Some(r) = s.renew_ttl_apart {
             return Err(format!(
@@ -767,13 +848,30 @@ impl Service for ZooKeeper {
             adapter: "zookeeper",
             reason,
         };
-        let (host, port) =
-            host_port(c.url).ok_or_else(|| refused(format!("{}: no host and port", c.url)))?;
-        let addr = match host.contains(':') {
-            true => format!("[{host}]:{port}"),
-            false => format!("{host}:{port}"),
+        let addr_of = |url: &str| -> Result<String, ConnectError> {
+            let (host, port) =
+                host_port(url).ok_or_else(|| refused(format!("{url}: no host and port")))?;
+            Ok(match host.contains(':') {
+                true => format!("[{host}]:{port}"),
+                false => format!("{host}:{port}"),
+            })
         };
-        let lock = Arc::new(ZkLock::new(&addr, c.op_timeout, c.clock.clone()));
+        // This node first, then the others after it in node order (a URL target is a
+        // server alone).
+        let peers: Vec<&str> = match c.peers.is_empty() {
+            true => vec![c.url],
+            false => c.peers.iter().map(String::as_str).collect(),
+        };
+        let own = peers.iter().position(|p| *p == c.url).unwrap_or(0);
+        let mut servers = Vec::with_capacity(peers.len());
+        for k in 0..peers.len() {
+            let at = (own + k) % peers.len();
+            servers.push(Server {
+                name: format!("n{}", at + 1),
+                addr: addr_of(peers[at])?,
+            });
+        }
+        let lock = Arc::new(ZkLock::new(servers, c.op_timeout, c.clock.clone()));
         let resource = match c.store_url {
             Some(s) => Some(Arc::new(RefClient::store_only(s, c.op_timeout, c.clients)?)
                 as Arc<dyn FencedResource>),

@@ -1,5 +1,7 @@
 //! `kill`: SIGKILL the nodes, wait out the fault's length (the downtime), then restart each
-//! with the same command and data dir (up to [`RESTART_ATTEMPTS`] times).
+//! with the same command and data dir (up to [`RESTART_ATTEMPTS`] times). A rolling kill
+//! (`then_nodes`) does the same to its second wave once the first is back; it is one fault,
+//! `kill` to `restart`, whose events name both waves.
 
 use super::{Ctx, Healer};
 use crate::node::Node;
@@ -8,7 +10,7 @@ use crate::Error;
 use history::OpValue;
 use serde_json::json;
 use std::io::Write;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub const START: &str = "kill";
 pub const STOP: &str = "restart";
@@ -17,14 +19,47 @@ pub const STOP: &str = "restart";
 pub const RESTART_ATTEMPTS: u32 = 3;
 
 pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Result<(), Error> {
-    ctx.record(START, ctx.value(fault))?;
-    for &i in &fault.nodes {
+    ctx.record(START, with_waves(ctx, fault, ctx.value(fault)))?;
+    let mut stopped = false;
+    for wave in [&fault.nodes, &fault.then_nodes] {
+        // A run told to stop during the first wave brings it back and kills no more.
+        if wave.is_empty() || stopped {
+            continue;
+        }
+        stopped = down_and_up(ctx, fault, wave).await?;
+    }
+    let value = OpValue::default()
+        .with_extra("nodes", json!(ctx.names(&fault.nodes)))
+        .with_extra("roles", json!(ctx.roles(&fault.nodes)))
+        .with_extra("fault", json!(fault.id));
+    ctx.record(STOP, with_waves(ctx, fault, value))
+}
+
+/// A rolling kill's events also name its second wave (`then_nodes`), by which coverage tells
+/// it from a kill of all its nodes at once.
+fn with_waves<W: Write + Send>(ctx: &Ctx<W>, fault: &PlannedFault, value: OpValue) -> OpValue {
+    match fault.then_nodes.is_empty() {
+        true => value,
+        false => value.with_extra("then_nodes", json!(ctx.names(&fault.then_nodes))),
+    }
+}
+
+/// Kills `wave`, waits out the downtime (or until the stop signal: then true), restarts each
+/// node of it.
+async fn down_and_up<W: Write + Send>(
+    ctx: &mut Ctx<W>,
+    fault: &PlannedFault,
+    wave: &[usize],
+) -> Result<bool, Error> {
+    for &i in wave {
         ctx.nodes[i].lock().await.kill().await?;
     }
-    let label = format!("{} {}", fault.kind, ctx.names(&fault.nodes).join(","));
+    let label = format!("{} {}", fault.kind, ctx.names(wave).join(","));
     ctx.set_active(Some(label));
-    ctx.hold(Duration::from_millis(fault.length_ms)).await;
-    for &i in &fault.nodes {
+    let stopped = ctx
+        .sleep_or_stop(Instant::now() + Duration::from_millis(fault.length_ms))
+        .await;
+    for &i in wave {
         restart(&ctx.nodes[i], &ctx.ids[i], ctx.startup).await?;
         let started = ctx.nodes[i].lock().await.started_at();
         if let (Some(clock), Some(at)) = (ctx.clocks[i].as_mut(), started) {
@@ -33,11 +68,7 @@ pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Res
             clock.rebase(at)?;
         }
     }
-    let value = OpValue::default()
-        .with_extra("nodes", json!(ctx.names(&fault.nodes)))
-        .with_extra("roles", json!(ctx.roles(&fault.nodes)))
-        .with_extra("fault", json!(fault.id));
-    ctx.record(STOP, value)
+    Ok(stopped)
 }
 
 /// Nothing is left: every kill ends with its restart, also when the run stops.

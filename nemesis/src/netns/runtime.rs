@@ -40,8 +40,8 @@ impl Runtime for NetnsRuntime {
             .map(|i| (self.cluster.node_ip(i).to_string(), NETNS_PORT))
             .collect())
     }
-    fn peer_ports(&self, n: usize) -> Result<Vec<u16>, Error> {
-        Ok(vec![NETNS_PEER_PORT; n])
+    fn peer_ports(&self, n: usize, set: u16) -> Result<Vec<u16>, Error> {
+        Ok(vec![NETNS_PEER_PORT + set; n])
     }
     /// Through a loopback proxy of its own, as the service port: opened from the hub, so a
     /// `clients` cut (packets from the hub dropped) cuts it too.

@@ -27,6 +27,8 @@
 //!   `netem`), `at_ms` (start, ms after the run's start), `length_ms` (> 0). Faults are in
 //!   start order and never overlap: each ends (`at_ms + length_ms`) before the next starts.
 //! - `nodes`: the node ids a pause, kill, clock or netem fault hits (`n1` is the first node).
+//! - kill: `then_nodes` (optional), a second wave: killed once `nodes` are back, for the same
+//!   `length_ms` (a rolling restart; the fault then ends `2 * length_ms` after `at_ms`).
 //! - clock: `mode` (`bump-forward`, `bump-back`, `strobe`: `delta_ms`, the step; `fast`,
 //!   `slow`: `rate`, the clock's speed, above 1 for fast and below for slow).
 //! - partition: `topology` (the shape's name, a label), `cut` (node pairs that cannot talk),
@@ -126,6 +128,8 @@ struct RawFault {
     length_ms: u64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     nodes: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    then_nodes: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     mode: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -229,6 +233,7 @@ impl PlannedFault {
             at_ms: self.at_ms,
             length_ms: self.length_ms,
             nodes: ids(&self.nodes),
+            then_nodes: ids(&self.then_nodes),
             mode: self.clock.map(|c| c.mode.as_str().to_string()),
             delta_ms: self.clock.and_then(|c| c.delta_ms),
             rate: self.clock.and_then(|c| c.rate),
@@ -301,6 +306,24 @@ impl PlannedFault {
             nodes.push(i);
         }
         nodes.sort_unstable();
+        let mut then_nodes = Vec::with_capacity(r.then_nodes.len());
+        for n in &r.then_nodes {
+            if kind != FaultKind::Kill {
+                return Err(at(
+                    id,
+                    format!("`then_nodes` is for kill faults, not {kind}"),
+                ));
+            }
+            let i = node_index(id, n)?;
+            if nodes.contains(&i) || then_nodes.contains(&i) {
+                return Err(at(
+                    id,
+                    format!("node {n} is named twice (`then_nodes` is a second wave, apart from `nodes`)"),
+                ));
+            }
+            then_nodes.push(i);
+        }
+        then_nodes.sort_unstable();
         match kind {
             FaultKind::ClientPause | FaultKind::Partition if !nodes.is_empty() => {
                 return Err(at(
@@ -436,6 +459,7 @@ impl PlannedFault {
             at_ms: r.at_ms,
             length_ms: r.length_ms,
             nodes,
+            then_nodes,
             clock,
             partition,
             netem,
@@ -446,7 +470,7 @@ impl PlannedFault {
 
     /// Every node position the fault names (targets, cut ends, nodes cut from clients).
     pub fn nodes_named(&self) -> BTreeSet<usize> {
-        let mut all: BTreeSet<usize> = self.nodes.iter().copied().collect();
+        let mut all: BTreeSet<usize> = self.nodes.iter().chain(&self.then_nodes).copied().collect();
         if let Some(p) = &self.partition {
             all.extend(p.cut.iter().flat_map(|&(a, b)| [a, b]));
             all.extend(p.clients_cut_from.iter().copied());
@@ -454,9 +478,11 @@ impl PlannedFault {
         all
     }
 
-    /// When the fault ends, in ms since the run's start.
+    /// When the fault ends, in ms since the run's start (a rolling kill's second wave after
+    /// the first: the restarts' own time is not counted, as for any kill).
     pub fn end_ms(&self) -> u64 {
-        self.at_ms + self.length_ms
+        let waves = if self.then_nodes.is_empty() { 1 } else { 2 };
+        self.at_ms + self.length_ms * waves
     }
 }
 
@@ -705,6 +731,48 @@ mod tests {
             err(&dup).starts_with("fault f1: the id is used twice"),
             "{}",
             err(&dup)
+        );
+    }
+
+    /// A rolling kill reads back as written, ends after both waves, and a second wave that
+    /// repeats the first or sits on another kind is named.
+    #[test]
+    fn rolling_kills_read_back_and_bad_ones_are_named() {
+        let text = one(
+            r#"{"id": "f1", "kind": "kill", "at_ms": 100, "length_ms": 50, "nodes": ["n3"], "then_nodes": ["n2"]}"#,
+        );
+        let s = Schedule::parse(&text).unwrap();
+        let f = &s.faults[0];
+        assert_eq!((f.nodes.clone(), f.then_nodes.clone()), (vec![2], vec![1]));
+        assert_eq!(f.end_ms(), 200);
+        assert_eq!(Schedule::parse(&s.to_json()).unwrap(), s);
+        for (fault, want) in [
+            (
+                r#"{"id": "f1", "kind": "kill", "at_ms": 1, "length_ms": 5, "nodes": ["n3"], "then_nodes": ["n3"]}"#,
+                "fault f1: node n3 is named twice (`then_nodes` is a second wave, apart from `nodes`)",
+            ),
+            (
+                r#"{"id": "f2", "kind": "pause", "at_ms": 1, "length_ms": 5, "nodes": ["n1"], "then_nodes": ["n2"]}"#,
+                "fault f2: `then_nodes` is for kill faults, not pause",
+            ),
+            (
+                r#"{"id": "f3", "kind": "kill", "at_ms": 1, "length_ms": 5, "nodes": ["n1"], "then_nodes": ["m2"]}"#,
+                "fault f3: node \"m2\": expected a node id n1, n2, ...",
+            ),
+        ] {
+            assert_eq!(err(&one(fault)), want);
+        }
+        // The second wave counts against the run's nodes, as the first does.
+        let beyond = one(
+            r#"{"id": "f4", "kind": "kill", "at_ms": 1, "length_ms": 5, "nodes": ["n1"], "then_nodes": ["n4"]}"#,
+        );
+        let e = Schedule::parse(&beyond)
+            .unwrap()
+            .check(&caps(3))
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "fault f4: names node n4, but the run has 3 node(s)"
         );
     }
 
