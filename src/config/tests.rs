@@ -153,3 +153,29 @@ fn lockd_modes_are_refused_for_other_services() {
     }
     assert!(resolve(&["--lock-order", "timestamp"]).is_ok());
 }
+
+/// `--nodes` not given is what the adapter needs to be itself: Redlock's five masters as
+/// published, Sentinel's quorum of three, one server for the others; given, it is as given.
+#[test]
+fn nodes_default_to_the_adapters_own() {
+    for (adapter, want) in [
+        ("redlock", 5),
+        ("redis-sentinel", 3),
+        ("redis", 1),
+        ("reference", 1),
+    ] {
+        // A command of the user's own: no system package is looked for.
+        let c = resolve(&["--adapter", adapter, "--node-cmd", "true {port}"]).unwrap();
+        assert_eq!(c.nodes, want, "{adapter}");
+    }
+    let c = resolve(&[
+        "--adapter",
+        "redlock",
+        "--node-cmd",
+        "true {port}",
+        "--nodes",
+        "3",
+    ])
+    .unwrap();
+    assert_eq!(c.nodes, 3);
+}

@@ -301,6 +301,10 @@ impl Service for RedlockService {
     fn name(&self) -> &'static str {
         "redlock"
     }
+    /// Five masters, as the algorithm is published: `--adapter redlock` alone is Redlock.
+    fn nodes_default(&self) -> usize {
+        5
+    }
     fn launch(&self, l: &Launch) -> Option<Vec<String>> {
         Redis.launch(l)
     }
