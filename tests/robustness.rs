@@ -457,7 +457,15 @@ fn kill_9_of_the_harness_leaves_a_readable_history_and_no_stopped_child() {
     };
     let run_dir = history.parent().unwrap().to_path_buf();
     let needle = run_dir.display().to_string();
-    let paused = processes_mentioning(&needle);
+    // The nemesis writes `start-pause` first and then signals: the stop lands a moment later.
+    let mut paused = processes_mentioning(&needle);
+    for _ in 0..100 {
+        if paused.iter().any(|(_, s)| *s == 'T') {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+        paused = processes_mentioning(&needle);
+    }
     assert!(
         paused.iter().any(|(_, s)| *s == 'T'),
         "lockd not stopped: {paused:?}"
