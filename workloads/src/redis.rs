@@ -306,6 +306,24 @@ impl RedisLock {
     }
 }
 
+/// A compare-and-`PEXPIRE`'s answer as a renew's reply: 1 renewed, 0 not this grant's lock.
+pub(crate) fn renew_reply(r: Result<bool, Failure>, ttl_ms: u64) -> Reply {
+    match r {
+        Ok(true) => Reply::Ok(json!({ "ttl_ms": ttl_ms })),
+        Ok(false) => Reply::Fail("not-holder".into()),
+        Err(f) => f.into(),
+    }
+}
+
+/// A compare-and-`DEL`'s answer as a release's reply: 1 released, 0 not this grant's lock.
+pub(crate) fn release_reply(r: Result<bool, Failure>) -> Reply {
+    match r {
+        Ok(true) => Reply::Ok(json!({})),
+        Ok(false) => Reply::Fail("not-holder".into()),
+        Err(f) => f.into(),
+    }
+}
+
 impl LockClient for RedisLock {
     crate::api::waiting_acquire_ops!();
     fn renew<'a>(
@@ -316,11 +334,10 @@ impl LockClient for RedisLock {
         ttl_ms: u64,
     ) -> BoxFuture<'a, Reply> {
         Box::pin(async move {
-            match self.compare(client, lock, grant, RENEW, Some(ttl_ms)).await {
-                Ok(true) => Reply::Ok(json!({ "ttl_ms": ttl_ms })),
-                Ok(false) => Reply::Fail("not-holder".into()),
-                Err(f) => f.into(),
-            }
+            renew_reply(
+                self.compare(client, lock, grant, RENEW, Some(ttl_ms)).await,
+                ttl_ms,
+            )
         })
     }
     fn release<'a>(
@@ -329,13 +346,7 @@ impl LockClient for RedisLock {
         lock: &'a str,
         grant: &'a Grant,
     ) -> BoxFuture<'a, Reply> {
-        Box::pin(async move {
-            match self.compare(client, lock, grant, RELEASE, None).await {
-                Ok(true) => Reply::Ok(json!({})),
-                Ok(false) => Reply::Fail("not-holder".into()),
-                Err(f) => f.into(),
-            }
-        })
+        Box::pin(async move { release_reply(self.compare(client, lock, grant, RELEASE, None).await) })
     }
     fn lock_wire(&self, op: &str, lock: &str) -> Wire {
         let key = Self::key(lock);

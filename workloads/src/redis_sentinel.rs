@@ -49,7 +49,7 @@
 use crate::api::{BoxFuture, Failure, FencedResource, Grant, LockClient, Reply, Tokens, Wire};
 use crate::client::RefClient;
 use crate::pause::PauseBoard;
-use crate::redis::{addr_of, Redis, RedisLock, RELEASE, RENEW};
+use crate::redis::{addr_of, release_reply, renew_reply, Redis, RedisLock, RELEASE, RENEW};
 use crate::service::{
     Connect, ConnectError, Launch, Service, ServiceOption, ServiceOptions, Settings,
 };
@@ -253,11 +253,10 @@ impl LockClient for SentinelLock {
         ttl_ms: u64,
     ) -> BoxFuture<'a, Reply> {
         Box::pin(async move {
-            match self.compare(client, lock, grant, RENEW, Some(ttl_ms)).await {
-                Ok(true) => Reply::Ok(json!({ "ttl_ms": ttl_ms })),
-                Ok(false) => Reply::Fail("not-holder".into()),
-                Err(f) => f.into(),
-            }
+            renew_reply(
+                self.compare(client, lock, grant, RENEW, Some(ttl_ms)).await,
+                ttl_ms,
+            )
         })
     }
     fn release<'a>(
@@ -266,13 +265,7 @@ impl LockClient for SentinelLock {
         lock: &'a str,
         grant: &'a Grant,
     ) -> BoxFuture<'a, Reply> {
-        Box::pin(async move {
-            match self.compare(client, lock, grant, RELEASE, None).await {
-                Ok(true) => Reply::Ok(json!({})),
-                Ok(false) => Reply::Fail("not-holder".into()),
-                Err(f) => f.into(),
-            }
-        })
+        Box::pin(async move { release_reply(self.compare(client, lock, grant, RELEASE, None).await) })
     }
     fn lock_wire(&self, op: &str, lock: &str) -> Wire {
         let w = self.servers[0].lock_wire(op, lock);

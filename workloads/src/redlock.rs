@@ -58,6 +58,13 @@ pub struct Redlock {
 /// What one master answered to one step: yes, no, or nothing certain.
 type Answers = Vec<Result<bool, Failure>>;
 
+/// Which answers leave a master's yes unknown (see [`Redlock::count`]).
+#[derive(Clone, Copy)]
+enum Unknown {
+    Lost,
+    NotNo,
+}
+
 /// A step's yes answers against the majority.
 enum Count {
     Majority,
@@ -122,14 +129,21 @@ impl Redlock {
         .await
     }
 
-    /// Whether the masters that said yes are a majority, may be one (counting those that did
-    /// not answer), or surely are not.
-    fn count(&self, answers: &Answers) -> Count {
+    /// Whether the masters that said yes are a majority, may be one (counting those whose
+    /// yes is unknown), or surely are not. What is unknown depends on the question:
+    /// [`Unknown::Lost`] for what a step did (a refusal, a refused connection or `READONLY`,
+    /// surely did nothing; a lost answer may have), [`Unknown::NotNo`] for what a master held
+    /// (one that is down may still hold the value, and hold it again once restarted).
+    fn count(&self, answers: &Answers, unknown: Unknown) -> Count {
         let yes = answers.iter().filter(|a| matches!(a, Ok(true))).count();
-        // A refusal (a refused connection, READONLY) surely did nothing; a lost answer may have.
         let unanswered = answers
             .iter()
-            .filter(|a| matches!(a, Err(Failure::Indefinite(_))))
+            .filter(|a| {
+                matches!(
+                    (a, unknown),
+                    (Err(Failure::Indefinite(_)), _) | (Err(Failure::Definite(_)), Unknown::NotNo)
+                )
+            })
             .count();
         if yes >= self.majority() {
             Count::Majority
@@ -221,7 +235,7 @@ impl LockClient for Redlock {
                 })
                 .await;
             let validity = Self::validity_ms(ttl_ms, started);
-            match self.count(&answers) {
+            match self.count(&answers, Unknown::Lost) {
                 Count::Majority if validity > 0 => Reply::Ok(json!({ "ttl_ms": validity })),
                 // Unanswered masters may have extended it: a majority may hold it longer.
                 Count::Maybe if validity > 0 => {
@@ -243,12 +257,20 @@ impl LockClient for Redlock {
                 return Reply::Fail("not-holder; no grant value".into());
             };
             let answers = self.unlock_all(client, lock, value, self.release_wait).await;
-            match self.count(&answers) {
+            match self.count(&answers, Unknown::NotNo) {
                 // Deleted from a majority: the grant held the lock, and no longer does.
                 Count::Majority => Reply::Ok(json!({})),
-                Count::Maybe => Reply::Info("timeout; no majority answered the release".into()),
-                // On no majority (its lease ran out, or a master forgot it): the grant held
-                // nothing to release, and an ok here would say it held the lock until now.
+                // Masters down or silent may hold the value (a restart with persistence
+                // brings it back): whether the grant held the lock until now is unknown, and
+                // it surely holds it no longer.
+                Count::Maybe => Reply::Info(
+                    "unknown; masters down or silent may have held the value: no majority \
+                     answered the release"
+                        .into(),
+                ),
+                // On no majority even counting those (its lease ran out, or a master forgot
+                // it): the grant held nothing to release, and an ok here would say it held
+                // the lock until now.
                 Count::Minority => Reply::Fail(format!(
                     "not-holder; the value was on {} of {} masters",
                     self.yes(&answers).len(),
