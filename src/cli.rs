@@ -225,7 +225,8 @@ pub struct RunArgs {
     pub hosts_file: Option<PathBuf>,
     /// Nodes of the lock service (embedded lockd: one primary, the others forward to it).
     /// Client i talks to node i mod N. Templates get the other nodes as {peers}. Default 1,
-    /// or what the --adapter needs to be itself (redis-sentinel: 3, a sentinel quorum).
+    /// or what the --adapter needs to be itself (redlock: 5 masters, as published;
+    /// redis-sentinel: 3, a sentinel quorum).
     #[arg(long, value_name = "N")]
     pub nodes: Option<usize>,
     /// Which nodes a pause, kill or clock fault hits: one, minority, majority, all, primary.
