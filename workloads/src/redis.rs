@@ -17,8 +17,7 @@
 //! replication role and offset right after the grant (`redis_node`, `redis_role`,
 //! `redis_offset`). Readiness is `PING` answered `+PONG`; no HTTP anywhere.
 
-use crate::api::{BoxFuture, Failure, FencedResource, Grant, LockClient, Reply, Tokens, Wire};
-use crate::client::RefClient;
+use crate::api::{BoxFuture, Failure, Grant, LockClient, Reply, Tokens, Wire};
 use crate::pause::PauseBoard;
 use crate::service::{
     host_port, Connect, ConnectError, Launch, Service, ServiceOption, ServiceOptions,
@@ -471,11 +470,7 @@ impl Service for Redis {
         let addr = addr_of(c.url).map_err(refused)?;
         let fenced = c.options.own.get("fence") == "counter";
         let lock = Arc::new(RedisLock::new(&addr, c.op_timeout, fenced).map_err(refused)?);
-        let resource = match c.store_url {
-            Some(s) => Some(Arc::new(RefClient::store_only(s, c.op_timeout, c.clients)?)
-                as Arc<dyn FencedResource>),
-            None => None,
-        };
+        let resource = c.store_beside()?;
         Ok(Adapter::new(lock, resource).with_evidence(EVIDENCE))
     }
 }

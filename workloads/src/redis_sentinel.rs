@@ -46,8 +46,7 @@
 //! replication offset right after the grant (`redis_role`, `redis_offset`) and the node
 //! whose sentinel named it (`sentinel`).
 
-use crate::api::{BoxFuture, Failure, FencedResource, Grant, LockClient, Reply, Tokens, Wire};
-use crate::client::RefClient;
+use crate::api::{BoxFuture, Failure, Grant, LockClient, Reply, Tokens, Wire};
 use crate::pause::PauseBoard;
 use crate::redis::{addr_of, release_reply, renew_reply, Redis, RedisLock, RELEASE, RENEW};
 use crate::service::{
@@ -503,11 +502,7 @@ impl Service for RedisSentinel {
             current: Mutex::new(HashMap::new()),
         });
         // The counter's register (fence=counter) is lockpick's fenced store, as for redis.
-        let resource = match c.store_url {
-            Some(s) => Some(Arc::new(RefClient::store_only(s, c.op_timeout, c.clients)?)
-                as Arc<dyn FencedResource>),
-            None => None,
-        };
+        let resource = c.store_beside()?;
         Ok(Adapter::new(lock, resource).with_evidence(EVIDENCE))
     }
 }

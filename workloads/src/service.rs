@@ -6,8 +6,8 @@
 //! NAME` looks the name up with [`service`].
 
 use crate::adapter::Adapter;
-use crate::api::Tokens;
-use crate::client::ClientError;
+use crate::api::{FencedResource, Tokens};
+use crate::client::{ClientError, RefClient};
 use crate::template::TemplateSpec;
 use nemesis::Readiness;
 use std::path::{Path, PathBuf};
@@ -171,6 +171,21 @@ pub struct Connect<'a> {
     /// The history's clock.
     pub clock: Clock,
     pub options: &'a AdapterOptions,
+}
+
+impl Connect<'_> {
+    /// The fenced store beside a service of another protocol (lockpick's own store, when the
+    /// workload has one), as every such adapter's resource.
+    pub fn store_beside(&self) -> Result<Option<Arc<dyn FencedResource>>, ClientError> {
+        match self.store_url {
+            Some(s) => Ok(Some(Arc::new(RefClient::store_only(
+                s,
+                self.op_timeout,
+                self.clients,
+            )?))),
+            None => Ok(None),
+        }
+    }
 }
 
 /// Why an adapter could not be connected.

@@ -5,8 +5,8 @@
 //! fenced resource is lockpick's store, spoken to through the reference protocol.
 
 use crate::api::UNREAD;
-use crate::api::{BoxFuture, FencedResource, Grant, LockClient, Reply, Wire};
-use crate::client::{classify_error, snippet, ClientError, RefClient};
+use crate::api::{BoxFuture, Grant, LockClient, Reply, Wire};
+use crate::client::{classify_error, snippet, ClientError};
 use nemesis::Readiness;
 use crate::service::{Connect, ConnectError, Launch, Service};
 use crate::Adapter;
@@ -151,11 +151,7 @@ impl Service for StandIn {
     }
     fn connect(&self, c: &Connect) -> Result<Adapter, ConnectError> {
         let lock = Arc::new(StandInClient::new(c.url, c.op_timeout)?);
-        let resource = match c.store_url {
-            Some(s) => Some(Arc::new(RefClient::store_only(s, c.op_timeout, c.clients)?)
-                as Arc<dyn FencedResource>),
-            None => None,
-        };
+        let resource = c.store_beside()?;
         Ok(Adapter::new(lock, resource))
     }
 }

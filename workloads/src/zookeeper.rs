@@ -35,8 +35,7 @@
 //! session's connection on its own, as every ZooKeeper client does; a request whose connection
 //! broke is answered with that loss, never sent again).
 
-use crate::api::{BoxFuture, FencedResource, Grant, LockClient, Reply, Wire};
-use crate::client::RefClient;
+use crate::api::{BoxFuture, Grant, LockClient, Reply, Wire};
 use crate::pause::PauseBoard;
 use crate::service::{host_port, Clock, Connect, ConnectError, Launch, Service, Settings};
 use crate::Adapter;
@@ -872,11 +871,7 @@ impl Service for ZooKeeper {
             });
         }
         let lock = Arc::new(ZkLock::new(servers, c.op_timeout, c.clock.clone()));
-        let resource = match c.store_url {
-            Some(s) => Some(Arc::new(RefClient::store_only(s, c.op_timeout, c.clients)?)
-                as Arc<dyn FencedResource>),
-            None => None,
-        };
+        let resource = c.store_beside()?;
         Ok(Adapter::new(lock, resource).with_evidence(EVIDENCE))
     }
 }
