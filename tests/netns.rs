@@ -10,23 +10,6 @@ use std::time::{Duration, Instant};
 
 const LIMIT: Duration = Duration::from_secs(150);
 
-/// Root and the tools, or a visible skip (a failure under LOCKPICK_SYSTEM_TESTS=1).
-fn require_netns() -> bool {
-    let missing: Vec<String> = nemesis::netns::capabilities()
-        .into_iter()
-        .filter(|c| !c.ok && ["root", "ip", "netns", "iptables"].contains(&c.name))
-        .map(|c| format!("{}: {}", c.name, c.why))
-        .collect();
-    if missing.is_empty() {
-        return true;
-    }
-    if std::env::var("LOCKPICK_SYSTEM_TESTS").as_deref() == Ok("1") {
-        panic!("namespace tests must run under LOCKPICK_SYSTEM_TESTS=1: {missing:?}");
-    }
-    eprintln!("SKIPPED: {}", missing.join("; "));
-    false
-}
-
 fn our_namespaces(prefix: &str) -> Vec<String> {
     let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
     String::from_utf8_lossy(&out.stdout)
@@ -74,7 +57,7 @@ fn three_in_namespaces<'a>(extra: &[&'a str]) -> Vec<&'a str> {
 }
 
 fn correct_cluster_is_valid_under_partitions(seed: &str) {
-    if !require_netns() {
+    if !common::require_netns() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -118,7 +101,7 @@ fn correct_cluster_in_namespaces_is_valid_seed_3() {
 
 #[test]
 fn split_brain_under_partitions_gives_double_grants() {
-    if !require_netns() {
+    if !common::require_netns() {
         return;
     }
     // Aimed, not drawn: the primary is cut from both other members for 4 leases while every
@@ -166,7 +149,7 @@ fn split_brain_under_partitions_gives_double_grants() {
 
 #[test]
 fn a_sigkilled_run_is_undone_by_lockpick_cleanup() {
-    if !require_netns() {
+    if !common::require_netns() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

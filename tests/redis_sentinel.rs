@@ -32,24 +32,6 @@ fn scratch() -> tempfile::TempDir {
     }
 }
 
-/// Root and the tools for network namespaces, or a visible skip (a failure under
-/// LOCKPICK_SYSTEM_TESTS=1).
-fn require_netns() -> bool {
-    let missing: Vec<String> = nemesis::netns::capabilities()
-        .into_iter()
-        .filter(|c| !c.ok && ["root", "ip", "netns", "iptables"].contains(&c.name))
-        .map(|c| format!("{}: {}", c.name, c.why))
-        .collect();
-    if missing.is_empty() {
-        return true;
-    }
-    if std::env::var("LOCKPICK_SYSTEM_TESTS").as_deref() == Ok("1") {
-        panic!("namespace tests must run under LOCKPICK_SYSTEM_TESTS=1: {missing:?}");
-    }
-    eprintln!("SKIPPED: {}", missing.join("; "));
-    false
-}
-
 fn write_schedule(dir: &Path, name: &str, faults: &str) -> String {
     let path = dir.join(name);
     std::fs::write(
@@ -88,7 +70,7 @@ fn assert_settled_first(r: &Run) {
 /// box, short holds: the lock is asked for on both sides all the time.
 #[test]
 fn a_master_cut_off_from_the_sentinels_keeps_granting_while_a_replica_is_promoted() {
-    if !require_redis() || !require_netns() {
+    if !require_redis() || !common::require_netns() {
         return;
     }
     let tmp = scratch();

@@ -796,6 +796,24 @@ pub fn suite(out: &Path, args: &[&str], limit: Duration) -> Suite {
     }
 }
 
+/// Root and the tools for network namespaces, or a visible skip (a failure under
+/// LOCKPICK_SYSTEM_TESTS=1).
+pub fn require_netns() -> bool {
+    let missing: Vec<String> = nemesis::netns::capabilities()
+        .into_iter()
+        .filter(|c| !c.ok && ["root", "ip", "netns", "iptables"].contains(&c.name))
+        .map(|c| format!("{}: {}", c.name, c.why))
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    if std::env::var("LOCKPICK_SYSTEM_TESTS").as_deref() == Ok("1") {
+        panic!("namespace tests must run under LOCKPICK_SYSTEM_TESTS=1: {missing:?}");
+    }
+    eprintln!("SKIPPED: {}", missing.join("; "));
+    false
+}
+
 /// [`require_program`] for redis-server.
 pub fn require_redis() -> bool {
     require_program("redis-server", "redis-server")
