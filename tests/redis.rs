@@ -57,13 +57,7 @@ fn a_restart_without_persistence_forgets_the_lock_and_the_suite_proves_two_holde
     }
     let tmp = scratch();
     let s = suite(tmp.path(), &["--nemesis", "kill"]);
-    assert_eq!(s.code, 1, "expected invalid\n{}", s.stdout);
-    let found = s.found();
-    assert!(
-        found.iter().any(|k| k == "double-grant"),
-        "{found:?}\n{}",
-        s.stdout
-    );
+    s.assert_found("double-grant");
     let (_, exercised) = s.cell("kill on primary");
     assert!(exercised >= 1, "found by the kill it aimed\n{}", s.stdout);
 }
@@ -139,13 +133,7 @@ fn a_clock_stepped_back_and_restored_expires_leases_at_once() {
             "persistence=aof-always",
         ],
     );
-    assert_eq!(s.code, 1, "expected invalid\n{}", s.stdout);
-    let found = s.found();
-    assert!(
-        found.iter().any(|k| k == "double-grant"),
-        "{found:?}\n{}",
-        s.stdout
-    );
+    s.assert_found("double-grant");
 }
 
 /// The probe speaks Redis: readiness by PING, a grant named by its value, a second client
@@ -303,13 +291,7 @@ fn the_suite_finds_redlock_losing_its_majority_to_a_rolling_restart() {
     }
     let tmp = scratch();
     let s = common::suite(tmp.path(), REDLOCK_KILLS, Duration::from_secs(300));
-    assert_eq!(s.code, 1, "expected invalid\n{}", s.stdout);
-    let found = s.found();
-    assert!(
-        found.iter().any(|k| k == "double-grant"),
-        "{found:?}\n{}",
-        s.stdout
-    );
+    s.assert_found("double-grant");
 }
 
 /// The same suite with an fsync on every write: each master remembers its keys across the

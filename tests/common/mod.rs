@@ -756,6 +756,17 @@ impl Suite {
             .collect()
     }
 
+    /// The suite ended `invalid` (exit 1), its stopping scenario having found `kind`.
+    pub fn assert_found(&self, kind: &str) {
+        assert_eq!(self.code, 1, "expected invalid\n{}", self.stdout);
+        let found = self.found();
+        assert!(
+            found.iter().any(|k| k == kind),
+            "{found:?}\n{}",
+            self.stdout
+        );
+    }
+
     /// The suite's cell `name`: (started, exercised).
     pub fn cell(&self, name: &str) -> (u64, u64) {
         let j = self.json();
