@@ -393,34 +393,42 @@ pub fn next(
 fn profile_flags(profile: Profile, ttl: u64, faults_end_ms: u64) -> Vec<String> {
     match profile {
         Profile::Plain => Vec::new(),
-        Profile::ShortWait => vec!["--acquire-wait".into(), format!("{}ms", (ttl / 2).max(1))],
-        Profile::OddTtl => vec![
-            "--ttl".into(),
-            format!("{ttl}ms"),
-            "--renew-ttl".into(),
-            format!("{ttl}ms"),
-        ],
+        Profile::ShortWait => short_wait(ttl),
+        Profile::OddTtl => ttl_flags(ttl),
         // The first grant (made before the first fault) holds a lease past the last one and
         // two leases more, for the restarts (Debian's etcd takes 1.5-2.5 s each); waits are
         // short, so a grant after the faults is asked for after them (what a kill's cell
         // needs to be met), inside the recovery time the scenario leaves after a kill.
         Profile::LongHold => {
             let hold_ms = faults_end_ms + 2 * ttl;
-            vec![
-                "--hold".into(),
-                format!("{hold_ms}ms..{hold_ms}ms"),
-                "--acquire-wait".into(),
-                format!("{}ms", (ttl / 2).max(1)),
-            ]
+            let mut flags = vec!["--hold".into(), format!("{hold_ms}ms..{hold_ms}ms")];
+            flags.extend(short_wait(ttl));
+            flags
         }
     }
 }
 
+/// Acquires that wait at most half a lease.
+fn short_wait(ttl: u64) -> Vec<String> {
+    vec!["--acquire-wait".into(), format!("{}ms", (ttl / 2).max(1))]
+}
+
+/// A lease of `ttl` for acquires and renews alike.
+fn ttl_flags(ttl: u64) -> Vec<String> {
+    vec![
+        "--ttl".into(),
+        format!("{ttl}ms"),
+        "--renew-ttl".into(),
+        format!("{ttl}ms"),
+    ]
+}
+
 /// A kill that missed its state, tried again on its own with leases twice as long for each
 /// miss (at most 16 times the default) and the first grant held past the restart (the first
-/// try, packed with other faults, leaves that to holds of a few hundred ms): a node slower to restart than a lease (Debian's etcd
-/// takes 1.5-2.5 s here, against the default 2 s lease) is back only once every lease it
-/// granted is over, and then nothing it remembers is put to use while it matters.
+/// try, packed with other faults, leaves that to holds of a few hundred ms): a node slower to
+/// restart than a lease (Debian's etcd takes 1.5-2.5 s here, against the default 2 s lease) is
+/// back only once every lease it granted is over, and then nothing it remembers is put to use
+/// while it matters.
 fn kill_again(
     t: &Target,
     cells: &[PlanCell],
@@ -440,12 +448,7 @@ fn kill_again(
         ..f
     };
     let end_ms = f.end_ms() + after_ms;
-    let mut flags = vec![
-        "--ttl".into(),
-        format!("{ttl}ms"),
-        "--renew-ttl".into(),
-        format!("{ttl}ms"),
-    ];
+    let mut flags = ttl_flags(ttl);
     // A retry does not leave it to luck: the first grant holds past the restart.
     flags.extend(profile_flags(Profile::LongHold, ttl, f.end_ms()));
     Some(Scenario {
