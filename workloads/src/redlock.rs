@@ -10,8 +10,9 @@
 //! - renew: the compare-and-`PEXPIRE` script on every master, held again on a majority (its
 //!   validity counted the same way); release: the compare-and-`DEL` script on every master,
 //!   each answer awaited for the op timeout (a release spends no validity). Either is `ok`
-//!   only where a majority said yes, indeterminate where lost answers could make one, and
-//!   refused otherwise: a release that deleted its value from no majority held nothing.
+//!   only where a majority said yes and refused where no majority could have; in between it
+//!   is indeterminate (a renew's lost answers may have extended it; a release's masters down
+//!   or silent may have held the value).
 //!
 //! The grant is named by its value (no token: a Redlock grant fences nothing). Evidence on
 //! each grant: which masters said yes and the validity the client computed.
@@ -48,11 +49,11 @@ pub struct Redlock {
     /// In node order; `names[i]` is how the evidence names master `i` (`n1`...).
     masters: Vec<Arc<RedisLock>>,
     names: Vec<String>,
-    /// How long a release waits for each master: the op timeout (also the bound of every
-    /// other wait). The small per-node timeout is the acquire's and the renew's ([`node_wait`]:
-    /// it must not spend the validity on a dead master); a release spends no validity, and a
+    /// The op timeout: how long a release waits for each master, and the bound of every other
+    /// wait. The small per-node timeout is the acquire's and the renew's ([`node_wait`]: it
+    /// must not spend the validity on a dead master); a release spends no validity, and a
     /// master that answers late would otherwise leave it indeterminate.
-    release_wait: Duration,
+    op_timeout: Duration,
 }
 
 /// What one master answered to one step: yes, no, or nothing certain.
@@ -182,7 +183,7 @@ impl Redlock {
             let value = format!("{:032x}", rand::rng().random::<u128>());
             let started = Instant::now();
             let (c, l, v) = (client.to_string(), lock.to_string(), value.clone());
-            let wait = node_wait(ttl_ms, self.release_wait);
+            let wait = node_wait(ttl_ms, self.op_timeout);
             let answers = self
                 .on_all(wait, move |m| {
                     let (c, l, v) = (c.clone(), l.clone(), v.clone());
@@ -229,7 +230,7 @@ impl LockClient for Redlock {
             let started = Instant::now();
             let (c, l, g) = (client.to_string(), lock.to_string(), grant.clone());
             let answers = self
-                .on_all(node_wait(ttl_ms, self.release_wait), move |m| {
+                .on_all(node_wait(ttl_ms, self.op_timeout), move |m| {
                     let (c, l, g) = (c.clone(), l.clone(), g.clone());
                     async move { m.compare(&c, &l, &g, RENEW, Some(ttl_ms)).await }
                 })
@@ -256,7 +257,7 @@ impl LockClient for Redlock {
             let Some(value) = &grant.id else {
                 return Reply::Fail("not-holder; no grant value".into());
             };
-            let answers = self.unlock_all(client, lock, value, self.release_wait).await;
+            let answers = self.unlock_all(client, lock, value, self.op_timeout).await;
             match self.count(&answers, Unknown::NotNo) {
                 // Deleted from a majority: the grant held the lock, and no longer does.
                 Count::Majority => Reply::Ok(json!({})),
@@ -378,7 +379,7 @@ impl Service for RedlockService {
         let lock = Arc::new(Redlock {
             masters,
             names,
-            release_wait: c.op_timeout,
+            op_timeout: c.op_timeout,
         });
         Ok(Adapter::new(lock, None).with_evidence(EVIDENCE))
     }
