@@ -28,27 +28,6 @@ fn scratch() -> tempfile::TempDir {
     }
 }
 
-/// Whether PostgreSQL's programs are here, where lockpick's start command looks: on `PATH`
-/// or under /usr/lib/postgresql.
-fn require_postgres() -> bool {
-    let on_path = std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("postgres").is_file()));
-    let packaged = std::fs::read_dir("/usr/lib/postgresql")
-        .map(|d| {
-            d.filter_map(Result::ok)
-                .any(|e| e.path().join("bin/postgres").is_file())
-        })
-        .unwrap_or(false);
-    if on_path || packaged {
-        return true;
-    }
-    if std::env::var("LOCKPICK_SYSTEM_TESTS").as_deref() == Ok("1") {
-        panic!("postgres is required under LOCKPICK_SYSTEM_TESTS=1 (apt-get install postgresql)");
-    }
-    eprintln!("skipped: postgres not found (apt-get install postgresql)");
-    false
-}
-
 const FAST: &[&str] = &[
     "--adapter",
     "postgres",
@@ -90,7 +69,7 @@ fn oks<'a>(ops: &'a [Value], f: &'a str) -> impl Iterator<Item = &'a Value> + 'a
 
 #[test]
 fn the_session_form_grants_and_releases_without_faults() {
-    if !require_postgres() {
+    if !common::require_postgres() {
         return;
     }
     let tmp = scratch();
@@ -114,7 +93,7 @@ fn the_session_form_grants_and_releases_without_faults() {
 
 #[test]
 fn the_transaction_form_commits_each_write_and_sends_no_release_after_it() {
-    if !require_postgres() {
+    if !common::require_postgres() {
         return;
     }
     let tmp = scratch();
@@ -161,7 +140,7 @@ fn the_transaction_form_commits_each_write_and_sends_no_release_after_it() {
 
 #[test]
 fn a_killed_server_restarts_and_grants_again() {
-    if !require_postgres() {
+    if !common::require_postgres() {
         return;
     }
     let tmp = scratch();
@@ -226,7 +205,7 @@ fn bad_postgres_settings_are_refused_in_one_line() {
 /// their way).
 #[test]
 fn a_paused_server_answers_nothing_on_its_open_sessions() {
-    if !require_postgres() {
+    if !common::require_postgres() {
         return;
     }
     let tmp = scratch();

@@ -550,6 +550,205 @@ fn a_nodes_own_command_runs_on_its_host() {
     assert_no_run_left(&bed, &sshbed::run_id_of(&r.run_dir()), 0..1, &r.describe());
 }
 
+/// A service lockpick starts itself, run on the bed's hosts: its flags, the faults that find
+/// what it gets wrong (aimed by a schedule, as in its own tests), and the field of each grant
+/// that is the service's evidence.
+struct OnHosts {
+    adapter: &'static str,
+    nodes: usize,
+    args: &'static [&'static str],
+    faults: &'static str,
+    /// The violation the faults must find, as they do on the local runtime.
+    found: &'static str,
+    evidence: &'static str,
+}
+
+/// Three clients, each holding for 6 s under a 12 s lease: a holder's first renew (at a third
+/// of it) comes after whatever a restart early in the run makes the service do.
+const LEASE_PAST_THE_RUN: &[&str] = &[
+    "--clients",
+    "3",
+    "--ttl",
+    "12s",
+    "--hold",
+    "6s..6s",
+    "--duration",
+    "8s",
+];
+
+/// Holds of 1-2 s under a 500 ms session, for [`STALL_PAST_THE_SESSION`].
+const STALLED_HOLDER: &[&str] = &[
+    "--workload",
+    "mutex",
+    "--ttl",
+    "500ms",
+    "--hold",
+    "1s..2s",
+    "--duration",
+    "6s",
+];
+
+/// A holder stalled for 2 s from 0.8 s, waking into a renew: past any session timeout of a
+/// 500 ms ttl.
+const STALL_PAST_THE_SESSION: &str = r#"{"id": "f1", "kind": "client-pause", "at_ms": 800,
+  "length_ms": 2000, "window_ms": 2000, "shape": "long", "wake": "renew"}"#;
+
+/// `case` over ssh: its nodes are started, faulted and stopped on the hosts, the aimed faults
+/// find the same violation as on the local runtime, every grant carries the service's own
+/// evidence, every node's log is fetched back, and nothing of the run is left on any host.
+fn real_service_over_ssh(case: &OnHosts) {
+    let bed = SshBed::start(case.nodes);
+    let tmp = tempfile::tempdir().unwrap();
+    let schedule = tmp.path().join("schedule.json");
+    std::fs::write(
+        &schedule,
+        format!(
+            r#"{{"version": 1, "seed": 1, "nodes": {}, "primary": 0, "faults": [{}]}}"#,
+            case.nodes, case.faults
+        ),
+    )
+    .unwrap();
+    let nodes = case.nodes.to_string();
+    let mut args = vec![
+        "--runtime",
+        "ssh",
+        "--adapter",
+        case.adapter,
+        "--nodes",
+        &nodes,
+        "--seed",
+        "1",
+        "--schedule",
+        schedule.to_str().unwrap(),
+    ];
+    args.extend_from_slice(case.args);
+    let r = bed.run(&tmp.path().join("runs"), &args, LIMIT);
+    let context = format!("{}: {}", case.adapter, r.describe());
+    assert_eq!(r.code, 1, "{context}");
+    assert!(
+        r.kinds("violations").iter().any(|k| k == case.found),
+        "{context}"
+    );
+    let history = std::fs::read_to_string(r.run_dir().join("history.jsonl")).unwrap();
+    let grants: Vec<serde_json::Value> = history
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|o| o["type"] == "ok" && o["f"] == "acquire")
+        .collect();
+    assert!(grants.len() >= 2, "{context}");
+    for g in &grants {
+        assert!(!g["value"][case.evidence].is_null(), "{g}\n{context}");
+    }
+    for n in 1..=case.nodes {
+        let dir = r.run_dir().join("nodes").join(format!("n{n}"));
+        let logged = ["stdout.log", "stderr.log"]
+            .iter()
+            .any(|f| std::fs::metadata(dir.join(f)).is_ok_and(|m| m.len() > 0));
+        assert!(logged, "no log fetched from n{n}\n{context}");
+    }
+    let run_id = sshbed::run_id_of(&r.run_dir());
+    assert_no_run_left(&bed, &run_id, 0..case.nodes, &context);
+}
+
+/// Single Redis without persistence, killed while a grant is held: it restarts empty and
+/// grants the same lock again, before the holder's first renew.
+#[test]
+fn redis_over_ssh_forgets_the_lock_on_a_restart() {
+    if !require_sshbed() || !common::require_redis() {
+        return;
+    }
+    real_service_over_ssh(&OnHosts {
+        adapter: "redis",
+        nodes: 1,
+        args: LEASE_PAST_THE_RUN,
+        faults: r#"{"id": "f1", "kind": "kill", "at_ms": 1000, "length_ms": 200, "nodes": ["n1"]}"#,
+        found: "double-grant",
+        evidence: "redis_node",
+    });
+}
+
+/// Redis with Sentinel: the master cut off from the other two boxes (not from the clients)
+/// keeps granting while the sentinels there promote a replica that grants too.
+#[test]
+fn redis_sentinel_over_ssh_grants_on_both_sides_of_a_cut() {
+    if !require_sshbed() || !common::require_redis() {
+        return;
+    }
+    real_service_over_ssh(&OnHosts {
+        adapter: "redis-sentinel",
+        nodes: 3,
+        args: &[
+            "--clients",
+            "6",
+            "--ttl",
+            "1s",
+            "--hold",
+            "50ms..300ms",
+            "--op-timeout",
+            "500ms",
+            "--duration",
+            "10s",
+        ],
+        faults: r#"{"id": "f1", "kind": "partition", "at_ms": 1000, "length_ms": 7000,
+            "topology": "isolate", "cut": [["n1", "n2"], ["n1", "n3"]], "clients_cut_from": []}"#,
+        found: "double-grant",
+        evidence: "sentinel",
+    });
+}
+
+/// Redlock over three masters without persistence, two of them restarted under a live grant:
+/// whichever majority the grant was on, at most one master remembers it, and another client
+/// wins the other two before the holder's first renew.
+#[test]
+fn redlock_over_ssh_loses_its_majority_to_restarts() {
+    if !require_sshbed() || !common::require_redis() {
+        return;
+    }
+    real_service_over_ssh(&OnHosts {
+        adapter: "redlock",
+        nodes: 3,
+        args: LEASE_PAST_THE_RUN,
+        faults: r#"{"id": "f1", "kind": "kill", "at_ms": 1000, "length_ms": 200, "nodes": ["n2", "n3"]}"#,
+        found: "double-grant",
+        evidence: "redlock_nodes",
+    });
+}
+
+/// A three-member ZooKeeper ensemble on three hosts: a holder stalled past its session timeout
+/// loses its lock node, another client is granted, and the stalled one believes it holds the
+/// lock until it wakes and hears its session was lost.
+#[test]
+fn zookeeper_ensemble_over_ssh_loses_a_stalled_holders_session() {
+    if !require_sshbed() || !common::require_zookeeper() {
+        return;
+    }
+    real_service_over_ssh(&OnHosts {
+        adapter: "zookeeper",
+        nodes: 3,
+        args: STALLED_HOLDER,
+        faults: STALL_PAST_THE_SESSION,
+        found: "double-grant",
+        evidence: "zk_server",
+    });
+}
+
+/// A PostgreSQL session advisory lock: the stalled holder's session is ended by its idle
+/// timeout, its lock with it, and another client is granted while it still believes.
+#[test]
+fn postgres_over_ssh_loses_a_stalled_holders_session() {
+    if !require_sshbed() || !common::require_postgres() {
+        return;
+    }
+    real_service_over_ssh(&OnHosts {
+        adapter: "postgres",
+        nodes: 1,
+        args: STALLED_HOLDER,
+        faults: STALL_PAST_THE_SESSION,
+        found: "double-grant",
+        evidence: "pg_backend_pid",
+    });
+}
+
 /// Not a check: prints what the ssh runtime costs on the bed (BENCHMARKS.md), from one short
 /// run's log: setting the hosts up (connect, check, copy the binary, chain); and the time of
 /// one remote command through a multiplexed connection (what each pause, resume, kill, rule

@@ -16,20 +16,6 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-const JAR: &str = "/usr/share/java/zookeeper.jar";
-
-/// java and the server's jar, or a visible skip (a failure under LOCKPICK_SYSTEM_TESTS=1).
-fn require_zookeeper() -> bool {
-    if !Path::new(JAR).is_file() {
-        if std::env::var("LOCKPICK_SYSTEM_TESTS").as_deref() == Ok("1") {
-            panic!("{JAR} is required under LOCKPICK_SYSTEM_TESTS=1 (apt-get install zookeeper)");
-        }
-        eprintln!("SKIPPED: {JAR} not found (apt-get install zookeeper)");
-        return false;
-    }
-    common::require_program("java", "zookeeper")
-}
-
 fn history(run: &common::Run) -> Vec<Value> {
     let text = std::fs::read_to_string(run.run_dir().join("history.jsonl")).unwrap();
     text.lines()
@@ -128,7 +114,7 @@ fn assert_granted_after_restart(ops: &[Value], r: &common::Run) {
 
 #[test]
 fn a_run_without_faults_grants_by_czxid_and_releases() {
-    if !require_zookeeper() {
+    if !common::require_zookeeper() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -163,7 +149,7 @@ fn a_run_without_faults_grants_by_czxid_and_releases() {
 
 #[test]
 fn a_holder_stalled_past_its_session_timeout_hears_its_session_was_lost() {
-    if !require_zookeeper() {
+    if !common::require_zookeeper() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -219,7 +205,7 @@ fn a_holder_stalled_past_its_session_timeout_hears_its_session_was_lost() {
 
 #[test]
 fn a_killed_server_is_restarted_and_its_locks_go_on() {
-    if !require_zookeeper() {
+    if !common::require_zookeeper() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -250,7 +236,7 @@ fn a_killed_server_is_restarted_and_its_locks_go_on() {
 /// the others granting, each session moving to the next server when its connection breaks.
 #[test]
 fn an_ensemble_grants_on_every_member_and_outlives_a_killed_one() {
-    if !require_zookeeper() {
+    if !common::require_zookeeper() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

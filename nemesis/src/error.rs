@@ -52,32 +52,34 @@ pub enum NodeError {
         source: io::Error,
     },
 
-    #[error("node {node}: {status} before answering GET {url}; stderr ({log}): {stderr_tail}")]
+    #[error("node {node}: {status} before answering {check}; stderr ({log}): {stderr_tail}")]
     ExitedBeforeHealthy {
         node: String,
         status: String,
-        url: String,
+        check: String,
         log: PathBuf,
         stderr_tail: String,
     },
 
     #[error(
-        "node {node}: did not answer GET {url} with 200 within {timeout_ms} ms \
+        "node {node}: not ready within {timeout_ms} ms: {check} \
          (last attempt: {last_error}); killed it. Does the command make the service listen on \
          the {{host}} and {{port}} it was given? (In network namespaces {{host}} is the node's \
          own address, not 127.0.0.1.)"
     )]
     HealthTimeout {
         node: String,
-        url: String,
+        /// The readiness check, in words (`GET http://...`, `PING on host:port`).
+        check: String,
         timeout_ms: u128,
         last_error: String,
     },
 
-    #[error("node {node}: GET {url} failed: {reason}")]
+    #[error("node {node}: {check} failed: {reason}")]
     Unhealthy {
         node: String,
-        url: String,
+        /// What failed, in words (`GET http://...`, `PING on host:port`, `ssh host`).
+        check: String,
         reason: String,
     },
 

@@ -230,9 +230,9 @@ impl LocalNode {
         format!("http://{}", SocketAddr::new(self.host, self.port))
     }
 
-    /// What readiness is checked on: `http://host:port/v1/health`, `PING on host:port`.
-    pub fn health_url(&self) -> String {
-        self.readiness.target(&self.host.to_string(), self.port)
+    /// The readiness check in words: `GET http://host:port/v1/health`, `PING on host:port`.
+    pub fn readiness_check(&self) -> String {
+        self.readiness.described(&self.host.to_string(), self.port)
     }
 
     pub fn node_dir(&self) -> &Path {
@@ -329,8 +329,8 @@ impl LocalNode {
         if let Err(e) = self.patch_clock(pid, false) {
             // It may have exited on its own: then its exit is the better reason.
             if let Some(status) = self.reap_if_exited()? {
-                let url = self.health_url();
-                return Err(self.exited_before_healthy(status, url, stderr_offset));
+                let check = self.readiness_check();
+                return Err(self.exited_before_healthy(status, check, stderr_offset));
             }
             self.kill_after_failed_start();
             return Err(e);
@@ -393,7 +393,7 @@ impl LocalNode {
             .await
             .map_err(|reason| NodeError::Unhealthy {
                 node: self.id.clone(),
-                url: self.health_url(),
+                check: self.readiness_check(),
                 reason,
             })
     }
@@ -487,7 +487,7 @@ impl LocalNode {
         startup_timeout: Duration,
         stderr_offset: u64,
     ) -> Result<(), NodeError> {
-        let url = self.health_url();
+        let check = self.readiness_check();
         let host = self.host.to_string();
         let deadline = Instant::now() + startup_timeout;
         // Each attempt sleeps a poll interval, so the deadline ends the loop first; the
@@ -496,7 +496,7 @@ impl LocalNode {
         let mut last_error = String::from("no attempt made");
         for _ in 0..max_attempts {
             if let Some(status) = self.reap_if_exited()? {
-                return Err(self.exited_before_healthy(status, url, stderr_offset));
+                return Err(self.exited_before_healthy(status, check, stderr_offset));
             }
             let now = Instant::now();
             if now >= deadline {
@@ -515,23 +515,23 @@ impl LocalNode {
         }
         // It may have died during the last probe: then its exit status is the better reason.
         if let Some(status) = self.reap_if_exited()? {
-            return Err(self.exited_before_healthy(status, url, stderr_offset));
+            return Err(self.exited_before_healthy(status, check, stderr_offset));
         }
         self.kill_after_failed_start();
         Err(NodeError::HealthTimeout {
             node: self.id.clone(),
-            url,
+            check,
             timeout_ms: startup_timeout.as_millis(),
             last_error,
         })
     }
 
-    fn exited_before_healthy(&self, status: String, url: String, offset: u64) -> NodeError {
+    fn exited_before_healthy(&self, status: String, check: String, offset: u64) -> NodeError {
         let log = self.stderr_log();
         NodeError::ExitedBeforeHealthy {
             node: self.id.clone(),
             status,
-            url,
+            check,
             stderr_tail: stderr_tail(&log, offset),
             log,
         }

@@ -71,6 +71,15 @@ impl Readiness {
         }
     }
 
+    /// The check in words, for errors: the request for HTTP (`GET http://...`), else
+    /// [`Readiness::target`].
+    pub fn described(&self, host: &str, port: u16) -> String {
+        match self {
+            Readiness::Http { .. } => format!("GET {}", self.target(host, port)),
+            _ => self.target(host, port),
+        }
+    }
+
     /// One check of `host:port` bounded by `timeout`: `Ok` once the node serves, else why not.
     pub async fn check(&self, host: &str, port: u16, timeout: Duration) -> Result<(), String> {
         match self {

@@ -22,8 +22,9 @@
 //! Invariants: every `ssh` call is bounded (`ConnectTimeout`, `ServerAliveInterval`, and a
 //! deadline on the process, which is then killed); the state file lists each host, its chain
 //! and its run directory before they are created, and each pid as it is known; a signal goes
-//! only to a process group whose leader carries `LOCKPICK_RUN=R/<node>` in its environment, so
-//! a pid reused on the host is never hit; a host that stops answering is an error of the run
+//! only to a process group whose leader has the pid and the start time the pid file recorded,
+//! and to processes surely the node's (its descendants, its directory, its `LOCKPICK_RUN=R/<node>`
+//! tag), so a pid reused on the host is never hit; a host that stops answering is an error of the run
 //! ([`SshError::Unreachable`]), never a verdict.
 
 use crate::command::{self, CommandError};
@@ -326,24 +327,53 @@ fn cleanup_script(run_id: &str, node: &str, dev: Option<&str>) -> String {
          {netem}\
          rm -rf {dir}\n\
          rmdir {base} 2>/dev/null || true\n",
-        kill_all = kill_tagged_script(run_id, node, &["CONT", "KILL"], false),
+        kill_all = signal_node_script(run_id, node, &["CONT", "KILL"], false),
     )
 }
 
-/// Sends `signals` in turn to the process group of `node` if its leader is still the run's
-/// (its environment carries the tag). A last KILL is waited for (bounded) and the pid file
-/// removed; a TERM is given 2 s. With `strict` the script exits 3 when no such group runs
-/// (pause and resume must reach the node); else it exits 0 whatever it found (cleanup).
-fn kill_tagged_script(run_id: &str, node: &str, signals: &[&str], strict: bool) -> String {
+/// The start time of the process whose `/proc/PID/stat` is read, in clock ticks since boot
+/// (field 22; the fields after the command name, which may hold spaces, counted from the last
+/// `) `). With the pid it names one process for good: a pid reused later has another.
+const START_TIME_OF: &str = "sed 's/.*) //' /proc/PID/stat 2>/dev/null | cut -d' ' -f20";
+
+/// Whether process group PGID still has a member that is not a zombie. A killed service
+/// stays a zombie until its parent reaps it, and on a host whose init reaps only now and then
+/// (a container's) that is seconds: counted as gone, it frees its ports at once. Without
+/// `ps`, any member counts.
+const GROUP_LIVES: &str = "{ if command -v ps >/dev/null 2>&1; then \
+     ps -e -o pgid= -o stat= | awk -v g=PGID '$1 == g && $2 !~ /^Z/ { f = 1 } END { exit !f }'; \
+     else kill -0 -PGID 2>/dev/null; fi; }";
+
+/// Sends `signals` in turn to `node`'s processes if its pid file still names the group the
+/// run started: its leader's pid and start time (the second line) match a live process. A
+/// pid file that names anything else is stale: it is removed and nothing is signalled
+/// through it. A last KILL is waited for (bounded) and the pid file removed; a TERM is given
+/// 2 s. With `strict` the script exits 3 when no such group runs (pause and resume must reach
+/// the node); else it exits 0 whatever it found, and a KILL still reaches the node's other
+/// processes (cleanup after a leader that died first).
+///
+/// The node's processes are its group and those outside it that are surely its own: the
+/// leader's descendants (PostgreSQL's backends lead groups of their own), those whose working
+/// directory is inside the node's directory (a server that re-parents itself keeps it), and
+/// those carrying the run's tag in their environment. The tag alone is not enough: Redis and
+/// PostgreSQL write their process titles over the memory `/proc/PID/environ` reads.
+fn signal_node_script(run_id: &str, node: &str, signals: &[&str], strict: bool) -> String {
     let dir = node_dir(run_id, node);
-    let gone = "i=0; while kill -0 -\"$p\" 2>/dev/null && [ $i -lt LIMIT ]; do sleep 0.02; i=$((i+1)); done";
-    let tag = format!("{RUN_TAG_VAR}={run_id}/{node}");
-    // The node's processes that lead groups of their own (PostgreSQL's backends), found by
-    // the run's tag in their environment, which every descendant inherits.
-    let strays = "for d in /proc/[0-9]*; do q=${d#/proc/}; if tr '\\0' '\\n' < \"$d/environ\" \
-         2>/dev/null | grep -qx \"TAG\"; then kill -SIG \"$q\" 2>/dev/null || :; fi; done;"
-        .replace("TAG", &tag);
+    let tag = sh_quote(&format!("{RUN_TAG_VAR}={run_id}/{node}"));
+    let gone = format!("i=0; while {} && [ $i -lt LIMIT ]; do sleep 0.02; i=$((i+1)); done", GROUP_LIVES.replace("PGID", "\"$p\""));
+    // One pass over /proc for each way a process is known as the node's; the script's own
+    // shell is never one of them (it is not the leader's descendant, and its directory is
+    // not the node's when this runs).
+    let members = format!(
+        "m=$({{ grep -lsxzF {tag} /proc/[0-9]*/environ | cut -d/ -f3; \
+         find /proc/[0-9]* -maxdepth 1 -name cwd \\( -lname {d} -o -lname {d}'/*' \\) 2>/dev/null | cut -d/ -f3; \
+         if [ -n \"$p\" ]; then ps -e -o pid= -o ppid= 2>/dev/null | awk -v r=\"$p\" \
+         '{{pp[$1]=$2}} END {{for (q in pp) {{a=q; for (i=0; i<32 && a>1; i++) {{a=pp[a]; if (a==r) {{print q; break}}}}}}}}'; fi; \
+         }} | sort -u | grep -vx -e \"$$\" -e \"$p\" || :)",
+        d = sh_quote(&dir),
+    );
     let mut send = String::new();
+    let mut sweep = String::new();
     for signal in signals {
         send.push_str(&format!(
             "kill -{signal} -\"$p\" 2>/dev/null{};",
@@ -351,7 +381,9 @@ fn kill_tagged_script(run_id: &str, node: &str, signals: &[&str], strict: bool) 
             // under `set -e`).
             if strict { " || exit 3" } else { " || :" }
         ));
-        send.push_str(&strays.replace("SIG", signal));
+        let each = format!("for q in $m; do kill -{signal} \"$q\" 2>/dev/null || :; done;");
+        send.push_str(&each);
+        sweep.push_str(&each);
         match *signal {
             "TERM" => send.push_str(&gone.replace("LIMIT", "100")),
             "KILL" => send.push_str(&format!("{}; rm -f \"$f\"", gone.replace("LIMIT", "250"))),
@@ -359,14 +391,23 @@ fn kill_tagged_script(run_id: &str, node: &str, signals: &[&str], strict: bool) 
         }
         send.push_str("; ");
     }
-    let missing = if strict { "exit 3" } else { ":" };
+    let missing = match (strict, signals.contains(&"KILL")) {
+        (true, _) => "exit 3".to_string(),
+        (false, true) => format!("{members}; {sweep} :"),
+        (false, false) => ":".to_string(),
+    };
+    let start_time = START_TIME_OF.replace("PID", "\"$p\"");
     format!(
         "f={dir}/pid\n\
+         p=\n\
          if [ -f \"$f\" ]; then\n\
-           p=$(cat \"$f\" 2>/dev/null || :)\n\
-           if [ -r /proc/\"$p\"/environ ] && tr '\\0' '\\n' < /proc/\"$p\"/environ | grep -qx \"{tag}\"; then\n\
-             {send}\n\
-           else rm -f \"$f\"; {missing}; fi\n\
+           p=$(sed -n 1p \"$f\" 2>/dev/null || :)\n\
+           s=$(sed -n 2p \"$f\" 2>/dev/null || :)\n\
+           if [ -z \"$p\" ] || [ -z \"$s\" ] || [ \"$({start_time})\" != \"$s\" ]; then rm -f \"$f\"; p=; fi\n\
+         fi\n\
+         if [ -n \"$p\" ]; then\n\
+           {members}\n\
+           {send}\n\
          else {missing}; fi\n"
     )
 }
@@ -1327,7 +1368,7 @@ impl SshNode {
     fn node_err(&self, action: &str, e: SshError) -> NodeError {
         NodeError::Unhealthy {
             node: self.id.clone(),
-            url: format!("ssh {}", self.conn.label()),
+            check: format!("ssh {}", self.conn.label()),
             reason: format!("{action}: {e}"),
         }
     }
@@ -1335,19 +1376,24 @@ impl SshNode {
     /// Runs `script` on the host off the async threads.
     async fn exec(&self, what: &'static str, script: String) -> Result<String, SshError> {
         let conn = self.conn.clone();
-        tokio::task::spawn_blocking(move || conn.exec(what, &script, None, CALL_TIMEOUT))
+        let started = Instant::now();
+        let out = tokio::task::spawn_blocking(move || conn.exec(what, &script, None, CALL_TIMEOUT))
             .await
-            .unwrap_or_else(|_| Err(SshError::Config("an ssh task panicked".into())))
+            .unwrap_or_else(|_| Err(SshError::Config("an ssh task panicked".into())));
+        // What each fault's remote step costs, for a run whose faults landed late.
+        tracing::debug!(node = %self.id, what, elapsed_ms = started.elapsed().as_millis() as u64, "ssh call");
+        out
     }
 
     fn start_script(&self) -> String {
         let d = &self.remote_dir;
         let tag = format!("{RUN_TAG_VAR}={}/{}", self.run_id, self.name);
-        let kill_old = kill_tagged_script(&self.run_id, &self.name, &["CONT", "KILL"], false);
+        let kill_old = signal_node_script(&self.run_id, &self.name, &["CONT", "KILL"], false);
         // `setsid` makes the shell the leader of a new session and process group; it writes
         // its pid (= the group id) and execs the service, so the pid file names the group.
         let inner = format!(
-            "echo $$ > {d}/pid.new && mv {d}/pid.new {d}/pid && {}",
+            "{{ echo $$; {}; }} > {d}/pid.new && mv {d}/pid.new {d}/pid && {}",
+            START_TIME_OF.replace("PID", "$$"),
             self.line
         );
         format!(
@@ -1359,7 +1405,7 @@ impl SshNode {
              echo \"--- start $(date +%s%3N)\" >> {d}/stderr.log\n\
              env {tag} {env} setsid sh -c {inner} < /dev/null >> {d}/stdout.log 2>> {d}/stderr.log &\n\
              i=0; while [ ! -s {d}/pid ] && [ $i -lt 250 ]; do sleep 0.02; i=$((i+1)); done\n\
-             p=$(cat {d}/pid)\n\
+             p=$(sed -n 1p {d}/pid)\n\
              {wait_exec}\
              echo \"$p\"\n",
             env = self.env.join(" "),
@@ -1374,14 +1420,14 @@ impl SshNode {
         )
     }
 
-    fn health_url(&self) -> String {
-        self.readiness.target(&self.conn.host.address, self.port)
+    fn readiness_check(&self) -> String {
+        self.readiness.described(&self.conn.host.address, self.port)
     }
 
     /// Waits until the node answers its readiness check, or the service dies, or `startup`
     /// passes.
     async fn wait_healthy(&mut self, startup: Duration) -> Result<(), NodeError> {
-        let url = self.health_url();
+        let check = self.readiness_check();
         let deadline = Instant::now() + startup;
         let max_attempts = startup.as_millis() / HEALTH_POLL_INTERVAL.as_millis() + 2;
         let mut last_error = String::from("no attempt made");
@@ -1419,7 +1465,7 @@ impl SshNode {
         let _ = self.kill_group().await;
         Err(NodeError::HealthTimeout {
             node: self.id.clone(),
-            url,
+            check,
             timeout_ms: startup.as_millis(),
             last_error: format!("{last_error}; stderr: {}", tail.trim().replace('\n', " | ")),
         })
@@ -1427,7 +1473,7 @@ impl SshNode {
 
     async fn alive(&self) -> bool {
         let Some(p) = self.pgid else { return false };
-        self.exec("check the service", format!("kill -0 -{p}"))
+        self.exec("check the service", GROUP_LIVES.replace("PGID", &p.to_string()))
             .await
             .is_ok()
     }
@@ -1441,7 +1487,7 @@ impl SshNode {
         }
         self.exec(
             "signal the service",
-            kill_tagged_script(&self.run_id, &self.name, &[signal], signal != "KILL"),
+            signal_node_script(&self.run_id, &self.name, &[signal], signal != "KILL"),
         )
         .await
         .map(drop)
@@ -1519,7 +1565,7 @@ impl SshNode {
     fn stop_blocking(&mut self) {
         if self.pgid.take().is_some() {
             let script =
-                kill_tagged_script(&self.run_id, &self.name, &["CONT", "TERM", "KILL"], false);
+                signal_node_script(&self.run_id, &self.name, &["CONT", "TERM", "KILL"], false);
             if let Err(e) = self
                 .conn
                 .exec("stop the service", &script, None, CALL_TIMEOUT)
@@ -1566,7 +1612,7 @@ impl NodeControl for SshNode {
                 .map_err(|e| self.node_err("start", e))?;
             let pid: i32 = out.trim().parse().map_err(|_| NodeError::Unhealthy {
                 node: self.id.clone(),
-                url: format!("ssh {}", self.conn.label()),
+                check: format!("ssh {}", self.conn.label()),
                 reason: format!("start: no pid file after 5 s (got {:?})", out.trim()),
             })?;
             self.pgid = Some(pid);
@@ -1697,11 +1743,62 @@ mod tests {
         assert!(err.contains("prot"), "{err}");
     }
 
-    /// The kill script on this machine: a process whose pid file names it but that carries
-    /// no tag (a reused pid) is left alone and its stale pid file dropped; the run's own
-    /// process group is killed; with `strict`, a missing group is an error.
+    /// A group whose only member is a zombie is gone (its parent, like a container's init,
+    /// has not reaped it yet); a group with a live member is not.
     #[test]
-    fn only_tagged_groups_are_signalled() {
+    fn a_zombie_group_counts_as_gone() {
+        // The child leads a group of its own and exits at once; its parent, `sleep`, never
+        // reaps it.
+        let mut parent = std::process::Command::new("sh")
+            .args(["-c", "setsid sh -c 'exit 0' & echo $!; exec sleep 5"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(parent.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let zombie: u32 = line.trim().parse().unwrap();
+        let lives = |pgid: u32| {
+            std::process::Command::new("sh")
+                .args(["-c", &GROUP_LIVES.replace("PGID", &pgid.to_string())])
+                .status()
+                .unwrap()
+                .success()
+        };
+        let became_zombie = (0..500).any(|_| {
+            std::thread::sleep(Duration::from_millis(2));
+            crate::process_state(zombie) == Some('Z')
+        });
+        assert!(became_zombie, "the child never exited");
+        assert!(!lives(zombie), "a zombie group counted as live");
+        let sleeps_group =
+            nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(parent.id() as i32))).unwrap();
+        assert!(
+            lives(sleeps_group.as_raw() as u32),
+            "the group of a live sleep counted as gone"
+        );
+        let _ = parent.kill();
+        let _ = parent.wait();
+    }
+
+    /// What the start script writes into a node's pid file for `pid`: the pid and its start
+    /// time.
+    fn pid_file(pid: u32) -> String {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let after = &stat[stat.rfind(") ").unwrap() + 2..];
+        let start = after.split(' ').nth(19).unwrap();
+        format!("{pid}\n{start}\n")
+    }
+
+    /// The kill script on this machine: a process whose pid file names its pid with another
+    /// start time (a reused pid) is left alone and its stale pid file dropped; the run's own
+    /// process group is killed, whether its environment still shows the tag or not (Redis
+    /// writes its title over it); with `strict`, a missing group is an error.
+    #[test]
+    fn only_the_runs_own_processes_are_signalled() {
         let run_id = format!("{:08x}", rand::random::<u32>());
         let dir = node_dir(&run_id, "n1");
         std::fs::create_dir_all(&dir).unwrap();
@@ -1733,9 +1830,10 @@ mod tests {
         };
         let alive = |pid: u32| !matches!(crate::process_state(pid), None | Some('Z'));
         let stranger = spawn("OTHER=1");
-        std::fs::write(format!("{dir}/pid"), stranger.to_string()).unwrap();
+        // Its pid, with a start time it does not have: a pid reused since the file was written.
+        std::fs::write(format!("{dir}/pid"), format!("{stranger}\n1\n")).unwrap();
         assert_eq!(
-            sh(&kill_tagged_script(&run_id, "n1", &["KILL"], false)),
+            sh(&signal_node_script(&run_id, "n1", &["KILL"], false)),
             Some(0)
         );
         std::thread::sleep(Duration::from_millis(100));
@@ -1745,7 +1843,7 @@ mod tests {
             "the stale pid file stays"
         );
         assert_eq!(
-            sh(&kill_tagged_script(&run_id, "n1", &["STOP"], true)),
+            sh(&signal_node_script(&run_id, "n1", &["STOP"], true)),
             Some(3)
         );
         // Started by this test, by pid.
@@ -1754,14 +1852,9 @@ mod tests {
             nix::sys::signal::Signal::SIGKILL,
         );
 
-        let ours = spawn(&format!("{RUN_TAG_VAR}={run_id}/n1"));
-        // `$!` is `env` until it execs: the tag is in the environment from then on.
-        let tagged = (0..500).any(|_| {
-            std::thread::sleep(Duration::from_millis(2));
-            std::fs::read(format!("/proc/{ours}/environ"))
-                .is_ok_and(|e| String::from_utf8_lossy(&e).contains(&run_id))
-        });
-        assert!(tagged, "the tagged process never carried its tag");
+        // The group leader as the pid file names it, without the tag: a service that wrote
+        // its title over its environment.
+        let ours = spawn("OTHER=2");
         // A descendant that leads a group of its own (a PostgreSQL backend): it has the tag.
         let stray = spawn(&format!("{RUN_TAG_VAR}={run_id}/n1"));
         let tagged = (0..500).any(|_| {
@@ -1770,9 +1863,16 @@ mod tests {
                 .is_ok_and(|e| String::from_utf8_lossy(&e).contains(&run_id))
         });
         assert!(tagged, "the stray never carried its tag");
-        std::fs::write(format!("{dir}/pid"), ours.to_string()).unwrap();
+        // One more outside the group, untagged, working inside the node's directory.
+        let out = std::process::Command::new("sh")
+            .args(["-c", "setsid sleep 30 >/dev/null 2>&1 & echo $!"])
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        let inside: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        std::fs::write(format!("{dir}/pid"), pid_file(ours)).unwrap();
         assert_eq!(
-            sh(&kill_tagged_script(&run_id, "n1", &["STOP"], true)),
+            sh(&signal_node_script(&run_id, "n1", &["STOP"], true)),
             Some(0)
         );
         let stopped = |pid: u32| {
@@ -1783,12 +1883,14 @@ mod tests {
         };
         assert!(stopped(ours), "STOP did not reach the run's group");
         assert!(stopped(stray), "STOP did not reach the node's process outside its group");
+        assert!(stopped(inside), "STOP did not reach the process in the node's directory");
         assert_eq!(
-            sh(&kill_tagged_script(&run_id, "n1", &["KILL"], true)),
+            sh(&signal_node_script(&run_id, "n1", &["KILL"], true)),
             Some(0)
         );
         std::thread::sleep(Duration::from_millis(100));
         assert!(!alive(stray), "KILL did not reach the node's process outside its group");
+        assert!(!alive(inside), "KILL did not reach the process in the node's directory");
         assert_eq!(sh(&cleanup_script(&run_id, "n1", None)), Some(0));
         assert!(!alive(ours), "the run's own group survived cleanup");
         assert!(!Path::new(&dir).exists());

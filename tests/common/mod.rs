@@ -830,6 +830,42 @@ pub fn require_redis() -> bool {
     require_program("redis-server", "redis-server")
 }
 
+/// Where Debian's zookeeper package puts the server.
+pub const ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
+
+/// java and the server's jar, or a visible skip (a failure under LOCKPICK_SYSTEM_TESTS=1).
+pub fn require_zookeeper() -> bool {
+    if !Path::new(ZOOKEEPER_JAR).is_file() {
+        if std::env::var("LOCKPICK_SYSTEM_TESTS").as_deref() == Ok("1") {
+            panic!("{ZOOKEEPER_JAR} is required under LOCKPICK_SYSTEM_TESTS=1 (apt-get install zookeeper)");
+        }
+        eprintln!("SKIPPED: {ZOOKEEPER_JAR} not found (apt-get install zookeeper)");
+        return false;
+    }
+    require_program("java", "zookeeper")
+}
+
+/// Whether PostgreSQL's programs are here, where lockpick's start command looks: on `PATH`
+/// or under /usr/lib/postgresql.
+pub fn require_postgres() -> bool {
+    let on_path = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("postgres").is_file()));
+    let packaged = std::fs::read_dir("/usr/lib/postgresql")
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .any(|e| e.path().join("bin/postgres").is_file())
+        })
+        .unwrap_or(false);
+    if on_path || packaged {
+        return true;
+    }
+    if std::env::var("LOCKPICK_SYSTEM_TESTS").as_deref() == Ok("1") {
+        panic!("postgres is required under LOCKPICK_SYSTEM_TESTS=1 (apt-get install postgresql)");
+    }
+    eprintln!("skipped: postgres not found (apt-get install postgresql)");
+    false
+}
+
 /// `lockpick run --adapter ADAPTER ARGS` is refused before any traffic: exit 3, one line of
 /// stderr starting `error: EXPECTED`, and nothing created under a fresh `--out`.
 pub fn assert_refused_in_one_line(adapter: &str, args: &[&str], expected: &str) {

@@ -292,7 +292,8 @@ impl SshBed {
     }
 
     /// What run `run_id` may have left on host `i`: its processes (by the tag in their
-    /// environment; the bed's hosts share one pid space, so by the tag of the host's own
+    /// environment, or working in the node's directory: Redis and PostgreSQL write their
+    /// titles over the environment; the bed's hosts share one pid space, so by the host's own
     /// node), its iptables chain and the jumps to it, its node's directory (they share /tmp
     /// too), any netem qdisc. Empty when clean.
     pub fn leftovers(&self, i: usize, run_id: &str) -> Vec<String> {
@@ -300,6 +301,7 @@ impl SshBed {
             i,
             &format!(
                 "for e in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $e 2>/dev/null | grep -qx 'LOCKPICK_RUN={run_id}/n{n}' && echo \"process $e\"; done; \
+                 find /proc/[0-9]* -maxdepth 1 -name cwd \\( -lname /tmp/lockpick-{run_id}/n{n} -o -lname '/tmp/lockpick-{run_id}/n{n}/*' -o -lname '/tmp/lockpick-{run_id}/n{n} (deleted)' \\) 2>/dev/null | sed 's/^/process in the node directory: /'; \
                  iptables -w 5 -S | grep 'LP-{run_id}' | sed 's/^/iptables /'; \
                  tc qdisc show | grep netem | sed 's/^/qdisc /'; \
                  ls -d /tmp/lockpick-{run_id}/n{n} 2>/dev/null | sed 's/^/dir /'; true",

@@ -728,7 +728,9 @@ pub(crate) fn bin_dir() -> Option<PathBuf> {
 /// faults' fallback backend) the root shell's libfaketime made a semaphore that user
 /// `postgres` may not open and names it in `FAKETIME_SHARED`: unset, each program makes its
 /// own (the clock file is re-read on each call either way; checked: a server's `now()` moved
-/// with the file).
+/// with the file). initdb trusts only loopback; a server on a host's or a namespace's address
+/// also trusts the harness's own: the address its ssh session came from, or the server's own
+/// subnets (`samenet`), for the one role and database lockpick uses.
 fn start_script() -> String {
     let script = r#"set -e
 P=$(command -v postgres || true)
@@ -746,8 +748,12 @@ while [ $i -lt 50 ] && ls -l /proc/[0-9]*/cwd 2>/dev/null | grep -q -- "-> $D\$"
 cd "$D"
 unset FAKETIME_SHARED
 if [ ! -f "$D/PG_VERSION" ]; then $RUN "$B/initdb" -D "$D" -A trust -U lockpick --no-sync >"$D/../initdb.log"; fi
+if [ -n "$SSH_CLIENT" ]; then A=$(echo "$SSH_CLIENT" | cut -d' ' -f1); case $A in *:*) A=$A/128;; *) A=$A/32;; esac; else A=samenet; fi
+grep -q "lockpick-harness" "$D/pg_hba.conf" || echo "host $DB lockpick $A trust # lockpick-harness" >> "$D/pg_hba.conf"
 exec $RUN "$B/postgres" -D "$D" -p {port} -c listen_addresses={host} -c unix_socket_directories= -c fsync=on -c max_connections=CONNECTIONS"#;
-    script.replace("CONNECTIONS", &SERVER_CONNECTIONS.to_string())
+    script
+        .replace("CONNECTIONS", &SERVER_CONNECTIONS.to_string())
+        .replace("$DB", DATABASE)
 }
 
 /// The v3 startup packet for user `lockpick`, database `postgres`, then a Terminate: a server
