@@ -112,6 +112,65 @@ fn assert_granted_after_restart(ops: &[Value], r: &common::Run) {
     );
 }
 
+/// A server paused for 3 s under 500 ms op timeouts: every client whose op it left unanswered
+/// crashed, the holder among them. Their sessions (5 s, outliving the pause) go with their
+/// processes, as a dead client's would (the adapter drops a session whose lock op went
+/// unanswered; `crashed` drops one whose store op did), so the lock is granted again soon
+/// after the resume, not held by a dead process's session for the rest of the run; and the
+/// holder's belief ends at its crash, so those grants are no double grant.
+#[test]
+fn a_crashed_holders_session_does_not_keep_the_lock() {
+    if !common::require_zookeeper() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (r, ops) = run_scheduled(
+        tmp.path(),
+        r#"{"version": 1, "seed": 1, "nodes": 1, "primary": 0, "faults": [
+ {"id": "f1", "kind": "pause", "at_ms": 1000, "length_ms": 3000, "nodes": ["n1"]}
+]}"#,
+        &[
+            "--workload",
+            "mutex",
+            "--clients",
+            "4",
+            "--ttl",
+            "5s",
+            "--hold",
+            "1s..2s",
+            "--op-timeout",
+            "500ms",
+            "--duration",
+            "9s",
+        ],
+    );
+    let crashed = ops
+        .iter()
+        .filter(|o| is(o, "info", "renew") || is(o, "info", "release"))
+        .count();
+    assert!(
+        crashed >= 1,
+        "no holder crashed in the pause\n{}",
+        r.describe()
+    );
+    let resumed = ops
+        .iter()
+        .find(|o| o["process"] == "nemesis" && o["f"] == "stop-pause")
+        .and_then(|o| o["time_ns"].as_u64())
+        .unwrap_or_else(|| panic!("the pause never ended\n{}", r.describe()));
+    let regranted = ops
+        .iter()
+        .filter(|o| is(o, "ok", "acquire"))
+        .filter_map(|o| o["time_ns"].as_u64())
+        .find(|&t| t > resumed);
+    assert!(
+        regranted.is_some_and(|t| t < resumed + 3_000_000_000),
+        "no grant within 3 s of the resume at {resumed} ns\n{}",
+        r.describe()
+    );
+    assert!(r.kinds("violations").is_empty(), "{}", r.describe());
+}
+
 #[test]
 fn a_run_without_faults_grants_by_czxid_and_releases() {
     if !common::require_zookeeper() {

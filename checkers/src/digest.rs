@@ -782,6 +782,7 @@ impl Model {
             ops[pos].set_ambiguous();
         }
         let sessions = mark_holds(&holds, &grants, &mut ops);
+        mark_crashes(&sessions, &mut grants, &mut ops);
         let mut lease_from = d.lease_from;
         lease_from.sort_unstable();
         for g in &mut grants {
@@ -823,6 +824,41 @@ impl Model {
             m.grants[i].alive_until_ns = m.span_end(g, g.invoke_ns).0;
         }
         m
+    }
+}
+
+/// Ends each session grant's belief at its holder's crash (model item 9): a process whose op
+/// went unanswered (`info`, whatever it asked) never acts again, so from that op's invoke its
+/// belief may end, as its release would. The op joins the grant's epoch, marked
+/// `session_end`, unless it is there already or the belief ended before it.
+fn mark_crashes(sessions: &[usize], grants: &mut [Grant], ops: &mut [ClientOp]) {
+    if sessions.is_empty() {
+        return;
+    }
+    // A crashed process's one info op is its last (it gets a new number after it).
+    let mut crash_of: FxMap<u64, usize> = FxMap::default();
+    for (pos, op) in ops.iter().enumerate() {
+        if op.outcome == Outcome::Info {
+            crash_of.entry(op.process).or_insert(pos);
+        }
+    }
+    for &pos in sessions {
+        let Ok(gi) = grants.binary_search_by_key(&pos, |g| g.op) else {
+            continue;
+        };
+        let g = &mut grants[gi];
+        let Some(&crash) = crash_of.get(&g.process).filter(|&&c| c > g.op) else {
+            continue;
+        };
+        let at = g.epoch_ops.partition_point(|&e| (e as usize) < crash);
+        let ended = g.epoch_ops[..at]
+            .iter()
+            .any(|&e| ops[e as usize].session_end());
+        if ended || g.epoch_ops.get(at) == Some(&(crash as OpPos)) {
+            continue;
+        }
+        g.epoch_ops.insert(at, crash as OpPos);
+        ops[crash].set_session_end();
     }
 }
 

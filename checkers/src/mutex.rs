@@ -311,6 +311,14 @@ pub(crate) fn session_end(m: &Model, end: SpanEnd, ops: &mut Vec<u64>) -> String
                     secs(r.invoke_ns),
                     r.index
                 )
+            } else if r.func != Func::Renew {
+                format!(
+                    "until its {} at {} (op {}) went unanswered and its process \
+                     crashed: a crashed process acts on nothing more",
+                    r.func.as_str(),
+                    secs(r.invoke_ns),
+                    r.index
+                )
             } else {
                 format!(
                     "until its {} at {} (op {}) did not answer ok: only \

@@ -88,6 +88,9 @@ struct LockOp {
     /// A release, or a renew that did not answer ok, by a session grant's holder (model item
     /// 9): on its own session's lease it is a release that may take effect in its window.
     session_end: bool,
+    /// The crash of a session grant's holder (its op went unanswered): on its own session's
+    /// lease it is a release that may take effect in the op's window; on any other, nothing.
+    crash: bool,
     /// It failed: it changed nothing, unless it was the holder's word on its session.
     refused: bool,
     /// An answered grant of a session's lock (model item 9).
@@ -179,10 +182,51 @@ struct Search<'a> {
 /// `positions`: the lock's renews, releases and acquires that did not fail, in `Model::ops`
 /// order (invoke order).
 fn search_lock(m: &Model, lock: u32, positions: &[usize]) -> Searched {
-    let mut ops: Vec<LockOp> = Vec::with_capacity(positions.len());
+    // The crashes of its session grants' holders (model item 9): each is the holder's word on
+    // its own session, at its crash op's window, whatever that op asked or named (a store
+    // write, another lock's acquire, a renew naming another grant).
+    let mut crashes: Vec<usize> = m
+        .grants
+        .iter()
+        .filter(|g| g.lock == lock && m.is_session(g))
+        .flat_map(|g| g.epoch_ops.iter().map(|&e| e as usize))
+        .filter(|&e| {
+            let op = &m.ops[e];
+            op.session_end() && op.outcome == Outcome::Info
+        })
+        .collect();
+    crashes.sort_unstable();
+    crashes.dedup();
+    // In invoke order, a crash after the op it shares a position with.
+    let mut all: Vec<(usize, bool)> = positions.iter().map(|&p| (p, false)).collect();
+    all.extend(crashes.iter().map(|&p| (p, true)));
+    all.sort_unstable();
+    let mut ops: Vec<LockOp> = Vec::with_capacity(all.len());
     let mut last_of: crate::FxMap<u64, usize> = crate::FxMap::default();
-    for &pos in positions {
+    for (pos, crash) in all {
         let op = &m.ops[pos];
+        if crash {
+            let i = ops.len();
+            ops.push(LockOp {
+                pos,
+                func: Func::Release,
+                process: op.process,
+                must: false,
+                session_end: true,
+                crash: true,
+                refused: false,
+                session: false,
+                invoke_ns: op.invoke_ns,
+                latest_ns: op.complete_or_max(),
+                token: None,
+                grant: None,
+                answered: false,
+                ttl_ms: None,
+                lease_from_ns: None,
+                prev: last_of.insert(op.process, i),
+            });
+            continue;
+        }
         let answered = op.func == Func::Acquire && op.outcome == Outcome::Ok;
         let i = ops.len();
         ops.push(LockOp {
@@ -191,6 +235,7 @@ fn search_lock(m: &Model, lock: u32, positions: &[usize]) -> Searched {
             process: op.process,
             must: op.outcome == Outcome::Ok,
             session_end: op.session_end(),
+            crash: false,
             refused: op.outcome == Outcome::Fail,
             session: answered && m.sessions.binary_search(&pos).is_ok(),
             invoke_ns: op.invoke_ns,
@@ -476,50 +521,58 @@ impl Search<'_> {
                     blocked.unnamed = true;
                     return None;
                 };
-                let names = match (op.token, op.grant) {
-                    (Some(tk), _) => match l.token {
-                        Known::Is(own) => own == Some(tk),
-                        // A token the history does not know (a lost answer, or one without a
-                        // readable token) is unknown, not any: naming it says which, and it is
-                        // above every earlier grant's (tokens are positive).
-                        Known::Unknown => {
-                            let fits = tk > 0 && o.max_token.is_none_or(|m| tk > m);
-                            if fits {
-                                l.token = Known::Is(Some(tk));
-                                n.max_token = Some(tk);
-                            }
-                            fits
-                        }
-                    },
-                    (None, Some(g)) => match l.id {
-                        Known::Is(own) => own == Some(g),
-                        // An id an answered grant carries is not a lost grant's.
-                        Known::Unknown => {
-                            let fits = !self.answered_ids.contains(&g);
-                            if fits {
-                                l.id = Known::Is(Some(g));
-                            }
-                            fits
-                        }
-                    },
-                    (None, None) => l.process == op.process,
-                };
-                if !names {
-                    if op.must {
-                        blocked.by_lease.push(l.grant);
+                if op.crash {
+                    // Only the crashed holder's own session ends with it.
+                    if !(l.session && l.process == op.process) {
+                        return None;
                     }
-                    return None;
-                }
-                if op.session_end && l.session && l.process == op.process {
-                    // The holder's word on its own session: its belief ends here.
                     n.lease = None;
-                } else if op.refused {
-                    return None;
                 } else {
-                    n.lease = (op.func == Func::Renew).then(|| Lease {
-                        expires_ns: now_ns.saturating_add(lower(op.ttl_ms.or(l.ttl_ms))),
-                        ..l
-                    });
+                    let names = match (op.token, op.grant) {
+                        (Some(tk), _) => match l.token {
+                            Known::Is(own) => own == Some(tk),
+                            // A token the history does not know (a lost answer, or one without a
+                            // readable token) is unknown, not any: naming it says which, and it is
+                            // above every earlier grant's (tokens are positive).
+                            Known::Unknown => {
+                                let fits = tk > 0 && o.max_token.is_none_or(|m| tk > m);
+                                if fits {
+                                    l.token = Known::Is(Some(tk));
+                                    n.max_token = Some(tk);
+                                }
+                                fits
+                            }
+                        },
+                        (None, Some(g)) => match l.id {
+                            Known::Is(own) => own == Some(g),
+                            // An id an answered grant carries is not a lost grant's.
+                            Known::Unknown => {
+                                let fits = !self.answered_ids.contains(&g);
+                                if fits {
+                                    l.id = Known::Is(Some(g));
+                                }
+                                fits
+                            }
+                        },
+                        (None, None) => l.process == op.process,
+                    };
+                    if !names {
+                        if op.must {
+                            blocked.by_lease.push(l.grant);
+                        }
+                        return None;
+                    }
+                    if op.session_end && l.session && l.process == op.process {
+                        // The holder's word on its own session: its belief ends here.
+                        n.lease = None;
+                    } else if op.refused {
+                        return None;
+                    } else {
+                        n.lease = (op.func == Func::Renew).then(|| Lease {
+                            expires_ns: now_ns.saturating_add(lower(op.ttl_ms.or(l.ttl_ms))),
+                            ..l
+                        });
+                    }
                 }
             }
             _ => return None,

@@ -59,6 +59,9 @@ enum Kind {
     Acquire,
     Renew,
     Release,
+    /// The process crashed (an op of its went unanswered, on any lock or key): on its own
+    /// session's lease it ends the belief, as its release would (model item 9); nothing else.
+    Crash,
 }
 
 /// What the history says of one name of a grant (its token, or the service's grant id): not
@@ -197,9 +200,16 @@ fn feasible_as(h: &History, drift: f64, before: Before) -> bool {
     // (process, lock) -> the process's own grants, in program order: token, grant id, hold.
     type Own<'a> = Vec<(Option<u64>, Option<&'a str>, Hold)>;
     let mut own: BTreeMap<(u64, &str), Own> = BTreeMap::new();
+    // (process, invoke, completion) of each crash: an op that went unanswered.
+    let mut crashes: Vec<(u64, u64, u64)> = Vec::new();
     for o in h.operations() {
         let inv = h.invoke_of(o);
         let done = h.complete_of(o);
+        if o.outcome == Outcome::Info {
+            if let Some(p) = inv.process.client() {
+                crashes.push((p, inv.time_ns, done.map_or(u64::MAX, |d| d.time_ns)));
+            }
+        }
         let kind = match inv.f {
             F::Acquire => Kind::Acquire,
             F::Renew => Kind::Renew,
@@ -275,6 +285,35 @@ fn feasible_as(h: &History, drift: f64, before: Before) -> bool {
                 holder_word,
                 refused: o.outcome == Outcome::Fail,
             });
+    }
+    // A crash is its process's last op: after all of its own on each lock it held a session's
+    // grant of.
+    for (p, invoke_ns, latest_ns) in crashes {
+        for ((q, lock), list) in &own {
+            if *q != p || !list.iter().any(|e| e.2 == Hold::Session) {
+                continue;
+            }
+            by_lock
+                .entry(lock)
+                .or_default()
+                .entry(p)
+                .or_default()
+                .push(LockOp {
+                    process: p,
+                    kind: Kind::Crash,
+                    must: false,
+                    invoke_ns,
+                    latest_ns,
+                    token: None,
+                    grant: None,
+                    answered: false,
+                    ttl_ms: None,
+                    lease_from_ns: None,
+                    hold: Hold::Lease,
+                    holder_word: true,
+                    refused: false,
+                });
+        }
     }
     let ppm = ppm(drift);
     by_lock.values().all(|procs| {
@@ -372,6 +411,10 @@ impl Search<'_> {
         let mut now_ns = s.now_ns.max(op.invoke_ns);
         let mut n = s.clone();
         match op.kind {
+            Kind::Crash => match s.lease {
+                Some(l) if l.hold == Hold::Session && l.process == op.process => n.lease = None,
+                _ => return None,
+            },
             Kind::Acquire => {
                 if let Some(l) = s.lease {
                     // Wait until the holder's lease may have expired.

@@ -81,6 +81,10 @@ impl Adapter {
     pub fn watch_stalls(&self, pauses: &Arc<PauseBoard>) {
         self.lock.watch_stalls(pauses.clone());
     }
+    /// Process `client` crashed ([`LockClient::crashed`]).
+    pub fn crashed(&self, client: &str) {
+        self.lock.crashed(client);
+    }
     /// Whether the adapter has a fenced resource (the counter workload's register).
     pub fn has_resource(&self) -> bool {
         self.resource.is_some()

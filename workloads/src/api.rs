@@ -179,6 +179,13 @@ pub trait LockClient: Send + Sync {
     fn watch_stalls(&self, pauses: Arc<PauseBoard>) {
         let _ = pauses;
     }
+    /// Process `client` crashed (an op of its went unanswered): it never acts again, and what
+    /// its library held for it goes as a dead process's would (docs/checkers.md, model item
+    /// 9): a PostgreSQL session's connection closes, a ZooKeeper session is closed. By default
+    /// nothing: the other clients hold nothing between ops.
+    fn crashed(&self, client: &str) {
+        let _ = client;
+    }
 }
 
 /// The [`LockClient`] methods `acquire`, `renew` and `release` of a type whose inherent async

@@ -604,6 +604,10 @@ impl PgLock {
 
 impl LockClient for PgLock {
     crate::api::waiting_acquire_ops!();
+    /// A dead process's connection closes: its backend ends, and the session's locks with it.
+    fn crashed(&self, client: &str) {
+        self.forget(client);
+    }
     fn renew<'a>(
         &'a self,
         client: &'a str,

@@ -393,6 +393,8 @@ impl<W: Write + Send> Worker<W> {
     }
 
     fn crash(&mut self) {
+        // What the dead process's library held (a session and its locks) goes with it.
+        self.client.crashed(&self.client_id());
         // Jepsen's convention: a crashed process never returns; the slot gets a fresh number.
         self.process += self.cfg.clients as u64;
     }

@@ -680,6 +680,12 @@ async fn listen(
 
 impl LockClient for ZkLock {
     crate::api::waiting_acquire_ops!();
+    /// The dead process's session is dropped: the library closes it and the server deletes
+    /// its lock nodes (a process killed outright would leave it to expire after the session
+    /// timeout instead; either way nothing of it holds the lock for the rest of the run).
+    fn crashed(&self, client: &str) {
+        self.drop_session(client);
+    }
     fn renew<'a>(
         &'a self,
         client: &'a str,
