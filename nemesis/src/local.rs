@@ -571,13 +571,19 @@ impl LocalNode {
     /// `signal` to the group, and to the leader's descendants that left it (PostgreSQL's
     /// backends each lead a session of their own): a paused or killed node is all of it.
     fn signal_group(&self, pid: Pid, signal: Signal) -> Result<(), NodeError> {
-        let strays = crate::process::strays_of(pid.as_raw());
+        // Before the signal (a killed leader's children are re-parented, no longer found) and
+        // after it (a stopped leader forks no more: a backend it forked while the signal was on
+        // its way, and that left the group, is found now).
+        let mut strays = crate::process::strays_of(pid.as_raw());
         killpg(pid, signal).map_err(|source| NodeError::Signal {
             node: self.id.clone(),
             signal: signal.as_str(),
             pgid: pid.as_raw(),
             source,
         })?;
+        strays.extend(crate::process::strays_of(pid.as_raw()));
+        strays.sort_unstable();
+        strays.dedup();
         for stray in strays {
             // One that ended meanwhile is simply gone.
             let _ = nix::sys::signal::kill(Pid::from_raw(stray), signal);

@@ -372,6 +372,9 @@ fn signal_node_script(run_id: &str, node: &str, signals: &[&str], strict: bool) 
          }} | sort -u | grep -vx -e \"$$\" -e \"$p\" || :)",
         d = sh_quote(&dir),
     );
+    // The same search, added to what was found before (a killed leader's children are
+    // re-parented: only the first search finds them as its descendants).
+    let more = members.replacen("m=$(", "m=\"$m\"\" \"$(", 1);
     let mut send = String::new();
     let mut sweep = String::new();
     for signal in signals {
@@ -382,7 +385,9 @@ fn signal_node_script(run_id: &str, node: &str, signals: &[&str], strict: bool) 
             if strict { " || exit 3" } else { " || :" }
         ));
         let each = format!("for q in $m; do kill -{signal} \"$q\" 2>/dev/null || :; done;");
-        send.push_str(&each);
+        // Found again once the group has the signal: a stopped leader forks no more, so a
+        // child it forked while the signal was on its way is found now.
+        send.push_str(&format!("{more}; {each}"));
         sweep.push_str(&each);
         match *signal {
             "TERM" => send.push_str(&gone.replace("LIMIT", "100")),
@@ -1079,13 +1084,15 @@ fn set_up_host(
     };
     let agent = format!("{dir}/lockpick");
     let check = format!("sha256sum {agent} 2>/dev/null | cut -d' ' -f1");
-    let have = c.exec("hash the binary", &check, None, CALL_TIMEOUT)?;
+    // Hashing the binary (a debug build is over 200 MB) is bounded as the copy is: on a host
+    // busy with other runs' copies it takes longer than one command's bound.
+    let have = c.exec("hash the binary", &check, None, COPY_TIMEOUT)?;
     if have.trim() != hash {
         let file =
             File::open(exe).map_err(|e| SshError::Config(format!("{}: {e}", exe.display())))?;
         let copy = format!("cat > {agent}.tmp && chmod 755 {agent}.tmp && mv {agent}.tmp {agent}");
         c.exec("copy the binary", &copy, Some(file), COPY_TIMEOUT)?;
-        let have = c.exec("hash the binary", &check, None, CALL_TIMEOUT)?;
+        let have = c.exec("hash the binary", &check, None, COPY_TIMEOUT)?;
         if have.trim() != hash {
             return Err(SshError::Failed {
                 host: c.label(),
