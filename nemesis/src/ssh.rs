@@ -1754,10 +1754,14 @@ mod tests {
     /// has not reaped it yet); a group with a live member is not.
     #[test]
     fn a_zombie_group_counts_as_gone() {
-        // The child leads a group of its own and exits at once; its parent, `sleep`, never
-        // reaps it.
+        // The child leads a group of its own and exits once its parent is `sleep` (a shell
+        // would reap it), which never reaps it. Bounded: 5 s at most.
         let mut parent = std::process::Command::new("sh")
-            .args(["-c", "setsid sh -c 'exit 0' & echo $!; exec sleep 5"])
+            .args([
+                "-c",
+                "setsid sh -c 'i=0; while [ \"$(cat /proc/$PPID/comm)\" != sleep ] && [ $i -lt 500 ]; \
+                 do sleep 0.01; i=$((i+1)); done' & echo $!; exec sleep 10",
+            ])
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap();
@@ -1775,7 +1779,7 @@ mod tests {
                 .unwrap()
                 .success()
         };
-        let became_zombie = (0..500).any(|_| {
+        let became_zombie = (0..2500).any(|_| {
             std::thread::sleep(Duration::from_millis(2));
             crate::process_state(zombie) == Some('Z')
         });
