@@ -180,27 +180,15 @@ struct Search<'a> {
 
 /// Searches lock `lock` of the model (see the module's comment).
 /// `positions`: the lock's renews, releases and acquires that did not fail, in `Model::ops`
-/// order (invoke order).
-fn search_lock(m: &Model, lock: u32, positions: &[usize]) -> Searched {
-    // The crashes of its session grants' holders (model item 9): each is the holder's word on
-    // its own session, at its crash op's window, whatever that op asked or named (a store
-    // write, another lock's acquire, a renew naming another grant).
-    let mut crashes: Vec<usize> = m
-        .grants
-        .iter()
-        .filter(|g| g.lock == lock && m.is_session(g))
-        .flat_map(|g| g.epoch_ops.iter().map(|&e| e as usize))
-        .filter(|&e| {
-            let op = &m.ops[e];
-            op.session_end() && op.outcome == Outcome::Info
-        })
-        .collect();
-    crashes.sort_unstable();
-    crashes.dedup();
-    // In invoke order, a crash after the op it shares a position with.
+/// order (invoke order); `crashes`: the crash ops of its session grants' holders, in any order
+/// (see [`search_all`]).
+fn search_lock(m: &Model, lock: u32, positions: &[usize], crashes: &[usize]) -> Searched {
+    // In invoke order, a crash after the op it shares a position with; a crash two grants of
+    // the holder share, once.
     let mut all: Vec<(usize, bool)> = positions.iter().map(|&p| (p, false)).collect();
     all.extend(crashes.iter().map(|&p| (p, true)));
     all.sort_unstable();
+    all.dedup();
     let mut ops: Vec<LockOp> = Vec::with_capacity(all.len());
     let mut last_of: crate::FxMap<u64, usize> = crate::FxMap::default();
     for (pos, crash) in all {
@@ -770,10 +758,28 @@ pub(crate) fn search_all(m: &Model) -> Vec<(u32, Searched)> {
             by_lock[op.target as usize].push(pos);
         }
     }
+    // The crashes of each lock's session grants' holders (model item 9): each is the holder's
+    // word on its own session, at its crash op's window, whatever that op asked or named (a
+    // store write, another lock's acquire, a renew naming another grant).
+    let mut crashes: Vec<Vec<usize>> = vec![Vec::new(); m.locks.len()];
+    for g in m.grants.iter().filter(|g| m.is_session(g)) {
+        let Some(list) = crashes.get_mut(g.lock as usize) else {
+            continue;
+        };
+        list.extend(
+            g.epoch_ops
+                .iter()
+                .map(|&e| e as usize)
+                .filter(|&e| m.ops[e].session_end() && m.ops[e].outcome == Outcome::Info),
+        );
+    }
     by_lock
         .iter()
+        .zip(&crashes)
         .enumerate()
-        .map(|(lock, positions)| (lock as u32, search_lock(m, lock as u32, positions)))
+        .map(|(lock, (positions, crashes))| {
+            (lock as u32, search_lock(m, lock as u32, positions, crashes))
+        })
         .collect()
 }
 

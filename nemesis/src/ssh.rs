@@ -364,17 +364,18 @@ fn signal_node_script(run_id: &str, node: &str, signals: &[&str], strict: bool) 
     // One pass over /proc for each way a process is known as the node's; the script's own
     // shell is never one of them (it is not the leader's descendant, and its directory is
     // not the node's when this runs).
-    let members = format!(
-        "m=$({{ grep -lsxzF {tag} /proc/[0-9]*/environ | cut -d/ -f3; \
+    let find = format!(
+        "node_procs() {{ {{ grep -lsxzF {tag} /proc/[0-9]*/environ | cut -d/ -f3; \
          find /proc/[0-9]* -maxdepth 1 -name cwd \\( -lname {d} -o -lname {d}'/*' \\) 2>/dev/null | cut -d/ -f3; \
          if [ -n \"$p\" ]; then ps -e -o pid= -o ppid= 2>/dev/null | awk -v r=\"$p\" \
          '{{pp[$1]=$2}} END {{for (q in pp) {{a=q; for (i=0; i<32 && a>1; i++) {{a=pp[a]; if (a==r) {{print q; break}}}}}}}}'; fi; \
-         }} | sort -u | grep -vx -e \"$$\" -e \"$p\" || :)",
+         }} | sort -u | grep -vx -e \"$$\" -e \"$p\" || :; }}",
         d = sh_quote(&dir),
     );
+    let members = "m=$(node_procs)";
     // The same search, added to what was found before (a killed leader's children are
     // re-parented: only the first search finds them as its descendants).
-    let more = members.replacen("m=$(", "m=\"$m\"\" \"$(", 1);
+    let more = "m=\"$m $(node_procs)\"";
     let mut send = String::new();
     let mut sweep = String::new();
     for signal in signals {
@@ -403,7 +404,8 @@ fn signal_node_script(run_id: &str, node: &str, signals: &[&str], strict: bool) 
     };
     let start_time = START_TIME_OF.replace("PID", "\"$p\"");
     format!(
-        "f={dir}/pid\n\
+        "{find}\n\
+         f={dir}/pid\n\
          p=\n\
          if [ -f \"$f\" ]; then\n\
            p=$(sed -n 1p \"$f\" 2>/dev/null || :)\n\
