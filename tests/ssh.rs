@@ -537,7 +537,7 @@ fn a_nodes_own_command_runs_on_its_host() {
     r.assert_clean();
     let log = std::fs::read_to_string(r.run_dir().join("lockpick.log")).unwrap();
     assert!(
-        log.contains(&format!("url=http://{}:7100", bed.ip(0))),
+        log.contains(&format!("checked=GET http://{}:7100/", bed.ip(0))),
         "{log}"
     );
     // The run's config.toml names the hosts' file by its absolute path: it reruns from anywhere.

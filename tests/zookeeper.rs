@@ -290,19 +290,20 @@ fn a_killed_server_is_restarted_and_its_locks_go_on() {
 }
 
 /// Three servers from the same package, an ensemble lockpick configures (`server.N` lines,
-/// `myid`) and waits for: clients on every member are granted, by czxid, and a member killed
-/// and restarted (n3, the first leader when all start together: the largest id wins) leaves
+/// `myid`) and waits for: clients on every member are granted, by czxid, and the leader
+/// killed and restarted (whichever member the election chose, usually n3 when all start
+/// together: the largest id wins; the schedule aims the kill at the primary by role) leaves
 /// the others granting, each session moving to the next server when its connection breaks.
 #[test]
-fn an_ensemble_grants_on_every_member_and_outlives_a_killed_one() {
+fn an_ensemble_grants_on_every_member_and_outlives_a_killed_leader() {
     if !common::require_zookeeper() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
     let (r, ops) = run_scheduled(
         tmp.path(),
-        r#"{"version": 1, "seed": 1, "nodes": 3, "primary": 0, "faults": [
- {"id": "f1", "kind": "kill", "at_ms": 2000, "length_ms": 300, "nodes": ["n3"]}
+        r#"{"version": 1, "seed": 1, "nodes": 3, "primary": 0, "by_role": true, "faults": [
+ {"id": "f1", "kind": "kill", "at_ms": 2000, "length_ms": 300, "nodes": ["n1"]}
 ]}"#,
         &[
             "--nodes",
@@ -326,6 +327,29 @@ fn an_ensemble_grants_on_every_member_and_outlives_a_killed_one() {
         r.describe()
     );
     assert_granted_after_restart(&ops, &r);
+    // The harness asked each member who leads, and the kill aimed at the primary hit it.
+    let log = std::fs::read_to_string(r.run_dir().join("lockpick.log")).unwrap();
+    let leader = log
+        .split("primary: ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no primary found in the log\n{log}"));
+    let kill = ops
+        .iter()
+        .find(|o| o["process"] == "nemesis" && o["f"] == "kill")
+        .unwrap_or_else(|| panic!("no kill\n{}", r.describe()));
+    assert_eq!(
+        kill["value"]["nodes"],
+        serde_json::json!([leader]),
+        "{kill}"
+    );
+    assert_eq!(
+        kill["value"]["roles"],
+        serde_json::json!(["primary"]),
+        "{kill}"
+    );
+    let schedule = std::fs::read_to_string(r.run_dir().join("schedule.json")).unwrap();
+    assert!(schedule.contains(&format!("\"{leader}\"")), "{schedule}");
     // One zxid order across the ensemble: tokens rise from grant to grant whoever answers.
     assert_tokens_rise(&ops, &r.describe());
     let cfg = std::fs::read_to_string(r.run_dir().join("nodes/n2/data/zoo.cfg")).unwrap();

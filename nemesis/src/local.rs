@@ -749,6 +749,9 @@ impl NodeControl for LocalNode {
     fn base_url(&self) -> String {
         LocalNode::base_url(self)
     }
+    fn readiness_check(&self) -> String {
+        LocalNode::readiness_check(self)
+    }
     fn start(&mut self, startup: Duration) -> BoxFuture<'_, Result<(), NodeError>> {
         Box::pin(LocalNode::start(self, startup))
     }

@@ -26,6 +26,10 @@ pub trait NodeControl: Send + Sync {
     fn id(&self) -> &str;
     /// The URL the harness's clients reach the node at.
     fn base_url(&self) -> String;
+    /// What the node was checked with before it counted as up, in words (`GET
+    /// http://host:port/v1/health`, `PING on host:port`): the log names a node by it, since a
+    /// node that does not speak HTTP has no URL a user could open.
+    fn readiness_check(&self) -> String;
     /// Starts the node and waits, up to `startup`, until it answers its health path.
     fn start(&mut self, startup: Duration) -> BoxFuture<'_, Result<(), NodeError>>;
     /// Stops it if it runs (terminate, then kill); never fails, it is the cleanup path.

@@ -23,8 +23,9 @@ pub enum Readiness {
         send: Vec<u8>,
         expect: Vec<u8>,
     },
-    /// `send` on a new TCP connection is answered, up to bytes that end with `until`, with
-    /// an answer holding every one of `contains` and none of `lacks`.
+    /// `send` on a new TCP connection is answered, up to bytes that end with `until` (or, with
+    /// `until` empty, up to the server's close), with an answer holding every one of
+    /// `contains` and none of `lacks`.
     Answer {
         /// How the exchange is named in messages (`SENTINEL master`).
         name: &'static str,
@@ -137,20 +138,24 @@ fn has(hay: &[u8], needle: &[u8]) -> bool {
 }
 
 /// Sends `send` and reads until the answer ends with `until` (an error if the peer closes
-/// first or the answer outgrows [`LONG_ANSWER_MAX`]).
+/// first or the answer outgrows [`LONG_ANSWER_MAX`]); with `until` empty, until the peer
+/// closes (ZooKeeper's four-letter words answer, then close).
 async fn answer(addr: &str, send: &[u8], until: &[u8]) -> std::io::Result<Vec<u8>> {
     let mut stream = tokio::net::TcpStream::connect(addr).await?;
     stream.write_all(send).await?;
     let mut answer = Vec::new();
     let mut buf = [0u8; 4096];
     // Bounded: each pass reads at least a byte or ends, and the answer is capped.
-    while !answer.ends_with(until) {
+    while until.is_empty() || !answer.ends_with(until) {
         if answer.len() > LONG_ANSWER_MAX {
             return Err(std::io::Error::other(format!(
                 "an answer longer than {LONG_ANSWER_MAX} bytes"
             )));
         }
         let n = stream.read(&mut buf).await?;
+        if n == 0 && until.is_empty() {
+            break;
+        }
         if n == 0 {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::UnexpectedEof,
@@ -272,6 +277,30 @@ mod tests {
             .await
             .unwrap_err();
         assert!(e.contains("closed after"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn an_answer_without_an_end_mark_is_read_to_the_close() {
+        let r = |contains: &str| Readiness::Answer {
+            name: "srvr",
+            send: b"srvr".to_vec(),
+            until: Vec::new(),
+            contains: vec![contains.as_bytes().to_vec()],
+            lacks: Vec::new(),
+        };
+        // The word comes in the answer's last line, after lines that end like any other.
+        let said = b"Zookeeper version: 3.8.0\nLatency min/avg/max: 0/0.0/0\nMode: leader\n";
+        let port = serve(said).await;
+        r("Mode: leader")
+            .check("127.0.0.1", port, Duration::from_secs(2))
+            .await
+            .unwrap();
+        let port = serve(b"Zookeeper version: 3.8.0\nMode: follower\n").await;
+        let e = r("Mode: leader")
+            .check("127.0.0.1", port, Duration::from_secs(2))
+            .await
+            .unwrap_err();
+        assert_eq!(e, "the answer lacks \"Mode: leader\"");
     }
 
     #[tokio::test]

@@ -563,11 +563,51 @@ pub struct Schedule {
     pub nodes: usize,
     /// The primary's position when it was drawn.
     pub primary: usize,
+    /// Whether the faults were aimed at roles: a run whose primary is elsewhere moves them
+    /// there ([`Schedule::with_primary`]) instead of hitting the nodes named.
+    pub by_role: bool,
     pub faults: Vec<PlannedFault>,
 }
 
 /// A bound on the plan's size, whatever the flags: a schedule is for humans to read, too.
 pub const MAX_FAULTS: usize = 10_000;
+
+impl Schedule {
+    /// The same faults for a deployment whose primary is at `primary`, for a plan aimed at
+    /// roles (`by_role`; else the plan itself): the positions of the primary the plan was
+    /// drawn for and of the deployed one trade places in every target
+    /// (paused, killed, stepped, cut off), so each fault keeps the role it was planned for.
+    /// A service that elects its leader (a ZooKeeper ensemble) has it wherever the election
+    /// put it; a fault planned for "the primary" is about the node that leads.
+    pub fn with_primary(&self, primary: usize) -> Schedule {
+        let was = self.primary;
+        if !self.by_role || was == primary || primary >= self.nodes || was >= self.nodes {
+            return self.clone();
+        }
+        let swap = |i: usize| match i {
+            i if i == was => primary,
+            i if i == primary => was,
+            i => i,
+        };
+        let mut out = self.clone();
+        out.primary = primary;
+        for f in &mut out.faults {
+            for i in f.nodes.iter_mut().chain(f.then_nodes.iter_mut()) {
+                *i = swap(*i);
+            }
+            if let Some(p) = &mut f.partition {
+                for (a, b) in &mut p.cut {
+                    let (x, y) = (swap(*a), swap(*b));
+                    (*a, *b) = (x.min(y), x.max(y));
+                }
+                for i in &mut p.clients_cut_from {
+                    *i = swap(*i);
+                }
+            }
+        }
+        out
+    }
+}
 
 /// A stream of its own for targets and cuts, drawn fault by fault in plan order: the same
 /// draws the nemesis made while it ran when targets were picked during execution, so a seed
@@ -615,6 +655,7 @@ pub fn plan(cfg: &ScheduleConfig) -> Schedule {
         seed: Some(cfg.seed),
         nodes: cfg.nodes,
         primary: cfg.primary,
+        by_role: false,
         faults: Vec::new(),
     };
     if cfg.faults.is_empty() {
@@ -766,6 +807,43 @@ mod tests {
             clock_rate: 4.0,
             client_faults: ClientFaults::default(),
         }
+    }
+
+    #[test]
+    fn a_plan_moved_to_another_primary_keeps_each_faults_role() {
+        for seed in 0..20 {
+            let drawn = Schedule {
+                by_role: true,
+                ..plan(&cfg(seed))
+            };
+            let moved = drawn.with_primary(2);
+            assert_eq!(moved.primary, 2);
+            assert_eq!(moved.with_primary(0), drawn, "seed {seed}");
+            for (d, m) in drawn.faults.iter().zip(&moved.faults) {
+                let role = |nodes: &[usize], primary: usize| {
+                    nodes.iter().map(|&i| i == primary).collect::<Vec<_>>()
+                };
+                assert_eq!(role(&d.nodes, 0), role(&m.nodes, 2), "{d:?} {m:?}");
+                assert_eq!(d.nodes.contains(&1), m.nodes.contains(&1));
+                if let (Some(dp), Some(mp)) = (&d.partition, &m.partition) {
+                    let cut_off = |p: &PartitionFault, i: usize| {
+                        p.cut.iter().filter(|(a, b)| *a == i || *b == i).count()
+                    };
+                    assert_eq!(cut_off(dp, 0), cut_off(mp, 2));
+                    assert_eq!(cut_off(dp, 2), cut_off(mp, 0));
+                    assert!(mp.cut.iter().all(|(a, b)| a < b), "{mp:?}");
+                }
+            }
+        }
+        // Nothing to move: faults aimed at nodes, the same primary, or one beyond the nodes.
+        let drawn = plan(&cfg(1));
+        assert_eq!(drawn.with_primary(2), drawn);
+        let drawn = Schedule {
+            by_role: true,
+            ..drawn
+        };
+        assert_eq!(drawn.with_primary(0), drawn);
+        assert_eq!(drawn.with_primary(7), drawn);
     }
 
     #[test]

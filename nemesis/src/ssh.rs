@@ -1606,6 +1606,9 @@ impl NodeControl for SshNode {
     fn base_url(&self) -> String {
         format!("http://{}:{}", self.conn.host.address, self.port)
     }
+    fn readiness_check(&self) -> String {
+        SshNode::readiness_check(self)
+    }
     fn start(&mut self, startup: Duration) -> BoxFuture<'_, Result<(), NodeError>> {
         Box::pin(async move {
             if let Some(pid) = self.pgid {

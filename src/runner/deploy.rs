@@ -32,7 +32,8 @@ pub struct Deployment {
     pub peer_urls: Vec<String>,
     /// Each node's clock, when clock faults are on.
     pub clocks: Vec<Option<NodeClock>>,
-    /// Position of the node that holds the lock state (the smallest address).
+    /// Position of the node that holds the lock state: lockd's (the smallest address), the
+    /// leader an ensemble elected (`Service::primary_check`), else the first node.
     pub primary: usize,
     /// Where the nodes run (none for a `--url` target).
     runtime: Option<Box<dyn Runtime>>,
@@ -243,17 +244,66 @@ async fn start_lock_nodes(
         out.nodes.push(Arc::new(tokio::sync::Mutex::new(node)));
     }
     out.runtime = Some(runtime);
-    if let Some(settled) = service.settled(&addrs) {
-        if let Err(e) = wait_settled(&settled, &out.ids, &out.peer_urls, startup).await {
-            // The nodes stop, then what the runtime set up goes; the settle error is the
-            // one worth reporting.
-            if let Err(t) = out.teardown() {
-                tracing::warn!(error = %t, "teardown after a failed settle");
-            }
-            return Err(e);
+    let settled = match service.settled(&addrs) {
+        Some(settled) => wait_settled(&settled, &out.ids, &out.peer_urls, startup).await,
+        None => Ok(()),
+    };
+    let led = match (settled, service.primary_check()) {
+        (Ok(()), Some(check)) if n > 1 => find_primary(&check, &out.ids, &out.urls, startup)
+            .await
+            .map(|p| out.primary = p),
+        (settled, _) => settled,
+    };
+    if let Err(e) = led {
+        // The nodes stop, then what the runtime set up goes; the settle error is the one
+        // worth reporting.
+        if let Err(t) = out.teardown() {
+            tracing::warn!(error = %t, "teardown after a failed settle");
         }
+        return Err(e);
     }
     Ok(out)
+}
+
+/// The position of the node on which `check` holds (the one that leads), asked of every node
+/// in turn every 100 ms until one answers so, within `startup` and [`SETTLE_EXTRA`] (an
+/// ensemble's first election takes a few seconds past its members' start).
+async fn find_primary(
+    check: &nemesis::Readiness,
+    ids: &[String],
+    urls: &[String],
+    startup: Duration,
+) -> Result<usize> {
+    let began = std::time::Instant::now();
+    let bound = startup + SETTLE_EXTRA;
+    let deadline = tokio::time::Instant::now() + bound;
+    let mut last = String::new();
+    // Bounded by the deadline: each pass asks every node once, then sleeps.
+    loop {
+        for (i, url) in urls.iter().enumerate() {
+            let (host, port) =
+                workloads::host_port(url).with_context(|| format!("{url}: no host and port"))?;
+            match check.check(&host, port, Duration::from_secs(1)).await {
+                Ok(()) => {
+                    tracing::info!(
+                        "primary: {} ({} held there after {} ms)",
+                        ids[i],
+                        check.name(),
+                        began.elapsed().as_millis()
+                    );
+                    return Ok(i);
+                }
+                Err(why) => last = format!("{}: {}: {why}", ids[i], check.target(&host, port)),
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            anyhow::bail!(
+                "no node showed it leads within {} ms (--startup-timeout and 10 s): {last}",
+                bound.as_millis()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// `host:port`, an IPv6 host in brackets.
@@ -392,7 +442,12 @@ async fn start_all(
         let (i, node, r) = joined.context("a node start task failed")?;
         match r {
             Ok(()) => {
-                tracing::info!(node = node.id(), url = %node.base_url(), pid = ?node.pid(), "node up");
+                tracing::info!(
+                    node = node.id(),
+                    checked = %node.readiness_check(),
+                    pid = ?node.pid(),
+                    "node up"
+                );
             }
             Err(e) => {
                 first_err.get_or_insert(e);

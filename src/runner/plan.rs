@@ -17,12 +17,22 @@ use workloads::{PauseBoard, Stall, Wake};
 /// replayed. `nodes` and `primary` are the lock service's as deployed.
 pub fn schedule(cfg: &RunConfig, nodes: usize, primary: usize, run_dir: &Path) -> Result<Schedule> {
     let schedule = match &cfg.schedule {
+        Some(s) if s.by_role && s.primary != primary && nodes > 1 => {
+            tracing::info!(
+                "the schedule was drawn for another primary: the faults it planned for n{} go to \
+                 n{}, the primary now, and the other way round (schedule.json says where each went)",
+                s.primary + 1,
+                primary + 1
+            );
+            s.with_primary(primary)
+        }
         Some(s) => {
             if s.primary != primary && nodes > 1 {
                 tracing::warn!(
-                    planned = s.primary,
-                    now = primary,
-                    "the schedule was drawn with another primary; its targets are replayed as they are"
+                    "the schedule was drawn with n{} the primary, and n{} is now: its faults \
+                     hit the nodes it names (`\"by_role\": true` in it would move them)",
+                    s.primary + 1,
+                    primary + 1
                 );
             }
             s.clone()

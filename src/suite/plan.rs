@@ -379,6 +379,8 @@ pub fn next(
             seed: Some(seed),
             nodes: t.nodes,
             primary: 0,
+            // Aimed at roles: a ZooKeeper ensemble's leader is wherever its election put it.
+            by_role: true,
             faults,
         }),
         // Past the last fault (and what must follow it: a kill's recovery and a grant, both in
@@ -460,6 +462,7 @@ fn kill_again(
             seed: Some(seed),
             nodes: t.nodes,
             primary: 0,
+            by_role: true,
             faults: vec![f],
         }),
         seed,

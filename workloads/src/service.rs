@@ -287,6 +287,16 @@ pub trait Service: Sync {
         None
     }
 
+    /// What holds, on its client port, only on the node that is the primary now (ZooKeeper's
+    /// leader, which an ensemble elects as it starts, wherever it likes): asked of each node
+    /// once all serve and settled, so the faults planned for the primary hit the node that
+    /// leads, and the role each fault records is true at least until a fault moves the lead.
+    /// None by default: the primary is where lockd's rule puts it (the smallest address), or
+    /// the first node for a service that names none.
+    fn primary_check(&self) -> Option<Readiness> {
+        None
+    }
+
     /// Whether each node also listens on a second peer port (`{peer_port_2}`; ZooKeeper's
     /// election port beside its quorum port). Every node's host and peer ports are then in
     /// `{peer_list}` (`host:peer_port:peer_port_2`, comma-separated, in node order).

@@ -747,8 +747,9 @@ const EVIDENCE: &[&str] = &[
 
 /// The zoo.cfg the node writes into its data dir at each start, then the server in the
 /// foreground. Sessions may be as short as 200 ms (a `--ttl` of 1-2 s, or less, is the
-/// session timeout asked for), up to 60 s; the AdminServer (an HTTP port of its own) and the
-/// four-letter words are off; the data dir, kept across restarts, holds the znodes and the
+/// session timeout asked for), up to 60 s; the AdminServer (an HTTP port of its own) is off,
+/// and of the four-letter words only `srvr` answers (how the harness finds an ensemble's
+/// leader: [`LEADER`]); the data dir, kept across restarts, holds the znodes and the
 /// sessions, so a restarted server still knows both (its sessions then expire on their own).
 const SCRIPT: &str = "printf '%s\\n' \
     'dataDir={data_dir}' \
@@ -759,7 +760,7 @@ const SCRIPT: &str = "printf '%s\\n' \
     'maxSessionTimeout=60000' \
     'maxClientCnxns=0' \
     'admin.enableServer=false' \
-    '4lw.commands.whitelist=' \
+    '4lw.commands.whitelist=srvr' \
     'preAllocSize=1024' \
     > '{data_dir}/zoo.cfg' && \
     ENSEMBLE\
@@ -773,6 +774,10 @@ const ENSEMBLE: &str = "printf '%s\\n' 'initLimit=50' 'syncLimit=20' >> '{data_d
     i=1 && for m in $(echo '{peer_list}' | tr ',' ' '); do \
     echo \"server.$i=$m\" >> '{data_dir}/zoo.cfg'; i=$((i + 1)); done && \
     echo '{id}' | tr -d n > '{data_dir}/myid' && ";
+
+/// What `srvr` shows on the member that leads an ensemble (a follower says `Mode:
+/// follower`; a lone server, `Mode: standalone`).
+const LEADER: &str = "Mode: leader";
 
 /// A ConnectRequest asking for the shortest session: protocol 0, no zxid seen, timeout 1 ms
 /// (the server raises it to its minimum), no session, a zero password, not read-only; 45
@@ -809,6 +814,16 @@ impl Service for ZooKeeper {
     fn peer_port(&self) -> bool {
         true
     }
+    /// The leader, as `srvr` names it: the member the ensemble elected, often not `n1`.
+    fn primary_check(&self) -> Option<Readiness> {
+        Some(Readiness::Answer {
+            name: "srvr",
+            send: b"srvr".to_vec(),
+            until: Vec::new(),
+            contains: vec![LEADER.as_bytes().to_vec()],
+            lacks: Vec::new(),
+        })
+    }
     fn second_peer_port(&self) -> bool {
         true
     }
@@ -817,9 +832,9 @@ impl Service for ZooKeeper {
     }
     /// A session offered and accepted: a ConnectResponse (37 bytes, protocol 0). It proves
     /// what the clients need, that the server makes sessions; a server still loading its
-    /// data closes the connection instead. `ruok` would need the four-letter words, which
-    /// 3.8 answers only when whitelisted (off here, as on a hardened server). The session it
-    /// opens is never used and expires after the minimum timeout.
+    /// data closes the connection instead. `ruok` answers `imok` before the server makes
+    /// sessions, and would need whitelisting besides. The session it opens is never used and
+    /// expires after the minimum timeout.
     fn readiness(&self) -> Readiness {
         Readiness::Exchange {
             name: "ConnectRequest",

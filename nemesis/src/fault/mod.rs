@@ -77,8 +77,9 @@ pub struct Ctx<W: Write + Send> {
     /// How long a restarted node may take to answer its health path.
     pub startup: Duration,
     pub active: ActiveFaults,
-    /// The position of the node that holds the lock state (lockd's primary), so each fault
-    /// records the role of what it hit (`roles`: `primary` or `other`) beside the node ids.
+    /// The position of the node that holds the lock state (lockd's primary, an ensemble's
+    /// leader as the deployment found it), so each fault records the role of what it hit
+    /// (`roles`: `primary` or `other`) beside the node ids.
     pub primary: usize,
     /// Which clocks a clock fault moves (`wall` or `all`), recorded with each clock fault.
     pub clock_scope: &'static str,

@@ -23,6 +23,10 @@
 //!
 //! - `version` (required): 1. `seed` (optional): what the plan was drawn from, a note only.
 //!   `nodes`: how many nodes it was drawn for; `primary`: the primary's node (0-based) then.
+//!   `by_role` (optional, default false): the faults were aimed at roles, not at nodes. When
+//!   the run's primary is another node (an ensemble elected another leader), the faults on
+//!   the planned primary go to the run's primary and the other way round; without it they go
+//!   to the nodes the file names. `lockpick test` writes its scenarios' schedules by role.
 //! - A fault: `id` (unique), `kind` (`pause`, `kill`, `client-pause`, `clock`, `partition`,
 //!   `netem`), `at_ms` (start, ms after the run's start), `length_ms` (> 0). Faults are in
 //!   start order and never overlap: each ends (`at_ms + length_ms`) before the next starts.
@@ -116,6 +120,8 @@ struct RawSchedule {
     nodes: usize,
     #[serde(default)]
     primary: usize,
+    #[serde(default)]
+    by_role: bool,
     faults: Vec<Value>,
 }
 
@@ -161,6 +167,8 @@ struct OutSchedule {
     seed: Option<u64>,
     nodes: usize,
     primary: usize,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    by_role: bool,
     faults: Vec<RawFault>,
 }
 
@@ -494,6 +502,7 @@ impl Schedule {
             seed: self.seed,
             nodes: self.nodes,
             primary: self.primary,
+            by_role: self.by_role,
             faults: self.faults.iter().map(PlannedFault::to_raw).collect(),
         };
         serde_json::to_string_pretty(&out).expect("a schedule always serializes") + "\n"
@@ -564,6 +573,7 @@ impl Schedule {
             seed: raw.seed,
             nodes: raw.nodes,
             primary: raw.primary,
+            by_role: raw.by_role,
             faults,
         })
     }
