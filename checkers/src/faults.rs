@@ -1,7 +1,7 @@
 //! Nemesis events paired into fault intervals, so each violation can list the faults active
 //! during its window, and liveness can tell when the last fault that could delay an effect ended.
 
-use history::{ActiveFault, History, Op};
+use history::{ActiveFault, FaultOp, History, Op};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -28,36 +28,12 @@ pub struct Faults {
     prefix_end: Vec<(u64, usize)>,
 }
 
-/// What a nemesis event does to the set of open faults.
-enum Role<'a> {
-    /// Opens a fault of this class (`start-pause` -> `pause`, `kill` -> `kill`).
-    Start(&'a str),
-    /// Closes the oldest matching open fault of this class.
-    Stop(&'a str),
-    /// Anything else (e.g. a one-shot clock bump): a fault of no duration.
-    Instant,
-}
-
-fn role(f: &str) -> Role<'_> {
-    if let Some(class) = f.strip_prefix("start-") {
-        Role::Start(class)
-    } else if let Some(class) = f.strip_prefix("stop-") {
-        Role::Stop(class)
-    } else if f == "kill" {
-        Role::Start("kill")
-    } else if f == "restart" {
-        Role::Stop("kill")
-    } else {
-        Role::Instant
-    }
-}
-
 /// The fault kind a nemesis op opens: `start-X` opens X, `kill` opens kill; a stop or an
 /// instant (`clock-observed`, what a fault was seen to do) opens none.
 pub(crate) fn opened_kind(f: &str) -> Option<&str> {
-    match role(f) {
-        Role::Start(class) => Some(class),
-        Role::Stop(_) | Role::Instant => None,
+    match FaultOp::of(f) {
+        FaultOp::Opens(kind) => Some(kind),
+        FaultOp::Closes(_) | FaultOp::Instant => None,
     }
 }
 
@@ -98,8 +74,8 @@ impl Faults {
         let mut open: BTreeMap<&str, Vec<(usize, Option<&Value>)>> = BTreeMap::new();
         for op in nemesis {
             let f = op.f.as_str();
-            match role(f) {
-                Role::Start(class) => {
+            match FaultOp::of(f) {
+                FaultOp::Opens(class) => {
                     open.entry(class)
                         .or_default()
                         .push((list.len(), target(op)));
@@ -112,7 +88,7 @@ impl Faults {
                         stop_index: None,
                     });
                 }
-                Role::Stop(class) => {
+                FaultOp::Closes(class) => {
                     let Some(queue) = open.get_mut(class) else {
                         continue; // a stop with nothing open heals nothing we know of
                     };
@@ -128,7 +104,7 @@ impl Faults {
                         list[i].stop_index = Some(op.index);
                     }
                 }
-                Role::Instant => list.push(Fault {
+                FaultOp::Instant => list.push(Fault {
                     start_index: op.index,
                     f: f.to_string(),
                     value: value_of(op),

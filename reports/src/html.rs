@@ -504,7 +504,7 @@ fn incident_card(s: &mut String, inp: &Input, g: &Incident, id: &str, zoom: bool
 
 /// A fault in words: `pause of n1 for 1.500 s (op 12)`, `partition (halves) (op 30)`.
 fn fault_words(f: &ActiveFault) -> String {
-    let kind = f.f.strip_prefix("start-").unwrap_or(&f.f);
+    let kind = history::FaultOp::of(&f.f).kind().unwrap_or(&f.f);
     let v = &f.value;
     let nodes: Vec<String> = v
         .get("nodes")

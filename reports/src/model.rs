@@ -418,16 +418,12 @@ fn faults(h: &History, end_ns: u64) -> Vec<Fault> {
     for op in h.nemesis() {
         let f = op.f.as_str();
         let what = target_of(op);
-        let (kind, starts) = if let Some(k) = f.strip_prefix("start-") {
-            (k.to_string(), true)
-        } else if let Some(k) = f.strip_prefix("stop-") {
-            (k.to_string(), false)
-        } else if f == "kill" {
-            ("kill".to_string(), true)
-        } else if f == "restart" {
-            ("kill".to_string(), false)
-        } else {
-            (f.to_string(), true)
+        let event = history::FaultOp::of(f);
+        let (kind, starts) = match event {
+            history::FaultOp::Opens(k) => (k.to_string(), true),
+            history::FaultOp::Closes(k) => (k.to_string(), false),
+            // An instant is a band of its own, of no width.
+            history::FaultOp::Instant => (f.to_string(), true),
         };
         let key = (kind.clone(), what.clone());
         if starts {
@@ -445,8 +441,7 @@ fn faults(h: &History, end_ns: u64) -> Vec<Fault> {
                 end_ns,
                 index: op.index,
             });
-            // Events that are neither start- nor kill are instants.
-            if f.starts_with("start-") || f == "kill" {
+            if matches!(event, history::FaultOp::Opens(_)) {
                 open.insert(key, out.len() - 1);
             } else {
                 let last = out.len() - 1;

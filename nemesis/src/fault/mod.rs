@@ -37,6 +37,12 @@ macro_rules! families {
             }
         }
 
+        /// Each family's kind with the ops that open and close its faults.
+        #[cfg(test)]
+        fn op_names() -> Vec<(FaultKind, &'static str, &'static str)> {
+            vec![$((FaultKind::$kind, $module::START, $module::STOP)),+]
+        }
+
         /// The final heal: every family undoes what may be left of its faults.
         pub async fn heal_all(healer: &Healer<'_>) -> Result<(), Error> {
             $($module::heal(healer).await?;)+
@@ -182,4 +188,22 @@ pub async fn run_plan<W: Write + Send>(
         ctx.set_active(None);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use history::FaultOp;
+
+    /// The checkers and the report pair a fault's ops by the history's reading of their names
+    /// (`history::FaultOp`), not by this crate's: every family's ops must read as its kind.
+    #[test]
+    fn every_familys_ops_read_as_its_kind_in_the_history() {
+        let names = op_names();
+        assert_eq!(names.len(), FaultKind::ALL.len());
+        for (kind, start, stop) in names {
+            assert_eq!(FaultOp::of(start), FaultOp::Opens(kind.as_str()), "{start}");
+            assert_eq!(FaultOp::of(stop), FaultOp::Closes(kind.as_str()), "{stop}");
+        }
+    }
 }
