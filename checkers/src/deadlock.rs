@@ -28,9 +28,8 @@ use crate::model::{Func, Model, SpanEnd, NO_TARGET};
 use crate::text::secs;
 use crate::{verdict, CheckConfig, CheckOutput, Checker, FxMap};
 use history::{Outcome, Validity, Violation, ViolationKind};
-use petgraph::algo::tarjan_scc;
+use petgraph::algo::{all_simple_paths, tarjan_scc};
 use petgraph::graphmap::DiGraphMap;
-use std::collections::VecDeque;
 
 pub struct Deadlock;
 
@@ -229,10 +228,10 @@ impl Cycle {
         self.ended_ns >= self.deadline_ns
     }
 
-    /// The cycle's identity: the waits in it (one cycle of waits is judged once, however
-    /// its holds are cut into segments).
-    fn key(&self) -> Vec<usize> {
-        let mut k: Vec<usize> = self.edges.iter().map(|e| e.wait).collect();
+    /// The cycle's identity: each wait in it and whom it waited for (judged once, however
+    /// the holds are cut into segments).
+    fn key(&self) -> Vec<(usize, u64)> {
+        let mut k: Vec<(usize, u64)> = self.edges.iter().map(|e| (e.wait, e.to)).collect();
         k.sort_unstable();
         k
     }
@@ -326,8 +325,13 @@ fn ending(m: &Model, e: &Edge) -> (Ending, String) {
     }
 }
 
-/// Finds, among the edges live at one instant, the cycles through the edges that just became
-/// live: for each such edge `u -> v`, the shortest path back from `v` to `u`.
+/// Simple cycles looked for through each edge that just became live: past it, the rest are
+/// left (a wait-for graph of a few clients has a handful).
+const CYCLES_PER_EDGE_MAX: usize = 64;
+
+/// Finds, among the edges live at one instant, the simple cycles through the edges that just
+/// became live (a cycle that forms now has one): for each such edge `u -> v`, every simple
+/// path back from `v` to `u` inside their strongly connected component.
 fn cycles_at(live: &[Edge], fresh_from: usize) -> Vec<Vec<Edge>> {
     // Between two processes, the edge that lasts longest: `p` waits for `q` while any of
     // them stands.
@@ -350,9 +354,14 @@ fn cycles_at(live: &[Edge], fresh_from: usize) -> Vec<Vec<Edge>> {
             if !members.contains(&e.from) || !members.contains(&e.to) {
                 continue;
             }
-            if let Some(path) = shortest_path(&g, &members, e.to, e.from) {
-                let mut cycle = vec![*e];
-                cycle.extend(path.iter().map(|&j| live[j]));
+            let Some(&first) = g.edge_weight(e.from, e.to) else {
+                continue;
+            };
+            let paths =
+                all_simple_paths::<Vec<u64>, _, std::hash::RandomState>(&g, e.to, e.from, 0, None);
+            for path in paths.take(CYCLES_PER_EDGE_MAX) {
+                let mut cycle = vec![live[first]];
+                cycle.extend(path.windows(2).map(|w| live[g[(w[0], w[1])]]));
                 out.push(cycle);
             }
         }
@@ -360,53 +369,12 @@ fn cycles_at(live: &[Edge], fresh_from: usize) -> Vec<Vec<Edge>> {
     out
 }
 
-/// The shortest path `from ->* to` inside `members`, as edge ids of `g`.
-fn shortest_path(
-    g: &DiGraphMap<u64, usize>,
-    members: &FxSet<u64>,
-    from: u64,
-    to: u64,
-) -> Option<Vec<usize>> {
-    // Bounded by the members: each is queued at most once.
-    let mut prev: FxMap<u64, (u64, usize)> = FxMap::default();
-    let mut queue = VecDeque::from([from]);
-    let mut seen: FxSet<u64> = FxSet::default();
-    seen.insert(from);
-    while let Some(n) = queue.pop_front() {
-        if n == to {
-            let mut path = Vec::new();
-            let mut at = to;
-            while at != from {
-                let (p, e) = prev[&at];
-                path.push(e);
-                at = p;
-            }
-            path.reverse();
-            return Some(path);
-        }
-        let mut next: Vec<(u64, usize)> = g
-            .edges(n)
-            .map(|(_, b, &w)| (b, w))
-            .filter(|(b, _)| members.contains(b))
-            .collect();
-        // Graph maps iterate in insertion order; sorted, the path does not depend on it.
-        next.sort_unstable();
-        for (b, w) in next {
-            if seen.insert(b) {
-                prev.insert(b, (n, w));
-                queue.push_back(b);
-            }
-        }
-    }
-    None
-}
-
 /// Every cycle of the history's wait-for graphs, judged once each (by its waits): in the
 /// order they formed.
 fn judged_cycles(m: &Model, cfg: &CheckConfig) -> (Vec<Cycle>, u64) {
     let edges = edges(m);
     let mut live: Vec<Edge> = Vec::new();
-    let mut seen: FxSet<Vec<usize>> = FxSet::default();
+    let mut seen: FxSet<Vec<(usize, u64)>> = FxSet::default();
     let mut cycles = Vec::new();
     let mut unjudged = 0u64;
     let mut i = 0;

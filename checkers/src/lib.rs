@@ -52,6 +52,7 @@
 //!   only one that writes), and counts only writes acknowledged before the final read was sent.
 //! - `unsafe-overlap` is one warning per grant, listing its late ops.
 
+mod bank;
 mod coverage;
 mod deadlock;
 mod digest;
@@ -156,6 +157,7 @@ pub fn all_checkers() -> Vec<Box<dyn Checker>> {
         Box::new(tokens::StaleLockOps),
         Box::new(store::StoreFencing),
         Box::new(store::Counter),
+        Box::new(bank::Total),
         Box::new(liveness::Liveness),
         Box::new(deadlock::Deadlock),
     ]

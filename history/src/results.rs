@@ -105,12 +105,15 @@ pub enum ViolationKind {
     /// cycle (no wait answered, no lease lapsed) for the liveness grace past every wait's own
     /// `wait_ms` (docs/checkers.md, deadlock).
     Deadlock,
+    /// The bank's accounts, every transfer applied whole, do not sum to what they started
+    /// with (docs/checkers.md, total-changed).
+    TotalChanged,
     /// A warning, not a service bug: a paused holder outlived its lease while another held.
     UnsafeOverlap,
 }
 
 impl ViolationKind {
-    pub const ALL: [ViolationKind; 12] = [
+    pub const ALL: [ViolationKind; 13] = [
         ViolationKind::DoubleGrant,
         ViolationKind::GrantOnExpiredLease,
         ViolationKind::GrantWithoutKey,
@@ -122,6 +125,7 @@ impl ViolationKind {
         ViolationKind::StaleRenewAccepted,
         ViolationKind::LockStuck,
         ViolationKind::Deadlock,
+        ViolationKind::TotalChanged,
         ViolationKind::UnsafeOverlap,
     ];
     pub fn as_str(self) -> &'static str {
@@ -137,6 +141,7 @@ impl ViolationKind {
             ViolationKind::StaleRenewAccepted => "stale-renew-accepted",
             ViolationKind::LockStuck => "lock-stuck",
             ViolationKind::Deadlock => "deadlock",
+            ViolationKind::TotalChanged => "total-changed",
             ViolationKind::UnsafeOverlap => "unsafe-overlap",
         }
     }

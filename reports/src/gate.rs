@@ -118,6 +118,7 @@ pub fn checker_of(kind: ViolationKind) -> &'static str {
         LostUpdate => "counter",
         LockStuck => "liveness",
         Deadlock => "deadlock",
+        TotalChanged => "bank-total",
     }
 }
 
