@@ -131,8 +131,9 @@ fn edges(m: &Model) -> Vec<Edge> {
             });
         }
     }
-    let by_process = Groups::new(segs.clone(), |s| s.process);
-    let by_lock = Groups::new(segs, |s| u64::from(s.lock));
+    // One copy of the segments at a time: a history of single-lock holders (every other
+    // workload) has no holding waiter, and stops before the second grouping.
+    let by_process = Groups::new(segs, |s| s.process);
     // Acquires whose process surely held some lock while they waited, with the hull of those
     // holds inside the wait: only they can be waited for in a cycle.
     let mut waiters: Vec<(usize, u64, u64)> = Vec::new();
@@ -150,6 +151,10 @@ fn edges(m: &Model) -> Vec<Edge> {
             waiters.push((pos, a, b));
         }
     }
+    if waiters.is_empty() {
+        return Vec::new();
+    }
+    let by_lock = Groups::new(by_process.segs, |s| u64::from(s.lock));
     // process -> hulls of its holding waits, for the filter on an edge's far end.
     let mut holding: FxMap<u64, Vec<(u64, u64)>> = FxMap::default();
     for &(pos, a, b) in &waiters {
@@ -158,11 +163,14 @@ fn edges(m: &Model) -> Vec<Edge> {
     let mut out = Vec::new();
     for &(pos, a, b) in &waiters {
         let o = &m.ops[pos];
+        // The hull only picks the holds worth an edge; the edge itself spans the whole time
+        // `p` waits while `q` holds (a cycle's other edges cut it to when `p` held too).
+        let wait = (o.invoke_ns, wait_end(m, pos));
         for s in by_lock.overlapping(u64::from(o.target), a, b) {
             if s.process == o.process {
                 continue;
             }
-            let (from, to) = (s.start_ns.max(a), s.end_ns.min(b));
+            let (from, to) = (s.start_ns.max(wait.0), s.end_ns.min(wait.1));
             let waits_too = holding
                 .get(&s.process)
                 .is_some_and(|hs| hs.iter().any(|&(x, y)| x < to && y > from));

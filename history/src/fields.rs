@@ -464,7 +464,7 @@ mod tests {
             }
         }
         // Every field value_field types, and no other.
-        assert_eq!(seen, 24, "the table and value_field differ in number");
+        assert_eq!(seen, 26, "the table and value_field differ in number");
     }
 
     /// The nemesis type table of docs/history.md and [`nemesis_field`] (with [`netem_field`])
