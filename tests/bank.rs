@@ -101,6 +101,13 @@ fn sorted_transfers_against_the_correct_lockd_are_valid_and_keep_the_total() {
         0,
         "money made or lost: {finals:?}"
     );
+    // The run's config.toml keeps the bank's settings, so it reruns the same bank.
+    let config = std::fs::read_to_string(r.run_dir().join("config.toml")).unwrap();
+    assert!(config.contains("accounts = 2"), "{config}");
+    assert!(
+        config.contains("lock_order_policy = \"sorted\""),
+        "{config}"
+    );
 }
 
 fn assert_deadlock(seed: &str) {

@@ -153,6 +153,17 @@ fn oracle(m: &Model, cfg: &CheckConfig) -> BTreeSet<Vec<u64>> {
     found
 }
 
+/// The waits and holds of one history, and the cycles found so far.
+struct Search<'a> {
+    m: &'a Model,
+    cfg: &'a CheckConfig,
+    /// (process, lock, position, from, to)
+    waits: &'a [(u64, u32, usize, u64, u64)],
+    /// (process, lock, grant's op position, from, to)
+    holds: &'a [(u64, u32, usize, u64, u64)],
+    found: &'a mut BTreeSet<Vec<u64>>,
+}
+
 /// Every choice of a wait for each process of `seq` and a hold of the next one on its lock.
 fn judge(
     m: &Model,
@@ -162,54 +173,68 @@ fn judge(
     holds: &[(u64, u32, usize, u64, u64)],
     found: &mut BTreeSet<Vec<u64>>,
 ) {
-    // (wait, hold) per link, chosen depth-first.
-    let mut choice: Vec<(usize, usize)> = Vec::new();
-    fn go(
-        k: usize,
-        m: &Model,
-        cfg: &CheckConfig,
-        seq: &[u64],
-        waits: &[(u64, u32, usize, u64, u64)],
-        holds: &[(u64, u32, usize, u64, u64)],
-        choice: &mut Vec<(usize, usize)>,
-        found: &mut BTreeSet<Vec<u64>>,
-    ) {
+    let mut s = Search {
+        m,
+        cfg,
+        waits,
+        holds,
+        found,
+    };
+    s.go(seq, &mut Vec::new());
+}
+
+impl Search<'_> {
+    /// `choice`: a (wait, hold) per link of `seq` so far, chosen depth-first.
+    fn go(&mut self, seq: &[u64], choice: &mut Vec<(usize, usize)>) {
+        let k = choice.len();
         if k == seq.len() {
-            let (mut from, mut to) = (0u64, u64::MAX);
-            let mut answered_by = 0u64;
-            for &(w, h) in choice.iter() {
-                let w = waits[w];
-                let h = holds[h];
-                from = from.max(w.3).max(h.3);
-                to = to.min(w.4).min(h.4);
-                let wait_ns = m.wait_ms_of(w.2).unwrap_or(0) * MS;
-                answered_by = answered_by.max(w.3 + wait_ns);
-            }
-            if from < to && to >= from.max(answered_by) + cfg.liveness_grace_ns {
-                let mut ops: Vec<u64> = choice
-                    .iter()
-                    .flat_map(|&(w, h)| [m.ops[waits[w].2].index, m.ops[holds[h].2].index])
-                    .collect();
-                ops.sort_unstable();
-                ops.dedup();
-                found.insert(ops);
-            }
+            self.close(choice);
             return;
         }
         let (p, next) = (seq[k], seq[(k + 1) % seq.len()]);
-        for (wi, w) in waits.iter().enumerate().filter(|(_, w)| w.0 == p) {
-            for (hi, _) in holds
-                .iter()
-                .enumerate()
-                .filter(|(_, h)| h.0 == next && h.1 == w.1)
-            {
-                choice.push((wi, hi));
-                go(k + 1, m, cfg, seq, waits, holds, choice, found);
-                choice.pop();
+        for wi in 0..self.waits.len() {
+            let w = self.waits[wi];
+            if w.0 != p {
+                continue;
+            }
+            for hi in 0..self.holds.len() {
+                let h = self.holds[hi];
+                if h.0 == next && h.1 == w.1 {
+                    choice.push((wi, hi));
+                    self.go(seq, choice);
+                    choice.pop();
+                }
             }
         }
     }
-    go(0, m, cfg, seq, waits, holds, &mut choice, found);
+
+    /// The cycle `choice` makes: its interval, and whether it stood until its deadline.
+    fn close(&mut self, choice: &[(usize, usize)]) {
+        let (mut from, mut to) = (0u64, u64::MAX);
+        let mut answered_by = 0u64;
+        for &(w, h) in choice {
+            let w = self.waits[w];
+            let h = self.holds[h];
+            from = from.max(w.3).max(h.3);
+            to = to.min(w.4).min(h.4);
+            let wait_ns = self.m.wait_ms_of(w.2).unwrap_or(0) * MS;
+            answered_by = answered_by.max(w.3 + wait_ns);
+        }
+        if from < to && to >= from.max(answered_by) + self.cfg.liveness_grace_ns {
+            let mut ops: Vec<u64> = choice
+                .iter()
+                .flat_map(|&(w, h)| {
+                    [
+                        self.m.ops[self.waits[w].2].index,
+                        self.m.ops[self.holds[h].2].index,
+                    ]
+                })
+                .collect();
+            ops.sort_unstable();
+            ops.dedup();
+            self.found.insert(ops);
+        }
+    }
 }
 
 #[test]
