@@ -364,9 +364,13 @@ fn service_of(
     };
     if kind.uses_store() && !fencing {
         bail!(
-            "--workload {}: the store's registers are fenced by the lock's tokens, and \
+            "--workload {}: the {} fenced by the lock's tokens, and \
                  the grants of --adapter {} carry none as configured; use --workload mutex{}",
             kind.as_str(),
+            match kind {
+                WorkloadKind::Bank => "accounts' registers are",
+                _ => "counter's register is",
+            },
             service.name(),
             service
                 .fencing_hint()
