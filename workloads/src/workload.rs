@@ -675,8 +675,8 @@ impl<W: Write + Send> Worker<W> {
             LockOrderPolicy::Random => [from, to],
         };
         self.transfers += 1;
-        // Unique across slots: a slot's own count under its number.
-        let id = ((self.slot as u64) << 32) | self.transfers;
+        // Unique across slots, and small: the slots' counts interleaved.
+        let id = self.transfers * self.cfg.clients as u64 + self.slot as u64;
         let tag = |v: OpValue| v.with_extra("transfer", Value::from(id));
         let ttl_ms = self.cfg.ttl_ms;
         let mut held: Vec<(usize, Held)> = Vec::with_capacity(2);
