@@ -92,12 +92,16 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// What the clients do: `counter` (under the lock, read the store register with the token
-    /// and write value+1 with it; checks fencing and lost updates) or `mutex` (acquire, hold
+    /// and write value+1 with it; checks fencing and lost updates), `mutex` (acquire, hold
     /// while renewing a third of the way into each lease, release; checks mutual exclusion
-    /// only).
+    /// only) or `bank` (transfers between --accounts accounts, each a store register guarded
+    /// by a lock of its own, A0, A1, ...: take both accounts' locks in the
+    /// --lock-order-policy order, read both balances, write both new ones with their tokens,
+    /// release both; two locks held at once, so it can deadlock, and checks `deadlock` besides
+    /// fencing).
     /// Default: counter, or mutex for a service whose grants carry no fencing token (a Redis
     /// lock value fences nothing).
-    #[arg(long, value_name = "mutex|counter")]
+    #[arg(long, value_name = "mutex|counter|bank")]
     pub workload: Option<String>,
     /// Concurrent client workers.
     #[arg(long, default_value_t = 5, value_name = "N")]
@@ -105,6 +109,17 @@ pub struct RunArgs {
     /// Locks the clients contend for (each counter lock guards its own register).
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub locks: usize,
+    /// Accounts of the bank workload (2 or more), each with its lock: fewer accounts than
+    /// clients make transfers wait for each other's locks.
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub accounts: usize,
+    /// The order a bank transfer takes its two locks in: `sorted` (by account number: no
+    /// cycle of waits can form, the safe discipline) or `random` (the paying account first,
+    /// so opposite transfers take the same locks in opposite orders and each may hold one
+    /// while waiting for the other: a deadlock unless the service refuses a wait once its
+    /// --acquire-wait is over; `--unsafe no-wait-timeout` never does).
+    #[arg(long, default_value = "sorted", value_name = "sorted|random")]
+    pub lock_order_policy: String,
     /// Lease length requested with every acquire (and every renew, unless --renew-ttl).
     #[arg(long, default_value = "2s", value_name = "DURATION")]
     pub ttl: String,
@@ -259,7 +274,8 @@ pub struct RunArgs {
     /// client-pause `boundary,renew` shape exposes it), unchecked-release (a lapsed holder's
     /// release frees whoever holds the lock; `long,release` exposes it), volatile (a single
     /// lockd that forgets its locks on restart; kill faults expose it), no-tiebreak (with
-    /// --lock-order timestamp: equal timestamps all enter).
+    /// --lock-order timestamp: equal timestamps all enter), no-wait-timeout (a waiting acquire
+    /// is never refused; `--workload bank --lock-order-policy random` deadlocks on it).
     #[arg(long = "unsafe", value_name = "MODE", conflicts_with_all = ["url", "node_cmd"])]
     pub unsafe_mode: Option<String>,
     /// How the embedded lockd's members decide who enters: primary (one member holds all lock
@@ -530,7 +546,8 @@ pub struct LockdArgs {
     pub data_dir: PathBuf,
     /// Reproduce an anti-pattern: reuse-tokens, no-ttl, wall-clock, skip-token-check, racy,
     /// split-brain, renew-grace, unchecked-release, volatile, no-tiebreak (needs --lock-order
-    /// timestamp).
+    /// timestamp), no-wait-timeout (a waiting acquire is never refused when its wait_ms is
+    /// over).
     #[arg(long = "unsafe", value_name = "MODE")]
     pub unsafe_mode: Option<String>,
     /// The other members of a multi-node lockd, comma-separated HOST:PORT. The member with the

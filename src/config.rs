@@ -124,6 +124,10 @@ pub struct RunConfig {
     /// `--arrivals`, as given.
     pub arrivals: String,
     pub arrivals_shape: workloads::Arrivals,
+    /// The bank workload's accounts (`--accounts`).
+    pub accounts: usize,
+    /// The bank workload's lock order (`--lock-order-policy`).
+    pub lock_order_policy: workloads::LockOrderPolicy,
     /// `None` for the mutex workload, which uses no store.
     pub store: Option<Target>,
     pub store_fence: String,
@@ -185,6 +189,16 @@ impl RunConfig {
             .arrivals
             .parse::<workloads::Arrivals>()
             .map_err(|e| anyhow::anyhow!("--arrivals {}: {e}", a.arrivals))?;
+        let lock_order_policy = a
+            .lock_order_policy
+            .parse::<workloads::LockOrderPolicy>()
+            .map_err(|e| anyhow::anyhow!("--lock-order-policy: {e}"))?;
+        if kind == WorkloadKind::Bank && !(2..=LOCKS_MAX).contains(&a.accounts) {
+            bail!(
+                "--accounts {}: the bank moves money between two accounts, so 2 to {LOCKS_MAX}",
+                a.accounts
+            );
+        }
         let (target, template, store) = target_of(a, service, &own, kind, &t)?;
         let replay = match &a.schedule {
             Some(path) => Some(faults::load_schedule(path, a, &target, service)?),
@@ -249,6 +263,8 @@ impl RunConfig {
             lock_order: a.lock_order.clone(),
             arrivals: a.arrivals.clone(),
             arrivals_shape,
+            accounts: a.accounts,
+            lock_order_policy,
             store,
             store_fence: a.store_fence.clone(),
             drift: a.drift,
@@ -346,10 +362,15 @@ fn service_of(
         None if fencing => WorkloadKind::Counter,
         None => WorkloadKind::Mutex,
     };
-    if kind == WorkloadKind::Counter && !fencing {
+    if kind.uses_store() && !fencing {
         bail!(
-            "--workload counter: the counter's register is fenced by the lock's tokens, and \
+            "--workload {}: the {} fenced by the lock's tokens, and \
                  the grants of --adapter {} carry none as configured; use --workload mutex{}",
+            kind.as_str(),
+            match kind {
+                WorkloadKind::Bank => "accounts' registers are",
+                _ => "counter's register is",
+            },
             service.name(),
             service
                 .fencing_hint()
@@ -530,7 +551,7 @@ fn target_of(
     let store = match kind {
         _ if service.own_resource() => None,
         WorkloadKind::Mutex => None,
-        WorkloadKind::Counter => Some(match (&a.store_cmd, &a.store_url) {
+        WorkloadKind::Counter | WorkloadKind::Bank => Some(match (&a.store_cmd, &a.store_url) {
             (Some(t), _) => Target::Command {
                 template: t.clone(),
             },

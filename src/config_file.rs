@@ -45,6 +45,13 @@ const KEYS: &[(&str, &str, &str, Kind)] = &[
     ("workload", "workload", "--workload", Kind::Text),
     ("workload", "clients", "--clients", Kind::Count),
     ("workload", "locks", "--locks", Kind::Count),
+    ("workload", "accounts", "--accounts", Kind::Count),
+    (
+        "workload",
+        "lock_order_policy",
+        "--lock-order-policy",
+        Kind::Text,
+    ),
     ("workload", "ttl", "--ttl", Kind::Text),
     ("workload", "renew_ttl", "--renew-ttl", Kind::Text),
     ("workload", "hold", "--hold", Kind::Text),

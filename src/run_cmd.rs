@@ -12,11 +12,20 @@ use std::path::{Path, PathBuf};
 
 pub fn run(a: RunArgs) -> Result<ExitCode> {
     let cfg = RunConfig::from_args(&a)?;
+    // The bank's locks are its accounts', one each.
+    let locks = if cfg.kind() == workloads::WorkloadKind::Bank {
+        format!(
+            "{} account(s) with a lock each, {} lock order",
+            cfg.accounts,
+            cfg.lock_order_policy.as_str()
+        )
+    } else {
+        format!("{} lock(s)", cfg.locks)
+    };
     println!(
-        "lockpick: {} workload, {} client(s), {} lock(s), ttl {} ms{}, {} s, faults: {}, seed {}",
+        "lockpick: {} workload, {} client(s), {locks}, ttl {} ms{}, {} s, faults: {}, seed {}",
         cfg.workload,
         cfg.clients,
-        cfg.locks,
         cfg.ttl_ms,
         if cfg.renew_ttl_ms != cfg.ttl_ms {
             format!(" (renew {} ms)", cfg.renew_ttl_ms)

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
-use workloads::{Adapter, AnswerWatch, Budget, PauseBoard, WorkloadConfig, WorkloadKind};
+use workloads::{Adapter, AnswerWatch, Budget, PauseBoard, WorkloadConfig};
 
 pub use probe::probe_service;
 pub use signals::Interrupted;
@@ -215,7 +215,7 @@ pub async fn run(spec: RunSpec, progress: &dyn Progress) -> Result<RunOutcome> {
     };
     fault::heal_all(&healer).await?;
 
-    if wcfg.kind == WorkloadKind::Counter && error.is_none() {
+    if wcfg.kind.uses_store() && error.is_none() {
         progress.phase("quiet period, then final reads");
         // Clients rest so every lease lapses and the service settles before the closing read.
         tokio::time::sleep(Duration::from_millis(cfg.lease_max_ms().clamp(200, 2_000))).await;
@@ -297,5 +297,7 @@ fn workload_config(cfg: &RunConfig) -> WorkloadConfig {
         backoff_max_ms: 20,
         acquire_wait_ms: cfg.acquire_wait_ms,
         arrivals: cfg.arrivals_shape,
+        accounts: cfg.accounts,
+        lock_order: cfg.lock_order_policy,
     }
 }

@@ -216,6 +216,11 @@ pub(crate) struct Digest {
     /// (op position, `lease_from_ns`) of completions whose lease was set before them.
     pub(crate) lease_from: Vec<(usize, u64)>,
     pub(crate) rounds: Vec<(usize, u64)>,
+    /// (op position, `wait_ms`) of the acquires that say how long they asked to wait, from
+    /// their invoke and their completion (the first per op is kept).
+    pub(crate) waits: Vec<(usize, u64)>,
+    /// (op position, `transfer`) of the ops of a critical section that names itself.
+    pub(crate) transfers: Vec<(usize, u64)>,
     /// (op position, `hold`) of the ok acquires that are no lease (a session's or a
     /// transaction's lock).
     pub(crate) holds: Vec<(usize, Hold)>,
@@ -254,6 +259,8 @@ impl Digest {
             key_evidence: Vec::new(),
             lease_from: Vec::new(),
             rounds: Vec::new(),
+            waits: Vec::new(),
+            transfers: Vec::new(),
             holds: Vec::new(),
             grant_ids: Vec::new(),
             error: None,
@@ -372,8 +379,18 @@ impl Digest {
         if e.func == Func::Write {
             op.set_value(e.value);
         }
-        if let Some(id) = e.key.as_ref().and_then(|g| g.grant.clone()) {
-            self.grant_ids.push((self.ops.len(), id));
+        if let Some(g) = e.key.as_ref() {
+            let slot = self.ops.len();
+            if let Some(id) = g.grant.clone() {
+                self.grant_ids.push((slot, id));
+            }
+            // Read from the invoke too: an acquire that never completed still waited.
+            if let (Some(w), Func::Acquire) = (g.wait_ms, e.func) {
+                self.waits.push((slot, w));
+            }
+            if let Some(t) = g.transfer {
+                self.transfers.push((slot, t));
+            }
         }
         self.ops.push(op);
     }
@@ -409,7 +426,15 @@ impl Digest {
                 round,
                 grant,
                 hold,
+                wait_ms,
+                transfer,
             } = *g;
+            if let (Some(w), Func::Acquire) = (wait_ms, o.func) {
+                self.waits.push((slot, w));
+            }
+            if let Some(t) = transfer {
+                self.transfers.push((slot, t));
+            }
             if let (Some(h), Func::Acquire, Outcome::Ok) = (hold, o.func, o.outcome) {
                 self.holds.push((slot, h));
             }
@@ -796,6 +821,13 @@ impl Model {
         key_evidence.sort_by_key(|e| e.0);
         let mut rounds = d.rounds;
         rounds.sort_unstable();
+        // The invoke's is pushed first, and a stable sort by position keeps it first.
+        let mut waits = d.waits;
+        waits.sort_by_key(|e| e.0);
+        waits.dedup_by_key(|e| e.0);
+        let mut transfers = d.transfers;
+        transfers.sort_by_key(|e| e.0);
+        transfers.dedup_by_key(|e| e.0);
         let mut m = Model {
             drift,
             events: d.events,
@@ -809,6 +841,8 @@ impl Model {
             key_evidence,
             lease_from,
             rounds,
+            waits,
+            transfers,
             sessions,
             ops,
             grants,

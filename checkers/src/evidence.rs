@@ -72,6 +72,11 @@ pub struct GrantEvidence {
     /// `hold`: how long an ok acquire holds when it is not a lease ([`Hold`]); `None` for a
     /// lease (and for a value this version does not know: read as a lease).
     pub hold: Option<Hold>,
+    /// `wait_ms`: how long an acquire asked the service to wait for a held lock (the bank
+    /// workload records it): a correct service answers the wait by then.
+    pub wait_ms: Option<u64>,
+    /// `transfer`: the critical section (the bank workload's transfer) the op belongs to.
+    pub transfer: Option<u64>,
 }
 
 /// An ok acquire's `hold` (docs/history.md): a grant that is no lease the holder can count.
@@ -117,11 +122,15 @@ impl GrantEvidence {
         let round = as_u64(get("round"));
         let grant = get("grant").and_then(Value::as_str).map(str::to_string);
         let hold = get("hold").and_then(Value::as_str).and_then(Hold::parse);
+        let wait_ms = as_u64(get("wait_ms"));
+        let transfer = as_u64(get("transfer"));
         (key.is_some()
             || lease_from_ns.is_some()
             || round.is_some()
             || grant.is_some()
-            || hold.is_some())
+            || hold.is_some()
+            || wait_ms.is_some()
+            || transfer.is_some())
         .then(|| {
             Box::new(GrantEvidence {
                 lease_from_ns,
@@ -129,6 +138,8 @@ impl GrantEvidence {
                 round,
                 grant,
                 hold,
+                wait_ms,
+                transfer,
             })
         })
     }

@@ -55,10 +55,17 @@ pub enum InjectKind {
     /// is granted while the first's holder, which has sent nothing since, still believes it
     /// holds the lock, long after the ttl it asked for. Read as leases, the history is legal.
     DoubleGrantSession,
+    /// Two fresh processes on two locks of their own: each is granted one, then asks for the
+    /// other's, and neither wait is answered until both give up 5 s later (longer than the
+    /// default liveness grace), their long leases still running.
+    Deadlock,
+    /// A bank transfer on two accounts of their own, applied whole, and closing reads whose
+    /// sum is not 0: one account's read misses the transfer's write.
+    TotalChanged,
 }
 
 impl InjectKind {
-    pub const ALL: [InjectKind; 17] = [
+    pub const ALL: [InjectKind; 19] = [
         InjectKind::TokenReused,
         InjectKind::TokenRegressed,
         InjectKind::TokenRegressedInferred,
@@ -76,6 +83,8 @@ impl InjectKind {
         InjectKind::RenewAfterRelease,
         InjectKind::DoubleGrantUnordered,
         InjectKind::DoubleGrantSession,
+        InjectKind::Deadlock,
+        InjectKind::TotalChanged,
     ];
 
     /// The adapter shapes of docs/checkers.md's model items 3, 6, 8 and 9 (checkers/tests/
@@ -107,6 +116,8 @@ impl InjectKind {
             InjectKind::RenewAfterRelease => "renew-after-release",
             InjectKind::DoubleGrantUnordered => "double-grant-unordered",
             InjectKind::DoubleGrantSession => "double-grant-session",
+            InjectKind::Deadlock => "deadlock",
+            InjectKind::TotalChanged => "total-changed",
         }
     }
 
@@ -137,6 +148,8 @@ impl InjectKind {
             InjectKind::LockStuck => ViolationKind::LockStuck,
             InjectKind::GrantOnExpiredLease => ViolationKind::GrantOnExpiredLease,
             InjectKind::GrantWithoutKey => ViolationKind::GrantWithoutKey,
+            InjectKind::Deadlock => ViolationKind::Deadlock,
+            InjectKind::TotalChanged => ViolationKind::TotalChanged,
         }
     }
 }
@@ -165,6 +178,8 @@ pub fn inject(ops: &mut Vec<Op>, kind: InjectKind, seed: u64) -> Option<Vec<u64>
         InjectKind::RenewAfterRelease => renew_after_release,
         InjectKind::DoubleGrantUnordered => unordered_grants,
         InjectKind::DoubleGrantSession => session_grants,
+        InjectKind::Deadlock => wait_for_each_other,
+        InjectKind::TotalChanged => unbalanced_accounts,
     };
     f(ops, &mut rng)
 }
@@ -426,6 +441,117 @@ fn session_grants(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
     }
     // The completions in time order: the first grant, the second, the two releases.
     insert(ops, new).get(1).map(|&i| vec![i])
+}
+
+/// Two fresh processes, two locks of their own (leases of a minute): `q` is granted A and
+/// `q+1` B, then each asks for the other's lock; both waits go unanswered until the clients
+/// give up (`info`, timeout) 5 s later, past the default liveness grace.
+fn wait_for_each_other(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
+    let end = ops.last()?.time_ns;
+    let t = rng.random_range(0..=end);
+    let free = |l: &String| !ops.iter().any(|o| o.lock.as_deref() == Some(l.as_str()));
+    let i = (0..).find(|i| free(&format!("Ldeadlock{i}a")) && free(&format!("Ldeadlock{i}b")))?;
+    let (a, b) = (format!("Ldeadlock{i}a"), format!("Ldeadlock{i}b"));
+    let q = fresh_process(ops);
+    const MS: u64 = 1_000_000;
+    const TTL_MS: u64 = 60_000;
+    let answer = |token| OpValue::default().with_token(token).with_ttl_ms(TTL_MS);
+    let mut new = fresh_grant(q, &a, t, t + MS, TTL_MS, answer(1));
+    new.extend(fresh_grant(q + 1, &b, t, t + 2 * MS, TTL_MS, answer(1)));
+    for (p, lock, at) in [(q, &b, t + 3 * MS), (q + 1, &a, t + 4 * MS)] {
+        let asked = OpValue::default().with_ttl_ms(TTL_MS);
+        new.push(lock_op(
+            p,
+            at,
+            OpType::Invoke,
+            F::Acquire,
+            lock,
+            asked.clone(),
+        ));
+        new.push(lock_op(
+            p,
+            at + 5_000 * MS,
+            OpType::Info,
+            F::Acquire,
+            lock,
+            asked.with_error("timeout"),
+        ));
+    }
+    // The completions: both grants, then both waits given up.
+    Some(insert(ops, new))
+}
+
+/// After the history's last op, a fresh process makes one bank transfer on two accounts of
+/// their own (locks and registers no op used): both locks, both writes (5 out of one, 5 into
+/// the other) accepted, both releases; then the closing reads, of which the second sees 3.
+fn unbalanced_accounts(ops: &mut Vec<Op>, _rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
+    let end = ops.last()?.time_ns;
+    let used = |k: &String| {
+        ops.iter()
+            .any(|o| o.lock.as_deref() == Some(k.as_str()) || o.key.as_deref() == Some(k.as_str()))
+    };
+    let i = (0..).find(|i| !used(&format!("Lbank{i}a")) && !used(&format!("balance-bank{i}a")))?;
+    let q = fresh_process(ops);
+    const MS: u64 = 1_000_000;
+    let mut t = end + MS;
+    let mut new = Vec::new();
+    let tag = |v: OpValue| v.with_extra("transfer", json!(1));
+    let mut step = |new: &mut Vec<Op>, op: Op| {
+        t += MS;
+        new.push(Op { time_ns: t, ..op });
+    };
+    for side in ["a", "b"] {
+        let lock = format!("Lbank{i}{side}");
+        let key = format!("balance-bank{i}{side}");
+        let asked = tag(OpValue::default().with_ttl_ms(1000));
+        step(
+            &mut new,
+            lock_op(q, 0, OpType::Invoke, F::Acquire, &lock, asked.clone()),
+        );
+        step(
+            &mut new,
+            lock_op(q, 0, OpType::Ok, F::Acquire, &lock, asked.with_token(1)),
+        );
+        let delta = if side == "a" { -5 } else { 5 };
+        let w = tag(OpValue::default().with_token(1).with_value(delta));
+        for kind in [OpType::Invoke, OpType::Ok] {
+            step(
+                &mut new,
+                Op::new(0, 0, Process::Client(q), kind, F::Write)
+                    .with_key(&key)
+                    .with_value(w.clone()),
+            );
+        }
+        let r = tag(OpValue::default().with_token(1));
+        step(
+            &mut new,
+            lock_op(q, 0, OpType::Invoke, F::Release, &lock, r.clone()),
+        );
+        step(&mut new, lock_op(q, 0, OpType::Ok, F::Release, &lock, r));
+    }
+    for (n, (side, seen)) in [("a", -5), ("b", 3)].into_iter().enumerate() {
+        let key = format!("balance-bank{i}{side}");
+        let p = Process::Client(q + 1 + n as u64);
+        let asked = OpValue {
+            is_final: true,
+            ..OpValue::default()
+        };
+        step(
+            &mut new,
+            Op::new(0, 0, p, OpType::Invoke, F::Read)
+                .with_key(&key)
+                .with_value(asked.clone()),
+        );
+        step(
+            &mut new,
+            Op::new(0, 0, p, OpType::Ok, F::Read)
+                .with_key(&key)
+                .with_value(asked.with_value(seen)),
+        );
+    }
+    // The completions are the grants, writes and releases, then the two closing reads.
+    let done = insert(ops, new);
+    Some(done[done.len() - 2..].to_vec())
 }
 
 /// A grant's lease is recorded as set before it (`lease_from_ns`: a session lease confirmed a

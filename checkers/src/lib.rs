@@ -52,7 +52,9 @@
 //!   only one that writes), and counts only writes acknowledged before the final read was sent.
 //! - `unsafe-overlap` is one warning per grant, listing its late ops.
 
+mod bank;
 mod coverage;
+mod deadlock;
 mod digest;
 mod evidence;
 mod exercised;
@@ -155,7 +157,9 @@ pub fn all_checkers() -> Vec<Box<dyn Checker>> {
         Box::new(tokens::StaleLockOps),
         Box::new(store::StoreFencing),
         Box::new(store::Counter),
+        Box::new(bank::Total),
         Box::new(liveness::Liveness),
+        Box::new(deadlock::Deadlock),
     ]
 }
 
@@ -212,9 +216,15 @@ pub(crate) fn check_model(m: &Model, cfg: &CheckConfig) -> Results {
         });
     outs.extend(rest);
     // The search runs last: it decides only the locks the rules proved nothing about.
+    // A deadlock names a lock of its cycle but proves nothing about the lock's grants.
     let proven: std::collections::HashSet<String> = outs
         .iter()
-        .flat_map(|(_, o)| o.violations.iter().filter_map(|v| v.lock.clone()))
+        .flat_map(|(_, o)| {
+            o.violations
+                .iter()
+                .filter(|v| v.kind != history::ViolationKind::Deadlock)
+                .filter_map(|v| v.lock.clone())
+        })
         .collect();
     let mut searched = search::judged(m, searched, &proven);
     m.finish(&mut searched);

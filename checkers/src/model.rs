@@ -308,6 +308,12 @@ pub struct Model {
     /// `(position in ops, round)` of every acquire completion made in a contention round
     /// (`--arrivals rounds:...`), by position.
     pub rounds: Vec<(usize, u64)>,
+    /// `(position in ops, wait_ms)` of the acquires that recorded how long they asked the
+    /// service to wait (`value.wait_ms`), by position.
+    pub waits: Vec<(usize, u64)>,
+    /// `(position in ops, transfer)` of the ops that name the critical section they belong to
+    /// (`value.transfer`, the bank workload's), by position.
+    pub transfers: Vec<(usize, u64)>,
     /// Positions in `ops` of the ok acquires whose grant is a session's (`hold: session`,
     /// model item 9), sorted.
     pub sessions: Vec<usize>,
@@ -528,6 +534,29 @@ impl Model {
 
     pub fn is_empty(&self) -> bool {
         self.events == 0
+    }
+
+    /// The `wait_ms` acquire `pos` asked for, if it recorded one.
+    pub fn wait_ms_of(&self, pos: usize) -> Option<u64> {
+        lease_from_of(&self.waits, pos)
+    }
+
+    /// The critical section (`transfer`) op `pos` belongs to, if it names one.
+    pub fn transfer_of(&self, pos: usize) -> Option<u64> {
+        lease_from_of(&self.transfers, pos)
+    }
+
+    /// Per key, whether an op of a named critical section (`transfer`) touched it: such a
+    /// register is an account, not a counter.
+    pub fn transfer_keys(&self) -> Vec<bool> {
+        let mut keys = vec![false; self.keys.len()];
+        for &(pos, _) in &self.transfers {
+            let o = &self.ops[pos];
+            if !o.func.is_lock_op() && o.target != NO_TARGET {
+                keys[o.target as usize] = true;
+            }
+        }
+        keys
     }
 
     /// The adapter's `lease_from_ns` for grant `g`, when its lease was set before the grant.

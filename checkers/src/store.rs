@@ -113,8 +113,10 @@ impl Checker for Counter {
         // per key: ok writes as (completion, op), and the count of indeterminate writes
         let mut per_key: Vec<(Vec<(u64, usize)>, u64)> = vec![(Vec::new(), 0); m.keys.len()];
         let mut finals: Vec<usize> = Vec::new();
+        // An account (a register a transfer wrote) holds a balance, not a count.
+        let accounts = m.transfer_keys();
         for (i, o) in m.ops.iter().enumerate() {
-            if o.target == NO_TARGET {
+            if o.target == NO_TARGET || (!o.func.is_lock_op() && accounts[o.target as usize]) {
                 continue;
             }
             match (o.func, o.outcome) {

@@ -77,6 +77,8 @@ pub(crate) fn value_field(key: &str) -> Option<(Kind, &'static str)> {
         "answer_revision" => (Kind::U64, "value.answer_revision"),
         "key_at_revision" => (Kind::Str, "value.key_at_revision"),
         "round" => (Kind::U64, "value.round"),
+        "wait_ms" => (Kind::U64, "value.wait_ms"),
+        "transfer" => (Kind::U64, "value.transfer"),
         "zk_session" => (Kind::Str, "value.zk_session"),
         "zk_server" => (Kind::Str, "value.zk_server"),
         "zk_node" => (Kind::Str, "value.zk_node"),
@@ -462,7 +464,7 @@ mod tests {
             }
         }
         // Every field value_field types, and no other.
-        assert_eq!(seen, 24, "the table and value_field differ in number");
+        assert_eq!(seen, 26, "the table and value_field differ in number");
     }
 
     /// The nemesis type table of docs/history.md and [`nemesis_field`] (with [`netem_field`])

@@ -101,12 +101,19 @@ pub enum ViolationKind {
     StaleReleaseAccepted,
     StaleRenewAccepted,
     LockStuck,
+    /// Clients each held a lock and waited for another's, in a cycle, and nothing broke the
+    /// cycle (no wait answered, no lease lapsed) for the liveness grace past every wait's own
+    /// `wait_ms` (docs/checkers.md, deadlock).
+    Deadlock,
+    /// The bank's accounts, every transfer applied whole, do not sum to what they started
+    /// with (docs/checkers.md, total-changed).
+    TotalChanged,
     /// A warning, not a service bug: a paused holder outlived its lease while another held.
     UnsafeOverlap,
 }
 
 impl ViolationKind {
-    pub const ALL: [ViolationKind; 11] = [
+    pub const ALL: [ViolationKind; 13] = [
         ViolationKind::DoubleGrant,
         ViolationKind::GrantOnExpiredLease,
         ViolationKind::GrantWithoutKey,
@@ -117,6 +124,8 @@ impl ViolationKind {
         ViolationKind::StaleReleaseAccepted,
         ViolationKind::StaleRenewAccepted,
         ViolationKind::LockStuck,
+        ViolationKind::Deadlock,
+        ViolationKind::TotalChanged,
         ViolationKind::UnsafeOverlap,
     ];
     pub fn as_str(self) -> &'static str {
@@ -131,13 +140,15 @@ impl ViolationKind {
             ViolationKind::StaleReleaseAccepted => "stale-release-accepted",
             ViolationKind::StaleRenewAccepted => "stale-renew-accepted",
             ViolationKind::LockStuck => "lock-stuck",
+            ViolationKind::Deadlock => "deadlock",
+            ViolationKind::TotalChanged => "total-changed",
             ViolationKind::UnsafeOverlap => "unsafe-overlap",
         }
     }
     /// Safety, liveness, or a warning.
     pub fn class(self) -> KindClass {
         match self {
-            ViolationKind::LockStuck => KindClass::Liveness,
+            ViolationKind::LockStuck | ViolationKind::Deadlock => KindClass::Liveness,
             ViolationKind::UnsafeOverlap => KindClass::Warning,
             _ => KindClass::Safety,
         }

@@ -38,6 +38,11 @@ pub enum UnsafeMode {
     /// Timestamp order only: a request enters when no known request has a smaller timestamp,
     /// with no tie-break, so requests stamped in the same tick all enter together.
     NoTiebreak,
+    /// An acquire that waits for a held lock is never refused when its `wait_ms` is over: it
+    /// waits until the lock is free (or the client hangs up). Clients that each hold one lock
+    /// and wait for another's (the bank workload with `--lock-order-policy random`) then wait
+    /// for each other forever: a deadlock the service would have broken with a `held`.
+    NoWaitTimeout,
 }
 
 const UNSAFE_NAMES: &[&str] = &[
@@ -51,10 +56,11 @@ const UNSAFE_NAMES: &[&str] = &[
     "unchecked-release",
     "volatile",
     "no-tiebreak",
+    "no-wait-timeout",
 ];
 
 impl UnsafeMode {
-    pub const ALL: [UnsafeMode; 10] = [
+    pub const ALL: [UnsafeMode; 11] = [
         UnsafeMode::ReuseTokens,
         UnsafeMode::NoTtl,
         UnsafeMode::WallClock,
@@ -65,6 +71,7 @@ impl UnsafeMode {
         UnsafeMode::UncheckedRelease,
         UnsafeMode::Volatile,
         UnsafeMode::NoTiebreak,
+        UnsafeMode::NoWaitTimeout,
     ];
 
     #[must_use]
@@ -80,6 +87,7 @@ impl UnsafeMode {
             UnsafeMode::UncheckedRelease => "unchecked-release",
             UnsafeMode::Volatile => "volatile",
             UnsafeMode::NoTiebreak => "no-tiebreak",
+            UnsafeMode::NoWaitTimeout => "no-wait-timeout",
         }
     }
 
@@ -114,6 +122,10 @@ impl UnsafeMode {
             UnsafeMode::NoTiebreak => {
                 "requests are ordered by timestamp alone; requests stamped in the same tick \
                  all enter, and their clients hold the lock at once"
+            }
+            UnsafeMode::NoWaitTimeout => {
+                "an acquire waits until the lock is free, whatever its wait_ms; clients that \
+                 hold one lock and wait for another's wait for each other forever"
             }
         }
     }
@@ -233,7 +245,7 @@ mod tests {
             msg,
             "unknown unsafe mode `fast`; valid names: reuse-tokens, no-ttl, wall-clock, \
              skip-token-check, racy, split-brain, renew-grace, unchecked-release, volatile, \
-             no-tiebreak"
+             no-tiebreak, no-wait-timeout"
         );
         let msg = "some".parse::<FenceMode>().unwrap_err().to_string();
         assert_eq!(

@@ -96,6 +96,13 @@ pub async fn serve_lockd(
             reason: "unsafe mode no-tiebreak needs the timestamp order".into(),
         });
     }
+    if mode == Some(UnsafeMode::NoWaitTimeout) && cfg.order.is_some() {
+        return Err(LockdError::InvalidCluster {
+            reason: "unsafe mode no-wait-timeout is a bug of the primary order's waits; the \
+                     timestamp order queues its requests itself"
+                .into(),
+        });
+    }
     let cluster = join_cluster(&cfg, addr)?;
     if let Some(order) = cfg.order {
         return serve_ordered(listener, order, mode, cluster.as_ref(), addr, shutdown).await;
@@ -480,11 +487,17 @@ impl Service {
                     released,
                     expires_in,
                 } => {
+                    let slice = Duration::from_millis(WAIT_SLICE_MS);
                     let left = wait_deadline.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
+                    let mut nap = if self.mode == Some(UnsafeMode::NoWaitTimeout) {
+                        // The bug: the deadline is never looked at. Still bounded by
+                        // WAIT_ROUNDS_MAX slices, and by the client hanging up.
+                        slice
+                    } else if left.is_zero() {
                         return Err(ApiError::Conflict("held"));
-                    }
-                    let mut nap = left.min(Duration::from_millis(WAIT_SLICE_MS));
+                    } else {
+                        left.min(slice)
+                    };
                     if let Some(expires_in) = expires_in {
                         nap = nap.min(expires_in + Duration::from_millis(1));
                     }

@@ -117,6 +117,8 @@ pub fn checker_of(kind: ViolationKind) -> &'static str {
         StaleWriteAccepted => "store-fencing",
         LostUpdate => "counter",
         LockStuck => "liveness",
+        Deadlock => "deadlock",
+        TotalChanged => "bank-total",
     }
 }
 

@@ -259,6 +259,8 @@ fn why(k: ViolationKind) -> &'static str {
         ViolationKind::LostUpdate => "Each holder writes the value it read plus one under the lock; two acknowledged writes of one value (or a final read below the number of writes) prove an update was lost.",
         ViolationKind::StaleReleaseAccepted | ViolationKind::StaleRenewAccepted => "A release or renew with a token older than a grant that completed before it must be refused: the old holder no longer owns the lock.",
         ViolationKind::LockStuck => "Once every lease has surely expired (plus the grace), a correct service grants the lock again; it kept answering `held` to every acquire.",
+        ViolationKind::Deadlock => "Each client in the cycle held a lock the next one waited for, and nothing broke the cycle: no wait was answered (a correct service refuses a wait once its wait_ms is over) and no lease lapsed, for the liveness grace past every wait's wait_ms. Acquiring the locks in one order (--lock-order-policy sorted) makes such a cycle impossible.",
+        ViolationKind::TotalChanged => "A transfer moves money from one account to another and never changes the total; with every transfer applied whole, a total that changed proves two transfers overwrote each other's balances: their critical sections were not exclusive, or the store took a stale write.",
         ViolationKind::UnsafeOverlap => "Not a service bug: the client's lease had surely expired while another client held the lock, yet it still acted as holder. Only fencing at the resource makes this safe; the sentence says what the store did.",
     }
 }

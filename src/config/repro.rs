@@ -7,6 +7,7 @@ use super::{RunConfig, Target};
 use crate::config_file::{render, Setting};
 use anyhow::Result;
 use nemesis::schedule::FaultKind;
+use workloads::WorkloadKind;
 
 /// The first line of a run's `config.toml`.
 pub const RESOLVED_HEADER: &str = "# Resolved configuration of this run.";
@@ -119,6 +120,14 @@ impl RunConfig {
         }
         if self.arrivals != "steady" {
             s.push(("--arrivals", Text(self.arrivals.clone())));
+        }
+        // Written for the bank only: every other workload's config.toml stays as it was.
+        if self.kind() == WorkloadKind::Bank {
+            s.push(("--accounts", Count(self.accounts as u64)));
+            s.push((
+                "--lock-order-policy",
+                Text(self.lock_order_policy.as_str().to_string()),
+            ));
         }
         match &self.store {
             // The fence is a mode of the embedded store only (clap refuses it beside the others).

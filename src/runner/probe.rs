@@ -26,7 +26,7 @@ pub async fn conformance(
         ttl_ms: cfg.ttl_ms,
         drift: cfg.drift,
         op_timeout: Duration::from_millis(cfg.op_timeout_ms),
-        store: cfg.kind() == workloads::WorkloadKind::Counter,
+        store: cfg.kind().uses_store(),
     };
     workloads::probe(&target).await
 }

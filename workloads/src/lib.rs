@@ -11,10 +11,10 @@
 //!   inspect), which every service's clients implement; [`Service`], its descriptor (how to
 //!   start it, which faults reach it, how to connect); [`SERVICES`], the registry `--adapter`
 //!   looks names up in. [`Adapter`]: one node's lock client and resource, what workers call.
-//! - [`run_workers`]: one task per client slot running the [`WorkloadKind::Mutex`] or
-//!   [`WorkloadKind::Counter`] workload, recording every invoke and completion through a
+//! - [`run_workers`]: one task per client slot running the [`WorkloadKind::Mutex`],
+//!   [`WorkloadKind::Counter`] or [`WorkloadKind::Bank`] workload, recording every invoke and completion through a
 //!   [`history::Recorder`]. A process that sees `Info` is crashed and its slot continues under a
-//!   new process number. [`final_reads`] makes the counter's closing reads.
+//!   new process number. [`final_reads`] makes the counter's (and the bank's) closing reads.
 //! - [`PauseBoard`]: how the nemesis asks a holder to stall past its lease (client-pause).
 //! - [`Budget`]: the `--ops-max` bound shared by all workers.
 //! - [`probe`]: the conformance probe (health, grant with a numeric token, a second client
@@ -70,6 +70,6 @@ pub use service::{
 pub use template::{CallSpec, TemplateClient, TemplateSpec};
 pub use watch::{AnswerWatch, UNEXPECTED_MIN, WINDOW};
 pub use workload::{
-    final_reads, run_workers, Arrivals, Budget, WorkersDone, WorkloadConfig, WorkloadError,
-    WorkloadKind,
+    final_reads, run_workers, Arrivals, Budget, LockOrderPolicy, WorkersDone, WorkloadConfig,
+    WorkloadError, WorkloadKind,
 };

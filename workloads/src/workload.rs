@@ -1,5 +1,5 @@
-//! The `mutex` and `counter` workloads: one worker task per client slot, each recording every
-//! op it performs.
+//! The `mutex`, `counter` and `bank` workloads: one worker task per client slot, each recording
+//! every op it performs.
 
 use crate::adapter::Adapter;
 use crate::api::{Grant, UNREAD};
@@ -23,7 +23,48 @@ pub enum WorkloadKind {
     Mutex,
     /// Under the lock: read the register with the token, write value + 1 with the token.
     Counter,
+    /// Transfers between accounts, each a register guarded by a lock of its own: take two
+    /// accounts' locks in the `--lock-order-policy` order, read both balances, write both new
+    /// ones with their tokens, release both. Many locks held at once, so waits can form cycles.
+    Bank,
 }
+
+/// In which order a bank transfer takes its two accounts' locks (`--lock-order-policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LockOrderPolicy {
+    /// By account number, whichever way the money moves: the discipline under which no cycle
+    /// of waits can form.
+    #[default]
+    Sorted,
+    /// Source account first, so two opposite transfers take the same two locks in opposite
+    /// orders: a deadlock whenever the service lets their waits run on.
+    Random,
+}
+
+impl std::str::FromStr for LockOrderPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "sorted" => Ok(LockOrderPolicy::Sorted),
+            "random" => Ok(LockOrderPolicy::Random),
+            _ => Err(format!(
+                "unknown lock order policy {s:?} (expected sorted or random)"
+            )),
+        }
+    }
+}
+
+impl LockOrderPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockOrderPolicy::Sorted => "sorted",
+            LockOrderPolicy::Random => "random",
+        }
+    }
+}
+
+/// The most any one transfer moves; the amount is drawn from 1 to this.
+const TRANSFER_MAX: i64 = 10;
 
 impl std::str::FromStr for WorkloadKind {
     type Err = String;
@@ -31,8 +72,9 @@ impl std::str::FromStr for WorkloadKind {
         match s {
             "mutex" => Ok(WorkloadKind::Mutex),
             "counter" => Ok(WorkloadKind::Counter),
+            "bank" => Ok(WorkloadKind::Bank),
             _ => Err(format!(
-                "unknown workload {s:?} (expected mutex or counter)"
+                "unknown workload {s:?} (expected mutex, counter or bank)"
             )),
         }
     }
@@ -43,7 +85,13 @@ impl WorkloadKind {
         match self {
             WorkloadKind::Mutex => "mutex",
             WorkloadKind::Counter => "counter",
+            WorkloadKind::Bank => "bank",
         }
+    }
+
+    /// Whether the workload reads and writes the store (and closes with final reads).
+    pub fn uses_store(self) -> bool {
+        matches!(self, WorkloadKind::Counter | WorkloadKind::Bank)
     }
 }
 
@@ -120,9 +168,28 @@ pub struct WorkloadConfig {
     /// protocol's `wait_ms`, etcd's `lock/lock` wait.
     pub acquire_wait_ms: u64,
     pub arrivals: Arrivals,
+    /// The bank workload's accounts (`--accounts`).
+    pub accounts: usize,
+    /// The bank workload's lock order (`--lock-order-policy`).
+    pub lock_order: LockOrderPolicy,
 }
 
 impl WorkloadConfig {
+    /// The lock guarding bank account `i`.
+    pub fn account_lock(i: usize) -> String {
+        format!("A{i}")
+    }
+    /// The register holding bank account `i`'s balance.
+    pub fn account_key(i: usize) -> String {
+        format!("balance-A{i}")
+    }
+    /// The registers the final reads close the run with: the counter's, or the accounts.
+    pub fn final_keys(&self) -> Vec<String> {
+        match self.kind {
+            WorkloadKind::Bank => (0..self.accounts).map(Self::account_key).collect(),
+            _ => self.lock_names().iter().map(|l| Self::key_for(l)).collect(),
+        }
+    }
     pub fn lock_name(i: usize) -> String {
         format!("L{i}")
     }
@@ -208,6 +275,7 @@ pub async fn run_workers<W: Write + Send + 'static>(
             recent: Recent::default(),
             unreachable: Unreachable::default(),
             last_round: 0,
+            transfers: 0,
             rng: ChaCha8Rng::seed_from_u64(
                 cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ slot as u64,
             ),
@@ -241,11 +309,10 @@ pub async fn final_reads<W: Write + Send>(
     recorder: &Recorder<W>,
     first_process: u64,
 ) -> Result<(), WorkloadError> {
-    if cfg.kind != WorkloadKind::Counter {
+    if !cfg.kind.uses_store() {
         return Ok(());
     }
-    for (i, lock) in cfg.lock_names().iter().enumerate() {
-        let key = WorkloadConfig::key_for(lock);
+    for (i, key) in cfg.final_keys().into_iter().enumerate() {
         let p = Process::Client(first_process + i as u64);
         let v = OpValue {
             is_final: true,
@@ -291,6 +358,8 @@ struct Worker<W: Write + Send> {
     rng: ChaCha8Rng,
     /// The last contention round this client asked in (`--arrivals rounds:...`).
     last_round: u64,
+    /// Bank transfers this slot began: with the slot, each transfer's id.
+    transfers: u64,
 }
 
 /// How an op ended, as the worker acts on it.
@@ -527,6 +596,9 @@ impl<W: Write + Send> Worker<W> {
     }
 
     async fn cycle(&mut self) -> Result<(), WorkloadError> {
+        if self.cfg.kind == WorkloadKind::Bank {
+            return self.transfer().await;
+        }
         let round = match self.cfg.arrivals {
             Arrivals::Steady => None,
             Arrivals::Rounds { window_ms } => Some(self.next_round(window_ms).await),
@@ -572,10 +644,120 @@ impl<W: Write + Send> Worker<W> {
         let end = match self.cfg.kind {
             WorkloadKind::Mutex => self.hold(&mut held, hold).await?,
             WorkloadKind::Counter => self.counter_body(&mut held, hold).await?,
+            WorkloadKind::Bank => unreachable!("a bank cycle is a transfer"),
         };
         if matches!(end, HoldEnd::Held | HoldEnd::Stalled) {
             let v = held.names(OpValue::default());
             self.op(F::Release, Some(&held.lock), None, v).await?;
+        }
+        Ok(())
+    }
+
+    /// One bank transfer: two accounts' locks taken in the policy's order, both balances read,
+    /// both new balances written with their tokens, both locks released (the last taken
+    /// first). Every op names the transfer, and each acquire how long it asks to wait, so the
+    /// checkers can tie the critical section together and know when a wait was due an answer.
+    /// The transfer does not renew: it holds both locks for the drawn hold, at most a third of
+    /// the lease, between its reads and its writes.
+    async fn transfer(&mut self) -> Result<(), WorkloadError> {
+        let n = self.cfg.accounts;
+        assert!(
+            n >= 2,
+            "the bank needs two accounts (checked by the config)"
+        );
+        if self.stopping() || !self.budget.take() {
+            return Ok(());
+        }
+        let from = self.rng.random_range(0..n);
+        let to = (from + self.rng.random_range(1..n)) % n;
+        let order = match self.cfg.lock_order {
+            LockOrderPolicy::Sorted => [from.min(to), from.max(to)],
+            LockOrderPolicy::Random => [from, to],
+        };
+        self.transfers += 1;
+        // Unique across slots, and small: the slots' counts interleaved.
+        let id = self.transfers * self.cfg.clients as u64 + self.slot as u64;
+        let tag = |v: OpValue| v.with_extra("transfer", Value::from(id));
+        let ttl_ms = self.cfg.ttl_ms;
+        let mut held: Vec<(usize, Held)> = Vec::with_capacity(2);
+        for acct in order {
+            let lock = WorkloadConfig::account_lock(acct);
+            let v = tag(OpValue::default().with_ttl_ms(ttl_ms))
+                .with_extra("wait_ms", Value::from(self.cfg.acquire_wait_ms));
+            let invoked_at = Instant::now();
+            match self.op(F::Acquire, Some(&lock), None, v).await? {
+                Done::Ok(body) if body.get(UNREAD).is_none() => {
+                    let grant_no = self.pauses.granted(&lock);
+                    held.push((
+                        acct,
+                        Held {
+                            lock,
+                            grant: Grant::from_answer(&body),
+                            grant_no,
+                            ttl_ms: body.get("ttl_ms").and_then(Value::as_u64).unwrap_or(ttl_ms),
+                            lease_from: invoked_at,
+                            answered: Instant::now(),
+                        },
+                    ));
+                }
+                // A grant whose token could not be read fences nothing: let it lapse, and
+                // give up the transfer as after a refusal.
+                Done::Ok(_) | Done::Fail => {
+                    self.release_all(&held, &tag).await?;
+                    self.backoff().await;
+                    return Ok(());
+                }
+                Done::Crashed => return Ok(()),
+            }
+        }
+        let mut balances = [0i64; 2];
+        for (k, (acct, h)) in held.iter().enumerate() {
+            let key = WorkloadConfig::account_key(*acct);
+            let v = tag(h.names(OpValue::default()));
+            match self.op(F::Read, None, Some(&key), v).await? {
+                Done::Ok(body) => match body.get("value").and_then(Value::as_i64) {
+                    Some(b) => balances[k] = b,
+                    None => return self.release_all(&held, &tag).await,
+                },
+                Done::Fail => return self.release_all(&held, &tag).await,
+                Done::Crashed => return Ok(()),
+            }
+        }
+        let hold_ms = self
+            .rng
+            .random_range(self.cfg.hold_min_ms..=self.cfg.hold_max_ms.max(self.cfg.hold_min_ms))
+            .min(ttl_ms / 3);
+        // A holder stall strikes here, between the reads and the writes, whatever it would
+        // wake into: the stalled client then writes with its old tokens.
+        let stall = self.pauses.take_stall_if(|s| s.aim != StallAim::Waiter);
+        match stall {
+            Some(stall) => self.stall(&held[0].1, stall).await?,
+            None => self.sleep(Duration::from_millis(hold_ms)).await,
+        }
+        let amount = self.rng.random_range(1..=TRANSFER_MAX);
+        for (k, (acct, h)) in held.iter().enumerate() {
+            let delta = if *acct == from { -amount } else { amount };
+            let key = WorkloadConfig::account_key(*acct);
+            let v = tag(h.names(OpValue::default().with_value(balances[k] + delta)));
+            if let Done::Crashed = self.op(F::Write, None, Some(&key), v).await? {
+                return Ok(());
+            }
+        }
+        self.release_all(&held, &tag).await
+    }
+
+    /// Releases a transfer's locks, the last taken first. A release that crashes the process
+    /// leaves the rest to their leases (the new process number holds nothing).
+    async fn release_all(
+        &mut self,
+        held: &[(usize, Held)],
+        tag: &impl Fn(OpValue) -> OpValue,
+    ) -> Result<(), WorkloadError> {
+        for (_, h) in held.iter().rev() {
+            let v = tag(h.names(OpValue::default()));
+            if let Done::Crashed = self.op(F::Release, Some(&h.lock), None, v).await? {
+                return Ok(());
+            }
         }
         Ok(())
     }

@@ -1,0 +1,134 @@
+//! `total-changed`: the bank's money invariant. A transfer moves an amount from one account to
+//! another, so it never changes the total; every account starts at 0 (a fresh store's
+//! registers do, as the counter's), so the closing reads of all the accounts must sum to 0.
+//!
+//! Judged only when the total is determined by what the history shows: every account has an
+//! `ok` closing read, sent after every write was answered, and every transfer was applied whole
+//! or not at all (its writes all `ok`, or all refused). A transfer with a write that was never
+//! answered (`info`, pending), or with one write accepted and the other refused (a fence that
+//! caught a stale holder halfway), may have moved money out of one account and into none, which
+//! is the client's broken critical section, not a lost update: the checker then says so in a
+//! note and judges nothing. So a total that changed when every transfer was whole proves that
+//! two transfers overwrote each other's balances (each read a balance the other was about to
+//! change), whatever the timing.
+
+use crate::model::{Func, Model, NO_TARGET};
+use crate::text::secs;
+use crate::{verdict, CheckConfig, CheckOutput, Checker};
+use history::{Outcome, Violation, ViolationKind};
+use std::collections::BTreeMap;
+
+pub struct Total;
+
+impl Checker for Total {
+    fn name(&self) -> &'static str {
+        "bank-total"
+    }
+
+    fn check_model(&self, m: &Model, cfg: &CheckConfig) -> CheckOutput {
+        let mut out = CheckOutput::new();
+        let accounts = m.transfer_keys();
+        if accounts.iter().any(|&a| a) {
+            judge(m, &accounts, &mut out);
+        }
+        verdict(m, cfg, &mut out);
+        out
+    }
+}
+
+fn judge(m: &Model, accounts: &[bool], out: &mut CheckOutput) {
+    // transfer -> (ok writes, refused writes, unanswered writes)
+    let mut writes: BTreeMap<u64, (u64, u64, u64)> = BTreeMap::new();
+    let mut last_write_ns = 0u64;
+    for &(pos, t) in &m.transfers {
+        let o = &m.ops[pos];
+        if o.func != Func::Write {
+            continue;
+        }
+        let w = writes.entry(t).or_default();
+        match o.outcome {
+            Outcome::Ok => w.0 += 1,
+            Outcome::Fail => w.1 += 1,
+            Outcome::Info | Outcome::Pending => w.2 += 1,
+        }
+        last_write_ns = last_write_ns.max(o.complete_or_max());
+    }
+    let half = writes
+        .values()
+        .filter(|w| w.2 > 0 || (w.0 > 0 && w.1 > 0))
+        .count();
+    if half > 0 {
+        out.notes.push(format!(
+            "{half} transfer(s) may have been applied halfway (a write unanswered, or one \
+             accepted and the other refused): the accounts' total is not judged"
+        ));
+        return;
+    }
+    // The closing read of each account: the last ok one.
+    let mut finals: BTreeMap<u32, usize> = BTreeMap::new();
+    for (pos, o) in m.ops.iter().enumerate() {
+        if o.func == Func::Read
+            && o.is_final
+            && o.outcome == Outcome::Ok
+            && o.target != NO_TARGET
+            && accounts[o.target as usize]
+        {
+            finals.insert(o.target, pos);
+        }
+    }
+    let wanted = accounts.iter().filter(|&&a| a).count();
+    if finals.len() < wanted {
+        out.notes.push(format!(
+            "{} of {wanted} account(s) have no ok closing read: the accounts' total is not judged",
+            wanted - finals.len()
+        ));
+        return;
+    }
+    if finals
+        .values()
+        .any(|&pos| m.ops[pos].invoke_ns <= last_write_ns)
+    {
+        out.notes.push(
+            "a closing read was sent before every write was answered: the accounts' total is \
+             not judged"
+                .to_string(),
+        );
+        return;
+    }
+    let total: i64 = finals
+        .values()
+        .map(|&pos| m.ops[pos].value().unwrap_or(0))
+        .sum();
+    if total == 0 {
+        return;
+    }
+    let reads: Vec<&crate::model::ClientOp> = finals.values().map(|&pos| &m.ops[pos]).collect();
+    let listed: Vec<String> = reads
+        .iter()
+        .map(|r| format!("{} {}", m.key_name(r.target), r.value().unwrap_or(0)))
+        .collect();
+    let from = reads.iter().map(|r| r.invoke_ns).min().unwrap_or(0);
+    let to = reads.iter().map(|r| r.complete_or_max()).max().unwrap_or(0);
+    out.violations.push(Violation {
+        kind: ViolationKind::TotalChanged,
+        lock: Some(m.key_name(reads[0].target).to_string()),
+        ops: reads.iter().map(|r| r.index).collect(),
+        window_ns: [from, to],
+        nemesis: Vec::new(),
+        explanation: format!(
+            "the closing reads of the {} accounts ({}) sum to {total} at {}, yet every account \
+             started at 0 and each of the {} transfer(s) was applied whole, moving money between \
+             two accounts: {} {} by transfers that overwrote each other's balances",
+            reads.len(),
+            listed.join(", "),
+            secs(to),
+            writes.len(),
+            if total > 0 {
+                "money was made,"
+            } else {
+                "money was lost,"
+            },
+            total.abs()
+        ),
+    });
+}

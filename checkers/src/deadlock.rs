@@ -1,0 +1,506 @@
+//! `deadlock`: clients that each held a lock and waited for the next one's, in a cycle, with
+//! nothing breaking the cycle.
+//!
+//! The wait-for graph at an instant `t` has an edge `p -> q`, labelled with lock `L`, when at
+//! `t` process `p` *surely waits* for `L` (its acquire of `L` was invoked at or before `t` and
+//! had not completed: a process has one op in flight, so it can neither release nor renew
+//! meanwhile) and another process `q` *surely holds* `L` (`t` is inside one of the definite
+//! hold segments the model proves for `q`'s grant of `L`: from its ok until its lease's lower
+//! bound or the first release it sent). A cycle in that graph at `t` is a moment when every
+//! client in it waits for the next; it stands until the first of its waits ends (answered or
+//! given up) or the first of its holds stops being definite (a lease that may have lapsed).
+//!
+//! A cycle is a `deadlock` when it stood past its deadline: the liveness grace past the
+//! latest of (the instant the cycle formed, and each of its waits' invoke plus the `wait_ms`
+//! it asked for, when it recorded one). A correct service answers a wait within its
+//! `wait_ms`; past that and the grace, no wait was answered and no lease lapsed, so nothing
+//! the service did was breaking it. A cycle that ended before its deadline (a refusal, a grant
+//! after a lease lapsed, a client that gave up, the end of the history) is no violation; the
+//! checker's notes count them by how they ended.
+//!
+//! Bounded in memory: only acquires whose process surely held some lock while waiting can be
+//! in a cycle (each member is waited for), so edges are built for those alone; the sweep keeps
+//! only the edges live at the current instant, and the cycles it has judged (at most
+//! [`CYCLES_MAX`]).
+
+use crate::model::FxSet;
+use crate::model::{Func, Model, SpanEnd, NO_TARGET};
+use crate::text::secs;
+use crate::{verdict, CheckConfig, CheckOutput, Checker, FxMap};
+use history::{Outcome, Validity, Violation, ViolationKind};
+use petgraph::algo::{all_simple_paths, tarjan_scc};
+use petgraph::graphmap::DiGraphMap;
+
+pub struct Deadlock;
+
+/// Cycles judged per history (violations and broken ones): past it the rest are counted in a
+/// note, not judged one by one.
+pub const CYCLES_MAX: usize = 10_000;
+
+/// A definite hold segment of a grant.
+#[derive(Debug, Clone, Copy)]
+struct Seg {
+    start_ns: u64,
+    end_ns: u64,
+    process: u64,
+    lock: u32,
+    /// Position of the grant in `Model::grants`.
+    grant: usize,
+    end: SpanEnd,
+}
+
+/// Segments grouped by a key (a lock, a process), each group sorted by start, with the
+/// running maximum of ends so an overlap query can stop early.
+struct Groups {
+    segs: Vec<Seg>,
+    max_end: Vec<u64>,
+    /// key -> range in `segs`.
+    ranges: FxMap<u64, (usize, usize)>,
+}
+
+impl Groups {
+    fn new(mut segs: Vec<Seg>, key: impl Fn(&Seg) -> u64) -> Groups {
+        segs.sort_by_key(|s| (key(s), s.start_ns, s.grant));
+        let mut max_end = Vec::with_capacity(segs.len());
+        let mut ranges = FxMap::default();
+        let mut i = 0;
+        while i < segs.len() {
+            let k = key(&segs[i]);
+            let from = i;
+            let mut run = 0;
+            while i < segs.len() && key(&segs[i]) == k {
+                run = run.max(segs[i].end_ns);
+                max_end.push(run);
+                i += 1;
+            }
+            ranges.insert(k, (from, i));
+        }
+        Groups {
+            segs,
+            max_end,
+            ranges,
+        }
+    }
+
+    /// The segments of group `k` that overlap `[from, to)`.
+    fn overlapping(&self, k: u64, from: u64, to: u64) -> impl Iterator<Item = &Seg> {
+        let (a, b) = self.ranges.get(&k).copied().unwrap_or((0, 0));
+        let group = &self.segs[a..b];
+        let end = group.partition_point(|s| s.start_ns < to);
+        // Walking back from the last one starting before `to`: once no earlier segment ends
+        // after `from`, none overlaps.
+        let max_end = &self.max_end[a..b];
+        (0..end)
+            .rev()
+            .take_while(move |&j| max_end[j] > from)
+            .map(move |j| &group[j])
+            .filter(move |s| s.end_ns > from)
+    }
+}
+
+/// `p -> q`: `p`'s acquire (`wait`, a position in `Model::ops`) of `lock` surely waits while
+/// `q`'s segment `seg` surely holds it, over `[start_ns, end_ns)`.
+#[derive(Debug, Clone, Copy)]
+struct Edge {
+    from: u64,
+    to: u64,
+    wait: usize,
+    lock: u32,
+    seg: Seg,
+    start_ns: u64,
+    end_ns: u64,
+}
+
+/// When a wait ends: its completion, or the history's end for one that never completed.
+fn wait_end(m: &Model, pos: usize) -> u64 {
+    m.ops[pos].complete_ns().unwrap_or(m.end_time_ns)
+}
+
+/// The wait-for edges that can be part of a cycle.
+fn edges(m: &Model) -> Vec<Edge> {
+    let mut segs = Vec::new();
+    for (gi, g) in m.grants.iter().enumerate() {
+        for s in &g.holds {
+            segs.push(Seg {
+                start_ns: s.start_ns,
+                end_ns: s.end_ns,
+                process: g.process,
+                lock: g.lock,
+                grant: gi,
+                end: s.end,
+            });
+        }
+    }
+    // One copy of the segments at a time: a history of single-lock holders (every other
+    // workload) has no holding waiter, and stops before the second grouping.
+    let by_process = Groups::new(segs, |s| s.process);
+    // Acquires whose process surely held some lock while they waited, with the hull of those
+    // holds inside the wait: only they can be waited for in a cycle.
+    let mut waiters: Vec<(usize, u64, u64)> = Vec::new();
+    for (pos, o) in m.ops.iter().enumerate() {
+        if o.func != Func::Acquire || o.target == NO_TARGET {
+            continue;
+        }
+        let (from, to) = (o.invoke_ns, wait_end(m, pos));
+        let mut hull: Option<(u64, u64)> = None;
+        for s in by_process.overlapping(o.process, from, to) {
+            let (a, b) = (s.start_ns.max(from), s.end_ns.min(to));
+            hull = Some(hull.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
+        }
+        if let Some((a, b)) = hull {
+            waiters.push((pos, a, b));
+        }
+    }
+    if waiters.is_empty() {
+        return Vec::new();
+    }
+    let by_lock = Groups::new(by_process.segs, |s| u64::from(s.lock));
+    // process -> hulls of its holding waits, for the filter on an edge's far end.
+    let mut holding: FxMap<u64, Vec<(u64, u64)>> = FxMap::default();
+    for &(pos, a, b) in &waiters {
+        holding.entry(m.ops[pos].process).or_default().push((a, b));
+    }
+    let mut out = Vec::new();
+    for &(pos, a, b) in &waiters {
+        let o = &m.ops[pos];
+        // The hull only picks the holds worth an edge; the edge itself spans the whole time
+        // `p` waits while `q` holds (a cycle's other edges cut it to when `p` held too).
+        let wait = (o.invoke_ns, wait_end(m, pos));
+        for s in by_lock.overlapping(u64::from(o.target), a, b) {
+            if s.process == o.process {
+                continue;
+            }
+            let (from, to) = (s.start_ns.max(wait.0), s.end_ns.min(wait.1));
+            let waits_too = holding
+                .get(&s.process)
+                .is_some_and(|hs| hs.iter().any(|&(x, y)| x < to && y > from));
+            if from < to && waits_too {
+                out.push(Edge {
+                    from: o.process,
+                    to: s.process,
+                    wait: pos,
+                    lock: o.target,
+                    seg: *s,
+                    start_ns: from,
+                    end_ns: to,
+                });
+            }
+        }
+    }
+    out.sort_by_key(|e| (e.start_ns, e.end_ns, e.wait, e.seg.grant));
+    out
+}
+
+/// A cycle of the wait-for graph: its edges in order (each edge's `to` is the next's `from`).
+struct Cycle {
+    edges: Vec<Edge>,
+    formed_ns: u64,
+    ended_ns: u64,
+    /// The edge whose end ended the cycle.
+    ender: Edge,
+    deadline_ns: u64,
+}
+
+impl Cycle {
+    fn of(m: &Model, cfg: &CheckConfig, mut edges: Vec<Edge>) -> Cycle {
+        // Told from the wait that began first, so the sentence reads in time order.
+        if let Some(first) = (0..edges.len()).min_by_key(|&k| (m.ops[edges[k].wait].invoke_ns, k)) {
+            edges.rotate_left(first);
+        }
+        let formed_ns = edges.iter().map(|e| e.start_ns).max().unwrap_or(0);
+        let ender = *edges
+            .iter()
+            .min_by_key(|e| (e.end_ns, e.wait))
+            .expect("a cycle has edges");
+        let answered_by = edges
+            .iter()
+            .map(|e| {
+                let o = &m.ops[e.wait];
+                o.invoke_ns
+                    .saturating_add(m.wait_ms_of(e.wait).unwrap_or(0).saturating_mul(1_000_000))
+            })
+            .max()
+            .unwrap_or(0);
+        Cycle {
+            formed_ns,
+            ended_ns: ender.end_ns,
+            ender,
+            deadline_ns: formed_ns
+                .max(answered_by)
+                .saturating_add(cfg.liveness_grace_ns),
+            edges,
+        }
+    }
+
+    fn is_deadlock(&self) -> bool {
+        self.ended_ns >= self.deadline_ns
+    }
+
+    /// The cycle's identity: each wait in it and whom it waited for (judged once, however
+    /// the holds are cut into segments).
+    fn key(&self) -> Vec<(usize, u64)> {
+        let mut k: Vec<(usize, u64)> = self.edges.iter().map(|e| (e.wait, e.to)).collect();
+        k.sort_unstable();
+        k
+    }
+}
+
+/// How a cycle ended, for its sentence and the notes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Ending {
+    Refused,
+    Granted,
+    LeaseMayLapse,
+    HolderMayRelease,
+    GaveUp,
+    HistoryEnded,
+}
+
+impl Ending {
+    fn words(self) -> &'static str {
+        match self {
+            Ending::Refused => "a refusal",
+            Ending::Granted => "a grant",
+            Ending::LeaseMayLapse => "a lease that may have lapsed",
+            Ending::HolderMayRelease => "a release",
+            Ending::GaveUp => "a client that gave up",
+            Ending::HistoryEnded => "the end of the history",
+        }
+    }
+}
+
+fn ending(m: &Model, e: &Edge) -> (Ending, String) {
+    let o = &m.ops[e.wait];
+    let lock = m.lock_name(e.lock);
+    if e.end_ns == wait_end(m, e.wait) {
+        let err = m.error_of(o).unwrap_or("no error given");
+        return match o.outcome {
+            Outcome::Ok => (
+                Ending::Granted,
+                format!(
+                    "the service granted {lock} to p{} at {} (op {})",
+                    o.process,
+                    secs(e.end_ns),
+                    o.index
+                ),
+            ),
+            Outcome::Fail => (
+                Ending::Refused,
+                format!(
+                    "the service refused p{}'s acquire of {lock} at {} (op {}: {err})",
+                    o.process,
+                    secs(e.end_ns),
+                    o.index
+                ),
+            ),
+            Outcome::Info => (
+                Ending::GaveUp,
+                format!(
+                    "p{} gave up waiting for {lock} at {} (op {}: {err})",
+                    o.process,
+                    secs(e.end_ns),
+                    o.index
+                ),
+            ),
+            Outcome::Pending => (
+                Ending::HistoryEnded,
+                format!(
+                    "the history ended at {} with p{} still waiting for {lock}",
+                    secs(e.end_ns),
+                    o.process
+                ),
+            ),
+        };
+    }
+    match e.seg.end {
+        SpanEnd::Release(pos) => (
+            Ending::HolderMayRelease,
+            format!(
+                "p{} may have released {lock} from {} (op {})",
+                e.to,
+                secs(e.end_ns),
+                m.ops[pos as usize].index
+            ),
+        ),
+        SpanEnd::Lease(_) => (
+            Ending::LeaseMayLapse,
+            format!(
+                "p{}'s lease on {lock} may have lapsed from {} (its lower bound)",
+                e.to,
+                secs(e.end_ns)
+            ),
+        ),
+    }
+}
+
+/// Simple cycles looked for through each edge that just became live: past it, the rest are
+/// left (a wait-for graph of a few clients has a handful).
+const CYCLES_PER_EDGE_MAX: usize = 64;
+
+/// Finds, among the edges live at one instant, the simple cycles through the edges that just
+/// became live (a cycle that forms now has one): for each such edge `u -> v`, every simple
+/// path back from `v` to `u` inside their strongly connected component.
+fn cycles_at(live: &[Edge], fresh_from: usize) -> Vec<Vec<Edge>> {
+    // Between two processes, the edge that lasts longest: `p` waits for `q` while any of
+    // them stands.
+    let mut g: DiGraphMap<u64, usize> = DiGraphMap::new();
+    for (i, e) in live.iter().enumerate() {
+        match g.edge_weight(e.from, e.to).copied() {
+            Some(j) if live[j].end_ns >= e.end_ns => {}
+            _ => {
+                g.add_edge(e.from, e.to, i);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for scc in tarjan_scc(&g) {
+        if scc.len() < 2 {
+            continue;
+        }
+        let members: FxSet<u64> = scc.iter().copied().collect();
+        for e in live.iter().skip(fresh_from) {
+            if !members.contains(&e.from) || !members.contains(&e.to) {
+                continue;
+            }
+            let Some(&first) = g.edge_weight(e.from, e.to) else {
+                continue;
+            };
+            let paths =
+                all_simple_paths::<Vec<u64>, _, std::hash::RandomState>(&g, e.to, e.from, 0, None);
+            for path in paths.take(CYCLES_PER_EDGE_MAX) {
+                let mut cycle = vec![live[first]];
+                cycle.extend(path.windows(2).map(|w| live[g[(w[0], w[1])]]));
+                out.push(cycle);
+            }
+        }
+    }
+    out
+}
+
+/// Every cycle of the history's wait-for graphs, judged once each (by its waits): in the
+/// order they formed.
+fn judged_cycles(m: &Model, cfg: &CheckConfig) -> (Vec<Cycle>, u64) {
+    let edges = edges(m);
+    let mut live: Vec<Edge> = Vec::new();
+    let mut seen: FxSet<Vec<(usize, u64)>> = FxSet::default();
+    let mut cycles = Vec::new();
+    let mut unjudged = 0u64;
+    let mut i = 0;
+    // Bounded by the edges: each pass takes at least one.
+    while i < edges.len() {
+        let t = edges[i].start_ns;
+        live.retain(|e| e.end_ns > t);
+        let fresh_from = live.len();
+        while i < edges.len() && edges[i].start_ns == t {
+            live.push(edges[i]);
+            i += 1;
+        }
+        for c in cycles_at(&live, fresh_from) {
+            let c = Cycle::of(m, cfg, c);
+            if c.ended_ns <= c.formed_ns {
+                continue;
+            }
+            let key = c.key();
+            if seen.contains(&key) {
+                continue;
+            }
+            if seen.len() >= CYCLES_MAX {
+                unjudged += 1;
+                continue;
+            }
+            seen.insert(key);
+            cycles.push(c);
+        }
+    }
+    (cycles, unjudged)
+}
+
+/// The witness sentence: who held what and waited for what, from when, and how it ended.
+fn sentence(m: &Model, c: &Cycle) -> String {
+    let n = c.edges.len();
+    let mut parts = Vec::new();
+    for (k, e) in c.edges.iter().enumerate() {
+        // What `e.from` held: the lock the previous edge waits for.
+        let before = &c.edges[(k + n - 1) % n];
+        let w = &m.ops[e.wait];
+        let held_by = &m.ops[m.grants[before.seg.grant].op];
+        parts.push(format!(
+            "p{} held {} (op {}) and waited for {} from {} (op {})",
+            e.from,
+            m.lock_name(before.lock),
+            held_by.index,
+            m.lock_name(e.lock),
+            secs(w.invoke_ns),
+            w.index
+        ));
+    }
+    let (_, how) = ending(m, &c.ender);
+    format!(
+        "{}; no wait ended and no hold lapsed from {} until {}, past {} (every wait's wait_ms \
+         plus the liveness grace): the cycle ended when {how}",
+        parts.join("; "),
+        secs(c.formed_ns),
+        secs(c.ended_ns),
+        secs(c.deadline_ns)
+    )
+}
+
+impl Checker for Deadlock {
+    fn name(&self) -> &'static str {
+        "deadlock"
+    }
+
+    fn check_model(&self, m: &Model, cfg: &CheckConfig) -> CheckOutput {
+        let mut out = CheckOutput::new();
+        let (cycles, unjudged) = judged_cycles(m, cfg);
+        // How the cycles that were no deadlock ended, and the first of each kind.
+        let mut broken: Vec<(Ending, u64, String)> = Vec::new();
+        for c in &cycles {
+            if c.is_deadlock() {
+                let mut ops: Vec<u64> = Vec::new();
+                for e in &c.edges {
+                    ops.push(m.ops[e.wait].index);
+                    ops.push(m.ops[m.grants[e.seg.grant].op].index);
+                }
+                // Named by the lock the first waiter waited for.
+                out.violations.push(Violation {
+                    kind: ViolationKind::Deadlock,
+                    lock: Some(m.lock_name(c.edges[0].lock).to_string()),
+                    ops,
+                    window_ns: [c.formed_ns, c.ended_ns],
+                    nemesis: Vec::new(),
+                    explanation: sentence(m, c),
+                });
+                continue;
+            }
+            let (how, words) = ending(m, &c.ender);
+            match broken.iter_mut().find(|b| b.0 == how) {
+                Some(b) => b.1 += 1,
+                None => broken.push((how, 1, words)),
+            }
+        }
+        if !broken.is_empty() {
+            broken.sort();
+            let total: u64 = broken.iter().map(|b| b.1).sum();
+            let list: Vec<String> = broken
+                .iter()
+                .map(|(how, n, first)| format!("{n} by {} (first: {first})", how.words()))
+                .collect();
+            out.notes.push(format!(
+                "{total} wait-for cycle(s) ended before their deadline, so none is a deadlock: {}",
+                list.join("; ")
+            ));
+        }
+        if unjudged > 0 {
+            out.notes.push(format!(
+                "{unjudged} wait-for cycle(s) past the first {CYCLES_MAX} were not judged"
+            ));
+        }
+        verdict(m, cfg, &mut out);
+        if unjudged > 0 && out.valid == Validity::Valid {
+            // A cycle not judged may be the deadlock.
+            out.valid = Validity::Unknown;
+        }
+        out
+    }
+}

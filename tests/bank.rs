@@ -1,0 +1,175 @@
+//! The bank workload end to end against the embedded lockd and store: transfers between
+//! accounts, each a register guarded by its own lock, two locks held at once.
+//!
+//! - Sorted lock order against the correct lockd is valid, money is neither made nor lost
+//!   (every account starts at 0, and the final reads sum to 0), and the history ties each
+//!   transfer's ops together (`transfer`) and says how long each acquire asked to wait
+//!   (`wait_ms`).
+//! - Random lock order against `--unsafe no-wait-timeout` is a `deadlock`: two accounts and
+//!   six clients, so opposite transfers each take one lock and wait for the other's within
+//!   the first transfers, and long leases (20 s) so no lease lapse breaks the cycle; the
+//!   waits end only when the clients give up (--acquire-wait plus --op-timeout), well past
+//!   the deadline (wait_ms plus a 500 ms grace). The run's length is bounded by its flags.
+//! - The same against the same lockd in sorted order forms no cycle: valid.
+
+mod common;
+
+use common::{run, Run};
+use serde_json::Value;
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn bank(extra: &[&str]) -> (tempfile::TempDir, Run) {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "--workload",
+        "bank",
+        "--accounts",
+        "2",
+        "--clients",
+        "6",
+        "--nemesis",
+        "none",
+        "--ttl",
+        "20s",
+        "--hold",
+        "20ms..60ms",
+        "--acquire-wait",
+        "100ms",
+        "--op-timeout",
+        "2s",
+        "--liveness-grace",
+        "500ms",
+        "--duration",
+        "3s",
+    ];
+    args.extend_from_slice(extra);
+    let r = run(tmp.path(), &args, LIMIT);
+    (tmp, r)
+}
+
+fn history(r: &Run) -> Vec<Value> {
+    let text = std::fs::read_to_string(r.run_dir().join("history.jsonl")).unwrap();
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn checker<'a>(results: &'a Value, name: &str) -> &'a Value {
+    results["checkers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no checker {name} in {results}"))
+}
+
+#[test]
+fn sorted_transfers_against_the_correct_lockd_are_valid_and_keep_the_total() {
+    let (_tmp, r) = bank(&["--lock-order-policy", "sorted", "--seed", "1"]);
+    assert_eq!(r.code, 0, "{}", r.describe());
+    let results = r.results();
+    assert_eq!(results["valid"], true, "{}", r.describe());
+    assert_eq!(checker(&results, "deadlock")["valid"], true);
+    let ops = history(&r);
+    let writes: Vec<&Value> = ops
+        .iter()
+        .filter(|o| o["f"] == "write" && o["type"] == "ok")
+        .collect();
+    assert!(writes.len() >= 4, "only {} ok writes", writes.len());
+    // Every client op of a transfer names it; every acquire says how long it may wait.
+    for o in ops.iter().filter(|o| o["process"].is_u64()) {
+        let v = &o["value"];
+        if v["final"] == true {
+            continue;
+        }
+        assert!(v["transfer"].is_u64(), "no transfer id: {o}");
+        if o["f"] == "acquire" {
+            assert_eq!(v["wait_ms"], 100, "{o}");
+        }
+    }
+    // A transfer's writes are one account down and the other up by the same amount.
+    let finals: Vec<i64> = ops
+        .iter()
+        .filter(|o| o["value"]["final"] == true && o["type"] == "ok")
+        .map(|o| o["value"]["value"].as_i64().unwrap())
+        .collect();
+    assert_eq!(finals.len(), 2, "one final read per account");
+    assert_eq!(
+        finals.iter().sum::<i64>(),
+        0,
+        "money made or lost: {finals:?}"
+    );
+    // The run's config.toml keeps the bank's settings, so it reruns the same bank.
+    let config = std::fs::read_to_string(r.run_dir().join("config.toml")).unwrap();
+    assert!(config.contains("accounts = 2"), "{config}");
+    assert!(
+        config.contains("lock_order_policy = \"sorted\""),
+        "{config}"
+    );
+}
+
+fn assert_deadlock(seed: &str) {
+    let (_tmp, r) = bank(&[
+        "--lock-order-policy",
+        "random",
+        "--unsafe",
+        "no-wait-timeout",
+        "--seed",
+        seed,
+    ]);
+    assert_eq!(r.code, 1, "{}", r.describe());
+    let results = r.results();
+    assert_eq!(r.kinds("violations"), ["deadlock"], "{}", r.describe());
+    let v = &results["violations"][0];
+    let text = v["explanation"].as_str().unwrap();
+    assert!(
+        text.contains("held A") && text.contains("waited for A") && text.contains("gave up"),
+        "{text}"
+    );
+    assert_eq!(checker(&results, "deadlock")["valid"], false);
+}
+
+#[test]
+fn random_lock_order_deadlocks_against_no_wait_timeout_seed_1() {
+    assert_deadlock("1");
+}
+
+#[test]
+fn random_lock_order_deadlocks_against_no_wait_timeout_seed_2() {
+    assert_deadlock("2");
+}
+
+#[test]
+fn sorted_lock_order_does_not_deadlock_against_no_wait_timeout() {
+    let (_tmp, r) = bank(&[
+        "--lock-order-policy",
+        "sorted",
+        "--unsafe",
+        "no-wait-timeout",
+        "--seed",
+        "1",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.describe());
+    assert_eq!(r.results()["valid"], true, "{}", r.describe());
+}
+
+#[test]
+fn bank_settings_are_checked_up_front() {
+    let tmp = tempfile::tempdir().unwrap();
+    let one = run(
+        tmp.path(),
+        &["--workload", "bank", "--accounts", "1", "--nemesis", "none"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(one.code, 3, "{}", one.describe());
+    assert!(one.stderr.contains("--accounts 1"), "{}", one.stderr);
+    let bad = run(
+        tmp.path(),
+        &["--workload", "bank", "--lock-order-policy", "any"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(bad.code, 3, "{}", bad.describe());
+    assert!(bad.stderr.contains("--lock-order-policy"), "{}", bad.stderr);
+}
