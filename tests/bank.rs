@@ -11,6 +11,7 @@
 //!   waits end only when the clients give up (--acquire-wait plus --op-timeout), well past
 //!   the deadline (wait_ms plus a 500 ms grace). The run's length is bounded by its flags.
 //! - The same against the same lockd in sorted order forms no cycle: valid.
+//! - A holder stall strikes where its wake-up op says, and is exercised.
 
 mod common;
 
@@ -172,4 +173,76 @@ fn bank_settings_are_checked_up_front() {
     );
     assert_eq!(bad.code, 3, "{}", bad.describe());
     assert!(bad.stderr.contains("--lock-order-policy"), "{}", bad.stderr);
+}
+
+/// A holder stall wakes into the op its shape names, in a transfer as in the counter: before
+/// the reads (`read`), between the reads and the writes (`write`; `renew`, which renews both
+/// locks first), or before the releases (`release`). Each stall here outlasts the lease, so
+/// each is also exercised.
+#[test]
+fn a_stalled_transfer_wakes_into_the_op_its_shape_names() {
+    let wakes = ["read", "write", "renew", "release"];
+    let faults: Vec<String> = wakes
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            format!(
+                r#"{{"id": "f{}", "kind": "client-pause", "at_ms": {}, "length_ms": 1500,
+                    "window_ms": 1000, "shape": "long", "wake": "{w}"}}"#,
+                i + 1,
+                800 + i * 2800
+            )
+        })
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let schedule = tmp.path().join("schedule.json");
+    std::fs::write(
+        &schedule,
+        format!(
+            r#"{{"version": 1, "nodes": 1, "primary": 0, "faults": [{}]}}"#,
+            faults.join(",")
+        ),
+    )
+    .unwrap();
+    let (_out, r) = bank(&[
+        "--accounts",
+        "4",
+        "--clients",
+        "3",
+        "--ttl",
+        "1s",
+        "--nemesis",
+        "client-pause",
+        "--schedule",
+        schedule.to_str().unwrap(),
+        "--duration",
+        "12s",
+        "--seed",
+        "1",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.describe());
+    let ops = history(&r);
+    for (i, wake) in wakes.iter().enumerate() {
+        let fault = format!("f{}", i + 1);
+        let stop = ops
+            .iter()
+            .position(|o| o["f"] == "stop-client-pause" && o["value"]["fault"] == fault)
+            .unwrap_or_else(|| panic!("{fault} never ended\n{}", r.describe()));
+        let process = &ops[stop]["value"]["process"];
+        let next = ops[stop..]
+            .iter()
+            .find(|o| &o["process"] == process && o["type"] == "invoke")
+            .unwrap_or_else(|| panic!("{fault}: no op after the stall\n{}", r.describe()));
+        assert_eq!(&next["f"], wake, "{fault}: woke into {next}");
+    }
+    let results = r.results();
+    let cells = results["coverage"]["cells"].as_array().unwrap();
+    for wake in wakes {
+        let cell = cells
+            .iter()
+            .find(|c| c["kind"] == "client-pause" && c["variant"] == "long" && c["wake"] == wake)
+            .unwrap_or_else(|| panic!("no long/{wake} cell: {cells:?}"));
+        assert_eq!(cell["exercised"], 1, "{cell}");
+    }
+    assert_eq!(r.results()["valid"], true, "{}", r.describe());
 }

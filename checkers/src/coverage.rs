@@ -186,10 +186,17 @@ fn stalls_of(m: &Model) -> Vec<Stall> {
 #[derive(Default)]
 struct Track {
     last_op: Option<usize>,
-    last_grant: Option<usize>,
+    /// The process's latest grant of each lock it was granted, latest last: a client may hold
+    /// several locks at once (the bank's two accounts), and a stall names the one it is about.
+    /// At most [`TRACKED_LOCKS_MAX`], the oldest dropped first.
+    last_grants: Vec<usize>,
     /// Stalls of this process that ended and await the process's next invoke.
     waking: Vec<usize>,
 }
+
+/// The most locks whose latest grant is kept per process: far more than a client holds at
+/// once (a transfer holds two), and a bound on what one process's track can grow to.
+const TRACKED_LOCKS_MAX: usize = 64;
 
 /// One pass over the client ops in invoke order: ops and grants during each fault kind, long
 /// waits, and for each stall the op in flight when it began, the holder's grant and the op it
@@ -229,7 +236,12 @@ fn ops_pass(m: &Model, kinds: &[Kind], stalls: &mut [Stall], cov: &mut Coverage)
                 }
                 t.last_op = Some(pos);
                 if is_grant {
-                    t.last_grant = Some(grant);
+                    let lock = m.grants[grant].lock;
+                    t.last_grants.retain(|&g| m.grants[g].lock != lock);
+                    if t.last_grants.len() == TRACKED_LOCKS_MAX {
+                        t.last_grants.remove(0);
+                    }
+                    t.last_grants.push(grant);
                 }
             }
         }
@@ -289,10 +301,18 @@ fn began(m: &Model, tracks: &FxMap<u64, Track>, s: &mut Stall) {
             return;
         }
     }
-    s.grant = t.last_grant.filter(|&g| {
-        let g = &m.grants[g];
-        (!s.names_lock || s.lock == Some(g.lock)) && s.token.is_none_or(|t| g.token == Some(t))
-    });
+    // The latest grant of the lock the stall names, else the latest of any lock.
+    let latest = match s.names_lock {
+        true => t
+            .last_grants
+            .iter()
+            .rev()
+            .find(|&&g| s.lock == Some(m.grants[g].lock)),
+        false => t.last_grants.last(),
+    };
+    s.grant = latest
+        .copied()
+        .filter(|&g| s.token.is_none_or(|t| m.grants[g].token == Some(t)));
 }
 
 /// Counts, for each holder stall with a known grant, the grants of its lock to other processes

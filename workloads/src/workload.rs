@@ -657,7 +657,9 @@ impl<W: Write + Send> Worker<W> {
     /// both new balances written with their tokens, both locks released (the last taken
     /// first). Every op names the transfer, and each acquire how long it asks to wait, so the
     /// checkers can tie the critical section together and know when a wait was due an answer.
-    /// The transfer does not renew: it holds both locks for the drawn hold, at most a third of
+    /// A holder stall strikes where its wake-up op says (before the reads, before the writes,
+    /// before the releases; one that wakes into a renew renews both locks first). Otherwise
+    /// the transfer does not renew: it holds both locks for the drawn hold, at most a third of
     /// the lease, between its reads and its writes.
     async fn transfer(&mut self) -> Result<(), WorkloadError> {
         let n = self.cfg.accounts;
@@ -710,6 +712,14 @@ impl<W: Write + Send> Worker<W> {
                 Done::Crashed => return Ok(()),
             }
         }
+        // A holder stalled before its reads wakes into them, then writes at once.
+        let stalled = match self.take_stall_at(Point::BeforeRead) {
+            Some(stall) => {
+                self.stall(&held[0].1, stall).await?;
+                true
+            }
+            None => false,
+        };
         let mut balances = [0i64; 2];
         for (k, (acct, h)) in held.iter().enumerate() {
             let key = WorkloadConfig::account_key(*acct);
@@ -727,12 +737,25 @@ impl<W: Write + Send> Worker<W> {
             .rng
             .random_range(self.cfg.hold_min_ms..=self.cfg.hold_max_ms.max(self.cfg.hold_min_ms))
             .min(ttl_ms / 3);
-        // A holder stall strikes here, between the reads and the writes, whatever it would
-        // wake into: the stalled client then writes with its old tokens.
-        let stall = self.pauses.take_stall_if(|s| s.aim != StallAim::Waiter);
-        match stall {
-            Some(stall) => self.stall(&held[0].1, stall).await?,
-            None => self.sleep(Duration::from_millis(hold_ms)).await,
+        // Between the reads and the writes: a stall that wakes into a write (the stalled
+        // client then writes with its old tokens), or into a renew, as a renew timer that
+        // fired during the stall would: the renews go first, and a client told it lost a lock
+        // writes nothing.
+        if !stalled {
+            match self.take_stall_at(Point::Holding) {
+                Some(stall) => {
+                    let wake = stall.wake;
+                    self.stall(&held[0].1, stall).await?;
+                    if wake == Some(Wake::Renew) {
+                        match self.renew_all(&mut held, &tag).await? {
+                            HoldEnd::Crashed => return Ok(()),
+                            HoldEnd::Lost => return self.release_all(&held, &tag).await,
+                            _ => {}
+                        }
+                    }
+                }
+                None => self.sleep(Duration::from_millis(hold_ms)).await,
+            }
         }
         let amount = self.rng.random_range(1..=TRANSFER_MAX);
         for (k, (acct, h)) in held.iter().enumerate() {
@@ -743,7 +766,32 @@ impl<W: Write + Send> Worker<W> {
                 return Ok(());
             }
         }
+        if !stalled {
+            if let Some(stall) = self.take_stall_at(Point::BeforeRelease) {
+                self.stall(&held[0].1, stall).await?;
+            }
+        }
         self.release_all(&held, &tag).await
+    }
+
+    /// Renews every lock of a transfer, in the order taken: `Held` when all answered ok, else
+    /// `Lost` (the client was told it lost one: it writes nothing) or `Crashed`.
+    async fn renew_all(
+        &mut self,
+        held: &mut [(usize, Held)],
+        tag: &impl Fn(OpValue) -> OpValue,
+    ) -> Result<HoldEnd, WorkloadError> {
+        let renew_ttl_ms = self.cfg.renew_ttl_ms;
+        for (_, h) in held.iter_mut() {
+            let invoked = Instant::now();
+            let v = tag(h.names(OpValue::default().with_ttl_ms(renew_ttl_ms)));
+            match self.op(F::Renew, Some(&h.lock), None, v).await? {
+                Done::Ok(body) => h.renewed(&body, invoked, renew_ttl_ms),
+                Done::Fail => return Ok(HoldEnd::Lost),
+                Done::Crashed => return Ok(HoldEnd::Crashed),
+            }
+        }
+        Ok(HoldEnd::Held)
     }
 
     /// Releases a transfer's locks, the last taken first. A release that crashes the process
@@ -800,13 +848,7 @@ impl<W: Write + Send> Worker<W> {
             let lock = held.lock.clone();
             match self.op(F::Renew, Some(&lock), None, v).await? {
                 Done::Ok(body) => {
-                    // From here the lease is the renew's, whatever the acquire's was.
-                    held.ttl_ms = body
-                        .get("ttl_ms")
-                        .and_then(Value::as_u64)
-                        .unwrap_or(renew_ttl_ms);
-                    held.lease_from = invoked;
-                    held.answered = Instant::now();
+                    held.renewed(&body, invoked, renew_ttl_ms);
                     renew_now = false;
                 }
                 Done::Fail => return Ok(HoldEnd::Lost),
@@ -871,7 +913,9 @@ impl<W: Write + Send> Worker<W> {
     /// holder has only its hold loop, where every wake-up op but a renew ends in its release;
     /// a counter holder stalls where its wake-up op comes next.
     fn take_stall_at(&self, point: Point) -> Option<Stall> {
-        let counter = self.cfg.kind == WorkloadKind::Counter;
+        // The bank's critical section has the counter's shape (read, write, release), and
+        // its stalls strike at the same points.
+        let counter = matches!(self.cfg.kind, WorkloadKind::Counter | WorkloadKind::Bank);
         self.pauses.take_stall_if(|s| {
             s.aim != StallAim::Waiter
                 && match (counter, s.wake) {
@@ -1027,6 +1071,17 @@ fn grant_of(v: &OpValue) -> Grant {
 }
 
 impl Held {
+    /// An ok renew invoked at `invoked` that asked for `asked_ms`: from here the lease is the
+    /// renew's (the ttl it answered, else the one asked for), whatever the acquire's was.
+    fn renewed(&mut self, body: &Value, invoked: Instant, asked_ms: u64) {
+        self.ttl_ms = body
+            .get("ttl_ms")
+            .and_then(Value::as_u64)
+            .unwrap_or(asked_ms);
+        self.lease_from = invoked;
+        self.answered = Instant::now();
+    }
+
     /// `v` naming this grant, as every op made under it does in the history.
     fn names(&self, mut v: OpValue) -> OpValue {
         v.token = self.grant.token;
