@@ -177,8 +177,10 @@ fn bank_settings_are_checked_up_front() {
 
 /// A holder stall wakes into the op its shape names, in a transfer as in the counter: before
 /// the reads (`read`), between the reads and the writes (`write`; `renew`, which renews both
-/// locks first), or before the releases (`release`). Each stall here outlasts the lease, so
-/// each is also exercised.
+/// locks first), or before the releases (`release`). Each stall here outlasts the lease by
+/// four leases, over two accounts that every transfer takes, so the others are granted both
+/// locks again and again meanwhile (a `long` stall is exercised by two or more grants of its
+/// lock to others before it ends) whatever the load; each stall is then exercised.
 #[test]
 fn a_stalled_transfer_wakes_into_the_op_its_shape_names() {
     let wakes = ["read", "write", "renew", "release"];
@@ -187,10 +189,10 @@ fn a_stalled_transfer_wakes_into_the_op_its_shape_names() {
         .enumerate()
         .map(|(i, w)| {
             format!(
-                r#"{{"id": "f{}", "kind": "client-pause", "at_ms": {}, "length_ms": 1500,
+                r#"{{"id": "f{}", "kind": "client-pause", "at_ms": {}, "length_ms": 2500,
                     "window_ms": 1000, "shape": "long", "wake": "{w}"}}"#,
                 i + 1,
-                800 + i * 2800
+                500 + i * 3500
             )
         })
         .collect();
@@ -206,17 +208,17 @@ fn a_stalled_transfer_wakes_into_the_op_its_shape_names() {
     .unwrap();
     let (_out, r) = bank(&[
         "--accounts",
-        "4",
+        "2",
         "--clients",
         "3",
         "--ttl",
-        "1s",
+        "500ms",
         "--nemesis",
         "client-pause",
         "--schedule",
         schedule.to_str().unwrap(),
         "--duration",
-        "12s",
+        "14s",
         "--seed",
         "1",
     ]);
