@@ -62,10 +62,11 @@ pub enum InjectKind {
     /// A bank transfer on two accounts of their own, applied whole, and closing reads whose
     /// sum is not 0: one account's read misses the transfer's write.
     TotalChanged,
+    NonSerializable,
 }
 
 impl InjectKind {
-    pub const ALL: [InjectKind; 19] = [
+    pub const ALL: [InjectKind; 20] = [
         InjectKind::TokenReused,
         InjectKind::TokenRegressed,
         InjectKind::TokenRegressedInferred,
@@ -85,6 +86,7 @@ impl InjectKind {
         InjectKind::DoubleGrantSession,
         InjectKind::Deadlock,
         InjectKind::TotalChanged,
+        InjectKind::NonSerializable,
     ];
 
     /// The adapter shapes of docs/checkers.md's model items 3, 6, 8 and 9 (checkers/tests/
@@ -118,6 +120,7 @@ impl InjectKind {
             InjectKind::DoubleGrantSession => "double-grant-session",
             InjectKind::Deadlock => "deadlock",
             InjectKind::TotalChanged => "total-changed",
+            InjectKind::NonSerializable => "non-serializable",
         }
     }
 
@@ -150,6 +153,7 @@ impl InjectKind {
             InjectKind::GrantWithoutKey => ViolationKind::GrantWithoutKey,
             InjectKind::Deadlock => ViolationKind::Deadlock,
             InjectKind::TotalChanged => ViolationKind::TotalChanged,
+            InjectKind::NonSerializable => ViolationKind::NonSerializable,
         }
     }
 }
@@ -180,6 +184,7 @@ pub fn inject(ops: &mut Vec<Op>, kind: InjectKind, seed: u64) -> Option<Vec<u64>
         InjectKind::DoubleGrantSession => session_grants,
         InjectKind::Deadlock => wait_for_each_other,
         InjectKind::TotalChanged => unbalanced_accounts,
+        InjectKind::NonSerializable => interleaved_transfers,
     };
     f(ops, &mut rng)
 }
@@ -552,6 +557,57 @@ fn unbalanced_accounts(ops: &mut Vec<Op>, _rng: &mut ChaCha8Rng) -> Option<Vec<u
     // The completions are the grants, writes and releases, then the two closing reads.
     let done = insert(ops, new);
     Some(done[done.len() - 2..].to_vec())
+}
+
+/// Two transfers on a fresh account after the history's end, each from a fresh process: both
+/// read version 0, then the second writes version 1 and the first version 2 from its stale
+/// read (a lost update; no lock op, so nothing else is proven of them). The witness is the
+/// first's read, the second's write and the first's write: the cycle's two edges.
+fn interleaved_transfers(ops: &mut Vec<Op>, _rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
+    let end = ops.last()?.time_ns;
+    let used = |k: &String| ops.iter().any(|o| o.key.as_deref() == Some(k.as_str()));
+    let key = (0..)
+        .map(|i| format!("balance-serial{i}"))
+        .find(|k| !used(k))?;
+    let last_transfer = ops
+        .iter()
+        .filter_map(|o| o.value.extra.get("transfer").and_then(|t| t.as_u64()))
+        .max()
+        .unwrap_or(0);
+    let q = fresh_process(ops);
+    const MS: u64 = 1_000_000;
+    let mut t = end + MS;
+    let mut new = Vec::new();
+    // (transfer, write, seq)
+    for (n, write, seq) in [(0, false, 0), (1, false, 0), (1, true, 1), (0, true, 2)] {
+        let p = Process::Client(q + n);
+        let tag = OpValue::default().with_extra("transfer", json!(last_transfer + 1 + n));
+        let f = if write { F::Write } else { F::Read };
+        let asked = if write {
+            tag.clone().with_value(seq as i64 * 10)
+        } else {
+            tag.clone()
+        };
+        t += MS;
+        new.push(
+            Op::new(0, t, p, OpType::Invoke, f.clone())
+                .with_key(&key)
+                .with_value(asked.clone()),
+        );
+        t += MS;
+        let answer = if write {
+            asked.with_seq(seq)
+        } else {
+            asked.with_value(0).with_seq(seq)
+        };
+        new.push(
+            Op::new(0, t, p, OpType::Ok, f)
+                .with_key(&key)
+                .with_value(answer),
+        );
+    }
+    let done = insert(ops, new);
+    Some(vec![done[0], done[2], done[3]])
 }
 
 /// A grant's lease is recorded as set before it (`lease_from_ns`: a session lease confirmed a

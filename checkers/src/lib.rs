@@ -70,6 +70,7 @@ mod model;
 mod mutex;
 mod rounds;
 mod search;
+mod serial;
 mod stats;
 mod store;
 mod text;
@@ -158,6 +159,7 @@ pub fn all_checkers() -> Vec<Box<dyn Checker>> {
         Box::new(store::StoreFencing),
         Box::new(store::Counter),
         Box::new(bank::Total),
+        Box::new(serial::Serializability),
         Box::new(liveness::Liveness),
         Box::new(deadlock::Deadlock),
     ]

@@ -108,12 +108,15 @@ pub enum ViolationKind {
     /// The bank's accounts, every transfer applied whole, do not sum to what they started
     /// with (docs/checkers.md, total-changed).
     TotalChanged,
+    /// The bank's critical sections, judged by the versions they read and wrote, form a cycle
+    /// no order of them run one at a time can give (docs/checkers.md, non-serializable).
+    NonSerializable,
     /// A warning, not a service bug: a paused holder outlived its lease while another held.
     UnsafeOverlap,
 }
 
 impl ViolationKind {
-    pub const ALL: [ViolationKind; 13] = [
+    pub const ALL: [ViolationKind; 14] = [
         ViolationKind::DoubleGrant,
         ViolationKind::GrantOnExpiredLease,
         ViolationKind::GrantWithoutKey,
@@ -126,6 +129,7 @@ impl ViolationKind {
         ViolationKind::LockStuck,
         ViolationKind::Deadlock,
         ViolationKind::TotalChanged,
+        ViolationKind::NonSerializable,
         ViolationKind::UnsafeOverlap,
     ];
     pub fn as_str(self) -> &'static str {
@@ -142,6 +146,7 @@ impl ViolationKind {
             ViolationKind::LockStuck => "lock-stuck",
             ViolationKind::Deadlock => "deadlock",
             ViolationKind::TotalChanged => "total-changed",
+            ViolationKind::NonSerializable => "non-serializable",
             ViolationKind::UnsafeOverlap => "unsafe-overlap",
         }
     }

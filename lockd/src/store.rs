@@ -208,11 +208,13 @@ async fn read_handler(
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let (key, req): (String, ReadReq) = named_request("key", path, &body)?;
-    let (value, fence) = store.with_register(&key, |reg| {
+    let (value, fence, seq) = store.with_register(&key, |reg| {
         let fence = read(store.fence, reg, req.token)?;
-        Ok((reg.value, fence))
+        Ok((reg.value, fence, reg.seq))
     })?;
-    Ok(Json(json!({ "value": value, "fence": fence })))
+    // `seq`: the number of the accepted write whose value this is (0: none yet), so a reader's
+    // critical section can be placed among the writers'.
+    Ok(Json(json!({ "value": value, "fence": fence, "seq": seq })))
 }
 
 async fn write_handler(

@@ -47,7 +47,7 @@ async fn fence_all_rejects_stale_reads_and_writes() {
         assert_eq!(read(&http, &s, "k", 4).await, stale(5));
         assert_eq!(
             read(&http, &s, "k", 7).await,
-            (200, json!({"value":16,"fence":7}))
+            (200, json!({"value":16,"fence":7,"seq":1}))
         );
         // The read by 7 fenced out 6's read-modify-write.
         assert_eq!(write(&http, &s, "k", 6, 17).await, stale(7));
@@ -62,7 +62,7 @@ async fn fence_all_rejects_stale_reads_and_writes() {
         // Keys are independent.
         assert_eq!(
             read(&http, &s, "other", 1).await,
-            (200, json!({"value":0,"fence":1}))
+            (200, json!({"value":0,"fence":1,"seq":0}))
         );
         s.stop().await.unwrap();
     })
@@ -80,11 +80,11 @@ async fn fence_write_checks_only_writes() {
         );
         assert_eq!(
             read(&http, &s, "k", 1).await,
-            (200, json!({"value":16,"fence":5}))
+            (200, json!({"value":16,"fence":5,"seq":1}))
         );
         assert_eq!(
             read(&http, &s, "k", 9).await,
-            (200, json!({"value":16,"fence":5}))
+            (200, json!({"value":16,"fence":5,"seq":1}))
         );
         assert_eq!(write(&http, &s, "k", 4, 17).await, stale(5));
         // The read by 9 did not move the fence, so 6's write still lands.
@@ -112,11 +112,11 @@ async fn fence_none_accepts_everything_but_tracks_the_fence() {
         );
         assert_eq!(
             read(&http, &s, "k", 1).await,
-            (200, json!({"value":17,"fence":5}))
+            (200, json!({"value":17,"fence":5,"seq":2}))
         );
         assert_eq!(
             read(&http, &s, "k", 8).await,
-            (200, json!({"value":17,"fence":8}))
+            (200, json!({"value":17,"fence":8,"seq":2}))
         );
         s.stop().await.unwrap();
     })

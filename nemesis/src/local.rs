@@ -46,6 +46,10 @@ const PORT_TRIES_MAX: usize = 500;
 /// node that is down (killed, not yet restarted, or not yet started) does not hold its port.
 const PORTS_RECENT_MAX: usize = 1024;
 
+/// The file whose byte N another lockpick process locks while it holds port N: the name every
+/// process on the machine agrees on.
+const PORT_LOCKS_FILE: &str = "lockpick-ports.lock";
+
 /// The ports this process handed out last, oldest first.
 static PORTS_RECENT: std::sync::Mutex<std::collections::VecDeque<u16>> =
     std::sync::Mutex::new(std::collections::VecDeque::new());
@@ -65,6 +69,9 @@ pub fn free_port(host: IpAddr) -> Result<u16, NodeError> {
 /// range a port is only ever taken by an explicit bind. Each candidate is bound to prove it
 /// free, and all are held until the last is picked, so one call never returns a port twice;
 /// the last [`PORTS_RECENT_MAX`] ports handed out are skipped, so neither do two calls.
+/// Across processes, each port handed out is reserved for this process's life (a lock on its
+/// byte of a file in the temp dir, see [`reserve_port`]): two runs started at once, or one
+/// whose node is down between a kill and its restart, never give another run's port to theirs.
 pub fn free_ports(host: IpAddr, n: usize) -> Result<Vec<u16>, NodeError> {
     let high = ephemeral_low().saturating_sub(1);
     if high < PORT_FLOOR.saturating_add(u16::try_from(n).unwrap_or(u16::MAX)) {
@@ -87,7 +94,8 @@ pub fn free_ports(host: IpAddr, n: usize) -> Result<Vec<u16>, NodeError> {
             continue;
         }
         match TcpListener::bind(SocketAddr::new(host, port)) {
-            Ok(listener) => held.push(listener),
+            Ok(listener) if reserve_port(port) => held.push(listener),
+            Ok(_) => {}
             Err(e) => last_error = Some(e),
         }
     }
@@ -107,6 +115,48 @@ pub fn free_ports(host: IpAddr, n: usize) -> Result<Vec<u16>, NodeError> {
         recent.push_back(port);
     }
     Ok(ports)
+}
+
+/// Reserves `port` for this process's life among lockpick processes; false when another holds
+/// it. The reservation is an open-file-description lock on byte `port` of one shared file, so
+/// the kernel drops it when the process ends, however it ends, and nothing is left to clean
+/// up. Where that file cannot be opened (a read-only temp dir) every port counts as free:
+/// the bind check and this process's own recent list still hold.
+fn reserve_port(port: u16) -> bool {
+    use nix::fcntl::{fcntl, FcntlArg};
+    use std::os::unix::fs::PermissionsExt;
+    use std::sync::OnceLock;
+    static LOCKS: OnceLock<Option<File>> = OnceLock::new();
+    let file = LOCKS.get_or_init(|| {
+        let path = std::env::temp_dir().join(PORT_LOCKS_FILE);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .ok()?;
+        // Any user's run takes part: a write lock needs the file open for writing. Only its
+        // creator may change the mode, and a failure leaves the others to the bind check.
+        let _ = fs::set_permissions(&path, fs::Permissions::from_mode(0o666));
+        Some(file)
+    });
+    let Some(file) = file else {
+        return true;
+    };
+    let lock = nix::libc::flock {
+        l_type: nix::libc::F_WRLCK as i16,
+        l_whence: nix::libc::SEEK_SET as i16,
+        l_start: i64::from(port),
+        l_len: 1,
+        l_pid: 0,
+    };
+    match fcntl(file, FcntlArg::F_OFD_SETLK(&lock)) {
+        Ok(_) => true,
+        Err(Errno::EAGAIN | Errno::EACCES) => false,
+        // Locks not supported where the temp dir is: as if the file could not be opened.
+        Err(_) => true,
+    }
 }
 
 /// The first port of the kernel's ephemeral range.

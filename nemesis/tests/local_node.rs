@@ -363,3 +363,41 @@ fn free_ports_are_distinct_bindable_and_below_the_ephemeral_range() {
         assert!(!held.contains(&port), "{port} is held by this test");
     }
 }
+
+/// A port another lockpick process reserved is never handed out, even while nothing listens on
+/// it (its node is down between a kill and a restart): the reservation is a lock on the port's
+/// byte of one file in the temp dir, and a lock taken on a second open of that file conflicts
+/// as another process's would.
+#[test]
+fn a_port_another_run_reserved_is_not_handed_out() {
+    use nix::fcntl::{fcntl, FcntlArg};
+    let path = std::env::temp_dir().join("lockpick-ports.lock");
+    // Reserve 3000 ports of the range as another run would (those this process's own picks
+    // already reserved are skipped: they are not handed out again anyway).
+    let other = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .unwrap();
+    let reserved: std::collections::HashSet<u16> = (20_000u16..23_000)
+        .filter(|&port| {
+            let lock = nix::libc::flock {
+                l_type: nix::libc::F_WRLCK as i16,
+                l_whence: nix::libc::SEEK_SET as i16,
+                l_start: i64::from(port),
+                l_len: 1,
+                l_pid: 0,
+            };
+            fcntl(&other, FcntlArg::F_OFD_SETLK(&lock)).is_ok()
+        })
+        .collect();
+    assert!(reserved.len() > 2_000, "only {} reserved", reserved.len());
+    for port in nemesis::free_ports(LOCALHOST, 200).unwrap() {
+        assert!(
+            !reserved.contains(&port),
+            "{port} is reserved by another run"
+        );
+    }
+}

@@ -119,6 +119,7 @@ pub fn checker_of(kind: ViolationKind) -> &'static str {
         LockStuck => "liveness",
         Deadlock => "deadlock",
         TotalChanged => "bank-total",
+        NonSerializable => "serializability",
     }
 }
 

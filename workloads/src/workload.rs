@@ -1123,6 +1123,7 @@ fn absorb(f: &F, body: &Value, evidence: &[&str], v: &mut OpValue) {
         }
         F::Read => {
             v.value = body.get("value").and_then(Value::as_i64);
+            v.seq = u("seq");
             if let Some(f) = body.get("fence") {
                 v.extra.insert("fence".into(), f.clone());
             }

@@ -1,0 +1,446 @@
+//! `serializability`: the bank's critical sections judged by what they read and wrote, so harm
+//! is proven from the data even where a service hands out no tokens.
+//!
+//! A section is one transfer: the ops that share a `transfer` id. The store numbers the
+//! accepted writes of each register (`seq`: 1 for the first), and an ok read says the number
+//! of the write whose value it returned (0: none yet), so each register's versions have one
+//! known order and every read names one of them. The dependency graph of the sections has an
+//! edge
+//! - `ww` from the writer of version v of a register to the writer of its version v+1;
+//! - `wr` from the writer of version v to each other section that read v;
+//! - `rw` from each section that read version v to the writer of v+1, which overwrote what the
+//!   reader saw;
+//! - `rt` from a section to one whose first store op was sent after the first's last store op
+//!   was answered (real time: nothing of the second can come before anything of the first).
+//!
+//! Sections that each ran alone, one after another (what the locks promise), have an order
+//! that puts every edge forward; a cycle proves there is none: `non-serializable`, with the
+//! shortest cycle found in each strongly connected group of sections as its witness. The
+//! classic lost update is a cycle of two: both sections read a balance at version v, and each
+//! overwrote the other's view of it.
+//!
+//! Sound by construction: an edge joins only versions whose writers are both known. A write
+//! that was never answered (`info`, pending) may have taken a number nobody saw, so it draws no
+//! edge, and its section has no known end (no `rt` edge leaves it); a register on which two
+//! accepted writes claim the same number is left out whole (its store does not number its
+//! writes as the contract says). Reads without a `seq` (stores that do not say it) place
+//! nothing. The `rt` edges are the frontier of real-time order (from the sections that ended
+//! last before a section began, none of which ended before another of them began), so their
+//! number grows with the clients' concurrency, not with the history's square.
+
+use crate::model::{Func, Model, NO_TARGET};
+use crate::text::secs;
+use crate::{verdict, CheckConfig, CheckOutput, Checker, FxMap};
+use history::{Outcome, Violation, ViolationKind};
+use petgraph::algo::tarjan_scc;
+use petgraph::graph::{DiGraph, NodeIndex};
+use std::collections::VecDeque;
+
+pub struct Serializability;
+
+/// Sections judged per history: past it the rest are left out, with a note.
+pub const SECTIONS_MAX: usize = 2_000_000;
+/// Cycles reported per history (one per strongly connected group): past it the rest are
+/// counted in a note.
+pub const CYCLES_MAX: usize = 1_000;
+/// Sections of one group a shortest cycle is searched from (a breadth-first search each): a
+/// bigger group gets a short cycle, not surely the shortest.
+const CYCLE_STARTS_MAX: usize = 32;
+
+/// What an edge of the dependency graph says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dep {
+    /// The writer of version `seq` of `key`, then the writer of `seq + 1`.
+    Ww { key: u32, seq: u64 },
+    /// The writer of version `seq` of `key`, then a reader of it.
+    Wr { key: u32, seq: u64 },
+    /// A reader of version `seq` of `key`, then the writer of `seq + 1`.
+    Rw { key: u32, seq: u64 },
+    /// The first section's last store op was answered before the second's first was sent.
+    Rt,
+}
+
+#[derive(Debug)]
+struct Section {
+    transfer: u64,
+    process: u64,
+    /// The first store op's invoke.
+    start_ns: u64,
+    /// The last store op's completion; `u64::MAX` when a store op was never answered.
+    end_ns: u64,
+    /// The op indices naming its first and last store op.
+    first_op: u64,
+    last_op: u64,
+    /// (key, version read, op index) of its ok reads that said their version.
+    reads: Vec<(u32, u64, u64)>,
+    /// (key, version written, op index) of its ok writes.
+    writes: Vec<(u32, u64, u64)>,
+}
+
+impl Checker for Serializability {
+    fn name(&self) -> &'static str {
+        "serializability"
+    }
+
+    fn check_model(&self, m: &Model, cfg: &CheckConfig) -> CheckOutput {
+        let mut out = CheckOutput::new();
+        let sections = sections(m, &mut out);
+        let judged = sections.iter().any(|s| !s.reads.is_empty());
+        if judged {
+            judge(m, &sections, &mut out);
+        }
+        verdict(m, cfg, &mut out);
+        // Outside the bank there is nothing this rule could judge, as for bank-total.
+        if !m.transfers.is_empty() {
+            out.nothing_to_judge(judged, || {
+                "no transfer's read said the version it read (a store that answers reads \
+                 without `seq`): the critical sections' order cannot be rebuilt"
+                    .to_string()
+            });
+        }
+        out
+    }
+}
+
+/// The transfers' sections, in order of their first op.
+fn sections(m: &Model, out: &mut CheckOutput) -> Vec<Section> {
+    let mut of: FxMap<u64, usize> = FxMap::default();
+    let mut list: Vec<Section> = Vec::new();
+    let mut left_out = 0u64;
+    for &(pos, t) in &m.transfers {
+        let o = &m.ops[pos];
+        if o.func.is_lock_op() || o.target == NO_TARGET {
+            continue;
+        }
+        let at = match of.get(&t) {
+            Some(&at) => at,
+            None if list.len() < SECTIONS_MAX => {
+                of.insert(t, list.len());
+                list.push(Section {
+                    transfer: t,
+                    process: o.process,
+                    start_ns: o.invoke_ns,
+                    end_ns: 0,
+                    first_op: o.index,
+                    last_op: o.index,
+                    reads: Vec::new(),
+                    writes: Vec::new(),
+                });
+                list.len() - 1
+            }
+            None => {
+                left_out += 1;
+                continue;
+            }
+        };
+        let s = &mut list[at];
+        if o.invoke_ns < s.start_ns {
+            s.start_ns = o.invoke_ns;
+            s.first_op = o.index;
+        }
+        let end = match o.outcome {
+            Outcome::Ok | Outcome::Fail => o.complete_or_max(),
+            Outcome::Info | Outcome::Pending => u64::MAX,
+        };
+        if end >= s.end_ns {
+            s.end_ns = end;
+            s.last_op = o.index;
+        }
+        if o.outcome != Outcome::Ok {
+            continue;
+        }
+        match (o.func, o.seq()) {
+            (Func::Read, Some(v)) => s.reads.push((o.target, v, o.index)),
+            (Func::Write, Some(v)) => s.writes.push((o.target, v, o.index)),
+            _ => {}
+        }
+    }
+    if left_out > 0 {
+        out.notes.push(format!(
+            "{left_out} store op(s) of transfers past the first {SECTIONS_MAX} were not judged"
+        ));
+    }
+    list
+}
+
+fn judge(m: &Model, sections: &[Section], out: &mut CheckOutput) {
+    // (key, version) -> (writing section, op index); keys whose numbering is broken.
+    let mut writer: FxMap<(u32, u64), (usize, u64)> = FxMap::default();
+    let mut broken: Vec<u32> = Vec::new();
+    for (i, s) in sections.iter().enumerate() {
+        for &(key, seq, op) in &s.writes {
+            if let Some(&(j, _)) = writer.get(&(key, seq)) {
+                if j != i && !broken.contains(&key) {
+                    broken.push(key);
+                }
+            } else {
+                writer.insert((key, seq), (i, op));
+            }
+        }
+    }
+    for &key in &broken {
+        out.notes.push(format!(
+            "{}: two accepted writes say the same version, so its versions have no known \
+             order; it is left out of the dependency graph",
+            m.key_name(key)
+        ));
+    }
+    let mut g: DiGraph<usize, (Dep, [u64; 2])> = DiGraph::with_capacity(sections.len(), 0);
+    let nodes: Vec<NodeIndex> = (0..sections.len()).map(|i| g.add_node(i)).collect();
+    let edge = |g: &mut DiGraph<usize, (Dep, [u64; 2])>, a: usize, b: usize, d, ops| {
+        if a != b {
+            g.add_edge(nodes[a], nodes[b], (d, ops));
+        }
+    };
+    for (i, s) in sections.iter().enumerate() {
+        for &(key, seq, op) in &s.writes {
+            if broken.contains(&key) {
+                continue;
+            }
+            if let Some(&(j, next)) = writer.get(&(key, seq + 1)) {
+                edge(&mut g, i, j, Dep::Ww { key, seq }, [op, next]);
+            }
+        }
+        for &(key, seq, op) in &s.reads {
+            if broken.contains(&key) {
+                continue;
+            }
+            if let Some(&(j, wrote)) = writer.get(&(key, seq)) {
+                edge(&mut g, j, i, Dep::Wr { key, seq }, [wrote, op]);
+            }
+            if let Some(&(j, next)) = writer.get(&(key, seq + 1)) {
+                edge(&mut g, i, j, Dep::Rw { key, seq }, [op, next]);
+            }
+        }
+    }
+    for (a, b) in real_time_frontier(sections) {
+        let ops = [sections[a].last_op, sections[b].first_op];
+        edge(&mut g, a, b, Dep::Rt, ops);
+    }
+    let mut groups: Vec<Vec<NodeIndex>> =
+        tarjan_scc(&g).into_iter().filter(|c| c.len() > 1).collect();
+    // Tarjan's order is the graph's; report in history order.
+    for c in &mut groups {
+        c.sort_unstable();
+    }
+    groups.sort_unstable_by_key(|c| c[0]);
+    let found = groups.len();
+    for c in groups.iter().take(CYCLES_MAX) {
+        let cycle = shortest_cycle(&g, c);
+        out.violations
+            .push(violation(m, sections, &g, &cycle, c.len()));
+    }
+    if found > CYCLES_MAX {
+        out.notes.push(format!(
+            "{} more group(s) of sections in a cycle were not reported one by one",
+            found - CYCLES_MAX
+        ));
+    }
+}
+
+/// The `rt` edges: from each section to the sections that began after it ended, reduced to
+/// the frontier (no section ended between them).
+fn real_time_frontier(sections: &[Section]) -> Vec<(usize, usize)> {
+    // (instant, 0 = start before 1 = end at the same instant, section): a section that ends at
+    // the instant another starts does not precede it (the order needs ended-before-sent).
+    let mut events: Vec<(u64, u8, usize)> = Vec::with_capacity(sections.len() * 2);
+    for (i, s) in sections.iter().enumerate() {
+        events.push((s.start_ns, 0, i));
+        if s.end_ns != u64::MAX {
+            events.push((s.end_ns, 1, i));
+        }
+    }
+    events.sort_unstable();
+    let mut frontier: Vec<usize> = Vec::new();
+    let mut preds: FxMap<usize, Vec<usize>> = FxMap::default();
+    let mut edges = Vec::new();
+    for (_, what, i) in events {
+        if what == 0 {
+            edges.extend(frontier.iter().map(|&p| (p, i)));
+            if sections[i].end_ns != u64::MAX {
+                preds.insert(i, frontier.clone());
+            }
+        } else {
+            // Whatever ended before this section began now comes before it as well.
+            let before = preds.remove(&i).unwrap_or_default();
+            frontier.retain(|p| !before.contains(p));
+            frontier.push(i);
+        }
+    }
+    edges
+}
+
+/// The shortest cycle through one of the group's first sections, as its edges in order.
+fn shortest_cycle(
+    g: &DiGraph<usize, (Dep, [u64; 2])>,
+    group: &[NodeIndex],
+) -> Vec<petgraph::graph::EdgeIndex> {
+    let inside: std::collections::HashSet<NodeIndex> = group.iter().copied().collect();
+    let mut best: Vec<petgraph::graph::EdgeIndex> = Vec::new();
+    for &start in group.iter().take(CYCLE_STARTS_MAX) {
+        // Breadth first from `start` inside the group, until an edge leads back to it.
+        let mut came: FxMap<NodeIndex, petgraph::graph::EdgeIndex> = FxMap::default();
+        let mut queue = VecDeque::from([start]);
+        let mut closing = None;
+        'search: while let Some(n) = queue.pop_front() {
+            for e in g.edges(n) {
+                use petgraph::visit::EdgeRef;
+                let t = e.target();
+                if !inside.contains(&t) {
+                    continue;
+                }
+                if t == start {
+                    closing = Some((n, e.id()));
+                    break 'search;
+                }
+                if let std::collections::hash_map::Entry::Vacant(v) = came.entry(t) {
+                    v.insert(e.id());
+                    queue.push_back(t);
+                }
+            }
+        }
+        let Some((mut n, last)) = closing else {
+            continue;
+        };
+        let mut path = vec![last];
+        while n != start {
+            let e = came[&n];
+            path.push(e);
+            n = g.edge_endpoints(e).expect("an edge of the graph").0;
+        }
+        path.reverse();
+        if best.is_empty() || path.len() < best.len() {
+            best = path;
+        }
+        if best.len() == 2 {
+            break;
+        }
+    }
+    best
+}
+
+fn violation(
+    m: &Model,
+    sections: &[Section],
+    g: &DiGraph<usize, (Dep, [u64; 2])>,
+    cycle: &[petgraph::graph::EdgeIndex],
+    group_len: usize,
+) -> Violation {
+    let name = |i: usize| {
+        let s = &sections[i];
+        format!("transfer {} (p{})", s.transfer, s.process)
+    };
+    let mut ops: Vec<u64> = Vec::new();
+    let mut steps: Vec<String> = Vec::new();
+    let mut key_named = None;
+    let (mut from_ns, mut to_ns) = (u64::MAX, 0u64);
+    let ends: Vec<(usize, usize, Dep)> = cycle
+        .iter()
+        .map(|&e| {
+            let (a, b) = g.edge_endpoints(e).expect("an edge of the graph");
+            let (dep, witness) = g[e];
+            ops.extend(witness);
+            (g[a], g[b], dep)
+        })
+        .collect();
+    for &(a, b, dep) in &ends {
+        for s in [a, b] {
+            from_ns = from_ns.min(sections[s].start_ns);
+            if sections[s].end_ns != u64::MAX {
+                to_ns = to_ns.max(sections[s].end_ns);
+            }
+        }
+        if let Dep::Ww { key, .. } | Dep::Wr { key, .. } | Dep::Rw { key, .. } = dep {
+            key_named.get_or_insert(key);
+        }
+        steps.push(step(m, sections, a, b, dep, &name));
+    }
+    ops.sort_unstable();
+    ops.dedup();
+    let lost_update = match ends.as_slice() {
+        [(a, b, Dep::Rw { key: k1, seq: v1 }), (_, _, Dep::Ww { key: k2, seq: v2 })]
+        | [(_, _, Dep::Ww { key: k2, seq: v2 }), (a, b, Dep::Rw { key: k1, seq: v1 })]
+            if k1 == k2 && *v2 == v1 + 1 =>
+        {
+            // `a` read v and `b` wrote v+1; `b` must have read v too for the classic shape.
+            let b_read = sections[*b].reads.iter().any(|r| r.0 == *k1 && r.1 == *v1);
+            b_read.then_some((*a, *b, *k1, *v1))
+        }
+        _ => None,
+    };
+    let mut explanation = match lost_update {
+        Some((a, b, key, v)) => format!(
+            "{} and {} both read {} at version {v} and both wrote it (versions {} and {}): one \
+             overwrote the other's update, so no order of the two critical sections, each run \
+             alone, gives what the store recorded",
+            name(b),
+            name(a),
+            m.key_name(key),
+            v + 1,
+            v + 2
+        ),
+        None => format!(
+            "the critical sections of {} form a cycle that no order of them, each run alone, \
+             can give: {}",
+            ends.iter()
+                .map(|e| name(e.0))
+                .collect::<Vec<_>>()
+                .join(", "),
+            steps.join("; ")
+        ),
+    };
+    if group_len > ends.len() {
+        explanation.push_str(&format!(
+            " ({group_len} sections are caught in cycles with these)"
+        ));
+    }
+    let to_ns = if to_ns == 0 { from_ns } else { to_ns };
+    Violation {
+        kind: ViolationKind::NonSerializable,
+        lock: key_named.map(|k| m.key_name(k).to_string()),
+        ops,
+        window_ns: [from_ns, to_ns.max(from_ns)],
+        nemesis: Vec::new(),
+        explanation,
+    }
+}
+
+/// One edge of a cycle, as a sentence.
+fn step(
+    m: &Model,
+    sections: &[Section],
+    a: usize,
+    b: usize,
+    dep: Dep,
+    name: &impl Fn(usize) -> String,
+) -> String {
+    match dep {
+        Dep::Ww { key, seq } => format!(
+            "{} wrote {} version {seq}, which {} overwrote (version {})",
+            name(a),
+            m.key_name(key),
+            name(b),
+            seq + 1
+        ),
+        Dep::Wr { key, seq } => format!(
+            "{} wrote {} version {seq}, which {} read",
+            name(a),
+            m.key_name(key),
+            name(b)
+        ),
+        Dep::Rw { key, seq } => format!(
+            "{} read {} at version {seq}, the one {}'s write (version {}) replaced",
+            name(a),
+            m.key_name(key),
+            name(b),
+            seq + 1
+        ),
+        Dep::Rt => format!(
+            "{}'s last store op was answered at {}, before {} sent its first at {}",
+            name(a),
+            secs(sections[a].end_ns),
+            name(b),
+            secs(sections[b].start_ns)
+        ),
+    }
+}
