@@ -294,7 +294,9 @@ pub struct RunArgs {
     /// writes do), none (no fencing: the anti-pattern), off-by-one (a token one below the
     /// fence passes; the client-pause `next-grant,write` shape exposes it), check-then-put
     /// (the textbook's write as written: check the last token, then put, not atomically;
-    /// `next-grant,write` exposes it).
+    /// `next-grant,write` exposes it), one-unfenced (every register fenced as `all` but the
+    /// one named ...0, balance-A0 or counter-L0, which is not: a bank transfer's stale write
+    /// lands on one account).
     #[arg(long, default_value = "all", value_name = "MODE", conflicts_with_all = ["store_url", "store_cmd"])]
     pub store_fence: String,
     /// Where run directories go.
@@ -571,7 +573,9 @@ pub struct StoreArgs {
     pub listen: String,
     /// all (reads and writes move the fence), write (only writes do), none (no fencing),
     /// off-by-one (a token one below the fence passes: a bug, on purpose), check-then-put
-    /// (a write checks, waits 100 ms, then puts: not atomic, on purpose).
+    /// (a write checks, waits 100 ms, then puts: not atomic, on purpose), one-unfenced (the
+    /// register named ...0, balance-A0 or counter-L0, is not fenced, every other is as in all:
+    /// on purpose).
     #[arg(long, default_value = "all", value_name = "MODE")]
     pub fence: String,
 }

@@ -493,8 +493,22 @@ impl Suite {
                 }
             }
         }
+        // The bank's contention cell is exercised by a wait-for cycle that formed: a moment
+        // the service had to break (or a deadlock).
         for &i in &s.aims {
-            if self.cells[i].cell.kind == plan::CONTENTION {
+            if self.cells[i].cell.kind == plan::CONTENTION
+                && self.cells[i].cell.variant == plan::BANK
+            {
+                let formed = r
+                    .stats
+                    .extra
+                    .get("cycles")
+                    .and_then(|v| v.get("formed"))
+                    .and_then(serde_json::Value::as_u64)
+                    .unwrap_or(0);
+                self.tallies[i].started += 1;
+                self.tallies[i].exercised += u64::from(formed > 0);
+            } else if self.cells[i].cell.kind == plan::CONTENTION {
                 let contended = r
                     .stats
                     .extra

@@ -48,6 +48,12 @@ fn every_bug_class_is_found_by_the_scenario_aimed_at_it() {
             "client-pause",
             &["stale-renew-accepted"],
         ),
+        // Waits never refused: the bank's contention scenario (opposite lock orders).
+        (
+            &["--unsafe", "no-wait-timeout"],
+            "contention",
+            &["deadlock"],
+        ),
         (
             &["--store-fence", "none"],
             "client-pause",

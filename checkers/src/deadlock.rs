@@ -496,6 +496,18 @@ impl Checker for Deadlock {
                 "{unjudged} wait-for cycle(s) past the first {CYCLES_MAX} were not judged"
             ));
         }
+        // What the run exercised: a cycle that formed is a moment the service had to break
+        // (`lockpick test`'s bank contention cell counts it).
+        if !cycles.is_empty() || unjudged > 0 {
+            let deadlocks = cycles.iter().filter(|c| c.is_deadlock()).count();
+            out.extra.insert(
+                "cycles".into(),
+                serde_json::json!({
+                    "formed": cycles.len() as u64 + unjudged,
+                    "deadlocks": deadlocks,
+                }),
+            );
+        }
         verdict(m, cfg, &mut out);
         if unjudged > 0 && out.valid == Validity::Valid {
             // A cycle not judged may be the deadlock.

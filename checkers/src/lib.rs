@@ -129,6 +129,8 @@ pub struct CheckOutput {
     /// The history held nothing this checker's rules read: why (see
     /// `CheckerResult::not_judged`).
     pub not_judged: Option<String>,
+    /// Figures for `stats.extra` (the deadlock checker's `cycles`: what a bank run exercised).
+    pub extra: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// One family of rules. Implementors only write [`Checker::check_model`]; the model is shared
@@ -241,6 +243,7 @@ pub(crate) fn check_model(m: &Model, cfg: &CheckConfig) -> Results {
             expected::set_apart(w, &mut out, &mut expected);
         }
         valid = valid.merge(out.valid);
+        stats.extra.append(&mut out.extra);
         checkers.push(CheckerResult {
             name: name.to_string(),
             valid: out.valid,
@@ -336,6 +339,7 @@ impl CheckOutput {
             warnings: Vec::new(),
             notes: Vec::new(),
             not_judged: None,
+            extra: std::collections::BTreeMap::new(),
         }
     }
 

@@ -171,6 +171,12 @@ pub enum FenceMode {
     /// before the next holder's write has its put land after it: a lower token accepted after
     /// a higher one. Reads are not fenced (the textbook fences the write only).
     CheckThenPut,
+    /// Every register fenced as in [`FenceMode::All`] but the one whose name ends in the
+    /// number 0 (`balance-A0`, the bank's first account; `counter-L0`), which is not fenced at
+    /// all ([`FenceMode::None`]): a resource one of whose tables lacks the check. A bank
+    /// transfer's stale holder writes both accounts; one write is refused, the other lands
+    /// over the next holder's.
+    OneUnfenced,
 }
 
 /// The gap between a `check-then-put` write's check and its put: about one hold of the
@@ -178,15 +184,23 @@ pub enum FenceMode {
 /// grant usually puts after the next holder's write.
 pub const CHECK_PUT_GAP_MS: u64 = 100;
 
-const FENCE_NAMES: &[&str] = &["all", "write", "none", "off-by-one", "check-then-put"];
+const FENCE_NAMES: &[&str] = &[
+    "all",
+    "write",
+    "none",
+    "off-by-one",
+    "check-then-put",
+    "one-unfenced",
+];
 
 impl FenceMode {
-    pub const ALL: [FenceMode; 5] = [
+    pub const ALL: [FenceMode; 6] = [
         FenceMode::All,
         FenceMode::Write,
         FenceMode::None,
         FenceMode::OffByOne,
         FenceMode::CheckThenPut,
+        FenceMode::OneUnfenced,
     ];
 
     #[must_use]
@@ -197,6 +211,7 @@ impl FenceMode {
             FenceMode::None => "none",
             FenceMode::OffByOne => "off-by-one",
             FenceMode::CheckThenPut => "check-then-put",
+            FenceMode::OneUnfenced => "one-unfenced",
         }
     }
 }
@@ -251,7 +266,7 @@ mod tests {
         assert_eq!(
             msg,
             "unknown fence mode `some`; valid names: all, write, none, off-by-one, \
-             check-then-put"
+             check-then-put, one-unfenced"
         );
     }
 }

@@ -52,6 +52,9 @@ pub async fn serve_store(
         FenceMode::CheckThenPut => {
             Some("checks a write's token, then puts it in a second step, not atomically")
         }
+        FenceMode::OneUnfenced => {
+            Some("does not fence the register named ...0 (balance-A0, counter-L0)")
+        }
     };
     if let Some(hole) = hole {
         warn!(
@@ -92,6 +95,8 @@ struct Register {
     fence: u64,
     /// Accepted writes so far: the store's acceptance order.
     seq: u64,
+    /// `one-unfenced`: this register is the one left without a fence.
+    unfenced: bool,
 }
 
 struct Store {
@@ -101,6 +106,15 @@ struct Store {
 }
 
 impl Store {
+    /// How `reg` is fenced: the store's mode, but for `one-unfenced` each register's own.
+    fn mode_of(&self, reg: &Register) -> FenceMode {
+        match self.fence {
+            FenceMode::OneUnfenced if reg.unfenced => FenceMode::None,
+            FenceMode::OneUnfenced => FenceMode::All,
+            m => m,
+        }
+    }
+
     fn registers(&self) -> MutexGuard<'_, HashMap<String, Register>> {
         self.registers.lock().expect("store mutex poisoned")
     }
@@ -118,8 +132,20 @@ impl Store {
         if regs.len() >= KEYS_MAX {
             return Err(ApiError::Unavailable("too-many-keys"));
         }
-        op(regs.entry(key.to_owned()).or_default())
+        let unfenced = self.fence == FenceMode::OneUnfenced && numbered_zero(key);
+        op(regs.entry(key.to_owned()).or_insert(Register {
+            unfenced,
+            ..Register::default()
+        }))
     }
+}
+
+/// Whether `key` ends in the number 0 (`balance-A0`, `counter-L0`; not `balance-A10`): the
+/// register `one-unfenced` leaves open. By name, not by creation order, so the probe's own
+/// register (created first) does not take its place.
+fn numbered_zero(key: &str) -> bool {
+    key.strip_suffix('0')
+        .is_some_and(|rest| !rest.ends_with(|c: char| c.is_ascii_digit()))
 }
 
 /// Whether `mode` refuses `token` against `fence`.
@@ -129,6 +155,8 @@ fn stale(mode: FenceMode, token: u64, fence: u64) -> bool {
         // The bug: one below the fence passes.
         FenceMode::OffByOne => token.saturating_add(1) < fence,
         FenceMode::None => false,
+        // Resolved per register by `Store::mode_of` before any check.
+        FenceMode::OneUnfenced => token < fence,
         // Only the check step of a write, which `check_then_put` calls itself.
         FenceMode::CheckThenPut => token < fence,
     }
@@ -137,7 +165,7 @@ fn stale(mode: FenceMode, token: u64, fence: u64) -> bool {
 /// Returns the fence to report.
 fn read(mode: FenceMode, reg: &mut Register, token: u64) -> Result<u64, ApiError> {
     match mode {
-        FenceMode::All | FenceMode::OffByOne => {
+        FenceMode::All | FenceMode::OffByOne | FenceMode::OneUnfenced => {
             if stale(mode, token, reg.fence) {
                 return Err(ApiError::StaleToken { fence: reg.fence });
             }
@@ -209,7 +237,7 @@ async fn read_handler(
 ) -> Result<Json<Value>, ApiError> {
     let (key, req): (String, ReadReq) = named_request("key", path, &body)?;
     let (value, fence, seq) = store.with_register(&key, |reg| {
-        let fence = read(store.fence, reg, req.token)?;
+        let fence = read(store.mode_of(reg), reg, req.token)?;
         Ok((reg.value, fence, reg.seq))
     })?;
     // `seq`: the number of the accepted write whose value this is (0: none yet), so a reader's
@@ -226,7 +254,9 @@ async fn write_handler(
     let (seq, fence) = if store.fence == FenceMode::CheckThenPut {
         check_then_put(&store, &key, req.token, req.value).await?
     } else {
-        store.with_register(&key, |reg| write(store.fence, reg, req.token, req.value))?
+        store.with_register(&key, |reg| {
+            write(store.mode_of(reg), reg, req.token, req.value)
+        })?
     };
     Ok(Json(json!({ "seq": seq, "fence": fence })))
 }
@@ -305,7 +335,8 @@ mod tests {
             Register {
                 value: 2,
                 fence: 8,
-                seq: 2
+                seq: 2,
+                unfenced: false,
             }
         );
     }

@@ -123,6 +123,38 @@ async fn fence_none_accepts_everything_but_tracks_the_fence() {
     .await
 }
 
+/// `one-unfenced`: the register named ...0 takes any token (as `none`), every other refuses a
+/// stale one (as `all`), whichever is created first.
+#[tokio::test]
+async fn fence_one_unfenced_leaves_only_the_first_register_open() {
+    bounded(async {
+        let s = start_store(FenceMode::OneUnfenced).await;
+        let http = reqwest::Client::new();
+        for key in ["balance-A1", "balance-A0", "balance-A10"] {
+            assert_eq!(
+                write(&http, &s, key, 5, 16).await,
+                (200, json!({"seq":1,"fence":5}))
+            );
+        }
+        // The register numbered 0: a stale read and write land.
+        assert_eq!(
+            read(&http, &s, "balance-A0", 3).await,
+            (200, json!({"value":16,"fence":5,"seq":1}))
+        );
+        assert_eq!(
+            write(&http, &s, "balance-A0", 3, 9).await,
+            (200, json!({"seq":2,"fence":5}))
+        );
+        // Every other, the first created and one numbered 10 included: refused as in `all`.
+        for key in ["balance-A1", "balance-A10"] {
+            assert_eq!(read(&http, &s, key, 3).await, stale(5));
+            assert_eq!(write(&http, &s, key, 3, 9).await, stale(5));
+        }
+        s.stop().await.unwrap();
+    })
+    .await
+}
+
 #[tokio::test]
 async fn store_bad_requests_get_400() {
     bounded(async {

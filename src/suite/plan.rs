@@ -137,12 +137,49 @@ fn cell(kind: &str, variant: &str, wake: &str, role: &str, rank: u32) -> PlanCel
 
 /// The kind name of contention cells: no fault, many clients on one lock.
 pub const CONTENTION: &str = "contention";
+/// The contention cell of the bank workload: exercised by a wait-for cycle that formed.
+pub const BANK: &str = "bank";
+
+/// The bank contention scenario's flags: two accounts, opposite lock orders, short waits, and
+/// leases and request timeouts longer than a wait plus the liveness grace, so a cycle no wait
+/// breaks stands past its deadline (a `deadlock`) before any lease could lapse and break it.
+fn bank_contention_flags(t: &Target) -> Vec<String> {
+    let wait_ms = (t.lease_ms / 10).clamp(50, 500);
+    let deadline_ms = wait_ms + t.liveness_grace_ms;
+    let ttl_ms = t.lease_ms.max(deadline_ms * 2 + 1_000);
+    [
+        "--workload",
+        "bank",
+        "--accounts",
+        "2",
+        "--lock-order-policy",
+        "random",
+        "--nemesis",
+        "none",
+        "--clients",
+        "6",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([
+        "--ttl".into(),
+        format!("{ttl_ms}ms"),
+        "--acquire-wait".into(),
+        format!("{wait_ms}ms"),
+        "--op-timeout".into(),
+        format!("{}ms", t.liveness_grace_ms + 1_000),
+    ])
+    .collect()
+}
 
 /// Every cell the target allows, in the order the suite tries them.
 pub fn cells(t: &Target) -> Vec<PlanCell> {
     let mut out = vec![cell(CONTENTION, "mutex", "", "", 0)];
     if t.fencing {
         out.push(cell(CONTENTION, "counter", "", "", 0));
+        // Transfers that hold one account's lock while they wait for the other's, in either
+        // order: wait-for cycles a correct service breaks (it refuses a wait once it is over).
+        out.push(cell(CONTENTION, BANK, "", "", 0));
     }
     let roles: &[&str] = if t.nodes > 1 {
         &["primary", "other"]
@@ -298,6 +335,19 @@ pub fn next(
                 first = o;
             }
         }
+    }
+    if cells[first].cell.kind == CONTENTION && cells[first].cell.variant == BANK {
+        let wait_ms = (t.lease_ms / 10).clamp(50, 500);
+        return Some(Scenario {
+            aims: vec![first],
+            flags: bank_contention_flags(t),
+            schedule: None,
+            profile: Profile::Plain,
+            // Cycles form within the first transfers; the deadline is a wait and the grace
+            // past them.
+            duration_ms: (wait_ms + t.liveness_grace_ms + 2_000).clamp(3_000, 12_000),
+            seed,
+        });
     }
     if cells[first].cell.kind == CONTENTION {
         let workload = cells[first].cell.variant.clone();
@@ -759,8 +809,8 @@ mod tests {
         let one = cells(&target(&all, 1));
         let l = labels(&one);
         assert_eq!(l[0], "contention mutex");
-        // 2 contention + odd ttl + 12 holder stalls + waiter + kill + pause + 5 clock directions.
-        assert_eq!(one.len(), 2 + 1 + 12 + 1 + 1 + 1 + 5, "{l:?}");
+        // 3 contention + odd ttl + 12 holder stalls + waiter + kill + pause + 5 clock directions.
+        assert_eq!(one.len(), 3 + 1 + 12 + 1 + 1 + 1 + 5, "{l:?}");
         assert!(l.contains(&"client-pause boundary/renew".to_string()));
         assert!(l.contains(&"clock slow on primary".to_string()));
         assert!(!l.iter().any(|c| c.contains("other")));
@@ -776,7 +826,7 @@ mod tests {
             write_ends_grant: false,
             ..target(&[FaultKind::ClientPause], 1)
         });
-        assert_eq!(mutex.len(), 2 + 1 + 3 * 2 + 1, "{:?}", labels(&mutex));
+        assert_eq!(mutex.len(), 3 + 1 + 3 * 2 + 1, "{:?}", labels(&mutex));
         // A write that commits the grant away (PostgreSQL's form=xact): no holder wakes into
         // a release, so no cell waits for one.
         let committing = cells(&Target {
@@ -845,6 +895,7 @@ mod tests {
         let mut tallies = vec![Tally::default(); plan.len()];
         tallies[0].exercised = 1;
         tallies[1].exercised = 1;
+        tallies[2].exercised = 1;
         let s = next(&t, &plan, &tallies, 1, None).unwrap();
         // The odd-ttl cell runs alone, under its own lease length.
         assert_eq!(s.aims.len(), 1);
@@ -934,6 +985,40 @@ mod tests {
         }
     }
 
+    /// The bank's contention scenario: opposite lock orders on two accounts, and a lease and
+    /// a request timeout past a wait plus the liveness grace, so a cycle no wait breaks is a
+    /// `deadlock` before any lease could lapse and break it.
+    #[test]
+    fn the_bank_contention_scenario_outlasts_its_deadline() {
+        let t = target(&[FaultKind::ClientPause], 1);
+        let plan = cells(&t);
+        let mut tallies = vec![Tally::default(); plan.len()];
+        tallies[0].exercised = 1;
+        tallies[1].exercised = 1;
+        let s = next(&t, &plan, &tallies, 1, None).unwrap();
+        assert_eq!(plan[s.aims[0]].label(), "contention bank");
+        assert!(s.schedule.is_none());
+        let flag = |name: &str| {
+            let at = s.flags.iter().position(|f| f == name).unwrap();
+            s.flags[at + 1].clone()
+        };
+        assert_eq!(flag("--workload"), "bank");
+        assert_eq!(flag("--lock-order-policy"), "random");
+        assert_eq!(flag("--nemesis"), "none");
+        let ms = |v: String| v.trim_end_matches("ms").parse::<u64>().unwrap();
+        let wait = ms(flag("--acquire-wait"));
+        let deadline = wait + t.liveness_grace_ms;
+        assert!(ms(flag("--ttl")) > deadline, "{:?}", s.flags);
+        assert!(wait + ms(flag("--op-timeout")) > deadline, "{:?}", s.flags);
+        assert!(s.duration_ms > deadline, "{}", s.duration_ms);
+        // Without fencing tokens there is no bank (its accounts are fenced registers).
+        let unfenced = cells(&Target {
+            fencing: false,
+            ..target(&[FaultKind::ClientPause], 1)
+        });
+        assert!(!labels(&unfenced).contains(&"contention bank".to_string()));
+    }
+
     #[test]
     fn scenarios_pack_faults_up_to_their_length_and_aim_each_at_its_state() {
         let t = target(
@@ -944,6 +1029,7 @@ mod tests {
         let mut tallies = vec![Tally::default(); plan.len()];
         tallies[0].exercised = 1;
         tallies[1].exercised = 1;
+        tallies[2].exercised = 1;
         let odd = plan.iter().position(|c| c.cell.kind == LEASE).unwrap();
         tallies[odd].exercised = 1;
         let s = next(&t, &plan, &tallies, 3, None).unwrap();
