@@ -23,28 +23,7 @@ const LIMIT: Duration = Duration::from_secs(120);
 
 fn bank(extra: &[&str]) -> (tempfile::TempDir, Run) {
     let tmp = tempfile::tempdir().unwrap();
-    let mut args = vec![
-        "--workload",
-        "bank",
-        "--accounts",
-        "2",
-        "--clients",
-        "6",
-        "--nemesis",
-        "none",
-        "--ttl",
-        "20s",
-        "--hold",
-        "20ms..60ms",
-        "--acquire-wait",
-        "100ms",
-        "--op-timeout",
-        "2s",
-        "--liveness-grace",
-        "500ms",
-        "--duration",
-        "3s",
-    ];
+    let mut args = common::BANK_CONTENDED.to_vec();
     args.extend_from_slice(extra);
     let r = run(tmp.path(), &args, LIMIT);
     (tmp, r)

@@ -896,3 +896,106 @@ fn look_at_report_sections() {
         }
     }
 }
+
+/// The cycle a `deadlock` or a `non-serializable` violation is, drawn in its card: each member
+/// once on a ring, one arrow per edge with its reason, every member named as the card's
+/// sentence names it, nothing outside the drawing or on top of another member. The two bank
+/// runs: random lock order against a lockd whose waits never end, and the racy lockd, whose
+/// double grants lose updates.
+#[test]
+fn the_cycle_of_a_deadlock_and_of_a_lost_update_is_drawn_in_its_card() {
+    let cases: [(&[&str], &str); 2] = [
+        (
+            &[
+                "--lock-order-policy",
+                "random",
+                "--unsafe",
+                "no-wait-timeout",
+            ],
+            "deadlock",
+        ),
+        (&["--unsafe", "racy"], "non-serializable"),
+    ];
+    let mut runs = Vec::new();
+    for (extra, kind) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut args = common::BANK_CONTENDED.to_vec();
+        args.extend_from_slice(&["--seed", "1"]);
+        args.extend_from_slice(extra);
+        let r = run(tmp.path(), &args, Duration::from_secs(90));
+        assert_eq!(r.code, 1, "{kind}: {}", r.describe());
+        let results = r.results();
+        let v = results["violations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["kind"] == kind)
+            .unwrap_or_else(|| panic!("no {kind}: {}", r.describe()))
+            .clone();
+        let cycle = v["cycle"].as_array().unwrap().clone();
+        assert!(cycle.len() >= 2, "{kind}: {v}");
+        // A cycle: each edge leaves where the one before it arrived.
+        for (k, e) in cycle.iter().enumerate() {
+            assert_eq!(e["to"], cycle[(k + 1) % cycle.len()]["from"], "{kind}: {v}");
+        }
+        runs.push((tmp, r, results, kind, cycle.len()));
+    }
+    let Some(mut b) = browser::launch() else {
+        return;
+    };
+    for (_tmp, r, results, kind, n) in &runs {
+        let path = report_path(&r.run_dir());
+        let page = b.open(&path, Duration::from_secs(30));
+        assert_report_sound(&mut b, &page, results, &path);
+        let probe = format!(
+            r#"(() => {{
+              const card = [...document.querySelectorAll('article.vcard')]
+                .find(c => c.querySelector('h3').textContent.includes('{kind}') && c.querySelector('figure.cycle'));
+              if (!card) return null;
+              const f = card.querySelector('figure.cycle');
+              const svg = f.querySelector('svg').getBoundingClientRect();
+              const boxes = [...f.querySelectorAll('.cycle-node')].map(g => g.getBoundingClientRect());
+              const inside = boxes.every(n => n.width > 0 && n.left >= svg.left - 1 && n.right <= svg.right + 1
+                && n.top >= svg.top - 1 && n.bottom <= svg.bottom + 1);
+              const overlap = boxes.some((a, i) => boxes.some((o, j) => i < j && a.left < o.right
+                && o.left < a.right && a.top < o.bottom && o.top < a.bottom));
+              const sentence = card.querySelector('.sentence').textContent;
+              const names = [...f.querySelectorAll('.cycle-node text')].map(t => t.textContent);
+              return {{
+                n: +f.dataset.cycle,
+                edges: f.querySelectorAll('.cycle-edge').length,
+                labels: [...f.querySelectorAll('.cycle-label')].filter(t => t.textContent.trim()).length,
+                nodes: boxes.length, inside, overlap,
+                named: names.every(x => sentence.includes(x)),
+                caption: f.querySelector('figcaption').textContent,
+              }};
+            }})()"#
+        );
+        let got = b.eval(&page.session, &probe);
+        assert!(!got.is_null(), "{kind}: no card with a cycle drawing");
+        let n = *n as u64;
+        assert_eq!(got["n"], n, "{kind}: {got}");
+        assert_eq!(got["edges"], n, "{kind}: {got}");
+        assert_eq!(got["labels"], n, "{kind}: {got}");
+        assert_eq!(got["nodes"], n, "{kind}: {got}");
+        assert_eq!(
+            got["inside"], true,
+            "{kind}: a member outside the drawing: {got}"
+        );
+        assert_eq!(
+            got["overlap"], false,
+            "{kind}: members on top of each other: {got}"
+        );
+        assert_eq!(
+            got["named"], true,
+            "{kind}: a member the sentence does not name: {got}"
+        );
+        assert!(got["caption"].as_str().unwrap().contains("arrow"), "{got}");
+        let shot = b.screenshot(&page.session, Some("figure.cycle"));
+        keep_screenshot(&format!("cycle-{kind}"), &shot);
+        assert!(
+            b.distinct_colors(&shot) > 8,
+            "{kind}: the drawing looks blank"
+        );
+    }
+}

@@ -110,6 +110,7 @@ fn judge(m: &Model, accounts: &[bool], out: &mut CheckOutput) {
     let from = reads.iter().map(|r| r.invoke_ns).min().unwrap_or(0);
     let to = reads.iter().map(|r| r.complete_or_max()).max().unwrap_or(0);
     out.violations.push(Violation {
+        cycle: Vec::new(),
         kind: ViolationKind::TotalChanged,
         lock: Some(m.key_name(reads[0].target).to_string()),
         ops: reads.iter().map(|r| r.index).collect(),

@@ -470,6 +470,15 @@ impl Checker for Deadlock {
                     window_ns: [c.formed_ns, c.ended_ns],
                     nemesis: Vec::new(),
                     explanation: sentence(m, c),
+                    cycle: c
+                        .edges
+                        .iter()
+                        .map(|e| history::CycleEdge {
+                            from: format!("p{}", e.from),
+                            to: format!("p{}", e.to),
+                            label: format!("waits for {}", m.lock_name(e.lock)),
+                        })
+                        .collect(),
                 });
                 continue;
             }

@@ -63,6 +63,7 @@ impl Checker for LeaseExpiry {
             }
             let name = m.target_name(op);
             out.violations.push(Violation {
+                cycle: Vec::new(),
                 kind: ViolationKind::GrantOnExpiredLease,
                 lock: Some(name.to_string()),
                 ops: vec![op.index],
@@ -109,6 +110,7 @@ impl Checker for LeaseExpiry {
                 })
                 .unwrap_or_default();
             out.violations.push(Violation {
+                cycle: Vec::new(),
                 kind: ViolationKind::GrantWithoutKey,
                 lock: Some(name.to_string()),
                 ops: vec![op.index],

@@ -234,6 +234,7 @@ fn stuck(m: &Model, cfg: &CheckConfig, s: &Stretch) -> Violation {
         String::new()
     };
     Violation {
+        cycle: Vec::new(),
         kind: ViolationKind::LockStuck,
         lock: Some(name.to_string()),
         ops,

@@ -372,6 +372,7 @@ fn double_grant(m: &Model, (a, sa): (&Grant, &Segment), (b, sb): (&Grant, &Segme
         String::new()
     };
     Violation {
+        cycle: Vec::new(),
         kind: ViolationKind::DoubleGrant,
         lock: Some(lock.to_string()),
         ops,
@@ -610,6 +611,7 @@ fn forced_violation(
         )
     };
     Violation {
+        cycle: Vec::new(),
         kind: ViolationKind::DoubleGrant,
         lock: Some(lock.to_string()),
         ops,
@@ -682,6 +684,7 @@ fn order_violation(
     };
     let until = span_until(m, p, (p_at, end_ns), cause, &mut ops);
     Violation {
+        cycle: Vec::new(),
         kind: ViolationKind::DoubleGrant,
         lock: Some(lock.to_string()),
         ops,
@@ -893,6 +896,7 @@ fn unsafe_overlap(
         ),
     };
     Violation {
+        cycle: Vec::new(),
         kind: ViolationKind::UnsafeOverlap,
         lock: Some(lock.to_string()),
         ops,

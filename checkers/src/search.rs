@@ -707,6 +707,7 @@ impl Search<'_> {
         ops.sort_unstable();
         ops.dedup();
         Violation {
+            cycle: Vec::new(),
             kind,
             lock: Some(lock),
             ops,

@@ -320,8 +320,8 @@ fn shortest_cycle(
 }
 
 /// For a cycle of two sections, the pair of edges between them that is a lost update on one
-/// register (both read version v; one wrote v+1, the other v+2), when there is one: the
-/// witness a reader knows at sight. Any other cycle as found.
+/// register (one read version v, the other wrote v+1, the first v+2 over it; best when both
+/// read v), when there is one: the witness a reader knows at sight. Any other cycle as found.
 fn lost_update_pair(
     g: &DiGraph<usize, (Dep, [u64; 2])>,
     sections: &[Section],
@@ -332,6 +332,8 @@ fn lost_update_pair(
         return cycle;
     };
     let (a, b) = g.edge_endpoints(first).expect("an edge of the graph");
+    // The classic shape (both read the version) first, else any lost update on one register.
+    let mut fallback = None;
     for there in g.edges_connecting(a, b).chain(g.edges_connecting(b, a)) {
         let Dep::Rw { key, seq } = there.weight().0 else {
             continue;
@@ -344,11 +346,13 @@ fn lost_update_pair(
             .reads
             .iter()
             .any(|r| r.0 == key && r.1 == seq);
-        if let (Some(back), true) = (back, both_read) {
-            return vec![there.id(), back.id()];
+        match back {
+            Some(back) if both_read => return vec![there.id(), back.id()],
+            Some(back) if fallback.is_none() => fallback = Some(vec![there.id(), back.id()]),
+            _ => {}
         }
     }
-    cycle
+    fallback.unwrap_or(cycle)
 }
 
 fn violation(
@@ -389,31 +393,50 @@ fn violation(
     }
     ops.sort_unstable();
     ops.dedup();
+    // A lost update on one register: `a` read version v, `b` wrote v+1, and `a` wrote v+2
+    // over it without having read it.
     let lost_update = match ends.as_slice() {
         [(a, b, Dep::Rw { key: k1, seq: v1 }), (_, _, Dep::Ww { key: k2, seq: v2 })]
         | [(_, _, Dep::Ww { key: k2, seq: v2 }), (a, b, Dep::Rw { key: k1, seq: v1 })]
             if k1 == k2 && *v2 == v1 + 1 =>
         {
-            // `a` read v and `b` wrote v+1; `b` must have read v too for the classic shape.
-            let b_read = sections[*b].reads.iter().any(|r| r.0 == *k1 && r.1 == *v1);
-            b_read.then_some((*a, *b, *k1, *v1))
+            Some((*a, *b, *k1, *v1))
         }
         _ => None,
     };
     let mut explanation = match lost_update {
-        Some((a, b, key, v)) => format!(
-            "{} and {} both read {} at version {v} and both wrote it: {} version {}, then {} \
-             version {} over it, so {}'s update was lost (no order of the two critical \
-             sections, each run alone, gives what the store recorded)",
-            name(b),
-            name(a),
-            m.key_name(key),
-            name(b),
-            v + 1,
-            name(a),
-            v + 2,
-            name(b)
-        ),
+        Some((a, b, key, v)) => {
+            let both_read = sections[b].reads.iter().any(|r| r.0 == key && r.1 == v);
+            let how = if both_read {
+                format!(
+                    "{} and {} both read {} at version {v} and both wrote it: {} version {}, \
+                     then {} version {} over it",
+                    name(b),
+                    name(a),
+                    m.key_name(key),
+                    name(b),
+                    v + 1,
+                    name(a),
+                    v + 2
+                )
+            } else {
+                format!(
+                    "{} read {} at version {v}; {} then wrote version {}, and {} wrote \
+                     version {} over it from its read of version {v}",
+                    name(a),
+                    m.key_name(key),
+                    name(b),
+                    v + 1,
+                    name(a),
+                    v + 2
+                )
+            };
+            format!(
+                "{how}, so {}'s update was lost (no order of the two critical sections, each \
+                 run alone, gives what the store recorded)",
+                name(b)
+            )
+        }
         None => format!(
             "the critical sections of {} form a cycle that no order of them, each run alone, \
              can give: {}",
@@ -437,6 +460,24 @@ fn violation(
         window_ns: [from_ns, to_ns.max(from_ns)],
         nemesis: Vec::new(),
         explanation,
+        cycle: ends
+            .iter()
+            .map(|&(a, b, dep)| history::CycleEdge {
+                from: name(a),
+                to: name(b),
+                label: label(m, dep),
+            })
+            .collect(),
+    }
+}
+
+/// One edge of a cycle, in a few words for the report's drawing.
+fn label(m: &Model, dep: Dep) -> String {
+    match dep {
+        Dep::Ww { key, seq } => format!("ww {} v{seq}→v{}", m.key_name(key), seq + 1),
+        Dep::Wr { key, seq } => format!("wr {} v{seq}", m.key_name(key)),
+        Dep::Rw { key, seq } => format!("rw {} v{seq}→v{}", m.key_name(key), seq + 1),
+        Dep::Rt => "rt: ended before it began".to_string(),
     }
 }
 

@@ -60,6 +60,7 @@ impl Checker for StoreFencing {
                     let seq_a = a.seq().unwrap_or(0);
                     let name = m.key_name(k);
                     out.violations.push(Violation {
+                        cycle: Vec::new(),
                         kind: ViolationKind::StaleWriteAccepted,
                         lock: Some(name.to_string()),
                         ops: vec![a.index, b.index],
@@ -148,6 +149,7 @@ impl Checker for Counter {
             let b = &m.ops[pos];
             let name = m.key_name(k);
             out.violations.push(Violation {
+                cycle: Vec::new(),
                 kind: ViolationKind::LostUpdate,
                 lock: Some(name.to_string()),
                 ops: vec![a.index, b.index],
@@ -192,6 +194,7 @@ impl Checker for Counter {
                 );
             }
             out.violations.push(Violation {
+                cycle: Vec::new(),
                 kind: ViolationKind::LostUpdate,
                 lock: Some(name.to_string()),
                 ops,

@@ -93,6 +93,7 @@ fn reused(m: &Model, out: &mut CheckOutput) {
         let b = &m.grants[g as usize];
         let name = m.lock_name(lock);
         out.violations.push(Violation {
+            cycle: Vec::new(),
             kind: ViolationKind::TokenReused,
             lock: Some(name.to_string()),
             ops: vec![m.ops[a.op].index, m.ops[b.op].index],
@@ -145,6 +146,7 @@ fn regressed(m: &Model, out: &mut CheckOutput) {
         let a = &m.grants[ga as usize];
         let name = m.lock_name(b.lock);
         out.violations.push(Violation {
+            cycle: Vec::new(),
             kind: ViolationKind::TokenRegressed,
             lock: Some(name.to_string()),
             ops: vec![m.ops[a.op].index, m.ops[b.op].index],
@@ -292,6 +294,7 @@ fn inferred_regressed(m: &Model, reported: &[bool], out: &mut CheckOutput) {
         let mut ops = vec![ia, ib];
         ops.extend(proof);
         out.violations.push(Violation {
+            cycle: Vec::new(),
             kind: ViolationKind::TokenRegressed,
             lock: Some(name.to_string()),
             ops,
@@ -394,6 +397,7 @@ impl Checker for StaleLockOps {
             let complete_ns = op.complete_ns().expect("an ok op has completed");
             reported[pos] = true;
             out.violations.push(Violation {
+                cycle: Vec::new(),
                 kind,
                 lock: Some(name.to_string()),
                 ops: vec![m.ops[a.op].index, op.index],
@@ -488,6 +492,7 @@ fn named_nothing(m: &Model, out: &mut CheckOutput) {
             ),
         };
         out.violations.push(Violation {
+            cycle: Vec::new(),
             kind,
             lock: Some(name.to_string()),
             ops: vec![op.index],
@@ -553,6 +558,7 @@ fn released_or_replaced(m: &Model, reported: &[bool], out: &mut CheckOutput) {
             // their timing; a renew concurrent with the release may have come first.
             if let Some(r) = released.filter(|r| op.func == Func::Release || before(r)) {
                 out.violations.push(Violation {
+                    cycle: Vec::new(),
                     kind,
                     lock: Some(name.to_string()),
                     ops: vec![m.ops[g.op].index, r.index, op.index],
@@ -578,6 +584,7 @@ fn released_or_replaced(m: &Model, reported: &[bool], out: &mut CheckOutput) {
                 if inv > g.complete_ns {
                     let b = &m.grants[bi];
                     out.violations.push(Violation {
+                        cycle: Vec::new(),
                         kind,
                         lock: Some(name.to_string()),
                         ops: vec![m.ops[g.op].index, m.ops[b.op].index, op.index],

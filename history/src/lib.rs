@@ -50,6 +50,6 @@ pub use op::{Op, OpType, OpValue, Process, F, GRANT};
 pub use pairing::{Paired, Pairing};
 pub use recorder::{CountsSnapshot, Recorder};
 pub use results::{
-    ActiveFault, CheckerResult, Incident, JudgedFrom, KindClass, Percentiles, Results, Stats,
-    TokenReset, Validity, Violation, ViolationKind,
+    ActiveFault, CheckerResult, CycleEdge, Incident, JudgedFrom, KindClass, Percentiles, Results,
+    Stats, TokenReset, Validity, Violation, ViolationKind,
 };

@@ -202,6 +202,22 @@ pub struct Violation {
     pub nemesis: Vec<ActiveFault>,
     /// One plain sentence.
     pub explanation: String,
+    /// A cycle the violation is (a deadlock's waits, a non-serializable run of critical
+    /// sections): its edges in order, the last leading back to the first's start, for the
+    /// report's drawing. Empty for every other kind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cycle: Vec<CycleEdge>,
+}
+
+/// One edge of a violation's cycle: who depends on whom, and why in a few words.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CycleEdge {
+    /// The node it leaves (`p1`, `transfer 12 (p3)`).
+    pub from: String,
+    /// The node it reaches.
+    pub to: String,
+    /// Why (`waits for A1`, `rw balance-A0 v7`).
+    pub label: String,
 }
 
 /// The violations of one root cause, grouped after the checkers ran (checkers/src/incidents.rs):

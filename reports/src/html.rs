@@ -458,6 +458,7 @@ fn incident_card(s: &mut String, inp: &Input, g: &Incident, id: &str, zoom: bool
         ops_table(s, m, &ops);
         if zoom {
             let whole = Violation {
+                cycle: Vec::new(),
                 kind,
                 lock: first.lock.clone(),
                 ops: ops.clone(),
@@ -572,6 +573,15 @@ fn faults_active(s: &mut String, faults: &[&ActiveFault]) {
 /// sentence would send the reader to the token counter.
 const WHY_BY_OVERLAP: &str = "The tokens did not go backwards in real time: they rose in the order the grants were answered. But the grant with the higher token came while the other's lease surely lasted, so either two clients held the lock at once or that grant came first with the higher token; either way the service broke mutual exclusion or token order, and the overlap is the likely reading (docs/checkers.md, token-regressed by exclusivity).";
 
+/// What an arrow of a violation's cycle drawing means.
+fn cycle_caption(kind: ViolationKind) -> &'static str {
+    match kind {
+        ViolationKind::Deadlock => "Each arrow points from a client to the client holding the lock it waits for: around the circle, every one of them waits and none can go on.",
+        ViolationKind::NonSerializable => "Each arrow points from a critical section to one that must come after it (ww: wrote the next version; wr: read its write; rw: replaced the version it read; rt: began after it ended): around the circle, no order of them is left.",
+        _ => "Each arrow points from one member of the cycle to the next: follow them once around.",
+    }
+}
+
 fn card(
     s: &mut String,
     inp: &Input,
@@ -603,6 +613,7 @@ fn card(
         esc(&v.explanation),
         if by_overlap { WHY_BY_OVERLAP } else { why(v.kind) }
     );
+    s.push_str(&crate::cycle::figure(&v.cycle, id, cycle_caption(v.kind)));
     evidence(s, v, inp.results);
     faults_active(s, &v.nemesis.iter().collect::<Vec<_>>());
     if let Ok(m) = &inp.model {

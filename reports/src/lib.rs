@@ -20,6 +20,7 @@
 //! reaches HTML, XML or an annotation line.
 
 mod coverage;
+mod cycle;
 pub mod escape;
 mod gate;
 mod html;

@@ -13,6 +13,7 @@ const SCRIPT: &str = "<script>alert(1)</script>";
 
 fn violation(kind: ViolationKind, lock: &str, ops: &[u64], sentence: &str) -> Violation {
     Violation {
+        cycle: Vec::new(),
         kind,
         lock: Some(lock.to_string()),
         ops: ops.to_vec(),
@@ -458,6 +459,7 @@ fn render_lease_shapes(dir: &Path) -> (String, history::History) {
     };
     let mut results = checkers::check(&h, &cfg);
     results.warnings.push(Violation {
+        cycle: Vec::new(),
         kind: ViolationKind::UnsafeOverlap,
         lock: Some("L0".into()),
         ops: vec![1, 9, 15, 17],
@@ -617,6 +619,7 @@ fn overlapping_violations_are_one_incident() {
     let mut r = fixture();
     let dg = r.violations[0].clone();
     let at = |w: [u64; 2], ops: Vec<u64>, text: &str| Violation {
+        cycle: Vec::new(),
         window_ns: w,
         ops,
         explanation: text.into(),

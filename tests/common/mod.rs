@@ -266,6 +266,33 @@ pub fn require_vdso_clock() -> bool {
 /// FAST's lease, in ms: what aimed faults are sized from.
 pub const FAST_TTL_MS: u64 = 1000;
 
+/// The bank contended: two accounts and six clients, so opposite transfers each take one lock
+/// and wait for the other's within the first transfers; long leases (20 s) so no lease lapse
+/// breaks a cycle of waits, and waits that end only when a client gives up (--acquire-wait
+/// plus --op-timeout), well past a deadlock's deadline (wait_ms plus a 500 ms grace).
+pub const BANK_CONTENDED: &[&str] = &[
+    "--workload",
+    "bank",
+    "--accounts",
+    "2",
+    "--clients",
+    "6",
+    "--nemesis",
+    "none",
+    "--ttl",
+    "20s",
+    "--hold",
+    "20ms..60ms",
+    "--acquire-wait",
+    "100ms",
+    "--op-timeout",
+    "2s",
+    "--liveness-grace",
+    "500ms",
+    "--duration",
+    "3s",
+];
+
 /// Short leases and frequent faults so a 10 s run holds several of each.
 pub const FAST: &[&str] = &[
     "--ttl",
