@@ -2,8 +2,10 @@
 //! another, so it never changes the total; every account starts at 0 (a fresh store's
 //! registers do, as the counter's), so the closing reads of all the accounts must sum to 0.
 //!
-//! Judged only when the total is determined by what the history shows: every account has an
-//! `ok` closing read, sent after every write was answered, and every transfer was applied whole
+//! Judged only when the total is determined by what the history shows: every account surely
+//! started at 0 (a read saw it unwritten, `seq` 0, or the run's own write was its first, `seq`
+//! 1), every account has an `ok` closing read, sent after every write was answered, and every
+//! transfer was applied whole
 //! or not at all (its writes all `ok`, or all refused). A transfer with a write that was never
 //! answered (`info`, pending), or with one write accepted and the other refused (a fence that
 //! caught a stale holder halfway), may have moved money out of one account and into none, which
@@ -64,17 +66,35 @@ fn judge(m: &Model, accounts: &[bool], out: &mut CheckOutput) {
         ));
         return;
     }
-    // The closing read of each account: the last ok one.
+    // The closing read of each account: the last ok one. And whether each account surely
+    // started at 0: a read that saw it never written (seq 0), or the run's own write that was
+    // its first (seq 1); a store used before the run starts its accounts elsewhere.
     let mut finals: BTreeMap<u32, usize> = BTreeMap::new();
+    let mut fresh = vec![false; accounts.len()];
     for (pos, o) in m.ops.iter().enumerate() {
-        if o.func == Func::Read
-            && o.is_final
-            && o.outcome == Outcome::Ok
-            && o.target != NO_TARGET
-            && accounts[o.target as usize]
-        {
+        if o.outcome != Outcome::Ok || o.target == NO_TARGET || !accounts[o.target as usize] {
+            continue;
+        }
+        match (o.func, o.seq()) {
+            (Func::Read, Some(0)) | (Func::Write, Some(1)) => fresh[o.target as usize] = true,
+            _ => {}
+        }
+        if o.func == Func::Read && o.is_final {
             finals.insert(o.target, pos);
         }
+    }
+    let unknown: Vec<&str> = (0..accounts.len())
+        .filter(|&k| accounts[k] && !fresh[k])
+        .map(|k| m.key_name(k as u32))
+        .collect();
+    if !unknown.is_empty() {
+        out.notes.push(format!(
+            "the starting balance of {} is not known (no read saw it never written, seq 0, and \
+             no write of the run was its first, seq 1: a store used before the run, or one that \
+             does not number its writes): the accounts' total is not judged",
+            unknown.join(", ")
+        ));
+        return;
     }
     let wanted = accounts.iter().filter(|&&a| a).count();
     if finals.len() < wanted {

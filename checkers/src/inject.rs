@@ -519,12 +519,13 @@ fn unbalanced_accounts(ops: &mut Vec<Op>, _rng: &mut ChaCha8Rng) -> Option<Vec<u
         );
         let delta = if side == "a" { -5 } else { 5 };
         let w = tag(OpValue::default().with_token(1).with_value(delta));
-        for kind in [OpType::Invoke, OpType::Ok] {
+        // The account's first write (seq 1): it surely started at 0.
+        for (kind, v) in [(OpType::Invoke, w.clone()), (OpType::Ok, w.with_seq(1))] {
             step(
                 &mut new,
                 Op::new(0, 0, Process::Client(q), kind, F::Write)
                     .with_key(&key)
-                    .with_value(w.clone()),
+                    .with_value(v),
             );
         }
         let r = tag(OpValue::default().with_token(1));
