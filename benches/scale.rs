@@ -1,6 +1,6 @@
 //! Checking at scale (issue 4): events/s and peak RSS of `lockpick check` on synthetic
 //! histories written by `lockpick synth`, correct and with injected violations, 1% of client
-//! ops indeterminate.
+//! ops indeterminate, and correct bank transfers (the graph checks' cost, issue 23).
 //!
 //! Run: `cargo bench --bench scale` (1M and 10M events), or name the sizes:
 //! `cargo bench --bench scale -- 1000000 3000000`. Each size writes one history at a time into
@@ -22,7 +22,20 @@ const INJECT: [&str; 5] = [
     "stale-release-accepted",
 ];
 
-fn synth(path: &Path, events: u64, inject: bool) {
+/// Which synthetic history a row checks.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum History {
+    /// The counter workload, correct.
+    Correct,
+    /// The same with [`INJECT`]'s violations.
+    Injected,
+    /// Bank transfers (8 clients, 16 accounts, two locks held at once), correct: the cost of
+    /// the graph checks (deadlock's wait-for graph, the transfers' dependency graph).
+    Bank,
+}
+
+fn synth(path: &Path, events: u64, history: History) {
+    let inject = history == History::Injected;
     let mut cmd = Command::new(BIN);
     cmd.args([
         "synth",
@@ -43,6 +56,9 @@ fn synth(path: &Path, events: u64, inject: bool) {
         for k in INJECT {
             cmd.args(["--inject", k]);
         }
+    }
+    if history == History::Bank {
+        cmd.args(["--workload", "bank", "--accounts", "16"]);
     }
     let o = cmd.output().expect("run lockpick synth");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -80,23 +96,23 @@ fn main() {
     println!("| events | history | check wall s | events/s | peak RSS MB | verdict |");
     println!("|---|---|---|---|---|---|");
     for &n in &sizes {
-        for inject in [false, true] {
-            synth(&path, n, inject);
+        for history in [History::Correct, History::Injected, History::Bank] {
+            synth(&path, n, history);
             let (events, secs, rss_mb, code) = check(&path);
-            let want = if inject { 1 } else { 0 };
+            let want = if history == History::Injected { 1 } else { 0 };
             assert_eq!(
                 code, want,
-                "unexpected verdict for {n} events, inject {inject}"
+                "unexpected verdict for {n} events, {history:?}"
             );
             println!(
                 "| {events} | {} | {secs:.2} | {:.0} | {rss_mb:.0} | {} |",
-                if inject {
-                    "injected (5 kinds)"
-                } else {
-                    "correct"
+                match history {
+                    History::Correct => "correct",
+                    History::Injected => "injected (5 kinds)",
+                    History::Bank => "bank (correct)",
                 },
                 events as f64 / secs,
-                if inject { "invalid" } else { "valid" },
+                if want == 1 { "invalid" } else { "valid" },
             );
             std::fs::remove_file(&path).unwrap();
         }

@@ -591,6 +591,15 @@ pub struct SynthArgs {
     /// Locks (lock `L<i>` guards counter register `k<i>`).
     #[arg(long, default_value_t = 4, value_name = "N")]
     pub locks: usize,
+    /// What the simulated clients do: counter (one lock at a time, the counter's read and
+    /// write under it; the nemesis and lost answers as configured), or bank (transfers between
+    /// --accounts accounts, both locks held, sorted order, every answer kept; no nemesis, no
+    /// --inject): the graph checks' benchmark.
+    #[arg(long, default_value = "counter", value_name = "counter|bank")]
+    pub workload: String,
+    /// Accounts of the bank workload (2 or more).
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    pub accounts: usize,
     /// Seed: same seed and flags, same history.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub seed: u64,

@@ -48,7 +48,38 @@ pub fn synth(a: SynthArgs) -> Result<ExitCode> {
         Ok(())
     };
     let mut events = 0u64;
-    if kinds.is_empty() {
+    let bank = match a.workload.as_str() {
+        "counter" => false,
+        "bank" => true,
+        other => bail!("--workload {other}: expected counter or bank"),
+    };
+    if bank {
+        if a.accounts < 2 {
+            bail!(
+                "--accounts {}: the bank moves money between two accounts",
+                a.accounts
+            );
+        }
+        if !kinds.is_empty() {
+            bail!("--inject: the injectors work on counter histories; leave out --workload bank");
+        }
+        let p = checkers::gen_bank::BankParams {
+            clients: a.clients,
+            accounts: a.accounts,
+            events: a.events,
+            ..Default::default()
+        };
+        let mut err = None;
+        checkers::gen_bank::bank_history_into(a.seed, &p, &mut |ops| {
+            events += ops.len() as u64;
+            if err.is_none() {
+                err = write(ops, &mut out).err();
+            }
+        });
+        if let Some(e) = err {
+            return Err(e).context("cannot write the history");
+        }
+    } else if kinds.is_empty() {
         // Streams: a history of any length in bounded memory.
         let mut err = None;
         correct_history_into(a.seed, &params, &mut |ops| {

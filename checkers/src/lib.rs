@@ -62,6 +62,7 @@ mod expected;
 mod fairness;
 mod faults;
 pub mod gen;
+pub mod gen_bank;
 mod incidents;
 pub mod inject;
 mod lease;
