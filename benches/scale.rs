@@ -100,10 +100,7 @@ fn main() {
             synth(&path, n, history);
             let (events, secs, rss_mb, code) = check(&path);
             let want = if history == History::Injected { 1 } else { 0 };
-            assert_eq!(
-                code, want,
-                "unexpected verdict for {n} events, {history:?}"
-            );
+            assert_eq!(code, want, "unexpected verdict for {n} events, {history:?}");
             println!(
                 "| {events} | {} | {secs:.2} | {:.0} | {rss_mb:.0} | {} |",
                 match history {

@@ -72,7 +72,12 @@ fn judge(m: &Model, accounts: &[bool], out: &mut CheckOutput) {
     let mut finals: BTreeMap<u32, usize> = BTreeMap::new();
     let mut fresh = vec![false; accounts.len()];
     for (pos, o) in m.ops.iter().enumerate() {
-        if o.outcome != Outcome::Ok || o.target == NO_TARGET || !accounts[o.target as usize] {
+        // A lock op's target is a lock, not a register.
+        if o.func.is_lock_op()
+            || o.outcome != Outcome::Ok
+            || o.target == NO_TARGET
+            || !accounts[o.target as usize]
+        {
             continue;
         }
         match (o.func, o.seq()) {
