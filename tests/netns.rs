@@ -130,11 +130,27 @@ fn split_brain_under_partitions_gives_double_grants() {
             schedule.to_str().unwrap(),
             "--duration",
             "7s",
+            // A member cut from its primary grants alone once its forward has failed: a short
+            // wait makes that happen within the cut, and holds of a lease or more overlap
+            // across the members that grant alone.
+            "--acquire-wait",
+            "200ms",
+            "--hold",
+            "1s..1500ms",
         ]),
         LIMIT,
     );
     assert_eq!(r.code, 1, "{}", r.describe());
-    assert!(r.kinds("violations").contains(&"double-grant".to_string()));
+    // Either proves more than one authority: holders at once, or a member's own count reusing
+    // the tokens the primary had handed out (each member's first grant alone is token 1).
+    let kinds = r.kinds("violations");
+    assert!(
+        kinds
+            .iter()
+            .any(|k| k == "double-grant" || k == "token-reused"),
+        "{kinds:?}\n{}",
+        r.describe()
+    );
     // What it rests on: the cut met live leases.
     let cells = r.results()["coverage"]["cells"].clone();
     assert!(
