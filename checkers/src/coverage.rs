@@ -10,12 +10,13 @@
 use crate::model::{ClientOp, Func, Model, SpanEnd};
 use crate::FxMap;
 use history::coverage::{Cell, Coverage, FaultCoverage};
-use history::Outcome;
+use history::{FaultOp, Outcome};
 use serde_json::Value;
 
 /// The nemesis op that opens a client stall (the client-pause family's `START`; the checkers
 /// depend on no nemesis code, so the name is the history format's, docs/history.md).
-const STALL_START: &str = "start-client-pause";
+/// The kind a client stall opens (`start-client-pause`, read by [`FaultOp`]).
+const STALL: &str = "client-pause";
 
 /// One client stall and what the passes learn about it.
 #[derive(Debug, Default)]
@@ -159,7 +160,12 @@ fn stalls_of(m: &Model) -> Vec<Stall> {
         .map(|(i, l)| (l.as_str(), i as u32))
         .collect();
     let mut out = Vec::new();
-    for f in m.faults.list().iter().filter(|f| f.f == STALL_START) {
+    for f in m
+        .faults
+        .list()
+        .iter()
+        .filter(|f| FaultOp::of(&f.f) == FaultOp::Opens(STALL))
+    {
         // A stall that names no client process cannot be placed: it is not counted.
         let Some(process) = f.value.get("process").and_then(Value::as_u64) else {
             continue;

@@ -7,7 +7,7 @@
 
 use crate::model::Model;
 use crate::CheckOutput;
-use history::{Validity, Violation, ViolationKind};
+use history::{FaultOp, Validity, Violation, ViolationKind};
 
 /// The kinds a moved monotonic clock makes unavoidable.
 pub const KINDS: [ViolationKind; 7] = {
@@ -33,7 +33,7 @@ pub(crate) fn clock_windows(m: &Model, reach_ns: u64) -> Vec<(u64, u64)> {
     m.faults
         .list()
         .iter()
-        .filter(|f| f.f == "start-clock")
+        .filter(|f| FaultOp::of(&f.f) == FaultOp::Opens("clock"))
         .map(|f| (f.start_ns, f.end_ns.saturating_add(reach_ns)))
         .collect()
 }
@@ -48,7 +48,10 @@ pub(crate) fn set_apart(
 ) {
     let under_clock = |v: &Violation| {
         KINDS.contains(&v.kind)
-            && (v.nemesis.iter().any(|f| f.f == "start-clock")
+            && (v
+                .nemesis
+                .iter()
+                .any(|f| FaultOp::of(&f.f) == FaultOp::Opens("clock"))
                 || windows
                     .iter()
                     .any(|&(a, b)| v.window_ns[0] <= b && a <= v.window_ns[1]))

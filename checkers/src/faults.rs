@@ -42,7 +42,7 @@ pub(crate) fn opened_kind(f: &str) -> Option<&str> {
 /// counting its end would excuse the very lock-stuck a stalled holder reveals (a service that
 /// never expires the stalled holder's lease).
 fn holds_back_service_effects(start_f: &str) -> bool {
-    start_f != "start-client-pause"
+    FaultOp::of(start_f) != FaultOp::Opens("client-pause")
 }
 
 /// What a fault was done to, used to pair a stop with its own start when several faults of one
