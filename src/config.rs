@@ -362,6 +362,14 @@ fn service_of(
         None if fencing => WorkloadKind::Counter,
         None => WorkloadKind::Mutex,
     };
+    if kind == WorkloadKind::Bank && !service.holds_several_locks() {
+        bail!(
+            "--workload bank: a transfer holds two accounts' locks at once, which --adapter {} \
+             does not do as lockpick drives it yet; use the embedded lockd (--adapter \
+             reference), a template (--config) or --node-cmd with the reference protocol",
+            service.name()
+        );
+    }
     if kind.uses_store() && !fencing {
         bail!(
             "--workload {}: the {} fenced by the lock's tokens, and \

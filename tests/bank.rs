@@ -152,6 +152,18 @@ fn bank_settings_are_checked_up_front() {
     );
     assert_eq!(bad.code, 3, "{}", bad.describe());
     assert!(bad.stderr.contains("--lock-order-policy"), "{}", bad.stderr);
+    // A service whose adapter cannot hold two locks at once is refused before anything starts.
+    let etcd = run(
+        tmp.path(),
+        &["--workload", "bank", "--adapter", "etcd", "--nemesis", "none"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(etcd.code, 3, "{}", etcd.describe());
+    assert!(
+        etcd.stderr.contains("--workload bank") && etcd.stderr.contains("--adapter etcd"),
+        "{}",
+        etcd.stderr
+    );
 }
 
 /// A holder stall wakes into the op its shape names, in a transfer as in the counter: before

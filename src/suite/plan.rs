@@ -38,6 +38,9 @@ pub struct Target {
     pub counter: bool,
     /// Whether the service's grants carry fencing tokens: the counter workload needs them.
     pub fencing: bool,
+    /// Whether a client can hold several locks at once (`Service::holds_several_locks`): the
+    /// bank's contention cell needs it, and fencing tokens.
+    pub bank: bool,
     /// Whether the counter's write ends the grant (it commits the lock's transaction:
     /// PostgreSQL's `form=xact`): no release follows it, so no holder wakes into one.
     pub write_ends_grant: bool,
@@ -177,6 +180,8 @@ pub fn cells(t: &Target) -> Vec<PlanCell> {
     let mut out = vec![cell(CONTENTION, "mutex", "", "", 0)];
     if t.fencing {
         out.push(cell(CONTENTION, "counter", "", "", 0));
+    }
+    if t.fencing && t.bank {
         // Transfers that hold one account's lock while they wait for the other's, in either
         // order: wait-for cycles a correct service breaks (it refuses a wait once it is over).
         out.push(cell(CONTENTION, BANK, "", "", 0));
@@ -723,6 +728,7 @@ mod tests {
             nodes,
             counter: true,
             fencing: true,
+            bank: true,
             write_ends_grant: false,
             lease_ms: 1000,
             clock_bump_ms: 3000,
@@ -1011,12 +1017,20 @@ mod tests {
         assert!(ms(flag("--ttl")) > deadline, "{:?}", s.flags);
         assert!(wait + ms(flag("--op-timeout")) > deadline, "{:?}", s.flags);
         assert!(s.duration_ms > deadline, "{}", s.duration_ms);
-        // Without fencing tokens there is no bank (its accounts are fenced registers).
-        let unfenced = cells(&Target {
-            fencing: false,
-            ..target(&[FaultKind::ClientPause], 1)
-        });
-        assert!(!labels(&unfenced).contains(&"contention bank".to_string()));
+        // Without fencing tokens there is no bank (its accounts are fenced registers), nor
+        // for a service that cannot hold two locks at once.
+        for t in [
+            Target {
+                fencing: false,
+                ..target(&[FaultKind::ClientPause], 1)
+            },
+            Target {
+                bank: false,
+                ..target(&[FaultKind::ClientPause], 1)
+            },
+        ] {
+            assert!(!labels(&cells(&t)).contains(&"contention bank".to_string()));
+        }
     }
 
     #[test]

@@ -240,6 +240,9 @@ impl FencedResource for RefClient {
 pub struct Reference;
 
 impl Service for Reference {
+    fn holds_several_locks(&self) -> bool {
+        true
+    }
     fn name(&self) -> &'static str {
         "reference"
     }

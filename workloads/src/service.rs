@@ -311,6 +311,14 @@ pub trait Service: Sync {
         Ok(())
     }
 
+    /// Whether a client can hold several of its locks at once as lockpick drives it, so the
+    /// bank workload (two accounts' locks per transfer) runs against it. Off until a service's
+    /// adapter is shown to: etcd's, as driven today, refuses the second account's read
+    /// (`stale-token`) and the first lock's release (`not-holder`).
+    fn holds_several_locks(&self) -> bool {
+        false
+    }
+
     /// Whether the service keeps the counter's register itself (no separate store).
     fn own_resource(&self) -> bool {
         false

@@ -140,6 +140,9 @@ impl LockClient for StandInClient {
 pub struct StandIn;
 
 impl Service for StandIn {
+    fn holds_several_locks(&self) -> bool {
+        true
+    }
     fn name(&self) -> &'static str {
         "standin"
     }

@@ -433,6 +433,9 @@ impl FencedResource for TemplateClient {
 pub struct Template;
 
 impl Service for Template {
+    fn holds_several_locks(&self) -> bool {
+        true
+    }
     fn name(&self) -> &'static str {
         "template"
     }
