@@ -155,7 +155,14 @@ fn bank_settings_are_checked_up_front() {
     // A service whose adapter cannot hold two locks at once is refused before anything starts.
     let etcd = run(
         tmp.path(),
-        &["--workload", "bank", "--adapter", "etcd", "--nemesis", "none"],
+        &[
+            "--workload",
+            "bank",
+            "--adapter",
+            "etcd",
+            "--nemesis",
+            "none",
+        ],
         Duration::from_secs(30),
     );
     assert_eq!(etcd.code, 3, "{}", etcd.describe());

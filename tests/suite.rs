@@ -206,8 +206,9 @@ fn the_correct_lockd_is_valid_with_every_cell_exercised() {
     assert_eq!(j["valid"], true);
     assert!(j["not_exercised"].as_array().unwrap().is_empty());
     let cells = j["cells"].as_array().unwrap();
-    // Contention x2, the odd ttl, 3 aims x 2 wakes (mutex), waiter, kill, pause.
-    assert_eq!(cells.len(), 2 + 1 + 6 + 1 + 2, "{cells:?}");
+    // Contention x3 (mutex, counter, bank), the odd ttl, 3 aims x 2 wakes (mutex), waiter,
+    // kill, pause.
+    assert_eq!(cells.len(), 3 + 1 + 6 + 1 + 2, "{cells:?}");
     for c in cells {
         assert!(c["exercised"].as_u64().unwrap() >= 1, "{c}");
         assert!(c["tries"].as_u64().unwrap() <= 3, "{c}");
