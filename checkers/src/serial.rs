@@ -32,11 +32,14 @@ use crate::model::{Func, Model, NO_TARGET};
 use crate::text::secs;
 use crate::{verdict, CheckConfig, CheckOutput, Checker, FxMap};
 use history::{Outcome, Violation, ViolationKind};
-use petgraph::algo::tarjan_scc;
+use petgraph::algo::kosaraju_scc;
 use petgraph::graph::{DiGraph, NodeIndex};
 use std::collections::VecDeque;
 
 pub struct Serializability;
+
+/// The dependency graph: node i is section i.
+type Deps = DiGraph<(), Dep>;
 
 /// Sections judged per history: past it the rest are left out, with a note.
 pub const SECTIONS_MAX: usize = 2_000_000;
@@ -185,41 +188,49 @@ fn judge(m: &Model, sections: &[Section], out: &mut CheckOutput) {
             m.key_name(key)
         ));
     }
-    let mut g: DiGraph<usize, (Dep, [u64; 2])> = DiGraph::with_capacity(sections.len(), 0);
-    let nodes: Vec<NodeIndex> = (0..sections.len()).map(|i| g.add_node(i)).collect();
-    let edge = |g: &mut DiGraph<usize, (Dep, [u64; 2])>, a: usize, b: usize, d, ops| {
+    // Node i is section i; an edge holds only what it says (its witness ops are found again
+    // for the cycles reported): a long run has tens of millions of edges.
+    let mut g: Deps = DiGraph::with_capacity(sections.len(), sections.len() * 4);
+    for _ in sections {
+        g.add_node(());
+    }
+    let edge = |g: &mut Deps, a: usize, b: usize, d| {
         if a != b {
-            g.add_edge(nodes[a], nodes[b], (d, ops));
+            g.add_edge(NodeIndex::new(a), NodeIndex::new(b), d);
         }
     };
     for (i, s) in sections.iter().enumerate() {
-        for &(key, seq, op) in &s.writes {
+        for &(key, seq, _) in &s.writes {
             if broken.contains(&key) {
                 continue;
             }
-            if let Some(&(j, next)) = writer.get(&(key, seq + 1)) {
-                edge(&mut g, i, j, Dep::Ww { key, seq }, [op, next]);
+            if let Some(&(j, _)) = writer.get(&(key, seq + 1)) {
+                edge(&mut g, i, j, Dep::Ww { key, seq });
             }
         }
-        for &(key, seq, op) in &s.reads {
+        for &(key, seq, _) in &s.reads {
             if broken.contains(&key) {
                 continue;
             }
-            if let Some(&(j, wrote)) = writer.get(&(key, seq)) {
-                edge(&mut g, j, i, Dep::Wr { key, seq }, [wrote, op]);
+            if let Some(&(j, _)) = writer.get(&(key, seq)) {
+                edge(&mut g, j, i, Dep::Wr { key, seq });
             }
-            if let Some(&(j, next)) = writer.get(&(key, seq + 1)) {
-                edge(&mut g, i, j, Dep::Rw { key, seq }, [op, next]);
+            if let Some(&(j, _)) = writer.get(&(key, seq + 1)) {
+                edge(&mut g, i, j, Dep::Rw { key, seq });
             }
         }
     }
     for (a, b) in real_time_frontier(sections) {
-        let ops = [sections[a].last_op, sections[b].first_op];
-        edge(&mut g, a, b, Dep::Rt, ops);
+        edge(&mut g, a, b, Dep::Rt);
     }
-    let mut groups: Vec<Vec<NodeIndex>> =
-        tarjan_scc(&g).into_iter().filter(|c| c.len() > 1).collect();
-    // Tarjan's order is the graph's; report in history order.
+    // Kosaraju's, not Tarjan's: petgraph's Tarjan recurses once per node of a path, and a
+    // long run's transfers, one after another, are a path of millions (a stack overflow at
+    // 10M events); Kosaraju walks with an explicit stack. Its order is the graph's; the
+    // groups are reported in history order.
+    let mut groups: Vec<Vec<NodeIndex>> = kosaraju_scc(&g)
+        .into_iter()
+        .filter(|c| c.len() > 1)
+        .collect();
     for c in &mut groups {
         c.sort_unstable();
     }
@@ -228,7 +239,7 @@ fn judge(m: &Model, sections: &[Section], out: &mut CheckOutput) {
     for c in groups.iter().take(CYCLES_MAX) {
         let cycle = lost_update_pair(&g, sections, shortest_cycle(&g, c));
         out.violations
-            .push(violation(m, sections, &g, &cycle, c.len()));
+            .push(violation(m, sections, &writer, &g, &cycle, c.len()));
     }
     if found > CYCLES_MAX {
         out.notes.push(format!(
@@ -271,10 +282,7 @@ fn real_time_frontier(sections: &[Section]) -> Vec<(usize, usize)> {
 }
 
 /// The shortest cycle through one of the group's first sections, as its edges in order.
-fn shortest_cycle(
-    g: &DiGraph<usize, (Dep, [u64; 2])>,
-    group: &[NodeIndex],
-) -> Vec<petgraph::graph::EdgeIndex> {
+fn shortest_cycle(g: &Deps, group: &[NodeIndex]) -> Vec<petgraph::graph::EdgeIndex> {
     let inside: std::collections::HashSet<NodeIndex> = group.iter().copied().collect();
     let mut best: Vec<petgraph::graph::EdgeIndex> = Vec::new();
     for &start in group.iter().take(CYCLE_STARTS_MAX) {
@@ -323,7 +331,7 @@ fn shortest_cycle(
 /// register (one read version v, the other wrote v+1, the first v+2 over it; best when both
 /// read v), when there is one: the witness a reader knows at sight. Any other cycle as found.
 fn lost_update_pair(
-    g: &DiGraph<usize, (Dep, [u64; 2])>,
+    g: &Deps,
     sections: &[Section],
     cycle: Vec<petgraph::graph::EdgeIndex>,
 ) -> Vec<petgraph::graph::EdgeIndex> {
@@ -335,14 +343,14 @@ fn lost_update_pair(
     // The classic shape (both read the version) first, else any lost update on one register.
     let mut fallback = None;
     for there in g.edges_connecting(a, b).chain(g.edges_connecting(b, a)) {
-        let Dep::Rw { key, seq } = there.weight().0 else {
+        let Dep::Rw { key, seq } = *there.weight() else {
             continue;
         };
         let (reader, writer) = (there.source(), there.target());
         let back = g
             .edges_connecting(writer, reader)
-            .find(|e| e.weight().0 == Dep::Ww { key, seq: seq + 1 });
-        let both_read = sections[g[writer]]
+            .find(|e| *e.weight() == Dep::Ww { key, seq: seq + 1 });
+        let both_read = sections[writer.index()]
             .reads
             .iter()
             .any(|r| r.0 == key && r.1 == seq);
@@ -355,10 +363,32 @@ fn lost_update_pair(
     fallback.unwrap_or(cycle)
 }
 
+/// The ops that prove edge `dep` from section `a` to `b`.
+fn witness(
+    sections: &[Section],
+    writer: &FxMap<(u32, u64), (usize, u64)>,
+    a: usize,
+    b: usize,
+    dep: Dep,
+) -> [u64; 2] {
+    let read = |s: usize, key: u32, seq: u64| {
+        let r = sections[s].reads.iter().find(|r| r.0 == key && r.1 == seq);
+        r.map_or(sections[s].first_op, |r| r.2)
+    };
+    let wrote = |key: u32, seq: u64| writer[&(key, seq)].1;
+    match dep {
+        Dep::Ww { key, seq } => [wrote(key, seq), wrote(key, seq + 1)],
+        Dep::Wr { key, seq } => [wrote(key, seq), read(b, key, seq)],
+        Dep::Rw { key, seq } => [read(a, key, seq), wrote(key, seq + 1)],
+        Dep::Rt => [sections[a].last_op, sections[b].first_op],
+    }
+}
+
 fn violation(
     m: &Model,
     sections: &[Section],
-    g: &DiGraph<usize, (Dep, [u64; 2])>,
+    writer: &FxMap<(u32, u64), (usize, u64)>,
+    g: &Deps,
     cycle: &[petgraph::graph::EdgeIndex],
     group_len: usize,
 ) -> Violation {
@@ -374,9 +404,9 @@ fn violation(
         .iter()
         .map(|&e| {
             let (a, b) = g.edge_endpoints(e).expect("an edge of the graph");
-            let (dep, witness) = g[e];
-            ops.extend(witness);
-            (g[a], g[b], dep)
+            let (a, b, dep) = (a.index(), b.index(), g[e]);
+            ops.extend(witness(sections, writer, a, b, dep));
+            (a, b, dep)
         })
         .collect();
     for &(a, b, dep) in &ends {
@@ -518,5 +548,36 @@ fn step(
             name(b),
             secs(sections[b].start_ns)
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A long run's transfers one after another are a path through the graph as long as the
+    /// run: judged without recursing once per transfer (petgraph's Tarjan overflowed the
+    /// stack on 1.25M of them).
+    #[test]
+    fn a_path_of_many_transfers_is_judged_without_deep_recursion() {
+        let h = history::History::new(Vec::new()).unwrap();
+        let m = Model::new(&h, &CheckConfig::default());
+        let n = 300_000u64;
+        let sections: Vec<Section> = (0..n)
+            .map(|i| Section {
+                transfer: i + 1,
+                process: i % 4,
+                start_ns: i * 10,
+                end_ns: i * 10 + 5,
+                first_op: i * 4,
+                last_op: i * 4 + 3,
+                reads: vec![(0, i, i * 4)],
+                writes: vec![(0, i + 1, i * 4 + 2)],
+            })
+            .collect();
+        let mut out = CheckOutput::new();
+        judge(&m, &sections, &mut out);
+        assert!(out.violations.is_empty(), "{:?}", out.violations);
+        assert!(out.notes.is_empty(), "{:?}", out.notes);
     }
 }
