@@ -51,9 +51,8 @@ const DOC: &str = "BENCHMARKS.md";
 
 /// The embedded lockd's unsafe modes, each with the topology it needs to exist at all
 /// (split-brain and no-tiebreak are multi-node bugs, and no-tiebreak exists only in the
-/// timestamp order). Not here: no-wait-timeout, a bug only clients that hold one lock while
-/// they wait for another can meet (`--workload bank --lock-order-policy random`), which the
-/// suite does not plan yet; tests/bank.rs finds it.
+/// timestamp order). no-wait-timeout is met by the suite's bank contention cell (transfers
+/// holding one account's lock while they wait for the other's).
 const UNSAFE: &[(&str, &[&str])] = &[
     ("racy", &[]),
     ("reuse-tokens", &[]),
@@ -63,6 +62,7 @@ const UNSAFE: &[(&str, &[&str])] = &[
     ("renew-grace", &[]),
     ("unchecked-release", &[]),
     ("volatile", &[]),
+    ("no-wait-timeout", &[]),
     ("split-brain", &["--nodes", "3"]),
     (
         "no-tiebreak",
@@ -71,7 +71,13 @@ const UNSAFE: &[(&str, &[&str])] = &[
 ];
 
 /// The store's broken fences (`all` is the correct one).
-const FENCES: &[&str] = &["none", "write", "off-by-one", "check-then-put"];
+const FENCES: &[&str] = &[
+    "none",
+    "write",
+    "off-by-one",
+    "check-then-put",
+    "one-unfenced",
+];
 
 /// flawed_lockd.py's bugs, as its docstring lists them.
 const FLAWED: &[&str] = &[
