@@ -125,3 +125,23 @@ fn template_reads_a_cut_off_members_503_as_unavailable() {
         "a 503 was read as not understood: {reasons}"
     );
 }
+
+/// The bank through the template (examples/lockd.toml maps a read's `seq` as the native
+/// adapter records it): the racy lockd's overlapping transfers are proven from the data,
+/// `non-serializable`, as with the native adapter.
+#[test]
+fn template_bank_against_the_racy_lockd_is_non_serializable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = config();
+    let mut args = vec!["--config", &cfg];
+    args.extend_from_slice(common::BANK_CONTENDED);
+    args.extend_from_slice(&["--unsafe", "racy", "--seed", "1"]);
+    let r = run(tmp.path(), &args, LIMIT);
+    assert_eq!(r.code, 1, "{}", r.describe());
+    let kinds = r.kinds("violations");
+    assert!(
+        kinds.iter().any(|k| k == "non-serializable"),
+        "{kinds:?}\n{}",
+        r.describe()
+    );
+}

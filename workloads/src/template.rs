@@ -59,7 +59,8 @@ pub struct CallSpec {
     /// JSON pointer to the register's value (read, inspect).
     #[serde(default)]
     pub value: Option<String>,
-    /// JSON pointer to the write's acceptance order (write).
+    /// JSON pointer to the write's acceptance order (write), or to the order of the write a
+    /// read returned (read: the bank's transfers are placed by it, `non-serializable`).
     #[serde(default)]
     pub seq: Option<String>,
 }
@@ -306,15 +307,20 @@ impl TemplateClient {
                 }
             }
             Shape::Plain => {}
-            Shape::Read => match at(&call.value).and_then(as_i64) {
-                Some(v) => {
-                    out.insert("value".into(), json!(v));
+            Shape::Read => {
+                match at(&call.value).and_then(as_i64) {
+                    Some(v) => {
+                        out.insert("value".into(), json!(v));
+                    }
+                    // No value at the pointer: the register is empty (a store starts at 0).
+                    None => {
+                        out.insert("value".into(), json!(0));
+                    }
                 }
-                // No value at the pointer: the register is empty (a store starts at 0).
-                None => {
-                    out.insert("value".into(), json!(0));
+                if let Some(seq) = at(&call.seq).and_then(as_i64) {
+                    out.insert("seq".into(), json!(seq));
                 }
-            },
+            }
             Shape::Write => {
                 if let Some(seq) = at(&call.seq).and_then(as_i64) {
                     out.insert("seq".into(), json!(seq));
