@@ -478,8 +478,6 @@ impl Suite {
                 }
             }
         }
-        // A contention scenario is exercised by a contended round: two or more clients asked
-        // for the lock in one round, so their grants raced.
         // The odd-ttl cell is exercised by its stall: any client-pause cell the run exercised.
         for &i in &s.aims {
             if self.cells[i].cell.kind == plan::LEASE {
@@ -494,32 +492,28 @@ impl Suite {
                 }
             }
         }
-        // The bank's contention cell is exercised by a wait-for cycle that formed: a moment
-        // the service had to break (or a deadlock).
+        // A contention scenario is exercised by a contended round (two or more clients asked
+        // for the lock in one round, so their grants raced); the bank's by a wait-for cycle that
+        // formed (a moment the service had to break, or a deadlock).
         for &i in &s.aims {
-            if self.cells[i].cell.kind == plan::CONTENTION
-                && self.cells[i].cell.variant == plan::BANK
-            {
-                let formed = r
-                    .stats
-                    .extra
-                    .get("cycles")
-                    .and_then(|v| v.get("formed"))
-                    .and_then(serde_json::Value::as_u64)
-                    .unwrap_or(0);
-                self.tallies[i].started += 1;
-                self.tallies[i].exercised += u64::from(formed > 0);
-            } else if self.cells[i].cell.kind == plan::CONTENTION {
-                let contended = r
-                    .stats
-                    .extra
-                    .get("rounds")
-                    .and_then(|v| v.get("contended"))
-                    .and_then(serde_json::Value::as_u64)
-                    .unwrap_or(0);
-                self.tallies[i].started += 1;
-                self.tallies[i].exercised += u64::from(contended > 0);
+            let cell = &self.cells[i].cell;
+            if cell.kind != plan::CONTENTION {
+                continue;
             }
+            let (stat, field) = if cell.variant == plan::BANK {
+                ("cycles", "formed")
+            } else {
+                ("rounds", "contended")
+            };
+            let seen = r
+                .stats
+                .extra
+                .get(stat)
+                .and_then(|v| v.get(field))
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(0);
+            self.tallies[i].started += 1;
+            self.tallies[i].exercised += u64::from(seen > 0);
         }
     }
 

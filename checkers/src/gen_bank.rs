@@ -73,13 +73,27 @@ pub fn bank_history_into(seed: u64, p: &BankParams, sink: &mut dyn FnMut(&[Op]))
     let mut balances = vec![0i64; p.accounts];
     let mut flight: Vec<Option<Transfer>> = (0..p.clients).map(|_| None).collect();
     let mut next_id = 1u64;
-    let mut push = |ops: &mut Vec<Op>, t_ns: u64, op: Op| {
-        ops.push(Op {
-            index,
-            time_ns: t_ns,
-            ..op
-        });
-        index += 1;
+    // An op as its invoke at `at[0]` and its ok at `at[1]`: a lock op names the lock, a
+    // store op the register.
+    let mut pair = |ops: &mut Vec<Op>,
+                    who: Process,
+                    f: F,
+                    target: &str,
+                    at: [u64; 2],
+                    asked: OpValue,
+                    answered: OpValue| {
+        for (kind, time_ns, v) in [
+            (OpType::Invoke, at[0], asked),
+            (OpType::Ok, at[1], answered),
+        ] {
+            let op = Op::new(index, time_ns, who, kind, f.clone());
+            let op = match f {
+                F::Acquire | F::Renew | F::Release => op.with_lock(target),
+                _ => op.with_key(target),
+            };
+            ops.push(op.with_value(v));
+            index += 1;
+        }
     };
     // Past the events asked for no transfer starts, and those in flight finish (whole: a
     // transfer half applied would leave the total unjudged). Bounded: a round picks a client
@@ -134,37 +148,27 @@ pub fn bank_history_into(seed: u64, p: &BankParams, sink: &mut dyn FnMut(&[Op]))
                 tokens[acct] += 1;
                 tr.tokens[k] = tokens[acct];
                 let asked = tag.with_ttl_ms(p.ttl_ms);
-                push(
+                pair(
                     &mut ops,
-                    t_ns,
-                    Op::new(0, 0, who, OpType::Invoke, F::Acquire)
-                        .with_lock(&lock)
-                        .with_value(asked.clone()),
-                );
-                push(
-                    &mut ops,
-                    done_ns,
-                    Op::new(0, 0, who, OpType::Ok, F::Acquire)
-                        .with_lock(&lock)
-                        .with_value(asked.with_token(tr.tokens[k])),
+                    who,
+                    F::Acquire,
+                    &lock,
+                    [t_ns, done_ns],
+                    asked.clone(),
+                    asked.with_token(tr.tokens[k]),
                 );
             }
             1 => {
                 tr.read[k] = balances[acct];
                 let v = tag.with_token(tr.tokens[k]);
-                push(
+                pair(
                     &mut ops,
-                    t_ns,
-                    Op::new(0, 0, who, OpType::Invoke, F::Read)
-                        .with_key(&key)
-                        .with_value(v.clone()),
-                );
-                push(
-                    &mut ops,
-                    done_ns,
-                    Op::new(0, 0, who, OpType::Ok, F::Read)
-                        .with_key(&key)
-                        .with_value(v.with_value(tr.read[k]).with_seq(seqs[acct])),
+                    who,
+                    F::Read,
+                    &key,
+                    [t_ns, done_ns],
+                    v.clone(),
+                    v.with_value(tr.read[k]).with_seq(seqs[acct]),
                 );
             }
             2 => {
@@ -172,36 +176,26 @@ pub fn bank_history_into(seed: u64, p: &BankParams, sink: &mut dyn FnMut(&[Op]))
                 balances[acct] = tr.read[k] + delta;
                 seqs[acct] += 1;
                 let v = tag.with_token(tr.tokens[k]).with_value(balances[acct]);
-                push(
+                pair(
                     &mut ops,
-                    t_ns,
-                    Op::new(0, 0, who, OpType::Invoke, F::Write)
-                        .with_key(&key)
-                        .with_value(v.clone()),
-                );
-                push(
-                    &mut ops,
-                    done_ns,
-                    Op::new(0, 0, who, OpType::Ok, F::Write)
-                        .with_key(&key)
-                        .with_value(v.with_seq(seqs[acct])),
+                    who,
+                    F::Write,
+                    &key,
+                    [t_ns, done_ns],
+                    v.clone(),
+                    v.with_seq(seqs[acct]),
                 );
             }
             _ => {
                 let v = tag.with_token(tr.tokens[k]);
-                push(
+                pair(
                     &mut ops,
-                    t_ns,
-                    Op::new(0, 0, who, OpType::Invoke, F::Release)
-                        .with_lock(&lock)
-                        .with_value(v.clone()),
-                );
-                push(
-                    &mut ops,
-                    done_ns,
-                    Op::new(0, 0, who, OpType::Ok, F::Release)
-                        .with_lock(&lock)
-                        .with_value(v),
+                    who,
+                    F::Release,
+                    &lock,
+                    [t_ns, done_ns],
+                    v.clone(),
+                    v,
                 );
                 held[acct] = false;
             }
@@ -227,19 +221,14 @@ pub fn bank_history_into(seed: u64, p: &BankParams, sink: &mut dyn FnMut(&[Op]))
             is_final: true,
             ..OpValue::default()
         };
-        push(
+        pair(
             &mut ops,
-            t_ns,
-            Op::new(0, 0, who, OpType::Invoke, F::Read)
-                .with_key(&key)
-                .with_value(v.clone()),
-        );
-        push(
-            &mut ops,
-            t_ns + MS / 2,
-            Op::new(0, 0, who, OpType::Ok, F::Read)
-                .with_key(&key)
-                .with_value(v.with_value(balances[acct]).with_seq(seqs[acct])),
+            who,
+            F::Read,
+            &key,
+            [t_ns, t_ns + MS / 2],
+            v.clone(),
+            v.with_value(balances[acct]).with_seq(seqs[acct]),
         );
         t_ns += MS;
     }

@@ -143,11 +143,16 @@ pub const CONTENTION: &str = "contention";
 /// The contention cell of the bank workload: exercised by a wait-for cycle that formed.
 pub const BANK: &str = "bank";
 
+/// How long the bank contention scenario's acquires may wait: a tenth of a lease.
+fn bank_wait_ms(t: &Target) -> u64 {
+    (t.lease_ms / 10).clamp(50, 500)
+}
+
 /// The bank contention scenario's flags: two accounts, opposite lock orders, short waits, and
 /// leases and request timeouts longer than a wait plus the liveness grace, so a cycle no wait
 /// breaks stands past its deadline (a `deadlock`) before any lease could lapse and break it.
 fn bank_contention_flags(t: &Target) -> Vec<String> {
-    let wait_ms = (t.lease_ms / 10).clamp(50, 500);
+    let wait_ms = bank_wait_ms(t);
     let deadline_ms = wait_ms + t.liveness_grace_ms;
     let ttl_ms = t.lease_ms.max(deadline_ms * 2 + 1_000);
     [
@@ -342,7 +347,7 @@ pub fn next(
         }
     }
     if cells[first].cell.kind == CONTENTION && cells[first].cell.variant == BANK {
-        let wait_ms = (t.lease_ms / 10).clamp(50, 500);
+        let wait_ms = bank_wait_ms(t);
         return Some(Scenario {
             aims: vec![first],
             flags: bank_contention_flags(t),
