@@ -96,7 +96,10 @@ pub async fn probe(t: &ProbeTarget<'_>) -> Result<Vec<String>, ProbeError> {
             Err(Held::Slow(what)) => {
                 let _ = t.adapter.release(FIRST, PROBE_LOCK, &grant).await;
                 let longer = (p.ttl_ms * 2).max(answered.as_millis() as u64 * 4);
-                let next = if attempt < SLOW_RETRIES {
+                // After an unanswered wait, the lock may go to that wait once released, and a
+                // new pass would wait behind it: no pass more.
+                let again = attempt < SLOW_RETRIES && !p.waited;
+                let next = if again {
                     format!("checking again with a {longer} ms lease")
                 } else {
                     "the held checks are skipped: exclusivity is left to the run's checkers".into()
@@ -107,6 +110,9 @@ pub async fn probe(t: &ProbeTarget<'_>) -> Result<Vec<String>, ProbeError> {
                     p.ttl_ms,
                 ));
                 p.ttl_ms = longer;
+                if !again {
+                    break;
+                }
             }
         }
     }
