@@ -68,6 +68,7 @@ const UNSAFE: &[(&str, &[&str])] = &[
         "no-tiebreak",
         &["--nodes", "3", "--lock-order", "timestamp"],
     ),
+    ("ring-regenerate", &["--nodes", "3", "--lock-order", "ring"]),
 ];
 
 /// The store's broken fences (`all` is the correct one).
@@ -123,6 +124,12 @@ fn bug_targets(python: bool, etcd: bool) -> Vec<Target> {
         args.extend(["--unsafe", mode]);
         out.push(Target::new(format!("lockd {}", args.join(" ")), &args));
     }
+    // The correct token ring is the bug under kills: the member killed while it holds the
+    // token takes it along, and nobody is granted anything again.
+    out.push(Target::new(
+        "lockd --nodes 3 --lock-order ring (a kill loses the token)",
+        &["--nodes", "3", "--lock-order", "ring"],
+    ));
     for fence in FENCES {
         out.push(Target::new(
             format!("store --store-fence {fence}"),
@@ -221,7 +228,21 @@ const HOLDER_STALLS: &str = "boundary,next-grant,long,renew,write,release,read";
 const CORRECT_SEEDS_MAX: u64 = 3;
 
 fn correct_targets(python: bool, etcd: bool) -> Vec<Target> {
-    let mut out = vec![Target::new("lockd (no flags)", &[])];
+    let mut out = vec![
+        Target::new("lockd (no flags)", &[]),
+        // The ring survives what does not kill the member holding its token.
+        Target::new(
+            "lockd --nodes 3 --lock-order ring, --nemesis pause,partition,client-pause,clock",
+            &[
+                "--nodes",
+                "3",
+                "--lock-order",
+                "ring",
+                "--nemesis",
+                "pause,partition,client-pause,clock",
+            ],
+        ),
+    ];
     if python {
         let cmd = service_cmd("minimal_lockd.py", "");
         out.push(Target::new("minimal_lockd.py", &["--node-cmd", &cmd]));

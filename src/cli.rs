@@ -275,13 +275,18 @@ pub struct RunArgs {
     /// release frees whoever holds the lock; `long,release` exposes it), volatile (a single
     /// lockd that forgets its locks on restart; kill faults expose it), no-tiebreak (with
     /// --lock-order timestamp: equal timestamps all enter), no-wait-timeout (a waiting acquire
-    /// is never refused; `--workload bank --lock-order-policy random` deadlocks on it).
+    /// is never refused; `--workload bank --lock-order-policy random` deadlocks on it),
+    /// ring-regenerate (with --lock-order ring: a member that has not seen the token for 2 s
+    /// makes a new one; a pause or partition leaves two tokens).
     #[arg(long = "unsafe", value_name = "MODE", conflicts_with_all = ["url", "node_cmd"])]
     pub unsafe_mode: Option<String>,
     /// How the embedded lockd's members decide who enters: primary (one member holds all lock
-    /// state), or timestamp[:GRANULARITY] (each member stamps its clients' requests with its
-    /// own clock in ticks of GRANULARITY, default 10ms, the members exchange them and the
-    /// smallest (timestamp, member) enters; `--unsafe no-tiebreak` orders by timestamp alone).
+    /// state), timestamp[:GRANULARITY] (each member stamps its clients' requests with its own
+    /// clock in ticks of GRANULARITY, default 10ms, the members exchange them and the smallest
+    /// (timestamp, member) enters; `--unsafe no-tiebreak` orders by timestamp alone), or
+    /// ring[:IDLE] (one token goes round the members and only its holder grants, for IDLE,
+    /// default 5ms, after it arrives; a kill of the holder loses it, `--unsafe
+    /// ring-regenerate` makes a new one after 2 s without it).
     #[arg(long, value_name = "ORDER", conflicts_with_all = ["url", "node_cmd"])]
     pub lock_order: Option<String>,
     /// Start your fenced store from a shell command (placeholders as --node-cmd).
@@ -549,7 +554,8 @@ pub struct LockdArgs {
     /// Reproduce an anti-pattern: reuse-tokens, no-ttl, wall-clock, skip-token-check, racy,
     /// split-brain, renew-grace, unchecked-release, volatile, no-tiebreak (needs --lock-order
     /// timestamp), no-wait-timeout (a waiting acquire is never refused when its wait_ms is
-    /// over).
+    /// over), ring-regenerate (needs --lock-order ring: a member that has not seen the token
+    /// for 2 s makes a new one).
     #[arg(long = "unsafe", value_name = "MODE")]
     pub unsafe_mode: Option<String>,
     /// The other members of a multi-node lockd, comma-separated HOST:PORT. The member with the
@@ -559,9 +565,11 @@ pub struct LockdArgs {
     /// This node's own HOST:PORT as its peers dial it (default: the --listen address).
     #[arg(long, value_name = "ADDR")]
     pub advertise: Option<String>,
-    /// primary (one member holds all lock state), or timestamp[:GRANULARITY] (every member
+    /// primary (one member holds all lock state), timestamp[:GRANULARITY] (every member
     /// stamps its clients' requests with its own clock in ticks of GRANULARITY, default 10ms,
-    /// and the members exchange them: the smallest (timestamp, member) enters).
+    /// and the members exchange them: the smallest (timestamp, member) enters), or ring[:IDLE]
+    /// (one token goes round the members in address order; a member grants only while it
+    /// holds it, during the first IDLE of its visit, default 5ms).
     #[arg(long, default_value = "primary", value_name = "ORDER")]
     pub lock_order: String,
 }

@@ -472,17 +472,32 @@ fn lockd_modes(a: &RunArgs, service: &dyn workloads::Service) -> Result<()> {
     a.store_fence
         .parse::<lockd::FenceMode>()
         .map_err(|e| anyhow::anyhow!("--store-fence: {e}"))?;
-    let timestamp_order = match &a.lock_order {
-        Some(o) => lockd::TimestampOrder::parse(o)
-            .map_err(|e| anyhow::anyhow!("--lock-order: {e}"))?
-            .is_some(),
-        None => false,
+    let order = match &a.lock_order {
+        Some(o) => lockd::LockOrder::parse(o).map_err(|e| anyhow::anyhow!("--lock-order: {e}"))?,
+        None => lockd::LockOrder::Primary,
     };
-    if timestamp_order && !service.lockd_modes() {
-        bail!("--lock-order: the timestamp order is a mode of the embedded lockd (--adapter reference), not of {}", service.name());
+    if order != lockd::LockOrder::Primary && !service.lockd_modes() {
+        bail!(
+            "--lock-order: the {} order is a mode of the embedded lockd (--adapter reference), not of {}",
+            order.name(),
+            service.name()
+        );
     }
-    if a.unsafe_mode.as_deref() == Some("no-tiebreak") && !timestamp_order {
-        bail!("--unsafe no-tiebreak: needs --lock-order timestamp (the tie-break it drops is the timestamp order's)");
+    let needs = match a.unsafe_mode.as_deref() {
+        Some("no-tiebreak") => Some((
+            "timestamp",
+            "the tie-break it drops is the timestamp order's",
+        )),
+        Some("ring-regenerate") => Some(("ring", "the token it makes again is the ring's")),
+        _ => None,
+    };
+    if let Some((name, why)) = needs {
+        if order.name() != name {
+            bail!(
+                "--unsafe {}: needs --lock-order {name} ({why})",
+                a.unsafe_mode.as_deref().unwrap_or_default()
+            );
+        }
     }
     Ok(())
 }

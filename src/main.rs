@@ -190,7 +190,7 @@ fn lockd(a: LockdArgs) -> Result<ExitCode> {
             .filter(|p| !p.trim().is_empty())
             .collect(),
         advertise: a.advertise,
-        order: lockd::TimestampOrder::parse(&a.lock_order)
+        order: lockd::LockOrder::parse(&a.lock_order)
             .map_err(|e| anyhow::anyhow!("--lock-order: {e}"))?,
     };
     runtime()?.block_on(async {

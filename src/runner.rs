@@ -144,6 +144,19 @@ pub async fn run(spec: RunSpec, progress: &dyn Progress) -> Result<RunOutcome> {
         active: active.clone(),
         primary: dep.primary,
         clock_scope: cfg.clock_scope().as_str(),
+        // A schedule that names its nodes (not by role) hits those nodes.
+        locate: dep
+            .moving_primary
+            .clone()
+            .filter(|_| cfg.schedule.as_ref().is_none_or(|s| s.by_role))
+            .map(|check| fault::Locate {
+                check,
+                addrs: dep
+                    .urls
+                    .iter()
+                    .map(|u| workloads::host_port(u).unwrap_or_default())
+                    .collect(),
+            }),
     };
     // A nemesis that fails (a node that does not come back) ends the clients' time at once:
     // what they would do after it tests nothing the run asked for.

@@ -213,9 +213,19 @@ fn stuck(m: &Model, cfg: &CheckConfig, s: &Stretch) -> Violation {
             if let Some(stop) = f.stop_index {
                 ops.push(stop);
             }
+            let on: Vec<&str> = f
+                .value
+                .get("nodes")
+                .and_then(|n| n.as_array())
+                .map(|n| n.iter().filter_map(|x| x.as_str()).collect())
+                .unwrap_or_default();
+            let what = if on.is_empty() {
+                f.f.clone()
+            } else {
+                format!("{} of {}", f.f, on.join(", "))
+            };
             format!(
-                "the last fault that could hold back a grant of {name} ({}, op {}) ended at {}, so any lease it held back (ttl at most {} ms) was surely dead by {}",
-                f.f,
+                "the last fault that could hold back a grant of {name} ({what}, op {}) ended at {}, so any lease it held back (ttl at most {} ms) was surely dead by {}",
                 f.start_index,
                 secs(d.at_ns),
                 d.ttl_ms,
@@ -233,6 +243,12 @@ fn stuck(m: &Model, cfg: &CheckConfig, s: &Stretch) -> Violation {
     } else {
         String::new()
     };
+    // What the service said beside its `held` (the ring: how long since it saw its token).
+    let said = m
+        .error_of(last)
+        .and_then(|e| e.split_once(history::reason::DETAIL_SEP))
+        .map(|(_, detail)| format!(" (the service said: {detail})"))
+        .unwrap_or_default();
     Violation {
         cycle: Vec::new(),
         kind: ViolationKind::LockStuck,
@@ -241,7 +257,7 @@ fn stuck(m: &Model, cfg: &CheckConfig, s: &Stretch) -> Violation {
         window_ns: [d.dead_ns, last.complete_or_max()],
         nemesis: Vec::new(),
         explanation: format!(
-            "{since}, yet the service answered held to p{}'s acquire invoked at {} (op {}), more than the {} grace later{tail}",
+            "{since}, yet the service answered held to p{}'s acquire invoked at {} (op {}), more than the {} grace later{tail}{said}",
             first.process,
             secs(first.invoke_ns),
             first.index,

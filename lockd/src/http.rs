@@ -22,12 +22,17 @@ pub(crate) enum ApiError {
     BadRequest(String),
     /// 409 with a definite-failure code (`held`, `recovering`, `not-holder`).
     Conflict(&'static str),
+    /// 409 with a definite-failure code and what the service knows about it (`held`, with
+    /// how long the ring's token has not been seen).
+    ConflictWith { code: &'static str, detail: String },
     /// 409 `stale-token` with the store's current fence.
     StaleToken { fence: u64 },
     /// 503: a bound was hit or the server is stopping; the request did not take effect.
     Unavailable(&'static str),
     /// 404 `not-found`: no such endpoint.
     NotFound,
+    /// 404 with a code: the endpoint exists, what it names does not (`no-token`).
+    NotFoundCode(&'static str),
     /// 500: could not make a grant durable, so it was not made.
     Internal(&'static str),
 }
@@ -43,6 +48,11 @@ impl IntoResponse for ApiError {
             ApiError::Conflict(code) => {
                 (StatusCode::CONFLICT, Json(json!({ "error": code }))).into_response()
             }
+            ApiError::ConflictWith { code, detail } => (
+                StatusCode::CONFLICT,
+                Json(json!({ "error": code, "detail": detail })),
+            )
+                .into_response(),
             ApiError::StaleToken { fence } => (
                 StatusCode::CONFLICT,
                 Json(json!({ "error": "stale-token", "fence": fence })),
@@ -55,6 +65,9 @@ impl IntoResponse for ApiError {
                 .into_response(),
             ApiError::NotFound => {
                 (StatusCode::NOT_FOUND, Json(json!({ "error": "not-found" }))).into_response()
+            }
+            ApiError::NotFoundCode(code) => {
+                (StatusCode::NOT_FOUND, Json(json!({ "error": code }))).into_response()
             }
             ApiError::Internal(code) => (
                 StatusCode::INTERNAL_SERVER_ERROR,

@@ -16,7 +16,10 @@
 //!   together: each stamps its clients' requests with its own clock in ticks, exchanges them
 //!   with the others, and grants when its request has the smallest timestamp (ties broken by
 //!   member id, except in the `no-tiebreak` anti-pattern): Lamport's mutual exclusion with
-//!   physical timestamps, not fault tolerant, with no durable state.
+//!   physical timestamps, not fault tolerant, with no durable state. With a [`RingOrder`]
+//!   one token goes round the members and only its holder grants: the textbook's token ring,
+//!   which loses the token when its holder dies (the `ring-regenerate` anti-pattern makes a
+//!   second one on a timeout).
 //! - [`UnsafeMode`]: one deliberately broken behaviour per variant (reused tokens, no TTL,
 //!   wall-clock leases, no token check, a check-then-grant race, split-brain local grants),
 //!   so the harness can prove that it catches each anti-pattern.
@@ -39,15 +42,19 @@ mod cluster;
 mod error;
 mod http;
 mod mode;
+mod order;
 mod ordered;
 mod persist;
+mod ring;
 mod service;
 mod store;
 
 pub use cluster::{primary_of, FORWARD_TIMEOUT_MS, NODE_HEADER};
 pub use error::{LockdError, ParseModeError, ParseOrderError};
 pub use mode::{FenceMode, UnsafeMode};
+pub use order::LockOrder;
 pub use ordered::TimestampOrder;
 pub use persist::STATE_FILE_NAME;
+pub use ring::{RingOrder, REGENERATE_AFTER_MS, RING_MARKER};
 pub use service::{serve_lockd, LockdConfig};
 pub use store::{serve_store, StoreConfig};

@@ -43,6 +43,11 @@ pub enum UnsafeMode {
     /// and wait for another's (the bank workload with `--lock-order-policy random`) then wait
     /// for each other forever: a deadlock the service would have broken with a `held`.
     NoWaitTimeout,
+    /// Ring order only: a member that has not seen the token for a while (the `ring`
+    /// module's `REGENERATE_AFTER_MS`) makes a new one without asking anyone, as a "repair"
+    /// for a lost token. A pause or a partition longer than that leaves two tokens going
+    /// round, and two members grant the same lock at once.
+    RingRegenerate,
 }
 
 const UNSAFE_NAMES: &[&str] = &[
@@ -57,10 +62,11 @@ const UNSAFE_NAMES: &[&str] = &[
     "volatile",
     "no-tiebreak",
     "no-wait-timeout",
+    "ring-regenerate",
 ];
 
 impl UnsafeMode {
-    pub const ALL: [UnsafeMode; 11] = [
+    pub const ALL: [UnsafeMode; 12] = [
         UnsafeMode::ReuseTokens,
         UnsafeMode::NoTtl,
         UnsafeMode::WallClock,
@@ -72,6 +78,7 @@ impl UnsafeMode {
         UnsafeMode::Volatile,
         UnsafeMode::NoTiebreak,
         UnsafeMode::NoWaitTimeout,
+        UnsafeMode::RingRegenerate,
     ];
 
     #[must_use]
@@ -88,6 +95,7 @@ impl UnsafeMode {
             UnsafeMode::Volatile => "volatile",
             UnsafeMode::NoTiebreak => "no-tiebreak",
             UnsafeMode::NoWaitTimeout => "no-wait-timeout",
+            UnsafeMode::RingRegenerate => "ring-regenerate",
         }
     }
 
@@ -126,6 +134,10 @@ impl UnsafeMode {
             UnsafeMode::NoWaitTimeout => {
                 "an acquire waits until the lock is free, whatever its wait_ms; clients that \
                  hold one lock and wait for another's wait for each other forever"
+            }
+            UnsafeMode::RingRegenerate => {
+                "a ring member that has not seen the token for 2 s makes a new one; after a \
+                 pause or a partition two tokens go round and two members grant the same lock"
             }
         }
     }
@@ -260,7 +272,7 @@ mod tests {
             msg,
             "unknown unsafe mode `fast`; valid names: reuse-tokens, no-ttl, wall-clock, \
              skip-token-check, racy, split-brain, renew-grace, unchecked-release, volatile, \
-             no-tiebreak, no-wait-timeout"
+             no-tiebreak, no-wait-timeout, ring-regenerate"
         );
         let msg = "some".parse::<FenceMode>().unwrap_err().to_string();
         assert_eq!(

@@ -38,7 +38,7 @@ use tokio::sync::{watch, Notify};
 use tracing::{debug, warn};
 
 use crate::cluster::member_client;
-use crate::error::{LockdError, ParseOrderError};
+use crate::error::LockdError;
 use crate::http::{check_name, named_request, parse_body, ApiError};
 // Waits are bounded as in the primary mode: the same longest wait and backstop on wake-ups.
 use crate::service::{AcquireReq, ReleaseReq, RenewReq, WAIT_MS_MAX, WAIT_ROUNDS_MAX};
@@ -66,45 +66,6 @@ pub struct TimestampOrder {
 
 /// The granularity of `timestamp` without one: the textbook experiment's.
 pub const DEFAULT_GRANULARITY_MS: u64 = 10;
-
-impl TimestampOrder {
-    /// Reads a lock order: `primary` (`None`), `timestamp` or `timestamp:<n>ms` / `<n>s`.
-    ///
-    /// # Errors
-    ///
-    /// Anything else, or a granularity out of 1 ms..=1 s.
-    pub fn parse(s: &str) -> Result<Option<TimestampOrder>, ParseOrderError> {
-        let err = |why| ParseOrderError {
-            given: s.to_owned(),
-            why,
-        };
-        let granularity_ms = match s.split_once(':') {
-            None if s == "primary" => return Ok(None),
-            None if s == "timestamp" => DEFAULT_GRANULARITY_MS,
-            Some(("timestamp", g)) => {
-                let (num, scale) = if let Some(n) = g.strip_suffix("ms") {
-                    (n, 1)
-                } else if let Some(n) = g.strip_suffix('s') {
-                    (n, 1000)
-                } else {
-                    return Err(err("the granularity needs a unit, ms or s"));
-                };
-                num.parse::<u64>()
-                    .ok()
-                    .and_then(|n| n.checked_mul(scale))
-                    .ok_or_else(|| err("the granularity is not a whole number"))?
-            }
-            _ => return Err(err("unknown order")),
-        };
-        if granularity_ms == 0 || granularity_ms > GRANULARITY_MS_MAX {
-            return Err(err("granularity out of range"));
-        }
-        Ok(Some(TimestampOrder {
-            granularity_ms,
-            tiebreak: true,
-        }))
-    }
-}
 
 /// One request as every member knows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -568,30 +529,6 @@ async fn peer_release_handler(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn lock_orders_parse() {
-        let ts = |g| {
-            Ok(Some(TimestampOrder {
-                granularity_ms: g,
-                tiebreak: true,
-            }))
-        };
-        assert_eq!(TimestampOrder::parse("primary"), Ok(None));
-        assert_eq!(TimestampOrder::parse("timestamp"), ts(10));
-        assert_eq!(TimestampOrder::parse("timestamp:25ms"), ts(25));
-        assert_eq!(TimestampOrder::parse("timestamp:1s"), ts(1000));
-        for bad in [
-            "lamport",
-            "timestamp:10",
-            "timestamp:0ms",
-            "timestamp:2s",
-            "timestamp:xms",
-        ] {
-            let e = TimestampOrder::parse(bad).unwrap_err().to_string();
-            assert!(e.starts_with(&format!("lock order `{bad}`")), "{e}");
-        }
-    }
 
     #[test]
     fn ties_enter_together_only_without_the_tiebreak() {

@@ -28,8 +28,10 @@ use crate::cluster::{route, Cluster, ForwardError, Forwarder, Route, FORWARD_TIM
 use crate::error::LockdError;
 use crate::http::{health, named_request, not_found, ApiError, ClientBody, BODY_BYTES_MAX};
 use crate::mode::UnsafeMode;
+use crate::order::LockOrder;
 use crate::ordered::{Ordered, TimestampOrder};
 use crate::persist::{self, DurableState};
+use crate::ring::Ring;
 
 /// A lease longer than this is a client bug, and it would stretch the post-restart
 /// `recovering` window without bound.
@@ -72,10 +74,12 @@ pub struct LockdConfig {
     /// listener's local address, which is refused if it is unspecified (`0.0.0.0`), since
     /// then every member would rank itself by an address nobody else uses.
     pub advertise: Option<String>,
-    /// `Some`: the timestamp-ordered cluster (see the `ordered` module): every member grants
-    /// to its own clients once the members agree its request has the smallest timestamp; no
-    /// primary, no durable state. `None`: the primary scheme above.
-    pub order: Option<TimestampOrder>,
+    /// How the members decide: the primary scheme above; the timestamp-ordered cluster (see
+    /// the `ordered` module), where every member grants to its own clients once the members
+    /// agree its request has the smallest timestamp; or the token ring (the `ring` module),
+    /// where a member grants only while it holds the one token. Neither of the last two has a
+    /// primary or durable lock state.
+    pub order: LockOrder,
 }
 
 /// Serves the lock protocol on `listener` until `shutdown` resolves.
@@ -91,21 +95,21 @@ pub async fn serve_lockd(
 ) -> Result<(), LockdError> {
     let addr = listener.local_addr().map_err(LockdError::LocalAddr)?;
     let mode = cfg.unsafe_mode;
-    if mode == Some(UnsafeMode::NoTiebreak) && cfg.order.is_none() {
-        return Err(LockdError::InvalidCluster {
-            reason: "unsafe mode no-tiebreak needs the timestamp order".into(),
-        });
-    }
-    if mode == Some(UnsafeMode::NoWaitTimeout) && cfg.order.is_some() {
-        return Err(LockdError::InvalidCluster {
-            reason: "unsafe mode no-wait-timeout is a bug of the primary order's waits; the \
-                     timestamp order queues its requests itself"
-                .into(),
-        });
-    }
+    check_mode_order(mode, cfg.order)?;
     let cluster = join_cluster(&cfg, addr)?;
-    if let Some(order) = cfg.order {
-        return serve_ordered(listener, order, mode, cluster.as_ref(), addr, shutdown).await;
+    match cfg.order {
+        LockOrder::Primary => {}
+        LockOrder::Timestamp(order) => {
+            return serve_ordered(listener, order, mode, cluster.as_ref(), addr, shutdown).await
+        }
+        LockOrder::Ring(order) => {
+            let ring = RingStart {
+                order,
+                mode,
+                data_dir: &cfg.data_dir,
+            };
+            return serve_ring(listener, ring, cluster.as_ref(), addr, shutdown).await;
+        }
     }
     let dir = cfg.data_dir.clone();
     let primary = cluster.as_ref().is_none_or(|c| c.forwarder.is_none());
@@ -130,13 +134,7 @@ pub async fn serve_lockd(
         next_token = start.next_token,
         "lockd listening"
     );
-    if let Some(m) = mode {
-        warn!(
-            "UNSAFE MODE `{m}` IS ON: {}. This lockd is broken on purpose, for testing the \
-             harness; never protect anything with it.",
-            m.consequence()
-        );
-    }
+    warn_unsafe(mode);
     if let Some(c) = &cluster {
         log_role(c, mode);
     }
@@ -201,6 +199,40 @@ pub(crate) async fn serve_app(
     Ok(())
 }
 
+/// This member's address and every member's (itself included, sorted): a single node is a
+/// cluster of one.
+fn members_of(cluster: Option<&Cluster>, addr: SocketAddr) -> (String, Vec<String>) {
+    let me = cluster.map_or_else(|| addr.to_string(), |c| c.me.clone());
+    let members = match cluster {
+        Some(c) => c.members().split(',').map(str::to_owned).collect(),
+        None => vec![me.clone()],
+    };
+    (me, members)
+}
+
+fn warn_unsafe(mode: Option<UnsafeMode>) {
+    if let Some(m) = mode {
+        warn!(
+            "UNSAFE MODE `{m}` IS ON: {}. This lockd is broken on purpose, for testing the \
+             harness; never protect anything with it.",
+            m.consequence()
+        );
+    }
+}
+
+/// A member's lock routes with what every lockd serves beside them, its answers naming it.
+fn member_app(routes: Router, me: &str) -> Result<Router, LockdError> {
+    let node = HeaderValue::from_str(me).map_err(|e| LockdError::InvalidCluster {
+        reason: format!("`{me}` cannot go into a header: {e}"),
+    })?;
+    Ok(routes
+        .route("/v1/health", get(health))
+        .route("/v1/time", get(time_handler))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(BODY_BYTES_MAX))
+        .layer(middleware::map_response_with_state(node, add_node_header)))
+}
+
 /// The timestamp-ordered cluster: the same lock API, decided by the members together.
 async fn serve_ordered(
     listener: TcpListener,
@@ -222,11 +254,8 @@ async fn serve_ordered(
             })
         }
     };
-    let me = cluster.map_or_else(|| addr.to_string(), |c| c.me.clone());
-    let members: Vec<&str> = match cluster {
-        Some(c) => c.members().split(',').collect(),
-        None => vec![me.as_str()],
-    };
+    let (me, members) = members_of(cluster, addr);
+    let members: Vec<&str> = members.iter().map(String::as_str).collect();
     let (stop_tx, stop_rx) = watch::channel(false);
     let ordered = Arc::new(Ordered::new(order, &me, &members, stop_rx)?);
     info!(
@@ -237,24 +266,82 @@ async fn serve_ordered(
         tiebreak = order.tiebreak,
         "lockd listening: timestamp order"
     );
-    if let Some(m) = mode {
-        warn!(
-            "UNSAFE MODE `{m}` IS ON: {}. This lockd is broken on purpose, for testing the \
-             harness; never protect anything with it.",
-            m.consequence()
-        );
-    }
-    let node = HeaderValue::from_str(&me).map_err(|e| LockdError::InvalidCluster {
-        reason: format!("`{me}` cannot go into a header: {e}"),
-    })?;
-    let app = ordered
-        .routes()
-        .route("/v1/health", get(health))
-        .route("/v1/time", get(time_handler))
-        .fallback(not_found)
-        .layer(DefaultBodyLimit::max(BODY_BYTES_MAX))
-        .layer(middleware::map_response_with_state(node, add_node_header));
+    warn_unsafe(mode);
+    let app = member_app(ordered.routes(), &me)?;
     serve_app(listener, app, shutdown, stop_tx, addr).await
+}
+
+/// The unsafe modes that are bugs of one order only.
+fn check_mode_order(mode: Option<UnsafeMode>, order: LockOrder) -> Result<(), LockdError> {
+    let needs = match mode {
+        Some(UnsafeMode::NoTiebreak) => "timestamp",
+        Some(UnsafeMode::RingRegenerate) => "ring",
+        // The other orders queue their requests themselves.
+        Some(UnsafeMode::NoWaitTimeout) => "primary",
+        Some(m) if order != LockOrder::Primary => {
+            return Err(LockdError::InvalidCluster {
+                reason: format!(
+                    "unsafe mode {m} is a bug of the primary order, not of the {} order",
+                    order.name()
+                ),
+            })
+        }
+        _ => return Ok(()),
+    };
+    if order.name() == needs {
+        return Ok(());
+    }
+    Err(LockdError::InvalidCluster {
+        reason: format!(
+            "unsafe mode {} needs the {needs} order (it is a bug of that order's), not {}",
+            mode.map_or("", UnsafeMode::name),
+            order.name()
+        ),
+    })
+}
+
+/// What a ring member starts from.
+struct RingStart<'a> {
+    order: crate::ring::RingOrder,
+    mode: Option<UnsafeMode>,
+    data_dir: &'a FsPath,
+}
+
+/// The token ring: the same lock API, granted by whichever member holds the token.
+async fn serve_ring(
+    listener: TcpListener,
+    start: RingStart<'_>,
+    cluster: Option<&Cluster>,
+    addr: SocketAddr,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), LockdError> {
+    let (me, members) = members_of(cluster, addr);
+    let members: Vec<&str> = members.iter().map(String::as_str).collect();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let regenerate = start.mode == Some(UnsafeMode::RingRegenerate);
+    let ring = Arc::new(Ring::new(
+        start.order,
+        regenerate,
+        &me,
+        &members,
+        start.data_dir,
+        stop_rx,
+    )?);
+    info!(
+        %addr,
+        me,
+        members = members.join(","),
+        idle_ms = start.order.idle_ms,
+        made_token = ring.made_token(),
+        "lockd listening: token ring"
+    );
+    warn_unsafe(start.mode);
+    let driver = tokio::spawn(Arc::clone(&ring).drive());
+    let app = member_app(ring.routes(), &me)?;
+    let served = serve_app(listener, app, shutdown, stop_tx, addr).await;
+    // The driver sees the stop and logs what this member did; a pass in flight ends with it.
+    let _ = tokio::time::timeout(Duration::from_secs(2), driver).await;
+    served
 }
 
 /// `None`: no peers, a single node.

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use common::{bind, bounded, get, start_cluster, start_lockd_on, Running};
 use lockd::{
-    primary_of, serve_lockd, LockdConfig, LockdError, UnsafeMode, NODE_HEADER, STATE_FILE_NAME,
+    primary_of, serve_lockd, LockOrder, LockdConfig, LockdError, UnsafeMode, NODE_HEADER,
+    STATE_FILE_NAME,
 };
 use serde_json::{json, Value};
 
@@ -270,7 +271,7 @@ async fn member_of_silent_primary(
         peers: vec![silent.local_addr().unwrap().to_string()],
         // Ranks after 127.0.0.1:*, so the silent listener is the primary; nobody dials it.
         advertise: Some("127.0.0.9:1".into()),
-        order: None,
+        order: LockOrder::Primary,
     };
     (silent, start_lockd_on(bind().await, cfg))
 }
@@ -425,7 +426,7 @@ async fn bad_cluster_configs_refuse_to_start() {
             unsafe_mode: mode,
             peers: peers.iter().map(|p| (*p).to_owned()).collect(),
             advertise: advertise.map(str::to_owned),
-            order: None,
+            order: LockOrder::Primary,
         };
         let cases = [
             (cfg(Some(UnsafeMode::SplitBrain), &[], None), "needs peers"),

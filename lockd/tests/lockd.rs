@@ -5,7 +5,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{bounded, get, post, post_raw, start_lockd, Running};
-use lockd::{serve_lockd, LockdConfig, LockdError, UnsafeMode, STATE_FILE_NAME};
+use lockd::{serve_lockd, LockOrder, LockdConfig, LockdError, UnsafeMode, STATE_FILE_NAME};
 use serde_json::{json, Value};
 
 async fn acquire(
@@ -363,7 +363,7 @@ async fn corrupt_state_refuses_to_start() {
             unsafe_mode: None,
             peers: Vec::new(),
             advertise: None,
-            order: None,
+            order: LockOrder::Primary,
         };
         let err = serve_lockd(listener, cfg, std::future::pending())
             .await

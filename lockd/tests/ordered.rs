@@ -6,7 +6,7 @@
 mod common;
 
 use common::{bind, bounded, post, start_members, Running};
-use lockd::{serve_lockd, LockdConfig, LockdError, TimestampOrder, UnsafeMode};
+use lockd::{serve_lockd, LockOrder, LockdConfig, LockdError, TimestampOrder, UnsafeMode};
 use serde_json::json;
 
 const ORDER: TimestampOrder = TimestampOrder {
@@ -15,7 +15,7 @@ const ORDER: TimestampOrder = TimestampOrder {
 };
 
 async fn start_ordered(root: &std::path::Path, n: usize) -> Vec<Running> {
-    start_members(root, n, None, Some(ORDER)).await
+    start_members(root, n, None, LockOrder::Timestamp(ORDER)).await
 }
 
 #[tokio::test]
@@ -37,16 +37,7 @@ async fn one_holder_at_a_time_with_increasing_tokens() {
         let (s, b) = acquire(&nodes[1], "b", 200).await;
         assert_eq!((s, &b["error"]), (409, &json!("held")), "{b}");
         // Renew and release go to the member that granted; another member does not know it.
-        let renew = json!({"client": "a", "token": t1, "ttl_ms": 5000});
-        let (s, _) = post(&http, &nodes[0].url("/v1/locks/L/renew"), renew.clone()).await;
-        assert_eq!(s, 200);
-        let (s, _) = post(&http, &nodes[2].url("/v1/locks/L/renew"), renew).await;
-        assert_eq!(s, 409);
-        let release = json!({"client": "a", "token": t1});
-        let (s, _) = post(&http, &nodes[0].url("/v1/locks/L/release"), release.clone()).await;
-        assert_eq!(s, 200);
-        let (s, _) = post(&http, &nodes[0].url("/v1/locks/L/release"), release).await;
-        assert_eq!(s, 409, "a second release is refused");
+        common::renew_and_release_where_granted(&http, &nodes[0], &nodes[2], "a", t1).await;
         let (s, b) = acquire(&nodes[1], "b", 1000).await;
         assert_eq!(s, 200, "{b}");
         assert!(b["token"].as_u64().unwrap() > t1, "{b}");
@@ -80,7 +71,7 @@ async fn no_tiebreak_needs_the_timestamp_order() {
         unsafe_mode: Some(UnsafeMode::NoTiebreak),
         peers: Vec::new(),
         advertise: None,
-        order: None,
+        order: LockOrder::Primary,
     };
     let err = serve_lockd(bind().await, cfg, std::future::pending())
         .await

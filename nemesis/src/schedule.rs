@@ -533,6 +533,33 @@ pub struct PlannedFault {
     pub client: Option<ClientFault>,
 }
 
+impl PlannedFault {
+    /// The fault with the positions `was` and `now` traded in every target (paused, killed,
+    /// stepped, cut off): planned when `was` was the primary, carried out when `now` is.
+    #[must_use]
+    pub fn with_primary(&self, was: usize, now: usize) -> PlannedFault {
+        let swap = |i: usize| match i {
+            i if i == was => now,
+            i if i == now => was,
+            i => i,
+        };
+        let mut f = self.clone();
+        for i in f.nodes.iter_mut().chain(f.then_nodes.iter_mut()) {
+            *i = swap(*i);
+        }
+        if let Some(p) = &mut f.partition {
+            for (a, b) in &mut p.cut {
+                let (x, y) = (swap(*a), swap(*b));
+                (*a, *b) = (x.min(y), x.max(y));
+            }
+            for i in &mut p.clients_cut_from {
+                *i = swap(*i);
+            }
+        }
+        f
+    }
+}
+
 /// A clock fault's change: a step of `delta_ms` (bumps; strobe flips between the true time
 /// and the step) or a rate (fast, slow).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -584,26 +611,10 @@ impl Schedule {
         if !self.by_role || was == primary || primary >= self.nodes || was >= self.nodes {
             return self.clone();
         }
-        let swap = |i: usize| match i {
-            i if i == was => primary,
-            i if i == primary => was,
-            i => i,
-        };
         let mut out = self.clone();
         out.primary = primary;
         for f in &mut out.faults {
-            for i in f.nodes.iter_mut().chain(f.then_nodes.iter_mut()) {
-                *i = swap(*i);
-            }
-            if let Some(p) = &mut f.partition {
-                for (a, b) in &mut p.cut {
-                    let (x, y) = (swap(*a), swap(*b));
-                    (*a, *b) = (x.min(y), x.max(y));
-                }
-                for i in &mut p.clients_cut_from {
-                    *i = swap(*i);
-                }
-            }
+            *f = f.with_primary(was, primary);
         }
         out
     }

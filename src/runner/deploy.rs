@@ -37,6 +37,9 @@ pub struct Deployment {
     pub primary: usize,
     /// Where the nodes run (none for a `--url` target).
     runtime: Option<Box<dyn Runtime>>,
+    /// For a primary that moves as the service runs (`Service::moving_primary`), what finds
+    /// it as each fault starts.
+    pub moving_primary: Option<nemesis::Readiness>,
 }
 
 /// Starts the store (if lockpick runs it) and the lock service's nodes.
@@ -172,15 +175,15 @@ async fn start_lock_nodes(
     let primary = lockd::primary_of(addrs.iter().map(String::as_str))
         .and_then(|p| addrs.iter().position(|a| a == p))
         .unwrap_or(0);
-    let argv = service
-        .launch(&workloads::Launch {
-            exe,
-            nodes: n,
-            unsafe_mode: cfg.unsafe_mode.as_deref(),
-            lock_order: cfg.lock_order.as_deref(),
-            options: &cfg.adapter_own,
-        })
-        .unwrap_or_default();
+    let launch = workloads::Launch {
+        exe,
+        nodes: n,
+        unsafe_mode: cfg.unsafe_mode.as_deref(),
+        lock_order: cfg.lock_order.as_deref(),
+        options: &cfg.adapter_own,
+    };
+    let argv = service.launch(&launch).unwrap_or_default();
+    let moving_primary = service.moving_primary(&launch).filter(|_| n > 1);
     let mut clocks = Vec::with_capacity(n);
     let mut unstarted = Vec::with_capacity(n);
     for i in 0..n {
@@ -234,6 +237,7 @@ async fn start_lock_nodes(
     let mut out = Deployment {
         ids,
         primary,
+        moving_primary,
         clocks,
         known_as: addrs.clone(),
         peer_urls,

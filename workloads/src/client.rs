@@ -7,6 +7,7 @@ use crate::api::{FencedResource, LockClient, Wire, UNREAD};
 use crate::service::{Connect, ConnectError, Launch, Service};
 use crate::Adapter;
 use history::reason::with_detail;
+use nemesis::Readiness;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -119,8 +120,13 @@ impl RefClient {
             (200, Ok(v)) if v.is_object() => Reply::Ok(v),
             // A 200 we cannot read: the service may well have acted on it.
             (200, _) => Reply::Info(with_detail("bad-body", &snippet(&bytes))),
-            // The refusal in the service's own word (`held`, `stale-token`).
-            (409, Ok(v)) => Reply::Fail(word(&v).unwrap_or_else(|| "conflict".to_string())),
+            // The refusal in the service's own word (`held`, `stale-token`), and what it
+            // says about it (the ring: how long its token has not been seen).
+            (409, Ok(v)) => {
+                let w = word(&v).unwrap_or_else(|| "conflict".to_string());
+                let detail = v.get("detail").and_then(Value::as_str).unwrap_or_default();
+                Reply::Fail(with_detail(&w, detail))
+            }
             (409, Err(_)) => Reply::Fail("conflict".to_string()),
             // The documented 503s of a multi-node lockd (docs/protocol.md): it cannot decide
             // now, expected while faults are on.
@@ -257,6 +263,11 @@ impl Service for Reference {
     }
     fn lockd_modes(&self) -> bool {
         true
+    }
+    fn moving_primary(&self, launch: &Launch) -> Option<Readiness> {
+        // The ring's member that holds the token answers 200 there, the others 404.
+        let ring = launch.lock_order.is_some_and(|o| o == "ring" || o.starts_with("ring:"));
+        ring.then(|| Readiness::http("/v1/ring/token"))
     }
     fn connect(&self, c: &Connect) -> Result<Adapter, ConnectError> {
         let client = RefClient::new(c.url, c.store_url, c.op_timeout, c.clients)?;

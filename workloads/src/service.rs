@@ -297,6 +297,15 @@ pub trait Service: Sync {
         None
     }
 
+    /// What holds, on its client port, only on the node that is the primary at this moment,
+    /// for a service whose primary moves all the time as it runs (the embedded lockd's token
+    /// ring: the member holding the token): asked of every node as each fault starts, so a
+    /// fault planned for the primary hits the node that is it then. None by default: the
+    /// primary moves only when a fault moves it.
+    fn moving_primary(&self, _launch: &Launch) -> Option<Readiness> {
+        None
+    }
+
     /// Whether each node also listens on a second peer port (`{peer_port_2}`; ZooKeeper's
     /// election port beside its quorum port). Every node's host and peer ports are then in
     /// `{peer_list}` (`host:peer_port:peer_port_2`, comma-separated, in node order).

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use lockd::{
-    serve_lockd, serve_store, FenceMode, LockdConfig, LockdError, StoreConfig, TimestampOrder,
+    serve_lockd, serve_store, FenceMode, LockOrder, LockdConfig, LockdError, StoreConfig,
     UnsafeMode,
 };
 use serde_json::Value;
@@ -92,7 +92,7 @@ pub async fn start_lockd(data_dir: &Path, unsafe_mode: Option<UnsafeMode>) -> Ru
         unsafe_mode,
         peers: Vec::new(),
         advertise: None,
-        order: None,
+        order: LockOrder::Primary,
     };
     start_lockd_on(bind().await, cfg)
 }
@@ -101,15 +101,15 @@ pub async fn start_lockd(data_dir: &Path, unsafe_mode: Option<UnsafeMode>) -> Ru
 /// before any member starts, so each knows its peers' addresses. Sorted by address, so the
 /// primary comes first. Every other member relies on the default advertise address.
 pub async fn start_cluster(root: &Path, n: usize, unsafe_mode: Option<UnsafeMode>) -> Vec<Running> {
-    start_members(root, n, unsafe_mode, None).await
+    start_members(root, n, unsafe_mode, LockOrder::Primary).await
 }
 
-/// As `start_cluster`, deciding by `order` (`None`: the primary scheme).
+/// As `start_cluster`, deciding by `order`.
 pub async fn start_members(
     root: &Path,
     n: usize,
     unsafe_mode: Option<UnsafeMode>,
-    order: Option<TimestampOrder>,
+    order: LockOrder,
 ) -> Vec<Running> {
     let mut listeners = Vec::new();
     for _ in 0..n {
@@ -160,4 +160,25 @@ pub async fn get(http: &reqwest::Client, url: &str) -> (u16, Value) {
     let resp = http.get(url).send().await.unwrap();
     let status = resp.status().as_u16();
     (status, resp.json().await.unwrap())
+}
+
+/// A member-decided lockd's lease lives at the member that granted it: `client`'s renew is
+/// answered there and refused at `other`, its release is answered there once.
+pub async fn renew_and_release_where_granted(
+    http: &reqwest::Client,
+    granted: &Running,
+    other: &Running,
+    client: &str,
+    token: u64,
+) {
+    let renew = serde_json::json!({"client": client, "token": token, "ttl_ms": 5000});
+    let (s, _) = post(http, &granted.url("/v1/locks/L/renew"), renew.clone()).await;
+    assert_eq!(s, 200);
+    let (s, _) = post(http, &other.url("/v1/locks/L/renew"), renew).await;
+    assert_eq!(s, 409);
+    let release = serde_json::json!({"client": client, "token": token});
+    let (s, _) = post(http, &granted.url("/v1/locks/L/release"), release.clone()).await;
+    assert_eq!(s, 200);
+    let (s, _) = post(http, &granted.url("/v1/locks/L/release"), release).await;
+    assert_eq!(s, 409, "a second release is refused");
 }

@@ -10,6 +10,7 @@
 //! for it (`schedule.rs`).
 
 use crate::node::Node;
+use crate::ready::Readiness;
 use crate::runtime::NetworkFaults;
 use crate::schedule::{FaultKind, PlannedFault};
 use crate::{clock::NodeClock, Error};
@@ -89,6 +90,39 @@ pub struct Ctx<W: Write + Send> {
     pub primary: usize,
     /// Which clocks a clock fault moves (`wall` or `all`), recorded with each clock fault.
     pub clock_scope: &'static str,
+    /// For a service whose primary moves while it runs (the token ring's holder), where to
+    /// find it as each fault starts; `None`: it stays at `primary`.
+    pub locate: Option<Locate>,
+}
+
+/// How to find the node that is the primary at this moment: the check holds on its client
+/// port there only.
+pub struct Locate {
+    pub check: Readiness,
+    /// Each node's client `host` and `port`, by position.
+    pub addrs: Vec<(String, u16)>,
+}
+
+/// Passes over the nodes before a fault goes where it was planned: the primary may be between
+/// two nodes (the ring's token in flight) for a moment.
+const LOCATE_PASSES_MAX: u32 = 10;
+/// Each node's answer is waited for this long: a paused or cut-off node is not the primary.
+const LOCATE_TIMEOUT_MS: u64 = 300;
+
+impl Locate {
+    /// The position of the node on which the check holds now, if one answers so.
+    pub async fn find(&self) -> Option<usize> {
+        let timeout = Duration::from_millis(LOCATE_TIMEOUT_MS);
+        for _ in 0..LOCATE_PASSES_MAX {
+            for (i, (host, port)) in self.addrs.iter().enumerate() {
+                if self.check.check(host, *port, timeout).await.is_ok() {
+                    return Some(i);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        None
+    }
 }
 
 /// What the final heal reaches: the nodes and the stall board, shared with the runner (the
@@ -165,11 +199,31 @@ pub async fn run_plan<W: Write + Send>(
     mut ctx: Ctx<W>,
     plan: Vec<PlannedFault>,
 ) -> Result<(), Error> {
+    let planned = ctx.primary;
     for fault in plan {
         let at = ctx.start + Duration::from_millis(fault.at_ms);
         if ctx.sleep_or_stop(at).await {
             break;
         }
+        // A primary that moves: the fault planned for it goes where it is now, and the node
+        // there takes the place the plan gave the primary's.
+        let fault = match &ctx.locate {
+            Some(l) if fault.kind.is_server_side() => match l.find().await {
+                Some(now) => {
+                    ctx.primary = now;
+                    fault.with_primary(planned, now)
+                }
+                None => {
+                    tracing::warn!(
+                        fault = fault.id,
+                        "no node answered as the primary: the fault goes where it was planned"
+                    );
+                    ctx.primary = planned;
+                    fault
+                }
+            },
+            _ => fault,
+        };
         if fault.kind.is_server_side() && ctx.nodes.is_empty() {
             return Err(Error::msg(format!(
                 "{} needs nodes the harness started",
