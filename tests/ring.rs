@@ -204,3 +204,42 @@ fn ring_regenerate_under_a_partition_of_the_holder_grants_twice() {
 fn the_correct_ring_waits_out_a_partition_of_the_holder() {
     check(&CASES[4]);
 }
+
+/// `lockpick test` with nothing but the ring and its bug: the suite's own scenarios (busy
+/// rounds of the default holds pass the 2 s timeout; a pause is longer still) make a second
+/// token, and it stops at the double grant.
+#[test]
+fn the_suite_finds_ring_regenerate_with_nothing_but_the_target() {
+    let tmp = tempfile::tempdir().unwrap();
+    let args = [
+        "--seed",
+        "1",
+        "--nodes",
+        "3",
+        "--lock-order",
+        "ring",
+        "--unsafe",
+        "ring-regenerate",
+        "--workload",
+        "mutex",
+        "--nemesis",
+        "pause",
+        "--no-shrink",
+    ];
+    let r = common::suite(tmp.path(), &args, Duration::from_secs(300));
+    assert_eq!(r.code, 1, "expected invalid\n{}", r.stdout);
+    let j = r.json();
+    let found: Vec<&str> = j["scenarios"].as_array().unwrap().last().unwrap()["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert!(
+        found
+            .iter()
+            .any(|k| ["double-grant", "token-reused"].contains(k)),
+        "{found:?}\n{}",
+        r.stdout
+    );
+}

@@ -49,11 +49,11 @@ pub struct ParseModeError {
     pub(crate) valid: &'static [&'static str],
 }
 
-/// A `--lock-order` that is not `primary`, `timestamp` or `timestamp:<granularity>`.
+/// A `--lock-order` that is not `primary`, `timestamp[:GRANULARITY]` or `ring[:IDLE]`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "lock order `{given}`: {why}; expected primary, timestamp or timestamp:GRANULARITY \
-     (1ms..=1s, e.g. timestamp:10ms)"
+    "lock order `{given}`: {why}; expected primary, timestamp[:GRANULARITY] or ring[:IDLE] \
+     (each 1ms..=1s, e.g. timestamp:10ms, ring:5ms)"
 )]
 pub struct ParseOrderError {
     pub(crate) given: String,

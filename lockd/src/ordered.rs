@@ -23,6 +23,7 @@
 //! nothing survives a restart.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -35,7 +36,7 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::{watch, Notify};
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use crate::cluster::member_client;
 use crate::error::LockdError;
@@ -170,6 +171,11 @@ pub(crate) struct Ordered {
     table: Mutex<Table>,
     changed: Notify,
     stopping: watch::Receiver<bool>,
+    /// Peer messages this member sent (requests and releases), the answers it got to them,
+    /// and its grants: logged when it stops, for the designs' message counts.
+    sent: AtomicU64,
+    answered: AtomicU64,
+    grants: AtomicU64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -232,7 +238,20 @@ impl Ordered {
             table: Mutex::new(Table::default()),
             changed: Notify::new(),
             stopping,
+            sent: AtomicU64::new(0),
+            answered: AtomicU64::new(0),
+            grants: AtomicU64::new(0),
         })
+    }
+
+    /// What this member did, for the log when it stops.
+    pub(crate) fn log_counts(&self) {
+        info!(
+            peer_messages_sent = self.sent.load(Ordering::Relaxed),
+            answers_received = self.answered.load(Ordering::Relaxed),
+            grants = self.grants.load(Ordering::Relaxed),
+            "timestamp member stopped"
+        );
     }
 
     pub(crate) fn routes(self: Arc<Self>) -> Router {
@@ -254,6 +273,7 @@ impl Ordered {
     }
 
     async fn post<T: Serialize>(&self, base: &str, path: &str, body: &T) -> Result<Bytes, String> {
+        self.sent.fetch_add(1, Ordering::Relaxed);
         let resp = self
             .http
             .post(format!("{base}{path}"))
@@ -265,6 +285,7 @@ impl Ordered {
         if !resp.status().is_success() {
             return Err(format!("status {}", resp.status()));
         }
+        self.answered.fetch_add(1, Ordering::Relaxed);
         resp.bytes().await.map_err(|e| e.to_string())
     }
 
@@ -348,6 +369,7 @@ impl Ordered {
             {
                 let mut t = self.table();
                 if t.first(lock, id, self.order.tiebreak) {
+                    self.grants.fetch_add(1, Ordering::Relaxed);
                     t.max_token += 1;
                     let token = t.max_token;
                     let lease = Lease {

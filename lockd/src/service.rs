@@ -267,8 +267,10 @@ async fn serve_ordered(
         "lockd listening: timestamp order"
     );
     warn_unsafe(mode);
-    let app = member_app(ordered.routes(), &me)?;
-    serve_app(listener, app, shutdown, stop_tx, addr).await
+    let app = member_app(Arc::clone(&ordered).routes(), &me)?;
+    let served = serve_app(listener, app, shutdown, stop_tx, addr).await;
+    ordered.log_counts();
+    served
 }
 
 /// The unsafe modes that are bugs of one order only.

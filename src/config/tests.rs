@@ -152,6 +152,57 @@ fn lockd_modes_are_refused_for_other_services() {
         );
     }
     assert!(resolve(&["--lock-order", "timestamp"]).is_ok());
+    let e = resolve(&["--adapter", "redis", "--lock-order", "ring"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("--lock-order: the ring order is a mode"),
+        "{e}"
+    );
+}
+
+/// An order's own unsafe mode needs that order; an order that is not one is refused with the
+/// orders there are.
+#[test]
+fn an_orders_unsafe_mode_needs_its_order() {
+    for (args, says) in [
+        (
+            &["--unsafe", "ring-regenerate"][..],
+            "--unsafe ring-regenerate: needs --lock-order ring",
+        ),
+        (
+            &["--unsafe", "ring-regenerate", "--lock-order", "timestamp"][..],
+            "--unsafe ring-regenerate: needs --lock-order ring",
+        ),
+        (
+            &["--unsafe", "no-tiebreak", "--lock-order", "ring"][..],
+            "--unsafe no-tiebreak: needs --lock-order timestamp",
+        ),
+        (
+            &["--lock-order", "ring:5"][..],
+            "--lock-order: lock order `ring:5`: the duration needs a unit",
+        ),
+        (
+            &["--lock-order", "token"][..],
+            "--lock-order: lock order `token`: unknown order",
+        ),
+    ] {
+        let e = resolve(args).unwrap_err().to_string();
+        assert!(e.starts_with(says), "{args:?}: {e}");
+    }
+    for ok in [
+        &["--nodes", "3", "--lock-order", "ring"][..],
+        &[
+            "--nodes",
+            "3",
+            "--lock-order",
+            "ring:20ms",
+            "--unsafe",
+            "ring-regenerate",
+        ][..],
+    ] {
+        assert!(resolve(ok).is_ok(), "{ok:?}");
+    }
 }
 
 /// `--nodes` not given is what the adapter needs to be itself: Redlock's five masters as
