@@ -37,6 +37,11 @@
 //! releases from its own table except in the `split-brain` mode, and a relayed request is
 //! never relayed again (a member that is not the sender's primary refuses it), so a
 //! misconfigured membership cannot loop or elect two primaries silently.
+//!
+//! Invariants (absence) of a token ring: a member never grants without the token, never passes
+//! it while a lease it granted is live, and grants nothing while a pass it sent is
+//! unacknowledged; no token is made after the first member's first start except by the
+//! `ring-regenerate` mode.
 
 mod cluster;
 mod error;

@@ -82,6 +82,10 @@ const LEASES_MAX: usize = 10_000;
 const DRIVE_SLICE_MS: u64 = 100;
 /// Marks a data dir whose ring has started: its first member makes no token after a restart.
 pub const RING_MARKER: &str = "ring-started";
+/// The last pass a member took, written before it answers the pass: a member killed between
+/// taking a pass and answering it is sent the same pass again, and after its restart it must
+/// not take it a second time (its first incarnation may have granted under it).
+const TAKEN_FILE: &str = "ring-taken";
 
 /// The token as it goes round.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -182,6 +186,8 @@ pub(crate) struct Ring {
     state: Mutex<RingState>,
     changed: Notify,
     stopping: watch::Receiver<bool>,
+    /// Where the last pass taken is written.
+    taken_path: std::path::PathBuf,
 }
 
 impl Ring {
@@ -209,7 +215,13 @@ impl Ring {
             let n = members[(me_id + 1) % members.len()];
             format!("http://{n}")
         });
+        std::fs::create_dir_all(data_dir).map_err(|source| LockdError::CreateDataDir {
+            path: data_dir.to_owned(),
+            source,
+        })?;
         let first_start = me_id == 0 && first_start(data_dir)?;
+        let taken_path = data_dir.join(TAKEN_FILE);
+        let taken: VecDeque<(usize, u64, u64)> = last_taken(&taken_path).into_iter().collect();
         let now = Instant::now();
         let token = first_start.then_some(Token {
             origin: 0,
@@ -229,13 +241,14 @@ impl Ring {
                 leases: HashMap::new(),
                 seen_at: now,
                 passing: false,
-                taken: VecDeque::new(),
+                taken,
                 made: u64::from(first_start),
                 max_token: 0,
                 counts: Counts::default(),
             }),
             changed: Notify::new(),
             stopping,
+            taken_path,
         })
     }
 
@@ -468,10 +481,6 @@ impl Ring {
 /// Whether the ring starts here for the first time (no marker yet); writes the marker.
 fn first_start(data_dir: &FsPath) -> Result<bool, LockdError> {
     let marker = data_dir.join(RING_MARKER);
-    std::fs::create_dir_all(data_dir).map_err(|source| LockdError::CreateDataDir {
-        path: data_dir.to_owned(),
-        source,
-    })?;
     if marker.exists() {
         return Ok(false);
     }
@@ -482,6 +491,16 @@ fn first_start(data_dir: &FsPath) -> Result<bool, LockdError> {
         }
     })?;
     Ok(true)
+}
+
+/// The pass written by the previous incarnation, if any (and readable).
+fn last_taken(path: &FsPath) -> Option<(usize, u64, u64)> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut it = text.split_whitespace().map(str::parse::<u64>);
+    let (Some(Ok(o)), Some(Ok(g)), Some(Ok(p))) = (it.next(), it.next(), it.next()) else {
+        return None;
+    };
+    Some((usize::try_from(o).ok()?, g, p))
 }
 
 async fn acquire_handler(
@@ -526,6 +545,14 @@ async fn peer_token_handler(
         if s.taken.contains(&t.key()) {
             true
         } else {
+            // Written before the answer, so a restart remembers it (a plain write: what a
+            // kill -9 leaves in the page cache survives it).
+            let (origin, generation, pass) = t.key();
+            let line = format!("{origin} {generation} {pass}\n");
+            if let Err(e) = std::fs::write(&r.taken_path, line) {
+                warn!("cannot record the pass taken: {e}; refusing it");
+                return Err(ApiError::Unavailable("persist-failed"));
+            }
             s.take(t, Instant::now());
             false
         }
@@ -596,6 +623,17 @@ mod tests {
         assert_eq!(s.token.map(|t| t.max_token), Some(12));
         assert_eq!(s.counts.merged, 1);
         assert!(s.taken.contains(&a.key()) && s.taken.contains(&b.key()));
+    }
+
+    #[test]
+    fn the_last_pass_taken_is_read_back_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(TAKEN_FILE);
+        assert_eq!(last_taken(&path), None);
+        std::fs::write(&path, "2 1 812\n").unwrap();
+        assert_eq!(last_taken(&path), Some((2, 1, 812)));
+        std::fs::write(&path, "2 x").unwrap();
+        assert_eq!(last_taken(&path), None, "a torn file is no pass");
     }
 
     #[test]

@@ -143,3 +143,32 @@ async fn the_rings_unsafe_mode_needs_the_ring_and_the_ring_refuses_the_others() 
         );
     }
 }
+
+/// A pass taken before a restart is not taken again after it: the sender resends a pass whose
+/// answer it did not get, and the member's first incarnation may have granted under it.
+#[tokio::test]
+async fn a_pass_taken_before_a_restart_is_answered_as_taken() {
+    bounded(async {
+        let tmp = tempfile::tempdir().unwrap();
+        let start = || LockdConfig {
+            data_dir: tmp.path().to_owned(),
+            unsafe_mode: None,
+            peers: Vec::new(),
+            advertise: None,
+            order: RING,
+        };
+        let http = reqwest::Client::new();
+        let pass = json!({"origin": 0, "generation": 7, "pass": 99, "max_token": 5});
+        let n = common::start_lockd_on(bind().await, start());
+        let (s, a) = post(&http, &n.url("/v1/peer/token"), pass.clone()).await;
+        assert_eq!((s, &a["taken_before"]), (200, &json!(false)), "{a}");
+        let (_, a) = post(&http, &n.url("/v1/peer/token"), pass.clone()).await;
+        assert_eq!(a["taken_before"], json!(true), "a copy is not taken twice");
+        n.stop().await.unwrap();
+        let n = common::start_lockd_on(bind().await, start());
+        let (s, a) = post(&http, &n.url("/v1/peer/token"), pass).await;
+        assert_eq!((s, &a["taken_before"]), (200, &json!(true)), "{a}");
+        n.stop().await.unwrap();
+    })
+    .await;
+}
