@@ -153,23 +153,23 @@ fn bank_settings_are_checked_up_front() {
     assert_eq!(bad.code, 3, "{}", bad.describe());
     assert!(bad.stderr.contains("--lock-order-policy"), "{}", bad.stderr);
     // A service whose adapter cannot hold two locks at once is refused before anything starts.
-    let etcd = run(
+    let redis = run(
         tmp.path(),
         &[
             "--workload",
             "bank",
             "--adapter",
-            "etcd",
+            "redis",
             "--nemesis",
             "none",
         ],
         Duration::from_secs(30),
     );
-    assert_eq!(etcd.code, 3, "{}", etcd.describe());
+    assert_eq!(redis.code, 3, "{}", redis.describe());
     assert!(
-        etcd.stderr.contains("--workload bank") && etcd.stderr.contains("--adapter etcd"),
+        redis.stderr.contains("--workload bank") && redis.stderr.contains("--adapter redis"),
         "{}",
-        etcd.stderr
+        redis.stderr
     );
 }
 

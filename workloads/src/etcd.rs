@@ -45,7 +45,7 @@ struct Held {
     token: u64,
 }
 
-/// Bounds the holders remembered: one per live client process; crashed processes' entries are
+/// Bounds the grants remembered: one per live grant of a client process; crashed processes' entries are
 /// dropped past it (their leases lapse in etcd on their own).
 const HELD_MAX: usize = 4096;
 
@@ -55,7 +55,10 @@ pub struct EtcdClient {
     api: String,
     op_timeout: Duration,
     now_ns: Clock,
-    held: Mutex<HashMap<String, Held>>,
+    /// What each client holds, by client and token: a client may hold several locks at once
+    /// (the bank's two accounts), each its own key and lease, and tokens (create revisions)
+    /// are unique across keys.
+    held: Mutex<HashMap<(String, u64), Held>>,
 }
 
 /// An int64 field as the gateway sends it: a string, sometimes a number, omitted when zero.
@@ -231,22 +234,22 @@ impl EtcdClient {
         if h.len() >= HELD_MAX {
             h.clear();
         }
-        h.insert(client.to_string(), held);
+        h.insert((client.to_string(), held.token), held);
     }
 
-    fn holding(&self, client: &str) -> Option<Held> {
+    fn holding(&self, client: &str, token: u64) -> Option<Held> {
         self.held
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(client)
+            .get(&(client.to_string(), token))
             .cloned()
     }
 
-    fn forget(&self, client: &str) {
+    fn forget(&self, client: &str, token: u64) {
         self.held
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(client);
+            .remove(&(client.to_string(), token));
     }
 
     /// Best effort: a lease we gave up on is revoked so its lock (if it was granted after all)
@@ -487,7 +490,7 @@ impl EtcdClient {
     }
 
     pub async fn renew(&self, client: &str, _lock: &str, token: u64, _ttl_ms: u64) -> Reply {
-        let Some(held) = self.holding(client).filter(|h| h.token == token) else {
+        let Some(held) = self.holding(client, token) else {
             return Reply::Fail("not-holder".into());
         };
         match self
@@ -502,7 +505,7 @@ impl EtcdClient {
                 let ttl_s = int(v.get("result").unwrap_or(&Value::Null), "TTL");
                 if ttl_s == 0 {
                     // etcd answers 200 without a TTL for a lease it no longer has.
-                    self.forget(client);
+                    self.forget(client, token);
                     Reply::Fail("not-holder".into())
                 } else {
                     Reply::Ok(json!({ "token": token, "ttl_ms": ttl_s * 1000 }))
@@ -513,15 +516,15 @@ impl EtcdClient {
     }
 
     pub async fn release(&self, client: &str, _lock: &str, token: u64) -> Reply {
-        let Some(held) = self.holding(client).filter(|h| h.token == token) else {
+        let Some(held) = self.holding(client, token) else {
             return Reply::Fail("not-holder".into());
         };
         // `lock/unlock` succeeds even when the key is long gone (the lease expired and someone
         // else holds the lock now), which would look like a stale release accepted. Deleting
         // the key only if it still carries our revision says truthfully whether we released.
         let op = json!({ "request_delete_range": { "key": held.key_b64 } });
-        let r = self.fenced(client, token, op).await;
-        self.forget(client);
+        let r = self.fenced(client, token, json!([op])).await;
+        self.forget(client, token);
         self.abandon(&held.lease_id).await;
         match r {
             Ok(_) => Reply::Ok(json!({})),
@@ -530,9 +533,9 @@ impl EtcdClient {
         }
     }
 
-    /// The fenced access: `op` runs only if the lock key still has the token's revision.
-    async fn fenced(&self, client: &str, token: u64, op: Value) -> Result<Value, Reply> {
-        let Some(held) = self.holding(client).filter(|h| h.token == token) else {
+    /// The fenced access: `ops` run only if the lock key still has the token's revision.
+    async fn fenced(&self, client: &str, token: u64, ops: Value) -> Result<Value, Reply> {
+        let Some(held) = self.holding(client, token) else {
             // Without the lock key there is nothing to compare: refused before sending.
             return Err(Reply::Fail("stale-token".into()));
         };
@@ -541,7 +544,7 @@ impl EtcdClient {
                 "target": "CREATE", "result": "EQUAL",
                 "key": held.key_b64, "create_revision": token.to_string(),
             }],
-            "success": [op],
+            "success": ops,
         });
         let v = self.call("kv/txn", txn, self.op_timeout).await?;
         if v.get("succeeded").and_then(Value::as_bool) == Some(true) {
@@ -552,28 +555,44 @@ impl EtcdClient {
     }
 
     pub async fn read(&self, client: &str, key: &str, token: u64) -> Reply {
-        let op = json!({ "request_range": { "key": b64(key) } });
-        match self.fenced(client, token, op).await {
+        let ops = json!([{ "request_range": { "key": b64(key) } }]);
+        match self.fenced(client, token, ops).await {
             Ok(v) => {
-                let value = v
-                    .pointer("/responses/0/response_range/kvs/0/value")
+                let kv = v.pointer("/responses/0/response_range/kvs/0");
+                let value = kv
+                    .and_then(|kv| kv.get("value"))
                     .and_then(Value::as_str)
                     .and_then(|s| B64.decode(s).ok())
                     .and_then(|b| String::from_utf8(b).ok())
                     .and_then(|s| s.parse::<i64>().ok())
                     .unwrap_or(0);
-                Reply::Ok(json!({ "value": value, "fence": token }))
+                // The key's `version` numbers its writes 1, 2, ... (0: none, the key absent):
+                // the number of the write this read returned.
+                let seq = kv.map_or(0, |kv| int(kv, "version"));
+                Reply::Ok(json!({ "value": value, "fence": token, "seq": seq }))
             }
             Err(r) => r,
         }
     }
 
     pub async fn write(&self, client: &str, key: &str, token: u64, value: i64) -> Reply {
-        let op = json!({ "request_put": { "key": b64(key), "value": b64(&value.to_string()) } });
-        match self.fenced(client, token, op).await {
+        // The range after the put, in the same transaction, sees it: the key's new version is
+        // this write's number.
+        let ops = json!([
+            { "request_put": { "key": b64(key), "value": b64(&value.to_string()) } },
+            { "request_range": { "key": b64(key) } },
+        ]);
+        match self.fenced(client, token, ops).await {
             Ok(v) => {
-                let seq = int(v.get("header").unwrap_or(&Value::Null), "revision");
-                Reply::Ok(json!({ "seq": seq, "fence": token }))
+                let mut body = json!({ "fence": token });
+                let version = v
+                    .pointer("/responses/1/response_range/kvs/0")
+                    .map(|kv| int(kv, "version"))
+                    .filter(|n| *n > 0);
+                if let Some(n) = version {
+                    body["seq"] = json!(n);
+                }
+                Reply::Ok(body)
             }
             Err(r) => r,
         }
@@ -709,6 +728,10 @@ impl Service for Etcd {
         Err("libfaketime does not reach Go programs (the Go runtime reads the clock without libc)")
     }
     fn own_resource(&self) -> bool {
+        true
+    }
+    fn holds_several_locks(&self) -> bool {
+        // Each grant is its own key and lease, remembered by client and token.
         true
     }
     fn check(&self, s: &Settings) -> Result<(), String> {

@@ -322,8 +322,8 @@ pub trait Service: Sync {
 
     /// Whether a client can hold several of its locks at once as lockpick drives it, so the
     /// bank workload (two accounts' locks per transfer) runs against it. Off until a service's
-    /// adapter is shown to: etcd's, as driven today, refuses the second account's read
-    /// (`stale-token`) and the first lock's release (`not-holder`).
+    /// adapter is shown to (an adapter that remembers one grant per client would refuse the
+    /// first lock's reads and release once the second is granted).
     fn holds_several_locks(&self) -> bool {
         false
     }
