@@ -366,7 +366,9 @@ impl Ring {
         let url = format!("{next}/v1/peer/token");
         for attempt in 0..PASS_ATTEMPTS_MAX {
             if *self.stopping.borrow() {
-                break;
+                // Stopping: the token goes with this member, as it would in a crash.
+                self.state().passing = false;
+                return;
             }
             self.state().counts.pass_sends += 1;
             let sent = self
@@ -430,16 +432,24 @@ impl Ring {
                     return Ok(token);
                 }
                 if s.token.is_some() {
-                    0
+                    None
                 } else {
-                    u64::try_from(now.duration_since(s.seen_at).as_millis()).unwrap_or(u64::MAX)
+                    Some(
+                        u64::try_from(now.duration_since(s.seen_at).as_millis())
+                            .unwrap_or(u64::MAX),
+                    )
                 }
             };
             let left = deadline.saturating_duration_since(now);
             if left.is_zero() {
+                let detail = match unseen_ms {
+                    Some(ms) => format!("the ring's token was last here {ms} ms ago"),
+                    None => "the token is here and the lock is held by a client of this member"
+                        .to_string(),
+                };
                 return Err(ApiError::ConflictWith {
                     code: "held",
-                    detail: format!("the ring's token was last here {unseen_ms} ms ago"),
+                    detail,
                 });
             }
             tokio::select! {
