@@ -220,6 +220,82 @@ fn bad_redis_settings_are_refused_in_one_line() {
 /// inside the holder's validity: two holders. With an fsync on every write the same schedule
 /// is valid. The kills are aimed by the schedule: the first grant comes within the first
 /// 100 ms, holds last 5 s and leases 3 s, so a lease is live across both.
+/// The bank on one Redis: each transfer holds two accounts' locks at once (two keys, two
+/// values, two counters). A restart without persistence forgets both in the middle of a hold
+/// of five leases' length, and the next transfer is granted them while the first still holds
+/// them; with `appendfsync always` the same kill proves nothing, and the balances are judged
+/// by the data checks (lockpick's store numbers its writes).
+#[test]
+fn the_bank_on_redis_loses_its_locks_to_a_restart_without_persistence() {
+    if !require_redis() {
+        return;
+    }
+    let tmp = scratch();
+    let schedule = tmp.path().join("restart.json");
+    std::fs::write(
+        &schedule,
+        r#"{"version": 1, "seed": 1, "nodes": 1, "primary": 0, "faults": [
+ {"id": "f1", "kind": "kill", "at_ms": 1500, "length_ms": 100, "nodes": ["n1"]}
+]}"#,
+    )
+    .unwrap();
+    for (persistence, invalid) in [("none", true), ("aof-always", false)] {
+        let out = tmp.path().join(persistence);
+        let opt = format!("fence=counter,persistence={persistence}");
+        let r = common::run(
+            &out,
+            &[
+                "--adapter",
+                "redis",
+                "--adapter-opt",
+                &opt,
+                "--workload",
+                "bank",
+                "--accounts",
+                "2",
+                "--clients",
+                "3",
+                "--ttl",
+                "3s",
+                "--hold",
+                "2s..2s",
+                "--acquire-wait",
+                "500ms",
+                "--duration",
+                "6s",
+                "--schedule",
+                schedule.to_str().unwrap(),
+            ],
+            Duration::from_secs(120),
+        );
+        if invalid {
+            assert_eq!(r.code, 1, "{persistence}: {}", r.describe());
+            let kinds = r.kinds("violations");
+            assert!(
+                kinds
+                    .iter()
+                    .any(|k| ["double-grant", "token-reused", "token-regressed"]
+                        .contains(&k.as_str())),
+                "{persistence}: {kinds:?}\n{}",
+                r.describe()
+            );
+        } else {
+            r.assert_clean();
+            let results = r.results();
+            for checker in ["serializability", "bank-total"] {
+                let c = results["checkers"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|c| c["name"] == checker)
+                    .unwrap_or_else(|| panic!("no {checker}"));
+                assert_eq!(c["valid"], true, "{checker}: {c}");
+                assert!(c.get("not_judged").is_none(), "{checker}: {c}");
+            }
+        }
+    }
+}
+
 #[test]
 fn redlock_loses_its_majority_to_restarts_without_persistence() {
     if !require_redis() {

@@ -449,6 +449,11 @@ impl Service for Redis {
     fn fencing_hint(&self) -> Option<&'static str> {
         Some("--adapter-opt fence=counter")
     }
+    fn holds_several_locks(&self) -> bool {
+        // Each grant is its own key and value (and counter, with fence=counter); renew and
+        // release name the value: a client's grants are independent.
+        true
+    }
     fn program(&self) -> Option<(&'static str, &'static str)> {
         Some(("redis-server", "redis-server"))
     }
