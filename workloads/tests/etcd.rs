@@ -2,6 +2,7 @@
 //! are the lock key's create_revision, renew/release follow the lease, and the txn fence
 //! refuses a stale holder's read and write.
 
+use serde_json::json;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -149,11 +150,14 @@ async fn locks_tokens_and_fenced_store_against_real_etcd() {
         Reply::Fail(_)
     ));
 
-    // The fenced store: read, write value+1, read it back.
-    assert_eq!(ok(c.read("p1", "counter-L0", t1).await)["value"], 0);
+    // The fenced store: read, write value+1, read it back. `seq` is the key's own version,
+    // which numbers its writes: 0 before the first, 1 after it.
+    let r0 = ok(c.read("p1", "counter-L0", t1).await);
+    assert_eq!((&r0["value"], &r0["seq"]), (&json!(0), &json!(0)), "{r0}");
     let w = ok(c.write("p1", "counter-L0", t1, 1).await);
-    assert!(w["seq"].as_u64().unwrap() > t1, "{w}");
-    assert_eq!(ok(c.read("p1", "counter-L0", t1).await)["value"], 1);
+    assert_eq!(w["seq"], json!(1), "{w}");
+    let r1 = ok(c.read("p1", "counter-L0", t1).await);
+    assert_eq!((&r1["value"], &r1["seq"]), (&json!(1), &json!(1)), "{r1}");
 
     // Release; the next grant carries a higher token.
     ok(c.release("p1", "L0", t1).await);
