@@ -380,3 +380,75 @@ fn bad_zookeeper_settings_are_refused_in_one_line() {
         common::assert_refused_in_one_line("zookeeper", args, expected);
     }
 }
+
+/// The bank on ZooKeeper: a transfer holds two accounts' lock nodes in its session. A holder
+/// stalled between its reads and its writes past its session timeout loses both nodes, and
+/// another transfer is granted them while the first still believes it holds them (two holders
+/// of the belief); its late writes carry czxids below the store's fence and are refused, so
+/// the balances stay serializable and their total kept: on one run, the belief broken beside
+/// the data kept safe.
+#[test]
+fn the_bank_on_zookeeper_keeps_its_data_when_a_stalled_holder_loses_its_session() {
+    if !common::require_zookeeper() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let schedule = tmp.path().join("stall.json");
+    std::fs::write(
+        &schedule,
+        r#"{"version": 1, "seed": 1, "nodes": 1, "primary": 0, "faults": [
+ {"id": "f1", "kind": "client-pause", "at_ms": 800, "length_ms": 2500, "window_ms": 2000,
+  "shape": "long", "wake": "write"}
+]}"#,
+    )
+    .unwrap();
+    let r = common::run(
+        &tmp.path().join("out"),
+        &[
+            "--adapter",
+            "zookeeper",
+            "--workload",
+            "bank",
+            "--accounts",
+            "2",
+            "--clients",
+            "3",
+            "--op-timeout",
+            "1s",
+            "--ttl",
+            "500ms",
+            "--hold",
+            "300ms..600ms",
+            "--duration",
+            "6s",
+            "--seed",
+            "1",
+            "--schedule",
+            schedule.to_str().unwrap(),
+        ],
+        Duration::from_secs(120),
+    );
+    assert_complete(&r);
+    assert_eq!(r.code, 1, "{}", r.describe());
+    let results = r.results();
+    let kinds = r.kinds("violations");
+    assert!(
+        kinds.iter().any(|k| k == "double-grant"),
+        "{kinds:?}\n{}",
+        r.describe()
+    );
+    for checker in ["serializability", "bank-total", "store-fencing"] {
+        let c = results["checkers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == checker)
+            .unwrap_or_else(|| panic!("no {checker}"));
+        assert_eq!(c["valid"], true, "{checker}: {c}\n{}", r.describe());
+        assert!(
+            c.get("not_judged").is_none(),
+            "{checker}: {c}\n{}",
+            r.describe()
+        );
+    }
+}

@@ -827,6 +827,10 @@ impl Service for ZooKeeper {
     fn second_peer_port(&self) -> bool {
         true
     }
+    fn holds_several_locks(&self) -> bool {
+        // A client's session holds one node per lock, each remembered by its path.
+        true
+    }
     fn url_schemes(&self) -> &'static [&'static str] {
         &["zk"]
     }
