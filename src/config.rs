@@ -366,8 +366,8 @@ fn service_of(
         bail!(
             "--workload bank: a transfer holds two accounts' locks at once, which --adapter {} \
              does not do as lockpick drives it yet; use the embedded lockd (--adapter \
-             reference), etcd, redis, zookeeper, a template (--config) or --node-cmd with the \
-             reference protocol",
+             reference), etcd, redis, redis-sentinel, zookeeper, a template (--config) or \
+             --node-cmd with the reference protocol",
             service.name()
         );
     }

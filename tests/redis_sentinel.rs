@@ -304,3 +304,23 @@ fn bad_sentinel_settings_are_refused_in_one_line() {
         common::assert_refused_in_one_line("redis-sentinel", args, expected);
     }
 }
+
+/// The bank under Sentinel, the same restart: a transfer holds both accounts' locks on n1
+/// across its restart, and another is granted them on the emptied master while the first still
+/// holds them (each grant its own key and value, the pair taken and lost together).
+#[test]
+fn the_bank_under_sentinel_grants_both_accounts_again_after_a_restart_without_persistence() {
+    if !require_redis() {
+        return;
+    }
+    let tmp = scratch();
+    let r = restart_run(tmp.path(), &["--workload", "bank", "--accounts", "2"]);
+    assert_eq!(r.code, 1, "{}", r.describe());
+    let kinds = r.kinds("violations");
+    assert!(
+        kinds.iter().any(|k| k == "double-grant"),
+        "{kinds:?}\n{}",
+        r.describe()
+    );
+    assert_settled_first(&r);
+}

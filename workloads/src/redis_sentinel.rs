@@ -438,6 +438,10 @@ impl Service for RedisSentinel {
     fn options(&self) -> &'static [ServiceOption] {
         OPTIONS
     }
+    fn holds_several_locks(&self) -> bool {
+        // Each grant is its own key and value on every server it was taken on.
+        true
+    }
     fn fencing_hint(&self) -> Option<&'static str> {
         Some("--adapter-opt fence=counter")
     }
