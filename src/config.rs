@@ -371,9 +371,10 @@ fn service_of(
             service.name()
         );
     }
-    // The bank is judged from the data (the accounts' versions and total), so it runs where
-    // the grants carry no token too: its writes then carry none, and nothing fences them.
-    if kind.uses_store() && !fencing && kind != WorkloadKind::Bank {
+    // The bank too: its transfers wait for their second lock with the first held, past that
+    // lease if need be (no renew meanwhile), so without a token to fence them their writes
+    // could land after the lease ended, a lost update the client made, not the service.
+    if kind.uses_store() && !fencing {
         bail!(
             "--workload {}: the {} fenced by the lock's tokens, and \
                  the grants of --adapter {} carry none as configured; use --workload mutex{}",

@@ -153,23 +153,23 @@ fn bank_settings_are_checked_up_front() {
     assert_eq!(bad.code, 3, "{}", bad.describe());
     assert!(bad.stderr.contains("--lock-order-policy"), "{}", bad.stderr);
     // A service whose adapter cannot hold two locks at once is refused before anything starts.
-    let redis = run(
+    let redlock = run(
         tmp.path(),
         &[
             "--workload",
             "bank",
             "--adapter",
-            "redis",
+            "redlock",
             "--nemesis",
             "none",
         ],
         Duration::from_secs(30),
     );
-    assert_eq!(redis.code, 3, "{}", redis.describe());
+    assert_eq!(redlock.code, 3, "{}", redlock.describe());
     assert!(
-        redis.stderr.contains("--workload bank") && redis.stderr.contains("--adapter redis"),
+        redlock.stderr.contains("--workload bank") && redlock.stderr.contains("--adapter redlock"),
         "{}",
-        redis.stderr
+        redlock.stderr
     );
 }
 

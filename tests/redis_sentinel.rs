@@ -314,7 +314,17 @@ fn the_bank_under_sentinel_grants_both_accounts_again_after_a_restart_without_pe
         return;
     }
     let tmp = scratch();
-    let r = restart_run(tmp.path(), &["--workload", "bank", "--accounts", "2"]);
+    let r = restart_run(
+        tmp.path(),
+        &[
+            "--workload",
+            "bank",
+            "--accounts",
+            "2",
+            "--adapter-opt",
+            "fence=counter",
+        ],
+    );
     assert_eq!(r.code, 1, "{}", r.describe());
     let kinds = r.kinds("violations");
     assert!(
