@@ -15,7 +15,7 @@
 
 mod common;
 
-use common::{run, Run};
+use common::{checker, run, Run};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -34,15 +34,6 @@ fn history(r: &Run) -> Vec<Value> {
     text.lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
-}
-
-fn checker<'a>(results: &'a Value, name: &str) -> &'a Value {
-    results["checkers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .unwrap_or_else(|| panic!("no checker {name} in {results}"))
 }
 
 #[test]

@@ -285,17 +285,11 @@ fn the_bank_on_redis_loses_its_locks_to_a_restart_without_persistence() {
             continue;
         }
         r.assert_clean();
-        let results = r.results();
-        for checker in ["serializability", "bank-total"] {
-            let c = results["checkers"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|c| c["name"] == checker)
-                .unwrap_or_else(|| panic!("no {checker}"));
-            assert_eq!(c["valid"], true, "{checker}: {c}");
-            assert!(c.get("not_judged").is_none(), "{checker}: {c}");
-        }
+        common::assert_judged_valid(
+            &r.results(),
+            &["serializability", "bank-total"],
+            &r.describe(),
+        );
     }
 }
 

@@ -430,25 +430,15 @@ fn the_bank_on_zookeeper_keeps_its_data_when_a_stalled_holder_loses_its_session(
     );
     assert_complete(&r);
     assert_eq!(r.code, 1, "{}", r.describe());
-    let results = r.results();
     let kinds = r.kinds("violations");
     assert!(
         kinds.iter().any(|k| k == "double-grant"),
         "{kinds:?}\n{}",
         r.describe()
     );
-    for checker in ["serializability", "bank-total", "store-fencing"] {
-        let c = results["checkers"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == checker)
-            .unwrap_or_else(|| panic!("no {checker}"));
-        assert_eq!(c["valid"], true, "{checker}: {c}\n{}", r.describe());
-        assert!(
-            c.get("not_judged").is_none(),
-            "{checker}: {c}\n{}",
-            r.describe()
-        );
-    }
+    common::assert_judged_valid(
+        &r.results(),
+        &["serializability", "bank-total", "store-fencing"],
+        &r.describe(),
+    );
 }

@@ -123,6 +123,25 @@ pub fn run_argv_with_limit(argv: &[&str], limit: Duration) -> Output {
     }
 }
 
+/// The checker `name`'s entry in a results.json.
+pub fn checker<'a>(results: &'a Value, name: &str) -> &'a Value {
+    results["checkers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no checker {name} in {results}"))
+}
+
+/// Each of `names` judged the run (not `not judged`) and found it valid.
+pub fn assert_judged_valid(results: &Value, names: &[&str], context: &str) {
+    for name in names {
+        let c = checker(results, name);
+        assert_eq!(c["valid"], true, "{name}: {c}\n{context}");
+        assert!(c.get("not_judged").is_none(), "{name}: {c}\n{context}");
+    }
+}
+
 /// [`Run::assert_clean`] for an exit code and a results.json read elsewhere.
 pub fn assert_clean_results(code: i32, r: &Value, context: &str) -> Option<String> {
     assert!(
