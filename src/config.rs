@@ -469,10 +469,12 @@ fn lockd_modes(a: &RunArgs, service: &dyn workloads::Service) -> Result<()> {
             service.name()
         );
     }
-    if let Some(m) = &a.unsafe_mode {
-        m.parse::<lockd::UnsafeMode>()
-            .map_err(|e| anyhow::anyhow!("--unsafe: {e}"))?;
-    }
+    let mode = a
+        .unsafe_mode
+        .as_deref()
+        .map(str::parse::<lockd::UnsafeMode>)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--unsafe: {e}"))?;
     a.store_fence
         .parse::<lockd::FenceMode>()
         .map_err(|e| anyhow::anyhow!("--store-fence: {e}"))?;
@@ -487,20 +489,9 @@ fn lockd_modes(a: &RunArgs, service: &dyn workloads::Service) -> Result<()> {
             service.name()
         );
     }
-    let needs = match a.unsafe_mode.as_deref() {
-        Some("no-tiebreak") => Some((
-            "timestamp",
-            "the tie-break it drops is the timestamp order's",
-        )),
-        Some("ring-regenerate") => Some(("ring", "the token it makes again is the ring's")),
-        _ => None,
-    };
-    if let Some((name, why)) = needs {
-        if order.name() != name {
-            bail!(
-                "--unsafe {}: needs --lock-order {name} ({why})",
-                a.unsafe_mode.as_deref().unwrap_or_default()
-            );
+    if let Some(m) = mode {
+        if let Some((name, why)) = m.order().filter(|(name, _)| order.name() != *name) {
+            bail!("--unsafe {m}: needs --lock-order {name} ({why})");
         }
     }
     Ok(())

@@ -99,6 +99,20 @@ impl UnsafeMode {
         }
     }
 
+    /// The lock order this mode is a bug of, when it is not the primary scheme's, with why:
+    /// the mode exists in that order only.
+    #[must_use]
+    pub fn order(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            UnsafeMode::NoTiebreak => Some((
+                "timestamp",
+                "the tie-break it drops is the timestamp order's",
+            )),
+            UnsafeMode::RingRegenerate => Some(("ring", "the token it makes again is the ring's")),
+            _ => None,
+        }
+    }
+
     /// What breaks, for the start-up warning.
     #[must_use]
     pub fn consequence(self) -> &'static str {

@@ -242,17 +242,10 @@ async fn serve_ordered(
     addr: SocketAddr,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), LockdError> {
-    let order = match mode {
-        None => order,
-        Some(UnsafeMode::NoTiebreak) => TimestampOrder {
-            tiebreak: false,
-            ..order
-        },
-        Some(m) => {
-            return Err(LockdError::InvalidCluster {
-                reason: format!("unsafe mode {m} does not apply to the timestamp order"),
-            })
-        }
+    // The only mode the timestamp order takes (check_mode_order refused the others).
+    let order = TimestampOrder {
+        tiebreak: mode != Some(UnsafeMode::NoTiebreak),
+        ..order
     };
     let (me, members) = members_of(cluster, addr);
     let members: Vec<&str> = members.iter().map(String::as_str).collect();
@@ -273,33 +266,25 @@ async fn serve_ordered(
     served
 }
 
-/// The unsafe modes that are bugs of one order only.
+/// An unsafe mode is a bug of one order ([`UnsafeMode::order`]; the primary scheme's unless it
+/// says otherwise), and only that order takes it.
 fn check_mode_order(mode: Option<UnsafeMode>, order: LockOrder) -> Result<(), LockdError> {
-    let needs = match mode {
-        Some(UnsafeMode::NoTiebreak) => "timestamp",
-        Some(UnsafeMode::RingRegenerate) => "ring",
-        // The other orders queue their requests themselves.
-        Some(UnsafeMode::NoWaitTimeout) => "primary",
-        Some(m) if order != LockOrder::Primary => {
-            return Err(LockdError::InvalidCluster {
-                reason: format!(
-                    "unsafe mode {m} is a bug of the primary order, not of the {} order",
-                    order.name()
-                ),
-            })
-        }
-        _ => return Ok(()),
-    };
+    let Some(m) = mode else { return Ok(()) };
+    let needs = m.order().map_or("primary", |(name, _)| name);
     if order.name() == needs {
         return Ok(());
     }
-    Err(LockdError::InvalidCluster {
-        reason: format!(
-            "unsafe mode {} needs the {needs} order (it is a bug of that order's), not {}",
-            mode.map_or("", UnsafeMode::name),
+    let reason = match m.order() {
+        Some((name, why)) => format!(
+            "unsafe mode {m} needs the {name} order ({why}), not {}",
             order.name()
         ),
-    })
+        None => format!(
+            "unsafe mode {m} is a bug of the primary order, not of the {} order",
+            order.name()
+        ),
+    };
+    Err(LockdError::InvalidCluster { reason })
 }
 
 /// What a ring member starts from.
