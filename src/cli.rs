@@ -97,8 +97,10 @@ pub struct RunArgs {
     /// only) or `bank` (transfers between --accounts accounts, each a store register guarded
     /// by a lock of its own, A0, A1, ...: take both accounts' locks in the
     /// --lock-order-policy order, read both balances, write both new ones with their tokens,
-    /// release both; two locks held at once, so it can deadlock, and checks `deadlock` besides
-    /// fencing).
+    /// release both; two locks held at once, so it can deadlock, and checks `deadlock`,
+    /// fencing, the accounts' total and the transfers' serializability; where grants carry no
+    /// token, each transfer writes only while its leases have a quarter left by its clock,
+    /// and the data checks alone prove a late write).
     /// Default: counter, or mutex for a service whose grants carry no fencing token (a Redis
     /// lock value fences nothing).
     #[arg(long, value_name = "mutex|counter|bank")]

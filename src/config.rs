@@ -362,31 +362,27 @@ fn service_of(
         None if fencing => WorkloadKind::Counter,
         None => WorkloadKind::Mutex,
     };
-    if kind == WorkloadKind::Bank && !service.holds_several_locks() {
+    if kind == WorkloadKind::Bank && !service.holds_several_locks(&own) {
         bail!(
             "--workload bank: a transfer holds two accounts' locks at once, which --adapter {} \
-             does not do as lockpick drives it yet; use the embedded lockd (--adapter \
-             reference), etcd, redis, redis-sentinel, zookeeper, a template (--config) or \
-             --node-cmd with the reference protocol",
+             does not do as lockpick drives it with these settings; use the embedded lockd \
+             (--adapter reference), etcd, redis, redis-sentinel, redlock, zookeeper, postgres \
+             (form=session), a template (--config) or --node-cmd with the reference protocol",
             service.name()
         );
     }
-    // The bank too: its transfers wait for their second lock with the first held, past that
-    // lease if need be (no renew meanwhile), so without a token to fence them their writes
-    // could land after the lease ended, a lost update the client made, not the service.
-    if kind.uses_store() && !fencing {
+    // The bank needs no token: its transfers keep their writes inside their leases by their
+    // own clocks where a grant carries none, and the versions they read and wrote prove any
+    // harm. The counter is the fencing workload: without tokens its store fences nothing and
+    // its checks read the tokens its writes carry.
+    if kind == WorkloadKind::Counter && !fencing {
         bail!(
-            "--workload {}: the {} fenced by the lock's tokens, and \
-                 the grants of --adapter {} carry none as configured; use --workload mutex{}",
-            kind.as_str(),
-            match kind {
-                WorkloadKind::Bank => "accounts' registers are",
-                _ => "counter's register is",
-            },
+            "--workload counter: the counter's register is fenced by the lock's tokens, and \
+             the grants of --adapter {} carry none as configured; use --workload mutex or bank{}",
             service.name(),
             service
                 .fencing_hint()
-                .map(|h| format!(" or {h}"))
+                .map(|h| format!(", or {h}"))
                 .unwrap_or_default()
         );
     }
@@ -567,7 +563,7 @@ fn target_of(
         );
     }
     let store = match kind {
-        _ if service.own_resource() => None,
+        _ if service.own_resource(own) => None,
         WorkloadKind::Mutex => None,
         WorkloadKind::Counter | WorkloadKind::Bank => Some(match (&a.store_cmd, &a.store_url) {
             (Some(t), _) => Target::Command {

@@ -130,7 +130,7 @@ pub fn test(a: TestArgs) -> Result<ExitCode> {
         nodes: cfg.nodes,
         counter: cfg.kind() == workloads::WorkloadKind::Counter,
         fencing: cfg.service().tokens(&cfg.adapter_own) == workloads::Tokens::Fencing,
-        bank: cfg.service().holds_several_locks(),
+        bank: cfg.service().holds_several_locks(&cfg.adapter_own),
         write_ends_grant: cfg.service().grant_guards_resource(&cfg.adapter_own),
         lease_ms: cfg.lease_max_ms(),
         clock_bump_ms: cfg.clock_bump_ms,

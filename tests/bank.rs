@@ -143,24 +143,29 @@ fn bank_settings_are_checked_up_front() {
     );
     assert_eq!(bad.code, 3, "{}", bad.describe());
     assert!(bad.stderr.contains("--lock-order-policy"), "{}", bad.stderr);
-    // A service whose adapter cannot hold two locks at once is refused before anything starts.
-    let redlock = run(
+    // A service whose adapter cannot hold two locks at once is refused before anything
+    // starts: PostgreSQL's transaction-scoped lock ends with the first account's write.
+    let xact = run(
         tmp.path(),
         &[
             "--workload",
             "bank",
             "--adapter",
-            "redlock",
+            "postgres",
+            "--adapter-opt",
+            "form=xact",
             "--nemesis",
             "none",
         ],
         Duration::from_secs(30),
     );
-    assert_eq!(redlock.code, 3, "{}", redlock.describe());
+    assert_eq!(xact.code, 3, "{}", xact.describe());
     assert!(
-        redlock.stderr.contains("--workload bank") && redlock.stderr.contains("--adapter redlock"),
+        xact.stderr.contains("--workload bank")
+            && xact.stderr.contains("--adapter postgres")
+            && xact.stderr.contains("form=session"),
         "{}",
-        redlock.stderr
+        xact.stderr
     );
 }
 
@@ -247,14 +252,7 @@ fn a_stalled_transfer_wakes_into_the_op_its_shape_names() {
 #[test]
 fn a_stale_write_to_an_unfenced_account_is_non_serializable() {
     let tmp = tempfile::tempdir().unwrap();
-    let schedule = tmp.path().join("schedule.json");
-    std::fs::write(
-        &schedule,
-        r#"{"version": 1, "nodes": 1, "primary": 0, "faults": [{"id": "f1",
-            "kind": "client-pause", "at_ms": 500, "length_ms": 2500, "window_ms": 1000,
-            "shape": "long", "wake": "write"}]}"#,
-    )
-    .unwrap();
+    let schedule = common::stall_into_write_schedule(tmp.path());
     for (fence, invalid) in [("one-unfenced", true), ("all", false)] {
         let (_out, r) = bank(&[
             "--accounts",

@@ -187,7 +187,7 @@ fn bad_postgres_settings_are_refused_in_one_line() {
         ),
         (
             &["--workload", "counter"],
-            "--workload counter: the counter's register is fenced by the lock's tokens, and the grants of --adapter postgres carry none as configured; use --workload mutex or --adapter-opt form=xact",
+            "--workload counter: the counter's register is fenced by the lock's tokens, and the grants of --adapter postgres carry none as configured; use --workload mutex or bank, or --adapter-opt form=xact",
         ),
         (
             &["--adapter-opt", "form=advisory"],
@@ -241,4 +241,16 @@ fn a_paused_server_answers_nothing_on_its_open_sessions() {
             "answered while paused: {o}"
         );
     }
+}
+
+/// A session-scoped advisory lock guarding lockpick's store beside it (as a team's lock
+/// connection guards what its pool writes): the bank is judged by its data, and a holder
+/// stalled past its session's idle timeout (the lease) writes after its session ended and
+/// another took the locks.
+#[test]
+fn the_bank_on_session_locks_is_judged_by_its_data() {
+    if !common::require_postgres() {
+        return;
+    }
+    common::assert_tokenless_bank(&["--adapter", "postgres"], true);
 }

@@ -191,7 +191,7 @@ fn bad_redis_settings_are_refused_in_one_line() {
         ),
         (
             &["--workload", "counter"],
-            "--workload counter: the counter's register is fenced by the lock's tokens, and the grants of --adapter redis carry none as configured; use --workload mutex or --adapter-opt fence=counter",
+            "--workload counter: the counter's register is fenced by the lock's tokens, and the grants of --adapter redis carry none as configured; use --workload mutex or bank, or --adapter-opt fence=counter",
         ),
         (
             &["--nodes", "3"],
@@ -496,4 +496,29 @@ fn a_running_redis_is_reached_by_its_url() {
         )),
         "{stderr}"
     );
+}
+
+/// The bank on one Redis without a token (redis-py's `Lock`, a random value per grant): the
+/// data checks judge it, and a holder stall that wakes into its writes proves the harm no
+/// token fenced; with the counter token the same stall is fenced and valid.
+#[test]
+fn the_bank_on_redis_without_a_token_is_judged_by_its_data() {
+    if !require_redis() {
+        return;
+    }
+    common::assert_tokenless_bank(&["--adapter", "redis"], true);
+    common::assert_tokenless_bank(
+        &["--adapter", "redis", "--adapter-opt", "fence=counter"],
+        false,
+    );
+}
+
+/// Redlock has no token either: its grants' validity bounds the careful client's sections,
+/// and a stall past it writes over the next holders' balances.
+#[test]
+fn the_bank_on_redlock_is_judged_by_its_data() {
+    if !require_redis() {
+        return;
+    }
+    common::assert_tokenless_bank(&["--adapter", "redlock"], true);
 }

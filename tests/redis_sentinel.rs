@@ -297,7 +297,7 @@ fn bad_sentinel_settings_are_refused_in_one_line() {
         ),
         (
             &["--workload", "counter"],
-            "--workload counter: the counter's register is fenced by the lock's tokens, and the grants of --adapter redis-sentinel carry none as configured; use --workload mutex or --adapter-opt fence=counter",
+            "--workload counter: the counter's register is fenced by the lock's tokens, and the grants of --adapter redis-sentinel carry none as configured; use --workload mutex or bank, or --adapter-opt fence=counter",
         ),
     ];
     for (args, expected) in cases {

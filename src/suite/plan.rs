@@ -189,6 +189,9 @@ pub fn cells(t: &Target) -> Vec<PlanCell> {
     if t.fencing && t.bank {
         // Transfers that hold one account's lock while they wait for the other's, in either
         // order: wait-for cycles a correct service breaks (it refuses a wait once it is over).
+        // Tokenless services run the bank too, but are not planned this cell yet: how often
+        // their waits form a cycle is not measured (PostgreSQL's queued waits formed none in
+        // one 10 s run of these flags), and a cell that may go unexercised is no verdict.
         out.push(cell(CONTENTION, BANK, "", "", 0));
     }
     let roles: &[&str] = if t.nodes > 1 {
@@ -1022,8 +1025,8 @@ mod tests {
         assert!(ms(flag("--ttl")) > deadline, "{:?}", s.flags);
         assert!(wait + ms(flag("--op-timeout")) > deadline, "{:?}", s.flags);
         assert!(s.duration_ms > deadline, "{}", s.duration_ms);
-        // Without fencing tokens there is no bank (its accounts are fenced registers), nor
-        // for a service that cannot hold two locks at once.
+        // Not planned without fencing tokens (see `cells`), nor for a service that cannot
+        // hold two locks at once.
         for t in [
             Target {
                 fencing: false,

@@ -946,3 +946,104 @@ pub fn assert_refused_in_one_line(adapter: &str, args: &[&str], expected: &str) 
         "{args:?}: nothing created"
     );
 }
+
+/// A schedule (written into `dir`) of one holder stall at 0.5 s that outlasts a 500 ms lease
+/// five times and wakes into the holder's writes: the bank tests' stale writer.
+pub fn stall_into_write_schedule(dir: &Path) -> PathBuf {
+    let schedule = dir.join("stall-into-write.json");
+    std::fs::write(
+        &schedule,
+        r#"{"version": 1, "nodes": 1, "primary": 0, "faults": [{"id": "f1",
+            "kind": "client-pause", "at_ms": 500, "length_ms": 2500, "window_ms": 1000,
+            "shape": "long", "wake": "write"}]}"#,
+    )
+    .unwrap();
+    schedule
+}
+
+/// The bank where grants carry no token, against `adapter`: without faults, under contention
+/// on three accounts (second locks waited for while the first lease runs), a careful client
+/// keeps every section inside its leases and both data checks judge the run valid; a holder
+/// stalled between its reads and its writes, past its leases, while the others transfer
+/// between the same two accounts, wakes and writes over their balances, and the versions
+/// alone prove it (`non-serializable`): nothing fences a tokenless write. `stall_harms` is
+/// false for a setting that fences it after all (a counter token), which must stay valid.
+pub fn assert_tokenless_bank(adapter: &[&str], stall_harms: bool) {
+    let tmp = tempfile::tempdir().unwrap();
+    let label = adapter.join(" ");
+    let mut calm: Vec<&str> = adapter.to_vec();
+    calm.extend_from_slice(&[
+        "--workload",
+        "bank",
+        "--accounts",
+        "3",
+        "--clients",
+        "4",
+        "--ttl",
+        "600ms",
+        "--hold",
+        "200ms..200ms",
+        "--duration",
+        "5s",
+        "--nemesis",
+        "none",
+    ]);
+    let r = run(&tmp.path().join("calm"), &calm, Duration::from_secs(120));
+    r.assert_clean();
+    assert_judged_valid(
+        &r.results(),
+        &["serializability", "bank-total"],
+        &format!("{label}: {}", r.describe()),
+    );
+    let schedule = stall_into_write_schedule(tmp.path());
+    let mut stalled: Vec<&str> = adapter.to_vec();
+    stalled.extend_from_slice(&[
+        "--workload",
+        "bank",
+        "--accounts",
+        "2",
+        "--clients",
+        "3",
+        "--ttl",
+        "500ms",
+        "--duration",
+        "5s",
+        "--nemesis",
+        "client-pause",
+        "--schedule",
+        schedule.to_str().unwrap(),
+        "--seed",
+        "1",
+    ]);
+    let r = run(
+        &tmp.path().join("stalled"),
+        &stalled,
+        Duration::from_secs(120),
+    );
+    let results = r.results();
+    let context = format!("{label}: {}", r.describe());
+    let woke_into_write = results["coverage"]["cells"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["kind"] == "client-pause" && c["variant"] == "long" && c["wake"] == "write")
+        .map(|c| c["exercised"].clone());
+    assert_eq!(woke_into_write, Some(Value::from(1)), "{context}");
+    if stall_harms {
+        assert_eq!(r.code, 1, "{context}");
+        assert!(
+            r.kinds("violations")
+                .iter()
+                .any(|k| k == "non-serializable"),
+            "{context}"
+        );
+        assert_eq!(
+            checker(&results, "serializability")["valid"],
+            false,
+            "{context}"
+        );
+    } else {
+        r.assert_clean();
+        assert_judged_valid(&results, &["serializability", "bank-total"], &context);
+    }
+}

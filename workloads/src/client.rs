@@ -246,7 +246,7 @@ impl FencedResource for RefClient {
 pub struct Reference;
 
 impl Service for Reference {
-    fn holds_several_locks(&self) -> bool {
+    fn holds_several_locks(&self, _options: &crate::ServiceOptions) -> bool {
         true
     }
     fn name(&self) -> &'static str {

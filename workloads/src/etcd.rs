@@ -727,10 +727,10 @@ impl Service for Etcd {
     fn clock_faults(&self) -> Result<(), &'static str> {
         Err("libfaketime does not reach Go programs (the Go runtime reads the clock without libc)")
     }
-    fn own_resource(&self) -> bool {
+    fn own_resource(&self, _options: &crate::ServiceOptions) -> bool {
         true
     }
-    fn holds_several_locks(&self) -> bool {
+    fn holds_several_locks(&self, _options: &crate::ServiceOptions) -> bool {
         // Each grant is its own key and lease, remembered by client and token.
         true
     }

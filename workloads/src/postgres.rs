@@ -826,8 +826,15 @@ impl Service for Postgres {
     fn find_program(&self) -> Option<PathBuf> {
         bin_dir().map(|b| b.join("postgres"))
     }
-    fn own_resource(&self) -> bool {
-        true
+    fn own_resource(&self, options: &ServiceOptions) -> bool {
+        // The session form guards lockpick's store beside it, as a team's session lock
+        // guards what its pool writes: the lock's connection is not the data's.
+        Form::of(options) == Form::Xact
+    }
+    fn holds_several_locks(&self, options: &ServiceOptions) -> bool {
+        // A session holds any number of advisory locks; a transaction-scoped lock ends with
+        // the transaction the first account's write commits.
+        Form::of(options) == Form::Session
     }
     fn check(&self, s: &Settings) -> Result<(), String> {
         if s.nodes > 1 {
@@ -848,7 +855,7 @@ impl Service for Postgres {
         let lock = Arc::new(PgLock::new(&host, port, form, c.op_timeout));
         let resource = match form {
             Form::Xact => Some(lock.clone() as Arc<dyn FencedResource>),
-            Form::Session => None,
+            Form::Session => c.store_beside()?,
         };
         Ok(Adapter::new(lock, resource).with_evidence(EVIDENCE))
     }

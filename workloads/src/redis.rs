@@ -449,7 +449,7 @@ impl Service for Redis {
     fn fencing_hint(&self) -> Option<&'static str> {
         Some("--adapter-opt fence=counter")
     }
-    fn holds_several_locks(&self) -> bool {
+    fn holds_several_locks(&self, _options: &ServiceOptions) -> bool {
         // Each grant is its own key and value (and counter, with fence=counter); renew and
         // release name the value: a client's grants are independent.
         true

@@ -438,7 +438,7 @@ impl Service for RedisSentinel {
     fn options(&self) -> &'static [ServiceOption] {
         OPTIONS
     }
-    fn holds_several_locks(&self) -> bool {
+    fn holds_several_locks(&self, _options: &ServiceOptions) -> bool {
         // Each grant is its own key and value on every server it was taken on.
         true
     }

@@ -346,6 +346,10 @@ impl Service for RedlockService {
     fn options(&self) -> &'static [ServiceOption] {
         OPTIONS
     }
+    fn holds_several_locks(&self, _options: &ServiceOptions) -> bool {
+        // Each grant is its own value on every master; renew and release name it.
+        true
+    }
     fn program(&self) -> Option<(&'static str, &'static str)> {
         Redis.program()
     }
@@ -381,6 +385,6 @@ impl Service for RedlockService {
             names,
             op_timeout: c.op_timeout,
         });
-        Ok(Adapter::new(lock, None).with_evidence(EVIDENCE))
+        Ok(Adapter::new(lock, c.store_beside()?).with_evidence(EVIDENCE))
     }
 }

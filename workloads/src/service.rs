@@ -324,12 +324,12 @@ pub trait Service: Sync {
     /// bank workload (two accounts' locks per transfer) runs against it. Off until a service's
     /// adapter is shown to (an adapter that remembers one grant per client would refuse the
     /// first lock's reads and release once the second is granted).
-    fn holds_several_locks(&self) -> bool {
+    fn holds_several_locks(&self, _options: &ServiceOptions) -> bool {
         false
     }
 
     /// Whether the service keeps the counter's register itself (no separate store).
-    fn own_resource(&self) -> bool {
+    fn own_resource(&self, _options: &ServiceOptions) -> bool {
         false
     }
 

@@ -140,7 +140,7 @@ impl LockClient for StandInClient {
 pub struct StandIn;
 
 impl Service for StandIn {
-    fn holds_several_locks(&self) -> bool {
+    fn holds_several_locks(&self, _options: &crate::ServiceOptions) -> bool {
         true
     }
     fn name(&self) -> &'static str {

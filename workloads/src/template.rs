@@ -439,7 +439,7 @@ impl FencedResource for TemplateClient {
 pub struct Template;
 
 impl Service for Template {
-    fn holds_several_locks(&self) -> bool {
+    fn holds_several_locks(&self, _options: &crate::ServiceOptions) -> bool {
         true
     }
     fn name(&self) -> &'static str {

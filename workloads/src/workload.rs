@@ -681,11 +681,28 @@ impl<W: Write + Send> Worker<W> {
         let id = self.transfers * self.cfg.clients as u64 + self.slot as u64;
         let tag = |v: OpValue| v.with_extra("transfer", Value::from(id));
         let ttl_ms = self.cfg.ttl_ms;
+        let hold_cap_ms = self
+            .cfg
+            .hold_max_ms
+            .max(self.cfg.hold_min_ms)
+            .min(ttl_ms / 3);
         let mut held: Vec<(usize, Held)> = Vec::with_capacity(2);
         for acct in order {
             let lock = WorkloadConfig::account_lock(acct);
+            // A grant without a token fences nothing, so a careful client keeps its section
+            // inside its leases by its own clock: the second lock's wait leaves the first
+            // lease room for the hold and the writes (a wait past it, with nothing renewed,
+            // writes after the lease: a lost update of the client's own making).
+            let wait_ms = match held.first() {
+                Some((_, first)) if first.grant.token.is_none() => self.cfg.acquire_wait_ms.min(
+                    first
+                        .left_ms()
+                        .saturating_sub(hold_cap_ms + write_margin_ms(ttl_ms)),
+                ),
+                _ => self.cfg.acquire_wait_ms,
+            };
             let v = tag(OpValue::default().with_ttl_ms(ttl_ms))
-                .with_extra("wait_ms", Value::from(self.cfg.acquire_wait_ms));
+                .with_extra("wait_ms", Value::from(wait_ms));
             let invoked_at = Instant::now();
             match self.op(F::Acquire, Some(&lock), None, v).await? {
                 Done::Ok(body) if body.get(UNREAD).is_none() => {
@@ -741,6 +758,7 @@ impl<W: Write + Send> Worker<W> {
         // client then writes with its old tokens), or into a renew, as a renew timer that
         // fired during the stall would: the renews go first, and a client told it lost a lock
         // writes nothing.
+        let mut woke_into_write = stalled;
         if !stalled {
             match self.take_stall_at(Point::Holding) {
                 Some(stall) => {
@@ -752,10 +770,23 @@ impl<W: Write + Send> Worker<W> {
                             HoldEnd::Lost => return self.release_all(&held, &tag).await,
                             _ => {}
                         }
+                    } else {
+                        woke_into_write = true;
                     }
                 }
                 None => self.sleep(Duration::from_millis(hold_ms)).await,
             }
+        }
+        // The careful client's last look before writing without a token: a lease with too
+        // little left writes nothing. A stall that wakes into the writes comes after this
+        // look, as a pause between a check and its write does.
+        let margin_ms = write_margin_ms(ttl_ms);
+        if !woke_into_write
+            && held
+                .iter()
+                .any(|(_, h)| h.grant.token.is_none() && h.left_ms() < margin_ms)
+        {
+            return self.release_all(&held, &tag).await;
         }
         let amount = self.rng.random_range(1..=TRANSFER_MAX);
         for (k, (acct, h)) in held.iter().enumerate() {
@@ -1082,6 +1113,13 @@ impl Held {
         self.answered = Instant::now();
     }
 
+    /// What is left of the lease by the client's clock, counted from the invoke (the
+    /// service's lease began later, so this is never more than it has left).
+    fn left_ms(&self) -> u64 {
+        let since_ms = u64::try_from(self.lease_from.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.ttl_ms.saturating_sub(since_ms)
+    }
+
     /// `v` naming this grant, as every op made under it does in the history.
     fn names(&self, mut v: OpValue) -> OpValue {
         v.token = self.grant.token;
@@ -1090,6 +1128,12 @@ impl Held {
             None => v,
         }
     }
+}
+
+/// How much of a lease a transfer without tokens keeps for its two writes: a quarter, room
+/// for a loaded machine's store round trips (milliseconds on loopback).
+fn write_margin_ms(ttl_ms: u64) -> u64 {
+    ttl_ms / 4
 }
 
 /// Whether an ok write's answer says it committed the grant's transaction, ending the grant.

@@ -827,7 +827,7 @@ impl Service for ZooKeeper {
     fn second_peer_port(&self) -> bool {
         true
     }
-    fn holds_several_locks(&self) -> bool {
+    fn holds_several_locks(&self, _options: &crate::ServiceOptions) -> bool {
         // A client's session holds one node per lock, each remembered by its path.
         true
     }
