@@ -1,8 +1,51 @@
 //! The command line, parsed into plain structs first; `config.rs` turns them into the runner's
 //! resolved configuration.
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
+
+/// The command line, with `--adapter`'s long help written from the service registry: each
+/// service's sentence, options and node count come from its own file, so a new service needs
+/// no line here.
+pub fn command() -> clap::Command {
+    let listing = services_help();
+    let mut cmd = Cli::command();
+    let with_adapter: Vec<String> = cmd
+        .get_subcommands()
+        .filter(|c| c.get_arguments().any(|a| a.get_id() == "adapter"))
+        .map(|c| c.get_name().to_string())
+        .collect();
+    for name in with_adapter {
+        cmd = cmd.mut_subcommand(&name, |c| {
+            c.mut_arg("adapter", |a| {
+                let short = a.get_help().map(|h| h.to_string()).unwrap_or_default();
+                a.long_help(format!("{short}\n{listing}"))
+            })
+        });
+    }
+    cmd
+}
+
+/// One entry per registered service: `name`: what it is; its options (values, the default
+/// first, and what each does); its node count where it is not one.
+pub fn services_help() -> String {
+    let mut out = String::new();
+    for s in workloads::SERVICES {
+        out.push_str(&format!("\n  {}: {}.", s.name(), s.about()));
+        for o in s.options() {
+            out.push_str(&format!(
+                " --adapter-opt {}={}: {}.",
+                o.name,
+                o.values.join("|"),
+                o.help
+            ));
+        }
+        if s.nodes_default() != 1 {
+            out.push_str(&format!(" --nodes {} unless given.", s.nodes_default()));
+        }
+    }
+    out
+}
 
 const ABOUT: &str = "Jepsen-style fault-injection harness for distributed lock services.
 
@@ -200,37 +243,16 @@ pub struct RunArgs {
     /// How much faster (fast) or slower (slow: 1/FACTOR) a clock runs.
     #[arg(long, default_value_t = 4.0, value_name = "FACTOR")]
     pub clock_rate: f64,
-    /// The lock service's protocol: `reference` (lockd's) or `etcd` (v3 JSON gateway: lease +
-    /// lock, the lock key's create_revision as the token; the counter's register lives in etcd,
-    /// fenced by a txn). With `etcd` and no --node-cmd, lockpick starts Debian's `etcd`.
-    /// `template`: any HTTP lock API described in the config file's [template] section (see
-    /// examples/lockd.toml). `redis`: one Redis server, locked as redis-py's Lock does (SET NX PX,
-    /// compare scripts); `redlock`: Redlock over --nodes independent Redis masters;
-    /// `redis-sentinel`: the same lock on a master Redis Sentinel watches and fails over
-    /// (--nodes boxes, 3 by default, each a server and a sentinel; the client asks the
-    /// sentinels for the master); lockpick starts Debian's `redis-server` for all three.
-    /// `zookeeper`: ZooKeeper's lock recipe on one standalone server, or an ensemble of
-    /// --nodes 3 or more (ephemeral sequential nodes, the node's czxid as the token, a grant
-    /// held by its session); lockpick starts Debian's `zookeeper`. `postgres`: PostgreSQL advisory
-    /// locks on one server lockpick starts from Debian's `postgresql` (a session's lock, or a
-    /// transaction's with the counter's register written inside it). `standin`:
-    /// tests/services/standin_lockd.py.
-    #[arg(
-        long,
-        default_value = "reference",
-        value_name = "reference|etcd|template|redis|redlock|redis-sentinel|zookeeper|postgres|standin"
-    )]
+    /// The lock service and how lockpick drives it (default: reference, lockd's own protocol).
+    /// `--help` lists every service lockpick knows, with its options and node count.
+    #[arg(long, default_value = "reference", value_name = "NAME")]
     pub adapter: String,
     /// etcd's JSON gateway prefix: /v3 (etcd 3.4 and later) or /v3beta (etcd 3.3).
     #[arg(long, default_value = "/v3", value_name = "PREFIX")]
     pub etcd_api: String,
     /// A setting of the --adapter's own, NAME=VALUE (repeat the flag, or join with commas):
-    /// each service names its options and their values, and an unknown one is refused with
-    /// the list. redis: persistence=none|rdb|aof-everysec|aof-always (default none),
-    /// fence=none|counter (counter: an INCR per grant is its fencing token); redlock:
-    /// persistence; redis-sentinel: persistence and fence, as redis; postgres: form=session|xact (session: pg_try_advisory_lock held by the
-    /// client's session, the mutex; xact: pg_advisory_xact_lock with the counter's write
-    /// committed in the same transaction).
+    /// each service's options and their values are listed under --adapter in `--help` (the
+    /// first value is the default), and an unknown one is refused with the list.
     #[arg(long, value_name = "NAME=VALUE", value_delimiter = ',')]
     pub adapter_opt: Vec<String>,
     /// The file whose [template] section describes the API (set by --config).
@@ -242,8 +264,7 @@ pub struct RunArgs {
     pub hosts_file: Option<PathBuf>,
     /// Nodes of the lock service (embedded lockd: one primary, the others forward to it).
     /// Client i talks to node i mod N. Templates get the other nodes as {peers}. Default 1,
-    /// or what the --adapter needs to be itself (redlock: 5 masters, as published;
-    /// redis-sentinel: 3, a sentinel quorum).
+    /// or what the --adapter needs to be itself (listed under --adapter in `--help`).
     #[arg(long, value_name = "N")]
     pub nodes: Option<usize>,
     /// Which nodes a pause, kill or clock fault hits: one, minority, majority, all, primary.

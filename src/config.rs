@@ -363,12 +363,23 @@ fn service_of(
         None => WorkloadKind::Mutex,
     };
     if kind == WorkloadKind::Bank && !service.holds_several_locks(&own) {
+        let several: Vec<&str> = workloads::SERVICES
+            .iter()
+            .filter(|s| {
+                workloads::ServiceOptions::parse(**s, &[])
+                    .is_ok_and(|defaults| s.holds_several_locks(&defaults))
+            })
+            .map(|s| s.name())
+            .collect();
         bail!(
-            "--workload bank: a transfer holds two accounts' locks at once, which --adapter {} \
-             does not do as lockpick drives it with these settings; use the embedded lockd \
-             (--adapter reference), etcd, redis, redis-sentinel, redlock, zookeeper, postgres \
-             (form=session), a template (--config) or --node-cmd with the reference protocol",
-            service.name()
+            "--workload bank: a transfer holds two accounts' locks at once, which --adapter {}{} \
+             does not do as lockpick drives it; these do, with their default options: {}",
+            service.name(),
+            match own.pairs() {
+                p if p.is_empty() => String::new(),
+                p => format!(" with {}", p.join(",")),
+            },
+            several.join(", ")
         );
     }
     // The bank needs no token: its transfers keep their writes inside their leases by their

@@ -20,7 +20,6 @@ mod suite;
 mod synth_cmd;
 
 use anyhow::{Context, Result};
-use clap::Parser;
 use cli::{Cli, Command, LockdArgs, StoreArgs};
 use history::ExitCode;
 use std::net::SocketAddr;
@@ -46,7 +45,10 @@ fn main() -> std::process::ExitCode {
     // The word typed after `lockpick`: a usage error points at its own --help if it names a
     // subcommand (looked up only then).
     let typed = args.get(1).and_then(|a| a.to_str()).map(str::to_string);
-    let cli = match Cli::try_parse_from(args) {
+    let parsed = cli::command()
+        .try_get_matches_from(args)
+        .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
             use clap::error::ErrorKind;

@@ -163,7 +163,8 @@ fn bank_settings_are_checked_up_front() {
     assert!(
         xact.stderr.contains("--workload bank")
             && xact.stderr.contains("--adapter postgres")
-            && xact.stderr.contains("form=session"),
+            && xact.stderr.contains("form=xact")
+            && xact.stderr.contains("these do"),
         "{}",
         xact.stderr
     );

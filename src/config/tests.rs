@@ -94,16 +94,20 @@ fn acquire_wait_defaults_to_five_leases_apart_from_the_op_timeout() {
     }
 }
 
-/// `--help` names every registered service, and every option of each, so a new service's
-/// file cannot land without the help a user reads to find it.
+/// `--help` names every registered service, what it is, and every option of each: written
+/// from the registry, so a new service's file is all the help a user reads to find it.
 #[test]
 fn help_names_every_service_and_its_options() {
-    use clap::CommandFactory;
-    let mut cmd = crate::cli::Cli::command();
+    let mut cmd = crate::cli::command();
     let run = cmd.find_subcommand_mut("run").expect("run");
     let help = run.render_long_help().to_string();
     for s in workloads::SERVICES {
         assert!(help.contains(s.name()), "--help does not name {}", s.name());
+        assert!(
+            help.contains(s.about()),
+            "--help does not say what {} is",
+            s.name()
+        );
         for o in s.options() {
             for v in o.values {
                 let pair = format!("{}={}", o.name, v);
@@ -229,4 +233,61 @@ fn nodes_default_to_the_adapters_own() {
     ])
     .unwrap();
     assert_eq!(c.nodes, 3);
+}
+
+/// A service is one file plus its registration line: no code outside its own file (and the
+/// registry's list) spells its `--adapter` name, so nothing else needs an edit when one is
+/// added. The exceptions are the default (`reference`, named by `--adapter`'s default and
+/// left out of report titles) and `template`, whose API is the config file's `[template]`
+/// section. Test modules are not code a service needs.
+#[test]
+fn no_code_outside_a_service_file_names_it() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut sources = Vec::new();
+    let mut dirs: Vec<std::path::PathBuf> = vec![root.join("src")];
+    for entry in std::fs::read_dir(root).unwrap().flatten() {
+        if entry.path().join("Cargo.toml").is_file() && entry.path().join("src").is_dir() {
+            dirs.push(entry.path().join("src"));
+        }
+    }
+    // Bounded by the tree: every directory is read once.
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                if path.file_name().is_some_and(|n| n != "tests") {
+                    dirs.push(path);
+                }
+            } else if path.extension().is_some_and(|e| e == "rs")
+                && path.file_name().is_some_and(|n| n != "tests.rs")
+            {
+                sources.push(path);
+            }
+        }
+    }
+    assert!(sources.len() > 50, "found only {sources:?}");
+    for s in workloads::SERVICES {
+        if ["reference", "template"].contains(&s.name()) {
+            continue;
+        }
+        let quoted = format!("\"{}\"", s.name());
+        for path in &sources {
+            let text = std::fs::read_to_string(path).unwrap();
+            // The service's own file is the one that names it in `fn name`.
+            let own = text.contains(&format!(
+                "fn name(&self) -> &'static str {{\n        {quoted}"
+            ));
+            if own || path.ends_with("workloads/src/lib.rs") {
+                continue;
+            }
+            // Code only: a `#[cfg(test)]` module at the end of a file is not code a service
+            // needs.
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            assert!(
+                !code.contains(&quoted),
+                "{} spells --adapter {quoted}: a service's name belongs to its own file",
+                path.display()
+            );
+        }
+    }
 }

@@ -252,6 +252,9 @@ impl Service for Reference {
     fn name(&self) -> &'static str {
         "reference"
     }
+    fn about(&self) -> &'static str {
+        "lockd's reference protocol (docs/protocol.md): the embedded lockd, or any service that speaks it (--node-cmd, --url)"
+    }
     fn launch(&self, launch: &Launch) -> Option<Vec<String>> {
         Some(lockd_argv(launch))
     }

@@ -712,6 +712,9 @@ impl Service for Etcd {
     fn name(&self) -> &'static str {
         "etcd"
     }
+    fn about(&self) -> &'static str {
+        "etcd v3 over its JSON gateway: a lease and a lock, the lock key's create_revision as the token, the counter's register in etcd itself, fenced by a txn; lockpick starts Debian's `etcd`"
+    }
     fn launch(&self, _launch: &Launch) -> Option<Vec<String>> {
         Some(ETCD_ARGV.iter().map(|a| a.to_string()).collect())
     }

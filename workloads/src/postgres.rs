@@ -795,6 +795,9 @@ impl Service for Postgres {
     fn name(&self) -> &'static str {
         "postgres"
     }
+    fn about(&self) -> &'static str {
+        "PostgreSQL advisory locks on one server lockpick starts from Debian's `postgresql` (a session's lock, or a transaction's with the counter's register written inside it)"
+    }
     fn launch(&self, _l: &Launch) -> Option<Vec<String>> {
         Some(vec!["sh".into(), "-c".into(), start_script()])
     }

@@ -398,6 +398,9 @@ impl Service for Redis {
     fn name(&self) -> &'static str {
         "redis"
     }
+    fn about(&self) -> &'static str {
+        "one Redis server, locked as redis-py's Lock does (SET NX PX with a random value, compare-and-PEXPIRE and compare-and-DEL scripts); lockpick starts Debian's `redis-server`"
+    }
     fn launch(&self, l: &Launch) -> Option<Vec<String>> {
         let mut argv: Vec<String> = [
             "redis-server",

@@ -410,12 +410,15 @@ impl Service for RedisSentinel {
     fn name(&self) -> &'static str {
         "redis-sentinel"
     }
+    fn about(&self) -> &'static str {
+        "the redis lock on a master Redis Sentinel watches and fails over (each node a server and a sentinel; the client asks the sentinels for the master); lockpick starts Debian's `redis-server` for both"
+    }
     fn launch(&self, l: &Launch) -> Option<Vec<String>> {
         let script = start_script(l.nodes, l.options.get("persistence"));
         Some(vec!["sh".into(), "-c".into(), script])
     }
     fn url_schemes(&self) -> &'static [&'static str] {
-        &["redis"]
+        Redis.url_schemes()
     }
     fn readiness(&self) -> Readiness {
         Redis.readiness()

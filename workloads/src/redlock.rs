@@ -324,6 +324,9 @@ impl Service for RedlockService {
     fn name(&self) -> &'static str {
         "redlock"
     }
+    fn about(&self) -> &'static str {
+        "Redlock over --nodes independent Redis masters (a majority within the validity, release on all); lockpick starts Debian's `redis-server` for each"
+    }
     /// Five masters, as the algorithm is published: `--adapter redlock` alone is Redlock.
     fn nodes_default(&self) -> usize {
         5
@@ -332,7 +335,7 @@ impl Service for RedlockService {
         Redis.launch(l)
     }
     fn url_schemes(&self) -> &'static [&'static str] {
-        &["redis"]
+        Redis.url_schemes()
     }
     fn readiness(&self) -> Readiness {
         Redis.readiness()

@@ -207,6 +207,11 @@ pub trait Service: Sync {
     /// `--adapter NAME`.
     fn name(&self) -> &'static str;
 
+    /// What the service is and how lockpick drives it, in one sentence for `--help` (its
+    /// options and node count are added there from [`Service::options`] and
+    /// [`Service::nodes_default`]).
+    fn about(&self) -> &'static str;
+
     /// The command lockpick runs for each node when no `--node-cmd` is given (placeholders as
     /// `--node-cmd`'s); `None` when lockpick has none, so `--node-cmd` or `--url` is needed.
     fn launch(&self, launch: &Launch) -> Option<Vec<String>>;

@@ -146,6 +146,9 @@ impl Service for StandIn {
     fn name(&self) -> &'static str {
         "standin"
     }
+    fn about(&self) -> &'static str {
+        "tests/services/standin_lockd.py, a lock service written from docs/protocol.md alone, with bugs on flags"
+    }
     fn launch(&self, _launch: &Launch) -> Option<Vec<String>> {
         None
     }

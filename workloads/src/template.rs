@@ -445,6 +445,9 @@ impl Service for Template {
     fn name(&self) -> &'static str {
         "template"
     }
+    fn about(&self) -> &'static str {
+        "any HTTP lock API described in the config file's [template] section (see examples/lockd.toml)"
+    }
     fn launch(&self, launch: &Launch) -> Option<Vec<String>> {
         Some(lockd_argv(launch))
     }

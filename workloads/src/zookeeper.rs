@@ -803,6 +803,9 @@ impl Service for ZooKeeper {
     fn name(&self) -> &'static str {
         "zookeeper"
     }
+    fn about(&self) -> &'static str {
+        "ZooKeeper's lock recipe on one standalone server or an ensemble of 3 or more (ephemeral sequential nodes, the node's czxid as the token, a grant held by its session); lockpick starts Debian's `zookeeper`"
+    }
     fn launch(&self, l: &Launch) -> Option<Vec<String>> {
         let ensemble = if l.nodes > 1 { ENSEMBLE } else { "" };
         let script = SCRIPT
