@@ -4,26 +4,36 @@
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 
-/// The command line, with `--adapter`'s long help written from the service registry: each
-/// service's sentence, options and node count come from its own file, so a new service needs
-/// no line here.
+/// The command line, with `--adapter`'s and `--runtime`'s long help written from the
+/// registries: each service's sentence, options and node count, and each runtime's, come from
+/// their own files, so a new one needs no line here.
 pub fn command() -> clap::Command {
-    let listing = services_help();
+    let listings = [("adapter", services_help()), ("runtime", runtimes_help())];
     let mut cmd = Cli::command();
-    let with_adapter: Vec<String> = cmd
-        .get_subcommands()
-        .filter(|c| c.get_arguments().any(|a| a.get_id() == "adapter"))
-        .map(|c| c.get_name().to_string())
-        .collect();
-    for name in with_adapter {
-        cmd = cmd.mut_subcommand(&name, |c| {
-            c.mut_arg("adapter", |a| {
-                let short = a.get_help().map(|h| h.to_string()).unwrap_or_default();
-                a.long_help(format!("{short}\n{listing}"))
-            })
-        });
+    for (arg, listing) in listings {
+        let with_arg: Vec<String> = cmd
+            .get_subcommands()
+            .filter(|c| c.get_arguments().any(|a| a.get_id() == arg))
+            .map(|c| c.get_name().to_string())
+            .collect();
+        for name in with_arg {
+            cmd = cmd.mut_subcommand(&name, |c| {
+                c.mut_arg(arg, |a| {
+                    let short = a.get_help().map(|h| h.to_string()).unwrap_or_default();
+                    a.long_help(format!("{short}\n{listing}"))
+                })
+            });
+        }
     }
     cmd
+}
+
+/// One entry per registered runtime: `name`: where it runs the nodes.
+pub fn runtimes_help() -> String {
+    nemesis::RUNTIMES
+        .iter()
+        .map(|r| format!("\n  {}: {}.", r.name(), r.about()))
+        .collect()
 }
 
 /// One entry per registered service: `name`: what it is; its options (values, the default
@@ -270,11 +280,9 @@ pub struct RunArgs {
     /// Which nodes a pause, kill or clock fault hits: one, minority, majority, all, primary.
     #[arg(long, default_value = "one", value_name = "TARGET")]
     pub nemesis_targets: String,
-    /// Where nodes run: `local` (processes on loopback), `netns` (each node in its own
-    /// network namespace on a private bridge; needs root) or `ssh` (each node on a host of the
-    /// --config file's [[nodes]], over ssh). Default: netns when the run asks for partition or
-    /// netem faults, else local.
-    #[arg(long, value_name = "local|netns|ssh")]
+    /// Where nodes run (default: the first listed in `--help`, or the first that makes
+    /// network faults and needs no hosts when the run asks for partition or netem faults).
+    #[arg(long, value_name = "NAME")]
     pub runtime: Option<String>,
     /// Partition topologies to draw from: isolate, halves, majorities-ring, bridge, clients
     /// (default: all that cut something with this many nodes).

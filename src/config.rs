@@ -705,41 +705,14 @@ fn load_template(file: &std::path::Path) -> Result<workloads::TemplateSpec> {
 /// The `[[nodes]]` and `[ssh]` of a config file: the hosts of --runtime ssh. Relative paths
 /// (identity files, the ssh config) are taken from the file's directory.
 pub(crate) fn load_hosts(file: &std::path::Path) -> Result<nemesis::ssh::Hosts> {
-    #[derive(serde::Deserialize)]
-    struct SshSection {
-        config: Option<PathBuf>,
-    }
     let text = std::fs::read_to_string(file)
         .with_context(|| format!("{}: cannot read it", file.display()))?;
     let table: toml::Table = text
         .parse()
         .map_err(|e: toml::de::Error| anyhow::anyhow!("{}: {}", file.display(), e.message()))?;
     let dir = file.parent().unwrap_or(std::path::Path::new("."));
-    let bad = |what: &str, e: toml::de::Error| {
-        anyhow::anyhow!("{}: {what}: {}", file.display(), e.message())
-    };
-    let nodes: Vec<nemesis::ssh::HostSpec> = match table.get("nodes").cloned() {
-        Some(v) => v.try_into().map_err(|e| bad("[[nodes]]", e))?,
-        None => bail!(
-            "{}: --runtime ssh needs the hosts as [[nodes]] (address, user, port)",
-            file.display()
-        ),
-    };
-    let ssh: Option<SshSection> = match table.get("ssh").cloned() {
-        Some(v) => Some(v.try_into().map_err(|e| bad("[ssh]", e))?),
-        None => None,
-    };
-    let nodes = nodes
-        .into_iter()
-        .map(|mut h| {
-            h.identity_file = h.identity_file.map(|p| dir.join(p));
-            h
-        })
-        .collect();
-    Ok(nemesis::ssh::Hosts {
-        nodes,
-        ssh_config: ssh.and_then(|s| s.config).map(|p| dir.join(p)),
-    })
+    nemesis::ssh::Hosts::from_config(&table, dir)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))
 }
 
 /// A launch with no particulars: whether a service has a command of its own at all (the

@@ -107,7 +107,7 @@ const SECTIONS: [&str; 6] = ["target", "store", "workload", "nemesis", "check", 
 const TEMPLATE_SECTION: &str = "template";
 /// The hosts of --runtime ssh (`[[nodes]]`) and the ssh settings (`[ssh]`): read by the runner
 /// from the file itself.
-const HOSTS_KEYS: [&str; 2] = ["nodes", "ssh"];
+const HOSTS_KEYS: [&str; 2] = nemesis::ssh::CONFIG_SECTIONS;
 
 /// The line a key (or section header) sits on, for messages; 0 when not found.
 fn line_of(text: &str, section: Option<&str>, key: &str) -> usize {
@@ -471,7 +471,7 @@ const STARTER: &str = r#"# lockpick.toml: a lock-service test your team keeps in
 # node_cmd = "./my-lockd --listen {host}:{port} --data {data_dir} --peers {peers}"
 # url = "http://127.0.0.1:7000"          # already running: only client-side faults then
 nodes = 1                                 # members; client i talks to node i mod nodes
-runtime = "local"                         # local (loopback) or netns (root; network faults)
+runtime = "{runtime}"                         # {runtimes}
 startup_timeout = "10s"                   # how long a node may take to answer GET /v1/health
 
 [store]
@@ -518,7 +518,18 @@ out = "runs"
 /// so that a mode added there is offered here.
 pub fn starter() -> String {
     let modes: Vec<&str> = lockd::FenceMode::ALL.iter().map(|m| m.name()).collect();
-    STARTER.replace("{fence_modes}", &modes.join(" | "))
+    let runtimes: Vec<String> = nemesis::RUNTIMES
+        .iter()
+        .map(|r| match (r.network_faults(), r.needs_hosts()) {
+            (_, Some(_)) => format!("{} (hosts in [[nodes]])", r.name()),
+            (true, None) => format!("{} (network faults)", r.name()),
+            (false, None) => r.name().to_string(),
+        })
+        .collect();
+    STARTER
+        .replace("{fence_modes}", &modes.join(" | "))
+        .replace("{runtime}", nemesis::runtime::default_runtime(false).name())
+        .replace("{runtimes}", &runtimes.join(" | "))
 }
 
 /// `lockpick init [PATH]`: writes the starter, never over an existing file unless forced.

@@ -1,6 +1,7 @@
 //! `lockpick doctor`: for each fault, whether this machine can run it, and if not, why and
 //! what to install. The same checks refuse a run up front (exit 3) before any traffic.
 
+use nemesis::schedule::FaultKind;
 use std::path::Path;
 
 /// One fault's readiness.
@@ -31,12 +32,12 @@ pub fn checks() -> Vec<Check> {
         clock_check(),
         Check {
             fault: "partition",
-            missing: netns_missing(&["root", "ip", "netns", "iptables"]),
+            missing: network_missing(FaultKind::Partition),
             note: "iptables DROP rules inside the nodes' own network namespaces (--runtime netns)",
         },
         Check {
             fault: "netem",
-            missing: netns_missing(&["root", "ip", "netns", "netem"]),
+            missing: network_missing(FaultKind::Netem),
             note: "tc netem delay/loss/duplicate/reorder inside the nodes' namespaces",
         },
     ]
@@ -68,20 +69,11 @@ fn clock_check() -> Check {
     }
 }
 
-/// What the namespace runtime lacks for a fault, from the nemesis's own probes.
-fn netns_missing(needs: &[&str]) -> Option<String> {
-    let why: Vec<String> = nemesis::netns::capabilities()
-        .into_iter()
-        .filter(|c| needs.contains(&c.name) && !c.ok)
-        .map(|c| match c.package {
-            // A missing kernel feature is not fixed by a package.
-            Some(p) if !c.why.contains("kernel") => {
-                format!("{}: {} (apt-get install {p})", c.name, c.why)
-            }
-            _ => format!("{}: {}", c.name, c.why),
-        })
-        .collect();
-    (!why.is_empty()).then(|| why.join("; "))
+/// What the runtime a run with network faults would take lacks for `fault` here, from the
+/// runtime's own probes (the same words a run's refusal gives).
+fn network_missing(fault: FaultKind) -> Option<String> {
+    let missing = nemesis::runtime::default_runtime(true).missing_here(&[fault]);
+    (!missing.is_empty()).then(|| missing.join("; "))
 }
 
 /// `lockpick cleanup PATH`: finds state files and undoes what they list.
@@ -118,46 +110,22 @@ pub fn cleanup(path: &Path) -> anyhow::Result<history::ExitCode> {
     let mut failed = 0;
     states.sort();
     for state in states {
-        if nemesis::ssh::is_ssh_state(&state) {
-            match nemesis::ssh::cleanup_from_state(&state) {
-                Ok(r) if r.failed.is_empty() => println!(
-                    "{}: cleaned {} host(s): {}",
-                    state.display(),
-                    r.cleaned.len(),
-                    r.cleaned.join(", ")
-                ),
-                Ok(r) => {
-                    failed += 1;
-                    for (host, why) in &r.failed {
-                        eprintln!("{}: {host}: {why}", state.display());
-                    }
-                }
-                Err(e) => {
-                    failed += 1;
-                    eprintln!("{}: {e}", state.display());
+        // Each runtime knows its own state files and how to undo what they list.
+        match nemesis::RUNTIMES.iter().find_map(|r| r.cleanup(&state)) {
+            Some(Ok(done)) => println!("{}: {done}", state.display()),
+            Some(Err(lines)) => {
+                failed += 1;
+                for line in lines {
+                    eprintln!("{}: {line}", state.display());
                 }
             }
-            continue;
-        }
-        match nemesis::netns::cleanup_from_state(&state) {
-            Ok(r) => println!(
-                "{}: removed {} namespace(s){}{}",
-                state.display(),
-                r.removed.len(),
-                if r.already_gone.is_empty() {
-                    String::new()
-                } else {
-                    format!(", {} already gone", r.already_gone.len())
-                },
-                if r.refused.is_empty() {
-                    String::new()
-                } else {
-                    format!(", left alone (not ours): {}", r.refused.join(", "))
-                }
-            ),
-            Err(e) => {
+            None => {
                 failed += 1;
-                eprintln!("{}: {e}", state.display());
+                eprintln!(
+                    "{}: names a runtime this lockpick does not know: {}",
+                    state.display(),
+                    nemesis::runtime::state_runtime(&state).unwrap_or_default()
+                );
             }
         }
     }

@@ -845,6 +845,9 @@ impl RuntimeKind for Local {
     fn name(&self) -> &'static str {
         "local"
     }
+    fn about(&self) -> &'static str {
+        "processes on loopback"
+    }
     fn open(&self, _spec: &RuntimeSpec) -> Result<Box<dyn Runtime>, Error> {
         Ok(Box::new(LocalRuntime))
     }

@@ -27,6 +27,35 @@ pub struct RuntimeSpec<'a> {
 /// A kind of runtime, as `--runtime` names it.
 pub trait RuntimeKind: Sync {
     fn name(&self) -> &'static str;
+    /// Where it runs the nodes, in a few words for `--runtime`'s help.
+    fn about(&self) -> &'static str;
+    /// Whether its nodes can be cut off from each other and from the clients (partition and
+    /// netem faults): the runtime gives each node a network of its own.
+    fn network_faults(&self) -> bool {
+        false
+    }
+    /// Why a `--url` target (a service the harness did not start) cannot run on it, if it
+    /// cannot: the words after "so it".
+    fn refuses_url(&self) -> Option<&'static str> {
+        None
+    }
+    /// What the config file must list for it (ssh: its hosts), as the refusal when it is
+    /// missing; `None` for a runtime that needs nothing there.
+    fn needs_hosts(&self) -> Option<&'static str> {
+        None
+    }
+    /// What this machine lacks to run it with `faults`, each "name: why (apt-get install
+    /// package)", checked before anything starts; empty when nothing is missing, or when what
+    /// it needs is elsewhere and checked as it opens (ssh's hosts).
+    fn missing_here(&self, _faults: &[crate::schedule::FaultKind]) -> Vec<String> {
+        Vec::new()
+    }
+    /// Undoes what a killed run of this runtime left, from its state file (`lockpick
+    /// cleanup`): `None` when the file is not this runtime's; else what was done, in one line,
+    /// or each failure in one line.
+    fn cleanup(&self, _state: &Path) -> Option<Result<String, Vec<String>>> {
+        None
+    }
     /// Sets the runtime up. May block for a while (it may run commands): call it off the
     /// async threads.
     fn open(&self, spec: &RuntimeSpec) -> Result<Box<dyn Runtime>, Error>;
@@ -89,4 +118,35 @@ pub trait NetworkFaults: Send + Sync {
 /// The runtime `--runtime NAME` names.
 pub fn runtime(name: &str) -> Option<&'static dyn RuntimeKind> {
     crate::RUNTIMES.iter().copied().find(|r| r.name() == name)
+}
+
+/// The `runtime` a state file names (the ssh runtime's do; the namespace runtime's, older
+/// than the field, do not).
+pub fn state_runtime(state: &Path) -> Option<String> {
+    let bytes = std::fs::read(state).ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    v.get("runtime")?.as_str().map(str::to_string)
+}
+
+/// The runtime of a run that names none: the first registered, or, for a run whose faults
+/// cut the network, the first that can and needs nothing from the config file.
+pub fn default_runtime(network: bool) -> &'static dyn RuntimeKind {
+    let fits = |r: &&'static dyn RuntimeKind| {
+        !network || (r.network_faults() && r.needs_hosts().is_none())
+    };
+    crate::RUNTIMES
+        .iter()
+        .copied()
+        .find(fits)
+        .unwrap_or(crate::RUNTIMES[0])
+}
+
+/// The runtimes that make network faults, as `a or b` for messages.
+pub fn network_runtime_names() -> String {
+    let names: Vec<String> = crate::RUNTIMES
+        .iter()
+        .filter(|r| r.network_faults())
+        .map(|r| format!("--runtime {}", r.name()))
+        .collect();
+    names.join(" or ")
 }

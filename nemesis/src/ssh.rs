@@ -120,6 +120,43 @@ pub struct Hosts {
     pub ssh_config: Option<PathBuf>,
 }
 
+/// The config file's sections that list the hosts: `[[nodes]]` and `[ssh]`.
+pub const CONFIG_SECTIONS: [&str; 2] = ["nodes", "ssh"];
+
+impl Hosts {
+    /// The hosts a config file's `[[nodes]]` and `[ssh]` give. Relative paths (identity
+    /// files, the ssh config) are taken from `dir`, the file's directory. An error names the
+    /// section.
+    pub fn from_config(table: &toml::Table, dir: &Path) -> Result<Hosts, String> {
+        #[derive(Deserialize)]
+        struct SshSection {
+            config: Option<PathBuf>,
+        }
+        let bad = |what: &str, e: toml::de::Error| format!("{what}: {}", e.message());
+        let nodes: Vec<HostSpec> = match table.get(CONFIG_SECTIONS[0]).cloned() {
+            Some(v) => v.try_into().map_err(|e| bad("[[nodes]]", e))?,
+            None => {
+                return Err("--runtime ssh needs the hosts as [[nodes]] (address, user, port)".into())
+            }
+        };
+        let ssh: Option<SshSection> = match table.get(CONFIG_SECTIONS[1]).cloned() {
+            Some(v) => Some(v.try_into().map_err(|e| bad("[ssh]", e))?),
+            None => None,
+        };
+        let nodes = nodes
+            .into_iter()
+            .map(|mut h| {
+                h.identity_file = h.identity_file.map(|p| dir.join(p));
+                h
+            })
+            .collect();
+        Ok(Hosts {
+            nodes,
+            ssh_config: ssh.and_then(|s| s.config).map(|p| dir.join(p)),
+        })
+    }
+}
+
 /// Every failure of the ssh runtime; each names the host.
 #[derive(Debug, thiserror::Error)]
 pub enum SshError {
@@ -452,14 +489,6 @@ struct HostState {
     pid: Option<i32>,
 }
 
-/// Whether a JSON state file is the ssh runtime's.
-pub fn is_ssh_state(path: &Path) -> bool {
-    std::fs::read(path)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .is_some_and(|v| v["runtime"] == "ssh")
-}
-
 struct StateFile {
     path: PathBuf,
     state: Mutex<State>,
@@ -719,6 +748,36 @@ pub struct Ssh;
 impl RuntimeKind for Ssh {
     fn name(&self) -> &'static str {
         "ssh"
+    }
+    fn about(&self) -> &'static str {
+        "each node on a host of the --config file's [[nodes]], over ssh; makes partition and netem faults"
+    }
+    fn network_faults(&self) -> bool {
+        true
+    }
+    fn refuses_url(&self) -> Option<&'static str> {
+        Some("has no host to run on")
+    }
+    fn cleanup(&self, state: &Path) -> Option<Result<String, Vec<String>>> {
+        if crate::runtime::state_runtime(state).as_deref() != Some(self.name()) {
+            return None;
+        }
+        Some(match cleanup_from_state(state) {
+            Ok(r) if r.failed.is_empty() => Ok(format!(
+                "cleaned {} host(s): {}",
+                r.cleaned.len(),
+                r.cleaned.join(", ")
+            )),
+            Ok(r) => Err(r
+                .failed
+                .iter()
+                .map(|(host, why)| format!("{host}: {why}"))
+                .collect()),
+            Err(e) => Err(vec![e.to_string()]),
+        })
+    }
+    fn needs_hosts(&self) -> Option<&'static str> {
+        Some("list the hosts as [[nodes]] (address, user, port) in the --config file")
     }
     fn open(&self, spec: &RuntimeSpec) -> Result<Box<dyn Runtime>, Error> {
         let hosts = spec.hosts.ok_or_else(|| {

@@ -44,75 +44,60 @@ pub(super) fn faults(
             // Not where no clock backend runs, nor for a service the fallback, libfaketime,
             // does not reach (Go programs such as etcd).
             .filter(|f| *f != FaultKind::Clock || clock_reaches(service).is_ok())
-            // Network faults only where the user chose the namespace runtime: it needs root
-            // and changes how nodes are reached, which a default should not spring on anyone.
-            .filter(|f| !f.needs_netns() || matches!(a.runtime.as_deref(), Some("netns" | "ssh")))
+            // Network faults only where the user chose a runtime that makes them: it needs
+            // root and changes how nodes are reached, which a default should not spring on
+            // anyone.
+            .filter(|f| {
+                !f.needs_netns()
+                    || a.runtime
+                        .as_deref()
+                        .and_then(nemesis::runtime::runtime)
+                        .is_some_and(|r| r.network_faults())
+            })
             .filter(|f| *f != FaultKind::Netem || netem_available())
             .collect(),
     })
 }
 
-/// The runtime (`local` or `netns`): asked for, or `netns` when partition or netem faults need
-/// it; refused if this machine cannot run it.
+/// The runtime: asked for, or the default one (a runtime that makes network faults when
+/// partition or netem faults need it); refused if this machine cannot run it. Each runtime
+/// says what it needs (nemesis's `RuntimeKind`): nothing here knows one by its name.
 pub(super) fn runtime(
     a: &RunArgs,
     faults: &[FaultKind],
     replayed: bool,
     target: &Target,
 ) -> Result<&'static str> {
-    let wants_netns = faults.iter().any(|f| f.needs_netns());
-    let runtime = match a.runtime.as_deref() {
-        Some("local") if wants_netns && !replayed => bail!(
-            "--runtime local: partition and netem faults need --runtime netns (each node in \
-         its own network namespace)"
-        ),
-        Some(other) => match nemesis::runtime::runtime(other) {
-            Some(kind) => kind.name(),
-            None => bail!("--runtime {other:?}: expected {}", runtime_names()),
-        },
-        None if wants_netns => "netns",
-        None => "local",
+    let wants_network = faults.iter().any(|f| f.needs_netns());
+    let kind = match a.runtime.as_deref() {
+        Some(name) => nemesis::runtime::runtime(name)
+            .with_context(|| format!("--runtime {name:?}: expected {}", runtime_names()))?,
+        None => nemesis::runtime::default_runtime(wants_network),
     };
-    if runtime == "ssh" {
+    let name = kind.name();
+    if wants_network && !replayed && !kind.network_faults() {
+        bail!(
+            "--runtime {name}: partition and netem faults need {} (each node on a network of \
+             its own)",
+            nemesis::runtime::network_runtime_names()
+        );
+    }
+    if let Some(why) = kind.refuses_url() {
         if !target.is_started_by_us() {
-            bail!(
-                "--runtime ssh: a --url target is not started by lockpick, so it has no host \
-                 to run on"
-            );
+            bail!("--runtime {name}: a --url target is not started by lockpick, so it {why}");
         }
+    }
+    if let Some(what) = kind.needs_hosts() {
         if a.hosts_file.is_none() {
-            bail!(
-                "--runtime ssh: list the hosts as [[nodes]] (address, user, port) in the \
-                 --config file"
-            );
+            bail!("--runtime {name}: {what}");
         }
     }
-    if runtime == "netns" {
-        if !target.is_started_by_us() {
-            bail!("--runtime netns: a --url target is not started by lockpick, so it cannot be put in a namespace");
-        }
-        // Refused up front, before any traffic, with what is missing.
-        let missing: Vec<String> = nemesis::netns::capabilities()
-            .into_iter()
-            .filter(|c| !c.ok && c.name != "netem")
-            .map(|c| match c.package {
-                Some(p) => format!("{}: {} (apt-get install {p})", c.name, c.why),
-                None => format!("{}: {}", c.name, c.why),
-            })
-            .collect();
-        if !missing.is_empty() {
-            bail!("--runtime netns cannot run here: {}", missing.join("; "));
-        }
-        if faults.contains(&FaultKind::Netem) {
-            if let Some(c) = nemesis::netns::capabilities()
-                .into_iter()
-                .find(|c| c.name == "netem" && !c.ok)
-            {
-                bail!("--nemesis netem cannot run here: {}", c.why);
-            }
-        }
+    // Refused up front, before any traffic, with what is missing.
+    let missing = kind.missing_here(faults);
+    if !missing.is_empty() {
+        bail!("--runtime {name} cannot run here: {}", missing.join("; "));
     }
-    Ok(runtime)
+    Ok(name)
 }
 
 /// `--partition-topologies`, or every topology that cuts something with this many nodes.
@@ -152,30 +137,31 @@ pub(super) fn load_schedule(
     let kinds = schedule.kinds();
     let netns = if !kinds.iter().any(|k| k.needs_netns()) {
         Ok(())
-    } else if a.runtime.as_deref() == Some("ssh") {
-        // The hosts are checked for what the schedule needs when the runtime opens.
-        Ok(())
-    } else if a.runtime.as_deref() == Some("local") {
-        Err(
-            "needs --runtime netns (each node in its own network namespace), not --runtime local"
-                .to_string(),
-        )
     } else {
-        let missing: Vec<String> = nemesis::netns::capabilities()
-            .into_iter()
-            .filter(|c| !c.ok && (c.name != "netem" || kinds.contains(&FaultKind::Netem)))
-            .map(|c| match c.package {
-                Some(p) => format!("{}: {} (apt-get install {p})", c.name, c.why),
-                None => format!("{}: {}", c.name, c.why),
-            })
-            .collect();
-        if missing.is_empty() {
-            Ok(())
-        } else {
-            Err(format!(
-                "needs network namespaces, which cannot run here: {}",
-                missing.join("; ")
-            ))
+        let kind = match a.runtime.as_deref() {
+            Some(name) => nemesis::runtime::runtime(name),
+            None => Some(nemesis::runtime::default_runtime(true)),
+        };
+        match kind {
+            // An unknown name is refused with the list where the runtime is chosen.
+            None => Ok(()),
+            Some(k) if !k.network_faults() => Err(format!(
+                "needs {} (each node on a network of its own), not --runtime {}",
+                nemesis::runtime::network_runtime_names(),
+                k.name()
+            )),
+            Some(k) => {
+                let missing = k.missing_here(&kinds);
+                if missing.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "needs --runtime {}, which cannot run here: {}",
+                        k.name(),
+                        missing.join("; ")
+                    ))
+                }
+            }
         }
     };
     let clock = if !kinds.contains(&FaultKind::Clock) {

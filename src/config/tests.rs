@@ -235,8 +235,8 @@ fn nodes_default_to_the_adapters_own() {
     assert_eq!(c.nodes, 3);
 }
 
-/// A service is one file plus its registration line: no code outside its own file (and the
-/// registry's list) spells its `--adapter` name, so nothing else needs an edit when one is
+/// A service (and a runtime) is one file plus its registration line: no code outside its own
+/// file (and the registry's list) spells its `--adapter` (`--runtime`) name, so nothing else needs an edit when one is
 /// added. The exceptions are the default (`reference`, named by `--adapter`'s default and
 /// left out of report titles) and `template`, whose API is the config file's `[template]`
 /// section. Test modules are not code a service needs.
@@ -266,6 +266,23 @@ fn no_code_outside_a_service_file_names_it() {
         }
     }
     assert!(sources.len() > 50, "found only {sources:?}");
+    // A runtime's name belongs to its module (nemesis/src/<name>.rs and nemesis/src/<name>/).
+    for r in nemesis::RUNTIMES {
+        let quoted = format!("\"{}\"", r.name());
+        let module = root.join("nemesis/src").join(r.name());
+        for path in &sources {
+            if path.starts_with(&module) || path == &module.with_extension("rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(path).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            assert!(
+                !code.contains(&quoted),
+                "{} spells --runtime {quoted}: a runtime's name belongs to its own module",
+                path.display()
+            );
+        }
+    }
     for s in workloads::SERVICES {
         if ["reference", "template"].contains(&s.name()) {
             continue;
@@ -290,4 +307,41 @@ fn no_code_outside_a_service_file_names_it() {
             );
         }
     }
+}
+
+/// The runtime checks ask the runtime registry: each refusal names the runtime and what it
+/// lacks, whichever runtime it is (no check here knows one by name).
+#[test]
+fn runtime_refusals_come_from_the_runtime_itself() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--runtime", "local", "--nemesis", "partition"],
+            "--runtime local: partition and netem faults need --runtime netns or --runtime ssh",
+        ),
+        (
+            &["--runtime", "ssh", "--url", "http://127.0.0.1:9"],
+            "--runtime ssh: a --url target is not started by lockpick, so it has no host to run on",
+        ),
+        (
+            &["--runtime", "netns", "--url", "http://127.0.0.1:9"],
+            "--runtime netns: a --url target is not started by lockpick, so it cannot be put in a namespace",
+        ),
+        (
+            &["--runtime", "ssh"],
+            "--runtime ssh: list the hosts as [[nodes]]",
+        ),
+        (&["--runtime", "moon"], "--runtime \"moon\": expected local, netns or ssh"),
+    ];
+    for (flags, expected) in cases {
+        // `--nemesis` given last wins over resolve's `none`.
+        let e = match resolve(flags) {
+            Ok(_) => panic!("{flags:?}: accepted"),
+            Err(e) => format!("{e:#}"),
+        };
+        assert!(e.starts_with(expected), "{flags:?}: {e}");
+    }
+    // Partition faults with no runtime named take the first that makes them and needs no
+    // hosts.
+    assert_eq!(nemesis::runtime::default_runtime(true).name(), "netns");
+    assert_eq!(nemesis::runtime::default_runtime(false).name(), "local");
 }

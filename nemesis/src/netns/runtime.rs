@@ -19,6 +19,52 @@ impl RuntimeKind for Netns {
     fn name(&self) -> &'static str {
         "netns"
     }
+    fn about(&self) -> &'static str {
+        "each node in its own network namespace on a private bridge; needs root; makes partition and netem faults"
+    }
+    fn network_faults(&self) -> bool {
+        true
+    }
+    fn refuses_url(&self) -> Option<&'static str> {
+        Some("cannot be put in a namespace")
+    }
+    fn cleanup(&self, state: &std::path::Path) -> Option<Result<String, Vec<String>>> {
+        // Its state files name no runtime (they are older than the field), or this one.
+        if crate::runtime::state_runtime(state).is_some_and(|r| r != self.name()) {
+            return None;
+        }
+        Some(match crate::netns::cleanup_from_state(state) {
+            Ok(r) => Ok(format!(
+                "removed {} namespace(s){}{}",
+                r.removed.len(),
+                if r.already_gone.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {} already gone", r.already_gone.len())
+                },
+                if r.refused.is_empty() {
+                    String::new()
+                } else {
+                    format!(", left alone (not ours): {}", r.refused.join(", "))
+                }
+            )),
+            Err(e) => Err(vec![e.to_string()]),
+        })
+    }
+    fn missing_here(&self, faults: &[crate::schedule::FaultKind]) -> Vec<String> {
+        let netem = faults.contains(&crate::schedule::FaultKind::Netem);
+        crate::netns::capabilities()
+            .into_iter()
+            .filter(|c| !c.ok && (c.name != "netem" || netem))
+            .map(|c| match c.package {
+                // A missing kernel feature is not fixed by a package.
+                Some(p) if !c.why.contains("kernel") => {
+                    format!("{}: {} (apt-get install {p})", c.name, c.why)
+                }
+                _ => format!("{}: {}", c.name, c.why),
+            })
+            .collect()
+    }
     fn open(&self, spec: &RuntimeSpec) -> Result<Box<dyn Runtime>, Error> {
         let cluster = NetnsCluster::create("run", spec.nodes, spec.state_file)
             .map_err(|e| Error::context("cannot set up the network namespaces", e))?;
