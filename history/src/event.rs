@@ -9,7 +9,7 @@
 //! accepts, it reads exactly as the serde reader would.
 
 use crate::codec::Stamp;
-use crate::fields::{check_nemesis_field, check_value_field, duplicate, Read, Strict, Typed};
+use crate::fields::{check_nemesis_field, check_value_field, duplicate, Kind, Read, Strict, Typed};
 use crate::op::{Op, OpType, OpValue, Process, F};
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
@@ -31,7 +31,7 @@ pub struct EventRef<'a> {
     pub key: Option<Cow<'a, str>>,
     pub value: ValueRef<'a>,
     /// Unknown top-level fields (the rest of the line), as `Op::extra` keeps them. Always empty
-    /// for a line the scanner read: it leaves lines with unknown fields to serde.
+    /// for a line the scanner read: it leaves lines with unknown top-level fields to serde.
     pub extra: Cow<'a, Map<String, Value>>,
 }
 
@@ -587,13 +587,17 @@ impl<'a> Scan<'a> {
         }
     }
 
-    /// An event's `value`: `null` or an object of known keys.
+    /// An event's `value`: `null` or an object of known keys: the typed fields of
+    /// [`ValueRef`], and the evidence docs/history.md types as a u64 or a string (a bank
+    /// transfer's `transfer` and `wait_ms`, a grant's name), kept in `extra` as serde keeps
+    /// them. Any other key is serde's.
     #[inline(always)]
     fn value(&mut self, v: &mut ValueRef<'a>) -> Option<()> {
         if self.null() {
             return Some(());
         }
         let mut seen = 0u32;
+        let mut extra: Option<Map<String, Value>> = None;
         self.object(|s, k| {
             let bit = match k {
                 b"token" => {
@@ -630,16 +634,40 @@ impl<'a> Scan<'a> {
                     };
                     32
                 }
-                _ => return None,
+                other => {
+                    let key = std::str::from_utf8(other).ok()?;
+                    let read = match crate::fields::value_field(key)?.0 {
+                        Kind::U64 => Value::from(s.u64()?),
+                        // Its words are checked by the serde reader.
+                        Kind::Str if key != "key_at_revision" => Value::from(s.str()?),
+                        _ => return None,
+                    };
+                    let map = extra.get_or_insert_with(Map::new);
+                    // Twice in one object is serde's refusal; more than a few is not the
+                    // writer's line.
+                    if map.len() >= SCANNED_EVIDENCE_MAX || map.contains_key(key) {
+                        return None;
+                    }
+                    map.insert(key.to_string(), read);
+                    0
+                }
             };
             if seen & bit != 0 {
                 return None;
             }
             seen |= bit;
             Some(())
-        })
+        })?;
+        if let Some(map) = extra {
+            v.extra = Cow::Owned(map);
+        }
+        Some(())
     }
 }
+
+/// The most evidence fields the scanner reads into one value's `extra` (a grant's name and a
+/// transfer's two numbers are three); a line with more is serde's.
+const SCANNED_EVIDENCE_MAX: usize = 8;
 
 /// Reads a line with [`Scan`]; `None` leaves it to the serde reader. Inlined, like
 /// [`parse_event`], so that the view is built where its reader keeps it, not copied there.
@@ -744,6 +772,10 @@ mod tests {
             r#"{"index":3,"time_ns":40,"process":"nemesis","type":"info","f":"start-pause","value":null}"#,
             r#"{"index":4,"time_ns":50,"process":3,"type":"fail","f":"frobnicate","lock":null,"key":null,"value":{"final":null,"error":null}}"#,
             r#"{"f":"read","type":"ok","process":0,"time_ns":0,"index":5,"value":{}}"#,
+            // The bank's transfer evidence and a grant's name.
+            r#"{"index":6,"time_ns":60,"process":0,"type":"invoke","f":"acquire","lock":"A1","value":{"ttl_ms":600,"transfer":12,"wait_ms":250}}"#,
+            r#"{"index":7,"time_ns":70,"process":0,"type":"ok","f":"acquire","lock":"A1","value":{"ttl_ms":600,"grant":"3f2a","transfer":12,"wait_ms":250}}"#,
+            r#"{"index":8,"time_ns":80,"process":0,"type":"ok","f":"write","key":"balance-A1","value":{"value":-4,"seq":9,"grant":"3f2a","transfer":12}}"#,
         ];
         for line in lines {
             let scanned = scan(line.as_bytes()).unwrap_or_else(|| panic!("not scanned: {line}"));
@@ -761,6 +793,13 @@ mod tests {
             r#"{"index":0, "time_ns":10,"process":1,"type":"invoke","f":"acquire"}"#,
             r#"{"index":0,"time_ns":10,"process":1,"type":"invoke","f":"acquire","value":{"value":-0}}"#,
             r#"{"index":0,"index":1,"time_ns":10,"process":1,"type":"invoke","f":"acquire"}"#,
+            // Evidence of the wrong type, twice, of a kind the scanner does not read, or with
+            // words serde checks.
+            r#"{"index":0,"time_ns":10,"process":1,"type":"invoke","f":"acquire","value":{"transfer":"12"}}"#,
+            r#"{"index":0,"time_ns":10,"process":1,"type":"invoke","f":"acquire","value":{"transfer":1,"transfer":2}}"#,
+            r#"{"index":0,"time_ns":10,"process":1,"type":"invoke","f":"acquire","value":{"wait_ms":null}}"#,
+            r#"{"index":0,"time_ns":10,"process":1,"type":"ok","f":"acquire","value":{"redlock_nodes":["n1"]}}"#,
+            r#"{"index":0,"time_ns":10,"process":1,"type":"ok","f":"acquire","value":{"key_at_revision":"present"}}"#,
             r#"{"index":0,"time_ns":10,"process":"nemesis2","type":"info","f":"kill"}"#,
         ] {
             assert!(scan(line.as_bytes()).is_none(), "{line}");
