@@ -680,6 +680,54 @@ impl<W: Write + Send> Worker<W> {
         // Unique across slots, and small: the slots' counts interleaved.
         let id = self.transfers * self.cfg.clients as u64 + self.slot as u64;
         let tag = |v: OpValue| v.with_extra("transfer", Value::from(id));
+        let Some(mut held) = self.take_accounts(order, &tag).await? else {
+            return Ok(());
+        };
+        // A holder stalled before its reads wakes into them, then writes at once.
+        let stalled = match self.take_stall_at(Point::BeforeRead) {
+            Some(stall) => {
+                self.stall(&held[0].1, stall).await?;
+                true
+            }
+            None => false,
+        };
+        let Some(balances) = self.read_accounts(&held, &tag).await? else {
+            return Ok(());
+        };
+        let hold_ms = self
+            .rng
+            .random_range(self.cfg.hold_min_ms..=self.cfg.hold_max_ms.max(self.cfg.hold_min_ms))
+            .min(self.cfg.ttl_ms / 3);
+        if !self
+            .hold_accounts(&mut held, &tag, stalled, hold_ms)
+            .await?
+        {
+            return Ok(());
+        }
+        let amount = self.rng.random_range(1..=TRANSFER_MAX);
+        for (k, (acct, h)) in held.iter().enumerate() {
+            let delta = if *acct == from { -amount } else { amount };
+            let key = WorkloadConfig::account_key(*acct);
+            let v = tag(h.names(OpValue::default().with_value(balances[k] + delta)));
+            if let Done::Crashed = self.op(F::Write, None, Some(&key), v).await? {
+                return Ok(());
+            }
+        }
+        if !stalled {
+            if let Some(stall) = self.take_stall_at(Point::BeforeRelease) {
+                self.stall(&held[0].1, stall).await?;
+            }
+        }
+        self.release_all(&held, &tag).await
+    }
+
+    /// Takes the accounts' locks in `order`; `None` when the transfer is over without them
+    /// (refused: what was taken is released, after a backoff; or the process crashed).
+    async fn take_accounts(
+        &mut self,
+        order: [usize; 2],
+        tag: &impl Fn(OpValue) -> OpValue,
+    ) -> Result<Option<Vec<(usize, Held)>>, WorkloadError> {
         let ttl_ms = self.cfg.ttl_ms;
         let hold_cap_ms = self
             .cfg
@@ -722,21 +770,23 @@ impl<W: Write + Send> Worker<W> {
                 // A grant whose token could not be read fences nothing: let it lapse, and
                 // give up the transfer as after a refusal.
                 Done::Ok(_) | Done::Fail => {
-                    self.release_all(&held, &tag).await?;
+                    self.release_all(&held, tag).await?;
                     self.backoff().await;
-                    return Ok(());
+                    return Ok(None);
                 }
-                Done::Crashed => return Ok(()),
+                Done::Crashed => return Ok(None),
             }
         }
-        // A holder stalled before its reads wakes into them, then writes at once.
-        let stalled = match self.take_stall_at(Point::BeforeRead) {
-            Some(stall) => {
-                self.stall(&held[0].1, stall).await?;
-                true
-            }
-            None => false,
-        };
+        Ok(Some(held))
+    }
+
+    /// Reads both balances, in the order the locks were taken; `None` when the transfer is
+    /// over (a read refused or unreadable: the locks are released; or the process crashed).
+    async fn read_accounts(
+        &mut self,
+        held: &[(usize, Held)],
+        tag: &impl Fn(OpValue) -> OpValue,
+    ) -> Result<Option<[i64; 2]>, WorkloadError> {
         let mut balances = [0i64; 2];
         for (k, (acct, h)) in held.iter().enumerate() {
             let key = WorkloadConfig::account_key(*acct);
@@ -744,20 +794,27 @@ impl<W: Write + Send> Worker<W> {
             match self.op(F::Read, None, Some(&key), v).await? {
                 Done::Ok(body) => match body.get("value").and_then(Value::as_i64) {
                     Some(b) => balances[k] = b,
-                    None => return self.release_all(&held, &tag).await,
+                    None => return self.release_all(held, tag).await.map(|()| None),
                 },
-                Done::Fail => return self.release_all(&held, &tag).await,
-                Done::Crashed => return Ok(()),
+                Done::Fail => return self.release_all(held, tag).await.map(|()| None),
+                Done::Crashed => return Ok(None),
             }
         }
-        let hold_ms = self
-            .rng
-            .random_range(self.cfg.hold_min_ms..=self.cfg.hold_max_ms.max(self.cfg.hold_min_ms))
-            .min(ttl_ms / 3);
-        // Between the reads and the writes: a stall that wakes into a write (the stalled
-        // client then writes with its old tokens), or into a renew, as a renew timer that
-        // fired during the stall would: the renews go first, and a client told it lost a lock
-        // writes nothing.
+        Ok(Some(balances))
+    }
+
+    /// Between the reads and the writes: `hold_ms`, or a stall that wakes into a write (the
+    /// stalled client then writes with its old tokens), or into a renew, as a renew timer that
+    /// fired during the stall would: the renews go first, and a client told it lost a lock
+    /// writes nothing. Then the careful client's last look. Whether to write: `false` when
+    /// the transfer is over (its locks released, or the process crashed).
+    async fn hold_accounts(
+        &mut self,
+        held: &mut [(usize, Held)],
+        tag: &impl Fn(OpValue) -> OpValue,
+        stalled: bool,
+        hold_ms: u64,
+    ) -> Result<bool, WorkloadError> {
         let mut woke_into_write = stalled;
         if !stalled {
             match self.take_stall_at(Point::Holding) {
@@ -765,9 +822,11 @@ impl<W: Write + Send> Worker<W> {
                     let wake = stall.wake;
                     self.stall(&held[0].1, stall).await?;
                     if wake == Some(Wake::Renew) {
-                        match self.renew_all(&mut held, &tag).await? {
-                            HoldEnd::Crashed => return Ok(()),
-                            HoldEnd::Lost => return self.release_all(&held, &tag).await,
+                        match self.renew_all(held, tag).await? {
+                            HoldEnd::Crashed => return Ok(false),
+                            HoldEnd::Lost => {
+                                return self.release_all(held, tag).await.map(|()| false)
+                            }
                             _ => {}
                         }
                     } else {
@@ -780,29 +839,15 @@ impl<W: Write + Send> Worker<W> {
         // The careful client's last look before writing without a token: a lease with too
         // little left writes nothing. A stall that wakes into the writes comes after this
         // look, as a pause between a check and its write does.
-        let margin_ms = write_margin_ms(ttl_ms);
+        let margin_ms = write_margin_ms(self.cfg.ttl_ms);
         if !woke_into_write
             && held
                 .iter()
                 .any(|(_, h)| h.grant.token.is_none() && h.left_ms() < margin_ms)
         {
-            return self.release_all(&held, &tag).await;
+            return self.release_all(held, tag).await.map(|()| false);
         }
-        let amount = self.rng.random_range(1..=TRANSFER_MAX);
-        for (k, (acct, h)) in held.iter().enumerate() {
-            let delta = if *acct == from { -amount } else { amount };
-            let key = WorkloadConfig::account_key(*acct);
-            let v = tag(h.names(OpValue::default().with_value(balances[k] + delta)));
-            if let Done::Crashed = self.op(F::Write, None, Some(&key), v).await? {
-                return Ok(());
-            }
-        }
-        if !stalled {
-            if let Some(stall) = self.take_stall_at(Point::BeforeRelease) {
-                self.stall(&held[0].1, stall).await?;
-            }
-        }
-        self.release_all(&held, &tag).await
+        Ok(true)
     }
 
     /// Renews every lock of a transfer, in the order taken: `Held` when all answered ok, else
