@@ -5,9 +5,10 @@
 
 use crate::escape::{base64, html as esc, secs, sha256};
 use crate::gate::checker_of;
-use crate::model::{Bucket, Hold, Model, Proof};
+use crate::model::{Bucket, Hold, Model, Proof, StoreOp};
 use crate::svg::{axis, fault_color, fill_for, Scale};
 use crate::RunConfigView;
+use checkers::Grant;
 use history::{ActiveFault, KindClass, Outcome, Results, Validity, Violation, ViolationKind};
 use std::collections::HashSet;
 use std::fmt::Write;
@@ -404,26 +405,7 @@ fn incident_card(s: &mut String, inp: &Input, g: &Incident, id: &str, zoom: bool
         .collect();
     ops.sort_unstable();
     ops.dedup();
-    let headline = match (&inp.model, kind, g.of) {
-        (Ok(m), ViolationKind::DoubleGrant, Some(inc)) => format!(
-            "{}; {} clients held {lock} during it",
-            inc.explanation,
-            incident_clients(m, &ops),
-        ),
-        (_, _, Some(inc)) => inc.explanation.clone(),
-        (Ok(m), ViolationKind::DoubleGrant, None) => format!(
-            "{} clients held {} at once from {}",
-            incident_clients(m, &ops),
-            lock,
-            secs(g.window_ns[0])
-        ),
-        _ => format!(
-            "{} {kind} violations on {lock} between {} and {}",
-            g.members.len(),
-            secs(g.window_ns[0]),
-            secs(g.window_ns[1])
-        ),
-    };
+    let headline = incident_headline(inp, g, &ops);
     let counted = match g
         .of
         .and_then(|inc| crate::incidents::consequences(inc, inp.results))
@@ -469,6 +451,41 @@ fn incident_card(s: &mut String, inp: &Input, g: &Incident, id: &str, zoom: bool
             zoom_timeline(s, m, &whole, id);
         }
     }
+    incident_members(s, inp, g);
+    s.push_str("</article>\n");
+}
+
+/// An incident's headline: the checkers' explanation when they grouped it (with the clients
+/// that held the lock during a double grant), else what its members have in common.
+fn incident_headline(inp: &Input, g: &Incident, ops: &[u64]) -> String {
+    let first = g.members[0];
+    let kind = first.kind;
+    let lock = first.lock.as_deref().unwrap_or("?");
+    match (&inp.model, kind, g.of) {
+        (Ok(m), ViolationKind::DoubleGrant, Some(inc)) => format!(
+            "{}; {} clients held {lock} during it",
+            inc.explanation,
+            incident_clients(m, ops),
+        ),
+        (_, _, Some(inc)) => inc.explanation.clone(),
+        (Ok(m), ViolationKind::DoubleGrant, None) => format!(
+            "{} clients held {} at once from {}",
+            incident_clients(m, ops),
+            lock,
+            secs(g.window_ns[0])
+        ),
+        _ => format!(
+            "{} {kind} violations on {lock} between {} and {}",
+            g.members.len(),
+            secs(g.window_ns[0]),
+            secs(g.window_ns[1])
+        ),
+    }
+}
+
+/// The violations an incident groups, each sentence with its ops and evidence, under a
+/// `<details>` (at most [`INCIDENT_MEMBERS_MAX`]; the rest are counted).
+fn incident_members(s: &mut String, inp: &Input, g: &Incident) {
     let _ = write!(
         s,
         "<details><summary>The {} violations inside</summary><ol>",
@@ -503,7 +520,7 @@ fn incident_card(s: &mut String, inp: &Input, g: &Incident, id: &str, zoom: bool
             g.members.len() - INCIDENT_MEMBERS_MAX
         );
     }
-    s.push_str("</details></article>\n");
+    s.push_str("</details>");
 }
 
 /// A fault in words: `pause of n1 for 1.500 s (op 12)`, `partition (halves) (op 30)`.
@@ -863,10 +880,23 @@ fn hold_data(h: &Hold, start_ns: u64, end_ns: u64) -> String {
     )
 }
 
-fn zoom_timeline(s: &mut String, m: &Model, v: &Violation, id: &str) {
+/// What a zoomed timeline shows: the time it spans and one row per process.
+struct ZoomView {
+    t0_ns: u64,
+    t1_ns: u64,
+    /// The context around the violation window (store ops are looked up this far before t0).
+    pad_ns: u64,
+    /// Processes, one row each: the proving ops' processes first.
+    rows: Vec<u64>,
+    /// How many of `rows` are the proving ops' processes (their labels are drawn in red).
+    proving_rows: usize,
+}
+
+/// The span and rows of a violation's zoomed timeline: the window with some context, widened
+/// to the proving processes' holds, and the lock's other holders and store clients as rows.
+fn zoom_view(m: &Model, v: &Violation, lock_id: Option<u32>) -> ZoomView {
     let w0 = v.window_ns[0];
     let w1 = v.window_ns[1].max(w0);
-    let lock_id = v.lock.as_deref().and_then(|l| m.lock_id(l));
     // Context around the window: a quarter of it, at least 50 ms, so the grants that lead to
     // the violation and the releases after it are in view.
     let pad = ((w1 - w0) / 4).max(50_000_000);
@@ -917,13 +947,71 @@ fn zoom_timeline(s: &mut String, m: &Model, v: &Violation, id: &str) {
         }
     }
     rows.truncate(ZOOM_ROWS_MAX);
-    let height = AXIS_H + rows.len().max(1) as f64 * ROW_H + 8.0;
-    let sc = Scale {
+    debug_assert!(t0 <= t1, "a zoomed timeline spans forward in time");
+    ZoomView {
         t0_ns: t0,
         t1_ns: t1,
+        pad_ns: pad,
+        rows,
+        proving_rows,
+    }
+}
+
+const ZOOM_LEGEND: &str = "<p class=\"legend\"><i style=\"background:hsl(200,62%,42%)\"></i>definite hold, as the checkers proved it (colour and label: token)<i style=\"background:repeating-linear-gradient(45deg,#c92a2a 0 2px,#fff 2px 5px)\"></i>client believed it held, but no hold is proven (past its lease's lower bound, or before a late renew took effect)<i style=\"border:1px dashed #495057\"></i>indeterminate acquire, not proven ┊ grant that proves no hold │ lease's lower bound ✕ lease surely dead <i style=\"background:#c92a2a;height:3px\"></i>op the violation names (#index), invoke to answer <i style=\"border-top:3px dashed #7048e8;height:0\"></i>acquire waiting for its answer (to the end of the history when none came) <i style=\"border:1px dashed #7048e8\"></i>acquire still waiting when the history ends <i style=\"background:#2b8a3e\"></i>write accepted <i style=\"background:#c92a2a\"></i>refused <i style=\"background:#fff;border:1px solid #2b8a3e\"></i>read <i style=\"background:#ffe3e3\"></i>violation window <i style=\"background:#f08c00;opacity:.4\"></i>fault</p>";
+
+fn zoom_timeline(s: &mut String, m: &Model, v: &Violation, id: &str) {
+    let lock_id = v.lock.as_deref().and_then(|l| m.lock_id(l));
+    let view = zoom_view(m, v, lock_id);
+    let height = AXIS_H + view.rows.len().max(1) as f64 * ROW_H + 8.0;
+    let sc = Scale {
+        t0_ns: view.t0_ns,
+        t1_ns: view.t1_ns,
         x0: GUTTER,
         x1: ZOOM_W - 12.0,
     };
+    zoom_frame(s, v, &sc, id, height);
+    axis(s, &sc, AXIS_H - 14.0, height);
+    fault_bands(s, m, &sc, AXIS_H - 12.0, height, true);
+    // In the violation's order: the output must not depend on hashing.
+    let mut proving: Vec<u64> = v.ops.clone();
+    proving.dedup();
+    for (r, &p) in view.rows.iter().enumerate() {
+        let y = AXIS_H + r as f64 * ROW_H;
+        let _ = write!(
+            s,
+            "<line x1=\"{GUTTER}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#f1f3f5\"/><text x=\"6\" y=\"{:.1}\" style=\"font-weight:700{}\">p{p}</text>",
+            y + ROW_H,
+            ZOOM_W - 12.0,
+            y + ROW_H,
+            y + 19.0,
+            if r < view.proving_rows { ";fill:#c92a2a" } else { "" }
+        );
+        for h in m
+            .holds_in(view.t0_ns, view.t1_ns)
+            .filter(|h| h.process == p)
+            .take(50)
+        {
+            hold_bar(s, m, &sc, h, y, lock_id.is_none_or(|l| l == h.lock));
+        }
+        for so in m
+            .store_ops_in(view.t0_ns.saturating_sub(view.pad_ns), view.t1_ns)
+            .iter()
+            .filter(|so| so.process == p && so.complete_ns >= view.t0_ns)
+            .take(100)
+        {
+            store_op_mark(s, &sc, so, y);
+        }
+        proving_spans(s, m, &sc, &proving, p, y);
+    }
+    s.push_str("</svg></div>");
+    s.push_str(ZOOM_LEGEND);
+}
+
+/// The zoom buttons, the opening of the zoomed timeline's svg (box `z-{id}`) and the
+/// violation window, shaded behind everything drawn after it.
+fn zoom_frame(s: &mut String, v: &Violation, sc: &Scale, id: &str, height: f64) {
+    let w0 = v.window_ns[0];
+    let w1 = v.window_ns[1].max(w0);
     let box_id = format!("z-{id}");
     let _ = write!(
         s,
@@ -947,150 +1035,114 @@ fn zoom_timeline(s: &mut String, m: &Model, v: &Violation, id: &str) {
         secs(w0),
         secs(w1)
     );
-    axis(s, &sc, AXIS_H - 14.0, height);
-    fault_bands(s, m, &sc, AXIS_H - 12.0, height, true);
-    // In the violation's order: the output must not depend on hashing.
-    let mut proving: Vec<u64> = v.ops.clone();
-    proving.dedup();
-    for (r, &p) in rows.iter().enumerate() {
-        let y = AXIS_H + r as f64 * ROW_H;
+}
+
+/// One store op on its process's row: filled for a write, hollow for a read, coloured by its
+/// outcome, with a ✓/✗ after a write wide enough to carry one.
+fn store_op_mark(s: &mut String, sc: &Scale, so: &StoreOp, y: f64) {
+    let x0 = sc.x(so.invoke_ns);
+    let x1 = sc.x(so.complete_ns).max(x0 + 3.0);
+    let color = match so.outcome {
+        Outcome::Ok => "#2b8a3e",
+        Outcome::Fail => "#c92a2a",
+        _ => "#868e96",
+    };
+    let fill = if so.write { color } else { "#fff" };
+    let title = format!(
+        "{} {} by p{} with token {}{}: {}{}{} (op {})",
+        if so.write { "write" } else { "read" },
+        so.key,
+        so.process,
+        so.token
+            .map(|t| t.to_string())
+            .unwrap_or_else(|| "none".into()),
+        so.value.map(|v| format!(", value {v}")).unwrap_or_default(),
+        if so.outcome == Outcome::Ok && so.write {
+            "accepted"
+        } else {
+            so.outcome.as_str()
+        },
+        so.seq.map(|x| format!(" as seq {x}")).unwrap_or_default(),
+        so.error
+            .as_deref()
+            .map(|e| format!(" ({e})"))
+            .unwrap_or_default(),
+        so.index
+    );
+    let _ = write!(
+        s,
+        "<rect x=\"{x0:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"7\" fill=\"{fill}\" stroke=\"{color}\" stroke-width=\"1.5\"><title>{}</title></rect>",
+        y + 24.0,
+        x1 - x0,
+        esc(&title)
+    );
+    if so.write && x1 - x0 >= 3.0 {
         let _ = write!(
             s,
-            "<line x1=\"{GUTTER}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#f1f3f5\"/><text x=\"6\" y=\"{:.1}\" style=\"font-weight:700{}\">p{p}</text>",
-            y + ROW_H,
-            ZOOM_W - 12.0,
-            y + ROW_H,
-            y + 19.0,
-            if r < proving_rows { ";fill:#c92a2a" } else { "" }
-        );
-        for h in m.holds_in(t0, t1).filter(|h| h.process == p).take(50) {
-            hold_bar(s, m, &sc, h, y, lock_id.is_none_or(|l| l == h.lock));
-        }
-        for so in m
-            .store_ops_in(t0.saturating_sub(pad), t1)
-            .iter()
-            .filter(|so| so.process == p && so.complete_ns >= t0)
-            .take(100)
-        {
-            let x0 = sc.x(so.invoke_ns);
-            let x1 = sc.x(so.complete_ns).max(x0 + 3.0);
-            let color = match so.outcome {
-                Outcome::Ok => "#2b8a3e",
-                Outcome::Fail => "#c92a2a",
-                _ => "#868e96",
-            };
-            let fill = if so.write { color } else { "#fff" };
-            let title = format!(
-                "{} {} by p{} with token {}{}: {}{}{} (op {})",
-                if so.write { "write" } else { "read" },
-                so.key,
-                so.process,
-                so.token
-                    .map(|t| t.to_string())
-                    .unwrap_or_else(|| "none".into()),
-                so.value.map(|v| format!(", value {v}")).unwrap_or_default(),
-                if so.outcome == Outcome::Ok && so.write {
-                    "accepted"
-                } else {
-                    so.outcome.as_str()
-                },
-                so.seq.map(|x| format!(" as seq {x}")).unwrap_or_default(),
-                so.error
-                    .as_deref()
-                    .map(|e| format!(" ({e})"))
-                    .unwrap_or_default(),
-                so.index
-            );
-            let _ = write!(
-                s,
-                "<rect x=\"{x0:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"7\" fill=\"{fill}\" stroke=\"{color}\" stroke-width=\"1.5\"><title>{}</title></rect>",
-                y + 24.0,
-                x1 - x0,
-                esc(&title)
-            );
-            if so.write && x1 - x0 >= 3.0 {
-                let _ =
-                    write!(
-                    s,
-                    "<text x=\"{:.1}\" y=\"{:.1}\" style=\"font-size:9px;fill:{color}\">{}</text>",
-                    x1 + 2.0,
-                    y + 31.0,
-                    if so.outcome == Outcome::Ok { "w✓" } else { "w✗" }
-                );
-            }
-        }
-        // The proving ops, on top: a red span from invoke to completion with the op number
-        // (a number that would overprint the previous one is left to the tooltip).
-        let mut label_end = f64::MIN;
-        for &i in &proving {
-            let Some(row) = m.op(i) else { continue };
-            if row.invoke.process.client() != Some(p) {
-                continue;
-            }
-            let a = row.invoke.time_ns;
-            let b = row.complete.map(|c| c.time_ns).unwrap_or(m.end_ns);
-            if b < t0 || a > t1 {
-                continue;
-            }
-            let (x0, x1) = (sc.x(a), sc.x(b).max(sc.x(a) + 2.0));
-            // An acquire's span is its wait for the lock: drawn as waiting, not as a refusal,
-            // unless it was refused.
-            let waiting = row.invoke.f == history::F::Acquire && row.outcome != Some(Outcome::Fail);
-            let (color, style) = if waiting {
-                (WAITING, " stroke-dasharray=\"3 2\" data-waiting-op=\"1\"")
+            "<text x=\"{:.1}\" y=\"{:.1}\" style=\"font-size:9px;fill:{color}\">{}</text>",
+            x1 + 2.0,
+            y + 31.0,
+            if so.outcome == Outcome::Ok {
+                "w✓"
             } else {
-                ("#c92a2a", "")
-            };
+                "w✗"
+            }
+        );
+    }
+}
+
+/// The proving ops of process `p`, on top of its row: a red span from invoke to completion
+/// with the op number (a number that would overprint the previous one is left to the tooltip).
+fn proving_spans(s: &mut String, m: &Model, sc: &Scale, proving: &[u64], p: u64, y: f64) {
+    let mut label_end = f64::MIN;
+    for &i in proving {
+        let Some(row) = m.op(i) else { continue };
+        if row.invoke.process.client() != Some(p) {
+            continue;
+        }
+        let a = row.invoke.time_ns;
+        let b = row.complete.map(|c| c.time_ns).unwrap_or(m.end_ns);
+        if b < sc.t0_ns || a > sc.t1_ns {
+            continue;
+        }
+        let (x0, x1) = (sc.x(a), sc.x(b).max(sc.x(a) + 2.0));
+        // An acquire's span is its wait for the lock: drawn as waiting, not as a refusal,
+        // unless it was refused.
+        let waiting = row.invoke.f == history::F::Acquire && row.outcome != Some(Outcome::Fail);
+        let (color, style) = if waiting {
+            (WAITING, " stroke-dasharray=\"3 2\" data-waiting-op=\"1\"")
+        } else {
+            ("#c92a2a", "")
+        };
+        let _ = write!(
+            s,
+            "<line x1=\"{x0:.1}\" y1=\"{:.1}\" x2=\"{x1:.1}\" y2=\"{:.1}\" stroke=\"{color}\" stroke-width=\"3\"{style}><title>op {i}: {} {} {}</title></line>",
+            y + 3.0,
+            y + 3.0,
+            esc(row.invoke.f.as_str()),
+            if row.complete.is_none() { "still waiting" } else { outcome_str(row.outcome) },
+            row.complete.map(|c| secs(c.time_ns)).unwrap_or_default(),
+        );
+        if x0 > label_end {
             let _ = write!(
                 s,
-                "<line x1=\"{x0:.1}\" y1=\"{:.1}\" x2=\"{x1:.1}\" y2=\"{:.1}\" stroke=\"{color}\" stroke-width=\"3\"{style}><title>op {i}: {} {} {}</title></line>",
-                y + 3.0,
-                y + 3.0,
-                esc(row.invoke.f.as_str()),
-                if row.complete.is_none() { "still waiting" } else { outcome_str(row.outcome) },
-                row.complete.map(|c| secs(c.time_ns)).unwrap_or_default(),
+                "<text x=\"{x0:.1}\" y=\"{:.1}\" style=\"font-size:9px;fill:{color};font-weight:600\">#{i}</text>",
+                y + 1.0
             );
-            if x0 > label_end {
-                let _ = write!(
-                    s,
-                    "<text x=\"{x0:.1}\" y=\"{:.1}\" style=\"font-size:9px;fill:{color};font-weight:600\">#{i}</text>",
-                    y + 1.0
-                );
-                label_end = x0 + 6.0 * (1.0 + i.max(1).ilog10() as f64 + 1.0);
-            }
+            label_end = x0 + 6.0 * (1.0 + i.max(1).ilog10() as f64 + 1.0);
         }
     }
-    s.push_str("</svg></div>");
-    s.push_str("<p class=\"legend\"><i style=\"background:hsl(200,62%,42%)\"></i>definite hold, as the checkers proved it (colour and label: token)<i style=\"background:repeating-linear-gradient(45deg,#c92a2a 0 2px,#fff 2px 5px)\"></i>client believed it held, but no hold is proven (past its lease's lower bound, or before a late renew took effect)<i style=\"border:1px dashed #495057\"></i>indeterminate acquire, not proven ┊ grant that proves no hold │ lease's lower bound ✕ lease surely dead <i style=\"background:#c92a2a;height:3px\"></i>op the violation names (#index), invoke to answer <i style=\"border-top:3px dashed #7048e8;height:0\"></i>acquire waiting for its answer (to the end of the history when none came) <i style=\"border:1px dashed #7048e8\"></i>acquire still waiting when the history ends <i style=\"background:#2b8a3e\"></i>write accepted <i style=\"background:#c92a2a\"></i>refused <i style=\"background:#fff;border:1px solid #2b8a3e\"></i>read <i style=\"background:#ffe3e3\"></i>violation window <i style=\"background:#f08c00;opacity:.4\"></i>fault</p>");
 }
+
+/// Height of a hold bar on its row; its top is 7 px below the row's.
+const BAR_H: f64 = 15.0;
 
 fn hold_bar(s: &mut String, m: &Model, sc: &Scale, h: &Hold, y: f64, main_lock: bool) {
     let title = esc(&hold_title(m, h));
     let by = y + 7.0;
-    let bh = 15.0;
+    let bh = BAR_H;
     let Some(g) = m.grant(h) else {
-        // An indeterminate acquire: dashed, never solid, from its invoke to where its lease
-        // would surely be dead (the end of the history when nothing bounds it).
-        let end = match h.proof {
-            Proof::Maybe { dead_ns: Some(d) } => d,
-            _ => m.end_ns,
-        };
-        let x0 = sc.x(h.start_ns);
-        let x1 = sc.x(end).max(x0 + 2.0);
-        // An acquire the history ends inside is still waiting for its answer: not refused,
-        // not granted, its own style.
-        let waiting = m.op(h.acquire_index).is_some_and(|r| r.complete.is_none());
-        let (stroke, dash, attr) = if waiting {
-            (WAITING, "2 2", "data-waiting")
-        } else {
-            ("#495057", "4 3", "data-maybe")
-        };
-        let _ = write!(
-            s,
-            "<rect x=\"{x0:.1}\" y=\"{by:.1}\" width=\"{:.1}\" height=\"{bh}\" fill=\"none\" stroke=\"{stroke}\" stroke-dasharray=\"{dash}\" {attr}=\"{}\"><title>{title}</title></rect>",
-            x1 - x0,
-            h.acquire_index
-        );
+        maybe_bar(s, m, sc, h, by, &title);
         return;
     };
     let color = if main_lock {
@@ -1133,7 +1185,41 @@ fn hold_bar(s: &mut String, m: &Model, sc: &Scale, h: &Hold, y: f64, main_lock: 
             h.acquire_index
         );
     }
-    // Lease marks, as the checkers have them: lower bound (tick) and surely dead (cross).
+    lease_marks(s, sc, h, g, by);
+    hold_label(s, m, sc, h, by, main_lock);
+}
+
+/// An indeterminate acquire: dashed, never solid, from its invoke to where its lease would
+/// surely be dead (the end of the history when nothing bounds it).
+fn maybe_bar(s: &mut String, m: &Model, sc: &Scale, h: &Hold, by: f64, title: &str) {
+    debug_assert!(m.grant(h).is_none(), "a granted hold is drawn solid");
+    let bh = BAR_H;
+    let end = match h.proof {
+        Proof::Maybe { dead_ns: Some(d) } => d,
+        _ => m.end_ns,
+    };
+    let x0 = sc.x(h.start_ns);
+    let x1 = sc.x(end).max(x0 + 2.0);
+    // An acquire the history ends inside is still waiting for its answer: not refused,
+    // not granted, its own style.
+    let waiting = m.op(h.acquire_index).is_some_and(|r| r.complete.is_none());
+    let (stroke, dash, attr) = if waiting {
+        (WAITING, "2 2", "data-waiting")
+    } else {
+        ("#495057", "4 3", "data-maybe")
+    };
+    let _ = write!(
+        s,
+        "<rect x=\"{x0:.1}\" y=\"{by:.1}\" width=\"{:.1}\" height=\"{bh}\" fill=\"none\" stroke=\"{stroke}\" stroke-dasharray=\"{dash}\" {attr}=\"{}\"><title>{title}</title></rect>",
+        x1 - x0,
+        h.acquire_index
+    );
+}
+
+/// Lease marks, as the checkers have them: lower bound (tick) and surely dead (cross), each
+/// where it falls inside the view.
+fn lease_marks(s: &mut String, sc: &Scale, h: &Hold, g: &Grant, by: f64) {
+    let bh = BAR_H;
     if (sc.t0_ns..=sc.t1_ns).contains(&g.lease_lb_ns) {
         let x = sc.x(g.lease_lb_ns);
         let _ = write!(
@@ -1160,6 +1246,10 @@ fn hold_bar(s: &mut String, m: &Model, sc: &Scale, h: &Hold, y: f64, main_lock: 
             secs(dead)
         );
     }
+}
+
+/// A hold's label at its start: its token on the violation's lock, lock and token on another.
+fn hold_label(s: &mut String, m: &Model, sc: &Scale, h: &Hold, by: f64, main_lock: bool) {
     let lock = m
         .locks()
         .get(h.lock as usize)
@@ -1180,12 +1270,13 @@ fn hold_bar(s: &mut String, m: &Model, sc: &Scale, h: &Hold, y: f64, main_lock: 
 }
 
 const FULL_W: f64 = 1100.0;
+/// A lock's row in the full-run timeline, and the strip of violation marks above the rows.
+const FULL_ROW_H: f64 = 22.0;
+const FULL_MARKS_H: f64 = 16.0;
 
 fn full_timeline(s: &mut String, m: &Model, r: &Results) {
     let locks_shown = m.locks().len().min(FULL_LOCKS_MAX);
-    let row_h = 22.0;
-    let marks_h = 16.0;
-    let height = AXIS_H + marks_h + locks_shown.max(1) as f64 * row_h + 6.0;
+    let height = AXIS_H + FULL_MARKS_H + locks_shown.max(1) as f64 * FULL_ROW_H + 6.0;
     let sc = Scale {
         t0_ns: 0,
         t1_ns: m.end_ns,
@@ -1213,78 +1304,19 @@ fn full_timeline(s: &mut String, m: &Model, r: &Results) {
     );
     axis(s, &sc, AXIS_H - 14.0, height);
     fault_bands(s, m, &sc, AXIS_H - 12.0, height, true);
-    let top = AXIS_H + marks_h;
+    let top = AXIS_H + FULL_MARKS_H;
     for (i, name) in m.locks().iter().take(locks_shown).enumerate() {
         let _ = write!(
             s,
             "<text x=\"6\" y=\"{:.1}\" style=\"font-weight:600\">{}</text>",
-            top + i as f64 * row_h + 15.0,
+            top + i as f64 * FULL_ROW_H + 15.0,
             esc(&truncate(name, 9))
         );
     }
     if downsampled {
-        let cols = 800usize;
-        let col_ns = m.end_ns.div_ceil(cols as u64).max(1);
-        let mut held = vec![0u64; locks_shown * cols];
-        for g in m
-            .checks
-            .grants
-            .iter()
-            .filter(|g| (g.lock as usize) < locks_shown)
-        {
-            for seg in &g.holds {
-                let end = seg.end_ns;
-                let mut t = seg.start_ns;
-                // Bounded by the columns one hold spans.
-                for _ in 0..=cols {
-                    if t >= end {
-                        break;
-                    }
-                    let c = ((t / col_ns) as usize).min(cols - 1);
-                    let col_end = ((c as u64 + 1) * col_ns).min(end);
-                    held[g.lock as usize * cols + c] += col_end.saturating_sub(t);
-                    t = col_end.max(t + 1);
-                }
-            }
-        }
-        for l in 0..locks_shown {
-            let y = top + l as f64 * row_h + 3.0;
-            for c in 0..cols {
-                let frac = (held[l * cols + c] as f64 / col_ns as f64).min(1.0);
-                if frac <= 0.0 {
-                    continue;
-                }
-                let x0 = sc.x(c as u64 * col_ns);
-                let x1 = sc.x((c as u64 + 1) * col_ns);
-                let _ = write!(
-                    s,
-                    "<rect x=\"{x0:.1}\" y=\"{y:.1}\" width=\"{:.2}\" height=\"15\" fill=\"#1c7ed6\" fill-opacity=\"{:.2}\"/>",
-                    (x1 - x0).max(0.5),
-                    0.15 + 0.85 * frac
-                );
-            }
-        }
+        full_occupancy(s, m, &sc, top, locks_shown);
     } else {
-        // Only the definite holds the checkers proved are drawn: never an indeterminate acquire.
-        for h in m.holds.iter().filter(|h| (h.lock as usize) < locks_shown) {
-            let y = top + h.lock as f64 * row_h + 3.0;
-            let segs = m.segments(h);
-            if segs.is_empty() {
-                continue;
-            }
-            let title = esc(&hold_title(m, h));
-            for seg in segs {
-                let x0 = sc.x(seg.start_ns);
-                let x1 = sc.x(seg.end_ns).max(x0 + 1.0);
-                let _ = write!(
-                    s,
-                    "<rect x=\"{x0:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"15\" fill=\"{}\" stroke=\"#fff\" stroke-width=\"0.5\" {}><title>{title}</title></rect>",
-                    x1 - x0,
-                    fill_for(h.process),
-                    hold_data(h, seg.start_ns, seg.end_ns)
-                );
-            }
-        }
+        full_bars(s, m, &sc, top, locks_shown);
     }
     if m.locks().len() > locks_shown {
         let _ = write!(
@@ -1294,6 +1326,82 @@ fn full_timeline(s: &mut String, m: &Model, r: &Results) {
             m.locks().len() - locks_shown
         );
     }
+    finding_marks(s, r, &sc, AXIS_H + FULL_MARKS_H);
+    s.push_str("</svg></div>");
+}
+
+/// Past [`FULL_BARS_MAX`] holds: per lock, the share of each pixel column some client held it.
+fn full_occupancy(s: &mut String, m: &Model, sc: &Scale, top: f64, locks_shown: usize) {
+    let cols = 800usize;
+    let col_ns = m.end_ns.div_ceil(cols as u64).max(1);
+    let mut held = vec![0u64; locks_shown * cols];
+    for g in m
+        .checks
+        .grants
+        .iter()
+        .filter(|g| (g.lock as usize) < locks_shown)
+    {
+        for seg in &g.holds {
+            let end = seg.end_ns;
+            let mut t = seg.start_ns;
+            // Bounded by the columns one hold spans.
+            for _ in 0..=cols {
+                if t >= end {
+                    break;
+                }
+                let c = ((t / col_ns) as usize).min(cols - 1);
+                let col_end = ((c as u64 + 1) * col_ns).min(end);
+                held[g.lock as usize * cols + c] += col_end.saturating_sub(t);
+                t = col_end.max(t + 1);
+            }
+        }
+    }
+    for l in 0..locks_shown {
+        let y = top + l as f64 * FULL_ROW_H + 3.0;
+        for c in 0..cols {
+            let frac = (held[l * cols + c] as f64 / col_ns as f64).min(1.0);
+            if frac <= 0.0 {
+                continue;
+            }
+            let x0 = sc.x(c as u64 * col_ns);
+            let x1 = sc.x((c as u64 + 1) * col_ns);
+            let _ = write!(
+                s,
+                "<rect x=\"{x0:.1}\" y=\"{y:.1}\" width=\"{:.2}\" height=\"15\" fill=\"#1c7ed6\" fill-opacity=\"{:.2}\"/>",
+                (x1 - x0).max(0.5),
+                0.15 + 0.85 * frac
+            );
+        }
+    }
+}
+
+/// The definite holds the checkers proved, one bar per segment, coloured by process: never an
+/// indeterminate acquire.
+fn full_bars(s: &mut String, m: &Model, sc: &Scale, top: f64, locks_shown: usize) {
+    for h in m.holds.iter().filter(|h| (h.lock as usize) < locks_shown) {
+        let y = top + h.lock as f64 * FULL_ROW_H + 3.0;
+        let segs = m.segments(h);
+        if segs.is_empty() {
+            continue;
+        }
+        let title = esc(&hold_title(m, h));
+        for seg in segs {
+            let x0 = sc.x(seg.start_ns);
+            let x1 = sc.x(seg.end_ns).max(x0 + 1.0);
+            let _ = write!(
+                s,
+                "<rect x=\"{x0:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"15\" fill=\"{}\" stroke=\"#fff\" stroke-width=\"0.5\" {}><title>{title}</title></rect>",
+                x1 - x0,
+                fill_for(h.process),
+                hold_data(h, seg.start_ns, seg.end_ns)
+            );
+        }
+    }
+}
+
+/// The violations (red, linking to their cards) and warnings (grey) above the lock rows, at
+/// the start of their windows; `marks_y` is the bottom of the marks' strip.
+fn finding_marks(s: &mut String, r: &Results, sc: &Scale, marks_y: f64) {
     for (i, v) in r.violations.iter().enumerate().take(CARDS_MAX) {
         let x = sc.x(v.window_ns[0]);
         let _ = write!(
@@ -1301,7 +1409,7 @@ fn full_timeline(s: &mut String, m: &Model, r: &Results) {
             "<a href=\"#v{}\"><path d=\"M{:.1} {:.1} l5 -9 l-10 0 z\" fill=\"#c92a2a\"><title>{}: {}</title></path></a>",
             i + 1,
             x,
-            AXIS_H + marks_h - 2.0,
+            marks_y - 2.0,
             v.kind,
             esc(&v.explanation)
         );
@@ -1313,11 +1421,10 @@ fn full_timeline(s: &mut String, m: &Model, r: &Results) {
             "<a href=\"#w{}\"><path d=\"M{:.1} {:.1} l3 -6 l-6 0 z\" fill=\"#868e96\"><title>{}</title></path></a>",
             i + 1,
             x,
-            AXIS_H + marks_h - 4.0,
+            marks_y - 4.0,
             v.kind
         );
     }
-    s.push_str("</svg></div>");
 }
 
 fn truncate(s: &str, n: usize) -> String {
@@ -1330,11 +1437,13 @@ fn truncate(s: &str, n: usize) -> String {
     }
 }
 
+/// Both charts' height, and the top and bottom of their plots: room above the plot for the
+/// axis labels and the fault strip.
+const CHART_H: f64 = 230.0;
+const CHART_TOP: f64 = 36.0;
+const CHART_BOTTOM: f64 = CHART_H - 4.0;
+
 fn latency_charts(s: &mut String, m: &Model) {
-    let h = 230.0;
-    // Room above the plot for the axis labels and the fault strip.
-    let top = 36.0;
-    let bottom = h - 4.0;
     let sc = Scale {
         t0_ns: 0,
         t1_ns: m.end_ns,
@@ -1342,6 +1451,13 @@ fn latency_charts(s: &mut String, m: &Model) {
         x1: FULL_W - 12.0,
     };
     s.push_str("<h2 id=\"latency\">Latency and throughput over time</h2>");
+    latency_chart(s, m, &sc);
+    throughput_chart(s, m, &sc);
+}
+
+/// p50, p95, p99 and max latency per time bucket, on a log scale.
+fn latency_chart(s: &mut String, m: &Model, sc: &Scale) {
+    let (h, top, bottom) = (CHART_H, CHART_TOP, CHART_BOTTOM);
     // Latency on a log scale: timeouts and sub-millisecond ops must both stay readable.
     let max_ms = m
         .buckets
@@ -1356,8 +1472,8 @@ fn latency_charts(s: &mut String, m: &Model) {
         s,
         "<div class=\"chart\"><svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {FULL_W} {h}\" width=\"{FULL_W}\" height=\"{h}\" role=\"img\" aria-label=\"latency\">"
     );
-    axis(s, &sc, top - 10.0, bottom);
-    fault_bands(s, m, &sc, top - 8.0, bottom, false);
+    axis(s, sc, top - 10.0, bottom);
+    fault_bands(s, m, sc, top - 8.0, bottom, false);
     let mut e = lo as i32;
     while e <= hi as i32 {
         let ms = 10f64.powi(e);
@@ -1406,7 +1522,11 @@ fn latency_charts(s: &mut String, m: &Model) {
         let _ = write!(s, "<i style=\"background:{color}\"></i>{name}");
     }
     s.push_str(" · bands are faults</p>");
+}
 
+/// Completed ops per second per time bucket, ok and not.
+fn throughput_chart(s: &mut String, m: &Model, sc: &Scale) {
+    let (h, top, bottom) = (CHART_H, CHART_TOP, CHART_BOTTOM);
     // Throughput: completed ops per second per bucket.
     let per_s = 1e9 / m.bucket_ns as f64;
     let max_rate = m
@@ -1420,8 +1540,8 @@ fn latency_charts(s: &mut String, m: &Model) {
         s,
         "<div class=\"chart\"><svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {FULL_W} {h}\" width=\"{FULL_W}\" height=\"{h}\" role=\"img\" aria-label=\"throughput\">"
     );
-    axis(s, &sc, top - 10.0, bottom);
-    fault_bands(s, m, &sc, top - 8.0, bottom, false);
+    axis(s, sc, top - 10.0, bottom);
+    fault_bands(s, m, sc, top - 8.0, bottom, false);
     for frac in [0.0, 0.5, 1.0] {
         let r = max_rate * frac;
         let _ = write!(
