@@ -3,7 +3,7 @@
 
 use crate::escape::xml;
 use crate::gate::checker_of;
-use history::{Results, Validity};
+use history::{CheckerResult, Coverage, Results, Validity, Violation};
 use std::fmt::Write;
 
 /// Sentences listed per failing checker; the rest are counted (results.json has them all).
@@ -62,137 +62,157 @@ pub fn junit_xml(r: &Results, suite: &str) -> String {
         );
     }
     for c in &r.checkers {
-        let _ = write!(
-            s,
-            "    <testcase classname=\"lockpick.{}\" name=\"{}\" time=\"0\"",
-            xml(suite),
-            xml(&c.name)
-        );
-        let violations: Vec<_> = r
-            .violations
-            .iter()
-            .filter(|v| checker_of(v.kind) == c.name)
-            .collect();
-        let warnings: Vec<_> = r
-            .warnings
-            .iter()
-            .filter(|v| checker_of(v.kind) == c.name)
-            .collect();
-        if c.valid == Validity::Valid
-            && warnings.is_empty()
-            && c.notes.is_empty()
-            && c.not_judged.is_none()
-        {
-            s.push_str("/>\n");
-            continue;
-        }
-        s.push_str(">\n");
-        match c.valid {
-            Validity::Invalid => {
-                let kinds: Vec<String> = {
-                    let mut k: Vec<String> =
-                        violations.iter().map(|v| v.kind.to_string()).collect();
-                    k.sort();
-                    k.dedup();
-                    k
-                };
-                let _ = write!(
-                    s,
-                    "      <failure type=\"{}\" message=\"{} violation(s): {}\">",
-                    xml(&kinds.join(",")),
-                    c.violations,
-                    xml(violations
-                        .first()
-                        .map(|v| v.explanation.as_str())
-                        .unwrap_or(""))
-                );
-                for v in violations.iter().take(SENTENCES_MAX) {
-                    let ops: Vec<String> = v.ops.iter().map(u64::to_string).collect();
-                    let _ = write!(
-                        s,
-                        "{}&#10;",
-                        xml(&format!(
-                            "[{}] {} (ops {})",
-                            v.kind,
-                            v.explanation,
-                            ops.join(", ")
-                        ))
-                    );
-                }
-                if violations.len() > SENTENCES_MAX {
-                    let _ = write!(
-                        s,
-                        "... and {} more in results.json&#10;",
-                        violations.len() - SENTENCES_MAX
-                    );
-                }
-                s.push_str("</failure>\n");
-            }
-            Validity::Unknown => {
-                let _ = writeln!(
-                    s,
-                    "      <skipped message=\"unknown: {}\"/>",
-                    xml(&c.notes.join("; "))
-                );
-            }
-            // It looked at nothing: neither a pass nor a failure.
-            Validity::Valid => {
-                if let Some(why) = &c.not_judged {
-                    let _ = writeln!(s, "      <skipped message=\"not judged: {}\"/>", xml(why));
-                }
-            }
-        }
-        if !warnings.is_empty() || !c.notes.is_empty() {
-            s.push_str("      <system-out>");
-            for n in &c.notes {
-                let _ = write!(s, "{}&#10;", xml(&format!("note: {n}")));
-            }
-            for v in warnings.iter().take(SENTENCES_MAX) {
-                let _ = write!(
-                    s,
-                    "{}&#10;",
-                    xml(&format!("[{}] {}", v.kind, v.explanation))
-                );
-            }
-            if warnings.len() > SENTENCES_MAX {
-                let _ = write!(
-                    s,
-                    "... and {} more warnings in results.json&#10;",
-                    warnings.len() - SENTENCES_MAX
-                );
-            }
-            s.push_str("</system-out>\n");
-        }
-        s.push_str("    </testcase>\n");
+        checker_case(&mut s, r, c, suite);
     }
     if let Some(c) = coverage {
-        let _ = writeln!(
-            s,
-            "    <testcase classname=\"lockpick.{}\" name=\"coverage\" time=\"0\">",
-            xml(suite)
-        );
-        if !unmet.is_empty() {
-            let _ = writeln!(
-                s,
-                "      <failure type=\"not-exercised\" message=\"{}\"/>",
-                xml(&format!("requested, not exercised: {}", unmet.join(", ")))
-            );
-        }
-        s.push_str("      <system-out>");
-        for cell in &c.cells {
-            let _ = write!(
-                s,
-                "{}&#10;",
-                xml(&format!(
-                    "{}: started {}, exercised {}",
-                    cell.label(),
-                    cell.started,
-                    cell.exercised
-                ))
-            );
-        }
-        s.push_str("</system-out>\n    </testcase>\n");
+        coverage_case(&mut s, c, &unmet, suite);
     }
     s.push_str("  </testsuite>\n</testsuites>\n");
     s
+}
+
+/// One checker's test case: empty when it passed with nothing to say, else its failure (the
+/// violation sentences), its skip (unknown or not judged) and its notes and warnings.
+fn checker_case(s: &mut String, r: &Results, c: &CheckerResult, suite: &str) {
+    let _ = write!(
+        s,
+        "    <testcase classname=\"lockpick.{}\" name=\"{}\" time=\"0\"",
+        xml(suite),
+        xml(&c.name)
+    );
+    let violations: Vec<&Violation> = r
+        .violations
+        .iter()
+        .filter(|v| checker_of(v.kind) == c.name)
+        .collect();
+    let warnings: Vec<&Violation> = r
+        .warnings
+        .iter()
+        .filter(|v| checker_of(v.kind) == c.name)
+        .collect();
+    if c.valid == Validity::Valid
+        && warnings.is_empty()
+        && c.notes.is_empty()
+        && c.not_judged.is_none()
+    {
+        s.push_str("/>\n");
+        return;
+    }
+    s.push_str(">\n");
+    match c.valid {
+        Validity::Invalid => failure(s, c, &violations),
+        Validity::Unknown => {
+            let _ = writeln!(
+                s,
+                "      <skipped message=\"unknown: {}\"/>",
+                xml(&c.notes.join("; "))
+            );
+        }
+        // It looked at nothing: neither a pass nor a failure.
+        Validity::Valid => {
+            if let Some(why) = &c.not_judged {
+                let _ = writeln!(s, "      <skipped message=\"not judged: {}\"/>", xml(why));
+            }
+        }
+    }
+    if !warnings.is_empty() || !c.notes.is_empty() {
+        system_out(s, c, &warnings);
+    }
+    s.push_str("    </testcase>\n");
+}
+
+/// A failing checker's `<failure>`: its violations' kinds, count and first sentence as the
+/// message, and up to [`SENTENCES_MAX`] sentences with their ops as the body.
+fn failure(s: &mut String, c: &CheckerResult, violations: &[&Violation]) {
+    let kinds: Vec<String> = {
+        let mut k: Vec<String> = violations.iter().map(|v| v.kind.to_string()).collect();
+        k.sort();
+        k.dedup();
+        k
+    };
+    let _ = write!(
+        s,
+        "      <failure type=\"{}\" message=\"{} violation(s): {}\">",
+        xml(&kinds.join(",")),
+        c.violations,
+        xml(violations
+            .first()
+            .map(|v| v.explanation.as_str())
+            .unwrap_or(""))
+    );
+    for v in violations.iter().take(SENTENCES_MAX) {
+        let ops: Vec<String> = v.ops.iter().map(u64::to_string).collect();
+        let _ = write!(
+            s,
+            "{}&#10;",
+            xml(&format!(
+                "[{}] {} (ops {})",
+                v.kind,
+                v.explanation,
+                ops.join(", ")
+            ))
+        );
+    }
+    if violations.len() > SENTENCES_MAX {
+        let _ = write!(
+            s,
+            "... and {} more in results.json&#10;",
+            violations.len() - SENTENCES_MAX
+        );
+    }
+    s.push_str("</failure>\n");
+}
+
+/// A checker's notes and up to [`SENTENCES_MAX`] of its warnings, as the case's `system-out`.
+fn system_out(s: &mut String, c: &CheckerResult, warnings: &[&Violation]) {
+    s.push_str("      <system-out>");
+    for n in &c.notes {
+        let _ = write!(s, "{}&#10;", xml(&format!("note: {n}")));
+    }
+    for v in warnings.iter().take(SENTENCES_MAX) {
+        let _ = write!(
+            s,
+            "{}&#10;",
+            xml(&format!("[{}] {}", v.kind, v.explanation))
+        );
+    }
+    if warnings.len() > SENTENCES_MAX {
+        let _ = write!(
+            s,
+            "... and {} more warnings in results.json&#10;",
+            warnings.len() - SENTENCES_MAX
+        );
+    }
+    s.push_str("</system-out>\n");
+}
+
+/// The coverage case: failed when a requested cell was not exercised (`unmet`), with every
+/// cell's started and exercised counts as its `system-out`.
+fn coverage_case(s: &mut String, c: &Coverage, unmet: &[String], suite: &str) {
+    let _ = writeln!(
+        s,
+        "    <testcase classname=\"lockpick.{}\" name=\"coverage\" time=\"0\">",
+        xml(suite)
+    );
+    if !unmet.is_empty() {
+        let _ = writeln!(
+            s,
+            "      <failure type=\"not-exercised\" message=\"{}\"/>",
+            xml(&format!("requested, not exercised: {}", unmet.join(", ")))
+        );
+    }
+    s.push_str("      <system-out>");
+    for cell in &c.cells {
+        let _ = write!(
+            s,
+            "{}&#10;",
+            xml(&format!(
+                "{}: started {}, exercised {}",
+                cell.label(),
+                cell.started,
+                cell.exercised
+            ))
+        );
+    }
+    s.push_str("</system-out>\n    </testcase>\n");
 }
