@@ -282,25 +282,11 @@ impl EtcdClient {
         wait_ms: u64,
         pauses: Option<&PauseBoard>,
     ) -> Reply {
-        let ttl_s = ttl_ms.div_ceil(1000).max(1);
         let grant_sent_ns = (self.now_ns)();
-        let grant = match self
-            .call("lease/grant", json!({ "TTL": ttl_s }), self.op_timeout)
-            .await
-        {
-            Ok(v) => v,
-            // No lock was asked for yet: whatever happened to the lease, no grant happened.
-            Err(Reply::Info(e)) | Err(Reply::Fail(e)) => {
-                return Reply::Fail(format!("lease-grant: {e}"))
-            }
+        let (lease_id, granted_ttl_s) = match self.grant_lease(ttl_ms).await {
+            Ok(lease) => lease,
             Err(r) => return r,
         };
-        let lease_id = match grant.get("ID") {
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Number(n)) => n.to_string(),
-            _ => return Reply::Fail("lease-grant: no lease ID".into()),
-        };
-        let granted_ttl_s = int(&grant, "TTL").max(1);
         let keep = KeepAliveState::new(grant_sent_ns, (self.now_ns)());
         // lock/lock blocks while another client holds the lock; etcd does not renew the lease
         // meanwhile (its server-side session is orphaned at once), so the client does.
@@ -321,30 +307,10 @@ impl EtcdClient {
             never = keepalives => match never {},
         };
         let done_ns = (self.now_ns)();
-        let (status, body) = match locked {
-            Ok(answer) => answer,
-            // The lock may have been granted just as we gave up: indeterminate. Revoking the
-            // lease frees it either way.
-            Err(Reply::Info(e)) => {
-                self.abandon(&lease_id).await;
-                return Reply::Info(format!("lock: {e}"));
-            }
-            Err(Reply::Fail(e)) => {
-                self.abandon(&lease_id).await;
-                return Reply::Fail(format!("lock: {e}"));
-            }
+        let body = match self.lock_answer(&lease_id, locked).await {
+            Ok(body) => body,
             Err(r) => return r,
         };
-        if status != 200 {
-            self.abandon(&lease_id).await;
-            let why = format!("lock: {}", status_reason(status, &body));
-            // The lock txn puts the key with the lease: on a lease etcd no longer has, nothing
-            // was written, so nothing was granted.
-            if why.contains("lease not found") {
-                return Reply::Fail(why);
-            }
-            return Reply::Info(why);
-        }
         // Granted. From here on, nothing turns this answer into anything but ok.
         let lease_ttl_ms = granted_ttl_s * 1000;
         let mut value = json!({
@@ -359,14 +325,78 @@ impl EtcdClient {
         if let Some(gone) = keep.gone_ns() {
             value["lease_gone_ns"] = json!(gone);
         }
-        let answer = serde_json::from_slice::<Value>(&body).unwrap_or(Value::Null);
+        self.read_back(client, lease_id, value, &body).await
+    }
+
+    /// `lease/grant` for a lease of `ttl_ms` (in whole seconds, at least one): its ID and the
+    /// TTL etcd granted, in seconds. Any failure is a refusal: no lock was asked for yet, so
+    /// whatever happened to the lease, no grant happened.
+    async fn grant_lease(&self, ttl_ms: u64) -> Result<(String, u64), Reply> {
+        let ttl_s = ttl_ms.div_ceil(1000).max(1);
+        let grant = match self
+            .call("lease/grant", json!({ "TTL": ttl_s }), self.op_timeout)
+            .await
+        {
+            Ok(v) => v,
+            Err(Reply::Info(e)) | Err(Reply::Fail(e)) => {
+                return Err(Reply::Fail(format!("lease-grant: {e}")))
+            }
+            Err(r) => return Err(r),
+        };
+        let lease_id = match grant.get("ID") {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Number(n)) => n.to_string(),
+            _ => return Err(Reply::Fail("lease-grant: no lease ID".into())),
+        };
+        Ok((lease_id, int(&grant, "TTL").max(1)))
+    }
+
+    /// What `lock/lock` answered: its body when it granted the lock (a 200), else the reply
+    /// for the acquire, with the lease revoked so nothing it may have been granted lingers.
+    async fn lock_answer(
+        &self,
+        lease_id: &str,
+        locked: Result<(u16, Vec<u8>), Reply>,
+    ) -> Result<Vec<u8>, Reply> {
+        let (status, body) = match locked {
+            Ok(answer) => answer,
+            // The lock may have been granted just as we gave up: indeterminate. Revoking the
+            // lease frees it either way.
+            Err(Reply::Info(e)) => {
+                self.abandon(lease_id).await;
+                return Err(Reply::Info(format!("lock: {e}")));
+            }
+            Err(Reply::Fail(e)) => {
+                self.abandon(lease_id).await;
+                return Err(Reply::Fail(format!("lock: {e}")));
+            }
+            Err(r) => return Err(r),
+        };
+        if status != 200 {
+            self.abandon(lease_id).await;
+            let why = format!("lock: {}", status_reason(status, &body));
+            // The lock txn puts the key with the lease: on a lease etcd no longer has, nothing
+            // was written, so nothing was granted.
+            if why.contains("lease not found") {
+                return Err(Reply::Fail(why));
+            }
+            return Err(Reply::Info(why));
+        }
+        Ok(body)
+    }
+
+    /// The evidence about a grant, added to its `value`: the lock key it names, the revision
+    /// the answer carries and the key read at that revision, whose `create_revision` is the
+    /// token. A grant with a token is remembered for its renew and release. Always `ok`.
+    async fn read_back(&self, client: &str, lease_id: String, mut value: Value, body: &[u8]) -> Reply {
+        let answer = serde_json::from_slice::<Value>(body).unwrap_or(Value::Null);
         let Some(key_b64) = answer
             .get("key")
             .and_then(Value::as_str)
             .map(str::to_string)
         else {
             // A grant whose key we cannot name: nothing can be read back or fenced with it.
-            tracing::warn!(answer = %snippet(&body), "etcd lock/lock answered 200 without a key");
+            tracing::warn!(answer = %snippet(body), "etcd lock/lock answered 200 without a key");
             return Reply::Ok(value);
         };
         let revision = int(answer.get("header").unwrap_or(&Value::Null), "revision");
