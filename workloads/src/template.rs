@@ -230,21 +230,7 @@ impl TemplateClient {
         shape: Shape,
         timeout: Duration,
     ) -> Reply {
-        let fill_or = |t: &str| fill(t, vars).unwrap_or_else(|_| t.to_string());
-        let method =
-            reqwest::Method::from_bytes(call.method.as_bytes()).unwrap_or(reqwest::Method::POST);
-        let mut req = self
-            .http
-            .request(method, format!("{}{}", self.base, fill_or(&call.path)))
-            .timeout(timeout);
-        for (k, v) in &call.headers {
-            req = req.header(k, fill_or(v));
-        }
-        if let Some(b) = &call.body {
-            req = req
-                .header("content-type", "application/json")
-                .body(fill_or(b));
-        }
+        let req = self.request(call, vars, timeout);
         let resp = match req.send().await {
             Ok(r) => r,
             Err(e) => return classify_error(&e),
@@ -275,59 +261,33 @@ impl TemplateClient {
         if !call.ok.contains(&status) {
             return Reply::Info(with_detail(&format!("http-{status}"), &snippet(&bytes)));
         }
-        let mut out = serde_json::Map::new();
-        match shape {
-            Shape::Grant { token } => {
-                match token {
-                    // Renew: the token is the one sent, unless the answer names one.
-                    Some(t) => {
-                        out.insert(
-                            "token".into(),
-                            json!(at(&call.token).and_then(as_i64).unwrap_or(t as i64)),
-                        );
-                    }
-                    // The service said yes: an ok, with a token if one can be read. An ok status
-                    // without a readable token is still a grant (never turned into info); the
-                    // client cannot fence with it and lets its lease lapse.
-                    None => {
-                        match at(&call.token).and_then(as_i64) {
-                            Some(t) => {
-                                out.insert("token".into(), json!(t));
-                            }
-                            // The answer goes along so the probe and the run's watch can say
-                            // what came instead of a token.
-                            None => {
-                                out.insert(UNREAD.into(), json!(snippet(&bytes)));
-                            }
-                        }
-                    }
-                }
-                if let Some(ttl) = at(&call.ttl_ms).and_then(as_i64) {
-                    out.insert("ttl_ms".into(), json!(ttl));
-                }
-            }
-            Shape::Plain => {}
-            Shape::Read => {
-                match at(&call.value).and_then(as_i64) {
-                    Some(v) => {
-                        out.insert("value".into(), json!(v));
-                    }
-                    // No value at the pointer: the register is empty (a store starts at 0).
-                    None => {
-                        out.insert("value".into(), json!(0));
-                    }
-                }
-                if let Some(seq) = at(&call.seq).and_then(as_i64) {
-                    out.insert("seq".into(), json!(seq));
-                }
-            }
-            Shape::Write => {
-                if let Some(seq) = at(&call.seq).and_then(as_i64) {
-                    out.insert("seq".into(), json!(seq));
-                }
-            }
+        Reply::Ok(Value::Object(answer_fields(call, shape, &body, &bytes)))
+    }
+
+    /// The HTTP request `call` describes, its path, headers and body filled from `vars` (a
+    /// template that does not fill is sent as written).
+    fn request(
+        &self,
+        call: &CallSpec,
+        vars: &[(&str, String)],
+        timeout: Duration,
+    ) -> reqwest::RequestBuilder {
+        let fill_or = |t: &str| fill(t, vars).unwrap_or_else(|_| t.to_string());
+        let method =
+            reqwest::Method::from_bytes(call.method.as_bytes()).unwrap_or(reqwest::Method::POST);
+        let mut req = self
+            .http
+            .request(method, format!("{}{}", self.base, fill_or(&call.path)))
+            .timeout(timeout);
+        for (k, v) in &call.headers {
+            req = req.header(k, fill_or(v));
         }
-        Reply::Ok(Value::Object(out))
+        if let Some(b) = &call.body {
+            req = req
+                .header("content-type", "application/json")
+                .body(fill_or(b));
+        }
+        req
     }
 
     /// `{wait_ms}` / `{wait_s}` carry how long the service may wait for a held lock; the
@@ -478,6 +438,71 @@ impl Service for Template {
         };
         Ok(Adapter::new(lock, Some(resource)))
     }
+}
+
+/// The fields of an ok answer, by what the call was: a grant's token (the one sent for a
+/// renew, unless the answer names one) and TTL, a read's value and sequence number, a write's
+/// sequence number, read through the file's JSON pointers.
+fn answer_fields(
+    call: &CallSpec,
+    shape: Shape,
+    body: &Value,
+    bytes: &[u8],
+) -> serde_json::Map<String, Value> {
+    let at = |p: &Option<String>| p.as_deref().and_then(|p| body.pointer(p));
+    let mut out = serde_json::Map::new();
+    match shape {
+        Shape::Grant { token } => {
+            match token {
+                // Renew: the token is the one sent, unless the answer names one.
+                Some(t) => {
+                    out.insert(
+                        "token".into(),
+                        json!(at(&call.token).and_then(as_i64).unwrap_or(t as i64)),
+                    );
+                }
+                // The service said yes: an ok, with a token if one can be read. An ok status
+                // without a readable token is still a grant (never turned into info); the
+                // client cannot fence with it and lets its lease lapse.
+                None => {
+                    match at(&call.token).and_then(as_i64) {
+                        Some(t) => {
+                            out.insert("token".into(), json!(t));
+                        }
+                        // The answer goes along so the probe and the run's watch can say
+                        // what came instead of a token.
+                        None => {
+                            out.insert(UNREAD.into(), json!(snippet(bytes)));
+                        }
+                    }
+                }
+            }
+            if let Some(ttl) = at(&call.ttl_ms).and_then(as_i64) {
+                out.insert("ttl_ms".into(), json!(ttl));
+            }
+        }
+        Shape::Plain => {}
+        Shape::Read => {
+            match at(&call.value).and_then(as_i64) {
+                Some(v) => {
+                    out.insert("value".into(), json!(v));
+                }
+                // No value at the pointer: the register is empty (a store starts at 0).
+                None => {
+                    out.insert("value".into(), json!(0));
+                }
+            }
+            if let Some(seq) = at(&call.seq).and_then(as_i64) {
+                out.insert("seq".into(), json!(seq));
+            }
+        }
+        Shape::Write => {
+            if let Some(seq) = at(&call.seq).and_then(as_i64) {
+                out.insert("seq".into(), json!(seq));
+            }
+        }
+    }
+    out
 }
 
 #[derive(Clone, Copy)]
