@@ -215,39 +215,14 @@ pub fn patch(pid: i32, page: &ControlPage) -> Result<Patched, Error> {
             arch: std::env::consts::ARCH,
         });
     }
-    let path = page.path().canonicalize().map_err(|source| Error::Io {
-        path: page.path().to_path_buf(),
-        source,
-    })?;
-    let path_bytes = path.as_os_str().as_encoded_bytes();
-    if path_bytes.len() >= MAX_PATH_BYTES {
-        return Err(Error::Io {
-            path: path.clone(),
-            source: std::io::Error::other("control file path too long for the code page"),
-        });
-    }
+    let path_c = control_path(page)?;
     // The mapping is read only once the process is held: a process that was just spawned may
     // still be inside an exec (a shell exec'ing the service), which moves the vDSO, and
     // reading the old address would fail with EIO. A held process cannot exec.
     let stopped = trace::Stopped::stop(pid)?;
     let (vdso, vdso_end) = process::vdso_range(pid)?;
     let image = stopped.peek(vdso, (vdso_end - vdso) as usize)?;
-    let vdso_err = |reason: String| Error::Vdso { pid, reason };
-    elf::check_x86_64(&image).map_err(vdso_err)?;
-    let mut found = Vec::new();
-    for (symbol, entry, required) in TARGETS {
-        match elf::find_symbol(&image, symbol).map_err(vdso_err)? {
-            Some(sym) if sym.size >= JUMP_BYTES as u64 => found.push((symbol, entry, sym)),
-            Some(sym) => {
-                return Err(vdso_err(format!(
-                    "{symbol} is {} bytes, too short for a {JUMP_BYTES}-byte jump",
-                    sym.size
-                )))
-            }
-            None if required => return Err(vdso_err(format!("no symbol {symbol}"))),
-            None => {}
-        }
-    }
+    let found = vdso_targets(pid, &image)?;
     // Already patched: the entry starts with our `movabs rax` ... `jmp rax`.
     let (_, _, first) = found[0];
     let head = &image[first.offset as usize..first.offset as usize + JUMP_BYTES];
@@ -266,15 +241,112 @@ pub fn patch(pid: i32, page: &ControlPage) -> Result<Patched, Error> {
         }
         Ok(r as u64)
     };
+    let (code_addr, page_addr) = map_pages(&stopped, &call, &path_c)?;
+    let entry = first.offset as usize;
+    let entry_bytes = &image[entry..(entry + 32).min(image.len())];
+    let (code, fast) = hook::code_page(page_addr, code_addr, vdso + first.offset, entry_bytes);
+    stopped.poke(code_addr, &code)?;
+    call(
+        libc::SYS_mprotect,
+        "mprotect of the code page",
+        [code_addr, PAGE, PROT_READ | PROT_EXEC, 0, 0, 0],
+    )?;
+    let functions = jump_to_hooks(&stopped, vdso, &image, found, code_addr)?;
+    drop(stopped);
+    Ok(Patched::Now(Patch {
+        pid,
+        code_addr,
+        page_addr,
+        functions,
+        fast,
+    }))
+}
+
+/// Overwrites each found vDSO function's entry with a jump to its hook on the code page at
+/// `code_addr`: what each entry held, to undo it.
+fn jump_to_hooks(
+    stopped: &trace::Stopped,
+    vdso: u64,
+    image: &[u8],
+    found: Vec<(&'static str, usize, elf::Symbol)>,
+    code_addr: u64,
+) -> Result<Vec<PatchedFn>, Error> {
+    let mut functions = Vec::with_capacity(found.len());
+    for (symbol, entry, sym) in found {
+        let addr = vdso + sym.offset;
+        let mut original = [0u8; JUMP_BYTES];
+        original.copy_from_slice(&image[sym.offset as usize..sym.offset as usize + JUMP_BYTES]);
+        // A thread paused inside the bytes we replace would resume mid-instruction.
+        stopped.step_out_of(addr + 1, addr + JUMP_BYTES as u64)?;
+        stopped.poke(addr, &jump_to(code_addr + entry as u64))?;
+        functions.push(PatchedFn {
+            symbol,
+            addr,
+            original,
+        });
+    }
+    Ok(functions)
+}
+
+/// The control file's canonical path, NUL-terminated for the injected `openat`: one the code
+/// page has room for.
+fn control_path(page: &ControlPage) -> Result<Vec<u8>, Error> {
+    let path = page.path().canonicalize().map_err(|source| Error::Io {
+        path: page.path().to_path_buf(),
+        source,
+    })?;
+    let path_bytes = path.as_os_str().as_encoded_bytes();
+    if path_bytes.len() >= MAX_PATH_BYTES {
+        return Err(Error::Io {
+            path: path.clone(),
+            source: std::io::Error::other("control file path too long for the code page"),
+        });
+    }
+    let mut path_c = path_bytes.to_vec();
+    path_c.push(0);
+    Ok(path_c)
+}
+
+/// The [`TARGETS`] the vDSO `image` of `pid` has, in their order, each with its symbol: long
+/// enough for the jump, and `clock_gettime` (the first) always among them.
+fn vdso_targets(pid: i32, image: &[u8]) -> Result<Vec<(&'static str, usize, elf::Symbol)>, Error> {
+    let vdso_err = |reason: String| Error::Vdso { pid, reason };
+    elf::check_x86_64(image).map_err(vdso_err)?;
+    let mut found = Vec::new();
+    for (symbol, entry, required) in TARGETS {
+        match elf::find_symbol(image, symbol).map_err(vdso_err)? {
+            Some(sym) if sym.size >= JUMP_BYTES as u64 => found.push((symbol, entry, sym)),
+            Some(sym) => {
+                return Err(vdso_err(format!(
+                    "{symbol} is {} bytes, too short for a {JUMP_BYTES}-byte jump",
+                    sym.size
+                )))
+            }
+            None if required => return Err(vdso_err(format!("no symbol {symbol}"))),
+            None => {}
+        }
+    }
+    // The patch reads the first target's entry: it is the required clock_gettime.
+    debug_assert!(found.first().is_some_and(|f| f.0 == TARGETS[0].0));
+    Ok(found)
+}
+
+/// Maps, in the held process, a private page for the hook code (the control file's path,
+/// `path_c`, written into it for the `openat`) and the control file itself, shared: their
+/// addresses, code page first. `call` makes a system call in the process.
+fn map_pages(
+    stopped: &trace::Stopped,
+    call: &impl Fn(i64, &'static str, [u64; 6]) -> Result<u64, Error>,
+    path_c: &[u8],
+) -> Result<(u64, u64), Error> {
+    debug_assert!(path_c.ends_with(&[0]), "the path is NUL-terminated");
     let anon = MAP_PRIVATE | MAP_ANONYMOUS;
     let code_addr = call(
         libc::SYS_mmap,
         "mmap of the code page",
         [0, PAGE, PROT_READ | PROT_WRITE, anon, u64::MAX, 0],
     )?;
-    let mut path_c = path_bytes.to_vec();
-    path_c.push(0);
-    stopped.poke(code_addr + hook::PATH_OFFSET as u64, &path_c)?;
+    stopped.poke(code_addr + hook::PATH_OFFSET as u64, path_c)?;
     let fd = call(
         libc::SYS_openat,
         "openat of the control file",
@@ -294,38 +366,7 @@ pub fn patch(pid: i32, page: &ControlPage) -> Result<Patched, Error> {
     );
     // The mapping holds the file; the descriptor is closed whether or not mmap worked.
     call(libc::SYS_close, "close", [fd, 0, 0, 0, 0, 0])?;
-    let page_addr = mapped?;
-    let entry = first.offset as usize;
-    let entry_bytes = &image[entry..(entry + 32).min(image.len())];
-    let (code, fast) = hook::code_page(page_addr, code_addr, vdso + first.offset, entry_bytes);
-    stopped.poke(code_addr, &code)?;
-    call(
-        libc::SYS_mprotect,
-        "mprotect of the code page",
-        [code_addr, PAGE, PROT_READ | PROT_EXEC, 0, 0, 0],
-    )?;
-    let mut functions = Vec::with_capacity(found.len());
-    for (symbol, entry, sym) in found {
-        let addr = vdso + sym.offset;
-        let mut original = [0u8; JUMP_BYTES];
-        original.copy_from_slice(&image[sym.offset as usize..sym.offset as usize + JUMP_BYTES]);
-        // A thread paused inside the bytes we replace would resume mid-instruction.
-        stopped.step_out_of(addr + 1, addr + JUMP_BYTES as u64)?;
-        stopped.poke(addr, &jump_to(code_addr + entry as u64))?;
-        functions.push(PatchedFn {
-            symbol,
-            addr,
-            original,
-        });
-    }
-    drop(stopped);
-    Ok(Patched::Now(Patch {
-        pid,
-        code_addr,
-        page_addr,
-        functions,
-        fast,
-    }))
+    Ok((code_addr, mapped?))
 }
 
 /// Patches every process of process group `pgid` that is not patched yet (a node's command
