@@ -210,67 +210,7 @@ impl Stopped {
                 });
             }
             for t in fresh {
-                let tid = Pid::from_raw(t);
-                match ptrace::seize(tid, ptrace::Options::empty()) {
-                    Ok(()) => {}
-                    // Exited between the listing and now.
-                    Err(Errno::ESRCH) => continue,
-                    // The kernel refuses to attach to a thread that is already exiting
-                    // (EPERM, as for a tracer it forbids): that one is gone, not forbidden.
-                    Err(Errno::EPERM) if crate::process::thread_exiting(pid, t) => {
-                        if t == pid {
-                            return Err(Error::Exited { pid });
-                        }
-                        continue;
-                    }
-                    Err(Errno::EPERM) => {
-                        return Err(Error::Permission {
-                            pid,
-                            reason: crate::process::ptrace_permission().err().unwrap_or_else(
-                                || {
-                                    "PTRACE_SEIZE was refused (EPERM): another tracer, or \
-                                     no permission over this process"
-                                        .into()
-                                },
-                            ),
-                        })
-                    }
-                    Err(source) => {
-                        return Err(Error::Ptrace {
-                            pid,
-                            what: "PTRACE_SEIZE",
-                            source,
-                        })
-                    }
-                }
-                // Seized: from here on, drop detaches it (it is in the list before any wait).
-                held.threads.push(Thread {
-                    tid,
-                    pending: std::cell::RefCell::new(Vec::new()),
-                });
-                match ptrace::interrupt(tid) {
-                    Ok(()) => {}
-                    Err(Errno::ESRCH) => {
-                        held.threads.pop();
-                        continue;
-                    }
-                    Err(source) => {
-                        return Err(Error::Ptrace {
-                            pid,
-                            what: "PTRACE_INTERRUPT",
-                            source,
-                        })
-                    }
-                }
-                match wait_stop(pid, tid, "a thread stopping")? {
-                    Waited::Stopped(sig) => {
-                        let t = held.threads.last().expect("pushed");
-                        held.settle(t, Waited::Stopped(sig))?;
-                    }
-                    Waited::Gone => {
-                        held.threads.pop();
-                    }
-                }
+                held.hold(t)?;
             }
         }
         Err(Error::Unsettled {
@@ -278,6 +218,74 @@ impl Stopped {
             what: "its thread list (threads kept appearing)",
             attempts: THREAD_ROUNDS,
         })
+    }
+
+    /// Seizes thread `t` of the process and waits for it to stop; a thread that exits
+    /// meanwhile is left out (unless it is the leader: then the process is gone).
+    fn hold(&mut self, t: i32) -> Result<(), Error> {
+        let pid = self.pid;
+        let tid = Pid::from_raw(t);
+        match ptrace::seize(tid, ptrace::Options::empty()) {
+            Ok(()) => {}
+            // Exited between the listing and now.
+            Err(Errno::ESRCH) => return Ok(()),
+            // The kernel refuses to attach to a thread that is already exiting
+            // (EPERM, as for a tracer it forbids): that one is gone, not forbidden.
+            Err(Errno::EPERM) if crate::process::thread_exiting(pid, t) => {
+                if t == pid {
+                    return Err(Error::Exited { pid });
+                }
+                return Ok(());
+            }
+            Err(Errno::EPERM) => {
+                return Err(Error::Permission {
+                    pid,
+                    reason: crate::process::ptrace_permission()
+                        .err()
+                        .unwrap_or_else(|| {
+                            "PTRACE_SEIZE was refused (EPERM): another tracer, or \
+                             no permission over this process"
+                                .into()
+                        }),
+                })
+            }
+            Err(source) => {
+                return Err(Error::Ptrace {
+                    pid,
+                    what: "PTRACE_SEIZE",
+                    source,
+                })
+            }
+        }
+        // Seized: from here on, drop detaches it (it is in the list before any wait).
+        self.threads.push(Thread {
+            tid,
+            pending: std::cell::RefCell::new(Vec::new()),
+        });
+        match ptrace::interrupt(tid) {
+            Ok(()) => {}
+            Err(Errno::ESRCH) => {
+                self.threads.pop();
+                return Ok(());
+            }
+            Err(source) => {
+                return Err(Error::Ptrace {
+                    pid,
+                    what: "PTRACE_INTERRUPT",
+                    source,
+                })
+            }
+        }
+        match wait_stop(pid, tid, "a thread stopping")? {
+            Waited::Stopped(sig) => {
+                let t = self.threads.last().expect("pushed");
+                self.settle(t, Waited::Stopped(sig))?;
+            }
+            Waited::Gone => {
+                self.threads.pop();
+            }
+        }
+        Ok(())
     }
 
     /// After a stop: a thread that vanished ends the attach; a signal that arrived (instead of
