@@ -82,23 +82,7 @@ pub fn summary_text(r: &Results) -> String {
     for n in &r.notes {
         let _ = writeln!(s, "note: {}", plain(n));
     }
-    let _ = writeln!(s, "\ncheckers:");
-    for c in &r.checkers {
-        let _ = write!(s, "  {:<24} {:<10}", plain(&c.name), c.status());
-        if c.violations > 0 {
-            let _ = write!(s, " {} violation(s)", c.violations);
-        }
-        if c.warnings > 0 {
-            let _ = write!(s, " {} warning(s)", c.warnings);
-        }
-        let _ = writeln!(s);
-        if let Some(why) = &c.not_judged {
-            let _ = writeln!(s, "  {:<24} not judged: {}", "", plain(why));
-        }
-        for n in &c.notes {
-            let _ = writeln!(s, "  {:<24} note: {}", "", plain(n));
-        }
-    }
+    checkers_text(&mut s, r);
     crate::incidents::text(&mut s, r);
     section(
         &mut s,
@@ -116,6 +100,36 @@ pub fn summary_text(r: &Results) -> String {
         &r.evidence,
     );
     section(&mut s, ("warnings", &r.warnings), &[], &r.evidence);
+    ops_text(&mut s, r);
+    crate::reasons::text(&mut s, r);
+    latency_text(&mut s, r);
+    crate::coverage::text(&mut s, r);
+    s
+}
+
+/// Each checker's status, counts, and why it did not judge or what it noted.
+fn checkers_text(s: &mut String, r: &Results) {
+    let _ = writeln!(s, "\ncheckers:");
+    for c in &r.checkers {
+        let _ = write!(s, "  {:<24} {:<10}", plain(&c.name), c.status());
+        if c.violations > 0 {
+            let _ = write!(s, " {} violation(s)", c.violations);
+        }
+        if c.warnings > 0 {
+            let _ = write!(s, " {} warning(s)", c.warnings);
+        }
+        let _ = writeln!(s);
+        if let Some(why) = &c.not_judged {
+            let _ = writeln!(s, "  {:<24} not judged: {}", "", plain(why));
+        }
+        for n in &c.notes {
+            let _ = writeln!(s, "  {:<24} note: {}", "", plain(n));
+        }
+    }
+}
+
+/// Ops by function and outcome, with the refusals among the failures.
+fn ops_text(s: &mut String, r: &Results) {
     if !r.stats.ops.is_empty() {
         let _ = writeln!(s, "\nops (ok/fail/info/pending):");
         for (f, by) in &r.stats.ops {
@@ -140,7 +154,10 @@ pub fn summary_text(r: &Results) -> String {
             }
         }
     }
-    crate::reasons::text(&mut s, r);
+}
+
+/// Latency percentiles by function.
+fn latency_text(s: &mut String, r: &Results) {
     if !r.stats.latency.is_empty() {
         let _ = writeln!(s, "\nlatency ms (p50/p95/p99/max):");
         for (f, p) in &r.stats.latency {
@@ -156,8 +173,6 @@ pub fn summary_text(r: &Results) -> String {
             );
         }
     }
-    crate::coverage::text(&mut s, r);
-    s
 }
 
 /// `overlap[i]`: item `i` is a `token-regressed` by overlap (said before its sentence).
