@@ -29,39 +29,11 @@ pub fn figure(edges: &[CycleEdge], id: &str, caption: &str) -> String {
         esc(caption)
     );
     if n > RING_NODES_MAX {
-        s.push_str("<ol class=\"cycle-list\">");
-        for e in edges {
-            let _ = write!(
-                s,
-                "<li><b>{}</b> → <b>{}</b>: {}</li>",
-                esc(&e.from),
-                esc(&e.to),
-                esc(&e.label)
-            );
-        }
-        s.push_str("</ol></figure>");
+        cycle_list(&mut s, edges);
         return s;
     }
-    let radius = if n == 2 {
-        150.0
-    } else {
-        110.0 + 14.0 * n as f64
-    };
-    let height = if n == 2 { 200.0 } else { 2.0 * radius + 90.0 };
-    let (cx, cy) = (WIDTH / 2.0, height / 2.0);
-    // Members in cycle order, the first at the left (two) or the top (more).
-    let at = |k: usize| {
-        let start = if n == 2 {
-            std::f64::consts::PI
-        } else {
-            -std::f64::consts::FRAC_PI_2
-        };
-        let a = start + 2.0 * std::f64::consts::PI * k as f64 / n as f64;
-        (
-            cx + radius * a.cos(),
-            cy + radius * a.sin() * if n == 2 { 0.0 } else { 1.0 },
-        )
-    };
+    let ring = Ring::new(n);
+    let height = ring.height;
     let marker = format!(
         "cycle-arrow-{}",
         id.replace(|c: char| !c.is_ascii_alphanumeric(), "-")
@@ -72,38 +44,10 @@ pub fn figure(edges: &[CycleEdge], id: &str, caption: &str) -> String {
          <defs><marker id=\"{marker}\" viewBox=\"0 0 10 10\" refX=\"9\" refY=\"5\" markerWidth=\"8\" markerHeight=\"8\" orient=\"auto-start-reverse\"><path d=\"M0,0 L10,5 L0,10 z\" fill=\"#b42318\"/></marker></defs>"
     );
     for (k, e) in edges.iter().enumerate() {
-        let (x0, y0) = at(k);
-        let (x1, y1) = at((k + 1) % n);
-        let (dx, dy) = (x1 - x0, y1 - y0);
-        let len = (dx * dx + dy * dy).sqrt().max(1.0);
-        let (ux, uy) = (dx / len, dy / len);
-        // Leave each node along the line, clear of its ellipse.
-        let clear = |ux: f64, uy: f64| {
-            let t = 1.0 / ((ux / NODE_RX).powi(2) + (uy / NODE_RY).powi(2)).sqrt();
-            t + 4.0
-        };
-        let c = clear(ux, uy);
-        let (sx, sy) = (x0 + ux * c, y0 + uy * c);
-        let (ex, ey) = (x1 - ux * c, y1 - uy * c);
-        // Bend outward (to the left of the direction of travel), so a pair of opposite edges
-        // between the same two members are two arcs, not one line.
-        let bend = if n == 2 { 60.0 } else { 24.0 };
-        let (nx, ny) = (uy, -ux);
-        let (qx, qy) = ((sx + ex) / 2.0 + nx * bend, (sy + ey) / 2.0 + ny * bend);
-        let (lx, ly) = (
-            0.25 * sx + 0.5 * qx + 0.25 * ex,
-            0.25 * sy + 0.5 * qy + 0.25 * ey,
-        );
-        let _ = write!(
-            s,
-            "<path class=\"cycle-edge\" d=\"M{sx:.1},{sy:.1} Q{qx:.1},{qy:.1} {ex:.1},{ey:.1}\" fill=\"none\" stroke=\"#b42318\" stroke-width=\"2\" marker-end=\"url(#{marker})\"/>\
-             <text class=\"cycle-label\" x=\"{lx:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"12\" paint-order=\"stroke\" stroke=\"#fff\" stroke-width=\"4\">{}</text>",
-            ly + if ny > 0.0 { 12.0 } else { -4.0 },
-            esc(&e.label)
-        );
+        arrow(&mut s, &ring, k, e, &marker);
     }
     for (k, e) in edges.iter().enumerate() {
-        let (x, y) = at(k);
+        let (x, y) = ring.at(k);
         let _ = write!(
             s,
             "<g class=\"cycle-node\"><ellipse cx=\"{x:.1}\" cy=\"{y:.1}\" rx=\"{NODE_RX}\" ry=\"{NODE_RY}\" fill=\"#fef3f2\" stroke=\"#b42318\"/>\
@@ -114,6 +58,98 @@ pub fn figure(edges: &[CycleEdge], id: &str, caption: &str) -> String {
     }
     s.push_str("</svg></figure>");
     s
+}
+
+/// A cycle too long for the ring: its edges listed in order, closing the figure.
+fn cycle_list(s: &mut String, edges: &[CycleEdge]) {
+    s.push_str("<ol class=\"cycle-list\">");
+    for e in edges {
+        let _ = write!(
+            s,
+            "<li><b>{}</b> → <b>{}</b>: {}</li>",
+            esc(&e.from),
+            esc(&e.to),
+            esc(&e.label)
+        );
+    }
+    s.push_str("</ol></figure>");
+}
+
+/// Where a cycle's `n` members sit: two side by side, more on a circle.
+struct Ring {
+    n: usize,
+    radius: f64,
+    height: f64,
+    cx: f64,
+    cy: f64,
+}
+
+impl Ring {
+    fn new(n: usize) -> Ring {
+        debug_assert!(n > 0, "a cycle has members");
+        let radius = if n == 2 {
+            150.0
+        } else {
+            110.0 + 14.0 * n as f64
+        };
+        let height = if n == 2 { 200.0 } else { 2.0 * radius + 90.0 };
+        Ring {
+            n,
+            radius,
+            height,
+            cx: WIDTH / 2.0,
+            cy: height / 2.0,
+        }
+    }
+
+    /// Member `k`'s centre: in cycle order, the first at the left (two) or the top (more).
+    fn at(&self, k: usize) -> (f64, f64) {
+        let n = self.n;
+        let start = if n == 2 {
+            std::f64::consts::PI
+        } else {
+            -std::f64::consts::FRAC_PI_2
+        };
+        let a = start + 2.0 * std::f64::consts::PI * k as f64 / n as f64;
+        (
+            self.cx + self.radius * a.cos(),
+            self.cy + self.radius * a.sin() * if n == 2 { 0.0 } else { 1.0 },
+        )
+    }
+}
+
+/// Edge `k`, from member `k` to the next, as a curved arrow with its reason beside it.
+fn arrow(s: &mut String, ring: &Ring, k: usize, e: &CycleEdge, marker: &str) {
+    let n = ring.n;
+    let (x0, y0) = ring.at(k);
+    let (x1, y1) = ring.at((k + 1) % n);
+    let (dx, dy) = (x1 - x0, y1 - y0);
+    let len = (dx * dx + dy * dy).sqrt().max(1.0);
+    let (ux, uy) = (dx / len, dy / len);
+    // Leave each node along the line, clear of its ellipse.
+    let clear = |ux: f64, uy: f64| {
+        let t = 1.0 / ((ux / NODE_RX).powi(2) + (uy / NODE_RY).powi(2)).sqrt();
+        t + 4.0
+    };
+    let c = clear(ux, uy);
+    let (sx, sy) = (x0 + ux * c, y0 + uy * c);
+    let (ex, ey) = (x1 - ux * c, y1 - uy * c);
+    // Bend outward (to the left of the direction of travel), so a pair of opposite edges
+    // between the same two members are two arcs, not one line.
+    let bend = if n == 2 { 60.0 } else { 24.0 };
+    let (nx, ny) = (uy, -ux);
+    let (qx, qy) = ((sx + ex) / 2.0 + nx * bend, (sy + ey) / 2.0 + ny * bend);
+    let (lx, ly) = (
+        0.25 * sx + 0.5 * qx + 0.25 * ex,
+        0.25 * sy + 0.5 * qy + 0.25 * ey,
+    );
+    let _ = write!(
+        s,
+        "<path class=\"cycle-edge\" d=\"M{sx:.1},{sy:.1} Q{qx:.1},{qy:.1} {ex:.1},{ey:.1}\" fill=\"none\" stroke=\"#b42318\" stroke-width=\"2\" marker-end=\"url(#{marker})\"/>\
+         <text class=\"cycle-label\" x=\"{lx:.1}\" y=\"{:.1}\" text-anchor=\"middle\" font-size=\"12\" paint-order=\"stroke\" stroke=\"#fff\" stroke-width=\"4\">{}</text>",
+        ly + if ny > 0.0 { 12.0 } else { -4.0 },
+        esc(&e.label)
+    );
 }
 
 #[cfg(test)]
