@@ -7,7 +7,7 @@
 //! the lease marks are the bounds they judged by. What the report adds is only what the client
 //! believed (from its own ops) and the indeterminate acquires, drawn as "maybe", never solid.
 
-use checkers::{CheckConfig, Func, Grant, Segment, NO_TARGET};
+use checkers::{CheckConfig, ClientOp, Func, Grant, Segment, NO_TARGET};
 use history::{History, Op, Outcome, Process, F};
 use std::collections::{BTreeMap, HashMap};
 
@@ -122,6 +122,33 @@ pub struct Model<'h> {
 /// few enough that the SVG stays small for any history length.
 pub const BUCKETS: usize = 150;
 
+impl StoreOp {
+    /// Process `process`'s read or write from its invoke and completion (`None`: it never
+    /// completed), over `span_ns` (invoke to completion, or to the history's end).
+    fn of(
+        process: u64,
+        inv: &Op,
+        comp: Option<&Op>,
+        outcome: Outcome,
+        span_ns: [u64; 2],
+    ) -> StoreOp {
+        debug_assert!(inv.f.is_store_op());
+        StoreOp {
+            process,
+            write: inv.f == F::Write,
+            key: inv.key.clone().unwrap_or_default(),
+            token: inv.value.token,
+            invoke_ns: span_ns[0],
+            complete_ns: span_ns[1],
+            outcome,
+            seq: comp.and_then(|c| c.value.seq),
+            value: comp.and_then(|c| c.value.value).or(inv.value.value),
+            error: comp.and_then(|c| c.value.error.clone()),
+            index: inv.index,
+        }
+    }
+}
+
 impl Hold {
     pub fn is_maybe(&self) -> bool {
         matches!(self.proof, Proof::Maybe { .. })
@@ -171,34 +198,12 @@ impl<'h> Model<'h> {
                 if inv.f == F::Write && o.outcome == Outcome::Ok {
                     stats.writes_ok += 1;
                 }
-                store_ops.push(StoreOp {
-                    process: p,
-                    write: inv.f == F::Write,
-                    key: inv.key.clone().unwrap_or_default(),
-                    token: inv.value.token,
-                    invoke_ns: t0,
-                    complete_ns: t1,
-                    outcome: o.outcome,
-                    seq: comp.and_then(|c| c.value.seq),
-                    value: comp.and_then(|c| c.value.value).or(inv.value.value),
-                    error: comp.and_then(|c| c.value.error.clone()),
-                    index: inv.index,
-                });
+                store_ops.push(StoreOp::of(p, inv, comp, o.outcome, [t0, t1]));
             }
         }
         let holds = holds(&checks, end_ns, &mut processes);
         store_ops.sort_by_key(|s: &StoreOp| (s.invoke_ns, s.index));
-        for (b, l) in buckets.iter_mut().zip(lat.iter_mut()) {
-            if l.is_empty() {
-                continue;
-            }
-            l.sort_by(f32::total_cmp);
-            let q = |x: f64| l[((l.len() - 1) as f64 * x).round() as usize] as f64;
-            b.p50_ms = q(0.50);
-            b.p95_ms = q(0.95);
-            b.p99_ms = q(0.99);
-            b.max_ms = q(1.0);
-        }
+        percentiles(&mut buckets, &mut lat);
         Model {
             h,
             checks,
@@ -308,6 +313,21 @@ impl<'h> Model<'h> {
     }
 }
 
+/// Each bucket's latency percentiles, from the latencies (ms) of the ops it completed.
+fn percentiles(buckets: &mut [Bucket], lat: &mut [Vec<f32>]) {
+    for (b, l) in buckets.iter_mut().zip(lat.iter_mut()) {
+        if l.is_empty() {
+            continue;
+        }
+        l.sort_by(f32::total_cmp);
+        let q = |x: f64| l[((l.len() - 1) as f64 * x).round() as usize] as f64;
+        b.p50_ms = q(0.50);
+        b.p95_ms = q(0.95);
+        b.p99_ms = q(0.99);
+        b.max_ms = q(1.0);
+    }
+}
+
 /// The holds, from the checkers' model: one per grant (its definite holds are the grant's) and
 /// one per indeterminate acquire. Only the client's belief is read from the ops: it ends at
 /// the first of its release's invoke, a failed or indeterminate renew's completion, its next
@@ -331,30 +351,8 @@ fn holds(
             continue;
         }
         let stats = processes.entry(p).or_default();
-        stats.acquires += 1;
-        let proof = match op.outcome {
-            Outcome::Fail => {
-                stats.refused += 1;
-                continue;
-            }
-            Outcome::Ok => {
-                stats.granted += 1;
-                let g = next_grant;
-                debug_assert_eq!(m.grants.get(g).map(|g| g.op), Some(pos));
-                next_grant += 1;
-                stats.hold_ns += m.grants[g]
-                    .holds
-                    .iter()
-                    .map(|s| s.end_ns - s.start_ns)
-                    .sum::<u64>();
-                Proof::Grant(g as u32)
-            }
-            Outcome::Info | Outcome::Pending => {
-                stats.indeterminate += 1;
-                Proof::Maybe {
-                    dead_ns: m.surely_dead_if_applied(op),
-                }
-            }
+        let Some(proof) = acquire_proof(m, op, pos, &mut next_grant, stats) else {
+            continue;
         };
         // A new acquire ends the belief in the previous one, if nothing ended it before.
         if let Some(prev) = open.remove(&(p, op.target)) {
@@ -392,6 +390,43 @@ fn holds(
     }
     holds.sort_by_key(|x| (x.start_ns, x.acquire_index));
     holds
+}
+
+/// What an acquire proves, counted in its process's `stats`: an ok one is the next of the
+/// checkers' grants (they are in op order; `next_grant` is the cursor), an indeterminate one
+/// a hold that may be, and a refused one nothing (`None`).
+fn acquire_proof(
+    m: &checkers::Model,
+    op: &ClientOp,
+    pos: usize,
+    next_grant: &mut usize,
+    stats: &mut ProcessStats,
+) -> Option<Proof> {
+    stats.acquires += 1;
+    match op.outcome {
+        Outcome::Fail => {
+            stats.refused += 1;
+            None
+        }
+        Outcome::Ok => {
+            stats.granted += 1;
+            let g = *next_grant;
+            debug_assert_eq!(m.grants.get(g).map(|g| g.op), Some(pos));
+            *next_grant += 1;
+            stats.hold_ns += m.grants[g]
+                .holds
+                .iter()
+                .map(|s| s.end_ns - s.start_ns)
+                .sum::<u64>();
+            Some(Proof::Grant(g as u32))
+        }
+        Outcome::Info | Outcome::Pending => {
+            stats.indeterminate += 1;
+            Some(Proof::Maybe {
+                dead_ns: m.surely_dead_if_applied(op),
+            })
+        }
+    }
 }
 
 /// Where a grant's own ops end the client's belief that it holds the lock: its first release's
