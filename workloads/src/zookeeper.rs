@@ -247,19 +247,9 @@ impl ZkLock {
             board: self.board.clone(),
             client: client.to_string(),
         };
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .map_err(|e| with_detail("connect: relay", &e.to_string()))?;
-        let relay_addr = listener
-            .local_addr()
-            .map_err(|e| with_detail("connect: relay", &e.to_string()))?;
-        let relay = tokio::spawn(relay(
-            listener,
-            first,
-            self.servers.clone(),
-            current.clone(),
-            stalls.clone(),
-        ));
+        let (relay_addr, relay) = self
+            .start_relay(first, current.clone(), stalls.clone())
+            .await?;
         let connector = zk::Client::connector()
             .with_session_timeout(Duration::from_millis(ttl_ms.max(1)))
             .with_fail_eagerly();
@@ -294,12 +284,42 @@ impl ZkLock {
             grants: Mutex::new(HashMap::new()),
             tasks: vec![relay.abort_handle(), listen.abort_handle()],
         });
+        self.keep_session(client, session.clone());
+        Ok(session)
+    }
+
+    /// The relay the session's client connects through (see [`relay`]): listening on a
+    /// loopback port, its first server connection `first`, the server in use `current`.
+    async fn start_relay(
+        &self,
+        first: TcpStream,
+        current: Arc<std::sync::atomic::AtomicUsize>,
+        stalls: Stalls,
+    ) -> Result<(std::net::SocketAddr, tokio::task::JoinHandle<()>), String> {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| with_detail("connect: relay", &e.to_string()))?;
+        let relay_addr = listener
+            .local_addr()
+            .map_err(|e| with_detail("connect: relay", &e.to_string()))?;
+        let relay = tokio::spawn(relay(
+            listener,
+            first,
+            self.servers.clone(),
+            current,
+            stalls,
+        ));
+        Ok((relay_addr, relay))
+    }
+
+    /// Keeps `client`'s new session for its next ops (the table is bounded: past
+    /// [`SESSIONS_MAX`] it starts over, and a forgotten session is made anew).
+    fn keep_session(&self, client: &str, session: Arc<Session>) {
         let mut all = lock_of(&self.sessions);
         if all.len() >= SESSIONS_MAX {
             all.clear();
         }
-        all.insert(client.to_string(), session.clone());
-        Ok(session)
+        all.insert(client.to_string(), session);
     }
 
     /// Makes `/lockpick/<lock>` once (a persistent node; found there after a restart).
@@ -345,30 +365,9 @@ impl ZkLock {
             return Reply::Fail(format!("connect: {}", state_name(state)));
         }
         let dir = Self::dir(lock);
-        let options = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
-        let created = self
-            .bounded(s.client.create(&format!("{dir}/{PREFIX}"), &[], &options))
-            .await;
-        let (stat, seq) = match created {
-            Some(Ok(c)) => c,
-            Some(Err(e)) if refused_before_applied(&e) => {
-                if matches!(e, zk::Error::NoNode) {
-                    lock_of(&self.parents).remove(lock);
-                }
-                if s.client.state().is_terminated() {
-                    self.drop_session(client);
-                }
-                return Reply::Fail(with_detail("create", &e.to_string()));
-            }
-            // The answer was lost: our node may exist. Closing the session removes it.
-            Some(Err(e)) => {
-                self.drop_session(client);
-                return Reply::Info(with_detail("create", &e.to_string()));
-            }
-            None => {
-                self.drop_session(client);
-                return Reply::Info("create: timeout".into());
-            }
+        let (stat, seq) = match self.create_node(client, &s, lock, &dir).await {
+            Ok(created) => created,
+            Err(r) => return r,
         };
         let name = format!("{PREFIX}{seq}");
         let path = format!("{dir}/{name}");
@@ -383,6 +382,49 @@ impl ZkLock {
                 return Reply::Info(f);
             }
         }
+        self.granted(&s, path, &name, &stat)
+    }
+
+    /// Creates the client's ephemeral sequential node under `dir`, the lock's: its stat and
+    /// sequence number, else the reply (a refusal when nothing was made; indeterminate when
+    /// the answer was lost, with the session dropped so the node goes with it).
+    async fn create_node(
+        &self,
+        client: &str,
+        s: &Session,
+        lock: &str,
+        dir: &str,
+    ) -> Result<(zk::Stat, zk::CreateSequence), Reply> {
+        let options = zk::CreateMode::EphemeralSequential.with_acls(zk::Acls::anyone_all());
+        let created = self
+            .bounded(s.client.create(&format!("{dir}/{PREFIX}"), &[], &options))
+            .await;
+        match created {
+            Some(Ok(c)) => Ok(c),
+            Some(Err(e)) if refused_before_applied(&e) => {
+                if matches!(e, zk::Error::NoNode) {
+                    lock_of(&self.parents).remove(lock);
+                }
+                if s.client.state().is_terminated() {
+                    self.drop_session(client);
+                }
+                Err(Reply::Fail(with_detail("create", &e.to_string())))
+            }
+            // The answer was lost: our node may exist. Closing the session removes it.
+            Some(Err(e)) => {
+                self.drop_session(client);
+                Err(Reply::Info(with_detail("create", &e.to_string())))
+            }
+            None => {
+                self.drop_session(client);
+                Err(Reply::Info("create: timeout".into()))
+            }
+        }
+    }
+
+    /// The grant of the node at `path` (`name` in its directory): remembered with its time,
+    /// answered with its token (the node's czxid) and the session that holds it.
+    fn granted(&self, s: &Session, path: String, name: &str, stat: &zk::Stat) -> Reply {
         let granted_ns = (self.clock)();
         {
             let mut g = lock_of(&s.grants);
