@@ -317,20 +317,53 @@ impl Ordered {
 
     async fn acquire(self: &Arc<Self>, lock: &str, req: &AcquireReq) -> Result<u64, ApiError> {
         let deadline = Instant::now() + Duration::from_millis(req.wait_ms.min(WAIT_MS_MAX));
-        let id = {
-            let mut t = self.table();
-            let tick = self.now_tick().max(t.last_tick);
-            t.last_tick = tick;
-            t.next_seq += 1;
-            let id = ReqId {
-                tick,
-                member: self.me,
-                seq: t.next_seq,
-            };
-            t.insert(lock, id)?;
-            id
+        let id = self.stamp(lock)?;
+        self.ask_peers(lock, id).await?;
+        let mut stopping = self.stopping.clone();
+        for _ in 0..WAIT_ROUNDS_MAX {
+            let changed = self.changed.notified();
+            if let Some(token) = self.enter(lock, id, req) {
+                return Ok(token);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                self.leave(lock, id, 0);
+                return Err(ApiError::Conflict("held"));
+            }
+            tokio::select! {
+                _ = changed => {}
+                // Leases of other members end by their release message; this is a backstop.
+                _ = tokio::time::sleep(left.min(Duration::from_millis(100))) => {}
+                _ = stopping.changed() => {
+                    self.leave(lock, id, 0);
+                    return Err(ApiError::Unavailable("shutting-down"));
+                }
+            }
+        }
+        self.leave(lock, id, 0);
+        Err(ApiError::Conflict("held"))
+    }
+
+    /// A new request for `lock`, stamped with this member's clock (never behind the last
+    /// stamp) and queued here.
+    fn stamp(&self, lock: &str) -> Result<ReqId, ApiError> {
+        let mut t = self.table();
+        let tick = self.now_tick().max(t.last_tick);
+        t.last_tick = tick;
+        t.next_seq += 1;
+        let id = ReqId {
+            tick,
+            member: self.me,
+            seq: t.next_seq,
         };
-        // Every peer queues the request and answers once its clock passed the tick.
+        t.insert(lock, id)?;
+        Ok(id)
+    }
+
+    /// Every peer queues request `id` and answers once its clock passed the tick, with the
+    /// requests it has pending and its highest token, which are merged here. A peer that does
+    /// not answer withdraws the request: it could not be ordered.
+    async fn ask_peers(self: &Arc<Self>, lock: &str, id: ReqId) -> Result<(), ApiError> {
         let msg = Arc::new(PeerRequest {
             lock: lock.to_owned(),
             id,
@@ -363,47 +396,32 @@ impl Ordered {
                 }
             }
         }
-        let mut stopping = self.stopping.clone();
-        for _ in 0..WAIT_ROUNDS_MAX {
-            let changed = self.changed.notified();
-            {
-                let mut t = self.table();
-                if t.first(lock, id, self.order.tiebreak) {
-                    self.grants.fetch_add(1, Ordering::Relaxed);
-                    t.max_token += 1;
-                    let token = t.max_token;
-                    let lease = Lease {
-                        client: req.client.clone(),
-                        token,
-                        expires: Instant::now() + Duration::from_millis(req.ttl_ms),
-                    };
-                    t.locks
-                        .entry(lock.to_owned())
-                        .or_default()
-                        .leases
-                        .push((id, lease));
-                    drop(t);
-                    self.watch_lease(lock, id, token);
-                    return Ok(token);
-                }
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                self.leave(lock, id, 0);
-                return Err(ApiError::Conflict("held"));
-            }
-            tokio::select! {
-                _ = changed => {}
-                // Leases of other members end by their release message; this is a backstop.
-                _ = tokio::time::sleep(left.min(Duration::from_millis(100))) => {}
-                _ = stopping.changed() => {
-                    self.leave(lock, id, 0);
-                    return Err(ApiError::Unavailable("shutting-down"));
-                }
-            }
+        Ok(())
+    }
+
+    /// Grants `lock` to request `id` if it is first in the order: the next token, and a lease
+    /// of the request's ttl watched for its expiry. `None` while another request is first.
+    fn enter(self: &Arc<Self>, lock: &str, id: ReqId, req: &AcquireReq) -> Option<u64> {
+        let mut t = self.table();
+        if !t.first(lock, id, self.order.tiebreak) {
+            return None;
         }
-        self.leave(lock, id, 0);
-        Err(ApiError::Conflict("held"))
+        self.grants.fetch_add(1, Ordering::Relaxed);
+        t.max_token += 1;
+        let token = t.max_token;
+        let lease = Lease {
+            client: req.client.clone(),
+            token,
+            expires: Instant::now() + Duration::from_millis(req.ttl_ms),
+        };
+        t.locks
+            .entry(lock.to_owned())
+            .or_default()
+            .leases
+            .push((id, lease));
+        drop(t);
+        self.watch_lease(lock, id, token);
+        Some(token)
     }
 
     /// Ends the lease of `id` when it expires unrenewed, so a crashed holder frees the lock.
