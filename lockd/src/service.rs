@@ -98,9 +98,9 @@ pub async fn serve_lockd(
     check_mode_order(mode, cfg.order)?;
     let cluster = join_cluster(&cfg, addr)?;
     match cfg.order {
-        LockOrder::Primary => {}
+        LockOrder::Primary => serve_primary(listener, cfg, cluster, addr, shutdown).await,
         LockOrder::Timestamp(order) => {
-            return serve_ordered(listener, order, mode, cluster.as_ref(), addr, shutdown).await
+            serve_ordered(listener, order, mode, cluster.as_ref(), addr, shutdown).await
         }
         LockOrder::Ring(order) => {
             let ring = RingStart {
@@ -108,9 +108,22 @@ pub async fn serve_lockd(
                 mode,
                 data_dir: &cfg.data_dir,
             };
-            return serve_ring(listener, ring, cluster.as_ref(), addr, shutdown).await;
+            serve_ring(listener, ring, cluster.as_ref(), addr, shutdown).await
         }
     }
+}
+
+/// The primary scheme: a single node, or the member that holds all lock state (see
+/// [`LockdConfig::peers`]) and the members that relay to it. The primary loads (or starts)
+/// the state file and answers `recovering` while an earlier run's leases may live.
+async fn serve_primary(
+    listener: TcpListener,
+    cfg: LockdConfig,
+    cluster: Option<Cluster>,
+    addr: SocketAddr,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), LockdError> {
+    let mode = cfg.unsafe_mode;
     let dir = cfg.data_dir.clone();
     let primary = cluster.as_ref().is_none_or(|c| c.forwarder.is_none());
     let start = if primary {
@@ -156,7 +169,12 @@ pub async fn serve_lockd(
         node: cluster.as_ref().map(|c| c.node.clone()),
         cluster,
     });
-    let node = svc.node.clone();
+    let app = primary_routes(svc.node.clone());
+    serve_app(listener, app.with_state(svc), shutdown, stop_tx, addr).await
+}
+
+/// The lock protocol's routes, each answer marked with the member that gave it in a cluster.
+fn primary_routes(node: Option<HeaderValue>) -> Router<Arc<Service>> {
     let mut app = Router::new()
         .route("/v1/locks/{lock}/acquire", post(acquire_handler))
         .route("/v1/locks/{lock}/renew", post(renew_handler))
@@ -168,7 +186,7 @@ pub async fn serve_lockd(
     if let Some(node) = node {
         app = app.layer(middleware::map_response_with_state(node, add_node_header));
     }
-    serve_app(listener, app.with_state(svc), shutdown, stop_tx, addr).await
+    app
 }
 
 /// Serves `app` until `shutdown`, then tells `stop_tx`.
