@@ -287,45 +287,8 @@ impl Ring {
             let (pass, wake) = {
                 let mut s = self.state();
                 let live = s.live_leases(now);
-                if s.token.is_none() && !s.passing && self.regenerate {
-                    let since = now.duration_since(s.seen_at);
-                    if since >= Duration::from_millis(REGENERATE_AFTER_MS) {
-                        let t = Token {
-                            origin: self.me,
-                            generation: s.made,
-                            pass: 0,
-                            max_token: s.max_token,
-                        };
-                        warn!(
-                            generation = s.made,
-                            "ring-regenerate: no token for {} ms; making a new one",
-                            since.as_millis()
-                        );
-                        s.made += 1;
-                        s.counts.regenerated += 1;
-                        s.token = Some(t);
-                        s.visit_from = now;
-                        s.seen_at = now;
-                        self.changed.notify_waiters();
-                    }
-                }
-                match s.token {
-                    Some(t) if !live && now >= self.visit_end(&s) => {
-                        s.token = None;
-                        s.passing = true;
-                        (Some(t), now)
-                    }
-                    Some(_) => {
-                        let lease_end = s.leases.values().map(|l| l.expires).min();
-                        let at = if live {
-                            lease_end.unwrap_or(now)
-                        } else {
-                            self.visit_end(&s)
-                        };
-                        (None, at)
-                    }
-                    None => (None, s.seen_at + Duration::from_millis(REGENERATE_AFTER_MS)),
-                }
+                self.regenerate_if_lost(&mut s, now);
+                self.next_step(&mut s, live, now)
             };
             if let Some(t) = pass {
                 self.pass(t).await;
@@ -348,6 +311,56 @@ impl Ring {
             merged = c.merged,
             "ring member stopped"
         );
+    }
+
+    /// `ring-regenerate` only: makes a new token when none has been seen here for
+    /// [`REGENERATE_AFTER_MS`] and none is on its way out.
+    fn regenerate_if_lost(&self, s: &mut RingState, now: Instant) {
+        if s.token.is_none() && !s.passing && self.regenerate {
+            let since = now.duration_since(s.seen_at);
+            if since >= Duration::from_millis(REGENERATE_AFTER_MS) {
+                let t = Token {
+                    origin: self.me,
+                    generation: s.made,
+                    pass: 0,
+                    max_token: s.max_token,
+                };
+                warn!(
+                    generation = s.made,
+                    "ring-regenerate: no token for {} ms; making a new one",
+                    since.as_millis()
+                );
+                s.made += 1;
+                s.counts.regenerated += 1;
+                s.token = Some(t);
+                s.visit_from = now;
+                s.seen_at = now;
+                self.changed.notify_waiters();
+            }
+        }
+    }
+
+    /// What the driver does next: pass the token on now (taken out of `s`: the visit is over
+    /// and no lease is `live`), or wake at the end of the leases, the visit or the wait for a
+    /// lost token.
+    fn next_step(&self, s: &mut RingState, live: bool, now: Instant) -> (Option<Token>, Instant) {
+        match s.token {
+            Some(t) if !live && now >= self.visit_end(s) => {
+                s.token = None;
+                s.passing = true;
+                (Some(t), now)
+            }
+            Some(_) => {
+                let lease_end = s.leases.values().map(|l| l.expires).min();
+                let at = if live {
+                    lease_end.unwrap_or(now)
+                } else {
+                    self.visit_end(s)
+                };
+                (None, at)
+            }
+            None => (None, s.seen_at + Duration::from_millis(REGENERATE_AFTER_MS)),
+        }
     }
 
     /// Hands `t` to the next member, sending again until it acknowledges.
