@@ -506,40 +506,7 @@ impl<W: Write + Send> Worker<W> {
         let p = Process::Client(self.process);
         let rec = self.recorder.clone();
         let invoked = rec.record(p, OpType::Invoke, f.clone(), lock, key, invoke.clone())?;
-        let id = self.client_id();
-        let reply = match (&f, lock, key) {
-            (F::Acquire, Some(l), _) => {
-                let acquire = self.client.acquire(
-                    &id,
-                    l,
-                    invoke.ttl_ms.unwrap_or(self.cfg.ttl_ms),
-                    self.cfg.acquire_wait_ms,
-                    Some(&self.pauses),
-                );
-                let waiter = WaiterCtx {
-                    process: self.process,
-                    client: &id,
-                    lock: l,
-                    acquire_index: invoked.index,
-                    recorder: &self.recorder,
-                    pauses: &self.pauses,
-                };
-                waiter.wait(acquire).await?
-            }
-            (F::Renew, Some(l), _) => {
-                let grant = grant_of(&invoke);
-                let ttl_ms = invoke.ttl_ms.unwrap_or(self.cfg.renew_ttl_ms);
-                self.client.renew(&id, l, &grant, ttl_ms).await
-            }
-            (F::Release, Some(l), _) => self.client.release(&id, l, &grant_of(&invoke)).await,
-            (F::Read, _, Some(k)) => self.client.read(&id, k, invoke.token.unwrap_or(0)).await,
-            (F::Write, _, Some(k)) => {
-                self.client
-                    .write(&id, k, invoke.token.unwrap_or(0), invoke.value.unwrap_or(0))
-                    .await
-            }
-            _ => unreachable!("worker built an op without its lock or key"),
-        };
+        let reply = self.send(&f, lock, key, &invoke, invoked.index).await?;
         let answer = Answer {
             slot: self.slot,
             process: self.process,
@@ -563,6 +530,53 @@ impl<W: Write + Send> Worker<W> {
             self.crash();
         }
         Ok(done)
+    }
+
+    /// Sends op `f` (on `lock`, or on the store's `key`) to the service: its reply. An acquire
+    /// waits for its answer under watch (see [`WaiterCtx`]), as op `acquire_index`.
+    async fn send(
+        &self,
+        f: &F,
+        lock: Option<&str>,
+        key: Option<&str>,
+        invoke: &OpValue,
+        acquire_index: u64,
+    ) -> Result<Reply, WorkloadError> {
+        let id = self.client_id();
+        let reply = match (f, lock, key) {
+            (F::Acquire, Some(l), _) => {
+                let acquire = self.client.acquire(
+                    &id,
+                    l,
+                    invoke.ttl_ms.unwrap_or(self.cfg.ttl_ms),
+                    self.cfg.acquire_wait_ms,
+                    Some(&self.pauses),
+                );
+                let waiter = WaiterCtx {
+                    process: self.process,
+                    client: &id,
+                    lock: l,
+                    acquire_index,
+                    recorder: &self.recorder,
+                    pauses: &self.pauses,
+                };
+                waiter.wait(acquire).await?
+            }
+            (F::Renew, Some(l), _) => {
+                let grant = grant_of(invoke);
+                let ttl_ms = invoke.ttl_ms.unwrap_or(self.cfg.renew_ttl_ms);
+                self.client.renew(&id, l, &grant, ttl_ms).await
+            }
+            (F::Release, Some(l), _) => self.client.release(&id, l, &grant_of(invoke)).await,
+            (F::Read, _, Some(k)) => self.client.read(&id, k, invoke.token.unwrap_or(0)).await,
+            (F::Write, _, Some(k)) => {
+                self.client
+                    .write(&id, k, invoke.token.unwrap_or(0), invoke.value.unwrap_or(0))
+                    .await
+            }
+            _ => unreachable!("worker built an op without its lock or key"),
+        };
+        Ok(reply)
     }
 
     /// Sleeps until this client's time in its next contention round; its number. The time
