@@ -666,26 +666,7 @@ fn ops_table(s: &mut String, m: &Model, indices: &[u64]) {
             .or(inv.value.token)
             .map(|t| t.to_string())
             .unwrap_or_default();
-        let mut details = Vec::new();
-        let val = c.map(|c| &c.value).unwrap_or(&inv.value);
-        if let Some(x) = val.value.or(inv.value.value) {
-            details.push(format!("value {x}"));
-        }
-        if let Some(x) = val.seq {
-            details.push(format!("seq {x}"));
-        }
-        if let Some(x) = val.ttl_ms.or(inv.value.ttl_ms) {
-            details.push(format!("ttl {x} ms"));
-        }
-        if let Some(e) = &val.error {
-            details.push(format!("error: {e}"));
-        }
-        if val.is_final {
-            details.push("final read".into());
-        }
-        for (k, x) in &val.extra {
-            details.push(format!("{k}: {x}"));
-        }
+        let details = op_details(inv, c.map(|c| &c.value).unwrap_or(&inv.value));
         let _ = write!(
             s,
             "<tr><td class=\"n\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td></tr>",
@@ -702,7 +683,7 @@ fn ops_table(s: &mut String, m: &Model, indices: &[u64]) {
             c.map(|c| secs(c.time_ns)).unwrap_or_else(|| "—".into()),
             token,
             outcome_str(row.outcome),
-            esc(&details.join(", "))
+            esc(&details)
         );
     }
     if indices.len() > 50 {
@@ -713,6 +694,31 @@ fn ops_table(s: &mut String, m: &Model, indices: &[u64]) {
         );
     }
     s.push_str("</table>");
+}
+
+/// An op's details column: from `val` (its completion's value, or its invoke's when it has no
+/// completion), the value, sequence number, TTL, error, final read and any other field.
+fn op_details(inv: &history::Op, val: &history::OpValue) -> String {
+    let mut details = Vec::new();
+    if let Some(x) = val.value.or(inv.value.value) {
+        details.push(format!("value {x}"));
+    }
+    if let Some(x) = val.seq {
+        details.push(format!("seq {x}"));
+    }
+    if let Some(x) = val.ttl_ms.or(inv.value.ttl_ms) {
+        details.push(format!("ttl {x} ms"));
+    }
+    if let Some(e) = &val.error {
+        details.push(format!("error: {e}"));
+    }
+    if val.is_final {
+        details.push("final read".into());
+    }
+    for (k, x) in &val.extra {
+        details.push(format!("{k}: {x}"));
+    }
+    details.join(", ")
 }
 
 const ZOOM_W: f64 = 1100.0;
