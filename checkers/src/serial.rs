@@ -392,10 +392,7 @@ fn violation(
     cycle: &[petgraph::graph::EdgeIndex],
     group_len: usize,
 ) -> Violation {
-    let name = |i: usize| {
-        let s = &sections[i];
-        format!("transfer {} (p{})", s.transfer, s.process)
-    };
+    let name = |i: usize| section_name(sections, i);
     let mut ops: Vec<u64> = Vec::new();
     let mut steps: Vec<String> = Vec::new();
     let mut key_named = None;
@@ -409,6 +406,7 @@ fn violation(
             (a, b, dep)
         })
         .collect();
+    debug_assert!(!ends.is_empty(), "a cycle has an edge");
     for &(a, b, dep) in &ends {
         for s in [a, b] {
             from_ns = from_ns.min(sections[s].start_ns);
@@ -423,50 +421,8 @@ fn violation(
     }
     ops.sort_unstable();
     ops.dedup();
-    // A lost update on one register: `a` read version v, `b` wrote v+1, and `a` wrote v+2
-    // over it without having read it.
-    let lost_update = match ends.as_slice() {
-        [(a, b, Dep::Rw { key: k1, seq: v1 }), (_, _, Dep::Ww { key: k2, seq: v2 })]
-        | [(_, _, Dep::Ww { key: k2, seq: v2 }), (a, b, Dep::Rw { key: k1, seq: v1 })]
-            if k1 == k2 && *v2 == v1 + 1 =>
-        {
-            Some((*a, *b, *k1, *v1))
-        }
-        _ => None,
-    };
-    let mut explanation = match lost_update {
-        Some((a, b, key, v)) => {
-            let both_read = sections[b].reads.iter().any(|r| r.0 == key && r.1 == v);
-            let how = if both_read {
-                format!(
-                    "{} and {} both read {} at version {v} and both wrote it: {} version {}, \
-                     then {} version {} over it",
-                    name(b),
-                    name(a),
-                    m.key_name(key),
-                    name(b),
-                    v + 1,
-                    name(a),
-                    v + 2
-                )
-            } else {
-                format!(
-                    "{} read {} at version {v}; {} then wrote version {}, and {} wrote \
-                     version {} over it from its read of version {v}",
-                    name(a),
-                    m.key_name(key),
-                    name(b),
-                    v + 1,
-                    name(a),
-                    v + 2
-                )
-            };
-            format!(
-                "{how}, so {}'s update was lost (no order of the two critical sections, each \
-                 run alone, gives what the store recorded)",
-                name(b)
-            )
-        }
+    let mut explanation = match lost_update(&ends) {
+        Some((a, b, key, v)) => lost_update_sentence(m, sections, a, b, key, v),
         None => format!(
             "the critical sections of {} form a cycle that no order of them, each run alone, \
              can give: {}",
@@ -499,6 +455,68 @@ fn violation(
             })
             .collect(),
     }
+}
+
+/// A section in a sentence: its transfer and process.
+fn section_name(sections: &[Section], i: usize) -> String {
+    let s = &sections[i];
+    format!("transfer {} (p{})", s.transfer, s.process)
+}
+
+/// A lost update on one register: `a` read version v, `b` wrote v+1, and `a` wrote v+2 over it
+/// without having read it. `(a, b, key, v)`, when the cycle is one.
+fn lost_update(ends: &[(usize, usize, Dep)]) -> Option<(usize, usize, u32, u64)> {
+    match ends {
+        [(a, b, Dep::Rw { key: k1, seq: v1 }), (_, _, Dep::Ww { key: k2, seq: v2 })]
+        | [(_, _, Dep::Ww { key: k2, seq: v2 }), (a, b, Dep::Rw { key: k1, seq: v1 })]
+            if k1 == k2 && *v2 == v1 + 1 =>
+        {
+            Some((*a, *b, *k1, *v1))
+        }
+        _ => None,
+    }
+}
+
+/// The sentence of a lost update (see [`lost_update`]).
+fn lost_update_sentence(
+    m: &Model,
+    sections: &[Section],
+    a: usize,
+    b: usize,
+    key: u32,
+    v: u64,
+) -> String {
+    let name = |i: usize| section_name(sections, i);
+    let both_read = sections[b].reads.iter().any(|r| r.0 == key && r.1 == v);
+    let how = if both_read {
+        format!(
+            "{} and {} both read {} at version {v} and both wrote it: {} version {}, \
+             then {} version {} over it",
+            name(b),
+            name(a),
+            m.key_name(key),
+            name(b),
+            v + 1,
+            name(a),
+            v + 2
+        )
+    } else {
+        format!(
+            "{} read {} at version {v}; {} then wrote version {}, and {} wrote \
+             version {} over it from its read of version {v}",
+            name(a),
+            m.key_name(key),
+            name(b),
+            v + 1,
+            name(a),
+            v + 2
+        )
+    };
+    format!(
+        "{how}, so {}'s update was lost (no order of the two critical sections, each \
+         run alone, gives what the store recorded)",
+        name(b)
+    )
 }
 
 /// One edge of a cycle, in a few words for the report's drawing.
