@@ -90,6 +90,7 @@ impl HoldIndex {
         let mut holds: Vec<Hold> = Vec::new();
         for (i, g) in m.grants.iter().enumerate() {
             for (k, s) in g.holds.iter().enumerate() {
+                debug_assert!(s.start_ns < s.end_ns, "a definite hold is never empty");
                 holds.push(Hold {
                     lock: g.lock,
                     start_ns: s.start_ns,

@@ -26,6 +26,12 @@ pub(crate) fn frontier_sweep<P: Copy>(
     queries: &[(u32, u64, P)],
     mut found: impl FnMut(P, Option<(u64, u32)>),
 ) {
+    debug_assert!(
+        queries
+            .windows(2)
+            .all(|w| (w[0].0, w[0].1) <= (w[1].0, w[1].1)),
+        "queries are sorted by (lock, time)"
+    );
     let done = tokened_grants_by(m, |g| g.complete_ns);
     let mut next = 0;
     let mut lock = None;
