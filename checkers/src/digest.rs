@@ -650,8 +650,62 @@ impl Model {
             let g = &m.grants[i];
             m.grants[i].alive_until_ns = m.span_end(g, g.invoke_ns).0;
         }
+        debug_assert_digested(&m);
         m
     }
+}
+
+/// What the rules rely on of a model the digest built (they binary-search its lists and sweep
+/// its ops in time order). Debug builds only: one pass over each list.
+fn debug_assert_digested(m: &Model) {
+    fn sorted_by_pos<T>(list: &[(usize, T)]) -> bool {
+        list.windows(2).all(|w| w[0].0 < w[1].0)
+    }
+    // The pairing refuses times that go back: ops are in invoke order, in time too.
+    debug_assert!(
+        m.ops.windows(2).all(|w| w[0].invoke_ns <= w[1].invoke_ns),
+        "ops are in invoke order"
+    );
+    debug_assert!(
+        m.ops
+            .iter()
+            .all(|o| o.complete_ns().is_none_or(|c| c >= o.invoke_ns)),
+        "an op completes no earlier than its invoke"
+    );
+    debug_assert_eq!(m.grant_of.len(), m.ops.len(), "one grant (or none) per op");
+    debug_assert!(
+        m.grant_of
+            .iter()
+            .all(|&g| g == NO_GRANT || (g as usize) < m.grants.len()),
+        "grant_of names grants of the model"
+    );
+    debug_assert!(
+        m.grants.windows(2).all(|w| w[0].op < w[1].op),
+        "grants are in op order"
+    );
+    debug_assert!(
+        m.grants.iter().all(|g| g.invoke_ns <= g.complete_ns
+            && g.holds.iter().all(|s| s.start_ns < s.end_ns)
+            && g.holds.windows(2).all(|w| w[0].end_ns <= w[1].start_ns)),
+        "a grant's holds are non-empty and in time order"
+    );
+    debug_assert!(
+        m.sessions.windows(2).all(|w| w[0] < w[1]),
+        "sessions are sorted"
+    );
+    debug_assert!(
+        sorted_by_pos(&m.lease_from)
+            && sorted_by_pos(&m.waits)
+            && sorted_by_pos(&m.transfers)
+            && m.grant_named.windows(2).all(|w| w[0].0 < w[1].0),
+        "the lists read by op position are sorted, one entry per op"
+    );
+    debug_assert!(
+        m.lease_evidence.windows(2).all(|w| w[0] <= w[1])
+            && m.key_evidence.windows(2).all(|w| w[0].0 <= w[1].0)
+            && m.rounds.windows(2).all(|w| w[0] <= w[1]),
+        "the evidence lists are sorted by op position"
+    );
 }
 
 /// Grants that are no lease (model item 9). A session's lock is held, as far as its holder

@@ -185,6 +185,10 @@ struct Search<'a> {
 fn search_lock(m: &Model, lock: u32, positions: &[usize], crashes: &[usize]) -> Searched {
     // In invoke order, a crash after the op it shares a position with; a crash two grants of
     // the holder share, once.
+    debug_assert!(
+        positions.windows(2).all(|w| w[0] < w[1]),
+        "the lock's ops come in Model::ops order"
+    );
     let mut all: Vec<(usize, bool)> = positions.iter().map(|&p| (p, false)).collect();
     all.extend(crashes.iter().map(|&p| (p, true)));
     all.sort_unstable();
@@ -193,6 +197,10 @@ fn search_lock(m: &Model, lock: u32, positions: &[usize], crashes: &[usize]) -> 
     let mut last_of: crate::FxMap<u64, usize> = crate::FxMap::default();
     for (pos, crash) in all {
         let op = &m.ops[pos];
+        debug_assert!(
+            crash || op.target == lock,
+            "a lock's search reads only the lock's ops"
+        );
         if crash {
             let i = ops.len();
             ops.push(LockOp {
