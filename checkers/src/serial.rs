@@ -167,7 +167,49 @@ fn sections(m: &Model, out: &mut CheckOutput) -> Vec<Section> {
 }
 
 fn judge(m: &Model, sections: &[Section], out: &mut CheckOutput) {
-    // (key, version) -> (writing section, op index); keys whose numbering is broken.
+    debug_assert!(
+        sections.iter().all(|s| s.start_ns <= s.end_ns),
+        "a section ends no earlier than it starts"
+    );
+    let (writer, broken) = writers(sections);
+    for &key in &broken {
+        out.notes.push(format!(
+            "{}: two accepted writes say the same version, so its versions have no known \
+             order; it is left out of the dependency graph",
+            m.key_name(key)
+        ));
+    }
+    let g = dependency_graph(sections, &writer, &broken);
+    // Kosaraju's, not Tarjan's: petgraph's Tarjan recurses once per node of a path, and a
+    // long run's transfers, one after another, are a path of millions (a stack overflow at
+    // 10M events); Kosaraju walks with an explicit stack. Its order is the graph's; the
+    // groups are reported in history order.
+    let mut groups: Vec<Vec<NodeIndex>> = kosaraju_scc(&g)
+        .into_iter()
+        .filter(|c| c.len() > 1)
+        .collect();
+    for c in &mut groups {
+        c.sort_unstable();
+    }
+    groups.sort_unstable_by_key(|c| c[0]);
+    let found = groups.len();
+    for c in groups.iter().take(CYCLES_MAX) {
+        let cycle = lost_update_pair(&g, sections, shortest_cycle(&g, c));
+        out.violations
+            .push(violation(m, sections, &writer, &g, &cycle, c.len()));
+    }
+    if found > CYCLES_MAX {
+        out.notes.push(format!(
+            "{} more group(s) of sections in a cycle were not reported one by one",
+            found - CYCLES_MAX
+        ));
+    }
+}
+
+/// (key, version) -> (writing section, op index); and the keys whose numbering is broken (two
+/// sections' accepted writes say the same version).
+#[allow(clippy::type_complexity)]
+fn writers(sections: &[Section]) -> (FxMap<(u32, u64), (usize, u64)>, Vec<u32>) {
     let mut writer: FxMap<(u32, u64), (usize, u64)> = FxMap::default();
     let mut broken: Vec<u32> = Vec::new();
     for (i, s) in sections.iter().enumerate() {
@@ -181,15 +223,16 @@ fn judge(m: &Model, sections: &[Section], out: &mut CheckOutput) {
             }
         }
     }
-    for &key in &broken {
-        out.notes.push(format!(
-            "{}: two accepted writes say the same version, so its versions have no known \
-             order; it is left out of the dependency graph",
-            m.key_name(key)
-        ));
-    }
-    // Node i is section i; an edge holds only what it says (its witness ops are found again
-    // for the cycles reported): a long run has tens of millions of edges.
+    (writer, broken)
+}
+
+/// The dependency graph: node i is section i; an edge holds only what it says (its witness
+/// ops are found again for the cycles reported): a long run has tens of millions of edges.
+fn dependency_graph(
+    sections: &[Section],
+    writer: &FxMap<(u32, u64), (usize, u64)>,
+    broken: &[u32],
+) -> Deps {
     let mut g: Deps = DiGraph::with_capacity(sections.len(), sections.len() * 4);
     for _ in sections {
         g.add_node(());
@@ -223,30 +266,7 @@ fn judge(m: &Model, sections: &[Section], out: &mut CheckOutput) {
     for (a, b) in real_time_frontier(sections) {
         edge(&mut g, a, b, Dep::Rt);
     }
-    // Kosaraju's, not Tarjan's: petgraph's Tarjan recurses once per node of a path, and a
-    // long run's transfers, one after another, are a path of millions (a stack overflow at
-    // 10M events); Kosaraju walks with an explicit stack. Its order is the graph's; the
-    // groups are reported in history order.
-    let mut groups: Vec<Vec<NodeIndex>> = kosaraju_scc(&g)
-        .into_iter()
-        .filter(|c| c.len() > 1)
-        .collect();
-    for c in &mut groups {
-        c.sort_unstable();
-    }
-    groups.sort_unstable_by_key(|c| c[0]);
-    let found = groups.len();
-    for c in groups.iter().take(CYCLES_MAX) {
-        let cycle = lost_update_pair(&g, sections, shortest_cycle(&g, c));
-        out.violations
-            .push(violation(m, sections, &writer, &g, &cycle, c.len()));
-    }
-    if found > CYCLES_MAX {
-        out.notes.push(format!(
-            "{} more group(s) of sections in a cycle were not reported one by one",
-            found - CYCLES_MAX
-        ));
-    }
+    g
 }
 
 /// The `rt` edges: from each section to the sections that began after it ended, reduced to
