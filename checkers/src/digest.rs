@@ -241,6 +241,16 @@ fn intern_global(names: &mut Vec<String>, ids: &mut FxMap<String, u32>, name: &s
     i
 }
 
+/// The global id of piece-local id `local`, through the piece's `map` (`u32::MAX`: not yet
+/// resolved): `intern` is asked once per piece and name.
+fn global_id(map: &mut [u32], local: u32, intern: impl FnOnce(usize) -> u32) -> u32 {
+    let g = &mut map[local as usize];
+    if *g == u32::MAX {
+        *g = intern(local as usize);
+    }
+    *g
+}
+
 impl Digest {
     pub(crate) fn new(capacity: usize) -> Digest {
         Digest {
@@ -278,38 +288,8 @@ impl Digest {
         // Bounded by the piece's events.
         for item in piece.items {
             self.events += 1;
-            let step = match &item {
-                Item::Client(e) => {
-                    self.end_time_ns = self.end_time_ns.max(e.time_ns);
-                    if self.error.is_some() {
-                        continue;
-                    }
-                    let stamp = Stamp {
-                        index: e.index,
-                        time_ns: e.time_ns,
-                    };
-                    let f = f_of(e.func);
-                    let target = match e.name {
-                        NO_TARGET => Pairing::NO_TARGET,
-                        local => {
-                            let g = &mut pairing_map[local as usize];
-                            if *g == u32::MAX {
-                                *g = self.pairing.target(Some(&piece.names[local as usize]));
-                            }
-                            *g
-                        }
-                    };
-                    self.pairing
-                        .step(stamp, Process::Client(e.process), e.kind, &f, target)
-                }
-                Item::Other(op) => {
-                    self.end_time_ns = self.end_time_ns.max(op.time_ns);
-                    if self.error.is_some() {
-                        continue;
-                    }
-                    self.pairing
-                        .step(op.stamp(), op.process, op.kind, &op.f, Pairing::NO_TARGET)
-                }
+            let Some(step) = self.pair(&item, &piece.names, &mut pairing_map) else {
+                continue;
             };
             let (paired, e) = match (step, item) {
                 (Err(err), _) => {
@@ -329,17 +309,9 @@ impl Digest {
             };
             let error = match e.error {
                 NO_ERROR => NO_ERROR,
-                local => {
-                    let g = &mut error_map[local as usize];
-                    if *g == u32::MAX {
-                        *g = intern_global(
-                            &mut self.errors,
-                            &mut self.error_ids,
-                            &piece.errors[local as usize],
-                        );
-                    }
-                    *g
-                }
+                local => global_id(&mut error_map, local, |name| {
+                    intern_global(&mut self.errors, &mut self.error_ids, &piece.errors[name])
+                }),
             };
             let target = match e.name {
                 NO_TARGET => NO_TARGET,
@@ -349,11 +321,9 @@ impl Digest {
                     } else {
                         (&mut key_map, &mut self.keys, &mut self.key_ids)
                     };
-                    let g = &mut map[local as usize];
-                    if *g == u32::MAX {
-                        *g = intern_global(names, ids, &piece.names[local as usize]);
-                    }
-                    *g
+                    global_id(map, local, |name| {
+                        intern_global(names, ids, &piece.names[name])
+                    })
                 }
             };
             match paired {
@@ -363,6 +333,51 @@ impl Digest {
                 }
                 Paired::Complete { slot, outcome } => self.complete(slot, outcome, e, error),
                 Paired::Nemesis => unreachable!("a client event is never a nemesis event"),
+            }
+        }
+    }
+
+    /// The pairing's step for one event (`None`: after a structure error, events are counted
+    /// but not paired). `names`: the piece's names, `pairing_map` their ids in the pairing.
+    fn pair(
+        &mut self,
+        item: &Item,
+        names: &[String],
+        pairing_map: &mut [u32],
+    ) -> Option<Result<Paired, StructureError>> {
+        match item {
+            Item::Client(e) => {
+                self.end_time_ns = self.end_time_ns.max(e.time_ns);
+                if self.error.is_some() {
+                    return None;
+                }
+                let stamp = Stamp {
+                    index: e.index,
+                    time_ns: e.time_ns,
+                };
+                let target = match e.name {
+                    NO_TARGET => Pairing::NO_TARGET,
+                    local => global_id(pairing_map, local, |name| {
+                        self.pairing.target(Some(&names[name]))
+                    }),
+                };
+                Some(self.pairing.step(
+                    stamp,
+                    Process::Client(e.process),
+                    e.kind,
+                    &f_of(e.func),
+                    target,
+                ))
+            }
+            Item::Other(op) => {
+                self.end_time_ns = self.end_time_ns.max(op.time_ns);
+                if self.error.is_some() {
+                    return None;
+                }
+                Some(
+                    self.pairing
+                        .step(op.stamp(), op.process, op.kind, &op.f, Pairing::NO_TARGET),
+                )
             }
         }
     }
