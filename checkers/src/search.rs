@@ -183,12 +183,12 @@ struct Search<'a> {
 /// order (invoke order); `crashes`: the crash ops of its session grants' holders, in any order
 /// (see [`search_all`]).
 fn search_lock(m: &Model, lock: u32, positions: &[usize], crashes: &[usize]) -> Searched {
-    // In invoke order, a crash after the op it shares a position with; a crash two grants of
-    // the holder share, once.
     debug_assert!(
         positions.windows(2).all(|w| w[0] < w[1]),
         "the lock's ops come in Model::ops order"
     );
+    // In invoke order, a crash after the op it shares a position with; a crash two grants of
+    // the holder share, once.
     let mut all: Vec<(usize, bool)> = positions.iter().map(|&p| (p, false)).collect();
     all.extend(crashes.iter().map(|&p| (p, true)));
     all.sort_unstable();
@@ -196,36 +196,67 @@ fn search_lock(m: &Model, lock: u32, positions: &[usize], crashes: &[usize]) -> 
     let mut ops: Vec<LockOp> = Vec::with_capacity(all.len());
     let mut last_of: crate::FxMap<u64, usize> = crate::FxMap::default();
     for (pos, crash) in all {
-        let op = &m.ops[pos];
         debug_assert!(
-            crash || op.target == lock,
+            crash || m.ops[pos].target == lock,
             "a lock's search reads only the lock's ops"
         );
-        if crash {
-            let i = ops.len();
-            ops.push(LockOp {
-                pos,
-                func: Func::Release,
-                process: op.process,
-                must: false,
-                session_end: true,
-                crash: true,
-                refused: false,
-                session: false,
-                invoke_ns: op.invoke_ns,
-                latest_ns: op.complete_or_max(),
-                token: None,
-                grant: None,
-                answered: false,
-                ttl_ms: None,
-                lease_from_ns: None,
-                prev: last_of.insert(op.process, i),
-            });
-            continue;
+        let prev = last_of.insert(m.ops[pos].process, ops.len());
+        ops.push(if crash {
+            LockOp::crash(m, pos, prev)
+        } else {
+            LockOp::of(m, pos, prev)
+        });
+    }
+    let answered_ids = ops
+        .iter()
+        .filter(|o| o.answered)
+        .filter_map(|o| o.grant)
+        .collect();
+    let n = ops.len();
+    let mut s = Search {
+        m,
+        lock,
+        ops,
+        slots: [None; OPEN_MAX],
+        slot_of: vec![None; n],
+        answered_ids,
+        placements: 0,
+        seen: FxSet::default(),
+        queue: Vec::new(),
+    };
+    s.run()
+}
+
+impl LockOp {
+    /// The crash of a session grant's holder at its unanswered op `pos`: a release that may
+    /// take effect in the op's window, on its own session's lease only.
+    fn crash(m: &Model, pos: usize, prev: Option<usize>) -> LockOp {
+        let op = &m.ops[pos];
+        LockOp {
+            pos,
+            func: Func::Release,
+            process: op.process,
+            must: false,
+            session_end: true,
+            crash: true,
+            refused: false,
+            session: false,
+            invoke_ns: op.invoke_ns,
+            latest_ns: op.complete_or_max(),
+            token: None,
+            grant: None,
+            answered: false,
+            ttl_ms: None,
+            lease_from_ns: None,
+            prev,
         }
+    }
+
+    /// The lock op at `pos`, as the search reads it.
+    fn of(m: &Model, pos: usize, prev: Option<usize>) -> LockOp {
+        let op = &m.ops[pos];
         let answered = op.func == Func::Acquire && op.outcome == Outcome::Ok;
-        let i = ops.len();
-        ops.push(LockOp {
+        LockOp {
             pos,
             func: op.func,
             process: op.process,
@@ -253,27 +284,9 @@ fn search_lock(m: &Model, lock: u32, positions: &[usize], crashes: &[usize]) -> 
             } else {
                 None
             },
-            prev: last_of.insert(op.process, i),
-        });
+            prev,
+        }
     }
-    let answered_ids = ops
-        .iter()
-        .filter(|o| o.answered)
-        .filter_map(|o| o.grant)
-        .collect();
-    let n = ops.len();
-    let mut s = Search {
-        m,
-        lock,
-        ops,
-        slots: [None; OPEN_MAX],
-        slot_of: vec![None; n],
-        answered_ids,
-        placements: 0,
-        seen: FxSet::default(),
-        queue: Vec::new(),
-    };
-    s.run()
 }
 
 impl Search<'_> {
