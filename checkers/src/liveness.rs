@@ -249,7 +249,49 @@ fn stuck(m: &Model, cfg: &CheckConfig, s: &Stretch) -> Violation {
     let last = &m.ops[s.last];
     let d = s.deadline;
     let mut ops = vec![first.index, last.index];
-    let since = match d.source {
+    let since = dead_since(m, name, d, &mut ops);
+    let tail = if s.count > 1 {
+        format!(
+            "; {} such held answers in all, the last at {} (op {})",
+            s.count,
+            secs(last.complete_or_max()),
+            last.index
+        )
+    } else {
+        String::new()
+    };
+    // What the service said beside its `held` (the ring: how long since it saw its token).
+    let said = m
+        .error_of(last)
+        .and_then(|e| e.split_once(history::reason::DETAIL_SEP))
+        .map(|(_, detail)| format!(" (the service said: {detail})"))
+        .unwrap_or_default();
+    Violation {
+        cycle: Vec::new(),
+        kind: ViolationKind::LockStuck,
+        lock: Some(name.to_string()),
+        ops,
+        window_ns: [d.dead_ns, last.complete_or_max()],
+        nemesis: Vec::new(),
+        explanation: format!(
+            "{since}, yet the service answered held to p{}'s acquire invoked at {} (op {}), more than the {} grace later{tail}{said}",
+            first.process,
+            secs(first.invoke_ns),
+            first.index,
+            secs(cfg.liveness_grace_ns),
+        ),
+    }
+}
+
+/// Since when every lease that could be in force was surely dead, in a sentence: from the
+/// history's start, the last lease set, or the last fault that could hold one back. The ops
+/// it names are added to `ops`.
+fn dead_since(m: &Model, name: &str, d: Deadline, ops: &mut Vec<u64>) -> String {
+    debug_assert!(
+        d.at_ns <= d.dead_ns,
+        "a lease dies no earlier than it was set"
+    );
+    match d.source {
         Source::Start => format!("{name} was never granted or renewed since the history's start"),
         Source::Op(p) => {
             let o = &m.ops[p];
@@ -294,36 +336,5 @@ fn stuck(m: &Model, cfg: &CheckConfig, s: &Stretch) -> Violation {
                 secs(d.dead_ns)
             )
         }
-    };
-    let tail = if s.count > 1 {
-        format!(
-            "; {} such held answers in all, the last at {} (op {})",
-            s.count,
-            secs(last.complete_or_max()),
-            last.index
-        )
-    } else {
-        String::new()
-    };
-    // What the service said beside its `held` (the ring: how long since it saw its token).
-    let said = m
-        .error_of(last)
-        .and_then(|e| e.split_once(history::reason::DETAIL_SEP))
-        .map(|(_, detail)| format!(" (the service said: {detail})"))
-        .unwrap_or_default();
-    Violation {
-        cycle: Vec::new(),
-        kind: ViolationKind::LockStuck,
-        lock: Some(name.to_string()),
-        ops,
-        window_ns: [d.dead_ns, last.complete_or_max()],
-        nemesis: Vec::new(),
-        explanation: format!(
-            "{since}, yet the service answered held to p{}'s acquire invoked at {} (op {}), more than the {} grace later{tail}{said}",
-            first.process,
-            secs(first.invoke_ns),
-            first.index,
-            secs(cfg.liveness_grace_ns),
-        ),
     }
 }
