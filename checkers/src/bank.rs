@@ -39,7 +39,31 @@ impl Checker for Total {
 }
 
 fn judge(m: &Model, accounts: &[bool], out: &mut CheckOutput) {
-    // transfer -> (ok writes, refused writes, unanswered writes)
+    let (writes, last_write_ns) = transfer_writes(m);
+    let half = writes
+        .values()
+        .filter(|w| w.2 > 0 || (w.0 > 0 && w.1 > 0))
+        .count();
+    if half > 0 {
+        out.notes.push(format!(
+            "{half} transfer(s) may have been applied halfway (a write unanswered, or one \
+             accepted and the other refused): the accounts' total is not judged"
+        ));
+        return;
+    }
+    let (finals, fresh) = closing_reads(m, accounts);
+    if let Some(note) = unjudged_total(m, accounts, &fresh, &finals, last_write_ns) {
+        out.notes.push(note);
+        return;
+    }
+    if let Some(v) = total_changed(m, &finals, writes.len()) {
+        out.violations.push(v);
+    }
+}
+
+/// transfer -> (ok writes, refused writes, unanswered writes), and when the last write was
+/// answered (or `u64::MAX` if one never was).
+fn transfer_writes(m: &Model) -> (BTreeMap<u64, (u64, u64, u64)>, u64) {
     let mut writes: BTreeMap<u64, (u64, u64, u64)> = BTreeMap::new();
     let mut last_write_ns = 0u64;
     for &(pos, t) in &m.transfers {
@@ -55,20 +79,14 @@ fn judge(m: &Model, accounts: &[bool], out: &mut CheckOutput) {
         }
         last_write_ns = last_write_ns.max(o.complete_or_max());
     }
-    let half = writes
-        .values()
-        .filter(|w| w.2 > 0 || (w.0 > 0 && w.1 > 0))
-        .count();
-    if half > 0 {
-        out.notes.push(format!(
-            "{half} transfer(s) may have been applied halfway (a write unanswered, or one \
-             accepted and the other refused): the accounts' total is not judged"
-        ));
-        return;
-    }
-    // The closing read of each account: the last ok one. And whether each account surely
-    // started at 0: a read that saw it never written (seq 0), or the run's own write that was
-    // its first (seq 1); a store used before the run starts its accounts elsewhere.
+    (writes, last_write_ns)
+}
+
+/// The closing read of each account: the last ok one (account -> op position). And whether
+/// each account surely started at 0: a read that saw it never written (seq 0), or the run's
+/// own write that was its first (seq 1); a store used before the run starts its accounts
+/// elsewhere.
+fn closing_reads(m: &Model, accounts: &[bool]) -> (BTreeMap<u32, usize>, Vec<bool>) {
     let mut finals: BTreeMap<u32, usize> = BTreeMap::new();
     let mut fresh = vec![false; accounts.len()];
     for (pos, o) in m.ops.iter().enumerate() {
@@ -88,44 +106,60 @@ fn judge(m: &Model, accounts: &[bool], out: &mut CheckOutput) {
             finals.insert(o.target, pos);
         }
     }
+    (finals, fresh)
+}
+
+/// Why the accounts' total cannot be judged, if it cannot: a starting balance unknown, an
+/// account without a closing read, or a closing read sent before every write was answered.
+fn unjudged_total(
+    m: &Model,
+    accounts: &[bool],
+    fresh: &[bool],
+    finals: &BTreeMap<u32, usize>,
+    last_write_ns: u64,
+) -> Option<String> {
+    debug_assert_eq!(accounts.len(), fresh.len(), "one flag per key");
     let unknown: Vec<&str> = (0..accounts.len())
         .filter(|&k| accounts[k] && !fresh[k])
         .map(|k| m.key_name(k as u32))
         .collect();
     if !unknown.is_empty() {
-        out.notes.push(format!(
+        return Some(format!(
             "the starting balance of {} is not known (no read saw it never written, seq 0, and \
              no write of the run was its first, seq 1: a store used before the run, or one that \
              does not number its writes): the accounts' total is not judged",
             unknown.join(", ")
         ));
-        return;
     }
     let wanted = accounts.iter().filter(|&&a| a).count();
     if finals.len() < wanted {
-        out.notes.push(format!(
+        return Some(format!(
             "{} of {wanted} account(s) have no ok closing read: the accounts' total is not judged",
             wanted - finals.len()
         ));
-        return;
     }
     if finals
         .values()
         .any(|&pos| m.ops[pos].invoke_ns <= last_write_ns)
     {
-        out.notes.push(
+        return Some(
             "a closing read was sent before every write was answered: the accounts' total is \
              not judged"
                 .to_string(),
         );
-        return;
     }
+    None
+}
+
+/// `total-changed`: the closing reads do not sum to 0, though every account started at 0 and
+/// each of the `transfers` was applied whole.
+fn total_changed(m: &Model, finals: &BTreeMap<u32, usize>, transfers: usize) -> Option<Violation> {
     let total: i64 = finals
         .values()
         .map(|&pos| m.ops[pos].value().unwrap_or(0))
         .sum();
     if total == 0 {
-        return;
+        return None;
     }
     let reads: Vec<&crate::model::ClientOp> = finals.values().map(|&pos| &m.ops[pos]).collect();
     let listed: Vec<String> = reads
@@ -134,7 +168,7 @@ fn judge(m: &Model, accounts: &[bool], out: &mut CheckOutput) {
         .collect();
     let from = reads.iter().map(|r| r.invoke_ns).min().unwrap_or(0);
     let to = reads.iter().map(|r| r.complete_or_max()).max().unwrap_or(0);
-    out.violations.push(Violation {
+    Some(Violation {
         cycle: Vec::new(),
         kind: ViolationKind::TotalChanged,
         lock: Some(m.key_name(reads[0].target).to_string()),
@@ -143,12 +177,12 @@ fn judge(m: &Model, accounts: &[bool], out: &mut CheckOutput) {
         nemesis: Vec::new(),
         explanation: format!(
             "the closing reads of the {} accounts ({}) sum to {total} at {}, yet every account \
-             started at 0 and each of the {} transfer(s) was applied whole, moving money between \
-             two accounts: {} {} by transfers that overwrote each other's balances",
+             started at 0 and each of the {transfers} transfer(s) was applied whole, moving \
+             money between two accounts: {} {} by transfers that overwrote each other's \
+             balances",
             reads.len(),
             listed.join(", "),
             secs(to),
-            writes.len(),
             if total > 0 {
                 "money was made,"
             } else {
@@ -156,5 +190,5 @@ fn judge(m: &Model, accounts: &[bool], out: &mut CheckOutput) {
             },
             total.abs()
         ),
-    });
+    })
 }

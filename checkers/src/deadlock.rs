@@ -121,6 +121,7 @@ fn edges(m: &Model) -> Vec<Edge> {
     let mut segs = Vec::new();
     for (gi, g) in m.grants.iter().enumerate() {
         for s in &g.holds {
+            debug_assert!(s.start_ns < s.end_ns, "a definite hold is never empty");
             segs.push(Seg {
                 start_ns: s.start_ns,
                 end_ns: s.end_ns,

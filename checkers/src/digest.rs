@@ -241,6 +241,16 @@ fn intern_global(names: &mut Vec<String>, ids: &mut FxMap<String, u32>, name: &s
     i
 }
 
+/// The global id of piece-local id `local`, through the piece's `map` (`u32::MAX`: not yet
+/// resolved): `intern` is asked once per piece and name.
+fn global_id(map: &mut [u32], local: u32, intern: impl FnOnce(usize) -> u32) -> u32 {
+    let g = &mut map[local as usize];
+    if *g == u32::MAX {
+        *g = intern(local as usize);
+    }
+    *g
+}
+
 impl Digest {
     pub(crate) fn new(capacity: usize) -> Digest {
         Digest {
@@ -278,38 +288,8 @@ impl Digest {
         // Bounded by the piece's events.
         for item in piece.items {
             self.events += 1;
-            let step = match &item {
-                Item::Client(e) => {
-                    self.end_time_ns = self.end_time_ns.max(e.time_ns);
-                    if self.error.is_some() {
-                        continue;
-                    }
-                    let stamp = Stamp {
-                        index: e.index,
-                        time_ns: e.time_ns,
-                    };
-                    let f = f_of(e.func);
-                    let target = match e.name {
-                        NO_TARGET => Pairing::NO_TARGET,
-                        local => {
-                            let g = &mut pairing_map[local as usize];
-                            if *g == u32::MAX {
-                                *g = self.pairing.target(Some(&piece.names[local as usize]));
-                            }
-                            *g
-                        }
-                    };
-                    self.pairing
-                        .step(stamp, Process::Client(e.process), e.kind, &f, target)
-                }
-                Item::Other(op) => {
-                    self.end_time_ns = self.end_time_ns.max(op.time_ns);
-                    if self.error.is_some() {
-                        continue;
-                    }
-                    self.pairing
-                        .step(op.stamp(), op.process, op.kind, &op.f, Pairing::NO_TARGET)
-                }
+            let Some(step) = self.pair(&item, &piece.names, &mut pairing_map) else {
+                continue;
             };
             let (paired, e) = match (step, item) {
                 (Err(err), _) => {
@@ -329,17 +309,9 @@ impl Digest {
             };
             let error = match e.error {
                 NO_ERROR => NO_ERROR,
-                local => {
-                    let g = &mut error_map[local as usize];
-                    if *g == u32::MAX {
-                        *g = intern_global(
-                            &mut self.errors,
-                            &mut self.error_ids,
-                            &piece.errors[local as usize],
-                        );
-                    }
-                    *g
-                }
+                local => global_id(&mut error_map, local, |name| {
+                    intern_global(&mut self.errors, &mut self.error_ids, &piece.errors[name])
+                }),
             };
             let target = match e.name {
                 NO_TARGET => NO_TARGET,
@@ -349,11 +321,9 @@ impl Digest {
                     } else {
                         (&mut key_map, &mut self.keys, &mut self.key_ids)
                     };
-                    let g = &mut map[local as usize];
-                    if *g == u32::MAX {
-                        *g = intern_global(names, ids, &piece.names[local as usize]);
-                    }
-                    *g
+                    global_id(map, local, |name| {
+                        intern_global(names, ids, &piece.names[name])
+                    })
                 }
             };
             match paired {
@@ -363,6 +333,51 @@ impl Digest {
                 }
                 Paired::Complete { slot, outcome } => self.complete(slot, outcome, e, error),
                 Paired::Nemesis => unreachable!("a client event is never a nemesis event"),
+            }
+        }
+    }
+
+    /// The pairing's step for one event (`None`: after a structure error, events are counted
+    /// but not paired). `names`: the piece's names, `pairing_map` their ids in the pairing.
+    fn pair(
+        &mut self,
+        item: &Item,
+        names: &[String],
+        pairing_map: &mut [u32],
+    ) -> Option<Result<Paired, StructureError>> {
+        match item {
+            Item::Client(e) => {
+                self.end_time_ns = self.end_time_ns.max(e.time_ns);
+                if self.error.is_some() {
+                    return None;
+                }
+                let stamp = Stamp {
+                    index: e.index,
+                    time_ns: e.time_ns,
+                };
+                let target = match e.name {
+                    NO_TARGET => Pairing::NO_TARGET,
+                    local => global_id(pairing_map, local, |name| {
+                        self.pairing.target(Some(&names[name]))
+                    }),
+                };
+                Some(self.pairing.step(
+                    stamp,
+                    Process::Client(e.process),
+                    e.kind,
+                    &f_of(e.func),
+                    target,
+                ))
+            }
+            Item::Other(op) => {
+                self.end_time_ns = self.end_time_ns.max(op.time_ns);
+                if self.error.is_some() {
+                    return None;
+                }
+                Some(
+                    self.pairing
+                        .step(op.stamp(), op.process, op.kind, &op.f, Pairing::NO_TARGET),
+                )
             }
         }
     }
@@ -575,237 +590,29 @@ impl Model {
         Model::from_digest(digest, cfg)
     }
 
+    /// Builds the model from the paired ops, in order: the grants that are no lease, each
+    /// op's grant (by name, [`GrantWalk`]), the run's ttl policy, the grants' epochs (with the
+    /// ambiguous ops), the session grants' ends, and each grant's lease.
     pub(crate) fn from_digest(d: Digest, cfg: &CheckConfig) -> Model {
         let drift = Drift::from_fraction(cfg.drift);
         let mut ops = d.ops;
-        // Grants that are no lease (model item 9). A session's lock is held, as far as its
-        // holder knows, until something tells it otherwise: a lease that no time ends (the
-        // ops that tell it are marked below, once the grants' ops are known). A transaction's
-        // lock proves no hold at all: no ttl.
-        let mut holds = d.holds;
-        holds.sort_unstable_by_key(|e| e.0);
-        for &(pos, h) in &holds {
-            ops[pos].set_ttl_ms(match h {
-                Hold::Session => Some(SESSION_TTL_MS),
-                Hold::Transaction => None,
-            });
-        }
-        let mut grants: Vec<Grant> = Vec::new();
-        let mut grant_of = Vec::with_capacity(ops.len());
-        // An op's grant id, interned: the invoke's (pushed first; the sort is stable), else
-        // the completion's.
-        let mut grant_ids = d.grant_ids;
-        grant_ids.sort_by_key(|e| e.0);
-        grant_ids.dedup_by_key(|e| e.0);
-        let mut id_of: FxMap<String, u32> = FxMap::default();
-        let grant_ids: Vec<(usize, u32)> = grant_ids
-            .into_iter()
-            .map(|(pos, id)| {
-                let n = id_of.len() as u32;
-                (pos, *id_of.entry(id).or_insert(n))
-            })
-            .collect();
-        let id_at = |cursor: &mut usize, pos: usize| {
-            // Bounded by `grant_ids`: the cursor only moves forward.
-            while *cursor < grant_ids.len() && grant_ids[*cursor].0 < pos {
-                *cursor += 1;
-            }
-            grant_ids.get(*cursor).filter(|e| e.0 == pos).map(|e| e.1)
-        };
-        // What names a lease (docs/checkers.md, model item 6): (lock, token) and (lock, grant
-        // id) -> the grants with it, in invoke order, known before the walk: an op of another
-        // process may be invoked at the same instant as the grant it names, or before it in the
-        // file (equal times are not ordered), so it names the latest one asked for by the time
-        // it completed. (process, lock) -> the process's latest grant of the lock, in program
-        // order. (process, token) -> grant, for store ops.
-        // Sorted vectors, not maps of lists: one allocation for all grants, not one per grant.
-        // (lock, token or interned id, invoke, grant)
-        let mut by_lock_token: Vec<(u32, u64, u64, u32)> = Vec::new();
-        let mut by_lock_id: Vec<(u32, u64, u64, u32)> = Vec::new();
-        {
-            let mut cursor = 0;
-            let mut g = 0u32;
-            for (pos, op) in ops.iter().enumerate() {
-                if op.func != Func::Acquire || op.outcome != Outcome::Ok || op.target == NO_TARGET {
-                    continue;
-                }
-                if let Some(t) = op.token() {
-                    by_lock_token.push((op.target, t, op.invoke_ns, g));
-                }
-                if let Some(i) = id_at(&mut cursor, pos) {
-                    by_lock_id.push((op.target, u64::from(i), op.invoke_ns, g));
-                }
-                g += 1;
-            }
-        }
-        by_lock_token.sort_unstable();
-        by_lock_id.sort_unstable();
-        // The latest grant with that name asked for by `done_ns`.
-        let named_by = |list: &[(u32, u64, u64, u32)], lock: u32, name: u64, done_ns: u64| {
-            let end = list.partition_point(|e| (e.0, e.1, e.2) <= (lock, name, done_ns));
-            end.checked_sub(1)
-                .map(|i| list[i])
-                .filter(|e| (e.0, e.1) == (lock, name))
-                .map(|e| e.3)
-        };
-        // (grant, op position) of every renew and release acting on a grant, in op order.
-        let mut acts: Vec<(u32, usize)> = Vec::new();
-        let grant_named: Vec<(OpPos, u32)> =
-            grant_ids.iter().map(|e| (e.0 as OpPos, e.1)).collect();
-        let mut next_id = 0;
-        let mut by_token: FxMap<(u64, u64), u32> = FxMap::default();
-        // (process, lock, token or id) -> the process's latest grant with it, in program order.
-        let mut own_by_token: FxMap<(u64, u32, u64), u32> = FxMap::default();
-        let mut own_by_id: FxMap<(u64, u32, u32), u32> = FxMap::default();
-        let mut latest: FxMap<(u64, u32), u32> = FxMap::default();
-        // Per lock, its latest grants without a token: what a token no grant carries may name.
-        let mut untokened: FxMap<u32, Vec<u32>> = FxMap::default();
-        let mut ambiguity_capped = 0u64;
-        let mut ambiguous: Vec<usize> = Vec::new();
-        let mut ok_acquires = 0;
-        let mut unplaced = 0;
-        // Bounded by the ops.
-        for (pos, op) in ops.iter().enumerate() {
-            let (func, p, target, token) = (op.func, op.process, op.target, op.token());
-            let id = id_at(&mut next_id, pos);
-            if target == NO_TARGET {
-                unplaced += 1;
-                grant_of.push(NO_GRANT);
-                continue;
-            }
-            let mut uses = NO_GRANT;
-            match func {
-                Func::Acquire if op.outcome == Outcome::Ok => {
-                    ok_acquires += 1;
-                    let g = grants.len() as u32;
-                    if let Some(t) = token {
-                        by_token.insert((p, t), g);
-                        own_by_token.insert((p, target, t), g);
-                    }
-                    if let Some(i) = id {
-                        own_by_id.insert((p, target, i), g);
-                    }
-                    if token.is_none() {
-                        untokened.entry(target).or_default().push(g);
-                    }
-                    latest.insert((p, target), g);
-                    grants.push(Grant {
-                        op: pos,
-                        lock: target,
-                        process: p,
-                        token,
-                        ttl_ms: op.ttl_ms(),
-                        invoke_ns: op.invoke_ns,
-                        complete_ns: op.complete_ns().expect("an ok op has completed"),
-                        epoch_ops: Vec::new(),
-                        holds: Vec::new(),
-                        release_op: None,
-                        lease_lb_ns: 0,
-                        surely_dead_ns: None,
-                        alive_until_ns: 0,
-                    });
-                }
-                Func::Acquire => {}
-                Func::Renew | Func::Release => {
-                    // A renew or release acts on the lease it names, whichever process sent
-                    // it: by its token, else by the service's grant id, else the sender's own
-                    // latest grant of the lock. A name no grant carries acts on no known one.
-                    let done_ns = op.complete_or_max();
-                    // A name two grants carry (a token reused: each side of a split brain
-                    // counts its own) names the sender's own grant when it has one: it knows
-                    // the name from its own grant.
-                    let named = match (token, id) {
-                        (Some(t), _) => own_by_token
-                            .get(&(p, target, t))
-                            .copied()
-                            .or_else(|| named_by(&by_lock_token, target, t, done_ns)),
-                        (None, Some(i)) => own_by_id
-                            .get(&(p, target, i))
-                            .copied()
-                            .or_else(|| named_by(&by_lock_id, target, u64::from(i), done_ns)),
-                        (None, None) => latest.get(&(p, target)).copied(),
-                    };
-                    // A token no grant of the lock carries may be that of any grant whose ok
-                    // came without a readable token (unknown, not absent): the op may have
-                    // acted on each of them, so on each it counts as indeterminate. It uses
-                    // the sender's own, if that is one.
-                    if let (Some(_), None) = (token, named) {
-                        ambiguous.push(pos);
-                        uses = latest
-                            .get(&(p, target))
-                            .copied()
-                            .filter(|&g| grants[g as usize].token.is_none())
-                            .unwrap_or(NO_GRANT);
-                    }
-                    if let Some(g) = named {
-                        uses = g;
-                        acts.push((g, pos));
-                    }
-                }
-                Func::Read | Func::Write => {
-                    if let Some(&g) = token.and_then(|t| by_token.get(&(p, t))) {
-                        uses = g;
-                    }
-                }
-            }
-            grant_of.push(uses);
-        }
-        // The run's ttl policy (model item 7): what answered requests for each ttl were granted.
-        // A lost answer's lease is counted with the shortest of them for lower bounds and the
-        // longest for upper bounds; a request no answer shared keeps the ttl it asked for.
-        let mut ttl_policy: FxMap<u64, (u64, u64)> = FxMap::default();
-        for (pos, op) in ops.iter().enumerate() {
-            // A grant that is no lease (model item 9) says nothing of the lease a lost answer
-            // would have set.
-            if holds.binary_search_by_key(&pos, |e| e.0).is_ok() {
-                continue;
-            }
-            if let (Func::Acquire | Func::Renew, Outcome::Ok, Some(r), Some(t)) =
-                (op.func, op.outcome, op.requested_ttl_ms(), op.ttl_ms())
-            {
-                let e = ttl_policy.entry(r).or_insert((t, t));
-                *e = (e.0.min(t), e.1.max(t));
-            }
-        }
-        for op in ops.iter_mut() {
-            if matches!(op.func, Func::Acquire | Func::Renew)
-                && matches!(op.outcome, Outcome::Info | Outcome::Pending)
-            {
-                if let Some(&(shortest, _)) = op.requested_ttl_ms().and_then(|r| ttl_policy.get(&r))
-                {
-                    op.set_ttl_ms(Some(shortest));
-                }
-            }
-        }
-        for (g, pos) in acts {
-            let g = &mut grants[g as usize];
-            g.epoch_ops.push(pos as OpPos);
-            if ops[pos].func == Func::Release && g.release_op.is_none() {
-                g.release_op = Some(pos as OpPos);
-            }
-        }
-        // Every grant without a token invoked before an ambiguous op completed may be the one it
-        // named (the op may take effect after a grant asked for later than itself).
-        for pos in ambiguous {
-            let op = &ops[pos];
-            let Some(list) = untokened.get(&op.target) else {
-                continue;
-            };
-            let done_ns = op.complete_or_max();
-            let end = list.partition_point(|&g| grants[g as usize].invoke_ns <= done_ns);
-            if end == 0 {
-                continue;
-            }
-            let start = end.saturating_sub(UNTOKENED_CANDIDATES_MAX);
-            ambiguity_capped += start as u64;
-            for &g in &list[start..end] {
-                let epoch = &mut grants[g as usize].epoch_ops;
-                // Positions are invoke order: keep the epoch sorted.
-                let at = epoch.partition_point(|&e| e < pos as OpPos);
-                epoch.insert(at, pos as OpPos);
-            }
-            ops[pos].set_ambiguous();
-        }
+        let holds = apply_holds(d.holds, &mut ops);
+        let names = GrantNames::index(&ops, intern_grant_ids(d.grant_ids));
+        let walk = GrantWalk::new(&names, ops.len()).run(&ops);
+        let ttl_policy = ttl_policy(&ops, &holds);
+        apply_ttl_policy(&ttl_policy, &mut ops);
+        let GrantWalk {
+            mut grants,
+            grant_of,
+            acts,
+            untokened,
+            ambiguous,
+            ok_acquires,
+            unplaced,
+            ..
+        } = walk;
+        add_acts(acts, &mut grants, &ops);
+        let ambiguity_capped = add_ambiguous(&ambiguous, &untokened, &mut grants, &mut ops);
         let sessions = mark_holds(&holds, &grants, &mut ops);
         mark_crashes(&sessions, &mut grants, &mut ops);
         let mut lease_from = d.lease_from;
@@ -828,6 +635,7 @@ impl Model {
         let mut transfers = d.transfers;
         transfers.sort_by_key(|e| e.0);
         transfers.dedup_by_key(|e| e.0);
+        debug_assert_eq!(grant_of.len(), ops.len(), "one grant (or none) per op");
         let mut m = Model {
             drift,
             events: d.events,
@@ -850,15 +658,403 @@ impl Model {
             ok_acquires,
             unplaced,
             ambiguity_capped,
-            grant_named,
+            grant_named: names.grant_named(),
             ttl_policy,
         };
         for i in 0..m.grants.len() {
             let g = &m.grants[i];
             m.grants[i].alive_until_ns = m.span_end(g, g.invoke_ns).0;
         }
+        debug_assert_digested(&m);
         m
     }
+}
+
+/// What the rules rely on of a model the digest built (they binary-search its lists and sweep
+/// its ops in time order). Debug builds only: one pass over each list.
+fn debug_assert_digested(m: &Model) {
+    fn sorted_by_pos<T>(list: &[(usize, T)]) -> bool {
+        list.windows(2).all(|w| w[0].0 < w[1].0)
+    }
+    // The pairing refuses times that go back: ops are in invoke order, in time too.
+    debug_assert!(
+        m.ops.windows(2).all(|w| w[0].invoke_ns <= w[1].invoke_ns),
+        "ops are in invoke order"
+    );
+    debug_assert!(
+        m.ops
+            .iter()
+            .all(|o| o.complete_ns().is_none_or(|c| c >= o.invoke_ns)),
+        "an op completes no earlier than its invoke"
+    );
+    debug_assert_eq!(m.grant_of.len(), m.ops.len(), "one grant (or none) per op");
+    debug_assert!(
+        m.grant_of
+            .iter()
+            .all(|&g| g == NO_GRANT || (g as usize) < m.grants.len()),
+        "grant_of names grants of the model"
+    );
+    debug_assert!(
+        m.grants.windows(2).all(|w| w[0].op < w[1].op),
+        "grants are in op order"
+    );
+    debug_assert!(
+        m.grants.iter().all(|g| g.invoke_ns <= g.complete_ns
+            && g.holds.iter().all(|s| s.start_ns < s.end_ns)
+            && g.holds.windows(2).all(|w| w[0].end_ns <= w[1].start_ns)),
+        "a grant's holds are non-empty and in time order"
+    );
+    debug_assert!(
+        m.sessions.windows(2).all(|w| w[0] < w[1]),
+        "sessions are sorted"
+    );
+    debug_assert!(
+        sorted_by_pos(&m.lease_from)
+            && sorted_by_pos(&m.waits)
+            && sorted_by_pos(&m.transfers)
+            && m.grant_named.windows(2).all(|w| w[0].0 < w[1].0),
+        "the lists read by op position are sorted, one entry per op"
+    );
+    debug_assert!(
+        m.lease_evidence.windows(2).all(|w| w[0] <= w[1])
+            && m.key_evidence.windows(2).all(|w| w[0].0 <= w[1].0)
+            && m.rounds.windows(2).all(|w| w[0] <= w[1]),
+        "the evidence lists are sorted by op position"
+    );
+}
+
+/// Grants that are no lease (model item 9). A session's lock is held, as far as its holder
+/// knows, until something tells it otherwise: a lease that no time ends (the ops that tell it
+/// are marked by [`mark_holds`], once the grants' ops are known). A transaction's lock proves
+/// no hold at all: no ttl. Returns the holds sorted by op position.
+fn apply_holds(mut holds: Vec<(usize, Hold)>, ops: &mut [ClientOp]) -> Vec<(usize, Hold)> {
+    holds.sort_unstable_by_key(|e| e.0);
+    for &(pos, h) in &holds {
+        ops[pos].set_ttl_ms(match h {
+            Hold::Session => Some(SESSION_TTL_MS),
+            Hold::Transaction => None,
+        });
+    }
+    holds
+}
+
+/// An op's grant id, interned: the invoke's (pushed first; the sort is stable), else the
+/// completion's. Sorted by op position, one per op.
+fn intern_grant_ids(mut grant_ids: Vec<(usize, String)>) -> Vec<(usize, u32)> {
+    grant_ids.sort_by_key(|e| e.0);
+    grant_ids.dedup_by_key(|e| e.0);
+    let mut id_of: FxMap<String, u32> = FxMap::default();
+    grant_ids
+        .into_iter()
+        .map(|(pos, id)| {
+            let n = id_of.len() as u32;
+            (pos, *id_of.entry(id).or_insert(n))
+        })
+        .collect()
+}
+
+/// (lock, token or interned id, invoke, grant), sorted.
+type NameList = Vec<(u32, u64, u64, u32)>;
+
+/// What names a lease (docs/checkers.md, model item 6): (lock, token) and (lock, grant id) ->
+/// the grants with it, in invoke order, known before the walk: an op of another process may be
+/// invoked at the same instant as the grant it names, or before it in the file (equal times
+/// are not ordered), so it names the latest one asked for by the time it completed.
+/// Sorted vectors, not maps of lists: one allocation for all grants, not one per grant.
+struct GrantNames {
+    /// (op position, interned grant id), sorted by position, one per op.
+    ids: Vec<(usize, u32)>,
+    by_lock_token: NameList,
+    by_lock_id: NameList,
+}
+
+impl GrantNames {
+    fn index(ops: &[ClientOp], ids: Vec<(usize, u32)>) -> GrantNames {
+        debug_assert!(
+            ids.windows(2).all(|w| w[0].0 < w[1].0),
+            "grant ids are sorted by op position, one per op"
+        );
+        let mut names = GrantNames {
+            ids,
+            by_lock_token: Vec::new(),
+            by_lock_id: Vec::new(),
+        };
+        let mut cursor = 0;
+        let mut g = 0u32;
+        for (pos, op) in ops.iter().enumerate() {
+            if op.func != Func::Acquire || op.outcome != Outcome::Ok || op.target == NO_TARGET {
+                continue;
+            }
+            if let Some(t) = op.token() {
+                names.by_lock_token.push((op.target, t, op.invoke_ns, g));
+            }
+            if let Some(i) = names.id_at(&mut cursor, pos) {
+                names
+                    .by_lock_id
+                    .push((op.target, u64::from(i), op.invoke_ns, g));
+            }
+            g += 1;
+        }
+        names.by_lock_token.sort_unstable();
+        names.by_lock_id.sort_unstable();
+        names
+    }
+
+    /// The grant id of the op at `pos`, for positions asked in increasing order.
+    fn id_at(&self, cursor: &mut usize, pos: usize) -> Option<u32> {
+        // Bounded by `ids`: the cursor only moves forward.
+        while *cursor < self.ids.len() && self.ids[*cursor].0 < pos {
+            *cursor += 1;
+        }
+        self.ids.get(*cursor).filter(|e| e.0 == pos).map(|e| e.1)
+    }
+
+    fn grant_named(&self) -> Vec<(OpPos, u32)> {
+        self.ids.iter().map(|e| (e.0 as OpPos, e.1)).collect()
+    }
+}
+
+/// The latest grant with that name asked for by `done_ns`.
+fn named_by(list: &[(u32, u64, u64, u32)], lock: u32, name: u64, done_ns: u64) -> Option<u32> {
+    let end = list.partition_point(|e| (e.0, e.1, e.2) <= (lock, name, done_ns));
+    end.checked_sub(1)
+        .map(|i| list[i])
+        .filter(|e| (e.0, e.1) == (lock, name))
+        .map(|e| e.3)
+}
+
+/// The walk over the ops, in order, that makes the grants and finds the grant each op acts on
+/// or uses (model item 6).
+struct GrantWalk<'a> {
+    names: &'a GrantNames,
+    /// `names.id_at`'s cursor.
+    next_id: usize,
+    grants: Vec<Grant>,
+    /// Per op, the grant it acts on or uses, or [`NO_GRANT`].
+    grant_of: Vec<u32>,
+    /// (grant, op position) of every renew and release acting on a grant, in op order.
+    acts: Vec<(u32, usize)>,
+    /// (process, token) -> grant, for store ops.
+    by_token: FxMap<(u64, u64), u32>,
+    /// (process, lock, token or id) -> the process's latest grant with it, in program order.
+    own_by_token: FxMap<(u64, u32, u64), u32>,
+    own_by_id: FxMap<(u64, u32, u32), u32>,
+    /// (process, lock) -> the process's latest grant of the lock, in program order.
+    latest: FxMap<(u64, u32), u32>,
+    /// Per lock, its latest grants without a token: what a token no grant carries may name.
+    untokened: FxMap<u32, Vec<u32>>,
+    /// The renews and releases whose token no grant of the lock carries.
+    ambiguous: Vec<usize>,
+    ok_acquires: u64,
+    unplaced: u64,
+}
+
+impl<'a> GrantWalk<'a> {
+    fn new(names: &'a GrantNames, ops: usize) -> GrantWalk<'a> {
+        GrantWalk {
+            names,
+            next_id: 0,
+            grants: Vec::new(),
+            grant_of: Vec::with_capacity(ops),
+            acts: Vec::new(),
+            by_token: FxMap::default(),
+            own_by_token: FxMap::default(),
+            own_by_id: FxMap::default(),
+            latest: FxMap::default(),
+            untokened: FxMap::default(),
+            ambiguous: Vec::new(),
+            ok_acquires: 0,
+            unplaced: 0,
+        }
+    }
+
+    fn run(mut self, ops: &[ClientOp]) -> GrantWalk<'a> {
+        // Bounded by the ops.
+        for (pos, op) in ops.iter().enumerate() {
+            let id = self.names.id_at(&mut self.next_id, pos);
+            if op.target == NO_TARGET {
+                self.unplaced += 1;
+                self.grant_of.push(NO_GRANT);
+                continue;
+            }
+            let uses = match op.func {
+                Func::Acquire if op.outcome == Outcome::Ok => {
+                    self.grant(pos, op, id);
+                    NO_GRANT
+                }
+                Func::Acquire => NO_GRANT,
+                Func::Renew | Func::Release => self.act(pos, op, id),
+                Func::Read | Func::Write => op
+                    .token()
+                    .and_then(|t| self.by_token.get(&(op.process, t)))
+                    .copied()
+                    .unwrap_or(NO_GRANT),
+            };
+            self.grant_of.push(uses);
+        }
+        self
+    }
+
+    /// An ok acquire: a new grant, known by its names from here on.
+    fn grant(&mut self, pos: usize, op: &ClientOp, id: Option<u32>) {
+        let (p, target, token) = (op.process, op.target, op.token());
+        self.ok_acquires += 1;
+        let g = self.grants.len() as u32;
+        if let Some(t) = token {
+            self.by_token.insert((p, t), g);
+            self.own_by_token.insert((p, target, t), g);
+        }
+        if let Some(i) = id {
+            self.own_by_id.insert((p, target, i), g);
+        }
+        if token.is_none() {
+            self.untokened.entry(target).or_default().push(g);
+        }
+        self.latest.insert((p, target), g);
+        debug_assert!(
+            self.grants.last().is_none_or(|last| last.op < pos),
+            "grants are made in op order"
+        );
+        self.grants.push(Grant {
+            op: pos,
+            lock: target,
+            process: p,
+            token,
+            ttl_ms: op.ttl_ms(),
+            invoke_ns: op.invoke_ns,
+            complete_ns: op.complete_ns().expect("an ok op has completed"),
+            epoch_ops: Vec::new(),
+            holds: Vec::new(),
+            release_op: None,
+            lease_lb_ns: 0,
+            surely_dead_ns: None,
+            alive_until_ns: 0,
+        });
+    }
+
+    /// A renew or release acts on the lease it names, whichever process sent it: by its
+    /// token, else by the service's grant id, else the sender's own latest grant of the lock.
+    /// A name no grant carries acts on no known one. Returns the grant the op uses.
+    fn act(&mut self, pos: usize, op: &ClientOp, id: Option<u32>) -> u32 {
+        let (p, target, token) = (op.process, op.target, op.token());
+        let done_ns = op.complete_or_max();
+        // A name two grants carry (a token reused: each side of a split brain counts its own)
+        // names the sender's own grant when it has one: it knows the name from its own grant.
+        let named = match (token, id) {
+            (Some(t), _) => self
+                .own_by_token
+                .get(&(p, target, t))
+                .copied()
+                .or_else(|| named_by(&self.names.by_lock_token, target, t, done_ns)),
+            (None, Some(i)) => self
+                .own_by_id
+                .get(&(p, target, i))
+                .copied()
+                .or_else(|| named_by(&self.names.by_lock_id, target, u64::from(i), done_ns)),
+            (None, None) => self.latest.get(&(p, target)).copied(),
+        };
+        let mut uses = NO_GRANT;
+        // A token no grant of the lock carries may be that of any grant whose ok came without
+        // a readable token (unknown, not absent): the op may have acted on each of them, so on
+        // each it counts as indeterminate. It uses the sender's own, if that is one.
+        if let (Some(_), None) = (token, named) {
+            self.ambiguous.push(pos);
+            uses = self
+                .latest
+                .get(&(p, target))
+                .copied()
+                .filter(|&g| self.grants[g as usize].token.is_none())
+                .unwrap_or(NO_GRANT);
+        }
+        if let Some(g) = named {
+            uses = g;
+            self.acts.push((g, pos));
+        }
+        uses
+    }
+}
+
+/// The run's ttl policy (model item 7): what answered requests for each ttl were granted.
+/// A lost answer's lease is counted with the shortest of them for lower bounds and the longest
+/// for upper bounds; a request no answer shared keeps the ttl it asked for.
+fn ttl_policy(ops: &[ClientOp], holds: &[(usize, Hold)]) -> FxMap<u64, (u64, u64)> {
+    let mut ttl_policy: FxMap<u64, (u64, u64)> = FxMap::default();
+    for (pos, op) in ops.iter().enumerate() {
+        // A grant that is no lease (model item 9) says nothing of the lease a lost answer
+        // would have set.
+        if holds.binary_search_by_key(&pos, |e| e.0).is_ok() {
+            continue;
+        }
+        if let (Func::Acquire | Func::Renew, Outcome::Ok, Some(r), Some(t)) =
+            (op.func, op.outcome, op.requested_ttl_ms(), op.ttl_ms())
+        {
+            let e = ttl_policy.entry(r).or_insert((t, t));
+            *e = (e.0.min(t), e.1.max(t));
+        }
+    }
+    ttl_policy
+}
+
+/// A lost answer's lease counts with the shortest ttl granted for its request.
+fn apply_ttl_policy(ttl_policy: &FxMap<u64, (u64, u64)>, ops: &mut [ClientOp]) {
+    for op in ops.iter_mut() {
+        if matches!(op.func, Func::Acquire | Func::Renew)
+            && matches!(op.outcome, Outcome::Info | Outcome::Pending)
+        {
+            if let Some(&(shortest, _)) = op.requested_ttl_ms().and_then(|r| ttl_policy.get(&r)) {
+                op.set_ttl_ms(Some(shortest));
+            }
+        }
+    }
+}
+
+/// Puts each renew and release in the epoch of the grant it acts on (in op order), and marks
+/// each grant's first release.
+fn add_acts(acts: Vec<(u32, usize)>, grants: &mut [Grant], ops: &[ClientOp]) {
+    for (g, pos) in acts {
+        let g = &mut grants[g as usize];
+        debug_assert!(
+            g.epoch_ops.last().is_none_or(|&e| (e as usize) < pos),
+            "acts come in op order"
+        );
+        g.epoch_ops.push(pos as OpPos);
+        if ops[pos].func == Func::Release && g.release_op.is_none() {
+            g.release_op = Some(pos as OpPos);
+        }
+    }
+}
+
+/// Every grant without a token invoked before an ambiguous op completed may be the one it
+/// named (the op may take effect after a grant asked for later than itself). Returns how many
+/// candidates [`UNTOKENED_CANDIDATES_MAX`] left out.
+fn add_ambiguous(
+    ambiguous: &[usize],
+    untokened: &FxMap<u32, Vec<u32>>,
+    grants: &mut [Grant],
+    ops: &mut [ClientOp],
+) -> u64 {
+    let mut ambiguity_capped = 0u64;
+    for &pos in ambiguous {
+        let op = &ops[pos];
+        let Some(list) = untokened.get(&op.target) else {
+            continue;
+        };
+        let done_ns = op.complete_or_max();
+        let end = list.partition_point(|&g| grants[g as usize].invoke_ns <= done_ns);
+        if end == 0 {
+            continue;
+        }
+        let start = end.saturating_sub(UNTOKENED_CANDIDATES_MAX);
+        ambiguity_capped += start as u64;
+        for &g in &list[start..end] {
+            let epoch = &mut grants[g as usize].epoch_ops;
+            // Positions are invoke order: keep the epoch sorted.
+            let at = epoch.partition_point(|&e| e < pos as OpPos);
+            epoch.insert(at, pos as OpPos);
+        }
+        ops[pos].set_ambiguous();
+    }
+    ambiguity_capped
 }
 
 /// Ends each session grant's belief at its holder's crash (model item 9): a process whose op

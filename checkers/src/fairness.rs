@@ -51,17 +51,45 @@ struct Client {
 
 /// The figures, keyed for `Stats.extra`: `fairness`, `unavailability`, `never_completed`.
 pub fn liveness_stats(m: &Model) -> BTreeMap<String, Value> {
-    let mut clients: BTreeMap<u64, Client> = BTreeMap::new();
-    // (lock, invoke, end, position)
-    let mut unavailable: Vec<(u32, u64, u64, usize)> = Vec::new();
-    let mut pending: Vec<u64> = Vec::new();
+    let Scan {
+        clients,
+        unavailable,
+        mut pending,
+    } = scan(m);
+    let mut extra = BTreeMap::new();
+    extra.insert("fairness".to_string(), fairness(&clients));
+    extra.insert("unavailability".to_string(), unavailability(m, unavailable));
+    let n_pending = pending.len();
+    pending.truncate(PENDING_LISTED);
+    extra.insert(
+        "never_completed".to_string(),
+        json!({"count": n_pending, "ops": pending}),
+    );
+    extra
+}
+
+/// What one pass over the ops gathers.
+struct Scan {
+    clients: BTreeMap<u64, Client>,
+    /// (lock, invoke, end, position) of the lock ops that found the service down.
+    unavailable: Vec<(u32, u64, u64, usize)>,
+    /// Indices of the ops never answered.
+    pending: Vec<u64>,
+}
+
+fn scan(m: &Model) -> Scan {
+    let mut s = Scan {
+        clients: BTreeMap::new(),
+        unavailable: Vec::new(),
+        pending: Vec::new(),
+    };
     let end_ns = m.end_time_ns;
     for (i, o) in m.ops.iter().enumerate() {
         if o.outcome == Outcome::Pending {
-            pending.push(o.index);
+            s.pending.push(o.index);
         }
         if o.func == Func::Acquire {
-            let c = clients.entry(o.process).or_default();
+            let c = s.clients.entry(o.process).or_default();
             c.attempts += 1;
             let start = *c.attempt_start_ns.get_or_insert(o.invoke_ns);
             if o.outcome == Outcome::Ok {
@@ -79,13 +107,15 @@ pub fn liveness_stats(m: &Model) -> BTreeMap<String, Value> {
             };
             if down {
                 let end = o.complete_ns().unwrap_or(end_ns).max(o.invoke_ns);
-                unavailable.push((o.target, o.invoke_ns, end, i));
+                s.unavailable.push((o.target, o.invoke_ns, end, i));
             }
         }
     }
+    s
+}
 
-    let mut extra = BTreeMap::new();
-
+/// `fairness`: grants per client (Jain's index) and how long acquiring took.
+fn fairness(clients: &BTreeMap<u64, Client>) -> Value {
     let xs: Vec<f64> = clients.values().map(|c| c.grants as f64).collect();
     let sum: f64 = xs.iter().sum();
     let sum_sq: f64 = xs.iter().map(|x| x * x).sum();
@@ -109,19 +139,20 @@ pub fn liveness_stats(m: &Model) -> BTreeMap<String, Value> {
         .values()
         .flat_map(|c| c.waits_ns.iter().copied())
         .collect();
-    extra.insert(
-        "fairness".to_string(),
-        json!({
-            "clients": clients.len(),
-            "jain_index": jain,
-            "acquire_attempts": clients.values().map(|c| c.attempts).sum::<u64>(),
-            "acquire_ok": clients.values().map(|c| c.grants).sum::<u64>(),
-            "wait": percentiles_ms(all_waits),
-            "per_client": listed,
-            "per_client_omitted": clients.len().saturating_sub(CLIENTS_LISTED),
-        }),
-    );
+    json!({
+        "clients": clients.len(),
+        "jain_index": jain,
+        "acquire_attempts": clients.values().map(|c| c.attempts).sum::<u64>(),
+        "acquire_ok": clients.values().map(|c| c.grants).sum::<u64>(),
+        "wait": percentiles_ms(all_waits),
+        "per_client": listed,
+        "per_client_omitted": clients.len().saturating_sub(CLIENTS_LISTED),
+    })
+}
 
+/// `unavailability`: per lock, the windows its ops found the service down (overlapping ones
+/// merged), their total, and the longest with the faults active in them.
+fn unavailability(m: &Model, mut unavailable: Vec<(u32, u64, u64, usize)>) -> Value {
     unavailable.sort_unstable();
     // lock -> (total ns, windows as (start, end, ops))
     type Windows = (u64, Vec<(u64, u64, u64)>);
@@ -130,6 +161,7 @@ pub fn liveness_stats(m: &Model) -> BTreeMap<String, Value> {
     // Bounded by `unavailable.len()`: each pass consumes at least one op.
     while k < unavailable.len() {
         let (lock, start, mut end, _) = unavailable[k];
+        debug_assert!(start <= end, "a window ends no earlier than its invoke");
         let mut count = 0;
         while k < unavailable.len() && unavailable[k].0 == lock && unavailable[k].1 <= end {
             end = end.max(unavailable[k].2);
@@ -164,15 +196,7 @@ pub fn liveness_stats(m: &Model) -> BTreeMap<String, Value> {
             json!({"total_ms": total_ns as f64 / 1e6, "windows": n, "longest": listed}),
         );
     }
-    extra.insert("unavailability".to_string(), Value::Object(locks));
-
-    let n_pending = pending.len();
-    pending.truncate(PENDING_LISTED);
-    extra.insert(
-        "never_completed".to_string(),
-        json!({"count": n_pending, "ops": pending}),
-    );
-    extra
+    Value::Object(locks)
 }
 
 #[cfg(test)]

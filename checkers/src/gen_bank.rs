@@ -62,177 +62,189 @@ pub fn bank_history_into(seed: u64, p: &BankParams, sink: &mut dyn FnMut(&[Op]))
         p.accounts >= 2 && p.clients >= 1,
         "two accounts and a client"
     );
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mut t_ns = 0u64;
-    let mut ops: Vec<Op> = Vec::with_capacity(BATCH + 64);
-    let mut index = 0u64;
-    let mut emitted = 0usize;
-    let mut held = vec![false; p.accounts];
-    let mut tokens = vec![0u64; p.accounts];
-    let mut seqs = vec![0u64; p.accounts];
-    let mut balances = vec![0i64; p.accounts];
-    let mut flight: Vec<Option<Transfer>> = (0..p.clients).map(|_| None).collect();
-    let mut next_id = 1u64;
-    // An op as its invoke at `at[0]` and its ok at `at[1]`: a lock op names the lock, a
-    // store op the register.
-    let mut pair = |ops: &mut Vec<Op>,
-                    who: Process,
-                    f: F,
-                    target: &str,
-                    at: [u64; 2],
-                    asked: OpValue,
-                    answered: OpValue| {
-        for (kind, time_ns, v) in [
-            (OpType::Invoke, at[0], asked),
-            (OpType::Ok, at[1], answered),
-        ] {
-            let op = Op::new(index, time_ns, who, kind, f.clone());
-            let op = match f {
-                F::Acquire | F::Renew | F::Release => op.with_lock(target),
-                _ => op.with_key(target),
-            };
-            ops.push(op.with_value(v));
-            index += 1;
-        }
-    };
+    let mut bank = Bank::new(seed, p);
     // Past the events asked for no transfer starts, and those in flight finish (whole: a
     // transfer half applied would leave the total unjudged). Bounded: a round picks a client
     // at random, and at most this many rounds are run.
     let rounds_max = 64 * (p.events + p.clients * STEPS) + 1_000;
     for _ in 0..rounds_max {
-        let winding_down = emitted + ops.len() >= p.events;
-        if winding_down && flight.iter().all(Option::is_none) {
+        let winding_down = bank.emitted + bank.ops.len() >= p.events;
+        if winding_down && bank.flight.iter().all(Option::is_none) {
             break;
         }
-        let c = rng.random_range(0..p.clients);
-        t_ns += rng.random_range(1..=3) * MS / 4;
-        let Some(tr) = flight[c].as_mut() else {
-            if winding_down {
-                continue;
+        let c = bank.rng.random_range(0..p.clients);
+        bank.t_ns += bank.rng.random_range(1..=3) * MS / 4;
+        if bank.flight[c].is_none() {
+            if !winding_down {
+                bank.start_transfer(c);
             }
-            // An idle client starts a transfer when two free accounts are left.
-            let free: Vec<usize> = (0..p.accounts).filter(|&a| !held[a]).collect();
-            if free.len() < 2 {
-                continue;
-            }
-            let a = free[rng.random_range(0..free.len())];
-            let b = loop {
-                let b = free[rng.random_range(0..free.len())];
-                if b != a {
-                    break b;
-                }
-            };
-            held[a] = true;
-            held[b] = true;
-            flight[c] = Some(Transfer {
-                id: next_id,
-                process: c as u64,
-                accounts: [a.min(b), a.max(b)],
-                tokens: [0; 2],
-                read: [0; 2],
-                amount: rng.random_range(1..=100),
-                step: 0,
-            });
-            next_id += 1;
             continue;
+        }
+        bank.step(c, p.ttl_ms);
+        if bank.ops.len() >= BATCH {
+            bank.emitted += bank.ops.len();
+            sink(&bank.ops);
+            bank.ops.clear();
+        }
+    }
+    bank.closing_reads(p);
+    sink(&bank.ops);
+}
+
+/// The simulated run: the service's locks and tokens, the store's registers, the clients'
+/// transfers in flight, and the ops not yet handed on.
+struct Bank {
+    rng: ChaCha8Rng,
+    t_ns: u64,
+    ops: Vec<Op>,
+    index: u64,
+    /// Ops handed on so far.
+    emitted: usize,
+    held: Vec<bool>,
+    tokens: Vec<u64>,
+    seqs: Vec<u64>,
+    balances: Vec<i64>,
+    /// Per client, its transfer in flight.
+    flight: Vec<Option<Transfer>>,
+    next_id: u64,
+}
+
+impl Bank {
+    fn new(seed: u64, p: &BankParams) -> Bank {
+        Bank {
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            t_ns: 0,
+            ops: Vec::with_capacity(BATCH + 64),
+            index: 0,
+            emitted: 0,
+            held: vec![false; p.accounts],
+            tokens: vec![0; p.accounts],
+            seqs: vec![0; p.accounts],
+            balances: vec![0; p.accounts],
+            flight: (0..p.clients).map(|_| None).collect(),
+            next_id: 1,
+        }
+    }
+
+    /// An op as its invoke at `at[0]` and its ok at `at[1]`: a lock op names the lock, a
+    /// store op the register.
+    fn pair(
+        &mut self,
+        who: Process,
+        f: F,
+        target: &str,
+        at: [u64; 2],
+        asked: OpValue,
+        answered: OpValue,
+    ) {
+        debug_assert!(at[0] <= at[1], "an op completes after its invoke");
+        for (kind, time_ns, v) in [
+            (OpType::Invoke, at[0], asked),
+            (OpType::Ok, at[1], answered),
+        ] {
+            let op = Op::new(self.index, time_ns, who, kind, f.clone());
+            let op = match f {
+                F::Acquire | F::Renew | F::Release => op.with_lock(target),
+                _ => op.with_key(target),
+            };
+            self.ops.push(op.with_value(v));
+            self.index += 1;
+        }
+    }
+
+    /// An idle client starts a transfer when two free accounts are left.
+    fn start_transfer(&mut self, c: usize) {
+        let free: Vec<usize> = (0..self.held.len()).filter(|&a| !self.held[a]).collect();
+        if free.len() < 2 {
+            return;
+        }
+        let a = free[self.rng.random_range(0..free.len())];
+        let b = loop {
+            let b = free[self.rng.random_range(0..free.len())];
+            if b != a {
+                break b;
+            }
         };
+        self.held[a] = true;
+        self.held[b] = true;
+        self.flight[c] = Some(Transfer {
+            id: self.next_id,
+            process: c as u64,
+            accounts: [a.min(b), a.max(b)],
+            tokens: [0; 2],
+            read: [0; 2],
+            amount: self.rng.random_range(1..=100),
+            step: 0,
+        });
+        self.next_id += 1;
+    }
+
+    /// The next step of client `c`'s transfer: acquire, read, write or release one account.
+    fn step(&mut self, c: usize, ttl_ms: u64) {
+        let mut tr = self.flight[c].take().expect("a transfer in flight");
+        debug_assert!(tr.step < STEPS, "a finished transfer leaves the flight");
         let k = tr.step % 2;
         let acct = tr.accounts[k];
         let lock = format!("A{acct}");
         let key = format!("balance-A{acct}");
         let tag = OpValue::default().with_extra("transfer", json!(tr.id));
         let who = Process::Client(tr.process);
-        let done_ns = t_ns + MS / 2;
+        let at = [self.t_ns, self.t_ns + MS / 2];
         match tr.step / 2 {
             0 => {
-                tokens[acct] += 1;
-                tr.tokens[k] = tokens[acct];
-                let asked = tag.with_ttl_ms(p.ttl_ms);
-                pair(
-                    &mut ops,
-                    who,
-                    F::Acquire,
-                    &lock,
-                    [t_ns, done_ns],
-                    asked.clone(),
-                    asked.with_token(tr.tokens[k]),
-                );
+                self.tokens[acct] += 1;
+                tr.tokens[k] = self.tokens[acct];
+                let asked = tag.with_ttl_ms(ttl_ms);
+                let granted = asked.clone().with_token(tr.tokens[k]);
+                self.pair(who, F::Acquire, &lock, at, asked, granted);
             }
             1 => {
-                tr.read[k] = balances[acct];
+                tr.read[k] = self.balances[acct];
                 let v = tag.with_token(tr.tokens[k]);
-                pair(
-                    &mut ops,
-                    who,
-                    F::Read,
-                    &key,
-                    [t_ns, done_ns],
-                    v.clone(),
-                    v.with_value(tr.read[k]).with_seq(seqs[acct]),
-                );
+                let read = v.clone().with_value(tr.read[k]).with_seq(self.seqs[acct]);
+                self.pair(who, F::Read, &key, at, v, read);
             }
             2 => {
                 let delta = if k == 0 { -tr.amount } else { tr.amount };
-                balances[acct] = tr.read[k] + delta;
-                seqs[acct] += 1;
-                let v = tag.with_token(tr.tokens[k]).with_value(balances[acct]);
-                pair(
-                    &mut ops,
-                    who,
-                    F::Write,
-                    &key,
-                    [t_ns, done_ns],
-                    v.clone(),
-                    v.with_seq(seqs[acct]),
-                );
+                self.balances[acct] = tr.read[k] + delta;
+                self.seqs[acct] += 1;
+                let v = tag.with_token(tr.tokens[k]).with_value(self.balances[acct]);
+                let written = v.clone().with_seq(self.seqs[acct]);
+                self.pair(who, F::Write, &key, at, v, written);
             }
             _ => {
                 let v = tag.with_token(tr.tokens[k]);
-                pair(
-                    &mut ops,
-                    who,
-                    F::Release,
-                    &lock,
-                    [t_ns, done_ns],
-                    v.clone(),
-                    v,
-                );
-                held[acct] = false;
+                self.pair(who, F::Release, &lock, at, v.clone(), v);
+                self.held[acct] = false;
             }
         }
         // Each op of a client ends before its next begins.
-        t_ns = done_ns;
+        self.t_ns = at[1];
         tr.step += 1;
-        if tr.step == STEPS {
-            flight[c] = None;
-        }
-        if ops.len() >= BATCH {
-            emitted += ops.len();
-            sink(&ops);
-            ops.clear();
+        if tr.step < STEPS {
+            self.flight[c] = Some(tr);
         }
     }
-    // Every account's closing read, once every lease has surely ended.
-    t_ns += p.ttl_ms * MS;
-    for acct in 0..p.accounts {
-        let key = format!("balance-A{acct}");
-        let who = Process::Client(p.clients as u64 + acct as u64);
-        let v = OpValue {
-            is_final: true,
-            ..OpValue::default()
-        };
-        pair(
-            &mut ops,
-            who,
-            F::Read,
-            &key,
-            [t_ns, t_ns + MS / 2],
-            v.clone(),
-            v.with_value(balances[acct]).with_seq(seqs[acct]),
-        );
-        t_ns += MS;
+
+    /// Every account's closing read, once every lease has surely ended.
+    fn closing_reads(&mut self, p: &BankParams) {
+        self.t_ns += p.ttl_ms * MS;
+        for acct in 0..p.accounts {
+            let key = format!("balance-A{acct}");
+            let who = Process::Client(p.clients as u64 + acct as u64);
+            let v = OpValue {
+                is_final: true,
+                ..OpValue::default()
+            };
+            let at = [self.t_ns, self.t_ns + MS / 2];
+            let read = v
+                .clone()
+                .with_value(self.balances[acct])
+                .with_seq(self.seqs[acct]);
+            self.pair(who, F::Read, &key, at, v, read);
+            self.t_ns += MS;
+        }
     }
-    sink(&ops);
 }
 
 #[cfg(test)]

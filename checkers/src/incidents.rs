@@ -139,6 +139,10 @@ fn incident(
     era: Option<u32>,
     mut list: Vec<usize>,
 ) -> Incident {
+    debug_assert!(
+        !list.is_empty(),
+        "an incident groups at least one violation"
+    );
     list.sort_unstable();
     let root = list
         .iter()
@@ -161,35 +165,44 @@ fn incident(
         .collect();
     let token_reset = era.map(|e| eras.reset(m, e));
     let r = &vs[root];
-    let lock = r.lock.clone();
-    let name = lock.as_deref().unwrap_or("?");
-    let (cause, explanation) = match r.kind {
-        ViolationKind::DoubleGrant => {
-            let mut s = format!("double grant of {name} at {}", secs(r.window_ns[0]));
-            if let [a, b] = look.grants(r)[..] {
-                let (a, b) = (&m.grants[a as usize], &m.grants[b as usize]);
-                // The one whose hold the other came into: the earlier to be granted.
-                let (a, b) = if a.complete_ns <= b.complete_ns { (a, b) } else { (b, a) };
-                let whose = if a.process == b.process {
-                    "its own".to_string()
-                } else {
-                    format!("p{}'s", a.process)
-                };
-                // A session's grant is no lease: what lasted was its holder's belief.
-                let lasted = if m.is_session(a) {
-                    format!("{whose} session grant ({}, op {}) was still believed held", token(a.token), m.ops[a.op].index)
-                } else {
-                    format!("{whose} lease ({}, op {}) surely lasted", token(a.token), m.ops[a.op].index)
-                };
-                s.push_str(&format!(
-                    ": p{} was granted it ({}, op {}) while {lasted}",
-                    b.process,
-                    token(b.token),
-                    m.ops[b.op].index,
-                ));
-            }
-            ("double-grant".to_string(), s)
-        }
+    let (cause, explanation) =
+        cause_of(m, look, r, token_reset.as_ref(), by_overlap.contains(&root));
+    let explanation = match token_reset {
+        Some(t) if cause == "double-grant" => format!(
+            "{explanation}; the lock's tokens went back from {} to {} (op {})",
+            t.from, t.to, t.op
+        ),
+        _ => explanation,
+    };
+    Incident {
+        cause,
+        lock: r.lock.clone(),
+        root,
+        violations: ordered,
+        kinds,
+        window_ns: window,
+        token_reset,
+        by_overlap,
+        explanation,
+    }
+}
+
+/// An incident's cause and sentence, from its root violation `r`: a double grant, a token
+/// reset (the era's), an overlap (`overlap`: `r` is a regressed token that overlapping grants
+/// explain), or the root's kind.
+fn cause_of(
+    m: &Model,
+    look: &Lookup,
+    r: &Violation,
+    token_reset: Option<&TokenReset>,
+    overlap: bool,
+) -> (String, String) {
+    let name = r.lock.as_deref().unwrap_or("?");
+    match r.kind {
+        ViolationKind::DoubleGrant => (
+            "double-grant".to_string(),
+            double_grant_sentence(m, look, r, name),
+        ),
         _ if token_reset.is_some() => {
             let t = token_reset.expect("matched");
             (
@@ -203,7 +216,7 @@ fn incident(
                 ),
             )
         }
-        ViolationKind::TokenRegressed if by_overlap.contains(&root) => (
+        ViolationKind::TokenRegressed if overlap => (
             "overlap".to_string(),
             format!(
                 "overlapping grants of {name} at {}: one was granted while the other's lease surely lasted ({}); their tokens rose in the order they were answered, so the token counter did not go back",
@@ -215,25 +228,48 @@ fn incident(
             k.as_str().to_string(),
             format!("{k} on {name} at {}", secs(r.window_ns[0])),
         ),
-    };
-    let explanation = match token_reset {
-        Some(t) if cause == "double-grant" => format!(
-            "{explanation}; the lock's tokens went back from {} to {} (op {})",
-            t.from, t.to, t.op
-        ),
-        _ => explanation,
-    };
-    Incident {
-        cause,
-        lock,
-        root,
-        violations: ordered,
-        kinds,
-        window_ns: window,
-        token_reset,
-        by_overlap,
-        explanation,
     }
+}
+
+/// A double grant's sentence: the two grants, the later granted while the earlier's lease
+/// (or session) lasted.
+fn double_grant_sentence(m: &Model, look: &Lookup, r: &Violation, name: &str) -> String {
+    let mut s = format!("double grant of {name} at {}", secs(r.window_ns[0]));
+    if let [a, b] = look.grants(r)[..] {
+        let (a, b) = (&m.grants[a as usize], &m.grants[b as usize]);
+        // The one whose hold the other came into: the earlier to be granted.
+        let (a, b) = if a.complete_ns <= b.complete_ns {
+            (a, b)
+        } else {
+            (b, a)
+        };
+        let whose = if a.process == b.process {
+            "its own".to_string()
+        } else {
+            format!("p{}'s", a.process)
+        };
+        // A session's grant is no lease: what lasted was its holder's belief.
+        let lasted = if m.is_session(a) {
+            format!(
+                "{whose} session grant ({}, op {}) was still believed held",
+                token(a.token),
+                m.ops[a.op].index
+            )
+        } else {
+            format!(
+                "{whose} lease ({}, op {}) surely lasted",
+                token(a.token),
+                m.ops[a.op].index
+            )
+        };
+        s.push_str(&format!(
+            ": p{} was granted it ({}, op {}) while {lasted}",
+            b.process,
+            token(b.token),
+            m.ops[b.op].index,
+        ));
+    }
+    s
 }
 
 /// The ops violations name, found in the model.

@@ -31,126 +31,159 @@ impl Checker for LeaseExpiry {
 
     fn check_model(&self, m: &Model, cfg: &CheckConfig) -> CheckOutput {
         let mut out = CheckOutput::new();
-        // Grants the service's own record decided: (position, key evidence).
-        let mut counts = [0u64; 4];
-        let mut decided = Vec::new();
-        for (pos, k) in &m.key_evidence {
-            let op = &m.ops[*pos];
-            if op.func != Func::Acquire || op.outcome != Outcome::Ok {
-                continue;
-            }
-            counts[k.state as usize] += 1;
-            if matches!(k.state, KeyState::Present | KeyState::Absent) {
-                decided.push(*pos);
-            }
-        }
-        let mut judged = 0u64;
-        for &(pos, last_ok_ns, lease_ttl_ms) in &m.lease_evidence {
-            let op = &m.ops[pos];
-            if op.func != Func::Acquire || op.outcome != Outcome::Ok {
-                continue;
-            }
-            let Some(done_ns) = op.complete_ns() else {
-                continue;
-            };
-            judged += 1;
-            if decided.binary_search(&pos).is_ok() {
-                continue;
-            }
-            let dead_ns = last_ok_ns.saturating_add(m.drift.upper_ns(lease_ttl_ms));
-            if done_ns <= dead_ns {
-                continue;
-            }
-            let name = m.target_name(op);
-            out.violations.push(Violation {
-                cycle: Vec::new(),
-                kind: ViolationKind::GrantOnExpiredLease,
-                lock: Some(name.to_string()),
-                ops: vec![op.index],
-                window_ns: [dead_ns, done_ns],
-                nemesis: Vec::new(),
-                explanation: format!(
-                    "p{} was granted {name} with {} at {} (op {}), but by the adapter's evidence its lease was last granted or kept alive at {} with ttl {lease_ttl_ms} ms, so it was surely dead after {}",
-                    op.process,
-                    token(op.token()),
-                    secs(done_ns),
-                    op.index,
-                    secs(last_ok_ns),
-                    secs(dead_ns),
-                ),
-            });
-        }
-        for (pos, k) in &m.key_evidence {
-            let op = &m.ops[*pos];
-            if op.func != Func::Acquire || op.outcome != Outcome::Ok || k.state != KeyState::Absent
-            {
-                continue;
-            }
-            let Some(done_ns) = op.complete_ns() else {
-                continue;
-            };
-            let name = m.target_name(op);
-            let lease = match &k.lease_id {
-                Some(l) => format!(" (lease {l})"),
-                None => String::new(),
-            };
-            // The harness's clock, where it agrees, as a second reading for the sentence.
-            let clock = m
-                .lease_evidence
-                .binary_search_by_key(pos, |e| e.0)
-                .ok()
-                .map(|i| m.lease_evidence[i])
-                .map(|(_, last_ok, ttl)| last_ok.saturating_add(m.drift.upper_ns(ttl)))
-                .filter(|dead| *dead < done_ns)
-                .map(|dead| {
-                    format!(
-                        "; by the adapter's clock too, its lease was surely dead after {}",
-                        secs(dead)
-                    )
-                })
-                .unwrap_or_default();
-            out.violations.push(Violation {
-                cycle: Vec::new(),
-                kind: ViolationKind::GrantWithoutKey,
-                lock: Some(name.to_string()),
-                ops: vec![op.index],
-                window_ns: [op.invoke_ns, done_ns],
-                nemesis: Vec::new(),
-                explanation: format!(
-                    "p{} was granted {name} at {} (op {}, {}): the service answered at revision {} with lock key \"{}\"{lease}, but kv/range of \"{}\" at revision {} returned no key, so at the revision it answered at the service held no lock key for this grant{clock}",
-                    op.process,
-                    secs(done_ns),
-                    op.index,
-                    token(op.token()),
-                    k.revision,
-                    k.lock_key,
-                    k.lock_key,
-                    k.revision,
-                ),
-            });
-        }
+        debug_assert!(
+            m.key_evidence.windows(2).all(|w| w[0].0 <= w[1].0),
+            "the digest sorts key evidence by op position"
+        );
+        debug_assert!(
+            m.lease_evidence.windows(2).all(|w| w[0] <= w[1]),
+            "the digest sorts lease evidence by op position"
+        );
+        let (counts, decided) = decided_by_record(m);
+        let judged = expired_grants(m, &decided, &mut out);
+        keyless_grants(m, &mut out);
         out.nothing_to_judge(judged > 0 || !decided.is_empty(), || {
             "the service reports no lease of its own with its grants (only adapters that can read one, such as etcd's, record it): grant-on-expired-lease and grant-without-key need that evidence; expected for the reference protocol".to_string()
         });
-        if counts.iter().any(|c| *c > 0) {
-            let [present, absent, compacted, unread] = counts;
-            let mut s = format!(
-                "{} grant(s) read back at the revision their answer carries: {present} with the lock key present, {absent} absent",
-                counts.iter().sum::<u64>()
-            );
-            if compacted > 0 {
-                s.push_str(&format!(
-                    ", {compacted} compacted away (not judged by the service's record)"
-                ));
-            }
-            if unread > 0 {
-                s.push_str(&format!(
-                    ", {unread} unread (the read failed: not judged by the service's record)"
-                ));
-            }
-            out.notes.push(s);
+        if let Some(note) = record_note(counts) {
+            out.notes.push(note);
         }
         verdict(m, cfg, &mut out);
         out
     }
+}
+
+/// The ok grants read back at their answer's revision: how many per [`KeyState`], and the
+/// positions of those the service's own record decided (present or absent), sorted.
+fn decided_by_record(m: &Model) -> ([u64; 4], Vec<usize>) {
+    let mut counts = [0u64; 4];
+    let mut decided = Vec::new();
+    for (pos, k) in &m.key_evidence {
+        let op = &m.ops[*pos];
+        if op.func != Func::Acquire || op.outcome != Outcome::Ok {
+            continue;
+        }
+        counts[k.state as usize] += 1;
+        if matches!(k.state, KeyState::Present | KeyState::Absent) {
+            decided.push(*pos);
+        }
+    }
+    (counts, decided)
+}
+
+/// `grant-on-expired-lease`, by the adapter's clock, for the grants the service's record did
+/// not decide. Returns how many grants carried the evidence.
+fn expired_grants(m: &Model, decided: &[usize], out: &mut CheckOutput) -> u64 {
+    let mut judged = 0u64;
+    for &(pos, last_ok_ns, lease_ttl_ms) in &m.lease_evidence {
+        let op = &m.ops[pos];
+        if op.func != Func::Acquire || op.outcome != Outcome::Ok {
+            continue;
+        }
+        let Some(done_ns) = op.complete_ns() else {
+            continue;
+        };
+        judged += 1;
+        if decided.binary_search(&pos).is_ok() {
+            continue;
+        }
+        let dead_ns = last_ok_ns.saturating_add(m.drift.upper_ns(lease_ttl_ms));
+        if done_ns <= dead_ns {
+            continue;
+        }
+        let name = m.target_name(op);
+        out.violations.push(Violation {
+            cycle: Vec::new(),
+            kind: ViolationKind::GrantOnExpiredLease,
+            lock: Some(name.to_string()),
+            ops: vec![op.index],
+            window_ns: [dead_ns, done_ns],
+            nemesis: Vec::new(),
+            explanation: format!(
+                "p{} was granted {name} with {} at {} (op {}), but by the adapter's evidence its lease was last granted or kept alive at {} with ttl {lease_ttl_ms} ms, so it was surely dead after {}",
+                op.process,
+                token(op.token()),
+                secs(done_ns),
+                op.index,
+                secs(last_ok_ns),
+                secs(dead_ns),
+            ),
+        });
+    }
+    judged
+}
+
+/// `grant-without-key`: the grants whose lock key the service's record did not hold.
+fn keyless_grants(m: &Model, out: &mut CheckOutput) {
+    for (pos, k) in &m.key_evidence {
+        let op = &m.ops[*pos];
+        if op.func != Func::Acquire || op.outcome != Outcome::Ok || k.state != KeyState::Absent {
+            continue;
+        }
+        let Some(done_ns) = op.complete_ns() else {
+            continue;
+        };
+        let name = m.target_name(op);
+        let lease = match &k.lease_id {
+            Some(l) => format!(" (lease {l})"),
+            None => String::new(),
+        };
+        // The harness's clock, where it agrees, as a second reading for the sentence.
+        let clock = m
+            .lease_evidence
+            .binary_search_by_key(pos, |e| e.0)
+            .ok()
+            .map(|i| m.lease_evidence[i])
+            .map(|(_, last_ok, ttl)| last_ok.saturating_add(m.drift.upper_ns(ttl)))
+            .filter(|dead| *dead < done_ns)
+            .map(|dead| {
+                format!(
+                    "; by the adapter's clock too, its lease was surely dead after {}",
+                    secs(dead)
+                )
+            })
+            .unwrap_or_default();
+        out.violations.push(Violation {
+            cycle: Vec::new(),
+            kind: ViolationKind::GrantWithoutKey,
+            lock: Some(name.to_string()),
+            ops: vec![op.index],
+            window_ns: [op.invoke_ns, done_ns],
+            nemesis: Vec::new(),
+            explanation: format!(
+                "p{} was granted {name} at {} (op {}, {}): the service answered at revision {} with lock key \"{}\"{lease}, but kv/range of \"{}\" at revision {} returned no key, so at the revision it answered at the service held no lock key for this grant{clock}",
+                op.process,
+                secs(done_ns),
+                op.index,
+                token(op.token()),
+                k.revision,
+                k.lock_key,
+                k.lock_key,
+                k.revision,
+            ),
+        });
+    }
+}
+
+/// The note on the grants read back at their answer's revision, if any was.
+fn record_note(counts: [u64; 4]) -> Option<String> {
+    if counts.iter().all(|c| *c == 0) {
+        return None;
+    }
+    let [present, absent, compacted, unread] = counts;
+    let mut s = format!(
+        "{} grant(s) read back at the revision their answer carries: {present} with the lock key present, {absent} absent",
+        counts.iter().sum::<u64>()
+    );
+    if compacted > 0 {
+        s.push_str(&format!(
+            ", {compacted} compacted away (not judged by the service's record)"
+        ));
+    }
+    if unread > 0 {
+        s.push_str(&format!(
+            ", {unread} unread (the read failed: not judged by the service's record)"
+        ));
+    }
+    Some(s)
 }

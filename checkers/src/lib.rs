@@ -183,6 +183,7 @@ pub fn check(h: &History, cfg: &CheckConfig) -> Results {
 
 /// Runs every checker over a digested history and merges their verdicts.
 pub(crate) fn check_model(m: &Model, cfg: &CheckConfig) -> Results {
+    let (outs, mut stats, coverage) = run_checkers(m, cfg);
     let mut valid = if m.is_empty() {
         Validity::Unknown
     } else {
@@ -191,6 +192,59 @@ pub(crate) fn check_model(m: &Model, cfg: &CheckConfig) -> Results {
     let mut violations = Vec::new();
     let mut warnings = Vec::new();
     let mut checkers = Vec::new();
+    let mut expected = Vec::new();
+    let windows = cfg
+        .monotonic_clock_reach_ns
+        .map(|reach_ns| expected::clock_windows(m, reach_ns));
+    for (name, mut out) in outs {
+        if let Some(w) = &windows {
+            expected::set_apart(w, &mut out, &mut expected);
+        }
+        valid = valid.merge(out.valid);
+        stats.extra.append(&mut out.extra);
+        checkers.push(CheckerResult {
+            name: name.to_string(),
+            valid: out.valid,
+            violations: out.violations.len() as u64,
+            warnings: out.warnings.len() as u64,
+            notes: out.notes,
+            not_judged: out.not_judged,
+        });
+        violations.extend(out.violations);
+        warnings.extend(out.warnings);
+    }
+    sort_violations(&mut violations);
+    sort_violations(&mut warnings);
+    sort_violations(&mut expected);
+    let notes = run_notes(m, expected.len());
+    // After sorting: incidents name violations by their position in the list.
+    let incidents = incidents::group(m, &violations);
+    Results {
+        valid,
+        violations,
+        incidents,
+        warnings,
+        expected,
+        checkers,
+        stats,
+        coverage: Some(coverage),
+        notes,
+        completeness: None,
+        judged_from: None,
+        evidence: Default::default(),
+    }
+}
+
+/// Every checker's output in the order of `all_checkers`, then the model search's; the stats
+/// (with the liveness and round figures in `extra`) and the coverage.
+fn run_checkers(
+    m: &Model,
+    cfg: &CheckConfig,
+) -> (
+    Vec<(&'static str, CheckOutput)>,
+    history::Stats,
+    history::coverage::Coverage,
+) {
     // The checkers only read the model: split them over two threads (this machine's cores) and
     // merge in the fixed order of `all_checkers`, so the output does not depend on timing.
     let list = all_checkers();
@@ -220,6 +274,7 @@ pub(crate) fn check_model(m: &Model, cfg: &CheckConfig) -> Results {
             )
         });
     outs.extend(rest);
+    debug_assert_eq!(outs.len(), list.len(), "one output per checker");
     // The search runs last: it decides only the locks the rules proved nothing about.
     // A deadlock names a lock of its cycle but proves nothing about the lock's grants.
     let proven: std::collections::HashSet<String> = outs
@@ -235,37 +290,17 @@ pub(crate) fn check_model(m: &Model, cfg: &CheckConfig) -> Results {
     m.finish(&mut searched);
     outs.push(("model-search", searched));
     stats.extra.extend(extra);
-    let mut expected = Vec::new();
-    let windows = cfg
-        .monotonic_clock_reach_ns
-        .map(|reach_ns| expected::clock_windows(m, reach_ns));
-    for (name, mut out) in outs {
-        if let Some(w) = &windows {
-            expected::set_apart(w, &mut out, &mut expected);
-        }
-        valid = valid.merge(out.valid);
-        stats.extra.append(&mut out.extra);
-        checkers.push(CheckerResult {
-            name: name.to_string(),
-            valid: out.valid,
-            violations: out.violations.len() as u64,
-            warnings: out.warnings.len() as u64,
-            notes: out.notes,
-            not_judged: out.not_judged,
-        });
-        violations.extend(out.violations);
-        warnings.extend(out.warnings);
-    }
-    sort_violations(&mut violations);
-    sort_violations(&mut warnings);
-    sort_violations(&mut expected);
+    (outs, stats, coverage)
+}
+
+/// The run's notes: violations set apart as expected, and ops the model could not place.
+fn run_notes(m: &Model, expected: usize) -> Vec<String> {
     let mut notes = Vec::new();
-    if !expected.is_empty() {
+    if expected > 0 {
         notes.push(format!(
-            "{} violation(s) expected under monotonic clock faults (--clock-scope all) are \
-             listed apart and do not count: no lease-based service survives its own clock \
-             jumping",
-            expected.len()
+            "{expected} violation(s) expected under monotonic clock faults (--clock-scope all) \
+             are listed apart and do not count: no lease-based service survives its own clock \
+             jumping"
         ));
     }
     if m.ambiguity_capped > 0 {
@@ -282,22 +317,7 @@ pub(crate) fn check_model(m: &Model, cfg: &CheckConfig) -> Results {
             m.unplaced
         ));
     }
-    // After sorting: incidents name violations by their position in the list.
-    let incidents = incidents::group(m, &violations);
-    Results {
-        valid,
-        violations,
-        incidents,
-        warnings,
-        expected,
-        checkers,
-        stats,
-        coverage: Some(coverage),
-        notes,
-        completeness: None,
-        judged_from: None,
-        evidence: Default::default(),
-    }
+    notes
 }
 
 /// By window start, then kind, then ops: stable across runs and readable in time order.

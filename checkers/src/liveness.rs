@@ -48,102 +48,8 @@ impl Checker for Liveness {
 
     fn check_model(&self, m: &Model, cfg: &CheckConfig) -> CheckOutput {
         let mut out = CheckOutput::new();
-        // (lock, invoke, latest effect instant, ttl, op)
-        let mut effects: Vec<(u32, u64, u64, Option<u64>, usize)> = Vec::new();
-        // (lock, complete, op)
-        let mut held: Vec<(u32, u64, usize)> = Vec::new();
-        for (i, o) in m.ops.iter().enumerate() {
-            if o.target == NO_TARGET || !matches!(o.func, Func::Acquire | Func::Renew) {
-                continue;
-            }
-            let ttl = m.upper_ttl_ms(o);
-            match o.outcome {
-                Outcome::Ok | Outcome::Info => effects.push((
-                    o.target,
-                    o.invoke_ns,
-                    o.complete_ns().expect("a completed op"),
-                    ttl,
-                    i,
-                )),
-                Outcome::Pending => effects.push((o.target, o.invoke_ns, m.end_time_ns, ttl, i)),
-                Outcome::Fail => {
-                    if o.func == Func::Acquire && m.reason_of(o) == Some("held") {
-                        held.push((o.target, o.complete_ns().expect("failed ops completed"), i));
-                    }
-                }
-            }
-        }
-        effects.sort_unstable();
-        held.sort_unstable();
-        let grace_ns = cfg.liveness_grace_ns;
-        let mut stretches: Vec<Stretch> = Vec::new();
-        let mut unjudged = 0u64;
-        let mut next = 0;
-        let mut lock = None;
-        // The latest deadline so far: (surely dead after, last effect instant, ttl, source)
-        let mut best: Option<Deadline> = None;
-        let mut ttl_max_ms: Option<u64> = None;
-        let mut ttl_unknown = false;
-        for &(l, done_ns, pos) in &held {
-            if lock != Some(l) {
-                lock = Some(l);
-                best = None;
-                ttl_max_ms = None;
-                ttl_unknown = false;
-                next = effects.partition_point(|e| e.0 < l);
-            }
-            // Bounded by `effects.len()` over the sweep: `next` only moves forward.
-            while next < effects.len() && effects[next].0 == l && effects[next].1 < done_ns {
-                let (_, _, at_ns, ttl, op) = effects[next];
-                match ttl {
-                    Some(t) => {
-                        ttl_max_ms = ttl_max_ms.max(Some(t));
-                        let d = Deadline::new(at_ns, t, m.drift, Source::Op(op));
-                        if best.is_none_or(|b| d.dead_ns >= b.dead_ns) {
-                            best = Some(d);
-                        }
-                    }
-                    None => ttl_unknown = true,
-                }
-                next += 1;
-            }
-            if ttl_unknown {
-                // A lease of unknown length may still be in force.
-                unjudged += 1;
-                continue;
-            }
-            let mut deadline = best.unwrap_or(Deadline {
-                dead_ns: 0,
-                at_ns: 0,
-                ttl_ms: 0,
-                source: Source::Start,
-            });
-            if let (Some((end, at)), Some(t)) =
-                (m.faults.latest_end_started_before(done_ns), ttl_max_ms)
-            {
-                let d = Deadline::new(end, t, m.drift, Source::Fault(at));
-                if d.dead_ns >= deadline.dead_ns {
-                    deadline = d;
-                }
-            }
-            let x = &m.ops[pos];
-            if x.invoke_ns <= deadline.dead_ns.saturating_add(grace_ns) {
-                continue;
-            }
-            match stretches.last_mut() {
-                Some(s) if s.lock == l && s.deadline.source == deadline.source => {
-                    s.last = pos;
-                    s.count += 1;
-                }
-                _ => stretches.push(Stretch {
-                    lock: l,
-                    deadline,
-                    first: pos,
-                    last: pos,
-                    count: 1,
-                }),
-            }
-        }
+        let (effects, held) = effects_and_held(m);
+        let (stretches, unjudged) = stuck_stretches(m, cfg, &effects, &held);
         if unjudged > 0 {
             out.notes.push(format!(
                 "{unjudged} held answer(s) came while a lease of unknown ttl could be in force: lock-stuck was not judged there"
@@ -157,6 +63,162 @@ impl Checker for Liveness {
         });
         verdict(m, cfg, &mut out);
         out
+    }
+}
+
+/// (lock, invoke, latest effect instant, ttl, op) of an acquire or renew that may have set a
+/// lease.
+type Effect = (u32, u64, u64, Option<u64>, usize);
+
+/// The ops that may have set a lease, and the `held` answers as (lock, complete, op): both
+/// sorted.
+fn effects_and_held(m: &Model) -> (Vec<Effect>, Vec<(u32, u64, usize)>) {
+    let mut effects: Vec<Effect> = Vec::new();
+    let mut held: Vec<(u32, u64, usize)> = Vec::new();
+    for (i, o) in m.ops.iter().enumerate() {
+        if o.target == NO_TARGET || !matches!(o.func, Func::Acquire | Func::Renew) {
+            continue;
+        }
+        let ttl = m.upper_ttl_ms(o);
+        match o.outcome {
+            Outcome::Ok | Outcome::Info => effects.push((
+                o.target,
+                o.invoke_ns,
+                o.complete_ns().expect("a completed op"),
+                ttl,
+                i,
+            )),
+            Outcome::Pending => effects.push((o.target, o.invoke_ns, m.end_time_ns, ttl, i)),
+            Outcome::Fail => {
+                if o.func == Func::Acquire && m.reason_of(o) == Some("held") {
+                    held.push((o.target, o.complete_ns().expect("failed ops completed"), i));
+                }
+            }
+        }
+    }
+    effects.sort_unstable();
+    held.sort_unstable();
+    (effects, held)
+}
+
+/// The `held` answers given after every lease that could be in force was surely dead, as
+/// stretches; and how many answers could not be judged (a lease of unknown ttl).
+fn stuck_stretches(
+    m: &Model,
+    cfg: &CheckConfig,
+    effects: &[Effect],
+    held: &[(u32, u64, usize)],
+) -> (Vec<Stretch>, u64) {
+    let grace_ns = cfg.liveness_grace_ns;
+    let mut stretches: Vec<Stretch> = Vec::new();
+    let mut unjudged = 0u64;
+    let mut sweep = LeaseSweep::new(effects);
+    for &(l, done_ns, pos) in held {
+        sweep.advance(m, l, done_ns);
+        if sweep.ttl_unknown {
+            // A lease of unknown length may still be in force.
+            unjudged += 1;
+            continue;
+        }
+        let deadline = sweep.deadline(m, done_ns);
+        let x = &m.ops[pos];
+        if x.invoke_ns <= deadline.dead_ns.saturating_add(grace_ns) {
+            continue;
+        }
+        match stretches.last_mut() {
+            Some(s) if s.lock == l && s.deadline.source == deadline.source => {
+                s.last = pos;
+                s.count += 1;
+            }
+            _ => stretches.push(Stretch {
+                lock: l,
+                deadline,
+                first: pos,
+                last: pos,
+                count: 1,
+            }),
+        }
+    }
+    (stretches, unjudged)
+}
+
+/// The leases that could be in force at each `held` answer, swept in (lock, time) order.
+struct LeaseSweep<'a> {
+    effects: &'a [Effect],
+    /// The first effect not yet read.
+    next: usize,
+    lock: Option<u32>,
+    /// The latest deadline so far on the lock.
+    best: Option<Deadline>,
+    ttl_max_ms: Option<u64>,
+    ttl_unknown: bool,
+}
+
+impl<'a> LeaseSweep<'a> {
+    fn new(effects: &'a [Effect]) -> LeaseSweep<'a> {
+        debug_assert!(
+            effects.windows(2).all(|w| w[0] <= w[1]),
+            "effects are sorted by lock and invoke"
+        );
+        LeaseSweep {
+            effects,
+            next: 0,
+            lock: None,
+            best: None,
+            ttl_max_ms: None,
+            ttl_unknown: false,
+        }
+    }
+
+    /// Reads the effects on lock `l` invoked before `done_ns` (answers come in (lock,
+    /// completion) order).
+    fn advance(&mut self, m: &Model, l: u32, done_ns: u64) {
+        let effects = self.effects;
+        if self.lock != Some(l) {
+            self.lock = Some(l);
+            self.best = None;
+            self.ttl_max_ms = None;
+            self.ttl_unknown = false;
+            self.next = effects.partition_point(|e| e.0 < l);
+        }
+        // Bounded by `effects.len()` over the sweep: `next` only moves forward.
+        while self.next < effects.len()
+            && effects[self.next].0 == l
+            && effects[self.next].1 < done_ns
+        {
+            let (_, _, at_ns, ttl, op) = effects[self.next];
+            match ttl {
+                Some(t) => {
+                    self.ttl_max_ms = self.ttl_max_ms.max(Some(t));
+                    let d = Deadline::new(at_ns, t, m.drift, Source::Op(op));
+                    if self.best.is_none_or(|b| d.dead_ns >= b.dead_ns) {
+                        self.best = Some(d);
+                    }
+                }
+                None => self.ttl_unknown = true,
+            }
+            self.next += 1;
+        }
+    }
+
+    /// When every lease read so far was surely dead, counting a fault started before
+    /// `done_ns` as holding the longest of them back until it ended.
+    fn deadline(&self, m: &Model, done_ns: u64) -> Deadline {
+        let mut deadline = self.best.unwrap_or(Deadline {
+            dead_ns: 0,
+            at_ns: 0,
+            ttl_ms: 0,
+            source: Source::Start,
+        });
+        if let (Some((end, at)), Some(t)) =
+            (m.faults.latest_end_started_before(done_ns), self.ttl_max_ms)
+        {
+            let d = Deadline::new(end, t, m.drift, Source::Fault(at));
+            if d.dead_ns >= deadline.dead_ns {
+                deadline = d;
+            }
+        }
+        deadline
     }
 }
 
@@ -187,7 +249,49 @@ fn stuck(m: &Model, cfg: &CheckConfig, s: &Stretch) -> Violation {
     let last = &m.ops[s.last];
     let d = s.deadline;
     let mut ops = vec![first.index, last.index];
-    let since = match d.source {
+    let since = dead_since(m, name, d, &mut ops);
+    let tail = if s.count > 1 {
+        format!(
+            "; {} such held answers in all, the last at {} (op {})",
+            s.count,
+            secs(last.complete_or_max()),
+            last.index
+        )
+    } else {
+        String::new()
+    };
+    // What the service said beside its `held` (the ring: how long since it saw its token).
+    let said = m
+        .error_of(last)
+        .and_then(|e| e.split_once(history::reason::DETAIL_SEP))
+        .map(|(_, detail)| format!(" (the service said: {detail})"))
+        .unwrap_or_default();
+    Violation {
+        cycle: Vec::new(),
+        kind: ViolationKind::LockStuck,
+        lock: Some(name.to_string()),
+        ops,
+        window_ns: [d.dead_ns, last.complete_or_max()],
+        nemesis: Vec::new(),
+        explanation: format!(
+            "{since}, yet the service answered held to p{}'s acquire invoked at {} (op {}), more than the {} grace later{tail}{said}",
+            first.process,
+            secs(first.invoke_ns),
+            first.index,
+            secs(cfg.liveness_grace_ns),
+        ),
+    }
+}
+
+/// Since when every lease that could be in force was surely dead, in a sentence: from the
+/// history's start, the last lease set, or the last fault that could hold one back. The ops
+/// it names are added to `ops`.
+fn dead_since(m: &Model, name: &str, d: Deadline, ops: &mut Vec<u64>) -> String {
+    debug_assert!(
+        d.at_ns <= d.dead_ns,
+        "a lease dies no earlier than it was set"
+    );
+    match d.source {
         Source::Start => format!("{name} was never granted or renewed since the history's start"),
         Source::Op(p) => {
             let o = &m.ops[p];
@@ -232,36 +336,5 @@ fn stuck(m: &Model, cfg: &CheckConfig, s: &Stretch) -> Violation {
                 secs(d.dead_ns)
             )
         }
-    };
-    let tail = if s.count > 1 {
-        format!(
-            "; {} such held answers in all, the last at {} (op {})",
-            s.count,
-            secs(last.complete_or_max()),
-            last.index
-        )
-    } else {
-        String::new()
-    };
-    // What the service said beside its `held` (the ring: how long since it saw its token).
-    let said = m
-        .error_of(last)
-        .and_then(|e| e.split_once(history::reason::DETAIL_SEP))
-        .map(|(_, detail)| format!(" (the service said: {detail})"))
-        .unwrap_or_default();
-    Violation {
-        cycle: Vec::new(),
-        kind: ViolationKind::LockStuck,
-        lock: Some(name.to_string()),
-        ops,
-        window_ns: [d.dead_ns, last.complete_or_max()],
-        nemesis: Vec::new(),
-        explanation: format!(
-            "{since}, yet the service answered held to p{}'s acquire invoked at {} (op {}), more than the {} grace later{tail}{said}",
-            first.process,
-            secs(first.invoke_ns),
-            first.index,
-            secs(cfg.liveness_grace_ns),
-        ),
     }
 }

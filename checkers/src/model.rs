@@ -737,17 +737,12 @@ pub(crate) fn follow_lease(
     lease_from_ns: Option<u64>,
     session: bool,
 ) {
-    let mut lb = lease_lb(lease_from_ns.unwrap_or(g.invoke_ns), g.ttl_ms, drift);
-    let mut dead = g
-        .ttl_ms
-        .map(|t| g.complete_ns.saturating_add(drift.upper_ns(t)));
-    let mut start = g.complete_ns;
-    let mut opened_by = None;
-    let mut end_by = SpanEnd::Lease(None);
+    debug_assert!(
+        g.epoch_ops.windows(2).all(|w| w[0] < w[1]),
+        "a grant's epoch is sorted by position, each op once"
+    );
+    let mut f = LeaseFollow::new(g, drift, lease_from_ns);
     let mut released = None;
-    let mut holds = Vec::new();
-    let mut setters = Setters::new(g);
-    let mut unsettled = Unsettled::new();
     for (i, &pos) in g.epoch_ops.iter().enumerate() {
         let op = &ops[pos as usize];
         if session && op.session_end() {
@@ -769,80 +764,124 @@ pub(crate) fn follow_lease(
             break;
         }
         let ttl = op.ttl_ms().or(g.ttl_ms);
-        let op_lb = lease_lb(op.invoke_ns, ttl, drift);
         match op.lease_outcome() {
-            Outcome::Ok => {
-                if op.invoke_ns > lb {
-                    // A gap: the lease may have lapsed before the service took the renew, so
-                    // the hold resumes only once the renew surely took effect.
-                    if start < lb {
-                        holds.push(Segment {
-                            start_ns: start,
-                            end_ns: lb,
-                            opened_by,
-                            end: end_by,
-                        });
-                    }
-                    start = op.complete_ns().expect("an ok op has completed");
-                    opened_by = Some(pos);
-                }
-                let done = op.complete_ns().expect("an ok op has completed");
-                let op_dead = ttl.map(|t| done.saturating_add(drift.upper_ns(t)));
-                // The lower bound takes it as the last to take effect, and then each op that
-                // may still follow it (`unsettled`) at its own earliest instant after it.
-                lb = op_lb;
-                end_by = SpanEnd::Lease(Some(pos));
-                if let Some((after_lb, by)) = unsettled.after(op) {
-                    if after_lb < lb {
-                        lb = after_lb;
-                        end_by = SpanEnd::Lease(Some(by));
-                    }
-                }
-                unsettled.add(op, op_lb - op.invoke_ns, pos);
-                // The upper bound: the latest of those that may have taken effect last.
-                dead = if setters.add(op) {
-                    op_dead
-                } else {
-                    match (dead, op_dead) {
-                        (Some(a), Some(b)) => Some(a.max(b)),
-                        _ => None,
-                    }
-                };
-            }
-            Outcome::Info | Outcome::Pending => {
-                if op_lb < lb {
-                    lb = op_lb;
-                    end_by = SpanEnd::Lease(Some(pos));
-                }
-                unsettled.add(op, op_lb - op.invoke_ns, pos);
-                // It may have applied last, up to its completion (or at any time, if it never
-                // completed): the lease may live until the later of the two bounds.
-                dead = match (dead, ttl, op.complete_ns()) {
-                    (Some(d), Some(t), Some(c)) => Some(d.max(c.saturating_add(drift.upper_ns(t)))),
-                    _ => None,
-                };
-            }
+            Outcome::Ok => f.renewed(op, pos, ttl),
+            Outcome::Info | Outcome::Pending => f.maybe_renewed(op, pos, ttl),
             Outcome::Fail => {}
         }
     }
-    let mut end = lb;
+    let mut end = f.lb;
     if let Some(r) = released {
         if ops[r as usize].invoke_ns < end {
             end = ops[r as usize].invoke_ns;
-            end_by = SpanEnd::Release(r);
+            f.end_by = SpanEnd::Release(r);
         }
     }
-    if start < end {
-        holds.push(Segment {
-            start_ns: start,
+    if f.start < end {
+        f.holds.push(Segment {
+            start_ns: f.start,
             end_ns: end,
-            opened_by,
-            end: end_by,
+            opened_by: f.opened_by,
+            end: f.end_by,
         });
     }
-    g.holds = holds;
-    g.lease_lb_ns = lb;
-    g.surely_dead_ns = dead;
+    g.holds = f.holds;
+    g.lease_lb_ns = f.lb;
+    g.surely_dead_ns = f.dead;
+}
+
+/// What [`follow_lease`] knows of a lease as it reads its epoch's renews in order.
+struct LeaseFollow {
+    drift: Drift,
+    /// The lower bound: the lease surely lives until then.
+    lb: u64,
+    /// The upper bound: the lease is surely dead after then (`None`: no bound).
+    dead: Option<u64>,
+    /// Where the definite hold now open began, and the renew that opened it (none: the grant).
+    start: u64,
+    opened_by: Option<OpPos>,
+    /// What sets the lower bound.
+    end_by: SpanEnd,
+    holds: Vec<Segment>,
+    setters: Setters,
+    unsettled: Unsettled,
+}
+
+impl LeaseFollow {
+    fn new(g: &Grant, drift: Drift, lease_from_ns: Option<u64>) -> LeaseFollow {
+        LeaseFollow {
+            drift,
+            lb: lease_lb(lease_from_ns.unwrap_or(g.invoke_ns), g.ttl_ms, drift),
+            dead: g
+                .ttl_ms
+                .map(|t| g.complete_ns.saturating_add(drift.upper_ns(t))),
+            start: g.complete_ns,
+            opened_by: None,
+            end_by: SpanEnd::Lease(None),
+            holds: Vec::new(),
+            setters: Setters::new(g),
+            unsettled: Unsettled::new(),
+        }
+    }
+
+    /// An ok renew at `pos`, with the ttl it set.
+    fn renewed(&mut self, op: &ClientOp, pos: OpPos, ttl: Option<u64>) {
+        let drift = self.drift;
+        let op_lb = lease_lb(op.invoke_ns, ttl, drift);
+        let done = op.complete_ns().expect("an ok op has completed");
+        if op.invoke_ns > self.lb {
+            // A gap: the lease may have lapsed before the service took the renew, so the hold
+            // resumes only once the renew surely took effect.
+            if self.start < self.lb {
+                self.holds.push(Segment {
+                    start_ns: self.start,
+                    end_ns: self.lb,
+                    opened_by: self.opened_by,
+                    end: self.end_by,
+                });
+            }
+            self.start = done;
+            self.opened_by = Some(pos);
+        }
+        let op_dead = ttl.map(|t| done.saturating_add(drift.upper_ns(t)));
+        // The lower bound takes it as the last to take effect, and then each op that may still
+        // follow it (`unsettled`) at its own earliest instant after it.
+        self.lb = op_lb;
+        self.end_by = SpanEnd::Lease(Some(pos));
+        if let Some((after_lb, by)) = self.unsettled.after(op) {
+            if after_lb < self.lb {
+                self.lb = after_lb;
+                self.end_by = SpanEnd::Lease(Some(by));
+            }
+        }
+        self.unsettled.add(op, op_lb - op.invoke_ns, pos);
+        // The upper bound: the latest of those that may have taken effect last.
+        self.dead = if self.setters.add(op) {
+            op_dead
+        } else {
+            match (self.dead, op_dead) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                _ => None,
+            }
+        };
+    }
+
+    /// A renew at `pos` whose answer was lost or never came: it may have set the lease.
+    fn maybe_renewed(&mut self, op: &ClientOp, pos: OpPos, ttl: Option<u64>) {
+        let drift = self.drift;
+        let op_lb = lease_lb(op.invoke_ns, ttl, drift);
+        if op_lb < self.lb {
+            self.lb = op_lb;
+            self.end_by = SpanEnd::Lease(Some(pos));
+        }
+        self.unsettled.add(op, op_lb - op.invoke_ns, pos);
+        // It may have applied last, up to its completion (or at any time, if it never
+        // completed): the lease may live until the later of the two bounds.
+        self.dead = match (self.dead, ttl, op.complete_ns()) {
+            (Some(d), Some(t), Some(c)) => Some(d.max(c.saturating_add(drift.upper_ns(t)))),
+            _ => None,
+        };
+    }
 }
 
 #[cfg(test)]

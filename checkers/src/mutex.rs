@@ -90,6 +90,7 @@ impl HoldIndex {
         let mut holds: Vec<Hold> = Vec::new();
         for (i, g) in m.grants.iter().enumerate() {
             for (k, s) in g.holds.iter().enumerate() {
+                debug_assert!(s.start_ns < s.end_ns, "a definite hold is never empty");
                 holds.push(Hold {
                     lock: g.lock,
                     start_ns: s.start_ns,
@@ -714,6 +715,41 @@ struct Late {
 }
 
 fn unsafe_overlaps(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
+    let shown = NewerTokenShown::new(m);
+    let late = late_uses(m, index, &shown);
+    // A late op the service or the store refused is fencing at work: what a correct service
+    // always does with a paused holder, so no warning; so is a store op the store accepted
+    // (or may have) before any newer token had reached its register, as a fenced store must.
+    // Only a lock op that was accepted, or may have been (indeterminate, pending), or a store
+    // op that was or may have been after a newer token reached the store, is suspicious.
+    let (mut fenced_grants, mut fenced_ops) = (0, 0);
+    for (g, (list, total, unrefused)) in late {
+        if unrefused {
+            out.warnings.push(unsafe_overlap(
+                m,
+                &shown,
+                &m.grants[g as usize],
+                &list,
+                total,
+            ));
+        } else {
+            fenced_grants += 1;
+            fenced_ops += total;
+        }
+    }
+    if fenced_grants > 0 {
+        out.notes.push(format!(
+            "{fenced_ops} late op(s) of {fenced_grants} holder(s) whose lease had surely ended (stalled past it) used that lease's token while another client held the lock, and every one was refused by the lock service or the store, or accepted by the store before any newer token had reached it: fencing at work, as a correct service does, so not a warning"
+        ));
+    }
+}
+
+/// grant -> (late ops listed, how many in all, whether one was not refused)
+type LateUses = BTreeMap<u32, (Vec<Late>, usize, bool)>;
+
+/// The uses of each grant's token after its lease was surely dead, while another process held
+/// the lock.
+fn late_uses(m: &Model, index: &HoldIndex, shown: &NewerTokenShown) -> LateUses {
     // The surely-dead bound as the history unfolds: a renew can only revive a lease from its
     // invoke on, so an op is judged against the renews invoked before it.
     let mut dead: Vec<Option<u64>> = m
@@ -724,9 +760,7 @@ fn unsafe_overlaps(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
                 .map(|t| g.complete_ns.saturating_add(m.drift.upper_ns(t)))
         })
         .collect();
-    let shown = NewerTokenShown::new(m);
-    // grant -> (late ops listed, how many in all, whether one was not refused)
-    let mut late: BTreeMap<u32, (Vec<Late>, usize, bool)> = BTreeMap::new();
+    let mut late: LateUses = BTreeMap::new();
     for (pos, op) in m.ops.iter().enumerate() {
         let g = m.grant_of[pos];
         if g == NO_GRANT {
@@ -772,31 +806,7 @@ fn unsafe_overlaps(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
             };
         }
     }
-    // A late op the service or the store refused is fencing at work: what a correct service
-    // always does with a paused holder, so no warning; so is a store op the store accepted
-    // (or may have) before any newer token had reached its register, as a fenced store must.
-    // Only a lock op that was accepted, or may have been (indeterminate, pending), or a store
-    // op that was or may have been after a newer token reached the store, is suspicious.
-    let (mut fenced_grants, mut fenced_ops) = (0, 0);
-    for (g, (list, total, unrefused)) in late {
-        if unrefused {
-            out.warnings.push(unsafe_overlap(
-                m,
-                &shown,
-                &m.grants[g as usize],
-                &list,
-                total,
-            ));
-        } else {
-            fenced_grants += 1;
-            fenced_ops += total;
-        }
-    }
-    if fenced_grants > 0 {
-        out.notes.push(format!(
-            "{fenced_ops} late op(s) of {fenced_grants} holder(s) whose lease had surely ended (stalled past it) used that lease's token while another client held the lock, and every one was refused by the lock service or the store, or accepted by the store before any newer token had reached it: fencing at work, as a correct service does, so not a warning"
-        ));
-    }
+    late
 }
 
 /// When the fenced store had surely been shown a token newer than a late op's: per register,

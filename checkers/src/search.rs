@@ -183,6 +183,10 @@ struct Search<'a> {
 /// order (invoke order); `crashes`: the crash ops of its session grants' holders, in any order
 /// (see [`search_all`]).
 fn search_lock(m: &Model, lock: u32, positions: &[usize], crashes: &[usize]) -> Searched {
+    debug_assert!(
+        positions.windows(2).all(|w| w[0] < w[1]),
+        "the lock's ops come in Model::ops order"
+    );
     // In invoke order, a crash after the op it shares a position with; a crash two grants of
     // the holder share, once.
     let mut all: Vec<(usize, bool)> = positions.iter().map(|&p| (p, false)).collect();
@@ -192,32 +196,67 @@ fn search_lock(m: &Model, lock: u32, positions: &[usize], crashes: &[usize]) -> 
     let mut ops: Vec<LockOp> = Vec::with_capacity(all.len());
     let mut last_of: crate::FxMap<u64, usize> = crate::FxMap::default();
     for (pos, crash) in all {
+        debug_assert!(
+            crash || m.ops[pos].target == lock,
+            "a lock's search reads only the lock's ops"
+        );
+        let prev = last_of.insert(m.ops[pos].process, ops.len());
+        ops.push(if crash {
+            LockOp::crash(m, pos, prev)
+        } else {
+            LockOp::of(m, pos, prev)
+        });
+    }
+    let answered_ids = ops
+        .iter()
+        .filter(|o| o.answered)
+        .filter_map(|o| o.grant)
+        .collect();
+    let n = ops.len();
+    let mut s = Search {
+        m,
+        lock,
+        ops,
+        slots: [None; OPEN_MAX],
+        slot_of: vec![None; n],
+        answered_ids,
+        placements: 0,
+        seen: FxSet::default(),
+        queue: Vec::new(),
+    };
+    s.run()
+}
+
+impl LockOp {
+    /// The crash of a session grant's holder at its unanswered op `pos`: a release that may
+    /// take effect in the op's window, on its own session's lease only.
+    fn crash(m: &Model, pos: usize, prev: Option<usize>) -> LockOp {
         let op = &m.ops[pos];
-        if crash {
-            let i = ops.len();
-            ops.push(LockOp {
-                pos,
-                func: Func::Release,
-                process: op.process,
-                must: false,
-                session_end: true,
-                crash: true,
-                refused: false,
-                session: false,
-                invoke_ns: op.invoke_ns,
-                latest_ns: op.complete_or_max(),
-                token: None,
-                grant: None,
-                answered: false,
-                ttl_ms: None,
-                lease_from_ns: None,
-                prev: last_of.insert(op.process, i),
-            });
-            continue;
+        LockOp {
+            pos,
+            func: Func::Release,
+            process: op.process,
+            must: false,
+            session_end: true,
+            crash: true,
+            refused: false,
+            session: false,
+            invoke_ns: op.invoke_ns,
+            latest_ns: op.complete_or_max(),
+            token: None,
+            grant: None,
+            answered: false,
+            ttl_ms: None,
+            lease_from_ns: None,
+            prev,
         }
+    }
+
+    /// The lock op at `pos`, as the search reads it.
+    fn of(m: &Model, pos: usize, prev: Option<usize>) -> LockOp {
+        let op = &m.ops[pos];
         let answered = op.func == Func::Acquire && op.outcome == Outcome::Ok;
-        let i = ops.len();
-        ops.push(LockOp {
+        LockOp {
             pos,
             func: op.func,
             process: op.process,
@@ -245,27 +284,9 @@ fn search_lock(m: &Model, lock: u32, positions: &[usize], crashes: &[usize]) -> 
             } else {
                 None
             },
-            prev: last_of.insert(op.process, i),
-        });
+            prev,
+        }
     }
-    let answered_ids = ops
-        .iter()
-        .filter(|o| o.answered)
-        .filter_map(|o| o.grant)
-        .collect();
-    let n = ops.len();
-    let mut s = Search {
-        m,
-        lock,
-        ops,
-        slots: [None; OPEN_MAX],
-        slot_of: vec![None; n],
-        answered_ids,
-        placements: 0,
-        seen: FxSet::default(),
-        queue: Vec::new(),
-    };
-    s.run()
 }
 
 impl Search<'_> {
@@ -447,8 +468,24 @@ impl Search<'_> {
     fn place(&self, o: &Order, i: usize, t: u64, blocked: &mut Blocked) -> Option<Order> {
         let op = &self.ops[i];
         let mut n = o.clone();
-        // Program order: the process's earlier ops come first; one that may never have taken
-        // effect is then decided never, one that must is a block.
+        self.decide_earlier(&mut n, op)?;
+        let mut now_ns = o.now_ns.max(op.invoke_ns);
+        match op.func {
+            Func::Acquire => now_ns = self.place_grant(o, &mut n, i, t, now_ns, blocked)?,
+            Func::Renew | Func::Release => self.place_act(o, &mut n, op, now_ns, blocked)?,
+            _ => return None,
+        }
+        if now_ns > t || now_ns > op.latest_ns {
+            return None;
+        }
+        n.now_ns = now_ns;
+        n.placed |= 1u64 << self.slot_of[i].expect("in flight");
+        Some(n)
+    }
+
+    /// Program order: the process's earlier ops come first; one that may never have taken
+    /// effect is then decided never, one that must is a block (`None`).
+    fn decide_earlier(&self, n: &mut Order, op: &LockOp) -> Option<()> {
         let mut p = op.prev;
         // Bounded by the process's ops on the lock.
         while let Some(q) = p {
@@ -462,115 +499,139 @@ impl Search<'_> {
             }
             p = self.ops[q].prev;
         }
-        let mut now_ns = o.now_ns.max(op.invoke_ns);
-        let lower = |ttl: Option<u64>| ttl.map_or(0, |t| self.m.drift.lower_ns(t));
-        match op.func {
-            Func::Acquire => {
-                if let Some(l) = o.lease {
-                    now_ns = now_ns.max(l.expires_ns);
-                    if now_ns > t.min(op.latest_ns) && op.must {
-                        blocked.by_lease.push(l.grant);
-                    }
-                }
-                // A grant without a token fits anywhere in token order.
-                if let (Some(tk), Some(max)) = (op.token, o.max_token) {
-                    if tk <= max {
-                        return None;
-                    }
-                }
-                n.max_token = o.max_token.max(op.token);
-                let expires_ns = match op.lease_from_ns {
-                    Some(from) => now_ns.max(from.saturating_add(lower(op.ttl_ms))),
-                    None => now_ns.saturating_add(lower(op.ttl_ms)),
-                };
-                // A grant answered without a token may have had one the answer did not show
-                // (model item 6: a token no grant carries may name it); one answered without a
-                // grant id had none.
-                let (token, id) = if op.answered {
-                    (
-                        op.token.map_or(Known::Unknown, |t| Known::Is(Some(t))),
-                        Known::Is(op.grant),
-                    )
-                } else {
-                    (Known::Unknown, Known::Unknown)
-                };
-                n.lease = Some(Lease {
-                    grant: i as u32,
-                    process: op.process,
-                    token,
-                    id,
-                    ttl_ms: op.ttl_ms,
-                    session: op.session,
-                    expires_ns,
-                });
+        Some(())
+    }
+
+    /// The shortest a lease of `ttl_ms` may have lasted, under the run's drift.
+    fn lower_ns(&self, ttl_ms: Option<u64>) -> u64 {
+        ttl_ms.map_or(0, |t| self.m.drift.lower_ns(t))
+    }
+
+    /// Grant `i` placed into `n`, not before the lease in force may have expired: the instant
+    /// it takes effect, or `None` when its token cannot come after those granted before.
+    fn place_grant(
+        &self,
+        o: &Order,
+        n: &mut Order,
+        i: usize,
+        t: u64,
+        mut now_ns: u64,
+        blocked: &mut Blocked,
+    ) -> Option<u64> {
+        let op = &self.ops[i];
+        if let Some(l) = o.lease {
+            now_ns = now_ns.max(l.expires_ns);
+            if now_ns > t.min(op.latest_ns) && op.must {
+                blocked.by_lease.push(l.grant);
             }
-            Func::Renew | Func::Release => {
-                let Some(mut l) = o.lease else {
-                    blocked.unnamed = true;
-                    return None;
-                };
-                if op.crash {
-                    // Only the crashed holder's own session ends with it.
-                    if !(l.session && l.process == op.process) {
-                        return None;
-                    }
-                    n.lease = None;
-                } else {
-                    let names = match (op.token, op.grant) {
-                        (Some(tk), _) => match l.token {
-                            Known::Is(own) => own == Some(tk),
-                            // A token the history does not know (a lost answer, or one without a
-                            // readable token) is unknown, not any: naming it says which, and it is
-                            // above every earlier grant's (tokens are positive).
-                            Known::Unknown => {
-                                let fits = tk > 0 && o.max_token.is_none_or(|m| tk > m);
-                                if fits {
-                                    l.token = Known::Is(Some(tk));
-                                    n.max_token = Some(tk);
-                                }
-                                fits
-                            }
-                        },
-                        (None, Some(g)) => match l.id {
-                            Known::Is(own) => own == Some(g),
-                            // An id an answered grant carries is not a lost grant's.
-                            Known::Unknown => {
-                                let fits = !self.answered_ids.contains(&g);
-                                if fits {
-                                    l.id = Known::Is(Some(g));
-                                }
-                                fits
-                            }
-                        },
-                        (None, None) => l.process == op.process,
-                    };
-                    if !names {
-                        if op.must {
-                            blocked.by_lease.push(l.grant);
-                        }
-                        return None;
-                    }
-                    if op.session_end && l.session && l.process == op.process {
-                        // The holder's word on its own session: its belief ends here.
-                        n.lease = None;
-                    } else if op.refused {
-                        return None;
-                    } else {
-                        n.lease = (op.func == Func::Renew).then(|| Lease {
-                            expires_ns: now_ns.saturating_add(lower(op.ttl_ms.or(l.ttl_ms))),
-                            ..l
-                        });
-                    }
-                }
-            }
-            _ => return None,
         }
-        if now_ns > t || now_ns > op.latest_ns {
+        // A grant without a token fits anywhere in token order.
+        if let (Some(tk), Some(max)) = (op.token, o.max_token) {
+            if tk <= max {
+                return None;
+            }
+        }
+        n.max_token = o.max_token.max(op.token);
+        let expires_ns = match op.lease_from_ns {
+            Some(from) => now_ns.max(from.saturating_add(self.lower_ns(op.ttl_ms))),
+            None => now_ns.saturating_add(self.lower_ns(op.ttl_ms)),
+        };
+        // A grant answered without a token may have had one the answer did not show (model
+        // item 6: a token no grant carries may name it); one answered without a grant id had
+        // none.
+        let (token, id) = if op.answered {
+            (
+                op.token.map_or(Known::Unknown, |t| Known::Is(Some(t))),
+                Known::Is(op.grant),
+            )
+        } else {
+            (Known::Unknown, Known::Unknown)
+        };
+        n.lease = Some(Lease {
+            grant: i as u32,
+            process: op.process,
+            token,
+            id,
+            ttl_ms: op.ttl_ms,
+            session: op.session,
+            expires_ns,
+        });
+        Some(now_ns)
+    }
+
+    /// A renew or release placed into `n` at `now_ns`: on the lease in force, if it names it.
+    fn place_act(
+        &self,
+        o: &Order,
+        n: &mut Order,
+        op: &LockOp,
+        now_ns: u64,
+        blocked: &mut Blocked,
+    ) -> Option<()> {
+        let Some(mut l) = o.lease else {
+            blocked.unnamed = true;
+            return None;
+        };
+        if op.crash {
+            // Only the crashed holder's own session ends with it.
+            if !(l.session && l.process == op.process) {
+                return None;
+            }
+            n.lease = None;
+            return Some(());
+        }
+        if !self.names(o, n, &mut l, op) {
+            if op.must {
+                blocked.by_lease.push(l.grant);
+            }
             return None;
         }
-        n.now_ns = now_ns;
-        n.placed |= 1u64 << self.slot_of[i].expect("in flight");
-        Some(n)
+        if op.session_end && l.session && l.process == op.process {
+            // The holder's word on its own session: its belief ends here.
+            n.lease = None;
+        } else if op.refused {
+            return None;
+        } else {
+            n.lease = (op.func == Func::Renew).then(|| Lease {
+                expires_ns: now_ns.saturating_add(self.lower_ns(op.ttl_ms.or(l.ttl_ms))),
+                ..l
+            });
+        }
+        Some(())
+    }
+
+    /// Whether renew or release `op` names lease `l`: by its token, else its grant id, else its
+    /// process. Naming a token or id the history does not know says which it was: `l` (and
+    /// `n`'s highest token) learn it.
+    fn names(&self, o: &Order, n: &mut Order, l: &mut Lease, op: &LockOp) -> bool {
+        match (op.token, op.grant) {
+            (Some(tk), _) => match l.token {
+                Known::Is(own) => own == Some(tk),
+                // A token the history does not know (a lost answer, or one without a readable
+                // token) is unknown, not any: naming it says which, and it is above every
+                // earlier grant's (tokens are positive).
+                Known::Unknown => {
+                    let fits = tk > 0 && o.max_token.is_none_or(|m| tk > m);
+                    if fits {
+                        l.token = Known::Is(Some(tk));
+                        n.max_token = Some(tk);
+                    }
+                    fits
+                }
+            },
+            (None, Some(g)) => match l.id {
+                Known::Is(own) => own == Some(g),
+                // An id an answered grant carries is not a lost grant's.
+                Known::Unknown => {
+                    let fits = !self.answered_ids.contains(&g);
+                    if fits {
+                        l.id = Known::Is(Some(g));
+                    }
+                    fits
+                }
+            },
+            (None, None) => l.process == op.process,
+        }
     }
 
     /// The violation when no order places every `ok` op completing at `t`: the first of them
@@ -627,49 +688,13 @@ impl Search<'_> {
             .take(NAMED_MAX)
             .map(|&g| {
                 let go = &self.ops[g as usize];
-                let c = &m.ops[go.pos];
-                ops.push(c.index);
+                ops.push(m.ops[go.pos].index);
                 first_ns = first_ns.min(go.invoke_ns);
-                format!(
-                    "p{}'s (op {}, asked at {}{})",
-                    go.process,
-                    c.index,
-                    secs(go.invoke_ns),
-                    match c.complete_ns() {
-                        Some(d) if c.outcome == Outcome::Ok => format!(", answered at {}", secs(d)),
-                        _ => ", answer lost".to_string(),
-                    }
-                )
+                self.lease_phrase(go)
             })
             .collect();
         let more = by.len().saturating_sub(NAMED_MAX);
-        let list = |what: &str| {
-            if named.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    " ({what}: {}{})",
-                    named.join(", "),
-                    if more > 0 {
-                        format!(" and {more} more")
-                    } else {
-                        String::new()
-                    }
-                )
-            }
-        };
-        let among = list("the leases in the way");
-        let instead = {
-            let mut l = list("in force instead, in some order");
-            if blocked.unnamed {
-                l = if l.is_empty() {
-                    " (no lease was in force: released, or none granted)".to_string()
-                } else {
-                    format!("{}, or none at all)", &l[..l.len() - 1])
-                };
-            }
-            l
-        };
+        let list = |what: &str| leases_list(what, &named, more);
         let asked = format!("invoked at {}, answered at {}", secs(op.invoke_ns), secs(t));
         let (kind, explanation) = match op.func {
             Func::Acquire => (
@@ -677,32 +702,44 @@ impl Search<'_> {
                 format!(
                     "p{} was granted {lock} (op {}, {asked}), yet no order of {lock}'s grants, \
                      renews and releases up to then fits a correct service: in every one, this \
-                     grant took effect while another lease was surely still live{among}; some two \
+                     grant took effect while another lease was surely still live{}; some two \
                      of these grants held the lock at once",
-                    op.process, cop.index
-                ),
-            ),
-            f => (
-                if f == Func::Renew {
-                    ViolationKind::StaleRenewAccepted
-                } else {
-                    ViolationKind::StaleReleaseAccepted
-                },
-                format!(
-                    "p{}'s {} of {lock} (op {}, {asked}{}) was accepted, yet in no order of \
-                     {lock}'s grants, renews and releases up to then was the lease it names the \
-                     current one{instead}: it named no lease a correct service could have had in \
-                     force",
                     op.process,
-                    f.as_str(),
                     cop.index,
-                    match (op.token, m.grant_id_of(op.pos)) {
-                        (Some(tk), _) => format!(", token {tk}"),
-                        (None, Some(_)) => ", by the service's grant id".to_string(),
-                        _ => ", without token or grant id".to_string(),
-                    }
+                    list("the leases in the way")
                 ),
             ),
+            f => {
+                let mut instead = list("in force instead, in some order");
+                if blocked.unnamed {
+                    instead = if instead.is_empty() {
+                        " (no lease was in force: released, or none granted)".to_string()
+                    } else {
+                        format!("{}, or none at all)", &instead[..instead.len() - 1])
+                    };
+                }
+                (
+                    if f == Func::Renew {
+                        ViolationKind::StaleRenewAccepted
+                    } else {
+                        ViolationKind::StaleReleaseAccepted
+                    },
+                    format!(
+                        "p{}'s {} of {lock} (op {}, {asked}{}) was accepted, yet in no order of \
+                         {lock}'s grants, renews and releases up to then was the lease it names \
+                         the current one{instead}: it named no lease a correct service could \
+                         have had in force",
+                        op.process,
+                        f.as_str(),
+                        cop.index,
+                        match (op.token, m.grant_id_of(op.pos)) {
+                            (Some(tk), _) => format!(", token {tk}"),
+                            (None, Some(_)) => ", by the service's grant id".to_string(),
+                            _ => ", without token or grant id".to_string(),
+                        }
+                    ),
+                )
+            }
         };
         ops.sort_unstable();
         ops.dedup();
@@ -715,6 +752,38 @@ impl Search<'_> {
             nemesis: Vec::new(),
             explanation,
         }
+    }
+
+    /// A grant in a violation's sentence: its process, op and instants.
+    fn lease_phrase(&self, go: &LockOp) -> String {
+        let c = &self.m.ops[go.pos];
+        format!(
+            "p{}'s (op {}, asked at {}{})",
+            go.process,
+            c.index,
+            secs(go.invoke_ns),
+            match c.complete_ns() {
+                Some(d) if c.outcome == Outcome::Ok => format!(", answered at {}", secs(d)),
+                _ => ", answer lost".to_string(),
+            }
+        )
+    }
+}
+
+/// The grants named in a violation's sentence, as ` (what: a, b and n more)`, or nothing.
+fn leases_list(what: &str, named: &[String], more: usize) -> String {
+    if named.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " ({what}: {}{})",
+            named.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        )
     }
 }
 

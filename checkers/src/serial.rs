@@ -167,7 +167,49 @@ fn sections(m: &Model, out: &mut CheckOutput) -> Vec<Section> {
 }
 
 fn judge(m: &Model, sections: &[Section], out: &mut CheckOutput) {
-    // (key, version) -> (writing section, op index); keys whose numbering is broken.
+    debug_assert!(
+        sections.iter().all(|s| s.start_ns <= s.end_ns),
+        "a section ends no earlier than it starts"
+    );
+    let (writer, broken) = writers(sections);
+    for &key in &broken {
+        out.notes.push(format!(
+            "{}: two accepted writes say the same version, so its versions have no known \
+             order; it is left out of the dependency graph",
+            m.key_name(key)
+        ));
+    }
+    let g = dependency_graph(sections, &writer, &broken);
+    // Kosaraju's, not Tarjan's: petgraph's Tarjan recurses once per node of a path, and a
+    // long run's transfers, one after another, are a path of millions (a stack overflow at
+    // 10M events); Kosaraju walks with an explicit stack. Its order is the graph's; the
+    // groups are reported in history order.
+    let mut groups: Vec<Vec<NodeIndex>> = kosaraju_scc(&g)
+        .into_iter()
+        .filter(|c| c.len() > 1)
+        .collect();
+    for c in &mut groups {
+        c.sort_unstable();
+    }
+    groups.sort_unstable_by_key(|c| c[0]);
+    let found = groups.len();
+    for c in groups.iter().take(CYCLES_MAX) {
+        let cycle = lost_update_pair(&g, sections, shortest_cycle(&g, c));
+        out.violations
+            .push(violation(m, sections, &writer, &g, &cycle, c.len()));
+    }
+    if found > CYCLES_MAX {
+        out.notes.push(format!(
+            "{} more group(s) of sections in a cycle were not reported one by one",
+            found - CYCLES_MAX
+        ));
+    }
+}
+
+/// (key, version) -> (writing section, op index); and the keys whose numbering is broken (two
+/// sections' accepted writes say the same version).
+#[allow(clippy::type_complexity)]
+fn writers(sections: &[Section]) -> (FxMap<(u32, u64), (usize, u64)>, Vec<u32>) {
     let mut writer: FxMap<(u32, u64), (usize, u64)> = FxMap::default();
     let mut broken: Vec<u32> = Vec::new();
     for (i, s) in sections.iter().enumerate() {
@@ -181,15 +223,16 @@ fn judge(m: &Model, sections: &[Section], out: &mut CheckOutput) {
             }
         }
     }
-    for &key in &broken {
-        out.notes.push(format!(
-            "{}: two accepted writes say the same version, so its versions have no known \
-             order; it is left out of the dependency graph",
-            m.key_name(key)
-        ));
-    }
-    // Node i is section i; an edge holds only what it says (its witness ops are found again
-    // for the cycles reported): a long run has tens of millions of edges.
+    (writer, broken)
+}
+
+/// The dependency graph: node i is section i; an edge holds only what it says (its witness
+/// ops are found again for the cycles reported): a long run has tens of millions of edges.
+fn dependency_graph(
+    sections: &[Section],
+    writer: &FxMap<(u32, u64), (usize, u64)>,
+    broken: &[u32],
+) -> Deps {
     let mut g: Deps = DiGraph::with_capacity(sections.len(), sections.len() * 4);
     for _ in sections {
         g.add_node(());
@@ -223,30 +266,7 @@ fn judge(m: &Model, sections: &[Section], out: &mut CheckOutput) {
     for (a, b) in real_time_frontier(sections) {
         edge(&mut g, a, b, Dep::Rt);
     }
-    // Kosaraju's, not Tarjan's: petgraph's Tarjan recurses once per node of a path, and a
-    // long run's transfers, one after another, are a path of millions (a stack overflow at
-    // 10M events); Kosaraju walks with an explicit stack. Its order is the graph's; the
-    // groups are reported in history order.
-    let mut groups: Vec<Vec<NodeIndex>> = kosaraju_scc(&g)
-        .into_iter()
-        .filter(|c| c.len() > 1)
-        .collect();
-    for c in &mut groups {
-        c.sort_unstable();
-    }
-    groups.sort_unstable_by_key(|c| c[0]);
-    let found = groups.len();
-    for c in groups.iter().take(CYCLES_MAX) {
-        let cycle = lost_update_pair(&g, sections, shortest_cycle(&g, c));
-        out.violations
-            .push(violation(m, sections, &writer, &g, &cycle, c.len()));
-    }
-    if found > CYCLES_MAX {
-        out.notes.push(format!(
-            "{} more group(s) of sections in a cycle were not reported one by one",
-            found - CYCLES_MAX
-        ));
-    }
+    g
 }
 
 /// The `rt` edges: from each section to the sections that began after it ended, reduced to
@@ -392,10 +412,7 @@ fn violation(
     cycle: &[petgraph::graph::EdgeIndex],
     group_len: usize,
 ) -> Violation {
-    let name = |i: usize| {
-        let s = &sections[i];
-        format!("transfer {} (p{})", s.transfer, s.process)
-    };
+    let name = |i: usize| section_name(sections, i);
     let mut ops: Vec<u64> = Vec::new();
     let mut steps: Vec<String> = Vec::new();
     let mut key_named = None;
@@ -409,6 +426,7 @@ fn violation(
             (a, b, dep)
         })
         .collect();
+    debug_assert!(!ends.is_empty(), "a cycle has an edge");
     for &(a, b, dep) in &ends {
         for s in [a, b] {
             from_ns = from_ns.min(sections[s].start_ns);
@@ -423,50 +441,8 @@ fn violation(
     }
     ops.sort_unstable();
     ops.dedup();
-    // A lost update on one register: `a` read version v, `b` wrote v+1, and `a` wrote v+2
-    // over it without having read it.
-    let lost_update = match ends.as_slice() {
-        [(a, b, Dep::Rw { key: k1, seq: v1 }), (_, _, Dep::Ww { key: k2, seq: v2 })]
-        | [(_, _, Dep::Ww { key: k2, seq: v2 }), (a, b, Dep::Rw { key: k1, seq: v1 })]
-            if k1 == k2 && *v2 == v1 + 1 =>
-        {
-            Some((*a, *b, *k1, *v1))
-        }
-        _ => None,
-    };
-    let mut explanation = match lost_update {
-        Some((a, b, key, v)) => {
-            let both_read = sections[b].reads.iter().any(|r| r.0 == key && r.1 == v);
-            let how = if both_read {
-                format!(
-                    "{} and {} both read {} at version {v} and both wrote it: {} version {}, \
-                     then {} version {} over it",
-                    name(b),
-                    name(a),
-                    m.key_name(key),
-                    name(b),
-                    v + 1,
-                    name(a),
-                    v + 2
-                )
-            } else {
-                format!(
-                    "{} read {} at version {v}; {} then wrote version {}, and {} wrote \
-                     version {} over it from its read of version {v}",
-                    name(a),
-                    m.key_name(key),
-                    name(b),
-                    v + 1,
-                    name(a),
-                    v + 2
-                )
-            };
-            format!(
-                "{how}, so {}'s update was lost (no order of the two critical sections, each \
-                 run alone, gives what the store recorded)",
-                name(b)
-            )
-        }
+    let mut explanation = match lost_update(&ends) {
+        Some((a, b, key, v)) => lost_update_sentence(m, sections, a, b, key, v),
         None => format!(
             "the critical sections of {} form a cycle that no order of them, each run alone, \
              can give: {}",
@@ -499,6 +475,68 @@ fn violation(
             })
             .collect(),
     }
+}
+
+/// A section in a sentence: its transfer and process.
+fn section_name(sections: &[Section], i: usize) -> String {
+    let s = &sections[i];
+    format!("transfer {} (p{})", s.transfer, s.process)
+}
+
+/// A lost update on one register: `a` read version v, `b` wrote v+1, and `a` wrote v+2 over it
+/// without having read it. `(a, b, key, v)`, when the cycle is one.
+fn lost_update(ends: &[(usize, usize, Dep)]) -> Option<(usize, usize, u32, u64)> {
+    match ends {
+        [(a, b, Dep::Rw { key: k1, seq: v1 }), (_, _, Dep::Ww { key: k2, seq: v2 })]
+        | [(_, _, Dep::Ww { key: k2, seq: v2 }), (a, b, Dep::Rw { key: k1, seq: v1 })]
+            if k1 == k2 && *v2 == v1 + 1 =>
+        {
+            Some((*a, *b, *k1, *v1))
+        }
+        _ => None,
+    }
+}
+
+/// The sentence of a lost update (see [`lost_update`]).
+fn lost_update_sentence(
+    m: &Model,
+    sections: &[Section],
+    a: usize,
+    b: usize,
+    key: u32,
+    v: u64,
+) -> String {
+    let name = |i: usize| section_name(sections, i);
+    let both_read = sections[b].reads.iter().any(|r| r.0 == key && r.1 == v);
+    let how = if both_read {
+        format!(
+            "{} and {} both read {} at version {v} and both wrote it: {} version {}, \
+             then {} version {} over it",
+            name(b),
+            name(a),
+            m.key_name(key),
+            name(b),
+            v + 1,
+            name(a),
+            v + 2
+        )
+    } else {
+        format!(
+            "{} read {} at version {v}; {} then wrote version {}, and {} wrote \
+             version {} over it from its read of version {v}",
+            name(a),
+            m.key_name(key),
+            name(b),
+            v + 1,
+            name(a),
+            v + 2
+        )
+    };
+    format!(
+        "{how}, so {}'s update was lost (no order of the two critical sections, each \
+         run alone, gives what the store recorded)",
+        name(b)
+    )
 }
 
 /// One edge of a cycle, in a few words for the report's drawing.

@@ -109,11 +109,43 @@ impl Checker for Counter {
     /// value read + 1: the counter workload is the only one that writes.
     fn check_model(&self, m: &Model, cfg: &CheckConfig) -> CheckOutput {
         let mut out = CheckOutput::new();
-        // (key, value, completion, op)
-        let mut values: Vec<(u32, i64, u64, usize)> = Vec::new();
-        // per key: ok writes as (completion, op), and the count of indeterminate writes
-        let mut per_key: Vec<(Vec<(u64, usize)>, u64)> = vec![(Vec::new(), 0); m.keys.len()];
-        let mut finals: Vec<usize> = Vec::new();
+        let counters = Counters::of(m);
+        same_value_twice(m, &counters.values, &mut out);
+        for &pos in &counters.finals {
+            if let Some(v) = short_final_read(m, &counters.per_key, pos) {
+                out.violations.push(v);
+            }
+        }
+        out.nothing_to_judge(
+            counters
+                .per_key
+                .iter()
+                .any(|(w, unsure)| !w.is_empty() || *unsure > 0)
+                || !counters.finals.is_empty(),
+            || "no counter write and no final read: there was no counter to judge".to_string(),
+        );
+        verdict(m, cfg, &mut out);
+        out
+    }
+}
+
+/// The counters' writes and final reads, in one pass over the ops.
+struct Counters {
+    /// (key, value, completion, op) of the ok writes, sorted.
+    values: Vec<(u32, i64, u64, usize)>,
+    /// Per key: ok writes as (completion, op), sorted, and the count of indeterminate writes.
+    per_key: Vec<(Vec<(u64, usize)>, u64)>,
+    /// The ok final reads.
+    finals: Vec<usize>,
+}
+
+impl Counters {
+    fn of(m: &Model) -> Counters {
+        let mut c = Counters {
+            values: Vec::new(),
+            per_key: vec![(Vec::new(), 0); m.keys.len()],
+            finals: Vec::new(),
+        };
         // An account (a register a transfer wrote) holds a balance, not a count.
         let accounts = m.transfer_keys();
         for (i, o) in m.ops.iter().enumerate() {
@@ -122,101 +154,105 @@ impl Checker for Counter {
             }
             match (o.func, o.outcome) {
                 (Func::Write, Outcome::Ok) => {
-                    per_key[o.target as usize].0.push((o.complete_or_max(), i));
+                    c.per_key[o.target as usize]
+                        .0
+                        .push((o.complete_or_max(), i));
                     if let Some(v) = o.value() {
-                        values.push((o.target, v, o.complete_or_max(), i));
+                        c.values.push((o.target, v, o.complete_or_max(), i));
                     }
                 }
                 (Func::Write, Outcome::Info | Outcome::Pending) => {
-                    per_key[o.target as usize].1 += 1
+                    c.per_key[o.target as usize].1 += 1
                 }
-                (Func::Read, Outcome::Ok) if o.is_final => finals.push(i),
+                (Func::Read, Outcome::Ok) if o.is_final => c.finals.push(i),
                 _ => {}
             }
         }
-        values.sort_unstable();
-        for k in &mut per_key {
+        c.values.sort_unstable();
+        for k in &mut c.per_key {
             k.0.sort_unstable();
         }
-        let mut first = 0;
-        for i in 1..values.len() {
-            let (k, v, _, pos) = values[i];
-            if (values[first].0, values[first].1) != (k, v) {
-                first = i;
-                continue;
-            }
-            let a = &m.ops[values[first].3];
-            let b = &m.ops[pos];
-            let name = m.key_name(k);
-            out.violations.push(Violation {
-                cycle: Vec::new(),
-                kind: ViolationKind::LostUpdate,
-                lock: Some(name.to_string()),
-                ops: vec![a.index, b.index],
-                window_ns: [a.invoke_ns, b.complete_or_max()],
-                nemesis: Vec::new(),
-                explanation: format!(
-                    "p{}'s write of {v} to {name} was acknowledged at {} (op {}), and p{}'s write of the same value {v} was acknowledged at {} (op {}): one increment was lost",
-                    a.process,
-                    secs(a.complete_or_max()),
-                    a.index,
-                    b.process,
-                    secs(b.complete_or_max()),
-                    b.index,
-                ),
-            });
-        }
-        for &pos in &finals {
-            let r = &m.ops[pos];
-            let Some(v) = r.value() else {
-                continue;
-            };
-            // Only writes acknowledged before the read was sent must show in it.
-            let (writes, unsure) = &per_key[r.target as usize];
-            let n = writes.partition_point(|w| w.0 < r.invoke_ns);
-            let (acked, unsure, last) = (n as u64, *unsure, n.checked_sub(1).map(|i| writes[i].1));
-            if v >= 0 && v as u64 >= acked {
-                continue;
-            }
-            let name = m.key_name(r.target);
-            let done_ns = r.complete_or_max();
-            let mut ops = vec![r.index];
-            let mut start_ns = r.invoke_ns;
-            let mut last_text = String::new();
-            if let Some(l) = last {
-                let l = &m.ops[l];
-                ops.push(l.index);
-                start_ns = start_ns.min(l.complete_or_max());
-                last_text = format!(
-                    ", the last at {} (op {})",
-                    secs(l.complete_or_max()),
-                    l.index
-                );
-            }
-            out.violations.push(Violation {
-                cycle: Vec::new(),
-                kind: ViolationKind::LostUpdate,
-                lock: Some(name.to_string()),
-                ops,
-                window_ns: [start_ns, done_ns],
-                nemesis: Vec::new(),
-                explanation: format!(
-                    "the final read of {name} by p{} returned {v} at {} (op {}), yet {acked} writes to {name} were acknowledged before it was sent{last_text}; counting {unsure} indeterminate write(s), the value had to be between {acked} and {}",
-                    r.process,
-                    secs(done_ns),
-                    r.index,
-                    acked + unsure,
-                ),
-            });
-        }
-        out.nothing_to_judge(
-            per_key
-                .iter()
-                .any(|(w, unsure)| !w.is_empty() || *unsure > 0)
-                || !finals.is_empty(),
-            || "no counter write and no final read: there was no counter to judge".to_string(),
-        );
-        verdict(m, cfg, &mut out);
-        out
+        c
     }
+}
+
+/// `lost-update`: two acknowledged writes of the same value to one counter (`values` sorted).
+fn same_value_twice(m: &Model, values: &[(u32, i64, u64, usize)], out: &mut CheckOutput) {
+    debug_assert!(values.windows(2).all(|w| w[0] <= w[1]), "values are sorted");
+    let mut first = 0;
+    for i in 1..values.len() {
+        let (k, v, _, pos) = values[i];
+        if (values[first].0, values[first].1) != (k, v) {
+            first = i;
+            continue;
+        }
+        let a = &m.ops[values[first].3];
+        let b = &m.ops[pos];
+        let name = m.key_name(k);
+        out.violations.push(Violation {
+            cycle: Vec::new(),
+            kind: ViolationKind::LostUpdate,
+            lock: Some(name.to_string()),
+            ops: vec![a.index, b.index],
+            window_ns: [a.invoke_ns, b.complete_or_max()],
+            nemesis: Vec::new(),
+            explanation: format!(
+                "p{}'s write of {v} to {name} was acknowledged at {} (op {}), and p{}'s write of the same value {v} was acknowledged at {} (op {}): one increment was lost",
+                a.process,
+                secs(a.complete_or_max()),
+                a.index,
+                b.process,
+                secs(b.complete_or_max()),
+                b.index,
+            ),
+        });
+    }
+}
+
+/// `lost-update`: a final read below the writes acknowledged before it was sent.
+fn short_final_read(
+    m: &Model,
+    per_key: &[(Vec<(u64, usize)>, u64)],
+    pos: usize,
+) -> Option<Violation> {
+    let r = &m.ops[pos];
+    let v = r.value()?;
+    // Only writes acknowledged before the read was sent must show in it.
+    let (writes, unsure) = &per_key[r.target as usize];
+    debug_assert!(writes.windows(2).all(|w| w[0] <= w[1]), "writes are sorted");
+    let n = writes.partition_point(|w| w.0 < r.invoke_ns);
+    let (acked, unsure, last) = (n as u64, *unsure, n.checked_sub(1).map(|i| writes[i].1));
+    if v >= 0 && v as u64 >= acked {
+        return None;
+    }
+    let name = m.key_name(r.target);
+    let done_ns = r.complete_or_max();
+    let mut ops = vec![r.index];
+    let mut start_ns = r.invoke_ns;
+    let mut last_text = String::new();
+    if let Some(l) = last {
+        let l = &m.ops[l];
+        ops.push(l.index);
+        start_ns = start_ns.min(l.complete_or_max());
+        last_text = format!(
+            ", the last at {} (op {})",
+            secs(l.complete_or_max()),
+            l.index
+        );
+    }
+    Some(Violation {
+        cycle: Vec::new(),
+        kind: ViolationKind::LostUpdate,
+        lock: Some(name.to_string()),
+        ops,
+        window_ns: [start_ns, done_ns],
+        nemesis: Vec::new(),
+        explanation: format!(
+            "the final read of {name} by p{} returned {v} at {} (op {}), yet {acked} writes to {name} were acknowledged before it was sent{last_text}; counting {unsure} indeterminate write(s), the value had to be between {acked} and {}",
+            r.process,
+            secs(done_ns),
+            r.index,
+            acked + unsure,
+        ),
+    })
 }

@@ -26,6 +26,12 @@ pub(crate) fn frontier_sweep<P: Copy>(
     queries: &[(u32, u64, P)],
     mut found: impl FnMut(P, Option<(u64, u32)>),
 ) {
+    debug_assert!(
+        queries
+            .windows(2)
+            .all(|w| (w[0].0, w[0].1) <= (w[1].0, w[1].1)),
+        "queries are sorted by (lock, time)"
+    );
     let done = tokened_grants_by(m, |g| g.complete_ns);
     let mut next = 0;
     let mut lock = None;
@@ -516,24 +522,7 @@ fn named_nothing(m: &Model, out: &mut CheckOutput) {
 /// invoked (so the named lease was no longer current, whatever the tokens). Ops whose name is
 /// ambiguous are not judged; those the token sweep reported are not reported again.
 fn released_or_replaced(m: &Model, reported: &[bool], out: &mut CheckOutput) {
-    // Per lock, grants by completion with the running maximum of their invokes: "a grant asked
-    // after instant x returned before y" is max-invoke-before-y > x.
-    let mut by_done: Vec<(u32, u64, u64, usize)> = m
-        .grants
-        .iter()
-        .enumerate()
-        .map(|(i, g)| (g.lock, g.complete_ns, g.invoke_ns, i))
-        .collect();
-    by_done.sort_unstable();
-    // (the latest invoke among the lock's grants completed so far, that grant)
-    let mut max_invoke: Vec<(u64, usize)> = Vec::with_capacity(by_done.len());
-    for (k, &(lock, _, inv, gi)) in by_done.iter().enumerate() {
-        let prev = (k > 0 && by_done[k - 1].0 == lock).then(|| max_invoke[k - 1]);
-        max_invoke.push(match prev {
-            Some(p) if p.0 >= inv => p,
-            _ => (inv, gi),
-        });
-    }
+    let by_done = GrantsByDone::new(m);
     for (gi, g) in m.grants.iter().enumerate() {
         let mut released: Option<&crate::ClientOp> = None;
         for &pos in &g.epoch_ops {
@@ -577,38 +566,82 @@ fn released_or_replaced(m: &Model, reported: &[bool], out: &mut CheckOutput) {
                 });
                 continue;
             }
-            let lo = by_done.partition_point(|d| d.0 < g.lock);
-            let hi = by_done.partition_point(|d| (d.0, d.1) < (g.lock, op.invoke_ns));
-            if hi > lo {
-                let (inv, bi) = max_invoke[hi - 1];
-                if inv > g.complete_ns {
-                    let b = &m.grants[bi];
-                    out.violations.push(Violation {
-                        cycle: Vec::new(),
-                        kind,
-                        lock: Some(name.to_string()),
-                        ops: vec![m.ops[g.op].index, m.ops[b.op].index, op.index],
-                        window_ns: [b.complete_ns, done],
-                        nemesis: Vec::new(),
-                        explanation: format!(
-                            "p{}'s {what} of {name} {how}, invoked at {}, succeeded at {} (op {}), yet p{} had asked for {name} at {}, after that grant returned, and been granted it at {} (op {}), before that {what} was invoked: the lease it named was no longer the current one",
-                            op.process,
-                            secs(op.invoke_ns),
-                            secs(done),
-                            op.index,
-                            b.process,
-                            secs(b.invoke_ns),
-                            secs(b.complete_ns),
-                            m.ops[b.op].index,
-                        ),
-                    });
-                    continue;
-                }
+            if let Some(bi) = by_done.replaced(g, op.invoke_ns) {
+                let b = &m.grants[bi];
+                out.violations.push(Violation {
+                    cycle: Vec::new(),
+                    kind,
+                    lock: Some(name.to_string()),
+                    ops: vec![m.ops[g.op].index, m.ops[b.op].index, op.index],
+                    window_ns: [b.complete_ns, done],
+                    nemesis: Vec::new(),
+                    explanation: format!(
+                        "p{}'s {what} of {name} {how}, invoked at {}, succeeded at {} (op {}), yet p{} had asked for {name} at {}, after that grant returned, and been granted it at {} (op {}), before that {what} was invoked: the lease it named was no longer the current one",
+                        op.process,
+                        secs(op.invoke_ns),
+                        secs(done),
+                        op.index,
+                        b.process,
+                        secs(b.invoke_ns),
+                        secs(b.complete_ns),
+                        m.ops[b.op].index,
+                    ),
+                });
+                continue;
             }
             if op.func == Func::Release && released.is_none() {
                 released = Some(op);
             }
         }
+    }
+}
+
+/// Per lock, grants by completion with the running maximum of their invokes: "a grant asked
+/// after instant x returned before y" is max-invoke-before-y > x.
+struct GrantsByDone {
+    /// (lock, completion, invoke, grant), sorted.
+    by_done: Vec<(u32, u64, u64, usize)>,
+    /// Per entry of `by_done`: the latest invoke among the lock's grants completed so far, and
+    /// that grant.
+    max_invoke: Vec<(u64, usize)>,
+}
+
+impl GrantsByDone {
+    fn new(m: &Model) -> GrantsByDone {
+        let mut by_done: Vec<(u32, u64, u64, usize)> = m
+            .grants
+            .iter()
+            .enumerate()
+            .map(|(i, g)| (g.lock, g.complete_ns, g.invoke_ns, i))
+            .collect();
+        by_done.sort_unstable();
+        let mut max_invoke: Vec<(u64, usize)> = Vec::with_capacity(by_done.len());
+        for (k, &(lock, _, inv, gi)) in by_done.iter().enumerate() {
+            let prev = (k > 0 && by_done[k - 1].0 == lock).then(|| max_invoke[k - 1]);
+            max_invoke.push(match prev {
+                Some(p) if p.0 >= inv => p,
+                _ => (inv, gi),
+            });
+        }
+        debug_assert_eq!(max_invoke.len(), by_done.len(), "one maximum per grant");
+        GrantsByDone {
+            by_done,
+            max_invoke,
+        }
+    }
+
+    /// A grant of `g`'s lock asked for after `g` returned and returned itself before `at_ns`
+    /// (the one asked for latest), if there is one.
+    fn replaced(&self, g: &Grant, at_ns: u64) -> Option<usize> {
+        let lo = self.by_done.partition_point(|d| d.0 < g.lock);
+        let hi = self
+            .by_done
+            .partition_point(|d| (d.0, d.1) < (g.lock, at_ns));
+        if hi <= lo {
+            return None;
+        }
+        let (inv, bi) = self.max_invoke[hi - 1];
+        (inv > g.complete_ns).then_some(bi)
     }
 }
 

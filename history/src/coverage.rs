@@ -353,14 +353,40 @@ impl Coverage {
     /// The table every renderer shows, in a fixed order; zeros included.
     pub fn rows(&self) -> Vec<Row> {
         let mut rows = Vec::new();
-        let mut add = |group: &str, condition: &str, count: u64, missing: bool| {
-            rows.push(Row {
-                group: group.to_string(),
-                condition: condition.to_string(),
-                count,
+        self.stall_rows(&mut rows);
+        self.fault_rows(&mut rows);
+        for (shape, c) in &self.shapes {
+            let group = format!("shape {shape}");
+            let missing = self.requested.shapes.iter().any(|s| s == shape) && c.reached == 0;
+            add_row(&mut rows, &group, "stalls", c.stalls, false);
+            add_row(
+                &mut rows,
+                &group,
+                "reached its condition",
+                c.reached,
                 missing,
-            })
-        };
+            );
+        }
+        for c in &self.cells {
+            let group = c.label();
+            let unmet = self
+                .needs
+                .iter()
+                .any(|n| n.counts(c) && self.exercised(n) < n.times);
+            add_row(&mut rows, &group, "started", c.started, false);
+            add_row(
+                &mut rows,
+                &group,
+                "exercised (met its target state)",
+                c.exercised,
+                unmet,
+            );
+        }
+        rows
+    }
+
+    /// The rows of the client stalls and of the long acquire waits: the same rows every run.
+    fn stall_rows(&self, rows: &mut Vec<Row>) {
         let (h, v) = (&self.holder, &self.waiter);
         let (w, b, g) = (&h.wake_up, &h.lease_bound, &h.next_grant);
         let fixed: [(&str, &[(&str, u64)]); 6] = [
@@ -416,49 +442,42 @@ impl Coverage {
         ];
         for (group, conditions) in fixed {
             for &(c, n) in conditions {
-                add(group, c, n, false);
+                add_row(rows, group, c, n, false);
             }
         }
+    }
+
+    /// The rows of each fault kind the run injected.
+    fn fault_rows(&self, rows: &mut Vec<Row>) {
         for (kind, f) in &self.faults {
             let group = format!("fault {kind}");
             let missing =
                 self.requested.faults.iter().any(|k| k == kind) && !self.fault_exercised(kind);
             // The row the gate reads: a stall for client-pause, a client op for the others.
             let stall_kind = kind == "client-pause";
-            add(&group, "started", f.started, missing && stall_kind);
-            add(
+            add_row(rows, &group, "started", f.started, missing && stall_kind);
+            add_row(
+                rows,
                 &group,
                 "client ops during",
                 f.ops_during,
                 missing && !stall_kind,
             );
-            add(&group, "grants during", f.grants_during, false);
+            add_row(rows, &group, "grants during", f.grants_during, false);
             for (node, n) in &f.nodes {
-                add(&group, &format!("hit node {node}"), *n, false);
+                add_row(rows, &group, &format!("hit node {node}"), *n, false);
             }
         }
-        for (shape, c) in &self.shapes {
-            let group = format!("shape {shape}");
-            let missing = self.requested.shapes.iter().any(|s| s == shape) && c.reached == 0;
-            add(&group, "stalls", c.stalls, false);
-            add(&group, "reached its condition", c.reached, missing);
-        }
-        for c in &self.cells {
-            let group = c.label();
-            let unmet = self
-                .needs
-                .iter()
-                .any(|n| n.counts(c) && self.exercised(n) < n.times);
-            add(&group, "started", c.started, false);
-            add(
-                &group,
-                "exercised (met its target state)",
-                c.exercised,
-                unmet,
-            );
-        }
-        rows
     }
+}
+
+fn add_row(rows: &mut Vec<Row>, group: &str, condition: &str, count: u64, missing: bool) {
+    rows.push(Row {
+        group: group.to_string(),
+        condition: condition.to_string(),
+        count,
+        missing,
+    });
 }
 
 #[cfg(test)]

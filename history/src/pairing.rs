@@ -182,31 +182,46 @@ impl Pairing {
                 if target != open.target && target != NO_TARGET {
                     return self.other_target(index, p, open, target);
                 }
-                if stamp.time_ns < open.time_ns {
-                    return refuse(
-                        index,
-                        format_args!(
-                            "completes at time_ns {} before its invoke at index {} (time_ns {})",
-                            stamp.time_ns, open.index, open.time_ns
-                        ),
-                    );
-                }
-                let outcome = match kind {
-                    OpType::Ok => Outcome::Ok,
-                    OpType::Fail => Outcome::Fail,
-                    _ => Outcome::Info,
-                };
-                *state = match outcome {
-                    Outcome::Info => Proc::Crashed(index),
-                    _ => Proc::Idle,
-                };
-                Ok(Paired::Complete {
-                    slot: open.slot,
-                    outcome,
-                })
+                complete(state, open, stamp, kind)
             }
         }
     }
+}
+
+/// The completion `kind` at `stamp` of the op `open` of the process whose state is `state`
+/// (its function and target already matched): it ends the op, and an `info` crashes the
+/// process.
+#[inline]
+fn complete(
+    state: &mut Proc,
+    open: Open,
+    stamp: Stamp,
+    kind: OpType,
+) -> Result<Paired, StructureError> {
+    debug_assert!(kind != OpType::Invoke, "a completion");
+    let index = stamp.index;
+    if stamp.time_ns < open.time_ns {
+        return refuse(
+            index,
+            format_args!(
+                "completes at time_ns {} before its invoke at index {} (time_ns {})",
+                stamp.time_ns, open.index, open.time_ns
+            ),
+        );
+    }
+    let outcome = match kind {
+        OpType::Ok => Outcome::Ok,
+        OpType::Fail => Outcome::Fail,
+        _ => Outcome::Info,
+    };
+    *state = match outcome {
+        Outcome::Info => Proc::Crashed(index),
+        _ => Proc::Idle,
+    };
+    Ok(Paired::Complete {
+        slot: open.slot,
+        outcome,
+    })
 }
 
 impl Pairing {
