@@ -853,6 +853,36 @@ struct Faults {
     netem: BTreeSet<usize>,
 }
 
+/// The node's command line on its host: the host's own `command` template filled in, else
+/// the run's command with this machine's paths mapped (`map`) to the host's.
+fn remote_line(
+    conn: &Conn,
+    id: &str,
+    port: u16,
+    command: NodeCommand,
+    remote_dir: &str,
+    map: &dyn Fn(&str) -> String,
+) -> Result<String, Error> {
+    Ok(match (&conn.host.command, command) {
+        (Some(template), _) => {
+            let ph = crate::Placeholders {
+                id: id.to_string(),
+                host: conn.host.address.clone(),
+                port,
+                data_dir: PathBuf::from(format!("{remote_dir}/data")),
+                peers: String::new(),
+                extra: Vec::new(),
+            };
+            NodeCommand::shell_line(&crate::substitute(template, &ph)?)
+        }
+        (None, NodeCommand::Argv(argv)) => {
+            let quoted: Vec<String> = argv.iter().map(|a| sh_quote(&map(a))).collect();
+            format!("exec {}", quoted.join(" "))
+        }
+        (None, NodeCommand::Shell(line)) => NodeCommand::shell_line(&map(&line)),
+    })
+}
+
 impl SshNet {
     /// The hosts, before any is set up (no address or interface known yet).
     fn new(run_id: String, hosts: Vec<Arc<Conn>>) -> SshNet {
@@ -1220,24 +1250,7 @@ impl Runtime for SshRuntime {
             let exe = self.local_exe.display().to_string();
             let local = local_dir.display().to_string();
             let map = |a: &str| a.replace(&exe, &agent).replace(&local, &remote_dir);
-            let line = match (&conn.host.command, s.command) {
-                (Some(template), _) => {
-                    let ph = crate::Placeholders {
-                        id: s.id.clone(),
-                        host: conn.host.address.clone(),
-                        port: s.port,
-                        data_dir: PathBuf::from(format!("{remote_dir}/data")),
-                        peers: String::new(),
-                        extra: Vec::new(),
-                    };
-                    NodeCommand::shell_line(&crate::substitute(template, &ph)?)
-                }
-                (None, NodeCommand::Argv(argv)) => {
-                    let quoted: Vec<String> = argv.iter().map(|a| sh_quote(&map(a))).collect();
-                    format!("exec {}", quoted.join(" "))
-                }
-                (None, NodeCommand::Shell(line)) => NodeCommand::shell_line(&map(&line)),
-            };
+            let line = remote_line(&conn, &s.id, s.port, s.command, &remote_dir, &map)?;
             // Clock faults asked for: a control page (vDSO backend here) or libfaketime's
             // environment (its backend here). On the host the agent patches the service to
             // read its page either way, so libfaketime's variables are not passed on.
