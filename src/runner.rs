@@ -236,16 +236,7 @@ impl Running {
             clock_scope: cfg.clock_scope().as_str(),
             locate: locate(cfg, dep),
         };
-        // A nemesis that fails (a node that does not come back) ends the clients' time at
-        // once: what they would do after it tests nothing the run asked for.
-        let (nemesis_failed_tx, nemesis_failed) = watch::channel(false);
-        let nemesis_task = tokio::spawn(async move {
-            let r = fault::run_plan(ctx, schedule.faults).await;
-            if r.is_err() {
-                let _ = nemesis_failed_tx.send(true);
-            }
-            r
-        });
+        let (nemesis_task, nemesis_failed) = spawn_nemesis(ctx, schedule.faults);
         progress.started(Live {
             recorder: recorder.clone(),
             history: history_path.clone(),
@@ -330,6 +321,27 @@ impl Running {
         }
         Ok((workers_done, error))
     }
+}
+
+/// The nemesis playing `faults`, and what says it failed. A nemesis that fails (a node that
+/// does not come back) ends the clients' time at once: what they would do after it tests
+/// nothing the run asked for. One that ends well drops its sender.
+fn spawn_nemesis(
+    ctx: fault::Ctx<std::fs::File>,
+    faults: Vec<nemesis::schedule::PlannedFault>,
+) -> (
+    JoinHandle<Result<(), nemesis::Error>>,
+    watch::Receiver<bool>,
+) {
+    let (failed_tx, failed) = watch::channel(false);
+    let task = tokio::spawn(async move {
+        let r = fault::run_plan(ctx, faults).await;
+        if r.is_err() {
+            let _ = failed_tx.send(true);
+        }
+        r
+    });
+    (task, failed)
 }
 
 /// The longest client stall in the schedule.
