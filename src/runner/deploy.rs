@@ -154,6 +154,13 @@ impl Addresses {
     ) -> Result<Self> {
         let n = ids.len();
         let (hosts, ports): (Vec<String>, Vec<u16>) = runtime.addresses(n)?.into_iter().unzip();
+        // Every node is indexed in these lists below.
+        assert_eq!(
+            hosts.len(),
+            n,
+            "the runtime gave {} addresses for {n} nodes",
+            hosts.len()
+        );
         let addrs: Vec<String> = (0..n)
             .map(|i| format!("{}:{}", hosts[i], ports[i]))
             .collect();
@@ -167,6 +174,10 @@ impl Addresses {
         } else {
             vec![0; n]
         };
+        assert!(
+            peer_ports.len() == n && peer_ports_2.len() == n,
+            "the runtime gave peer ports for other than {n} nodes"
+        );
         let initial_cluster: Vec<String> = (0..n)
             .map(|i| format!("{}=http://{}:{}", ids[i], hosts[i], peer_ports[i]))
             .collect();
