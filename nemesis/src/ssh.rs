@@ -401,13 +401,18 @@ fn signal_node_script(run_id: &str, node: &str, signals: &[&str], strict: bool) 
     // `node_procs` is one pass over /proc for each way a process is known as the node's; the
     // script's own shell is never one of them (it is not the leader's descendant, and its
     // directory is not the node's when this runs). The values put in hold no `@`.
-    SIGNAL_NODE_SH
+    let script = SIGNAL_NODE_SH
         .replace("@TAG@", &tag)
         .replace("@DIR_QUOTED@", &sh_quote(&dir))
         .replace("@DIR@", &dir)
         .replace("@START_TIME@", &START_TIME_OF.replace("PID", "\"$p\""))
         .replace("@SEND@", &send)
-        .replace("@MISSING@", &missing)
+        .replace("@MISSING@", &missing);
+    debug_assert!(
+        !script.contains("@TAG@") && !script.contains("@DIR") && !script.contains("@SEND@"),
+        "a placeholder of signal_node.sh was left unfilled"
+    );
+    script
 }
 
 /// The script [`signal_node_script`] fills in: `node_procs`, the pid file's check, then the
@@ -1004,6 +1009,8 @@ impl SshRuntime {
             net.harness_ip.push(ip);
             net.devs.push(dev);
         }
+        // Host `i`'s address and interface are at `i` in both lists.
+        debug_assert!(net.harness_ip.len() == n && net.devs.len() == n);
         let devs = net.devs.clone();
         rt.net = Arc::new(net);
         tracing::info!(run_id = %rt.run_id, hosts = n, "ssh hosts ready");
