@@ -174,118 +174,8 @@ impl RunConfig {
             nodes: Some(a.nodes.unwrap_or_else(|| service.nodes_default())),
             ..a.clone()
         };
-        let a = &resolved;
-        let t = Timing::of(a)?;
-        let nemesis_interval_ms = ms("nemesis-interval", &a.nemesis_interval)?;
-        if nemesis_interval_ms == 0 {
-            bail!(
-                "--nemesis-interval {}: must be at least 1ms (--nemesis none runs without faults)",
-                a.nemesis_interval
-            );
-        }
-        check_drift(a.drift)?;
-        lockd_modes(a, service)?;
-        let arrivals_shape = a
-            .arrivals
-            .parse::<workloads::Arrivals>()
-            .map_err(|e| anyhow::anyhow!("--arrivals {}: {e}", a.arrivals))?;
-        let lock_order_policy = a
-            .lock_order_policy
-            .parse::<workloads::LockOrderPolicy>()
-            .map_err(|e| anyhow::anyhow!("--lock-order-policy: {e}"))?;
-        if kind == WorkloadKind::Bank && !(2..=LOCKS_MAX).contains(&a.accounts) {
-            bail!(
-                "--accounts {}: the bank moves money between two accounts, so 2 to {LOCKS_MAX}",
-                a.accounts
-            );
-        }
-        let (target, template, store) = target_of(a, service, &own, kind, &t)?;
-        let replay = match &a.schedule {
-            Some(path) => Some(faults::load_schedule(path, a, &target, service)?),
-            None => None,
-        };
-        let faults = faults::faults(a, &target, service, replay.as_ref().map(|(_, s)| s))?;
-        let clocks = Clocks::of(a, &t)?;
-        check_nodes(a, &target)?;
-        let runtime = faults::runtime(a, &faults, replay.is_some(), &target)?;
-        let topologies = faults::topologies(a)?;
-        // Drawn seeds stay below 2^53: exact as a JSON number in any reader (the report's
-        // scripts included) and a plain TOML integer.
-        let seed = a.seed.unwrap_or_else(|| rand::random::<u64>() >> 11);
-        let name = run_name(a, &target, service, kind)?;
-        Ok(RunConfig {
-            name,
-            seed,
-            workload: kind.as_str().to_string(),
-            clients: a.clients,
-            locks: a.locks,
-            ttl_ms: t.ttl_ms,
-            renew_ttl_ms: t.renew_ttl_ms,
-            hold_min_ms: t.hold_min_ms,
-            hold_max_ms: t.hold_max_ms,
-            duration_ms: t.duration_ms,
-            ops_max: a.ops_max,
-            op_timeout_ms: t.op_timeout_ms,
-            acquire_wait_ms: t.acquire_wait_ms,
-            nemesis: faults.iter().map(|f| f.to_string()).collect(),
-            nemesis_interval_ms,
-            adapter: a.adapter.clone(),
-            etcd_api: match a.etcd_api.as_str() {
-                p @ ("/v3" | "/v3beta") => p.to_string(),
-                other => bail!("--etcd-api {other:?}: expected /v3 (etcd 3.4+) or /v3beta (3.3)"),
-            },
-            template_file: a.template_file.clone(),
-            adapter_own: own,
-            // Recorded absolute, so the run's config.toml reruns it from anywhere.
-            hosts_file: a
-                .hosts_file
-                .as_ref()
-                .map(|f| std::fs::canonicalize(f).unwrap_or_else(|_| f.clone())),
-            hosts: match &a.hosts_file {
-                Some(f) => Some(load_hosts(f)?),
-                None => None,
-            },
-            nodes: a.nodes(),
-            nemesis_targets: a.nemesis_targets.clone(),
-            runtime: runtime.to_string(),
-            // As asked for; `topologies` holds the resolved list.
-            partition_topologies: match &a.partition_topologies {
-                Some(_) => topologies.iter().map(|t| t.to_string()).collect(),
-                None => Vec::new(),
-            },
-            clock_faults: clocks.modes.iter().map(|m| m.to_string()).collect(),
-            client_faults: clocks.client_shapes.names(),
-            clock_scope: clocks.scope.to_string(),
-            clock_bump_ms: clocks.bump_ms,
-            clock_rate: a.clock_rate,
-            target,
-            unsafe_mode: a.unsafe_mode.clone(),
-            lock_order: a.lock_order.clone(),
-            arrivals: a.arrivals.clone(),
-            arrivals_shape,
-            accounts: a.accounts,
-            lock_order_policy,
-            store,
-            store_fence: a.store_fence.clone(),
-            drift: a.drift,
-            liveness_grace_ms: ms("liveness-grace", &a.liveness_grace)?,
-            startup_timeout_ms: ms("startup-timeout", &a.startup_timeout)?,
-            out: a.out.clone(),
-            schedule_file: replay.as_ref().map(|(p, _)| p.clone()),
-            schedule: replay.map(|(_, s)| s),
-            fail_on: reports::FailOn::given_or_default(a.fail_on)
-                .names()
-                .iter()
-                .map(|n| n.to_string())
-                .collect(),
-            no_probe: a.no_probe,
-            faults,
-            clock_modes: clocks.modes,
-            client_shapes: clocks.client_shapes,
-            template,
-            topologies,
-            workload_kind: Some(kind),
-        })
+        let checked = Checked::of(&resolved, service, own, kind)?;
+        Ok(checked.lay_out(&resolved))
     }
 
     /// The checkers' settings this run is judged with.
@@ -398,6 +288,212 @@ fn service_of(
         );
     }
     Ok((service, own, kind))
+}
+
+/// What `from_args` resolved and checked, in the order it checks the flags, before it is
+/// laid out as a [`RunConfig`].
+struct Checked {
+    kind: WorkloadKind,
+    own: workloads::ServiceOptions,
+    t: Timing,
+    nemesis_interval_ms: u64,
+    arrivals_shape: workloads::Arrivals,
+    lock_order_policy: workloads::LockOrderPolicy,
+    target: Target,
+    template: Option<workloads::TemplateSpec>,
+    store: Option<Target>,
+    replay: Option<(PathBuf, Schedule)>,
+    faults: Vec<FaultKind>,
+    clocks: Clocks,
+    runtime: &'static str,
+    topologies: Vec<Topology>,
+    seed: u64,
+    name: String,
+    etcd_api: String,
+    hosts: Option<nemesis::ssh::Hosts>,
+    liveness_grace_ms: u64,
+    startup_timeout_ms: u64,
+}
+
+impl Checked {
+    /// Every flag checked, subsystem by subsystem; `a` has its `--nodes` resolved.
+    fn of(
+        a: &RunArgs,
+        service: &'static dyn workloads::Service,
+        own: workloads::ServiceOptions,
+        kind: WorkloadKind,
+    ) -> Result<Checked> {
+        let t = Timing::of(a)?;
+        let nemesis_interval_ms = ms("nemesis-interval", &a.nemesis_interval)?;
+        if nemesis_interval_ms == 0 {
+            bail!(
+                "--nemesis-interval {}: must be at least 1ms (--nemesis none runs without faults)",
+                a.nemesis_interval
+            );
+        }
+        check_drift(a.drift)?;
+        lockd_modes(a, service)?;
+        let (arrivals_shape, lock_order_policy) = workload_shape(a, kind)?;
+        let (target, template, store) = target_of(a, service, &own, kind, &t)?;
+        let replay = match &a.schedule {
+            Some(path) => Some(faults::load_schedule(path, a, &target, service)?),
+            None => None,
+        };
+        let faults = faults::faults(a, &target, service, replay.as_ref().map(|(_, s)| s))?;
+        let clocks = Clocks::of(a, &t)?;
+        check_nodes(a, &target)?;
+        let runtime = faults::runtime(a, &faults, replay.is_some(), &target)?;
+        let topologies = faults::topologies(a)?;
+        // Drawn seeds stay below 2^53: exact as a JSON number in any reader (the report's
+        // scripts included) and a plain TOML integer.
+        let seed = a.seed.unwrap_or_else(|| rand::random::<u64>() >> 11);
+        let name = run_name(a, &target, service, kind)?;
+        let etcd_api = match a.etcd_api.as_str() {
+            p @ ("/v3" | "/v3beta") => p.to_string(),
+            other => bail!("--etcd-api {other:?}: expected /v3 (etcd 3.4+) or /v3beta (3.3)"),
+        };
+        let hosts = match &a.hosts_file {
+            Some(f) => Some(load_hosts(f)?),
+            None => None,
+        };
+        Ok(Checked {
+            kind,
+            own,
+            t,
+            nemesis_interval_ms,
+            arrivals_shape,
+            lock_order_policy,
+            target,
+            template,
+            store,
+            replay,
+            faults,
+            clocks,
+            runtime,
+            topologies,
+            seed,
+            name,
+            etcd_api,
+            hosts,
+            liveness_grace_ms: ms("liveness-grace", &a.liveness_grace)?,
+            startup_timeout_ms: ms("startup-timeout", &a.startup_timeout)?,
+        })
+    }
+
+    /// The run's configuration: the checked values, and the flags taken as given.
+    fn lay_out(self, a: &RunArgs) -> RunConfig {
+        let Checked {
+            kind,
+            own,
+            t,
+            nemesis_interval_ms,
+            arrivals_shape,
+            lock_order_policy,
+            target,
+            template,
+            store,
+            replay,
+            faults,
+            clocks,
+            runtime,
+            topologies,
+            seed,
+            name,
+            etcd_api,
+            hosts,
+            liveness_grace_ms,
+            startup_timeout_ms,
+        } = self;
+        RunConfig {
+            name,
+            seed,
+            workload: kind.as_str().to_string(),
+            clients: a.clients,
+            locks: a.locks,
+            ttl_ms: t.ttl_ms,
+            renew_ttl_ms: t.renew_ttl_ms,
+            hold_min_ms: t.hold_min_ms,
+            hold_max_ms: t.hold_max_ms,
+            duration_ms: t.duration_ms,
+            ops_max: a.ops_max,
+            op_timeout_ms: t.op_timeout_ms,
+            acquire_wait_ms: t.acquire_wait_ms,
+            nemesis: faults.iter().map(|f| f.to_string()).collect(),
+            nemesis_interval_ms,
+            adapter: a.adapter.clone(),
+            etcd_api,
+            template_file: a.template_file.clone(),
+            adapter_own: own,
+            // Recorded absolute, so the run's config.toml reruns it from anywhere.
+            hosts_file: a
+                .hosts_file
+                .as_ref()
+                .map(|f| std::fs::canonicalize(f).unwrap_or_else(|_| f.clone())),
+            hosts,
+            nodes: a.nodes(),
+            nemesis_targets: a.nemesis_targets.clone(),
+            runtime: runtime.to_string(),
+            // As asked for; `topologies` holds the resolved list.
+            partition_topologies: match &a.partition_topologies {
+                Some(_) => topologies.iter().map(|t| t.to_string()).collect(),
+                None => Vec::new(),
+            },
+            clock_faults: clocks.modes.iter().map(|m| m.to_string()).collect(),
+            client_faults: clocks.client_shapes.names(),
+            clock_scope: clocks.scope.to_string(),
+            clock_bump_ms: clocks.bump_ms,
+            clock_rate: a.clock_rate,
+            target,
+            unsafe_mode: a.unsafe_mode.clone(),
+            lock_order: a.lock_order.clone(),
+            arrivals: a.arrivals.clone(),
+            arrivals_shape,
+            accounts: a.accounts,
+            lock_order_policy,
+            store,
+            store_fence: a.store_fence.clone(),
+            drift: a.drift,
+            liveness_grace_ms,
+            startup_timeout_ms,
+            out: a.out.clone(),
+            schedule_file: replay.as_ref().map(|(p, _)| p.clone()),
+            schedule: replay.map(|(_, s)| s),
+            fail_on: reports::FailOn::given_or_default(a.fail_on)
+                .names()
+                .iter()
+                .map(|n| n.to_string())
+                .collect(),
+            no_probe: a.no_probe,
+            faults,
+            clock_modes: clocks.modes,
+            client_shapes: clocks.client_shapes,
+            template,
+            topologies,
+            workload_kind: Some(kind),
+        }
+    }
+}
+
+/// `--arrivals` and `--lock-order-policy` parsed, and `--accounts` checked for the bank.
+fn workload_shape(
+    a: &RunArgs,
+    kind: WorkloadKind,
+) -> Result<(workloads::Arrivals, workloads::LockOrderPolicy)> {
+    let arrivals_shape = a
+        .arrivals
+        .parse::<workloads::Arrivals>()
+        .map_err(|e| anyhow::anyhow!("--arrivals {}: {e}", a.arrivals))?;
+    let lock_order_policy = a
+        .lock_order_policy
+        .parse::<workloads::LockOrderPolicy>()
+        .map_err(|e| anyhow::anyhow!("--lock-order-policy: {e}"))?;
+    if kind == WorkloadKind::Bank && !(2..=LOCKS_MAX).contains(&a.accounts) {
+        bail!(
+            "--accounts {}: the bank moves money between two accounts, so 2 to {LOCKS_MAX}",
+            a.accounts
+        );
+    }
+    Ok((arrivals_shape, lock_order_policy))
 }
 
 /// The workload's sizes and times, each checked.
@@ -514,24 +610,7 @@ fn target_of(
     t: &Timing,
 ) -> Result<(Target, Option<workloads::TemplateSpec>, Option<Target>)> {
     let (ttl_ms, renew_ttl_ms) = (t.ttl_ms, t.renew_ttl_ms);
-    // URLs are checked before anything exists: a typo costs no run directory.
-    // The store speaks the reference protocol; the service, whatever its descriptor says.
-    let http: &[&str] = &["http", "https"];
-    for (flag, url, schemes) in [
-        ("url", &a.url, service.url_schemes()),
-        ("store-url", &a.store_url, http),
-    ] {
-        if let Some(u) = url {
-            check_url(flag, u, schemes)?;
-        }
-    }
-    if kind == WorkloadKind::Mutex && (a.store_url.is_some() || a.store_cmd.is_some()) {
-        // A warning, not a refusal: a team's config file may name its store while one run
-        // tests mutual exclusion alone.
-        eprintln!(
-                "warning: --workload mutex uses no store: --store-url and --store-cmd are ignored (they serve --workload counter)"
-            );
-    }
+    check_urls(a, service, kind)?;
     let target = match (&a.node_cmd, &a.url) {
         (Some(t), _) => Target::Command {
             template: t.clone(),
@@ -558,7 +637,51 @@ fn target_of(
             url: matches!(target, Target::Url { .. }),
         })
         .map_err(|e| anyhow::anyhow!(e))?;
-    if let (Target::Embedded, Some((program, package))) = (&target, service.program()) {
+    check_launchable(service, own, &target)?;
+    let store = match kind {
+        _ if service.own_resource(own) => None,
+        WorkloadKind::Mutex => None,
+        WorkloadKind::Counter | WorkloadKind::Bank => Some(match (&a.store_cmd, &a.store_url) {
+            (Some(t), _) => Target::Command {
+                template: t.clone(),
+            },
+            (None, Some(u)) => Target::Url { url: u.clone() },
+            (None, None) => Target::Embedded,
+        }),
+    };
+    Ok((target, template, store))
+}
+
+/// `--url` and `--store-url` checked before anything exists (a typo costs no run directory),
+/// and a warning for a store the mutex workload does not use.
+fn check_urls(a: &RunArgs, service: &dyn workloads::Service, kind: WorkloadKind) -> Result<()> {
+    // The store speaks the reference protocol; the service, whatever its descriptor says.
+    let http: &[&str] = &["http", "https"];
+    for (flag, url, schemes) in [
+        ("url", &a.url, service.url_schemes()),
+        ("store-url", &a.store_url, http),
+    ] {
+        if let Some(u) = url {
+            check_url(flag, u, schemes)?;
+        }
+    }
+    if kind == WorkloadKind::Mutex && (a.store_url.is_some() || a.store_cmd.is_some()) {
+        // A warning, not a refusal: a team's config file may name its store while one run
+        // tests mutual exclusion alone.
+        eprintln!(
+                "warning: --workload mutex uses no store: --store-url and --store-cmd are ignored (they serve --workload counter)"
+            );
+    }
+    Ok(())
+}
+
+/// Refuses an embedded target this machine or lockpick cannot start.
+fn check_launchable(
+    service: &dyn workloads::Service,
+    own: &workloads::ServiceOptions,
+    target: &Target,
+) -> Result<()> {
+    if let (Target::Embedded, Some((program, package))) = (target, service.program()) {
         if service.find_program().is_none() {
             bail!(
                 "--adapter {}: `{program}` is not installed here (apt-get install {package}), or \
@@ -573,18 +696,7 @@ fn target_of(
             service.name()
         );
     }
-    let store = match kind {
-        _ if service.own_resource(own) => None,
-        WorkloadKind::Mutex => None,
-        WorkloadKind::Counter | WorkloadKind::Bank => Some(match (&a.store_cmd, &a.store_url) {
-            (Some(t), _) => Target::Command {
-                template: t.clone(),
-            },
-            (None, Some(u)) => Target::Url { url: u.clone() },
-            (None, None) => Target::Embedded,
-        }),
-    };
-    Ok((target, template, store))
+    Ok(())
 }
 
 /// The clock and client-stall settings.

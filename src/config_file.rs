@@ -244,6 +244,49 @@ fn push_flag(
         None => key.to_string(),
     };
     let at = line_of(text, section, key);
+    let (flag, kind) = key_of(path, at, section, key, &key_path)?;
+    let wrong = |what: &str| {
+        // A number or a switch is shown as written; other values by their type.
+        let was = match value {
+            toml::Value::Integer(_) | toml::Value::Float(_) | toml::Value::Boolean(_) => {
+                value.to_string()
+            }
+            _ => format!("a {}", value.type_str()),
+        };
+        anyhow::anyhow!(
+            "{}:{at}: `{key_path}` must be {what}, not {was}",
+            path.display()
+        )
+    };
+    let text_value = match flag_value(kind, value).map_err(wrong)? {
+        FlagValue::Text(v) => v,
+        // A switch is a flag without a value: present when true.
+        FlagValue::Switch(on) => {
+            if on {
+                out.flags.push(flag.into());
+            }
+            return Ok(());
+        }
+    };
+    // One argument, `--flag=value`: a value that starts with `-` (`-1s`, a node command's
+    // `--version`) is then the flag's value, never read as a flag of its own.
+    out.flags.push(format!("{flag}={text_value}").into());
+    out.origins.0.push((
+        flag.to_string(),
+        format!("{}:{at}: `{key_path}`", path.display()),
+    ));
+    Ok(())
+}
+
+/// The flag and kind of `key` (`-` or `_` alike), refused when unknown (naming the section's
+/// keys) or in another section than its own.
+fn key_of(
+    path: &Path,
+    at: usize,
+    section: Option<&str>,
+    key: &str,
+    key_path: &str,
+) -> Result<(&'static str, Kind)> {
     let normal = key.replace('-', "_");
     let Some(&(home, _, flag, kind)) = KEYS.iter().find(|(_, k, _, _)| *k == normal) else {
         let in_section: Vec<&str> = KEYS
@@ -269,36 +312,36 @@ fn push_flag(
             );
         }
     }
-    let wrong = |what: &str| {
-        // A number or a switch is shown as written; other values by their type.
-        let was = match value {
-            toml::Value::Integer(_) | toml::Value::Float(_) | toml::Value::Boolean(_) => {
-                value.to_string()
-            }
-            _ => format!("a {}", value.type_str()),
-        };
-        anyhow::anyhow!(
-            "{}:{at}: `{key_path}` must be {what}, not {was}",
-            path.display()
-        )
-    };
-    let text_value = match (kind, value) {
+    Ok((flag, kind))
+}
+
+/// A file value as its flag takes it.
+enum FlagValue {
+    /// The flag's value, as it would be written after `=`.
+    Text(String),
+    /// A switch, on or off.
+    Switch(bool),
+}
+
+/// `value` read as a value of `kind`; the error is what it must be instead.
+fn flag_value(kind: Kind, value: &toml::Value) -> Result<FlagValue, &'static str> {
+    let text = match (kind, value) {
         (Kind::Text, toml::Value::String(s)) => s.clone(),
-        (Kind::Text, _) => return Err(wrong("a string")),
+        (Kind::Text, _) => return Err("a string"),
         (Kind::Count, toml::Value::Integer(n)) if *n >= 0 => n.to_string(),
         // A seed may exceed TOML's integers: written as a string.
         (Kind::Count, toml::Value::String(s)) if s.parse::<u64>().is_ok() => s.clone(),
-        (Kind::Count, _) => return Err(wrong("a non-negative integer")),
+        (Kind::Count, _) => return Err("a non-negative integer"),
         (Kind::Fraction, toml::Value::Float(f)) => f.to_string(),
         (Kind::Fraction, toml::Value::Integer(n)) => n.to_string(),
-        (Kind::Fraction, _) => return Err(wrong("a number")),
+        (Kind::Fraction, _) => return Err("a number"),
         (Kind::List, toml::Value::String(s)) => s.clone(),
         (Kind::List, toml::Value::Array(items)) => {
             let mut parts = Vec::with_capacity(items.len());
             for item in items {
                 match item {
                     toml::Value::String(s) => parts.push(s.clone()),
-                    _ => return Err(wrong("a string or an array of strings")),
+                    _ => return Err("a string or an array of strings"),
                 }
             }
             if parts.is_empty() {
@@ -307,24 +350,11 @@ fn push_flag(
                 parts.join(",")
             }
         }
-        (Kind::List, _) => return Err(wrong("a string or an array of strings")),
-        // A switch is a flag without a value: present when true.
-        (Kind::Switch, toml::Value::Boolean(on)) => {
-            if *on {
-                out.flags.push(flag.into());
-            }
-            return Ok(());
-        }
-        (Kind::Switch, _) => return Err(wrong("true or false")),
+        (Kind::List, _) => return Err("a string or an array of strings"),
+        (Kind::Switch, toml::Value::Boolean(on)) => return Ok(FlagValue::Switch(*on)),
+        (Kind::Switch, _) => return Err("true or false"),
     };
-    // One argument, `--flag=value`: a value that starts with `-` (`-1s`, a node command's
-    // `--version`) is then the flag's value, never read as a flag of its own.
-    out.flags.push(format!("{flag}={text_value}").into());
-    out.origins.0.push((
-        flag.to_string(),
-        format!("{}:{at}: `{key_path}`", path.display()),
-    ));
-    Ok(())
+    Ok(FlagValue::Text(text))
 }
 
 /// Rewrites the process arguments: `lockpick run|demo|probe ... --config FILE ...` becomes

@@ -12,6 +12,45 @@ use std::path::{Path, PathBuf};
 
 pub fn run(a: RunArgs) -> Result<ExitCode> {
     let cfg = RunConfig::from_args(&a)?;
+    print_plan(&cfg);
+    let run_dir = create_run_dir(&cfg.out, &cfg.name)?;
+    crate::logging::to_file(&run_dir.join(layout::LOG_FILE))?;
+    let spec = RunSpec {
+        cfg: cfg.clone(),
+        run_dir: run_dir.clone(),
+        probe: !a.no_probe,
+    };
+    let out = match crate::runtime()?.block_on(runner::run(spec, &StatusLine::default())) {
+        Ok(out) => out,
+        Err(e) => return run_failed(e, &run_dir, &cfg),
+    };
+    print!("{}", reports::summary_text(&out.results));
+    println!("\nrun directory: {}", out.run_dir.display());
+    println!(
+        "report: {}",
+        out.run_dir.join(history::layout::REPORT_FILE).display()
+    );
+    println!("reproduce: {}", cfg.repro_command());
+    if let Some(e) = out.error {
+        // A violation proven before the failure stands (exit 1); anything else is an error.
+        if out.results.valid != history::Validity::Invalid {
+            anyhow::bail!(
+                "{e} (the history up to then was checked: {})",
+                out.results.valid
+            );
+        }
+        eprintln!("error: {e} (the history up to then was checked: invalid)");
+    }
+    Ok(crate::report_cmd::gate(
+        &out.results,
+        &reports::FailOn::given_or_default(a.fail_on),
+        &out.run_dir.join(history::layout::REPORT_FILE),
+        true,
+    ))
+}
+
+/// The run's one line before it starts: workload, clients, locks, lease, time, faults, seed.
+fn print_plan(cfg: &RunConfig) {
     // The bank's locks are its accounts', one each.
     let locks = if cfg.kind() == workloads::WorkloadKind::Bank {
         format!(
@@ -40,65 +79,34 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
         },
         cfg.seed
     );
-    let run_dir = create_run_dir(&cfg.out, &cfg.name)?;
-    crate::logging::to_file(&run_dir.join(layout::LOG_FILE))?;
-    let spec = RunSpec {
-        cfg: cfg.clone(),
-        run_dir: run_dir.clone(),
-        probe: !a.no_probe,
+}
+
+/// The runner failed: whatever stopped the run is written into its directory (log, results,
+/// summary, report, index), not only printed. A run the user stopped is `unknown`, not an
+/// error.
+fn run_failed(e: anyhow::Error, run_dir: &Path, cfg: &RunConfig) -> Result<ExitCode> {
+    let reason = crate::error_text(&e);
+    tracing::error!(error = %reason, "the run failed");
+    let interrupted = e.downcast_ref::<runner::Interrupted>().is_some();
+    let how = if interrupted {
+        history::Completeness::interrupted(&reason)
+    } else {
+        history::Completeness::error(&reason)
     };
-    let out = match crate::runtime()?.block_on(runner::run(spec, &StatusLine::default())) {
-        Ok(out) => out,
-        Err(e) => {
-            // The run directory exists: whatever stopped the run is written into it (log,
-            // results, summary, report, index), not only printed.
-            let reason = crate::error_text(&e);
-            tracing::error!(error = %reason, "the run failed");
-            let interrupted = e.downcast_ref::<runner::Interrupted>().is_some();
-            let how = if interrupted {
-                history::Completeness::interrupted(&reason)
-            } else {
-                history::Completeness::error(&reason)
-            };
-            if let Err(e2) = record_failure(&run_dir, &cfg, how) {
-                eprintln!(
-                    "warning: the failure could not be recorded in {}: {}",
-                    run_dir.display(),
-                    crate::error_text(&e2)
-                );
-            }
-            println!("run directory: {}", run_dir.display());
-            if interrupted {
-                // Not a failure: the user stopped it. Nothing was proven either way.
-                eprintln!("lockpick: {reason}");
-                return Ok(ExitCode::Unknown);
-            }
-            return Err(e);
-        }
-    };
-    print!("{}", reports::summary_text(&out.results));
-    println!("\nrun directory: {}", out.run_dir.display());
-    println!(
-        "report: {}",
-        out.run_dir.join(history::layout::REPORT_FILE).display()
-    );
-    println!("reproduce: {}", cfg.repro_command());
-    if let Some(e) = out.error {
-        // A violation proven before the failure stands (exit 1); anything else is an error.
-        if out.results.valid != history::Validity::Invalid {
-            anyhow::bail!(
-                "{e} (the history up to then was checked: {})",
-                out.results.valid
-            );
-        }
-        eprintln!("error: {e} (the history up to then was checked: invalid)");
+    if let Err(e2) = record_failure(run_dir, cfg, how) {
+        eprintln!(
+            "warning: the failure could not be recorded in {}: {}",
+            run_dir.display(),
+            crate::error_text(&e2)
+        );
     }
-    Ok(crate::report_cmd::gate(
-        &out.results,
-        &reports::FailOn::given_or_default(a.fail_on),
-        &out.run_dir.join(history::layout::REPORT_FILE),
-        true,
-    ))
+    println!("run directory: {}", run_dir.display());
+    if interrupted {
+        // Not a failure: the user stopped it. Nothing was proven either way.
+        eprintln!("lockpick: {reason}");
+        return Ok(ExitCode::Unknown);
+    }
+    Err(e)
 }
 
 /// After the runner failed (or was stopped before its clients started): the verdict of

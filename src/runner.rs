@@ -18,7 +18,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
-use workloads::{Adapter, AnswerWatch, Budget, PauseBoard, WorkloadConfig};
+use tokio::task::JoinHandle;
+use workloads::{
+    Adapter, AnswerWatch, Budget, PauseBoard, WorkersDone, WorkloadConfig, WorkloadError,
+};
 
 pub use probe::probe_service;
 pub use signals::Interrupted;
@@ -76,166 +79,29 @@ pub async fn run(spec: RunSpec, progress: &dyn Progress) -> Result<RunOutcome> {
         .with_context(|| format!("cannot write {}", config_path.display()))?;
     let startup = Duration::from_millis(cfg.startup_timeout_ms);
     let mut signals = signals::Signals::listen();
-    let mut dep = deploy::deploy(&cfg, &run_dir, startup).await?;
-    if probe {
-        // Conformance first: a service the adapter does not understand is refused in one
-        // line, before the clock starts and before any op is recorded.
-        match probe::conformance(&cfg, &dep).await {
-            Ok(lines) => tracing::info!("probe passed: {}", lines.join(" | ")),
-            Err(e) => {
-                tracing::error!("{e}");
-                dep.teardown()?;
-                bail!("{e}");
-            }
-        }
-    }
-    if let Some(s) = signals.received() {
-        // Stopped while the service started: it is stopped again, nothing was recorded.
-        dep.teardown()?;
-        return Err(signals::Interrupted(format!(
-            "stopped by {s} while the service was starting, before any op"
-        ))
-        .into());
-    }
-    // The history's clock starts here: the etcd adapter stamps lease evidence on it.
-    let start = Instant::now();
-    let clients = connect(&cfg, &dep, start)?;
-    let history_path = run_dir.join(layout::HISTORY_FILE);
-    let writer = HistoryWriter::create(&history_path)
-        .with_context(|| format!("cannot create {}", history_path.display()))?;
-    let recorder = Arc::new(Recorder::new(writer, start));
-    let wcfg = Arc::new(workload_config(&cfg));
-    let pauses = Arc::new(PauseBoard::new());
-    let stalls = Arc::new(plan::Stalls(pauses.clone()));
-    let budget = Arc::new(Budget::new(cfg.ops_max));
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let answers = Arc::new(AnswerWatch::default());
-    let active: ActiveFaults = Arc::default();
-
-    let schedule = plan::schedule(&cfg, dep.nodes.len(), dep.primary, &run_dir)?;
-    dep.rebase_clocks().await?;
-    let workers = tokio::spawn(workloads::run_workers(
-        wcfg.clone(),
-        clients.clone(),
-        recorder.clone(),
-        pauses,
-        budget.clone(),
-        stop_rx.clone(),
-        answers.clone(),
-    ));
-    // A stall ignores the stop signal (a paused program does not know the test is ending).
-    let stall_max_ms = schedule
-        .faults
-        .iter()
-        .filter(|f| f.kind == FaultKind::ClientPause)
-        .map(|f| f.length_ms)
-        .max()
-        .unwrap_or(0);
-    let ctx = fault::Ctx {
-        nodes: dep.nodes.clone(),
-        ids: dep.ids.clone(),
-        network: dep.network(),
-        clocks: std::mem::take(&mut dep.clocks),
-        stalls: stalls.clone(),
-        recorder: recorder.clone(),
-        stop: stop_rx,
-        start,
-        startup,
-        active: active.clone(),
-        primary: dep.primary,
-        clock_scope: cfg.clock_scope().as_str(),
-        // A schedule that names its nodes (not by role) hits those nodes.
-        locate: dep
-            .moving_primary
-            .clone()
-            .filter(|_| cfg.schedule.as_ref().is_none_or(|s| s.by_role))
-            .map(|check| fault::Locate {
-                check,
-                addrs: dep
-                    .urls
-                    .iter()
-                    .map(|u| workloads::host_port(u).unwrap_or_default())
-                    .collect(),
-            }),
-    };
-    // A nemesis that fails (a node that does not come back) ends the clients' time at once:
-    // what they would do after it tests nothing the run asked for.
-    let (nemesis_failed_tx, mut nemesis_failed) = watch::channel(false);
-    let nemesis_task = tokio::spawn(async move {
-        let r = fault::run_plan(ctx, schedule.faults).await;
-        if r.is_err() {
-            let _ = nemesis_failed_tx.send(true);
-        }
-        r
-    });
-    progress.started(Live {
-        recorder: recorder.clone(),
-        history: history_path.clone(),
-        active,
-        duration: Duration::from_millis(cfg.duration_ms),
-        check: cfg.check_config(),
-    });
-
-    // Answers the adapter does not understand, past the watch's threshold, end the run early.
-    let end = tokio::select! {
-        end = signals::wait_for_end(&cfg, &budget, start, &mut signals) => end,
-        () = async {
-            // A nemesis that ends well drops its sender: then this branch never fires.
-            if nemesis_failed.wait_for(|f| *f).await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        } => signals::End {
-            why: "stopped: the nemesis failed",
-            interrupted: None,
-        },
-        () = answers.wait() => signals::End {
-            why: "stopped on answers the adapter does not understand",
-            interrupted: None,
-        },
-    };
+    let dep = deploy::deploy(&cfg, &run_dir, startup).await?;
+    let mut dep = service_ready(&cfg, dep, probe, &signals).await?;
+    let mut running = Running::start(&cfg, &mut dep, &run_dir, startup, progress).await?;
+    let end = running.wait_for_end(&cfg, &mut signals).await;
     tracing::info!(why = end.why, "stopping clients");
     progress.phase("stopping clients and healing");
-    let _ = stop_tx.send(true);
-
-    // Every op is bounded by the op timeout, a stall by the schedule: this bound only catches
-    // harness bugs.
-    let drain = Duration::from_millis(
-        cfg.op_timeout_ms * 4
-            + cfg.acquire_wait_ms
-            + (cfg.lease_max_ms() * 3).max(stall_max_ms)
-            + 5_000,
-    );
-    let workers_done = match tokio::time::timeout(drain, workers).await {
-        Ok(Ok(Ok(done))) => done,
-        Ok(Ok(Err(e))) => return Err(e.into()),
-        Ok(Err(e)) => bail!("client workers crashed: {e}"),
-        Err(_) => bail!("client workers did not stop within {drain:?}"),
-    };
-    let restarts = startup * fault::kill::RESTART_ATTEMPTS;
-    let mut error = match tokio::time::timeout(drain + restarts, nemesis_task).await {
-        Ok(Ok(Ok(()))) => None,
-        Ok(Ok(Err(e))) => Some(crate::error_text(&anyhow::Error::from(e))),
-        Ok(Err(e)) => Some(format!("nemesis crashed: {e}")),
-        Err(_) => Some("nemesis did not heal in time".to_string()),
-    };
-    if let Some(why) = answers.why() {
-        error = Some(why.to_string());
-    }
+    let (workers_done, mut error) = running.stop(&cfg, startup).await?;
     // The final heal: whatever the nemesis left, the service runs again before final reads.
     let healer = Healer {
         nodes: &dep.nodes,
-        stalls: &*stalls,
+        stalls: &*running.stalls,
     };
     fault::heal_all(&healer).await?;
 
-    if wcfg.kind.uses_store() && error.is_none() {
+    if running.wcfg.kind.uses_store() && error.is_none() {
         progress.phase("quiet period, then final reads");
         // Clients rest so every lease lapses and the service settles before the closing read.
         tokio::time::sleep(Duration::from_millis(cfg.lease_max_ms().clamp(200, 2_000))).await;
         let first = workers_done.max_process + 1;
-        workloads::final_reads(&wcfg, &clients[0], &recorder, first).await?;
+        let (wcfg, recorder) = (&running.wcfg, &running.recorder);
+        workloads::final_reads(wcfg, &running.clients[0], recorder, first).await?;
     }
-    let events = recorder.events();
+    let events = running.recorder.events();
     progress.finished();
     // A teardown that fails (a host that stopped answering keeps what the run made there)
     // makes the run an error, after the fault that caused it if there was one; the history
@@ -258,7 +124,7 @@ pub async fn run(spec: RunSpec, progress: &dyn Progress) -> Result<RunOutcome> {
     if !completeness.is_complete() {
         tracing::error!(completeness = %completeness.headline(), "the run is incomplete");
     }
-    let mut results = crate::check_cmd::check_file(&history_path, &cfg.check_config())?;
+    let mut results = crate::check_cmd::check_file(&running.history_path, &cfg.check_config())?;
     results.set_completeness(completeness);
     crate::report_cmd::write_results(&run_dir, &results)?;
     Ok(RunOutcome {
@@ -266,6 +132,242 @@ pub async fn run(spec: RunSpec, progress: &dyn Progress) -> Result<RunOutcome> {
         results,
         error,
     })
+}
+
+/// The deployed service, probed (unless `--no-probe`) and not interrupted while it started;
+/// otherwise it is torn down again and the run ends before any op.
+async fn service_ready(
+    cfg: &RunConfig,
+    dep: deploy::Deployment,
+    probe: bool,
+    signals: &signals::Signals,
+) -> Result<deploy::Deployment> {
+    if probe {
+        // Conformance first: a service the adapter does not understand is refused in one
+        // line, before the clock starts and before any op is recorded.
+        match probe::conformance(cfg, &dep).await {
+            Ok(lines) => tracing::info!("probe passed: {}", lines.join(" | ")),
+            Err(e) => {
+                tracing::error!("{e}");
+                dep.teardown()?;
+                bail!("{e}");
+            }
+        }
+    }
+    if let Some(s) = signals.received() {
+        // Stopped while the service started: it is stopped again, nothing was recorded.
+        dep.teardown()?;
+        return Err(signals::Interrupted(format!(
+            "stopped by {s} while the service was starting, before any op"
+        ))
+        .into());
+    }
+    Ok(dep)
+}
+
+/// The clients and the nemesis while they run, and what the run needs of them afterwards.
+struct Running {
+    start: Instant,
+    clients: Vec<Adapter>,
+    history_path: PathBuf,
+    recorder: Arc<Recorder>,
+    wcfg: Arc<WorkloadConfig>,
+    stalls: Arc<plan::Stalls>,
+    budget: Arc<Budget>,
+    stop_tx: watch::Sender<bool>,
+    answers: Arc<AnswerWatch>,
+    workers: JoinHandle<Result<WorkersDone, WorkloadError>>,
+    nemesis_task: JoinHandle<Result<(), nemesis::Error>>,
+    /// Set when the nemesis fails; its sender is dropped when the nemesis ends well.
+    nemesis_failed: watch::Receiver<bool>,
+    /// The longest client stall the schedule holds: a stall ignores the stop signal.
+    stall_max_ms: u64,
+}
+
+impl Running {
+    /// Starts the history's clock, the clients and the nemesis, and tells `progress`.
+    async fn start(
+        cfg: &RunConfig,
+        dep: &mut deploy::Deployment,
+        run_dir: &std::path::Path,
+        startup: Duration,
+        progress: &dyn Progress,
+    ) -> Result<Running> {
+        // The history's clock starts here: the etcd adapter stamps lease evidence on it.
+        let start = Instant::now();
+        let clients = connect(cfg, dep, start)?;
+        let history_path = run_dir.join(layout::HISTORY_FILE);
+        let writer = HistoryWriter::create(&history_path)
+            .with_context(|| format!("cannot create {}", history_path.display()))?;
+        let recorder = Arc::new(Recorder::new(writer, start));
+        let wcfg = Arc::new(workload_config(cfg));
+        let pauses = Arc::new(PauseBoard::new());
+        let stalls = Arc::new(plan::Stalls(pauses.clone()));
+        let budget = Arc::new(Budget::new(cfg.ops_max));
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let answers = Arc::new(AnswerWatch::default());
+        let active: ActiveFaults = Arc::default();
+
+        let schedule = plan::schedule(cfg, dep.nodes.len(), dep.primary, run_dir)?;
+        dep.rebase_clocks().await?;
+        let workers = tokio::spawn(workloads::run_workers(
+            wcfg.clone(),
+            clients.clone(),
+            recorder.clone(),
+            pauses,
+            budget.clone(),
+            stop_rx.clone(),
+            answers.clone(),
+        ));
+        // A stall ignores the stop signal (a paused program does not know the test is ending).
+        let stall_max_ms = stall_max_ms(&schedule.faults);
+        let ctx = fault::Ctx {
+            nodes: dep.nodes.clone(),
+            ids: dep.ids.clone(),
+            network: dep.network(),
+            clocks: std::mem::take(&mut dep.clocks),
+            stalls: stalls.clone(),
+            recorder: recorder.clone(),
+            stop: stop_rx,
+            start,
+            startup,
+            active: active.clone(),
+            primary: dep.primary,
+            clock_scope: cfg.clock_scope().as_str(),
+            locate: locate(cfg, dep),
+        };
+        let (nemesis_task, nemesis_failed) = spawn_nemesis(ctx, schedule.faults);
+        progress.started(Live {
+            recorder: recorder.clone(),
+            history: history_path.clone(),
+            active,
+            duration: Duration::from_millis(cfg.duration_ms),
+            check: cfg.check_config(),
+        });
+        Ok(Running {
+            start,
+            clients,
+            history_path,
+            recorder,
+            wcfg,
+            stalls,
+            budget,
+            stop_tx,
+            answers,
+            workers,
+            nemesis_task,
+            nemesis_failed,
+            stall_max_ms,
+        })
+    }
+
+    /// Waits for the end of the clients' time: the duration or the ops budget, a signal, a
+    /// failed nemesis, or answers the adapter does not understand past the watch's threshold.
+    async fn wait_for_end(
+        &mut self,
+        cfg: &RunConfig,
+        signals: &mut signals::Signals,
+    ) -> signals::End {
+        let nemesis_failed = &mut self.nemesis_failed;
+        tokio::select! {
+            end = signals::wait_for_end(cfg, &self.budget, self.start, signals) => end,
+            () = async {
+                // A nemesis that ends well drops its sender: then this branch never fires.
+                if nemesis_failed.wait_for(|f| *f).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            } => signals::End {
+                why: "stopped: the nemesis failed",
+                interrupted: None,
+            },
+            () = self.answers.wait() => signals::End {
+                why: "stopped on answers the adapter does not understand",
+                interrupted: None,
+            },
+        }
+    }
+
+    /// Stops the clients and waits for them and the nemesis; the error is the run's harness
+    /// failure, if any (the nemesis's, or the adapter's answers').
+    async fn stop(
+        &mut self,
+        cfg: &RunConfig,
+        startup: Duration,
+    ) -> Result<(WorkersDone, Option<String>)> {
+        let _ = self.stop_tx.send(true);
+        // Every op is bounded by the op timeout, a stall by the schedule: this bound only
+        // catches harness bugs.
+        let drain = Duration::from_millis(
+            cfg.op_timeout_ms * 4
+                + cfg.acquire_wait_ms
+                + (cfg.lease_max_ms() * 3).max(self.stall_max_ms)
+                + 5_000,
+        );
+        let workers_done = match tokio::time::timeout(drain, &mut self.workers).await {
+            Ok(Ok(Ok(done))) => done,
+            Ok(Ok(Err(e))) => return Err(e.into()),
+            Ok(Err(e)) => bail!("client workers crashed: {e}"),
+            Err(_) => bail!("client workers did not stop within {drain:?}"),
+        };
+        let restarts = startup * fault::kill::RESTART_ATTEMPTS;
+        let mut error = match tokio::time::timeout(drain + restarts, &mut self.nemesis_task).await {
+            Ok(Ok(Ok(()))) => None,
+            Ok(Ok(Err(e))) => Some(crate::error_text(&anyhow::Error::from(e))),
+            Ok(Err(e)) => Some(format!("nemesis crashed: {e}")),
+            Err(_) => Some("nemesis did not heal in time".to_string()),
+        };
+        if let Some(why) = self.answers.why() {
+            error = Some(why.to_string());
+        }
+        Ok((workers_done, error))
+    }
+}
+
+/// The nemesis playing `faults`, and what says it failed. A nemesis that fails (a node that
+/// does not come back) ends the clients' time at once: what they would do after it tests
+/// nothing the run asked for. One that ends well drops its sender.
+fn spawn_nemesis(
+    ctx: fault::Ctx<std::fs::File>,
+    faults: Vec<nemesis::schedule::PlannedFault>,
+) -> (
+    JoinHandle<Result<(), nemesis::Error>>,
+    watch::Receiver<bool>,
+) {
+    let (failed_tx, failed) = watch::channel(false);
+    let task = tokio::spawn(async move {
+        let r = fault::run_plan(ctx, faults).await;
+        if r.is_err() {
+            let _ = failed_tx.send(true);
+        }
+        r
+    });
+    (task, failed)
+}
+
+/// The longest client stall in the schedule.
+fn stall_max_ms(faults: &[nemesis::schedule::PlannedFault]) -> u64 {
+    faults
+        .iter()
+        .filter(|f| f.kind == FaultKind::ClientPause)
+        .map(|f| f.length_ms)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Where the moving primary is looked up, unless a schedule names its nodes (not by role):
+/// then it hits those nodes.
+fn locate(cfg: &RunConfig, dep: &deploy::Deployment) -> Option<fault::Locate> {
+    dep.moving_primary
+        .clone()
+        .filter(|_| cfg.schedule.as_ref().is_none_or(|s| s.by_role))
+        .map(|check| fault::Locate {
+            check,
+            addrs: dep
+                .urls
+                .iter()
+                .map(|u| workloads::host_port(u).unwrap_or_default())
+                .collect(),
+        })
 }
 
 /// One adapter per node (client slot `i` uses node `i mod N`), from the service's descriptor.

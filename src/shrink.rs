@@ -68,97 +68,17 @@ pub fn shrink(a: ShrinkArgs) -> Result<ExitCode> {
     let run_dir = std::fs::canonicalize(&a.run_dir)
         .with_context(|| format!("{}: no such run directory", a.run_dir.display()))?;
     let results_path = run_dir.join(layout::RESULTS_FILE);
-    let results: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(&results_path)
-            .with_context(|| format!("{}: cannot read it", results_path.display()))?,
-    )
-    .with_context(|| format!("{}: not JSON", results_path.display()))?;
-    if results["valid"] != serde_json::Value::Bool(false) {
-        bail!(
-            "{}: the run is not invalid (valid: {}); shrink needs a run that found a violation",
-            run_dir.display(),
-            results["valid"]
-        );
-    }
-    // Each kind the run found, once, in the order found.
-    let mut found: Vec<String> = Vec::new();
-    for v in results["violations"].as_array().into_iter().flatten() {
-        if let Some(k) = v["kind"].as_str() {
-            if !found.iter().any(|f| f == k) {
-                found.push(k.to_string());
-            }
-        }
-    }
-    let class = |k: &str| {
-        ViolationKind::ALL
-            .into_iter()
-            .find(|v| v.as_str() == k)
-            .map(ViolationKind::class)
-    };
-    let kind = match &a.kind {
-        Some(k) => {
-            if class(k).is_none() {
-                bail!("--kind {k}: not a violation kind (see docs/checkers.md)");
-            }
-            if !found.contains(k) {
-                bail!(
-                    "--kind {k}: {} has no {k} violation (it has {})",
-                    results_path.display(),
-                    found.join(", ")
-                );
-            }
-            k.clone()
-        }
-        None => found
-            .iter()
-            .find(|k| class(k) == Some(history::KindClass::Safety))
-            .or(found.first())
-            .cloned()
-            .with_context(|| format!("{}: no violation listed", results_path.display()))?,
-    };
-    let schedule_path = run_dir.join(SCHEDULE_FILE);
-    let text = std::fs::read_to_string(&schedule_path).with_context(|| {
-        format!(
-            "{}: cannot read it (runs recorded before schedules were written have none; rerun it)",
-            schedule_path.display()
-        )
-    })?;
-    let schedule =
-        Schedule::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", schedule_path.display()))?;
+    let results = invalid_results(&run_dir, &results_path)?;
+    let kind = pick_kind(a.kind.as_deref(), &results, &results_path)?;
+    let schedule = read_schedule(&run_dir)?;
     // The run's own settings, read as `run --config` reads them.
     let config = run_dir.join(layout::CONFIG_FILE);
-    let settings = crate::config_file::run_args(&config)?;
-    let ms = |flag: &str, v: &str| -> Result<u64> {
-        Ok(crate::config::duration(flag, v)?.as_millis() as u64)
-    };
-    let duration_ms = ms("duration", &settings.duration)?;
-    let ttl_ms = ms("ttl", &settings.ttl)?;
-    let lease_max_ms = match &settings.renew_ttl {
-        Some(r) => ttl_ms.max(ms("renew-ttl", r)?),
-        None => ttl_ms,
-    };
+    let (duration_ms, lease_max_ms) = run_lengths(&config)?;
     let budget = crate::config::duration("budget", &a.budget)?;
     if a.runs_per_candidate == 0 {
         bail!("--runs-per-candidate 0: expected at least 1");
     }
-    let dir = match &a.out {
-        Some(d) => d.clone(),
-        None => (1..1000)
-            .map(|i| {
-                run_dir.join(if i == 1 {
-                    "shrink".into()
-                } else {
-                    format!("shrink-{i}")
-                })
-            })
-            .find(|d| !d.exists())
-            .context("no free shrink folder name")?,
-    };
-    for sub in ["candidates", "logs"] {
-        std::fs::create_dir_all(dir.join(sub))
-            .with_context(|| format!("cannot create {}", dir.join(sub).display()))?;
-    }
-    let dir = std::fs::canonicalize(&dir)?;
+    let dir = shrink_dir(a.out.as_ref(), &run_dir)?;
     println!(
         "shrinking {}: {kind}, {} fault(s), {:.1} s run; up to {} run(s) per candidate, budget {}",
         run_dir.display(),
@@ -201,6 +121,119 @@ pub fn shrink(a: ShrinkArgs) -> Result<ExitCode> {
         s.search().await
     });
     s.finish(&run_dir, stopped)
+}
+
+/// The run's results, which must show a violation (`valid: false`).
+fn invalid_results(run_dir: &Path, results_path: &Path) -> Result<serde_json::Value> {
+    let results: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(results_path)
+            .with_context(|| format!("{}: cannot read it", results_path.display()))?,
+    )
+    .with_context(|| format!("{}: not JSON", results_path.display()))?;
+    if results["valid"] != serde_json::Value::Bool(false) {
+        bail!(
+            "{}: the run is not invalid (valid: {}); shrink needs a run that found a violation",
+            run_dir.display(),
+            results["valid"]
+        );
+    }
+    Ok(results)
+}
+
+/// The violation kind to keep: `--kind` if the run found it, else the first safety kind the
+/// run found, else the first kind.
+fn pick_kind(
+    asked: Option<&str>,
+    results: &serde_json::Value,
+    results_path: &Path,
+) -> Result<String> {
+    // Each kind the run found, once, in the order found.
+    let mut found: Vec<String> = Vec::new();
+    for v in results["violations"].as_array().into_iter().flatten() {
+        if let Some(k) = v["kind"].as_str() {
+            if !found.iter().any(|f| f == k) {
+                found.push(k.to_string());
+            }
+        }
+    }
+    let class = |k: &str| {
+        ViolationKind::ALL
+            .into_iter()
+            .find(|v| v.as_str() == k)
+            .map(ViolationKind::class)
+    };
+    match asked {
+        Some(k) => {
+            if class(k).is_none() {
+                bail!("--kind {k}: not a violation kind (see docs/checkers.md)");
+            }
+            if !found.iter().any(|f| f == k) {
+                bail!(
+                    "--kind {k}: {} has no {k} violation (it has {})",
+                    results_path.display(),
+                    found.join(", ")
+                );
+            }
+            Ok(k.to_string())
+        }
+        None => found
+            .iter()
+            .find(|k| class(k) == Some(history::KindClass::Safety))
+            .or(found.first())
+            .cloned()
+            .with_context(|| format!("{}: no violation listed", results_path.display())),
+    }
+}
+
+/// The schedule the run played.
+fn read_schedule(run_dir: &Path) -> Result<Schedule> {
+    let schedule_path = run_dir.join(SCHEDULE_FILE);
+    let text = std::fs::read_to_string(&schedule_path).with_context(|| {
+        format!(
+            "{}: cannot read it (runs recorded before schedules were written have none; rerun it)",
+            schedule_path.display()
+        )
+    })?;
+    Schedule::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", schedule_path.display()))
+}
+
+/// The run's duration and its longest lease (`--ttl`, or `--renew-ttl` if longer), in ms,
+/// from its config file.
+fn run_lengths(config: &Path) -> Result<(u64, u64)> {
+    let settings = crate::config_file::run_args(config)?;
+    let ms = |flag: &str, v: &str| -> Result<u64> {
+        Ok(crate::config::duration(flag, v)?.as_millis() as u64)
+    };
+    let duration_ms = ms("duration", &settings.duration)?;
+    let ttl_ms = ms("ttl", &settings.ttl)?;
+    let lease_max_ms = match &settings.renew_ttl {
+        Some(r) => ttl_ms.max(ms("renew-ttl", r)?),
+        None => ttl_ms,
+    };
+    Ok((duration_ms, lease_max_ms))
+}
+
+/// The folder candidates and their runs go to (`--out`, else the run's first free
+/// `shrink`, `shrink-2`, ...), made with its `candidates` and `logs`.
+fn shrink_dir(out: Option<&PathBuf>, run_dir: &Path) -> Result<PathBuf> {
+    let dir = match out {
+        Some(d) => d.clone(),
+        None => (1..1000)
+            .map(|i| {
+                run_dir.join(if i == 1 {
+                    "shrink".into()
+                } else {
+                    format!("shrink-{i}")
+                })
+            })
+            .find(|d| !d.exists())
+            .context("no free shrink folder name")?,
+    };
+    for sub in ["candidates", "logs"] {
+        std::fs::create_dir_all(dir.join(sub))
+            .with_context(|| format!("cannot create {}", dir.join(sub).display()))?;
+    }
+    Ok(std::fs::canonicalize(&dir)?)
 }
 
 impl Shrinker {
@@ -247,36 +280,7 @@ impl Shrinker {
             Ok(other) => return (vec![format!("{other:?}").to_lowercase()], None),
             Err(e) => return (vec![format!("cannot run: {e}")], None),
         };
-        let results = run_dir
-            .as_ref()
-            .and_then(|d| std::fs::read_to_string(d.join(layout::RESULTS_FILE)).ok())
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
-        match results {
-            Some(r) => {
-                let mut kinds: Vec<String> = r["violations"]
-                    .as_array()
-                    .map(|v| {
-                        v.iter()
-                            .filter_map(|x| x["kind"].as_str().map(str::to_string))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                kinds.sort();
-                kinds.dedup();
-                if code == ExitCode::Error.code() as i32 {
-                    kinds.push("error (exit 3)".into());
-                }
-                (kinds, run_dir)
-            }
-            None => {
-                let last = text
-                    .lines()
-                    .rev()
-                    .find(|l| !l.trim().is_empty())
-                    .unwrap_or("");
-                (vec![format!("error (exit {code}): {last}")], None)
-            }
-        }
+        kinds_found(run_dir, code, &text)
     }
 
     fn finish(&self, run_dir: &Path, stopped: Option<&'static str>) -> Result<ExitCode> {
@@ -341,6 +345,45 @@ pub(crate) fn child_run_dir(text: &str) -> Option<PathBuf> {
     text.lines()
         .find_map(|l| l.strip_prefix("run directory: "))
         .map(|d| PathBuf::from(d.trim()))
+}
+
+/// The violation kinds a child run's results list (with `error (exit 3)` when it also
+/// failed), and its directory; without results, the exit code and the log's last line.
+fn kinds_found(
+    run_dir: Option<PathBuf>,
+    code: i32,
+    log_text: &str,
+) -> (Vec<String>, Option<PathBuf>) {
+    let results = run_dir
+        .as_ref()
+        .and_then(|d| std::fs::read_to_string(d.join(layout::RESULTS_FILE)).ok())
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+    match results {
+        Some(r) => {
+            let mut kinds: Vec<String> = r["violations"]
+                .as_array()
+                .map(|v| {
+                    v.iter()
+                        .filter_map(|x| x["kind"].as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default();
+            kinds.sort();
+            kinds.dedup();
+            if code == ExitCode::Error.code() as i32 {
+                kinds.push("error (exit 3)".into());
+            }
+            (kinds, run_dir)
+        }
+        None => {
+            let last = log_text
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("");
+            (vec![format!("error (exit {code}): {last}")], None)
+        }
+    }
 }
 
 /// One line for a fault: `f5 clock bump-forward on n1 at 14.2 s for 3.1 s`.

@@ -109,55 +109,10 @@ pub fn demo(mut a: TestArgs) -> Result<ExitCode> {
 }
 
 pub fn test(a: TestArgs) -> Result<ExitCode> {
-    if let Some(s) = &a.run.schedule {
-        anyhow::bail!(
-            "--schedule {}: lockpick test writes each scenario's schedule itself; replay one with \
-             `lockpick run --schedule FILE`",
-            s.display()
-        );
-    }
-    let cfg = RunConfig::from_args(&a.run)?;
-    let budget = crate::config::duration("budget", &a.budget)?;
-    if budget.is_zero() {
-        anyhow::bail!("--budget {}: must be at least 1s", a.budget);
-    }
-    if a.times == 0 {
-        anyhow::bail!("--times 0: expected at least 1 (exercised instances per cell)");
-    }
-    let shrink_budget = crate::config::duration("shrink-budget", &a.shrink_budget)?;
-    let target = plan::Target {
-        kinds: cfg.faults.clone(),
-        nodes: cfg.nodes,
-        counter: cfg.kind() == workloads::WorkloadKind::Counter,
-        fencing: cfg.service().tokens(&cfg.adapter_own) == workloads::Tokens::Fencing,
-        bank: cfg.service().holds_several_locks(&cfg.adapter_own),
-        write_ends_grant: cfg.service().grant_guards_resource(&cfg.adapter_own),
-        lease_ms: cfg.lease_max_ms(),
-        clock_bump_ms: cfg.clock_bump_ms,
-        clock_rate: cfg.clock_rate,
-        clock_modes: cfg.clock_modes.clone(),
-        aims: cfg.client_shapes.aims.clone(),
-        wakes: cfg.client_shapes.wakes.clone(),
-        topologies: cfg.topologies.clone(),
-        times: a.times,
-        liveness_grace_ms: cfg.liveness_grace_ms,
-    };
+    let (cfg, budget, shrink_budget) = test_settings(&a)?;
+    let target = plan_target(&cfg, a.times);
     let cells = plan::cells(&target);
-    // `--name` names the suite; each scenario's run gets the scenario's own name.
-    let name = a
-        .run
-        .name
-        .clone()
-        .unwrap_or_else(|| format!("{}-test", cfg.name));
-    let dir = crate::run_cmd::create_run_dir(&cfg.out, &name)?;
-    let dir = std::fs::canonicalize(&dir)?;
-    for sub in ["schedules", "logs"] {
-        std::fs::create_dir_all(dir.join(sub))
-            .with_context(|| format!("cannot create {}", dir.join(sub).display()))?;
-    }
-    let base = dir.join(BASE_CONFIG);
-    std::fs::write(&base, cfg.file_text()?)
-        .with_context(|| format!("cannot write {}", base.display()))?;
+    let (dir, base) = suite_dir(&a, &cfg)?;
     println!(
         "lockpick test: {} cell(s) to exercise {} time(s) each ({}), budget {}, seed {}",
         cells.len(),
@@ -201,31 +156,9 @@ pub fn test(a: TestArgs) -> Result<ExitCode> {
         suite.go(cfg.seed, a.keep_going).await
     });
     let mut results = suite.results(ended);
-    if let (Some(run_dir), false, false) = (
-        suite.first_invalid().and_then(|r| r.run_dir.clone()),
-        a.no_shrink,
-        interrupted.load(Ordering::SeqCst),
-    ) {
-        println!();
-        println!(
-            "shrinking the first failing scenario (budget {})",
-            humantime::format_duration(shrink_budget)
-        );
-        let args = crate::cli::ShrinkArgs {
-            run_dir: run_dir.clone(),
-            runs_per_candidate: 2,
-            budget: a.shrink_budget.clone(),
-            kind: None,
-            out: None,
-        };
-        match crate::shrink::shrink(args) {
-            Ok(_) => {
-                results.shrunk =
-                    std::fs::read_to_string(run_dir.join("shrink").join("shrink.json"))
-                        .ok()
-                        .and_then(|t| serde_json::from_str(&t).ok());
-            }
-            Err(e) => println!("shrink failed: {}", crate::error_text(&e)),
+    if !a.no_shrink && !interrupted.load(Ordering::SeqCst) {
+        if let Some(run_dir) = suite.first_invalid().and_then(|r| r.run_dir.clone()) {
+            results.shrunk = shrink_first(run_dir, &a.shrink_budget, shrink_budget);
         }
     }
     write_outputs(&dir, &results)?;
@@ -239,6 +172,114 @@ pub fn test(a: TestArgs) -> Result<ExitCode> {
         (Validity::Valid, _) => ExitCode::Valid,
     };
     Ok(code)
+}
+
+/// The target's settings and the suite's budgets, checked in the order the flags are refused.
+fn test_settings(a: &TestArgs) -> Result<(RunConfig, Duration, Duration)> {
+    if let Some(s) = &a.run.schedule {
+        anyhow::bail!(
+            "--schedule {}: lockpick test writes each scenario's schedule itself; replay one with \
+             `lockpick run --schedule FILE`",
+            s.display()
+        );
+    }
+    let cfg = RunConfig::from_args(&a.run)?;
+    let budget = crate::config::duration("budget", &a.budget)?;
+    if budget.is_zero() {
+        anyhow::bail!("--budget {}: must be at least 1s", a.budget);
+    }
+    if a.times == 0 {
+        anyhow::bail!("--times 0: expected at least 1 (exercised instances per cell)");
+    }
+    let shrink_budget = crate::config::duration("shrink-budget", &a.shrink_budget)?;
+    Ok((cfg, budget, shrink_budget))
+}
+
+/// What the planner knows of the target: its faults, nodes, workload and service.
+fn plan_target(cfg: &RunConfig, times: u64) -> plan::Target {
+    plan::Target {
+        kinds: cfg.faults.clone(),
+        nodes: cfg.nodes,
+        counter: cfg.kind() == workloads::WorkloadKind::Counter,
+        fencing: cfg.service().tokens(&cfg.adapter_own) == workloads::Tokens::Fencing,
+        bank: cfg.service().holds_several_locks(&cfg.adapter_own),
+        write_ends_grant: cfg.service().grant_guards_resource(&cfg.adapter_own),
+        lease_ms: cfg.lease_max_ms(),
+        clock_bump_ms: cfg.clock_bump_ms,
+        clock_rate: cfg.clock_rate,
+        clock_modes: cfg.clock_modes.clone(),
+        aims: cfg.client_shapes.aims.clone(),
+        wakes: cfg.client_shapes.wakes.clone(),
+        topologies: cfg.topologies.clone(),
+        times,
+        liveness_grace_ms: cfg.liveness_grace_ms,
+    }
+}
+
+/// The suite's directory, made with its `schedules` and `logs`, and its base config written.
+fn suite_dir(a: &TestArgs, cfg: &RunConfig) -> Result<(PathBuf, PathBuf)> {
+    // `--name` names the suite; each scenario's run gets the scenario's own name.
+    let name = a
+        .run
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("{}-test", cfg.name));
+    let dir = crate::run_cmd::create_run_dir(&cfg.out, &name)?;
+    let dir = std::fs::canonicalize(&dir)?;
+    for sub in ["schedules", "logs"] {
+        std::fs::create_dir_all(dir.join(sub))
+            .with_context(|| format!("cannot create {}", dir.join(sub).display()))?;
+    }
+    let base = dir.join(BASE_CONFIG);
+    std::fs::write(&base, cfg.file_text()?)
+        .with_context(|| format!("cannot write {}", base.display()))?;
+    Ok((dir, base))
+}
+
+/// Shrinks the first failing scenario's run; its `shrink.json`, if it wrote one (a shrink
+/// that fails is said and the suite goes on).
+fn shrink_first(
+    run_dir: PathBuf,
+    budget_text: &str,
+    budget: Duration,
+) -> Option<serde_json::Value> {
+    println!();
+    println!(
+        "shrinking the first failing scenario (budget {})",
+        humantime::format_duration(budget)
+    );
+    let args = crate::cli::ShrinkArgs {
+        run_dir: run_dir.clone(),
+        runs_per_candidate: 2,
+        budget: budget_text.to_string(),
+        kind: None,
+        out: None,
+    };
+    match crate::shrink::shrink(args) {
+        Ok(_) => std::fs::read_to_string(run_dir.join("shrink").join("shrink.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok()),
+        Err(e) => {
+            println!("shrink failed: {}", crate::error_text(&e));
+            None
+        }
+    }
+}
+
+/// Why a scenario's run ended without results: its exit and the log's last line, how it
+/// ended otherwise, or why it could not run.
+fn no_verdict(ended: &std::io::Result<Ended>, log_text: &str) -> String {
+    let last = log_text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .to_string();
+    match ended {
+        Ok(Ended::Exited(c)) => format!("exit {c}: {last}"),
+        Ok(other) => format!("{other:?}").to_lowercase(),
+        Err(e) => format!("cannot run: {e}"),
+    }
 }
 
 /// How the scenario loop ended.
@@ -318,29 +359,10 @@ impl Suite {
 
     async fn run_scenario(&mut self, index: usize, s: &Scenario) -> ScenarioRun {
         let id = s.slug(index, &self.cells);
-        let mut args: Vec<String> = vec![
-            "run".into(),
-            "--config".into(),
-            self.base.display().to_string(),
-        ];
-        args.extend(s.flags.iter().cloned());
-        if let Some(schedule) = &s.schedule {
-            let path = self.dir.join("schedules").join(format!("{id}.json"));
-            if let Err(e) = std::fs::write(&path, schedule.to_json()) {
-                return self.failed(id, s, format!("cannot write {}: {e}", path.display()));
-            }
-            args.extend(["--schedule".into(), path.display().to_string()]);
-        }
-        args.extend([
-            "--duration".into(),
-            format!("{}ms", s.duration_ms),
-            "--seed".into(),
-            s.seed.to_string(),
-            "--out".into(),
-            self.dir.join("scenarios").display().to_string(),
-            "--name".into(),
-            id.clone(),
-        ]);
+        let args = match self.scenario_args(&id, s) {
+            Ok(args) => args,
+            Err(why) => return self.failed(id, s, why),
+        };
         let aims: Vec<String> = s.aims.iter().map(|&i| self.cells[i].label()).collect();
         print!("  {id:<44} {:>5.1} s  ", s.duration_ms as f64 / 1000.0);
         let _ = std::io::Write::flush(&mut std::io::stdout());
@@ -391,42 +413,69 @@ impl Suite {
             error: None,
         };
         match results {
-            Some(r) => {
-                self.count(s, &r);
-                run.verdict = r.valid.as_str().to_string();
-                // Only what the policy counts stops the suite (as it fails a run).
-                if self.fail_on.exit_code(&r) == ExitCode::Invalid {
-                    run.verdict = "invalid".into();
-                } else if r.valid == Validity::Invalid {
-                    run.verdict = "valid".into();
-                }
-                let mut kinds: Vec<String> = r
-                    .violations
-                    .iter()
-                    .map(|v| v.kind.as_str().to_string())
-                    .collect();
-                kinds.sort();
-                kinds.dedup();
-                run.violations = kinds;
-                run.first_violation_ns = r.violations.iter().map(|v| v.window_ns[1]).min();
-                if exit == Some(3) {
-                    run.error = r.incomplete().map(|c| c.headline());
-                }
-            }
-            None => {
-                let last = text
-                    .lines()
-                    .rev()
-                    .find(|l| !l.trim().is_empty())
-                    .unwrap_or("")
-                    .to_string();
-                run.error = Some(match ended {
-                    Ok(Ended::Exited(c)) => format!("exit {c}: {last}"),
-                    Ok(other) => format!("{other:?}").to_lowercase(),
-                    Err(e) => format!("cannot run: {e}"),
-                });
-            }
+            Some(r) => self.judge(s, &r, &mut run),
+            None => run.error = Some(no_verdict(&ended, &text)),
         }
+        self.print_done(s, &run, elapsed);
+        run
+    }
+
+    /// `lockpick run`'s arguments for scenario `id`, its schedule written first (the error
+    /// says why it could not be).
+    fn scenario_args(&self, id: &str, s: &Scenario) -> Result<Vec<String>, String> {
+        let mut args: Vec<String> = vec![
+            "run".into(),
+            "--config".into(),
+            self.base.display().to_string(),
+        ];
+        args.extend(s.flags.iter().cloned());
+        if let Some(schedule) = &s.schedule {
+            let path = self.dir.join("schedules").join(format!("{id}.json"));
+            if let Err(e) = std::fs::write(&path, schedule.to_json()) {
+                return Err(format!("cannot write {}: {e}", path.display()));
+            }
+            args.extend(["--schedule".into(), path.display().to_string()]);
+        }
+        args.extend([
+            "--duration".into(),
+            format!("{}ms", s.duration_ms),
+            "--seed".into(),
+            s.seed.to_string(),
+            "--out".into(),
+            self.dir.join("scenarios").display().to_string(),
+            "--name".into(),
+            id.to_string(),
+        ]);
+        Ok(args)
+    }
+
+    /// Counts what the scenario's run exercised and sets its verdict and violations from its
+    /// results, as the `--fail-on` policy reads them.
+    fn judge(&mut self, s: &Scenario, r: &Results, run: &mut ScenarioRun) {
+        self.count(s, r);
+        run.verdict = r.valid.as_str().to_string();
+        // Only what the policy counts stops the suite (as it fails a run).
+        if self.fail_on.exit_code(r) == ExitCode::Invalid {
+            run.verdict = "invalid".into();
+        } else if r.valid == Validity::Invalid {
+            run.verdict = "valid".into();
+        }
+        let mut kinds: Vec<String> = r
+            .violations
+            .iter()
+            .map(|v| v.kind.as_str().to_string())
+            .collect();
+        kinds.sort();
+        kinds.dedup();
+        run.violations = kinds;
+        run.first_violation_ns = r.violations.iter().map(|v| v.window_ns[1]).min();
+        if run.exit == Some(3) {
+            run.error = r.incomplete().map(|c| c.headline());
+        }
+    }
+
+    /// The scenario's line, after its id: verdict, time, cells exercised, error or kinds.
+    fn print_done(&self, s: &Scenario, run: &ScenarioRun, elapsed: Duration) {
         let exercised: Vec<String> = s
             .aims
             .iter()
@@ -445,7 +494,6 @@ impl Suite {
                 _ => String::new(),
             }
         );
-        run
     }
 
     fn failed(&self, id: String, s: &Scenario, why: String) -> ScenarioRun {
@@ -556,7 +604,31 @@ impl Suite {
         let first_violation_ms =
             first.map(|f| before_ms(f) + f.first_violation_ns.unwrap_or(0) / 1_000_000);
         let stopped_at_ms = first.map(|f| before_ms(f) + f.elapsed_ms);
-        let (valid, why) = match (first, ended) {
+        let (valid, why) = self.verdict(first, ended, &not_exercised);
+        SuiteResults {
+            valid,
+            why,
+            complete: !matches!(ended, Finish::Interrupted | Finish::Error),
+            budget_ms: self.budget.as_millis() as u64,
+            elapsed_ms: self.started.elapsed().as_millis() as u64,
+            first_violation_ms,
+            stopped_at_ms,
+            not_exercised,
+            scenarios: self.runs.clone(),
+            cells,
+            shrunk: None,
+        }
+    }
+
+    /// The suite's verdict and why: a violation, a stop, a scenario without a verdict, cells
+    /// not exercised, or every cell exercised.
+    fn verdict(
+        &self,
+        first: Option<&ScenarioRun>,
+        ended: Finish,
+        not_exercised: &[String],
+    ) -> (Validity, String) {
+        match (first, ended) {
             (Some(f), _) => (
                 Validity::Invalid,
                 format!("scenario {} found {}", f.id, f.violations.join(", ")),
@@ -594,19 +666,6 @@ impl Suite {
                     self.target.times
                 ),
             ),
-        };
-        SuiteResults {
-            valid,
-            why,
-            complete: !matches!(ended, Finish::Interrupted | Finish::Error),
-            budget_ms: self.budget.as_millis() as u64,
-            elapsed_ms: self.started.elapsed().as_millis() as u64,
-            first_violation_ms,
-            stopped_at_ms,
-            not_exercised,
-            scenarios: self.runs.clone(),
-            cells,
-            shrunk: None,
         }
     }
 }

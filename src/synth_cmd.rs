@@ -36,102 +36,133 @@ pub fn synth(a: SynthArgs) -> Result<ExitCode> {
     } else {
         Box::new(File::create(&a.out).with_context(|| format!("cannot create {}", a.out))?)
     };
-    let mut out = BufWriter::with_capacity(1 << 20, out);
-    let mut line = Vec::with_capacity(512);
-    let mut write = |ops: &[Op], out: &mut BufWriter<Box<dyn Write>>| -> io::Result<()> {
-        for op in ops {
-            line.clear();
-            serde_json::to_writer(&mut line, op).map_err(io::Error::other)?;
-            line.push(b'\n');
-            out.write_all(&line)?;
-        }
-        Ok(())
+    let mut out = OpWriter {
+        out: BufWriter::with_capacity(1 << 20, out),
+        line: Vec::with_capacity(512),
     };
-    let mut events = 0u64;
     let bank = match a.workload.as_str() {
         "counter" => false,
         "bank" => true,
         other => bail!("--workload {other}: expected counter or bank"),
     };
-    if bank {
-        if a.accounts < 2 {
-            bail!(
-                "--accounts {}: the bank moves money between two accounts",
-                a.accounts
-            );
-        }
-        if !kinds.is_empty() {
-            bail!("--inject: the injectors work on counter histories; leave out --workload bank");
-        }
-        let p = checkers::gen_bank::BankParams {
-            clients: a.clients,
-            accounts: a.accounts,
-            events: a.events,
-            ..Default::default()
-        };
-        let mut err = None;
-        checkers::gen_bank::bank_history_into(a.seed, &p, &mut |ops| {
-            events += ops.len() as u64;
-            if err.is_none() {
-                err = write(ops, &mut out).err();
-            }
-        });
-        if let Some(e) = err {
-            return Err(e).context("cannot write the history");
-        }
+    let events = if bank {
+        bank_history(&a, &kinds, &mut out)?
     } else if kinds.is_empty() {
         // Streams: a history of any length in bounded memory.
+        let mut events = 0u64;
         let mut err = None;
         correct_history_into(a.seed, &params, &mut |ops| {
             events += ops.len() as u64;
             if err.is_none() {
-                err = write(ops, &mut out).err();
+                err = out.write(ops).err();
             }
         });
         if let Some(e) = err {
             return Err(e).context("cannot write the history");
         }
+        events
     } else {
-        // Injections look at the whole history to choose their place: held in memory.
-        let mut ops = correct_history(a.seed, &params);
-        for (i, k) in kinds.iter().enumerate() {
-            let seed = a.seed ^ (0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i as u64 + 1));
-            let Some(witness) = inject(&mut ops, *k, seed) else {
-                bail!(
-                    "--inject {}: this history offers no place for it (try more events)",
-                    k.as_str()
-                );
-            };
-            // Tag the witness in the file (unknown fields are kept and ignored): later
-            // injections may insert ops and renumber, so indices are read back at the end.
-            for w in witness {
-                let op = &mut ops[w as usize];
-                let tags = op
-                    .extra
-                    .entry("witness_of")
-                    .or_insert_with(|| serde_json::Value::Array(Vec::new()));
-                if let serde_json::Value::Array(v) = tags {
-                    v.push(k.as_str().into());
-                }
-            }
-        }
-        for k in &kinds {
-            let at: Vec<u64> = ops
-                .iter()
-                .filter(|o| {
-                    o.extra
-                        .get("witness_of")
-                        .and_then(|v| v.as_array())
-                        .is_some_and(|v| v.iter().any(|t| t == k.as_str()))
-                })
-                .map(|o| o.index)
-                .collect();
-            eprintln!("injected {}: witness ops {at:?}", k.as_str());
-        }
-        events = ops.len() as u64;
-        write(&ops, &mut out).context("cannot write the history")?;
-    }
-    out.flush().context("cannot write the history")?;
+        injected_history(&a, &params, &kinds, &mut out)?
+    };
+    out.out.flush().context("cannot write the history")?;
     eprintln!("synth: {events} events (seed {})", a.seed);
     Ok(ExitCode::Valid)
+}
+
+/// Ops written one JSON line each.
+struct OpWriter {
+    out: BufWriter<Box<dyn Write>>,
+    /// Reused for every line.
+    line: Vec<u8>,
+}
+
+impl OpWriter {
+    fn write(&mut self, ops: &[Op]) -> io::Result<()> {
+        for op in ops {
+            self.line.clear();
+            serde_json::to_writer(&mut self.line, op).map_err(io::Error::other)?;
+            self.line.push(b'\n');
+            self.out.write_all(&self.line)?;
+        }
+        Ok(())
+    }
+}
+
+/// A bank history, streamed; the events written.
+fn bank_history(a: &SynthArgs, kinds: &[InjectKind], out: &mut OpWriter) -> Result<u64> {
+    if a.accounts < 2 {
+        bail!(
+            "--accounts {}: the bank moves money between two accounts",
+            a.accounts
+        );
+    }
+    if !kinds.is_empty() {
+        bail!("--inject: the injectors work on counter histories; leave out --workload bank");
+    }
+    let p = checkers::gen_bank::BankParams {
+        clients: a.clients,
+        accounts: a.accounts,
+        events: a.events,
+        ..Default::default()
+    };
+    let mut events = 0u64;
+    let mut err = None;
+    checkers::gen_bank::bank_history_into(a.seed, &p, &mut |ops| {
+        events += ops.len() as u64;
+        if err.is_none() {
+            err = out.write(ops).err();
+        }
+    });
+    if let Some(e) = err {
+        return Err(e).context("cannot write the history");
+    }
+    Ok(events)
+}
+
+/// A counter history with `kinds` injected, each witness tagged (`witness_of`) and said on
+/// stderr; the events written.
+fn injected_history(
+    a: &SynthArgs,
+    params: &GenParams,
+    kinds: &[InjectKind],
+    out: &mut OpWriter,
+) -> Result<u64> {
+    // Injections look at the whole history to choose their place: held in memory.
+    let mut ops = correct_history(a.seed, params);
+    for (i, k) in kinds.iter().enumerate() {
+        let seed = a.seed ^ (0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i as u64 + 1));
+        let Some(witness) = inject(&mut ops, *k, seed) else {
+            bail!(
+                "--inject {}: this history offers no place for it (try more events)",
+                k.as_str()
+            );
+        };
+        // Tag the witness in the file (unknown fields are kept and ignored): later
+        // injections may insert ops and renumber, so indices are read back at the end.
+        for w in witness {
+            let op = &mut ops[w as usize];
+            let tags = op
+                .extra
+                .entry("witness_of")
+                .or_insert_with(|| serde_json::Value::Array(Vec::new()));
+            if let serde_json::Value::Array(v) = tags {
+                v.push(k.as_str().into());
+            }
+        }
+    }
+    for k in kinds {
+        let at: Vec<u64> = ops
+            .iter()
+            .filter(|o| {
+                o.extra
+                    .get("witness_of")
+                    .and_then(|v| v.as_array())
+                    .is_some_and(|v| v.iter().any(|t| t == k.as_str()))
+            })
+            .map(|o| o.index)
+            .collect();
+        eprintln!("injected {}: witness ops {at:?}", k.as_str());
+    }
+    out.write(&ops).context("cannot write the history")?;
+    Ok(ops.len() as u64)
 }

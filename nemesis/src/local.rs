@@ -345,26 +345,7 @@ impl LocalNode {
         let stderr = self.open_log(self.stderr_log(), &marker)?;
         let stderr_offset = stderr.metadata().map(|m| m.len()).unwrap_or(0);
 
-        let mut command = match &self.command {
-            NodeCommand::Argv(argv) => {
-                let (program, args) = argv.split_first().ok_or(NodeError::EmptyCommand {
-                    node: self.id.clone(),
-                })?;
-                let mut command = Command::new(program);
-                command.args(args);
-                command
-            }
-            NodeCommand::Shell(line) => {
-                let mut command = Command::new("sh");
-                command.arg("-c").arg(NodeCommand::shell_line(line));
-                command
-            }
-        };
-        command
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(stdout))
-            .stderr(Stdio::from(stderr));
+        let command = self.spawn_command(stdout, stderr)?;
         let pid = spawner::spawn(command)
             .await
             .map_err(|source| NodeError::Spawn {
@@ -391,6 +372,32 @@ impl LocalNode {
             return Err(e);
         }
         Ok(())
+    }
+
+    /// The node's command (its argv, or its line run by `sh -c`) with its environment, no
+    /// stdin, and its output appended to this start's logs.
+    fn spawn_command(&self, stdout: fs::File, stderr: fs::File) -> Result<Command, NodeError> {
+        let mut command = match &self.command {
+            NodeCommand::Argv(argv) => {
+                let (program, args) = argv.split_first().ok_or(NodeError::EmptyCommand {
+                    node: self.id.clone(),
+                })?;
+                let mut command = Command::new(program);
+                command.args(args);
+                command
+            }
+            NodeCommand::Shell(line) => {
+                let mut command = Command::new("sh");
+                command.arg("-c").arg(NodeCommand::shell_line(line));
+                command
+            }
+        };
+        command
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(stdout))
+            .stderr(Stdio::from(stderr));
+        Ok(command)
     }
 
     /// Patches the node's process (or, with `group`, every process of its group not patched

@@ -923,16 +923,9 @@ pub struct Capability {
 /// and netem, the last three in a throwaway namespace that is deleted again. A check that
 /// depends on a failed one is reported as not ok with that reason.
 pub fn capabilities() -> Vec<Capability> {
-    let mut caps = Vec::new();
-    let cap = |name, ok, why: String, package| Capability {
-        name,
-        ok,
-        why,
-        package,
-    };
     let uid = nix::unistd::geteuid().as_raw();
     let root = uid == 0;
-    caps.push(cap(
+    let mut caps = vec![cap(
         "root",
         root,
         if root {
@@ -941,7 +934,7 @@ pub fn capabilities() -> Vec<Capability> {
             format!("running as uid {uid}; namespaces, iptables and tc need root")
         },
         None,
-    ));
+    )];
     let ip = run(&["ip", "-V"]);
     caps.push(cap(
         "ip",
@@ -958,17 +951,46 @@ pub fn capabilities() -> Vec<Capability> {
         Err(e) => Err(e.to_string()),
     };
     if !root || ip.is_err() {
-        let why = "needs root and ip".to_string();
-        caps.push(cap("netns", false, why.clone(), Some("iproute2")));
-        caps.push(cap(
+        caps.extend(unprobed(iptables_found));
+    } else {
+        caps.extend(probed(iptables_found));
+    }
+    caps
+}
+
+fn cap(
+    name: &'static str,
+    ok: bool,
+    why: String,
+    package: Option<&'static str>,
+) -> Capability {
+    Capability {
+        name,
+        ok,
+        why,
+        package,
+    }
+}
+
+/// Without root or `ip` nothing is tried in a namespace: netns, iptables and netem are not
+/// ok, for that reason (iptables's with its version when it is installed).
+fn unprobed(iptables_found: Result<String, String>) -> Vec<Capability> {
+    let why = "needs root and ip".to_string();
+    vec![
+        cap("netns", false, why.clone(), Some("iproute2")),
+        cap(
             "iptables",
             false,
             iptables_found.map_or_else(|e| e, |v| format!("{v}; {why}")),
             Some("iptables"),
-        ));
-        caps.push(cap("netem", false, why, Some("iproute2")));
-        return caps;
-    }
+        ),
+        cap("netem", false, why, Some("iproute2")),
+    ]
+}
+
+/// Namespaces with a bridge and a veth pair, iptables inside one, and netem, tried in a
+/// throwaway namespace that is deleted again.
+fn probed(iptables_found: Result<String, String>) -> Vec<Capability> {
     let ns = format!("{}-doctor", unique_prefix(""));
     let checks = probe_in_throwaway(&ns, iptables_found.is_ok());
     if let Err(e) = delete_namespace(&ns) {
@@ -977,33 +999,29 @@ pub fn capabilities() -> Vec<Capability> {
         }
     }
     let (netns, iptables_check, netem) = checks;
-    caps.push(cap(
-        "netns",
-        netns.is_ok(),
-        describe(netns),
-        Some("iproute2"),
-    ));
     let iptables_why = match (&iptables_found, iptables_check) {
         (Err(e), _) => Err(e.clone()),
         (Ok(v), Ok(())) => Ok(format!("{v}; works inside a namespace")),
         (Ok(v), Err(e)) => Err(format!("{v}; but inside a namespace: {e}")),
     };
-    caps.push(cap(
-        "iptables",
-        iptables_why.is_ok(),
-        iptables_why.unwrap_or_else(|e| e),
-        Some("iptables"),
-    ));
-    caps.push(cap(
-        "netem",
-        netem.is_ok(),
-        match netem {
-            Ok(()) => "tc qdisc netem works".into(),
-            Err(e) => format!("{e} (kernel module sch_netem, CONFIG_NET_SCH_NETEM)"),
-        },
-        Some("iproute2"),
-    ));
-    caps
+    vec![
+        cap("netns", netns.is_ok(), describe(netns), Some("iproute2")),
+        cap(
+            "iptables",
+            iptables_why.is_ok(),
+            iptables_why.unwrap_or_else(|e| e),
+            Some("iptables"),
+        ),
+        cap(
+            "netem",
+            netem.is_ok(),
+            match netem {
+                Ok(()) => "tc qdisc netem works".into(),
+                Err(e) => format!("{e} (kernel module sch_netem, CONFIG_NET_SCH_NETEM)"),
+            },
+            Some("iproute2"),
+        ),
+    ]
 }
 
 fn describe(result: Result<(), String>) -> String {

@@ -397,17 +397,35 @@ const GROUP_LIVES: &str = "{ if command -v ps >/dev/null 2>&1; then \
 fn signal_node_script(run_id: &str, node: &str, signals: &[&str], strict: bool) -> String {
     let dir = node_dir(run_id, node);
     let tag = sh_quote(&format!("{RUN_TAG_VAR}={run_id}/{node}"));
-    let gone = format!("i=0; while {} && [ $i -lt LIMIT ]; do sleep 0.02; i=$((i+1)); done", GROUP_LIVES.replace("PGID", "\"$p\""));
-    // One pass over /proc for each way a process is known as the node's; the script's own
-    // shell is never one of them (it is not the leader's descendant, and its directory is
-    // not the node's when this runs).
-    let find = format!(
-        "node_procs() {{ {{ grep -lsxzF {tag} /proc/[0-9]*/environ | cut -d/ -f3; \
-         find /proc/[0-9]* -maxdepth 1 -name cwd \\( -lname {d} -o -lname {d}'/*' \\) 2>/dev/null | cut -d/ -f3; \
-         if [ -n \"$p\" ]; then ps -e -o pid= -o ppid= 2>/dev/null | awk -v r=\"$p\" \
-         '{{pp[$1]=$2}} END {{for (q in pp) {{a=q; for (i=0; i<32 && a>1; i++) {{a=pp[a]; if (a==r) {{print q; break}}}}}}}}'; fi; \
-         }} | sort -u | grep -vx -e \"$$\" -e \"$p\" || :; }}",
-        d = sh_quote(&dir),
+    let (send, missing) = signal_steps(signals, strict);
+    // `node_procs` is one pass over /proc for each way a process is known as the node's; the
+    // script's own shell is never one of them (it is not the leader's descendant, and its
+    // directory is not the node's when this runs). The values put in hold no `@`.
+    let script = SIGNAL_NODE_SH
+        .replace("@TAG@", &tag)
+        .replace("@DIR_QUOTED@", &sh_quote(&dir))
+        .replace("@DIR@", &dir)
+        .replace("@START_TIME@", &START_TIME_OF.replace("PID", "\"$p\""))
+        .replace("@SEND@", &send)
+        .replace("@MISSING@", &missing);
+    debug_assert!(
+        !script.contains("@TAG@") && !script.contains("@DIR") && !script.contains("@SEND@"),
+        "a placeholder of signal_node.sh was left unfilled"
+    );
+    script
+}
+
+/// The script [`signal_node_script`] fills in: `node_procs`, the pid file's check, then the
+/// signals sent (`@SEND@`) or what is done when no group of the run's runs (`@MISSING@`).
+const SIGNAL_NODE_SH: &str = include_str!("ssh/signal_node.sh");
+
+/// The shell that sends `signals` in turn to the group `$p` and the node's other processes
+/// `$m` (each signal's wait after it included), and the shell run when the pid file names no
+/// live group of the run's.
+fn signal_steps(signals: &[&str], strict: bool) -> (String, String) {
+    let gone = format!(
+        "i=0; while {} && [ $i -lt LIMIT ]; do sleep 0.02; i=$((i+1)); done",
+        GROUP_LIVES.replace("PGID", "\"$p\"")
     );
     let members = "m=$(node_procs)";
     // The same search, added to what was found before (a killed leader's children are
@@ -439,21 +457,7 @@ fn signal_node_script(run_id: &str, node: &str, signals: &[&str], strict: bool) 
         (false, true) => format!("{members}; {sweep} :"),
         (false, false) => ":".to_string(),
     };
-    let start_time = START_TIME_OF.replace("PID", "\"$p\"");
-    format!(
-        "{find}\n\
-         f={dir}/pid\n\
-         p=\n\
-         if [ -f \"$f\" ]; then\n\
-           p=$(sed -n 1p \"$f\" 2>/dev/null || :)\n\
-           s=$(sed -n 2p \"$f\" 2>/dev/null || :)\n\
-           if [ -z \"$p\" ] || [ -z \"$s\" ] || [ \"$({start_time})\" != \"$s\" ]; then rm -f \"$f\"; p=; fi\n\
-         fi\n\
-         if [ -n \"$p\" ]; then\n\
-           {members}\n\
-           {send}\n\
-         else {missing}; fi\n"
-    )
+    (send, missing)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -495,6 +499,35 @@ struct StateFile {
 }
 
 impl StateFile {
+    /// The run's state: every host listed, with its node's chain, directory and agent,
+    /// before anything is made on it.
+    fn listing(path: &Path, run_id: &str, conns: &[Arc<Conn>]) -> StateFile {
+        let pid = std::process::id() as i32;
+        StateFile {
+            path: path.to_path_buf(),
+            state: Mutex::new(State {
+                version: STATE_VERSION,
+                runtime: "ssh".into(),
+                run_id: run_id.to_string(),
+                pid,
+                pid_start_ticks: crate::process::start_ticks(pid),
+                hosts: conns
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| HostState {
+                        node: format!("n{}", i + 1),
+                        conn: (**c).clone(),
+                        chain: chain_name(run_id),
+                        dir: node_dir(run_id, &format!("n{}", i + 1)),
+                        agent: format!("{}/lockpick", node_dir(run_id, &format!("n{}", i + 1))),
+                        dev: None,
+                        pid: None,
+                    })
+                    .collect(),
+            }),
+        }
+    }
+
     fn write(&self) -> Result<(), SshError> {
         let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         write_json(&self.path, &state)
@@ -825,6 +858,111 @@ struct Faults {
     netem: BTreeSet<usize>,
 }
 
+/// The node's command line on its host: the host's own `command` template filled in, else
+/// the run's command with this machine's paths mapped (`map`) to the host's.
+fn remote_line(
+    conn: &Conn,
+    id: &str,
+    port: u16,
+    command: NodeCommand,
+    remote_dir: &str,
+    map: &dyn Fn(&str) -> String,
+) -> Result<String, Error> {
+    Ok(match (&conn.host.command, command) {
+        (Some(template), _) => {
+            let ph = crate::Placeholders {
+                id: id.to_string(),
+                host: conn.host.address.clone(),
+                port,
+                data_dir: PathBuf::from(format!("{remote_dir}/data")),
+                peers: String::new(),
+                extra: Vec::new(),
+            };
+            NodeCommand::shell_line(&crate::substitute(template, &ph)?)
+        }
+        (None, NodeCommand::Argv(argv)) => {
+            let quoted: Vec<String> = argv.iter().map(|a| sh_quote(&map(a))).collect();
+            format!("exec {}", quoted.join(" "))
+        }
+        (None, NodeCommand::Shell(line)) => NodeCommand::shell_line(&map(&line)),
+    })
+}
+
+impl SshNet {
+    /// The hosts, before any is set up (no address or interface known yet).
+    fn new(run_id: String, hosts: Vec<Arc<Conn>>) -> SshNet {
+        SshNet {
+            run_id,
+            hosts,
+            harness_ip: Vec::new(),
+            devs: Vec::new(),
+            faults: Mutex::new(Faults::default()),
+        }
+    }
+}
+
+/// Refuses `n` nodes the config's hosts cannot run this test's faults on, up front, before
+/// anything is made on any host, naming the host and why.
+fn refuse_unfit(
+    hosts: &Hosts,
+    n: usize,
+    faults: &[crate::schedule::FaultKind],
+) -> Result<(), SshError> {
+    if n == 0 || n > hosts.nodes.len() || n > HOSTS_MAX {
+        return Err(SshError::Config(format!(
+            "--nodes {n} needs {n} [[nodes]] entries in the config file; it lists {}",
+            hosts.nodes.len()
+        )));
+    }
+    let needs = required_checks(faults);
+    let wanted = Hosts {
+        nodes: hosts.nodes[..n].to_vec(),
+        ssh_config: hosts.ssh_config.clone(),
+    };
+    let mut refusals = Vec::new();
+    for (host, checks) in check_hosts(&wanted) {
+        for c in checks
+            .iter()
+            .filter(|c| !c.ok && needs.contains(&c.name.as_str()))
+        {
+            refusals.push(format!("{host}: {}: {}", c.name, c.why));
+        }
+    }
+    if !refusals.is_empty() {
+        return Err(SshError::Config(format!(
+            "the hosts cannot run this test: {}",
+            refusals.join("; ")
+        )));
+    }
+    Ok(())
+}
+
+/// [`set_up_host`] on every host at once (node `n1` on the first); one result per host.
+fn set_up_hosts(
+    conns: &[Arc<Conn>],
+    run_id: &str,
+    exe: &Path,
+    hash: &str,
+) -> Vec<Result<(String, String), SshError>> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = conns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let node = format!("n{}", i + 1);
+                s.spawn(move || set_up_host(c, run_id, &node, exe, hash))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(SshError::Config("a setup thread panicked".into())))
+            })
+            .collect()
+    })
+}
+
 impl SshRuntime {
     /// Connects to the first `n` hosts of `hosts`, checks each (root or passwordless sudo),
     /// copies lockpick's binary there and makes the run's chain, all hosts at once. The state
@@ -836,33 +974,7 @@ impl SshRuntime {
         state_file: &Path,
         faults: &[crate::schedule::FaultKind],
     ) -> Result<SshRuntime, SshError> {
-        if n == 0 || n > hosts.nodes.len() || n > HOSTS_MAX {
-            return Err(SshError::Config(format!(
-                "--nodes {n} needs {n} [[nodes]] entries in the config file; it lists {}",
-                hosts.nodes.len()
-            )));
-        }
-        // Refused up front, before anything is made on any host, naming the host and why.
-        let needs = required_checks(faults);
-        let wanted = Hosts {
-            nodes: hosts.nodes[..n].to_vec(),
-            ssh_config: hosts.ssh_config.clone(),
-        };
-        let mut refusals = Vec::new();
-        for (host, checks) in check_hosts(&wanted) {
-            for c in checks
-                .iter()
-                .filter(|c| !c.ok && needs.contains(&c.name.as_str()))
-            {
-                refusals.push(format!("{host}: {}: {}", c.name, c.why));
-            }
-        }
-        if !refusals.is_empty() {
-            return Err(SshError::Config(format!(
-                "the hosts cannot run this test: {}",
-                refusals.join("; ")
-            )));
-        }
+        refuse_unfit(hosts, n, faults)?;
         let run_id = format!("{:08x}", rand::random::<u32>());
         let control_dir = PathBuf::from(format!("/tmp/lp-ssh-{run_id}"));
         std::fs::create_dir_all(&control_dir)
@@ -877,49 +989,14 @@ impl SshRuntime {
                 })
             })
             .collect();
-        let pid = std::process::id() as i32;
-        let state = Arc::new(StateFile {
-            path: state_file.to_path_buf(),
-            state: Mutex::new(State {
-                version: STATE_VERSION,
-                runtime: "ssh".into(),
-                run_id: run_id.clone(),
-                pid,
-                pid_start_ticks: crate::process::start_ticks(pid),
-                hosts: conns
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| HostState {
-                        node: format!("n{}", i + 1),
-                        conn: (**c).clone(),
-                        chain: chain_name(&run_id),
-                        dir: node_dir(&run_id, &format!("n{}", i + 1)),
-                        agent: format!("{}/lockpick", node_dir(&run_id, &format!("n{}", i + 1))),
-                        dev: None,
-                        pid: None,
-                    })
-                    .collect(),
-            }),
-        });
+        let state = Arc::new(StateFile::listing(state_file, &run_id, &conns));
         state.write()?;
         let local_exe = std::env::current_exe()
             .map_err(|e| SshError::Config(format!("cannot locate the lockpick binary: {e}")))?;
-        let mut net = SshNet {
-            run_id: run_id.clone(),
-            hosts: conns,
-            harness_ip: Vec::new(),
-            devs: Vec::new(),
-            faults: Mutex::new(Faults::default()),
-        };
+        let mut net = SshNet::new(run_id.clone(), conns);
         let mut rt = SshRuntime {
             run_id,
-            net: Arc::new(SshNet {
-                run_id: String::new(),
-                hosts: Vec::new(),
-                harness_ip: Vec::new(),
-                devs: Vec::new(),
-                faults: Mutex::new(Faults::default()),
-            }),
+            net: Arc::new(SshNet::new(String::new(), Vec::new())),
             state,
             local_exe,
             control_dir: control_dir.clone(),
@@ -927,30 +1004,13 @@ impl SshRuntime {
         };
         // On error `rt` is dropped, which cleans every host up.
         let hash = local_sha256(&rt.local_exe)?;
-        let setups: Vec<Result<(String, String), SshError>> = std::thread::scope(|s| {
-            let handles: Vec<_> = net
-                .hosts
-                .iter()
-                .enumerate()
-                .map(|(i, c)| {
-                    let (run_id, exe, hash) = (&rt.run_id, &rt.local_exe, &hash);
-                    let node = format!("n{}", i + 1);
-                    s.spawn(move || set_up_host(c, run_id, &node, exe, hash))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(SshError::Config("a setup thread panicked".into())))
-                })
-                .collect()
-        });
-        for r in setups {
+        for r in set_up_hosts(&net.hosts, &rt.run_id, &rt.local_exe, &hash) {
             let (ip, dev) = r?;
             net.harness_ip.push(ip);
             net.devs.push(dev);
         }
+        // Host `i`'s address and interface are at `i` in both lists.
+        debug_assert!(net.harness_ip.len() == n && net.devs.len() == n);
         let devs = net.devs.clone();
         rt.net = Arc::new(net);
         tracing::info!(run_id = %rt.run_id, hosts = n, "ssh hosts ready");
@@ -1197,24 +1257,7 @@ impl Runtime for SshRuntime {
             let exe = self.local_exe.display().to_string();
             let local = local_dir.display().to_string();
             let map = |a: &str| a.replace(&exe, &agent).replace(&local, &remote_dir);
-            let line = match (&conn.host.command, s.command) {
-                (Some(template), _) => {
-                    let ph = crate::Placeholders {
-                        id: s.id.clone(),
-                        host: conn.host.address.clone(),
-                        port: s.port,
-                        data_dir: PathBuf::from(format!("{remote_dir}/data")),
-                        peers: String::new(),
-                        extra: Vec::new(),
-                    };
-                    NodeCommand::shell_line(&crate::substitute(template, &ph)?)
-                }
-                (None, NodeCommand::Argv(argv)) => {
-                    let quoted: Vec<String> = argv.iter().map(|a| sh_quote(&map(a))).collect();
-                    format!("exec {}", quoted.join(" "))
-                }
-                (None, NodeCommand::Shell(line)) => NodeCommand::shell_line(&map(&line)),
-            };
+            let line = remote_line(&conn, &s.id, s.port, s.command, &remote_dir, &map)?;
             // Clock faults asked for: a control page (vDSO backend here) or libfaketime's
             // environment (its backend here). On the host the agent patches the service to
             // read its page either way, so libfaketime's variables are not passed on.

@@ -46,15 +46,25 @@ impl RunConfig {
     /// and those that shape nothing this run does (a partition's topologies without partition
     /// faults) are left out.
     fn settings(&self) -> Vec<(&'static str, Setting)> {
+        let mut s = Vec::new();
+        self.workload_settings(&mut s);
+        self.service_settings(&mut s);
+        self.fault_shape_settings(&mut s);
+        self.client_settings(&mut s);
+        self.check_settings(&mut s);
+        s
+    }
+
+    /// The workload, its sizes and times, and the nemesis's faults and pace.
+    fn workload_settings(&self, s: &mut Vec<(&'static str, Setting)>) {
         use Setting::*;
-        let ms = |v: u64| Text(format!("{v}ms"));
-        let mut s: Vec<(&'static str, Setting)> = vec![
+        s.extend([
             ("--seed", Count(self.seed)),
             ("--workload", Text(self.workload.clone())),
             ("--clients", Count(self.clients as u64)),
             ("--locks", Count(self.locks as u64)),
             ("--ttl", ms(self.ttl_ms)),
-        ];
+        ]);
         if self.renew_ttl_ms != self.ttl_ms {
             s.push(("--renew-ttl", ms(self.renew_ttl_ms)));
         }
@@ -68,6 +78,13 @@ impl RunConfig {
             ("--acquire-wait", ms(self.acquire_wait_ms)),
             ("--nemesis", List(self.nemesis.clone())),
             ("--nemesis-interval", ms(self.nemesis_interval_ms)),
+        ]);
+    }
+
+    /// The service, its options, and where its nodes run.
+    fn service_settings(&self, s: &mut Vec<(&'static str, Setting)>) {
+        use Setting::*;
+        s.extend([
             ("--adapter", Text(self.adapter.clone())),
             ("--etcd-api", Text(self.etcd_api.clone())),
         ]);
@@ -85,6 +102,11 @@ impl RunConfig {
             ("--nemesis-targets", Text(self.nemesis_targets.clone())),
             ("--runtime", Text(self.runtime.clone())),
         ]);
+    }
+
+    /// The shapes of the partition, client-stall and clock faults.
+    fn fault_shape_settings(&self, s: &mut Vec<(&'static str, Setting)>) {
+        use Setting::*;
         // Written only when asked for: a run's config.toml says what it asked to exercise, and
         // the default (every topology that cuts something) is what a rerun resolves anyway.
         if self.faults.contains(&FaultKind::Partition) && !self.partition_topologies.is_empty() {
@@ -104,6 +126,11 @@ impl RunConfig {
             ("--clock-bump", ms(self.clock_bump_ms)),
             ("--clock-rate", Fraction(self.clock_rate)),
         ]);
+    }
+
+    /// The op budget, the target, and how the clients arrive and order their locks.
+    fn client_settings(&self, s: &mut Vec<(&'static str, Setting)>) {
+        use Setting::*;
         if let Some(n) = self.ops_max {
             s.push(("--ops-max", Count(n)));
         }
@@ -129,6 +156,11 @@ impl RunConfig {
                 Text(self.lock_order_policy.as_str().to_string()),
             ));
         }
+    }
+
+    /// The store, how the history is checked, and where the run goes.
+    fn check_settings(&self, s: &mut Vec<(&'static str, Setting)>) {
+        use Setting::*;
         match &self.store {
             // The fence is a mode of the embedded store only (clap refuses it beside the others).
             Some(Target::Embedded) | None => {
@@ -153,8 +185,12 @@ impl RunConfig {
             ("--out", Text(self.out.display().to_string())),
             ("--name", Text(self.name.clone())),
         ]);
-        s
     }
+}
+
+/// A duration setting, in milliseconds.
+fn ms(v: u64) -> Setting {
+    Setting::Text(format!("{v}ms"))
 }
 
 pub(super) fn shell_quote(s: &str) -> String {

@@ -130,6 +130,94 @@ async fn start_store(
     Ok(start_all(vec![node], startup).await?.remove(0))
 }
 
+/// Every node's addresses, picked before any node starts so each is started knowing all its
+/// peers.
+struct Addresses {
+    hosts: Vec<String>,
+    ports: Vec<u16>,
+    /// Each node's `host:port`.
+    addrs: Vec<String>,
+    /// The first and second peer port sets (zeros when the service has none).
+    peer_ports: Vec<u16>,
+    peer_ports_2: Vec<u16>,
+    /// `id=http://host:peer_port`, etcd's `--initial-cluster` entries.
+    initial_cluster: Vec<String>,
+    /// `host:peer_port:peer_port_2`, one per node.
+    peer_list: Vec<String>,
+}
+
+impl Addresses {
+    fn pick(
+        runtime: &dyn Runtime,
+        service: &dyn workloads::Service,
+        ids: &[String],
+    ) -> Result<Self> {
+        let n = ids.len();
+        let (hosts, ports): (Vec<String>, Vec<u16>) = runtime.addresses(n)?.into_iter().unzip();
+        // Every node is indexed in these lists below.
+        assert_eq!(
+            hosts.len(),
+            n,
+            "the runtime gave {} addresses for {n} nodes",
+            hosts.len()
+        );
+        let addrs: Vec<String> = (0..n)
+            .map(|i| format!("{}:{}", hosts[i], ports[i]))
+            .collect();
+        let peer_ports = if service.peer_port() || service.second_peer_port() {
+            runtime.peer_ports(n, 0)?
+        } else {
+            vec![0; n]
+        };
+        let peer_ports_2 = if service.second_peer_port() {
+            runtime.peer_ports(n, 1)?
+        } else {
+            vec![0; n]
+        };
+        assert!(
+            peer_ports.len() == n && peer_ports_2.len() == n,
+            "the runtime gave peer ports for other than {n} nodes"
+        );
+        let initial_cluster: Vec<String> = (0..n)
+            .map(|i| format!("{}=http://{}:{}", ids[i], hosts[i], peer_ports[i]))
+            .collect();
+        let peer_list: Vec<String> = (0..n)
+            .map(|i| format!("{}:{}:{}", hosts[i], peer_ports[i], peer_ports_2[i]))
+            .collect();
+        Ok(Addresses {
+            hosts,
+            ports,
+            addrs,
+            peer_ports,
+            peer_ports_2,
+            initial_cluster,
+            peer_list,
+        })
+    }
+
+    /// The placeholders node `i`'s command may use besides its own address.
+    fn extra(&self, i: usize) -> Vec<(String, String)> {
+        vec![
+            ("peer_port".to_string(), self.peer_ports[i].to_string()),
+            ("peer_port_2".to_string(), self.peer_ports_2[i].to_string()),
+            (
+                "initial_cluster".to_string(),
+                self.initial_cluster.join(","),
+            ),
+            ("peer_list".to_string(), self.peer_list.join(",")),
+        ]
+    }
+
+    /// Every other node's `host:port`, comma-separated.
+    fn peers_of(&self, i: usize) -> String {
+        let peers: Vec<&str> = (0..self.addrs.len())
+            .filter(|&j| j != i)
+            .map(|j| self.addrs[j].as_str())
+            .collect();
+        peers.join(",")
+    }
+}
+
 /// Starts `cfg.nodes` lock-service nodes. Every address is picked first, so each node is
 /// started knowing all its peers.
 async fn start_lock_nodes(
@@ -151,29 +239,10 @@ async fn start_lock_nodes(
         faults: &cfg.faults,
     };
     let runtime = tokio::task::block_in_place(|| kind.open(&spec))?;
-    let (hosts, ports): (Vec<String>, Vec<u16>) = runtime.addresses(n)?.into_iter().unzip();
-    let addrs: Vec<String> = (0..n)
-        .map(|i| format!("{}:{}", hosts[i], ports[i]))
-        .collect();
     let service = cfg.service();
-    let peer_ports = if service.peer_port() || service.second_peer_port() {
-        runtime.peer_ports(n, 0)?
-    } else {
-        vec![0; n]
-    };
-    let peer_ports_2 = if service.second_peer_port() {
-        runtime.peer_ports(n, 1)?
-    } else {
-        vec![0; n]
-    };
-    let initial_cluster: Vec<String> = (0..n)
-        .map(|i| format!("{}=http://{}:{}", ids[i], hosts[i], peer_ports[i]))
-        .collect();
-    let peer_list: Vec<String> = (0..n)
-        .map(|i| format!("{}:{}:{}", hosts[i], peer_ports[i], peer_ports_2[i]))
-        .collect();
-    let primary = lockd::primary_of(addrs.iter().map(String::as_str))
-        .and_then(|p| addrs.iter().position(|a| a == p))
+    let at = Addresses::pick(&*runtime, service, &ids)?;
+    let primary = lockd::primary_of(at.addrs.iter().map(String::as_str))
+        .and_then(|p| at.addrs.iter().position(|a| a == p))
         .unwrap_or(0);
     let launch = workloads::Launch {
         exe,
@@ -186,18 +255,69 @@ async fn start_lock_nodes(
     let moving_primary = service.moving_primary(&launch).filter(|_| n > 1);
     let mut clocks = Vec::with_capacity(n);
     let mut unstarted = Vec::with_capacity(n);
-    for i in 0..n {
-        let extra = vec![
-            ("peer_port".to_string(), peer_ports[i].to_string()),
-            ("peer_port_2".to_string(), peer_ports_2[i].to_string()),
-            ("initial_cluster".to_string(), initial_cluster.join(",")),
-            ("peer_list".to_string(), peer_list.join(",")),
-        ];
-        let peers: Vec<&str> = (0..n)
-            .filter(|&j| j != i)
-            .map(|j| addrs[j].as_str())
-            .collect();
-        let node_dir = layout::node_dir(run_dir, &ids[i]);
+    let recipe = Recipe {
+        cfg,
+        target,
+        argv: &argv,
+        run_dir,
+        at: &at,
+    };
+    for (i, id) in ids.iter().enumerate() {
+        let (node, clock) = recipe.node(&*runtime, i, id).await?;
+        unstarted.push(node);
+        clocks.push(clock);
+    }
+    let mut peer_urls = Vec::new();
+    if service.peer_port() {
+        for (i, &port) in at.peer_ports.iter().enumerate() {
+            let (host, port) = runtime.reach(i, port).await?;
+            peer_urls.push(format!("tcp://{}", host_port_text(&host, port)));
+        }
+    }
+    let mut out = Deployment {
+        ids,
+        primary,
+        moving_primary,
+        clocks,
+        known_as: at.addrs.clone(),
+        peer_urls,
+        ..Deployment::default()
+    };
+    for node in start_all(unstarted, startup).await? {
+        out.urls.push(node.base_url());
+        out.nodes.push(Arc::new(tokio::sync::Mutex::new(node)));
+    }
+    out.runtime = Some(runtime);
+    settle(out, service, &at.addrs, startup).await
+}
+
+/// What every lock-service node is made from.
+struct Recipe<'a> {
+    cfg: &'a RunConfig,
+    target: &'a Target,
+    /// The service's command (empty for a user's template).
+    argv: &'a [String],
+    run_dir: &'a Path,
+    at: &'a Addresses,
+}
+
+impl Recipe<'_> {
+    /// Node `i` (`id`) made on the runtime, not started yet, and its clock when clock faults
+    /// are on.
+    async fn node(
+        &self,
+        runtime: &dyn Runtime,
+        i: usize,
+        id: &str,
+    ) -> Result<(Box<dyn NodeControl>, Option<NodeClock>)> {
+        let Recipe {
+            cfg,
+            target,
+            argv,
+            run_dir,
+            at,
+        } = *self;
+        let node_dir = layout::node_dir(run_dir, id);
         // The clock's control page (or libfaketime's file) exists before the node starts: the
         // node's processes are patched to read it as they start (or libfaketime reads it from
         // the first clock call on).
@@ -211,9 +331,9 @@ async fn start_lock_nodes(
         } else {
             (None, None)
         };
-        let address = (hosts[i].clone(), ports[i]);
-        let ph = placeholders(&ids[i], run_dir, address, peers.join(","), extra);
-        let mut spec = node_spec(target, &argv, ph, run_dir, service.readiness())?;
+        let address = (at.hosts[i].clone(), at.ports[i]);
+        let ph = placeholders(id, run_dir, address, at.peers_of(i), at.extra(i));
+        let mut spec = node_spec(target, argv, ph, run_dir, cfg.service().readiness())?;
         if let Some(h) = hookup {
             spec.env = h.env;
             spec.clock_page = h.page;
@@ -224,31 +344,20 @@ async fn start_lock_nodes(
             (Some(_), Some(remote)) => Some(NodeClock::remote(remote, cfg.clock_scope())),
             (clock, _) => clock,
         };
-        unstarted.push(node);
-        clocks.push(clock);
+        Ok((node, clock))
     }
-    let mut peer_urls = Vec::new();
-    if service.peer_port() {
-        for (i, &port) in peer_ports.iter().enumerate() {
-            let (host, port) = runtime.reach(i, port).await?;
-            peer_urls.push(format!("tcp://{}", host_port_text(&host, port)));
-        }
-    }
-    let mut out = Deployment {
-        ids,
-        primary,
-        moving_primary,
-        clocks,
-        known_as: addrs.clone(),
-        peer_urls,
-        ..Deployment::default()
-    };
-    for node in start_all(unstarted, startup).await? {
-        out.urls.push(node.base_url());
-        out.nodes.push(Arc::new(tokio::sync::Mutex::new(node)));
-    }
-    out.runtime = Some(runtime);
-    let settled = match service.settled(&addrs) {
+}
+
+/// Waits for the started nodes to settle and, for a service that elects one, finds the
+/// primary; on failure the nodes stop and what the runtime set up goes.
+async fn settle(
+    mut out: Deployment,
+    service: &dyn workloads::Service,
+    addrs: &[String],
+    startup: Duration,
+) -> Result<Deployment> {
+    let n = out.ids.len();
+    let settled = match service.settled(addrs) {
         Some(settled) => wait_settled(&settled, &out.ids, &out.peer_urls, startup).await,
         None => Ok(()),
     };

@@ -201,34 +201,7 @@ pub fn cells(t: &Target) -> Vec<PlanCell> {
     };
     let has = |k: FaultKind| t.kinds.contains(&k);
     if has(FaultKind::ClientPause) {
-        let aims: &[StallAim] = if t.aims.is_empty() {
-            &StallAim::ALL
-        } else {
-            &t.aims
-        };
-        let wakes: Vec<WakeOp> = if t.wakes.is_empty() {
-            WakeOp::ALL.to_vec()
-        } else {
-            t.wakes.clone()
-        };
-        // A mutex holder releases where a counter holder would read or write.
-        let wakes: Vec<WakeOp> = wakes
-            .into_iter()
-            .filter(|w| t.counter || matches!(w, WakeOp::Renew | WakeOp::Release))
-            .filter(|w| !(t.counter && t.write_ends_grant && *w == WakeOp::Release))
-            .collect();
-        // A holder stalled to just past an odd lease, waking into a renew: where a service
-        // that rounds the lease down has already granted the lock to another.
-        out.push(cell(LEASE, "odd-ttl", "", "", 1));
-        for &aim in aims {
-            if aim == StallAim::Waiter {
-                out.push(cell("client-pause", aim.as_str(), "", "", 5));
-                continue;
-            }
-            for w in &wakes {
-                out.push(cell("client-pause", aim.as_str(), w.as_str(), "", 1));
-            }
-        }
+        out.extend(client_pause_cells(t));
     }
     // A kill costs the most time (the service's recovery wait follows it): after the pause
     // and the clock in each scenario.
@@ -266,6 +239,40 @@ pub fn cells(t: &Target) -> Vec<PlanCell> {
     }
     // Stable: cells of one rank keep the order above.
     out.sort_by_key(|c| c.rank);
+    out
+}
+
+/// The client-stall cells: the odd lease, and each stall aim x wake-up op the workload has
+/// (a waiter's stall has no wake-up op).
+fn client_pause_cells(t: &Target) -> Vec<PlanCell> {
+    let aims: &[StallAim] = if t.aims.is_empty() {
+        &StallAim::ALL
+    } else {
+        &t.aims
+    };
+    let wakes: Vec<WakeOp> = if t.wakes.is_empty() {
+        WakeOp::ALL.to_vec()
+    } else {
+        t.wakes.clone()
+    };
+    // A mutex holder releases where a counter holder would read or write.
+    let wakes: Vec<WakeOp> = wakes
+        .into_iter()
+        .filter(|w| t.counter || matches!(w, WakeOp::Renew | WakeOp::Release))
+        .filter(|w| !(t.counter && t.write_ends_grant && *w == WakeOp::Release))
+        .collect();
+    // A holder stalled to just past an odd lease, waking into a renew: where a service
+    // that rounds the lease down has already granted the lock to another.
+    let mut out = vec![cell(LEASE, "odd-ttl", "", "", 1)];
+    for &aim in aims {
+        if aim == StallAim::Waiter {
+            out.push(cell("client-pause", aim.as_str(), "", "", 5));
+            continue;
+        }
+        for w in &wakes {
+            out.push(cell("client-pause", aim.as_str(), w.as_str(), "", 1));
+        }
+    }
     out
 }
 
@@ -337,6 +344,24 @@ pub fn next(
     let open_cells: Vec<usize> = (0..cells.len())
         .filter(|&i| open(&tallies[i], t.times))
         .collect();
+    let first = pick_first(cells, &open_cells, previous)?;
+    if cells[first].cell.kind == CONTENTION {
+        return Some(contention_scenario(t, &cells[first], first, seed));
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x7375_6974_6521);
+    if let Some(s) = kill_again(t, cells, tallies, &open_cells, seed, &mut rng) {
+        return Some(s);
+    }
+    fault_scenario(t, cells, &open_cells, cells[first].profile, seed, &mut rng)
+}
+
+/// The first open cell, unless the scenario before had its profile and a fault cell of
+/// another profile is open: then that one.
+fn pick_first(
+    cells: &[PlanCell],
+    open_cells: &[usize],
+    previous: Option<Profile>,
+) -> Option<usize> {
     let mut first = *open_cells.first()?;
     if let Some(prev) = previous {
         let other = open_cells
@@ -349,10 +374,16 @@ pub fn next(
             }
         }
     }
-    if cells[first].cell.kind == CONTENTION && cells[first].cell.variant == BANK {
+    Some(first)
+}
+
+/// A contention cell's scenario: no fault, its workload alone (the bank's own flags).
+fn contention_scenario(t: &Target, c: &PlanCell, i: usize, seed: u64) -> Scenario {
+    debug_assert_eq!(c.cell.kind, CONTENTION);
+    if c.cell.variant == BANK {
         let wait_ms = bank_wait_ms(t);
-        return Some(Scenario {
-            aims: vec![first],
+        return Scenario {
+            aims: vec![i],
             flags: bank_contention_flags(t),
             schedule: None,
             profile: Profile::Plain,
@@ -360,46 +391,54 @@ pub fn next(
             // past them.
             duration_ms: (wait_ms + t.liveness_grace_ms + 2_000).clamp(3_000, 12_000),
             seed,
-        });
+        };
     }
-    if cells[first].cell.kind == CONTENTION {
-        let workload = cells[first].cell.variant.clone();
-        // Many clients asking at once, each once a round: grants race, and a service that
-        // lets two in is caught without any fault.
-        let window_ms = (t.lease_ms / 4).clamp(50, 500);
-        return Some(Scenario {
-            aims: vec![first],
-            flags: vec![
-                "--workload".into(),
-                workload,
-                "--nemesis".into(),
-                "none".into(),
-                "--clients".into(),
-                "10".into(),
-                "--arrivals".into(),
-                format!("rounds:{window_ms}ms"),
-            ],
-            schedule: None,
-            profile: Profile::Plain,
-            duration_ms: (t.lease_ms * 2).clamp(2_000, 4_000),
-            seed,
-        });
+    let workload = c.cell.variant.clone();
+    // Many clients asking at once, each once a round: grants race, and a service that
+    // lets two in is caught without any fault.
+    let window_ms = (t.lease_ms / 4).clamp(50, 500);
+    Scenario {
+        aims: vec![i],
+        flags: vec![
+            "--workload".into(),
+            workload,
+            "--nemesis".into(),
+            "none".into(),
+            "--clients".into(),
+            "10".into(),
+            "--arrivals".into(),
+            format!("rounds:{window_ms}ms"),
+        ],
+        schedule: None,
+        profile: Profile::Plain,
+        duration_ms: (t.lease_ms * 2).clamp(2_000, 4_000),
+        seed,
     }
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x7375_6974_6521);
-    if let Some(s) = kill_again(t, cells, tallies, &open_cells, seed, &mut rng) {
-        return Some(s);
-    }
-    let profile = cells[first].profile;
-    let kinds = {
-        let mut k: Vec<&str> = open_cells
-            .iter()
-            .filter(|&&i| cells[i].profile == profile && cells[i].cell.kind != CONTENTION)
-            .map(|&i| cells[i].cell.kind.as_str())
-            .collect();
-        k.sort_unstable();
-        k.dedup();
-        k.len()
-    };
+}
+
+/// How many kinds of fault the open cells of `profile` hold.
+fn open_kinds(cells: &[PlanCell], open_cells: &[usize], profile: Profile) -> usize {
+    let mut k: Vec<&str> = open_cells
+        .iter()
+        .filter(|&&i| cells[i].profile == profile && cells[i].cell.kind != CONTENTION)
+        .map(|&i| cells[i].cell.kind.as_str())
+        .collect();
+    k.sort_unstable();
+    k.dedup();
+    k.len()
+}
+
+/// The open fault cells of `profile` packed into one schedule up to
+/// [`SCENARIO_FAULTS_MS_MAX`], one of each kind first; `None` if none yields a fault.
+fn fault_scenario(
+    t: &Target,
+    cells: &[PlanCell],
+    open_cells: &[usize],
+    profile: Profile,
+    seed: u64,
+    rng: &mut ChaCha8Rng,
+) -> Option<Scenario> {
+    let kinds = open_kinds(cells, open_cells, profile);
     let ttl = match profile {
         Profile::OddTtl => odd_ttl_ms(t.lease_ms.max(10)),
         _ => t.lease_ms.max(10),
@@ -411,14 +450,14 @@ pub fn next(
     let mut aims = Vec::new();
     // The first pass (one cell of each kind) always goes in, so every kind is met in every
     // scenario while it has open cells; more only while the scenario is short.
-    for (n, i) in breadth_first(cells, &open_cells, profile)
+    for (n, i) in breadth_first(cells, open_cells, profile)
         .into_iter()
         .enumerate()
     {
         if n >= kinds && at_ms >= SCENARIO_FAULTS_MS_MAX {
             break;
         }
-        let Some((f, after_ms)) = fault_for(t, &cells[i].cell, at_ms, ttl, &mut rng) else {
+        let Some((f, after_ms)) = fault_for(t, &cells[i].cell, at_ms, ttl, rng) else {
             continue;
         };
         let f = PlannedFault {
