@@ -127,7 +127,7 @@ pub async fn run(spec: RunSpec, progress: &dyn Progress) -> Result<RunOutcome> {
     let stall_max_ms = schedule
         .faults
         .iter()
-        .filter(|f| f.kind == FaultKind::ClientPause)
+        .filter(|f| f.kind() == FaultKind::ClientPause)
         .map(|f| f.length_ms)
         .max()
         .unwrap_or(0);

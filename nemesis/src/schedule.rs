@@ -5,11 +5,13 @@
 
 mod file;
 
+pub use crate::fault::Payload;
 pub use file::{node_id, Capabilities, ScheduleError, SCHEDULE_VERSION};
 
 /// The plan's file in a run directory.
 pub const SCHEDULE_FILE: &str = "schedule.json";
 
+use crate::fault::{client_pause, kill, pause};
 use crate::netns::{self, NetemSpec};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -507,33 +509,71 @@ pub const NETEM: NetemSpec = NetemSpec {
 pub struct PlannedFault {
     /// Stable within a schedule (`f1`, `f2`, ...): every history op of the fault carries it.
     pub id: String,
-    pub kind: FaultKind,
     /// Start, in ms since the test started.
     pub at_ms: u64,
     /// How long it lasts: the pause, the stall, the skew, the cut, or the downtime before the
     /// restart.
     pub length_ms: u64,
-    /// The nodes a pause, kill, clock or netem fault hits.
+    /// The nodes a pause, kill, clock or netem fault hits (empty for a partition, whose cut
+    /// names its nodes, and for a client-pause).
     pub nodes: Vec<usize>,
-    /// For a kill, its second wave (empty: none): these nodes are killed once `nodes` are back,
-    /// for the same downtime. A rolling restart, each wave a minority, harmless alone to a
-    /// service whose grants live on a majority: together they can leave a grant on no node
-    /// that remembers it.
-    pub then_nodes: Vec<usize>,
-    /// For a clock fault, what it does to the clock.
-    pub clock: Option<ClockFault>,
-    /// For a partition, which links it cuts.
-    pub partition: Option<PartitionFault>,
-    /// For netem, what it does to packets.
-    pub netem: Option<NetemSpec>,
-    /// For a client-pause, how long the stall request waits for a lock holder to take it.
-    pub window_ms: Option<u64>,
-    /// For a client-pause, its shape (`None`: a schedule written before shapes; the holder
-    /// stalls for the whole length and wakes into the workload's next op).
-    pub client: Option<ClientFault>,
+    /// Its family's own part: which family it is and what that family needs.
+    pub payload: Payload,
 }
 
 impl PlannedFault {
+    pub fn kind(&self) -> FaultKind {
+        self.payload.kind()
+    }
+
+    /// For a kill, its second wave (empty: none, and for every other family).
+    pub fn then_nodes(&self) -> &[usize] {
+        match &self.payload {
+            Payload::Kill(k) => &k.then_nodes,
+            _ => &[],
+        }
+    }
+
+    /// For a clock fault, what it does to the clock.
+    pub fn clock(&self) -> Option<ClockFault> {
+        match &self.payload {
+            Payload::Clock(c) => Some(*c),
+            _ => None,
+        }
+    }
+
+    /// For a partition, which links it cuts.
+    pub fn partition(&self) -> Option<&PartitionFault> {
+        match &self.payload {
+            Payload::Partition(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// For netem, what it does to packets.
+    pub fn netem(&self) -> Option<&NetemSpec> {
+        match &self.payload {
+            Payload::Netem(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    /// For a client-pause, how long the stall request waits for a lock holder to take it.
+    pub fn window_ms(&self) -> Option<u64> {
+        match &self.payload {
+            Payload::ClientPause(c) => Some(c.window_ms),
+            _ => None,
+        }
+    }
+
+    /// For a client-pause, its shape (`None` also for a schedule written before shapes).
+    pub fn client(&self) -> Option<ClientFault> {
+        match &self.payload {
+            Payload::ClientPause(c) => c.shape,
+            _ => None,
+        }
+    }
+
     /// The fault with the positions `was` and `now` traded in every target (paused, killed,
     /// stepped, cut off): planned when `was` was the primary, carried out when `now` is.
     #[must_use]
@@ -544,17 +584,25 @@ impl PlannedFault {
             i => i,
         };
         let mut f = self.clone();
-        for i in f.nodes.iter_mut().chain(f.then_nodes.iter_mut()) {
+        for i in &mut f.nodes {
             *i = swap(*i);
         }
-        if let Some(p) = &mut f.partition {
-            for (a, b) in &mut p.cut {
-                let (x, y) = (swap(*a), swap(*b));
-                (*a, *b) = (x.min(y), x.max(y));
+        match &mut f.payload {
+            Payload::Kill(k) => {
+                for i in &mut k.then_nodes {
+                    *i = swap(*i);
+                }
             }
-            for i in &mut p.clients_cut_from {
-                *i = swap(*i);
+            Payload::Partition(p) => {
+                for (a, b) in &mut p.cut {
+                    let (x, y) = (swap(*a), swap(*b));
+                    (*a, *b) = (x.min(y), x.max(y));
+                }
+                for i in &mut p.clients_cut_from {
+                    *i = swap(*i);
+                }
             }
+            _ => {}
         }
         f
     }
@@ -767,9 +815,19 @@ pub fn plan(cfg: &ScheduleConfig) -> Schedule {
                 },
             }
         });
+        let payload = match kind {
+            FaultKind::Pause => Payload::Pause(pause::Plan),
+            FaultKind::Kill => Payload::Kill(kill::Plan::default()),
+            FaultKind::ClientPause => Payload::ClientPause(client_pause::Plan {
+                window_ms: interval,
+                shape: Some(draw_client(&mut client_rng, &cfg.client_faults, ttl)),
+            }),
+            FaultKind::Clock => Payload::Clock(clock.expect("drawn for a clock fault")),
+            FaultKind::Partition => Payload::Partition(partition.expect("drawn for a partition")),
+            FaultKind::Netem => Payload::Netem(NETEM),
+        };
         out.faults.push(PlannedFault {
             id: format!("f{}", out.faults.len() + 1),
-            kind,
             at_ms: t,
             length_ms,
             nodes: if kind == FaultKind::Partition {
@@ -777,13 +835,7 @@ pub fn plan(cfg: &ScheduleConfig) -> Schedule {
             } else {
                 picked
             },
-            then_nodes: Vec::new(),
-            clock,
-            partition,
-            netem: (kind == FaultKind::Netem).then_some(NETEM),
-            window_ms: (kind == FaultKind::ClientPause).then_some(interval),
-            client: (kind == FaultKind::ClientPause)
-                .then(|| draw_client(&mut client_rng, &cfg.client_faults, ttl)),
+            payload,
         });
         // A correct service refuses grants after a restart until every lease it may have
         // granted has lapsed (up to about 2 ttl with rounding); a kill inside that window would
@@ -836,7 +888,7 @@ mod tests {
                 };
                 assert_eq!(role(&d.nodes, 0), role(&m.nodes, 2), "{d:?} {m:?}");
                 assert_eq!(d.nodes.contains(&1), m.nodes.contains(&1));
-                if let (Some(dp), Some(mp)) = (&d.partition, &m.partition) {
+                if let (Some(dp), Some(mp)) = (d.partition(), m.partition()) {
                     let cut_off = |p: &PartitionFault, i: usize| {
                         p.cut.iter().filter(|(a, b)| *a == i || *b == i).count()
                     };
@@ -870,16 +922,16 @@ mod tests {
             assert!(!p.is_empty());
             for w in p.windows(2) {
                 assert!(w[0].at_ms + w[0].length_ms < w[1].at_ms, "{w:?}");
-                if w[0].kind == FaultKind::Kill {
+                if w[0].kind() == FaultKind::Kill {
                     assert!(w[0].at_ms + w[0].length_ms + 4000 <= w[1].at_ms, "{w:?}");
                 }
             }
             assert!(p.iter().all(|f| f.at_ms < 30_000));
-            let stalls = p.iter().filter(|f| f.kind == FaultKind::ClientPause);
+            let stalls = p.iter().filter(|f| f.kind() == FaultKind::ClientPause);
             assert!(stalls.clone().all(|f| f.length_ms > 2000));
             assert!(p
                 .iter()
-                .all(|f| f.clock.is_some() == (f.kind == FaultKind::Clock)));
+                .all(|f| f.clock().is_some() == (f.kind() == FaultKind::Clock)));
         }
     }
 
@@ -890,12 +942,12 @@ mod tests {
             assert_eq!((p.nodes, p.primary, p.seed), (3, 0, Some(seed)));
             for (i, f) in p.faults.iter().enumerate() {
                 assert_eq!(f.id, format!("f{}", i + 1));
-                match f.kind {
+                match f.kind() {
                     FaultKind::Pause | FaultKind::Kill | FaultKind::Netem => {
                         assert_eq!(f.nodes.len(), 1, "{f:?}")
                     }
                     FaultKind::Clock => {
-                        let c = f.clock.unwrap();
+                        let c = f.clock().unwrap();
                         assert_eq!(f.nodes.len(), 1);
                         match c.mode {
                             ClockMode::BumpBack => assert_eq!(c.delta_ms, Some(-6000)),
@@ -905,16 +957,16 @@ mod tests {
                         }
                     }
                     FaultKind::Partition => {
-                        let c = f.partition.as_ref().unwrap();
+                        let c = f.partition().unwrap();
                         assert!(f.nodes.is_empty());
                         assert!(!c.cut.is_empty() || !c.clients_cut_from.is_empty(), "{f:?}");
                     }
                     FaultKind::ClientPause => {
                         assert!(f.nodes.is_empty());
-                        assert_eq!(f.window_ms, Some(3000));
+                        assert_eq!(f.window_ms(), Some(3000));
                     }
                 }
-                assert_eq!(f.netem.is_some(), f.kind == FaultKind::Netem);
+                assert_eq!(f.netem().is_some(), f.kind() == FaultKind::Netem);
             }
         }
         // Without nodes (a --url target) only client-side faults plan targets: none.
@@ -934,9 +986,9 @@ mod tests {
             for f in all
                 .faults
                 .iter()
-                .filter(|f| f.kind == FaultKind::ClientPause)
+                .filter(|f| f.kind() == FaultKind::ClientPause)
             {
-                let c = f.client.expect("every drawn client-pause has a shape");
+                let c = f.client().expect("every drawn client-pause has a shape");
                 assert_eq!(c.wake.is_none(), c.aim == StallAim::Waiter, "{f:?}");
                 let aimed = matches!(c.aim, StallAim::Boundary | StallAim::NextGrant);
                 assert_eq!(aimed, c.after_ms > 0, "{f:?}");
@@ -946,7 +998,7 @@ mod tests {
             assert!(all
                 .faults
                 .iter()
-                .all(|f| f.client.is_some() == (f.kind == FaultKind::ClientPause)));
+                .all(|f| f.client().is_some() == (f.kind() == FaultKind::ClientPause)));
             // Choosing shapes changes no other fault of the seed.
             let chosen = ScheduleConfig {
                 client_faults: parse_client_faults("boundary,renew").unwrap(),
@@ -956,10 +1008,10 @@ mod tests {
             assert_eq!(only.faults.len(), all.faults.len());
             for (a, b) in all.faults.iter().zip(&only.faults) {
                 assert_eq!(
-                    (a.kind, a.at_ms, a.length_ms, &a.nodes),
-                    (b.kind, b.at_ms, b.length_ms, &b.nodes)
+                    (a.kind(), a.at_ms, a.length_ms, &a.nodes),
+                    (b.kind(), b.at_ms, b.length_ms, &b.nodes)
                 );
-                if let Some(c) = b.client {
+                if let Some(c) = b.client() {
                     assert_eq!((c.aim, c.wake), (StallAim::Boundary, Some(WakeOp::Renew)));
                 }
             }
@@ -994,7 +1046,7 @@ mod tests {
         for seed in 0..50 {
             let p = plan(&cfg(seed)).faults;
             for round in p.chunks(6).filter(|r| r.len() == 6) {
-                let mut kinds: Vec<_> = round.iter().map(|f| f.kind).collect();
+                let mut kinds: Vec<_> = round.iter().map(|f| f.kind()).collect();
                 kinds.sort();
                 assert_eq!(kinds, FaultKind::ALL.to_vec(), "seed {seed}");
             }

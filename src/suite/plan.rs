@@ -9,8 +9,9 @@
 //! clock change lasting several leases).
 
 use history::coverage::{Cell, KILL_ROLLING};
+use nemesis::fault::{client_pause, kill, pause};
 use nemesis::schedule::{
-    ClientFault, ClockFault, ClockMode, FaultKind, PartitionFault, PlannedFault, Schedule,
+    ClientFault, ClockFault, ClockMode, FaultKind, PartitionFault, Payload, PlannedFault, Schedule,
     StallAim, Topology, WakeOp, NETEM,
 };
 use rand::{Rng, SeedableRng};
@@ -576,29 +577,25 @@ fn fault_for(
             _ => vec![0],
         }
     };
-    let base = |kind: FaultKind, length_ms: u64| PlannedFault {
+    let base = |payload: Payload, length_ms: u64| PlannedFault {
         id: String::new(),
-        kind,
         at_ms,
         length_ms,
         nodes: Vec::new(),
-        then_nodes: Vec::new(),
-        clock: None,
-        partition: None,
-        netem: None,
-        window_ms: None,
-        client: None,
+        payload,
     };
     let fault = match c.kind.as_str() {
-        LEASE => PlannedFault {
-            window_ms: Some(ttl.max(500)),
-            client: Some(ClientFault {
-                aim: StallAim::Boundary,
-                wake: Some(WakeOp::Renew),
-                after_ms: rng.random_range(10..=(ttl / 20).max(20)),
+        LEASE => base(
+            Payload::ClientPause(client_pause::Plan {
+                window_ms: ttl.max(500),
+                shape: Some(ClientFault {
+                    aim: StallAim::Boundary,
+                    wake: Some(WakeOp::Renew),
+                    after_ms: rng.random_range(10..=(ttl / 20).max(20)),
+                }),
             }),
-            ..base(FaultKind::ClientPause, ttl * 2)
-        },
+            ttl * 2,
+        ),
         "client-pause" => {
             let aim: StallAim = c.variant.parse().ok()?;
             let wake = if aim == StallAim::Waiter {
@@ -618,21 +615,23 @@ fn fault_for(
                 StallAim::Long => (ttl * 2).max(ttl * 2 + t.liveness_grace_ms),
                 _ => ttl * 2,
             };
-            PlannedFault {
-                // Well past the lease: the aimed instants lie within it.
-                window_ms: Some(ttl.max(500)),
-                client: Some(ClientFault {
-                    aim,
-                    wake,
-                    after_ms,
+            base(
+                Payload::ClientPause(client_pause::Plan {
+                    // Well past the lease: the aimed instants lie within it.
+                    window_ms: ttl.max(500),
+                    shape: Some(ClientFault {
+                        aim,
+                        wake,
+                        after_ms,
+                    }),
                 }),
-                ..base(FaultKind::ClientPause, length_ms)
-            }
+                length_ms,
+            )
         }
         // Longer than a lease: one live at the start runs out while the service is frozen.
         "pause" => PlannedFault {
             nodes: role_node(&c.role),
-            ..base(FaultKind::Pause, ttl * 3 / 2)
+            ..base(Payload::Pause(pause::Plan), ttl * 3 / 2)
         },
         "kill" => {
             // Short downtime: the node must be back while a lease it granted is still live.
@@ -641,13 +640,15 @@ fn fault_for(
                     let (first, then) = rolling_waves(t.nodes);
                     PlannedFault {
                         nodes: first,
-                        then_nodes: then,
-                        ..base(FaultKind::Kill, (ttl / 4).max(100))
+                        ..base(
+                            Payload::Kill(kill::Plan { then_nodes: then }),
+                            (ttl / 4).max(100),
+                        )
                     }
                 }
                 _ => PlannedFault {
                     nodes: role_node(&c.role),
-                    ..base(FaultKind::Kill, (ttl / 4).max(100))
+                    ..base(Payload::Kill(kill::Plan::default()), (ttl / 4).max(100))
                 },
             };
             // A correct service refuses grants for up to about 2 leases after its restart; the
@@ -665,12 +666,14 @@ fn fault_for(
             };
             PlannedFault {
                 nodes: role_node(&c.role),
-                clock: Some(ClockFault {
-                    mode,
-                    delta_ms,
-                    rate,
-                }),
-                ..base(FaultKind::Clock, ttl * 3)
+                ..base(
+                    Payload::Clock(ClockFault {
+                        mode,
+                        delta_ms,
+                        rate,
+                    }),
+                    ttl * 3,
+                )
             }
         }
         "partition" => {
@@ -683,19 +686,18 @@ fn fault_for(
                 Topology::Bridge => (nemesis::netns::topology::bridge(n), vec![]),
                 Topology::Clients => (vec![], vec![0]),
             };
-            PlannedFault {
-                partition: Some(PartitionFault {
+            base(
+                Payload::Partition(PartitionFault {
                     topology,
                     cut,
                     clients_cut_from,
                 }),
-                ..base(FaultKind::Partition, ttl * 2)
-            }
+                ttl * 2,
+            )
         }
         "netem" => PlannedFault {
             nodes: vec![0],
-            netem: Some(NETEM),
-            ..base(FaultKind::Netem, ttl * 2)
+            ..base(Payload::Netem(NETEM), ttl * 2)
         },
         _ => return None,
     };
@@ -796,7 +798,7 @@ mod tests {
             let f = &s.schedule.as_ref().unwrap().faults;
             assert_eq!(f.len(), 1, "{s:?}");
             assert_eq!(
-                (f[0].nodes.clone(), f[0].then_nodes.clone()),
+                (f[0].nodes.clone(), f[0].then_nodes().to_vec()),
                 (vec![2], vec![1])
             );
             let hold = s.flags.iter().position(|a| a == "--hold").expect("--hold");
@@ -1064,8 +1066,8 @@ mod tests {
             "boundary and next-grant stalls keep the target's waits"
         );
         for f in &sch.faults {
-            match f.kind {
-                FaultKind::ClientPause => assert!(f.length_ms > 1000 && f.client.is_some()),
+            match f.kind() {
+                FaultKind::ClientPause => assert!(f.length_ms > 1000 && f.client().is_some()),
                 FaultKind::Pause => assert!(f.length_ms > 1000),
                 FaultKind::Clock => assert!(f.length_ms >= 3000),
                 _ => {}

@@ -11,6 +11,16 @@ use crate::Error;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+/// A client-pause's request window and shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Plan {
+    /// How long the stall request waits for a lock holder to take it.
+    pub window_ms: u64,
+    /// Its shape (`None`: a schedule written before shapes; the holder stalls for the whole
+    /// length and wakes into the workload's next op).
+    pub shape: Option<ClientFault>,
+}
+
 pub const START: &str = "start-client-pause";
 pub const STOP: &str = "stop-client-pause";
 
@@ -36,13 +46,13 @@ pub trait ClientStalls: Send + Sync {
 
 pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Result<(), Error> {
     let length = Duration::from_millis(fault.length_ms);
-    let window = Duration::from_millis(fault.window_ms.unwrap_or(fault.length_ms));
+    let window = Duration::from_millis(fault.window_ms().unwrap_or(fault.length_ms));
     ctx.stalls.request(
         StallRequest {
             length,
             fault: fault.id.clone(),
             ops: [START, STOP],
-            shape: fault.client,
+            shape: fault.client(),
         },
         Instant::now() + window,
     );

@@ -8,13 +8,16 @@
 
 use super::{Ctx, Healer};
 use crate::clock::{faketime_env, Backend, ClockScope, ControlPage, NodeClock};
-use crate::schedule::{ClockMode, PlannedFault};
+use crate::schedule::{ClockFault, ClockMode, PlannedFault};
 use crate::Error;
 use history::{OpValue, Recorder};
 use serde_json::json;
 use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
+
+/// A clock fault carries its change.
+pub type Plan = ClockFault;
 
 pub const START: &str = "start-clock";
 pub const STOP: &str = "stop-clock";
@@ -67,7 +70,7 @@ pub fn prepare(
 
 pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Result<(), Error> {
     let change = fault
-        .clock
+        .clock()
         .ok_or_else(|| Error::msg(format!("fault {}: a clock fault without a mode", fault.id)))?;
     let names = ctx.names(&fault.nodes).join(",");
     ctx.set_active(Some(format!("clock {} {names}", change.mode)));

@@ -12,6 +12,15 @@ use serde_json::json;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+/// A kill's second wave (empty: none): these nodes are killed once the fault's `nodes` are
+/// back, for the same downtime. A rolling restart, each wave a minority, harmless alone to a
+/// service whose grants live on a majority: together they can leave a grant on no node that
+/// remembers it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Plan {
+    pub then_nodes: Vec<usize>,
+}
+
 pub const START: &str = "kill";
 pub const STOP: &str = "restart";
 
@@ -21,7 +30,7 @@ pub const RESTART_ATTEMPTS: u32 = 3;
 pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Result<(), Error> {
     ctx.record(START, with_waves(ctx, fault, ctx.value(fault)))?;
     let mut stopped = false;
-    for wave in [&fault.nodes, &fault.then_nodes] {
+    for wave in [&fault.nodes[..], fault.then_nodes()] {
         // A run told to stop during the first wave brings it back and kills no more.
         if wave.is_empty() || stopped {
             continue;
@@ -38,9 +47,9 @@ pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Res
 /// A rolling kill's events also name its second wave (`then_nodes`), by which coverage tells
 /// it from a kill of all its nodes at once.
 fn with_waves<W: Write + Send>(ctx: &Ctx<W>, fault: &PlannedFault, value: OpValue) -> OpValue {
-    match fault.then_nodes.is_empty() {
+    match fault.then_nodes().is_empty() {
         true => value,
-        false => value.with_extra("then_nodes", json!(ctx.names(&fault.then_nodes))),
+        false => value.with_extra("then_nodes", json!(ctx.names(fault.then_nodes()))),
     }
 }
 
@@ -54,7 +63,7 @@ async fn down_and_up<W: Write + Send>(
     for &i in wave {
         ctx.nodes[i].lock().await.kill().await?;
     }
-    let label = format!("{} {}", fault.kind, ctx.names(wave).join(","));
+    let label = format!("{} {}", fault.kind(), ctx.names(wave).join(","));
     ctx.set_active(Some(label));
     let stopped = ctx
         .sleep_or_stop(Instant::now() + Duration::from_millis(fault.length_ms))

@@ -3,11 +3,12 @@
 //! its heal. [`run_plan`] interprets a schedule with them, fault by fault; [`heal_all`] is the
 //! final heal at the end of a run.
 //!
-//! A family module has the same four items: `START`, `STOP`, `async fn run(ctx, fault)` (start,
-//! hold for the fault's length or until the run stops, end: the end always runs) and `async fn
-//! heal(healer)` (what is left to undo once the run is over). A new family is one module here
-//! plus its line in `families!` below, and its kind in [`FaultKind`] with what the plan draws
-//! for it (`schedule.rs`).
+//! A family module has the same five items: `Plan` (what a planned fault of the family carries
+//! beyond its id, start, length and nodes: [`Payload`]'s variant for it), `START`, `STOP`,
+//! `async fn run(ctx, fault)` (start, hold for the fault's length or until the run stops, end:
+//! the end always runs) and `async fn heal(healer)` (what is left to undo once the run is
+//! over). A new family is one module here plus its line in `families!` below, and its kind in
+//! [`FaultKind`] with what the plan draws for it (`schedule.rs`).
 
 use crate::node::Node;
 use crate::ready::Readiness;
@@ -28,12 +29,28 @@ macro_rules! families {
     ($($kind:ident => $module:ident),+ $(,)?) => {
         $(pub mod $module;)+
 
+        /// What a planned fault carries for its family: one variant per family, each with
+        /// that family's own data, so a fault cannot hold another family's fields.
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum Payload {
+            $($kind($module::Plan),)+
+        }
+
+        impl Payload {
+            /// The family's kind.
+            pub fn kind(&self) -> FaultKind {
+                match self {
+                    $(Payload::$kind(_) => FaultKind::$kind,)+
+                }
+            }
+        }
+
         /// Carries out one planned fault with its family.
         async fn dispatch<W: Write + Send>(
             ctx: &mut Ctx<W>,
             fault: &PlannedFault,
         ) -> Result<(), Error> {
-            match fault.kind {
+            match fault.kind() {
                 $(FaultKind::$kind => $module::run(ctx, fault).await,)+
             }
         }
@@ -208,7 +225,7 @@ pub async fn run_plan<W: Write + Send>(
         // A primary that moves: the fault planned for it goes where it is now, and the node
         // there takes the place the plan gave the primary's.
         let fault = match &ctx.locate {
-            Some(l) if fault.kind.is_server_side() => match l.find().await {
+            Some(l) if fault.kind().is_server_side() => match l.find().await {
                 Some(now) => {
                     ctx.primary = now;
                     fault.with_primary(planned, now)
@@ -224,10 +241,10 @@ pub async fn run_plan<W: Write + Send>(
             },
             _ => fault,
         };
-        if fault.kind.is_server_side() && ctx.nodes.is_empty() {
+        if fault.kind().is_server_side() && ctx.nodes.is_empty() {
             return Err(Error::msg(format!(
                 "{} needs nodes the harness started",
-                fault.kind
+                fault.kind()
             )));
         }
         if let Some(&i) = fault.nodes_named().iter().find(|&&i| i >= ctx.nodes.len()) {

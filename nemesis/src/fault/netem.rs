@@ -2,11 +2,15 @@
 //! network faults, hold, clear.
 
 use super::{Ctx, Healer};
+use crate::netns::NetemSpec;
 use crate::schedule::{PlannedFault, NETEM};
 use crate::Error;
 use serde_json::json;
 use std::io::Write;
 use std::time::Duration;
+
+/// A netem fault carries what it does to packets.
+pub type Plan = NetemSpec;
 
 pub const START: &str = "start-netem";
 pub const STOP: &str = "stop-netem";
@@ -16,7 +20,7 @@ pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Res
         .network
         .clone()
         .ok_or_else(|| Error::msg("netem needs --runtime netns"))?;
-    let spec = fault.netem.clone().unwrap_or(NETEM);
+    let spec = fault.netem().cloned().unwrap_or(NETEM);
     let v = ctx.value(fault).with_extra(
         "netem",
         json!({"delay_ms": spec.delay_ms, "jitter_ms": spec.jitter_ms,
@@ -25,7 +29,7 @@ pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Res
     );
     ctx.record(START, v.clone())?;
     tokio::task::block_in_place(|| network.netem(&fault.nodes, &spec))?;
-    let label = format!("{} {}", fault.kind, ctx.names(&fault.nodes).join(","));
+    let label = format!("{} {}", fault.kind(), ctx.names(&fault.nodes).join(","));
     ctx.set_active(Some(label));
     ctx.hold(Duration::from_millis(fault.length_ms)).await;
     tokio::task::block_in_place(|| network.clear_netem(&fault.nodes))?;

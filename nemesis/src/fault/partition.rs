@@ -2,12 +2,15 @@
 //! with the runtime's network faults, hold, heal.
 
 use super::{Ctx, Healer};
-use crate::schedule::PlannedFault;
+use crate::schedule::{PartitionFault, PlannedFault};
 use crate::Error;
 use history::OpValue;
 use serde_json::json;
 use std::io::Write;
 use std::time::Duration;
+
+/// A partition carries its cut.
+pub type Plan = PartitionFault;
 
 pub const START: &str = "start-partition";
 pub const STOP: &str = "stop-partition";
@@ -18,8 +21,7 @@ pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Res
         .clone()
         .ok_or_else(|| Error::msg("partitions need --runtime netns"))?;
     let p = fault
-        .partition
-        .as_ref()
+        .partition()
         .ok_or_else(|| Error::msg(format!("fault {}: a partition without a cut", fault.id)))?;
     let links: Vec<[&str; 2]> = p
         .cut

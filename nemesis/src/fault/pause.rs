@@ -7,6 +7,10 @@ use crate::Error;
 use std::io::Write;
 use std::time::Duration;
 
+/// A pause carries nothing beyond its nodes and length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Plan;
+
 pub const START: &str = "start-pause";
 pub const STOP: &str = "stop-pause";
 
@@ -15,7 +19,7 @@ pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Res
     for &i in &fault.nodes {
         ctx.nodes[i].lock().await.pause().await?;
     }
-    let label = format!("{} {}", fault.kind, ctx.names(&fault.nodes).join(","));
+    let label = format!("{} {}", fault.kind(), ctx.names(&fault.nodes).join(","));
     ctx.set_active(Some(label));
     // Heal on stop too: the fault's end always runs.
     ctx.hold(Duration::from_millis(fault.length_ms)).await;

@@ -51,9 +51,10 @@
 //! Unknown keys are refused, so a typo never silently drops part of a fault.
 
 use super::{
-    ClientFault, ClockFault, ClockMode, FaultKind, PartitionFault, PlannedFault, Schedule,
+    ClientFault, ClockFault, ClockMode, FaultKind, PartitionFault, Payload, PlannedFault, Schedule,
     StallAim, Topology, WakeOp, MAX_FAULTS, NETEM,
 };
+use crate::fault::{client_pause, kill, pause};
 use crate::netns::NetemSpec;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -237,34 +238,31 @@ impl PlannedFault {
         let ids = |v: &[usize]| v.iter().map(|&i| node_id(i)).collect::<Vec<_>>();
         RawFault {
             id: self.id.clone(),
-            kind: self.kind.as_str().to_string(),
+            kind: self.kind().as_str().to_string(),
             at_ms: self.at_ms,
             length_ms: self.length_ms,
             nodes: ids(&self.nodes),
-            then_nodes: ids(&self.then_nodes),
-            mode: self.clock.map(|c| c.mode.as_str().to_string()),
-            delta_ms: self.clock.and_then(|c| c.delta_ms),
-            rate: self.clock.and_then(|c| c.rate),
-            topology: self
-                .partition
-                .as_ref()
-                .map(|p| p.topology.as_str().to_string()),
-            cut: self.partition.as_ref().map(|p| {
+            then_nodes: ids(self.then_nodes()),
+            mode: self.clock().map(|c| c.mode.as_str().to_string()),
+            delta_ms: self.clock().and_then(|c| c.delta_ms),
+            rate: self.clock().and_then(|c| c.rate),
+            topology: self.partition().map(|p| p.topology.as_str().to_string()),
+            cut: self.partition().map(|p| {
                 p.cut
                     .iter()
                     .map(|&(a, b)| [node_id(a), node_id(b)])
                     .collect()
             }),
-            clients_cut_from: self.partition.as_ref().map(|p| ids(&p.clients_cut_from)),
-            netem: self.netem.clone(),
-            window_ms: self.window_ms,
-            shape: self.client.map(|c| c.aim.as_str().to_string()),
+            clients_cut_from: self.partition().map(|p| ids(&p.clients_cut_from)),
+            netem: self.netem().cloned(),
+            window_ms: self.window_ms(),
+            shape: self.client().map(|c| c.aim.as_str().to_string()),
             wake: self
-                .client
+                .client()
                 .and_then(|c| c.wake)
                 .map(|w| w.as_str().to_string()),
             after_ms: self
-                .client
+                .client()
                 .filter(|c| matches!(c.aim, StallAim::Boundary | StallAim::NextGrant))
                 .map(|c| c.after_ms),
         }
@@ -459,27 +457,35 @@ impl PlannedFault {
         } else {
             None
         };
-        let window_ms =
-            (kind == FaultKind::ClientPause).then(|| r.window_ms.unwrap_or(r.length_ms));
+        let payload = match kind {
+            FaultKind::Pause => Payload::Pause(pause::Plan),
+            FaultKind::Kill => Payload::Kill(kill::Plan { then_nodes }),
+            FaultKind::ClientPause => Payload::ClientPause(client_pause::Plan {
+                window_ms: r.window_ms.unwrap_or(r.length_ms),
+                shape: client,
+            }),
+            FaultKind::Clock => Payload::Clock(clock.expect("read for a clock fault")),
+            FaultKind::Partition => Payload::Partition(partition.expect("read for a partition")),
+            FaultKind::Netem => Payload::Netem(netem.expect("read for a netem fault")),
+        };
         Ok(PlannedFault {
             id: r.id,
-            kind,
             at_ms: r.at_ms,
             length_ms: r.length_ms,
             nodes,
-            then_nodes,
-            clock,
-            partition,
-            netem,
-            window_ms,
-            client,
+            payload,
         })
     }
 
     /// Every node position the fault names (targets, cut ends, nodes cut from clients).
     pub fn nodes_named(&self) -> BTreeSet<usize> {
-        let mut all: BTreeSet<usize> = self.nodes.iter().chain(&self.then_nodes).copied().collect();
-        if let Some(p) = &self.partition {
+        let mut all: BTreeSet<usize> = self
+            .nodes
+            .iter()
+            .chain(self.then_nodes())
+            .copied()
+            .collect();
+        if let Some(p) = self.partition() {
             all.extend(p.cut.iter().flat_map(|&(a, b)| [a, b]));
             all.extend(p.clients_cut_from.iter().copied());
         }
@@ -489,7 +495,7 @@ impl PlannedFault {
     /// When the fault ends, in ms since the run's start (a rolling kill's second wave after
     /// the first: the restarts' own time is not counted, as for any kill).
     pub fn end_ms(&self) -> u64 {
-        let waves = if self.then_nodes.is_empty() { 1 } else { 2 };
+        let waves = if self.then_nodes().is_empty() { 1 } else { 2 };
         self.at_ms + self.length_ms * waves
     }
 }
@@ -583,12 +589,12 @@ impl Schedule {
     /// faults only under libfaketime.
     pub fn check(&self, caps: &Capabilities) -> Result<(), ScheduleError> {
         for f in &self.faults {
-            if f.kind.is_server_side() && caps.nodes == 0 {
+            if f.kind().is_server_side() && caps.nodes == 0 {
                 return Err(at(
                     &f.id,
                     format!(
                         "{} needs nodes the harness started (this run's target is a --url)",
-                        f.kind
+                        f.kind()
                     ),
                 ));
             }
@@ -602,12 +608,12 @@ impl Schedule {
                     ),
                 ));
             }
-            if f.kind.needs_netns() {
+            if f.kind().needs_netns() {
                 if let Err(why) = &caps.netns {
-                    return Err(at(&f.id, format!("{} {why}", f.kind)));
+                    return Err(at(&f.id, format!("{} {why}", f.kind())));
                 }
             }
-            if f.kind == FaultKind::Clock {
+            if f.kind() == FaultKind::Clock {
                 if let Err(why) = &caps.clock {
                     return Err(at(&f.id, format!("clock {why}")));
                 }
@@ -620,7 +626,7 @@ impl Schedule {
     pub fn kinds(&self) -> Vec<FaultKind> {
         FaultKind::ALL
             .into_iter()
-            .filter(|k| self.faults.iter().any(|f| f.kind == *k))
+            .filter(|k| self.faults.iter().any(|f| f.kind() == *k))
             .collect()
     }
 
@@ -753,7 +759,10 @@ mod tests {
         );
         let s = Schedule::parse(&text).unwrap();
         let f = &s.faults[0];
-        assert_eq!((f.nodes.clone(), f.then_nodes.clone()), (vec![2], vec![1]));
+        assert_eq!(
+            (f.nodes.clone(), f.then_nodes().to_vec()),
+            (vec![2], vec![1])
+        );
         assert_eq!(f.end_ms(), 200);
         assert_eq!(Schedule::parse(&s.to_json()).unwrap(), s);
         for (fault, want) in [
@@ -795,13 +804,13 @@ mod tests {
         };
         // A file from before shapes: no shape, the old behaviour.
         let s = Schedule::parse(&f("")).unwrap();
-        assert_eq!(s.faults[0].client, None);
+        assert_eq!(s.faults[0].client(), None);
         let s = Schedule::parse(&f(
             r#", "shape": "next-grant", "wake": "write", "after_ms": 40"#,
         ))
         .unwrap();
         assert_eq!(
-            s.faults[0].client,
+            s.faults[0].client(),
             Some(ClientFault {
                 aim: StallAim::NextGrant,
                 wake: Some(WakeOp::Write),
@@ -814,9 +823,9 @@ mod tests {
             r#", "shape": "boundary", "wake": "renew", "after_ms": 5000"#,
         ))
         .unwrap();
-        assert_eq!(s.faults[0].client.unwrap().after_ms, 5000);
+        assert_eq!(s.faults[0].client().unwrap().after_ms, 5000);
         let s = Schedule::parse(&f(r#", "shape": "waiter""#)).unwrap();
-        assert_eq!(s.faults[0].client.unwrap().wake, None);
+        assert_eq!(s.faults[0].client().unwrap().wake, None);
         for (extra, want) in [
             (
                 r#", "shape": "sideways", "wake": "renew""#,
@@ -877,7 +886,7 @@ mod tests {
             r#"{"id": "f5", "kind": "partition", "at_ms": 1, "length_ms": 5, "topology": "isolate", "cut": [["n2", "n1"]]}"#,
         ))
         .unwrap();
-        assert_eq!(p.faults[0].partition.as_ref().unwrap().cut, vec![(0, 1)]);
+        assert_eq!(p.faults[0].partition().unwrap().cut, vec![(0, 1)]);
         let e = p
             .check(&Capabilities {
                 nodes: 3,
