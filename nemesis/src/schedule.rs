@@ -3,7 +3,7 @@
 //! the run; the runner only interprets it. `schedule.json` in a run directory is the plan
 //! (see [`file`] for the format), and `lockpick run --schedule FILE` replays one.
 
-mod file;
+pub(crate) mod file;
 
 pub use crate::fault::Payload;
 pub use file::{node_id, Capabilities, ScheduleError, SCHEDULE_VERSION};

@@ -6,7 +6,8 @@
 //! here and the fault's id.
 
 use super::{Ctx, Healer};
-use crate::schedule::{ClientFault, PlannedFault};
+use crate::schedule::file::{at, refuses_nodes, RawFault};
+use crate::schedule::{ClientFault, FaultKind, PlannedFault, ScheduleError, StallAim, WakeOp};
 use crate::Error;
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -23,6 +24,89 @@ pub struct Plan {
 
 pub const START: &str = "start-client-pause";
 pub const STOP: &str = "stop-client-pause";
+
+/// `window_ms`, `shape`, `wake` and `after_ms`.
+pub(crate) fn own_key(raw: &RawFault) -> Option<&'static str> {
+    [
+        ("window_ms", raw.window_ms.is_some()),
+        ("shape", raw.shape.is_some()),
+        ("wake", raw.wake.is_some()),
+        ("after_ms", raw.after_ms.is_some()),
+    ]
+    .into_iter()
+    .find_map(|(key, present)| present.then_some(key))
+}
+
+/// The shape, `window_ms` (default: `length_ms`); the client holding a lock is who stalls,
+/// `nodes` is refused.
+pub(crate) fn read(id: &str, raw: &RawFault, nodes: &[usize]) -> Result<Plan, ScheduleError> {
+    let shape = read_shape(id, raw)?;
+    refuses_nodes(
+        id,
+        FaultKind::ClientPause,
+        nodes,
+        "the client holding a lock stalls",
+    )?;
+    Ok(Plan {
+        window_ms: raw.window_ms.unwrap_or(raw.length_ms),
+        shape,
+    })
+}
+
+/// A client-pause's `shape`, `wake` and `after_ms`, checked together.
+fn read_shape(id: &str, r: &RawFault) -> Result<Option<ClientFault>, ScheduleError> {
+    let Some(shape) = r.shape.as_deref() else {
+        if r.wake.is_some() || r.after_ms.is_some() {
+            return Err(at(id, "`wake` and `after_ms` need a `shape`"));
+        }
+        return Ok(None);
+    };
+    let aim: StallAim = shape.parse().map_err(|e: String| at(id, e))?;
+    let wake = match (aim, r.wake.as_deref()) {
+        (StallAim::Waiter, Some(_)) => {
+            return Err(at(
+                id,
+                "`wake` is for holder stalls; a waiter goes on waiting",
+            ))
+        }
+        (StallAim::Waiter, None) => None,
+        (_, Some(w)) => Some(w.parse::<WakeOp>().map_err(|e: String| at(id, e))?),
+        (_, None) => return Err(at(id, format!("a {aim} stall needs `wake`"))),
+    };
+    // An offset past the bound is kept as written: the stall ends at its bound (`length_ms`)
+    // whatever it aims at, and `shrink` halves lengths without touching offsets.
+    let after_ms = match (aim, r.after_ms) {
+        (StallAim::Boundary | StallAim::NextGrant, Some(ms)) => ms,
+        (StallAim::Boundary | StallAim::NextGrant, None) => {
+            return Err(at(id, format!("a {aim} stall needs `after_ms`")))
+        }
+        (_, Some(_)) => {
+            return Err(at(
+                id,
+                format!("`after_ms` is for boundary and next-grant stalls, not {aim}"),
+            ))
+        }
+        (_, None) => 0,
+    };
+    Ok(Some(ClientFault {
+        aim,
+        wake,
+        after_ms,
+    }))
+}
+
+pub(crate) fn write(plan: &Plan, raw: &mut RawFault) {
+    raw.window_ms = Some(plan.window_ms);
+    raw.shape = plan.shape.map(|c| c.aim.as_str().to_string());
+    raw.wake = plan
+        .shape
+        .and_then(|c| c.wake)
+        .map(|w| w.as_str().to_string());
+    raw.after_ms = plan
+        .shape
+        .filter(|c| matches!(c.aim, StallAim::Boundary | StallAim::NextGrant))
+        .map(|c| c.after_ms);
+}
 
 /// A stall for the next lock holder to take.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,7 +8,8 @@
 
 use super::{Ctx, Healer};
 use crate::clock::{faketime_env, Backend, ClockScope, ControlPage, NodeClock};
-use crate::schedule::{ClockFault, ClockMode, PlannedFault};
+use crate::schedule::file::{at, needs_nodes, RawFault, END_MS_MAX};
+use crate::schedule::{ClockFault, ClockMode, FaultKind, PlannedFault, ScheduleError};
 use crate::Error;
 use history::{OpValue, Recorder};
 use serde_json::json;
@@ -23,6 +24,95 @@ pub const START: &str = "start-clock";
 pub const STOP: &str = "stop-clock";
 /// After each change: the offset a node's `/v1/time` really showed.
 pub const OBSERVED: &str = "clock-observed";
+
+/// `mode`, `delta_ms` and `rate`, the change.
+pub(crate) fn own_key(raw: &RawFault) -> Option<&'static str> {
+    [
+        ("mode", raw.mode.is_some()),
+        ("delta_ms", raw.delta_ms.is_some()),
+        ("rate", raw.rate.is_some()),
+    ]
+    .into_iter()
+    .find_map(|(key, present)| present.then_some(key))
+}
+
+/// `mode`, then the step (`delta_ms`) of a bump or strobe, or the `rate` of a fast or slow
+/// clock: the other of the two is refused.
+pub(crate) fn read(id: &str, raw: &RawFault, nodes: &[usize]) -> Result<Plan, ScheduleError> {
+    needs_nodes(id, FaultKind::Clock, nodes)?;
+    let mode: ClockMode = raw
+        .mode
+        .as_deref()
+        .ok_or_else(|| at(id, "a clock fault needs `mode`"))?
+        .parse()
+        .map_err(|e: String| at(id, e))?;
+    let (delta_ms, rate) = match mode {
+        ClockMode::BumpForward | ClockMode::BumpBack | ClockMode::Strobe => {
+            (Some(read_step(id, raw, mode)?), None)
+        }
+        ClockMode::Fast | ClockMode::Slow => (None, Some(read_rate(id, raw, mode)?)),
+    };
+    Ok(ClockFault {
+        mode,
+        delta_ms,
+        rate,
+    })
+}
+
+/// A bump's or a strobe's `delta_ms`: forward > 0, back < 0, strobe not 0.
+fn read_step(id: &str, raw: &RawFault, mode: ClockMode) -> Result<i64, ScheduleError> {
+    if raw.rate.is_some() {
+        return Err(at(
+            id,
+            format!("`rate` is for fast and slow clocks, not {mode}"),
+        ));
+    }
+    let d = raw
+        .delta_ms
+        .ok_or_else(|| at(id, format!("a {mode} clock fault needs `delta_ms`")))?;
+    let ok = match mode {
+        ClockMode::BumpForward => d > 0,
+        ClockMode::BumpBack => d < 0,
+        _ => d != 0,
+    };
+    if !ok || d.unsigned_abs() > END_MS_MAX {
+        return Err(at(
+            id,
+            format!("delta_ms {d} does not fit {mode} (forward > 0, back < 0, strobe not 0; at most 30 days)"),
+        ));
+    }
+    Ok(d)
+}
+
+/// A fast or slow clock's `rate`: above 1 for fast, below for slow.
+fn read_rate(id: &str, raw: &RawFault, mode: ClockMode) -> Result<f64, ScheduleError> {
+    if raw.delta_ms.is_some() {
+        return Err(at(
+            id,
+            format!("`delta_ms` is for bumps and strobes, not {mode}"),
+        ));
+    }
+    let rate = raw
+        .rate
+        .ok_or_else(|| at(id, format!("a {mode} clock fault needs `rate`")))?;
+    let ok = match mode {
+        ClockMode::Fast => rate > 1.0 && rate <= 1000.0,
+        _ => (0.001..1.0).contains(&rate),
+    };
+    if !ok {
+        return Err(at(
+            id,
+            format!("rate {rate} does not fit {mode} (fast: above 1, at most 1000; slow: below 1, at least 0.001)"),
+        ));
+    }
+    Ok(rate)
+}
+
+pub(crate) fn write(plan: &Plan, raw: &mut RawFault) {
+    raw.mode = Some(plan.mode.as_str().to_string());
+    raw.delta_ms = plan.delta_ms;
+    raw.rate = plan.rate;
+}
 
 /// How often a strobing clock flips.
 const STROBE_PERIOD: Duration = Duration::from_millis(200);

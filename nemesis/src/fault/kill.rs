@@ -5,7 +5,8 @@
 
 use super::{Ctx, Healer};
 use crate::node::Node;
-use crate::schedule::PlannedFault;
+use crate::schedule::file::{at, needs_nodes, node_id, node_index, RawFault};
+use crate::schedule::{FaultKind, PlannedFault, ScheduleError};
 use crate::Error;
 use history::OpValue;
 use serde_json::json;
@@ -23,6 +24,33 @@ pub struct Plan {
 
 pub const START: &str = "kill";
 pub const STOP: &str = "restart";
+
+/// `then_nodes`, the second wave.
+pub(crate) fn own_key(raw: &RawFault) -> Option<&'static str> {
+    (!raw.then_nodes.is_empty()).then_some("then_nodes")
+}
+
+/// `then_nodes`: node ids apart from `nodes` and from each other.
+pub(crate) fn read(id: &str, raw: &RawFault, nodes: &[usize]) -> Result<Plan, ScheduleError> {
+    let mut then_nodes = Vec::with_capacity(raw.then_nodes.len());
+    for n in &raw.then_nodes {
+        let i = node_index(id, n)?;
+        if nodes.contains(&i) || then_nodes.contains(&i) {
+            return Err(at(
+                id,
+                format!("node {n} is named twice (`then_nodes` is a second wave, apart from `nodes`)"),
+            ));
+        }
+        then_nodes.push(i);
+    }
+    then_nodes.sort_unstable();
+    needs_nodes(id, FaultKind::Kill, nodes)?;
+    Ok(Plan { then_nodes })
+}
+
+pub(crate) fn write(plan: &Plan, raw: &mut RawFault) {
+    raw.then_nodes = plan.then_nodes.iter().map(|&i| node_id(i)).collect();
+}
 
 /// Restart attempts after a kill before the run gives up on the node.
 pub const RESTART_ATTEMPTS: u32 = 3;

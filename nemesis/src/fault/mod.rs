@@ -3,17 +3,25 @@
 //! its heal. [`run_plan`] interprets a schedule with them, fault by fault; [`heal_all`] is the
 //! final heal at the end of a run.
 //!
-//! A family module has the same five items: `Plan` (what a planned fault of the family carries
-//! beyond its id, start, length and nodes: [`Payload`]'s variant for it), `START`, `STOP`,
-//! `async fn run(ctx, fault)` (start, hold for the fault's length or until the run stops, end:
-//! the end always runs) and `async fn heal(healer)` (what is left to undo once the run is
-//! over). A new family is one module here plus its line in `families!` below, and its kind in
+//! A family module has the same items:
+//! - `Plan`: what a planned fault of the family carries beyond its id, start, length and nodes
+//!   ([`Payload`]'s variant for it);
+//! - its `schedule.json` keys: `own_key(raw)` (the first of its keys a fault has: refused on
+//!   another family's fault), `read(id, raw, nodes)` (its keys read and checked, and whether
+//!   it takes `nodes`) and `write(plan, raw)`;
+//! - `START` and `STOP`, the history ops that open and close its faults;
+//! - `async fn run(ctx, fault)`: start, hold for the fault's length or until the run stops,
+//!   end (the end always runs);
+//! - `async fn heal(healer)`: what is left to undo once the run is over.
+//!
+//! A new family is one module here plus its line in `families!` below, and its kind in
 //! [`FaultKind`] with what the plan draws for it (`schedule.rs`).
 
 use crate::node::Node;
 use crate::ready::Readiness;
 use crate::runtime::NetworkFaults;
-use crate::schedule::{FaultKind, PlannedFault};
+use crate::schedule::file::{at, RawFault};
+use crate::schedule::{FaultKind, PlannedFault, ScheduleError};
 use crate::{clock::NodeClock, Error};
 use history::{OpValue, Recorder};
 use serde_json::json;
@@ -43,6 +51,46 @@ macro_rules! families {
                     $(Payload::$kind(_) => FaultKind::$kind,)+
                 }
             }
+
+            /// Reads a `schedule.json` fault's family part with its family (`nodes`, read
+            /// already, for the family to check).
+            pub(crate) fn read(
+                kind: FaultKind,
+                id: &str,
+                raw: &RawFault,
+                nodes: &[usize],
+            ) -> Result<Payload, ScheduleError> {
+                match kind {
+                    $(FaultKind::$kind => $module::read(id, raw, nodes).map(Payload::$kind),)+
+                }
+            }
+
+            /// Writes the family part into a `schedule.json` fault.
+            pub(crate) fn write(&self, raw: &mut RawFault) {
+                match self {
+                    $(Payload::$kind(plan) => $module::write(plan, raw),)+
+                }
+            }
+
+            /// Refuses a key of another family than `kind`'s, so a typo'd kind or a key on
+            /// the wrong fault never silently drops part of a fault.
+            pub(crate) fn refuse_other_families_keys(
+                kind: FaultKind,
+                id: &str,
+                raw: &RawFault,
+            ) -> Result<(), ScheduleError> {
+                $(
+                    if kind != FaultKind::$kind {
+                        if let Some(key) = $module::own_key(raw) {
+                            return Err(at(
+                                id,
+                                format!("`{key}` is for {} faults, not {kind}", FaultKind::$kind),
+                            ));
+                        }
+                    }
+                )+
+                Ok(())
+            }
         }
 
         /// Carries out one planned fault with its family.
@@ -69,13 +117,16 @@ macro_rules! families {
     };
 }
 
+// The order is the order of the final heal (a stall request is withdrawn before paused nodes
+// resume; the other families leave nothing) and of the checks for another family's keys in
+// `schedule.json` (the first one found is the one named).
 families! {
-    ClientPause => client_pause,
-    Pause => pause,
-    Kill => kill,
     Clock => clock,
     Partition => partition,
     Netem => netem,
+    ClientPause => client_pause,
+    Pause => pause,
+    Kill => kill,
 }
 
 /// Faults in progress, for the status line.

@@ -3,7 +3,8 @@
 
 use super::{Ctx, Healer};
 use crate::netns::NetemSpec;
-use crate::schedule::{PlannedFault, NETEM};
+use crate::schedule::file::{at, needs_nodes, RawFault};
+use crate::schedule::{FaultKind, PlannedFault, ScheduleError, NETEM};
 use crate::Error;
 use serde_json::json;
 use std::io::Write;
@@ -14,6 +15,23 @@ pub type Plan = NetemSpec;
 
 pub const START: &str = "start-netem";
 pub const STOP: &str = "stop-netem";
+
+/// `netem`, the spec.
+pub(crate) fn own_key(raw: &RawFault) -> Option<&'static str> {
+    raw.netem.is_some().then_some("netem")
+}
+
+/// `netem` (default: the planner's [`NETEM`]), which `tc` must take.
+pub(crate) fn read(id: &str, raw: &RawFault, nodes: &[usize]) -> Result<Plan, ScheduleError> {
+    needs_nodes(id, FaultKind::Netem, nodes)?;
+    let spec = raw.netem.clone().unwrap_or(NETEM);
+    spec.tc_args().map_err(|e| at(id, e.to_string()))?;
+    Ok(spec)
+}
+
+pub(crate) fn write(plan: &Plan, raw: &mut RawFault) {
+    raw.netem = Some(plan.clone());
+}
 
 pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Result<(), Error> {
     let network = ctx

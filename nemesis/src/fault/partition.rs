@@ -2,7 +2,8 @@
 //! with the runtime's network faults, hold, heal.
 
 use super::{Ctx, Healer};
-use crate::schedule::{PartitionFault, PlannedFault};
+use crate::schedule::file::{at, node_id, node_index, refuses_nodes, RawFault};
+use crate::schedule::{FaultKind, PartitionFault, PlannedFault, ScheduleError, Topology};
 use crate::Error;
 use history::OpValue;
 use serde_json::json;
@@ -14,6 +15,69 @@ pub type Plan = PartitionFault;
 
 pub const START: &str = "start-partition";
 pub const STOP: &str = "stop-partition";
+
+/// `topology`, `cut` and `clients_cut_from`.
+pub(crate) fn own_key(raw: &RawFault) -> Option<&'static str> {
+    [
+        ("topology", raw.topology.is_some()),
+        ("cut", raw.cut.is_some()),
+        ("clients_cut_from", raw.clients_cut_from.is_some()),
+    ]
+    .into_iter()
+    .find_map(|(key, present)| present.then_some(key))
+}
+
+/// `topology` (a label), `cut` (pairs, each ordered, sorted, without repeats) and
+/// `clients_cut_from`; the cut names the nodes, `nodes` is refused.
+pub(crate) fn read(id: &str, raw: &RawFault, nodes: &[usize]) -> Result<Plan, ScheduleError> {
+    refuses_nodes(
+        id,
+        FaultKind::Partition,
+        nodes,
+        "use `cut` and `clients_cut_from`",
+    )?;
+    let topology: Topology = raw
+        .topology
+        .as_deref()
+        .ok_or_else(|| at(id, "a partition needs `topology`"))?
+        .parse()
+        .map_err(|e: String| at(id, e))?;
+    let mut cut = Vec::new();
+    for [a, b] in raw.cut.iter().flatten() {
+        let (x, y) = (node_index(id, a)?, node_index(id, b)?);
+        if x == y {
+            return Err(at(
+                id,
+                format!("cut [{a}, {b}]: a node cannot be cut from itself"),
+            ));
+        }
+        cut.push((x.min(y), x.max(y)));
+    }
+    cut.sort_unstable();
+    cut.dedup();
+    let mut clients_cut_from = Vec::new();
+    for n in raw.clients_cut_from.iter().flatten() {
+        clients_cut_from.push(node_index(id, n)?);
+    }
+    clients_cut_from.sort_unstable();
+    clients_cut_from.dedup();
+    Ok(PartitionFault {
+        topology,
+        cut,
+        clients_cut_from,
+    })
+}
+
+pub(crate) fn write(plan: &Plan, raw: &mut RawFault) {
+    raw.topology = Some(plan.topology.as_str().to_string());
+    raw.cut = Some(
+        plan.cut
+            .iter()
+            .map(|&(a, b)| [node_id(a), node_id(b)])
+            .collect(),
+    );
+    raw.clients_cut_from = Some(plan.clients_cut_from.iter().map(|&i| node_id(i)).collect());
+}
 
 pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Result<(), Error> {
     let network = ctx

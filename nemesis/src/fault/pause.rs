@@ -2,7 +2,8 @@
 //! length, then SIGCONT.
 
 use super::{Ctx, Healer};
-use crate::schedule::PlannedFault;
+use crate::schedule::file::{needs_nodes, RawFault};
+use crate::schedule::{FaultKind, PlannedFault, ScheduleError};
 use crate::Error;
 use std::io::Write;
 use std::time::Duration;
@@ -12,6 +13,18 @@ use std::time::Duration;
 pub struct Plan;
 
 pub const START: &str = "start-pause";
+
+/// A pause has no keys of its own in `schedule.json`.
+pub(crate) fn own_key(_raw: &RawFault) -> Option<&'static str> {
+    None
+}
+
+pub(crate) fn read(id: &str, _raw: &RawFault, nodes: &[usize]) -> Result<Plan, ScheduleError> {
+    needs_nodes(id, FaultKind::Pause, nodes)?;
+    Ok(Plan)
+}
+
+pub(crate) fn write(_plan: &Plan, _raw: &mut RawFault) {}
 pub const STOP: &str = "stop-pause";
 
 pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Result<(), Error> {
