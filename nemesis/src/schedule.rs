@@ -11,8 +11,7 @@ pub use file::{node_id, Capabilities, ScheduleError, SCHEDULE_VERSION};
 /// The plan's file in a run directory.
 pub const SCHEDULE_FILE: &str = "schedule.json";
 
-use crate::fault::{client_pause, kill, pause};
-use crate::netns::{self, NetemSpec};
+use crate::netns::NetemSpec;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -677,38 +676,35 @@ const TARGET_STREAM: u64 = 0x7461_7267_6574_7321;
 /// draws.
 const CLIENT_STREAM: u64 = 0x636C_6965_6E74_7321;
 
-/// Draws a client-pause's shape: an aim and (for a holder) a wake-up op from the chosen ones,
-/// and how far past the aimed instant it ends.
-fn draw_client(rng: &mut ChaCha8Rng, chosen: &ClientFaults, ttl_ms: u64) -> ClientFault {
-    let aims: &[StallAim] = if chosen.aims.is_empty() {
-        &StallAim::ALL
-    } else {
-        &chosen.aims
-    };
-    let wakes: &[WakeOp] = if chosen.wakes.is_empty() {
-        &WakeOp::ALL
-    } else {
-        &chosen.wakes
-    };
-    let aim = aims[rng.random_range(0..aims.len())];
-    let wake = wakes[rng.random_range(0..wakes.len())];
-    // A few ms past the aimed instant: late enough that the service has acted on it (the
-    // lease lapsed, the next holder's first op landed), early enough that nothing else has.
-    let after_ms = match aim {
-        StallAim::Boundary => rng.random_range(10..=(ttl_ms / 20).max(20)),
-        StallAim::NextGrant => rng.random_range(10..=(ttl_ms / 10).max(20)),
-        StallAim::Long | StallAim::Waiter => 0,
-    };
-    ClientFault {
-        aim,
-        wake: (aim != StallAim::Waiter).then_some(wake),
-        after_ms,
-    }
+/// The seeded plan's random streams, and what each family's draw reads from its config.
+pub(crate) struct Draws<'a> {
+    pub(crate) cfg: &'a ScheduleConfig,
+    /// The main stream: the rounds' order, each fault's length then its family's choices (a
+    /// clock's mode, a partition's topology), and the quiet intervals.
+    pub(crate) rng: ChaCha8Rng,
+    /// Targets and cuts, fault by fault in plan order.
+    pub(crate) targets_rng: ChaCha8Rng,
+    /// Client-pause shapes.
+    pub(crate) client_rng: ChaCha8Rng,
+    /// The lease (at least 1 ms): fault lengths are drawn around it.
+    pub(crate) ttl_ms: u64,
+    /// The quiet interval (at least 1 ms).
+    pub(crate) interval_ms: u64,
+}
+
+/// What a family draws for one fault of a seeded plan.
+pub(crate) struct Drawn {
+    pub(crate) length_ms: u64,
+    pub(crate) nodes: Vec<usize>,
+    pub(crate) payload: Payload,
+    /// How long the service needs after the fault, before the next one's quiet interval.
+    pub(crate) recovery_ms: u64,
 }
 
 /// The seeded plan: faults one at a time, each followed by a quiet interval (and, after a
 /// kill, time for the service's recovery), with every target, cut, clock change and stall
-/// length drawn here. The same config always yields the same plan.
+/// length drawn here: the targets here, the rest by each fault's family
+/// (`crate::fault::draw`). The same config always yields the same plan.
 pub fn plan(cfg: &ScheduleConfig) -> Schedule {
     let mut out = Schedule {
         seed: Some(cfg.seed),
@@ -720,128 +716,45 @@ pub fn plan(cfg: &ScheduleConfig) -> Schedule {
     if cfg.faults.is_empty() {
         return out;
     }
-    let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x6E65_6D65_7369_7321);
-    let mut targets_rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ TARGET_STREAM);
-    let mut client_rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ CLIENT_STREAM);
-    let interval = cfg.interval_ms.max(1);
-    let ttl = cfg.ttl_ms.max(1);
-    let mut t = jitter(&mut rng, interval);
+    let mut d = Draws {
+        cfg,
+        rng: ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x6E65_6D65_7369_7321),
+        targets_rng: ChaCha8Rng::seed_from_u64(cfg.seed ^ TARGET_STREAM),
+        client_rng: ChaCha8Rng::seed_from_u64(cfg.seed ^ CLIENT_STREAM),
+        ttl_ms: cfg.ttl_ms.max(1),
+        interval_ms: cfg.interval_ms.max(1),
+    };
+    let mut t = jitter(&mut d.rng, d.interval_ms);
     // Faults come in rounds, each a random order of every chosen fault, so a short run still
     // exercises each of them and no kind is starved by chance.
     let mut round: Vec<FaultKind> = Vec::new();
     while t < cfg.duration_ms && out.faults.len() < MAX_FAULTS {
         if round.is_empty() {
             round = cfg.faults.clone();
-            round.shuffle(&mut rng);
+            round.shuffle(&mut d.rng);
         }
         let kind = round.pop().expect("refilled above");
-        let length_ms = match kind {
-            // Straddle the lease: some pauses end before it lapses, most after.
-            FaultKind::Pause => rng.random_range(ttl / 2..=ttl * 2),
-            // Downtime; the restart then waits out the lease itself (recovery).
-            FaultKind::Kill => rng.random_range(100..=ttl.max(101)),
-            // Must outlive the lease surely: well past ttl.
-            FaultKind::ClientPause => rng.random_range(ttl * 3 / 2..=ttl * 5 / 2),
-            // Long enough for several leases to be judged on the skewed clock.
-            FaultKind::Clock => rng.random_range(ttl * 2..=ttl * 4),
-            // Straddle the lease, like a pause: a cut shorter than a lease tests little.
-            FaultKind::Partition | FaultKind::Netem => rng.random_range(ttl..=ttl * 3),
-        };
-        let topology = (kind == FaultKind::Partition).then(|| {
-            let all: &[Topology] = if cfg.topologies.is_empty() {
-                &Topology::ALL
-            } else {
-                &cfg.topologies
-            };
-            all[rng.random_range(0..all.len())]
-        });
-        let clock_mode = (kind == FaultKind::Clock).then(|| {
-            let modes: &[ClockMode] = if cfg.clock_modes.is_empty() {
-                &ClockMode::ALL
-            } else {
-                &cfg.clock_modes
-            };
-            modes[rng.random_range(0..modes.len())]
-        });
-        // Targets and cuts, from their own stream.
+        // The targets are the first draw of their own stream for the fault, so the family's
+        // draws from the other streams may come after them.
         let picked = if kind.is_server_side() && cfg.nodes > 0 {
-            cfg.targets
-                .pick(cfg.nodes, cfg.primary.min(cfg.nodes - 1), &mut targets_rng)
+            cfg.targets.pick(
+                cfg.nodes,
+                cfg.primary.min(cfg.nodes - 1),
+                &mut d.targets_rng,
+            )
         } else {
             Vec::new()
         };
-        let partition = topology.map(|topology| {
-            let n = cfg.nodes;
-            let (cut, clients_cut_from) = match topology {
-                _ if n == 0 => (vec![], vec![]),
-                Topology::Isolate => (
-                    netns::topology::isolate(n, targets_rng.random_range(0..n)),
-                    vec![],
-                ),
-                Topology::Halves => (netns::topology::halves(n, &mut targets_rng), vec![]),
-                Topology::MajoritiesRing => (netns::topology::majorities_ring(n), vec![]),
-                Topology::Bridge => (netns::topology::bridge(n), vec![]),
-                Topology::Clients => (vec![], picked.clone()),
-            };
-            PartitionFault {
-                topology,
-                cut,
-                clients_cut_from,
-            }
-        });
-        let clock = clock_mode.map(|mode| {
-            let bump = cfg.clock_bump_ms as i64;
-            let rate = cfg.clock_rate;
-            match mode {
-                ClockMode::BumpForward | ClockMode::Strobe => ClockFault {
-                    mode,
-                    delta_ms: Some(bump),
-                    rate: None,
-                },
-                ClockMode::BumpBack => ClockFault {
-                    mode,
-                    delta_ms: Some(-bump),
-                    rate: None,
-                },
-                ClockMode::Fast => ClockFault {
-                    mode,
-                    delta_ms: None,
-                    rate: Some(rate),
-                },
-                ClockMode::Slow => ClockFault {
-                    mode,
-                    delta_ms: None,
-                    rate: Some(1.0 / rate),
-                },
-            }
-        });
-        let payload = match kind {
-            FaultKind::Pause => Payload::Pause(pause::Plan),
-            FaultKind::Kill => Payload::Kill(kill::Plan::default()),
-            FaultKind::ClientPause => Payload::ClientPause(client_pause::Plan {
-                window_ms: interval,
-                shape: Some(draw_client(&mut client_rng, &cfg.client_faults, ttl)),
-            }),
-            FaultKind::Clock => Payload::Clock(clock.expect("drawn for a clock fault")),
-            FaultKind::Partition => Payload::Partition(partition.expect("drawn for a partition")),
-            FaultKind::Netem => Payload::Netem(NETEM),
-        };
+        let drawn = crate::fault::draw(kind, &mut d, picked);
+        debug_assert_eq!(drawn.payload.kind(), kind);
         out.faults.push(PlannedFault {
             id: format!("f{}", out.faults.len() + 1),
             at_ms: t,
-            length_ms,
-            nodes: if kind == FaultKind::Partition {
-                Vec::new()
-            } else {
-                picked
-            },
-            payload,
+            length_ms: drawn.length_ms,
+            nodes: drawn.nodes,
+            payload: drawn.payload,
         });
-        // A correct service refuses grants after a restart until every lease it may have
-        // granted has lapsed (up to about 2 ttl with rounding); a kill inside that window would
-        // keep the lock unavailable all run and test nothing.
-        let recovery_ms = if kind == FaultKind::Kill { ttl * 2 } else { 0 };
-        t += length_ms + recovery_ms + jitter(&mut rng, interval);
+        t += drawn.length_ms + drawn.recovery_ms + jitter(&mut d.rng, d.interval_ms);
     }
     out
 }

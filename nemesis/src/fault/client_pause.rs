@@ -7,7 +7,11 @@
 
 use super::{Ctx, Healer};
 use crate::schedule::file::{at, refuses_nodes, RawFault};
-use crate::schedule::{ClientFault, FaultKind, PlannedFault, ScheduleError, StallAim, WakeOp};
+use crate::schedule::{
+    ClientFault, ClientFaults, Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError,
+    StallAim, WakeOp,
+};
+use rand::Rng;
 use crate::Error;
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -24,6 +28,55 @@ pub struct Plan {
 
 pub const START: &str = "start-client-pause";
 pub const STOP: &str = "stop-client-pause";
+
+/// A stall that must outlive the lease surely (well past it), of a shape drawn from the
+/// chosen ones; the request waits a quiet interval for a holder.
+pub(crate) fn draw(d: &mut Draws<'_>, picked: Vec<usize>) -> Drawn {
+    debug_assert!(picked.is_empty(), "a client-pause hits no node: {picked:?}");
+    let ttl = d.ttl_ms;
+    Drawn {
+        length_ms: d.rng.random_range(ttl * 3 / 2..=ttl * 5 / 2),
+        nodes: picked,
+        payload: Payload::ClientPause(Plan {
+            window_ms: d.interval_ms,
+            shape: Some(draw_shape(&mut d.client_rng, &d.cfg.client_faults, ttl)),
+        }),
+        recovery_ms: 0,
+    }
+}
+
+/// Draws a client-pause's shape: an aim and (for a holder) a wake-up op from the chosen ones,
+/// and how far past the aimed instant it ends.
+fn draw_shape(rng: &mut impl Rng, chosen: &ClientFaults, ttl_ms: u64) -> ClientFault {
+    let aims: &[StallAim] = if chosen.aims.is_empty() {
+        &StallAim::ALL
+    } else {
+        &chosen.aims
+    };
+    let wakes: &[WakeOp] = if chosen.wakes.is_empty() {
+        &WakeOp::ALL
+    } else {
+        &chosen.wakes
+    };
+    let aim = aims[rng.random_range(0..aims.len())];
+    let wake = wakes[rng.random_range(0..wakes.len())];
+    ClientFault {
+        aim,
+        wake: (aim != StallAim::Waiter).then_some(wake),
+        after_ms: draw_after_ms(aim, ttl_ms, rng),
+    }
+}
+
+/// How far past the aimed instant a `boundary` or `next-grant` stall ends (0 for the others,
+/// and nothing drawn): a few ms, late enough that the service has acted on it (the lease
+/// lapsed, the next holder's first op landed), early enough that nothing else has.
+pub fn draw_after_ms(aim: StallAim, ttl_ms: u64, rng: &mut impl Rng) -> u64 {
+    match aim {
+        StallAim::Boundary => rng.random_range(10..=(ttl_ms / 20).max(20)),
+        StallAim::NextGrant => rng.random_range(10..=(ttl_ms / 10).max(20)),
+        StallAim::Long | StallAim::Waiter => 0,
+    }
+}
 
 /// `window_ms`, `shape`, `wake` and `after_ms`.
 pub(crate) fn own_key(raw: &RawFault) -> Option<&'static str> {

@@ -9,7 +9,10 @@
 use super::{Ctx, Healer};
 use crate::clock::{faketime_env, Backend, ClockScope, ControlPage, NodeClock};
 use crate::schedule::file::{at, needs_nodes, RawFault, END_MS_MAX};
-use crate::schedule::{ClockFault, ClockMode, FaultKind, PlannedFault, ScheduleError};
+use crate::schedule::{
+    ClockFault, ClockMode, Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError,
+};
+use rand::Rng;
 use crate::Error;
 use history::{OpValue, Recorder};
 use serde_json::json;
@@ -24,6 +27,42 @@ pub const START: &str = "start-clock";
 pub const STOP: &str = "stop-clock";
 /// After each change: the offset a node's `/v1/time` really showed.
 pub const OBSERVED: &str = "clock-observed";
+
+/// A change of the picked nodes' clocks, of a mode drawn from the chosen ones, long enough for
+/// several leases to be judged on the skewed clock.
+pub(crate) fn draw(d: &mut Draws<'_>, picked: Vec<usize>) -> Drawn {
+    let ttl = d.ttl_ms;
+    let length_ms = d.rng.random_range(ttl * 2..=ttl * 4);
+    let modes: &[ClockMode] = if d.cfg.clock_modes.is_empty() {
+        &ClockMode::ALL
+    } else {
+        &d.cfg.clock_modes
+    };
+    let mode = modes[d.rng.random_range(0..modes.len())];
+    Drawn {
+        length_ms,
+        nodes: picked,
+        payload: Payload::Clock(change(mode, d.cfg.clock_bump_ms, d.cfg.clock_rate)),
+        recovery_ms: 0,
+    }
+}
+
+/// The change a clock fault of `mode` makes: bumps and strobes step by `bump_ms` (back: the
+/// other way), a fast clock runs `rate` times as fast and a slow one `1 / rate`.
+pub fn change(mode: ClockMode, bump_ms: u64, rate: f64) -> ClockFault {
+    let bump = bump_ms as i64;
+    let (delta_ms, rate) = match mode {
+        ClockMode::BumpForward | ClockMode::Strobe => (Some(bump), None),
+        ClockMode::BumpBack => (Some(-bump), None),
+        ClockMode::Fast => (None, Some(rate)),
+        ClockMode::Slow => (None, Some(1.0 / rate)),
+    };
+    ClockFault {
+        mode,
+        delta_ms,
+        rate,
+    }
+}
 
 /// `mode`, `delta_ms` and `rate`, the change.
 pub(crate) fn own_key(raw: &RawFault) -> Option<&'static str> {

@@ -6,7 +6,8 @@
 use super::{Ctx, Healer};
 use crate::node::Node;
 use crate::schedule::file::{at, needs_nodes, node_id, node_index, RawFault};
-use crate::schedule::{FaultKind, PlannedFault, ScheduleError};
+use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError};
+use rand::Rng;
 use crate::Error;
 use history::OpValue;
 use serde_json::json;
@@ -24,6 +25,21 @@ pub struct Plan {
 
 pub const START: &str = "kill";
 pub const STOP: &str = "restart";
+
+/// A kill of the picked nodes in one wave: a downtime, then the restart waits out the lease
+/// itself.
+pub(crate) fn draw(d: &mut Draws<'_>, picked: Vec<usize>) -> Drawn {
+    let ttl = d.ttl_ms;
+    Drawn {
+        length_ms: d.rng.random_range(100..=ttl.max(101)),
+        nodes: picked,
+        payload: Payload::Kill(Plan::default()),
+        // A correct service refuses grants after a restart until every lease it may have
+        // granted has lapsed (up to about 2 ttl with rounding); a kill inside that window
+        // would keep the lock unavailable all run and test nothing.
+        recovery_ms: ttl * 2,
+    }
+}
 
 /// `then_nodes`, the second wave.
 pub(crate) fn own_key(raw: &RawFault) -> Option<&'static str> {

@@ -5,7 +5,9 @@
 //!
 //! A family module has the same items:
 //! - `Plan`: what a planned fault of the family carries beyond its id, start, length and nodes
-//!   ([`Payload`]'s variant for it);
+//!   ([`Payload`]'s variant for it), and `draw(draws, picked)`, what a seeded plan draws for
+//!   one of its faults (its length, its choices, its cut or shape) from the plan's streams,
+//!   each in the order it always drew them, so a seed gives the schedule it gave;
 //! - its `schedule.json` keys: `own_key(raw)` (the first of its keys a fault has: refused on
 //!   another family's fault), `read(id, raw, nodes)` (its keys read and checked, and whether
 //!   it takes `nodes`) and `write(plan, raw)`;
@@ -15,13 +17,13 @@
 //! - `async fn heal(healer)`: what is left to undo once the run is over.
 //!
 //! A new family is one module here plus its line in `families!` below, and its kind in
-//! [`FaultKind`] with what the plan draws for it (`schedule.rs`).
+//! [`FaultKind`] (`schedule.rs`).
 
 use crate::node::Node;
 use crate::ready::Readiness;
 use crate::runtime::NetworkFaults;
 use crate::schedule::file::{at, RawFault};
-use crate::schedule::{FaultKind, PlannedFault, ScheduleError};
+use crate::schedule::{Drawn, Draws, FaultKind, PlannedFault, ScheduleError};
 use crate::{clock::NodeClock, Error};
 use history::{OpValue, Recorder};
 use serde_json::json;
@@ -90,6 +92,14 @@ macro_rules! families {
                     }
                 )+
                 Ok(())
+            }
+        }
+
+        /// Draws one fault of `kind` for a seeded plan with its family (`picked`: the nodes
+        /// the plan's targets picked for it).
+        pub(crate) fn draw(kind: FaultKind, d: &mut Draws<'_>, picked: Vec<usize>) -> Drawn {
+            match kind {
+                $(FaultKind::$kind => $module::draw(d, picked),)+
             }
         }
 

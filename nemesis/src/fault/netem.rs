@@ -4,7 +4,8 @@
 use super::{Ctx, Healer};
 use crate::netns::NetemSpec;
 use crate::schedule::file::{at, needs_nodes, RawFault};
-use crate::schedule::{FaultKind, PlannedFault, ScheduleError, NETEM};
+use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError, NETEM};
+use rand::Rng;
 use crate::Error;
 use serde_json::json;
 use std::io::Write;
@@ -15,6 +16,17 @@ pub type Plan = NetemSpec;
 
 pub const START: &str = "start-netem";
 pub const STOP: &str = "stop-netem";
+
+/// The planner's [`NETEM`] on the picked nodes, straddling the lease like a pause.
+pub(crate) fn draw(d: &mut Draws<'_>, picked: Vec<usize>) -> Drawn {
+    let ttl = d.ttl_ms;
+    Drawn {
+        length_ms: d.rng.random_range(ttl..=ttl * 3),
+        nodes: picked,
+        payload: Payload::Netem(NETEM),
+        recovery_ms: 0,
+    }
+}
 
 /// `netem`, the spec.
 pub(crate) fn own_key(raw: &RawFault) -> Option<&'static str> {

@@ -3,7 +3,11 @@
 
 use super::{Ctx, Healer};
 use crate::schedule::file::{at, node_id, node_index, refuses_nodes, RawFault};
-use crate::schedule::{FaultKind, PartitionFault, PlannedFault, ScheduleError, Topology};
+use crate::netns::topology;
+use crate::schedule::{
+    Draws, Drawn, FaultKind, PartitionFault, Payload, PlannedFault, ScheduleError, Topology,
+};
+use rand::Rng;
 use crate::Error;
 use history::OpValue;
 use serde_json::json;
@@ -15,6 +19,42 @@ pub type Plan = PartitionFault;
 
 pub const START: &str = "start-partition";
 pub const STOP: &str = "stop-partition";
+
+/// A cut of a topology drawn from the chosen ones, straddling the lease like a pause (a cut
+/// shorter than a lease tests little). Its nodes are in its cut: `picked` is whom a `clients`
+/// cut cuts the clients from.
+pub(crate) fn draw(d: &mut Draws<'_>, picked: Vec<usize>) -> Drawn {
+    let ttl = d.ttl_ms;
+    let length_ms = d.rng.random_range(ttl..=ttl * 3);
+    let all: &[Topology] = if d.cfg.topologies.is_empty() {
+        &Topology::ALL
+    } else {
+        &d.cfg.topologies
+    };
+    let topology = all[d.rng.random_range(0..all.len())];
+    let n = d.cfg.nodes;
+    let (cut, clients_cut_from) = match topology {
+        _ if n == 0 => (vec![], vec![]),
+        Topology::Isolate => (
+            topology::isolate(n, d.targets_rng.random_range(0..n)),
+            vec![],
+        ),
+        Topology::Halves => (topology::halves(n, &mut d.targets_rng), vec![]),
+        Topology::MajoritiesRing => (topology::majorities_ring(n), vec![]),
+        Topology::Bridge => (topology::bridge(n), vec![]),
+        Topology::Clients => (vec![], picked),
+    };
+    Drawn {
+        length_ms,
+        nodes: Vec::new(),
+        payload: Payload::Partition(PartitionFault {
+            topology,
+            cut,
+            clients_cut_from,
+        }),
+        recovery_ms: 0,
+    }
+}
 
 /// `topology`, `cut` and `clients_cut_from`.
 pub(crate) fn own_key(raw: &RawFault) -> Option<&'static str> {

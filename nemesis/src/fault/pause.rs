@@ -3,7 +3,8 @@
 
 use super::{Ctx, Healer};
 use crate::schedule::file::{needs_nodes, RawFault};
-use crate::schedule::{FaultKind, PlannedFault, ScheduleError};
+use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError};
+use rand::Rng;
 use crate::Error;
 use std::io::Write;
 use std::time::Duration;
@@ -13,6 +14,18 @@ use std::time::Duration;
 pub struct Plan;
 
 pub const START: &str = "start-pause";
+
+/// A pause of the picked nodes that straddles the lease: some end before it lapses, most
+/// after.
+pub(crate) fn draw(d: &mut Draws<'_>, picked: Vec<usize>) -> Drawn {
+    let ttl = d.ttl_ms;
+    Drawn {
+        length_ms: d.rng.random_range(ttl / 2..=ttl * 2),
+        nodes: picked,
+        payload: Payload::Pause(Plan),
+        recovery_ms: 0,
+    }
+}
 
 /// A pause has no keys of its own in `schedule.json`.
 pub(crate) fn own_key(_raw: &RawFault) -> Option<&'static str> {
