@@ -5,6 +5,7 @@
 //! start and stop itself, with its process, lock, token and shape, under the op names given
 //! here and the fault's id.
 
+use history::FaultFamily;
 use super::{Ctx, Healer};
 use crate::schedule::file::{at, refuses_nodes, RawFault};
 use crate::schedule::{
@@ -26,8 +27,8 @@ pub struct Plan {
     pub shape: Option<ClientFault>,
 }
 
-pub const START: &str = "start-client-pause";
-pub const STOP: &str = "stop-client-pause";
+pub const START: &str = FaultFamily::CLIENT_PAUSE.opens;
+pub const STOP: &str = FaultFamily::CLIENT_PAUSE.closes;
 
 /// A stall that must outlive the lease surely (well past it), of a shape drawn from the
 /// chosen ones; the request waits a quiet interval for a holder.

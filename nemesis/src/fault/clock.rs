@@ -6,6 +6,7 @@
 //! answers one, else (vDSO backend) the offset the node's own patched code applied to its next
 //! wall-clock read.
 
+use history::FaultFamily;
 use super::{Ctx, Healer};
 use crate::clock::{faketime_env, Backend, ClockScope, ControlPage, NodeClock};
 use crate::schedule::file::{at, needs_nodes, RawFault, END_MS_MAX};
@@ -23,8 +24,8 @@ use std::time::{Duration, Instant};
 /// A clock fault carries its change.
 pub type Plan = ClockFault;
 
-pub const START: &str = "start-clock";
-pub const STOP: &str = "stop-clock";
+pub const START: &str = FaultFamily::CLOCK.opens;
+pub const STOP: &str = FaultFamily::CLOCK.closes;
 /// After each change: the offset a node's `/v1/time` really showed.
 pub const OBSERVED: &str = "clock-observed";
 

@@ -3,6 +3,7 @@
 //! (`then_nodes`) does the same to its second wave once the first is back; it is one fault,
 //! `kill` to `restart`, whose events name both waves.
 
+use history::FaultFamily;
 use super::{Ctx, Healer};
 use crate::node::Node;
 use crate::schedule::file::{at, needs_nodes, node_id, node_index, RawFault};
@@ -23,8 +24,8 @@ pub struct Plan {
     pub then_nodes: Vec<usize>,
 }
 
-pub const START: &str = "kill";
-pub const STOP: &str = "restart";
+pub const START: &str = FaultFamily::KILL.opens;
+pub const STOP: &str = FaultFamily::KILL.closes;
 
 /// A kill of the picked nodes in one wave: a downtime, then the restart waits out the lease
 /// itself.

@@ -338,4 +338,16 @@ mod tests {
             assert_eq!(FaultOp::of(stop), FaultOp::Closes(kind.as_str()), "{stop}");
         }
     }
+
+    /// The history's table of families is this crate's: every family it has is there under
+    /// its kind, and the table holds no other.
+    #[test]
+    fn every_family_is_in_the_historys_table() {
+        assert_eq!(history::FaultFamily::ALL.len(), FaultKind::ALL.len());
+        for (kind, start, stop) in op_names() {
+            let family = history::FaultFamily::named(kind.as_str())
+                .unwrap_or_else(|| panic!("{kind} is not in history::FaultFamily::ALL"));
+            assert_eq!((family.opens, family.closes), (start, stop), "{kind}");
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! `netem`: delay, drop, duplicate and reorder the planned nodes' packets with the runtime's
 //! network faults, hold, clear.
 
+use history::FaultFamily;
 use super::{Ctx, Healer};
 use crate::netns::NetemSpec;
 use crate::schedule::file::{at, needs_nodes, RawFault};
@@ -14,8 +15,8 @@ use std::time::Duration;
 /// A netem fault carries what it does to packets.
 pub type Plan = NetemSpec;
 
-pub const START: &str = "start-netem";
-pub const STOP: &str = "stop-netem";
+pub const START: &str = FaultFamily::NETEM.opens;
+pub const STOP: &str = FaultFamily::NETEM.closes;
 
 /// The planner's [`NETEM`] on the picked nodes, straddling the lease like a pause.
 pub(crate) fn draw(d: &mut Draws<'_>, picked: Vec<usize>) -> Drawn {

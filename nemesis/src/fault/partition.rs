@@ -1,6 +1,7 @@
 //! `partition`: cut the planned links between nodes (and between the clients and some nodes)
 //! with the runtime's network faults, hold, heal.
 
+use history::FaultFamily;
 use super::{Ctx, Healer};
 use crate::schedule::file::{at, node_id, node_index, refuses_nodes, RawFault};
 use crate::netns::topology;
@@ -17,8 +18,8 @@ use std::time::Duration;
 /// A partition carries its cut.
 pub type Plan = PartitionFault;
 
-pub const START: &str = "start-partition";
-pub const STOP: &str = "stop-partition";
+pub const START: &str = FaultFamily::PARTITION.opens;
+pub const STOP: &str = FaultFamily::PARTITION.closes;
 
 /// A cut of a topology drawn from the chosen ones, straddling the lease like a pause (a cut
 /// shorter than a lease tests little). Its nodes are in its cut: `picked` is whom a `clients`

@@ -1,6 +1,7 @@
 //! `pause`: SIGSTOP the nodes' process groups (through their node control) for the fault's
 //! length, then SIGCONT.
 
+use history::FaultFamily;
 use super::{Ctx, Healer};
 use crate::schedule::file::{needs_nodes, RawFault};
 use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError};
@@ -13,7 +14,8 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Plan;
 
-pub const START: &str = "start-pause";
+pub const START: &str = FaultFamily::PAUSE.opens;
+pub const STOP: &str = FaultFamily::PAUSE.closes;
 
 /// A pause of the picked nodes that straddles the lease: some end before it lapses, most
 /// after.
@@ -38,7 +40,6 @@ pub(crate) fn read(id: &str, _raw: &RawFault, nodes: &[usize]) -> Result<Plan, S
 }
 
 pub(crate) fn write(_plan: &Plan, _raw: &mut RawFault) {}
-pub const STOP: &str = "stop-pause";
 
 pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Result<(), Error> {
     ctx.record(START, ctx.value(fault))?;
