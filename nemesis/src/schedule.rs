@@ -401,21 +401,19 @@ impl FaultKind {
         }
     }
 
+    /// Every kind's name, in `--nemesis` order, for messages: `pause, kill, ...`.
+    pub fn names() -> String {
+        FaultKind::ALL.map(FaultKind::as_str).join(", ")
+    }
+
     /// Whether the fault acts on the service's processes (impossible against a bare URL).
     pub fn is_server_side(self) -> bool {
-        matches!(
-            self,
-            FaultKind::Pause
-                | FaultKind::Kill
-                | FaultKind::Clock
-                | FaultKind::Partition
-                | FaultKind::Netem
-        )
+        crate::fault::server_side(self)
     }
 
     /// Whether the fault needs the nodes in network namespaces.
     pub fn needs_netns(self) -> bool {
-        matches!(self, FaultKind::Partition | FaultKind::Netem)
+        crate::fault::needs_netns(self)
     }
 }
 
@@ -432,7 +430,10 @@ impl FromStr for FaultKind {
             .into_iter()
             .find(|k| k.as_str() == s)
             .ok_or_else(|| {
-                format!("unknown fault {s:?} (expected pause, kill, client-pause, clock, partition, netem, or none)")
+                format!(
+                    "unknown fault {s:?} (expected {}, or none)",
+                    FaultKind::names()
+                )
             })
     }
 }
@@ -986,6 +987,20 @@ mod tests {
         assert!("most".parse::<Targets>().is_err());
     }
 
+    /// Each family says what it needs: every fault but a client's stall acts on the service's
+    /// processes, and only the network faults need namespaces.
+    #[test]
+    fn what_each_kind_needs() {
+        for k in FaultKind::ALL {
+            assert_eq!(k.is_server_side(), k != FaultKind::ClientPause, "{k}");
+            assert_eq!(
+                k.needs_netns(),
+                matches!(k, FaultKind::Partition | FaultKind::Netem),
+                "{k}"
+            );
+        }
+    }
+
     #[test]
     fn parses_fault_lists() {
         assert_eq!(parse_fault_list("none").unwrap(), vec![]);
@@ -995,6 +1010,11 @@ mod tests {
         );
         let e = parse_fault_list("pause,partiton").unwrap_err();
         assert!(e.contains("partiton"), "{e}");
+        assert_eq!(
+            e,
+            "unknown fault \"partiton\" (expected pause, kill, client-pause, clock, partition, \
+             netem, or none)"
+        );
         assert!(parse_fault_list("").is_err());
         assert!(plan(&ScheduleConfig {
             faults: vec![],

@@ -27,6 +27,10 @@ pub struct Plan {
     pub shape: Option<ClientFault>,
 }
 
+/// It stalls the harness's own client: any service, also a bare URL.
+pub const SERVER_SIDE: bool = false;
+pub const NEEDS_NETNS: bool = false;
+
 pub const START: &str = FaultFamily::CLIENT_PAUSE.opens;
 pub const STOP: &str = FaultFamily::CLIENT_PAUSE.closes;
 

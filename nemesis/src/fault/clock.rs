@@ -24,6 +24,10 @@ use std::time::{Duration, Instant};
 /// A clock fault carries its change.
 pub type Plan = ClockFault;
 
+/// It moves the clocks the service's processes read.
+pub const SERVER_SIDE: bool = true;
+pub const NEEDS_NETNS: bool = false;
+
 pub const START: &str = FaultFamily::CLOCK.opens;
 pub const STOP: &str = FaultFamily::CLOCK.closes;
 /// After each change: the offset a node's `/v1/time` really showed.

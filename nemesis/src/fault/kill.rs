@@ -24,6 +24,10 @@ pub struct Plan {
     pub then_nodes: Vec<usize>,
 }
 
+/// It kills the service's processes.
+pub const SERVER_SIDE: bool = true;
+pub const NEEDS_NETNS: bool = false;
+
 pub const START: &str = FaultFamily::KILL.opens;
 pub const STOP: &str = FaultFamily::KILL.closes;
 

@@ -11,7 +11,10 @@
 //! - its `schedule.json` keys: `own_key(raw)` (the first of its keys a fault has: refused on
 //!   another family's fault), `read(id, raw, nodes)` (its keys read and checked, and whether
 //!   it takes `nodes`) and `write(plan, raw)`;
-//! - `START` and `STOP`, the history ops that open and close its faults;
+//! - `SERVER_SIDE` (its faults act on the service's processes: not against a bare URL) and
+//!   `NEEDS_NETNS` (they need the nodes in network namespaces);
+//! - `START` and `STOP`, the history ops that open and close its faults (from
+//!   `history::FaultFamily`, where the history's readers find them);
 //! - `async fn run(ctx, fault)`: start, hold for the fault's length or until the run stops,
 //!   end (the end always runs);
 //! - `async fn heal(healer)`: what is left to undo once the run is over.
@@ -92,6 +95,21 @@ macro_rules! families {
                     }
                 )+
                 Ok(())
+            }
+        }
+
+        /// Whether `kind`'s faults act on the service's processes: its family's `SERVER_SIDE`.
+        pub(crate) fn server_side(kind: FaultKind) -> bool {
+            match kind {
+                $(FaultKind::$kind => $module::SERVER_SIDE,)+
+            }
+        }
+
+        /// Whether `kind`'s faults need the nodes in network namespaces: its family's
+        /// `NEEDS_NETNS`.
+        pub(crate) fn needs_netns(kind: FaultKind) -> bool {
+            match kind {
+                $(FaultKind::$kind => $module::NEEDS_NETNS,)+
             }
         }
 

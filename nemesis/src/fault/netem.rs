@@ -15,6 +15,10 @@ use std::time::Duration;
 /// A netem fault carries what it does to packets.
 pub type Plan = NetemSpec;
 
+/// It shapes the traffic of the nodes' namespaces.
+pub const SERVER_SIDE: bool = true;
+pub const NEEDS_NETNS: bool = true;
+
 pub const START: &str = FaultFamily::NETEM.opens;
 pub const STOP: &str = FaultFamily::NETEM.closes;
 

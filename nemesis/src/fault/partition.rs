@@ -18,6 +18,10 @@ use std::time::Duration;
 /// A partition carries its cut.
 pub type Plan = PartitionFault;
 
+/// It cuts links between the nodes' namespaces.
+pub const SERVER_SIDE: bool = true;
+pub const NEEDS_NETNS: bool = true;
+
 pub const START: &str = FaultFamily::PARTITION.opens;
 pub const STOP: &str = FaultFamily::PARTITION.closes;
 

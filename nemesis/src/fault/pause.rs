@@ -14,6 +14,10 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Plan;
 
+/// It stops the service's processes.
+pub const SERVER_SIDE: bool = true;
+pub const NEEDS_NETNS: bool = false;
+
 pub const START: &str = FaultFamily::PAUSE.opens;
 pub const STOP: &str = FaultFamily::PAUSE.closes;
 

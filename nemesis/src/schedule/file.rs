@@ -250,10 +250,13 @@ impl PlannedFault {
     /// keys, and leaves the rest to its family.
     fn from_raw(r: RawFault) -> Result<PlannedFault, ScheduleError> {
         let id = r.id.as_str();
-        let kind: FaultKind = r
-            .kind
-            .parse()
-            .map_err(|_| at(id, format!("unknown fault kind {:?} (expected pause, kill, client-pause, clock, partition, netem)", r.kind)))?;
+        let kind: FaultKind = r.kind.parse().map_err(|_| {
+            let names = FaultKind::names();
+            at(
+                id,
+                format!("unknown fault kind {:?} (expected {names})", r.kind),
+            )
+        })?;
         if r.length_ms == 0 {
             return Err(at(id, "length_ms must be positive"));
         }
