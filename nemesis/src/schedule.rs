@@ -2,9 +2,19 @@
 //! and how (cuts, clock changes, stall lengths). [`plan`] draws all of it from the seed before
 //! the run; the runner only interprets it. `schedule.json` in a run directory is the plan
 //! (see [`file`] for the format), and `lockpick run --schedule FILE` replays one.
+//!
+//! What is common to every fault is here (its kind, id, start, length, nodes, the targets,
+//! the rounds); what is a family's own (its [`Payload`] and types, what the plan draws for it,
+//! its keys in the file) is in its module of [`crate::fault`], re-exported here.
 
 pub(crate) mod file;
 
+pub use crate::fault::client_pause::{
+    parse_client_faults, ClientFault, ClientFaults, StallAim, WakeOp,
+};
+pub use crate::fault::clock::{parse_clock_modes, ClockFault, ClockMode};
+pub use crate::fault::netem::NETEM;
+pub use crate::fault::partition::{parse_topologies, PartitionFault, Topology};
 pub use crate::fault::Payload;
 pub use file::{node_id, Capabilities, ScheduleError, SCHEDULE_VERSION};
 
@@ -34,134 +44,6 @@ pub enum FaultKind {
     Partition,
     /// Delay, lose, duplicate or reorder packets with tc netem inside the nodes' namespaces.
     Netem,
-}
-
-/// Which links a partition cuts, after Jepsen's partition nemeses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Topology {
-    /// One node from all the others.
-    Isolate,
-    /// Two random halves.
-    Halves,
-    /// Every node sees a majority, but no two nodes the same one.
-    MajoritiesRing,
-    /// Two halves joined through one node that sees both.
-    Bridge,
-    /// The harness's clients from some nodes; the nodes still see each other.
-    Clients,
-}
-
-impl Topology {
-    pub const ALL: [Topology; 5] = [
-        Topology::Isolate,
-        Topology::Halves,
-        Topology::MajoritiesRing,
-        Topology::Bridge,
-        Topology::Clients,
-    ];
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Topology::Isolate => "isolate",
-            Topology::Halves => "halves",
-            Topology::MajoritiesRing => "majorities-ring",
-            Topology::Bridge => "bridge",
-            Topology::Clients => "clients",
-        }
-    }
-    /// The fewest nodes for which the topology cuts anything.
-    pub fn nodes_min(self) -> usize {
-        match self {
-            Topology::Isolate | Topology::Halves => 2,
-            Topology::MajoritiesRing | Topology::Bridge => 3,
-            Topology::Clients => 1,
-        }
-    }
-}
-
-impl fmt::Display for Topology {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Topology {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Topology::ALL
-            .into_iter()
-            .find(|k| k.as_str() == s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown partition topology {s:?} (expected isolate, halves, majorities-ring, bridge, clients)"
-                )
-            })
-    }
-}
-
-/// Parses `--partition-topologies`.
-pub fn parse_topologies(s: &str) -> Result<Vec<Topology>, String> {
-    let mut out = Vec::new();
-    for part in s.split(',') {
-        let t: Topology = part.trim().parse()?;
-        if !out.contains(&t) {
-            out.push(t);
-        }
-    }
-    Ok(out)
-}
-
-/// What a clock fault does to the node's clock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ClockMode {
-    /// Jump forward by the bump.
-    BumpForward,
-    /// Jump back by the bump.
-    BumpBack,
-    /// Oscillate between the true time and the bump, several times a second.
-    Strobe,
-    /// Run faster by the rate factor.
-    Fast,
-    /// Run slower by the rate factor.
-    Slow,
-}
-
-impl ClockMode {
-    pub const ALL: [ClockMode; 5] = [
-        ClockMode::BumpForward,
-        ClockMode::BumpBack,
-        ClockMode::Strobe,
-        ClockMode::Fast,
-        ClockMode::Slow,
-    ];
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ClockMode::BumpForward => "bump-forward",
-            ClockMode::BumpBack => "bump-back",
-            ClockMode::Strobe => "strobe",
-            ClockMode::Fast => "fast",
-            ClockMode::Slow => "slow",
-        }
-    }
-}
-
-impl fmt::Display for ClockMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for ClockMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        ClockMode::ALL
-            .into_iter()
-            .find(|k| k.as_str() == s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown clock fault {s:?} (expected bump-forward, bump-back, strobe, fast, slow)"
-                )
-            })
-    }
 }
 
 /// Which nodes a node fault hits, as Jepsen's nemesis targets.
@@ -213,169 +95,6 @@ impl Targets {
         let mut picked: Vec<usize> = all.into_iter().take(count).collect();
         picked.sort_unstable();
         picked
-    }
-}
-
-/// Parses `--clock-faults`: a comma-separated list of clock modes.
-pub fn parse_clock_modes(s: &str) -> Result<Vec<ClockMode>, String> {
-    let mut out = Vec::new();
-    for part in s.split(',') {
-        let m: ClockMode = part.trim().parse()?;
-        if !out.contains(&m) {
-            out.push(m);
-        }
-    }
-    Ok(out)
-}
-
-/// What a client-pause stall is aimed at: when, relative to the stalled client's lease and to
-/// the other clients' grants, it ends. Each aim exposes a different class of service bug.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum StallAim {
-    /// A holder stalls until just past the end of its lease (its last ok grant or renew's
-    /// answer plus the ttl, plus [`ClientFault::after_ms`]): a late renew or write arrives
-    /// while the service may still remember the lease.
-    Boundary,
-    /// A holder stalls until another client has just been granted the same lock (plus
-    /// `after_ms`): the stale op lands right after the next holder's grant, before a second
-    /// one, when the next holder's token is the only one past its own.
-    NextGrant,
-    /// A holder stalls for the fault's whole length (1.5-2.5 leases): it wakes several grants
-    /// later.
-    Long,
-    /// A client stalls while its acquire is outstanding (its keepalives stop, as a paused
-    /// process's would) for longer than its lease, then goes on waiting.
-    Waiter,
-}
-
-/// What a stalled holder does first when it wakes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum WakeOp {
-    /// Renews: a real renew timer fires first after a pause.
-    Renew,
-    /// Writes the protected register (counter workload; a mutex holder releases instead).
-    Write,
-    /// Releases the lock.
-    Release,
-    /// Reads the protected register (counter workload: the stall strikes between the grant
-    /// and the read; a mutex holder releases instead).
-    Read,
-}
-
-/// A client-pause's shape: what it is aimed at, and what the stalled holder wakes into
-/// (`None` for a waiter, which goes on waiting, and for a schedule written before shapes,
-/// whose holders wake into the workload's next op).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ClientFault {
-    pub aim: StallAim,
-    pub wake: Option<WakeOp>,
-    /// For `boundary` and `next-grant`: how long after the aimed instant the stall ends.
-    pub after_ms: u64,
-}
-
-/// Named choices of `--client-faults`: stall aims and wake-up ops. An empty list of either
-/// means all of them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ClientFaults {
-    pub aims: Vec<StallAim>,
-    pub wakes: Vec<WakeOp>,
-}
-
-impl StallAim {
-    pub const ALL: [StallAim; 4] = [
-        StallAim::Boundary,
-        StallAim::NextGrant,
-        StallAim::Long,
-        StallAim::Waiter,
-    ];
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StallAim::Boundary => "boundary",
-            StallAim::NextGrant => "next-grant",
-            StallAim::Long => "long",
-            StallAim::Waiter => "waiter",
-        }
-    }
-}
-
-impl WakeOp {
-    pub const ALL: [WakeOp; 4] = [WakeOp::Renew, WakeOp::Write, WakeOp::Release, WakeOp::Read];
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WakeOp::Renew => "renew",
-            WakeOp::Write => "write",
-            WakeOp::Release => "release",
-            WakeOp::Read => "read",
-        }
-    }
-}
-
-impl fmt::Display for StallAim {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl fmt::Display for WakeOp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-const CLIENT_FAULT_NAMES: &str =
-    "boundary, next-grant, long, waiter (stall aims), renew, write, release, read (wake-up ops)";
-
-impl FromStr for StallAim {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        StallAim::ALL
-            .into_iter()
-            .find(|k| k.as_str() == s)
-            .ok_or_else(|| {
-                format!("unknown stall aim {s:?} (expected boundary, next-grant, long, waiter)")
-            })
-    }
-}
-
-impl FromStr for WakeOp {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        WakeOp::ALL
-            .into_iter()
-            .find(|k| k.as_str() == s)
-            .ok_or_else(|| {
-                format!("unknown wake-up op {s:?} (expected renew, write, release, read)")
-            })
-    }
-}
-
-/// Parses `--client-faults`: a comma-separated list of stall aims and wake-up ops.
-pub fn parse_client_faults(s: &str) -> Result<ClientFaults, String> {
-    let mut out = ClientFaults::default();
-    for part in s.split(',').map(str::trim) {
-        if let Ok(a) = part.parse::<StallAim>() {
-            if !out.aims.contains(&a) {
-                out.aims.push(a);
-            }
-        } else if let Ok(w) = part.parse::<WakeOp>() {
-            if !out.wakes.contains(&w) {
-                out.wakes.push(w);
-            }
-        } else {
-            return Err(format!(
-                "unknown client fault {part:?} (expected {CLIENT_FAULT_NAMES})"
-            ));
-        }
-    }
-    Ok(out)
-}
-
-impl ClientFaults {
-    /// The list's names, aims first, as `--client-faults` takes them.
-    pub fn names(&self) -> Vec<String> {
-        let aims = self.aims.iter().map(|a| a.to_string());
-        aims.chain(self.wakes.iter().map(|w| w.to_string()))
-            .collect()
     }
 }
 
@@ -494,15 +213,6 @@ pub struct ScheduleConfig {
     pub client_faults: ClientFaults,
 }
 
-/// What every netem fault does to the targeted nodes' packets.
-pub const NETEM: NetemSpec = NetemSpec {
-    delay_ms: 50,
-    jitter_ms: 20,
-    loss_pct: 5.0,
-    duplicate_pct: 1.0,
-    reorder_pct: 5.0,
-};
-
 /// One planned fault: everything about it, drawn before the run. Node positions are 0-based
 /// here and written as node ids (`n1` is position 0) in `schedule.json`.
 #[derive(Debug, Clone, PartialEq)]
@@ -606,26 +316,6 @@ impl PlannedFault {
         }
         f
     }
-}
-
-/// A clock fault's change: a step of `delta_ms` (bumps; strobe flips between the true time
-/// and the step) or a rate (fast, slow).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ClockFault {
-    pub mode: ClockMode,
-    pub delta_ms: Option<i64>,
-    pub rate: Option<f64>,
-}
-
-/// A partition's cut, node positions 0-based.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PartitionFault {
-    /// The name of the shape it was drawn as (a label: the cut is what is applied).
-    pub topology: Topology,
-    /// Node pairs that cannot talk, each `(a, b)` with `a < b`.
-    pub cut: Vec<(usize, usize)>,
-    /// Nodes the harness's clients cannot reach.
-    pub clients_cut_from: Vec<usize>,
 }
 
 /// A plan: the faults, and the cluster they were drawn for. `schedule.json` in a run

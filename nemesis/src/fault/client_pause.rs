@@ -8,13 +8,12 @@
 use history::FaultFamily;
 use super::{Ctx, Healer};
 use crate::schedule::file::{at, refuses_nodes, RawFault};
-use crate::schedule::{
-    ClientFault, ClientFaults, Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError,
-    StallAim, WakeOp,
-};
+use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError};
 use rand::Rng;
 use crate::Error;
+use std::fmt;
 use std::io::Write;
+use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 /// A client-pause's request window and shape.
@@ -25,6 +24,157 @@ pub struct Plan {
     /// Its shape (`None`: a schedule written before shapes; the holder stalls for the whole
     /// length and wakes into the workload's next op).
     pub shape: Option<ClientFault>,
+}
+
+/// What a client-pause stall is aimed at: when, relative to the stalled client's lease and to
+/// the other clients' grants, it ends. Each aim exposes a different class of service bug.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum StallAim {
+    /// A holder stalls until just past the end of its lease (its last ok grant or renew's
+    /// answer plus the ttl, plus [`ClientFault::after_ms`]): a late renew or write arrives
+    /// while the service may still remember the lease.
+    Boundary,
+    /// A holder stalls until another client has just been granted the same lock (plus
+    /// `after_ms`): the stale op lands right after the next holder's grant, before a second
+    /// one, when the next holder's token is the only one past its own.
+    NextGrant,
+    /// A holder stalls for the fault's whole length (1.5-2.5 leases): it wakes several grants
+    /// later.
+    Long,
+    /// A client stalls while its acquire is outstanding (its keepalives stop, as a paused
+    /// process's would) for longer than its lease, then goes on waiting.
+    Waiter,
+}
+
+/// What a stalled holder does first when it wakes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WakeOp {
+    /// Renews: a real renew timer fires first after a pause.
+    Renew,
+    /// Writes the protected register (counter workload; a mutex holder releases instead).
+    Write,
+    /// Releases the lock.
+    Release,
+    /// Reads the protected register (counter workload: the stall strikes between the grant
+    /// and the read; a mutex holder releases instead).
+    Read,
+}
+
+/// A client-pause's shape: what it is aimed at, and what the stalled holder wakes into
+/// (`None` for a waiter, which goes on waiting, and for a schedule written before shapes,
+/// whose holders wake into the workload's next op).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientFault {
+    pub aim: StallAim,
+    pub wake: Option<WakeOp>,
+    /// For `boundary` and `next-grant`: how long after the aimed instant the stall ends.
+    pub after_ms: u64,
+}
+
+/// Named choices of `--client-faults`: stall aims and wake-up ops. An empty list of either
+/// means all of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientFaults {
+    pub aims: Vec<StallAim>,
+    pub wakes: Vec<WakeOp>,
+}
+
+impl StallAim {
+    pub const ALL: [StallAim; 4] = [
+        StallAim::Boundary,
+        StallAim::NextGrant,
+        StallAim::Long,
+        StallAim::Waiter,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StallAim::Boundary => "boundary",
+            StallAim::NextGrant => "next-grant",
+            StallAim::Long => "long",
+            StallAim::Waiter => "waiter",
+        }
+    }
+}
+
+impl WakeOp {
+    pub const ALL: [WakeOp; 4] = [WakeOp::Renew, WakeOp::Write, WakeOp::Release, WakeOp::Read];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WakeOp::Renew => "renew",
+            WakeOp::Write => "write",
+            WakeOp::Release => "release",
+            WakeOp::Read => "read",
+        }
+    }
+}
+
+impl fmt::Display for StallAim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Display for WakeOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+const CLIENT_FAULT_NAMES: &str =
+    "boundary, next-grant, long, waiter (stall aims), renew, write, release, read (wake-up ops)";
+
+impl FromStr for StallAim {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        StallAim::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown stall aim {s:?} (expected boundary, next-grant, long, waiter)")
+            })
+    }
+}
+
+impl FromStr for WakeOp {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        WakeOp::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown wake-up op {s:?} (expected renew, write, release, read)")
+            })
+    }
+}
+
+/// Parses `--client-faults`: a comma-separated list of stall aims and wake-up ops.
+pub fn parse_client_faults(s: &str) -> Result<ClientFaults, String> {
+    let mut out = ClientFaults::default();
+    for part in s.split(',').map(str::trim) {
+        if let Ok(a) = part.parse::<StallAim>() {
+            if !out.aims.contains(&a) {
+                out.aims.push(a);
+            }
+        } else if let Ok(w) = part.parse::<WakeOp>() {
+            if !out.wakes.contains(&w) {
+                out.wakes.push(w);
+            }
+        } else {
+            return Err(format!(
+                "unknown client fault {part:?} (expected {CLIENT_FAULT_NAMES})"
+            ));
+        }
+    }
+    Ok(out)
+}
+
+impl ClientFaults {
+    /// The list's names, aims first, as `--client-faults` takes them.
+    pub fn names(&self) -> Vec<String> {
+        let aims = self.aims.iter().map(|a| a.to_string());
+        aims.chain(self.wakes.iter().map(|w| w.to_string()))
+            .collect()
+    }
 }
 
 /// It stalls the harness's own client: any service, also a bare URL.

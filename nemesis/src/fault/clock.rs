@@ -10,19 +10,94 @@ use history::FaultFamily;
 use super::{Ctx, Healer};
 use crate::clock::{faketime_env, Backend, ClockScope, ControlPage, NodeClock};
 use crate::schedule::file::{at, needs_nodes, RawFault, END_MS_MAX};
-use crate::schedule::{
-    ClockFault, ClockMode, Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError,
-};
+use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError};
 use rand::Rng;
 use crate::Error;
 use history::{OpValue, Recorder};
 use serde_json::json;
+use std::fmt;
 use std::io::Write;
+use std::str::FromStr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// A clock fault carries its change.
 pub type Plan = ClockFault;
+
+/// What a clock fault does to the node's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ClockMode {
+    /// Jump forward by the bump.
+    BumpForward,
+    /// Jump back by the bump.
+    BumpBack,
+    /// Oscillate between the true time and the bump, several times a second.
+    Strobe,
+    /// Run faster by the rate factor.
+    Fast,
+    /// Run slower by the rate factor.
+    Slow,
+}
+
+impl ClockMode {
+    pub const ALL: [ClockMode; 5] = [
+        ClockMode::BumpForward,
+        ClockMode::BumpBack,
+        ClockMode::Strobe,
+        ClockMode::Fast,
+        ClockMode::Slow,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClockMode::BumpForward => "bump-forward",
+            ClockMode::BumpBack => "bump-back",
+            ClockMode::Strobe => "strobe",
+            ClockMode::Fast => "fast",
+            ClockMode::Slow => "slow",
+        }
+    }
+}
+
+impl fmt::Display for ClockMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ClockMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        ClockMode::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown clock fault {s:?} (expected bump-forward, bump-back, strobe, fast, slow)"
+                )
+            })
+    }
+}
+
+/// Parses `--clock-faults`: a comma-separated list of clock modes.
+pub fn parse_clock_modes(s: &str) -> Result<Vec<ClockMode>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        let m: ClockMode = part.trim().parse()?;
+        if !out.contains(&m) {
+            out.push(m);
+        }
+    }
+    Ok(out)
+}
+
+/// A clock fault's change: a step of `delta_ms` (bumps; strobe flips between the true time
+/// and the step) or a rate (fast, slow).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClockFault {
+    pub mode: ClockMode,
+    pub delta_ms: Option<i64>,
+    pub rate: Option<f64>,
+}
 
 /// It moves the clocks the service's processes read.
 pub const SERVER_SIDE: bool = true;

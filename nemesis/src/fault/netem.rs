@@ -5,7 +5,7 @@ use history::FaultFamily;
 use super::{Ctx, Healer};
 use crate::netns::NetemSpec;
 use crate::schedule::file::{at, needs_nodes, RawFault};
-use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError, NETEM};
+use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError};
 use rand::Rng;
 use crate::Error;
 use serde_json::json;
@@ -14,6 +14,15 @@ use std::time::Duration;
 
 /// A netem fault carries what it does to packets.
 pub type Plan = NetemSpec;
+
+/// What every netem fault does to the targeted nodes' packets.
+pub const NETEM: NetemSpec = NetemSpec {
+    delay_ms: 50,
+    jitter_ms: 20,
+    loss_pct: 5.0,
+    duplicate_pct: 1.0,
+    reorder_pct: 5.0,
+};
 
 /// It shapes the traffic of the nodes' namespaces.
 pub const SERVER_SIDE: bool = true;

@@ -5,18 +5,103 @@ use history::FaultFamily;
 use super::{Ctx, Healer};
 use crate::schedule::file::{at, node_id, node_index, refuses_nodes, RawFault};
 use crate::netns::topology;
-use crate::schedule::{
-    Draws, Drawn, FaultKind, PartitionFault, Payload, PlannedFault, ScheduleError, Topology,
-};
+use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError};
 use rand::Rng;
 use crate::Error;
 use history::OpValue;
 use serde_json::json;
+use std::fmt;
 use std::io::Write;
+use std::str::FromStr;
 use std::time::Duration;
 
 /// A partition carries its cut.
 pub type Plan = PartitionFault;
+
+/// Which links a partition cuts, after Jepsen's partition nemeses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Topology {
+    /// One node from all the others.
+    Isolate,
+    /// Two random halves.
+    Halves,
+    /// Every node sees a majority, but no two nodes the same one.
+    MajoritiesRing,
+    /// Two halves joined through one node that sees both.
+    Bridge,
+    /// The harness's clients from some nodes; the nodes still see each other.
+    Clients,
+}
+
+impl Topology {
+    pub const ALL: [Topology; 5] = [
+        Topology::Isolate,
+        Topology::Halves,
+        Topology::MajoritiesRing,
+        Topology::Bridge,
+        Topology::Clients,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Topology::Isolate => "isolate",
+            Topology::Halves => "halves",
+            Topology::MajoritiesRing => "majorities-ring",
+            Topology::Bridge => "bridge",
+            Topology::Clients => "clients",
+        }
+    }
+    /// The fewest nodes for which the topology cuts anything.
+    pub fn nodes_min(self) -> usize {
+        match self {
+            Topology::Isolate | Topology::Halves => 2,
+            Topology::MajoritiesRing | Topology::Bridge => 3,
+            Topology::Clients => 1,
+        }
+    }
+}
+
+impl fmt::Display for Topology {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Topology {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Topology::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown partition topology {s:?} (expected isolate, halves, majorities-ring, bridge, clients)"
+                )
+            })
+    }
+}
+
+/// Parses `--partition-topologies`.
+pub fn parse_topologies(s: &str) -> Result<Vec<Topology>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        let t: Topology = part.trim().parse()?;
+        if !out.contains(&t) {
+            out.push(t);
+        }
+    }
+    Ok(out)
+}
+
+/// A partition's cut, node positions 0-based.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartitionFault {
+    /// The name of the shape it was drawn as (a label: the cut is what is applied).
+    pub topology: Topology,
+    /// Node pairs that cannot talk, each `(a, b)` with `a < b`.
+    pub cut: Vec<(usize, usize)>,
+    /// Nodes the harness's clients cannot reach.
+    pub clients_cut_from: Vec<usize>,
+}
 
 /// It cuts links between the nodes' namespaces.
 pub const SERVER_SIDE: bool = true;
