@@ -297,23 +297,7 @@ impl PlannedFault {
         for i in &mut f.nodes {
             *i = swap(*i);
         }
-        match &mut f.payload {
-            Payload::Kill(k) => {
-                for i in &mut k.then_nodes {
-                    *i = swap(*i);
-                }
-            }
-            Payload::Partition(p) => {
-                for (a, b) in &mut p.cut {
-                    let (x, y) = (swap(*a), swap(*b));
-                    (*a, *b) = (x.min(y), x.max(y));
-                }
-                for i in &mut p.clients_cut_from {
-                    *i = swap(*i);
-                }
-            }
-            _ => {}
-        }
+        f.payload.renumber(&swap);
         f
     }
 }

@@ -316,6 +316,13 @@ pub(crate) fn write(plan: &Plan, raw: &mut RawFault) {
         .map(|c| c.after_ms);
 }
 
+/// A stall names no nodes.
+pub(crate) fn nodes_named(_plan: &Plan) -> Vec<usize> {
+    Vec::new()
+}
+
+pub(crate) fn renumber(_plan: &mut Plan, _to: &dyn Fn(usize) -> usize) {}
+
 /// A stall for the next lock holder to take.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StallRequest {

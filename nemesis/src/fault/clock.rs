@@ -233,6 +233,13 @@ pub(crate) fn write(plan: &Plan, raw: &mut RawFault) {
     raw.rate = plan.rate;
 }
 
+/// A clock change names no nodes beyond its own.
+pub(crate) fn nodes_named(_plan: &Plan) -> Vec<usize> {
+    Vec::new()
+}
+
+pub(crate) fn renumber(_plan: &mut Plan, _to: &dyn Fn(usize) -> usize) {}
+
 /// How often a strobing clock flips.
 const STROBE_PERIOD: Duration = Duration::from_millis(200);
 

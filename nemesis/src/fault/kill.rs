@@ -73,6 +73,17 @@ pub(crate) fn write(plan: &Plan, raw: &mut RawFault) {
     raw.then_nodes = plan.then_nodes.iter().map(|&i| node_id(i)).collect();
 }
 
+/// The second wave.
+pub(crate) fn nodes_named(plan: &Plan) -> Vec<usize> {
+    plan.then_nodes.clone()
+}
+
+pub(crate) fn renumber(plan: &mut Plan, to: &dyn Fn(usize) -> usize) {
+    for i in &mut plan.then_nodes {
+        *i = to(*i);
+    }
+}
+
 /// Restart attempts after a kill before the run gives up on the node.
 pub const RESTART_ATTEMPTS: u32 = 3;
 

@@ -11,6 +11,9 @@
 //! - its `schedule.json` keys: `own_key(raw)` (the first of its keys a fault has: refused on
 //!   another family's fault), `read(id, raw, nodes)` (its keys read and checked, and whether
 //!   it takes `nodes`) and `write(plan, raw)`;
+//! - `nodes_named(plan)` and `renumber(plan, to)`: the node positions its plan names beyond
+//!   the fault's `nodes`, for the checks against the run and for a fault moved to another
+//!   primary;
 //! - `SERVER_SIDE` (its faults act on the service's processes: not against a bare URL) and
 //!   `NEEDS_NETNS` (they need the nodes in network namespaces);
 //! - `START` and `STOP`, the history ops that open and close its faults (from
@@ -67,6 +70,21 @@ macro_rules! families {
             ) -> Result<Payload, ScheduleError> {
                 match kind {
                     $(FaultKind::$kind => $module::read(id, raw, nodes).map(Payload::$kind),)+
+                }
+            }
+
+            /// The node positions the family part names (a kill's second wave, a cut's ends).
+            pub fn nodes_named(&self) -> Vec<usize> {
+                match self {
+                    $(Payload::$kind(plan) => $module::nodes_named(plan),)+
+                }
+            }
+
+            /// Moves every node position the family part names through `to` (a fault moved
+            /// to another primary).
+            pub fn renumber(&mut self, to: &dyn Fn(usize) -> usize) {
+                match self {
+                    $(Payload::$kind(plan) => $module::renumber(plan, to),)+
                 }
             }
 

@@ -59,6 +59,13 @@ pub(crate) fn write(plan: &Plan, raw: &mut RawFault) {
     raw.netem = Some(plan.clone());
 }
 
+/// A netem spec names no nodes beyond its own.
+pub(crate) fn nodes_named(_plan: &Plan) -> Vec<usize> {
+    Vec::new()
+}
+
+pub(crate) fn renumber(_plan: &mut Plan, _to: &dyn Fn(usize) -> usize) {}
+
 pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Result<(), Error> {
     let network = ctx
         .network

@@ -209,6 +209,23 @@ pub(crate) fn write(plan: &Plan, raw: &mut RawFault) {
     raw.clients_cut_from = Some(plan.clients_cut_from.iter().map(|&i| node_id(i)).collect());
 }
 
+/// The ends of every cut link and the nodes cut from the clients.
+pub(crate) fn nodes_named(plan: &Plan) -> Vec<usize> {
+    let ends = plan.cut.iter().flat_map(|&(a, b)| [a, b]);
+    ends.chain(plan.clients_cut_from.iter().copied()).collect()
+}
+
+/// Each cut link stays ordered (`a < b`).
+pub(crate) fn renumber(plan: &mut Plan, to: &dyn Fn(usize) -> usize) {
+    for (a, b) in &mut plan.cut {
+        let (x, y) = (to(*a), to(*b));
+        (*a, *b) = (x.min(y), x.max(y));
+    }
+    for i in &mut plan.clients_cut_from {
+        *i = to(*i);
+    }
+}
+
 pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Result<(), Error> {
     let network = ctx
         .network

@@ -45,6 +45,13 @@ pub(crate) fn read(id: &str, _raw: &RawFault, nodes: &[usize]) -> Result<Plan, S
 
 pub(crate) fn write(_plan: &Plan, _raw: &mut RawFault) {}
 
+/// A pause names no nodes beyond its own.
+pub(crate) fn nodes_named(_plan: &Plan) -> Vec<usize> {
+    Vec::new()
+}
+
+pub(crate) fn renumber(_plan: &mut Plan, _to: &dyn Fn(usize) -> usize) {}
+
 pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Result<(), Error> {
     ctx.record(START, ctx.value(fault))?;
     for &i in &fault.nodes {

@@ -278,16 +278,8 @@ impl PlannedFault {
 
     /// Every node position the fault names (targets, cut ends, nodes cut from clients).
     pub fn nodes_named(&self) -> BTreeSet<usize> {
-        let mut all: BTreeSet<usize> = self
-            .nodes
-            .iter()
-            .chain(self.then_nodes())
-            .copied()
-            .collect();
-        if let Some(p) = self.partition() {
-            all.extend(p.cut.iter().flat_map(|&(a, b)| [a, b]));
-            all.extend(p.clients_cut_from.iter().copied());
-        }
+        let mut all: BTreeSet<usize> = self.nodes.iter().copied().collect();
+        all.extend(self.payload.nodes_named());
         all
     }
 
