@@ -13,7 +13,6 @@ use crate::config::RunConfig;
 use anyhow::{bail, Context, Result};
 use history::{layout, Completeness, HistoryWriter, Recorder, Results};
 use nemesis::fault::{self, ActiveFaults, Healer};
-use nemesis::schedule::FaultKind;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -220,7 +219,7 @@ impl Running {
             answers.clone(),
         ));
         // A stall ignores the stop signal (a paused program does not know the test is ending).
-        let stall_max_ms = stall_max_ms(&schedule.faults);
+        let stall_max_ms = fault::longest_client_stall_ms(&schedule.faults);
         let ctx = fault::Ctx {
             nodes: dep.nodes.clone(),
             ids: dep.ids.clone(),
@@ -342,16 +341,6 @@ fn spawn_nemesis(
         r
     });
     (task, failed)
-}
-
-/// The longest client stall in the schedule.
-fn stall_max_ms(faults: &[nemesis::schedule::PlannedFault]) -> u64 {
-    faults
-        .iter()
-        .filter(|f| f.kind == FaultKind::ClientPause)
-        .map(|f| f.length_ms)
-        .max()
-        .unwrap_or(0)
 }
 
 /// Where the moving primary is looked up, unless a schedule names its nodes (not by role):

@@ -388,11 +388,11 @@ fn kinds_found(
 
 /// One line for a fault: `f5 clock bump-forward on n1 at 14.2 s for 3.1 s`.
 fn describe(f: &PlannedFault) -> String {
-    let mut s = format!("{} {}", f.id, f.kind);
-    if let Some(c) = f.clock {
+    let mut s = format!("{} {}", f.id, f.kind());
+    if let Some(c) = f.clock() {
         let _ = write!(s, " {}", c.mode);
     }
-    if let Some(p) = &f.partition {
+    if let Some(p) = f.partition() {
         let _ = write!(s, " {}", p.topology);
     }
     if !f.nodes.is_empty() {

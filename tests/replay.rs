@@ -81,8 +81,8 @@ fn replay_matches(args: &[&str]) {
         .iter()
         .filter(|f| {
             f.at_ms + TOLERANCE_MS > duration_ms
-                || (f.kind == FaultKind::ClientPause
-                    && f.at_ms + f.window_ms.unwrap() + 1_000 > duration_ms)
+                || (f.kind() == FaultKind::ClientPause
+                    && f.at_ms + f.window_ms().unwrap() + 1_000 > duration_ms)
         })
         .map(|f| f.id.as_str())
         .collect();
@@ -94,7 +94,7 @@ fn replay_matches(args: &[&str]) {
     let lapsed: Vec<&str> = planned
         .faults
         .iter()
-        .filter(|f| f.kind == FaultKind::ClientPause)
+        .filter(|f| f.kind() == FaultKind::ClientPause)
         .filter(|f| !took(&run_a, &f.id) || !took(&run_b, &f.id))
         .map(|f| f.id.as_str())
         .collect();
@@ -114,7 +114,7 @@ fn replay_matches(args: &[&str]) {
     for f in planned
         .faults
         .iter()
-        .filter(|f| f.kind != FaultKind::ClientPause && !may_lapse.contains(&f.id.as_str()))
+        .filter(|f| f.kind() != FaultKind::ClientPause && !may_lapse.contains(&f.id.as_str()))
     {
         assert!(
             ka.iter().any(|(_, id, _)| id == &f.id),
@@ -131,7 +131,7 @@ fn replay_matches(args: &[&str]) {
         let p = planned.faults.iter().find(|p| p.id == id).unwrap();
         if f == "start-client-pause" {
             // The stall starts when a holder takes the request: within its window.
-            let latest = p.at_ms + p.window_ms.unwrap() + TOLERANCE_MS;
+            let latest = p.at_ms + p.window_ms().unwrap() + TOLERANCE_MS;
             for t in [ms(x), ms(y)] {
                 assert!(
                     (p.at_ms..=latest).contains(&t),

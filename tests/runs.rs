@@ -34,7 +34,7 @@ fn correct_run_is_valid(seed: &str) {
     let planned = Schedule::parse(&text).unwrap().faults;
     let history = std::fs::read_to_string(r.run_dir().join("history.jsonl")).unwrap();
     let count = |f: &str| history.matches(&format!("\"f\":\"{f}\"")).count();
-    let planned_of = |k: FaultKind| planned.iter().filter(|p| p.kind == k).count();
+    let planned_of = |k: FaultKind| planned.iter().filter(|p| p.kind() == k).count();
     for k in [FaultKind::Pause, FaultKind::Kill, FaultKind::ClientPause] {
         assert!(planned_of(k) > 0, "seed {seed} plans no {k}");
     }

@@ -1,14 +1,87 @@
 //! The nemesis's ops as a history names them: which open a fault and which close one, and the
 //! kind each is about. One reading of the op names, for every crate that pairs a fault's start
-//! with its end (the checkers' fault windows, the report's fault bands, coverage): the nemesis
-//! writes `start-<kind>` and `stop-<kind>`, except for a kill, whose ops are `kill` and
-//! `restart`; anything else it writes (`clock-observed`) is an instant, what a fault was seen
-//! to do. Each fault family's names are checked against this reading by a test of the nemesis.
+//! with its end (the checkers' fault windows, the report's fault bands, coverage): each fault
+//! family's names are in [`FaultFamily::ALL`], where the nemesis's families take them from (a
+//! test of the nemesis checks that every family it has is there, under its kind). An op of a
+//! family this build does not know reads by the convention the families follow, `start-<kind>`
+//! and `stop-<kind>`; anything else the nemesis writes (`clock-observed`) is an instant, what a
+//! fault was seen to do.
 
-/// The op that opens a kill fault.
-pub const KILL: &str = "kill";
-/// The op that closes a kill fault (its nodes were started again and answered).
-pub const RESTART: &str = "restart";
+/// A fault family as a history names it: its kind, the ops that open and close its faults,
+/// and the colour the report draws them in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FaultFamily {
+    /// The kind, as `--nemesis` and `schedule.json` name it.
+    pub kind: &'static str,
+    /// The op that opens a fault of it.
+    pub opens: &'static str,
+    /// The op that closes it (after a kill: its nodes were started again and answered).
+    pub closes: &'static str,
+    /// Its faults' colour in the report's timelines (CSS).
+    pub colour: &'static str,
+}
+
+impl FaultFamily {
+    pub const PAUSE: FaultFamily = FaultFamily {
+        kind: "pause",
+        opens: "start-pause",
+        closes: "stop-pause",
+        colour: "#f08c00",
+    };
+    pub const KILL: FaultFamily = FaultFamily {
+        kind: "kill",
+        opens: "kill",
+        closes: "restart",
+        colour: "#e03131",
+    };
+    pub const CLIENT_PAUSE: FaultFamily = FaultFamily {
+        kind: "client-pause",
+        opens: "start-client-pause",
+        closes: "stop-client-pause",
+        colour: "#d6a400",
+    };
+    pub const CLOCK: FaultFamily = FaultFamily {
+        kind: "clock",
+        opens: "start-clock",
+        closes: "stop-clock",
+        colour: "#1c7ed6",
+    };
+    pub const PARTITION: FaultFamily = FaultFamily {
+        kind: "partition",
+        opens: "start-partition",
+        closes: "stop-partition",
+        colour: "#7048e8",
+    };
+    pub const NETEM: FaultFamily = FaultFamily {
+        kind: "netem",
+        opens: "start-netem",
+        closes: "stop-netem",
+        colour: "#0ca678",
+    };
+
+    /// Every family a history of this build may hold.
+    pub const ALL: [FaultFamily; 6] = [
+        FaultFamily::PAUSE,
+        FaultFamily::KILL,
+        FaultFamily::CLIENT_PAUSE,
+        FaultFamily::CLOCK,
+        FaultFamily::PARTITION,
+        FaultFamily::NETEM,
+    ];
+
+    /// The colour of a fault the report does not know the family of.
+    pub const UNKNOWN_COLOUR: &'static str = "#868e96";
+
+    /// The family of `kind`, if this build knows it.
+    pub fn named(kind: &str) -> Option<&'static FaultFamily> {
+        FaultFamily::ALL.iter().find(|f| f.kind == kind)
+    }
+
+    /// The colour of `kind`'s faults in the report (grey for a kind this build does not know).
+    pub fn colour_of(kind: &str) -> &'static str {
+        FaultFamily::named(kind).map_or(FaultFamily::UNKNOWN_COLOUR, |f| f.colour)
+    }
+}
 
 /// What one nemesis op does to the faults in progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,14 +97,19 @@ pub enum FaultOp<'a> {
 impl<'a> FaultOp<'a> {
     /// How the history names the nemesis op `f`.
     pub fn of(f: &'a str) -> FaultOp<'a> {
+        for family in &FaultFamily::ALL {
+            if f == family.opens {
+                return FaultOp::Opens(family.kind);
+            }
+            if f == family.closes {
+                return FaultOp::Closes(family.kind);
+            }
+        }
+        // A family this build does not know (a history from a newer nemesis): the convention.
         if let Some(kind) = f.strip_prefix("start-") {
             FaultOp::Opens(kind)
         } else if let Some(kind) = f.strip_prefix("stop-") {
             FaultOp::Closes(kind)
-        } else if f == KILL {
-            FaultOp::Opens(KILL)
-        } else if f == RESTART {
-            FaultOp::Closes(KILL)
         } else {
             FaultOp::Instant
         }
@@ -66,5 +144,30 @@ mod tests {
         }
         assert_eq!(FaultOp::of("restart").kind(), Some("kill"));
         assert_eq!(FaultOp::of("clock-observed").kind(), None);
+        // A family this build does not know reads by the convention.
+        assert_eq!(FaultOp::of("start-flood"), FaultOp::Opens("flood"));
+        assert_eq!(FaultOp::of("stop-flood"), FaultOp::Closes("flood"));
+    }
+
+    /// Every family but kill follows the convention, no op name is another's, and each
+    /// family has its own colour.
+    #[test]
+    fn the_families_names_are_apart() {
+        let mut names = std::collections::BTreeSet::new();
+        let mut colours = std::collections::BTreeSet::new();
+        for f in FaultFamily::ALL {
+            if f != FaultFamily::KILL {
+                assert_eq!(f.opens, format!("start-{}", f.kind));
+                assert_eq!(f.closes, format!("stop-{}", f.kind));
+            }
+            assert!(names.insert(f.kind), "{f:?}");
+            assert!(names.insert(f.opens) || f.opens == f.kind, "{f:?}");
+            assert!(names.insert(f.closes), "{f:?}");
+            assert!(colours.insert(f.colour), "{f:?}");
+            assert_eq!(FaultFamily::named(f.kind), Some(&f));
+            assert_eq!(FaultFamily::colour_of(f.kind), f.colour);
+        }
+        assert!(!colours.contains(FaultFamily::UNKNOWN_COLOUR));
+        assert_eq!(FaultFamily::colour_of("flood"), FaultFamily::UNKNOWN_COLOUR);
     }
 }

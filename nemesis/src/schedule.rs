@@ -2,15 +2,26 @@
 //! and how (cuts, clock changes, stall lengths). [`plan`] draws all of it from the seed before
 //! the run; the runner only interprets it. `schedule.json` in a run directory is the plan
 //! (see [`file`] for the format), and `lockpick run --schedule FILE` replays one.
+//!
+//! What is common to every fault is here (its kind, id, start, length, nodes, the targets,
+//! the rounds); what is a family's own (its [`Payload`] and types, what the plan draws for it,
+//! its keys in the file) is in its module of [`crate::fault`], re-exported here.
 
-mod file;
+pub(crate) mod file;
 
+pub use crate::fault::client_pause::{
+    parse_client_faults, ClientFault, ClientFaults, StallAim, WakeOp,
+};
+pub use crate::fault::clock::{parse_clock_modes, ClockFault, ClockMode};
+pub use crate::fault::netem::NETEM;
+pub use crate::fault::partition::{parse_topologies, PartitionFault, Topology};
+pub use crate::fault::Payload;
 pub use file::{node_id, Capabilities, ScheduleError, SCHEDULE_VERSION};
 
 /// The plan's file in a run directory.
 pub const SCHEDULE_FILE: &str = "schedule.json";
 
-use crate::netns::{self, NetemSpec};
+use crate::netns::NetemSpec;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -33,134 +44,6 @@ pub enum FaultKind {
     Partition,
     /// Delay, lose, duplicate or reorder packets with tc netem inside the nodes' namespaces.
     Netem,
-}
-
-/// Which links a partition cuts, after Jepsen's partition nemeses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Topology {
-    /// One node from all the others.
-    Isolate,
-    /// Two random halves.
-    Halves,
-    /// Every node sees a majority, but no two nodes the same one.
-    MajoritiesRing,
-    /// Two halves joined through one node that sees both.
-    Bridge,
-    /// The harness's clients from some nodes; the nodes still see each other.
-    Clients,
-}
-
-impl Topology {
-    pub const ALL: [Topology; 5] = [
-        Topology::Isolate,
-        Topology::Halves,
-        Topology::MajoritiesRing,
-        Topology::Bridge,
-        Topology::Clients,
-    ];
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Topology::Isolate => "isolate",
-            Topology::Halves => "halves",
-            Topology::MajoritiesRing => "majorities-ring",
-            Topology::Bridge => "bridge",
-            Topology::Clients => "clients",
-        }
-    }
-    /// The fewest nodes for which the topology cuts anything.
-    pub fn nodes_min(self) -> usize {
-        match self {
-            Topology::Isolate | Topology::Halves => 2,
-            Topology::MajoritiesRing | Topology::Bridge => 3,
-            Topology::Clients => 1,
-        }
-    }
-}
-
-impl fmt::Display for Topology {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Topology {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Topology::ALL
-            .into_iter()
-            .find(|k| k.as_str() == s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown partition topology {s:?} (expected isolate, halves, majorities-ring, bridge, clients)"
-                )
-            })
-    }
-}
-
-/// Parses `--partition-topologies`.
-pub fn parse_topologies(s: &str) -> Result<Vec<Topology>, String> {
-    let mut out = Vec::new();
-    for part in s.split(',') {
-        let t: Topology = part.trim().parse()?;
-        if !out.contains(&t) {
-            out.push(t);
-        }
-    }
-    Ok(out)
-}
-
-/// What a clock fault does to the node's clock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ClockMode {
-    /// Jump forward by the bump.
-    BumpForward,
-    /// Jump back by the bump.
-    BumpBack,
-    /// Oscillate between the true time and the bump, several times a second.
-    Strobe,
-    /// Run faster by the rate factor.
-    Fast,
-    /// Run slower by the rate factor.
-    Slow,
-}
-
-impl ClockMode {
-    pub const ALL: [ClockMode; 5] = [
-        ClockMode::BumpForward,
-        ClockMode::BumpBack,
-        ClockMode::Strobe,
-        ClockMode::Fast,
-        ClockMode::Slow,
-    ];
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ClockMode::BumpForward => "bump-forward",
-            ClockMode::BumpBack => "bump-back",
-            ClockMode::Strobe => "strobe",
-            ClockMode::Fast => "fast",
-            ClockMode::Slow => "slow",
-        }
-    }
-}
-
-impl fmt::Display for ClockMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for ClockMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        ClockMode::ALL
-            .into_iter()
-            .find(|k| k.as_str() == s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown clock fault {s:?} (expected bump-forward, bump-back, strobe, fast, slow)"
-                )
-            })
-    }
 }
 
 /// Which nodes a node fault hits, as Jepsen's nemesis targets.
@@ -215,169 +98,6 @@ impl Targets {
     }
 }
 
-/// Parses `--clock-faults`: a comma-separated list of clock modes.
-pub fn parse_clock_modes(s: &str) -> Result<Vec<ClockMode>, String> {
-    let mut out = Vec::new();
-    for part in s.split(',') {
-        let m: ClockMode = part.trim().parse()?;
-        if !out.contains(&m) {
-            out.push(m);
-        }
-    }
-    Ok(out)
-}
-
-/// What a client-pause stall is aimed at: when, relative to the stalled client's lease and to
-/// the other clients' grants, it ends. Each aim exposes a different class of service bug.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum StallAim {
-    /// A holder stalls until just past the end of its lease (its last ok grant or renew's
-    /// answer plus the ttl, plus [`ClientFault::after_ms`]): a late renew or write arrives
-    /// while the service may still remember the lease.
-    Boundary,
-    /// A holder stalls until another client has just been granted the same lock (plus
-    /// `after_ms`): the stale op lands right after the next holder's grant, before a second
-    /// one, when the next holder's token is the only one past its own.
-    NextGrant,
-    /// A holder stalls for the fault's whole length (1.5-2.5 leases): it wakes several grants
-    /// later.
-    Long,
-    /// A client stalls while its acquire is outstanding (its keepalives stop, as a paused
-    /// process's would) for longer than its lease, then goes on waiting.
-    Waiter,
-}
-
-/// What a stalled holder does first when it wakes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum WakeOp {
-    /// Renews: a real renew timer fires first after a pause.
-    Renew,
-    /// Writes the protected register (counter workload; a mutex holder releases instead).
-    Write,
-    /// Releases the lock.
-    Release,
-    /// Reads the protected register (counter workload: the stall strikes between the grant
-    /// and the read; a mutex holder releases instead).
-    Read,
-}
-
-/// A client-pause's shape: what it is aimed at, and what the stalled holder wakes into
-/// (`None` for a waiter, which goes on waiting, and for a schedule written before shapes,
-/// whose holders wake into the workload's next op).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ClientFault {
-    pub aim: StallAim,
-    pub wake: Option<WakeOp>,
-    /// For `boundary` and `next-grant`: how long after the aimed instant the stall ends.
-    pub after_ms: u64,
-}
-
-/// Named choices of `--client-faults`: stall aims and wake-up ops. An empty list of either
-/// means all of them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ClientFaults {
-    pub aims: Vec<StallAim>,
-    pub wakes: Vec<WakeOp>,
-}
-
-impl StallAim {
-    pub const ALL: [StallAim; 4] = [
-        StallAim::Boundary,
-        StallAim::NextGrant,
-        StallAim::Long,
-        StallAim::Waiter,
-    ];
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StallAim::Boundary => "boundary",
-            StallAim::NextGrant => "next-grant",
-            StallAim::Long => "long",
-            StallAim::Waiter => "waiter",
-        }
-    }
-}
-
-impl WakeOp {
-    pub const ALL: [WakeOp; 4] = [WakeOp::Renew, WakeOp::Write, WakeOp::Release, WakeOp::Read];
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WakeOp::Renew => "renew",
-            WakeOp::Write => "write",
-            WakeOp::Release => "release",
-            WakeOp::Read => "read",
-        }
-    }
-}
-
-impl fmt::Display for StallAim {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl fmt::Display for WakeOp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-const CLIENT_FAULT_NAMES: &str =
-    "boundary, next-grant, long, waiter (stall aims), renew, write, release, read (wake-up ops)";
-
-impl FromStr for StallAim {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        StallAim::ALL
-            .into_iter()
-            .find(|k| k.as_str() == s)
-            .ok_or_else(|| {
-                format!("unknown stall aim {s:?} (expected boundary, next-grant, long, waiter)")
-            })
-    }
-}
-
-impl FromStr for WakeOp {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        WakeOp::ALL
-            .into_iter()
-            .find(|k| k.as_str() == s)
-            .ok_or_else(|| {
-                format!("unknown wake-up op {s:?} (expected renew, write, release, read)")
-            })
-    }
-}
-
-/// Parses `--client-faults`: a comma-separated list of stall aims and wake-up ops.
-pub fn parse_client_faults(s: &str) -> Result<ClientFaults, String> {
-    let mut out = ClientFaults::default();
-    for part in s.split(',').map(str::trim) {
-        if let Ok(a) = part.parse::<StallAim>() {
-            if !out.aims.contains(&a) {
-                out.aims.push(a);
-            }
-        } else if let Ok(w) = part.parse::<WakeOp>() {
-            if !out.wakes.contains(&w) {
-                out.wakes.push(w);
-            }
-        } else {
-            return Err(format!(
-                "unknown client fault {part:?} (expected {CLIENT_FAULT_NAMES})"
-            ));
-        }
-    }
-    Ok(out)
-}
-
-impl ClientFaults {
-    /// The list's names, aims first, as `--client-faults` takes them.
-    pub fn names(&self) -> Vec<String> {
-        let aims = self.aims.iter().map(|a| a.to_string());
-        aims.chain(self.wakes.iter().map(|w| w.to_string()))
-            .collect()
-    }
-}
-
 impl FaultKind {
     /// The faults of the local runtime, in the order `--nemesis` documents them.
     pub const ALL: [FaultKind; 6] = [
@@ -400,21 +120,19 @@ impl FaultKind {
         }
     }
 
+    /// Every kind's name, in `--nemesis` order, for messages: `pause, kill, ...`.
+    pub fn names() -> String {
+        FaultKind::ALL.map(FaultKind::as_str).join(", ")
+    }
+
     /// Whether the fault acts on the service's processes (impossible against a bare URL).
     pub fn is_server_side(self) -> bool {
-        matches!(
-            self,
-            FaultKind::Pause
-                | FaultKind::Kill
-                | FaultKind::Clock
-                | FaultKind::Partition
-                | FaultKind::Netem
-        )
+        crate::fault::server_side(self)
     }
 
     /// Whether the fault needs the nodes in network namespaces.
     pub fn needs_netns(self) -> bool {
-        matches!(self, FaultKind::Partition | FaultKind::Netem)
+        crate::fault::needs_netns(self)
     }
 }
 
@@ -431,7 +149,10 @@ impl FromStr for FaultKind {
             .into_iter()
             .find(|k| k.as_str() == s)
             .ok_or_else(|| {
-                format!("unknown fault {s:?} (expected pause, kill, client-pause, clock, partition, netem, or none)")
+                format!(
+                    "unknown fault {s:?} (expected {}, or none)",
+                    FaultKind::names()
+                )
             })
     }
 }
@@ -492,48 +213,77 @@ pub struct ScheduleConfig {
     pub client_faults: ClientFaults,
 }
 
-/// What every netem fault does to the targeted nodes' packets.
-pub const NETEM: NetemSpec = NetemSpec {
-    delay_ms: 50,
-    jitter_ms: 20,
-    loss_pct: 5.0,
-    duplicate_pct: 1.0,
-    reorder_pct: 5.0,
-};
-
 /// One planned fault: everything about it, drawn before the run. Node positions are 0-based
 /// here and written as node ids (`n1` is position 0) in `schedule.json`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlannedFault {
     /// Stable within a schedule (`f1`, `f2`, ...): every history op of the fault carries it.
     pub id: String,
-    pub kind: FaultKind,
     /// Start, in ms since the test started.
     pub at_ms: u64,
     /// How long it lasts: the pause, the stall, the skew, the cut, or the downtime before the
     /// restart.
     pub length_ms: u64,
-    /// The nodes a pause, kill, clock or netem fault hits.
+    /// The nodes a pause, kill, clock or netem fault hits (empty for a partition, whose cut
+    /// names its nodes, and for a client-pause).
     pub nodes: Vec<usize>,
-    /// For a kill, its second wave (empty: none): these nodes are killed once `nodes` are back,
-    /// for the same downtime. A rolling restart, each wave a minority, harmless alone to a
-    /// service whose grants live on a majority: together they can leave a grant on no node
-    /// that remembers it.
-    pub then_nodes: Vec<usize>,
-    /// For a clock fault, what it does to the clock.
-    pub clock: Option<ClockFault>,
-    /// For a partition, which links it cuts.
-    pub partition: Option<PartitionFault>,
-    /// For netem, what it does to packets.
-    pub netem: Option<NetemSpec>,
-    /// For a client-pause, how long the stall request waits for a lock holder to take it.
-    pub window_ms: Option<u64>,
-    /// For a client-pause, its shape (`None`: a schedule written before shapes; the holder
-    /// stalls for the whole length and wakes into the workload's next op).
-    pub client: Option<ClientFault>,
+    /// Its family's own part: which family it is and what that family needs.
+    pub payload: Payload,
 }
 
 impl PlannedFault {
+    pub fn kind(&self) -> FaultKind {
+        self.payload.kind()
+    }
+
+    /// For a kill, its second wave (empty: none, and for every other family).
+    pub fn then_nodes(&self) -> &[usize] {
+        match &self.payload {
+            Payload::Kill(k) => &k.then_nodes,
+            _ => &[],
+        }
+    }
+
+    /// For a clock fault, what it does to the clock.
+    pub fn clock(&self) -> Option<ClockFault> {
+        match &self.payload {
+            Payload::Clock(c) => Some(*c),
+            _ => None,
+        }
+    }
+
+    /// For a partition, which links it cuts.
+    pub fn partition(&self) -> Option<&PartitionFault> {
+        match &self.payload {
+            Payload::Partition(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// For netem, what it does to packets.
+    pub fn netem(&self) -> Option<&NetemSpec> {
+        match &self.payload {
+            Payload::Netem(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    /// For a client-pause, how long the stall request waits for a lock holder to take it.
+    pub fn window_ms(&self) -> Option<u64> {
+        match &self.payload {
+            Payload::ClientPause(c) => Some(c.window_ms),
+            _ => None,
+        }
+    }
+
+    /// For a client-pause, its shape (`None` also for a schedule written before shapes).
+    pub fn client(&self) -> Option<ClientFault> {
+        match &self.payload {
+            Payload::ClientPause(c) => c.shape,
+            _ => None,
+        }
+    }
+
     /// The fault with the positions `was` and `now` traded in every target (paused, killed,
     /// stepped, cut off): planned when `was` was the primary, carried out when `now` is.
     #[must_use]
@@ -544,40 +294,12 @@ impl PlannedFault {
             i => i,
         };
         let mut f = self.clone();
-        for i in f.nodes.iter_mut().chain(f.then_nodes.iter_mut()) {
+        for i in &mut f.nodes {
             *i = swap(*i);
         }
-        if let Some(p) = &mut f.partition {
-            for (a, b) in &mut p.cut {
-                let (x, y) = (swap(*a), swap(*b));
-                (*a, *b) = (x.min(y), x.max(y));
-            }
-            for i in &mut p.clients_cut_from {
-                *i = swap(*i);
-            }
-        }
+        f.payload.renumber(&swap);
         f
     }
-}
-
-/// A clock fault's change: a step of `delta_ms` (bumps; strobe flips between the true time
-/// and the step) or a rate (fast, slow).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ClockFault {
-    pub mode: ClockMode,
-    pub delta_ms: Option<i64>,
-    pub rate: Option<f64>,
-}
-
-/// A partition's cut, node positions 0-based.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PartitionFault {
-    /// The name of the shape it was drawn as (a label: the cut is what is applied).
-    pub topology: Topology,
-    /// Node pairs that cannot talk, each `(a, b)` with `a < b`.
-    pub cut: Vec<(usize, usize)>,
-    /// Nodes the harness's clients cannot reach.
-    pub clients_cut_from: Vec<usize>,
 }
 
 /// A plan: the faults, and the cluster they were drawn for. `schedule.json` in a run
@@ -629,38 +351,35 @@ const TARGET_STREAM: u64 = 0x7461_7267_6574_7321;
 /// draws.
 const CLIENT_STREAM: u64 = 0x636C_6965_6E74_7321;
 
-/// Draws a client-pause's shape: an aim and (for a holder) a wake-up op from the chosen ones,
-/// and how far past the aimed instant it ends.
-fn draw_client(rng: &mut ChaCha8Rng, chosen: &ClientFaults, ttl_ms: u64) -> ClientFault {
-    let aims: &[StallAim] = if chosen.aims.is_empty() {
-        &StallAim::ALL
-    } else {
-        &chosen.aims
-    };
-    let wakes: &[WakeOp] = if chosen.wakes.is_empty() {
-        &WakeOp::ALL
-    } else {
-        &chosen.wakes
-    };
-    let aim = aims[rng.random_range(0..aims.len())];
-    let wake = wakes[rng.random_range(0..wakes.len())];
-    // A few ms past the aimed instant: late enough that the service has acted on it (the
-    // lease lapsed, the next holder's first op landed), early enough that nothing else has.
-    let after_ms = match aim {
-        StallAim::Boundary => rng.random_range(10..=(ttl_ms / 20).max(20)),
-        StallAim::NextGrant => rng.random_range(10..=(ttl_ms / 10).max(20)),
-        StallAim::Long | StallAim::Waiter => 0,
-    };
-    ClientFault {
-        aim,
-        wake: (aim != StallAim::Waiter).then_some(wake),
-        after_ms,
-    }
+/// The seeded plan's random streams, and what each family's draw reads from its config.
+pub(crate) struct Draws<'a> {
+    pub(crate) cfg: &'a ScheduleConfig,
+    /// The main stream: the rounds' order, each fault's length then its family's choices (a
+    /// clock's mode, a partition's topology), and the quiet intervals.
+    pub(crate) rng: ChaCha8Rng,
+    /// Targets and cuts, fault by fault in plan order.
+    pub(crate) targets_rng: ChaCha8Rng,
+    /// Client-pause shapes.
+    pub(crate) client_rng: ChaCha8Rng,
+    /// The lease (at least 1 ms): fault lengths are drawn around it.
+    pub(crate) ttl_ms: u64,
+    /// The quiet interval (at least 1 ms).
+    pub(crate) interval_ms: u64,
+}
+
+/// What a family draws for one fault of a seeded plan.
+pub(crate) struct Drawn {
+    pub(crate) length_ms: u64,
+    pub(crate) nodes: Vec<usize>,
+    pub(crate) payload: Payload,
+    /// How long the service needs after the fault, before the next one's quiet interval.
+    pub(crate) recovery_ms: u64,
 }
 
 /// The seeded plan: faults one at a time, each followed by a quiet interval (and, after a
 /// kill, time for the service's recovery), with every target, cut, clock change and stall
-/// length drawn here. The same config always yields the same plan.
+/// length drawn here: the targets here, the rest by each fault's family
+/// (`crate::fault::draw`). The same config always yields the same plan.
 pub fn plan(cfg: &ScheduleConfig) -> Schedule {
     let mut out = Schedule {
         seed: Some(cfg.seed),
@@ -672,124 +391,45 @@ pub fn plan(cfg: &ScheduleConfig) -> Schedule {
     if cfg.faults.is_empty() {
         return out;
     }
-    let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x6E65_6D65_7369_7321);
-    let mut targets_rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ TARGET_STREAM);
-    let mut client_rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ CLIENT_STREAM);
-    let interval = cfg.interval_ms.max(1);
-    let ttl = cfg.ttl_ms.max(1);
-    let mut t = jitter(&mut rng, interval);
+    let mut d = Draws {
+        cfg,
+        rng: ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x6E65_6D65_7369_7321),
+        targets_rng: ChaCha8Rng::seed_from_u64(cfg.seed ^ TARGET_STREAM),
+        client_rng: ChaCha8Rng::seed_from_u64(cfg.seed ^ CLIENT_STREAM),
+        ttl_ms: cfg.ttl_ms.max(1),
+        interval_ms: cfg.interval_ms.max(1),
+    };
+    let mut t = jitter(&mut d.rng, d.interval_ms);
     // Faults come in rounds, each a random order of every chosen fault, so a short run still
     // exercises each of them and no kind is starved by chance.
     let mut round: Vec<FaultKind> = Vec::new();
     while t < cfg.duration_ms && out.faults.len() < MAX_FAULTS {
         if round.is_empty() {
             round = cfg.faults.clone();
-            round.shuffle(&mut rng);
+            round.shuffle(&mut d.rng);
         }
         let kind = round.pop().expect("refilled above");
-        let length_ms = match kind {
-            // Straddle the lease: some pauses end before it lapses, most after.
-            FaultKind::Pause => rng.random_range(ttl / 2..=ttl * 2),
-            // Downtime; the restart then waits out the lease itself (recovery).
-            FaultKind::Kill => rng.random_range(100..=ttl.max(101)),
-            // Must outlive the lease surely: well past ttl.
-            FaultKind::ClientPause => rng.random_range(ttl * 3 / 2..=ttl * 5 / 2),
-            // Long enough for several leases to be judged on the skewed clock.
-            FaultKind::Clock => rng.random_range(ttl * 2..=ttl * 4),
-            // Straddle the lease, like a pause: a cut shorter than a lease tests little.
-            FaultKind::Partition | FaultKind::Netem => rng.random_range(ttl..=ttl * 3),
-        };
-        let topology = (kind == FaultKind::Partition).then(|| {
-            let all: &[Topology] = if cfg.topologies.is_empty() {
-                &Topology::ALL
-            } else {
-                &cfg.topologies
-            };
-            all[rng.random_range(0..all.len())]
-        });
-        let clock_mode = (kind == FaultKind::Clock).then(|| {
-            let modes: &[ClockMode] = if cfg.clock_modes.is_empty() {
-                &ClockMode::ALL
-            } else {
-                &cfg.clock_modes
-            };
-            modes[rng.random_range(0..modes.len())]
-        });
-        // Targets and cuts, from their own stream.
+        // The targets are the first draw of their own stream for the fault, so the family's
+        // draws from the other streams may come after them.
         let picked = if kind.is_server_side() && cfg.nodes > 0 {
-            cfg.targets
-                .pick(cfg.nodes, cfg.primary.min(cfg.nodes - 1), &mut targets_rng)
+            cfg.targets.pick(
+                cfg.nodes,
+                cfg.primary.min(cfg.nodes - 1),
+                &mut d.targets_rng,
+            )
         } else {
             Vec::new()
         };
-        let partition = topology.map(|topology| {
-            let n = cfg.nodes;
-            let (cut, clients_cut_from) = match topology {
-                _ if n == 0 => (vec![], vec![]),
-                Topology::Isolate => (
-                    netns::topology::isolate(n, targets_rng.random_range(0..n)),
-                    vec![],
-                ),
-                Topology::Halves => (netns::topology::halves(n, &mut targets_rng), vec![]),
-                Topology::MajoritiesRing => (netns::topology::majorities_ring(n), vec![]),
-                Topology::Bridge => (netns::topology::bridge(n), vec![]),
-                Topology::Clients => (vec![], picked.clone()),
-            };
-            PartitionFault {
-                topology,
-                cut,
-                clients_cut_from,
-            }
-        });
-        let clock = clock_mode.map(|mode| {
-            let bump = cfg.clock_bump_ms as i64;
-            let rate = cfg.clock_rate;
-            match mode {
-                ClockMode::BumpForward | ClockMode::Strobe => ClockFault {
-                    mode,
-                    delta_ms: Some(bump),
-                    rate: None,
-                },
-                ClockMode::BumpBack => ClockFault {
-                    mode,
-                    delta_ms: Some(-bump),
-                    rate: None,
-                },
-                ClockMode::Fast => ClockFault {
-                    mode,
-                    delta_ms: None,
-                    rate: Some(rate),
-                },
-                ClockMode::Slow => ClockFault {
-                    mode,
-                    delta_ms: None,
-                    rate: Some(1.0 / rate),
-                },
-            }
-        });
+        let drawn = crate::fault::draw(kind, &mut d, picked);
+        debug_assert_eq!(drawn.payload.kind(), kind);
         out.faults.push(PlannedFault {
             id: format!("f{}", out.faults.len() + 1),
-            kind,
             at_ms: t,
-            length_ms,
-            nodes: if kind == FaultKind::Partition {
-                Vec::new()
-            } else {
-                picked
-            },
-            then_nodes: Vec::new(),
-            clock,
-            partition,
-            netem: (kind == FaultKind::Netem).then_some(NETEM),
-            window_ms: (kind == FaultKind::ClientPause).then_some(interval),
-            client: (kind == FaultKind::ClientPause)
-                .then(|| draw_client(&mut client_rng, &cfg.client_faults, ttl)),
+            length_ms: drawn.length_ms,
+            nodes: drawn.nodes,
+            payload: drawn.payload,
         });
-        // A correct service refuses grants after a restart until every lease it may have
-        // granted has lapsed (up to about 2 ttl with rounding); a kill inside that window would
-        // keep the lock unavailable all run and test nothing.
-        let recovery_ms = if kind == FaultKind::Kill { ttl * 2 } else { 0 };
-        t += length_ms + recovery_ms + jitter(&mut rng, interval);
+        t += drawn.length_ms + drawn.recovery_ms + jitter(&mut d.rng, d.interval_ms);
     }
     out
 }
@@ -836,7 +476,7 @@ mod tests {
                 };
                 assert_eq!(role(&d.nodes, 0), role(&m.nodes, 2), "{d:?} {m:?}");
                 assert_eq!(d.nodes.contains(&1), m.nodes.contains(&1));
-                if let (Some(dp), Some(mp)) = (&d.partition, &m.partition) {
+                if let (Some(dp), Some(mp)) = (d.partition(), m.partition()) {
                     let cut_off = |p: &PartitionFault, i: usize| {
                         p.cut.iter().filter(|(a, b)| *a == i || *b == i).count()
                     };
@@ -870,16 +510,16 @@ mod tests {
             assert!(!p.is_empty());
             for w in p.windows(2) {
                 assert!(w[0].at_ms + w[0].length_ms < w[1].at_ms, "{w:?}");
-                if w[0].kind == FaultKind::Kill {
+                if w[0].kind() == FaultKind::Kill {
                     assert!(w[0].at_ms + w[0].length_ms + 4000 <= w[1].at_ms, "{w:?}");
                 }
             }
             assert!(p.iter().all(|f| f.at_ms < 30_000));
-            let stalls = p.iter().filter(|f| f.kind == FaultKind::ClientPause);
+            let stalls = p.iter().filter(|f| f.kind() == FaultKind::ClientPause);
             assert!(stalls.clone().all(|f| f.length_ms > 2000));
             assert!(p
                 .iter()
-                .all(|f| f.clock.is_some() == (f.kind == FaultKind::Clock)));
+                .all(|f| f.clock().is_some() == (f.kind() == FaultKind::Clock)));
         }
     }
 
@@ -890,12 +530,12 @@ mod tests {
             assert_eq!((p.nodes, p.primary, p.seed), (3, 0, Some(seed)));
             for (i, f) in p.faults.iter().enumerate() {
                 assert_eq!(f.id, format!("f{}", i + 1));
-                match f.kind {
+                match f.kind() {
                     FaultKind::Pause | FaultKind::Kill | FaultKind::Netem => {
                         assert_eq!(f.nodes.len(), 1, "{f:?}")
                     }
                     FaultKind::Clock => {
-                        let c = f.clock.unwrap();
+                        let c = f.clock().unwrap();
                         assert_eq!(f.nodes.len(), 1);
                         match c.mode {
                             ClockMode::BumpBack => assert_eq!(c.delta_ms, Some(-6000)),
@@ -905,16 +545,16 @@ mod tests {
                         }
                     }
                     FaultKind::Partition => {
-                        let c = f.partition.as_ref().unwrap();
+                        let c = f.partition().unwrap();
                         assert!(f.nodes.is_empty());
                         assert!(!c.cut.is_empty() || !c.clients_cut_from.is_empty(), "{f:?}");
                     }
                     FaultKind::ClientPause => {
                         assert!(f.nodes.is_empty());
-                        assert_eq!(f.window_ms, Some(3000));
+                        assert_eq!(f.window_ms(), Some(3000));
                     }
                 }
-                assert_eq!(f.netem.is_some(), f.kind == FaultKind::Netem);
+                assert_eq!(f.netem().is_some(), f.kind() == FaultKind::Netem);
             }
         }
         // Without nodes (a --url target) only client-side faults plan targets: none.
@@ -934,9 +574,9 @@ mod tests {
             for f in all
                 .faults
                 .iter()
-                .filter(|f| f.kind == FaultKind::ClientPause)
+                .filter(|f| f.kind() == FaultKind::ClientPause)
             {
-                let c = f.client.expect("every drawn client-pause has a shape");
+                let c = f.client().expect("every drawn client-pause has a shape");
                 assert_eq!(c.wake.is_none(), c.aim == StallAim::Waiter, "{f:?}");
                 let aimed = matches!(c.aim, StallAim::Boundary | StallAim::NextGrant);
                 assert_eq!(aimed, c.after_ms > 0, "{f:?}");
@@ -946,7 +586,7 @@ mod tests {
             assert!(all
                 .faults
                 .iter()
-                .all(|f| f.client.is_some() == (f.kind == FaultKind::ClientPause)));
+                .all(|f| f.client().is_some() == (f.kind() == FaultKind::ClientPause)));
             // Choosing shapes changes no other fault of the seed.
             let chosen = ScheduleConfig {
                 client_faults: parse_client_faults("boundary,renew").unwrap(),
@@ -956,10 +596,10 @@ mod tests {
             assert_eq!(only.faults.len(), all.faults.len());
             for (a, b) in all.faults.iter().zip(&only.faults) {
                 assert_eq!(
-                    (a.kind, a.at_ms, a.length_ms, &a.nodes),
-                    (b.kind, b.at_ms, b.length_ms, &b.nodes)
+                    (a.kind(), a.at_ms, a.length_ms, &a.nodes),
+                    (b.kind(), b.at_ms, b.length_ms, &b.nodes)
                 );
-                if let Some(c) = b.client {
+                if let Some(c) = b.client() {
                     assert_eq!((c.aim, c.wake), (StallAim::Boundary, Some(WakeOp::Renew)));
                 }
             }
@@ -994,7 +634,7 @@ mod tests {
         for seed in 0..50 {
             let p = plan(&cfg(seed)).faults;
             for round in p.chunks(6).filter(|r| r.len() == 6) {
-                let mut kinds: Vec<_> = round.iter().map(|f| f.kind).collect();
+                let mut kinds: Vec<_> = round.iter().map(|f| f.kind()).collect();
                 kinds.sort();
                 assert_eq!(kinds, FaultKind::ALL.to_vec(), "seed {seed}");
             }
@@ -1021,6 +661,20 @@ mod tests {
         assert!("most".parse::<Targets>().is_err());
     }
 
+    /// Each family says what it needs: every fault but a client's stall acts on the service's
+    /// processes, and only the network faults need namespaces.
+    #[test]
+    fn what_each_kind_needs() {
+        for k in FaultKind::ALL {
+            assert_eq!(k.is_server_side(), k != FaultKind::ClientPause, "{k}");
+            assert_eq!(
+                k.needs_netns(),
+                matches!(k, FaultKind::Partition | FaultKind::Netem),
+                "{k}"
+            );
+        }
+    }
+
     #[test]
     fn parses_fault_lists() {
         assert_eq!(parse_fault_list("none").unwrap(), vec![]);
@@ -1030,6 +684,11 @@ mod tests {
         );
         let e = parse_fault_list("pause,partiton").unwrap_err();
         assert!(e.contains("partiton"), "{e}");
+        assert_eq!(
+            e,
+            "unknown fault \"partiton\" (expected pause, kill, client-pause, clock, partition, \
+             netem, or none)"
+        );
         assert!(parse_fault_list("").is_err());
         assert!(plan(&ScheduleConfig {
             faults: vec![],

@@ -56,17 +56,10 @@ pub fn fill_for(n: u64) -> String {
     format!("hsl({},62%,42%)", hue(n))
 }
 
-/// Fault band colour by kind.
+/// Fault band colour by kind: its family's (`history::FaultFamily`), grey for a kind this
+/// build does not know or an instant event's name.
 pub fn fault_color(kind: &str) -> &'static str {
-    match kind {
-        "pause" => "#f08c00",
-        "kill" => "#e03131",
-        "partition" => "#7048e8",
-        "clock" => "#1c7ed6",
-        "client-pause" => "#d6a400",
-        "netem" => "#0ca678",
-        _ => "#868e96",
-    }
+    history::FaultFamily::colour_of(kind)
 }
 
 /// Draws the time axis along `y` (labels above, grid lines down to `y_bottom`).

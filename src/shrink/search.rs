@@ -114,8 +114,8 @@ impl Shrinker {
             .iter()
             .map(|f| {
                 f.end_ms()
-                    + f.window_ms.unwrap_or(0)
-                    + if f.kind == FaultKind::Kill {
+                    + f.window_ms().unwrap_or(0)
+                    + if f.kind() == FaultKind::Kill {
                         2 * lease
                     } else {
                         0

@@ -9,11 +9,12 @@
 //! clock change lasting several leases).
 
 use history::coverage::{Cell, KILL_ROLLING};
+use nemesis::fault::{client_pause, clock, kill, pause};
 use nemesis::schedule::{
-    ClientFault, ClockFault, ClockMode, FaultKind, PartitionFault, PlannedFault, Schedule,
-    StallAim, Topology, WakeOp, NETEM,
+    ClientFault, ClockMode, FaultKind, PartitionFault, Payload, PlannedFault, Schedule, StallAim,
+    Topology, WakeOp, NETEM,
 };
-use rand::{Rng, SeedableRng};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 /// A scenario's faults are packed until their planned time reaches this: short enough that a
@@ -601,7 +602,8 @@ fn breadth_first(cells: &[PlanCell], open_cells: &[usize], profile: Profile) -> 
 }
 
 /// The fault aimed at `c`, starting at `at_ms`, and how long after it the scenario must go on
-/// for it to meet its state (a kill's recovery wait and a grant).
+/// for it to meet its state (a kill's recovery wait and a grant). Each family's fault is sized
+/// by its own function below.
 fn fault_for(
     t: &Target,
     c: &Cell,
@@ -609,136 +611,161 @@ fn fault_for(
     ttl: u64,
     rng: &mut ChaCha8Rng,
 ) -> Option<(PlannedFault, u64)> {
-    let role_node = |role: &str| -> Vec<usize> {
-        match role {
-            "other" if t.nodes > 1 => vec![other_node(t.nodes, at_ms)],
-            _ => vec![0],
+    // The node of the cell's role, for the families that hit one.
+    let role_node = match c.role.as_str() {
+        "other" if t.nodes > 1 => vec![other_node(t.nodes, at_ms)],
+        _ => vec![0],
+    };
+    let aimed = if c.kind == LEASE {
+        lease_stall(ttl, rng)
+    } else {
+        match c.kind.parse::<FaultKind>().ok()? {
+            FaultKind::ClientPause => stall_for(t, c, ttl, rng)?,
+            FaultKind::Pause => pause_for(role_node, ttl),
+            FaultKind::Kill => kill_for(t, c, role_node, ttl),
+            FaultKind::Clock => clock_for(t, c, role_node, ttl)?,
+            FaultKind::Partition => partition_for(t, c, ttl, rng)?,
+            FaultKind::Netem => netem_for(ttl),
         }
     };
-    let base = |kind: FaultKind, length_ms: u64| PlannedFault {
+    let fault = PlannedFault {
         id: String::new(),
-        kind,
         at_ms,
+        length_ms: aimed.length_ms,
+        nodes: aimed.nodes,
+        payload: aimed.payload,
+    };
+    Some((fault, aimed.after_ms))
+}
+
+/// A fault aimed at a cell, before its place in the scenario.
+struct Aimed {
+    length_ms: u64,
+    nodes: Vec<usize>,
+    payload: Payload,
+    /// How long after it the scenario must go on for it to meet its state.
+    after_ms: u64,
+}
+
+/// The odd-lease cell's stall: a holder stalls to just past its lease and renews.
+fn lease_stall(ttl: u64, rng: &mut ChaCha8Rng) -> Aimed {
+    let shape = ClientFault {
+        aim: StallAim::Boundary,
+        wake: Some(WakeOp::Renew),
+        after_ms: client_pause::draw_after_ms(StallAim::Boundary, ttl, rng),
+    };
+    Aimed {
+        length_ms: ttl * 2,
+        nodes: Vec::new(),
+        payload: Payload::ClientPause(client_pause::Plan {
+            window_ms: ttl.max(500),
+            shape: Some(shape),
+        }),
+        after_ms: 0,
+    }
+}
+
+/// A stall of the cell's aim and wake-up op.
+fn stall_for(t: &Target, c: &Cell, ttl: u64, rng: &mut ChaCha8Rng) -> Option<Aimed> {
+    let aim: StallAim = c.variant.parse().ok()?;
+    let wake = if aim == StallAim::Waiter {
+        None
+    } else {
+        Some(c.wake.parse::<WakeOp>().ok()?)
+    };
+    // As the drawn plan sizes them: a few ms past the aimed instant.
+    let after_ms = client_pause::draw_after_ms(aim, ttl, rng);
+    // A long stall outlasts the lease, the liveness grace and another lease: a lock
+    // still held then is stuck, and the others asking meanwhile are refused.
+    let length_ms = match aim {
+        StallAim::Long => (ttl * 2).max(ttl * 2 + t.liveness_grace_ms),
+        _ => ttl * 2,
+    };
+    Some(Aimed {
         length_ms,
         nodes: Vec::new(),
-        then_nodes: Vec::new(),
-        clock: None,
-        partition: None,
-        netem: None,
-        window_ms: None,
-        client: None,
-    };
-    let fault = match c.kind.as_str() {
-        LEASE => PlannedFault {
-            window_ms: Some(ttl.max(500)),
-            client: Some(ClientFault {
-                aim: StallAim::Boundary,
-                wake: Some(WakeOp::Renew),
-                after_ms: rng.random_range(10..=(ttl / 20).max(20)),
+        payload: Payload::ClientPause(client_pause::Plan {
+            // Well past the lease: the aimed instants lie within it.
+            window_ms: ttl.max(500),
+            shape: Some(ClientFault {
+                aim,
+                wake,
+                after_ms,
             }),
-            ..base(FaultKind::ClientPause, ttl * 2)
-        },
-        "client-pause" => {
-            let aim: StallAim = c.variant.parse().ok()?;
-            let wake = if aim == StallAim::Waiter {
-                None
-            } else {
-                Some(c.wake.parse::<WakeOp>().ok()?)
-            };
-            // As the drawn plan sizes them: a few ms past the aimed instant.
-            let after_ms = match aim {
-                StallAim::Boundary => rng.random_range(10..=(ttl / 20).max(20)),
-                StallAim::NextGrant => rng.random_range(10..=(ttl / 10).max(20)),
-                StallAim::Long | StallAim::Waiter => 0,
-            };
-            // A long stall outlasts the lease, the liveness grace and another lease: a lock
-            // still held then is stuck, and the others asking meanwhile are refused.
-            let length_ms = match aim {
-                StallAim::Long => (ttl * 2).max(ttl * 2 + t.liveness_grace_ms),
-                _ => ttl * 2,
-            };
-            PlannedFault {
-                // Well past the lease: the aimed instants lie within it.
-                window_ms: Some(ttl.max(500)),
-                client: Some(ClientFault {
-                    aim,
-                    wake,
-                    after_ms,
-                }),
-                ..base(FaultKind::ClientPause, length_ms)
-            }
-        }
-        // Longer than a lease: one live at the start runs out while the service is frozen.
-        "pause" => PlannedFault {
-            nodes: role_node(&c.role),
-            ..base(FaultKind::Pause, ttl * 3 / 2)
-        },
-        "kill" => {
-            // Short downtime: the node must be back while a lease it granted is still live.
-            let f = match c.variant.as_str() {
-                KILL_ROLLING => {
-                    let (first, then) = rolling_waves(t.nodes);
-                    PlannedFault {
-                        nodes: first,
-                        then_nodes: then,
-                        ..base(FaultKind::Kill, (ttl / 4).max(100))
-                    }
-                }
-                _ => PlannedFault {
-                    nodes: role_node(&c.role),
-                    ..base(FaultKind::Kill, (ttl / 4).max(100))
-                },
-            };
-            // A correct service refuses grants for up to about 2 leases after its restart; the
-            // scenario goes on past that so a grant follows.
-            return Some((f, ttl * 2 + ttl / 2));
-        }
-        "clock" => {
-            let mode: ClockMode = c.variant.parse().ok()?;
-            let bump = t.clock_bump_ms as i64;
-            let (delta_ms, rate) = match mode {
-                ClockMode::BumpForward | ClockMode::Strobe => (Some(bump), None),
-                ClockMode::BumpBack => (Some(-bump), None),
-                ClockMode::Fast => (None, Some(t.clock_rate)),
-                ClockMode::Slow => (None, Some(1.0 / t.clock_rate)),
-            };
-            PlannedFault {
-                nodes: role_node(&c.role),
-                clock: Some(ClockFault {
-                    mode,
-                    delta_ms,
-                    rate,
-                }),
-                ..base(FaultKind::Clock, ttl * 3)
-            }
-        }
-        "partition" => {
-            let topology: Topology = c.variant.parse().ok()?;
-            let n = t.nodes;
-            let (cut, clients_cut_from) = match topology {
-                Topology::Isolate => (nemesis::netns::topology::isolate(n, 0), vec![]),
-                Topology::Halves => (nemesis::netns::topology::halves(n, rng), vec![]),
-                Topology::MajoritiesRing => (nemesis::netns::topology::majorities_ring(n), vec![]),
-                Topology::Bridge => (nemesis::netns::topology::bridge(n), vec![]),
-                Topology::Clients => (vec![], vec![0]),
-            };
-            PlannedFault {
-                partition: Some(PartitionFault {
-                    topology,
-                    cut,
-                    clients_cut_from,
-                }),
-                ..base(FaultKind::Partition, ttl * 2)
-            }
-        }
-        "netem" => PlannedFault {
-            nodes: vec![0],
-            netem: Some(NETEM),
-            ..base(FaultKind::Netem, ttl * 2)
-        },
-        _ => return None,
+        }),
+        after_ms: 0,
+    })
+}
+
+/// Longer than a lease: one live at the start runs out while the service is frozen.
+fn pause_for(nodes: Vec<usize>, ttl: u64) -> Aimed {
+    Aimed {
+        length_ms: ttl * 3 / 2,
+        nodes,
+        payload: Payload::Pause(pause::Plan),
+        after_ms: 0,
+    }
+}
+
+/// A kill of the role's node, or a rolling kill; a short downtime: the node must be back
+/// while a lease it granted is still live.
+fn kill_for(t: &Target, c: &Cell, role_node: Vec<usize>, ttl: u64) -> Aimed {
+    let (nodes, then_nodes) = match c.variant.as_str() {
+        KILL_ROLLING => rolling_waves(t.nodes),
+        _ => (role_node, Vec::new()),
     };
-    Some((fault, 0))
+    Aimed {
+        length_ms: (ttl / 4).max(100),
+        nodes,
+        payload: Payload::Kill(kill::Plan { then_nodes }),
+        // A correct service refuses grants for up to about 2 leases after its restart; the
+        // scenario goes on past that so a grant follows.
+        after_ms: ttl * 2 + ttl / 2,
+    }
+}
+
+/// A change of the cell's mode, lasting several leases.
+fn clock_for(t: &Target, c: &Cell, nodes: Vec<usize>, ttl: u64) -> Option<Aimed> {
+    let mode: ClockMode = c.variant.parse().ok()?;
+    Some(Aimed {
+        length_ms: ttl * 3,
+        nodes,
+        payload: Payload::Clock(clock::change(mode, t.clock_bump_ms, t.clock_rate)),
+        after_ms: 0,
+    })
+}
+
+/// A cut of the cell's topology, around the primary where it singles a node out.
+fn partition_for(t: &Target, c: &Cell, ttl: u64, rng: &mut ChaCha8Rng) -> Option<Aimed> {
+    let topology: Topology = c.variant.parse().ok()?;
+    let n = t.nodes;
+    let (cut, clients_cut_from) = match topology {
+        Topology::Isolate => (nemesis::netns::topology::isolate(n, 0), vec![]),
+        Topology::Halves => (nemesis::netns::topology::halves(n, rng), vec![]),
+        Topology::MajoritiesRing => (nemesis::netns::topology::majorities_ring(n), vec![]),
+        Topology::Bridge => (nemesis::netns::topology::bridge(n), vec![]),
+        Topology::Clients => (vec![], vec![0]),
+    };
+    Some(Aimed {
+        length_ms: ttl * 2,
+        nodes: Vec::new(),
+        payload: Payload::Partition(PartitionFault {
+            topology,
+            cut,
+            clients_cut_from,
+        }),
+        after_ms: 0,
+    })
+}
+
+/// The planner's netem on the primary.
+fn netem_for(ttl: u64) -> Aimed {
+    Aimed {
+        length_ms: ttl * 2,
+        nodes: vec![0],
+        payload: Payload::Netem(NETEM),
+        after_ms: 0,
+    }
 }
 
 /// The waves of a rolling kill on `nodes` (3 or more), never the primary (position 0): first
@@ -835,7 +862,7 @@ mod tests {
             let f = &s.schedule.as_ref().unwrap().faults;
             assert_eq!(f.len(), 1, "{s:?}");
             assert_eq!(
-                (f[0].nodes.clone(), f[0].then_nodes.clone()),
+                (f[0].nodes.clone(), f[0].then_nodes().to_vec()),
                 (vec![2], vec![1])
             );
             let hold = s.flags.iter().position(|a| a == "--hold").expect("--hold");
@@ -1103,8 +1130,8 @@ mod tests {
             "boundary and next-grant stalls keep the target's waits"
         );
         for f in &sch.faults {
-            match f.kind {
-                FaultKind::ClientPause => assert!(f.length_ms > 1000 && f.client.is_some()),
+            match f.kind() {
+                FaultKind::ClientPause => assert!(f.length_ms > 1000 && f.client().is_some()),
                 FaultKind::Pause => assert!(f.length_ms > 1000),
                 FaultKind::Clock => assert!(f.length_ms >= 3000),
                 _ => {}

@@ -5,14 +5,334 @@
 //! start and stop itself, with its process, lock, token and shape, under the op names given
 //! here and the fault's id.
 
+use history::FaultFamily;
 use super::{Ctx, Healer};
-use crate::schedule::{ClientFault, PlannedFault};
+use crate::schedule::file::{at, refuses_nodes, RawFault};
+use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError};
+use rand::Rng;
 use crate::Error;
+use std::fmt;
 use std::io::Write;
+use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-pub const START: &str = "start-client-pause";
-pub const STOP: &str = "stop-client-pause";
+/// A client-pause's request window and shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Plan {
+    /// How long the stall request waits for a lock holder to take it.
+    pub window_ms: u64,
+    /// Its shape (`None`: a schedule written before shapes; the holder stalls for the whole
+    /// length and wakes into the workload's next op).
+    pub shape: Option<ClientFault>,
+}
+
+/// What a client-pause stall is aimed at: when, relative to the stalled client's lease and to
+/// the other clients' grants, it ends. Each aim exposes a different class of service bug.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum StallAim {
+    /// A holder stalls until just past the end of its lease (its last ok grant or renew's
+    /// answer plus the ttl, plus [`ClientFault::after_ms`]): a late renew or write arrives
+    /// while the service may still remember the lease.
+    Boundary,
+    /// A holder stalls until another client has just been granted the same lock (plus
+    /// `after_ms`): the stale op lands right after the next holder's grant, before a second
+    /// one, when the next holder's token is the only one past its own.
+    NextGrant,
+    /// A holder stalls for the fault's whole length (1.5-2.5 leases): it wakes several grants
+    /// later.
+    Long,
+    /// A client stalls while its acquire is outstanding (its keepalives stop, as a paused
+    /// process's would) for longer than its lease, then goes on waiting.
+    Waiter,
+}
+
+/// What a stalled holder does first when it wakes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WakeOp {
+    /// Renews: a real renew timer fires first after a pause.
+    Renew,
+    /// Writes the protected register (counter workload; a mutex holder releases instead).
+    Write,
+    /// Releases the lock.
+    Release,
+    /// Reads the protected register (counter workload: the stall strikes between the grant
+    /// and the read; a mutex holder releases instead).
+    Read,
+}
+
+/// A client-pause's shape: what it is aimed at, and what the stalled holder wakes into
+/// (`None` for a waiter, which goes on waiting, and for a schedule written before shapes,
+/// whose holders wake into the workload's next op).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientFault {
+    pub aim: StallAim,
+    pub wake: Option<WakeOp>,
+    /// For `boundary` and `next-grant`: how long after the aimed instant the stall ends.
+    pub after_ms: u64,
+}
+
+/// Named choices of `--client-faults`: stall aims and wake-up ops. An empty list of either
+/// means all of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientFaults {
+    pub aims: Vec<StallAim>,
+    pub wakes: Vec<WakeOp>,
+}
+
+impl StallAim {
+    pub const ALL: [StallAim; 4] = [
+        StallAim::Boundary,
+        StallAim::NextGrant,
+        StallAim::Long,
+        StallAim::Waiter,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StallAim::Boundary => "boundary",
+            StallAim::NextGrant => "next-grant",
+            StallAim::Long => "long",
+            StallAim::Waiter => "waiter",
+        }
+    }
+}
+
+impl WakeOp {
+    pub const ALL: [WakeOp; 4] = [WakeOp::Renew, WakeOp::Write, WakeOp::Release, WakeOp::Read];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WakeOp::Renew => "renew",
+            WakeOp::Write => "write",
+            WakeOp::Release => "release",
+            WakeOp::Read => "read",
+        }
+    }
+}
+
+impl fmt::Display for StallAim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Display for WakeOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+const CLIENT_FAULT_NAMES: &str =
+    "boundary, next-grant, long, waiter (stall aims), renew, write, release, read (wake-up ops)";
+
+impl FromStr for StallAim {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        StallAim::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown stall aim {s:?} (expected boundary, next-grant, long, waiter)")
+            })
+    }
+}
+
+impl FromStr for WakeOp {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        WakeOp::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown wake-up op {s:?} (expected renew, write, release, read)")
+            })
+    }
+}
+
+/// Parses `--client-faults`: a comma-separated list of stall aims and wake-up ops.
+pub fn parse_client_faults(s: &str) -> Result<ClientFaults, String> {
+    let mut out = ClientFaults::default();
+    for part in s.split(',').map(str::trim) {
+        if let Ok(a) = part.parse::<StallAim>() {
+            if !out.aims.contains(&a) {
+                out.aims.push(a);
+            }
+        } else if let Ok(w) = part.parse::<WakeOp>() {
+            if !out.wakes.contains(&w) {
+                out.wakes.push(w);
+            }
+        } else {
+            return Err(format!(
+                "unknown client fault {part:?} (expected {CLIENT_FAULT_NAMES})"
+            ));
+        }
+    }
+    Ok(out)
+}
+
+impl ClientFaults {
+    /// The list's names, aims first, as `--client-faults` takes them.
+    pub fn names(&self) -> Vec<String> {
+        let aims = self.aims.iter().map(|a| a.to_string());
+        aims.chain(self.wakes.iter().map(|w| w.to_string()))
+            .collect()
+    }
+}
+
+/// It stalls the harness's own client: any service, also a bare URL.
+pub const SERVER_SIDE: bool = false;
+pub const NEEDS_NETNS: bool = false;
+
+pub const START: &str = FaultFamily::CLIENT_PAUSE.opens;
+pub const STOP: &str = FaultFamily::CLIENT_PAUSE.closes;
+
+/// A stall that must outlive the lease surely (well past it), of a shape drawn from the
+/// chosen ones; the request waits a quiet interval for a holder.
+pub(crate) fn draw(d: &mut Draws<'_>, picked: Vec<usize>) -> Drawn {
+    debug_assert!(picked.is_empty(), "a client-pause hits no node: {picked:?}");
+    let ttl = d.ttl_ms;
+    Drawn {
+        length_ms: d.rng.random_range(ttl * 3 / 2..=ttl * 5 / 2),
+        nodes: picked,
+        payload: Payload::ClientPause(Plan {
+            window_ms: d.interval_ms,
+            shape: Some(draw_shape(&mut d.client_rng, &d.cfg.client_faults, ttl)),
+        }),
+        recovery_ms: 0,
+    }
+}
+
+/// Draws a client-pause's shape: an aim and (for a holder) a wake-up op from the chosen ones,
+/// and how far past the aimed instant it ends.
+fn draw_shape(rng: &mut impl Rng, chosen: &ClientFaults, ttl_ms: u64) -> ClientFault {
+    let aims: &[StallAim] = if chosen.aims.is_empty() {
+        &StallAim::ALL
+    } else {
+        &chosen.aims
+    };
+    let wakes: &[WakeOp] = if chosen.wakes.is_empty() {
+        &WakeOp::ALL
+    } else {
+        &chosen.wakes
+    };
+    let aim = aims[rng.random_range(0..aims.len())];
+    let wake = wakes[rng.random_range(0..wakes.len())];
+    ClientFault {
+        aim,
+        wake: (aim != StallAim::Waiter).then_some(wake),
+        after_ms: draw_after_ms(aim, ttl_ms, rng),
+    }
+}
+
+/// The longest client stall a plan holds (0: none): the runner waits this long, beside the
+/// leases, for a stalled worker to wake before it gives up on the run's end.
+pub fn longest_ms(faults: &[PlannedFault]) -> u64 {
+    faults
+        .iter()
+        .filter(|f| f.kind() == FaultKind::ClientPause)
+        .map(|f| f.length_ms)
+        .max()
+        .unwrap_or(0)
+}
+
+/// How far past the aimed instant a `boundary` or `next-grant` stall ends (0 for the others,
+/// and nothing drawn): a few ms, late enough that the service has acted on it (the lease
+/// lapsed, the next holder's first op landed), early enough that nothing else has.
+pub fn draw_after_ms(aim: StallAim, ttl_ms: u64, rng: &mut impl Rng) -> u64 {
+    match aim {
+        StallAim::Boundary => rng.random_range(10..=(ttl_ms / 20).max(20)),
+        StallAim::NextGrant => rng.random_range(10..=(ttl_ms / 10).max(20)),
+        StallAim::Long | StallAim::Waiter => 0,
+    }
+}
+
+/// `window_ms`, `shape`, `wake` and `after_ms`.
+pub(crate) fn own_key(raw: &RawFault) -> Option<&'static str> {
+    [
+        ("window_ms", raw.window_ms.is_some()),
+        ("shape", raw.shape.is_some()),
+        ("wake", raw.wake.is_some()),
+        ("after_ms", raw.after_ms.is_some()),
+    ]
+    .into_iter()
+    .find_map(|(key, present)| present.then_some(key))
+}
+
+/// The shape, `window_ms` (default: `length_ms`); the client holding a lock is who stalls,
+/// `nodes` is refused.
+pub(crate) fn read(id: &str, raw: &RawFault, nodes: &[usize]) -> Result<Plan, ScheduleError> {
+    let shape = read_shape(id, raw)?;
+    refuses_nodes(
+        id,
+        FaultKind::ClientPause,
+        nodes,
+        "the client holding a lock stalls",
+    )?;
+    Ok(Plan {
+        window_ms: raw.window_ms.unwrap_or(raw.length_ms),
+        shape,
+    })
+}
+
+/// A client-pause's `shape`, `wake` and `after_ms`, checked together.
+fn read_shape(id: &str, r: &RawFault) -> Result<Option<ClientFault>, ScheduleError> {
+    let Some(shape) = r.shape.as_deref() else {
+        if r.wake.is_some() || r.after_ms.is_some() {
+            return Err(at(id, "`wake` and `after_ms` need a `shape`"));
+        }
+        return Ok(None);
+    };
+    let aim: StallAim = shape.parse().map_err(|e: String| at(id, e))?;
+    let wake = match (aim, r.wake.as_deref()) {
+        (StallAim::Waiter, Some(_)) => {
+            return Err(at(
+                id,
+                "`wake` is for holder stalls; a waiter goes on waiting",
+            ))
+        }
+        (StallAim::Waiter, None) => None,
+        (_, Some(w)) => Some(w.parse::<WakeOp>().map_err(|e: String| at(id, e))?),
+        (_, None) => return Err(at(id, format!("a {aim} stall needs `wake`"))),
+    };
+    // An offset past the bound is kept as written: the stall ends at its bound (`length_ms`)
+    // whatever it aims at, and `shrink` halves lengths without touching offsets.
+    let after_ms = match (aim, r.after_ms) {
+        (StallAim::Boundary | StallAim::NextGrant, Some(ms)) => ms,
+        (StallAim::Boundary | StallAim::NextGrant, None) => {
+            return Err(at(id, format!("a {aim} stall needs `after_ms`")))
+        }
+        (_, Some(_)) => {
+            return Err(at(
+                id,
+                format!("`after_ms` is for boundary and next-grant stalls, not {aim}"),
+            ))
+        }
+        (_, None) => 0,
+    };
+    Ok(Some(ClientFault {
+        aim,
+        wake,
+        after_ms,
+    }))
+}
+
+pub(crate) fn write(plan: &Plan, raw: &mut RawFault) {
+    raw.window_ms = Some(plan.window_ms);
+    raw.shape = plan.shape.map(|c| c.aim.as_str().to_string());
+    raw.wake = plan
+        .shape
+        .and_then(|c| c.wake)
+        .map(|w| w.as_str().to_string());
+    raw.after_ms = plan
+        .shape
+        .filter(|c| matches!(c.aim, StallAim::Boundary | StallAim::NextGrant))
+        .map(|c| c.after_ms);
+}
+
+/// A stall names no nodes.
+pub(crate) fn nodes_named(_plan: &Plan) -> Vec<usize> {
+    Vec::new()
+}
+
+pub(crate) fn renumber(_plan: &mut Plan, _to: &dyn Fn(usize) -> usize) {}
 
 /// A stall for the next lock holder to take.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,13 +356,13 @@ pub trait ClientStalls: Send + Sync {
 
 pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Result<(), Error> {
     let length = Duration::from_millis(fault.length_ms);
-    let window = Duration::from_millis(fault.window_ms.unwrap_or(fault.length_ms));
+    let window = Duration::from_millis(fault.window_ms().unwrap_or(fault.length_ms));
     ctx.stalls.request(
         StallRequest {
             length,
             fault: fault.id.clone(),
             ops: [START, STOP],
-            shape: fault.client,
+            shape: fault.client(),
         },
         Instant::now() + window,
     );

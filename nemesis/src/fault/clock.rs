@@ -6,20 +6,239 @@
 //! answers one, else (vDSO backend) the offset the node's own patched code applied to its next
 //! wall-clock read.
 
+use history::FaultFamily;
 use super::{Ctx, Healer};
 use crate::clock::{faketime_env, Backend, ClockScope, ControlPage, NodeClock};
-use crate::schedule::{ClockMode, PlannedFault};
+use crate::schedule::file::{at, needs_nodes, RawFault, END_MS_MAX};
+use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError};
+use rand::Rng;
 use crate::Error;
 use history::{OpValue, Recorder};
 use serde_json::json;
+use std::fmt;
 use std::io::Write;
+use std::str::FromStr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-pub const START: &str = "start-clock";
-pub const STOP: &str = "stop-clock";
+/// A clock fault carries its change.
+pub type Plan = ClockFault;
+
+/// What a clock fault does to the node's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ClockMode {
+    /// Jump forward by the bump.
+    BumpForward,
+    /// Jump back by the bump.
+    BumpBack,
+    /// Oscillate between the true time and the bump, several times a second.
+    Strobe,
+    /// Run faster by the rate factor.
+    Fast,
+    /// Run slower by the rate factor.
+    Slow,
+}
+
+impl ClockMode {
+    pub const ALL: [ClockMode; 5] = [
+        ClockMode::BumpForward,
+        ClockMode::BumpBack,
+        ClockMode::Strobe,
+        ClockMode::Fast,
+        ClockMode::Slow,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClockMode::BumpForward => "bump-forward",
+            ClockMode::BumpBack => "bump-back",
+            ClockMode::Strobe => "strobe",
+            ClockMode::Fast => "fast",
+            ClockMode::Slow => "slow",
+        }
+    }
+}
+
+impl fmt::Display for ClockMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ClockMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        ClockMode::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown clock fault {s:?} (expected bump-forward, bump-back, strobe, fast, slow)"
+                )
+            })
+    }
+}
+
+/// Parses `--clock-faults`: a comma-separated list of clock modes.
+pub fn parse_clock_modes(s: &str) -> Result<Vec<ClockMode>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        let m: ClockMode = part.trim().parse()?;
+        if !out.contains(&m) {
+            out.push(m);
+        }
+    }
+    Ok(out)
+}
+
+/// A clock fault's change: a step of `delta_ms` (bumps; strobe flips between the true time
+/// and the step) or a rate (fast, slow).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClockFault {
+    pub mode: ClockMode,
+    pub delta_ms: Option<i64>,
+    pub rate: Option<f64>,
+}
+
+/// It moves the clocks the service's processes read.
+pub const SERVER_SIDE: bool = true;
+pub const NEEDS_NETNS: bool = false;
+
+pub const START: &str = FaultFamily::CLOCK.opens;
+pub const STOP: &str = FaultFamily::CLOCK.closes;
 /// After each change: the offset a node's `/v1/time` really showed.
 pub const OBSERVED: &str = "clock-observed";
+
+/// A change of the picked nodes' clocks, of a mode drawn from the chosen ones, long enough for
+/// several leases to be judged on the skewed clock.
+pub(crate) fn draw(d: &mut Draws<'_>, picked: Vec<usize>) -> Drawn {
+    let ttl = d.ttl_ms;
+    let length_ms = d.rng.random_range(ttl * 2..=ttl * 4);
+    let modes: &[ClockMode] = if d.cfg.clock_modes.is_empty() {
+        &ClockMode::ALL
+    } else {
+        &d.cfg.clock_modes
+    };
+    let mode = modes[d.rng.random_range(0..modes.len())];
+    Drawn {
+        length_ms,
+        nodes: picked,
+        payload: Payload::Clock(change(mode, d.cfg.clock_bump_ms, d.cfg.clock_rate)),
+        recovery_ms: 0,
+    }
+}
+
+/// The change a clock fault of `mode` makes: bumps and strobes step by `bump_ms` (back: the
+/// other way), a fast clock runs `rate` times as fast and a slow one `1 / rate`.
+pub fn change(mode: ClockMode, bump_ms: u64, rate: f64) -> ClockFault {
+    let bump = bump_ms as i64;
+    let (delta_ms, rate) = match mode {
+        ClockMode::BumpForward | ClockMode::Strobe => (Some(bump), None),
+        ClockMode::BumpBack => (Some(-bump), None),
+        ClockMode::Fast => (None, Some(rate)),
+        ClockMode::Slow => (None, Some(1.0 / rate)),
+    };
+    ClockFault {
+        mode,
+        delta_ms,
+        rate,
+    }
+}
+
+/// `mode`, `delta_ms` and `rate`, the change.
+pub(crate) fn own_key(raw: &RawFault) -> Option<&'static str> {
+    [
+        ("mode", raw.mode.is_some()),
+        ("delta_ms", raw.delta_ms.is_some()),
+        ("rate", raw.rate.is_some()),
+    ]
+    .into_iter()
+    .find_map(|(key, present)| present.then_some(key))
+}
+
+/// `mode`, then the step (`delta_ms`) of a bump or strobe, or the `rate` of a fast or slow
+/// clock: the other of the two is refused.
+pub(crate) fn read(id: &str, raw: &RawFault, nodes: &[usize]) -> Result<Plan, ScheduleError> {
+    needs_nodes(id, FaultKind::Clock, nodes)?;
+    let mode: ClockMode = raw
+        .mode
+        .as_deref()
+        .ok_or_else(|| at(id, "a clock fault needs `mode`"))?
+        .parse()
+        .map_err(|e: String| at(id, e))?;
+    let (delta_ms, rate) = match mode {
+        ClockMode::BumpForward | ClockMode::BumpBack | ClockMode::Strobe => {
+            (Some(read_step(id, raw, mode)?), None)
+        }
+        ClockMode::Fast | ClockMode::Slow => (None, Some(read_rate(id, raw, mode)?)),
+    };
+    Ok(ClockFault {
+        mode,
+        delta_ms,
+        rate,
+    })
+}
+
+/// A bump's or a strobe's `delta_ms`: forward > 0, back < 0, strobe not 0.
+fn read_step(id: &str, raw: &RawFault, mode: ClockMode) -> Result<i64, ScheduleError> {
+    if raw.rate.is_some() {
+        return Err(at(
+            id,
+            format!("`rate` is for fast and slow clocks, not {mode}"),
+        ));
+    }
+    let d = raw
+        .delta_ms
+        .ok_or_else(|| at(id, format!("a {mode} clock fault needs `delta_ms`")))?;
+    let ok = match mode {
+        ClockMode::BumpForward => d > 0,
+        ClockMode::BumpBack => d < 0,
+        _ => d != 0,
+    };
+    if !ok || d.unsigned_abs() > END_MS_MAX {
+        return Err(at(
+            id,
+            format!("delta_ms {d} does not fit {mode} (forward > 0, back < 0, strobe not 0; at most 30 days)"),
+        ));
+    }
+    Ok(d)
+}
+
+/// A fast or slow clock's `rate`: above 1 for fast, below for slow.
+fn read_rate(id: &str, raw: &RawFault, mode: ClockMode) -> Result<f64, ScheduleError> {
+    if raw.delta_ms.is_some() {
+        return Err(at(
+            id,
+            format!("`delta_ms` is for bumps and strobes, not {mode}"),
+        ));
+    }
+    let rate = raw
+        .rate
+        .ok_or_else(|| at(id, format!("a {mode} clock fault needs `rate`")))?;
+    let ok = match mode {
+        ClockMode::Fast => rate > 1.0 && rate <= 1000.0,
+        _ => (0.001..1.0).contains(&rate),
+    };
+    if !ok {
+        return Err(at(
+            id,
+            format!("rate {rate} does not fit {mode} (fast: above 1, at most 1000; slow: below 1, at least 0.001)"),
+        ));
+    }
+    Ok(rate)
+}
+
+pub(crate) fn write(plan: &Plan, raw: &mut RawFault) {
+    raw.mode = Some(plan.mode.as_str().to_string());
+    raw.delta_ms = plan.delta_ms;
+    raw.rate = plan.rate;
+}
+
+/// A clock change names no nodes beyond its own.
+pub(crate) fn nodes_named(_plan: &Plan) -> Vec<usize> {
+    Vec::new()
+}
+
+pub(crate) fn renumber(_plan: &mut Plan, _to: &dyn Fn(usize) -> usize) {}
 
 /// How often a strobing clock flips.
 const STROBE_PERIOD: Duration = Duration::from_millis(200);
@@ -67,7 +286,7 @@ pub fn prepare(
 
 pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Result<(), Error> {
     let change = fault
-        .clock
+        .clock()
         .ok_or_else(|| Error::msg(format!("fault {}: a clock fault without a mode", fault.id)))?;
     let names = ctx.names(&fault.nodes).join(",");
     ctx.set_active(Some(format!("clock {} {names}", change.mode)));

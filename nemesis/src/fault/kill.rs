@@ -3,17 +3,86 @@
 //! (`then_nodes`) does the same to its second wave once the first is back; it is one fault,
 //! `kill` to `restart`, whose events name both waves.
 
+use history::FaultFamily;
 use super::{Ctx, Healer};
 use crate::node::Node;
-use crate::schedule::PlannedFault;
+use crate::schedule::file::{at, needs_nodes, node_id, node_index, RawFault};
+use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError};
+use rand::Rng;
 use crate::Error;
 use history::OpValue;
 use serde_json::json;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-pub const START: &str = "kill";
-pub const STOP: &str = "restart";
+/// A kill's second wave (empty: none): these nodes are killed once the fault's `nodes` are
+/// back, for the same downtime. A rolling restart, each wave a minority, harmless alone to a
+/// service whose grants live on a majority: together they can leave a grant on no node that
+/// remembers it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Plan {
+    pub then_nodes: Vec<usize>,
+}
+
+/// It kills the service's processes.
+pub const SERVER_SIDE: bool = true;
+pub const NEEDS_NETNS: bool = false;
+
+pub const START: &str = FaultFamily::KILL.opens;
+pub const STOP: &str = FaultFamily::KILL.closes;
+
+/// A kill of the picked nodes in one wave: a downtime, then the restart waits out the lease
+/// itself.
+pub(crate) fn draw(d: &mut Draws<'_>, picked: Vec<usize>) -> Drawn {
+    let ttl = d.ttl_ms;
+    Drawn {
+        length_ms: d.rng.random_range(100..=ttl.max(101)),
+        nodes: picked,
+        payload: Payload::Kill(Plan::default()),
+        // A correct service refuses grants after a restart until every lease it may have
+        // granted has lapsed (up to about 2 ttl with rounding); a kill inside that window
+        // would keep the lock unavailable all run and test nothing.
+        recovery_ms: ttl * 2,
+    }
+}
+
+/// `then_nodes`, the second wave.
+pub(crate) fn own_key(raw: &RawFault) -> Option<&'static str> {
+    (!raw.then_nodes.is_empty()).then_some("then_nodes")
+}
+
+/// `then_nodes`: node ids apart from `nodes` and from each other.
+pub(crate) fn read(id: &str, raw: &RawFault, nodes: &[usize]) -> Result<Plan, ScheduleError> {
+    let mut then_nodes = Vec::with_capacity(raw.then_nodes.len());
+    for n in &raw.then_nodes {
+        let i = node_index(id, n)?;
+        if nodes.contains(&i) || then_nodes.contains(&i) {
+            return Err(at(
+                id,
+                format!("node {n} is named twice (`then_nodes` is a second wave, apart from `nodes`)"),
+            ));
+        }
+        then_nodes.push(i);
+    }
+    then_nodes.sort_unstable();
+    needs_nodes(id, FaultKind::Kill, nodes)?;
+    Ok(Plan { then_nodes })
+}
+
+pub(crate) fn write(plan: &Plan, raw: &mut RawFault) {
+    raw.then_nodes = plan.then_nodes.iter().map(|&i| node_id(i)).collect();
+}
+
+/// The second wave.
+pub(crate) fn nodes_named(plan: &Plan) -> Vec<usize> {
+    plan.then_nodes.clone()
+}
+
+pub(crate) fn renumber(plan: &mut Plan, to: &dyn Fn(usize) -> usize) {
+    for i in &mut plan.then_nodes {
+        *i = to(*i);
+    }
+}
 
 /// Restart attempts after a kill before the run gives up on the node.
 pub const RESTART_ATTEMPTS: u32 = 3;
@@ -21,7 +90,7 @@ pub const RESTART_ATTEMPTS: u32 = 3;
 pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Result<(), Error> {
     ctx.record(START, with_waves(ctx, fault, ctx.value(fault)))?;
     let mut stopped = false;
-    for wave in [&fault.nodes, &fault.then_nodes] {
+    for wave in [&fault.nodes[..], fault.then_nodes()] {
         // A run told to stop during the first wave brings it back and kills no more.
         if wave.is_empty() || stopped {
             continue;
@@ -38,9 +107,9 @@ pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Res
 /// A rolling kill's events also name its second wave (`then_nodes`), by which coverage tells
 /// it from a kill of all its nodes at once.
 fn with_waves<W: Write + Send>(ctx: &Ctx<W>, fault: &PlannedFault, value: OpValue) -> OpValue {
-    match fault.then_nodes.is_empty() {
+    match fault.then_nodes().is_empty() {
         true => value,
-        false => value.with_extra("then_nodes", json!(ctx.names(&fault.then_nodes))),
+        false => value.with_extra("then_nodes", json!(ctx.names(fault.then_nodes()))),
     }
 }
 
@@ -54,7 +123,7 @@ async fn down_and_up<W: Write + Send>(
     for &i in wave {
         ctx.nodes[i].lock().await.kill().await?;
     }
-    let label = format!("{} {}", fault.kind, ctx.names(wave).join(","));
+    let label = format!("{} {}", fault.kind(), ctx.names(wave).join(","));
     ctx.set_active(Some(label));
     let stopped = ctx
         .sleep_or_stop(Instant::now() + Duration::from_millis(fault.length_ms))

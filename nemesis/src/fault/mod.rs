@@ -3,16 +3,33 @@
 //! its heal. [`run_plan`] interprets a schedule with them, fault by fault; [`heal_all`] is the
 //! final heal at the end of a run.
 //!
-//! A family module has the same four items: `START`, `STOP`, `async fn run(ctx, fault)` (start,
-//! hold for the fault's length or until the run stops, end: the end always runs) and `async fn
-//! heal(healer)` (what is left to undo once the run is over). A new family is one module here
-//! plus its line in `families!` below, and its kind in [`FaultKind`] with what the plan draws
-//! for it (`schedule.rs`).
+//! A family module has the same items:
+//! - `Plan`: what a planned fault of the family carries beyond its id, start, length and nodes
+//!   ([`Payload`]'s variant for it), and `draw(draws, picked)`, what a seeded plan draws for
+//!   one of its faults (its length, its choices, its cut or shape) from the plan's streams,
+//!   each in the order it always drew them, so a seed gives the schedule it gave;
+//! - its `schedule.json` keys: `own_key(raw)` (the first of its keys a fault has: refused on
+//!   another family's fault), `read(id, raw, nodes)` (its keys read and checked, and whether
+//!   it takes `nodes`) and `write(plan, raw)`;
+//! - `nodes_named(plan)` and `renumber(plan, to)`: the node positions its plan names beyond
+//!   the fault's `nodes`, for the checks against the run and for a fault moved to another
+//!   primary;
+//! - `SERVER_SIDE` (its faults act on the service's processes: not against a bare URL) and
+//!   `NEEDS_NETNS` (they need the nodes in network namespaces);
+//! - `START` and `STOP`, the history ops that open and close its faults (from
+//!   `history::FaultFamily`, where the history's readers find them);
+//! - `async fn run(ctx, fault)`: start, hold for the fault's length or until the run stops,
+//!   end (the end always runs);
+//! - `async fn heal(healer)`: what is left to undo once the run is over.
+//!
+//! A new family is one module here plus its line in `families!` below, and its kind in
+//! [`FaultKind`] (`schedule.rs`).
 
 use crate::node::Node;
 use crate::ready::Readiness;
 use crate::runtime::NetworkFaults;
-use crate::schedule::{FaultKind, PlannedFault};
+use crate::schedule::file::{at, RawFault};
+use crate::schedule::{Drawn, Draws, FaultKind, PlannedFault, ScheduleError};
 use crate::{clock::NodeClock, Error};
 use history::{OpValue, Recorder};
 use serde_json::json;
@@ -21,19 +38,113 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
-pub use client_pause::{ClientStalls, StallRequest};
+pub use client_pause::{longest_ms as longest_client_stall_ms, ClientStalls, StallRequest};
 
 /// Registers every family: declares its module and routes its kind to it.
 macro_rules! families {
     ($($kind:ident => $module:ident),+ $(,)?) => {
         $(pub mod $module;)+
 
+        /// What a planned fault carries for its family: one variant per family, each with
+        /// that family's own data, so a fault cannot hold another family's fields.
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum Payload {
+            $($kind($module::Plan),)+
+        }
+
+        impl Payload {
+            /// The family's kind.
+            pub fn kind(&self) -> FaultKind {
+                match self {
+                    $(Payload::$kind(_) => FaultKind::$kind,)+
+                }
+            }
+
+            /// Reads a `schedule.json` fault's family part with its family (`nodes`, read
+            /// already, for the family to check).
+            pub(crate) fn read(
+                kind: FaultKind,
+                id: &str,
+                raw: &RawFault,
+                nodes: &[usize],
+            ) -> Result<Payload, ScheduleError> {
+                match kind {
+                    $(FaultKind::$kind => $module::read(id, raw, nodes).map(Payload::$kind),)+
+                }
+            }
+
+            /// The node positions the family part names (a kill's second wave, a cut's ends).
+            pub fn nodes_named(&self) -> Vec<usize> {
+                match self {
+                    $(Payload::$kind(plan) => $module::nodes_named(plan),)+
+                }
+            }
+
+            /// Moves every node position the family part names through `to` (a fault moved
+            /// to another primary).
+            pub fn renumber(&mut self, to: &dyn Fn(usize) -> usize) {
+                match self {
+                    $(Payload::$kind(plan) => $module::renumber(plan, to),)+
+                }
+            }
+
+            /// Writes the family part into a `schedule.json` fault.
+            pub(crate) fn write(&self, raw: &mut RawFault) {
+                match self {
+                    $(Payload::$kind(plan) => $module::write(plan, raw),)+
+                }
+            }
+
+            /// Refuses a key of another family than `kind`'s, so a typo'd kind or a key on
+            /// the wrong fault never silently drops part of a fault.
+            pub(crate) fn refuse_other_families_keys(
+                kind: FaultKind,
+                id: &str,
+                raw: &RawFault,
+            ) -> Result<(), ScheduleError> {
+                $(
+                    if kind != FaultKind::$kind {
+                        if let Some(key) = $module::own_key(raw) {
+                            return Err(at(
+                                id,
+                                format!("`{key}` is for {} faults, not {kind}", FaultKind::$kind),
+                            ));
+                        }
+                    }
+                )+
+                Ok(())
+            }
+        }
+
+        /// Whether `kind`'s faults act on the service's processes: its family's `SERVER_SIDE`.
+        pub(crate) fn server_side(kind: FaultKind) -> bool {
+            match kind {
+                $(FaultKind::$kind => $module::SERVER_SIDE,)+
+            }
+        }
+
+        /// Whether `kind`'s faults need the nodes in network namespaces: its family's
+        /// `NEEDS_NETNS`.
+        pub(crate) fn needs_netns(kind: FaultKind) -> bool {
+            match kind {
+                $(FaultKind::$kind => $module::NEEDS_NETNS,)+
+            }
+        }
+
+        /// Draws one fault of `kind` for a seeded plan with its family (`picked`: the nodes
+        /// the plan's targets picked for it).
+        pub(crate) fn draw(kind: FaultKind, d: &mut Draws<'_>, picked: Vec<usize>) -> Drawn {
+            match kind {
+                $(FaultKind::$kind => $module::draw(d, picked),)+
+            }
+        }
+
         /// Carries out one planned fault with its family.
         async fn dispatch<W: Write + Send>(
             ctx: &mut Ctx<W>,
             fault: &PlannedFault,
         ) -> Result<(), Error> {
-            match fault.kind {
+            match fault.kind() {
                 $(FaultKind::$kind => $module::run(ctx, fault).await,)+
             }
         }
@@ -52,13 +163,16 @@ macro_rules! families {
     };
 }
 
+// The order is the order of the final heal (a stall request is withdrawn before paused nodes
+// resume; the other families leave nothing) and of the checks for another family's keys in
+// `schedule.json` (the first one found is the one named).
 families! {
-    ClientPause => client_pause,
-    Pause => pause,
-    Kill => kill,
     Clock => clock,
     Partition => partition,
     Netem => netem,
+    ClientPause => client_pause,
+    Pause => pause,
+    Kill => kill,
 }
 
 /// Faults in progress, for the status line.
@@ -208,7 +322,7 @@ pub async fn run_plan<W: Write + Send>(
         // A primary that moves: the fault planned for it goes where it is now, and the node
         // there takes the place the plan gave the primary's.
         let fault = match &ctx.locate {
-            Some(l) if fault.kind.is_server_side() => match l.find().await {
+            Some(l) if fault.kind().is_server_side() => match l.find().await {
                 Some(now) => {
                     ctx.primary = now;
                     fault.with_primary(planned, now)
@@ -224,10 +338,10 @@ pub async fn run_plan<W: Write + Send>(
             },
             _ => fault,
         };
-        if fault.kind.is_server_side() && ctx.nodes.is_empty() {
+        if fault.kind().is_server_side() && ctx.nodes.is_empty() {
             return Err(Error::msg(format!(
                 "{} needs nodes the harness started",
-                fault.kind
+                fault.kind()
             )));
         }
         if let Some(&i) = fault.nodes_named().iter().find(|&&i| i >= ctx.nodes.len()) {
@@ -258,6 +372,18 @@ mod tests {
         for (kind, start, stop) in names {
             assert_eq!(FaultOp::of(start), FaultOp::Opens(kind.as_str()), "{start}");
             assert_eq!(FaultOp::of(stop), FaultOp::Closes(kind.as_str()), "{stop}");
+        }
+    }
+
+    /// The history's table of families is this crate's: every family it has is there under
+    /// its kind, and the table holds no other.
+    #[test]
+    fn every_family_is_in_the_historys_table() {
+        assert_eq!(history::FaultFamily::ALL.len(), FaultKind::ALL.len());
+        for (kind, start, stop) in op_names() {
+            let family = history::FaultFamily::named(kind.as_str())
+                .unwrap_or_else(|| panic!("{kind} is not in history::FaultFamily::ALL"));
+            assert_eq!((family.opens, family.closes), (start, stop), "{kind}");
         }
     }
 }

@@ -1,16 +1,230 @@
 //! `partition`: cut the planned links between nodes (and between the clients and some nodes)
 //! with the runtime's network faults, hold, heal.
 
+use history::FaultFamily;
 use super::{Ctx, Healer};
-use crate::schedule::PlannedFault;
+use crate::schedule::file::{at, node_id, node_index, refuses_nodes, RawFault};
+use crate::netns::topology;
+use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError};
+use rand::Rng;
 use crate::Error;
 use history::OpValue;
 use serde_json::json;
+use std::fmt;
 use std::io::Write;
+use std::str::FromStr;
 use std::time::Duration;
 
-pub const START: &str = "start-partition";
-pub const STOP: &str = "stop-partition";
+/// A partition carries its cut.
+pub type Plan = PartitionFault;
+
+/// Which links a partition cuts, after Jepsen's partition nemeses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Topology {
+    /// One node from all the others.
+    Isolate,
+    /// Two random halves.
+    Halves,
+    /// Every node sees a majority, but no two nodes the same one.
+    MajoritiesRing,
+    /// Two halves joined through one node that sees both.
+    Bridge,
+    /// The harness's clients from some nodes; the nodes still see each other.
+    Clients,
+}
+
+impl Topology {
+    pub const ALL: [Topology; 5] = [
+        Topology::Isolate,
+        Topology::Halves,
+        Topology::MajoritiesRing,
+        Topology::Bridge,
+        Topology::Clients,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Topology::Isolate => "isolate",
+            Topology::Halves => "halves",
+            Topology::MajoritiesRing => "majorities-ring",
+            Topology::Bridge => "bridge",
+            Topology::Clients => "clients",
+        }
+    }
+    /// The fewest nodes for which the topology cuts anything.
+    pub fn nodes_min(self) -> usize {
+        match self {
+            Topology::Isolate | Topology::Halves => 2,
+            Topology::MajoritiesRing | Topology::Bridge => 3,
+            Topology::Clients => 1,
+        }
+    }
+}
+
+impl fmt::Display for Topology {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Topology {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Topology::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown partition topology {s:?} (expected isolate, halves, majorities-ring, bridge, clients)"
+                )
+            })
+    }
+}
+
+/// Parses `--partition-topologies`.
+pub fn parse_topologies(s: &str) -> Result<Vec<Topology>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        let t: Topology = part.trim().parse()?;
+        if !out.contains(&t) {
+            out.push(t);
+        }
+    }
+    Ok(out)
+}
+
+/// A partition's cut, node positions 0-based.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartitionFault {
+    /// The name of the shape it was drawn as (a label: the cut is what is applied).
+    pub topology: Topology,
+    /// Node pairs that cannot talk, each `(a, b)` with `a < b`.
+    pub cut: Vec<(usize, usize)>,
+    /// Nodes the harness's clients cannot reach.
+    pub clients_cut_from: Vec<usize>,
+}
+
+/// It cuts links between the nodes' namespaces.
+pub const SERVER_SIDE: bool = true;
+pub const NEEDS_NETNS: bool = true;
+
+pub const START: &str = FaultFamily::PARTITION.opens;
+pub const STOP: &str = FaultFamily::PARTITION.closes;
+
+/// A cut of a topology drawn from the chosen ones, straddling the lease like a pause (a cut
+/// shorter than a lease tests little). Its nodes are in its cut: `picked` is whom a `clients`
+/// cut cuts the clients from.
+pub(crate) fn draw(d: &mut Draws<'_>, picked: Vec<usize>) -> Drawn {
+    let ttl = d.ttl_ms;
+    let length_ms = d.rng.random_range(ttl..=ttl * 3);
+    let all: &[Topology] = if d.cfg.topologies.is_empty() {
+        &Topology::ALL
+    } else {
+        &d.cfg.topologies
+    };
+    let topology = all[d.rng.random_range(0..all.len())];
+    let n = d.cfg.nodes;
+    let (cut, clients_cut_from) = match topology {
+        _ if n == 0 => (vec![], vec![]),
+        Topology::Isolate => (
+            topology::isolate(n, d.targets_rng.random_range(0..n)),
+            vec![],
+        ),
+        Topology::Halves => (topology::halves(n, &mut d.targets_rng), vec![]),
+        Topology::MajoritiesRing => (topology::majorities_ring(n), vec![]),
+        Topology::Bridge => (topology::bridge(n), vec![]),
+        Topology::Clients => (vec![], picked),
+    };
+    Drawn {
+        length_ms,
+        nodes: Vec::new(),
+        payload: Payload::Partition(PartitionFault {
+            topology,
+            cut,
+            clients_cut_from,
+        }),
+        recovery_ms: 0,
+    }
+}
+
+/// `topology`, `cut` and `clients_cut_from`.
+pub(crate) fn own_key(raw: &RawFault) -> Option<&'static str> {
+    [
+        ("topology", raw.topology.is_some()),
+        ("cut", raw.cut.is_some()),
+        ("clients_cut_from", raw.clients_cut_from.is_some()),
+    ]
+    .into_iter()
+    .find_map(|(key, present)| present.then_some(key))
+}
+
+/// `topology` (a label), `cut` (pairs, each ordered, sorted, without repeats) and
+/// `clients_cut_from`; the cut names the nodes, `nodes` is refused.
+pub(crate) fn read(id: &str, raw: &RawFault, nodes: &[usize]) -> Result<Plan, ScheduleError> {
+    refuses_nodes(
+        id,
+        FaultKind::Partition,
+        nodes,
+        "use `cut` and `clients_cut_from`",
+    )?;
+    let topology: Topology = raw
+        .topology
+        .as_deref()
+        .ok_or_else(|| at(id, "a partition needs `topology`"))?
+        .parse()
+        .map_err(|e: String| at(id, e))?;
+    let mut cut = Vec::new();
+    for [a, b] in raw.cut.iter().flatten() {
+        let (x, y) = (node_index(id, a)?, node_index(id, b)?);
+        if x == y {
+            return Err(at(
+                id,
+                format!("cut [{a}, {b}]: a node cannot be cut from itself"),
+            ));
+        }
+        cut.push((x.min(y), x.max(y)));
+    }
+    cut.sort_unstable();
+    cut.dedup();
+    let mut clients_cut_from = Vec::new();
+    for n in raw.clients_cut_from.iter().flatten() {
+        clients_cut_from.push(node_index(id, n)?);
+    }
+    clients_cut_from.sort_unstable();
+    clients_cut_from.dedup();
+    Ok(PartitionFault {
+        topology,
+        cut,
+        clients_cut_from,
+    })
+}
+
+pub(crate) fn write(plan: &Plan, raw: &mut RawFault) {
+    raw.topology = Some(plan.topology.as_str().to_string());
+    raw.cut = Some(
+        plan.cut
+            .iter()
+            .map(|&(a, b)| [node_id(a), node_id(b)])
+            .collect(),
+    );
+    raw.clients_cut_from = Some(plan.clients_cut_from.iter().map(|&i| node_id(i)).collect());
+}
+
+/// The ends of every cut link and the nodes cut from the clients.
+pub(crate) fn nodes_named(plan: &Plan) -> Vec<usize> {
+    let ends = plan.cut.iter().flat_map(|&(a, b)| [a, b]);
+    ends.chain(plan.clients_cut_from.iter().copied()).collect()
+}
+
+/// Each cut link stays ordered (`a < b`).
+pub(crate) fn renumber(plan: &mut Plan, to: &dyn Fn(usize) -> usize) {
+    for (a, b) in &mut plan.cut {
+        let (x, y) = (to(*a), to(*b));
+        (*a, *b) = (x.min(y), x.max(y));
+    }
+    for i in &mut plan.clients_cut_from {
+        *i = to(*i);
+    }
+}
 
 pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Result<(), Error> {
     let network = ctx
@@ -18,8 +232,7 @@ pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Res
         .clone()
         .ok_or_else(|| Error::msg("partitions need --runtime netns"))?;
     let p = fault
-        .partition
-        .as_ref()
+        .partition()
         .ok_or_else(|| Error::msg(format!("fault {}: a partition without a cut", fault.id)))?;
     let links: Vec<[&str; 2]> = p
         .cut

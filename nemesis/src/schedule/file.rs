@@ -50,10 +50,7 @@
 //!
 //! Unknown keys are refused, so a typo never silently drops part of a fault.
 
-use super::{
-    ClientFault, ClockFault, ClockMode, FaultKind, PartitionFault, PlannedFault, Schedule,
-    StallAim, Topology, WakeOp, MAX_FAULTS, NETEM,
-};
+use super::{FaultKind, Payload, PlannedFault, Schedule, MAX_FAULTS};
 use crate::netns::NetemSpec;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -65,7 +62,7 @@ pub const SCHEDULE_VERSION: u64 = 1;
 
 /// A fault may not end later than this after the run's start (30 days): a bound, and a guard
 /// against seconds taken for milliseconds many times over.
-const END_MS_MAX: u64 = 30 * 24 * 3_600_000;
+pub(crate) const END_MS_MAX: u64 = 30 * 24 * 3_600_000;
 
 /// What is wrong with a schedule, naming the fault when one fault is at fault.
 #[derive(Debug, Clone, PartialEq)]
@@ -93,7 +90,7 @@ fn whole(message: impl Into<String>) -> ScheduleError {
     }
 }
 
-fn at(fault: &str, message: impl Into<String>) -> ScheduleError {
+pub(crate) fn at(fault: &str, message: impl Into<String>) -> ScheduleError {
     ScheduleError {
         fault: Some(fault.to_string()),
         message: message.into(),
@@ -125,39 +122,42 @@ struct RawSchedule {
     faults: Vec<Value>,
 }
 
-#[derive(Serialize, Deserialize)]
+/// A fault as `schedule.json` holds it: every family's keys, flat (each family reads and
+/// writes its own: [`crate::fault::Payload::read`], [`crate::fault::Payload::write`]); the
+/// order of the fields is the order of the keys in the file.
+#[derive(Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
-struct RawFault {
-    id: String,
-    kind: String,
-    at_ms: u64,
-    length_ms: u64,
+pub(crate) struct RawFault {
+    pub(crate) id: String,
+    pub(crate) kind: String,
+    pub(crate) at_ms: u64,
+    pub(crate) length_ms: u64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    nodes: Vec<String>,
+    pub(crate) nodes: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    then_nodes: Vec<String>,
+    pub(crate) then_nodes: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    mode: Option<String>,
+    pub(crate) mode: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    delta_ms: Option<i64>,
+    pub(crate) delta_ms: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    rate: Option<f64>,
+    pub(crate) rate: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    topology: Option<String>,
+    pub(crate) topology: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    cut: Option<Vec<[String; 2]>>,
+    pub(crate) cut: Option<Vec<[String; 2]>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    clients_cut_from: Option<Vec<String>>,
+    pub(crate) clients_cut_from: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    netem: Option<NetemSpec>,
+    pub(crate) netem: Option<NetemSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    window_ms: Option<u64>,
+    pub(crate) window_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    shape: Option<String>,
+    pub(crate) shape: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    wake: Option<String>,
+    pub(crate) wake: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    after_ms: Option<u64>,
+    pub(crate) after_ms: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -177,7 +177,7 @@ pub fn node_id(i: usize) -> String {
     format!("n{}", i + 1)
 }
 
-fn node_index(fault: &str, id: &str) -> Result<usize, ScheduleError> {
+pub(crate) fn node_index(fault: &str, id: &str) -> Result<usize, ScheduleError> {
     id.strip_prefix('n')
         .and_then(|k| k.parse::<usize>().ok())
         .filter(|&k| k >= 1 && !id[1..].starts_with('0'))
@@ -190,306 +190,103 @@ fn node_index(fault: &str, id: &str) -> Result<usize, ScheduleError> {
         })
 }
 
-/// A client-pause's `shape`, `wake` and `after_ms`, checked together.
-fn client_fault(id: &str, r: &RawFault) -> Result<Option<ClientFault>, ScheduleError> {
-    let Some(shape) = r.shape.as_deref() else {
-        if r.wake.is_some() || r.after_ms.is_some() {
-            return Err(at(id, "`wake` and `after_ms` need a `shape`"));
+/// Node ids read as positions, sorted; a node named twice is refused.
+fn read_nodes(id: &str, named: &[String]) -> Result<Vec<usize>, ScheduleError> {
+    let mut nodes = Vec::with_capacity(named.len());
+    for n in named {
+        let i = node_index(id, n)?;
+        if nodes.contains(&i) {
+            return Err(at(id, format!("node {n} is named twice")));
         }
-        return Ok(None);
-    };
-    let aim: StallAim = shape.parse().map_err(|e: String| at(id, e))?;
-    let wake = match (aim, r.wake.as_deref()) {
-        (StallAim::Waiter, Some(_)) => {
-            return Err(at(
-                id,
-                "`wake` is for holder stalls; a waiter goes on waiting",
-            ))
-        }
-        (StallAim::Waiter, None) => None,
-        (_, Some(w)) => Some(w.parse::<WakeOp>().map_err(|e: String| at(id, e))?),
-        (_, None) => return Err(at(id, format!("a {aim} stall needs `wake`"))),
-    };
-    // An offset past the bound is kept as written: the stall ends at its bound (`length_ms`)
-    // whatever it aims at, and `shrink` halves lengths without touching offsets.
-    let after_ms = match (aim, r.after_ms) {
-        (StallAim::Boundary | StallAim::NextGrant, Some(ms)) => ms,
-        (StallAim::Boundary | StallAim::NextGrant, None) => {
-            return Err(at(id, format!("a {aim} stall needs `after_ms`")))
-        }
-        (_, Some(_)) => {
-            return Err(at(
-                id,
-                format!("`after_ms` is for boundary and next-grant stalls, not {aim}"),
-            ))
-        }
-        (_, None) => 0,
-    };
-    Ok(Some(ClientFault {
-        aim,
-        wake,
-        after_ms,
-    }))
+        nodes.push(i);
+    }
+    nodes.sort_unstable();
+    Ok(nodes)
+}
+
+/// For the families that act on nodes: `nodes` is not empty.
+pub(crate) fn needs_nodes(id: &str, kind: FaultKind, nodes: &[usize]) -> Result<(), ScheduleError> {
+    if nodes.is_empty() {
+        return Err(at(
+            id,
+            format!("a {kind} fault needs `nodes` (e.g. [\"n1\"])"),
+        ));
+    }
+    Ok(())
+}
+
+/// For the families that name no nodes in `nodes`: it is empty; `instead` says what they
+/// take.
+pub(crate) fn refuses_nodes(
+    id: &str,
+    kind: FaultKind,
+    nodes: &[usize],
+    instead: &str,
+) -> Result<(), ScheduleError> {
+    if !nodes.is_empty() {
+        return Err(at(
+            id,
+            format!("`nodes` is not for {kind} faults ({instead})"),
+        ));
+    }
+    Ok(())
 }
 
 impl PlannedFault {
     fn to_raw(&self) -> RawFault {
-        let ids = |v: &[usize]| v.iter().map(|&i| node_id(i)).collect::<Vec<_>>();
-        RawFault {
+        let mut raw = RawFault {
             id: self.id.clone(),
-            kind: self.kind.as_str().to_string(),
+            kind: self.kind().as_str().to_string(),
             at_ms: self.at_ms,
             length_ms: self.length_ms,
-            nodes: ids(&self.nodes),
-            then_nodes: ids(&self.then_nodes),
-            mode: self.clock.map(|c| c.mode.as_str().to_string()),
-            delta_ms: self.clock.and_then(|c| c.delta_ms),
-            rate: self.clock.and_then(|c| c.rate),
-            topology: self
-                .partition
-                .as_ref()
-                .map(|p| p.topology.as_str().to_string()),
-            cut: self.partition.as_ref().map(|p| {
-                p.cut
-                    .iter()
-                    .map(|&(a, b)| [node_id(a), node_id(b)])
-                    .collect()
-            }),
-            clients_cut_from: self.partition.as_ref().map(|p| ids(&p.clients_cut_from)),
-            netem: self.netem.clone(),
-            window_ms: self.window_ms,
-            shape: self.client.map(|c| c.aim.as_str().to_string()),
-            wake: self
-                .client
-                .and_then(|c| c.wake)
-                .map(|w| w.as_str().to_string()),
-            after_ms: self
-                .client
-                .filter(|c| matches!(c.aim, StallAim::Boundary | StallAim::NextGrant))
-                .map(|c| c.after_ms),
-        }
+            nodes: self.nodes.iter().map(|&i| node_id(i)).collect(),
+            ..RawFault::default()
+        };
+        self.payload.write(&mut raw);
+        raw
     }
 
+    /// Checks what every fault has (its kind, its span, its nodes), refuses another family's
+    /// keys, and leaves the rest to its family.
     fn from_raw(r: RawFault) -> Result<PlannedFault, ScheduleError> {
         let id = r.id.as_str();
-        let kind: FaultKind = r
-            .kind
-            .parse()
-            .map_err(|_| at(id, format!("unknown fault kind {:?} (expected pause, kill, client-pause, clock, partition, netem)", r.kind)))?;
+        let kind: FaultKind = r.kind.parse().map_err(|_| {
+            let names = FaultKind::names();
+            at(
+                id,
+                format!("unknown fault kind {:?} (expected {names})", r.kind),
+            )
+        })?;
         if r.length_ms == 0 {
             return Err(at(id, "length_ms must be positive"));
         }
         if r.at_ms.saturating_add(r.length_ms) > END_MS_MAX {
             return Err(at(id, "ends more than 30 days after the run's start"));
         }
-        let only = |present: bool, key: &str, owner: FaultKind| {
-            if present && kind != owner {
-                Err(at(id, format!("`{key}` is for {owner} faults, not {kind}")))
-            } else {
-                Ok(())
-            }
-        };
-        only(r.mode.is_some(), "mode", FaultKind::Clock)?;
-        only(r.delta_ms.is_some(), "delta_ms", FaultKind::Clock)?;
-        only(r.rate.is_some(), "rate", FaultKind::Clock)?;
-        only(r.topology.is_some(), "topology", FaultKind::Partition)?;
-        only(r.cut.is_some(), "cut", FaultKind::Partition)?;
-        only(
-            r.clients_cut_from.is_some(),
-            "clients_cut_from",
-            FaultKind::Partition,
-        )?;
-        only(r.netem.is_some(), "netem", FaultKind::Netem)?;
-        only(r.window_ms.is_some(), "window_ms", FaultKind::ClientPause)?;
-        only(r.shape.is_some(), "shape", FaultKind::ClientPause)?;
-        only(r.wake.is_some(), "wake", FaultKind::ClientPause)?;
-        only(r.after_ms.is_some(), "after_ms", FaultKind::ClientPause)?;
-        let client = client_fault(id, &r)?;
-        let mut nodes = Vec::with_capacity(r.nodes.len());
-        for n in &r.nodes {
-            let i = node_index(id, n)?;
-            if nodes.contains(&i) {
-                return Err(at(id, format!("node {n} is named twice")));
-            }
-            nodes.push(i);
-        }
-        nodes.sort_unstable();
-        let mut then_nodes = Vec::with_capacity(r.then_nodes.len());
-        for n in &r.then_nodes {
-            if kind != FaultKind::Kill {
-                return Err(at(
-                    id,
-                    format!("`then_nodes` is for kill faults, not {kind}"),
-                ));
-            }
-            let i = node_index(id, n)?;
-            if nodes.contains(&i) || then_nodes.contains(&i) {
-                return Err(at(
-                    id,
-                    format!("node {n} is named twice (`then_nodes` is a second wave, apart from `nodes`)"),
-                ));
-            }
-            then_nodes.push(i);
-        }
-        then_nodes.sort_unstable();
-        match kind {
-            FaultKind::ClientPause | FaultKind::Partition if !nodes.is_empty() => {
-                return Err(at(
-                    id,
-                    format!(
-                        "`nodes` is not for {kind} faults{}",
-                        if kind == FaultKind::Partition {
-                            " (use `cut` and `clients_cut_from`)"
-                        } else {
-                            " (the client holding a lock stalls)"
-                        }
-                    ),
-                ))
-            }
-            FaultKind::Pause | FaultKind::Kill | FaultKind::Clock | FaultKind::Netem
-                if nodes.is_empty() =>
-            {
-                return Err(at(
-                    id,
-                    format!("a {kind} fault needs `nodes` (e.g. [\"n1\"])"),
-                ))
-            }
-            _ => {}
-        }
-        let clock = if kind == FaultKind::Clock {
-            let mode: ClockMode = r
-                .mode
-                .as_deref()
-                .ok_or_else(|| at(id, "a clock fault needs `mode`"))?
-                .parse()
-                .map_err(|e: String| at(id, e))?;
-            let (delta_ms, rate) = match mode {
-                ClockMode::BumpForward | ClockMode::BumpBack | ClockMode::Strobe => {
-                    if r.rate.is_some() {
-                        return Err(at(
-                            id,
-                            format!("`rate` is for fast and slow clocks, not {mode}"),
-                        ));
-                    }
-                    let d = r
-                        .delta_ms
-                        .ok_or_else(|| at(id, format!("a {mode} clock fault needs `delta_ms`")))?;
-                    let ok = match mode {
-                        ClockMode::BumpForward => d > 0,
-                        ClockMode::BumpBack => d < 0,
-                        _ => d != 0,
-                    };
-                    if !ok || d.unsigned_abs() > END_MS_MAX {
-                        return Err(at(
-                            id,
-                            format!("delta_ms {d} does not fit {mode} (forward > 0, back < 0, strobe not 0; at most 30 days)"),
-                        ));
-                    }
-                    (Some(d), None)
-                }
-                ClockMode::Fast | ClockMode::Slow => {
-                    if r.delta_ms.is_some() {
-                        return Err(at(
-                            id,
-                            format!("`delta_ms` is for bumps and strobes, not {mode}"),
-                        ));
-                    }
-                    let rate = r
-                        .rate
-                        .ok_or_else(|| at(id, format!("a {mode} clock fault needs `rate`")))?;
-                    let ok = match mode {
-                        ClockMode::Fast => rate > 1.0 && rate <= 1000.0,
-                        _ => (0.001..1.0).contains(&rate),
-                    };
-                    if !ok {
-                        return Err(at(
-                            id,
-                            format!("rate {rate} does not fit {mode} (fast: above 1, at most 1000; slow: below 1, at least 0.001)"),
-                        ));
-                    }
-                    (None, Some(rate))
-                }
-            };
-            Some(ClockFault {
-                mode,
-                delta_ms,
-                rate,
-            })
-        } else {
-            None
-        };
-        let partition = if kind == FaultKind::Partition {
-            let topology: Topology = r
-                .topology
-                .as_deref()
-                .ok_or_else(|| at(id, "a partition needs `topology`"))?
-                .parse()
-                .map_err(|e: String| at(id, e))?;
-            let mut cut = Vec::new();
-            for [a, b] in r.cut.unwrap_or_default() {
-                let (x, y) = (node_index(id, &a)?, node_index(id, &b)?);
-                if x == y {
-                    return Err(at(
-                        id,
-                        format!("cut [{a}, {b}]: a node cannot be cut from itself"),
-                    ));
-                }
-                cut.push((x.min(y), x.max(y)));
-            }
-            cut.sort_unstable();
-            cut.dedup();
-            let mut clients_cut_from = Vec::new();
-            for n in r.clients_cut_from.unwrap_or_default() {
-                clients_cut_from.push(node_index(id, &n)?);
-            }
-            clients_cut_from.sort_unstable();
-            clients_cut_from.dedup();
-            Some(PartitionFault {
-                topology,
-                cut,
-                clients_cut_from,
-            })
-        } else {
-            None
-        };
-        let netem = if kind == FaultKind::Netem {
-            let spec = r.netem.unwrap_or(NETEM);
-            spec.tc_args().map_err(|e| at(id, e.to_string()))?;
-            Some(spec)
-        } else {
-            None
-        };
-        let window_ms =
-            (kind == FaultKind::ClientPause).then(|| r.window_ms.unwrap_or(r.length_ms));
+        Payload::refuse_other_families_keys(kind, id, &r)?;
+        let nodes = read_nodes(id, &r.nodes)?;
+        let payload = Payload::read(kind, id, &r, &nodes)?;
+        debug_assert_eq!(payload.kind(), kind);
         Ok(PlannedFault {
             id: r.id,
-            kind,
             at_ms: r.at_ms,
             length_ms: r.length_ms,
             nodes,
-            then_nodes,
-            clock,
-            partition,
-            netem,
-            window_ms,
-            client,
+            payload,
         })
     }
 
     /// Every node position the fault names (targets, cut ends, nodes cut from clients).
     pub fn nodes_named(&self) -> BTreeSet<usize> {
-        let mut all: BTreeSet<usize> = self.nodes.iter().chain(&self.then_nodes).copied().collect();
-        if let Some(p) = &self.partition {
-            all.extend(p.cut.iter().flat_map(|&(a, b)| [a, b]));
-            all.extend(p.clients_cut_from.iter().copied());
-        }
+        let mut all: BTreeSet<usize> = self.nodes.iter().copied().collect();
+        all.extend(self.payload.nodes_named());
         all
     }
 
     /// When the fault ends, in ms since the run's start (a rolling kill's second wave after
     /// the first: the restarts' own time is not counted, as for any kill).
     pub fn end_ms(&self) -> u64 {
-        let waves = if self.then_nodes.is_empty() { 1 } else { 2 };
+        let waves = if self.then_nodes().is_empty() { 1 } else { 2 };
         self.at_ms + self.length_ms * waves
     }
 }
@@ -583,12 +380,12 @@ impl Schedule {
     /// faults only under libfaketime.
     pub fn check(&self, caps: &Capabilities) -> Result<(), ScheduleError> {
         for f in &self.faults {
-            if f.kind.is_server_side() && caps.nodes == 0 {
+            if f.kind().is_server_side() && caps.nodes == 0 {
                 return Err(at(
                     &f.id,
                     format!(
                         "{} needs nodes the harness started (this run's target is a --url)",
-                        f.kind
+                        f.kind()
                     ),
                 ));
             }
@@ -602,12 +399,12 @@ impl Schedule {
                     ),
                 ));
             }
-            if f.kind.needs_netns() {
+            if f.kind().needs_netns() {
                 if let Err(why) = &caps.netns {
-                    return Err(at(&f.id, format!("{} {why}", f.kind)));
+                    return Err(at(&f.id, format!("{} {why}", f.kind())));
                 }
             }
-            if f.kind == FaultKind::Clock {
+            if f.kind() == FaultKind::Clock {
                 if let Err(why) = &caps.clock {
                     return Err(at(&f.id, format!("clock {why}")));
                 }
@@ -620,7 +417,7 @@ impl Schedule {
     pub fn kinds(&self) -> Vec<FaultKind> {
         FaultKind::ALL
             .into_iter()
-            .filter(|k| self.faults.iter().any(|f| f.kind == *k))
+            .filter(|k| self.faults.iter().any(|f| f.kind() == *k))
             .collect()
     }
 
@@ -636,7 +433,7 @@ impl Schedule {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{plan, ScheduleConfig, Targets};
+    use super::super::{plan, ClientFault, ScheduleConfig, StallAim, Targets, WakeOp};
     use super::*;
 
     fn cfg(seed: u64, nodes: usize) -> ScheduleConfig {
@@ -753,7 +550,10 @@ mod tests {
         );
         let s = Schedule::parse(&text).unwrap();
         let f = &s.faults[0];
-        assert_eq!((f.nodes.clone(), f.then_nodes.clone()), (vec![2], vec![1]));
+        assert_eq!(
+            (f.nodes.clone(), f.then_nodes().to_vec()),
+            (vec![2], vec![1])
+        );
         assert_eq!(f.end_ms(), 200);
         assert_eq!(Schedule::parse(&s.to_json()).unwrap(), s);
         for (fault, want) in [
@@ -795,13 +595,13 @@ mod tests {
         };
         // A file from before shapes: no shape, the old behaviour.
         let s = Schedule::parse(&f("")).unwrap();
-        assert_eq!(s.faults[0].client, None);
+        assert_eq!(s.faults[0].client(), None);
         let s = Schedule::parse(&f(
             r#", "shape": "next-grant", "wake": "write", "after_ms": 40"#,
         ))
         .unwrap();
         assert_eq!(
-            s.faults[0].client,
+            s.faults[0].client(),
             Some(ClientFault {
                 aim: StallAim::NextGrant,
                 wake: Some(WakeOp::Write),
@@ -814,9 +614,9 @@ mod tests {
             r#", "shape": "boundary", "wake": "renew", "after_ms": 5000"#,
         ))
         .unwrap();
-        assert_eq!(s.faults[0].client.unwrap().after_ms, 5000);
+        assert_eq!(s.faults[0].client().unwrap().after_ms, 5000);
         let s = Schedule::parse(&f(r#", "shape": "waiter""#)).unwrap();
-        assert_eq!(s.faults[0].client.unwrap().wake, None);
+        assert_eq!(s.faults[0].client().unwrap().wake, None);
         for (extra, want) in [
             (
                 r#", "shape": "sideways", "wake": "renew""#,
@@ -877,7 +677,7 @@ mod tests {
             r#"{"id": "f5", "kind": "partition", "at_ms": 1, "length_ms": 5, "topology": "isolate", "cut": [["n2", "n1"]]}"#,
         ))
         .unwrap();
-        assert_eq!(p.faults[0].partition.as_ref().unwrap().cut, vec![(0, 1)]);
+        assert_eq!(p.faults[0].partition().unwrap().cut, vec![(0, 1)]);
         let e = p
             .check(&Capabilities {
                 nodes: 3,
