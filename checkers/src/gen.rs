@@ -467,89 +467,102 @@ impl<'p> Sim<'p> {
 
     /// The service's or store's decision, at this instant.
     fn apply(&mut self, r: usize) -> (OpType, OpValue) {
-        let now = self.now_ns;
         let req = self.requests[r].clone();
-        let ttl_ns = self.ttl_ns();
-        let fail = |e: &str| (OpType::Fail, OpValue::default().with_error(e));
-        let live = |l: &Option<Lease>| l.filter(|l| l.expires_ns > now);
         match req.func {
-            Func::Acquire => {
-                if now < self.recovering_until_ns {
-                    return fail("recovering");
-                }
-                if live(&self.leases[req.lock]).is_some() {
-                    return fail("held");
-                }
-                let token = self.next_token[req.lock];
-                self.next_token[req.lock] += 1;
-                self.max_ttl_ms = self.max_ttl_ms.max(self.p.ttl_ms);
-                self.leases[req.lock] = Some(Lease {
-                    process: req.process,
-                    token,
-                    expires_ns: now + ttl_ns,
-                });
-                let mut v = OpValue::default()
-                    .with_token(token)
-                    .with_ttl_ms(self.p.ttl_ms);
-                if self.p.lease_evidence {
-                    v = v
-                        .with_extra("lease_last_ok_ns", json!(now))
-                        .with_extra("lease_ttl_ms", json!(self.p.ttl_ms));
-                }
-                (OpType::Ok, v)
-            }
-            Func::Renew | Func::Release => {
-                let mine = live(&self.leases[req.lock])
-                    .is_some_and(|l| l.process == req.process && l.token == req.token);
-                if !mine {
-                    return fail("not-holder");
-                }
-                if req.func == Func::Renew {
-                    self.leases[req.lock] = Some(Lease {
-                        process: req.process,
-                        token: req.token,
-                        expires_ns: now + ttl_ns,
-                    });
-                    (
-                        OpType::Ok,
-                        OpValue::default()
-                            .with_token(req.token)
-                            .with_ttl_ms(self.p.ttl_ms),
-                    )
-                } else {
-                    self.leases[req.lock] = None;
-                    (OpType::Ok, OpValue::default().with_token(req.token))
-                }
-            }
-            Func::Read | Func::Write => {
-                // Mode `all`: every op raises the fence, anything below it is refused.
-                let (value, fence) = self.store[req.lock];
-                if req.token < fence {
-                    return (
-                        OpType::Fail,
-                        OpValue::default()
-                            .with_error("stale-token")
-                            .with_extra("fence", json!(fence)),
-                    );
-                }
-                if req.func == Func::Read {
-                    self.store[req.lock] = (value, req.token);
-                    (
-                        OpType::Ok,
-                        OpValue::default().with_token(req.token).with_value(value),
-                    )
-                } else {
-                    self.seq += 1;
-                    self.store[req.lock] = (req.value, req.token);
-                    (
-                        OpType::Ok,
-                        OpValue::default()
-                            .with_token(req.token)
-                            .with_value(req.value)
-                            .with_seq(self.seq),
-                    )
-                }
-            }
+            Func::Acquire => self.apply_acquire(&req),
+            Func::Renew | Func::Release => self.apply_lease_op(&req),
+            Func::Read | Func::Write => self.apply_store_op(&req),
+        }
+    }
+
+    /// The lease in force on `lock`, if it has not expired by now.
+    fn live_lease(&self, lock: usize) -> Option<Lease> {
+        let now = self.now_ns;
+        self.leases[lock].filter(|l| l.expires_ns > now)
+    }
+
+    /// An acquire: granted with the next token unless recovering or held.
+    fn apply_acquire(&mut self, req: &Request) -> (OpType, OpValue) {
+        let now = self.now_ns;
+        if now < self.recovering_until_ns {
+            return refused("recovering");
+        }
+        if self.live_lease(req.lock).is_some() {
+            return refused("held");
+        }
+        let token = self.next_token[req.lock];
+        self.next_token[req.lock] += 1;
+        self.max_ttl_ms = self.max_ttl_ms.max(self.p.ttl_ms);
+        self.leases[req.lock] = Some(Lease {
+            process: req.process,
+            token,
+            expires_ns: now + self.ttl_ns(),
+        });
+        let mut v = OpValue::default()
+            .with_token(token)
+            .with_ttl_ms(self.p.ttl_ms);
+        if self.p.lease_evidence {
+            v = v
+                .with_extra("lease_last_ok_ns", json!(now))
+                .with_extra("lease_ttl_ms", json!(self.p.ttl_ms));
+        }
+        (OpType::Ok, v)
+    }
+
+    /// A renew or release: accepted only from the live lease's holder, with its token.
+    fn apply_lease_op(&mut self, req: &Request) -> (OpType, OpValue) {
+        let mine = self
+            .live_lease(req.lock)
+            .is_some_and(|l| l.process == req.process && l.token == req.token);
+        if !mine {
+            return refused("not-holder");
+        }
+        if req.func == Func::Renew {
+            self.leases[req.lock] = Some(Lease {
+                process: req.process,
+                token: req.token,
+                expires_ns: self.now_ns + self.ttl_ns(),
+            });
+            (
+                OpType::Ok,
+                OpValue::default()
+                    .with_token(req.token)
+                    .with_ttl_ms(self.p.ttl_ms),
+            )
+        } else {
+            self.leases[req.lock] = None;
+            (OpType::Ok, OpValue::default().with_token(req.token))
+        }
+    }
+
+    /// A read or write of the fenced store. Mode `all`: every op raises the fence, anything
+    /// below it is refused.
+    fn apply_store_op(&mut self, req: &Request) -> (OpType, OpValue) {
+        let (value, fence) = self.store[req.lock];
+        if req.token < fence {
+            return (
+                OpType::Fail,
+                OpValue::default()
+                    .with_error("stale-token")
+                    .with_extra("fence", json!(fence)),
+            );
+        }
+        if req.func == Func::Read {
+            self.store[req.lock] = (value, req.token);
+            (
+                OpType::Ok,
+                OpValue::default().with_token(req.token).with_value(value),
+            )
+        } else {
+            self.seq += 1;
+            self.store[req.lock] = (req.value, req.token);
+            (
+                OpType::Ok,
+                OpValue::default()
+                    .with_token(req.token)
+                    .with_value(req.value)
+                    .with_seq(self.seq),
+            )
         }
     }
 
@@ -721,4 +734,9 @@ impl<'p> Sim<'p> {
             self.now_ns += 1;
         }
     }
+}
+
+/// A refusal with `error`.
+fn refused(error: &str) -> (OpType, OpValue) {
+    (OpType::Fail, OpValue::default().with_error(error))
 }

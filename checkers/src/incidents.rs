@@ -37,83 +37,113 @@ pub(crate) fn group(m: &Model, vs: &[Violation]) -> Vec<Incident> {
     }
     let look = Lookup::new(m, vs);
     let eras = Eras::new(m);
-    let mut units = Units::default();
-    // grant -> the first unit that claimed it
-    let mut claimed: FxMap<u32, usize> = FxMap::default();
+    let mut g = Grouping {
+        units: Units::default(),
+        claimed: FxMap::default(),
+        unit_of: vec![usize::MAX; vs.len()],
+    };
     for (e, era) in eras.list.iter().enumerate() {
-        let u = units.add(Some(e as u32));
-        for &g in std::iter::once(&era.frontier).chain(&era.members) {
-            claimed.entry(g).or_insert(u);
+        let u = g.units.add(Some(e as u32));
+        for &grant in std::iter::once(&era.frontier).chain(&era.members) {
+            g.claimed.entry(grant).or_insert(u);
         }
     }
-    let mut unit_of: Vec<usize> = vec![usize::MAX; vs.len()];
-    for (i, v) in vs.iter().enumerate() {
-        if v.kind != ViolationKind::DoubleGrant {
-            continue;
-        }
-        let grants = look.grants(v);
-        let mut mine: Option<usize> = None;
-        // A grant another double grant (or a reset) already holds: the same cause, one lease
-        // overlapped twice, however far apart the two overlaps are.
-        for g in &grants {
-            let Some(&u) = claimed.get(g) else { continue };
-            let r = units.find(u);
-            mine = Some(match mine {
-                Some(x) => units.union(x, r),
-                None => r,
-            });
-        }
-        let u = mine.unwrap_or_else(|| units.add(None));
-        for g in grants {
-            claimed.entry(g).or_insert(u);
-        }
-        units.widen(u, v.window_ns);
-        unit_of[i] = u;
-    }
-    // The rest, the kinds that name a grant most directly first.
-    let mut rest: Vec<usize> = (0..vs.len())
-        .filter(|&i| vs[i].kind != ViolationKind::DoubleGrant)
-        .collect();
-    rest.sort_by_key(|&i| (priority(vs[i].kind), i));
-    // key or lock -> the unit of its latest pairwise lost-update
-    let mut lost: BTreeMap<Option<&str>, usize> = BTreeMap::new();
-    for i in rest {
-        let v = &vs[i];
-        let (fault, claims) = look.at_fault(m, v);
-        let found = fault.iter().find_map(|g| claimed.get(g).copied());
-        let u = match (v.kind, found) {
-            (ViolationKind::LockStuck, _) => units.add(None),
-            (ViolationKind::LostUpdate, _) if look.is_final_read(m, v) => {
-                match lost.get(&v.lock.as_deref()) {
-                    Some(&u) => u,
-                    None => units.add(None),
-                }
-            }
-            (_, Some(u)) => u,
-            (_, None) => {
-                let u = units.add(None);
-                for &g in fault.iter().take(claims) {
-                    claimed.entry(g).or_insert(u);
-                }
-                u
-            }
-        };
-        if v.kind == ViolationKind::LostUpdate && !look.is_final_read(m, v) {
-            lost.insert(v.lock.as_deref(), u);
-        }
-        units.widen(u, v.window_ns);
-        unit_of[i] = u;
-    }
+    g.double_grants(&look, vs);
+    g.the_rest(m, &look, vs);
+    debug_assert!(
+        g.unit_of.iter().all(|&u| u != usize::MAX),
+        "every violation joins an incident"
+    );
     let mut members: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-    for (i, &u) in unit_of.iter().enumerate() {
-        members.entry(units.find(u)).or_default().push(i);
+    for (i, &u) in g.unit_of.iter().enumerate() {
+        members.entry(g.units.find(u)).or_default().push(i);
     }
     let mut out: Vec<Incident> = members
         .into_iter()
-        .map(|(u, list)| incident(m, &look, &eras, vs, units.era_of(u), list))
+        .map(|(u, list)| incident(m, &look, &eras, vs, g.units.era_of(u), list))
         .collect();
     out.sort_by_key(|inc| inc.violations.iter().min().copied());
     out
+}
+
+/// The incidents being formed: units (merged as they meet), the grants they claimed, and each
+/// violation's unit.
+struct Grouping {
+    units: Units,
+    /// grant -> the first unit that claimed it
+    claimed: FxMap<u32, usize>,
+    /// Per violation, its unit (`usize::MAX`: not yet placed).
+    unit_of: Vec<usize>,
+}
+
+impl Grouping {
+    /// Each double grant joins the unit that already claimed one of its grants (merging them
+    /// when it meets several), else starts one.
+    fn double_grants(&mut self, look: &Lookup, vs: &[Violation]) {
+        for (i, v) in vs.iter().enumerate() {
+            if v.kind != ViolationKind::DoubleGrant {
+                continue;
+            }
+            let grants = look.grants(v);
+            let mut mine: Option<usize> = None;
+            // A grant another double grant (or a reset) already holds: the same cause, one
+            // lease overlapped twice, however far apart the two overlaps are.
+            for g in &grants {
+                let Some(&u) = self.claimed.get(g) else {
+                    continue;
+                };
+                let r = self.units.find(u);
+                mine = Some(match mine {
+                    Some(x) => self.units.union(x, r),
+                    None => r,
+                });
+            }
+            let u = mine.unwrap_or_else(|| self.units.add(None));
+            for g in grants {
+                self.claimed.entry(g).or_insert(u);
+            }
+            self.units.widen(u, v.window_ns);
+            self.unit_of[i] = u;
+        }
+    }
+
+    /// The rest, the kinds that name a grant most directly first: each joins the unit that
+    /// claimed the grant at fault, else starts one.
+    fn the_rest(&mut self, m: &Model, look: &Lookup, vs: &[Violation]) {
+        let mut rest: Vec<usize> = (0..vs.len())
+            .filter(|&i| vs[i].kind != ViolationKind::DoubleGrant)
+            .collect();
+        rest.sort_by_key(|&i| (priority(vs[i].kind), i));
+        // key or lock -> the unit of its latest pairwise lost-update
+        let mut lost: BTreeMap<Option<&str>, usize> = BTreeMap::new();
+        for i in rest {
+            let v = &vs[i];
+            let (fault, claims) = look.at_fault(m, v);
+            let found = fault.iter().find_map(|g| self.claimed.get(g).copied());
+            let u = match (v.kind, found) {
+                (ViolationKind::LockStuck, _) => self.units.add(None),
+                (ViolationKind::LostUpdate, _) if look.is_final_read(m, v) => {
+                    match lost.get(&v.lock.as_deref()) {
+                        Some(&u) => u,
+                        None => self.units.add(None),
+                    }
+                }
+                (_, Some(u)) => u,
+                (_, None) => {
+                    let u = self.units.add(None);
+                    for &g in fault.iter().take(claims) {
+                        self.claimed.entry(g).or_insert(u);
+                    }
+                    u
+                }
+            };
+            if v.kind == ViolationKind::LostUpdate && !look.is_final_read(m, v) {
+                lost.insert(v.lock.as_deref(), u);
+            }
+            self.units.widen(u, v.window_ns);
+            self.unit_of[i] = u;
+        }
+    }
 }
 
 /// The order in which the violations other than double grants look for their incident (and

@@ -718,27 +718,12 @@ impl Search<'_> {
                         format!("{}, or none at all)", &instead[..instead.len() - 1])
                     };
                 }
-                (
-                    if f == Func::Renew {
-                        ViolationKind::StaleRenewAccepted
-                    } else {
-                        ViolationKind::StaleReleaseAccepted
-                    },
-                    format!(
-                        "p{}'s {} of {lock} (op {}, {asked}{}) was accepted, yet in no order of \
-                         {lock}'s grants, renews and releases up to then was the lease it names \
-                         the current one{instead}: it named no lease a correct service could \
-                         have had in force",
-                        op.process,
-                        f.as_str(),
-                        cop.index,
-                        match (op.token, m.grant_id_of(op.pos)) {
-                            (Some(tk), _) => format!(", token {tk}"),
-                            (None, Some(_)) => ", by the service's grant id".to_string(),
-                            _ => ", without token or grant id".to_string(),
-                        }
-                    ),
-                )
+                let kind = if f == Func::Renew {
+                    ViolationKind::StaleRenewAccepted
+                } else {
+                    ViolationKind::StaleReleaseAccepted
+                };
+                (kind, self.stale_sentence(op, &lock, &asked, &instead))
             }
         };
         ops.sort_unstable();
@@ -752,6 +737,26 @@ impl Search<'_> {
             nemesis: Vec::new(),
             explanation,
         }
+    }
+
+    /// The sentence of a renew or release accepted though it named no lease in force:
+    /// `instead`, the leases that were (or none).
+    fn stale_sentence(&self, op: &LockOp, lock: &str, asked: &str, instead: &str) -> String {
+        let m = self.m;
+        format!(
+            "p{}'s {} of {lock} (op {}, {asked}{}) was accepted, yet in no order of \
+             {lock}'s grants, renews and releases up to then was the lease it names \
+             the current one{instead}: it named no lease a correct service could \
+             have had in force",
+            op.process,
+            op.func.as_str(),
+            m.ops[op.pos].index,
+            match (op.token, m.grant_id_of(op.pos)) {
+                (Some(tk), _) => format!(", token {tk}"),
+                (None, Some(_)) => ", by the service's grant id".to_string(),
+                _ => ", without token or grant id".to_string(),
+            }
+        )
     }
 
     /// A grant in a violation's sentence: its process, op and instants.
