@@ -17,7 +17,7 @@
 //! replication role and offset right after the grant (`redis_node`, `redis_role`,
 //! `redis_offset`). Readiness is `PING` answered `+PONG`; no HTTP anywhere.
 
-use crate::api::{BoxFuture, Failure, Grant, LockClient, Reply, Tokens, Wire};
+use crate::api::{Failure, Grant, LockClient, Reply, Tokens, Wire};
 use crate::pause::PauseBoard;
 use crate::service::{
     host_port, Connect, ConnectError, Launch, Service, ServiceOption, ServiceOptions,
@@ -323,30 +323,44 @@ pub(crate) fn release_reply(r: Result<bool, Failure>) -> Reply {
     }
 }
 
+/// The [`LockClient`] methods `renew` and `release` of a type whose inherent
+/// `compare(client, lock, grant, script, extra)` runs a compare script where the lock is (the
+/// one server, or the master the sentinels name): renew is the compare-and-`PEXPIRE` answered
+/// by [`renew_reply`], release the compare-and-`DEL` answered by [`release_reply`].
+macro_rules! compare_lock_ops {
+    () => {
+        fn renew<'a>(
+            &'a self,
+            client: &'a str,
+            lock: &'a str,
+            grant: &'a $crate::api::Grant,
+            ttl_ms: u64,
+        ) -> $crate::api::BoxFuture<'a, $crate::api::Reply> {
+            let script = $crate::redis::RENEW;
+            Box::pin(async move {
+                let r = self.compare(client, lock, grant, script, Some(ttl_ms)).await;
+                $crate::redis::renew_reply(r, ttl_ms)
+            })
+        }
+        fn release<'a>(
+            &'a self,
+            client: &'a str,
+            lock: &'a str,
+            grant: &'a $crate::api::Grant,
+        ) -> $crate::api::BoxFuture<'a, $crate::api::Reply> {
+            let script = $crate::redis::RELEASE;
+            Box::pin(async move {
+                let r = self.compare(client, lock, grant, script, None).await;
+                $crate::redis::release_reply(r)
+            })
+        }
+    };
+}
+pub(crate) use compare_lock_ops;
+
 impl LockClient for RedisLock {
     crate::api::waiting_acquire_ops!();
-    fn renew<'a>(
-        &'a self,
-        client: &'a str,
-        lock: &'a str,
-        grant: &'a Grant,
-        ttl_ms: u64,
-    ) -> BoxFuture<'a, Reply> {
-        Box::pin(async move {
-            renew_reply(
-                self.compare(client, lock, grant, RENEW, Some(ttl_ms)).await,
-                ttl_ms,
-            )
-        })
-    }
-    fn release<'a>(
-        &'a self,
-        client: &'a str,
-        lock: &'a str,
-        grant: &'a Grant,
-    ) -> BoxFuture<'a, Reply> {
-        Box::pin(async move { release_reply(self.compare(client, lock, grant, RELEASE, None).await) })
-    }
+    compare_lock_ops!();
     fn lock_wire(&self, op: &str, lock: &str) -> Wire {
         let key = Self::key(lock);
         let (request, ok, refused) = match (op, self.fenced) {

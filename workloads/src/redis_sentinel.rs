@@ -46,9 +46,9 @@
 //! replication offset right after the grant (`redis_role`, `redis_offset`) and the node
 //! whose sentinel named it (`sentinel`).
 
-use crate::api::{BoxFuture, Failure, Grant, LockClient, Reply, Tokens, Wire};
+use crate::api::{Failure, Grant, LockClient, Reply, Tokens, Wire};
 use crate::pause::PauseBoard;
-use crate::redis::{addr_of, release_reply, renew_reply, Redis, RedisLock, RELEASE, RENEW};
+use crate::redis::{addr_of, Redis, RedisLock};
 use crate::service::{
     Connect, ConnectError, Launch, Service, ServiceOption, ServiceOptions, Settings,
 };
@@ -244,28 +244,7 @@ impl SentinelLock {
 
 impl LockClient for SentinelLock {
     crate::api::waiting_acquire_ops!();
-    fn renew<'a>(
-        &'a self,
-        client: &'a str,
-        lock: &'a str,
-        grant: &'a Grant,
-        ttl_ms: u64,
-    ) -> BoxFuture<'a, Reply> {
-        Box::pin(async move {
-            renew_reply(
-                self.compare(client, lock, grant, RENEW, Some(ttl_ms)).await,
-                ttl_ms,
-            )
-        })
-    }
-    fn release<'a>(
-        &'a self,
-        client: &'a str,
-        lock: &'a str,
-        grant: &'a Grant,
-    ) -> BoxFuture<'a, Reply> {
-        Box::pin(async move { release_reply(self.compare(client, lock, grant, RELEASE, None).await) })
-    }
+    crate::redis::compare_lock_ops!();
     fn lock_wire(&self, op: &str, lock: &str) -> Wire {
         let w = self.servers[0].lock_wire(op, lock);
         Wire {
