@@ -17,7 +17,7 @@
 //! replication role and offset right after the grant (`redis_node`, `redis_role`,
 //! `redis_offset`). Readiness is `PING` answered `+PONG`; no HTTP anywhere.
 
-use crate::api::{Failure, Grant, LockClient, Reply, Tokens, Wire};
+use crate::api::{Failure, Grant, Kept, LockClient, Reply, Tokens, Wire};
 use crate::pause::PauseBoard;
 use crate::service::{
     host_port, Connect, ConnectError, Launch, Service, ServiceOption, ServiceOptions,
@@ -28,9 +28,8 @@ use history::reason::with_detail;
 use nemesis::Readiness;
 use rand::Rng;
 use serde_json::{json, Map, Value};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How often a waiting acquire tries again (redis-py's `Lock` sleeps 0.1 s between tries).
@@ -61,7 +60,7 @@ pub struct RedisLock {
     node: String,
     op_timeout: Duration,
     fenced: bool,
-    connections: Mutex<HashMap<String, Conn>>,
+    connections: Kept<String, Conn>,
 }
 
 /// A client's connection, and whether the server has closed it: a request is never sent on a
@@ -84,7 +83,7 @@ impl RedisLock {
             node: addr.to_string(),
             op_timeout,
             fenced,
-            connections: Mutex::new(HashMap::new()),
+            connections: Kept::new(CONNECTIONS_MAX),
         })
     }
 
@@ -110,7 +109,7 @@ impl RedisLock {
         client: &str,
     ) -> Result<redis::aio::MultiplexedConnection, Failure> {
         {
-            let mut all = self.lock_connections();
+            let mut all = self.connections.lock();
             match all.get(client) {
                 Some(c) if !c.closed.load(Ordering::SeqCst) => return Ok(c.conn.clone()),
                 Some(_) => {
@@ -145,24 +144,12 @@ impl RedisLock {
             }
             Ok(Ok(c)) => c,
         };
-        let mut all = self.lock_connections();
-        if all.len() >= CONNECTIONS_MAX {
-            all.clear();
-        }
-        all.insert(
-            client.to_string(),
-            Conn {
-                conn: conn.clone(),
-                closed,
-            },
-        );
+        let kept = Conn {
+            conn: conn.clone(),
+            closed,
+        };
+        self.connections.keep(client.to_string(), kept);
         Ok(conn)
-    }
-
-    fn lock_connections(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<String, Conn>> {
-        self.connections.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Sends `pipe` on `client`'s connection within the op timeout. A transport failure drops
@@ -190,7 +177,7 @@ impl RedisLock {
                 None => Failure::Indefinite(with_detail("transport", &e.to_string())),
             },
         };
-        self.lock_connections().remove(client);
+        self.connections.forget(client);
         Err(failure)
     }
 
