@@ -836,10 +836,9 @@ impl Service for Postgres {
         Ok(())
     }
     fn connect(&self, c: &Connect) -> Result<Adapter, ConnectError> {
-        let (host, port) = host_port(c.url).ok_or_else(|| ConnectError::Refused {
-            adapter: "postgres",
-            reason: format!("{}: no host and port", c.url),
-        })?;
+        let refused = ConnectError::refused_by(self.name());
+        let no_host_port = || refused(format!("{}: no host and port", c.url));
+        let (host, port) = host_port(c.url).ok_or_else(no_host_port)?;
         let form = Form::of(&c.options.own);
         let lock = Arc::new(PgLock::new(&host, port, form, c.op_timeout));
         let resource = match form {

@@ -87,6 +87,11 @@ impl RedisLock {
         })
     }
 
+    /// The client of the server at `url` (`redis://host:port` or `host:port`).
+    pub(crate) fn at(url: &str, op_timeout: Duration, fenced: bool) -> Result<RedisLock, String> {
+        RedisLock::new(&addr_of(url)?, op_timeout, fenced)
+    }
+
     /// Names the server `name` in the evidence (`redis_node`) instead of its address: a
     /// deployment's clients may reach it at an address of the harness's own (netns's proxy).
     pub(crate) fn named(mut self, name: &str) -> RedisLock {
@@ -365,7 +370,7 @@ impl LockClient for RedisLock {
 }
 
 /// `host:port` of a node's URL, as the redis crate connects to it.
-pub(crate) fn addr_of(url: &str) -> Result<String, String> {
+fn addr_of(url: &str) -> Result<String, String> {
     let (host, port) = host_port(url).ok_or_else(|| format!("{url}: no host and port"))?;
     Ok(match host.contains(':') {
         true => format!("[{host}]:{port}"),
@@ -472,13 +477,9 @@ impl Service for Redis {
         Ok(())
     }
     fn connect(&self, c: &Connect) -> Result<Adapter, ConnectError> {
-        let refused = |reason: String| ConnectError::Refused {
-            adapter: "redis",
-            reason,
-        };
-        let addr = addr_of(c.url).map_err(refused)?;
+        let refused = ConnectError::refused_by(self.name());
         let fenced = c.options.own.get("fence") == "counter";
-        let lock = Arc::new(RedisLock::new(&addr, c.op_timeout, fenced).map_err(refused)?);
+        let lock = Arc::new(RedisLock::at(c.url, c.op_timeout, fenced).map_err(refused)?);
         let resource = c.store_beside()?;
         Ok(Adapter::new(lock, resource).with_evidence(EVIDENCE))
     }

@@ -48,7 +48,7 @@
 
 use crate::api::{Failure, Grant, Kept, LockClient, Reply, Tokens, Wire};
 use crate::pause::PauseBoard;
-use crate::redis::{addr_of, Redis, RedisLock};
+use crate::redis::{Redis, RedisLock};
 use crate::service::{
     Connect, ConnectError, Launch, Service, ServiceOption, ServiceOptions, Settings,
 };
@@ -426,10 +426,7 @@ impl Service for RedisSentinel {
         Ok(())
     }
     fn connect(&self, c: &Connect) -> Result<Adapter, ConnectError> {
-        let refused = |reason: String| ConnectError::Refused {
-            adapter: "redis-sentinel",
-            reason,
-        };
+        let refused = ConnectError::refused_by(self.name());
         let n = c.peers.len();
         if c.peer_urls.len() != n || c.known_as.len() != n {
             return Err(refused(format!(
@@ -445,7 +442,7 @@ impl Service for RedisSentinel {
             .iter()
             .enumerate()
             .map(|(i, url)| {
-                RedisLock::new(&addr_of(url)?, c.op_timeout, fenced).map(|r| r.named(&node_name(i)))
+                RedisLock::at(url, c.op_timeout, fenced).map(|r| r.named(&node_name(i)))
             })
             .collect::<Result<Vec<_>, String>>()
             .map_err(refused)?;
@@ -455,7 +452,7 @@ impl Service for RedisSentinel {
         let sentinels = c
             .peer_urls
             .iter()
-            .map(|url| RedisLock::new(&addr_of(url)?, sentinel_timeout, false))
+            .map(|url| RedisLock::at(url, sentinel_timeout, false))
             .collect::<Result<Vec<_>, String>>()
             .map_err(refused)?;
         let first = c.peers.iter().position(|p| p == c.url).unwrap_or(0);

@@ -200,6 +200,14 @@ pub enum ConnectError {
     },
 }
 
+impl ConnectError {
+    /// How a service's connect refuses a setting (`.map_err(ConnectError::refused_by(...))`),
+    /// named by the service's `--adapter` name.
+    pub(crate) fn refused_by(adapter: &'static str) -> impl Fn(String) -> ConnectError + Copy {
+        move |reason| ConnectError::Refused { adapter, reason }
+    }
+}
+
 /// One kind of lock service, as lockpick starts, hurts and drives it. Defaults describe a
 /// service speaking the reference protocol's conventions: health at `/v1/health`, one port,
 /// reached by every fault, the counter's register in a separate fenced store.

@@ -903,10 +903,7 @@ impl Service for ZooKeeper {
         Ok(())
     }
     fn connect(&self, c: &Connect) -> Result<Adapter, ConnectError> {
-        let refused = |reason: String| ConnectError::Refused {
-            adapter: "zookeeper",
-            reason,
-        };
+        let refused = ConnectError::refused_by(self.name());
         let addr_of = |url: &str| -> Result<String, ConnectError> {
             let (host, port) =
                 host_port(url).ok_or_else(|| refused(format!("{url}: no host and port")))?;
