@@ -480,7 +480,6 @@ impl Service for Redis {
         let refused = ConnectError::refused_by(self.name());
         let fenced = c.options.own.get("fence") == "counter";
         let lock = Arc::new(RedisLock::at(c.url, c.op_timeout, fenced).map_err(refused)?);
-        let resource = c.store_beside()?;
-        Ok(Adapter::new(lock, resource).with_evidence(EVIDENCE))
+        c.beside_store(lock, EVIDENCE)
     }
 }

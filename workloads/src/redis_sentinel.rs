@@ -464,8 +464,7 @@ impl Service for RedisSentinel {
             current: Kept::new(CLIENTS_MAX),
         });
         // The counter's register (fence=counter) is lockpick's fenced store, as for redis.
-        let resource = c.store_beside()?;
-        Ok(Adapter::new(lock, resource).with_evidence(EVIDENCE))
+        c.beside_store(lock, EVIDENCE)
     }
 }
 

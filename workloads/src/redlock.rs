@@ -384,6 +384,6 @@ impl Service for RedlockService {
             names,
             op_timeout: c.op_timeout,
         });
-        Ok(Adapter::new(lock, c.store_beside()?).with_evidence(EVIDENCE))
+        c.beside_store(lock, EVIDENCE)
     }
 }

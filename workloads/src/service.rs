@@ -6,7 +6,7 @@
 //! NAME` looks the name up with [`service`].
 
 use crate::adapter::Adapter;
-use crate::api::{FencedResource, Tokens};
+use crate::api::{FencedResource, LockClient, Tokens};
 use crate::client::{ClientError, RefClient};
 use crate::template::TemplateSpec;
 use nemesis::Readiness;
@@ -185,6 +185,16 @@ impl Connect<'_> {
             )?))),
             None => Ok(None),
         }
+    }
+
+    /// The adapter of a lock client of another protocol: `lock`, the [`Connect::store_beside`]
+    /// as its resource, `evidence` the keys of its answers the history keeps.
+    pub(crate) fn beside_store(
+        &self,
+        lock: Arc<dyn LockClient>,
+        evidence: &'static [&'static str],
+    ) -> Result<Adapter, ConnectError> {
+        Ok(Adapter::new(lock, self.store_beside()?).with_evidence(evidence))
     }
 }
 

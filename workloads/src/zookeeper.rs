@@ -928,8 +928,7 @@ impl Service for ZooKeeper {
             });
         }
         let lock = Arc::new(ZkLock::new(servers, c.op_timeout, c.clock.clone()));
-        let resource = c.store_beside()?;
-        Ok(Adapter::new(lock, resource).with_evidence(EVIDENCE))
+        c.beside_store(lock, EVIDENCE)
     }
 }
 
