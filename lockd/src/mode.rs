@@ -3,6 +3,43 @@ use std::str::FromStr;
 
 use crate::error::ParseModeError;
 
+/// A mode's names, all from its `name()`: [`fmt::Display`] writes it, [`FromStr`] reads it
+/// back, and `$names` (every name, in `ALL`'s order) is what a parse error lists as valid.
+macro_rules! named_modes {
+    ($t:ident, $kind:literal, $names:ident) => {
+        const $names: &[&str] = &{
+            let mut names = [""; $t::ALL.len()];
+            let mut i = 0;
+            while i < names.len() {
+                names[i] = $t::ALL[i].name();
+                i += 1;
+            }
+            names
+        };
+
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl FromStr for $t {
+            type Err = ParseModeError;
+
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                $t::ALL
+                    .into_iter()
+                    .find(|m| m.name() == s)
+                    .ok_or_else(|| ParseModeError {
+                        kind: $kind,
+                        given: s.to_owned(),
+                        valid: $names,
+                    })
+            }
+        }
+    };
+}
+
 /// A deliberately broken lockd behaviour; `None` in [`crate::LockdConfig`] means correct.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum UnsafeMode {
@@ -50,21 +87,6 @@ pub enum UnsafeMode {
     RingRegenerate,
 }
 
-const UNSAFE_NAMES: &[&str] = &[
-    "reuse-tokens",
-    "no-ttl",
-    "wall-clock",
-    "skip-token-check",
-    "racy",
-    "split-brain",
-    "renew-grace",
-    "unchecked-release",
-    "volatile",
-    "no-tiebreak",
-    "no-wait-timeout",
-    "ring-regenerate",
-];
-
 impl UnsafeMode {
     pub const ALL: [UnsafeMode; 12] = [
         UnsafeMode::ReuseTokens,
@@ -82,7 +104,7 @@ impl UnsafeMode {
     ];
 
     #[must_use]
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             UnsafeMode::ReuseTokens => "reuse-tokens",
             UnsafeMode::NoTtl => "no-ttl",
@@ -157,26 +179,7 @@ impl UnsafeMode {
     }
 }
 
-impl fmt::Display for UnsafeMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for UnsafeMode {
-    type Err = ParseModeError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        UnsafeMode::ALL
-            .into_iter()
-            .find(|m| m.name() == s)
-            .ok_or_else(|| ParseModeError {
-                kind: "unsafe mode",
-                given: s.to_owned(),
-                valid: UNSAFE_NAMES,
-            })
-    }
-}
+named_modes!(UnsafeMode, "unsafe mode", UNSAFE_NAMES);
 
 /// Which operations the fenced store checks against, and advances, its fence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -210,15 +213,6 @@ pub enum FenceMode {
 /// grant usually puts after the next holder's write.
 pub const CHECK_PUT_GAP_MS: u64 = 100;
 
-const FENCE_NAMES: &[&str] = &[
-    "all",
-    "write",
-    "none",
-    "off-by-one",
-    "check-then-put",
-    "one-unfenced",
-];
-
 impl FenceMode {
     pub const ALL: [FenceMode; 6] = [
         FenceMode::All,
@@ -230,7 +224,7 @@ impl FenceMode {
     ];
 
     #[must_use]
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             FenceMode::All => "all",
             FenceMode::Write => "write",
@@ -242,26 +236,7 @@ impl FenceMode {
     }
 }
 
-impl fmt::Display for FenceMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for FenceMode {
-    type Err = ParseModeError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        FenceMode::ALL
-            .into_iter()
-            .find(|m| m.name() == s)
-            .ok_or_else(|| ParseModeError {
-                kind: "fence mode",
-                given: s.to_owned(),
-                valid: FENCE_NAMES,
-            })
-    }
-}
+named_modes!(FenceMode, "fence mode", FENCE_NAMES);
 
 #[cfg(test)]
 mod tests {

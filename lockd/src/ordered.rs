@@ -30,7 +30,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use axum::body::Bytes;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::post;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
@@ -42,7 +42,10 @@ use crate::cluster::member_client;
 use crate::error::LockdError;
 use crate::http::{check_name, named_request, parse_body, ApiError};
 // Waits are bounded as in the primary mode: the same longest wait and backstop on wake-ups.
-use crate::service::{AcquireReq, ReleaseReq, RenewReq, WAIT_MS_MAX, WAIT_ROUNDS_MAX};
+use crate::service::{
+    answer_granted, local_release_handler, local_renew_handler, AcquireReq, LocalLeases,
+    ReleaseReq, RenewReq, WAIT_MS_MAX, WAIT_ROUNDS_MAX,
+};
 
 /// A peer that takes longer to answer a request or a release is counted unreachable. Above
 /// the longest granularity, which a peer may wait before it answers.
@@ -257,8 +260,14 @@ impl Ordered {
     pub(crate) fn routes(self: Arc<Self>) -> Router {
         Router::new()
             .route("/v1/locks/{lock}/acquire", post(acquire_handler))
-            .route("/v1/locks/{lock}/renew", post(renew_handler))
-            .route("/v1/locks/{lock}/release", post(release_handler))
+            .route(
+                "/v1/locks/{lock}/renew",
+                post(local_renew_handler::<Ordered>),
+            )
+            .route(
+                "/v1/locks/{lock}/release",
+                post(local_release_handler::<Ordered>),
+            )
             .route("/v1/peer/request", post(peer_request_handler))
             .route("/v1/peer/release", post(peer_release_handler))
             .with_state(self)
@@ -452,7 +461,9 @@ impl Ordered {
             }
         });
     }
+}
 
+impl LocalLeases for Ordered {
     fn renew(&self, lock: &str, req: &RenewReq) -> Result<u64, ApiError> {
         let mut t = self.table();
         let (_, lease) = t
@@ -490,27 +501,7 @@ async fn acquire_handler(
         .await
         .map_err(|_| ApiError::Internal("acquire-task-failed"))??;
     debug!(lock, client, token, "granted");
-    Ok(Json(json!({ "token": token, "ttl_ms": ttl_ms })).into_response())
-}
-
-async fn renew_handler(
-    State(o): State<Arc<Ordered>>,
-    path: Result<Path<String>, PathRejection>,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let (lock, req): (String, RenewReq) = named_request("lock", path, &body)?;
-    let token = o.renew(&lock, &req)?;
-    Ok(Json(json!({ "token": token, "ttl_ms": req.ttl_ms })).into_response())
-}
-
-async fn release_handler(
-    State(o): State<Arc<Ordered>>,
-    path: Result<Path<String>, PathRejection>,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let (lock, req): (String, ReleaseReq) = named_request("lock", path, &body)?;
-    o.release(&lock, &req)?;
-    Ok(Json(json!({})).into_response())
+    Ok(answer_granted(token, ttl_ms))
 }
 
 /// A peer's request: queued here, answered once this member's clock passed its tick, with

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use axum::body::Bytes;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
@@ -45,7 +45,10 @@ use tracing::{debug, info, warn};
 use crate::cluster::member_client;
 use crate::error::LockdError;
 use crate::http::{named_request, parse_body, ApiError};
-use crate::service::{AcquireReq, ReleaseReq, RenewReq, WAIT_MS_MAX, WAIT_ROUNDS_MAX};
+use crate::service::{
+    answer_granted, local_release_handler, local_renew_handler, AcquireReq, LocalLeases,
+    ReleaseReq, RenewReq, WAIT_MS_MAX, WAIT_ROUNDS_MAX,
+};
 
 /// How the ring runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -260,8 +263,11 @@ impl Ring {
     pub(crate) fn routes(self: Arc<Self>) -> Router {
         Router::new()
             .route("/v1/locks/{lock}/acquire", post(acquire_handler))
-            .route("/v1/locks/{lock}/renew", post(renew_handler))
-            .route("/v1/locks/{lock}/release", post(release_handler))
+            .route("/v1/locks/{lock}/renew", post(local_renew_handler::<Ring>))
+            .route(
+                "/v1/locks/{lock}/release",
+                post(local_release_handler::<Ring>),
+            )
             .route("/v1/peer/token", post(peer_token_handler))
             .route("/v1/ring", get(ring_handler))
             .route("/v1/ring/token", get(token_handler))
@@ -473,7 +479,9 @@ impl Ring {
         }
         Err(ApiError::Conflict("held"))
     }
+}
 
+impl LocalLeases for Ring {
     fn renew(&self, lock: &str, req: &RenewReq) -> Result<u64, ApiError> {
         let now = Instant::now();
         let mut s = self.state();
@@ -486,7 +494,7 @@ impl Ring {
         }
     }
 
-    fn release(&self, lock: &str, req: &ReleaseReq) -> Result<(), ApiError> {
+    fn release(self: &Arc<Self>, lock: &str, req: &ReleaseReq) -> Result<(), ApiError> {
         let now = Instant::now();
         let mut s = self.state();
         match s.leases.get(lock) {
@@ -534,27 +542,7 @@ async fn acquire_handler(
     let (lock, req): (String, AcquireReq) = named_request("lock", path, &body)?;
     let token = r.acquire(&lock, &req).await?;
     debug!(lock, client = req.client, token, "granted");
-    Ok(Json(json!({ "token": token, "ttl_ms": req.ttl_ms })).into_response())
-}
-
-async fn renew_handler(
-    State(r): State<Arc<Ring>>,
-    path: Result<Path<String>, PathRejection>,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let (lock, req): (String, RenewReq) = named_request("lock", path, &body)?;
-    let token = r.renew(&lock, &req)?;
-    Ok(Json(json!({ "token": token, "ttl_ms": req.ttl_ms })).into_response())
-}
-
-async fn release_handler(
-    State(r): State<Arc<Ring>>,
-    path: Result<Path<String>, PathRejection>,
-    body: Bytes,
-) -> Result<Response, ApiError> {
-    let (lock, req): (String, ReleaseReq) = named_request("lock", path, &body)?;
-    r.release(&lock, &req)?;
-    Ok(Json(json!({})).into_response())
+    Ok(answer_granted(token, req.ttl_ms))
 }
 
 /// The previous member hands the token on; a pass taken already is acknowledged again.

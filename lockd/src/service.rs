@@ -1030,6 +1030,46 @@ pub(crate) struct ReleaseReq {
     pub(crate) token: u64,
 }
 
+/// An ok acquire's or renew's answer (docs/protocol.md): the grant's token and its lease.
+pub(crate) fn answer_granted(token: u64, ttl_ms: u64) -> Response {
+    Json(json!({ "token": token, "ttl_ms": ttl_ms })).into_response()
+}
+
+/// An ok release's answer: `{}`.
+pub(crate) fn answer_released() -> Response {
+    Json(json!({})).into_response()
+}
+
+/// A scheme whose member renews and releases in its own table, with no primary to relay to
+/// (timestamp-ordered, ring): its renew and release routes are [`local_renew_handler`] and
+/// [`local_release_handler`].
+pub(crate) trait LocalLeases: Send + Sync + 'static {
+    /// Extends the lease `req` names; the grant's token, or why not (`not-holder`).
+    fn renew(&self, lock: &str, req: &RenewReq) -> Result<u64, ApiError>;
+    /// Ends the lease `req` names, or says why not (`not-holder`).
+    fn release(self: &Arc<Self>, lock: &str, req: &ReleaseReq) -> Result<(), ApiError>;
+}
+
+pub(crate) async fn local_renew_handler<L: LocalLeases>(
+    State(leases): State<Arc<L>>,
+    path: Result<Path<String>, PathRejection>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let (lock, req): (String, RenewReq) = named_request("lock", path, &body)?;
+    let token = leases.renew(&lock, &req)?;
+    Ok(answer_granted(token, req.ttl_ms))
+}
+
+pub(crate) async fn local_release_handler<L: LocalLeases>(
+    State(leases): State<Arc<L>>,
+    path: Result<Path<String>, PathRejection>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let (lock, req): (String, ReleaseReq) = named_request("lock", path, &body)?;
+    leases.release(&lock, &req)?;
+    Ok(answer_released())
+}
+
 impl ClientBody for AcquireReq {
     fn client(&self) -> &str {
         &self.client
@@ -1101,7 +1141,7 @@ async fn acquire_handler(
         ttl_ms = req.ttl_ms,
         "granted"
     );
-    Ok(Json(json!({ "token": token, "ttl_ms": req.ttl_ms })).into_response())
+    Ok(answer_granted(token, req.ttl_ms))
 }
 
 /// Relays renew and release unless this member granted the lease itself (split-brain only).
@@ -1142,7 +1182,7 @@ async fn renew_handler(
         return Ok(relayed);
     }
     let token = svc.renew(&lock, &req).await?;
-    Ok(Json(json!({ "token": token, "ttl_ms": req.ttl_ms })).into_response())
+    Ok(answer_granted(token, req.ttl_ms))
 }
 
 async fn release_handler(
@@ -1161,7 +1201,7 @@ async fn release_handler(
     match released {
         Ok(()) => {
             debug!(lock, client = req.client, token = req.token, "released");
-            Ok(Json(json!({})).into_response())
+            Ok(answer_released())
         }
         Err(()) => Err(ApiError::Conflict("not-holder")),
     }

@@ -9,17 +9,34 @@ use std::fmt::Write;
 /// Escapes text for HTML element content and quoted attribute values alike. NUL and other C0
 /// controls (except tab and newlines) become U+FFFD: browsers would drop or mangle them.
 pub fn html(s: &str) -> String {
+    escape_markup(s, |c| match c {
+        '\'' => Some("&#39;"),
+        '\t' | '\n' | '\r' => None,
+        c if (c as u32) < 0x20 || c == '\u{7f}' || is_bidi_control(c) => Some("\u{fffd}"),
+        _ => None,
+    })
+}
+
+/// The characters markup gives meaning to, escaped alike in HTML and XML (the apostrophe
+/// aside: HTML 4 has no `&apos;`).
+fn markup_entity(c: char) -> Option<&'static str> {
+    match c {
+        '&' => Some("&amp;"),
+        '<' => Some("&lt;"),
+        '>' => Some("&gt;"),
+        '"' => Some("&quot;"),
+        _ => None,
+    }
+}
+
+/// `s` with markup's characters as their entities and each other character as `other` says
+/// (`None`: kept as it is).
+fn escape_markup(s: &str, other: impl Fn(char) -> Option<&'static str>) -> String {
     let mut out = String::with_capacity(s.len() + 8);
     for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            '\t' | '\n' | '\r' => out.push(c),
-            c if (c as u32) < 0x20 || c == '\u{7f}' || is_bidi_control(c) => out.push('\u{fffd}'),
-            c => out.push(c),
+        match markup_entity(c).or_else(|| other(c)) {
+            Some(e) => out.push_str(e),
+            None => out.push(c),
         }
     }
     out
@@ -35,22 +52,14 @@ fn is_bidi_control(c: char) -> bool {
 /// characters even as references, so they become U+FFFD; newlines in attributes are kept as
 /// references so a parser does not normalise them to spaces.
 pub fn xml(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\n' => out.push_str("&#10;"),
-            '\r' => out.push_str("&#13;"),
-            '\t' => out.push_str("&#9;"),
-            c if (c as u32) < 0x20 || c == '\u{fffe}' || c == '\u{ffff}' => out.push('\u{fffd}'),
-            c => out.push(c),
-        }
-    }
-    out
+    escape_markup(s, |c| match c {
+        '\'' => Some("&apos;"),
+        '\n' => Some("&#10;"),
+        '\r' => Some("&#13;"),
+        '\t' => Some("&#9;"),
+        c if (c as u32) < 0x20 || c == '\u{fffe}' || c == '\u{ffff}' => Some("\u{fffd}"),
+        _ => None,
+    })
 }
 
 /// Makes a string safe for one line of plain text: line breaks and other control characters
@@ -220,6 +229,18 @@ mod tests {
         assert_eq!(
             xml("a<b>\"'&\u{1}\n"),
             "a&lt;b&gt;&quot;&apos;&amp;\u{fffd}&#10;"
+        );
+    }
+
+    #[test]
+    fn html_keeps_line_breaks_and_xml_writes_them_as_references() {
+        assert_eq!(
+            html("a\tb\nc\rd\u{7f}\u{fffe}"),
+            "a\tb\nc\rd\u{fffd}\u{fffe}"
+        );
+        assert_eq!(
+            xml("a\tb\nc\rd\u{7f}\u{fffe}\u{202e}"),
+            "a&#9;b&#10;c&#13;d\u{7f}\u{fffd}\u{202e}"
         );
     }
 

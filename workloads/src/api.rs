@@ -301,3 +301,71 @@ pub trait FencedResource: Send + Sync {
         Wire::plain(op, key)
     }
 }
+
+/// What an adapter keeps between one client's ops (its connection, its session, the master it
+/// was told of, its leases): an entry a key, made on first use and forgotten when it fails so
+/// the next op makes it anew. Bounded: clients come and go as crashed processes are
+/// renumbered, so past `max` entries the table starts over (a forgotten entry is made anew).
+pub(crate) struct Kept<K, V> {
+    max: usize,
+    all: std::sync::Mutex<std::collections::HashMap<K, V>>,
+}
+
+impl<K: Eq + std::hash::Hash, V> Kept<K, V> {
+    pub(crate) fn new(max: usize) -> Self {
+        assert!(
+            max > 0,
+            "a table that keeps nothing starts over on every insert"
+        );
+        Kept {
+            max,
+            all: std::sync::Mutex::new(std::collections::HashMap::new()),
+        }
+    }
+
+    /// The table itself; a holder that panicked left it consistent (every change is one call).
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<K, V>> {
+        self.all.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The entry of `key`, if one is kept.
+    pub(crate) fn get<Q>(&self, key: &Q) -> Option<V>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Eq + std::hash::Hash + ?Sized,
+        V: Clone,
+    {
+        self.lock().get(key).cloned()
+    }
+
+    /// Keeps `value` as `key`'s entry, starting the table over first if it is full.
+    pub(crate) fn keep(&self, key: K, value: V) {
+        let mut all = self.lock();
+        if all.len() >= self.max {
+            all.clear();
+        }
+        all.insert(key, value);
+    }
+
+    /// Forgets `key`'s entry (dropped here: a session's connection closes with it).
+    pub(crate) fn forget<Q>(&self, key: &Q)
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Eq + std::hash::Hash + ?Sized,
+    {
+        self.lock().remove(key);
+    }
+
+    /// `r`, after which the entry of a client whose op failed is forgotten: its next op
+    /// starts afresh (connects, opens a session, asks for the master again).
+    pub(crate) fn forget_if_failed<Q, T, E>(&self, key: &Q, r: Result<T, E>) -> Result<T, E>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Eq + std::hash::Hash + ?Sized,
+    {
+        if r.is_err() {
+            self.forget(key);
+        }
+        r
+    }
+}

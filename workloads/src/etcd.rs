@@ -19,7 +19,7 @@
 //! Gateway encodings: keys and values are base64, int64 fields are JSON strings, and fields at
 //! their zero value are omitted (a missing `succeeded` is false).
 
-use crate::api::{BoxFuture, FencedResource, LockClient, Wire};
+use crate::api::{BoxFuture, FencedResource, Kept, LockClient, Wire};
 use crate::client::{classify_error, snippet, Reply};
 use crate::pause::PauseBoard;
 use nemesis::Readiness;
@@ -29,9 +29,8 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use history::reason::with_detail;
 use serde_json::{json, Value};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use crate::service::Clock;
@@ -58,7 +57,7 @@ pub struct EtcdClient {
     /// What each client holds, by client and token: a client may hold several locks at once
     /// (the bank's two accounts), each its own key and lease, and tokens (create revisions)
     /// are unique across keys.
-    held: Mutex<HashMap<(String, u64), Held>>,
+    held: Kept<(String, u64), Held>,
 }
 
 /// An int64 field as the gateway sends it: a string, sometimes a number, omitted when zero.
@@ -185,7 +184,7 @@ impl EtcdClient {
             api: format!("{}{}", base_url.trim_end_matches('/'), api_prefix),
             op_timeout,
             now_ns,
-            held: Mutex::new(HashMap::new()),
+            held: Kept::new(HELD_MAX),
         })
     }
 
@@ -230,26 +229,15 @@ impl EtcdClient {
     }
 
     fn remember(&self, client: &str, held: Held) {
-        let mut h = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        if h.len() >= HELD_MAX {
-            h.clear();
-        }
-        h.insert((client.to_string(), held.token), held);
+        self.held.keep((client.to_string(), held.token), held);
     }
 
     fn holding(&self, client: &str, token: u64) -> Option<Held> {
-        self.held
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&(client.to_string(), token))
-            .cloned()
+        self.held.get(&(client.to_string(), token))
     }
 
     fn forget(&self, client: &str, token: u64) {
-        self.held
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&(client.to_string(), token));
+        self.held.forget(&(client.to_string(), token));
     }
 
     /// Best effort: a lease we gave up on is revoked so its lock (if it was granted after all)

@@ -30,7 +30,9 @@
 //! any lock it held). Evidence copied into the history: `hold`, `pg_backend_pid` (the backend
 //! that answered the grant) and the write's `committed`.
 
-use crate::api::{BoxFuture, Failure, FencedResource, Grant, LockClient, Reply, Tokens, Wire};
+use crate::api::{
+    BoxFuture, Failure, FencedResource, Grant, Kept, LockClient, Reply, Tokens, Wire,
+};
 use crate::pause::PauseBoard;
 use crate::service::{
     host_port, Connect, ConnectError, Launch, Service, ServiceOption, ServiceOptions, Settings,
@@ -39,10 +41,9 @@ use crate::Adapter;
 use history::reason::with_detail;
 use nemesis::Readiness;
 use serde_json::{json, Value};
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::NoTls;
@@ -171,7 +172,9 @@ pub struct PgLock {
     config: tokio_postgres::Config,
     form: Form,
     op_timeout: Duration,
-    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// Each client's session. A failed op forgets it, and forgetting drops it: the server
+    /// then ends the session (its transaction rolls back, its locks go).
+    sessions: Kept<String, Arc<Session>>,
     /// Numbers the grants: `<backend pid>.<n>` names each one.
     grants: AtomicU64,
     /// Whether the register's table is known to exist (form=xact).
@@ -192,18 +195,14 @@ impl PgLock {
             config,
             form,
             op_timeout,
-            sessions: Mutex::new(HashMap::new()),
+            sessions: Kept::new(CONNECTIONS_MAX),
             grants: AtomicU64::new(0),
             table_ready: tokio::sync::Mutex::new(false),
         }
     }
 
-    fn lock_sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Session>>> {
-        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     fn forget(&self, client: &str) {
-        self.lock_sessions().remove(client);
+        self.sessions.forget(client);
     }
 
     /// Runs `f` within the op timeout; a timeout is a lost answer.
@@ -279,7 +278,7 @@ impl PgLock {
     /// `client`'s session, opened now (with the idle timeout of `ttl_ms`) if it has none or
     /// the server closed it.
     async fn session_for_acquire(&self, client: &str, ttl_ms: u64) -> Result<Arc<Session>, Failure> {
-        if let Some(s) = self.lock_sessions().get(client).cloned() {
+        if let Some(s) = self.sessions.get(client) {
             if !s.client.is_closed() {
                 return Ok(s);
             }
@@ -302,18 +301,14 @@ impl PgLock {
             backend_pid: pid as u32,
             in_txn: AtomicBool::new(false),
         });
-        let mut all = self.lock_sessions();
-        if all.len() >= CONNECTIONS_MAX {
-            all.clear();
-        }
-        all.insert(client.to_string(), session.clone());
+        self.sessions.keep(client.to_string(), session.clone());
         Ok(session)
     }
 
     /// The session a grant of `client` lives on: refused when there is none, when the server
     /// has closed it, or when the grant was made on another session.
     fn session_of(&self, client: &str, grant: Option<&Grant>) -> Result<Arc<Session>, Failure> {
-        let Some(s) = self.lock_sessions().get(client).cloned() else {
+        let Some(s) = self.sessions.get(client) else {
             return Err(Failure::Definite("not-holder; no session".into()));
         };
         if s.client.is_closed() {
@@ -352,15 +347,6 @@ impl PgLock {
         })
     }
 
-    /// Ends `f`'s failure by dropping the client's session: the server then ends it (its
-    /// transaction rolls back, its locks go).
-    fn dropping<T>(&self, client: &str, r: Result<T, Failure>) -> Result<T, Failure> {
-        if r.is_err() {
-            self.forget(client);
-        }
-        r
-    }
-
     /// One `pg_try_advisory_lock`: the grant's body, `None` if the lock is held.
     async fn try_session_lock(
         &self,
@@ -372,7 +358,7 @@ impl PgLock {
         let (key, setting, ttl) = (key_of(lock), self.form.idle_setting(), format!("{ttl_ms}ms"));
         let sql = "SELECT pg_try_advisory_lock($1), set_config($2, $3, false)";
         let row = self.one(&s.client, sql, &[&key, &setting, &ttl]).await;
-        let row = self.dropping(client, row)?;
+        let row = self.sessions.forget_if_failed(client, row)?;
         let got: bool = row.get(0);
         Ok(got.then(|| self.granted(&s)))
     }
@@ -403,7 +389,7 @@ impl PgLock {
         // A transaction left open by an earlier grant of this client is not this grant's.
         if s.in_txn.swap(false, Ordering::SeqCst) {
             let r = self.bounded(self.op_timeout, s.client.batch_execute("ROLLBACK")).await;
-            if let Err(f) = self.dropping(client, r) {
+            if let Err(f) = self.sessions.forget_if_failed(client, r) {
                 return f.into();
             }
         }
@@ -412,7 +398,7 @@ impl PgLock {
             self.form.idle_setting()
         );
         let r = self.bounded(self.op_timeout, s.client.batch_execute(&begin)).await;
-        if let Err(f) = self.dropping(client, r) {
+        if let Err(f) = self.sessions.forget_if_failed(client, r) {
             return f.into();
         }
         s.in_txn.store(true, Ordering::SeqCst);
@@ -443,7 +429,7 @@ impl PgLock {
                 s.in_txn.store(false, Ordering::SeqCst);
                 let r = self.bounded(self.op_timeout, s.client.batch_execute("ROLLBACK")).await;
                 // The refusal stands whatever the rollback answered: the lock was not taken.
-                let _ = self.dropping(client, r);
+                let _ = self.sessions.forget_if_failed(client, r);
                 Reply::Fail("held".into())
             }
             Err(f) => {
@@ -481,7 +467,7 @@ impl PgLock {
                      AND pid = pg_backend_pid() AND granted AND classid = $1 AND objid = $2 \
                      AND objsubid = 1), set_config($3, $4, false)";
                 let q = self.one(&s.client, sql, &[&classid, &objid, &setting, &ttl]).await;
-                holder_answer(self.dropping(client, q))
+                holder_answer(self.sessions.forget_if_failed(client, q))
             }
             Form::Xact => {
                 let s = match self.txn_of(client, Some(grant)) {
@@ -491,7 +477,7 @@ impl PgLock {
                 // Any answer proves the transaction, and the lock with it, is still open.
                 let sql = "SELECT set_config($1, $2, false)";
                 let q = self.one(&s.client, sql, &[&setting, &ttl]).await;
-                match self.dropping(client, q) {
+                match self.sessions.forget_if_failed(client, q) {
                     Ok(_) => Reply::Ok(json!({})),
                     Err(f) => f.into(),
                 }
@@ -508,7 +494,7 @@ impl PgLock {
                 };
                 let key = key_of(lock);
                 let q = self.one(&s.client, "SELECT pg_advisory_unlock($1)", &[&key]).await;
-                holder_answer(self.dropping(client, q))
+                holder_answer(self.sessions.forget_if_failed(client, q))
             }
             Form::Xact => {
                 let s = match self.txn_of(client, Some(grant)) {
@@ -517,7 +503,7 @@ impl PgLock {
                 };
                 s.in_txn.store(false, Ordering::SeqCst);
                 let r = self.bounded(self.op_timeout, s.client.batch_execute("ROLLBACK")).await;
-                match self.dropping(client, r) {
+                match self.sessions.forget_if_failed(client, r) {
                     Ok(()) => Reply::Ok(json!({})),
                     Err(f) => f.into(),
                 }
@@ -533,7 +519,7 @@ impl PgLock {
         };
         let sql = format!("SELECT value FROM {TABLE} WHERE key = $1");
         let q = self.opt(&s.client, &sql, &[&key]).await;
-        match self.dropping(client, q) {
+        match self.sessions.forget_if_failed(client, q) {
             Ok(row) => Reply::Ok(json!({ "value": row.map_or(0, |r| r.get::<_, i64>(0)) })),
             Err(f) => {
                 s.in_txn.store(false, Ordering::SeqCst);
@@ -850,10 +836,9 @@ impl Service for Postgres {
         Ok(())
     }
     fn connect(&self, c: &Connect) -> Result<Adapter, ConnectError> {
-        let (host, port) = host_port(c.url).ok_or_else(|| ConnectError::Refused {
-            adapter: "postgres",
-            reason: format!("{}: no host and port", c.url),
-        })?;
+        let refused = ConnectError::refused_by(self.name());
+        let no_host_port = || refused(format!("{}: no host and port", c.url));
+        let (host, port) = host_port(c.url).ok_or_else(no_host_port)?;
         let form = Form::of(&c.options.own);
         let lock = Arc::new(PgLock::new(&host, port, form, c.op_timeout));
         let resource = match form {

@@ -17,7 +17,7 @@
 //! replication role and offset right after the grant (`redis_node`, `redis_role`,
 //! `redis_offset`). Readiness is `PING` answered `+PONG`; no HTTP anywhere.
 
-use crate::api::{BoxFuture, Failure, Grant, LockClient, Reply, Tokens, Wire};
+use crate::api::{Failure, Grant, Kept, LockClient, Reply, Tokens, Wire};
 use crate::pause::PauseBoard;
 use crate::service::{
     host_port, Connect, ConnectError, Launch, Service, ServiceOption, ServiceOptions,
@@ -28,9 +28,8 @@ use history::reason::with_detail;
 use nemesis::Readiness;
 use rand::Rng;
 use serde_json::{json, Map, Value};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How often a waiting acquire tries again (redis-py's `Lock` sleeps 0.1 s between tries).
@@ -61,7 +60,7 @@ pub struct RedisLock {
     node: String,
     op_timeout: Duration,
     fenced: bool,
-    connections: Mutex<HashMap<String, Conn>>,
+    connections: Kept<String, Conn>,
 }
 
 /// A client's connection, and whether the server has closed it: a request is never sent on a
@@ -84,8 +83,13 @@ impl RedisLock {
             node: addr.to_string(),
             op_timeout,
             fenced,
-            connections: Mutex::new(HashMap::new()),
+            connections: Kept::new(CONNECTIONS_MAX),
         })
+    }
+
+    /// The client of the server at `url` (`redis://host:port` or `host:port`).
+    pub(crate) fn at(url: &str, op_timeout: Duration, fenced: bool) -> Result<RedisLock, String> {
+        RedisLock::new(&addr_of(url)?, op_timeout, fenced)
     }
 
     /// Names the server `name` in the evidence (`redis_node`) instead of its address: a
@@ -110,7 +114,7 @@ impl RedisLock {
         client: &str,
     ) -> Result<redis::aio::MultiplexedConnection, Failure> {
         {
-            let mut all = self.lock_connections();
+            let mut all = self.connections.lock();
             match all.get(client) {
                 Some(c) if !c.closed.load(Ordering::SeqCst) => return Ok(c.conn.clone()),
                 Some(_) => {
@@ -145,24 +149,12 @@ impl RedisLock {
             }
             Ok(Ok(c)) => c,
         };
-        let mut all = self.lock_connections();
-        if all.len() >= CONNECTIONS_MAX {
-            all.clear();
-        }
-        all.insert(
-            client.to_string(),
-            Conn {
-                conn: conn.clone(),
-                closed,
-            },
-        );
+        let kept = Conn {
+            conn: conn.clone(),
+            closed,
+        };
+        self.connections.keep(client.to_string(), kept);
         Ok(conn)
-    }
-
-    fn lock_connections(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<String, Conn>> {
-        self.connections.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Sends `pipe` on `client`'s connection within the op timeout. A transport failure drops
@@ -190,7 +182,7 @@ impl RedisLock {
                 None => Failure::Indefinite(with_detail("transport", &e.to_string())),
             },
         };
-        self.lock_connections().remove(client);
+        self.connections.forget(client);
         Err(failure)
     }
 
@@ -323,30 +315,44 @@ pub(crate) fn release_reply(r: Result<bool, Failure>) -> Reply {
     }
 }
 
+/// The [`LockClient`] methods `renew` and `release` of a type whose inherent
+/// `compare(client, lock, grant, script, extra)` runs a compare script where the lock is (the
+/// one server, or the master the sentinels name): renew is the compare-and-`PEXPIRE` answered
+/// by [`renew_reply`], release the compare-and-`DEL` answered by [`release_reply`].
+macro_rules! compare_lock_ops {
+    () => {
+        fn renew<'a>(
+            &'a self,
+            client: &'a str,
+            lock: &'a str,
+            grant: &'a $crate::api::Grant,
+            ttl_ms: u64,
+        ) -> $crate::api::BoxFuture<'a, $crate::api::Reply> {
+            let script = $crate::redis::RENEW;
+            Box::pin(async move {
+                let r = self.compare(client, lock, grant, script, Some(ttl_ms)).await;
+                $crate::redis::renew_reply(r, ttl_ms)
+            })
+        }
+        fn release<'a>(
+            &'a self,
+            client: &'a str,
+            lock: &'a str,
+            grant: &'a $crate::api::Grant,
+        ) -> $crate::api::BoxFuture<'a, $crate::api::Reply> {
+            let script = $crate::redis::RELEASE;
+            Box::pin(async move {
+                let r = self.compare(client, lock, grant, script, None).await;
+                $crate::redis::release_reply(r)
+            })
+        }
+    };
+}
+pub(crate) use compare_lock_ops;
+
 impl LockClient for RedisLock {
     crate::api::waiting_acquire_ops!();
-    fn renew<'a>(
-        &'a self,
-        client: &'a str,
-        lock: &'a str,
-        grant: &'a Grant,
-        ttl_ms: u64,
-    ) -> BoxFuture<'a, Reply> {
-        Box::pin(async move {
-            renew_reply(
-                self.compare(client, lock, grant, RENEW, Some(ttl_ms)).await,
-                ttl_ms,
-            )
-        })
-    }
-    fn release<'a>(
-        &'a self,
-        client: &'a str,
-        lock: &'a str,
-        grant: &'a Grant,
-    ) -> BoxFuture<'a, Reply> {
-        Box::pin(async move { release_reply(self.compare(client, lock, grant, RELEASE, None).await) })
-    }
+    compare_lock_ops!();
     fn lock_wire(&self, op: &str, lock: &str) -> Wire {
         let key = Self::key(lock);
         let (request, ok, refused) = match (op, self.fenced) {
@@ -364,7 +370,7 @@ impl LockClient for RedisLock {
 }
 
 /// `host:port` of a node's URL, as the redis crate connects to it.
-pub(crate) fn addr_of(url: &str) -> Result<String, String> {
+fn addr_of(url: &str) -> Result<String, String> {
     let (host, port) = host_port(url).ok_or_else(|| format!("{url}: no host and port"))?;
     Ok(match host.contains(':') {
         true => format!("[{host}]:{port}"),
@@ -471,14 +477,9 @@ impl Service for Redis {
         Ok(())
     }
     fn connect(&self, c: &Connect) -> Result<Adapter, ConnectError> {
-        let refused = |reason: String| ConnectError::Refused {
-            adapter: "redis",
-            reason,
-        };
-        let addr = addr_of(c.url).map_err(refused)?;
+        let refused = ConnectError::refused_by(self.name());
         let fenced = c.options.own.get("fence") == "counter";
-        let lock = Arc::new(RedisLock::new(&addr, c.op_timeout, fenced).map_err(refused)?);
-        let resource = c.store_beside()?;
-        Ok(Adapter::new(lock, resource).with_evidence(EVIDENCE))
+        let lock = Arc::new(RedisLock::at(c.url, c.op_timeout, fenced).map_err(refused)?);
+        c.beside_store(lock, EVIDENCE)
     }
 }

@@ -46,9 +46,9 @@
 //! replication offset right after the grant (`redis_role`, `redis_offset`) and the node
 //! whose sentinel named it (`sentinel`).
 
-use crate::api::{BoxFuture, Failure, Grant, LockClient, Reply, Tokens, Wire};
+use crate::api::{Failure, Grant, Kept, LockClient, Reply, Tokens, Wire};
 use crate::pause::PauseBoard;
-use crate::redis::{addr_of, release_reply, renew_reply, Redis, RedisLock, RELEASE, RENEW};
+use crate::redis::{Redis, RedisLock};
 use crate::service::{
     Connect, ConnectError, Launch, Service, ServiceOption, ServiceOptions, Settings,
 };
@@ -57,8 +57,7 @@ use history::reason::with_detail;
 use nemesis::Readiness;
 use rand::Rng;
 use serde_json::{json, Value};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The name the sentinels monitor the master by.
@@ -98,7 +97,7 @@ pub struct SentinelLock {
     /// The sentinel asked first.
     first: usize,
     /// Each client's current master, until an op of its fails.
-    current: Mutex<HashMap<String, Named>>,
+    current: Kept<String, Named>,
 }
 
 fn node_name(i: usize) -> String {
@@ -115,14 +114,6 @@ fn text_of(v: &redis::Value) -> Option<String> {
 }
 
 impl SentinelLock {
-    fn lock_current(&self) -> std::sync::MutexGuard<'_, HashMap<String, Named>> {
-        self.current.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn forget(&self, client: &str) {
-        self.lock_current().remove(client);
-    }
-
     /// Asks the sentinels in turn, from this slot's own, which server is the master; the
     /// first that answers decides. Nothing was sent to a server when this fails.
     async fn discover(&self, client: &str) -> Result<Named, Failure> {
@@ -164,11 +155,7 @@ impl SentinelLock {
                 )));
             };
             let named = Named { node, by: s };
-            let mut all = self.lock_current();
-            if all.len() >= CLIENTS_MAX {
-                all.clear();
-            }
-            all.insert(client.to_string(), named.clone());
+            self.current.keep(client.to_string(), named.clone());
             return Ok(named);
         }
         Err(Failure::Definite(with_detail(
@@ -179,18 +166,10 @@ impl SentinelLock {
 
     /// The client's current master, asked of the sentinels if it has none.
     async fn master(&self, client: &str) -> Result<Named, Failure> {
-        if let Some(n) = self.lock_current().get(client).cloned() {
+        if let Some(n) = self.current.get(client) {
             return Ok(n);
         }
         self.discover(client).await
-    }
-
-    /// `r`, after which a client whose op failed asks the sentinels again.
-    fn noting<T>(&self, client: &str, r: Result<T, Failure>) -> Result<T, Failure> {
-        if r.is_err() {
-            self.forget(client);
-        }
-        r
     }
 
     async fn acquire_waiting(
@@ -214,7 +193,7 @@ impl SentinelLock {
         let value = format!("{:032x}", rand::rng().random::<u128>());
         crate::pause::poll_for_grant(client, wait_ms, POLL_MS, pauses, || async {
             let tried = server.try_acquire(client, lock, &value, ttl_ms).await;
-            let granted = self.noting(client, tried)?;
+            let granted = self.current.forget_if_failed(client, tried)?;
             Ok::<_, Failure>(granted.map(|mut body| {
                 if let Value::Object(m) = &mut body {
                     m.insert("sentinel".into(), json!(by));
@@ -238,34 +217,13 @@ impl SentinelLock {
         let r = self.servers[named.node]
             .compare(client, lock, grant, script, extra)
             .await;
-        self.noting(client, r)
+        self.current.forget_if_failed(client, r)
     }
 }
 
 impl LockClient for SentinelLock {
     crate::api::waiting_acquire_ops!();
-    fn renew<'a>(
-        &'a self,
-        client: &'a str,
-        lock: &'a str,
-        grant: &'a Grant,
-        ttl_ms: u64,
-    ) -> BoxFuture<'a, Reply> {
-        Box::pin(async move {
-            renew_reply(
-                self.compare(client, lock, grant, RENEW, Some(ttl_ms)).await,
-                ttl_ms,
-            )
-        })
-    }
-    fn release<'a>(
-        &'a self,
-        client: &'a str,
-        lock: &'a str,
-        grant: &'a Grant,
-    ) -> BoxFuture<'a, Reply> {
-        Box::pin(async move { release_reply(self.compare(client, lock, grant, RELEASE, None).await) })
-    }
+    crate::redis::compare_lock_ops!();
     fn lock_wire(&self, op: &str, lock: &str) -> Wire {
         let w = self.servers[0].lock_wire(op, lock);
         Wire {
@@ -468,10 +426,7 @@ impl Service for RedisSentinel {
         Ok(())
     }
     fn connect(&self, c: &Connect) -> Result<Adapter, ConnectError> {
-        let refused = |reason: String| ConnectError::Refused {
-            adapter: "redis-sentinel",
-            reason,
-        };
+        let refused = ConnectError::refused_by(self.name());
         let n = c.peers.len();
         if c.peer_urls.len() != n || c.known_as.len() != n {
             return Err(refused(format!(
@@ -487,7 +442,7 @@ impl Service for RedisSentinel {
             .iter()
             .enumerate()
             .map(|(i, url)| {
-                RedisLock::new(&addr_of(url)?, c.op_timeout, fenced).map(|r| r.named(&node_name(i)))
+                RedisLock::at(url, c.op_timeout, fenced).map(|r| r.named(&node_name(i)))
             })
             .collect::<Result<Vec<_>, String>>()
             .map_err(refused)?;
@@ -497,7 +452,7 @@ impl Service for RedisSentinel {
         let sentinels = c
             .peer_urls
             .iter()
-            .map(|url| RedisLock::new(&addr_of(url)?, sentinel_timeout, false))
+            .map(|url| RedisLock::at(url, sentinel_timeout, false))
             .collect::<Result<Vec<_>, String>>()
             .map_err(refused)?;
         let first = c.peers.iter().position(|p| p == c.url).unwrap_or(0);
@@ -506,11 +461,10 @@ impl Service for RedisSentinel {
             sentinels,
             known_as: c.known_as.to_vec(),
             first,
-            current: Mutex::new(HashMap::new()),
+            current: Kept::new(CLIENTS_MAX),
         });
         // The counter's register (fence=counter) is lockpick's fenced store, as for redis.
-        let resource = c.store_beside()?;
-        Ok(Adapter::new(lock, resource).with_evidence(EVIDENCE))
+        c.beside_store(lock, EVIDENCE)
     }
 }
 

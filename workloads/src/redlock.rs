@@ -19,7 +19,7 @@
 
 use crate::api::{BoxFuture, Failure, Grant, LockClient, Reply, Tokens, Wire};
 use crate::pause::PauseBoard;
-use crate::redis::{addr_of, Redis, RedisLock, RELEASE, RENEW};
+use crate::redis::{Redis, RedisLock, RELEASE, RENEW};
 use crate::service::{
     Connect, ConnectError, Launch, Service, ServiceOption, ServiceOptions, Settings,
 };
@@ -367,18 +367,14 @@ impl Service for RedlockService {
         Ok(())
     }
     fn connect(&self, c: &Connect) -> Result<Adapter, ConnectError> {
-        let refused = |reason: String| ConnectError::Refused {
-            adapter: "redlock",
-            reason,
-        };
+        let refused = ConnectError::refused_by(self.name());
         let masters = c
             .peers
             .iter()
             .map(|url| {
-                let addr = addr_of(url)?;
                 // Each call is bounded here by its own wait (`node_wait`, or the op timeout
                 // for a release), inside the op timeout the server's client keeps.
-                RedisLock::new(&addr, c.op_timeout, false).map(Arc::new)
+                RedisLock::at(url, c.op_timeout, false).map(Arc::new)
             })
             .collect::<Result<Vec<_>, String>>()
             .map_err(refused)?;
@@ -388,6 +384,6 @@ impl Service for RedlockService {
             names,
             op_timeout: c.op_timeout,
         });
-        Ok(Adapter::new(lock, c.store_beside()?).with_evidence(EVIDENCE))
+        c.beside_store(lock, EVIDENCE)
     }
 }

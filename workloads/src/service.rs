@@ -6,7 +6,7 @@
 //! NAME` looks the name up with [`service`].
 
 use crate::adapter::Adapter;
-use crate::api::{FencedResource, Tokens};
+use crate::api::{FencedResource, LockClient, Tokens};
 use crate::client::{ClientError, RefClient};
 use crate::template::TemplateSpec;
 use nemesis::Readiness;
@@ -186,6 +186,16 @@ impl Connect<'_> {
             None => Ok(None),
         }
     }
+
+    /// The adapter of a lock client of another protocol: `lock`, the [`Connect::store_beside`]
+    /// as its resource, `evidence` the keys of its answers the history keeps.
+    pub(crate) fn beside_store(
+        &self,
+        lock: Arc<dyn LockClient>,
+        evidence: &'static [&'static str],
+    ) -> Result<Adapter, ConnectError> {
+        Ok(Adapter::new(lock, self.store_beside()?).with_evidence(evidence))
+    }
 }
 
 /// Why an adapter could not be connected.
@@ -198,6 +208,14 @@ pub enum ConnectError {
         adapter: &'static str,
         reason: String,
     },
+}
+
+impl ConnectError {
+    /// How a service's connect refuses a setting (`.map_err(ConnectError::refused_by(...))`),
+    /// named by the service's `--adapter` name.
+    pub(crate) fn refused_by(adapter: &'static str) -> impl Fn(String) -> ConnectError + Copy {
+        move |reason| ConnectError::Refused { adapter, reason }
+    }
 }
 
 /// One kind of lock service, as lockpick starts, hurts and drives it. Defaults describe a

@@ -157,7 +157,6 @@ impl Service for StandIn {
     }
     fn connect(&self, c: &Connect) -> Result<Adapter, ConnectError> {
         let lock = Arc::new(StandInClient::new(c.url, c.op_timeout)?);
-        let resource = c.store_beside()?;
-        Ok(Adapter::new(lock, resource))
+        c.beside_store(lock, &[])
     }
 }

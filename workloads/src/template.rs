@@ -421,10 +421,7 @@ impl Service for Template {
         true
     }
     fn connect(&self, c: &Connect) -> Result<Adapter, ConnectError> {
-        let refused = |reason: String| ConnectError::Refused {
-            adapter: "template",
-            reason,
-        };
+        let refused = ConnectError::refused_by(self.name());
         let spec = c
             .options
             .template

@@ -35,14 +35,14 @@
 //! session's connection on its own, as every ZooKeeper client does; a request whose connection
 //! broke is answered with that loss, never sent again).
 
-use crate::api::{BoxFuture, Grant, LockClient, Reply, Wire};
+use crate::api::{BoxFuture, Grant, Kept, LockClient, Reply, Wire};
 use crate::pause::PauseBoard;
 use crate::service::{host_port, Clock, Connect, ConnectError, Launch, Service, Settings};
 use crate::Adapter;
 use history::reason::with_detail;
 use nemesis::Readiness;
 use serde_json::json;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -108,7 +108,7 @@ struct Session {
     /// The server the session's connection is on now (a position in `servers`).
     current: Arc<std::sync::atomic::AtomicUsize>,
     /// Our lock nodes' paths, each with the history time it was granted.
-    grants: Mutex<HashMap<String, u64>>,
+    grants: Kept<String, u64>,
     /// The listener and the relay's accept loop. A relay's open connections end on their own
     /// once the library closes its side (after the session's close request went through).
     tasks: Vec<AbortHandle>,
@@ -155,7 +155,7 @@ impl Session {
     /// Why a holder of `path` no longer believes it holds: the first bad state heard since
     /// its grant, or the state the library is in now if that is one. `None` while it holds.
     fn lost_since(&self, path: &str, now_ns: u64) -> Option<String> {
-        let granted = lock_of(&self.grants).get(path).copied()?;
+        let granted = self.grants.get(path)?;
         let mut events = lock_of(&self.events);
         let now = self.client.state();
         if ends_belief(now) && !events.iter().any(|(_, at)| *at >= granted) {
@@ -186,7 +186,7 @@ pub struct ZkLock {
     op_timeout: Duration,
     clock: Clock,
     board: Arc<OnceLock<Arc<PauseBoard>>>,
-    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    sessions: Kept<String, Arc<Session>>,
     /// Locks whose parent node this adapter has made (or found).
     parents: Mutex<HashSet<String>>,
 }
@@ -198,7 +198,7 @@ impl ZkLock {
             op_timeout,
             clock,
             board: Arc::default(),
-            sessions: Mutex::new(HashMap::new()),
+            sessions: Kept::new(SESSIONS_MAX),
             parents: Mutex::new(HashSet::new()),
         }
     }
@@ -214,13 +214,13 @@ impl ZkLock {
 
     /// `client`'s session if it has one that is not over.
     fn current(&self, client: &str) -> Option<Arc<Session>> {
-        lock_of(&self.sessions).get(client).cloned()
+        self.sessions.get(client)
     }
 
     /// Forgets `client`'s session: the library closes it once no op uses it any more, and
     /// the server deletes its ephemeral nodes then (or at its expiry, if the close is lost).
     fn drop_session(&self, client: &str) {
-        lock_of(&self.sessions).remove(client);
+        self.sessions.forget(client);
     }
 
     /// `client`'s session, made now (timeout `ttl_ms`) if it has none or its last one is
@@ -281,7 +281,7 @@ impl ZkLock {
             timeout_ms: zc.session_timeout().as_millis() as u64,
             client: zc,
             events,
-            grants: Mutex::new(HashMap::new()),
+            grants: Kept::new(GRANTS_MAX),
             tasks: vec![relay.abort_handle(), listen.abort_handle()],
         });
         self.keep_session(client, session.clone());
@@ -315,11 +315,7 @@ impl ZkLock {
     /// Keeps `client`'s new session for its next ops (the table is bounded: past
     /// [`SESSIONS_MAX`] it starts over, and a forgotten session is made anew).
     fn keep_session(&self, client: &str, session: Arc<Session>) {
-        let mut all = lock_of(&self.sessions);
-        if all.len() >= SESSIONS_MAX {
-            all.clear();
-        }
-        all.insert(client.to_string(), session);
+        self.sessions.keep(client.to_string(), session);
     }
 
     /// Makes `/lockpick/<lock>` once (a persistent node; found there after a restart).
@@ -426,13 +422,7 @@ impl ZkLock {
     /// answered with its token (the node's czxid) and the session that holds it.
     fn granted(&self, s: &Session, path: String, name: &str, stat: &zk::Stat) -> Reply {
         let granted_ns = (self.clock)();
-        {
-            let mut g = lock_of(&s.grants);
-            if g.len() >= GRANTS_MAX {
-                g.clear();
-            }
-            g.insert(path.clone(), granted_ns);
-        }
+        s.grants.keep(path.clone(), granted_ns);
         let mut body = json!({
             "token": stat.czxid as u64,
             "hold": "session",
@@ -520,7 +510,7 @@ impl ZkLock {
             return Err(Reply::Fail("not-holder; no lock node".into()));
         };
         let path = format!("{}/{name}", Self::dir(lock));
-        if !lock_of(&s.grants).contains_key(&path) {
+        if !s.grants.lock().contains_key(&path) {
             return Err(Reply::Fail(
                 "not-holder; granted on another session".into(),
             ));
@@ -572,11 +562,11 @@ impl ZkLock {
         };
         match self.bounded(s.client.delete(&path, None)).await {
             Some(Ok(())) => {
-                lock_of(&s.grants).remove(&path);
+                s.grants.forget(&path);
                 Reply::Ok(json!({}))
             }
             Some(Err(zk::Error::NoNode)) => {
-                lock_of(&s.grants).remove(&path);
+                s.grants.forget(&path);
                 Reply::Fail("not-holder".into())
             }
             Some(Err(e)) => self.broken(client, "delete", &e),
@@ -913,10 +903,7 @@ impl Service for ZooKeeper {
         Ok(())
     }
     fn connect(&self, c: &Connect) -> Result<Adapter, ConnectError> {
-        let refused = |reason: String| ConnectError::Refused {
-            adapter: "zookeeper",
-            reason,
-        };
+        let refused = ConnectError::refused_by(self.name());
         let addr_of = |url: &str| -> Result<String, ConnectError> {
             let (host, port) =
                 host_port(url).ok_or_else(|| refused(format!("{url}: no host and port")))?;
@@ -941,8 +928,7 @@ impl Service for ZooKeeper {
             });
         }
         let lock = Arc::new(ZkLock::new(servers, c.op_timeout, c.clock.clone()));
-        let resource = c.store_beside()?;
-        Ok(Adapter::new(lock, resource).with_evidence(EVIDENCE))
+        c.beside_store(lock, EVIDENCE)
     }
 }
 
