@@ -27,6 +27,10 @@ impl Checker for Total {
         "bank-total"
     }
 
+    fn kinds(&self) -> &'static [ViolationKind] {
+        &[ViolationKind::TotalChanged]
+    }
+
     fn check_model(&self, m: &Model, cfg: &CheckConfig) -> CheckOutput {
         let mut out = CheckOutput::new();
         let accounts = m.transfer_keys();

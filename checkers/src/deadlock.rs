@@ -451,6 +451,10 @@ impl Checker for Deadlock {
         "deadlock"
     }
 
+    fn kinds(&self) -> &'static [ViolationKind] {
+        &[ViolationKind::Deadlock]
+    }
+
     fn check_model(&self, m: &Model, cfg: &CheckConfig) -> CheckOutput {
         let mut out = CheckOutput::new();
         let (cycles, unjudged) = judged_cycles(m, cfg);

@@ -29,6 +29,13 @@ impl Checker for LeaseExpiry {
         "lease-expiry"
     }
 
+    fn kinds(&self) -> &'static [ViolationKind] {
+        &[
+            ViolationKind::GrantOnExpiredLease,
+            ViolationKind::GrantWithoutKey,
+        ]
+    }
+
     fn check_model(&self, m: &Model, cfg: &CheckConfig) -> CheckOutput {
         let mut out = CheckOutput::new();
         debug_assert!(

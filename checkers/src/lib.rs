@@ -89,7 +89,7 @@ pub use stats::{stats, stats_of};
 
 pub(crate) use model::FxMap;
 
-use history::{CheckerResult, History, Results, Validity, Violation};
+use history::{CheckerResult, History, Results, Validity, Violation, ViolationKind};
 
 /// What the checkers assume about the service and the run.
 #[derive(Debug, Clone, PartialEq)]
@@ -139,6 +139,10 @@ pub struct CheckOutput {
 pub trait Checker {
     fn name(&self) -> &'static str;
 
+    /// The violation and warning kinds it reports: each kind has exactly one checker, which
+    /// is how the reports and the gate group findings under it ([`checker_of`]).
+    fn kinds(&self) -> &'static [ViolationKind];
+
     /// Checks a history on its own (builds a model for it).
     fn check(&self, h: &History, cfg: &CheckConfig) -> CheckOutput {
         let m = Model::new(h, cfg);
@@ -166,6 +170,16 @@ pub fn all_checkers() -> Vec<Box<dyn Checker>> {
         Box::new(liveness::Liveness),
         Box::new(deadlock::Deadlock),
     ]
+}
+
+/// The checker that reports `kind` (its name, as in `results.json`'s `checkers`), from the
+/// kinds each checker says it reports.
+pub fn checker_of(kind: ViolationKind) -> &'static str {
+    all_checkers()
+        .iter()
+        .find(|c| c.kinds().contains(&kind))
+        .map(|c| c.name())
+        .expect("every violation kind has a checker (every_kind_has_one_checker)")
 }
 
 /// Runs every checker over `h` and merges their verdicts (invalid > unknown > valid).

@@ -46,6 +46,10 @@ impl Checker for Liveness {
         "liveness"
     }
 
+    fn kinds(&self) -> &'static [ViolationKind] {
+        &[ViolationKind::LockStuck]
+    }
+
     fn check_model(&self, m: &Model, cfg: &CheckConfig) -> CheckOutput {
         let mut out = CheckOutput::new();
         let (effects, held) = effects_and_held(m);

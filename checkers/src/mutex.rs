@@ -143,6 +143,10 @@ impl Checker for MutualExclusion {
         "mutual-exclusion"
     }
 
+    fn kinds(&self) -> &'static [ViolationKind] {
+        &[ViolationKind::DoubleGrant, ViolationKind::UnsafeOverlap]
+    }
+
     fn check_model(&self, m: &Model, cfg: &CheckConfig) -> CheckOutput {
         let mut out = CheckOutput::new();
         let index = HoldIndex::new(m);

@@ -85,6 +85,10 @@ impl Checker for Serializability {
         "serializability"
     }
 
+    fn kinds(&self) -> &'static [ViolationKind] {
+        &[ViolationKind::NonSerializable]
+    }
+
     fn check_model(&self, m: &Model, cfg: &CheckConfig) -> CheckOutput {
         let mut out = CheckOutput::new();
         let sections = sections(m, &mut out);

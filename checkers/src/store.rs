@@ -17,6 +17,10 @@ impl Checker for StoreFencing {
         "store-fencing"
     }
 
+    fn kinds(&self) -> &'static [ViolationKind] {
+        &[ViolationKind::StaleWriteAccepted]
+    }
+
     fn check_model(&self, m: &Model, cfg: &CheckConfig) -> CheckOutput {
         let mut out = CheckOutput::new();
         let mut unordered = 0u64;
@@ -103,6 +107,10 @@ fn max_token(a: Option<(u64, usize)>, b: Option<(u64, usize)>) -> Option<(u64, u
 impl Checker for Counter {
     fn name(&self) -> &'static str {
         "counter"
+    }
+
+    fn kinds(&self) -> &'static [ViolationKind] {
+        &[ViolationKind::LostUpdate]
     }
 
     /// Every key is taken as a counter register starting at 0 whose writes each store the

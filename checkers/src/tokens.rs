@@ -61,6 +61,10 @@ impl Checker for FencingTokens {
         "fencing-tokens"
     }
 
+    fn kinds(&self) -> &'static [ViolationKind] {
+        &[ViolationKind::TokenReused, ViolationKind::TokenRegressed]
+    }
+
     fn check_model(&self, m: &Model, cfg: &CheckConfig) -> CheckOutput {
         let mut out = CheckOutput::new();
         let untokened = m.grants.iter().filter(|g| g.token.is_none()).count();
@@ -362,6 +366,13 @@ impl TopByProcess {
 impl Checker for StaleLockOps {
     fn name(&self) -> &'static str {
         "stale-lock-ops"
+    }
+
+    fn kinds(&self) -> &'static [ViolationKind] {
+        &[
+            ViolationKind::StaleReleaseAccepted,
+            ViolationKind::StaleRenewAccepted,
+        ]
     }
 
     fn check_model(&self, m: &Model, cfg: &CheckConfig) -> CheckOutput {

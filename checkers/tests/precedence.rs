@@ -46,6 +46,30 @@ fn every_violation_kind_has_an_injector() {
     }
 }
 
+/// Every kind is reported by exactly one checker, which says so itself (`Checker::kinds`): the
+/// reports and the gate group findings by it, and no second table names them.
+#[test]
+fn every_kind_has_one_checker() {
+    let checkers = checkers::all_checkers();
+    for kind in ViolationKind::ALL {
+        let owners: Vec<&str> = checkers
+            .iter()
+            .filter(|c| c.kinds().contains(&kind))
+            .map(|c| c.name())
+            .collect();
+        assert_eq!(
+            owners.len(),
+            1,
+            "{} is reported by {owners:?}",
+            kind.as_str()
+        );
+        assert_eq!(checkers::checker_of(kind), owners[0]);
+    }
+    for c in &checkers {
+        assert!(!c.kinds().is_empty(), "{} reports no kind", c.name());
+    }
+}
+
 #[test]
 fn every_injected_kind_is_found_with_its_witness() {
     let seeds = 60;

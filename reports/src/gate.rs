@@ -106,23 +106,6 @@ impl FailOn {
     }
 }
 
-/// The checker that reports each kind (names as in `results.json`'s `checkers`).
-pub fn checker_of(kind: ViolationKind) -> &'static str {
-    use ViolationKind::*;
-    match kind {
-        DoubleGrant | UnsafeOverlap => "mutual-exclusion",
-        GrantOnExpiredLease | GrantWithoutKey => "lease-expiry",
-        TokenReused | TokenRegressed => "fencing-tokens",
-        StaleReleaseAccepted | StaleRenewAccepted => "stale-lock-ops",
-        StaleWriteAccepted => "store-fencing",
-        LostUpdate => "counter",
-        LockStuck => "liveness",
-        Deadlock => "deadlock",
-        TotalChanged => "bank-total",
-        NonSerializable => "serializability",
-    }
-}
-
 /// Detailed annotations printed when `GITHUB_ACTIONS=true`, after the one summary line:
 /// GitHub shows only the first few per step anyway, and a wall of them hides the verdict.
 const ANNOTATIONS_MAX: usize = 10;

@@ -2,7 +2,7 @@
 //! that reads JUnit shows which rule broke and why.
 
 use crate::escape::xml;
-use crate::gate::checker_of;
+use checkers::checker_of;
 use history::{CheckerResult, Coverage, Results, Validity, Violation};
 use std::fmt::Write;
 

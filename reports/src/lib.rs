@@ -32,8 +32,9 @@ mod reasons;
 mod summary;
 mod svg;
 
+pub use checkers::checker_of;
 pub use coverage::coverage_gaps;
-pub use gate::{checker_of, github_annotations, FailOn, FailOnError};
+pub use gate::{github_annotations, FailOn, FailOnError};
 pub use index::{index_html, write_index};
 pub use junit::junit_xml;
 pub use summary::summary_text;
