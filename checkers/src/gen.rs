@@ -8,7 +8,7 @@
 //! is lost, maybe at no point, maybe after the client gave up), which is what the checkers must
 //! be robust to. Same seed and parameters, same history.
 
-use history::{Op, OpType, OpValue, Process, F};
+use history::{FaultFamily, Op, OpType, OpValue, Process, F};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};
@@ -414,7 +414,10 @@ impl<'p> Sim<'p> {
     /// A holder stalls past its lease (GC pause, SIGSTOP), then goes on with its write.
     fn stall(&mut self, c: usize) {
         let process = self.clients[c].process;
-        self.nemesis("start-client-pause", json!({ "process": process }));
+        self.nemesis(
+            FaultFamily::CLIENT_PAUSE.opens,
+            json!({ "process": process }),
+        );
         let ttl = self.ttl_ns();
         let d = self.rng.random_range(ttl + ttl / 5..=3 * ttl);
         self.at(self.now_ns + d, Ev::Wake(c));
@@ -422,7 +425,10 @@ impl<'p> Sim<'p> {
 
     fn wake(&mut self, c: usize) {
         let process = self.clients[c].process;
-        self.nemesis("stop-client-pause", json!({ "process": process }));
+        self.nemesis(
+            FaultFamily::CLIENT_PAUSE.closes,
+            json!({ "process": process }),
+        );
         if let Some(h) = &mut self.clients[c].hold {
             h.woke = true;
         }
@@ -662,20 +668,20 @@ impl<'p> Sim<'p> {
         if let Some(fault) = self.fault.take() {
             match fault {
                 Fault::Pause => {
-                    self.nemesis("stop-pause", nodes);
+                    self.nemesis(FaultFamily::PAUSE.closes, nodes);
                     for r in std::mem::take(&mut self.deferred) {
                         self.at(self.now_ns, Ev::Effect(r));
                     }
                 }
-                Fault::Partition => self.nemesis("stop-partition", nodes),
+                Fault::Partition => self.nemesis(FaultFamily::PARTITION.closes, nodes),
                 Fault::Kill => {
-                    self.nemesis("restart", nodes);
+                    self.nemesis(FaultFamily::KILL.closes, nodes);
                     // Leases are not persisted: refuse grants until any lease granted before
                     // the crash has surely expired.
                     self.leases.iter_mut().for_each(|l| *l = None);
                     self.recovering_until_ns = self.now_ns + self.max_ttl_ms * MS;
                 }
-                Fault::Clock => self.nemesis("stop-clock", nodes),
+                Fault::Clock => self.nemesis(FaultFamily::CLOCK.closes, nodes),
             }
         } else if !self.winding_down {
             let fault = match self.rng.random_range(0..4) {
@@ -685,16 +691,16 @@ impl<'p> Sim<'p> {
                 _ => Fault::Clock,
             };
             match fault {
-                Fault::Pause => self.nemesis("start-pause", nodes),
+                Fault::Pause => self.nemesis(FaultFamily::PAUSE.opens, nodes),
                 Fault::Partition => self.nemesis(
-                    "start-partition",
+                    FaultFamily::PARTITION.opens,
                     json!({ "nodes": ["n1"], "topology": "isolate" }),
                 ),
-                Fault::Kill => self.nemesis("kill", nodes),
+                Fault::Kill => self.nemesis(FaultFamily::KILL.opens, nodes),
                 Fault::Clock => {
                     let delta_ms: i64 = self.rng.random_range(-500..=500);
                     self.nemesis(
-                        "start-clock",
+                        FaultFamily::CLOCK.opens,
                         json!({ "nodes": ["n1"], "delta_ms": delta_ms }),
                     )
                 }

@@ -235,14 +235,9 @@ fn nodes_default_to_the_adapters_own() {
     assert_eq!(c.nodes, 3);
 }
 
-/// A service (and a runtime) is one file plus its registration line: no code outside its own
-/// file (and the registry's list) spells its `--adapter` (`--runtime`) name, so nothing else needs an edit when one is
-/// added. The exceptions are the default (`reference`, named by `--adapter`'s default and
-/// left out of report titles) and `template`, whose API is the config file's `[template]`
-/// section. Test modules are not code a service needs.
-#[test]
-fn no_code_outside_a_service_file_names_it() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+/// Every crate's Rust sources under its `src/` (the binary's included), without test files
+/// (`tests/` folders, `tests.rs`).
+fn product_sources(root: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut sources = Vec::new();
     let mut dirs: Vec<std::path::PathBuf> = vec![root.join("src")];
     for entry in std::fs::read_dir(root).unwrap().flatten() {
@@ -266,6 +261,51 @@ fn no_code_outside_a_service_file_names_it() {
         }
     }
     assert!(sources.len() > 50, "found only {sources:?}");
+    sources
+}
+
+/// A fault's op names are written once, in history's table of the families
+/// (`history::FaultFamily`): the nemesis records them from it, the checkers and reports read
+/// them through it (`FaultOp`), and no other code spells one or takes a kind apart from an op
+/// by its `start-`/`stop-` prefix. An op that is also a kind's name (`kill`) cannot be told
+/// from the kind by its text, so it is not looked for. Test modules are not product code.
+#[test]
+fn no_code_outside_the_family_table_spells_a_fault_op() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let table = root.join("history/src/fault_op.rs");
+    let kinds: Vec<&str> = history::FaultFamily::ALL.iter().map(|f| f.kind).collect();
+    let mut ops: Vec<String> = history::FaultFamily::ALL
+        .iter()
+        .flat_map(|f| [f.opens, f.closes])
+        .filter(|op| !kinds.contains(op))
+        .map(|op| format!("\"{op}\""))
+        .collect();
+    ops.extend(["\"start-\"".to_string(), "\"stop-\"".to_string()]);
+    for path in product_sources(root) {
+        if path == table {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for op in &ops {
+            assert!(
+                !code.contains(op.as_str()),
+                "{} spells the fault op {op}: take it from history::FaultFamily",
+                path.display()
+            );
+        }
+    }
+}
+
+/// A service (and a runtime) is one file plus its registration line: no code outside its own
+/// file (and the registry's list) spells its `--adapter` (`--runtime`) name, so nothing else needs an edit when one is
+/// added. The exceptions are the default (`reference`, named by `--adapter`'s default and
+/// left out of report titles) and `template`, whose API is the config file's `[template]`
+/// section. Test modules are not code a service needs.
+#[test]
+fn no_code_outside_a_service_file_names_it() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let sources = product_sources(root);
     // A runtime's name belongs to its module (nemesis/src/<name>.rs and nemesis/src/<name>/).
     for r in nemesis::RUNTIMES {
         let quoted = format!("\"{}\"", r.name());
