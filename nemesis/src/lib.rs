@@ -42,6 +42,7 @@ pub mod clock;
 mod command;
 mod error;
 pub mod fault;
+mod named;
 pub mod node;
 pub mod oneshot;
 mod process;

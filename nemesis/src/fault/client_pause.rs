@@ -5,6 +5,7 @@
 //! start and stop itself, with its process, lock, token and shape, under the op names given
 //! here and the fault's id.
 
+use crate::named::{self, Named};
 use history::FaultFamily;
 use super::{Ctx, Healer};
 use crate::schedule::file::{at, refuses_nodes, RawFault};
@@ -120,30 +121,33 @@ impl fmt::Display for WakeOp {
     }
 }
 
-const CLIENT_FAULT_NAMES: &str =
-    "boundary, next-grant, long, waiter (stall aims), renew, write, release, read (wake-up ops)";
+impl Named for StallAim {
+    const VALUES: &'static [Self] = &StallAim::ALL;
+    const WHAT: &'static str = "stall aim";
+    fn word(self) -> &'static str {
+        self.as_str()
+    }
+}
+
+impl Named for WakeOp {
+    const VALUES: &'static [Self] = &WakeOp::ALL;
+    const WHAT: &'static str = "wake-up op";
+    fn word(self) -> &'static str {
+        self.as_str()
+    }
+}
 
 impl FromStr for StallAim {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        StallAim::ALL
-            .into_iter()
-            .find(|k| k.as_str() == s)
-            .ok_or_else(|| {
-                format!("unknown stall aim {s:?} (expected boundary, next-grant, long, waiter)")
-            })
+        named::parse(s)
     }
 }
 
 impl FromStr for WakeOp {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        WakeOp::ALL
-            .into_iter()
-            .find(|k| k.as_str() == s)
-            .ok_or_else(|| {
-                format!("unknown wake-up op {s:?} (expected renew, write, release, read)")
-            })
+        named::parse(s)
     }
 }
 
@@ -161,7 +165,9 @@ pub fn parse_client_faults(s: &str) -> Result<ClientFaults, String> {
             }
         } else {
             return Err(format!(
-                "unknown client fault {part:?} (expected {CLIENT_FAULT_NAMES})"
+                "unknown client fault {part:?} (expected {} (stall aims), {} (wake-up ops))",
+                named::words::<StallAim>(),
+                named::words::<WakeOp>()
             ));
         }
     }

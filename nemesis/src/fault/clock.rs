@@ -6,6 +6,7 @@
 //! answers one, else (vDSO backend) the offset the node's own patched code applied to its next
 //! wall-clock read.
 
+use crate::named::{self, Named};
 use history::FaultFamily;
 use super::{Ctx, Healer};
 use crate::clock::{faketime_env, Backend, ClockScope, ControlPage, NodeClock};
@@ -64,30 +65,24 @@ impl fmt::Display for ClockMode {
     }
 }
 
+impl Named for ClockMode {
+    const VALUES: &'static [Self] = &ClockMode::ALL;
+    const WHAT: &'static str = "clock fault";
+    fn word(self) -> &'static str {
+        self.as_str()
+    }
+}
+
 impl FromStr for ClockMode {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        ClockMode::ALL
-            .into_iter()
-            .find(|k| k.as_str() == s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown clock fault {s:?} (expected bump-forward, bump-back, strobe, fast, slow)"
-                )
-            })
+        named::parse(s)
     }
 }
 
 /// Parses `--clock-faults`: a comma-separated list of clock modes.
 pub fn parse_clock_modes(s: &str) -> Result<Vec<ClockMode>, String> {
-    let mut out = Vec::new();
-    for part in s.split(',') {
-        let m: ClockMode = part.trim().parse()?;
-        if !out.contains(&m) {
-            out.push(m);
-        }
-    }
-    Ok(out)
+    named::parse_list(s)
 }
 
 /// A clock fault's change: a step of `delta_ms` (bumps; strobe flips between the true time

@@ -1,6 +1,7 @@
 //! `partition`: cut the planned links between nodes (and between the clients and some nodes)
 //! with the runtime's network faults, hold, heal.
 
+use crate::named::{self, Named};
 use history::FaultFamily;
 use super::{Ctx, Healer};
 use crate::schedule::file::{at, node_id, node_index, refuses_nodes, RawFault};
@@ -66,30 +67,24 @@ impl fmt::Display for Topology {
     }
 }
 
+impl Named for Topology {
+    const VALUES: &'static [Self] = &Topology::ALL;
+    const WHAT: &'static str = "partition topology";
+    fn word(self) -> &'static str {
+        self.as_str()
+    }
+}
+
 impl FromStr for Topology {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        Topology::ALL
-            .into_iter()
-            .find(|k| k.as_str() == s)
-            .ok_or_else(|| {
-                format!(
-                    "unknown partition topology {s:?} (expected isolate, halves, majorities-ring, bridge, clients)"
-                )
-            })
+        named::parse(s)
     }
 }
 
 /// Parses `--partition-topologies`.
 pub fn parse_topologies(s: &str) -> Result<Vec<Topology>, String> {
-    let mut out = Vec::new();
-    for part in s.split(',') {
-        let t: Topology = part.trim().parse()?;
-        if !out.contains(&t) {
-            out.push(t);
-        }
-    }
-    Ok(out)
+    named::parse_list(s)
 }
 
 /// A partition's cut, node positions 0-based.
