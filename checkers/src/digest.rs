@@ -491,13 +491,48 @@ pub fn check_path(
     path: &Path,
     cfg: &CheckConfig,
 ) -> Result<(history::Results, Vec<ReadWarning>), CheckError> {
-    let file = std::fs::File::open(path).map_err(|error| ReadError::Io {
-        path: path.to_path_buf(),
-        error,
-    })?;
+    let file = open(path)?;
     // Reserve for every op up front (an event line is rarely under 60 bytes, an op is two
     // events): unused capacity is address space, never touched, and no regrowth copies.
     let capacity = file.metadata().map(|m| m.len() as usize / 120).unwrap_or(0);
+    let (mut results, warnings) = check_input(file, path, capacity, cfg)?;
+    read_evidence(path, &mut results);
+    Ok((results, warnings))
+}
+
+/// Checks the first `bytes` bytes of a history file that may still be growing, as a live
+/// check reads it: what was written after is not looked at, an op invoked and not yet
+/// answered is pending. The caller cuts `bytes` at a line's end where time moves on (the
+/// events of one instant may be written in any order). The evidence of the ops named is not
+/// read: a live verdict is a headline, the final check fills it.
+pub fn check_prefix(
+    path: &Path,
+    bytes: u64,
+    cfg: &CheckConfig,
+) -> Result<history::Results, CheckError> {
+    use std::io::Read;
+    let file = open(path)?;
+    let (results, _) = check_input(file.take(bytes), path, bytes as usize / 120, cfg)?;
+    Ok(results)
+}
+
+fn open(path: &Path) -> Result<std::fs::File, CheckError> {
+    std::fs::File::open(path).map_err(|error| {
+        ReadError::Io {
+            path: path.to_path_buf(),
+            error,
+        }
+        .into()
+    })
+}
+
+/// The digest of `input` (named `path` in errors), and every checker run over it.
+fn check_input(
+    input: impl std::io::Read,
+    path: &Path,
+    capacity: usize,
+    cfg: &CheckConfig,
+) -> Result<(history::Results, Vec<ReadWarning>), CheckError> {
     // Pairing is sequential: it runs on its own thread, on each block while the next is parsed.
     let (tx, rx) = std::sync::mpsc::sync_channel::<Piece>(4);
     let (warnings, mut digest) = std::thread::scope(|scope| {
@@ -509,7 +544,7 @@ pub fn check_path(
             }
             digest
         });
-        let warnings = history::read_pieces(file, path, &EventBuilder, move |piece| {
+        let warnings = history::read_pieces(input, path, &EventBuilder, move |piece| {
             // The pairer only stops when this sender is dropped: a send cannot fail.
             let _ = tx.send(piece);
         });
@@ -523,10 +558,9 @@ pub fn check_path(
         return Err(CheckError::structure(path, error));
     }
     let model = Model::from_digest(digest, cfg);
-    let mut results = crate::check_model(&model, cfg);
+    let results = crate::check_model(&model, cfg);
     // Freeing millions of ops takes a noticeable share of a check; nobody waits for it.
     std::thread::spawn(move || drop(model));
-    read_evidence(path, &mut results);
     Ok((results, warnings))
 }
 

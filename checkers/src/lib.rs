@@ -78,7 +78,7 @@ mod text;
 mod tokens;
 
 pub use coverage::coverage;
-pub use digest::{check_path, CheckError};
+pub use digest::{check_path, check_prefix, CheckError};
 pub use evidence::{KeyEvidence, KeyState};
 pub use fairness::liveness_stats;
 pub use faults::{Fault, Faults};

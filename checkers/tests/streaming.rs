@@ -297,3 +297,44 @@ fn both_paths_refuse_and_accept_alike() {
         }
     }
 }
+
+#[test]
+fn a_prefix_of_the_file_is_checked_as_the_ops_before_its_cut() {
+    // `check_prefix` reads the first bytes of a file still being written: the same verdict as
+    // the in-memory check of the ops those bytes hold (evidence aside: a live check skips it).
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.jsonl");
+    let mut compared = 0;
+    for seed in 0..6u64 {
+        let kinds = std::iter::once(None).chain(InjectKind::ALL.into_iter().map(Some));
+        for kind in kinds {
+            let mut ops = correct_history(seed, &params(seed, 400));
+            if let Some(k) = kind {
+                inject(&mut ops, k, seed);
+            }
+            write(&path, &ops);
+            let text = std::fs::read(&path).unwrap();
+            let ends: Vec<usize> = text
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| **b == b'\n')
+                .map(|(i, _)| i + 1)
+                .collect();
+            let cfg = CheckConfig::default();
+            for (lines, &end) in ends.iter().enumerate().step_by(37) {
+                let h = History::new(ops[..=lines].to_vec()).unwrap();
+                let mut want = check(&h, &cfg);
+                want.evidence.clear();
+                let got = checkers::check_prefix(&path, end as u64, &cfg).unwrap();
+                assert_eq!(
+                    serde_json::to_string(&want).unwrap(),
+                    serde_json::to_string(&got).unwrap(),
+                    "seed {seed}, {kind:?}, first {} lines",
+                    lines + 1
+                );
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared > 300, "{compared}");
+}
