@@ -183,17 +183,7 @@ fn run_dir_of(path: &Path) -> Option<(&Path, bool)> {
 /// say otherwise, and with how the run ended (its directory's results.json).
 pub fn judge(path: &Path, drift: Option<f64>, liveness_grace: Option<&str>) -> Result<Results> {
     let history = history::layout::history_path(path);
-    // A run made with --drift or --liveness-grace is judged as it was when it ran.
-    let mut cfg = reports::RunConfigView::read(&history.with_file_name(layout::CONFIG_FILE))
-        .map(|c| c.check_config())
-        .unwrap_or_default();
-    if let Some(g) = liveness_grace {
-        cfg.liveness_grace_ns = crate::config::duration("liveness-grace", g)?.as_nanos() as u64;
-    }
-    if let Some(d) = drift {
-        crate::config::check_drift(d)?;
-        cfg.drift = d;
-    }
+    let cfg = check_config(&history, drift, liveness_grace)?;
     let mut results = check_file(&history, &cfg)?;
     // Given as the directory or as its history.jsonl, a run keeps how it ended. A cut-off
     // history stays cut off whatever results.json says.
@@ -205,10 +195,43 @@ pub fn judge(path: &Path, drift: Option<f64>, liveness_grace: Option<&str>) -> R
     Ok(results)
 }
 
-/// `lockpick check PATH`: the verdict of a history file or run directory, offline.
+/// What a history is checked with: the run's own settings (its config.toml), unless `drift` or
+/// `liveness_grace` say otherwise.
+fn check_config(
+    history: &Path,
+    drift: Option<f64>,
+    liveness_grace: Option<&str>,
+) -> Result<checkers::CheckConfig> {
+    // A run made with --drift or --liveness-grace is judged as it was when it ran.
+    let mut cfg = reports::RunConfigView::read(&history.with_file_name(layout::CONFIG_FILE))
+        .map(|c| c.check_config())
+        .unwrap_or_default();
+    if let Some(g) = liveness_grace {
+        cfg.liveness_grace_ns = crate::config::duration("liveness-grace", g)?.as_nanos() as u64;
+    }
+    if let Some(d) = drift {
+        crate::config::check_drift(d)?;
+        cfg.drift = d;
+    }
+    Ok(cfg)
+}
+
+/// `lockpick check PATH`: the verdict of a history file or run directory, offline (with
+/// `--follow`, once its writer is done).
 pub fn check(a: CheckArgs) -> Result<ExitCode> {
     let path = history::layout::history_path(&a.path);
-    let results = judge(&a.path, a.drift, a.liveness_grace.as_deref())?;
+    let cut_short = if a.follow {
+        let cfg = check_config(&path, a.drift, a.liveness_grace.as_deref())?;
+        crate::live::follow_until_closed(&path, &cfg, a.json)?
+    } else {
+        None
+    };
+    let mut results = judge(&a.path, a.drift, a.liveness_grace.as_deref())?;
+    if let Some(why) = cut_short {
+        if results.incomplete().is_none() {
+            results.set_completeness(Completeness::interrupted(why));
+        }
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&results)?);
     } else {

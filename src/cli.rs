@@ -365,6 +365,13 @@ pub struct RunArgs {
     /// GITHUB_ACTIONS set).
     #[arg(long, value_name = "LIST", value_parser = parse_fail_on)]
     pub fail_on: Option<reports::FailOn>,
+    /// End the clients at the first safety violation the live check proves (the history is
+    /// checked while it is written, every 250 ms or so), then heal, check and report as usual:
+    /// the verdict is invalid, and the completeness says `stopped:` with the violation and
+    /// when it was proven. Liveness findings never stop a run. On by default inside `lockpick
+    /// test` (unless --keep-going).
+    #[arg(long)]
+    pub stop_on_violation: bool,
 }
 
 impl RunArgs {
@@ -454,7 +461,8 @@ most likely first. After each scenario the suite reads what it exercised and pla
 from what is still open; a cell that missed its state is tried again (at most 3 times; a kill \
 alone, with leases twice as long each time, for a node slower to restart than a lease).
 
-The suite stops at the first violation (unless --keep-going), shrinks it (lockpick shrink) and \
+The suite stops at the first violation (unless --keep-going; the scenario's clients stop as soon as \
+a live check of its history proves a safety violation: --stop-on-violation), shrinks it (lockpick shrink) and \
 prints the command that replays it. Its verdict is valid only when no scenario found a \
 violation and every cell was exercised --times times; otherwise unknown, naming what was not \
 exercised. --duration, --nemesis-interval and --seed's single schedule do not apply: each \
@@ -492,6 +500,13 @@ pub struct CheckArgs {
     /// coverage too under CI (CI or GITHUB_ACTIONS set).
     #[arg(long, value_name = "LIST", value_parser = parse_fail_on)]
     pub fail_on: Option<reports::FailOn>,
+    /// Follow a history another process is still writing (a run elsewhere, a soak): print
+    /// each violation as soon as a check of what was written so far proves it, then the
+    /// verdict once no process on this machine has the file open for writing any more, or on
+    /// Ctrl-C (the verdict of what was written by then, at best unknown). For a file a remote
+    /// writer appends to, end it with Ctrl-C.
+    #[arg(long)]
+    pub follow: bool,
 }
 
 #[derive(Debug, Clone, Args)]

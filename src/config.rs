@@ -143,6 +143,9 @@ pub struct RunConfig {
     pub fail_on: Vec<String>,
     /// `--no-probe`: the run skips the conformance probe.
     pub no_probe: bool,
+    /// `--stop-on-violation`: the clients stop at the first safety violation a live check
+    /// proves.
+    pub stop_on_violation: bool,
     pub faults: Vec<FaultKind>,
     pub clock_modes: Vec<ClockMode>,
     pub client_shapes: ClientFaults,
@@ -442,6 +445,7 @@ impl Checked {
                 .map(|n| n.to_string())
                 .collect(),
             no_probe: a.no_probe,
+            stop_on_violation: a.stop_on_violation,
             faults: self.faults,
             clock_modes: self.clocks.modes,
             client_shapes: self.clocks.client_shapes,

@@ -89,6 +89,12 @@ const KEYS: &[(&str, &str, &str, Kind)] = &[
     ("check", "drift", "--drift", Kind::Fraction),
     ("check", "liveness_grace", "--liveness-grace", Kind::Text),
     ("check", "fail_on", "--fail-on", Kind::List),
+    (
+        "check",
+        "stop_on_violation",
+        "--stop-on-violation",
+        Kind::Switch,
+    ),
     ("output", "out", "--out", Kind::Text),
     ("output", "name", "--name", Kind::Text),
     // Set from a [template] section; a run's config.toml names the file that holds it.
@@ -538,6 +544,7 @@ drift = 0.0                               # clock-rate error the service claims 
 liveness_grace = "2s"                     # slack before a held lock counts as stuck
 fail_on = ["safety", "liveness"]          # add "warnings" (unsafe-overlap), "coverage" (a requested
                                           # fault kind or client-fault shape never exercised)
+# stop_on_violation = true                # end the clients at the first proven safety violation
 
 [output]
 out = "runs"

@@ -8,6 +8,7 @@ mod config;
 mod config_file;
 mod doctor;
 mod export_cmd;
+mod live;
 mod logging;
 mod probe_cmd;
 mod report_cmd;

@@ -47,13 +47,12 @@ pub struct RunOutcome {
 /// What a run shows while it goes on (the status line watches it).
 pub struct Live {
     pub recorder: Arc<Recorder>,
-    pub history: PathBuf,
     /// The faults in progress.
     pub active: ActiveFaults,
     /// How long the clients run.
     pub duration: Duration,
-    /// What the history is checked with.
-    pub check: checkers::CheckConfig,
+    /// What the live checks of the history found so far.
+    pub verdict: watch::Receiver<crate::live::LiveVerdict>,
 }
 
 /// How a caller follows a run; every call has a do-nothing default.
@@ -115,13 +114,18 @@ pub async fn run(spec: RunSpec, progress: &dyn Progress) -> Result<RunOutcome> {
     if error.is_none() && events == 0 {
         error = Some("no event was recorded".into());
     }
-    let completeness = match (&error, end.interrupted) {
-        (Some(e), _) => Completeness::error(e.clone()),
-        (None, Some(why)) => Completeness::interrupted(why),
-        (None, None) => Completeness::complete(),
+    let completeness = match (&error, end.interrupted, end.stopped) {
+        (Some(e), _, _) => Completeness::error(e.clone()),
+        (None, Some(why), _) => Completeness::interrupted(why),
+        (None, None, Some(why)) => Completeness::stopped(why),
+        (None, None, None) => Completeness::complete(),
     };
-    if !completeness.is_complete() {
-        tracing::error!(completeness = %completeness.headline(), "the run is incomplete");
+    match completeness.state {
+        history::RunState::Complete => {}
+        history::RunState::Stopped => {
+            tracing::info!(completeness = %completeness.headline(), "stopped at the first proven violation")
+        }
+        _ => tracing::error!(completeness = %completeness.headline(), "the run is incomplete"),
     }
     let mut results = crate::check_cmd::check_file(&running.history_path, &cfg.check_config())?;
     results.set_completeness(completeness);
@@ -181,6 +185,9 @@ struct Running {
     nemesis_failed: watch::Receiver<bool>,
     /// The longest client stall the schedule holds: a stall ignores the stop signal.
     stall_max_ms: u64,
+    /// Checks the history as it is written, until the clients stop.
+    live: Option<crate::live::Watcher>,
+    verdict: watch::Receiver<crate::live::LiveVerdict>,
 }
 
 impl Running {
@@ -236,12 +243,19 @@ impl Running {
             locate: locate(cfg, dep),
         };
         let (nemesis_task, nemesis_failed) = spawn_nemesis(ctx, schedule.faults);
+        let (verdict_tx, verdict) = watch::channel(Default::default());
+        let live = crate::live::Watcher::start(
+            &history_path,
+            &cfg.check_config(),
+            start,
+            live_every(cfg),
+            verdict_tx,
+        );
         progress.started(Live {
             recorder: recorder.clone(),
-            history: history_path.clone(),
             active,
             duration: Duration::from_millis(cfg.duration_ms),
-            check: cfg.check_config(),
+            verdict: verdict.clone(),
         });
         Ok(Running {
             start,
@@ -257,18 +271,32 @@ impl Running {
             nemesis_task,
             nemesis_failed,
             stall_max_ms,
+            live: Some(live),
+            verdict,
         })
     }
 
     /// Waits for the end of the clients' time: the duration or the ops budget, a signal, a
-    /// failed nemesis, or answers the adapter does not understand past the watch's threshold.
+    /// failed nemesis, answers the adapter does not understand past the watch's threshold, or
+    /// (`--stop-on-violation`) a safety violation the live check proved.
     async fn wait_for_end(
         &mut self,
         cfg: &RunConfig,
         signals: &mut signals::Signals,
     ) -> signals::End {
         let nemesis_failed = &mut self.nemesis_failed;
+        let verdict = &mut self.verdict;
         tokio::select! {
+            proven = async {
+                match verdict.wait_for(|v| v.first_safety.is_some()).await {
+                    Ok(v) => v.first_safety.clone(),
+                    Err(_) => std::future::pending().await,
+                }
+            }, if cfg.stop_on_violation => signals::End {
+                why: "stopped: a safety violation was proven",
+                interrupted: None,
+                stopped: proven.map(|p| p.headline()),
+            },
             end = signals::wait_for_end(cfg, &self.budget, self.start, signals) => end,
             () = async {
                 // A nemesis that ends well drops its sender: then this branch never fires.
@@ -278,10 +306,12 @@ impl Running {
             } => signals::End {
                 why: "stopped: the nemesis failed",
                 interrupted: None,
+                stopped: None,
             },
             () = self.answers.wait() => signals::End {
                 why: "stopped on answers the adapter does not understand",
                 interrupted: None,
+                stopped: None,
             },
         }
     }
@@ -294,6 +324,8 @@ impl Running {
         startup: Duration,
     ) -> Result<(WorkersDone, Option<String>)> {
         let _ = self.stop_tx.send(true);
+        // The clients' time is over: the end of the run is checked whole.
+        self.live = None;
         // Every op is bounded by the op timeout, a stall by the schedule: this bound only
         // catches harness bugs.
         let drain = Duration::from_millis(
@@ -385,6 +417,19 @@ pub(crate) fn connect(
             Ok(service.connect(&c)?)
         })
         .collect()
+}
+
+/// How often the history is checked while it is written: often enough to stop within a
+/// second of a proven violation when asked to, else as often as the status line is drawn.
+fn live_every(cfg: &RunConfig) -> Duration {
+    use std::io::IsTerminal;
+    if cfg.stop_on_violation {
+        Duration::from_millis(250)
+    } else if std::io::stdout().is_terminal() {
+        Duration::from_secs(1)
+    } else {
+        Duration::from_secs(5)
+    }
 }
 
 fn workload_config(cfg: &RunConfig) -> WorkloadConfig {

@@ -2,18 +2,15 @@
 //! violations found so far. A spinner line on a terminal; plain lines every few seconds
 //! otherwise (CI logs).
 
+use crate::live::LiveVerdict;
 use crate::runner::{Live, Progress};
 use history::Recorder;
 use indicatif::{ProgressBar, ProgressStyle};
 use nemesis::fault::ActiveFaults;
 use std::io::IsTerminal;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-/// Past this many events the status line stops re-checking the history while it grows: a
-/// re-check must stay far cheaper than the run itself.
-const LIVE_CHECK_EVENTS_MAX: u64 = 300_000;
+use tokio::sync::watch;
 
 pub struct Status {
     task: tokio::task::JoinHandle<()>,
@@ -24,10 +21,9 @@ pub struct Status {
 impl Status {
     pub fn start<W: std::io::Write + Send + 'static>(
         recorder: Arc<Recorder<W>>,
-        history: PathBuf,
         active: ActiveFaults,
         duration: Duration,
-        check_cfg: checkers::CheckConfig,
+        verdict: watch::Receiver<LiveVerdict>,
     ) -> Status {
         let tty = std::io::stdout().is_terminal();
         let bar = tty.then(|| {
@@ -47,29 +43,12 @@ impl Status {
                 } else {
                     Duration::from_secs(5)
                 };
-                // The violations the last check found (-1: it failed).
-                let mut violations = 0i64;
                 // Ends when the runner aborts the task; each pass sleeps `every`.
                 loop {
                     tokio::time::sleep(every).await;
-                    // Checked before the line is drawn, and awaited: a check started and not
-                    // waited for left the line one period behind the history (5 s in a log).
-                    if recorder.events() < LIVE_CHECK_EVENTS_MAX {
-                        let (h, cfg) = (history.clone(), check_cfg.clone());
-                        // Off the async threads: parsing and checking are CPU work.
-                        let n = tokio::task::spawn_blocking(move || {
-                            crate::check_cmd::check_file(&h, &cfg)
-                                .map(|r| r.violations.len() as i64)
-                                .unwrap_or(-1)
-                        })
-                        .await
-                        .unwrap_or(-1);
-                        violations = n;
-                    }
                     let c = recorder.counts();
                     let elapsed = start.elapsed();
                     let faults = active.lock().map(|a| a.join(", ")).unwrap_or_default();
-                    let v = violations;
                     let line = format!(
                         "{} {:>5.1}s elapsed, {:>5.1}s left | ops {} ok {} fail {} info {} | faults: {} | violations so far: {}",
                         phase.lock().map(|p| p.clone()).unwrap_or_default(),
@@ -80,7 +59,7 @@ impl Status {
                         c.fail,
                         c.info,
                         if faults.is_empty() { "none" } else { &faults },
-                        if v < 0 { "?".to_string() } else { v.to_string() },
+                        so_far(&verdict.borrow()),
                     );
                     match &bar {
                         Some(b) => b.set_message(line),
@@ -121,10 +100,9 @@ impl Progress for StatusLine {
     fn started(&self, live: Live) {
         *self.status() = Some(Status::start(
             live.recorder,
-            live.history,
             live.active,
             live.duration,
-            live.check,
+            live.verdict,
         ));
     }
     fn phase(&self, phase: &str) {
@@ -136,5 +114,18 @@ impl Progress for StatusLine {
         if let Some(s) = self.status().take() {
             s.finish();
         }
+    }
+}
+
+/// `2 (first: double-grant proven at 1.23 s ...)`, `0`, or `?` before the first check.
+fn so_far(v: &LiveVerdict) -> String {
+    match (&v.violations, &v.first_safety) {
+        (None, None) => "?".into(),
+        (n, Some(p)) => format!(
+            "{} (first: {})",
+            n.map_or("?".into(), |n| n.to_string()),
+            p.headline()
+        ),
+        (Some(n), None) => n.to_string(),
     }
 }

@@ -108,7 +108,11 @@ pub fn demo(mut a: TestArgs) -> Result<ExitCode> {
     test(a)
 }
 
-pub fn test(a: TestArgs) -> Result<ExitCode> {
+pub fn test(mut a: TestArgs) -> Result<ExitCode> {
+    // A scenario ends at its first proven safety violation: the suite stops there anyway, and
+    // the shrink's replays (of the scenario's config.toml) end as soon as they reproduce it.
+    // With --keep-going each scenario runs its whole length, to meet every kind it can.
+    a.run.stop_on_violation |= !a.keep_going;
     let (cfg, budget, shrink_budget) = test_settings(&a)?;
     let target = plan_target(&cfg, a.times);
     let cells = plan::cells(&target);

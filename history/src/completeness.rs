@@ -18,6 +18,9 @@ pub enum RunState {
     Interrupted,
     /// A harness-side failure: a node that did not come back, a setup step, a crash.
     Error,
+    /// Ended early on purpose, at the first safety violation a live check proved
+    /// (`--stop-on-violation`): the verdict is that violation's, re-proven from the history.
+    Stopped,
 }
 
 impl RunState {
@@ -26,6 +29,7 @@ impl RunState {
             RunState::Complete => "complete",
             RunState::Interrupted => "interrupted",
             RunState::Error => "error",
+            RunState::Stopped => "stopped",
         }
     }
 }
@@ -61,6 +65,12 @@ impl Completeness {
     pub fn error(reason: impl Into<String>) -> Completeness {
         Completeness {
             state: RunState::Error,
+            reason: reason.into(),
+        }
+    }
+    pub fn stopped(reason: impl Into<String>) -> Completeness {
+        Completeness {
+            state: RunState::Stopped,
             reason: reason.into(),
         }
     }
@@ -128,6 +138,13 @@ mod tests {
             (Unknown, Completeness::error("x"), Unknown),
             (Invalid, Completeness::interrupted("Ctrl-C"), Invalid),
             (Invalid, Completeness::error("x"), Invalid),
+            (
+                Invalid,
+                Completeness::stopped("double-grant proven at 1.2 s"),
+                Invalid,
+            ),
+            // A stop the final check did not confirm (a bug of lockpick): never valid.
+            (Valid, Completeness::stopped("x"), Unknown),
         ];
         for (before, c, after) in cases {
             let mut r = results(before);

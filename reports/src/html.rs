@@ -154,13 +154,23 @@ fn banner(s: &mut String, inp: &Input) {
         v = r.valid.as_str(),
         V = r.valid.as_str().to_uppercase()
     );
-    if let Some(c) = r.incomplete() {
-        let _ = write!(
-            s,
-            "<p class=\"incomplete\" id=\"completeness\">Incomplete run ({}): {}. The verdict rests on what was recorded before it stopped.</p>",
-            c.state,
-            esc(&c.reason)
-        );
+    match r.incomplete() {
+        Some(c) if c.state == history::RunState::Stopped => {
+            let _ = write!(
+                s,
+                "<p class=\"incomplete\" id=\"completeness\">Stopped at the first proven violation: {}. The verdict rests on what was recorded until then.</p>",
+                esc(&c.reason)
+            );
+        }
+        Some(c) => {
+            let _ = write!(
+                s,
+                "<p class=\"incomplete\" id=\"completeness\">Incomplete run ({}): {}. The verdict rests on what was recorded before it stopped.</p>",
+                c.state,
+                esc(&c.reason)
+            );
+        }
+        None => {}
     }
     let _ = write!(
         s,

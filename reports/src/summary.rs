@@ -63,8 +63,18 @@ const SHOWN_PER_KIND: usize = 5;
 pub fn summary_text(r: &Results) -> String {
     let mut s = String::new();
     // Before the verdict: a cut-short run's verdict rests on part of a test.
-    if let Some(c) = r.incomplete() {
-        let _ = writeln!(s, "run: INCOMPLETE ({}): {}", c.state, plain(&c.reason));
+    match r.incomplete() {
+        Some(c) if c.state == history::RunState::Stopped => {
+            let _ = writeln!(
+                s,
+                "run: STOPPED at the first proven violation: {}",
+                plain(&c.reason)
+            );
+        }
+        Some(c) => {
+            let _ = writeln!(s, "run: INCOMPLETE ({}): {}", c.state, plain(&c.reason));
+        }
+        None => {}
     }
     let _ = writeln!(s, "verdict: {}", r.valid.as_str().to_uppercase());
     let _ = writeln!(s, "rests on: {}", plain(&rests_on(r)));

@@ -178,6 +178,9 @@ impl RunConfig {
         if self.no_probe {
             s.push(("--no-probe", Switch(true)));
         }
+        if self.stop_on_violation {
+            s.push(("--stop-on-violation", Switch(true)));
+        }
         if let Some(f) = &self.schedule_file {
             s.push(("--schedule", Text(f.display().to_string())));
         }

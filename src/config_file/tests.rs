@@ -146,6 +146,7 @@ fn a_runs_config_toml_reruns_it() {
             "--fail-on",
             "safety",
             "--no-probe",
+            "--stop-on-violation",
         ],
         &[
             "--seed",

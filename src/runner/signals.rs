@@ -72,6 +72,8 @@ pub struct End {
     pub why: &'static str,
     /// Set when a signal cut the run short: what the run's completeness says.
     pub interrupted: Option<String>,
+    /// Set when the run stopped on a proven violation (`--stop-on-violation`): which, and when.
+    pub stopped: Option<String>,
 }
 
 pub async fn wait_for_end(
@@ -94,6 +96,7 @@ pub async fn wait_for_end(
     };
     End {
         why,
+        stopped: None,
         interrupted: signal.map(|s| {
             format!(
                 "stopped by {s} after {:.1} s of the {:.1} s the clients were to run",

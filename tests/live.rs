@@ -1,0 +1,272 @@
+//! Live verdicts: `--stop-on-violation` ends a run at its first proven safety violation, and
+//! `lockpick check --follow` prints violations while another process still writes the history.
+
+mod common;
+
+use common::{run, BIN};
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The latest client op's invoke time in a history, in ns.
+fn last_client_invoke_ns(history: &str) -> u64 {
+    history
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "invoke" && e["process"].is_u64())
+        .filter_map(|e| e["time_ns"].as_u64())
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn stop_on_violation_ends_a_racy_run_soon_after_its_first_double_grant() {
+    let tmp = tempfile::tempdir().unwrap();
+    let began = Instant::now();
+    // Racy grants under contention double-grant within the first few grants; 60 s is never
+    // reached unless the run fails to stop.
+    let r = run(
+        tmp.path(),
+        &[
+            "--workload",
+            "mutex",
+            "--nemesis",
+            "none",
+            "--unsafe",
+            "racy",
+            "--seed",
+            "7",
+            "--ttl",
+            "1s",
+            "--hold",
+            "50ms..600ms",
+            "--duration",
+            "60s",
+            "--stop-on-violation",
+        ],
+        Duration::from_secs(90),
+    );
+    let took = began.elapsed();
+    assert_eq!(r.code, 1, "expected invalid; {}", r.describe());
+    let res = r.results();
+    assert_eq!(res["valid"], false);
+    assert_eq!(res["completeness"]["state"], "stopped", "{res}");
+    let why = res["completeness"]["reason"].as_str().unwrap();
+    assert!(why.contains("proven at"), "{why}");
+    // The kind it stopped on is among the verdict's: the final check proves it again.
+    let kind = why.split_whitespace().next().unwrap();
+    assert!(
+        r.kinds("violations").iter().any(|k| k == kind),
+        "{why}; {}",
+        r.describe()
+    );
+    assert!(
+        took < Duration::from_secs(30),
+        "the run went on for {took:?}"
+    );
+
+    // The clients stopped soon after the first violation's ops: the live check runs every
+    // 250 ms, and a check of a history this short takes milliseconds. Bounded loosely here
+    // (the suite runs on two busy cores); BENCHMARKS.md measures it.
+    let dir = r.run_dir();
+    let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
+    let first_ns = res["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v["window_ns"][1].as_u64())
+        .min()
+        .unwrap();
+    let last_ns = last_client_invoke_ns(&history);
+    assert!(
+        last_ns < first_ns + 5_000_000_000,
+        "clients went on {} ms past the first violation ({why})",
+        (last_ns.saturating_sub(first_ns)) / 1_000_000
+    );
+
+    // Every artifact says it stopped, none calls it a harness error.
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
+    let summary = read("summary.txt");
+    assert!(
+        summary.starts_with("run: STOPPED at the first proven violation: ")
+            && summary.contains(why),
+        "{summary}"
+    );
+    assert!(read("report.html").contains("Stopped at the first proven violation"));
+    let junit = read("junit.xml");
+    assert!(
+        junit.contains("errors=\"0\"") && !junit.contains("<error"),
+        "{junit}"
+    );
+    assert!(read("config.toml").contains("stop_on_violation = true"));
+    // An offline check of the directory keeps how it ended.
+    let o = Command::new(BIN)
+        .args(["check", "--json", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let again: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(again["completeness"]["state"], "stopped");
+    assert_eq!(again["valid"], false);
+}
+
+/// A child process killed when the test ends, whatever happens.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `lockpick check --follow PATH` with its stdout lines sent on a channel.
+fn follow(path: &std::path::Path) -> (Child, mpsc::Receiver<String>) {
+    let mut child = Command::new(BIN)
+        .args(["check", "--follow", path.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    (Child(child), rx)
+}
+
+/// Waits (at most `limit`) for a line containing `needle`; the lines read on the way.
+fn wait_for_line(
+    rx: &mpsc::Receiver<String>,
+    needle: &str,
+    limit: Duration,
+) -> Result<String, Vec<String>> {
+    let until = Instant::now() + limit;
+    let mut seen = Vec::new();
+    while let Some(left) = until.checked_duration_since(Instant::now()) {
+        match rx.recv_timeout(left) {
+            Ok(l) if l.contains(needle) => return Ok(l),
+            Ok(l) => seen.push(l),
+            Err(_) => break,
+        }
+    }
+    Err(seen)
+}
+
+const DOUBLE_GRANT: &str = concat!(
+    r#"{"index":0,"time_ns":0,"process":1,"type":"invoke","f":"acquire","lock":"L0","value":{"ttl_ms":2000}}"#,
+    "\n",
+    r#"{"index":1,"time_ns":10000000,"process":1,"type":"ok","f":"acquire","lock":"L0","value":{"token":1,"ttl_ms":2000}}"#,
+    "\n",
+    r#"{"index":2,"time_ns":500000000,"process":2,"type":"invoke","f":"acquire","lock":"L0","value":{"ttl_ms":2000}}"#,
+    "\n",
+    r#"{"index":3,"time_ns":510000000,"process":2,"type":"ok","f":"acquire","lock":"L0","value":{"token":2,"ttl_ms":2000}}"#,
+    "\n",
+    // A later instant: the one before it is then closed and judged.
+    r#"{"index":4,"time_ns":600000000,"process":3,"type":"invoke","f":"acquire","lock":"L0","value":{"ttl_ms":2000}}"#,
+    "\n",
+);
+
+#[test]
+fn check_follow_prints_a_violation_while_the_writer_still_writes_then_the_verdict() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("history.jsonl");
+    let mut writer = std::fs::File::create(&path).unwrap();
+    let (mut child, rx) = follow(&path);
+    // Written a line at a time, as a run would.
+    for line in DOUBLE_GRANT.lines() {
+        writeln!(writer, "{line}").unwrap();
+        writer.flush().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let line = wait_for_line(&rx, "double-grant on L0", Duration::from_secs(20))
+        .unwrap_or_else(|seen| panic!("no violation printed while the file was open: {seen:?}"));
+    assert!(line.contains("ops 1, 3"), "{line}");
+    // Still following: the writer has the file open.
+    assert!(
+        child.0.try_wait().unwrap().is_none(),
+        "ended while the writer wrote"
+    );
+    drop(writer);
+    let until = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < until,
+            "still following after the writer closed the file"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(1));
+    let rest: Vec<String> = rx.try_iter().collect();
+    assert!(
+        rest.iter().any(|l| l == "verdict: INVALID"),
+        "no verdict after the writer closed: {rest:?}"
+    );
+    // Printed once, not again at each check.
+    assert!(
+        !rest.iter().any(|l| l.starts_with("double-grant on L0 at")),
+        "{rest:?}"
+    );
+}
+
+#[test]
+fn check_follow_stopped_by_ctrl_c_judges_what_was_written_as_cut_short() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("history.jsonl");
+    let mut writer = std::fs::File::create(&path).unwrap();
+    // A correct start: one grant, nothing proven.
+    for line in DOUBLE_GRANT.lines().take(2) {
+        writeln!(writer, "{line}").unwrap();
+    }
+    writer.flush().unwrap();
+    let (child, rx) = follow(&path);
+    wait_for_line(&rx, "following", Duration::from_secs(20))
+        .unwrap_or_else(|seen| panic!("never started following: {seen:?}"));
+    std::thread::sleep(Duration::from_millis(700));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.0.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let mut child = child;
+    let until = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < until, "Ctrl-C did not end the follow");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // Unknown: the writer was still writing, what it had not written may hold a violation.
+    assert_eq!(status.code(), Some(2));
+    let rest: Vec<String> = rx.try_iter().collect();
+    assert!(
+        rest.iter()
+            .any(|l| l.contains("INCOMPLETE (interrupted): followed until Ctrl-C")),
+        "{rest:?}"
+    );
+    drop(writer);
+}
+
+#[test]
+fn check_follow_of_a_missing_file_is_refused_in_one_line() {
+    let o = Command::new(BIN)
+        .args(["check", "--follow", "/nonexistent/history.jsonl"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("/nonexistent/history.jsonl: no such history file to follow"),
+        "{err}"
+    );
+}
