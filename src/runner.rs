@@ -420,15 +420,13 @@ pub(crate) fn connect(
 }
 
 /// How often the history is checked while it is written: often enough to stop within a
-/// second of a proven violation when asked to, else as often as the status line is drawn.
+/// second of a proven violation when asked to, else once a second (the status line shows a
+/// verdict at most that old).
 fn live_every(cfg: &RunConfig) -> Duration {
-    use std::io::IsTerminal;
     if cfg.stop_on_violation {
         Duration::from_millis(250)
-    } else if std::io::stdout().is_terminal() {
-        Duration::from_secs(1)
     } else {
-        Duration::from_secs(5)
+        Duration::from_secs(1)
     }
 }
 
