@@ -25,6 +25,12 @@ use tokio::sync::watch;
 /// of one instant.
 const TAIL_BYTES_MAX: u64 = 1 << 20;
 
+/// Past this much history a run's live checks stop, with a warning: each check reads the file
+/// from its start and its memory grows with it (about 1 GB for the 1.3 GB of a 10M-event
+/// history), which a run's harness must not spend beside the service. The end-of-run check
+/// still judges everything; `--stop-on-violation` can no longer stop the run early.
+pub const LIVE_CHECK_BYTES_MAX: u64 = 2 << 30;
+
 /// A history file followed as it grows.
 pub struct Follow {
     path: PathBuf,
@@ -153,12 +159,15 @@ pub fn follow_until_closed(
             // Asked before the check: a writer gone by now wrote everything the check reads.
             let writing = open_for_writing(path);
             let mut f = follow.take().expect("put back after each check");
+            let check_began = Instant::now();
             let (f, checked) = tokio::task::spawn_blocking(move || {
                 let r = f.poll();
                 (f, r)
             })
             .await?;
             follow = Some(f);
+            // As in a run: a check at most a third of the time.
+            let wait = FOLLOW_EVERY.max(check_began.elapsed() * 3);
             match checked {
                 Ok(Some(r)) => {
                     failed = false;
@@ -183,7 +192,7 @@ pub fn follow_until_closed(
                         began.elapsed().as_secs_f64()
                     )));
                 }
-                () = tokio::time::sleep(FOLLOW_EVERY) => {}
+                () = tokio::time::sleep(wait) => {}
             }
         }
     })
@@ -305,6 +314,10 @@ pub struct LiveVerdict {
     pub violations: Option<usize>,
     /// The first safety violation any check proved (it stays proven).
     pub first_safety: Option<Proven>,
+    /// The events the last check read.
+    pub checked_events: u64,
+    /// Set when the live checks stopped at [`LIVE_CHECK_BYTES_MAX`]: the events checked last.
+    pub gave_up_at_events: Option<u64>,
 }
 
 /// The first counted safety violation of a verdict, by its window's end.
@@ -340,8 +353,20 @@ impl Watcher {
             .name("live-check".into())
             .spawn(move || {
                 let mut wait = every;
-                // Ends when the watcher is dropped; each pass sleeps at least `every`.
+                // Ends when the watcher is dropped, or at the size limit; each pass sleeps at
+                // least `every`.
                 while sleep_unless(&flag, wait) {
+                    if follow.checked_bytes >= LIVE_CHECK_BYTES_MAX {
+                        let events = tx.borrow().checked_events;
+                        tracing::warn!(
+                            "the history passed {} GiB ({events} events): live checks stop here \
+                             (each reads the whole file); the end of the run checks all of it, \
+                             and --stop-on-violation can no longer end it early",
+                            LIVE_CHECK_BYTES_MAX >> 30
+                        );
+                        tx.send_modify(|v| v.gave_up_at_events = Some(events));
+                        return;
+                    }
                     let began = Instant::now();
                     let checked = follow.poll();
                     wait = every.max(began.elapsed() * 3);
@@ -355,6 +380,9 @@ impl Watcher {
                     };
                     tx.send_modify(|v| {
                         v.violations = r.as_ref().map(|r| r.violations.len());
+                        if let Some(r) = &r {
+                            v.checked_events = r.stats.events;
+                        }
                         if v.first_safety.is_none() {
                             v.first_safety =
                                 r.as_ref().and_then(first_safety).map(|violation| Proven {

@@ -117,8 +117,15 @@ impl Progress for StatusLine {
     }
 }
 
-/// `2 (first: double-grant proven at 1.23 s ...)`, `0`, or `?` before the first check.
+/// `2 (first: double-grant proven at 1.23 s ...)`, `0`, or `?` before the first check; past
+/// the live checks' size limit, what the last one found and where it stopped.
 fn so_far(v: &LiveVerdict) -> String {
+    if let Some(events) = v.gave_up_at_events {
+        return format!(
+            "{} in the first {events} events (live checks stopped there: the rest is checked at the end)",
+            v.violations.map_or("?".into(), |n| n.to_string())
+        );
+    }
     match (&v.violations, &v.first_safety) {
         (None, None) => "?".into(),
         (n, Some(p)) => format!(
