@@ -1,0 +1,171 @@
+//! Live verdicts (issue 22), two figures for BENCHMARKS.md:
+//!
+//! 1. `--stop-on-violation` against `--unsafe racy`: how long after the first double grant
+//!    became provable (the last event of its ops) the live check proved it, and how long after
+//!    it the clients' last op was sent (the run's end of traffic), on several seeds; with the
+//!    whole run's wall time (start, stop, heal, check, report).
+//! 2. What one live check costs as the history grows: `checkers::check_prefix` over a generated
+//!    correct history of 100k, 1M and 10M events (median of 3), with the byte floor (reading
+//!    the same bytes) measured beside it. A run waits three times a check's cost before the
+//!    next, so a live verdict is at most about four checks old.
+//!
+//! Run: `cargo bench --bench live` (5 seeds, 100k/1M/10M), or
+//! `cargo bench --bench live -- SEEDS [EVENTS...]` (`0` for no history sizes).
+
+use serde_json::Value;
+use std::io::Read;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_lockpick");
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// (wall s, proven - first violation's end s, last client invoke - first violation's end s)
+fn stop_once(seed: u64, out: &Path) -> (f64, f64, f64) {
+    let began = Instant::now();
+    let o = Command::new(BIN)
+        .args(["run", "--out", out.to_str().unwrap()])
+        .args(["--workload", "mutex", "--nemesis", "none", "--unsafe", "racy"])
+        .args(["--ttl", "1s", "--hold", "50ms..600ms", "--duration", "60s"])
+        .args(["--stop-on-violation", "--seed", &seed.to_string()])
+        .output()
+        .expect("lockpick runs");
+    let wall = began.elapsed().as_secs_f64();
+    assert_eq!(o.status.code(), Some(1), "seed {seed}: not invalid");
+    let dir = out.join(std::fs::read_link(out.join("latest")).unwrap());
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
+    let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
+    let events: Vec<Value> = history
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect();
+    // When a violation became provable: the time of the last event among its ops (an op is
+    // named by its completion's index).
+    let time_of = |index: u64| {
+        events
+            .iter()
+            .find(|e| e["index"] == index)
+            .and_then(|e| e["time_ns"].as_u64())
+            .unwrap()
+    };
+    let first_end_ns = r["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["kind"] == "double-grant")
+        .map(|v| {
+            v["ops"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| time_of(o.as_u64().unwrap()))
+                .max()
+                .unwrap()
+        })
+        .min()
+        .unwrap();
+    let reason = r["completeness"]["reason"].as_str().unwrap();
+    let proven_s: f64 = reason
+        .split("proven at ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("seed {seed}: {reason}"));
+    let last_invoke_ns = events
+        .iter()
+        .filter(|e| e["type"] == "invoke" && e["process"].is_u64())
+        .filter_map(|e| e["time_ns"].as_u64())
+        .max()
+        .unwrap();
+    let first_s = first_end_ns as f64 / 1e9;
+    (
+        wall,
+        proven_s - first_s,
+        last_invoke_ns as f64 / 1e9 - first_s,
+    )
+}
+
+fn write_history(path: &Path, events: usize) {
+    let params = checkers::gen::GenParams {
+        clients: 8,
+        locks: 4,
+        events,
+        ..checkers::gen::GenParams::default()
+    };
+    let mut w = history::HistoryWriter::create(path).unwrap();
+    checkers::gen::correct_history_into(1, &params, &mut |ops| {
+        for op in ops {
+            w.write(op).unwrap();
+        }
+    });
+}
+
+fn read_all(path: &Path) -> Duration {
+    let began = Instant::now();
+    let mut f = std::fs::File::open(path).unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    // Bounded by the file.
+    while f.read(&mut buf).unwrap() > 0 {}
+    began.elapsed()
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
+    let seeds: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(5);
+    let mut sizes: Vec<usize> = args.filter_map(|a| a.parse().ok()).collect();
+    if sizes.is_empty() {
+        sizes = vec![100_000, 1_000_000, 10_000_000];
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // `0` as the only size: the stop figures alone.
+    sizes.retain(|&n| n > 0);
+
+    println!("| seed | run wall | proven after the double grant | clients' last op after it |");
+    println!("|---|---|---|---|");
+    let (mut proven, mut stopped, mut walls) = (Vec::new(), Vec::new(), Vec::new());
+    for seed in 1..=seeds {
+        let (wall, p, s) = stop_once(seed, &tmp.path().join(format!("runs{seed}")));
+        println!("| {seed} | {wall:.2} s | {p:.3} s | {s:.3} s |");
+        proven.push(p);
+        stopped.push(s);
+        walls.push(wall);
+    }
+    println!(
+        "| median | {:.2} s | {:.3} s | {:.3} s |\n",
+        median(walls),
+        median(proven),
+        median(stopped)
+    );
+
+    println!("| events | bytes | read (floor) | one live check (check_prefix) | ratio | checks of 3 |");
+    println!("|---|---|---|---|---|---|");
+    let cfg = checkers::CheckConfig::default();
+    for events in sizes {
+        let path = tmp.path().join(format!("h{events}.jsonl"));
+        write_history(&path, events);
+        let bytes = std::fs::metadata(&path).unwrap().len();
+        let floor = median((0..3).map(|_| read_all(&path).as_secs_f64()).collect());
+        let runs: Vec<f64> = (0..3)
+            .map(|_| {
+                let began = Instant::now();
+                let r = checkers::check_prefix(&path, bytes, &cfg).unwrap();
+                assert_eq!(r.valid, history::Validity::Valid);
+                began.elapsed().as_secs_f64()
+            })
+            .collect();
+        let shown: Vec<String> = runs.iter().map(|r| format!("{r:.2}")).collect();
+        let m = median(runs);
+        println!(
+            "| {events} | {bytes} | {floor:.3} s | {m:.3} s | {:.0}x | {} |",
+            m / floor,
+            shown.join(" / ")
+        );
+        let _ = std::fs::remove_file(&path);
+    }
+}
