@@ -30,7 +30,14 @@ fn stop_once(seed: u64, out: &Path) -> (f64, f64, f64) {
     let began = Instant::now();
     let o = Command::new(BIN)
         .args(["run", "--out", out.to_str().unwrap()])
-        .args(["--workload", "mutex", "--nemesis", "none", "--unsafe", "racy"])
+        .args([
+            "--workload",
+            "mutex",
+            "--nemesis",
+            "none",
+            "--unsafe",
+            "racy",
+        ])
         .args(["--ttl", "1s", "--hold", "50ms..600ms", "--duration", "60s"])
         .args(["--stop-on-violation", "--seed", &seed.to_string()])
         .output()
@@ -143,7 +150,9 @@ fn main() {
         median(stopped)
     );
 
-    println!("| events | bytes | read (floor) | one live check (check_prefix) | ratio | checks of 3 |");
+    println!(
+        "| events | bytes | read (floor) | one live check (check_prefix) | ratio | checks of 3 |"
+    );
     println!("|---|---|---|---|---|---|");
     let cfg = checkers::CheckConfig::default();
     for events in sizes {

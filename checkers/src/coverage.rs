@@ -10,13 +10,12 @@
 use crate::model::{ClientOp, Func, Model, SpanEnd};
 use crate::FxMap;
 use history::coverage::{Cell, Coverage, FaultCoverage};
-use history::{FaultOp, Outcome};
+use history::{FaultFamily, FaultOp, Outcome};
 use serde_json::Value;
 
-/// The nemesis op that opens a client stall (the client-pause family's `START`; the checkers
-/// depend on no nemesis code, so the name is the history format's, docs/history.md).
-/// The kind a client stall opens (`start-client-pause`, read by [`FaultOp`]).
-const STALL: &str = "client-pause";
+/// The family whose faults are client stalls (its ops are the history format's,
+/// docs/history.md; the checkers depend on no nemesis code).
+const STALL: FaultFamily = FaultFamily::CLIENT_PAUSE;
 
 /// One client stall and what the passes learn about it.
 #[derive(Debug, Default)]
@@ -164,7 +163,7 @@ fn stalls_of(m: &Model) -> Vec<Stall> {
         .faults
         .list()
         .iter()
-        .filter(|f| FaultOp::of(&f.f) == FaultOp::Opens(STALL))
+        .filter(|f| FaultOp::of(&f.f) == FaultOp::Opens(STALL.kind))
     {
         // A stall that names no client process cannot be placed: it is not counted.
         let Some(process) = f.value.get("process").and_then(Value::as_u64) else {
@@ -562,7 +561,7 @@ fn tally(m: &Model, s: &Stall, cov: &mut Coverage) {
                 .is_none_or(|w| reached(w, s, bound, next, lapsed));
         cov.count_cell(
             Cell {
-                kind: "client-pause".to_string(),
+                kind: STALL.kind.to_string(),
                 variant: aim.clone(),
                 wake: wake.unwrap_or_default(),
                 ..Cell::default()

@@ -12,11 +12,8 @@
 
 use crate::model::{Grant, Model};
 use history::coverage::{Cell, Coverage};
+use history::{Aim, FaultFamily};
 use serde_json::Value;
-
-/// The nemesis ops that open a fault whose cell this module counts, by kind. Client stalls
-/// (`start-client-pause`) are counted by the coverage pass.
-const STALL_KIND: &str = "client-pause";
 
 /// A lease as an interval, with what the rules need of it.
 #[derive(Debug, Clone, Copy)]
@@ -115,34 +112,52 @@ fn roles_of(v: &Value) -> Vec<String> {
     roles
 }
 
-/// Whether a fault of `kind` over `[start_ns, end_ns]` met its target state.
-fn met(leases: &Leases, kind: &str, variant: &str, start_ns: u64, end_ns: u64) -> bool {
-    match kind {
+/// Whether a fault aiming at `aim` over `[start_ns, end_ns]` met it. A family this build does
+/// not know is taken as [`Aim::LeaseLiveDuring`].
+fn met(leases: &Leases, aim: Aim, variant: &str, start_ns: u64, end_ns: u64) -> bool {
+    match aim {
         // The service is frozen while a lease it granted may run out: when it wakes, it must
         // not act as if no time had passed.
-        "pause" => leases
+        Aim::FrozenPastLeaseBound => leases
             .live_during(start_ns, start_ns)
             .any(|l| l.lb_ns <= end_ns),
         // A node holding a live lease dies and is back before that lease is surely over, and
         // is asked for grants: what it remembers (tokens, leases) is put to use while it
         // still matters.
-        "kill" => {
+        Aim::BackBeforeLeaseEnds => {
             leases
                 .live_during(start_ns, start_ns)
                 .any(|l| l.to_ns > end_ns)
                 && leases.grant_invoked_in(end_ns, u64::MAX)
         }
-        // A step moves the clock under a live lease; a rate change applies while one is set.
-        "clock" => match variant {
+        // A step moves the clock under a live lease; a rate change applies while one is set
+        // (the clock modes, docs/history.md).
+        Aim::ClockUnderLease => match variant {
             "fast" | "slow" => leases.grant_invoked_in(start_ns, end_ns),
             "strobe" => leases.live_during(start_ns, end_ns).next().is_some(),
             _ => leases.live_during(start_ns, start_ns).next().is_some(),
         },
         // A cut (or a lossy link) while a lease is live: its holder, or the service's view of
         // it, is on one side.
-        _ => leases.live_during(start_ns, end_ns).next().is_some(),
+        Aim::LeaseLiveDuring | Aim::ClientStall => {
+            leases.live_during(start_ns, end_ns).next().is_some()
+        }
     }
 }
+
+/// How a family this build does not know (a history from a newer nemesis) is counted: a
+/// lease live during it, one cell per node it names.
+const UNKNOWN_FAMILY: FaultFamily = FaultFamily {
+    kind: "",
+    opens: "",
+    closes: "",
+    colour: FaultFamily::UNKNOWN_COLOUR,
+    aim: Aim::LeaseLiveDuring,
+    variant_field: "",
+    per_role: true,
+    rolls: false,
+    scoped: false,
+};
 
 /// Counts every fault but client stalls into `cov.cells`.
 pub(crate) fn count(m: &Model, cov: &mut Coverage) {
@@ -151,32 +166,35 @@ pub(crate) fn count(m: &Model, cov: &mut Coverage) {
         let Some(kind) = crate::faults::opened_kind(&f.f) else {
             continue;
         };
-        if kind == STALL_KIND {
+        let family = FaultFamily::named(kind).unwrap_or(&UNKNOWN_FAMILY);
+        // Client stalls are placed and counted by the coverage pass.
+        if family.stalls_clients() {
             continue;
         }
         let text = |k: &str| f.value.get(k).and_then(Value::as_str).unwrap_or_default();
-        let rolling = f
-            .value
-            .get("then_nodes")
-            .and_then(Value::as_array)
-            .is_some_and(|w| !w.is_empty());
-        let variant = match kind {
-            "clock" => text("mode"),
-            "partition" => text("topology"),
-            "kill" if rolling => history::coverage::KILL_ROLLING,
-            _ => "",
+        let rolling = family.rolls
+            && f.value
+                .get("then_nodes")
+                .and_then(Value::as_array)
+                .is_some_and(|w| !w.is_empty());
+        let variant = if rolling {
+            history::coverage::KILL_ROLLING
+        } else if family.variant_field.is_empty() {
+            ""
+        } else {
+            text(family.variant_field)
         };
-        let exercised = met(&leases, kind, variant, f.start_ns, f.end_ns);
+        let exercised = met(&leases, family.aim, variant, f.start_ns, f.end_ns);
         let mut roles = roles_of(&f.value);
         // A partition cuts links, not a node's role: one cell per topology. A rolling kill is
         // one cell whatever its waves hit.
-        if kind == "partition" || kind == "netem" || rolling || roles.is_empty() {
+        if !family.per_role || rolling || roles.is_empty() {
             roles = vec![String::new()];
         }
         // Only a clock fault that moved the monotonic clock says so: the wall clock alone is
         // the default, and the cell of every run before scopes were recorded.
         let scope = match text("scope") {
-            "all" if kind == "clock" => "all",
+            "all" if family.scoped => "all",
             _ => "",
         };
         for role in roles {

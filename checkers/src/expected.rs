@@ -7,7 +7,7 @@
 
 use crate::model::Model;
 use crate::CheckOutput;
-use history::{FaultOp, Validity, Violation, ViolationKind};
+use history::{FaultFamily, FaultOp, Validity, Violation, ViolationKind};
 
 /// The kinds a moved monotonic clock makes unavoidable.
 pub const KINDS: [ViolationKind; 7] = {
@@ -27,13 +27,20 @@ pub const KINDS: [ViolationKind; 7] = {
 const WHY: &str = "expected under this fault for any lease-based service (its monotonic clock \
                    was moved, --clock-scope all): only the fenced resource can stay safe. ";
 
+/// Whether the nemesis op `f` opens a fault that moves clocks.
+fn moves_clocks(f: &str) -> bool {
+    FaultOp::of(f)
+        .opened_family()
+        .is_some_and(FaultFamily::moves_clocks)
+}
+
 /// The clock faults of `m` as `[start, stop + reach_ns]`: a lease timed on a moved clock may
 /// end wrongly up to a lease (`reach_ns`) after the clock is set right.
 pub(crate) fn clock_windows(m: &Model, reach_ns: u64) -> Vec<(u64, u64)> {
     m.faults
         .list()
         .iter()
-        .filter(|f| FaultOp::of(&f.f) == FaultOp::Opens("clock"))
+        .filter(|f| moves_clocks(&f.f))
         .map(|f| (f.start_ns, f.end_ns.saturating_add(reach_ns)))
         .collect()
 }
@@ -48,10 +55,7 @@ pub(crate) fn set_apart(
 ) {
     let under_clock = |v: &Violation| {
         KINDS.contains(&v.kind)
-            && (v
-                .nemesis
-                .iter()
-                .any(|f| FaultOp::of(&f.f) == FaultOp::Opens("clock"))
+            && (v.nemesis.iter().any(|f| moves_clocks(&f.f))
                 || windows
                     .iter()
                     .any(|&(a, b)| v.window_ns[0] <= b && a <= v.window_ns[1]))

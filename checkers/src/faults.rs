@@ -1,7 +1,7 @@
 //! Nemesis events paired into fault intervals, so each violation can list the faults active
 //! during its window, and liveness can tell when the last fault that could delay an effect ended.
 
-use history::{ActiveFault, FaultOp, History, Op};
+use history::{ActiveFault, FaultFamily, FaultOp, History, Op};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -42,7 +42,9 @@ pub(crate) fn opened_kind(f: &str) -> Option<&str> {
 /// counting its end would excuse the very lock-stuck a stalled holder reveals (a service that
 /// never expires the stalled holder's lease).
 fn holds_back_service_effects(start_f: &str) -> bool {
-    FaultOp::of(start_f) != FaultOp::Opens("client-pause")
+    !FaultOp::of(start_f)
+        .opened_family()
+        .is_some_and(FaultFamily::stalls_clients)
 }
 
 /// What a fault was done to, used to pair a stop with its own start when several faults of one

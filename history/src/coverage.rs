@@ -270,7 +270,7 @@ impl Coverage {
     /// Whether fault kind `kind` was exercised: a stall for `client-pause`, otherwise a client
     /// op that overlapped one of its faults.
     pub fn fault_exercised(&self, kind: &str) -> bool {
-        if kind == "client-pause" {
+        if stalls_clients(kind) {
             return self.stalls > 0;
         }
         self.faults.get(kind).is_some_and(|f| f.ops_during > 0)
@@ -333,8 +333,8 @@ impl Coverage {
         let mut out = Vec::new();
         for k in &self.requested.faults {
             if !self.fault_exercised(k) {
-                out.push(if k == "client-pause" {
-                    "fault client-pause: no client stalled".to_string()
+                out.push(if stalls_clients(k) {
+                    format!("fault {k}: no client stalled")
                 } else {
                     format!("fault {k}: no client op overlapped one")
                 });
@@ -454,7 +454,7 @@ impl Coverage {
             let missing =
                 self.requested.faults.iter().any(|k| k == kind) && !self.fault_exercised(kind);
             // The row the gate reads: a stall for client-pause, a client op for the others.
-            let stall_kind = kind == "client-pause";
+            let stall_kind = stalls_clients(kind);
             add_row(rows, &group, "started", f.started, missing && stall_kind);
             add_row(
                 rows,
@@ -469,6 +469,11 @@ impl Coverage {
             }
         }
     }
+}
+
+/// Whether `kind`'s faults are client stalls (exercised by a stall, not by an op during one).
+fn stalls_clients(kind: &str) -> bool {
+    crate::FaultFamily::named(kind).is_some_and(crate::FaultFamily::stalls_clients)
 }
 
 fn add_row(rows: &mut Vec<Row>, group: &str, condition: &str, count: u64, missing: bool) {

@@ -8,7 +8,9 @@
 //! fault was seen to do.
 
 /// A fault family as a history names it: its kind, the ops that open and close its faults,
-/// and the colour the report draws them in.
+/// the colour the report draws them in, and how its faults are counted as exercised
+/// (docs/checkers.md, "Exercised"): what every reader of a history needs to know of a family,
+/// so that none of them matches on its name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FaultFamily {
     /// The kind, as `--nemesis` and `schedule.json` name it.
@@ -19,6 +21,40 @@ pub struct FaultFamily {
     pub closes: &'static str,
     /// Its faults' colour in the report's timelines (CSS).
     pub colour: &'static str,
+    /// The state its faults aim at: whether one met it decides if it exercised anything.
+    pub aim: Aim,
+    /// The field of its opening op's value that names a fault's variant (a clock fault's
+    /// `mode`, a partition's `topology`): one coverage cell per variant. Empty: none.
+    pub variant_field: &'static str,
+    /// Whether its cells are per node role (`roles`, else `nodes`, of the opening op): false
+    /// for faults that cut links rather than hit a node.
+    pub per_role: bool,
+    /// Whether its faults may come in waves (`then_nodes`): such a rolling fault is one cell
+    /// of its own (variant [`crate::coverage::KILL_ROLLING`]), whatever the waves hit.
+    pub rolls: bool,
+    /// Whether its cells record the fault's `scope` when it is `all` (a clock fault that moved
+    /// the monotonic clock too).
+    pub scoped: bool,
+}
+
+/// The state a family's faults aim at (docs/checkers.md, "Exercised"): a fault that met none
+/// tests nothing a lease-based service can get wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Aim {
+    /// The service frozen while a lease it granted may run out (a pause).
+    FrozenPastLeaseBound,
+    /// A node that dies while a lease is live, is back before that lease is surely over, and is
+    /// asked for grants after (a kill).
+    BackBeforeLeaseEnds,
+    /// A clock moved under a live lease (a step, a strobe), or a rate changed while a lease is
+    /// set (fast, slow): the variant says which. Its faults may move clocks the checkers then
+    /// excuse violations under (`--clock-scope all`).
+    ClockUnderLease,
+    /// A lease live at some time during the fault (a partition, a lossy link).
+    LeaseLiveDuring,
+    /// A client's own stall, placed against its grants by the coverage pass: it stalls a
+    /// client between ops, so it holds back nothing the service does.
+    ClientStall,
 }
 
 impl FaultFamily {
@@ -27,36 +63,66 @@ impl FaultFamily {
         opens: "start-pause",
         closes: "stop-pause",
         colour: "#f08c00",
+        aim: Aim::FrozenPastLeaseBound,
+        variant_field: "",
+        per_role: true,
+        rolls: false,
+        scoped: false,
     };
     pub const KILL: FaultFamily = FaultFamily {
         kind: "kill",
         opens: "kill",
         closes: "restart",
         colour: "#e03131",
+        aim: Aim::BackBeforeLeaseEnds,
+        variant_field: "",
+        per_role: true,
+        rolls: true,
+        scoped: false,
     };
     pub const CLIENT_PAUSE: FaultFamily = FaultFamily {
         kind: "client-pause",
         opens: "start-client-pause",
         closes: "stop-client-pause",
         colour: "#d6a400",
+        aim: Aim::ClientStall,
+        variant_field: "",
+        per_role: true,
+        rolls: false,
+        scoped: false,
     };
     pub const CLOCK: FaultFamily = FaultFamily {
         kind: "clock",
         opens: "start-clock",
         closes: "stop-clock",
         colour: "#1c7ed6",
+        aim: Aim::ClockUnderLease,
+        variant_field: "mode",
+        per_role: true,
+        rolls: false,
+        scoped: true,
     };
     pub const PARTITION: FaultFamily = FaultFamily {
         kind: "partition",
         opens: "start-partition",
         closes: "stop-partition",
         colour: "#7048e8",
+        aim: Aim::LeaseLiveDuring,
+        variant_field: "topology",
+        per_role: false,
+        rolls: false,
+        scoped: false,
     };
     pub const NETEM: FaultFamily = FaultFamily {
         kind: "netem",
         opens: "start-netem",
         closes: "stop-netem",
         colour: "#0ca678",
+        aim: Aim::LeaseLiveDuring,
+        variant_field: "",
+        per_role: false,
+        rolls: false,
+        scoped: false,
     };
 
     /// Every family a history of this build may hold.
@@ -75,6 +141,16 @@ impl FaultFamily {
     /// The family of `kind`, if this build knows it.
     pub fn named(kind: &str) -> Option<&'static FaultFamily> {
         FaultFamily::ALL.iter().find(|f| f.kind == kind)
+    }
+
+    /// Whether its faults are client stalls ([`Aim::ClientStall`]).
+    pub fn stalls_clients(&self) -> bool {
+        self.aim == Aim::ClientStall
+    }
+
+    /// Whether its faults move clocks ([`Aim::ClockUnderLease`]).
+    pub fn moves_clocks(&self) -> bool {
+        self.aim == Aim::ClockUnderLease
     }
 
     /// The colour of `kind`'s faults in the report (grey for a kind this build does not know).
@@ -112,6 +188,14 @@ impl<'a> FaultOp<'a> {
             FaultOp::Closes(kind)
         } else {
             FaultOp::Instant
+        }
+    }
+
+    /// The family of the fault this op opens, if it opens one of a family this build knows.
+    pub fn opened_family(self) -> Option<&'static FaultFamily> {
+        match self {
+            FaultOp::Opens(kind) => FaultFamily::named(kind),
+            _ => None,
         }
     }
 

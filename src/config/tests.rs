@@ -297,6 +297,42 @@ fn no_code_outside_the_family_table_spells_a_fault_op() {
     }
 }
 
+/// The readers of a history (history, checkers, reports) ask `history::FaultFamily` what a
+/// family's faults aim at and how they are counted; none of them spells a family's kind
+/// outside that table. The exception is history's field table (fields.rs), where `netem` is
+/// also the name of a field of that family's ops. The runner, config, doctor, suite and the
+/// nemesis still name families (ARCHITECTURE.md, "Seams").
+#[test]
+fn no_history_reader_spells_a_fault_family() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let allowed = [
+        root.join("history/src/fault_op.rs"),
+        root.join("history/src/fields.rs"),
+    ];
+    let readers = ["history/src", "checkers/src", "reports/src"].map(|d| root.join(d));
+    let kinds: Vec<String> = history::FaultFamily::ALL
+        .iter()
+        .map(|f| format!("\"{}\"", f.kind))
+        .collect();
+    let mut read = 0;
+    for path in product_sources(root) {
+        if allowed.contains(&path) || !readers.iter().any(|r| path.starts_with(r)) {
+            continue;
+        }
+        read += 1;
+        let text = std::fs::read_to_string(&path).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for kind in &kinds {
+            assert!(
+                !code.contains(kind.as_str()),
+                "{} spells the fault family {kind}: ask history::FaultFamily",
+                path.display()
+            );
+        }
+    }
+    assert!(read > 30, "read only {read} files");
+}
+
 /// A service (and a runtime) is one file plus its registration line: no code outside its own
 /// file (and the registry's list) spells its `--adapter` (`--runtime`) name, so nothing else needs an edit when one is
 /// added. The exceptions are the default (`reference`, named by `--adapter`'s default and
