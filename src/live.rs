@@ -317,6 +317,9 @@ pub struct LiveVerdict {
     pub first_safety: Option<Proven>,
     /// The events the last check read.
     pub checked_events: u64,
+    /// The history time the last check read up to (its last event's), in ns from the run's
+    /// start: how far behind the run the live verdict is.
+    pub checked_through_ns: u64,
     /// Set when the live checks stopped at [`LIVE_CHECK_BYTES_MAX`]: the events checked last.
     pub gave_up_at_events: Option<u64>,
 }
@@ -383,6 +386,7 @@ impl Watcher {
                         v.violations = r.as_ref().map(|r| r.violations.len());
                         if let Some(r) = &r {
                             v.checked_events = r.stats.events;
+                            v.checked_through_ns = r.stats.duration_ns;
                         }
                         if v.first_safety.is_none() {
                             v.first_safety =

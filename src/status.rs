@@ -59,7 +59,7 @@ impl Status {
                         c.fail,
                         c.info,
                         if faults.is_empty() { "none" } else { &faults },
-                        so_far(&verdict.borrow()),
+                        so_far(&verdict.borrow(), elapsed),
                     );
                     match &bar {
                         Some(b) => b.set_message(line),
@@ -117,9 +117,20 @@ impl Progress for StatusLine {
     }
 }
 
-/// `2 (first: double-grant proven at 1.23 s ...)`, `0`, or `?` before the first check; past
-/// the live checks' size limit, what the last one found and where it stopped.
-fn so_far(v: &LiveVerdict) -> String {
+/// `2 (first: double-grant proven at 1.23 s ...)`, `0`, or `?` before the first check, with
+/// how far behind the run the check is once that is more than a second; past the live
+/// checks' size limit, what the last one found and where it stopped.
+fn so_far(v: &LiveVerdict, elapsed: Duration) -> String {
+    let behind_s = elapsed.as_secs_f64() - v.checked_through_ns as f64 / 1e9;
+    let count = count_so_far(v);
+    if v.violations.is_some() && v.gave_up_at_events.is_none() && behind_s >= 1.0 {
+        format!("{count} (as of {behind_s:.1} s ago)")
+    } else {
+        count
+    }
+}
+
+fn count_so_far(v: &LiveVerdict) -> String {
     if let Some(events) = v.gave_up_at_events {
         return format!(
             "{} in the first {events} events (live checks stopped there: the rest is checked at the end)",

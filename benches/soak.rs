@@ -1,0 +1,85 @@
+//! A soak (issue 22, item 6): `lockpick run --duration D` on the embedded default with every
+//! fault, the harness's RSS (VmRSS of the `lockpick run` process, not its nodes) sampled every
+//! `EVERY`, beside what its status line says at that time: the ops so far and how far behind
+//! the run the live verdict is. Prints a table for BENCHMARKS.md.
+//!
+//! Run: `cargo bench --bench soak -- [DURATION_S] [EVERY_S]` (default 600 s, every 60 s).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_lockpick");
+
+fn rss_kb(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
+    let duration_s: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(600);
+    let every_s: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(60);
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = Command::new(BIN)
+        .args(["run", "--out", tmp.path().to_str().unwrap()])
+        .args(["--duration", &format!("{duration_s}s"), "--seed", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("lockpick runs");
+    let pid = child.id();
+    let last_status = Arc::new(Mutex::new(String::new()));
+    let out = child.stdout.take().unwrap();
+    let seen = last_status.clone();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if line.contains("violations so far") {
+                *seen.lock().unwrap() = line;
+            }
+        }
+    });
+    let began = Instant::now();
+    println!("| minute | harness RSS | ops so far | live verdict |");
+    println!("|---|---|---|---|");
+    let mut peak = 0;
+    // Bounded by the run's duration plus its end (the child exits).
+    loop {
+        std::thread::sleep(Duration::from_secs(every_s));
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        let Some(rss) = rss_kb(pid) else { break };
+        peak = peak.max(rss);
+        let status = last_status.lock().unwrap().clone();
+        let ops = status
+            .split("ops ")
+            .nth(1)
+            .and_then(|s| s.split_whitespace().next())
+            .unwrap_or("?")
+            .to_string();
+        let verdict = status
+            .split("violations so far: ")
+            .nth(1)
+            .unwrap_or("?")
+            .to_string();
+        println!(
+            "| {:.1} | {} MB | {ops} | {verdict} |",
+            began.elapsed().as_secs_f64() / 60.0,
+            rss / 1024
+        );
+    }
+    let status = child.wait().unwrap();
+    let _ = reader.join();
+    println!(
+        "\nexit {:?} after {:.1} min; peak sampled harness RSS {} MB",
+        status.code(),
+        began.elapsed().as_secs_f64() / 60.0,
+        peak / 1024
+    );
+}
