@@ -239,16 +239,42 @@ fn check_config(
 /// `--follow`, once its writer is done).
 pub fn check(a: CheckArgs) -> Result<ExitCode> {
     let path = history::layout::history_path(&a.path);
-    let cut_short = if a.follow {
+    let followed = if a.follow {
         let cfg = check_config(&path, a.drift, a.liveness_grace.as_deref())?;
-        crate::live::follow_until_closed(&path, &cfg, a.json)?
+        Some(crate::live::follow_until_closed(&path, &cfg, a.json)?)
     } else {
         None
     };
     let mut results = judge(&a.path, a.drift, a.liveness_grace.as_deref())?;
-    if let Some(why) = cut_short {
-        if results.incomplete().is_none() {
-            results.set_completeness(Completeness::interrupted(why));
+    if let Some(f) = &followed {
+        // Cut short by the one following it: that is why, whatever the run directory says.
+        if let Some(why) = &f.cut_short {
+            results.set_completeness(Completeness::interrupted(why.clone()));
+        }
+        let renamed = f
+            .printed
+            .iter()
+            .filter(|(kind, lock, ops)| {
+                !results.violations.iter().any(|v| {
+                    let mut o = v.ops.clone();
+                    o.sort_unstable();
+                    v.kind == *kind && v.lock == *lock && o == *ops
+                })
+            })
+            .count();
+        if renamed > 0 {
+            let note = format!(
+                "{renamed} of the {} violation(s) printed while following are listed below under \
+                 other ops: the verdict names each by the ops that prove it in the whole history, \
+                 which later events can change (another grant of the same double grant, a \
+                 shorter witness)",
+                f.printed.len()
+            );
+            if a.json {
+                eprintln!("note: {note}");
+            } else {
+                println!("note: {note}");
+            }
         }
     }
     if a.json {

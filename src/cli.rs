@@ -369,7 +369,8 @@ pub struct RunArgs {
     /// checked while it is written, every 250 ms or so), then heal, check and report as usual:
     /// the verdict is invalid, and the completeness says `stopped:` with the violation and
     /// when it was proven. Liveness findings never stop a run. On by default inside `lockpick
-    /// test` (unless --keep-going).
+    /// test` unless --keep-going (given with --keep-going, each scenario still stops at its
+    /// first violation while the suite goes on).
     #[arg(long)]
     pub stop_on_violation: bool,
 }

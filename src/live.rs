@@ -124,15 +124,23 @@ fn time_ns(line: &[u8]) -> Option<u64> {
 /// How often `check --follow` looks at the file.
 const FOLLOW_EVERY: Duration = Duration::from_millis(500);
 
+/// How a follow ended, and what it printed.
+pub struct Followed {
+    /// Why the history is cut short: Ctrl-C or SIGTERM while a process still wrote it.
+    pub cut_short: Option<String>,
+    /// The violations printed as they were first proven, as (kind, lock, sorted ops).
+    pub printed: Vec<(history::ViolationKind, Option<String>, Vec<u64>)>,
+}
+
 /// `lockpick check --follow`: checks `path` as another process writes it and prints each
 /// violation once, when first proven (on stderr with `to_stderr`: stdout is for the JSON).
-/// Returns when no process on this machine has the file open for writing, or on Ctrl-C with
-/// why the history is cut short.
+/// Returns when no process on this machine has the file open for writing, or on Ctrl-C or
+/// SIGTERM with why the history is cut short.
 pub fn follow_until_closed(
     path: &Path,
     cfg: &checkers::CheckConfig,
     to_stderr: bool,
-) -> anyhow::Result<Option<String>> {
+) -> anyhow::Result<Followed> {
     if !path.is_file() {
         anyhow::bail!("{}: no such history file to follow", path.display());
     }
@@ -144,7 +152,8 @@ pub fn follow_until_closed(
         }
     };
     say(format!(
-        "following {} (Ctrl-C for the verdict of what was written so far)",
+        "following {}: each violation is printed when first proven, the verdict once no process \
+         writes the file (Ctrl-C: the verdict of what was written so far)",
         path.display()
     ));
     let rt = crate::runtime()?;
@@ -153,6 +162,8 @@ pub fn follow_until_closed(
         let mut follow = Some(Follow::new(path, cfg));
         let mut shown = Shown::default();
         let mut failed = false;
+        let mut sigterm =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let ctrl_c = tokio::signal::ctrl_c();
         tokio::pin!(ctrl_c);
         // Bounded by the writer: ends when it closes the file, or on Ctrl-C.
@@ -184,33 +195,40 @@ pub fn follow_until_closed(
                 Err(_) => {}
             }
             if !writing {
-                return Ok(None);
+                return Ok(Followed {
+                    cut_short: None,
+                    printed: shown.0,
+                });
             }
-            tokio::select! {
-                _ = &mut ctrl_c => {
-                    return Ok(Some(format!(
-                        "followed until Ctrl-C after {:.1} s, while a process was still writing it",
-                        began.elapsed().as_secs_f64()
-                    )));
-                }
-                () = tokio::time::sleep(wait) => {}
-            }
+            let signal = tokio::select! {
+                _ = &mut ctrl_c => "Ctrl-C",
+                _ = sigterm.recv() => "SIGTERM",
+                () = tokio::time::sleep(wait) => continue,
+            };
+            return Ok(Followed {
+                cut_short: Some(format!(
+                    "followed until {signal} after {:.1} s, while a process was still writing it",
+                    began.elapsed().as_secs_f64()
+                )),
+                printed: shown.0,
+            });
         }
     })
 }
 
-/// `double-grant on L0 at 1.02 s (ops 57, 61): explanation`.
+/// `proven: double-grant on L0, ops 57, 61, from 0.80 s to 1.02 s: explanation`.
 fn one_line(v: &Violation) -> String {
     let ops: Vec<String> = v.ops.iter().map(u64::to_string).collect();
     format!(
-        "{}{} at {:.2} s (ops {}): {}",
+        "proven: {}{}, ops {}, from {:.2} s to {:.2} s: {}",
         v.kind,
         v.lock
             .as_ref()
             .map(|l| format!(" on {l}"))
             .unwrap_or_default(),
-        v.window_ns[1] as f64 / 1e9,
         ops.join(", "),
+        v.window_ns[0] as f64 / 1e9,
+        v.window_ns[1] as f64 / 1e9,
         v.explanation
     )
 }
@@ -324,12 +342,12 @@ pub struct LiveVerdict {
     pub gave_up_at_events: Option<u64>,
 }
 
-/// The first counted safety violation of a verdict, by its window's end.
+/// The first counted safety violation of a verdict, in the verdict's own order (the one its
+/// report then lists first).
 pub fn first_safety(r: &Results) -> Option<&Violation> {
     r.violations
         .iter()
-        .filter(|v| v.kind.class() == KindClass::Safety)
-        .min_by_key(|v| (v.window_ns[1], v.window_ns[0]))
+        .find(|v| v.kind.class() == KindClass::Safety)
 }
 
 /// A thread checking a run's history as it is written, publishing what it found. Stopped

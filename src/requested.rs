@@ -207,9 +207,11 @@ pub fn gate_on_exercise(history: &Path, results: &mut Results) {
     if missing.is_empty() {
         return;
     }
-    results
-        .notes
-        .push(format!("requested, not exercised: {}", missing.join(", ")));
+    results.notes.push(format!(
+        "{}: {}",
+        history::coverage::NOT_EXERCISED,
+        missing.join(", ")
+    ));
     if results.valid == history::Validity::Valid {
         results.valid = history::Validity::Unknown;
     }

@@ -82,7 +82,11 @@ pub async fn run(spec: RunSpec, progress: &dyn Progress) -> Result<RunOutcome> {
     let mut running = Running::start(&cfg, &mut dep, &run_dir, startup, progress).await?;
     let end = running.wait_for_end(&cfg, &mut signals).await;
     tracing::info!(why = end.why, "stopping clients");
-    progress.phase("stopping clients and healing");
+    progress.phase(if end.stopped.is_some() {
+        "violation proven: stopping clients and healing"
+    } else {
+        "stopping clients and healing"
+    });
     let (workers_done, mut error) = running.stop(&cfg, startup).await?;
     // The final heal: whatever the nemesis left, the service runs again before final reads.
     let healer = Healer {

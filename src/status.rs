@@ -12,6 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
 
+/// The phase while the clients run.
+const RUNNING: &str = "running";
+
 pub struct Status {
     task: tokio::task::JoinHandle<()>,
     phase: Arc<Mutex<String>>,
@@ -32,7 +35,7 @@ impl Status {
             b.enable_steady_tick(Duration::from_millis(200));
             b
         });
-        let phase = Arc::new(Mutex::new("running".to_string()));
+        let phase = Arc::new(Mutex::new(RUNNING.to_string()));
         let task = {
             let bar = bar.clone();
             let phase = phase.clone();
@@ -49,11 +52,19 @@ impl Status {
                     let c = recorder.counts();
                     let elapsed = start.elapsed();
                     let faults = active.lock().map(|a| a.join(", ")).unwrap_or_default();
+                    let phase = phase.lock().map(|p| p.clone()).unwrap_or_default();
+                    // Time left means something only while the clients run.
+                    let left = if phase == RUNNING {
+                        format!(
+                            ", {:>5.1}s left",
+                            duration.saturating_sub(elapsed).as_secs_f64()
+                        )
+                    } else {
+                        String::new()
+                    };
                     let line = format!(
-                        "{} {:>5.1}s elapsed, {:>5.1}s left | ops {} ok {} fail {} info {} | faults: {} | violations so far: {}",
-                        phase.lock().map(|p| p.clone()).unwrap_or_default(),
+                        "{phase} {:>5.1}s elapsed{left} | ops {} ok {} fail {} info {} | faults: {} | violations so far: {}",
                         elapsed.as_secs_f64(),
-                        duration.saturating_sub(elapsed).as_secs_f64(),
                         c.invoked,
                         c.ok,
                         c.fail,
@@ -138,7 +149,7 @@ fn count_so_far(v: &LiveVerdict) -> String {
         );
     }
     match (&v.violations, &v.first_safety) {
-        (None, None) => "?".into(),
+        (None, None) => "not checked yet".into(),
         (n, Some(p)) => format!(
             "{} (first: {})",
             n.map_or("?".into(), |n| n.to_string()),

@@ -95,6 +95,14 @@ impl Results {
         if !c.is_complete() && self.valid == Validity::Valid {
             self.valid = Validity::Unknown;
         }
+        // What a run stopped at its first violation never reached is not a gap of it.
+        if c.state == RunState::Stopped {
+            for note in &mut self.notes {
+                if let Some(rest) = note.strip_prefix(crate::coverage::NOT_EXERCISED) {
+                    *note = format!("{}{rest}", crate::coverage::NOT_REACHED);
+                }
+            }
+        }
         self.completeness = Some(c);
     }
 
@@ -151,6 +159,23 @@ mod tests {
             r.set_completeness(c.clone());
             assert_eq!(r.valid, after, "{before:?} {c:?}");
             assert_eq!(r.incomplete().is_some(), !c.is_complete());
+        }
+    }
+
+    #[test]
+    fn a_stopped_run_says_what_it_asked_for_was_not_reached() {
+        let gap = format!("{}: pause, kill", crate::coverage::NOT_EXERCISED);
+        for (c, want) in [
+            (
+                Completeness::stopped("double-grant on L0 proven at 0.3 s"),
+                format!("{}: pause, kill", crate::coverage::NOT_REACHED),
+            ),
+            (Completeness::interrupted("Ctrl-C"), gap.clone()),
+        ] {
+            let mut r = results(Validity::Invalid);
+            r.notes = vec![gap.clone(), "another note".into()];
+            r.set_completeness(c);
+            assert_eq!(r.notes, vec![want, "another note".to_string()]);
         }
     }
 

@@ -9,6 +9,12 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// How a note names what a run asked for and exercised nowhere.
+pub const NOT_EXERCISED: &str = "requested, not exercised";
+/// How the same is named once the run stopped at its first proven violation
+/// (`--stop-on-violation`): not a gap of the run, the faults were never due.
+pub const NOT_REACHED: &str = "not reached before the run stopped at its first proven violation";
+
 /// The coverage of one history. Every count is present, zeros too, so a condition the run
 /// never reached reads as such.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

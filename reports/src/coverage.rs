@@ -37,6 +37,7 @@ pub(crate) fn text(s: &mut String, r: &Results) {
         s,
         "\ncoverage (what this run exercised; none = never reached; docs/checkers.md):"
     );
+    let mark = format!("  <- {}", gap_words(r));
     let mut last = String::new();
     for row in c.rows() {
         let group = if row.group == last { "" } else { &row.group };
@@ -46,16 +47,33 @@ pub(crate) fn text(s: &mut String, r: &Results) {
             plain(group),
             plain(&row.condition),
             count(row.count),
-            if row.missing {
-                "  <- requested, not exercised"
-            } else {
-                ""
-            }
+            if row.missing { mark.as_str() } else { "" }
         );
         last.clone_from(&row.group);
     }
+    let lead = if stopped(r) {
+        "not reached"
+    } else {
+        "not exercised"
+    };
     for gap in c.missing() {
-        let _ = writeln!(s, "  not exercised: {}", plain(&gap));
+        let _ = writeln!(s, "  {lead}: {}", plain(&gap));
+    }
+}
+
+/// Whether the run stopped at its first proven violation (`--stop-on-violation`): what it
+/// asked for and never reached is then no gap of it.
+fn stopped(r: &Results) -> bool {
+    r.incomplete()
+        .is_some_and(|c| c.state == history::RunState::Stopped)
+}
+
+/// How a requested row never exercised is marked.
+fn gap_words(r: &Results) -> &'static str {
+    if stopped(r) {
+        "not reached: the run stopped at its first proven violation"
+    } else {
+        history::coverage::NOT_EXERCISED
     }
 }
 
@@ -73,6 +91,7 @@ pub(crate) fn html(s: &mut String, r: &Results) {
     s.push_str("<p class=\"muted\">Every condition the checkers count (definitions in docs/checkers.md, \"Coverage\"); <i>none</i> means the run never reached it.</p>");
     s.push_str("<table class=\"coverage\"><tr><th>what</th><th>condition</th><th>count</th></tr>");
     let rows = c.rows();
+    let badge = if stopped(r) { "b-unknown" } else { "b-invalid" };
     let mut i = 0;
     // Bounded by the rows: each pass takes one group's rows.
     while i < rows.len() {
@@ -90,9 +109,9 @@ pub(crate) fn html(s: &mut String, r: &Results) {
                 "<td>{}{}</td><td class=\"n{}\">{}</td></tr>",
                 esc(&row.condition),
                 if row.missing {
-                    " <span class=\"badge b-invalid\">requested, not exercised</span>"
+                    format!(" <span class=\"badge {badge}\">{}</span>", gap_words(r))
                 } else {
-                    ""
+                    String::new()
                 },
                 if row.count == 0 { " muted" } else { "" },
                 count(row.count)

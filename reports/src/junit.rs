@@ -18,7 +18,7 @@ pub fn junit_xml(r: &Results, suite: &str) -> String {
         .iter()
         .filter(|c| c.valid == Validity::Invalid)
         .count();
-    let skipped = r
+    let checkers_skipped = r
         .checkers
         .iter()
         .filter(|c| c.valid == Validity::Unknown || c.status() == "not-judged")
@@ -26,9 +26,12 @@ pub fn junit_xml(r: &Results, suite: &str) -> String {
     let time_s = r.stats.duration_ns as f64 / 1e9;
     // A run cut short is one more case, in error: CI shows the harness failed, not a checker.
     // One stopped at its first proven violation did what it was asked: its checker fails.
-    let incomplete = r
+    // It has a passing case saying so, and what it asked for and never reached is skipped,
+    // not failed.
+    let stopped = r
         .incomplete()
-        .filter(|c| c.state != history::RunState::Stopped);
+        .filter(|c| c.state == history::RunState::Stopped);
+    let incomplete = r.incomplete().filter(|_| stopped.is_none());
     let errors = usize::from(incomplete.is_some());
     // What the verdict rests on is a case of its own: a run that exercised less than it asked
     // for must not read green.
@@ -37,8 +40,13 @@ pub fn junit_xml(r: &Results, suite: &str) -> String {
         .as_ref()
         .filter(|c| !c.cells.is_empty() || !c.needs.is_empty());
     let unmet = coverage.map(|c| c.not_exercised()).unwrap_or_default();
-    let failures = failures + usize::from(!unmet.is_empty());
-    let tests = r.checkers.len() + errors + usize::from(coverage.is_some());
+    let unmet_fails = !unmet.is_empty() && stopped.is_none();
+    let failures = failures + usize::from(unmet_fails);
+    let skipped = checkers_skipped + usize::from(!unmet.is_empty() && stopped.is_some());
+    let tests = r.checkers.len()
+        + errors
+        + usize::from(stopped.is_some())
+        + usize::from(coverage.is_some());
     let mut s = String::new();
     s.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
@@ -64,11 +72,19 @@ pub fn junit_xml(r: &Results, suite: &str) -> String {
             xml(&format!("incomplete run: {}", c.headline()))
         );
     }
+    if let Some(c) = stopped {
+        let _ = writeln!(
+            s,
+            "    <testcase classname=\"lockpick.{}\" name=\"run-completeness\" time=\"0\">\n      <system-out>{}</system-out>\n    </testcase>",
+            xml(suite),
+            xml(&format!("stopped at the first proven violation: {}", c.reason))
+        );
+    }
     for c in &r.checkers {
         checker_case(&mut s, r, c, suite);
     }
     if let Some(c) = coverage {
-        coverage_case(&mut s, c, &unmet, suite);
+        coverage_case(&mut s, c, &unmet, stopped.is_some(), suite);
     }
     s.push_str("  </testsuite>\n</testsuites>\n");
     s
@@ -189,15 +205,26 @@ fn system_out(s: &mut String, c: &CheckerResult, warnings: &[&Violation]) {
     s.push_str("</system-out>\n");
 }
 
-/// The coverage case: failed when a requested cell was not exercised (`unmet`), with every
-/// cell's started and exercised counts as its `system-out`.
-fn coverage_case(s: &mut String, c: &Coverage, unmet: &[String], suite: &str) {
+/// The coverage case: failed when a requested cell was not exercised (`unmet`), skipped when
+/// the run `stopped` at its first proven violation before reaching it, with every cell's
+/// started and exercised counts as its `system-out`.
+fn coverage_case(s: &mut String, c: &Coverage, unmet: &[String], stopped: bool, suite: &str) {
     let _ = writeln!(
         s,
         "    <testcase classname=\"lockpick.{}\" name=\"coverage\" time=\"0\">",
         xml(suite)
     );
-    if !unmet.is_empty() {
+    if !unmet.is_empty() && stopped {
+        let _ = writeln!(
+            s,
+            "      <skipped message=\"{}\"/>",
+            xml(&format!(
+                "{}: {}",
+                history::coverage::NOT_REACHED,
+                unmet.join(", ")
+            ))
+        );
+    } else if !unmet.is_empty() {
         let _ = writeln!(
             s,
             "      <failure type=\"not-exercised\" message=\"{}\"/>",
