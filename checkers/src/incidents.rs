@@ -235,11 +235,18 @@ fn cause_of(
         ),
         _ if token_reset.is_some() => {
             let t = token_reset.expect("matched");
+            // When the lower token was granted (the violation's window starts at the earlier
+            // grant it is measured against).
+            let at_ns = m
+                .grants
+                .iter()
+                .find(|g| m.ops[g.op].index == t.op)
+                .map_or(r.window_ns[0], |g| g.complete_ns);
             (
                 "token-reset".to_string(),
                 format!(
-                    "token reset on {name} at {}: token {} was granted (op {}) after token {} had been",
-                    secs(r.window_ns[0]),
+                    "token reset on {name} at {}: token {} was granted (op {}) after token {} had been granted",
+                    secs(at_ns),
                     t.to,
                     t.op,
                     t.from
