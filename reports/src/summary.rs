@@ -76,7 +76,21 @@ pub fn summary_text(r: &Results) -> String {
         }
         None => {}
     }
-    let _ = writeln!(s, "verdict: {}", r.valid.as_str().to_uppercase());
+    // An unknown verdict says why on its own line: a fault asked for and never exercised is
+    // the usual reason, and a run whose checkers all passed reads oddly without it.
+    let why_unknown = r
+        .notes
+        .iter()
+        .find(|n| n.starts_with(history::coverage::NOT_EXERCISED))
+        .filter(|_| r.valid == history::Validity::Unknown);
+    match why_unknown {
+        Some(n) => {
+            let _ = writeln!(s, "verdict: UNKNOWN ({})", plain(n));
+        }
+        None => {
+            let _ = writeln!(s, "verdict: {}", r.valid.as_str().to_uppercase());
+        }
+    }
     let _ = writeln!(s, "rests on: {}", plain(&rests_on(r)));
     let _ = writeln!(
         s,
