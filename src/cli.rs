@@ -129,6 +129,9 @@ pub enum Command {
     /// The ssh runtime's clock agent, run on a node's host by the copy of this binary there.
     #[command(hide = true)]
     ClockAgent(crate::agent_cmd::ClockAgentArgs),
+    /// A run's live check of its history so far, in a process of its own (src/live.rs).
+    #[command(hide = true)]
+    LiveCheck(crate::live::LiveCheckArgs),
 }
 
 #[derive(Debug, Clone, Args)]

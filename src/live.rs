@@ -11,7 +11,10 @@
 //!
 //! Each check reads the prefix from its start (the checkers' model is built whole), so its cost
 //! grows with the history; the next check waits at least three times as long as the last one
-//! took, which keeps a live check under a third of one core whatever the length.
+//! took, which keeps a live check under a quarter of one core whatever the length. A run's
+//! checks each run in a process of their own (`lockpick live-check`, at nice 10): what one
+//! allocates is given back when it ends, so the harness's memory stays flat however long the
+//! run, and the check yields the CPU to the service and the clients it watches.
 
 use history::{KindClass, Results, Violation};
 use std::io::{Read, Seek, SeekFrom};
@@ -27,9 +30,9 @@ const TAIL_BYTES_MAX: u64 = 1 << 20;
 
 /// Past this much history a run's live checks stop, with a warning: each check reads the file
 /// from its start and its memory grows with it (about 1 GB for the 1.3 GB of a 10M-event
-/// history), which a run's harness must not spend beside the service: at this limit (about 4M
-/// events) a check takes about 2 s and 400 MB. The end-of-run check
-/// still judges everything; `--stop-on-violation` can no longer stop the run early.
+/// history), which the machine must not spend beside the service: at this limit (about 4M
+/// events) a check takes about 2 s and 400 MB. The end-of-run check still judges everything;
+/// `--stop-on-violation` can no longer stop the run early.
 pub const LIVE_CHECK_BYTES_MAX: u64 = 512 << 20;
 
 /// A history file followed as it grows.
@@ -369,16 +372,21 @@ impl Watcher {
         tx: watch::Sender<LiveVerdict>,
     ) -> Watcher {
         let stop = Arc::new(AtomicBool::new(false));
-        let mut follow = Follow::new(path, cfg);
         let flag = stop.clone();
+        let (path, cfg) = (path.to_path_buf(), cfg.clone());
         let thread = std::thread::Builder::new()
             .name("live-check".into())
             .spawn(move || {
                 let mut wait = every;
-                // Ends when the watcher is dropped, or at the size limit; each pass sleeps at
-                // least `every`.
+                let mut checked_bytes = 0;
+                // Ends when the watcher is dropped, or at a limit; each pass sleeps at least
+                // `every`.
                 while sleep_unless(&flag, wait) {
-                    if follow.checked_bytes >= LIVE_CHECK_BYTES_MAX {
+                    let cut = match time_closed_len(&path) {
+                        Ok(cut) if cut != checked_bytes => cut,
+                        _ => continue,
+                    };
+                    if cut >= LIVE_CHECK_BYTES_MAX {
                         let events = tx.borrow().checked_events;
                         tracing::warn!(
                             "the history passed {} MiB ({events} events): live checks stop here \
@@ -389,27 +397,28 @@ impl Watcher {
                         tx.send_modify(|v| v.gave_up_at_events = Some(events));
                         return;
                     }
+                    checked_bytes = cut;
                     let began = Instant::now();
-                    let checked = follow.poll();
-                    wait = every.max(began.elapsed() * 3);
-                    let r = match checked {
-                        Ok(Some(r)) => Some(r),
-                        Ok(None) => continue,
+                    let found = match check_in_child(&path, cut, &cfg, &flag) {
+                        Ok(Some(found)) => Some(found),
+                        // Stopped meanwhile.
+                        Ok(None) => return,
                         Err(e) => {
                             tracing::debug!("live check: {e}");
                             None
                         }
                     };
+                    wait = every.max(began.elapsed() * 3);
                     tx.send_modify(|v| {
-                        v.violations = r.as_ref().map(|r| r.violations.len());
-                        if let Some(r) = &r {
-                            v.checked_events = r.stats.events;
-                            v.checked_through_ns = r.stats.duration_ns;
+                        v.violations = found.as_ref().map(|f| f.violations);
+                        if let Some(f) = &found {
+                            v.checked_events = f.events;
+                            v.checked_through_ns = f.through_ns;
                         }
                         if v.first_safety.is_none() {
                             v.first_safety =
-                                r.as_ref().and_then(first_safety).map(|violation| Proven {
-                                    violation: violation.clone(),
+                                found.and_then(|f| f.first_safety).map(|violation| Proven {
+                                    violation,
                                     proven_at_s: start.elapsed().as_secs_f64(),
                                 });
                         }
@@ -422,6 +431,124 @@ impl Watcher {
             thread: Some(thread),
         }
     }
+}
+
+/// What a live check found, as its process prints it: one JSON line.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Found {
+    violations: usize,
+    events: u64,
+    /// The time of the last event read, in ns.
+    through_ns: u64,
+    first_safety: Option<Violation>,
+}
+
+/// `lockpick live-check` (hidden): checks the first `--bytes` of a history and prints what it
+/// found as one JSON line. A run's live checks run in a process of their own, so that what a
+/// check allocates (in proportion to the history) is given back when it ends, and never stays
+/// in the harness beside the service.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LiveCheckArgs {
+    pub path: PathBuf,
+    #[arg(long)]
+    pub bytes: u64,
+    #[arg(long)]
+    pub drift: f64,
+    #[arg(long)]
+    pub liveness_grace_ns: u64,
+    #[arg(long)]
+    pub min_grants: u64,
+    #[arg(long)]
+    pub monotonic_clock_reach_ns: Option<u64>,
+}
+
+pub fn live_check(a: LiveCheckArgs) -> anyhow::Result<history::ExitCode> {
+    let cfg = checkers::CheckConfig {
+        drift: a.drift,
+        liveness_grace_ns: a.liveness_grace_ns,
+        min_grants: a.min_grants,
+        monotonic_clock_reach_ns: a.monotonic_clock_reach_ns,
+    };
+    let r = checkers::check_prefix(&a.path, a.bytes, &cfg)?;
+    let found = Found {
+        violations: r.violations.len(),
+        events: r.stats.events,
+        through_ns: r.stats.duration_ns,
+        first_safety: first_safety(&r).cloned(),
+    };
+    println!("{}", serde_json::to_string(&found)?);
+    Ok(history::ExitCode::Valid)
+}
+
+/// How long one live check may take before it is given up (a history far past any run's).
+const LIVE_CHECK_TIME_MAX: Duration = Duration::from_secs(120);
+
+/// Runs `lockpick live-check` on the first `bytes` of `path`, at a lower priority than the
+/// service and the clients it watches. `None` when `stop` was set meanwhile (the check is
+/// ended, by its pid).
+fn check_in_child(
+    path: &Path,
+    bytes: u64,
+    cfg: &checkers::CheckConfig,
+    stop: &AtomicBool,
+) -> anyhow::Result<Option<Found>> {
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe()?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("live-check")
+        .arg(path)
+        .args(["--bytes", &bytes.to_string()])
+        .args(["--drift", &cfg.drift.to_string()])
+        .args(["--liveness-grace-ns", &cfg.liveness_grace_ns.to_string()])
+        .args(["--min-grants", &cfg.min_grants.to_string()]);
+    if let Some(r) = cfg.monotonic_clock_reach_ns {
+        cmd.args(["--monotonic-clock-reach-ns", &r.to_string()]);
+    }
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    // SAFETY: between fork and exec only setpriority, a plain system call, runs.
+    unsafe {
+        cmd.pre_exec(|| {
+            // The check yields to the service and the clients: it must not change what it
+            // watches. A failure leaves the default priority.
+            libc::setpriority(libc::PRIO_PROCESS, 0, 10);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn()?;
+    let (mut out, mut err) = (
+        child.stdout.take().expect("piped"),
+        child.stderr.take().expect("piped"),
+    );
+    // Read aside: a child blocked on a full pipe would never end.
+    let reader = std::thread::spawn(move || {
+        let (mut o, mut e) = (String::new(), String::new());
+        let _ = out.read_to_string(&mut o);
+        let _ = err.read_to_string(&mut e);
+        (o, e)
+    });
+    let began = Instant::now();
+    // Bounded by LIVE_CHECK_TIME_MAX.
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if stop.load(Ordering::Relaxed) || began.elapsed() > LIVE_CHECK_TIME_MAX {
+            let _ = child.kill();
+            let _ = child.wait();
+            if stop.load(Ordering::Relaxed) {
+                return Ok(None);
+            }
+            anyhow::bail!("a live check took over {LIVE_CHECK_TIME_MAX:?}: ended");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let (out, err) = reader.join().unwrap_or_default();
+    if !status.success() {
+        anyhow::bail!("{}", err.trim());
+    }
+    Ok(Some(serde_json::from_str(out.trim())?))
 }
 
 /// Sleeps `d` in short steps; false as soon as `stop` is set.

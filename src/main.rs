@@ -159,6 +159,7 @@ fn dispatch(cmd: Command) -> Result<ExitCode> {
         Command::Lockd(a) => lockd(a),
         Command::Store(a) => store(a),
         Command::ClockAgent(a) => agent_cmd::run(a),
+        Command::LiveCheck(a) => live::live_check(a),
     }
 }
 

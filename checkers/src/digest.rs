@@ -495,7 +495,7 @@ pub fn check_path(
     // Reserve for every op up front (an event line is rarely under 60 bytes, an op is two
     // events): unused capacity is address space, never touched, and no regrowth copies.
     let capacity = file.metadata().map(|m| m.len() as usize / 120).unwrap_or(0);
-    let (mut results, warnings) = check_input(file, path, capacity, cfg)?;
+    let (mut results, warnings) = check_input(file, path, capacity, cfg, true)?;
     read_evidence(path, &mut results);
     Ok((results, warnings))
 }
@@ -512,7 +512,7 @@ pub fn check_prefix(
 ) -> Result<history::Results, CheckError> {
     use std::io::Read;
     let file = open(path)?;
-    let (results, _) = check_input(file.take(bytes), path, bytes as usize / 120, cfg)?;
+    let (results, _) = check_input(file.take(bytes), path, bytes as usize / 120, cfg, false)?;
     Ok(results)
 }
 
@@ -526,12 +526,15 @@ fn open(path: &Path) -> Result<std::fs::File, CheckError> {
     })
 }
 
-/// The digest of `input` (named `path` in errors), and every checker run over it.
+/// The digest of `input` (named `path` in errors), and every checker run over it. The model is
+/// freed on a thread of its own (`drop_aside`) or before returning (a live check, whose caller
+/// then hands the memory back).
 fn check_input(
     input: impl std::io::Read,
     path: &Path,
     capacity: usize,
     cfg: &CheckConfig,
+    drop_aside: bool,
 ) -> Result<(history::Results, Vec<ReadWarning>), CheckError> {
     // Pairing is sequential: it runs on its own thread, on each block while the next is parsed.
     let (tx, rx) = std::sync::mpsc::sync_channel::<Piece>(4);
@@ -560,7 +563,9 @@ fn check_input(
     let model = Model::from_digest(digest, cfg);
     let results = crate::check_model(&model, cfg);
     // Freeing millions of ops takes a noticeable share of a check; nobody waits for it.
-    std::thread::spawn(move || drop(model));
+    if drop_aside {
+        std::thread::spawn(move || drop(model));
+    }
     Ok((results, warnings))
 }
 
