@@ -368,7 +368,10 @@ impl Suite {
             Err(why) => return self.failed(id, s, why),
         };
         let aims: Vec<String> = s.aims.iter().map(|&i| self.cells[i].label()).collect();
-        print!("  {id:<44} {:>5.1} s  ", s.duration_ms as f64 / 1000.0);
+        print!(
+            "  {id:<44} planned {:>5.1} s  ",
+            s.duration_ms as f64 / 1000.0
+        );
         let _ = std::io::Write::flush(&mut std::io::stdout());
         for &i in &s.aims {
             self.tallies[i].tries += 1;
@@ -416,11 +419,15 @@ impl Suite {
             replay,
             error: None,
         };
+        let stopped = results.as_ref().is_some_and(|r| {
+            r.incomplete()
+                .is_some_and(|c| c.state == history::RunState::Stopped)
+        });
         match results {
             Some(r) => self.judge(s, &r, &mut run),
             None => run.error = Some(no_verdict(&ended, &text)),
         }
-        self.print_done(s, &run, elapsed);
+        self.print_done(s, &run, elapsed, stopped);
         run
     }
 
@@ -479,7 +486,8 @@ impl Suite {
     }
 
     /// The scenario's line, after its id: verdict, time, cells exercised, error or kinds.
-    fn print_done(&self, s: &Scenario, run: &ScenarioRun, elapsed: Duration) {
+    /// `stopped`: the scenario ended at its first proven violation (`--stop-on-violation`).
+    fn print_done(&self, s: &Scenario, run: &ScenarioRun, elapsed: Duration, stopped: bool) {
         let exercised: Vec<String> = s
             .aims
             .iter()
@@ -487,9 +495,14 @@ impl Suite {
             .map(|&i| self.cells[i].label())
             .collect();
         println!(
-            "{:<8} {:>5.1} s  exercised {}/{}{}",
+            "{:<8} took {:>5.1} s{}  exercised {}/{}{}",
             run.verdict,
             elapsed.as_secs_f64(),
+            if stopped {
+                " (stopped at its first violation)"
+            } else {
+                ""
+            },
             exercised.len(),
             s.aims.len(),
             match (&run.error, run.violations.is_empty()) {
@@ -728,7 +741,11 @@ fn write_outputs(dir: &Path, r: &SuiteResults) -> Result<()> {
         std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
     };
     write(SUITE_FILE, serde_json::to_string_pretty(r)? + "\n")?;
-    write(layout::SUMMARY_FILE, summary_text(r))?;
+    // The blank line separates it from the scenario lines on the terminal, not in the file.
+    write(
+        layout::SUMMARY_FILE,
+        summary_text(r).trim_start().to_string(),
+    )?;
     write("index.html", index_html(dir, r))?;
     write(layout::JUNIT_FILE, junit_xml(r))?;
     Ok(())
