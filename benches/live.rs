@@ -1,9 +1,11 @@
 //! Live verdicts (issue 22), two figures for BENCHMARKS.md:
 //!
-//! 1. `--stop-on-violation` against `--unsafe racy`: how long after the first double grant
-//!    became provable (the last event of its ops) the live check proved it, and how long after
-//!    it the clients' last op was sent (the run's end of traffic), on several seeds; with the
-//!    whole run's wall time (start, stop, heal, check, report).
+//! 1. `--stop-on-violation` against `--unsafe racy` (no faults: it double-grants at once) and
+//!    `--unsafe reuse-tokens` (every fault: it goes wrong after a kill, seconds in): how long
+//!    after the violation it stopped on became provable (the last event of its ops) the live
+//!    check proved it, and how long after that the clients' last op was sent (the run's end of
+//!    traffic), on several seeds; with the whole run's wall time (start, stop, heal, check,
+//!    report).
 //! 2. What one live check costs as the history grows: `checkers::check_prefix` over a generated
 //!    correct history of 100k, 1M and 10M events (median of 3), with the byte floor (reading
 //!    the same bytes) measured beside it. A run waits three times a check's cost before the
@@ -25,25 +27,55 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// (wall s, proven - first violation's end s, last client invoke - first violation's end s)
-fn stop_once(seed: u64, out: &Path) -> (f64, f64, f64) {
-    let began = Instant::now();
-    let o = Command::new(BIN)
-        .args(["run", "--out", out.to_str().unwrap()])
-        .args([
+/// The targets stopped: a label and `lockpick run`'s flags (each run gets `--stop-on-violation
+/// --seed S` too).
+const TARGETS: [(&str, &[&str]); 2] = [
+    (
+        "racy, no faults",
+        &[
             "--workload",
             "mutex",
             "--nemesis",
             "none",
             "--unsafe",
             "racy",
-        ])
-        .args(["--ttl", "1s", "--hold", "50ms..600ms", "--duration", "60s"])
+            "--ttl",
+            "1s",
+            "--hold",
+            "50ms..600ms",
+            "--duration",
+            "60s",
+        ],
+    ),
+    (
+        "reuse-tokens, every fault",
+        &[
+            "--unsafe",
+            "reuse-tokens",
+            "--ttl",
+            "1s",
+            "--duration",
+            "60s",
+        ],
+    ),
+];
+
+/// One stopped run: (wall s, proven - when the violation it stopped on became provable s,
+/// the clients' last invoke - that s, what it stopped on).
+fn stop_once(seed: u64, flags: &[&str], out: &Path) -> (f64, f64, f64, String) {
+    let began = Instant::now();
+    let o = Command::new(BIN)
+        .args(["run", "--out", out.to_str().unwrap()])
+        .args(flags)
         .args(["--stop-on-violation", "--seed", &seed.to_string()])
         .output()
         .expect("lockpick runs");
     let wall = began.elapsed().as_secs_f64();
-    assert_eq!(o.status.code(), Some(1), "seed {seed}: not invalid");
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "seed {seed} {flags:?}: not invalid"
+    );
     let dir = out.join(std::fs::read_link(out.join("latest")).unwrap());
     let r: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
@@ -61,23 +93,17 @@ fn stop_once(seed: u64, out: &Path) -> (f64, f64, f64) {
             .and_then(|e| e["time_ns"].as_u64())
             .unwrap()
     };
-    let first_end_ns = r["violations"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|v| v["kind"] == "double-grant")
-        .map(|v| {
-            v["ops"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|o| time_of(o.as_u64().unwrap()))
-                .max()
-                .unwrap()
-        })
-        .min()
-        .unwrap();
     let reason = r["completeness"]["reason"].as_str().unwrap();
+    // `double-grant on L0 proven at 0.27 s (ops 5, 6, from 0.02 s to 0.25 s)`.
+    let ops: Vec<u64> = reason
+        .split("(ops ")
+        .nth(1)
+        .and_then(|s| s.split(", from").next())
+        .unwrap_or_else(|| panic!("seed {seed}: {reason}"))
+        .split(", ")
+        .map(|o| o.parse().unwrap())
+        .collect();
+    let provable_s = ops.iter().map(|&o| time_of(o)).max().unwrap() as f64 / 1e9;
     let proven_s: f64 = reason
         .split("proven at ")
         .nth(1)
@@ -90,11 +116,12 @@ fn stop_once(seed: u64, out: &Path) -> (f64, f64, f64) {
         .filter_map(|e| e["time_ns"].as_u64())
         .max()
         .unwrap();
-    let first_s = first_end_ns as f64 / 1e9;
+    let what = reason.split(" (").next().unwrap_or_default().to_string();
     (
         wall,
-        proven_s - first_s,
-        last_invoke_ns as f64 / 1e9 - first_s,
+        proven_s - provable_s,
+        last_invoke_ns as f64 / 1e9 - provable_s,
+        what,
     )
 }
 
@@ -133,22 +160,26 @@ fn main() {
     // `0` as the only size: the stop figures alone.
     sizes.retain(|&n| n > 0);
 
-    println!("| seed | run wall | proven after the double grant | clients' last op after it |");
-    println!("|---|---|---|---|");
-    let (mut proven, mut stopped, mut walls) = (Vec::new(), Vec::new(), Vec::new());
-    for seed in 1..=seeds {
-        let (wall, p, s) = stop_once(seed, &tmp.path().join(format!("runs{seed}")));
-        println!("| {seed} | {wall:.2} s | {p:.3} s | {s:.3} s |");
-        proven.push(p);
-        stopped.push(s);
-        walls.push(wall);
+    for (label, flags) in TARGETS {
+        println!("{label}:\n");
+        println!("| seed | stopped on | run wall | proven after it was provable | clients' last op after it |");
+        println!("|---|---|---|---|---|");
+        let (mut proven, mut stopped, mut walls) = (Vec::new(), Vec::new(), Vec::new());
+        for seed in 1..=seeds {
+            let out = tmp.path().join(format!("runs-{}-{seed}", label.len()));
+            let (wall, p, s, what) = stop_once(seed, flags, &out);
+            println!("| {seed} | {what} | {wall:.2} s | {p:.3} s | {s:.3} s |");
+            proven.push(p);
+            stopped.push(s);
+            walls.push(wall);
+        }
+        println!(
+            "| median | | {:.2} s | {:.3} s | {:.3} s |\n",
+            median(walls),
+            median(proven),
+            median(stopped)
+        );
     }
-    println!(
-        "| median | {:.2} s | {:.3} s | {:.3} s |\n",
-        median(walls),
-        median(proven),
-        median(stopped)
-    );
 
     println!(
         "| events | bytes | read (floor) | one live check (check_prefix) | ratio | checks of 3 |"
