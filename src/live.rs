@@ -493,7 +493,14 @@ fn check_in_child(
     stop: &AtomicBool,
 ) -> anyhow::Result<Option<Found>> {
     use std::os::unix::process::CommandExt;
-    let exe = std::env::current_exe()?;
+    // This very binary, even if the file was replaced while the run goes on (an upgrade during
+    // a soak): /proc/self/exe still names the running one.
+    let proc_exe = Path::new("/proc/self/exe");
+    let exe = if proc_exe.exists() {
+        proc_exe.to_path_buf()
+    } else {
+        std::env::current_exe()?
+    };
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("live-check")
         .arg(path)
