@@ -3,7 +3,9 @@
 //! `EVERY`, beside what its status line says at that time: the ops so far and how far behind
 //! the run the live verdict is. Prints a table for BENCHMARKS.md.
 //!
-//! Run: `cargo bench --bench soak -- [DURATION_S] [EVERY_S]` (default 600 s, every 60 s).
+//! Run: `cargo bench --bench soak -- [DURATION_S] [EVERY_S] [BINARY]` (default 600 s, every
+//! 60 s, this build's binary). For a long soak, give a copy of the binary: a rebuild meanwhile
+//! replaces the file the run started from.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -25,8 +27,9 @@ fn main() {
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
     let duration_s: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(600);
     let every_s: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(60);
+    let bin = args.next().unwrap_or_else(|| BIN.to_string());
     let tmp = tempfile::tempdir().unwrap();
-    let mut child = Command::new(BIN)
+    let mut child = Command::new(&bin)
         .args(["run", "--out", tmp.path().to_str().unwrap()])
         .args(["--duration", &format!("{duration_s}s"), "--seed", "1"])
         .stdout(Stdio::piped())

@@ -235,6 +235,31 @@ fn check_config(
     Ok(cfg)
 }
 
+/// How many of the violations a follow printed the verdict lists under other ops, said in a
+/// sentence; `None` when it lists them all as printed.
+fn renamed_note(f: &crate::live::Followed, results: &Results) -> Option<String> {
+    let renamed = f
+        .printed
+        .iter()
+        .filter(|(kind, lock, ops)| {
+            !results.violations.iter().any(|v| {
+                let mut o = v.ops.clone();
+                o.sort_unstable();
+                v.kind == *kind && v.lock == *lock && o == *ops
+            })
+        })
+        .count();
+    (renamed > 0).then(|| {
+        format!(
+            "{renamed} of the {} violation(s) printed while following are listed below under \
+             other ops: the verdict names each by the ops that prove it in the whole history, \
+             which later events can change (another grant of the same double grant, a shorter \
+             witness)",
+            f.printed.len()
+        )
+    })
+}
+
 /// `lockpick check PATH`: the verdict of a history file or run directory, offline (with
 /// `--follow`, once its writer is done).
 pub fn check(a: CheckArgs) -> Result<ExitCode> {
@@ -251,25 +276,7 @@ pub fn check(a: CheckArgs) -> Result<ExitCode> {
         if let Some(why) = &f.cut_short {
             results.set_completeness(Completeness::interrupted(why.clone()));
         }
-        let renamed = f
-            .printed
-            .iter()
-            .filter(|(kind, lock, ops)| {
-                !results.violations.iter().any(|v| {
-                    let mut o = v.ops.clone();
-                    o.sort_unstable();
-                    v.kind == *kind && v.lock == *lock && o == *ops
-                })
-            })
-            .count();
-        if renamed > 0 {
-            let note = format!(
-                "{renamed} of the {} violation(s) printed while following are listed below under \
-                 other ops: the verdict names each by the ops that prove it in the whole history, \
-                 which later events can change (another grant of the same double grant, a \
-                 shorter witness)",
-                f.printed.len()
-            );
+        if let Some(note) = renamed_note(f, &results) {
             if a.json {
                 eprintln!("note: {note}");
             } else {
