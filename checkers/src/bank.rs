@@ -22,6 +22,10 @@ use std::collections::BTreeMap;
 
 pub struct Total;
 
+/// Why the bank's rules judge nothing in a history of another workload.
+pub(crate) const NO_TRANSFER: &str =
+    "no transfer in the history: the bank workload's rule (--workload bank)";
+
 impl Checker for Total {
     fn name(&self) -> &'static str {
         "bank-total"
@@ -34,10 +38,12 @@ impl Checker for Total {
     fn check_model(&self, m: &Model, cfg: &CheckConfig) -> CheckOutput {
         let mut out = CheckOutput::new();
         let accounts = m.transfer_keys();
-        if accounts.iter().any(|&a| a) {
+        let transfers = accounts.iter().any(|&a| a);
+        if transfers {
             judge(m, &accounts, &mut out);
         }
         verdict(m, cfg, &mut out);
+        out.nothing_to_judge(transfers, || NO_TRANSFER.to_string());
         out
     }
 }

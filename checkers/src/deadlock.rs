@@ -116,8 +116,9 @@ fn wait_end(m: &Model, pos: usize) -> u64 {
     m.ops[pos].complete_ns().unwrap_or(m.end_time_ns)
 }
 
-/// The wait-for edges that can be part of a cycle.
-fn edges(m: &Model) -> Vec<Edge> {
+/// The wait-for edges that can be part of a cycle, and whether any client waited for a lock
+/// while it surely held another (without which there is no edge to look for).
+fn edges(m: &Model) -> (Vec<Edge>, bool) {
     let mut segs = Vec::new();
     for (gi, g) in m.grants.iter().enumerate() {
         for s in &g.holds {
@@ -153,7 +154,7 @@ fn edges(m: &Model) -> Vec<Edge> {
         }
     }
     if waiters.is_empty() {
-        return Vec::new();
+        return (Vec::new(), false);
     }
     let by_lock = Groups::new(by_process.segs, |s| u64::from(s.lock));
     // process -> hulls of its holding waits, for the filter on an edge's far end.
@@ -189,7 +190,7 @@ fn edges(m: &Model) -> Vec<Edge> {
         }
     }
     out.sort_by_key(|e| (e.start_ns, e.end_ns, e.wait, e.seg.grant));
-    out
+    (out, true)
 }
 
 /// A cycle of the wait-for graph: its edges in order (each edge's `to` is the next's `from`).
@@ -380,8 +381,10 @@ fn cycles_at(live: &[Edge], fresh_from: usize) -> Vec<Vec<Edge>> {
 
 /// Every cycle of the history's wait-for graphs, judged once each (by its waits): in the
 /// order they formed.
-fn judged_cycles(m: &Model, cfg: &CheckConfig) -> (Vec<Cycle>, u64) {
-    let edges = edges(m);
+/// The cycles judged, how many more were not, and whether any client waited for a lock while
+/// it held another (without which no cycle can form, and there is nothing to judge).
+fn judged_cycles(m: &Model, cfg: &CheckConfig) -> (Vec<Cycle>, u64, bool) {
+    let (edges, waited) = edges(m);
     let mut live: Vec<Edge> = Vec::new();
     let mut seen: FxSet<Vec<(usize, u64)>> = FxSet::default();
     let mut cycles = Vec::new();
@@ -413,7 +416,7 @@ fn judged_cycles(m: &Model, cfg: &CheckConfig) -> (Vec<Cycle>, u64) {
             cycles.push(c);
         }
     }
-    (cycles, unjudged)
+    (cycles, unjudged, waited)
 }
 
 /// The witness sentence: who held what and waited for what, from when, and how it ended.
@@ -457,7 +460,7 @@ impl Checker for Deadlock {
 
     fn check_model(&self, m: &Model, cfg: &CheckConfig) -> CheckOutput {
         let mut out = CheckOutput::new();
-        let (cycles, unjudged) = judged_cycles(m, cfg);
+        let (cycles, unjudged, waited) = judged_cycles(m, cfg);
         // How the cycles that were no deadlock ended, and the first of each kind.
         let mut broken: Vec<(Ending, u64, String)> = Vec::new();
         for c in &cycles {
@@ -523,6 +526,11 @@ impl Checker for Deadlock {
             );
         }
         verdict(m, cfg, &mut out);
+        out.nothing_to_judge(waited, || {
+            "no client waited for a lock while it held another: one lock at a time cannot \
+             deadlock"
+                .to_string()
+        });
         if unjudged > 0 && out.valid == Validity::Valid {
             // A cycle not judged may be the deadlock.
             out.valid = Validity::Unknown;

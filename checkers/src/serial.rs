@@ -98,7 +98,9 @@ impl Checker for Serializability {
         }
         verdict(m, cfg, &mut out);
         // Outside the bank there is nothing this rule could judge, as for bank-total.
-        if !m.transfers.is_empty() {
+        if m.transfers.is_empty() {
+            out.nothing_to_judge(false, || crate::bank::NO_TRANSFER.to_string());
+        } else {
             out.nothing_to_judge(judged, || {
                 "no transfer's read said the version it read (a store that answers reads \
                  without `seq`): the critical sections' order cannot be rebuilt"
