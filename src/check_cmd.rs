@@ -324,3 +324,76 @@ pub fn check(a: CheckArgs) -> Result<ExitCode> {
         !a.json,
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::renamed_note;
+    use crate::live::Followed;
+    use history::{Violation, ViolationKind};
+
+    fn violation(kind: ViolationKind, lock: &str, ops: &[u64]) -> Violation {
+        Violation {
+            kind,
+            lock: Some(lock.to_string()),
+            ops: ops.to_vec(),
+            window_ns: [0, 1],
+            nemesis: Vec::new(),
+            explanation: "a sentence".into(),
+            cycle: Vec::new(),
+        }
+    }
+
+    /// The note counts the printed violations the verdict does not list by the same kind, lock
+    /// and ops (in any order), and is absent when it lists them all.
+    #[test]
+    fn the_follow_says_how_many_printed_violations_the_verdict_names_otherwise() {
+        use ViolationKind::{DoubleGrant, TokenReused};
+        let verdict = [
+            violation(DoubleGrant, "L0", &[9, 4]),
+            violation(TokenReused, "L1", &[3, 7]),
+        ];
+        type Printed<'a> = &'a [(ViolationKind, &'a str, &'a [u64])];
+        let cases: [(Printed, Option<&str>); 5] = [
+            (&[], None),
+            (&[(DoubleGrant, "L0", &[4, 9])], None),
+            (
+                &[(DoubleGrant, "L0", &[4, 9]), (TokenReused, "L1", &[3, 7])],
+                None,
+            ),
+            (
+                &[(DoubleGrant, "L0", &[4, 8])],
+                Some("1 of the 1 violation(s)"),
+            ),
+            (
+                &[
+                    (DoubleGrant, "L1", &[4, 9]),
+                    (TokenReused, "L1", &[3, 7]),
+                    (TokenReused, "L0", &[3, 7]),
+                ],
+                Some("2 of the 3 violation(s)"),
+            ),
+        ];
+        let mut results = checkers::check(
+            &history::History::new(Vec::new()).unwrap(),
+            &checkers::CheckConfig::default(),
+        );
+        results.violations = verdict.to_vec();
+        for (printed, want) in cases {
+            let f = Followed {
+                cut_short: None,
+                printed: printed
+                    .iter()
+                    .map(|(k, l, o)| (*k, Some(l.to_string()), o.to_vec()))
+                    .collect(),
+            };
+            let got = renamed_note(&f, &results);
+            match want {
+                None => assert_eq!(got, None, "{printed:?}"),
+                Some(start) => {
+                    let got = got.unwrap_or_default();
+                    assert!(got.starts_with(start), "{printed:?}: {got}");
+                }
+            }
+        }
+    }
+}
