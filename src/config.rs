@@ -4,7 +4,7 @@
 mod faults;
 mod repro;
 
-use crate::cli::RunArgs;
+use crate::flags::{self, RunArgs};
 use anyhow::{bail, Context, Result};
 use nemesis::clock::ClockScope;
 use nemesis::schedule::{
@@ -76,6 +76,17 @@ pub enum Target {
 }
 
 impl Target {
+    /// A command's target, else a URL's, else the embedded one.
+    fn of(cmd: Option<&str>, url: Option<&str>) -> Target {
+        match (cmd, url) {
+            (Some(t), _) => Target::Command {
+                template: t.to_string(),
+            },
+            (None, Some(u)) => Target::Url { url: u.to_string() },
+            (None, None) => Target::Embedded,
+        }
+    }
+
     pub fn is_started_by_us(&self) -> bool {
         !matches!(self, Target::Url { .. })
     }
@@ -155,10 +166,10 @@ pub struct RunConfig {
 }
 
 /// Bounds on sizes a flag may ask for: past these the machine, not the service, is tested.
-const CLIENTS_MAX: usize = 1024;
-const LOCKS_MAX: usize = 10_000;
+const CLIENTS_MAX: u64 = 1024;
+const LOCKS_MAX: u64 = 10_000;
 /// A loopback cluster beyond this is a different kind of test.
-const NODES_MAX: usize = 16;
+const NODES_MAX: u64 = 16;
 /// Bounds on a lease (`--ttl`, `--renew-ttl`): the reference lockd refuses more than an hour.
 const TTL_MS_MIN: u64 = 10;
 const TTL_MS_MAX: u64 = 3_600_000;
@@ -173,10 +184,11 @@ impl RunConfig {
         let (service, own, kind) = service_of(a)?;
         // `--nodes` resolved once, from the service when not given: every check below reads
         // the count the run will have.
-        let resolved = RunArgs {
-            nodes: Some(a.nodes.unwrap_or_else(|| service.nodes_default())),
-            ..a.clone()
-        };
+        let mut resolved = a.clone();
+        let nodes = a
+            .count(&flags::NODES)
+            .unwrap_or(service.nodes_default() as u64);
+        resolved.set_count(&flags::NODES, Some(nodes));
         let checked = Checked::of(&resolved, service, own, kind)?;
         Ok(checked.lay_out(&resolved))
     }
@@ -236,19 +248,20 @@ fn service_of(
     workloads::ServiceOptions,
     WorkloadKind,
 )> {
-    let service = workloads::service(&a.adapter).with_context(|| {
+    let adapter = a.value(&flags::ADAPTER);
+    let service = workloads::service(adapter).with_context(|| {
         format!(
             "--adapter {:?}: expected {}",
-            a.adapter,
+            adapter,
             workloads::service_names()
         )
     })?;
-    let own = workloads::ServiceOptions::parse(service, &a.adapter_opt)
+    let own = workloads::ServiceOptions::parse(service, a.list(&flags::ADAPTER_OPT))
         .map_err(|e| anyhow::anyhow!("--adapter-opt {e}"))?;
     // A register written inside the grant (a transaction-scoped lock's commit) needs no token.
     let fencing =
         service.tokens(&own) == workloads::Tokens::Fencing || service.grant_guards_resource(&own);
-    let kind: WorkloadKind = match &a.workload {
+    let kind: WorkloadKind = match a.text(&flags::WORKLOAD) {
         Some(w) => w
             .parse()
             .map_err(|e: String| anyhow::anyhow!("--workload: {e}"))?,
@@ -327,18 +340,18 @@ impl Checked {
         kind: WorkloadKind,
     ) -> Result<Checked> {
         let t = Timing::of(a)?;
-        let nemesis_interval_ms = ms("nemesis-interval", &a.nemesis_interval)?;
+        let interval = a.value(&flags::NEMESIS_INTERVAL);
+        let nemesis_interval_ms = ms(flags::NEMESIS_INTERVAL.name, interval)?;
         if nemesis_interval_ms == 0 {
             bail!(
-                "--nemesis-interval {}: must be at least 1ms (--nemesis none runs without faults)",
-                a.nemesis_interval
+                "--nemesis-interval {interval}: must be at least 1ms (--nemesis none runs without faults)"
             );
         }
-        check_drift(a.drift)?;
+        check_drift(a.fraction(&flags::DRIFT))?;
         lockd_modes(a, service)?;
         let (arrivals_shape, lock_order_policy) = workload_shape(a, kind)?;
         let (target, template, store) = target_of(a, service, &own, kind, &t)?;
-        let replay = match &a.schedule {
+        let replay = match a.path(&flags::SCHEDULE) {
             Some(path) => Some(faults::load_schedule(path, a, &target, service)?),
             None => None,
         };
@@ -349,13 +362,15 @@ impl Checked {
         let topologies = faults::topologies(a)?;
         // Drawn seeds stay below 2^53: exact as a JSON number in any reader (the report's
         // scripts included) and a plain TOML integer.
-        let seed = a.seed.unwrap_or_else(|| rand::random::<u64>() >> 11);
+        let seed = a
+            .count(&flags::SEED)
+            .unwrap_or_else(|| rand::random::<u64>() >> 11);
         let name = run_name(a, &target, service, kind)?;
-        let etcd_api = match a.etcd_api.as_str() {
+        let etcd_api = match a.value(&flags::ETCD_API) {
             p @ ("/v3" | "/v3beta") => p.to_string(),
             other => bail!("--etcd-api {other:?}: expected /v3 (etcd 3.4+) or /v3beta (3.3)"),
         };
-        let hosts = match &a.hosts_file {
+        let hosts = match a.path(&flags::HOSTS_FILE) {
             Some(f) => Some(load_hosts(f)?),
             None => None,
         };
@@ -378,8 +393,11 @@ impl Checked {
             name,
             etcd_api,
             hosts,
-            liveness_grace_ms: ms("liveness-grace", &a.liveness_grace)?,
-            startup_timeout_ms: ms("startup-timeout", &a.startup_timeout)?,
+            liveness_grace_ms: ms(flags::LIVENESS_GRACE.name, a.value(&flags::LIVENESS_GRACE))?,
+            startup_timeout_ms: ms(
+                flags::STARTUP_TIMEOUT.name,
+                a.value(&flags::STARTUP_TIMEOUT),
+            )?,
         })
     }
 
@@ -389,33 +407,32 @@ impl Checked {
             name: self.name,
             seed: self.seed,
             workload: self.kind.as_str().to_string(),
-            clients: a.clients,
-            locks: a.locks,
+            clients: a.number(&flags::CLIENTS) as usize,
+            locks: a.number(&flags::LOCKS) as usize,
             ttl_ms: self.t.ttl_ms,
             renew_ttl_ms: self.t.renew_ttl_ms,
             hold_min_ms: self.t.hold_min_ms,
             hold_max_ms: self.t.hold_max_ms,
             duration_ms: self.t.duration_ms,
-            ops_max: a.ops_max,
+            ops_max: a.count(&flags::OPS_MAX),
             op_timeout_ms: self.t.op_timeout_ms,
             acquire_wait_ms: self.t.acquire_wait_ms,
             nemesis: self.faults.iter().map(|f| f.to_string()).collect(),
             nemesis_interval_ms: self.nemesis_interval_ms,
-            adapter: a.adapter.clone(),
+            adapter: a.value(&flags::ADAPTER).to_string(),
             etcd_api: self.etcd_api,
-            template_file: a.template_file.clone(),
+            template_file: a.path(&flags::TEMPLATE_FILE).map(PathBuf::from),
             adapter_own: self.own,
             // Recorded absolute, so the run's config.toml reruns it from anywhere.
             hosts_file: a
-                .hosts_file
-                .as_ref()
-                .map(|f| std::fs::canonicalize(f).unwrap_or_else(|_| f.clone())),
+                .path(&flags::HOSTS_FILE)
+                .map(|f| std::fs::canonicalize(f).unwrap_or_else(|_| f.to_path_buf())),
             hosts: self.hosts,
             nodes: a.nodes(),
-            nemesis_targets: a.nemesis_targets.clone(),
+            nemesis_targets: a.value(&flags::NEMESIS_TARGETS).to_string(),
             runtime: self.runtime.to_string(),
             // As asked for; `topologies` holds the resolved list.
-            partition_topologies: match &a.partition_topologies {
+            partition_topologies: match a.text(&flags::PARTITION_TOPOLOGIES) {
                 Some(_) => self.topologies.iter().map(|t| t.to_string()).collect(),
                 None => Vec::new(),
             },
@@ -423,29 +440,29 @@ impl Checked {
             client_faults: self.clocks.client_shapes.names(),
             clock_scope: self.clocks.scope.to_string(),
             clock_bump_ms: self.clocks.bump_ms,
-            clock_rate: a.clock_rate,
+            clock_rate: a.fraction(&flags::CLOCK_RATE),
             target: self.target,
-            unsafe_mode: a.unsafe_mode.clone(),
-            lock_order: a.lock_order.clone(),
-            arrivals: a.arrivals.clone(),
+            unsafe_mode: a.text(&flags::UNSAFE).map(str::to_string),
+            lock_order: a.text(&flags::LOCK_ORDER).map(str::to_string),
+            arrivals: a.value(&flags::ARRIVALS).to_string(),
             arrivals_shape: self.arrivals_shape,
-            accounts: a.accounts,
+            accounts: a.number(&flags::ACCOUNTS) as usize,
             lock_order_policy: self.lock_order_policy,
             store: self.store,
-            store_fence: a.store_fence.clone(),
-            drift: a.drift,
+            store_fence: a.value(&flags::STORE_FENCE).to_string(),
+            drift: a.fraction(&flags::DRIFT),
             liveness_grace_ms: self.liveness_grace_ms,
             startup_timeout_ms: self.startup_timeout_ms,
-            out: a.out.clone(),
+            out: a.path(&flags::OUT).map(PathBuf::from).unwrap_or_default(),
             schedule_file: self.replay.as_ref().map(|(p, _)| p.clone()),
             schedule: self.replay.map(|(_, s)| s),
-            fail_on: reports::FailOn::given_or_default(a.fail_on)
+            fail_on: reports::FailOn::given_or_default(fail_on(a))
                 .names()
                 .iter()
                 .map(|n| n.to_string())
                 .collect(),
-            no_probe: a.no_probe,
-            stop_on_violation: a.stop_on_violation,
+            no_probe: a.switch(&flags::NO_PROBE),
+            stop_on_violation: a.switch(&flags::STOP_ON_VIOLATION),
             faults: self.faults,
             clock_modes: self.clocks.modes,
             client_shapes: self.clocks.client_shapes,
@@ -461,18 +478,18 @@ fn workload_shape(
     a: &RunArgs,
     kind: WorkloadKind,
 ) -> Result<(workloads::Arrivals, workloads::LockOrderPolicy)> {
-    let arrivals_shape = a
-        .arrivals
+    let arrivals = a.value(&flags::ARRIVALS);
+    let arrivals_shape = arrivals
         .parse::<workloads::Arrivals>()
-        .map_err(|e| anyhow::anyhow!("--arrivals {}: {e}", a.arrivals))?;
+        .map_err(|e| anyhow::anyhow!("--arrivals {arrivals}: {e}"))?;
     let lock_order_policy = a
-        .lock_order_policy
+        .value(&flags::LOCK_ORDER_POLICY)
         .parse::<workloads::LockOrderPolicy>()
         .map_err(|e| anyhow::anyhow!("--lock-order-policy: {e}"))?;
-    if kind == WorkloadKind::Bank && !(2..=LOCKS_MAX).contains(&a.accounts) {
+    let accounts = a.number(&flags::ACCOUNTS);
+    if kind == WorkloadKind::Bank && !(2..=LOCKS_MAX).contains(&accounts) {
         bail!(
-            "--accounts {}: the bank moves money between two accounts, so 2 to {LOCKS_MAX}",
-            a.accounts
+            "--accounts {accounts}: the bank moves money between two accounts, so 2 to {LOCKS_MAX}"
         );
     }
     Ok((arrivals_shape, lock_order_policy))
@@ -491,43 +508,48 @@ struct Timing {
 
 impl Timing {
     fn of(a: &RunArgs) -> Result<Timing> {
-        if a.clients == 0 || a.clients > CLIENTS_MAX {
-            bail!("--clients {}: expected 1..={CLIENTS_MAX}", a.clients);
+        let clients = a.number(&flags::CLIENTS);
+        if clients == 0 || clients > CLIENTS_MAX {
+            bail!("--clients {clients}: expected 1..={CLIENTS_MAX}");
         }
-        if a.locks == 0 || a.locks > LOCKS_MAX {
-            bail!("--locks {}: expected 1..={LOCKS_MAX}", a.locks);
+        let locks = a.number(&flags::LOCKS);
+        if locks == 0 || locks > LOCKS_MAX {
+            bail!("--locks {locks}: expected 1..={LOCKS_MAX}");
         }
-        let ttl_ms = ms("ttl", &a.ttl)?;
+        let ttl = a.value(&flags::TTL);
+        let ttl_ms = ms(flags::TTL.name, ttl)?;
         if !(TTL_MS_MIN..=TTL_MS_MAX).contains(&ttl_ms) {
-            bail!("--ttl {}: expected between 10ms and 1h", a.ttl);
+            bail!("--ttl {ttl}: expected between 10ms and 1h");
         }
-        let renew_ttl_ms = match &a.renew_ttl {
+        let renew_ttl_ms = match a.text(&flags::RENEW_TTL) {
             None => ttl_ms,
             Some(r) => {
-                let r_ms = ms("renew-ttl", r)?;
+                let r_ms = ms(flags::RENEW_TTL.name, r)?;
                 if !(TTL_MS_MIN..=TTL_MS_MAX).contains(&r_ms) {
                     bail!("--renew-ttl {r}: expected between 10ms and 1h");
                 }
                 r_ms
             }
         };
-        let (hold_min_ms, hold_max_ms) = range_ms("hold", &a.hold)?;
-        let duration_ms = ms("duration", &a.duration)?;
+        let (hold_min_ms, hold_max_ms) = range_ms(flags::HOLD.name, a.value(&flags::HOLD))?;
+        let duration = a.value(&flags::DURATION);
+        let duration_ms = ms(flags::DURATION.name, duration)?;
         // Durations are kept in whole milliseconds: below one is nothing.
         if duration_ms == 0 {
-            bail!("--duration {}: must be at least 1ms", a.duration);
+            bail!("--duration {duration}: must be at least 1ms");
         }
-        let op_timeout_ms = ms("op-timeout", &a.op_timeout)?;
+        let op_timeout = a.value(&flags::OP_TIMEOUT);
+        let op_timeout_ms = ms(flags::OP_TIMEOUT.name, op_timeout)?;
         if op_timeout_ms == 0 {
-            bail!("--op-timeout {}: must be at least 1ms", a.op_timeout);
+            bail!("--op-timeout {op_timeout}: must be at least 1ms");
         }
-        if a.ops_max == Some(0) {
+        if a.count(&flags::OPS_MAX) == Some(0) {
             bail!("--ops-max 0: must be at least 1 (leave it out to run for --duration)");
         }
-        let acquire_wait_ms = match &a.acquire_wait {
+        let acquire_wait_ms = match a.text(&flags::ACQUIRE_WAIT) {
             None => ttl_ms * ACQUIRE_WAIT_LEASES,
             Some(w) => {
-                let w_ms = ms("acquire-wait", w)?;
+                let w_ms = ms(flags::ACQUIRE_WAIT.name, w)?;
                 if w_ms > ACQUIRE_WAIT_MS_MAX {
                     bail!("--acquire-wait {w}: expected at most 10m");
                 }
@@ -548,22 +570,21 @@ impl Timing {
 
 /// The embedded lockd's and store's modes, each checked against what it needs.
 fn lockd_modes(a: &RunArgs, service: &dyn workloads::Service) -> Result<()> {
-    if a.unsafe_mode.is_some() && !service.takes_unsafe() {
+    if a.text(&flags::UNSAFE).is_some() && !service.takes_unsafe() {
         bail!(
             "--unsafe is a mode of the embedded lockd, not of {}",
             service.name()
         );
     }
     let mode = a
-        .unsafe_mode
-        .as_deref()
+        .text(&flags::UNSAFE)
         .map(str::parse::<lockd::UnsafeMode>)
         .transpose()
         .map_err(|e| anyhow::anyhow!("--unsafe: {e}"))?;
-    a.store_fence
+    a.value(&flags::STORE_FENCE)
         .parse::<lockd::FenceMode>()
         .map_err(|e| anyhow::anyhow!("--store-fence: {e}"))?;
-    let order = match &a.lock_order {
+    let order = match a.text(&flags::LOCK_ORDER) {
         Some(o) => lockd::LockOrder::parse(o).map_err(|e| anyhow::anyhow!("--lock-order: {e}"))?,
         None => lockd::LockOrder::Primary,
     };
@@ -593,14 +614,8 @@ fn target_of(
 ) -> Result<(Target, Option<workloads::TemplateSpec>, Option<Target>)> {
     let (ttl_ms, renew_ttl_ms) = (t.ttl_ms, t.renew_ttl_ms);
     check_urls(a, service, kind)?;
-    let target = match (&a.node_cmd, &a.url) {
-        (Some(t), _) => Target::Command {
-            template: t.clone(),
-        },
-        (None, Some(u)) => Target::Url { url: u.clone() },
-        (None, None) => Target::Embedded,
-    };
-    let template = match (service.config_section(), &a.template_file) {
+    let target = Target::of(a.text(&flags::NODE_CMD), a.text(&flags::URL));
+    let template = match (service.config_section(), a.path(&flags::TEMPLATE_FILE)) {
         (Some(_), Some(file)) => Some(load_template(file)?),
         (Some(section), None) => bail!(
             "--adapter {}: the API is described in a config file's [{section}] section; \
@@ -612,8 +627,8 @@ fn target_of(
     service
         .check(&workloads::Settings {
             renew_ttl_apart: (renew_ttl_ms != ttl_ms)
-                .then(|| a.renew_ttl.as_deref().unwrap_or_default()),
-            store_given: a.store_cmd.is_some() || a.store_url.is_some(),
+                .then(|| a.text(&flags::RENEW_TTL).unwrap_or_default()),
+            store_given: store_given(a),
             launched: matches!(target, Target::Embedded),
             nodes: a.nodes(),
             url: matches!(target, Target::Url { .. }),
@@ -623,13 +638,10 @@ fn target_of(
     let store = match kind {
         _ if service.own_resource(own) => None,
         WorkloadKind::Mutex => None,
-        WorkloadKind::Counter | WorkloadKind::Bank => Some(match (&a.store_cmd, &a.store_url) {
-            (Some(t), _) => Target::Command {
-                template: t.clone(),
-            },
-            (None, Some(u)) => Target::Url { url: u.clone() },
-            (None, None) => Target::Embedded,
-        }),
+        WorkloadKind::Counter | WorkloadKind::Bank => Some(Target::of(
+            a.text(&flags::STORE_CMD),
+            a.text(&flags::STORE_URL),
+        )),
     };
     Ok((target, template, store))
 }
@@ -639,15 +651,15 @@ fn target_of(
 fn check_urls(a: &RunArgs, service: &dyn workloads::Service, kind: WorkloadKind) -> Result<()> {
     // The store speaks the reference protocol; the service, whatever its descriptor says.
     let http: &[&str] = &["http", "https"];
-    for (flag, url, schemes) in [
-        ("url", &a.url, service.url_schemes()),
-        ("store-url", &a.store_url, http),
+    for (flag, schemes) in [
+        (&flags::URL, service.url_schemes()),
+        (&flags::STORE_URL, http),
     ] {
-        if let Some(u) = url {
-            check_url(flag, u, schemes)?;
+        if let Some(u) = a.text(flag) {
+            check_url(flag.name, u, schemes)?;
         }
     }
-    if kind == WorkloadKind::Mutex && (a.store_url.is_some() || a.store_cmd.is_some()) {
+    if kind == WorkloadKind::Mutex && store_given(a) {
         // A warning, not a refusal: a team's config file may name its store while one run
         // tests mutual exclusion alone.
         eprintln!(
@@ -655,6 +667,17 @@ fn check_urls(a: &RunArgs, service: &dyn workloads::Service, kind: WorkloadKind)
             );
     }
     Ok(())
+}
+
+/// Whether `--store-cmd` or `--store-url` was given.
+fn store_given(a: &RunArgs) -> bool {
+    a.text(&flags::STORE_CMD).is_some() || a.text(&flags::STORE_URL).is_some()
+}
+
+/// `--fail-on`, if given (clap has checked it).
+pub fn fail_on(a: &RunArgs) -> Option<reports::FailOn> {
+    a.text(&flags::FAIL_ON)
+        .map(|s| s.parse().expect("--fail-on is checked as it is parsed"))
 }
 
 /// Refuses an embedded target this machine or lockpick cannot start.
@@ -692,31 +715,29 @@ struct Clocks {
 impl Clocks {
     fn of(a: &RunArgs, t: &Timing) -> Result<Clocks> {
         let (ttl_ms, renew_ttl_ms) = (t.ttl_ms, t.renew_ttl_ms);
-        let clock_modes = match &a.clock_faults {
+        let clock_modes = match a.text(&flags::CLOCK_FAULTS) {
             Some(list) => {
                 parse_clock_modes(list).map_err(|e| anyhow::anyhow!("--clock-faults: {e}"))?
             }
             None => Vec::new(),
         };
-        let client_shapes = match &a.client_faults {
+        let client_shapes = match a.text(&flags::CLIENT_FAULTS) {
             Some(list) => {
                 parse_client_faults(list).map_err(|e| anyhow::anyhow!("--client-faults: {e}"))?
             }
             None => ClientFaults::default(),
         };
         let clock_scope: ClockScope = a
-            .clock_scope
+            .value(&flags::CLOCK_SCOPE)
             .parse()
             .map_err(|e: String| anyhow::anyhow!("--clock-scope: {e}"))?;
-        let clock_bump_ms = match &a.clock_bump {
-            Some(b) => ms("clock-bump", b)?,
+        let clock_bump_ms = match a.text(&flags::CLOCK_BUMP) {
+            Some(b) => ms(flags::CLOCK_BUMP.name, b)?,
             None => ttl_ms.max(renew_ttl_ms) * 3,
         };
-        if !(a.clock_rate > 1.0 && a.clock_rate <= 1000.0) {
-            bail!(
-                "--clock-rate {}: expected a factor above 1 (and at most 1000)",
-                a.clock_rate
-            );
+        let rate = a.fraction(&flags::CLOCK_RATE);
+        if !(rate > 1.0 && rate <= 1000.0) {
+            bail!("--clock-rate {rate}: expected a factor above 1 (and at most 1000)");
         }
         Ok(Clocks {
             modes: clock_modes,
@@ -729,7 +750,7 @@ impl Clocks {
 
 /// `--nodes` against the target and the modes that need several, and `--nemesis-targets`.
 fn check_nodes(a: &RunArgs, target: &Target) -> Result<()> {
-    if a.nodes() == 0 || a.nodes() > NODES_MAX {
+    if a.nodes() == 0 || a.nodes() as u64 > NODES_MAX {
         bail!("--nodes {}: expected 1..={NODES_MAX}", a.nodes());
     }
     if a.nodes() > 1 && matches!(target, Target::Url { .. }) {
@@ -738,10 +759,10 @@ fn check_nodes(a: &RunArgs, target: &Target) -> Result<()> {
             a.nodes()
         );
     }
-    if a.unsafe_mode.as_deref() == Some("split-brain") && a.nodes() < 2 {
+    if a.text(&flags::UNSAFE) == Some("split-brain") && a.nodes() < 2 {
         bail!("--unsafe split-brain needs --nodes 2 or more (one node cannot split)");
     }
-    a.nemesis_targets
+    a.value(&flags::NEMESIS_TARGETS)
         .parse::<nemesis::schedule::Targets>()
         .map_err(|e| anyhow::anyhow!("--nemesis-targets: {e}"))?;
     Ok(())
@@ -754,7 +775,7 @@ fn run_name(
     service: &dyn workloads::Service,
     kind: WorkloadKind,
 ) -> Result<String> {
-    let name = match &a.name {
+    let name = match a.text(&flags::NAME) {
         Some(n) => {
             if n.is_empty()
                 || n.contains('/')
@@ -765,11 +786,11 @@ fn run_name(
             {
                 bail!("--name {n:?}: must be a plain folder name");
             }
-            n.clone()
+            n.to_string()
         }
         None => {
             let t = match &target {
-                Target::Embedded => service.run_name(a.unsafe_mode.as_deref()),
+                Target::Embedded => service.run_name(a.text(&flags::UNSAFE)),
                 Target::Command { .. } => "node-cmd".to_string(),
                 Target::Url { .. } => "url".to_string(),
             };

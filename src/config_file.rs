@@ -1,7 +1,7 @@
 //! One test specification: the `run` flags, the `--config` file a team commits and a run
-//! directory's `config.toml` share one schema, [`KEYS`]: every `run` flag is a key (named
-//! after the flag, grouped in sections for reading), with the kind of value it takes. A flag on
-//! the command line overrides the file. `lockpick init` writes a commented starter; the runner
+//! directory's `config.toml` share one schema, `flags::RUN`: every `run` flag is a key (named
+//! after the flag, in the section its definition names), with the kind of value it takes. A
+//! flag on the command line overrides the file. `lockpick init` writes a commented starter; the runner
 //! writes a run's resolved settings with [`render`] in the same schema, so
 //! `lockpick run --config RUN_DIR/config.toml` reruns that run with the same settings.
 //!
@@ -9,106 +9,15 @@
 //! overrides an earlier one, so there is exactly one parser and one set of rules for values.
 //! An error about a value that came from the file names the file, line and key ([`Origins`]).
 
+use crate::flags::{self, Flag, Init, Kind, RunArgs, Section, Setting};
 use anyhow::{bail, Context, Result};
 use std::ffi::OsString;
 use std::path::Path;
-
-/// What a key's value must be.
-#[derive(Clone, Copy, PartialEq)]
-enum Kind {
-    Text,
-    /// A non-negative integer.
-    Count,
-    Fraction,
-    /// A string, or an array of strings joined with commas.
-    List,
-    /// `true` or `false`: a flag without a value, given when true.
-    Switch,
-}
-
-/// Every key the file may hold: (section, key, flag, kind). Keys are the flag names with `_`
-/// for `-`; sections only group them.
-const KEYS: &[(&str, &str, &str, Kind)] = &[
-    ("target", "adapter", "--adapter", Kind::Text),
-    ("target", "etcd_api", "--etcd-api", Kind::Text),
-    ("target", "adapter_opt", "--adapter-opt", Kind::List),
-    ("target", "node_cmd", "--node-cmd", Kind::Text),
-    ("target", "url", "--url", Kind::Text),
-    ("target", "nodes", "--nodes", Kind::Count),
-    ("target", "runtime", "--runtime", Kind::Text),
-    ("target", "unsafe", "--unsafe", Kind::Text),
-    ("target", "lock_order", "--lock-order", Kind::Text),
-    ("target", "startup_timeout", "--startup-timeout", Kind::Text),
-    ("store", "store_cmd", "--store-cmd", Kind::Text),
-    ("store", "store_url", "--store-url", Kind::Text),
-    ("store", "store_fence", "--store-fence", Kind::Text),
-    ("workload", "workload", "--workload", Kind::Text),
-    ("workload", "clients", "--clients", Kind::Count),
-    ("workload", "locks", "--locks", Kind::Count),
-    ("workload", "accounts", "--accounts", Kind::Count),
-    (
-        "workload",
-        "lock_order_policy",
-        "--lock-order-policy",
-        Kind::Text,
-    ),
-    ("workload", "ttl", "--ttl", Kind::Text),
-    ("workload", "renew_ttl", "--renew-ttl", Kind::Text),
-    ("workload", "hold", "--hold", Kind::Text),
-    ("workload", "arrivals", "--arrivals", Kind::Text),
-    ("workload", "duration", "--duration", Kind::Text),
-    ("workload", "ops_max", "--ops-max", Kind::Count),
-    ("workload", "op_timeout", "--op-timeout", Kind::Text),
-    ("workload", "acquire_wait", "--acquire-wait", Kind::Text),
-    ("workload", "seed", "--seed", Kind::Count),
-    ("nemesis", "nemesis", "--nemesis", Kind::List),
-    (
-        "nemesis",
-        "nemesis_interval",
-        "--nemesis-interval",
-        Kind::Text,
-    ),
-    (
-        "nemesis",
-        "nemesis_targets",
-        "--nemesis-targets",
-        Kind::Text,
-    ),
-    ("nemesis", "schedule", "--schedule", Kind::Text),
-    ("nemesis", "clock_faults", "--clock-faults", Kind::List),
-    ("nemesis", "client_faults", "--client-faults", Kind::List),
-    ("nemesis", "clock_scope", "--clock-scope", Kind::Text),
-    ("nemesis", "clock_bump", "--clock-bump", Kind::Text),
-    ("nemesis", "clock_rate", "--clock-rate", Kind::Fraction),
-    (
-        "nemesis",
-        "partition_topologies",
-        "--partition-topologies",
-        Kind::List,
-    ),
-    ("check", "drift", "--drift", Kind::Fraction),
-    ("check", "liveness_grace", "--liveness-grace", Kind::Text),
-    ("check", "fail_on", "--fail-on", Kind::List),
-    (
-        "check",
-        "stop_on_violation",
-        "--stop-on-violation",
-        Kind::Switch,
-    ),
-    ("output", "out", "--out", Kind::Text),
-    ("output", "name", "--name", Kind::Text),
-    // Set from a [template] section; a run's config.toml names the file that holds it.
-    ("target", "template_file", "--template-file", Kind::Text),
-    // Set from [[nodes]] and [ssh]; a run's config.toml names the file that holds them.
-    ("target", "hosts_file", "--hosts-file", Kind::Text),
-    ("target", "no_probe", "--no-probe", Kind::Switch),
-];
 
 /// Keys only the config.toml of runs from before the one schema held (in milliseconds, the
 /// targets as tables): such a file is refused with what to do instead.
 const LEGACY_KEYS: [&str; 4] = ["ttl_ms", "duration_ms", "op_timeout_ms", "hold_min_ms"];
 
-const SECTIONS: [&str; 6] = ["target", "store", "workload", "nemesis", "check", "output"];
 /// The template adapter's requests: read by the runner from the file itself.
 const TEMPLATE_SECTION: &str = "template";
 /// The hosts of --runtime ssh (`[[nodes]]`) and the ssh settings (`[ssh]`): read by the runner
@@ -197,7 +106,7 @@ pub fn flags_from_file(path: &Path) -> Result<FileFlags> {
     for (name, value) in &table {
         let r = match value {
             toml::Value::Table(_) if name == TEMPLATE_SECTION => {
-                out.flags.push("--template-file".into());
+                out.flags.push(flags::TEMPLATE_FILE.to_string().into());
                 out.flags.push(path.as_os_str().to_owned());
                 Ok(())
             }
@@ -205,13 +114,14 @@ pub fn flags_from_file(path: &Path) -> Result<FileFlags> {
             toml::Value::Array(_) | toml::Value::Table(_)
                 if HOSTS_KEYS.contains(&name.as_str()) =>
             {
-                if !out.flags.iter().any(|f| f == "--hosts-file") {
-                    out.flags.push("--hosts-file".into());
+                let hosts_file = flags::HOSTS_FILE.to_string();
+                if !out.flags.iter().any(|f| *f == *hosts_file) {
+                    out.flags.push(hosts_file.into());
                     out.flags.push(path.as_os_str().to_owned());
                 }
                 Ok(())
             }
-            toml::Value::Table(keys) if SECTIONS.contains(&name.as_str()) => {
+            toml::Value::Table(keys) if section_named(name).is_some() => {
                 for (key, v) in keys {
                     if let Err(e) = push_flag(&mut out, path, &text, Some(name), key, v) {
                         errors.push(e.to_string());
@@ -223,7 +133,7 @@ pub fn flags_from_file(path: &Path) -> Result<FileFlags> {
                 "{}:{}: unknown section [{name}] (known: {}, {TEMPLATE_SECTION})",
                 path.display(),
                 line_of(&text, None, name),
-                SECTIONS.join(", ")
+                Section::IN_FILE.map(Section::name).join(", ")
             )),
             v => push_flag(&mut out, path, &text, None, name, v),
         };
@@ -250,7 +160,7 @@ fn push_flag(
         None => key.to_string(),
     };
     let at = line_of(text, section, key);
-    let (flag, kind) = key_of(path, at, section, key, &key_path)?;
+    let flag = key_of(path, at, section, key, &key_path)?;
     let wrong = |what: &str| {
         // A number or a switch is shown as written; other values by their type.
         let was = match value {
@@ -264,12 +174,12 @@ fn push_flag(
             path.display()
         )
     };
-    let text_value = match flag_value(kind, value).map_err(wrong)? {
+    let text_value = match flag_value(flag.kind, value).map_err(wrong)? {
         FlagValue::Text(v) => v,
         // A switch is a flag without a value: present when true.
         FlagValue::Switch(on) => {
             if on {
-                out.flags.push(flag.into());
+                out.flags.push(flag.to_string().into());
             }
             return Ok(());
         }
@@ -284,21 +194,28 @@ fn push_flag(
     Ok(())
 }
 
-/// The flag and kind of `key` (`-` or `_` alike), refused when unknown (naming the section's
-/// keys) or in another section than its own.
+/// The section a file's `[name]` is, if it is one of the schema's.
+fn section_named(name: &str) -> Option<Section> {
+    Section::IN_FILE.into_iter().find(|s| s.name() == name)
+}
+
+/// The flag of `key` (`-` or `_` alike), refused when unknown (naming the section's keys) or
+/// in another section than its own.
 fn key_of(
     path: &Path,
     at: usize,
     section: Option<&str>,
     key: &str,
     key_path: &str,
-) -> Result<(&'static str, Kind)> {
+) -> Result<&'static Flag> {
     let normal = key.replace('-', "_");
-    let Some(&(home, _, flag, kind)) = KEYS.iter().find(|(_, k, _, _)| *k == normal) else {
-        let in_section: Vec<&str> = KEYS
-            .iter()
-            .filter(|(s, ..)| Some(*s) == section)
-            .map(|(_, k, ..)| *k)
+    let keyed = flags::RUN
+        .iter()
+        .filter(|f| f.section != Section::CommandLine);
+    let Some(flag) = keyed.clone().find(|f| f.key() == normal) else {
+        let in_section: Vec<String> = keyed
+            .filter(|f| Some(f.section.name()) == section)
+            .map(|f| f.key())
             .collect();
         bail!(
             "{}:{at}: unknown key `{key_path}`{}",
@@ -310,6 +227,7 @@ fn key_of(
             }
         );
     };
+    let home = flag.section.name();
     if let Some(s) = section {
         if s != home {
             bail!(
@@ -318,7 +236,7 @@ fn key_of(
             );
         }
     }
-    Ok((flag, kind))
+    Ok(flag)
 }
 
 /// A file value as its flag takes it.
@@ -332,17 +250,17 @@ enum FlagValue {
 /// `value` read as a value of `kind`; the error is what it must be instead.
 fn flag_value(kind: Kind, value: &toml::Value) -> Result<FlagValue, &'static str> {
     let text = match (kind, value) {
-        (Kind::Text, toml::Value::String(s)) => s.clone(),
-        (Kind::Text, _) => return Err("a string"),
-        (Kind::Count, toml::Value::Integer(n)) if *n >= 0 => n.to_string(),
+        (Kind::Text(_) | Kind::Path(_), toml::Value::String(s)) => s.clone(),
+        (Kind::Text(_) | Kind::Path(_), _) => return Err("a string"),
+        (Kind::Count(_), toml::Value::Integer(n)) if *n >= 0 => n.to_string(),
         // A seed may exceed TOML's integers: written as a string.
-        (Kind::Count, toml::Value::String(s)) if s.parse::<u64>().is_ok() => s.clone(),
-        (Kind::Count, _) => return Err("a non-negative integer"),
-        (Kind::Fraction, toml::Value::Float(f)) => f.to_string(),
-        (Kind::Fraction, toml::Value::Integer(n)) => n.to_string(),
-        (Kind::Fraction, _) => return Err("a number"),
-        (Kind::List, toml::Value::String(s)) => s.clone(),
-        (Kind::List, toml::Value::Array(items)) => {
+        (Kind::Count(_), toml::Value::String(s)) if s.parse::<u64>().is_ok() => s.clone(),
+        (Kind::Count(_), _) => return Err("a non-negative integer"),
+        (Kind::Fraction(_), toml::Value::Float(f)) => f.to_string(),
+        (Kind::Fraction(_), toml::Value::Integer(n)) => n.to_string(),
+        (Kind::Fraction(_), _) => return Err("a number"),
+        (Kind::List(_) | Kind::Repeated(_), toml::Value::String(s)) => s.clone(),
+        (Kind::List(_) | Kind::Repeated(_), toml::Value::Array(items)) => {
             let mut parts = Vec::with_capacity(items.len());
             for item in items {
                 match item {
@@ -356,7 +274,7 @@ fn flag_value(kind: Kind, value: &toml::Value) -> Result<FlagValue, &'static str
                 parts.join(",")
             }
         }
-        (Kind::List, _) => return Err("a string or an array of strings"),
+        (Kind::List(_) | Kind::Repeated(_), _) => return Err("a string or an array of strings"),
         (Kind::Switch, toml::Value::Boolean(on)) => return Ok(FlagValue::Switch(*on)),
         (Kind::Switch, _) => return Err("true or false"),
     };
@@ -408,73 +326,23 @@ pub fn expand(args: Vec<OsString>) -> Result<(Vec<OsString>, Origins)> {
     Ok((out, origins))
 }
 
-/// A value of one setting, as [`render`] writes it and [`flags_from_file`] reads it back.
-pub enum Setting {
-    Text(String),
-    Count(u64),
-    Fraction(f64),
-    List(Vec<String>),
-    Switch(bool),
-}
-
-impl Setting {
-    /// The value as the flag's argument (`None` for a switch).
-    pub fn arg(&self) -> Option<String> {
-        match self {
-            Setting::Text(s) => Some(s.clone()),
-            Setting::Count(n) => Some(n.to_string()),
-            Setting::Fraction(f) => Some(f.to_string()),
-            Setting::List(v) if v.is_empty() => Some("none".into()),
-            Setting::List(v) => Some(v.join(",")),
-            Setting::Switch(_) => None,
-        }
-    }
-
-    fn toml(&self) -> toml::Value {
-        match self {
-            Setting::Text(s) => toml::Value::String(s.clone()),
-            // TOML integers are i64: a larger seed is written as a string (read back alike).
-            Setting::Count(n) => i64::try_from(*n)
-                .map(toml::Value::Integer)
-                .unwrap_or_else(|_| toml::Value::String(n.to_string())),
-            Setting::Fraction(f) => toml::Value::Float(*f),
-            Setting::List(v) => {
-                toml::Value::Array(v.iter().map(|s| toml::Value::String(s.clone())).collect())
-            }
-            Setting::Switch(b) => toml::Value::Boolean(*b),
-        }
-    }
-}
-
-/// Settings, keyed by their flag, as a config file: each in its section, sections and keys in
-/// the schema's order, so the same settings always make the same bytes. Panics on a flag the
-/// schema does not know (a test checks every `run` flag is in it).
-pub fn render(settings: &[(&str, Setting)]) -> String {
+/// Settings, keyed by their flag, as a config file: each in its section, sections in the
+/// file's order and keys in the flags' (`flags::RUN`), so the same settings always make the
+/// same bytes.
+pub fn render(settings: &[(&'static Flag, Setting)]) -> String {
     let mut s = String::new();
-    for section in SECTIONS {
+    for section in Section::IN_FILE {
         let mut first = true;
-        for (home, key, flag, _) in KEYS {
-            if *home != section {
-                continue;
-            }
-            let Some((_, value)) = settings.iter().find(|(f, _)| f == flag) else {
-                continue;
-            };
+        for (flag, value) in settings.iter().filter(|(f, _)| f.section == section) {
             if first {
                 if !s.is_empty() {
                     s.push('\n');
                 }
-                s.push_str(&format!("[{section}]\n"));
+                s.push_str(&format!("[{}]\n", section.name()));
                 first = false;
             }
-            s.push_str(&format!("{key} = {}\n", value.toml()));
+            s.push_str(&format!("{} = {}\n", flag.key(), value.toml()));
         }
-    }
-    for (flag, _) in settings {
-        assert!(
-            KEYS.iter().any(|(_, _, f, _)| f == flag),
-            "{flag} is not in the config schema"
-        );
     }
     s
 }
@@ -482,7 +350,7 @@ pub fn render(settings: &[(&str, Setting)]) -> String {
 /// A config file (a run's config.toml or a team's lockpick.toml) read into `run`'s flags, as
 /// `lockpick run --config FILE` would: the one reader, for `check` and `shrink` to see a run's
 /// own settings.
-pub fn run_args(path: &Path) -> Result<crate::cli::RunArgs> {
+pub fn run_args(path: &Path) -> Result<RunArgs> {
     let mut argv: Vec<OsString> = vec!["lockpick".into(), "run".into()];
     argv.extend(flags_from_file(path)?.flags);
     let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(argv)
@@ -493,66 +361,22 @@ pub fn run_args(path: &Path) -> Result<crate::cli::RunArgs> {
     }
 }
 
-/// The starter config `lockpick init` writes ([`starter`]), with `{fence_modes}` for the
-/// embedded store's fence modes: every section, the defaults spelled out, and what each key
-/// means. It runs as is against the embedded reference service.
-const STARTER: &str = r#"# lockpick.toml: a lock-service test your team keeps in its repository.
+/// The top of the starter config `lockpick init` writes.
+const STARTER_HEAD: &str = "\
+# lockpick.toml: a lock-service test your team keeps in its repository.
 # Run the suite with `lockpick test --config lockpick.toml` (what CI should gate on: every
 # fault this target allows, aimed, until each was exercised), or one run with `lockpick run
 # --config lockpick.toml`. A flag on the command line overrides the same key here (e.g.
 # `--seed 7`). Every key is a `lockpick run` flag; see `lockpick run --help`.
+";
 
-[target]
-# Which lock service to test. Nothing set here: the embedded reference lockd.
-# node_cmd = "./my-lockd --listen {host}:{port} --data {data_dir} --peers {peers}"
-# url = "http://127.0.0.1:7000"          # already running: only client-side faults then
-nodes = 1                                 # members; client i talks to node i mod nodes
-runtime = "{runtime}"                         # {runtimes}
-startup_timeout = "10s"                   # how long a node may take to answer GET /v1/health
+/// The column a starter line's note starts at.
+const NOTE_COLUMN: usize = 42;
 
-[store]
-# The fenced resource the counter workload writes through the lock.
-store_fence = "all"                       # {fence_modes} (embedded store)
-# store_cmd = "./my-store --listen {host}:{port}"
-# store_url = "http://127.0.0.1:7001"
-
-[workload]
-workload = "counter"                      # counter (fencing + lost updates) or mutex
-clients = 5
-locks = 1
-ttl = "2s"                                # lease requested on every acquire (and renew)
-# renew_ttl = "600ms"                     # lease on every renew instead (default: ttl)
-hold = "50ms..1s"                         # how long a holder keeps the lock
-duration = "30s"
-op_timeout = "1s"                         # past this an op is indeterminate (info)
-# acquire_wait = "10s"                    # how long an acquire may wait (default: 5 x ttl)
-# seed = 42                               # fixed seed: the same faults at the same times
-# ops_max = 100000
-
-[nemesis]
-# nemesis = ["pause", "kill", "client-pause", "clock"]  # default: every fault this target and
-#                                         # machine allow; also partition, netem; [] for none
-nemesis_interval = "3s"                   # quiet time between faults
-nemesis_targets = "one"                   # one | minority | majority | all | primary
-# clock_faults = ["bump-forward", "bump-back", "strobe", "fast", "slow"]
-# client_faults = ["boundary", "next-grant", "long", "waiter", "renew", "write", "release", "read"]
-# clock_scope = "wall"                    # wall | all (monotonic too)
-# partition_topologies = ["isolate", "halves", "majorities-ring", "bridge", "clients"]
-
-[check]
-drift = 0.0                               # clock-rate error the service claims to tolerate
-liveness_grace = "2s"                     # slack before a held lock counts as stuck
-fail_on = ["safety", "liveness"]          # add "warnings" (unsafe-overlap), "coverage" (a requested
-                                          # fault kind or client-fault shape never exercised)
-# stop_on_violation = true                # end the clients at the first proven safety violation
-
-[output]
-out = "runs"
-# name = "my-lock-service"
-"#;
-
-/// The starter config: [`STARTER`] with the fence modes listed from [`lockd::FenceMode::ALL`],
-/// so that a mode added there is offered here.
+/// The starter config: every section, with each flag's `init` line (`flags::RUN`): the
+/// defaults spelled out, and what each key means. It runs as is against the embedded
+/// reference service. The fence modes and runtimes are listed from their registries, so one
+/// added there is offered here.
 pub fn starter() -> String {
     let modes: Vec<&str> = lockd::FenceMode::ALL.iter().map(|m| m.name()).collect();
     let runtimes: Vec<String> = nemesis::RUNTIMES
@@ -563,10 +387,61 @@ pub fn starter() -> String {
             (false, None) => r.name().to_string(),
         })
         .collect();
-    STARTER
-        .replace("{fence_modes}", &modes.join(" | "))
-        .replace("{runtime}", nemesis::runtime::default_runtime(false).name())
-        .replace("{runtimes}", &runtimes.join(" | "))
+    let fill = |text: &str| {
+        text.replace("{fence_modes}", &modes.join(" | "))
+            .replace("{runtime}", nemesis::runtime::default_runtime(false).name())
+            .replace("{runtimes}", &runtimes.join(" | "))
+    };
+    let mut out = STARTER_HEAD.to_string();
+    for section in Section::IN_FILE {
+        out.push_str(&format!("\n[{}]\n", section.name()));
+        if let Some(intro) = section.intro() {
+            out.push_str(&format!("# {intro}\n"));
+        }
+        for flag in flags::RUN.iter().filter(|f| f.section == section) {
+            out.push_str(&starter_line(flag, &fill));
+        }
+    }
+    out
+}
+
+/// A flag's line in the starter, with its note (continued on lines of their own, aligned).
+fn starter_line(flag: &Flag, fill: &dyn Fn(&str) -> String) -> String {
+    let default = || {
+        let d = flag
+            .default
+            .expect("Init::Default on a flag with a default");
+        match flag.kind {
+            Kind::Count(_) => d.to_string(),
+            Kind::Fraction(_) => format!("{:?}", d.parse::<f64>().expect("a number")),
+            _ => format!("{d:?}"),
+        }
+    };
+    // A commented-out line's note continues commented out.
+    let (line, note, more_from) = match flag.init {
+        Init::Omit => return String::new(),
+        Init::Default(note) => (format!("{} = {}", flag.key(), default()), note, ""),
+        Init::Set(value, note) => (format!("{} = {value}", flag.key()), note, ""),
+        Init::Example(value, note) => (format!("# {} = {value}", flag.key()), note, "#"),
+    };
+    let (line, note) = (fill(&line), fill(note));
+    if note.is_empty() {
+        return format!("{line}\n");
+    }
+    let mut notes = note.lines();
+    let first = notes.next().unwrap_or_default();
+    let mut out = if line.len() < NOTE_COLUMN - 1 {
+        format!("{line:<width$}# {first}\n", width = NOTE_COLUMN)
+    } else {
+        format!("{line}  # {first}\n")
+    };
+    for more in notes {
+        out.push_str(&format!(
+            "{more_from:<width$}# {more}\n",
+            width = NOTE_COLUMN
+        ));
+    }
+    out
 }
 
 /// `lockpick init [PATH]`: writes the starter, never over an existing file unless forced.

@@ -8,6 +8,7 @@ mod config;
 mod config_file;
 mod doctor;
 mod export_cmd;
+mod flags;
 mod live;
 mod logging;
 mod probe_cmd;

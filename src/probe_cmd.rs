@@ -3,8 +3,8 @@
 //! (into a scratch folder, kept only when the service does not start, so its node logs can be
 //! read), probed and stopped.
 
-use crate::cli::RunArgs;
 use crate::config::RunConfig;
+use crate::flags::{self, RunArgs};
 use anyhow::{Context, Result};
 use history::ExitCode;
 use std::fs;
@@ -12,8 +12,8 @@ use std::fs;
 pub fn probe(mut a: RunArgs) -> Result<ExitCode> {
     // The probe hurts nothing: no fault is prepared (no clock control, no replayed schedule),
     // so the service starts exactly as it is.
-    a.nemesis = Some("none".into());
-    a.schedule = None;
+    a.set_text(&flags::NEMESIS, Some("none"));
+    a.set_path(&flags::SCHEDULE, None);
     let cfg = RunConfig::from_args(&a)?;
     let scratch = std::env::temp_dir().join(format!("lockpick-probe-{}", std::process::id()));
     fs::create_dir_all(&scratch).with_context(|| format!("cannot create {}", scratch.display()))?;

@@ -1,8 +1,8 @@
 //! `lockpick run`: resolve the flags, make the run directory and its log,
 //! run the test with the status line, print the verdict and where to read it.
 
-use crate::cli::RunArgs;
 use crate::config::RunConfig;
+use crate::flags::{self, RunArgs};
 use crate::runner::{self, RunSpec};
 use crate::status::StatusLine;
 use anyhow::{bail, Context, Result};
@@ -18,7 +18,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     let spec = RunSpec {
         cfg: cfg.clone(),
         run_dir: run_dir.clone(),
-        probe: !a.no_probe,
+        probe: !a.switch(&flags::NO_PROBE),
     };
     let out = match crate::runtime()?.block_on(runner::run(spec, &StatusLine::default())) {
         Ok(out) => out,
@@ -43,7 +43,7 @@ pub fn run(a: RunArgs) -> Result<ExitCode> {
     }
     Ok(crate::report_cmd::gate(
         &out.results,
-        &reports::FailOn::given_or_default(a.fail_on),
+        &reports::FailOn::given_or_default(crate::config::fail_on(&a)),
         &out.run_dir.join(history::layout::REPORT_FILE),
         true,
     ))

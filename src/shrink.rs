@@ -200,14 +200,16 @@ fn read_schedule(run_dir: &Path) -> Result<Schedule> {
 /// The run's duration and its longest lease (`--ttl`, or `--renew-ttl` if longer), in ms,
 /// from its config file.
 fn run_lengths(config: &Path) -> Result<(u64, u64)> {
+    use crate::flags;
     let settings = crate::config_file::run_args(config)?;
     let ms = |flag: &str, v: &str| -> Result<u64> {
         Ok(crate::config::duration(flag, v)?.as_millis() as u64)
     };
-    let duration_ms = ms("duration", &settings.duration)?;
-    let ttl_ms = ms("ttl", &settings.ttl)?;
-    let lease_max_ms = match &settings.renew_ttl {
-        Some(r) => ttl_ms.max(ms("renew-ttl", r)?),
+    let given = |flag: &crate::flags::Flag| ms(flag.name, settings.value(flag));
+    let duration_ms = given(&flags::DURATION)?;
+    let ttl_ms = given(&flags::TTL)?;
+    let lease_max_ms = match settings.text(&flags::RENEW_TTL) {
+        Some(_) => ttl_ms.max(given(&flags::RENEW_TTL)?),
         None => ttl_ms,
     };
     Ok((duration_ms, lease_max_ms))

@@ -15,6 +15,7 @@ pub mod plan;
 
 use crate::cli::TestArgs;
 use crate::config::RunConfig;
+use crate::flags;
 use anyhow::{Context, Result};
 use history::{layout, ExitCode, Results, Validity};
 use nemesis::oneshot::{run_to_end, Ended};
@@ -96,14 +97,13 @@ pub struct SuiteResults {
 /// shows every fault exercised.
 pub fn demo(mut a: TestArgs) -> Result<ExitCode> {
     // The clap defaults of `run`: only those are replaced.
-    if a.run.ttl == "2s" {
-        a.run.ttl = "1s".into();
+    for (flag, demo) in [(&flags::TTL, "1s"), (&flags::HOLD, "50ms..600ms")] {
+        if a.run.text(flag) == flag.default {
+            a.run.set_text(flag, Some(demo));
+        }
     }
-    if a.run.hold == "50ms..1s" {
-        a.run.hold = "50ms..600ms".into();
-    }
-    if a.run.name.is_none() {
-        a.run.name = Some("demo".into());
+    if a.run.text(&flags::NAME).is_none() {
+        a.run.set_text(&flags::NAME, Some("demo"));
     }
     test(a)
 }
@@ -112,7 +112,8 @@ pub fn test(mut a: TestArgs) -> Result<ExitCode> {
     // A scenario ends at its first proven safety violation: the suite stops there anyway, and
     // the shrink's replays (of the scenario's config.toml) end as soon as they reproduce it.
     // With --keep-going each scenario runs its whole length, to meet every kind it can.
-    a.run.stop_on_violation |= !a.keep_going;
+    let stop = a.run.switch(&flags::STOP_ON_VIOLATION) || !a.keep_going;
+    a.run.set_switch(&flags::STOP_ON_VIOLATION, stop);
     let (cfg, budget, shrink_budget) = test_settings(&a)?;
     let target = plan_target(&cfg, a.times);
     let cells = plan::cells(&target);
@@ -143,7 +144,7 @@ pub fn test(mut a: TestArgs) -> Result<ExitCode> {
         budget,
         overhead_ms: plan::OVERHEAD_MS_GUESS,
         interrupted: interrupted.clone(),
-        fail_on: reports::FailOn::given_or_default(a.run.fail_on),
+        fail_on: reports::FailOn::given_or_default(crate::config::fail_on(&a.run)),
     };
     suite.tallies = vec![Tally::default(); suite.cells.len()];
     let rt = crate::runtime()?;
@@ -180,7 +181,7 @@ pub fn test(mut a: TestArgs) -> Result<ExitCode> {
 
 /// The target's settings and the suite's budgets, checked in the order the flags are refused.
 fn test_settings(a: &TestArgs) -> Result<(RunConfig, Duration, Duration)> {
-    if let Some(s) = &a.run.schedule {
+    if let Some(s) = a.run.path(&flags::SCHEDULE) {
         anyhow::bail!(
             "--schedule {}: lockpick test writes each scenario's schedule itself; replay one with \
              `lockpick run --schedule FILE`",
@@ -225,8 +226,8 @@ fn suite_dir(a: &TestArgs, cfg: &RunConfig) -> Result<(PathBuf, PathBuf)> {
     // `--name` names the suite; each scenario's run gets the scenario's own name.
     let name = a
         .run
-        .name
-        .clone()
+        .text(&flags::NAME)
+        .map(str::to_string)
         .unwrap_or_else(|| format!("{}-test", cfg.name));
     let dir = crate::run_cmd::create_run_dir(&cfg.out, &name)?;
     let dir = std::fs::canonicalize(&dir)?;

@@ -2,7 +2,7 @@
 //! service's descriptor and this machine, refused up front with what is missing.
 
 use super::Target;
-use crate::cli::RunArgs;
+use crate::flags::{self, RunArgs};
 use anyhow::{bail, Context, Result};
 use nemesis::schedule::{
     parse_fault_list, parse_topologies, Capabilities, FaultKind, Schedule, Topology,
@@ -18,7 +18,7 @@ pub(super) fn faults(
     service: &dyn Service,
     replay: Option<&Schedule>,
 ) -> Result<Vec<FaultKind>> {
-    Ok(match &a.nemesis {
+    Ok(match a.text(&flags::NEMESIS) {
         // A replay's faults are the schedule's, checked by load_schedule.
         _ if replay.is_some() => replay.map(|s| s.kinds()).unwrap_or_default(),
         Some(list) => {
@@ -49,8 +49,7 @@ pub(super) fn faults(
             // anyone.
             .filter(|f| {
                 !f.needs_netns()
-                    || a.runtime
-                        .as_deref()
+                    || a.text(&flags::RUNTIME)
                         .and_then(nemesis::runtime::runtime)
                         .is_some_and(|r| r.network_faults())
             })
@@ -69,7 +68,7 @@ pub(super) fn runtime(
     target: &Target,
 ) -> Result<&'static str> {
     let wants_network = faults.iter().any(|f| f.needs_netns());
-    let kind = match a.runtime.as_deref() {
+    let kind = match a.text(&flags::RUNTIME) {
         Some(name) => nemesis::runtime::runtime(name)
             .with_context(|| format!("--runtime {name:?}: expected {}", runtime_names()))?,
         None => nemesis::runtime::default_runtime(wants_network),
@@ -88,7 +87,7 @@ pub(super) fn runtime(
         }
     }
     if let Some(what) = kind.needs_hosts() {
-        if a.hosts_file.is_none() {
+        if a.path(&flags::HOSTS_FILE).is_none() {
             bail!("--runtime {name}: {what}");
         }
     }
@@ -102,7 +101,7 @@ pub(super) fn runtime(
 
 /// `--partition-topologies`, or every topology that cuts something with this many nodes.
 pub(super) fn topologies(a: &RunArgs) -> Result<Vec<Topology>> {
-    Ok(match &a.partition_topologies {
+    Ok(match a.text(&flags::PARTITION_TOPOLOGIES) {
         Some(list) => {
             let t = parse_topologies(list)
                 .map_err(|e| anyhow::anyhow!("--partition-topologies: {e}"))?;
@@ -138,7 +137,7 @@ pub(super) fn load_schedule(
     let netns = if !kinds.iter().any(|k| k.needs_netns()) {
         Ok(())
     } else {
-        let kind = match a.runtime.as_deref() {
+        let kind = match a.text(&flags::RUNTIME) {
             Some(name) => nemesis::runtime::runtime(name),
             None => Some(nemesis::runtime::default_runtime(true)),
         };

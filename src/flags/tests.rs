@@ -1,0 +1,1 @@
+//! The invariants of the flag table.
