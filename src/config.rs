@@ -843,4 +843,4 @@ pub(crate) fn launch_probe(options: &workloads::ServiceOptions) -> workloads::La
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

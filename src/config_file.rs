@@ -298,12 +298,16 @@ pub fn expand(args: Vec<OsString>) -> Result<(Vec<OsString>, Origins)> {
     // Bounded by the argument list.
     while let Some(a) = it.next() {
         let s = a.to_string_lossy();
-        if s == "--config" {
+        let config_flag = flags::CONFIG.to_string();
+        if s == config_flag {
             match it.next() {
                 Some(p) => config = Some(p.clone()),
                 None => bail!("--config: expected a file path"),
             }
-        } else if let Some(p) = s.strip_prefix("--config=") {
+        } else if let Some(p) = s
+            .strip_prefix(config_flag.as_str())
+            .and_then(|r| r.strip_prefix('='))
+        {
             config = Some(p.into());
         } else {
             rest.push(a.clone());

@@ -200,6 +200,11 @@ impl Flag {
         rerun_as_config: false,
     };
 
+    /// The flag and its value, as two arguments of a command line.
+    pub fn with(&self, value: impl std::fmt::Display) -> [String; 2] {
+        [self.to_string(), value.to_string()]
+    }
+
     /// The key in a config file: the name with `_` for `-`.
     pub fn key(&self) -> String {
         self.name.replace('-', "_")

@@ -248,21 +248,16 @@ impl Shrinker {
         t: u32,
     ) -> (Vec<String>, Option<PathBuf>) {
         self.runs += 1;
+        use crate::flags;
         let args: Vec<String> = [
-            "run",
-            "--config",
-            &self.config.display().to_string(),
-            "--schedule",
-            &schedule.display().to_string(),
-            "--duration",
-            &format!("{duration_ms}ms"),
-            "--out",
-            &self.dir.display().to_string(),
-            "--name",
-            name,
+            vec!["run".to_string()],
+            flags::CONFIG.with(self.config.display()).to_vec(),
+            flags::SCHEDULE.with(schedule.display()).to_vec(),
+            flags::DURATION.with(format!("{duration_ms}ms")).to_vec(),
+            flags::OUT.with(self.dir.display()).to_vec(),
+            flags::NAME.with(name).to_vec(),
         ]
-        .map(String::from)
-        .to_vec();
+        .concat();
         let log = self.dir.join("logs").join(format!("{name}-{t}.log"));
         let limit = Duration::from_millis(duration_ms * 2) + Duration::from_secs(120);
         let began = Instant::now();

@@ -435,29 +435,25 @@ impl Suite {
     /// `lockpick run`'s arguments for scenario `id`, its schedule written first (the error
     /// says why it could not be).
     fn scenario_args(&self, id: &str, s: &Scenario) -> Result<Vec<String>, String> {
-        let mut args: Vec<String> = vec![
-            "run".into(),
-            "--config".into(),
-            self.base.display().to_string(),
-        ];
+        let mut args: Vec<String> = vec!["run".into()];
+        args.extend(flags::CONFIG.with(self.base.display()));
         args.extend(s.flags.iter().cloned());
         if let Some(schedule) = &s.schedule {
             let path = self.dir.join("schedules").join(format!("{id}.json"));
             if let Err(e) = std::fs::write(&path, schedule.to_json()) {
                 return Err(format!("cannot write {}: {e}", path.display()));
             }
-            args.extend(["--schedule".into(), path.display().to_string()]);
+            args.extend(flags::SCHEDULE.with(path.display()));
         }
-        args.extend([
-            "--duration".into(),
-            format!("{}ms", s.duration_ms),
-            "--seed".into(),
-            s.seed.to_string(),
-            "--out".into(),
-            self.dir.join("scenarios").display().to_string(),
-            "--name".into(),
-            id.to_string(),
-        ]);
+        args.extend(
+            [
+                flags::DURATION.with(format!("{}ms", s.duration_ms)),
+                flags::SEED.with(s.seed),
+                flags::OUT.with(self.dir.join("scenarios").display()),
+                flags::NAME.with(id),
+            ]
+            .concat(),
+        );
         Ok(args)
     }
 

@@ -237,7 +237,7 @@ fn nodes_default_to_the_adapters_own() {
 
 /// Every crate's Rust sources under its `src/` (the binary's included), without test files
 /// (`tests/` folders, `tests.rs`).
-fn product_sources(root: &std::path::Path) -> Vec<std::path::PathBuf> {
+pub(crate) fn product_sources(root: &std::path::Path) -> Vec<std::path::PathBuf> {
     let mut sources = Vec::new();
     let mut dirs: Vec<std::path::PathBuf> = vec![root.join("src")];
     for entry in std::fs::read_dir(root).unwrap().flatten() {

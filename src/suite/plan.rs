@@ -8,6 +8,7 @@
 //! the lease, a pause longer than one, a kill followed by the recovery wait and a grant, a
 //! clock change lasting several leases).
 
+use crate::flags;
 use history::coverage::{Cell, KILL_ROLLING};
 use nemesis::fault::{client_pause, clock, kill, pause};
 use nemesis::schedule::{
@@ -157,28 +158,16 @@ fn bank_contention_flags(t: &Target) -> Vec<String> {
     let deadline_ms = wait_ms + t.liveness_grace_ms;
     let ttl_ms = t.lease_ms.max(deadline_ms * 2 + 1_000);
     [
-        "--workload",
-        "bank",
-        "--accounts",
-        "2",
-        "--lock-order-policy",
-        "random",
-        "--nemesis",
-        "none",
-        "--clients",
-        "6",
+        flags::WORKLOAD.with("bank"),
+        flags::ACCOUNTS.with(2),
+        flags::LOCK_ORDER_POLICY.with("random"),
+        flags::NEMESIS.with("none"),
+        flags::CLIENTS.with(6),
+        flags::TTL.with(format!("{ttl_ms}ms")),
+        flags::ACQUIRE_WAIT.with(format!("{wait_ms}ms")),
+        flags::OP_TIMEOUT.with(format!("{}ms", t.liveness_grace_ms + 1_000)),
     ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain([
-        "--ttl".into(),
-        format!("{ttl_ms}ms"),
-        "--acquire-wait".into(),
-        format!("{wait_ms}ms"),
-        "--op-timeout".into(),
-        format!("{}ms", t.liveness_grace_ms + 1_000),
-    ])
-    .collect()
+    .concat()
 }
 
 /// Every cell the target allows, in the order the suite tries them.
@@ -400,16 +389,13 @@ fn contention_scenario(t: &Target, c: &PlanCell, i: usize, seed: u64) -> Scenari
     let window_ms = (t.lease_ms / 4).clamp(50, 500);
     Scenario {
         aims: vec![i],
-        flags: vec![
-            "--workload".into(),
-            workload,
-            "--nemesis".into(),
-            "none".into(),
-            "--clients".into(),
-            "10".into(),
-            "--arrivals".into(),
-            format!("rounds:{window_ms}ms"),
-        ],
+        flags: [
+            flags::WORKLOAD.with(workload),
+            flags::NEMESIS.with("none"),
+            flags::CLIENTS.with(10),
+            flags::ARRIVALS.with(format!("rounds:{window_ms}ms")),
+        ]
+        .concat(),
         schedule: None,
         profile: Profile::Plain,
         duration_ms: (t.lease_ms * 2).clamp(2_000, 4_000),
@@ -506,26 +492,29 @@ fn profile_flags(profile: Profile, ttl: u64, faults_end_ms: u64) -> Vec<String> 
         // needs to be met), inside the recovery time the scenario leaves after a kill.
         Profile::LongHold => {
             let hold_ms = faults_end_ms + 2 * ttl;
-            let mut flags = vec!["--hold".into(), format!("{hold_ms}ms..{hold_ms}ms")];
-            flags.extend(short_wait(ttl));
-            flags
+            let mut hold = flags::HOLD
+                .with(format!("{hold_ms}ms..{hold_ms}ms"))
+                .to_vec();
+            hold.extend(short_wait(ttl));
+            hold
         }
     }
 }
 
 /// Acquires that wait at most half a lease.
 fn short_wait(ttl: u64) -> Vec<String> {
-    vec!["--acquire-wait".into(), format!("{}ms", (ttl / 2).max(1))]
+    flags::ACQUIRE_WAIT
+        .with(format!("{}ms", (ttl / 2).max(1)))
+        .to_vec()
 }
 
 /// A lease of `ttl` for acquires and renews alike.
 fn ttl_flags(ttl: u64) -> Vec<String> {
-    vec![
-        "--ttl".into(),
-        format!("{ttl}ms"),
-        "--renew-ttl".into(),
-        format!("{ttl}ms"),
+    [
+        flags::TTL.with(format!("{ttl}ms")),
+        flags::RENEW_TTL.with(format!("{ttl}ms")),
     ]
+    .concat()
 }
 
 /// A kill that missed its state, tried again on its own with leases twice as long for each
