@@ -96,7 +96,7 @@ impl Target {
 pub struct RunConfig {
     pub name: String,
     pub seed: u64,
-    pub workload: String,
+    pub workload: WorkloadKind,
     pub clients: usize,
     pub locks: usize,
     pub ttl_ms: u64,
@@ -118,30 +118,26 @@ pub struct RunConfig {
     pub hosts_file: Option<PathBuf>,
     pub hosts: Option<nemesis::ssh::Hosts>,
     pub nodes: usize,
-    pub nemesis_targets: String,
+    pub nemesis_targets: nemesis::schedule::Targets,
     pub runtime: String,
-    pub partition_topologies: Vec<String>,
-    pub nemesis: Vec<String>,
+    /// Whether `--partition-topologies` was given (`topologies` holds the resolved list).
+    pub topologies_given: bool,
     pub nemesis_interval_ms: u64,
-    pub clock_faults: Vec<String>,
-    pub client_faults: Vec<String>,
-    pub clock_scope: String,
+    pub clock_scope: ClockScope,
     pub clock_bump_ms: u64,
     pub clock_rate: f64,
     pub target: Target,
-    pub unsafe_mode: Option<String>,
+    pub unsafe_mode: Option<lockd::UnsafeMode>,
     /// `--lock-order` of the embedded lockd.
     pub lock_order: Option<String>,
-    /// `--arrivals`, as given.
-    pub arrivals: String,
-    pub arrivals_shape: workloads::Arrivals,
+    pub arrivals: workloads::Arrivals,
     /// The bank workload's accounts (`--accounts`).
     pub accounts: usize,
     /// The bank workload's lock order (`--lock-order-policy`).
     pub lock_order_policy: workloads::LockOrderPolicy,
     /// `None` for the mutex workload, which uses no store.
     pub store: Option<Target>,
-    pub store_fence: String,
+    pub store_fence: lockd::FenceMode,
     pub drift: f64,
     pub liveness_grace_ms: u64,
     pub startup_timeout_ms: u64,
@@ -150,8 +146,8 @@ pub struct RunConfig {
     pub schedule_file: Option<PathBuf>,
     /// The replayed schedule, validated against this run.
     pub schedule: Option<Schedule>,
-    /// `--fail-on`, as its list of finding classes.
-    pub fail_on: Vec<String>,
+    /// `--fail-on`, or its default here.
+    pub fail_on: reports::FailOn,
     /// `--no-probe`: the run skips the conformance probe.
     pub no_probe: bool,
     /// `--stop-on-violation`: the clients stop at the first safety violation a live check
@@ -162,7 +158,6 @@ pub struct RunConfig {
     pub client_shapes: ClientFaults,
     pub template: Option<workloads::TemplateSpec>,
     pub topologies: Vec<Topology>,
-    pub workload_kind: Option<WorkloadKind>,
 }
 
 /// Bounds on sizes a flag may ask for: past these the machine, not the service, is tested.
@@ -199,7 +194,7 @@ impl RunConfig {
             drift: self.drift,
             liveness_grace_ns: self.liveness_grace_ms * 1_000_000,
             monotonic_clock_reach_ns: (self.faults.contains(&FaultKind::Clock)
-                && self.clock_scope() == ClockScope::All)
+                && self.clock_scope == ClockScope::All)
                 .then(|| self.lease_max_ms() * 1_000_000),
             ..Default::default()
         }
@@ -208,10 +203,6 @@ impl RunConfig {
     /// How clock faults reach the nodes on this machine: the vDSO, else libfaketime.
     pub fn clock_backend(&self) -> Result<nemesis::clock::Backend> {
         nemesis::clock::Backend::detect().map_err(|why| anyhow::anyhow!("--nemesis clock: {why}"))
-    }
-
-    pub fn clock_scope(&self) -> ClockScope {
-        self.clock_scope.parse().unwrap_or(ClockScope::Wall)
     }
 
     /// The descriptor of the service `--adapter` names (checked when resolved).
@@ -228,8 +219,14 @@ impl RunConfig {
         }
     }
 
+    /// The run's faults, comma-separated.
+    pub fn fault_names(&self) -> String {
+        let names: Vec<String> = self.faults.iter().map(|f| f.to_string()).collect();
+        names.join(",")
+    }
+
     pub fn kind(&self) -> WorkloadKind {
-        self.workload_kind.unwrap_or(WorkloadKind::Counter)
+        self.workload
     }
 
     /// The longest lease a client can hold: the acquire's or the renew's. What a fault must
@@ -313,7 +310,10 @@ struct Checked {
     own: workloads::ServiceOptions,
     t: Timing,
     nemesis_interval_ms: u64,
-    arrivals_shape: workloads::Arrivals,
+    arrivals: workloads::Arrivals,
+    unsafe_mode: Option<lockd::UnsafeMode>,
+    store_fence: lockd::FenceMode,
+    targets: nemesis::schedule::Targets,
     lock_order_policy: workloads::LockOrderPolicy,
     target: Target,
     template: Option<workloads::TemplateSpec>,
@@ -348,8 +348,8 @@ impl Checked {
             );
         }
         check_drift(a.fraction(&flags::DRIFT))?;
-        lockd_modes(a, service)?;
-        let (arrivals_shape, lock_order_policy) = workload_shape(a, kind)?;
+        let (unsafe_mode, store_fence) = lockd_modes(a, service)?;
+        let (arrivals, lock_order_policy) = workload_shape(a, kind)?;
         let (target, template, store) = target_of(a, service, &own, kind, &t)?;
         let replay = match a.path(&flags::SCHEDULE) {
             Some(path) => Some(faults::load_schedule(path, a, &target, service)?),
@@ -357,7 +357,7 @@ impl Checked {
         };
         let faults = faults::faults(a, &target, service, replay.as_ref().map(|(_, s)| s))?;
         let clocks = Clocks::of(a, &t)?;
-        check_nodes(a, &target)?;
+        let targets = check_nodes(a, &target)?;
         let runtime = faults::runtime(a, &faults, replay.is_some(), &target)?;
         let topologies = faults::topologies(a)?;
         // Drawn seeds stay below 2^53: exact as a JSON number in any reader (the report's
@@ -379,7 +379,10 @@ impl Checked {
             own,
             t,
             nemesis_interval_ms,
-            arrivals_shape,
+            arrivals,
+            unsafe_mode,
+            store_fence,
+            targets,
             lock_order_policy,
             target,
             template,
@@ -406,7 +409,7 @@ impl Checked {
         RunConfig {
             name: self.name,
             seed: self.seed,
-            workload: self.kind.as_str().to_string(),
+            workload: self.kind,
             clients: a.number(&flags::CLIENTS) as usize,
             locks: a.number(&flags::LOCKS) as usize,
             ttl_ms: self.t.ttl_ms,
@@ -417,7 +420,6 @@ impl Checked {
             ops_max: a.count(&flags::OPS_MAX),
             op_timeout_ms: self.t.op_timeout_ms,
             acquire_wait_ms: self.t.acquire_wait_ms,
-            nemesis: self.faults.iter().map(|f| f.to_string()).collect(),
             nemesis_interval_ms: self.nemesis_interval_ms,
             adapter: a.value(&flags::ADAPTER).to_string(),
             etcd_api: self.etcd_api,
@@ -429,38 +431,28 @@ impl Checked {
                 .map(|f| std::fs::canonicalize(f).unwrap_or_else(|_| f.to_path_buf())),
             hosts: self.hosts,
             nodes: a.nodes(),
-            nemesis_targets: a.value(&flags::NEMESIS_TARGETS).to_string(),
+            nemesis_targets: self.targets,
             runtime: self.runtime.to_string(),
             // As asked for; `topologies` holds the resolved list.
-            partition_topologies: match a.text(&flags::PARTITION_TOPOLOGIES) {
-                Some(_) => self.topologies.iter().map(|t| t.to_string()).collect(),
-                None => Vec::new(),
-            },
-            clock_faults: self.clocks.modes.iter().map(|m| m.to_string()).collect(),
-            client_faults: self.clocks.client_shapes.names(),
-            clock_scope: self.clocks.scope.to_string(),
+            topologies_given: a.text(&flags::PARTITION_TOPOLOGIES).is_some(),
+            clock_scope: self.clocks.scope,
             clock_bump_ms: self.clocks.bump_ms,
             clock_rate: a.fraction(&flags::CLOCK_RATE),
             target: self.target,
-            unsafe_mode: a.text(&flags::UNSAFE).map(str::to_string),
+            unsafe_mode: self.unsafe_mode,
             lock_order: a.text(&flags::LOCK_ORDER).map(str::to_string),
-            arrivals: a.value(&flags::ARRIVALS).to_string(),
-            arrivals_shape: self.arrivals_shape,
+            arrivals: self.arrivals,
             accounts: a.number(&flags::ACCOUNTS) as usize,
             lock_order_policy: self.lock_order_policy,
             store: self.store,
-            store_fence: a.value(&flags::STORE_FENCE).to_string(),
+            store_fence: self.store_fence,
             drift: a.fraction(&flags::DRIFT),
             liveness_grace_ms: self.liveness_grace_ms,
             startup_timeout_ms: self.startup_timeout_ms,
             out: a.path(&flags::OUT).map(PathBuf::from).unwrap_or_default(),
             schedule_file: self.replay.as_ref().map(|(p, _)| p.clone()),
             schedule: self.replay.map(|(_, s)| s),
-            fail_on: reports::FailOn::given_or_default(fail_on(a))
-                .names()
-                .iter()
-                .map(|n| n.to_string())
-                .collect(),
+            fail_on: reports::FailOn::given_or_default(fail_on(a)),
             no_probe: a.switch(&flags::NO_PROBE),
             stop_on_violation: a.switch(&flags::STOP_ON_VIOLATION),
             faults: self.faults,
@@ -468,7 +460,6 @@ impl Checked {
             client_shapes: self.clocks.client_shapes,
             template: self.template,
             topologies: self.topologies,
-            workload_kind: Some(self.kind),
         }
     }
 }
@@ -569,7 +560,10 @@ impl Timing {
 }
 
 /// The embedded lockd's and store's modes, each checked against what it needs.
-fn lockd_modes(a: &RunArgs, service: &dyn workloads::Service) -> Result<()> {
+fn lockd_modes(
+    a: &RunArgs,
+    service: &dyn workloads::Service,
+) -> Result<(Option<lockd::UnsafeMode>, lockd::FenceMode)> {
     if a.text(&flags::UNSAFE).is_some() && !service.takes_unsafe() {
         bail!(
             "--unsafe is a mode of the embedded lockd, not of {}",
@@ -581,7 +575,8 @@ fn lockd_modes(a: &RunArgs, service: &dyn workloads::Service) -> Result<()> {
         .map(str::parse::<lockd::UnsafeMode>)
         .transpose()
         .map_err(|e| anyhow::anyhow!("--unsafe: {e}"))?;
-    a.value(&flags::STORE_FENCE)
+    let fence = a
+        .value(&flags::STORE_FENCE)
         .parse::<lockd::FenceMode>()
         .map_err(|e| anyhow::anyhow!("--store-fence: {e}"))?;
     let order = match a.text(&flags::LOCK_ORDER) {
@@ -600,7 +595,7 @@ fn lockd_modes(a: &RunArgs, service: &dyn workloads::Service) -> Result<()> {
             bail!("--unsafe {m}: needs --lock-order {name} ({why})");
         }
     }
-    Ok(())
+    Ok((mode, fence))
 }
 
 /// Where the service and its fenced store are, the service's API section, and what the
@@ -749,7 +744,7 @@ impl Clocks {
 }
 
 /// `--nodes` against the target and the modes that need several, and `--nemesis-targets`.
-fn check_nodes(a: &RunArgs, target: &Target) -> Result<()> {
+fn check_nodes(a: &RunArgs, target: &Target) -> Result<nemesis::schedule::Targets> {
     if a.nodes() == 0 || a.nodes() as u64 > NODES_MAX {
         bail!("--nodes {}: expected 1..={NODES_MAX}", a.nodes());
     }
@@ -764,8 +759,7 @@ fn check_nodes(a: &RunArgs, target: &Target) -> Result<()> {
     }
     a.value(&flags::NEMESIS_TARGETS)
         .parse::<nemesis::schedule::Targets>()
-        .map_err(|e| anyhow::anyhow!("--nemesis-targets: {e}"))?;
-    Ok(())
+        .map_err(|e| anyhow::anyhow!("--nemesis-targets: {e}"))
 }
 
 /// `--name`, or one made of the target and workload.

@@ -63,7 +63,7 @@ fn print_plan(cfg: &RunConfig) {
     };
     println!(
         "lockpick: {} workload, {} client(s), {locks}, ttl {} ms{}, {} s, faults: {}, seed {}",
-        cfg.workload,
+        cfg.workload.as_str(),
         cfg.clients,
         cfg.ttl_ms,
         if cfg.renew_ttl_ms != cfg.ttl_ms {
@@ -72,10 +72,10 @@ fn print_plan(cfg: &RunConfig) {
             String::new()
         },
         cfg.duration_ms as f64 / 1000.0,
-        if cfg.nemesis.is_empty() {
+        if cfg.faults.is_empty() {
             "none".to_string()
         } else {
-            cfg.nemesis.join(",")
+            cfg.fault_names()
         },
         cfg.seed
     );

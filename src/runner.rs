@@ -243,7 +243,7 @@ impl Running {
             startup,
             active: active.clone(),
             primary: dep.primary,
-            clock_scope: cfg.clock_scope().as_str(),
+            clock_scope: cfg.clock_scope.as_str(),
             locate: locate(cfg, dep),
         };
         let (nemesis_task, nemesis_failed) = spawn_nemesis(ctx, schedule.faults);
@@ -447,7 +447,7 @@ fn workload_config(cfg: &RunConfig) -> WorkloadConfig {
         seed: cfg.seed,
         backoff_max_ms: 20,
         acquire_wait_ms: cfg.acquire_wait_ms,
-        arrivals: cfg.arrivals_shape,
+        arrivals: cfg.arrivals,
         accounts: cfg.accounts,
         lock_order: cfg.lock_order_policy,
     }

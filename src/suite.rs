@@ -125,7 +125,7 @@ pub fn test(mut a: TestArgs) -> Result<ExitCode> {
         if cfg.faults.is_empty() {
             "contention only".to_string()
         } else {
-            format!("faults: {}", cfg.nemesis.join(","))
+            format!("faults: {}", cfg.fault_names())
         },
         humantime::format_duration(budget),
         cfg.seed

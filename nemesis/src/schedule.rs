@@ -75,6 +75,19 @@ impl FromStr for Targets {
     }
 }
 
+/// As `--nemesis-targets` takes it.
+impl fmt::Display for Targets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Targets::One => "one",
+            Targets::Minority => "minority",
+            Targets::Majority => "majority",
+            Targets::All => "all",
+            Targets::Primary => "primary",
+        })
+    }
+}
+
 impl Targets {
     /// Picks the node positions (0-based, sorted) for one fault among `n` nodes; `primary` is
     /// the primary's position. Seeded by the caller's rng, so a schedule replays exactly.

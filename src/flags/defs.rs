@@ -5,7 +5,12 @@
 use super::{ms, Flag, Init, Kind, Section, Setting::*};
 use crate::config::Target;
 use nemesis::schedule::FaultKind;
-use workloads::WorkloadKind;
+use workloads::{Arrivals, WorkloadKind};
+
+/// Values as the names their flag takes.
+fn names<T: std::fmt::Display>(values: &[T]) -> Vec<String> {
+    values.iter().map(T::to_string).collect()
+}
 
 pub static CONFIG: Flag = Flag {
     name: "config",
@@ -32,7 +37,7 @@ pub static WORKLOAD: Flag = Flag {
         or mutex for a service whose grants carry no fencing token (a Redis lock value \
         fences nothing)",
     init: Init::Set(r#""counter""#, "counter (fencing + lost updates) or mutex"),
-    write: |c| Some(Text(c.kind().as_str().to_string())),
+    write: |c| Some(Text(c.workload.as_str().to_string())),
     ..Flag::NONE
 };
 
@@ -133,7 +138,7 @@ pub static ARRIVALS: Flag = Flag {
         uniformly from the round's first WINDOW; a round lasts 4 x WINDOW and starts on a \
         multiple of it on the realtime clock). Results then count the contended rounds and \
         those that ended with more than one holder",
-    write: |c| (c.arrivals != "steady").then(|| Text(c.arrivals.clone())),
+    write: |c| (c.arrivals != Arrivals::Steady).then(|| Text(c.arrivals.to_string())),
     ..Flag::NONE
 };
 
@@ -213,7 +218,7 @@ pub static NEMESIS: Flag = Flag {
         "default: every fault this target and\n\
          machine allow; also partition, netem; [] for none",
     ),
-    write: |c| Some(List(c.nemesis.clone())),
+    write: |c| Some(List(names(&c.faults))),
     ..Flag::NONE
 };
 
@@ -244,7 +249,7 @@ pub static CLOCK_FAULTS: Flag = Flag {
         r#"["bump-forward", "bump-back", "strobe", "fast", "slow"]"#,
         "",
     ),
-    write: |c| (!c.clock_faults.is_empty()).then(|| List(c.clock_faults.clone())),
+    write: |c| (!c.clock_modes.is_empty()).then(|| List(names(&c.clock_modes))),
     ..Flag::NONE
 };
 
@@ -264,8 +269,8 @@ pub static CLIENT_FAULTS: Flag = Flag {
         "",
     ),
     write: |c| {
-        (c.faults.contains(&FaultKind::ClientPause) && !c.client_faults.is_empty())
-            .then(|| List(c.client_faults.clone()))
+        (c.faults.contains(&FaultKind::ClientPause) && !c.client_shapes.names().is_empty())
+            .then(|| List(c.client_shapes.names()))
     },
     ..Flag::NONE
 };
@@ -278,7 +283,7 @@ pub static CLOCK_SCOPE: Flag = Flag {
     help: "Which clocks a clock fault moves: `wall` (realtime only) or `all` (monotonic too, \
         which is what lease timers run on)",
     init: Init::Example(r#""wall""#, "wall | all (monotonic too)"),
-    write: |c| Some(Text(c.clock_scope.clone())),
+    write: |c| Some(Text(c.clock_scope.to_string())),
     ..Flag::NONE
 };
 
@@ -384,7 +389,7 @@ pub static NEMESIS_TARGETS: Flag = Flag {
     help: "Which nodes a pause, kill or clock fault hits: one, minority, majority, all, \
         primary",
     init: Init::Default("one | minority | majority | all | primary"),
-    write: |c| Some(Text(c.nemesis_targets.clone())),
+    write: |c| Some(Text(c.nemesis_targets.to_string())),
     ..Flag::NONE
 };
 
@@ -410,8 +415,8 @@ pub static PARTITION_TOPOLOGIES: Flag = Flag {
         "",
     ),
     write: |c| {
-        (c.faults.contains(&FaultKind::Partition) && !c.partition_topologies.is_empty())
-            .then(|| List(c.partition_topologies.clone()))
+        (c.faults.contains(&FaultKind::Partition) && c.topologies_given)
+            .then(|| List(names(&c.topologies)))
     },
     ..Flag::NONE
 };
@@ -479,7 +484,7 @@ pub static UNSAFE: Flag = Flag {
         ring: a member that has not seen the token for 2 s makes a new one; a pause or \
         partition leaves two tokens)",
     conflicts: &["url", "node-cmd"],
-    write: |c| c.unsafe_mode.clone().map(Text),
+    write: |c| c.unsafe_mode.map(|m| Text(m.to_string())),
     ..Flag::NONE
 };
 
@@ -541,7 +546,8 @@ pub static STORE_FENCE: Flag = Flag {
     conflicts: &["store-url", "store-cmd"],
     init: Init::Default("{fence_modes} (embedded store)"),
     write: |c| {
-        matches!(c.store, Some(Target::Embedded) | None).then(|| Text(c.store_fence.clone()))
+        matches!(c.store, Some(Target::Embedded) | None)
+            .then(|| Text(c.store_fence.name().to_string()))
     },
     ..Flag::NONE
 };
@@ -634,7 +640,7 @@ pub static FAIL_ON: Flag = Flag {
         "add \"warnings\" (unsafe-overlap), \"coverage\" (a requested\n\
          fault kind or client-fault shape never exercised)",
     ),
-    write: |c| Some(List(c.fail_on.clone())),
+    write: |c| Some(List(names(&c.fail_on.names()))),
     ..Flag::NONE
 };
 

@@ -46,7 +46,7 @@ fn runs_that_set_everything() -> Vec<RunConfig> {
     given.hosts_file = Some("hosts.toml".into());
     given.template_file = Some("api.toml".into());
     given.faults.push(nemesis::schedule::FaultKind::Partition);
-    given.partition_topologies = vec!["halves".into()];
+    given.topologies_given = true;
     given.adapter_own = workloads::ServiceOptions::parse(
         workloads::service("redis").unwrap(),
         &["fence=counter".to_string()],

@@ -114,7 +114,7 @@ async fn start_store(
         "--listen".into(),
         "{host}:{port}".into(),
         "--fence".into(),
-        cfg.store_fence.clone(),
+        cfg.store_fence.name().to_string(),
     ];
     let local = LocalRuntime;
     let (host, port) = nemesis::runtime::Runtime::addresses(&local, 1)?.remove(0);
@@ -244,10 +244,11 @@ async fn start_lock_nodes(
     let primary = lockd::primary_of(at.addrs.iter().map(String::as_str))
         .and_then(|p| at.addrs.iter().position(|a| a == p))
         .unwrap_or(0);
+    let unsafe_mode = cfg.unsafe_mode.map(|m| m.to_string());
     let launch = workloads::Launch {
         exe,
         nodes: n,
-        unsafe_mode: cfg.unsafe_mode.as_deref(),
+        unsafe_mode: unsafe_mode.as_deref(),
         lock_order: cfg.lock_order.as_deref(),
         options: &cfg.adapter_own,
     };
@@ -322,11 +323,8 @@ impl Recipe<'_> {
         // node's processes are patched to read it as they start (or libfaketime reads it from
         // the first clock call on).
         let (clock, hookup) = if cfg.faults.contains(&nemesis::schedule::FaultKind::Clock) {
-            let (c, hookup) = nemesis::fault::clock::prepare(
-                &node_dir,
-                &cfg.clock_backend()?,
-                cfg.clock_scope(),
-            )?;
+            let (c, hookup) =
+                nemesis::fault::clock::prepare(&node_dir, &cfg.clock_backend()?, cfg.clock_scope)?;
             (Some(c), Some(hookup))
         } else {
             (None, None)
@@ -341,7 +339,7 @@ impl Recipe<'_> {
         let node = runtime.node(i, spec).await?;
         // A node on another host has its clock set there, by the runtime's agent.
         let clock = match (clock, node.remote_clock()) {
-            (Some(_), Some(remote)) => Some(NodeClock::remote(remote, cfg.clock_scope())),
+            (Some(_), Some(remote)) => Some(NodeClock::remote(remote, cfg.clock_scope)),
             (clock, _) => clock,
         };
         Ok((node, clock))

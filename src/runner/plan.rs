@@ -3,7 +3,7 @@
 //! as the nemesis's client-pause family sees it.
 
 use crate::config::RunConfig;
-use anyhow::{anyhow, Context, Result};
+use anyhow::{Context, Result};
 use nemesis::fault::{ClientStalls, StallRequest};
 use nemesis::schedule::{plan, Schedule, ScheduleConfig, SCHEDULE_FILE};
 use nemesis::schedule::{ClientFault, StallAim, WakeOp};
@@ -49,10 +49,7 @@ pub fn schedule(cfg: &RunConfig, nodes: usize, primary: usize, run_dir: &Path) -
             topologies: cfg.topologies.clone(),
             nodes,
             primary,
-            targets: cfg
-                .nemesis_targets
-                .parse()
-                .map_err(|e: String| anyhow!("--nemesis-targets: {e}"))?,
+            targets: cfg.nemesis_targets,
             clock_bump_ms: cfg.clock_bump_ms,
             clock_rate: cfg.clock_rate,
         }),

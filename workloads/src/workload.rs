@@ -125,6 +125,16 @@ pub enum Arrivals {
     Rounds { window_ms: u64 },
 }
 
+/// As `--arrivals` takes it: `steady` or `rounds:WINDOWms`.
+impl std::fmt::Display for Arrivals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Arrivals::Steady => f.write_str("steady"),
+            Arrivals::Rounds { window_ms } => write!(f, "rounds:{window_ms}ms"),
+        }
+    }
+}
+
 impl std::str::FromStr for Arrivals {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
