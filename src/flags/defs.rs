@@ -662,7 +662,7 @@ pub static STOP_ON_VIOLATION: Flag = Flag {
     ..Flag::NONE
 };
 
-pub static RUN: [&Flag; 47] = [
+pub static RUN: &[&Flag] = &[
     &CONFIG,
     &WORKLOAD,
     &CLIENTS,
