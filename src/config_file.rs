@@ -379,23 +379,9 @@ const NOTE_COLUMN: usize = 42;
 
 /// The starter config: every section, with each flag's `init` line (`flags::RUN`): the
 /// defaults spelled out, and what each key means. It runs as is against the embedded
-/// reference service. The fence modes and runtimes are listed from their registries, so one
-/// added there is offered here.
+/// reference service. Lists of modes, faults and runtimes come from their registries
+/// (`flags::fill`), so one added there is offered here.
 pub fn starter() -> String {
-    let modes: Vec<&str> = lockd::FenceMode::ALL.iter().map(|m| m.name()).collect();
-    let runtimes: Vec<String> = nemesis::RUNTIMES
-        .iter()
-        .map(|r| match (r.network_faults(), r.needs_hosts()) {
-            (_, Some(_)) => format!("{} (hosts in [[nodes]])", r.name()),
-            (true, None) => format!("{} (network faults)", r.name()),
-            (false, None) => r.name().to_string(),
-        })
-        .collect();
-    let fill = |text: &str| {
-        text.replace("{fence_modes}", &modes.join(" | "))
-            .replace("{runtime}", nemesis::runtime::default_runtime(false).name())
-            .replace("{runtimes}", &runtimes.join(" | "))
-    };
     let mut out = STARTER_HEAD.to_string();
     for section in Section::IN_FILE {
         out.push_str(&format!("\n[{}]\n", section.name()));
@@ -403,14 +389,14 @@ pub fn starter() -> String {
             out.push_str(&format!("# {intro}\n"));
         }
         for flag in flags::RUN.iter().filter(|f| f.section == section) {
-            out.push_str(&starter_line(flag, &fill));
+            out.push_str(&starter_line(flag));
         }
     }
     out
 }
 
 /// A flag's line in the starter, with its note (continued on lines of their own, aligned).
-fn starter_line(flag: &Flag, fill: &dyn Fn(&str) -> String) -> String {
+fn starter_line(flag: &Flag) -> String {
     let default = || {
         let d = flag
             .default
@@ -428,7 +414,7 @@ fn starter_line(flag: &Flag, fill: &dyn Fn(&str) -> String) -> String {
         Init::Set(value, note) => (format!("{} = {value}", flag.key()), note, ""),
         Init::Example(value, note) => (format!("# {} = {value}", flag.key()), note, "#"),
     };
-    let (line, note) = (fill(&line), fill(note));
+    let (line, note) = (flags::fill(&line), flags::fill(note));
     if note.is_empty() {
         return format!("{line}\n");
     }

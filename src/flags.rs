@@ -151,6 +151,63 @@ impl Setting {
     }
 }
 
+/// The lists a help text or a starter line names by placeholder, each from its registry, so
+/// that a fault, mode or runtime added there is offered here.
+fn lists() -> Vec<(&'static str, Vec<String>)> {
+    use nemesis::fault::client_pause::{StallAim, WakeOp};
+    use nemesis::schedule::{ClockMode, FaultKind, Topology};
+    let runtimes = nemesis::RUNTIMES
+        .iter()
+        .map(|r| match (r.network_faults(), r.needs_hosts()) {
+            (_, Some(_)) => format!("{} (hosts in [[nodes]])", r.name()),
+            (true, None) => format!("{} (network faults)", r.name()),
+            (false, None) => r.name().to_string(),
+        })
+        .collect();
+    let mut shapes = names(&StallAim::ALL);
+    shapes.extend(names(&WakeOp::ALL));
+    vec![
+        ("faults", names(&FaultKind::ALL)),
+        ("clock_modes", names(&ClockMode::ALL)),
+        ("topologies", names(&Topology::ALL)),
+        ("client_shapes", shapes),
+        (
+            "fence_modes",
+            lockd::FenceMode::ALL
+                .iter()
+                .map(|m| m.name().to_string())
+                .collect(),
+        ),
+        ("runtimes", runtimes),
+        (
+            "runtime",
+            vec![nemesis::runtime::default_runtime(false).name().to_string()],
+        ),
+    ]
+}
+
+/// Values as the names their flags take.
+pub fn names<T: std::fmt::Display>(values: &[T]) -> Vec<String> {
+    values.iter().map(T::to_string).collect()
+}
+
+/// `text` with its placeholders filled from the registries ([`lists`]): `{name}` becomes
+/// `a, b, c`, `{name|}` `a | b | c`, and `[{name}]` a TOML array of them.
+pub fn fill(text: &str) -> String {
+    let mut out = text.to_string();
+    for (name, items) in lists() {
+        let quoted: Vec<String> = items.iter().map(|i| format!("{i:?}")).collect();
+        out = out
+            .replace(
+                &format!("[{{{name}}}]"),
+                &format!("[{}]", quoted.join(", ")),
+            )
+            .replace(&format!("{{{name}|}}"), &items.join(" | "))
+            .replace(&format!("{{{name}}}"), &items.join(", "));
+    }
+    out
+}
+
 /// A duration setting, in milliseconds.
 pub fn ms(v: u64) -> Setting {
     Setting::Text(format!("{v}ms"))
@@ -214,7 +271,7 @@ impl Flag {
     fn arg(&self) -> Arg {
         let mut arg = Arg::new(self.name)
             .long(self.name)
-            .help(self.help)
+            .help(fill(self.help))
             .hide(self.hide)
             .conflicts_with_all(self.conflicts);
         if let Some(n) = self.kind.value_name() {

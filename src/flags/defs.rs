@@ -2,15 +2,10 @@
 //! and reproduce line follow too). Adding a flag is adding one here, and its line in [`RUN`];
 //! config.rs then resolves its value.
 
-use super::{ms, Flag, Init, Kind, Section, Setting::*};
+use super::{ms, names, Flag, Init, Kind, Section, Setting::*};
 use crate::config::Target;
 use nemesis::schedule::FaultKind;
 use workloads::{Arrivals, WorkloadKind};
-
-/// Values as the names their flag takes.
-fn names<T: std::fmt::Display>(values: &[T]) -> Vec<String> {
-    values.iter().map(T::to_string).collect()
-}
 
 pub static CONFIG: Flag = Flag {
     name: "config",
@@ -209,7 +204,7 @@ pub static NEMESIS: Flag = Flag {
     name: "nemesis",
     section: Section::Nemesis,
     kind: Kind::List("LIST"),
-    help: "Faults, comma-separated: pause, kill, client-pause, clock, partition, netem; `none` \
+    help: "Faults, comma-separated: {faults}; `none` \
         for a run without faults. Default: every fault the target and this machine allow \
         (client-pause only with --url; clock only where a clock backend runs; partition and \
         netem only with --runtime netns)",
@@ -243,12 +238,8 @@ pub static CLOCK_FAULTS: Flag = Flag {
     name: "clock-faults",
     section: Section::Nemesis,
     kind: Kind::List("LIST"),
-    help: "Clock faults to draw from: bump-forward, bump-back, strobe, fast, slow (default: \
-        all)",
-    init: Init::Example(
-        r#"["bump-forward", "bump-back", "strobe", "fast", "slow"]"#,
-        "",
-    ),
+    help: "Clock faults to draw from: {clock_modes} (default: all)",
+    init: Init::Example("[{clock_modes}]", ""),
     write: |c| (!c.clock_modes.is_empty()).then(|| List(names(&c.clock_modes))),
     ..Flag::NONE
 };
@@ -264,10 +255,7 @@ pub static CLIENT_FAULTS: Flag = Flag {
         waits, its keepalives stopped, longer than its lease, then goes on waiting). What a \
         holder wakes into: `renew`, `write`, `release`, `read` (the counter workload; a \
         mutex holder releases instead of reading or writing). Default: all of them",
-    init: Init::Example(
-        r#"["boundary", "next-grant", "long", "waiter", "renew", "write", "release", "read"]"#,
-        "",
-    ),
+    init: Init::Example("[{client_shapes}]", ""),
     write: |c| {
         (c.faults.contains(&FaultKind::ClientPause) && !c.client_shapes.names().is_empty())
             .then(|| List(c.client_shapes.names()))
@@ -399,7 +387,7 @@ pub static RUNTIME: Flag = Flag {
     kind: Kind::Text("NAME"),
     help: "Where nodes run (default: the first listed in `--help`, or the first that makes \
         network faults and needs no hosts when the run asks for partition or netem faults)",
-    init: Init::Set(r#""{runtime}""#, "{runtimes}"),
+    init: Init::Set(r#""{runtime}""#, "{runtimes|}"),
     write: |c| Some(Text(c.runtime.clone())),
     ..Flag::NONE
 };
@@ -408,12 +396,9 @@ pub static PARTITION_TOPOLOGIES: Flag = Flag {
     name: "partition-topologies",
     section: Section::Nemesis,
     kind: Kind::List("LIST"),
-    help: "Partition topologies to draw from: isolate, halves, majorities-ring, bridge, clients \
-        (default: all that cut something with this many nodes)",
-    init: Init::Example(
-        r#"["isolate", "halves", "majorities-ring", "bridge", "clients"]"#,
-        "",
-    ),
+    help: "Partition topologies to draw from: {topologies} (default: all that cut something \
+        with this many nodes)",
+    init: Init::Example("[{topologies}]", ""),
     write: |c| {
         (c.faults.contains(&FaultKind::Partition) && c.topologies_given)
             .then(|| List(names(&c.topologies)))
@@ -544,7 +529,7 @@ pub static STORE_FENCE: Flag = Flag {
         `all` but the one named ...0, balance-A0 or counter-L0, which is not: a bank \
         transfer's stale write lands on one account)",
     conflicts: &["store-url", "store-cmd"],
-    init: Init::Default("{fence_modes} (embedded store)"),
+    init: Init::Default("{fence_modes|} (embedded store)"),
     write: |c| {
         matches!(c.store, Some(Target::Embedded) | None)
             .then(|| Text(c.store_fence.name().to_string()))
