@@ -1,5 +1,6 @@
-//! `lockpick`: the command-line front end. Flags are parsed into plain structs (`cli`), turned
-//! into a resolved configuration (`config`), and handed to the runner or the servers.
+//! `lockpick`: the command-line front end. Flags are parsed into plain structs (`cli`; `run`'s
+//! flags from their one table, `flags`), turned into a resolved configuration (`config`), and
+//! handed to the runner or the servers.
 
 mod agent_cmd;
 mod check_cmd;
