@@ -48,6 +48,7 @@ pub mod oneshot;
 mod process;
 mod ready;
 pub mod runtime;
+pub mod scenario;
 pub mod schedule;
 mod spawner;
 mod state_file;

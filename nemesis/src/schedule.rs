@@ -15,36 +15,17 @@ pub use crate::fault::client_pause::{
 pub use crate::fault::clock::{parse_clock_modes, ClockFault, ClockMode};
 pub use crate::fault::netem::NETEM;
 pub use crate::fault::partition::{parse_topologies, PartitionFault, Topology};
-pub use crate::fault::Payload;
+pub use crate::fault::{FaultKind, Payload};
 pub use file::{node_id, Capabilities, ScheduleError, SCHEDULE_VERSION};
 
 /// The plan's file in a run directory.
 pub const SCHEDULE_FILE: &str = "schedule.json";
 
-use crate::netns::NetemSpec;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::fmt;
 use std::str::FromStr;
-
-/// The faults of the local runtime.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum FaultKind {
-    /// SIGSTOP the lock service's process group, SIGCONT later.
-    Pause,
-    /// SIGKILL the lock service, restart it with the same command and data dir.
-    Kill,
-    /// A lock-holding client stalls past its lease, then carries on with its old token.
-    ClientPause,
-    /// Skew the lock service's clock through libfaketime (see [`ClockMode`]).
-    Clock,
-    /// Cut the network between nodes (or between clients and nodes) with iptables inside the
-    /// nodes' namespaces (see [`Topology`]).
-    Partition,
-    /// Delay, lose, duplicate or reorder packets with tc netem inside the nodes' namespaces.
-    Netem,
-}
 
 /// Which nodes a node fault hits, as Jepsen's nemesis targets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,40 +93,9 @@ impl Targets {
 }
 
 impl FaultKind {
-    /// The faults of the local runtime, in the order `--nemesis` documents them.
-    pub const ALL: [FaultKind; 6] = [
-        FaultKind::Pause,
-        FaultKind::Kill,
-        FaultKind::ClientPause,
-        FaultKind::Clock,
-        FaultKind::Partition,
-        FaultKind::Netem,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FaultKind::Pause => "pause",
-            FaultKind::Kill => "kill",
-            FaultKind::ClientPause => "client-pause",
-            FaultKind::Clock => "clock",
-            FaultKind::Partition => "partition",
-            FaultKind::Netem => "netem",
-        }
-    }
-
     /// Every kind's name, in `--nemesis` order, for messages: `pause, kill, ...`.
     pub fn names() -> String {
         FaultKind::ALL.map(FaultKind::as_str).join(", ")
-    }
-
-    /// Whether the fault acts on the service's processes (impossible against a bare URL).
-    pub fn is_server_side(self) -> bool {
-        crate::fault::server_side(self)
-    }
-
-    /// Whether the fault needs the nodes in network namespaces.
-    pub fn needs_netns(self) -> bool {
-        crate::fault::needs_netns(self)
     }
 }
 
@@ -247,54 +197,6 @@ pub struct PlannedFault {
 impl PlannedFault {
     pub fn kind(&self) -> FaultKind {
         self.payload.kind()
-    }
-
-    /// For a kill, its second wave (empty: none, and for every other family).
-    pub fn then_nodes(&self) -> &[usize] {
-        match &self.payload {
-            Payload::Kill(k) => &k.then_nodes,
-            _ => &[],
-        }
-    }
-
-    /// For a clock fault, what it does to the clock.
-    pub fn clock(&self) -> Option<ClockFault> {
-        match &self.payload {
-            Payload::Clock(c) => Some(*c),
-            _ => None,
-        }
-    }
-
-    /// For a partition, which links it cuts.
-    pub fn partition(&self) -> Option<&PartitionFault> {
-        match &self.payload {
-            Payload::Partition(p) => Some(p),
-            _ => None,
-        }
-    }
-
-    /// For netem, what it does to packets.
-    pub fn netem(&self) -> Option<&NetemSpec> {
-        match &self.payload {
-            Payload::Netem(n) => Some(n),
-            _ => None,
-        }
-    }
-
-    /// For a client-pause, how long the stall request waits for a lock holder to take it.
-    pub fn window_ms(&self) -> Option<u64> {
-        match &self.payload {
-            Payload::ClientPause(c) => Some(c.window_ms),
-            _ => None,
-        }
-    }
-
-    /// For a client-pause, its shape (`None` also for a schedule written before shapes).
-    pub fn client(&self) -> Option<ClientFault> {
-        match &self.payload {
-            Payload::ClientPause(c) => c.shape,
-            _ => None,
-        }
     }
 
     /// The fault with the positions `was` and `now` traded in every target (paused, killed,
@@ -433,7 +335,7 @@ pub fn plan(cfg: &ScheduleConfig) -> Schedule {
         } else {
             Vec::new()
         };
-        let drawn = crate::fault::draw(kind, &mut d, picked);
+        let drawn = kind.draw(&mut d, picked);
         debug_assert_eq!(drawn.payload.kind(), kind);
         out.faults.push(PlannedFault {
             id: format!("f{}", out.faults.len() + 1),
@@ -686,6 +588,27 @@ mod tests {
                 "{k}"
             );
         }
+    }
+
+    /// A family's facts agree with history's table of it, and the families that need nothing
+    /// of this machine are the ones every run may draw.
+    #[test]
+    fn each_kinds_facts_agree_with_its_history_entry() {
+        for k in FaultKind::ALL {
+            assert_eq!(k.as_str(), k.family().kind);
+            assert_eq!(k.moves_clocks(), k.family().moves_clocks(), "{k}");
+            assert_eq!(k.as_str().parse::<FaultKind>(), Ok(k));
+        }
+        let plain: Vec<&str> = FaultKind::ALL
+            .into_iter()
+            .filter(|k| k.needs_nothing_here())
+            .map(FaultKind::as_str)
+            .collect();
+        assert_eq!(plain, ["pause", "kill", "client-pause"]);
+        assert_eq!(
+            FaultKind::ALL.map(FaultKind::recovery_leases),
+            [0, 2, 0, 0, 0, 0]
+        );
     }
 
     #[test]

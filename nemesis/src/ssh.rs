@@ -757,18 +757,14 @@ fn check_host(c: &Conn, script: &str) -> Vec<HostCheck> {
 }
 
 /// The checks a run with `faults` needs on every host: always reachable, root, arch and
-/// disk; iptables for partitions, netem for netem, ptrace for clock faults.
+/// disk; and the tools its fault families use (iptables for partitions, netem, ptrace for
+/// clock faults: each family's `TOOLS`).
 pub fn required_checks(faults: &[crate::schedule::FaultKind]) -> Vec<&'static str> {
-    use crate::schedule::FaultKind;
     let mut needs = vec!["reachable", "root", "arch", "disk"];
-    if faults.contains(&FaultKind::Partition) {
-        needs.push("iptables");
-    }
-    if faults.contains(&FaultKind::Netem) {
-        needs.push("netem");
-    }
-    if faults.contains(&FaultKind::Clock) {
-        needs.push("ptrace");
+    for tool in faults.iter().flat_map(|f| f.tools()) {
+        if !needs.contains(tool) {
+            needs.push(tool);
+        }
     }
     needs
 }

@@ -5,13 +5,17 @@
 //! start and stop itself, with its process, lock, token and shape, under the op names given
 //! here and the fault's id.
 
+use super::{Asked, Ctx, Healer, Here};
 use crate::named::{self, Named};
-use history::FaultFamily;
-use super::{Ctx, Healer};
+use crate::scenario::{cell, Aimed, CellPlan, Profile, Target};
 use crate::schedule::file::{at, refuses_nodes, RawFault};
 use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError};
-use rand::Rng;
 use crate::Error;
+use history::coverage::{Cell, Need};
+use history::FaultFamily;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::io::Write;
 use std::str::FromStr;
@@ -183,12 +187,161 @@ impl ClientFaults {
     }
 }
 
-/// It stalls the harness's own client: any service, also a bare URL.
+pub const FAMILY: FaultFamily = FaultFamily::CLIENT_PAUSE;
+
+/// It stalls the harness's own client: any service, also a bare URL, and nothing else needed.
 pub const SERVER_SIDE: bool = false;
 pub const NEEDS_NETNS: bool = false;
+pub const MOVES_CLOCKS: bool = false;
+pub const TOOLS: &[&str] = &[];
+/// `--client-faults`, the aims and wake-up ops drawn from.
+pub const SETTINGS: &[&str] = &["client_faults"];
+pub const RECOVERY_LEASES: u64 = 0;
 
-pub const START: &str = FaultFamily::CLIENT_PAUSE.opens;
-pub const STOP: &str = FaultFamily::CLIENT_PAUSE.closes;
+pub const START: &str = FAMILY.opens;
+pub const STOP: &str = FAMILY.closes;
+
+pub fn here() -> Here {
+    Here::ready("a lock holder stalls past its lease in the harness itself")
+}
+
+/// The needs of `--client-faults` (empty: any stall that reached its aim): each aim asked for,
+/// with the wake-up ops asked for; each wake-up op asked for without an aim.
+pub fn requested(asked: &Asked<'_>) -> Vec<Need> {
+    let shapes = (asked.list)(SETTINGS[0]);
+    let aims: Vec<&String> = shapes
+        .iter()
+        .filter(|s| s.parse::<StallAim>().is_ok())
+        .collect();
+    let wakes: Vec<String> = shapes
+        .iter()
+        .filter(|s| s.parse::<WakeOp>().is_ok())
+        .cloned()
+        .collect();
+    let stall = |label: String, variants: Vec<String>, wakes: Vec<String>| Need {
+        label,
+        kind: FAMILY.kind.into(),
+        variants,
+        wakes,
+        times: 1,
+        ..Need::default()
+    };
+    if aims.is_empty() && wakes.is_empty() {
+        return vec![Need::kind(FAMILY.kind)];
+    }
+    if aims.is_empty() {
+        return wakes
+            .iter()
+            .map(|w| {
+                stall(
+                    format!("{} waking into {w}", FAMILY.kind),
+                    vec![],
+                    vec![w.clone()],
+                )
+            })
+            .collect();
+    }
+    aims.into_iter()
+        .map(|a| {
+            let waiter = a.parse::<StallAim>() == Ok(StallAim::Waiter);
+            let w = if waiter { vec![] } else { wakes.clone() };
+            let label = match w.as_slice() {
+                [] => format!("{} {a}", FAMILY.kind),
+                ws => format!("{} {a}/{}", FAMILY.kind, ws.join("|")),
+            };
+            stall(label, vec![a.clone()], w)
+        })
+        .collect()
+}
+
+/// The kind of the suite's cell that runs a stall under an odd lease length; any exercised
+/// stall exercises it.
+pub const LEASE: &str = "lease";
+
+/// The client-stall cells: the odd lease, and each stall aim x wake-up op the workload has
+/// (a waiter's stall has no wake-up op). A long stall is where a lock that never expires
+/// shows: the others are refused past every lease only if they do not wait out the stall.
+pub fn suite_cells(t: &Target) -> Vec<CellPlan> {
+    let aims: &[StallAim] = if t.aims.is_empty() {
+        &StallAim::ALL
+    } else {
+        &t.aims
+    };
+    let wakes: Vec<WakeOp> = if t.wakes.is_empty() {
+        WakeOp::ALL.to_vec()
+    } else {
+        t.wakes.clone()
+    };
+    // A mutex holder releases where a counter holder would read or write.
+    let wakes: Vec<WakeOp> = wakes
+        .into_iter()
+        .filter(|w| t.counter || matches!(w, WakeOp::Renew | WakeOp::Release))
+        .filter(|w| !(t.counter && t.write_ends_grant && *w == WakeOp::Release))
+        .collect();
+    // A holder stalled to just past an odd lease, waking into a renew: where a service
+    // that rounds the lease down has already granted the lock to another.
+    let mut out = vec![cell(LEASE, "odd-ttl", "", "", 1, Profile::OddTtl)];
+    for &aim in aims {
+        if aim == StallAim::Waiter {
+            out.push(cell(FAMILY.kind, aim.as_str(), "", "", 5, Profile::Plain));
+            continue;
+        }
+        let profile = match aim {
+            StallAim::Long => Profile::ShortWait,
+            _ => Profile::Plain,
+        };
+        for w in &wakes {
+            out.push(cell(FAMILY.kind, aim.as_str(), w.as_str(), "", 1, profile));
+        }
+    }
+    out
+}
+
+/// A stall of the cell's aim and wake-up op, or for the odd-lease cell a holder stalled to
+/// just past its lease that renews.
+pub fn aim(
+    t: &Target,
+    c: &Cell,
+    _role_node: Vec<usize>,
+    ttl: u64,
+    rng: &mut ChaCha8Rng,
+) -> Option<Aimed> {
+    let (aim, wake, length_ms) = if c.kind == LEASE {
+        (StallAim::Boundary, Some(WakeOp::Renew), ttl * 2)
+    } else {
+        let aim: StallAim = c.variant.parse().ok()?;
+        let wake = if aim == StallAim::Waiter {
+            None
+        } else {
+            Some(c.wake.parse::<WakeOp>().ok()?)
+        };
+        // A long stall outlasts the lease, the liveness grace and another lease: a lock
+        // still held then is stuck, and the others asking meanwhile are refused.
+        let length_ms = match aim {
+            StallAim::Long => (ttl * 2).max(ttl * 2 + t.liveness_grace_ms),
+            _ => ttl * 2,
+        };
+        (aim, wake, length_ms)
+    };
+    // As the drawn plan sizes them: a few ms past the aimed instant.
+    let after_ms = draw_after_ms(aim, ttl, rng);
+    Some(Aimed {
+        length_ms,
+        nodes: Vec::new(),
+        payload: Payload::ClientPause(Plan {
+            // Well past the lease: the aimed instants lie within it.
+            window_ms: ttl.max(500),
+            shape: Some(ClientFault {
+                aim,
+                wake,
+                after_ms,
+            }),
+        }),
+        after_ms: 0,
+    })
+}
+
+pub const RETRIED_ALONE: bool = false;
 
 /// A stall that must outlive the lease surely (well past it), of a shape drawn from the
 /// chosen ones; the request waits a quiet interval for a holder.
@@ -250,22 +403,29 @@ pub fn draw_after_ms(aim: StallAim, ttl_ms: u64, rng: &mut impl Rng) -> u64 {
     }
 }
 
-/// `window_ms`, `shape`, `wake` and `after_ms`.
-pub(crate) fn own_key(raw: &RawFault) -> Option<&'static str> {
-    [
-        ("window_ms", raw.window_ms.is_some()),
-        ("shape", raw.shape.is_some()),
-        ("wake", raw.wake.is_some()),
-        ("after_ms", raw.after_ms.is_some()),
-    ]
-    .into_iter()
-    .find_map(|(key, present)| present.then_some(key))
+/// A client-pause's keys in `schedule.json`: `window_ms`, `shape`, `wake` and `after_ms`.
+#[derive(Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Keys {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    window_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    shape: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    wake: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    after_ms: Option<u64>,
 }
 
 /// The shape, `window_ms` (default: `length_ms`); the client holding a lock is who stalls,
 /// `nodes` is refused.
-pub(crate) fn read(id: &str, raw: &RawFault, nodes: &[usize]) -> Result<Plan, ScheduleError> {
-    let shape = read_shape(id, raw)?;
+pub(crate) fn read(
+    id: &str,
+    raw: &RawFault,
+    keys: Keys,
+    nodes: &[usize],
+) -> Result<Plan, ScheduleError> {
+    let shape = read_shape(id, &keys)?;
     refuses_nodes(
         id,
         FaultKind::ClientPause,
@@ -273,13 +433,13 @@ pub(crate) fn read(id: &str, raw: &RawFault, nodes: &[usize]) -> Result<Plan, Sc
         "the client holding a lock stalls",
     )?;
     Ok(Plan {
-        window_ms: raw.window_ms.unwrap_or(raw.length_ms),
+        window_ms: keys.window_ms.unwrap_or(raw.length_ms),
         shape,
     })
 }
 
 /// A client-pause's `shape`, `wake` and `after_ms`, checked together.
-fn read_shape(id: &str, r: &RawFault) -> Result<Option<ClientFault>, ScheduleError> {
+fn read_shape(id: &str, r: &Keys) -> Result<Option<ClientFault>, ScheduleError> {
     let Some(shape) = r.shape.as_deref() else {
         if r.wake.is_some() || r.after_ms.is_some() {
             return Err(at(id, "`wake` and `after_ms` need a `shape`"));
@@ -320,17 +480,19 @@ fn read_shape(id: &str, r: &RawFault) -> Result<Option<ClientFault>, ScheduleErr
     }))
 }
 
-pub(crate) fn write(plan: &Plan, raw: &mut RawFault) {
-    raw.window_ms = Some(plan.window_ms);
-    raw.shape = plan.shape.map(|c| c.aim.as_str().to_string());
-    raw.wake = plan
-        .shape
-        .and_then(|c| c.wake)
-        .map(|w| w.as_str().to_string());
-    raw.after_ms = plan
-        .shape
-        .filter(|c| matches!(c.aim, StallAim::Boundary | StallAim::NextGrant))
-        .map(|c| c.after_ms);
+pub(crate) fn write(plan: &Plan) -> Keys {
+    Keys {
+        window_ms: Some(plan.window_ms),
+        shape: plan.shape.map(|c| c.aim.as_str().to_string()),
+        wake: plan
+            .shape
+            .and_then(|c| c.wake)
+            .map(|w| w.as_str().to_string()),
+        after_ms: plan
+            .shape
+            .filter(|c| matches!(c.aim, StallAim::Boundary | StallAim::NextGrant))
+            .map(|c| c.after_ms),
+    }
 }
 
 /// A stall names no nodes.
@@ -358,6 +520,26 @@ pub trait ClientStalls: Send + Sync {
     fn request(&self, stall: StallRequest, deadline: Instant);
     /// Withdraws any outstanding request.
     fn cancel(&self);
+}
+
+/// What a planned fault carries for this family, asked of any fault.
+impl PlannedFault {
+    /// For a client-pause, how long the stall request waits for a lock holder to take it.
+    pub fn window_ms(&self) -> Option<u64> {
+        match &self.payload {
+            Payload::ClientPause(c) => Some(c.window_ms),
+            _ => None,
+        }
+    }
+
+
+    /// For a client-pause, its shape (`None` also for a schedule written before shapes).
+    pub fn client(&self) -> Option<ClientFault> {
+        match &self.payload {
+            Payload::ClientPause(c) => c.shape,
+            _ => None,
+        }
+    }
 }
 
 pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Result<(), Error> {

@@ -6,15 +6,18 @@
 //! answers one, else (vDSO backend) the offset the node's own patched code applied to its next
 //! wall-clock read.
 
-use crate::named::{self, Named};
-use history::FaultFamily;
-use super::{Ctx, Healer};
+use super::{variant_need, Asked, Ctx, Healer, Here};
 use crate::clock::{faketime_env, Backend, ClockScope, ControlPage, NodeClock};
+use crate::named::{self, Named};
+use crate::scenario::{cell, Aimed, CellPlan, Profile, Target};
 use crate::schedule::file::{at, needs_nodes, RawFault, END_MS_MAX};
 use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError};
-use rand::Rng;
 use crate::Error;
-use history::{OpValue, Recorder};
+use history::coverage::{Cell, Need};
+use history::{FaultFamily, OpValue, Recorder};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::fmt;
 use std::io::Write;
@@ -94,12 +97,104 @@ pub struct ClockFault {
     pub rate: Option<f64>,
 }
 
-/// It moves the clocks the service's processes read.
+pub const FAMILY: FaultFamily = FaultFamily::CLOCK;
+
+/// It moves the clocks the service's processes read: the nodes start with a clock the harness
+/// controls, which on an ssh host needs ptrace.
 pub const SERVER_SIDE: bool = true;
 pub const NEEDS_NETNS: bool = false;
+pub const MOVES_CLOCKS: bool = true;
+pub const TOOLS: &[&str] = &["ptrace"];
+/// `--clock-faults`, the modes drawn from.
+pub const SETTINGS: &[&str] = &["clock_faults"];
+pub const RECOVERY_LEASES: u64 = 0;
 
-pub const START: &str = FaultFamily::CLOCK.opens;
-pub const STOP: &str = FaultFamily::CLOCK.closes;
+pub const START: &str = FAMILY.opens;
+pub const STOP: &str = FAMILY.closes;
+
+/// Which backend runs here (the vDSO, else libfaketime), or why neither does.
+pub fn here() -> Here {
+    match Backend::detect() {
+        Ok(Backend::Vdso) => Here::ready(
+            "vdso backend: each node's processes patched through ptrace to read a control page \
+             (x86_64); reaches Go, Python, Rust, C and static binaries",
+        ),
+        Ok(Backend::Faketime(_)) => Here::ready(
+            "libfaketime backend (the vDSO one cannot run here); \
+             per-node control files; does not reach Go or static binaries",
+        ),
+        Err(why) => Here {
+            missing: Some(why),
+            note: "patched vDSO clocks (x86_64, ptrace), or libfaketime",
+        },
+    }
+}
+
+/// The clock directions that can end a lease early or reorder what a clock orders on a
+/// service that reads its clock wrongly; a slow clock only makes leases last longer, so a run
+/// whose only clock fault was slow has not tried the clock fault's harmful directions.
+fn harmful() -> Vec<String> {
+    let modes = ClockMode::ALL.into_iter().filter(|m| *m != ClockMode::Slow);
+    modes.map(|m| m.as_str().to_string()).collect()
+}
+
+/// Each mode `--clock-faults` asked for, or one of the harmful ones (on the primary, if the
+/// run aimed there).
+pub fn requested(asked: &Asked<'_>) -> Vec<Need> {
+    let modes = (asked.list)(SETTINGS[0]);
+    let mut needs = Vec::new();
+    if modes.is_empty() {
+        needs.push(asked.on_role(Need {
+            label: format!(
+                "{} (a step or a fast clock: a slow one only lengthens leases)",
+                FAMILY.kind
+            ),
+            kind: FAMILY.kind.into(),
+            variants: harmful(),
+            times: 1,
+            ..Need::default()
+        }));
+    }
+    for m in modes {
+        needs.push(asked.on_role(variant_need(FAMILY.kind, m)));
+    }
+    needs
+}
+
+/// Each chosen mode (every one by default) on each node role.
+pub fn suite_cells(t: &Target) -> Vec<CellPlan> {
+    let modes: &[ClockMode] = if t.clock_modes.is_empty() {
+        &ClockMode::ALL
+    } else {
+        &t.clock_modes
+    };
+    let mut out = Vec::new();
+    for m in modes {
+        for r in t.roles() {
+            out.push(cell(FAMILY.kind, m.as_str(), "", r, 3, Profile::Plain));
+        }
+    }
+    out
+}
+
+/// A change of the cell's mode, lasting several leases.
+pub fn aim(
+    t: &Target,
+    c: &Cell,
+    role_node: Vec<usize>,
+    ttl: u64,
+    _rng: &mut ChaCha8Rng,
+) -> Option<Aimed> {
+    let mode: ClockMode = c.variant.parse().ok()?;
+    Some(Aimed {
+        length_ms: ttl * 3,
+        nodes: role_node,
+        payload: Payload::Clock(change(mode, t.clock_bump_ms, t.clock_rate)),
+        after_ms: 0,
+    })
+}
+
+pub const RETRIED_ALONE: bool = false;
 /// After each change: the offset a node's `/v1/time` really showed.
 pub const OBSERVED: &str = "clock-observed";
 
@@ -139,20 +234,26 @@ pub fn change(mode: ClockMode, bump_ms: u64, rate: f64) -> ClockFault {
     }
 }
 
-/// `mode`, `delta_ms` and `rate`, the change.
-pub(crate) fn own_key(raw: &RawFault) -> Option<&'static str> {
-    [
-        ("mode", raw.mode.is_some()),
-        ("delta_ms", raw.delta_ms.is_some()),
-        ("rate", raw.rate.is_some()),
-    ]
-    .into_iter()
-    .find_map(|(key, present)| present.then_some(key))
+/// A clock fault's keys in `schedule.json`: `mode`, `delta_ms` and `rate`, the change.
+#[derive(Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Keys {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    delta_ms: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rate: Option<f64>,
 }
 
 /// `mode`, then the step (`delta_ms`) of a bump or strobe, or the `rate` of a fast or slow
 /// clock: the other of the two is refused.
-pub(crate) fn read(id: &str, raw: &RawFault, nodes: &[usize]) -> Result<Plan, ScheduleError> {
+pub(crate) fn read(
+    id: &str,
+    _raw: &RawFault,
+    raw: Keys,
+    nodes: &[usize],
+) -> Result<Plan, ScheduleError> {
     needs_nodes(id, FaultKind::Clock, nodes)?;
     let mode: ClockMode = raw
         .mode
@@ -162,9 +263,9 @@ pub(crate) fn read(id: &str, raw: &RawFault, nodes: &[usize]) -> Result<Plan, Sc
         .map_err(|e: String| at(id, e))?;
     let (delta_ms, rate) = match mode {
         ClockMode::BumpForward | ClockMode::BumpBack | ClockMode::Strobe => {
-            (Some(read_step(id, raw, mode)?), None)
+            (Some(read_step(id, &raw, mode)?), None)
         }
-        ClockMode::Fast | ClockMode::Slow => (None, Some(read_rate(id, raw, mode)?)),
+        ClockMode::Fast | ClockMode::Slow => (None, Some(read_rate(id, &raw, mode)?)),
     };
     Ok(ClockFault {
         mode,
@@ -174,7 +275,7 @@ pub(crate) fn read(id: &str, raw: &RawFault, nodes: &[usize]) -> Result<Plan, Sc
 }
 
 /// A bump's or a strobe's `delta_ms`: forward > 0, back < 0, strobe not 0.
-fn read_step(id: &str, raw: &RawFault, mode: ClockMode) -> Result<i64, ScheduleError> {
+fn read_step(id: &str, raw: &Keys, mode: ClockMode) -> Result<i64, ScheduleError> {
     if raw.rate.is_some() {
         return Err(at(
             id,
@@ -199,7 +300,7 @@ fn read_step(id: &str, raw: &RawFault, mode: ClockMode) -> Result<i64, ScheduleE
 }
 
 /// A fast or slow clock's `rate`: above 1 for fast, below for slow.
-fn read_rate(id: &str, raw: &RawFault, mode: ClockMode) -> Result<f64, ScheduleError> {
+fn read_rate(id: &str, raw: &Keys, mode: ClockMode) -> Result<f64, ScheduleError> {
     if raw.delta_ms.is_some() {
         return Err(at(
             id,
@@ -222,10 +323,12 @@ fn read_rate(id: &str, raw: &RawFault, mode: ClockMode) -> Result<f64, ScheduleE
     Ok(rate)
 }
 
-pub(crate) fn write(plan: &Plan, raw: &mut RawFault) {
-    raw.mode = Some(plan.mode.as_str().to_string());
-    raw.delta_ms = plan.delta_ms;
-    raw.rate = plan.rate;
+pub(crate) fn write(plan: &Plan) -> Keys {
+    Keys {
+        mode: Some(plan.mode.as_str().to_string()),
+        delta_ms: plan.delta_ms,
+        rate: plan.rate,
+    }
 }
 
 /// A clock change names no nodes beyond its own.
@@ -275,6 +378,17 @@ pub fn prepare(
             let clock = NodeClock::create(control.clone(), Instant::now())?;
             let env = faketime_env(lib, &control, scope);
             Ok((clock, Hookup { env, page: None }))
+        }
+    }
+}
+
+/// What a planned fault carries for this family, asked of any fault.
+impl PlannedFault {
+    /// For a clock fault, what it does to the clock.
+    pub fn clock(&self) -> Option<ClockFault> {
+        match &self.payload {
+            Payload::Clock(c) => Some(*c),
+            _ => None,
         }
     }
 }

@@ -3,14 +3,17 @@
 //! (`then_nodes`) does the same to its second wave once the first is back; it is one fault,
 //! `kill` to `restart`, whose events name both waves.
 
-use history::FaultFamily;
-use super::{Ctx, Healer};
+use super::{Asked, Ctx, Healer, Here};
 use crate::node::Node;
+use crate::scenario::{cell, Aimed, CellPlan, Profile, Target};
 use crate::schedule::file::{at, needs_nodes, node_id, node_index, RawFault};
 use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError};
-use rand::Rng;
 use crate::Error;
-use history::OpValue;
+use history::coverage::{Cell, Need, KILL_ROLLING};
+use history::{FaultFamily, OpValue};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -24,12 +27,90 @@ pub struct Plan {
     pub then_nodes: Vec<usize>,
 }
 
-/// It kills the service's processes.
+pub const FAMILY: FaultFamily = FaultFamily::KILL;
+
+/// It kills the service's processes, and needs nothing else.
 pub const SERVER_SIDE: bool = true;
 pub const NEEDS_NETNS: bool = false;
+pub const MOVES_CLOCKS: bool = false;
+pub const TOOLS: &[&str] = &[];
+pub const SETTINGS: &[&str] = &[];
+/// A correct service refuses grants after a restart until every lease it may have granted has
+/// lapsed (up to about 2 leases with rounding).
+pub const RECOVERY_LEASES: u64 = 2;
 
-pub const START: &str = FaultFamily::KILL.opens;
-pub const STOP: &str = FaultFamily::KILL.closes;
+pub const START: &str = FAMILY.opens;
+pub const STOP: &str = FAMILY.closes;
+
+pub fn here() -> Here {
+    Here::ready("SIGKILL, then restart with the same command and data dir")
+}
+
+/// Any kill that met its state (on the primary, if the run aimed there).
+pub fn requested(asked: &Asked<'_>) -> Vec<Need> {
+    vec![asked.on_role(Need::kind(FAMILY.kind))]
+}
+
+/// A kill of each node role, and with 3 nodes or more a rolling kill: two minorities
+/// restarted one after the other under one live grant, harmless to a quorum that remembers,
+/// and a lost grant where a majority of nodes held it in memory. A kill costs the most time
+/// (the service's recovery wait follows it): after the pause and the clock in each scenario.
+pub fn suite_cells(t: &Target) -> Vec<CellPlan> {
+    let mut out: Vec<CellPlan> = t
+        .roles()
+        .iter()
+        .map(|r| cell(FAMILY.kind, "", "", r, 4, Profile::Plain))
+        .collect();
+    if t.nodes >= 3 {
+        out.push(cell(FAMILY.kind, KILL_ROLLING, "", "", 4, Profile::LongHold));
+    }
+    out
+}
+
+/// A kill of the role's node, or a rolling kill; a short downtime: the node must be back
+/// while a lease it granted is still live.
+pub fn aim(
+    t: &Target,
+    c: &Cell,
+    role_node: Vec<usize>,
+    ttl: u64,
+    _rng: &mut ChaCha8Rng,
+) -> Option<Aimed> {
+    let (nodes, then_nodes) = match c.variant.as_str() {
+        KILL_ROLLING => rolling_waves(t.nodes),
+        _ => (role_node, Vec::new()),
+    };
+    Some(Aimed {
+        length_ms: (ttl / 4).max(100),
+        nodes,
+        payload: Payload::Kill(Plan { then_nodes }),
+        // A correct service refuses grants for up to about 2 leases after its restart; the
+        // scenario goes on past that so a grant follows.
+        after_ms: ttl * RECOVERY_LEASES + ttl / 2,
+    })
+}
+
+/// A kill that missed its state is tried again on its own with longer leases: a node slower
+/// to restart than a lease is back only once every lease it granted is over.
+pub const RETRIED_ALONE: bool = true;
+
+/// The waves of a rolling kill on `nodes` (3 or more), never the primary (position 0): first
+/// the nodes beyond a bare majority (so a grant on every node is left on exactly a majority
+/// that remembers it), then as many more as make the forgetful nodes a majority themselves
+/// (one, for an odd count). 3 nodes: n3, then n2; 5: n4 and n5, then n3.
+pub fn rolling_waves(nodes: usize) -> (Vec<usize>, Vec<usize>) {
+    let majority = nodes / 2 + 1;
+    let first = nodes - majority;
+    let then = (2 * majority - nodes).min(nodes - 1 - first);
+    let mut others = (1..nodes).rev();
+    let mut wave = |k: usize| -> Vec<usize> {
+        let mut w: Vec<usize> = others.by_ref().take(k).collect();
+        w.sort_unstable();
+        w
+    };
+    let a = wave(first);
+    (a, wave(then))
+}
 
 /// A kill of the picked nodes in one wave: a downtime, then the restart waits out the lease
 /// itself.
@@ -39,22 +120,29 @@ pub(crate) fn draw(d: &mut Draws<'_>, picked: Vec<usize>) -> Drawn {
         length_ms: d.rng.random_range(100..=ttl.max(101)),
         nodes: picked,
         payload: Payload::Kill(Plan::default()),
-        // A correct service refuses grants after a restart until every lease it may have
-        // granted has lapsed (up to about 2 ttl with rounding); a kill inside that window
-        // would keep the lock unavailable all run and test nothing.
-        recovery_ms: ttl * 2,
+        // A kill inside the recovery window would keep the lock unavailable all run and test
+        // nothing.
+        recovery_ms: ttl * RECOVERY_LEASES,
     }
 }
 
-/// `then_nodes`, the second wave.
-pub(crate) fn own_key(raw: &RawFault) -> Option<&'static str> {
-    (!raw.then_nodes.is_empty()).then_some("then_nodes")
+/// A kill's key in `schedule.json`: `then_nodes`, the second wave.
+#[derive(Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Keys {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    then_nodes: Vec<String>,
 }
 
 /// `then_nodes`: node ids apart from `nodes` and from each other.
-pub(crate) fn read(id: &str, raw: &RawFault, nodes: &[usize]) -> Result<Plan, ScheduleError> {
-    let mut then_nodes = Vec::with_capacity(raw.then_nodes.len());
-    for n in &raw.then_nodes {
+pub(crate) fn read(
+    id: &str,
+    _raw: &RawFault,
+    keys: Keys,
+    nodes: &[usize],
+) -> Result<Plan, ScheduleError> {
+    let mut then_nodes = Vec::with_capacity(keys.then_nodes.len());
+    for n in &keys.then_nodes {
         let i = node_index(id, n)?;
         if nodes.contains(&i) || then_nodes.contains(&i) {
             return Err(at(
@@ -69,8 +157,10 @@ pub(crate) fn read(id: &str, raw: &RawFault, nodes: &[usize]) -> Result<Plan, Sc
     Ok(Plan { then_nodes })
 }
 
-pub(crate) fn write(plan: &Plan, raw: &mut RawFault) {
-    raw.then_nodes = plan.then_nodes.iter().map(|&i| node_id(i)).collect();
+pub(crate) fn write(plan: &Plan) -> Keys {
+    Keys {
+        then_nodes: plan.then_nodes.iter().map(|&i| node_id(i)).collect(),
+    }
 }
 
 /// The second wave.
@@ -86,6 +176,17 @@ pub(crate) fn renumber(plan: &mut Plan, to: &dyn Fn(usize) -> usize) {
 
 /// Restart attempts after a kill before the run gives up on the node.
 pub const RESTART_ATTEMPTS: u32 = 3;
+
+/// What a planned fault carries for this family, asked of any fault.
+impl PlannedFault {
+    /// For a kill, its second wave (empty: none, and for every other family).
+    pub fn then_nodes(&self) -> &[usize] {
+        match &self.payload {
+            Payload::Kill(k) => &k.then_nodes,
+            _ => &[],
+        }
+    }
+}
 
 pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Result<(), Error> {
     ctx.record(START, with_waves(ctx, fault, ctx.value(fault)))?;

@@ -4,35 +4,47 @@
 //! final heal at the end of a run.
 //!
 //! A family module has the same items:
+//! - `FAMILY`: its entry in history's table (`history::FaultFamily`: its name, ops, colour and
+//!   how its faults count as exercised); its [`FaultKind`] variant is made by `families!`;
 //! - `Plan`: what a planned fault of the family carries beyond its id, start, length and nodes
 //!   ([`Payload`]'s variant for it), and `draw(draws, picked)`, what a seeded plan draws for
 //!   one of its faults (its length, its choices, its cut or shape) from the plan's streams,
 //!   each in the order it always drew them, so a seed gives the schedule it gave;
-//! - its `schedule.json` keys: `own_key(raw)` (the first of its keys a fault has: refused on
-//!   another family's fault), `read(id, raw, nodes)` (its keys read and checked, and whether
-//!   it takes `nodes`) and `write(plan, raw)`;
+//! - its `schedule.json` keys: `Keys` (a serde struct of them, in the order they are written;
+//!   the reader hands each key of a fault to the family whose `Keys` has it, and refuses one
+//!   no family has or another family's), `read(id, raw, keys, nodes)` (its keys read and
+//!   checked, and whether it takes `nodes`) and `write(plan)`;
 //! - `nodes_named(plan)` and `renumber(plan, to)`: the node positions its plan names beyond
 //!   the fault's `nodes`, for the checks against the run and for a fault moved to another
 //!   primary;
-//! - `SERVER_SIDE` (its faults act on the service's processes: not against a bare URL) and
-//!   `NEEDS_NETNS` (they need the nodes in network namespaces);
-//! - `START` and `STOP`, the history ops that open and close its faults (from
-//!   `history::FaultFamily`, where the history's readers find them);
+//! - what its faults need: `SERVER_SIDE` (they act on the service's processes: not against a
+//!   bare URL), `NEEDS_NETNS` (the nodes in network namespaces), `MOVES_CLOCKS` (the nodes'
+//!   clocks under the harness's control), `TOOLS` (the runtime features they use, by the names
+//!   the runtimes check), `SETTINGS` (the run settings that shape them), `RECOVERY_LEASES`
+//!   (the leases a service needs after one), and `here()`, `lockpick doctor`'s row for it;
+//! - `requested(asked)`: what a run that asked for it needs exercised, from the run's settings;
+//! - its cells in `lockpick test`'s plan: `suite_cells(target)`, `aim(...)` (a fault aimed at
+//!   one of them, sized from the lease) and `RETRIED_ALONE`;
+//! - `START` and `STOP`, the history ops that open and close its faults (from `FAMILY`);
 //! - `async fn run(ctx, fault)`: start, hold for the fault's length or until the run stops,
 //!   end (the end always runs);
 //! - `async fn heal(healer)`: what is left to undo once the run is over.
 //!
-//! A new family is one module here plus its line in `families!` below, and its kind in
-//! [`FaultKind`] (`schedule.rs`).
+//! A new family is one module here plus its line in `families!` below (and its entry in
+//! history's table of families).
 
 use crate::node::Node;
 use crate::ready::Readiness;
 use crate::runtime::NetworkFaults;
-use crate::schedule::file::{at, RawFault};
-use crate::schedule::{Drawn, Draws, FaultKind, PlannedFault, ScheduleError};
+use crate::scenario::{Aimed, CellPlan, Target};
+use crate::schedule::file::RawFault;
+use crate::schedule::{Drawn, Draws, PlannedFault, ScheduleError};
 use crate::{clock::NodeClock, Error};
-use history::{OpValue, Recorder};
-use serde_json::json;
+use history::coverage::{Cell, Need};
+use history::{FaultFamily, OpValue, Recorder};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -40,16 +52,188 @@ use tokio::sync::watch;
 
 pub use client_pause::{longest_ms as longest_client_stall_ms, ClientStalls, StallRequest};
 
-/// Registers every family: declares its module and routes its kind to it.
+/// Registers every family: declares its module, makes its [`FaultKind`] variant and routes
+/// every question about the kind to its module.
 macro_rules! families {
+    (@one $kind:ident) => {
+        1
+    };
     ($($kind:ident => $module:ident),+ $(,)?) => {
         $(pub mod $module;)+
+
+        /// A fault family, as `--nemesis` and `schedule.json` name it: one variant per module
+        /// of [`crate::fault`], in the order of `families!` (the order `--nemesis` lists them).
+        /// What a kind's faults need and do is its module's to say; the methods below ask it.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum FaultKind {
+            $(
+                #[doc = concat!("The faults of [`crate::fault::", stringify!($module), "`].")]
+                $kind,
+            )+
+        }
+
+        impl FaultKind {
+            /// Every kind, in `--nemesis` order.
+            pub const ALL: [FaultKind; 0 $(+ families!(@one $kind))+] = [$(FaultKind::$kind),+];
+
+            /// Its entry in history's table of families (its name, ops, colour and how its
+            /// faults count as exercised).
+            pub fn family(self) -> &'static FaultFamily {
+                match self {
+                    $(FaultKind::$kind => &$module::FAMILY,)+
+                }
+            }
+
+            /// Its name, as `--nemesis` and `schedule.json` spell it.
+            pub fn as_str(self) -> &'static str {
+                self.family().kind
+            }
+
+            /// Whether its faults act on the service's processes (impossible against a bare
+            /// URL): its module's `SERVER_SIDE`.
+            pub fn is_server_side(self) -> bool {
+                match self {
+                    $(FaultKind::$kind => $module::SERVER_SIDE,)+
+                }
+            }
+
+            /// Whether its faults need the nodes in network namespaces (a runtime that makes
+            /// network faults): its module's `NEEDS_NETNS`.
+            pub fn needs_netns(self) -> bool {
+                match self {
+                    $(FaultKind::$kind => $module::NEEDS_NETNS,)+
+                }
+            }
+
+            /// Whether its faults move the nodes' clocks, so the nodes must start with a clock
+            /// the harness controls and the service must be reachable by a clock backend: its
+            /// module's `MOVES_CLOCKS`.
+            pub fn moves_clocks(self) -> bool {
+                match self {
+                    $(FaultKind::$kind => $module::MOVES_CLOCKS,)+
+                }
+            }
+
+            /// The features of a runtime its faults use, by the names the runtimes check them
+            /// under (`iptables`, `ptrace`): its module's `TOOLS`.
+            pub fn tools(self) -> &'static [&'static str] {
+                match self {
+                    $(FaultKind::$kind => $module::TOOLS,)+
+                }
+            }
+
+            /// Whether a run can always make its faults on nodes lockpick started, needing
+            /// nothing of this machine (no namespace, clock backend or tool).
+            pub fn needs_nothing_here(self) -> bool {
+                !self.needs_netns() && !self.moves_clocks() && self.tools().is_empty()
+            }
+
+            /// The run settings (config keys) that shape its faults: its module's `SETTINGS`.
+            pub fn settings(self) -> &'static [&'static str] {
+                match self {
+                    $(FaultKind::$kind => $module::SETTINGS,)+
+                }
+            }
+
+            /// How many leases a service needs after one of its faults before it grants again
+            /// (a restart's): its module's `RECOVERY_LEASES`.
+            pub fn recovery_leases(self) -> u64 {
+                match self {
+                    $(FaultKind::$kind => $module::RECOVERY_LEASES,)+
+                }
+            }
+
+            /// Whether this machine can make its faults, for `lockpick doctor`.
+            pub fn here(self) -> Here {
+                match self {
+                    $(FaultKind::$kind => $module::here(),)+
+                }
+            }
+
+            /// What a run that asked for it needs exercised (the coverage gate's needs), from
+            /// the run's settings.
+            pub fn requested(self, asked: &Asked<'_>) -> Vec<Need> {
+                match self {
+                    $(FaultKind::$kind => $module::requested(asked),)+
+                }
+            }
+
+            /// The suite's cells for it on `t`.
+            pub fn suite_cells(self, t: &Target) -> Vec<CellPlan> {
+                match self {
+                    $(FaultKind::$kind => $module::suite_cells(t),)+
+                }
+            }
+
+            /// A fault of it aimed at the suite's `cell` (`role_node`: the node of the cell's
+            /// role), sized from the lease `ttl`; `None` if the cell is not one it aims at.
+            pub fn aim(
+                self,
+                t: &Target,
+                cell: &Cell,
+                role_node: Vec<usize>,
+                ttl: u64,
+                rng: &mut ChaCha8Rng,
+            ) -> Option<Aimed> {
+                match self {
+                    $(FaultKind::$kind => $module::aim(t, cell, role_node, ttl, rng),)+
+                }
+            }
+
+            /// Whether a cell of it that missed its state is tried again on its own with
+            /// longer leases (a kill, whose restart may outlast a lease).
+            pub fn retried_alone(self) -> bool {
+                match self {
+                    $(FaultKind::$kind => $module::RETRIED_ALONE,)+
+                }
+            }
+
+            /// The keys of `schedule.json` its faults have beyond the ones every fault has,
+            /// read from its `Keys` (so they are written once).
+            pub(crate) fn keys(self) -> &'static [&'static str] {
+                match self {
+                    $(FaultKind::$kind => fields_of::<$module::Keys>(),)+
+                }
+            }
+
+            /// Reads its keys of a `schedule.json` fault (the ones it owns, split off).
+            pub(crate) fn read_keys(self, part: Map<String, Value>) -> Result<Keys, serde_json::Error> {
+                match self {
+                    $(FaultKind::$kind => serde_json::from_value(Value::Object(part)).map(Keys::$kind),)+
+                }
+            }
+
+            /// Draws one fault of it for a seeded plan (`picked`: the nodes the plan's targets
+            /// picked for it).
+            pub(crate) fn draw(self, d: &mut Draws<'_>, picked: Vec<usize>) -> Drawn {
+                match self {
+                    $(FaultKind::$kind => $module::draw(d, picked),)+
+                }
+            }
+        }
 
         /// What a planned fault carries for its family: one variant per family, each with
         /// that family's own data, so a fault cannot hold another family's fields.
         #[derive(Debug, Clone, PartialEq)]
         pub enum Payload {
             $($kind($module::Plan),)+
+        }
+
+        /// A fault's own keys in `schedule.json`, as its family reads and writes them (written
+        /// after the keys every fault has, in the order of the family's `Keys`).
+        #[derive(Serialize)]
+        #[serde(untagged)]
+        pub(crate) enum Keys {
+            $($kind($module::Keys),)+
+        }
+
+        impl Keys {
+            /// The family whose keys these are.
+            pub(crate) fn kind(&self) -> FaultKind {
+                match self {
+                    $(Keys::$kind(_) => FaultKind::$kind,)+
+                }
+            }
         }
 
         impl Payload {
@@ -60,16 +244,16 @@ macro_rules! families {
                 }
             }
 
-            /// Reads a `schedule.json` fault's family part with its family (`nodes`, read
-            /// already, for the family to check).
+            /// Reads a `schedule.json` fault's family part with its family (`raw`: the keys
+            /// every fault has; `nodes`, read already, for the family to check).
             pub(crate) fn read(
-                kind: FaultKind,
+                keys: Keys,
                 id: &str,
                 raw: &RawFault,
                 nodes: &[usize],
             ) -> Result<Payload, ScheduleError> {
-                match kind {
-                    $(FaultKind::$kind => $module::read(id, raw, nodes).map(Payload::$kind),)+
+                match keys {
+                    $(Keys::$kind(k) => $module::read(id, raw, k, nodes).map(Payload::$kind),)+
                 }
             }
 
@@ -88,54 +272,11 @@ macro_rules! families {
                 }
             }
 
-            /// Writes the family part into a `schedule.json` fault.
-            pub(crate) fn write(&self, raw: &mut RawFault) {
+            /// The family part as `schedule.json` keys.
+            pub(crate) fn write(&self) -> Keys {
                 match self {
-                    $(Payload::$kind(plan) => $module::write(plan, raw),)+
+                    $(Payload::$kind(plan) => Keys::$kind($module::write(plan)),)+
                 }
-            }
-
-            /// Refuses a key of another family than `kind`'s, so a typo'd kind or a key on
-            /// the wrong fault never silently drops part of a fault.
-            pub(crate) fn refuse_other_families_keys(
-                kind: FaultKind,
-                id: &str,
-                raw: &RawFault,
-            ) -> Result<(), ScheduleError> {
-                $(
-                    if kind != FaultKind::$kind {
-                        if let Some(key) = $module::own_key(raw) {
-                            return Err(at(
-                                id,
-                                format!("`{key}` is for {} faults, not {kind}", FaultKind::$kind),
-                            ));
-                        }
-                    }
-                )+
-                Ok(())
-            }
-        }
-
-        /// Whether `kind`'s faults act on the service's processes: its family's `SERVER_SIDE`.
-        pub(crate) fn server_side(kind: FaultKind) -> bool {
-            match kind {
-                $(FaultKind::$kind => $module::SERVER_SIDE,)+
-            }
-        }
-
-        /// Whether `kind`'s faults need the nodes in network namespaces: its family's
-        /// `NEEDS_NETNS`.
-        pub(crate) fn needs_netns(kind: FaultKind) -> bool {
-            match kind {
-                $(FaultKind::$kind => $module::NEEDS_NETNS,)+
-            }
-        }
-
-        /// Draws one fault of `kind` for a seeded plan with its family (`picked`: the nodes
-        /// the plan's targets picked for it).
-        pub(crate) fn draw(kind: FaultKind, d: &mut Draws<'_>, picked: Vec<usize>) -> Drawn {
-            match kind {
-                $(FaultKind::$kind => $module::draw(d, picked),)+
             }
         }
 
@@ -155,24 +296,120 @@ macro_rules! families {
             vec![$((FaultKind::$kind, $module::START, $module::STOP)),+]
         }
 
-        /// The final heal: every family undoes what may be left of its faults.
+        /// The final heal: every family undoes what may be left of its faults, last registered
+        /// first (a client's stall request is withdrawn before paused nodes resume).
         pub async fn heal_all(healer: &Healer<'_>) -> Result<(), Error> {
-            $($module::heal(healer).await?;)+
+            families!(@heal healer; $($module),+);
             Ok(())
         }
     };
+    (@heal $healer:ident; $first:ident $(, $rest:ident)*) => {
+        families!(@heal $healer; $($rest),*);
+        $first::heal($healer).await?;
+    };
+    (@heal $healer:ident;) => {};
 }
 
-// The order is the order of the final heal (a stall request is withdrawn before paused nodes
-// resume; the other families leave nothing) and of the checks for another family's keys in
-// `schedule.json` (the first one found is the one named).
+// The order is `--nemesis`'s (and `FaultKind`'s); the final heal runs it backwards.
 families! {
+    Pause => pause,
+    Kill => kill,
+    ClientPause => client_pause,
     Clock => clock,
     Partition => partition,
     Netem => netem,
-    ClientPause => client_pause,
-    Pause => pause,
-    Kill => kill,
+}
+
+/// Whether this machine can make a family's faults, for `lockpick doctor` (the same checks
+/// refuse a run that asks for them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Here {
+    /// `None` when its faults can run here; else why not and the fix.
+    pub missing: Option<String>,
+    /// How its faults are made (here).
+    pub note: &'static str,
+}
+
+impl Here {
+    /// A family whose faults need nothing of this machine.
+    pub const fn ready(note: &'static str) -> Here {
+        Here {
+            missing: None,
+            note,
+        }
+    }
+
+    /// A network family: what the runtime a run with `kind`'s faults would take lacks for
+    /// them here, from the runtime's own probes (the same words a run's refusal gives).
+    pub fn network(kind: FaultKind, note: &'static str) -> Here {
+        let missing = crate::runtime::default_runtime(true).missing_here(&[kind]);
+        Here {
+            missing: (!missing.is_empty()).then(|| missing.join("; ")),
+            note,
+        }
+    }
+}
+
+/// What a run's settings asked of a family, for the coverage gate: the run's settings by
+/// config key, and whether its node faults were aimed at the primary.
+pub struct Asked<'a> {
+    /// A list setting's words (`clock_faults`); empty when not set.
+    pub list: &'a dyn Fn(&str) -> Vec<String>,
+    /// `nemesis_targets = "primary"`: node faults are counted on the primary only.
+    pub on_primary: bool,
+}
+
+impl Asked<'_> {
+    /// `need`, asked of the primary when the run aimed its node faults there.
+    pub fn on_role(&self, mut need: Need) -> Need {
+        if self.on_primary {
+            need.role = "primary".into();
+            need.label = format!("{} on primary", need.label);
+        }
+        need
+    }
+}
+
+/// A need met by an exercised fault of `kind` of `variant` (a clock mode, a topology):
+/// `clock fast`.
+pub fn variant_need(kind: &str, variant: String) -> Need {
+    Need {
+        label: format!("{kind} {variant}"),
+        kind: kind.into(),
+        variants: vec![variant],
+        times: 1,
+        ..Need::default()
+    }
+}
+
+/// The fields a serde struct reads, asked of its `Deserialize` (the derive hands them to
+/// `deserialize_struct`), so a family's keys are listed once, in its `Keys`.
+pub(crate) fn fields_of<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
+    use serde::de::{self, Visitor};
+    struct Fields<'a>(&'a mut &'static [&'static str]);
+    impl<'de> de::Deserializer<'de> for Fields<'_> {
+        type Error = de::value::Error;
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+            Err(de::Error::custom("not a struct"))
+        }
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _name: &'static str,
+            fields: &'static [&'static str],
+            _visitor: V,
+        ) -> Result<V::Value, Self::Error> {
+            *self.0 = fields;
+            Err(de::Error::custom("only its fields were asked for"))
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+            byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
+            identifier ignored_any
+        }
+    }
+    let mut fields: &'static [&'static str] = &[];
+    let _ = T::deserialize(Fields(&mut fields));
+    fields
 }
 
 /// Faults in progress, for the status line.

@@ -1,13 +1,17 @@
 //! `netem`: delay, drop, duplicate and reorder the planned nodes' packets with the runtime's
 //! network faults, hold, clear.
 
-use history::FaultFamily;
-use super::{Ctx, Healer};
+use super::{Asked, Ctx, Healer, Here};
 use crate::netns::NetemSpec;
+use crate::scenario::{cell, Aimed, CellPlan, Profile, Target};
 use crate::schedule::file::{at, needs_nodes, RawFault};
 use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError};
-use rand::Rng;
 use crate::Error;
+use history::coverage::{Cell, Need};
+use history::FaultFamily;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::io::Write;
 use std::time::Duration;
@@ -24,12 +28,53 @@ pub const NETEM: NetemSpec = NetemSpec {
     reorder_pct: 5.0,
 };
 
-/// It shapes the traffic of the nodes' namespaces.
+pub const FAMILY: FaultFamily = FaultFamily::NETEM;
+
+/// It shapes the traffic of the nodes' namespaces, with tc's netem qdisc.
 pub const SERVER_SIDE: bool = true;
 pub const NEEDS_NETNS: bool = true;
+pub const MOVES_CLOCKS: bool = false;
+pub const TOOLS: &[&str] = &["netem"];
+pub const SETTINGS: &[&str] = &[];
+pub const RECOVERY_LEASES: u64 = 0;
 
-pub const START: &str = FaultFamily::NETEM.opens;
-pub const STOP: &str = FaultFamily::NETEM.closes;
+pub const START: &str = FAMILY.opens;
+pub const STOP: &str = FAMILY.closes;
+
+pub fn here() -> Here {
+    Here::network(
+        FaultKind::Netem,
+        "tc netem delay/loss/duplicate/reorder inside the nodes' namespaces",
+    )
+}
+
+/// Any netem fault while a lease was live.
+pub fn requested(_asked: &Asked<'_>) -> Vec<Need> {
+    vec![Need::kind(FAMILY.kind)]
+}
+
+/// One cell: the planner's netem, last (the costliest to set up, the least aimed).
+pub fn suite_cells(_t: &Target) -> Vec<CellPlan> {
+    vec![cell(FAMILY.kind, "", "", "", 7, Profile::Plain)]
+}
+
+/// The planner's netem on the primary.
+pub fn aim(
+    _t: &Target,
+    _c: &Cell,
+    _role_node: Vec<usize>,
+    ttl: u64,
+    _rng: &mut ChaCha8Rng,
+) -> Option<Aimed> {
+    Some(Aimed {
+        length_ms: ttl * 2,
+        nodes: vec![0],
+        payload: Payload::Netem(NETEM),
+        after_ms: 0,
+    })
+}
+
+pub const RETRIED_ALONE: bool = false;
 
 /// The planner's [`NETEM`] on the picked nodes, straddling the lease like a pause.
 pub(crate) fn draw(d: &mut Draws<'_>, picked: Vec<usize>) -> Drawn {
@@ -42,21 +87,31 @@ pub(crate) fn draw(d: &mut Draws<'_>, picked: Vec<usize>) -> Drawn {
     }
 }
 
-/// `netem`, the spec.
-pub(crate) fn own_key(raw: &RawFault) -> Option<&'static str> {
-    raw.netem.is_some().then_some("netem")
+/// A netem fault's key in `schedule.json`: `netem`, the spec.
+#[derive(Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Keys {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    netem: Option<NetemSpec>,
 }
 
 /// `netem` (default: the planner's [`NETEM`]), which `tc` must take.
-pub(crate) fn read(id: &str, raw: &RawFault, nodes: &[usize]) -> Result<Plan, ScheduleError> {
+pub(crate) fn read(
+    id: &str,
+    _raw: &RawFault,
+    keys: Keys,
+    nodes: &[usize],
+) -> Result<Plan, ScheduleError> {
     needs_nodes(id, FaultKind::Netem, nodes)?;
-    let spec = raw.netem.clone().unwrap_or(NETEM);
+    let spec = keys.netem.unwrap_or(NETEM);
     spec.tc_args().map_err(|e| at(id, e.to_string()))?;
     Ok(spec)
 }
 
-pub(crate) fn write(plan: &Plan, raw: &mut RawFault) {
-    raw.netem = Some(plan.clone());
+pub(crate) fn write(plan: &Plan) -> Keys {
+    Keys {
+        netem: Some(plan.clone()),
+    }
 }
 
 /// A netem spec names no nodes beyond its own.
@@ -65,6 +120,17 @@ pub(crate) fn nodes_named(_plan: &Plan) -> Vec<usize> {
 }
 
 pub(crate) fn renumber(_plan: &mut Plan, _to: &dyn Fn(usize) -> usize) {}
+
+/// What a planned fault carries for this family, asked of any fault.
+impl PlannedFault {
+    /// For netem, what it does to packets.
+    pub fn netem(&self) -> Option<&NetemSpec> {
+        match &self.payload {
+            Payload::Netem(n) => Some(n),
+            _ => None,
+        }
+    }
+}
 
 pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Result<(), Error> {
     let network = ctx

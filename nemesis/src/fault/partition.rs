@@ -1,15 +1,18 @@
 //! `partition`: cut the planned links between nodes (and between the clients and some nodes)
 //! with the runtime's network faults, hold, heal.
 
+use super::{variant_need, Asked, Ctx, Healer, Here};
 use crate::named::{self, Named};
-use history::FaultFamily;
-use super::{Ctx, Healer};
-use crate::schedule::file::{at, node_id, node_index, refuses_nodes, RawFault};
 use crate::netns::topology;
+use crate::scenario::{cell, Aimed, CellPlan, Profile, Target};
+use crate::schedule::file::{at, node_id, node_index, refuses_nodes, RawFault};
 use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError};
-use rand::Rng;
 use crate::Error;
-use history::OpValue;
+use history::coverage::{Cell, Need};
+use history::{FaultFamily, OpValue};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::fmt;
 use std::io::Write;
@@ -98,12 +101,75 @@ pub struct PartitionFault {
     pub clients_cut_from: Vec<usize>,
 }
 
-/// It cuts links between the nodes' namespaces.
+pub const FAMILY: FaultFamily = FaultFamily::PARTITION;
+
+/// It cuts links between the nodes' namespaces, with iptables.
 pub const SERVER_SIDE: bool = true;
 pub const NEEDS_NETNS: bool = true;
+pub const MOVES_CLOCKS: bool = false;
+pub const TOOLS: &[&str] = &["iptables"];
+/// `--partition-topologies`, the topologies drawn from.
+pub const SETTINGS: &[&str] = &["partition_topologies"];
+pub const RECOVERY_LEASES: u64 = 0;
 
-pub const START: &str = FaultFamily::PARTITION.opens;
-pub const STOP: &str = FaultFamily::PARTITION.closes;
+pub const START: &str = FAMILY.opens;
+pub const STOP: &str = FAMILY.closes;
+
+pub fn here() -> Here {
+    Here::network(
+        FaultKind::Partition,
+        "iptables DROP rules inside the nodes' own network namespaces (--runtime netns)",
+    )
+}
+
+/// Each topology `--partition-topologies` asked for, or any cut.
+pub fn requested(asked: &Asked<'_>) -> Vec<Need> {
+    let topologies = (asked.list)(SETTINGS[0]);
+    if topologies.is_empty() {
+        return vec![Need::kind(FAMILY.kind)];
+    }
+    let need = |t: String| variant_need(FAMILY.kind, t);
+    topologies.into_iter().map(need).collect()
+}
+
+/// Each topology of the target.
+pub fn suite_cells(t: &Target) -> Vec<CellPlan> {
+    let topologies = t.topologies.iter();
+    topologies
+        .map(|topo| cell(FAMILY.kind, topo.as_str(), "", "", 6, Profile::Plain))
+        .collect()
+}
+
+/// A cut of the cell's topology, around the primary where it singles a node out.
+pub fn aim(
+    t: &Target,
+    c: &Cell,
+    _role_node: Vec<usize>,
+    ttl: u64,
+    rng: &mut ChaCha8Rng,
+) -> Option<Aimed> {
+    let topology: Topology = c.variant.parse().ok()?;
+    let n = t.nodes;
+    let (cut, clients_cut_from) = match topology {
+        Topology::Isolate => (topology::isolate(n, 0), vec![]),
+        Topology::Halves => (topology::halves(n, rng), vec![]),
+        Topology::MajoritiesRing => (topology::majorities_ring(n), vec![]),
+        Topology::Bridge => (topology::bridge(n), vec![]),
+        Topology::Clients => (vec![], vec![0]),
+    };
+    Some(Aimed {
+        length_ms: ttl * 2,
+        nodes: Vec::new(),
+        payload: Payload::Partition(PartitionFault {
+            topology,
+            cut,
+            clients_cut_from,
+        }),
+        after_ms: 0,
+    })
+}
+
+pub const RETRIED_ALONE: bool = false;
 
 /// A cut of a topology drawn from the chosen ones, straddling the lease like a pause (a cut
 /// shorter than a lease tests little). Its nodes are in its cut: `picked` is whom a `clients`
@@ -141,20 +207,26 @@ pub(crate) fn draw(d: &mut Draws<'_>, picked: Vec<usize>) -> Drawn {
     }
 }
 
-/// `topology`, `cut` and `clients_cut_from`.
-pub(crate) fn own_key(raw: &RawFault) -> Option<&'static str> {
-    [
-        ("topology", raw.topology.is_some()),
-        ("cut", raw.cut.is_some()),
-        ("clients_cut_from", raw.clients_cut_from.is_some()),
-    ]
-    .into_iter()
-    .find_map(|(key, present)| present.then_some(key))
+/// A partition's keys in `schedule.json`: `topology`, `cut` and `clients_cut_from`.
+#[derive(Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Keys {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    topology: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cut: Option<Vec<[String; 2]>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    clients_cut_from: Option<Vec<String>>,
 }
 
 /// `topology` (a label), `cut` (pairs, each ordered, sorted, without repeats) and
 /// `clients_cut_from`; the cut names the nodes, `nodes` is refused.
-pub(crate) fn read(id: &str, raw: &RawFault, nodes: &[usize]) -> Result<Plan, ScheduleError> {
+pub(crate) fn read(
+    id: &str,
+    _raw: &RawFault,
+    raw: Keys,
+    nodes: &[usize],
+) -> Result<Plan, ScheduleError> {
     refuses_nodes(
         id,
         FaultKind::Partition,
@@ -193,15 +265,17 @@ pub(crate) fn read(id: &str, raw: &RawFault, nodes: &[usize]) -> Result<Plan, Sc
     })
 }
 
-pub(crate) fn write(plan: &Plan, raw: &mut RawFault) {
-    raw.topology = Some(plan.topology.as_str().to_string());
-    raw.cut = Some(
-        plan.cut
-            .iter()
-            .map(|&(a, b)| [node_id(a), node_id(b)])
-            .collect(),
-    );
-    raw.clients_cut_from = Some(plan.clients_cut_from.iter().map(|&i| node_id(i)).collect());
+pub(crate) fn write(plan: &Plan) -> Keys {
+    Keys {
+        topology: Some(plan.topology.as_str().to_string()),
+        cut: Some(
+            plan.cut
+                .iter()
+                .map(|&(a, b)| [node_id(a), node_id(b)])
+                .collect(),
+        ),
+        clients_cut_from: Some(plan.clients_cut_from.iter().map(|&i| node_id(i)).collect()),
+    }
 }
 
 /// The ends of every cut link and the nodes cut from the clients.
@@ -218,6 +292,17 @@ pub(crate) fn renumber(plan: &mut Plan, to: &dyn Fn(usize) -> usize) {
     }
     for i in &mut plan.clients_cut_from {
         *i = to(*i);
+    }
+}
+
+/// What a planned fault carries for this family, asked of any fault.
+impl PlannedFault {
+    /// For a partition, which links it cuts.
+    pub fn partition(&self) -> Option<&PartitionFault> {
+        match &self.payload {
+            Payload::Partition(p) => Some(p),
+            _ => None,
+        }
     }
 }
 

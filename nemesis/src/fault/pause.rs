@@ -1,12 +1,16 @@
 //! `pause`: SIGSTOP the nodes' process groups (through their node control) for the fault's
 //! length, then SIGCONT.
 
-use history::FaultFamily;
-use super::{Ctx, Healer};
+use super::{Asked, Ctx, Healer, Here};
+use crate::scenario::{cell, Aimed, CellPlan, Profile, Target};
 use crate::schedule::file::{needs_nodes, RawFault};
 use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError};
-use rand::Rng;
 use crate::Error;
+use history::coverage::{Cell, Need};
+use history::FaultFamily;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::time::Duration;
 
@@ -14,12 +18,53 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Plan;
 
-/// It stops the service's processes.
+pub const FAMILY: FaultFamily = FaultFamily::PAUSE;
+
+/// It stops the service's processes, and needs nothing else.
 pub const SERVER_SIDE: bool = true;
 pub const NEEDS_NETNS: bool = false;
+pub const MOVES_CLOCKS: bool = false;
+pub const TOOLS: &[&str] = &[];
+pub const SETTINGS: &[&str] = &[];
+pub const RECOVERY_LEASES: u64 = 0;
 
-pub const START: &str = FaultFamily::PAUSE.opens;
-pub const STOP: &str = FaultFamily::PAUSE.closes;
+pub const START: &str = FAMILY.opens;
+pub const STOP: &str = FAMILY.closes;
+
+pub fn here() -> Here {
+    Here::ready("SIGSTOP/SIGCONT to the process group of a node lockpick started")
+}
+
+/// Any pause that froze the service past a lease (on the primary, if the run aimed there).
+pub fn requested(asked: &Asked<'_>) -> Vec<Need> {
+    vec![asked.on_role(Need::kind(FAMILY.kind))]
+}
+
+/// A pause of each node role. Cheap, and often what finds a lease kept past its end.
+pub fn suite_cells(t: &Target) -> Vec<CellPlan> {
+    let roles = t.roles().iter();
+    roles
+        .map(|r| cell(FAMILY.kind, "", "", r, 2, Profile::Plain))
+        .collect()
+}
+
+/// Longer than a lease: one live at the start runs out while the service is frozen.
+pub fn aim(
+    _t: &Target,
+    _cell: &Cell,
+    role_node: Vec<usize>,
+    ttl: u64,
+    _rng: &mut ChaCha8Rng,
+) -> Option<Aimed> {
+    Some(Aimed {
+        length_ms: ttl * 3 / 2,
+        nodes: role_node,
+        payload: Payload::Pause(Plan),
+        after_ms: 0,
+    })
+}
+
+pub const RETRIED_ALONE: bool = false;
 
 /// A pause of the picked nodes that straddles the lease: some end before it lapses, most
 /// after.
@@ -34,16 +79,23 @@ pub(crate) fn draw(d: &mut Draws<'_>, picked: Vec<usize>) -> Drawn {
 }
 
 /// A pause has no keys of its own in `schedule.json`.
-pub(crate) fn own_key(_raw: &RawFault) -> Option<&'static str> {
-    None
-}
+#[derive(Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Keys {}
 
-pub(crate) fn read(id: &str, _raw: &RawFault, nodes: &[usize]) -> Result<Plan, ScheduleError> {
+pub(crate) fn read(
+    id: &str,
+    _raw: &RawFault,
+    _keys: Keys,
+    nodes: &[usize],
+) -> Result<Plan, ScheduleError> {
     needs_nodes(id, FaultKind::Pause, nodes)?;
     Ok(Plan)
 }
 
-pub(crate) fn write(_plan: &Plan, _raw: &mut RawFault) {}
+pub(crate) fn write(_plan: &Plan) -> Keys {
+    Keys {}
+}
 
 /// A pause names no nodes beyond its own.
 pub(crate) fn nodes_named(_plan: &Plan) -> Vec<usize> {

@@ -52,10 +52,17 @@ impl RuntimeKind for Netns {
         })
     }
     fn missing_here(&self, faults: &[crate::schedule::FaultKind]) -> Vec<String> {
-        let netem = faults.contains(&crate::schedule::FaultKind::Netem);
+        // A feature a fault family names as its tool is needed by that family's faults only;
+        // the others (the namespaces themselves) by every run here.
+        let used = |name: &str| faults.iter().any(|f| f.tools().contains(&name));
+        let some_family_uses = |name: &str| {
+            crate::schedule::FaultKind::ALL
+                .into_iter()
+                .any(|f| f.tools().contains(&name))
+        };
         crate::netns::capabilities()
             .into_iter()
-            .filter(|c| !c.ok && (c.name != "netem" || netem))
+            .filter(|c| !c.ok && (!some_family_uses(c.name) || used(c.name)))
             .map(|c| match c.package {
                 // A missing kernel feature is not fixed by a package.
                 Some(p) if !c.why.contains("kernel") => {

@@ -51,11 +51,12 @@
 //! Unknown keys are refused, so a typo never silently drops part of a fault.
 
 use super::{FaultKind, Payload, PlannedFault, Schedule, MAX_FAULTS};
-use crate::netns::NetemSpec;
+use crate::fault::{fields_of, Keys};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use std::collections::BTreeSet;
 use std::fmt;
+use std::sync::OnceLock;
 
 /// The format version this build reads and writes.
 pub const SCHEDULE_VERSION: u64 = 1;
@@ -104,7 +105,7 @@ pub struct Capabilities {
     pub nodes: usize,
     /// Whether partitions and netem can run; the error says why not.
     pub netns: Result<(), String>,
-    /// Whether clock faults can run; the error says why not.
+    /// Whether faults that move clocks can run; the error says why not.
     pub clock: Result<(), String>,
 }
 
@@ -122,9 +123,11 @@ struct RawSchedule {
     faults: Vec<Value>,
 }
 
-/// A fault as `schedule.json` holds it: every family's keys, flat (each family reads and
-/// writes its own: [`crate::fault::Payload::read`], [`crate::fault::Payload::write`]); the
-/// order of the fields is the order of the keys in the file.
+/// The keys every fault has in `schedule.json`; a family's own keys are its `Keys`
+/// ([`crate::fault::Payload::read`], [`crate::fault::Payload::write`]). Each key of a fault
+/// is handed to the one that has it (serde cannot combine `flatten` with
+/// `deny_unknown_fields`), and a key none has is refused. The order of the fields is the
+/// order of the keys in the file.
 #[derive(Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawFault {
@@ -134,30 +137,81 @@ pub(crate) struct RawFault {
     pub(crate) length_ms: u64,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) nodes: Vec<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub(crate) then_nodes: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) mode: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) delta_ms: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) rate: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) topology: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) cut: Option<Vec<[String; 2]>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) clients_cut_from: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) netem: Option<NetemSpec>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) window_ms: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) shape: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) wake: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) after_ms: Option<u64>,
+}
+
+/// A fault as the file is written: the keys every fault has, then its family's.
+#[derive(Serialize)]
+struct OutFault {
+    #[serde(flatten)]
+    common: RawFault,
+    #[serde(flatten)]
+    own: Keys,
+}
+
+/// Every key a fault may have, the common ones first, then each family's in `--nemesis`
+/// order: what a refusal of an unknown key lists.
+fn every_key() -> &'static [&'static str] {
+    static KEYS: OnceLock<Vec<&'static str>> = OnceLock::new();
+    KEYS.get_or_init(|| {
+        let mut keys = fields_of::<RawFault>().to_vec();
+        for kind in FaultKind::ALL {
+            keys.extend(kind.keys());
+        }
+        keys
+    })
+}
+
+/// A `schedule.json` fault split by who reads each key: the keys every fault has, and each
+/// family's that it has keys of, read by that family's `Keys`. A key no one has is refused as
+/// serde refuses an unknown field.
+fn split(v: Value, label: &str) -> Result<(RawFault, Vec<Keys>), ScheduleError> {
+    let to_err = |e: serde_json::Error| at(label, e.to_string());
+    let Value::Object(map) = v else {
+        // Not an object: serde says what it expected.
+        return serde_json::from_value::<RawFault>(v)
+            .map(|r| (r, Vec::new()))
+            .map_err(to_err);
+    };
+    let common_keys = fields_of::<RawFault>();
+    let mut common = Map::new();
+    let mut parts: Vec<(FaultKind, Map<String, Value>)> = Vec::new();
+    for (key, value) in map {
+        if common_keys.contains(&key.as_str()) {
+            common.insert(key, value);
+            continue;
+        }
+        let Some(kind) = FaultKind::ALL
+            .into_iter()
+            .find(|k| k.keys().contains(&key.as_str()))
+        else {
+            return Err(to_err(serde::de::Error::unknown_field(&key, every_key())));
+        };
+        match parts.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, part)) => {
+                part.insert(key, value);
+            }
+            None => parts.push((kind, Map::from_iter([(key, value)]))),
+        }
+    }
+    let raw: RawFault = serde_json::from_value(Value::Object(common)).map_err(to_err)?;
+    parts.sort_by_key(|(k, _)| *k);
+    let mut keys = Vec::with_capacity(parts.len());
+    for (kind, part) in parts {
+        keys.push(kind.read_keys(part).map_err(to_err)?);
+    }
+    Ok((raw, keys))
+}
+
+/// The first of a family's keys that holds something (a key written empty, `null` or `[]`,
+/// says nothing), in the order of its `Keys`.
+fn first_set(keys: &Keys) -> Option<&'static str> {
+    let written = serde_json::to_value(keys).ok()?;
+    let written = written.as_object()?;
+    keys.kind()
+        .keys()
+        .iter()
+        .copied()
+        .find(|k| written.contains_key(*k))
 }
 
 #[derive(Serialize)]
@@ -169,7 +223,7 @@ struct OutSchedule {
     primary: usize,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     by_role: bool,
-    faults: Vec<RawFault>,
+    faults: Vec<OutFault>,
 }
 
 /// `n1` for position 0: the runner's node ids.
@@ -233,22 +287,22 @@ pub(crate) fn refuses_nodes(
 }
 
 impl PlannedFault {
-    fn to_raw(&self) -> RawFault {
-        let mut raw = RawFault {
-            id: self.id.clone(),
-            kind: self.kind().as_str().to_string(),
-            at_ms: self.at_ms,
-            length_ms: self.length_ms,
-            nodes: self.nodes.iter().map(|&i| node_id(i)).collect(),
-            ..RawFault::default()
-        };
-        self.payload.write(&mut raw);
-        raw
+    fn to_raw(&self) -> OutFault {
+        OutFault {
+            common: RawFault {
+                id: self.id.clone(),
+                kind: self.kind().as_str().to_string(),
+                at_ms: self.at_ms,
+                length_ms: self.length_ms,
+                nodes: self.nodes.iter().map(|&i| node_id(i)).collect(),
+            },
+            own: self.payload.write(),
+        }
     }
 
     /// Checks what every fault has (its kind, its span, its nodes), refuses another family's
     /// keys, and leaves the rest to its family.
-    fn from_raw(r: RawFault) -> Result<PlannedFault, ScheduleError> {
+    fn from_raw(r: RawFault, keys: Vec<Keys>) -> Result<PlannedFault, ScheduleError> {
         let id = r.id.as_str();
         let kind: FaultKind = r.kind.parse().map_err(|_| {
             let names = FaultKind::names();
@@ -263,9 +317,27 @@ impl PlannedFault {
         if r.at_ms.saturating_add(r.length_ms) > END_MS_MAX {
             return Err(at(id, "ends more than 30 days after the run's start"));
         }
-        Payload::refuse_other_families_keys(kind, id, &r)?;
+        // Another family's keys, so a typo'd kind or a key on the wrong fault never silently
+        // drops part of a fault.
+        let mut own = None;
+        for k in keys {
+            if k.kind() == kind {
+                own = Some(k);
+            } else if let Some(key) = first_set(&k) {
+                return Err(at(
+                    id,
+                    format!("`{key}` is for {} faults, not {kind}", k.kind()),
+                ));
+            }
+        }
+        let own = match own {
+            Some(k) => k,
+            None => kind
+                .read_keys(Map::new())
+                .map_err(|e| at(id, e.to_string()))?,
+        };
         let nodes = read_nodes(id, &r.nodes)?;
-        let payload = Payload::read(kind, id, &r, &nodes)?;
+        let payload = Payload::read(own, id, &r, &nodes)?;
         debug_assert_eq!(payload.kind(), kind);
         Ok(PlannedFault {
             id: r.id,
@@ -343,14 +415,14 @@ impl Schedule {
                 .filter(|s| !s.is_empty())
                 .map(str::to_string)
                 .unwrap_or_else(|| format!("#{}", i + 1));
-            let r: RawFault = serde_json::from_value(v).map_err(|e| at(&label, e.to_string()))?;
+            let (r, keys) = split(v, &label)?;
             if r.id.is_empty() || r.id.len() > 64 || r.id.chars().any(char::is_whitespace) {
                 return Err(at(&label, "`id` must be a short word (f1, f2, ...)"));
             }
             if !ids.insert(r.id.clone()) {
                 return Err(at(&label, "the id is used twice"));
             }
-            let f = PlannedFault::from_raw(r)?;
+            let f = PlannedFault::from_raw(r, keys)?;
             if let Some(prev) = faults.last() {
                 if f.at_ms < prev.end_ms() {
                     return Err(at(
@@ -404,9 +476,9 @@ impl Schedule {
                     return Err(at(&f.id, format!("{} {why}", f.kind())));
                 }
             }
-            if f.kind() == FaultKind::Clock {
+            if f.kind().moves_clocks() {
                 if let Err(why) = &caps.clock {
-                    return Err(at(&f.id, format!("clock {why}")));
+                    return Err(at(&f.id, format!("{} {why}", f.kind())));
                 }
             }
         }
@@ -657,6 +729,37 @@ mod tests {
             e.starts_with("fault f1: `shape` is for client-pause faults"),
             "{e}"
         );
+    }
+
+    /// Each key goes to the family that has it: one no family has is refused as serde
+    /// refuses an unknown field, listing every key; another family's key is named with its
+    /// family, unless it holds nothing (`null`, `[]`), which reads as absent.
+    #[test]
+    fn each_key_goes_to_its_family() {
+        let e = err(&one(
+            r#"{"id": "f2", "kind": "pause", "at_ms": 1, "length_ms": 5, "nodes": ["n1"], "colour": 1}"#,
+        ));
+        assert_eq!(
+            e,
+            "fault f2: unknown field `colour`, expected one of `id`, `kind`, `at_ms`, \
+             `length_ms`, `nodes`, `then_nodes`, `window_ms`, `shape`, `wake`, `after_ms`, \
+             `mode`, `delta_ms`, `rate`, `topology`, `cut`, `clients_cut_from`, `netem`"
+        );
+        let e = err(&one(
+            r#"{"id": "f3", "kind": "kill", "at_ms": 1, "length_ms": 5, "nodes": ["n1"], "rate": 2.0, "mode": "fast"}"#,
+        ));
+        assert_eq!(e, "fault f3: `mode` is for clock faults, not kill");
+        let e = err(&one(
+            r#"{"id": "f3", "kind": "clock", "at_ms": 1, "length_ms": 5, "nodes": ["n1"], "mode": 7}"#,
+        ));
+        assert!(e.starts_with("fault f3: invalid type: integer `7`"), "{e}");
+        let e = err(r#"{"version": 1, "nodes": 3, "faults": [5]}"#);
+        assert!(e.starts_with("fault #1: invalid type: integer `5`"), "{e}");
+        let quiet = one(
+            r#"{"id": "f1", "kind": "pause", "at_ms": 1, "length_ms": 5, "nodes": ["n1"], "mode": null, "then_nodes": []}"#,
+        );
+        let s = Schedule::parse(&quiet).unwrap();
+        assert_eq!(s.faults[0].kind(), FaultKind::Pause);
     }
 
     #[test]
