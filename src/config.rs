@@ -193,7 +193,7 @@ impl RunConfig {
         checkers::CheckConfig {
             drift: self.drift,
             liveness_grace_ns: self.liveness_grace_ms * 1_000_000,
-            monotonic_clock_reach_ns: (self.faults.contains(&FaultKind::Clock)
+            monotonic_clock_reach_ns: (self.faults.iter().any(|f| f.moves_clocks())
                 && self.clock_scope == ClockScope::All)
                 .then(|| self.lease_max_ms() * 1_000_000),
             ..Default::default()

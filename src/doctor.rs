@@ -10,70 +10,26 @@ pub struct Check {
     /// `None` when the fault can run here; else why not and the fix.
     pub missing: Option<String>,
     pub note: &'static str,
+    /// A fault a run needs whatever it asks for: the default run draws from it, and it needs
+    /// nothing but a node lockpick started. The others are optional: a run that asks for one
+    /// this machine cannot run is refused up front, one that does not ask runs without it.
+    pub required: bool,
 }
 
+/// Each fault family's row, in `--nemesis` order: what it says of this machine.
 pub fn checks() -> Vec<Check> {
-    vec![
-        Check {
-            fault: "pause",
-            missing: None,
-            note: "SIGSTOP/SIGCONT to the process group of a node lockpick started",
-        },
-        Check {
-            fault: "kill",
-            missing: None,
-            note: "SIGKILL, then restart with the same command and data dir",
-        },
-        Check {
-            fault: "client-pause",
-            missing: None,
-            note: "a lock holder stalls past its lease in the harness itself",
-        },
-        clock_check(),
-        Check {
-            fault: "partition",
-            missing: network_missing(FaultKind::Partition),
-            note: "iptables DROP rules inside the nodes' own network namespaces (--runtime netns)",
-        },
-        Check {
-            fault: "netem",
-            missing: network_missing(FaultKind::Netem),
-            note: "tc netem delay/loss/duplicate/reorder inside the nodes' namespaces",
-        },
-    ]
-}
-
-/// Clock faults: which backend runs here (the vDSO, else libfaketime), or why neither does.
-fn clock_check() -> Check {
-    use nemesis::clock::Backend;
-    let (missing, note) = match Backend::detect() {
-        Ok(Backend::Vdso) => (
-            None,
-            "vdso backend: each node's processes patched through ptrace to read a control page \
-             (x86_64); reaches Go, Python, Rust, C and static binaries",
-        ),
-        Ok(Backend::Faketime(_)) => (
-            None,
-            "libfaketime backend (the vDSO one cannot run here); \
-             per-node control files; does not reach Go or static binaries",
-        ),
-        Err(why) => (
-            Some(why),
-            "patched vDSO clocks (x86_64, ptrace), or libfaketime",
-        ),
-    };
-    Check {
-        fault: "clock",
-        missing,
-        note,
-    }
-}
-
-/// What the runtime a run with network faults would take lacks for `fault` here, from the
-/// runtime's own probes (the same words a run's refusal gives).
-fn network_missing(fault: FaultKind) -> Option<String> {
-    let missing = nemesis::runtime::default_runtime(true).missing_here(&[fault]);
-    (!missing.is_empty()).then(|| missing.join("; "))
+    FaultKind::ALL
+        .into_iter()
+        .map(|kind| {
+            let here = kind.here();
+            Check {
+                fault: kind.as_str(),
+                missing: here.missing,
+                note: here.note,
+                required: kind.needs_nothing_here(),
+            }
+        })
+        .collect()
 }
 
 /// `lockpick cleanup PATH`: finds state files and undoes what they list.
@@ -135,12 +91,6 @@ pub fn cleanup(path: &Path) -> anyhow::Result<history::ExitCode> {
         history::ExitCode::Error
     })
 }
-
-/// The faults a run needs whatever it asks for: the default run draws from them, and they need
-/// nothing but a node lockpick started. The others (clock, partition, netem) are optional: a
-/// run that asks for one this machine cannot run is refused up front, one that does not ask
-/// runs without it.
-pub const REQUIRED: [&str; 3] = ["pause", "kill", "client-pause"];
 
 /// `lockpick doctor [--config FILE]`: this machine's table, then, when the file lists hosts
 /// (`[[nodes]]`), each host's checks over ssh. Exit 3 when this machine lacks a required
@@ -222,7 +172,7 @@ pub fn run() -> history::ExitCode {
     let missing = |required: bool| -> Vec<&str> {
         checks
             .iter()
-            .filter(|c| c.missing.is_some() && REQUIRED.contains(&c.fault) == required)
+            .filter(|c| c.missing.is_some() && c.required == required)
             .map(|c| c.fault)
             .collect()
     };

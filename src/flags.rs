@@ -166,8 +166,13 @@ fn lists() -> Vec<(&'static str, Vec<String>)> {
         .collect();
     let mut shapes = names(&StallAim::ALL);
     shapes.extend(names(&WakeOp::ALL));
+    // The faults any runtime makes, and those that need a runtime of network faults.
+    let (anywhere, networked): (Vec<FaultKind>, Vec<FaultKind>) =
+        FaultKind::ALL.into_iter().partition(|f| !f.needs_netns());
     vec![
         ("faults", names(&FaultKind::ALL)),
+        ("faults_anywhere", names(&anywhere)),
+        ("faults_networked", names(&networked)),
         ("clock_modes", names(&ClockMode::ALL)),
         ("topologies", names(&Topology::ALL)),
         ("client_shapes", shapes),

@@ -51,14 +51,11 @@ fn note(results: &mut Results, path: &Path, why: &str) {
     ));
 }
 
-/// The clock directions that can end a lease early or reorder what a clock orders on a
-/// service that reads its clock wrongly; a slow clock only makes leases last longer, so a run
-/// whose only clock fault was slow has not tried the clock fault's harmful directions.
-const CLOCK_HARMFUL: [&str; 4] = ["bump-forward", "bump-back", "strobe", "fast"];
-
 /// What the run whose settings `config` holds asked to exercise (docs/checkers.md,
 /// "Exercised"), or `None` for a config without a fault list (a history checked on its own,
-/// or a run recorded before the list was written).
+/// or a run recorded before the list was written). Each family says what a run that asked
+/// for it needs, from the run's settings (`FaultKind::requested`); a kind this build does not
+/// know needs any exercised fault of it.
 pub fn needs_of(config: &reports::RunConfigView) -> Option<Vec<Need>> {
     let list = |key: &str| -> Vec<String> {
         config
@@ -74,108 +71,18 @@ pub fn needs_of(config: &reports::RunConfigView) -> Option<Vec<Need>> {
             .unwrap_or_default()
     };
     config.setting("nemesis")?;
-    let kinds = list("nemesis");
-    let on_primary = config.setting("nemesis_targets").as_deref() == Some("primary");
+    let asked = nemesis::fault::Asked {
+        list: &list,
+        on_primary: config.setting("nemesis_targets").as_deref() == Some("primary"),
+    };
     let mut needs = Vec::new();
-    for kind in &kinds {
-        let role = |mut n: Need| {
-            if on_primary && matches!(kind.as_str(), "pause" | "kill" | "clock") {
-                n.role = "primary".into();
-                n.label = format!("{} on primary", n.label);
-            }
-            n
-        };
-        match kind.as_str() {
-            "clock" => {
-                let modes = list("clock_faults");
-                if modes.is_empty() {
-                    needs.push(role(Need {
-                        label: "clock (a step or a fast clock: a slow one only lengthens leases)"
-                            .into(),
-                        kind: "clock".into(),
-                        variants: CLOCK_HARMFUL.iter().map(|m| m.to_string()).collect(),
-                        times: 1,
-                        ..Need::default()
-                    }));
-                }
-                for m in modes {
-                    needs.push(role(Need {
-                        label: format!("clock {m}"),
-                        kind: "clock".into(),
-                        variants: vec![m],
-                        times: 1,
-                        ..Need::default()
-                    }));
-                }
-            }
-            "client-pause" => needs.extend(stall_needs(&list("client_faults"))),
-            "partition" => {
-                let topologies = list("partition_topologies");
-                if topologies.is_empty() {
-                    needs.push(Need::kind("partition"));
-                }
-                for t in topologies {
-                    needs.push(Need {
-                        label: format!("partition {t}"),
-                        kind: "partition".into(),
-                        variants: vec![t],
-                        times: 1,
-                        ..Need::default()
-                    });
-                }
-            }
-            other => needs.push(role(Need::kind(other))),
+    for kind in list("nemesis") {
+        match kind.parse::<nemesis::schedule::FaultKind>() {
+            Ok(k) => needs.extend(k.requested(&asked)),
+            Err(_) => needs.push(Need::kind(&kind)),
         }
     }
     Some(needs)
-}
-
-/// The needs of `--client-faults` (empty: any stall that reached its aim): each aim asked for,
-/// with the wake-up ops asked for; each wake-up op asked for without an aim.
-fn stall_needs(shapes: &[String]) -> Vec<Need> {
-    use nemesis::schedule::{StallAim, WakeOp};
-    let aims: Vec<&String> = shapes
-        .iter()
-        .filter(|s| s.parse::<StallAim>().is_ok())
-        .collect();
-    let wakes: Vec<String> = shapes
-        .iter()
-        .filter(|s| s.parse::<WakeOp>().is_ok())
-        .cloned()
-        .collect();
-    let stall = |label: String, variants: Vec<String>, wakes: Vec<String>| Need {
-        label,
-        kind: "client-pause".into(),
-        variants,
-        wakes,
-        times: 1,
-        ..Need::default()
-    };
-    if aims.is_empty() && wakes.is_empty() {
-        return vec![Need::kind("client-pause")];
-    }
-    if aims.is_empty() {
-        return wakes
-            .iter()
-            .map(|w| {
-                stall(
-                    format!("client-pause waking into {w}"),
-                    vec![],
-                    vec![w.clone()],
-                )
-            })
-            .collect();
-    }
-    aims.into_iter()
-        .map(|a| {
-            let w = if a == "waiter" { vec![] } else { wakes.clone() };
-            let label = match w.as_slice() {
-                [] => format!("client-pause {a}"),
-                ws => format!("client-pause {a}/{}", ws.join("|")),
-            };
-            stall(label, vec![a.clone()], w)
-        })
-        .collect()
 }
 
 /// A verdict rests on what was exercised: with the needs of the run beside `history` (its

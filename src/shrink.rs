@@ -16,7 +16,7 @@ use crate::cli::ShrinkArgs;
 use anyhow::{bail, Context, Result};
 use history::{layout, ExitCode, ViolationKind};
 use nemesis::oneshot::{run_to_end, Ended};
-use nemesis::schedule::{FaultKind, PlannedFault, Schedule, SCHEDULE_FILE};
+use nemesis::schedule::{PlannedFault, Schedule, SCHEDULE_FILE};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};

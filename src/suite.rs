@@ -540,14 +540,18 @@ impl Suite {
                 }
             }
         }
-        // The odd-ttl cell is exercised by its stall: any client-pause cell the run exercised.
+        // A family's cell of a kind of its own (the odd-ttl cell, a stall) is exercised by its
+        // faults: any cell of the family the run exercised.
         for &i in &s.aims {
-            if self.cells[i].cell.kind == plan::LEASE {
+            let Some(family) = self.cells[i].family else {
+                continue;
+            };
+            if self.cells[i].cell.kind != family.as_str() {
                 let stalls = r
                     .coverage
                     .iter()
                     .flat_map(|c| &c.cells)
-                    .filter(|c| c.kind == "client-pause");
+                    .filter(|c| c.kind == family.as_str());
                 for c in stalls {
                     self.tallies[i].started += c.started;
                     self.tallies[i].exercised += c.exercised;

@@ -31,9 +31,9 @@ pub(super) fn faults(
                     );
                 }
             }
-            if faults.contains(&FaultKind::Clock) {
+            if let Some(f) = faults.iter().find(|f| f.moves_clocks()) {
                 if let Err(why) = clock_reaches(service) {
-                    bail!("--nemesis clock: {why}");
+                    bail!("--nemesis {f}: {why}");
                 }
             }
             faults
@@ -43,7 +43,7 @@ pub(super) fn faults(
             .filter(|f| target.is_started_by_us() || !f.is_server_side())
             // Not where no clock backend runs, nor for a service the fallback, libfaketime,
             // does not reach (Go programs such as etcd).
-            .filter(|f| *f != FaultKind::Clock || clock_reaches(service).is_ok())
+            .filter(|f| !f.moves_clocks() || clock_reaches(service).is_ok())
             // Network faults only where the user chose a runtime that makes them: it needs
             // root and changes how nodes are reached, which a default should not spring on
             // anyone.
@@ -53,7 +53,8 @@ pub(super) fn faults(
                         .and_then(nemesis::runtime::runtime)
                         .is_some_and(|r| r.network_faults())
             })
-            .filter(|f| *f != FaultKind::Netem || netem_available())
+            // Nor where the namespaces lack a tool the family uses (netem's kernel module).
+            .filter(|f| !f.needs_netns() || tools_available(f.tools()))
             .collect(),
     })
 }
@@ -163,7 +164,7 @@ pub(super) fn load_schedule(
             }
         }
     };
-    let clock = if !kinds.contains(&FaultKind::Clock) {
+    let clock = if !kinds.iter().any(|k| k.moves_clocks()) {
         Ok(())
     } else {
         clock_reaches(service)
@@ -185,10 +186,11 @@ pub(super) fn load_schedule(
     Ok((path, schedule))
 }
 
-fn netem_available() -> bool {
+/// Whether this machine's namespaces have every one of `tools` that they probe.
+fn tools_available(tools: &[&str]) -> bool {
     nemesis::netns::capabilities()
         .iter()
-        .any(|c| c.name == "netem" && c.ok)
+        .all(|c| c.ok || !tools.contains(&c.name))
 }
 
 /// `local or netns`.

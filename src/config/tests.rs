@@ -300,8 +300,8 @@ fn no_code_outside_the_family_table_spells_a_fault_op() {
 /// The readers of a history (history, checkers, reports) ask `history::FaultFamily` what a
 /// family's faults aim at and how they are counted; none of them spells a family's kind
 /// outside that table. The exception is history's field table (fields.rs), where `netem` is
-/// also the name of a field of that family's ops. The runner, config, doctor, suite and the
-/// nemesis still name families (ARCHITECTURE.md, "Seams").
+/// also the name of a field of that family's ops. The binary and the nemesis ask the family's
+/// module (`no_code_outside_a_family_module_names_it`).
 #[test]
 fn no_history_reader_spells_a_fault_family() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -331,6 +331,63 @@ fn no_history_reader_spells_a_fault_family() {
         }
     }
     assert!(read > 30, "read only {read} files");
+}
+
+/// A fault family is its module (nemesis/src/fault/<name>.rs) plus its line in `families!`:
+/// no other code of the binary or the nemesis spells its name (`"client-pause"`), its
+/// `FaultKind` variant or its `Payload` variant, so nothing else there needs an edit when one
+/// is added; they ask the kind (`FaultKind::moves_clocks`, `suite_cells`, `requested`, ...).
+/// The exceptions are words that also name something else: a node's `pause` and `kill`
+/// steps (node control, which every runtime has whatever the families), and tc's `netem`
+/// qdisc, which the namespaces probe. Test modules and comments are not code a family needs.
+#[test]
+fn no_code_outside_a_family_module_names_it() {
+    use nemesis::schedule::FaultKind;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let other_meaning = [
+        ("nemesis/src/local.rs", "\"pause\""),
+        ("nemesis/src/local.rs", "\"kill\""),
+        ("nemesis/src/netns.rs", "\"netem\""),
+    ]
+    .map(|(file, word)| (root.join(file), word));
+    let sources: Vec<_> = product_sources(root)
+        .into_iter()
+        .filter(|p| p.starts_with(root.join("src")) || p.starts_with(root.join("nemesis/src")))
+        .collect();
+    assert!(sources.len() > 40, "found only {sources:?}");
+    for kind in FaultKind::ALL {
+        let module = root
+            .join("nemesis/src/fault")
+            .join(format!("{}.rs", kind.as_str().replace('-', "_")));
+        assert!(module.is_file(), "{kind}: no {}", module.display());
+        let spellings = [
+            format!("\"{kind}\""),
+            format!("FaultKind::{kind:?}"),
+            format!("Payload::{kind:?}"),
+        ];
+        for path in sources.iter().filter(|p| **p != module) {
+            let text = std::fs::read_to_string(path).unwrap();
+            // Code only: neither a test module at the end nor a comment (a format's example).
+            let code: String = text
+                .split("#[cfg(test)]")
+                .next()
+                .unwrap_or_default()
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .collect::<Vec<_>>()
+                .join("\n");
+            for s in &spellings {
+                if other_meaning.contains(&(path.clone(), s.as_str())) {
+                    continue;
+                }
+                assert!(
+                    !code.contains(s.as_str()),
+                    "{} spells the fault family {kind} ({s}): ask the kind, whose module says it",
+                    path.display()
+                );
+            }
+        }
+    }
 }
 
 /// A service (and a runtime) is one file plus its registration line: no code outside its own

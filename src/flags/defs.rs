@@ -4,7 +4,6 @@
 
 use super::{ms, names, Flag, Init, Kind, Section, Setting::*};
 use crate::config::Target;
-use nemesis::schedule::FaultKind;
 use workloads::{Arrivals, WorkloadKind};
 
 pub static CONFIG: Flag = Flag {
@@ -209,9 +208,9 @@ pub static NEMESIS: Flag = Flag {
         (client-pause only with --url; clock only where a clock backend runs; partition and \
         netem only with --runtime netns)",
     init: Init::Example(
-        r#"["pause", "kill", "client-pause", "clock"]"#,
+        "[{faults_anywhere}]",
         "default: every fault this target and\n\
-         machine allow; also partition, netem; [] for none",
+         machine allow; also {faults_networked}; [] for none",
     ),
     write: |c| Some(List(names(&c.faults))),
     ..Flag::NONE
@@ -257,7 +256,7 @@ pub static CLIENT_FAULTS: Flag = Flag {
         mutex holder releases instead of reading or writing). Default: all of them",
     init: Init::Example("[{client_shapes}]", ""),
     write: |c| {
-        (c.faults.contains(&FaultKind::ClientPause) && !c.client_shapes.names().is_empty())
+        (shapes_a_fault(c, &CLIENT_FAULTS) && !c.client_shapes.names().is_empty())
             .then(|| List(c.client_shapes.names()))
     },
     ..Flag::NONE
@@ -400,7 +399,7 @@ pub static PARTITION_TOPOLOGIES: Flag = Flag {
         with this many nodes)",
     init: Init::Example("[{topologies}]", ""),
     write: |c| {
-        (c.faults.contains(&FaultKind::Partition) && c.topologies_given)
+        (shapes_a_fault(c, &PARTITION_TOPOLOGIES) && c.topologies_given)
             .then(|| List(names(&c.topologies)))
     },
     ..Flag::NONE
@@ -696,3 +695,13 @@ pub static RUN: &[&Flag] = &[
     &FAIL_ON,
     &STOP_ON_VIOLATION,
 ];
+
+/// Whether `flag`'s setting shapes a fault of the run: some family of it names the flag's key
+/// among its settings (`FaultKind::settings`). Written only then: a run's config.toml says
+/// what it asked to exercise.
+fn shapes_a_fault(c: &crate::config::RunConfig, flag: &Flag) -> bool {
+    let key = flag.key();
+    c.faults
+        .iter()
+        .any(|f| f.settings().contains(&key.as_str()))
+}

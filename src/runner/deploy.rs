@@ -322,7 +322,7 @@ impl Recipe<'_> {
         // The clock's control page (or libfaketime's file) exists before the node starts: the
         // node's processes are patched to read it as they start (or libfaketime reads it from
         // the first clock call on).
-        let (clock, hookup) = if cfg.faults.contains(&nemesis::schedule::FaultKind::Clock) {
+        let (clock, hookup) = if cfg.faults.iter().any(|f| f.moves_clocks()) {
             let (c, hookup) =
                 nemesis::fault::clock::prepare(&node_dir, &cfg.clock_backend()?, cfg.clock_scope)?;
             (Some(c), Some(hookup))

@@ -112,15 +112,7 @@ impl Shrinker {
         let end = s
             .faults
             .iter()
-            .map(|f| {
-                f.end_ms()
-                    + f.window_ms().unwrap_or(0)
-                    + if f.kind() == FaultKind::Kill {
-                        2 * lease
-                    } else {
-                        0
-                    }
-            })
+            .map(|f| f.end_ms() + f.window_ms().unwrap_or(0) + f.kind().recovery_leases() * lease)
             .max()
             .unwrap_or(0);
         (end + 3 * lease).max(DURATION_MIN_MS)

@@ -6,15 +6,15 @@
 //! A scenario aims instead of drawing: its faults are written as a schedule, one per cell it
 //! covers, each sized from the lease so it can meet its target state (a stall that outlives
 //! the lease, a pause longer than one, a kill followed by the recovery wait and a grant, a
-//! clock change lasting several leases).
+//! clock change lasting several leases). Each fault family says which cells it has and how
+//! its fault for one is sized (`FaultKind::suite_cells`, `FaultKind::aim`, in its module of
+//! nemesis::fault); this plan packs them into scenarios.
 
 use crate::flags;
-use history::coverage::{Cell, KILL_ROLLING};
-use nemesis::fault::{client_pause, clock, kill, pause};
-use nemesis::schedule::{
-    ClientFault, ClockMode, FaultKind, PartitionFault, Payload, PlannedFault, Schedule, StallAim,
-    Topology, WakeOp, NETEM,
-};
+use history::coverage::Cell;
+use nemesis::scenario::{Aimed, CellPlan};
+pub use nemesis::scenario::{Profile, Target};
+use nemesis::schedule::{FaultKind, PlannedFault, Schedule};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
@@ -29,40 +29,6 @@ pub const TRIES_MAX: u32 = 3;
 /// probe, heal, quiet period, final reads, check, report).
 pub const OVERHEAD_MS_GUESS: u64 = 4_000;
 
-/// What the target allows and how it is driven: the suite's plan is drawn from this.
-#[derive(Debug, Clone)]
-pub struct Target {
-    /// The faults the target and this machine allow (a run's default list, or `--nemesis`).
-    pub kinds: Vec<FaultKind>,
-    pub nodes: usize,
-    /// The counter workload (reads and writes of the fenced register) is what the fault
-    /// scenarios run; false for mutex.
-    pub counter: bool,
-    /// Whether the service's grants carry fencing tokens: the counter workload needs them.
-    pub fencing: bool,
-    /// Whether a client can hold several locks at once (`Service::holds_several_locks`): the
-    /// bank's contention cell needs it, and fencing tokens.
-    pub bank: bool,
-    /// Whether the counter's write ends the grant (it commits the lock's transaction:
-    /// PostgreSQL's `form=xact`): no release follows it, so no holder wakes into one.
-    pub write_ends_grant: bool,
-    /// The longest lease a client may hold.
-    pub lease_ms: u64,
-    pub clock_bump_ms: u64,
-    pub clock_rate: f64,
-    /// `--clock-faults` (empty: every direction).
-    pub clock_modes: Vec<ClockMode>,
-    /// `--client-faults`'s aims and wake-up ops (empty lists: all).
-    pub aims: Vec<StallAim>,
-    pub wakes: Vec<WakeOp>,
-    /// `--partition-topologies`, or every one that cuts something with this many nodes.
-    pub topologies: Vec<Topology>,
-    /// Exercised instances each cell needs (`--times`).
-    pub times: u64,
-    /// `--liveness-grace`: how long past every lease a lock may stay held before `lock-stuck`.
-    pub liveness_grace_ms: u64,
-}
-
 /// One cell of the plan: what the suite must see exercised, and how a scenario aims at it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanCell {
@@ -72,29 +38,9 @@ pub struct PlanCell {
     pub rank: u32,
     /// How the clients behave in its scenario; a scenario packs cells of one profile.
     pub profile: Profile,
+    /// The fault family that aims at it (`None`: a contention cell, no fault).
+    pub family: Option<FaultKind>,
 }
-
-/// The clients' settings a scenario needs beyond the target's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Profile {
-    /// The target's own settings.
-    Plain,
-    /// Acquires wait at most half a lease, so a lock held past every lease (a stalled holder
-    /// on a service that never expires it) is answered `held` while others ask, which is what
-    /// proves `lock-stuck`.
-    ShortWait,
-    /// A lease that is not a whole number of seconds (nor of tenths): a service that keeps
-    /// leases in coarser units (seconds, as Redis `EXPIRE` and etcd leases do) rounds it, and
-    /// only such a ttl shows whether it rounds down.
-    OddTtl,
-    /// Every hold outlasts the scenario's faults (a rolling kill): the run's first grant is
-    /// then live from before the first wave to past the second's restart, whatever the draw,
-    /// where holds of a few hundred ms would span the downtimes only by luck.
-    LongHold,
-}
-
-/// The kind of the cell that runs a stall under an odd lease length.
-pub const LEASE: &str = "lease";
 
 /// The odd lease length of [`Profile::OddTtl`]: a little under the target's, off any round
 /// number (2000 ms -> 1893 ms, 500 ms -> 468 ms).
@@ -103,6 +49,16 @@ pub fn odd_ttl_ms(ttl_ms: u64) -> u64 {
 }
 
 impl PlanCell {
+    /// A family's cell (`None`: contention).
+    fn of(family: Option<FaultKind>, c: CellPlan) -> PlanCell {
+        PlanCell {
+            cell: c.cell,
+            rank: c.rank,
+            profile: c.profile,
+            family,
+        }
+    }
+
     pub fn label(&self) -> String {
         self.cell.label()
     }
@@ -115,29 +71,10 @@ impl PlanCell {
     }
 }
 
-fn cell(kind: &str, variant: &str, wake: &str, role: &str, rank: u32) -> PlanCell {
-    // A long stall is where a lock that never expires shows: the others are refused past
-    // every lease only if they do not wait out the stall.
-    let profile = if kind == "client-pause" && variant == StallAim::Long.as_str() {
-        Profile::ShortWait
-    } else if kind == LEASE {
-        Profile::OddTtl
-    } else if kind == "kill" && variant == KILL_ROLLING {
-        Profile::LongHold
-    } else {
-        Profile::Plain
-    };
-    PlanCell {
-        cell: Cell {
-            kind: kind.into(),
-            variant: variant.into(),
-            wake: wake.into(),
-            role: role.into(),
-            ..Cell::default()
-        },
-        rank,
-        profile,
-    }
+/// A contention cell: no fault, its workload alone.
+fn contention(variant: &str) -> PlanCell {
+    let c = nemesis::scenario::cell(CONTENTION, variant, "", "", 0, Profile::Plain);
+    PlanCell::of(None, c)
 }
 
 /// The kind name of contention cells: no fault, many clients on one lock.
@@ -170,11 +107,12 @@ fn bank_contention_flags(t: &Target) -> Vec<String> {
     .concat()
 }
 
-/// Every cell the target allows, in the order the suite tries them.
+/// Every cell the target allows, in the order the suite tries them: contention on each
+/// workload, then each fault family's own cells (`FaultKind::suite_cells`), by rank.
 pub fn cells(t: &Target) -> Vec<PlanCell> {
-    let mut out = vec![cell(CONTENTION, "mutex", "", "", 0)];
+    let mut out = vec![contention("mutex")];
     if t.fencing {
-        out.push(cell(CONTENTION, "counter", "", "", 0));
+        out.push(contention("counter"));
     }
     if t.fencing && t.bank {
         // Transfers that hold one account's lock while they wait for the other's, in either
@@ -182,87 +120,14 @@ pub fn cells(t: &Target) -> Vec<PlanCell> {
         // Tokenless services run the bank too, but are not planned this cell yet: how often
         // their waits form a cycle is not measured (PostgreSQL's queued waits formed none in
         // one 10 s run of these flags), and a cell that may go unexercised is no verdict.
-        out.push(cell(CONTENTION, BANK, "", "", 0));
+        out.push(contention(BANK));
     }
-    let roles: &[&str] = if t.nodes > 1 {
-        &["primary", "other"]
-    } else {
-        &["primary"]
-    };
-    let has = |k: FaultKind| t.kinds.contains(&k);
-    if has(FaultKind::ClientPause) {
-        out.extend(client_pause_cells(t));
-    }
-    // A kill costs the most time (the service's recovery wait follows it): after the pause
-    // and the clock in each scenario.
-    for (kind, rank) in [(FaultKind::Pause, 2), (FaultKind::Kill, 4)] {
-        if has(kind) {
-            for r in roles {
-                out.push(cell(kind.as_str(), "", "", r, rank));
-            }
-        }
-    }
-    // Two minorities restarted one after the other under one live grant: harmless to a
-    // quorum that remembers, and a lost grant where a majority of nodes held it in memory.
-    if has(FaultKind::Kill) && t.nodes >= 3 {
-        out.push(cell("kill", KILL_ROLLING, "", "", 4));
-    }
-    if has(FaultKind::Clock) {
-        let modes: &[ClockMode] = if t.clock_modes.is_empty() {
-            &ClockMode::ALL
-        } else {
-            &t.clock_modes
-        };
-        for m in modes {
-            for r in roles {
-                out.push(cell("clock", m.as_str(), "", r, 3));
-            }
-        }
-    }
-    if has(FaultKind::Partition) {
-        for topo in &t.topologies {
-            out.push(cell("partition", topo.as_str(), "", "", 6));
-        }
-    }
-    if has(FaultKind::Netem) {
-        out.push(cell("netem", "", "", "", 7));
+    for kind in FaultKind::ALL.into_iter().filter(|k| t.kinds.contains(k)) {
+        let own = kind.suite_cells(t).into_iter();
+        out.extend(own.map(|c| PlanCell::of(Some(kind), c)));
     }
     // Stable: cells of one rank keep the order above.
     out.sort_by_key(|c| c.rank);
-    out
-}
-
-/// The client-stall cells: the odd lease, and each stall aim x wake-up op the workload has
-/// (a waiter's stall has no wake-up op).
-fn client_pause_cells(t: &Target) -> Vec<PlanCell> {
-    let aims: &[StallAim] = if t.aims.is_empty() {
-        &StallAim::ALL
-    } else {
-        &t.aims
-    };
-    let wakes: Vec<WakeOp> = if t.wakes.is_empty() {
-        WakeOp::ALL.to_vec()
-    } else {
-        t.wakes.clone()
-    };
-    // A mutex holder releases where a counter holder would read or write.
-    let wakes: Vec<WakeOp> = wakes
-        .into_iter()
-        .filter(|w| t.counter || matches!(w, WakeOp::Renew | WakeOp::Release))
-        .filter(|w| !(t.counter && t.write_ends_grant && *w == WakeOp::Release))
-        .collect();
-    // A holder stalled to just past an odd lease, waking into a renew: where a service
-    // that rounds the lease down has already granted the lock to another.
-    let mut out = vec![cell(LEASE, "odd-ttl", "", "", 1)];
-    for &aim in aims {
-        if aim == StallAim::Waiter {
-            out.push(cell("client-pause", aim.as_str(), "", "", 5));
-            continue;
-        }
-        for w in &wakes {
-            out.push(cell("client-pause", aim.as_str(), w.as_str(), "", 1));
-        }
-    }
     out
 }
 
@@ -444,7 +309,7 @@ fn fault_scenario(
         if n >= kinds && at_ms >= SCENARIO_FAULTS_MS_MAX {
             break;
         }
-        let Some((f, after_ms)) = fault_for(t, &cells[i].cell, at_ms, ttl, rng) else {
+        let Some((f, after_ms)) = fault_for(t, &cells[i], at_ms, ttl, rng) else {
             continue;
         };
         let f = PlannedFault {
@@ -533,10 +398,10 @@ fn kill_again(
 ) -> Option<Scenario> {
     let k = *open_cells
         .iter()
-        .find(|&&i| cells[i].cell.kind == "kill" && tallies[i].tries > 0)?;
+        .find(|&&i| cells[i].family.is_some_and(|f| f.retried_alone()) && tallies[i].tries > 0)?;
     let ttl = t.lease_ms.max(10) << tallies[k].tries.min(4);
     let gap_ms = (ttl / 2).max(300);
-    let (f, after_ms) = fault_for(t, &cells[k].cell, gap_ms, ttl, rng)?;
+    let (f, after_ms) = fault_for(t, &cells[k], gap_ms, ttl, rng)?;
     let f = PlannedFault {
         id: "f1".into(),
         ..f
@@ -591,32 +456,21 @@ fn breadth_first(cells: &[PlanCell], open_cells: &[usize], profile: Profile) -> 
 }
 
 /// The fault aimed at `c`, starting at `at_ms`, and how long after it the scenario must go on
-/// for it to meet its state (a kill's recovery wait and a grant). Each family's fault is sized
-/// by its own function below.
+/// for it to meet its state (a kill's recovery wait and a grant). Each family sizes its own
+/// (`FaultKind::aim`).
 fn fault_for(
     t: &Target,
-    c: &Cell,
+    c: &PlanCell,
     at_ms: u64,
     ttl: u64,
     rng: &mut ChaCha8Rng,
 ) -> Option<(PlannedFault, u64)> {
     // The node of the cell's role, for the families that hit one.
-    let role_node = match c.role.as_str() {
+    let role_node = match c.cell.role.as_str() {
         "other" if t.nodes > 1 => vec![other_node(t.nodes, at_ms)],
         _ => vec![0],
     };
-    let aimed = if c.kind == LEASE {
-        lease_stall(ttl, rng)
-    } else {
-        match c.kind.parse::<FaultKind>().ok()? {
-            FaultKind::ClientPause => stall_for(t, c, ttl, rng)?,
-            FaultKind::Pause => pause_for(role_node, ttl),
-            FaultKind::Kill => kill_for(t, c, role_node, ttl),
-            FaultKind::Clock => clock_for(t, c, role_node, ttl)?,
-            FaultKind::Partition => partition_for(t, c, ttl, rng)?,
-            FaultKind::Netem => netem_for(ttl),
-        }
-    };
+    let aimed: Aimed = c.family?.aim(t, &c.cell, role_node, ttl, rng)?;
     let fault = PlannedFault {
         id: String::new(),
         at_ms,
@@ -625,154 +479,6 @@ fn fault_for(
         payload: aimed.payload,
     };
     Some((fault, aimed.after_ms))
-}
-
-/// A fault aimed at a cell, before its place in the scenario.
-struct Aimed {
-    length_ms: u64,
-    nodes: Vec<usize>,
-    payload: Payload,
-    /// How long after it the scenario must go on for it to meet its state.
-    after_ms: u64,
-}
-
-/// The odd-lease cell's stall: a holder stalls to just past its lease and renews.
-fn lease_stall(ttl: u64, rng: &mut ChaCha8Rng) -> Aimed {
-    let shape = ClientFault {
-        aim: StallAim::Boundary,
-        wake: Some(WakeOp::Renew),
-        after_ms: client_pause::draw_after_ms(StallAim::Boundary, ttl, rng),
-    };
-    Aimed {
-        length_ms: ttl * 2,
-        nodes: Vec::new(),
-        payload: Payload::ClientPause(client_pause::Plan {
-            window_ms: ttl.max(500),
-            shape: Some(shape),
-        }),
-        after_ms: 0,
-    }
-}
-
-/// A stall of the cell's aim and wake-up op.
-fn stall_for(t: &Target, c: &Cell, ttl: u64, rng: &mut ChaCha8Rng) -> Option<Aimed> {
-    let aim: StallAim = c.variant.parse().ok()?;
-    let wake = if aim == StallAim::Waiter {
-        None
-    } else {
-        Some(c.wake.parse::<WakeOp>().ok()?)
-    };
-    // As the drawn plan sizes them: a few ms past the aimed instant.
-    let after_ms = client_pause::draw_after_ms(aim, ttl, rng);
-    // A long stall outlasts the lease, the liveness grace and another lease: a lock
-    // still held then is stuck, and the others asking meanwhile are refused.
-    let length_ms = match aim {
-        StallAim::Long => (ttl * 2).max(ttl * 2 + t.liveness_grace_ms),
-        _ => ttl * 2,
-    };
-    Some(Aimed {
-        length_ms,
-        nodes: Vec::new(),
-        payload: Payload::ClientPause(client_pause::Plan {
-            // Well past the lease: the aimed instants lie within it.
-            window_ms: ttl.max(500),
-            shape: Some(ClientFault {
-                aim,
-                wake,
-                after_ms,
-            }),
-        }),
-        after_ms: 0,
-    })
-}
-
-/// Longer than a lease: one live at the start runs out while the service is frozen.
-fn pause_for(nodes: Vec<usize>, ttl: u64) -> Aimed {
-    Aimed {
-        length_ms: ttl * 3 / 2,
-        nodes,
-        payload: Payload::Pause(pause::Plan),
-        after_ms: 0,
-    }
-}
-
-/// A kill of the role's node, or a rolling kill; a short downtime: the node must be back
-/// while a lease it granted is still live.
-fn kill_for(t: &Target, c: &Cell, role_node: Vec<usize>, ttl: u64) -> Aimed {
-    let (nodes, then_nodes) = match c.variant.as_str() {
-        KILL_ROLLING => rolling_waves(t.nodes),
-        _ => (role_node, Vec::new()),
-    };
-    Aimed {
-        length_ms: (ttl / 4).max(100),
-        nodes,
-        payload: Payload::Kill(kill::Plan { then_nodes }),
-        // A correct service refuses grants for up to about 2 leases after its restart; the
-        // scenario goes on past that so a grant follows.
-        after_ms: ttl * 2 + ttl / 2,
-    }
-}
-
-/// A change of the cell's mode, lasting several leases.
-fn clock_for(t: &Target, c: &Cell, nodes: Vec<usize>, ttl: u64) -> Option<Aimed> {
-    let mode: ClockMode = c.variant.parse().ok()?;
-    Some(Aimed {
-        length_ms: ttl * 3,
-        nodes,
-        payload: Payload::Clock(clock::change(mode, t.clock_bump_ms, t.clock_rate)),
-        after_ms: 0,
-    })
-}
-
-/// A cut of the cell's topology, around the primary where it singles a node out.
-fn partition_for(t: &Target, c: &Cell, ttl: u64, rng: &mut ChaCha8Rng) -> Option<Aimed> {
-    let topology: Topology = c.variant.parse().ok()?;
-    let n = t.nodes;
-    let (cut, clients_cut_from) = match topology {
-        Topology::Isolate => (nemesis::netns::topology::isolate(n, 0), vec![]),
-        Topology::Halves => (nemesis::netns::topology::halves(n, rng), vec![]),
-        Topology::MajoritiesRing => (nemesis::netns::topology::majorities_ring(n), vec![]),
-        Topology::Bridge => (nemesis::netns::topology::bridge(n), vec![]),
-        Topology::Clients => (vec![], vec![0]),
-    };
-    Some(Aimed {
-        length_ms: ttl * 2,
-        nodes: Vec::new(),
-        payload: Payload::Partition(PartitionFault {
-            topology,
-            cut,
-            clients_cut_from,
-        }),
-        after_ms: 0,
-    })
-}
-
-/// The planner's netem on the primary.
-fn netem_for(ttl: u64) -> Aimed {
-    Aimed {
-        length_ms: ttl * 2,
-        nodes: vec![0],
-        payload: Payload::Netem(NETEM),
-        after_ms: 0,
-    }
-}
-
-/// The waves of a rolling kill on `nodes` (3 or more), never the primary (position 0): first
-/// the nodes beyond a bare majority (so a grant on every node is left on exactly a majority
-/// that remembers it), then as many more as make the forgetful nodes a majority themselves
-/// (one, for an odd count). 3 nodes: n3, then n2; 5: n4 and n5, then n3.
-fn rolling_waves(nodes: usize) -> (Vec<usize>, Vec<usize>) {
-    let majority = nodes / 2 + 1;
-    let first = nodes - majority;
-    let then = (2 * majority - nodes).min(nodes - 1 - first);
-    let mut others = (1..nodes).rev();
-    let mut wave = |k: usize| -> Vec<usize> {
-        let mut w: Vec<usize> = others.by_ref().take(k).collect();
-        w.sort_unstable();
-        w
-    };
-    let a = wave(first);
-    (a, wave(then))
 }
 
 /// A node other than the primary (position 0), varied by the fault's start so repeated tries
@@ -784,6 +490,8 @@ fn other_node(nodes: usize, at_ms: u64) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nemesis::fault::client_pause::LEASE;
+    use nemesis::schedule::Topology;
 
     fn target(kinds: &[FaultKind], nodes: usize) -> Target {
         Target {
@@ -819,7 +527,7 @@ mod tests {
             (5, vec![3, 4], vec![2]),
             (7, vec![4, 5, 6], vec![3]),
         ] {
-            let (a, b) = rolling_waves(nodes);
+            let (a, b) = nemesis::fault::kill::rolling_waves(nodes);
             assert_eq!((&a, &b), (&first, &then), "{nodes} nodes");
             let majority = nodes / 2 + 1;
             assert!(a.len() < majority && b.len() < majority, "{nodes}");
