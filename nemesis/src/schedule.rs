@@ -13,7 +13,6 @@ pub use crate::fault::client_pause::{
     parse_client_faults, ClientFault, ClientFaults, StallAim, WakeOp,
 };
 pub use crate::fault::clock::{parse_clock_modes, ClockFault, ClockMode};
-pub use crate::fault::netem::NETEM;
 pub use crate::fault::partition::{parse_topologies, PartitionFault, Topology};
 pub use crate::fault::{FaultKind, Payload};
 pub use file::{node_id, Capabilities, ScheduleError, SCHEDULE_VERSION};

@@ -37,7 +37,7 @@
 //!   `slow`: `rate`, the clock's speed, above 1 for fast and below for slow).
 //! - partition: `topology` (the shape's name, a label), `cut` (node pairs that cannot talk),
 //!   `clients_cut_from` (nodes the harness's clients cannot reach).
-//! - netem: `netem` (default: the planner's; see [`NETEM`](super::NETEM)).
+//! - netem: `netem` (default: the planner's; see [`NETEM`](crate::fault::netem::NETEM)).
 //! - client-pause: `window_ms`, how long the stall request waits for a lock holder to take it
 //!   (default: `length_ms`). Which client stalls is the one holding a lock then (for the
 //!   `waiter` shape, one waiting for a lock). `shape` (optional): what the stall is aimed at,
