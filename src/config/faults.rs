@@ -38,24 +38,31 @@ pub(super) fn faults(
             }
             faults
         }
-        None => FaultKind::ALL
-            .into_iter()
-            .filter(|f| target.is_started_by_us() || !f.is_server_side())
-            // Not where no clock backend runs, nor for a service the fallback, libfaketime,
-            // does not reach (Go programs such as etcd).
-            .filter(|f| !f.moves_clocks() || clock_reaches(service).is_ok())
-            // Network faults only where the user chose a runtime that makes them: it needs
-            // root and changes how nodes are reached, which a default should not spring on
-            // anyone.
-            .filter(|f| {
-                !f.needs_netns()
-                    || a.text(&flags::RUNTIME)
-                        .and_then(nemesis::runtime::runtime)
-                        .is_some_and(|r| r.network_faults())
-            })
-            // Nor where the namespaces lack a tool the family uses (netem's kernel module).
-            .filter(|f| !f.needs_netns() || tools_available(f.tools()))
-            .collect(),
+        None => {
+            let probed = std::cell::OnceCell::new();
+            let capabilities = nemesis::netns::capabilities;
+            FaultKind::ALL
+                .into_iter()
+                .filter(|f| target.is_started_by_us() || !f.is_server_side())
+                // Not where no clock backend runs, nor for a service the fallback, libfaketime,
+                // does not reach (Go programs such as etcd).
+                .filter(|f| !f.moves_clocks() || clock_reaches(service).is_ok())
+                // Network faults only where the user chose a runtime that makes them: it needs
+                // root and changes how nodes are reached, which a default should not spring on
+                // anyone.
+                .filter(|f| {
+                    !f.needs_netns()
+                        || a.text(&flags::RUNTIME)
+                            .and_then(nemesis::runtime::runtime)
+                            .is_some_and(|r| r.network_faults())
+                })
+                // Nor where the namespaces lack a tool the family uses (netem's kernel module),
+                // probed once.
+                .filter(|f| {
+                    !f.needs_netns() || tools_available(probed.get_or_init(capabilities), f.tools())
+                })
+                .collect()
+        }
     })
 }
 
@@ -186,11 +193,9 @@ pub(super) fn load_schedule(
     Ok((path, schedule))
 }
 
-/// Whether this machine's namespaces have every one of `tools` that they probe.
-fn tools_available(tools: &[&str]) -> bool {
-    nemesis::netns::capabilities()
-        .iter()
-        .all(|c| c.ok || !tools.contains(&c.name))
+/// Whether the namespaces' `probed` capabilities have every one of `tools` that they probe.
+fn tools_available(probed: &[nemesis::netns::Capability], tools: &[&str]) -> bool {
+    probed.iter().all(|c| c.ok || !tools.contains(&c.name))
 }
 
 /// `local or netns`.
