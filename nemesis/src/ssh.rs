@@ -758,7 +758,7 @@ fn check_host(c: &Conn, script: &str) -> Vec<HostCheck> {
 
 /// The checks a run with `faults` needs on every host: always reachable, root, arch and
 /// disk; and the tools its fault families use (iptables for partitions, netem, ptrace for
-/// clock faults: each family's `TOOLS`).
+/// clock faults: each family's `FACTS.tools`).
 pub fn required_checks(faults: &[crate::schedule::FaultKind]) -> Vec<&'static str> {
     let mut needs = vec!["reachable", "root", "arch", "disk"];
     for tool in faults.iter().flat_map(|f| f.tools()) {

@@ -5,7 +5,7 @@
 //! start and stop itself, with its process, lock, token and shape, under the op names given
 //! here and the fault's id.
 
-use super::{Asked, Ctx, Healer, Here};
+use super::{Facts, Asked, Ctx, Healer, Here};
 use crate::named::{self, Named};
 use crate::scenario::{cell, Aimed, CellPlan, Profile, Target};
 use crate::schedule::file::{at, refuses_nodes, RawFault};
@@ -189,14 +189,13 @@ impl ClientFaults {
 
 pub const FAMILY: FaultFamily = FaultFamily::CLIENT_PAUSE;
 
-/// It stalls the harness's own client: any service, also a bare URL, and nothing else needed.
-pub const SERVER_SIDE: bool = false;
-pub const NEEDS_NETNS: bool = false;
-pub const MOVES_CLOCKS: bool = false;
-pub const TOOLS: &[&str] = &[];
-/// `--client-faults`, the aims and wake-up ops drawn from.
-pub const SETTINGS: &[&str] = &["client_faults"];
-pub const RECOVERY_LEASES: u64 = 0;
+/// It stalls the harness's own client: any service, also a bare URL, and nothing else needed;
+/// `--client-faults` chooses the aims and wake-up ops drawn from.
+pub const FACTS: Facts = Facts {
+    server_side: false,
+    settings: &["client_faults"],
+    ..Facts::ON_NODES
+};
 
 pub const START: &str = FAMILY.opens;
 pub const STOP: &str = FAMILY.closes;
@@ -208,7 +207,7 @@ pub fn here() -> Here {
 /// The needs of `--client-faults` (empty: any stall that reached its aim): each aim asked for,
 /// with the wake-up ops asked for; each wake-up op asked for without an aim.
 pub fn requested(asked: &Asked<'_>) -> Vec<Need> {
-    let shapes = (asked.list)(SETTINGS[0]);
+    let shapes = (asked.list)(FACTS.settings[0]);
     let aims: Vec<&String> = shapes
         .iter()
         .filter(|s| s.parse::<StallAim>().is_ok())
@@ -340,8 +339,6 @@ pub fn aim(
         after_ms: 0,
     })
 }
-
-pub const RETRIED_ALONE: bool = false;
 
 /// A stall that must outlive the lease surely (well past it), of a shape drawn from the
 /// chosen ones; the request waits a quiet interval for a holder.
@@ -531,7 +528,6 @@ impl PlannedFault {
             _ => None,
         }
     }
-
 
     /// For a client-pause, its shape (`None` also for a schedule written before shapes).
     pub fn client(&self) -> Option<ClientFault> {

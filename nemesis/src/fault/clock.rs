@@ -6,7 +6,7 @@
 //! answers one, else (vDSO backend) the offset the node's own patched code applied to its next
 //! wall-clock read.
 
-use super::{variant_need, Asked, Ctx, Healer, Here};
+use super::{variant_need, Facts, Asked, Ctx, Healer, Here};
 use crate::clock::{faketime_env, Backend, ClockScope, ControlPage, NodeClock};
 use crate::named::{self, Named};
 use crate::scenario::{cell, Aimed, CellPlan, Profile, Target};
@@ -100,14 +100,13 @@ pub struct ClockFault {
 pub const FAMILY: FaultFamily = FaultFamily::CLOCK;
 
 /// It moves the clocks the service's processes read: the nodes start with a clock the harness
-/// controls, which on an ssh host needs ptrace.
-pub const SERVER_SIDE: bool = true;
-pub const NEEDS_NETNS: bool = false;
-pub const MOVES_CLOCKS: bool = true;
-pub const TOOLS: &[&str] = &["ptrace"];
-/// `--clock-faults`, the modes drawn from.
-pub const SETTINGS: &[&str] = &["clock_faults"];
-pub const RECOVERY_LEASES: u64 = 0;
+/// controls, which on an ssh host needs ptrace; `--clock-faults` chooses the modes drawn from.
+pub const FACTS: Facts = Facts {
+    moves_clocks: true,
+    tools: &["ptrace"],
+    settings: &["clock_faults"],
+    ..Facts::ON_NODES
+};
 
 pub const START: &str = FAMILY.opens;
 pub const STOP: &str = FAMILY.closes;
@@ -141,7 +140,7 @@ fn harmful() -> Vec<String> {
 /// Each mode `--clock-faults` asked for, or one of the harmful ones (on the primary, if the
 /// run aimed there).
 pub fn requested(asked: &Asked<'_>) -> Vec<Need> {
-    let modes = (asked.list)(SETTINGS[0]);
+    let modes = (asked.list)(FACTS.settings[0]);
     let mut needs = Vec::new();
     if modes.is_empty() {
         needs.push(asked.on_role(Need {
@@ -194,7 +193,6 @@ pub fn aim(
     })
 }
 
-pub const RETRIED_ALONE: bool = false;
 /// After each change: the offset a node's `/v1/time` really showed.
 pub const OBSERVED: &str = "clock-observed";
 

@@ -3,7 +3,7 @@
 //! (`then_nodes`) does the same to its second wave once the first is back; it is one fault,
 //! `kill` to `restart`, whose events name both waves.
 
-use super::{Asked, Ctx, Healer, Here};
+use super::{Facts, Asked, Ctx, Healer, Here};
 use crate::node::Node;
 use crate::scenario::{cell, Aimed, CellPlan, Profile, Target};
 use crate::schedule::file::{at, needs_nodes, node_id, node_index, RawFault};
@@ -29,15 +29,15 @@ pub struct Plan {
 
 pub const FAMILY: FaultFamily = FaultFamily::KILL;
 
-/// It kills the service's processes, and needs nothing else.
-pub const SERVER_SIDE: bool = true;
-pub const NEEDS_NETNS: bool = false;
-pub const MOVES_CLOCKS: bool = false;
-pub const TOOLS: &[&str] = &[];
-pub const SETTINGS: &[&str] = &[];
-/// A correct service refuses grants after a restart until every lease it may have granted has
-/// lapsed (up to about 2 leases with rounding).
-pub const RECOVERY_LEASES: u64 = 2;
+/// It kills the service's processes, and needs nothing else. A correct service refuses grants
+/// after a restart until every lease it may have granted has lapsed (up to about 2 leases with
+/// rounding); a kill that missed its state is tried again on its own with longer leases: a
+/// node slower to restart than a lease is back only once every lease it granted is over.
+pub const FACTS: Facts = Facts {
+    recovery_leases: 2,
+    retried_alone: true,
+    ..Facts::ON_NODES
+};
 
 pub const START: &str = FAMILY.opens;
 pub const STOP: &str = FAMILY.closes;
@@ -86,13 +86,9 @@ pub fn aim(
         payload: Payload::Kill(Plan { then_nodes }),
         // A correct service refuses grants for up to about 2 leases after its restart; the
         // scenario goes on past that so a grant follows.
-        after_ms: ttl * RECOVERY_LEASES + ttl / 2,
+        after_ms: ttl * FACTS.recovery_leases + ttl / 2,
     })
 }
-
-/// A kill that missed its state is tried again on its own with longer leases: a node slower
-/// to restart than a lease is back only once every lease it granted is over.
-pub const RETRIED_ALONE: bool = true;
 
 /// The waves of a rolling kill on `nodes` (3 or more), never the primary (position 0): first
 /// the nodes beyond a bare majority (so a grant on every node is left on exactly a majority
@@ -122,7 +118,7 @@ pub(crate) fn draw(d: &mut Draws<'_>, picked: Vec<usize>) -> Drawn {
         payload: Payload::Kill(Plan::default()),
         // A kill inside the recovery window would keep the lock unavailable all run and test
         // nothing.
-        recovery_ms: ttl * RECOVERY_LEASES,
+        recovery_ms: ttl * FACTS.recovery_leases,
     }
 }
 

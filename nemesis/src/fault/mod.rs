@@ -17,14 +17,13 @@
 //! - `nodes_named(plan)` and `renumber(plan, to)`: the node positions its plan names beyond
 //!   the fault's `nodes`, for the checks against the run and for a fault moved to another
 //!   primary;
-//! - what its faults need: `SERVER_SIDE` (they act on the service's processes: not against a
-//!   bare URL), `NEEDS_NETNS` (the nodes in network namespaces), `MOVES_CLOCKS` (the nodes'
-//!   clocks under the harness's control), `TOOLS` (the runtime features they use, by the names
-//!   the runtimes check), `SETTINGS` (the run settings that shape them), `RECOVERY_LEASES`
-//!   (the leases a service needs after one), and `here()`, `lockpick doctor`'s row for it;
+//! - `FACTS` ([`Facts`]): what its faults need (the service's processes, network namespaces,
+//!   the nodes' clocks, runtime tools), the run settings that shape them, the leases a
+//!   service needs after one, and whether the suite retries a missed cell of it alone; and
+//!   `here()`, `lockpick doctor`'s row for it;
 //! - `requested(asked)`: what a run that asked for it needs exercised, from the run's settings;
-//! - its cells in `lockpick test`'s plan: `suite_cells(target)`, `aim(...)` (a fault aimed at
-//!   one of them, sized from the lease) and `RETRIED_ALONE`;
+//! - its cells in `lockpick test`'s plan: `suite_cells(target)` and `aim(...)` (a fault aimed
+//!   at one of them, sized from the lease);
 //! - `START` and `STOP`, the history ops that open and close its faults (from `FAMILY`);
 //! - `async fn run(ctx, fault)`: start, hold for the fault's length or until the run stops,
 //!   end (the end always runs);
@@ -89,37 +88,35 @@ macro_rules! families {
                 self.family().kind
             }
 
-            /// Whether its faults act on the service's processes (impossible against a bare
-            /// URL): its module's `SERVER_SIDE`.
-            pub fn is_server_side(self) -> bool {
+            /// What its faults need and how they are planned around: its module's `FACTS`.
+            pub fn facts(self) -> &'static Facts {
                 match self {
-                    $(FaultKind::$kind => $module::SERVER_SIDE,)+
+                    $(FaultKind::$kind => &$module::FACTS,)+
                 }
+            }
+
+            /// Whether its faults act on the service's processes (impossible against a bare
+            /// URL).
+            pub fn is_server_side(self) -> bool {
+                self.facts().server_side
             }
 
             /// Whether its faults need the nodes in network namespaces (a runtime that makes
-            /// network faults): its module's `NEEDS_NETNS`.
+            /// network faults).
             pub fn needs_netns(self) -> bool {
-                match self {
-                    $(FaultKind::$kind => $module::NEEDS_NETNS,)+
-                }
+                self.facts().needs_netns
             }
 
             /// Whether its faults move the nodes' clocks, so the nodes must start with a clock
-            /// the harness controls and the service must be reachable by a clock backend: its
-            /// module's `MOVES_CLOCKS`.
+            /// the harness controls and the service must be reachable by a clock backend.
             pub fn moves_clocks(self) -> bool {
-                match self {
-                    $(FaultKind::$kind => $module::MOVES_CLOCKS,)+
-                }
+                self.facts().moves_clocks
             }
 
             /// The features of a runtime its faults use, by the names the runtimes check them
-            /// under (`iptables`, `ptrace`): its module's `TOOLS`.
+            /// under (`iptables`, `ptrace`).
             pub fn tools(self) -> &'static [&'static str] {
-                match self {
-                    $(FaultKind::$kind => $module::TOOLS,)+
-                }
+                self.facts().tools
             }
 
             /// Whether a run can always make its faults on nodes lockpick started, needing
@@ -128,19 +125,15 @@ macro_rules! families {
                 !self.needs_netns() && !self.moves_clocks() && self.tools().is_empty()
             }
 
-            /// The run settings (config keys) that shape its faults: its module's `SETTINGS`.
+            /// The run settings (config keys) that shape its faults.
             pub fn settings(self) -> &'static [&'static str] {
-                match self {
-                    $(FaultKind::$kind => $module::SETTINGS,)+
-                }
+                self.facts().settings
             }
 
             /// How many leases a service needs after one of its faults before it grants again
-            /// (a restart's): its module's `RECOVERY_LEASES`.
+            /// (a restart's).
             pub fn recovery_leases(self) -> u64 {
-                match self {
-                    $(FaultKind::$kind => $module::RECOVERY_LEASES,)+
-                }
+                self.facts().recovery_leases
             }
 
             /// Whether this machine can make its faults, for `lockpick doctor`.
@@ -183,9 +176,7 @@ macro_rules! families {
             /// Whether a cell of it that missed its state is tried again on its own with
             /// longer leases (a kill, whose restart may outlast a lease).
             pub fn retried_alone(self) -> bool {
-                match self {
-                    $(FaultKind::$kind => $module::RETRIED_ALONE,)+
-                }
+                self.facts().retried_alone
             }
 
             /// The keys of `schedule.json` its faults have beyond the ones every fault has,
@@ -318,6 +309,41 @@ families! {
     Clock => clock,
     Partition => partition,
     Netem => netem,
+}
+
+/// What a family's faults need and how the harness plans around them, declared once in its
+/// module (`FACTS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Facts {
+    /// They act on the service's processes: impossible against a bare URL.
+    pub server_side: bool,
+    /// They need the nodes in network namespaces (a runtime that makes network faults).
+    pub needs_netns: bool,
+    /// They move the nodes' clocks: the nodes start with a clock the harness controls.
+    pub moves_clocks: bool,
+    /// The features of a runtime they use, by the names the runtimes check them under.
+    pub tools: &'static [&'static str],
+    /// The run settings (config keys) that shape them.
+    pub settings: &'static [&'static str],
+    /// How many leases a service needs after one before it grants again.
+    pub recovery_leases: u64,
+    /// A suite cell of the family that missed its state is tried again alone, with longer
+    /// leases.
+    pub retried_alone: bool,
+}
+
+impl Facts {
+    /// Faults on the service's processes that need nothing else: what a family's `FACTS`
+    /// start from.
+    pub const ON_NODES: Facts = Facts {
+        server_side: true,
+        needs_netns: false,
+        moves_clocks: false,
+        tools: &[],
+        settings: &[],
+        recovery_leases: 0,
+        retried_alone: false,
+    };
 }
 
 /// Whether this machine can make a family's faults, for `lockpick doctor` (the same checks

@@ -1,7 +1,7 @@
 //! `netem`: delay, drop, duplicate and reorder the planned nodes' packets with the runtime's
 //! network faults, hold, clear.
 
-use super::{Asked, Ctx, Healer, Here};
+use super::{Facts, Asked, Ctx, Healer, Here};
 use crate::netns::NetemSpec;
 use crate::scenario::{cell, Aimed, CellPlan, Profile, Target};
 use crate::schedule::file::{at, needs_nodes, RawFault};
@@ -31,12 +31,11 @@ pub const NETEM: NetemSpec = NetemSpec {
 pub const FAMILY: FaultFamily = FaultFamily::NETEM;
 
 /// It shapes the traffic of the nodes' namespaces, with tc's netem qdisc.
-pub const SERVER_SIDE: bool = true;
-pub const NEEDS_NETNS: bool = true;
-pub const MOVES_CLOCKS: bool = false;
-pub const TOOLS: &[&str] = &["netem"];
-pub const SETTINGS: &[&str] = &[];
-pub const RECOVERY_LEASES: u64 = 0;
+pub const FACTS: Facts = Facts {
+    needs_netns: true,
+    tools: &["netem"],
+    ..Facts::ON_NODES
+};
 
 pub const START: &str = FAMILY.opens;
 pub const STOP: &str = FAMILY.closes;
@@ -73,8 +72,6 @@ pub fn aim(
         after_ms: 0,
     })
 }
-
-pub const RETRIED_ALONE: bool = false;
 
 /// The planner's [`NETEM`] on the picked nodes, straddling the lease like a pause.
 pub(crate) fn draw(d: &mut Draws<'_>, picked: Vec<usize>) -> Drawn {

@@ -1,7 +1,7 @@
 //! `partition`: cut the planned links between nodes (and between the clients and some nodes)
 //! with the runtime's network faults, hold, heal.
 
-use super::{variant_need, Asked, Ctx, Healer, Here};
+use super::{variant_need, Facts, Asked, Ctx, Healer, Here};
 use crate::named::{self, Named};
 use crate::netns::topology;
 use crate::scenario::{cell, Aimed, CellPlan, Profile, Target};
@@ -103,14 +103,14 @@ pub struct PartitionFault {
 
 pub const FAMILY: FaultFamily = FaultFamily::PARTITION;
 
-/// It cuts links between the nodes' namespaces, with iptables.
-pub const SERVER_SIDE: bool = true;
-pub const NEEDS_NETNS: bool = true;
-pub const MOVES_CLOCKS: bool = false;
-pub const TOOLS: &[&str] = &["iptables"];
-/// `--partition-topologies`, the topologies drawn from.
-pub const SETTINGS: &[&str] = &["partition_topologies"];
-pub const RECOVERY_LEASES: u64 = 0;
+/// It cuts links between the nodes' namespaces, with iptables; `--partition-topologies`
+/// chooses the topologies drawn from.
+pub const FACTS: Facts = Facts {
+    needs_netns: true,
+    tools: &["iptables"],
+    settings: &["partition_topologies"],
+    ..Facts::ON_NODES
+};
 
 pub const START: &str = FAMILY.opens;
 pub const STOP: &str = FAMILY.closes;
@@ -124,7 +124,7 @@ pub fn here() -> Here {
 
 /// Each topology `--partition-topologies` asked for, or any cut.
 pub fn requested(asked: &Asked<'_>) -> Vec<Need> {
-    let topologies = (asked.list)(SETTINGS[0]);
+    let topologies = (asked.list)(FACTS.settings[0]);
     if topologies.is_empty() {
         return vec![Need::kind(FAMILY.kind)];
     }
@@ -168,8 +168,6 @@ pub fn aim(
         after_ms: 0,
     })
 }
-
-pub const RETRIED_ALONE: bool = false;
 
 /// A cut of a topology drawn from the chosen ones, straddling the lease like a pause (a cut
 /// shorter than a lease tests little). Its nodes are in its cut: `picked` is whom a `clients`

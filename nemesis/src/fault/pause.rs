@@ -1,7 +1,7 @@
 //! `pause`: SIGSTOP the nodes' process groups (through their node control) for the fault's
 //! length, then SIGCONT.
 
-use super::{Asked, Ctx, Healer, Here};
+use super::{Facts, Asked, Ctx, Healer, Here};
 use crate::scenario::{cell, Aimed, CellPlan, Profile, Target};
 use crate::schedule::file::{needs_nodes, RawFault};
 use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError};
@@ -21,12 +21,7 @@ pub struct Plan;
 pub const FAMILY: FaultFamily = FaultFamily::PAUSE;
 
 /// It stops the service's processes, and needs nothing else.
-pub const SERVER_SIDE: bool = true;
-pub const NEEDS_NETNS: bool = false;
-pub const MOVES_CLOCKS: bool = false;
-pub const TOOLS: &[&str] = &[];
-pub const SETTINGS: &[&str] = &[];
-pub const RECOVERY_LEASES: u64 = 0;
+pub const FACTS: Facts = Facts::ON_NODES;
 
 pub const START: &str = FAMILY.opens;
 pub const STOP: &str = FAMILY.closes;
@@ -63,8 +58,6 @@ pub fn aim(
         after_ms: 0,
     })
 }
-
-pub const RETRIED_ALONE: bool = false;
 
 /// A pause of the picked nodes that straddles the lease: some end before it lapses, most
 /// after.
