@@ -197,9 +197,6 @@ pub const FACTS: Facts = Facts {
     ..Facts::ON_NODES
 };
 
-pub const START: &str = FAMILY.opens;
-pub const STOP: &str = FAMILY.closes;
-
 pub fn here() -> Here {
     Here::ready("a lock holder stalls past its lease in the harness itself")
 }
@@ -545,7 +542,7 @@ pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Res
         StallRequest {
             length,
             fault: fault.id.clone(),
-            ops: [START, STOP],
+            ops: [FAMILY.opens, FAMILY.closes],
             shape: fault.client(),
         },
         Instant::now() + window,

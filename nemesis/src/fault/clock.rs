@@ -108,9 +108,6 @@ pub const FACTS: Facts = Facts {
     ..Facts::ON_NODES
 };
 
-pub const START: &str = FAMILY.opens;
-pub const STOP: &str = FAMILY.closes;
-
 /// Which backend runs here (the vDSO, else libfaketime), or why neither does.
 pub fn here() -> Here {
     match Backend::detect() {
@@ -421,7 +418,7 @@ pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Res
             .ok_or_else(|| Error::msg("clock faults need the nodes started with a clock"))?;
         before_s.push(clock.offset_s(Instant::now()));
     }
-    ctx.record(START, value.clone())?;
+    ctx.record(FAMILY.opens, value.clone())?;
     for (k, &i) in picked.iter().enumerate() {
         let clock = ctx.clocks[i].as_mut().expect("checked above");
         match mode {
@@ -459,7 +456,7 @@ pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Res
         }
     }
     observe(ctx, picked, &fault.id).await?;
-    ctx.record(STOP, value)
+    ctx.record(FAMILY.closes, value)
 }
 
 /// Nothing is left: every clock fault ends with its clocks set right, also when the run stops.

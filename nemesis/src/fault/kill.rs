@@ -39,9 +39,6 @@ pub const FACTS: Facts = Facts {
     ..Facts::ON_NODES
 };
 
-pub const START: &str = FAMILY.opens;
-pub const STOP: &str = FAMILY.closes;
-
 pub fn here() -> Here {
     Here::ready("SIGKILL, then restart with the same command and data dir")
 }
@@ -185,7 +182,7 @@ impl PlannedFault {
 }
 
 pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Result<(), Error> {
-    ctx.record(START, with_waves(ctx, fault, ctx.value(fault)))?;
+    ctx.record(FAMILY.opens, with_waves(ctx, fault, ctx.value(fault)))?;
     let mut stopped = false;
     for wave in [&fault.nodes[..], fault.then_nodes()] {
         // A run told to stop during the first wave brings it back and kills no more.
@@ -198,7 +195,7 @@ pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Res
         .with_extra("nodes", json!(ctx.names(&fault.nodes)))
         .with_extra("roles", json!(ctx.roles(&fault.nodes)))
         .with_extra("fault", json!(fault.id));
-    ctx.record(STOP, with_waves(ctx, fault, value))
+    ctx.record(FAMILY.closes, with_waves(ctx, fault, value))
 }
 
 /// A rolling kill's events also name its second wave (`then_nodes`), by which coverage tells

@@ -1,5 +1,5 @@
 //! The fault families, one module each: how a planned fault of the family is carried out on
-//! the nodes, the history ops that open and close it (each module's `START` and `STOP`), and
+//! the nodes, the history ops that open and close it (its `FAMILY`'s `opens` and `closes`), and
 //! its heal. [`run_plan`] interprets a schedule with them, fault by fault; [`heal_all`] is the
 //! final heal at the end of a run.
 //!
@@ -24,7 +24,6 @@
 //! - `requested(asked)`: what a run that asked for it needs exercised, from the run's settings;
 //! - its cells in `lockpick test`'s plan: `suite_cells(target)` and `aim(...)` (a fault aimed
 //!   at one of them, sized from the lease);
-//! - `START` and `STOP`, the history ops that open and close its faults (from `FAMILY`);
 //! - `async fn run(ctx, fault)`: start, hold for the fault's length or until the run stops,
 //!   end (the end always runs);
 //! - `async fn heal(healer)`: what is left to undo once the run is over.
@@ -284,7 +283,7 @@ macro_rules! families {
         /// Each family's kind with the ops that open and close its faults.
         #[cfg(test)]
         fn op_names() -> Vec<(FaultKind, &'static str, &'static str)> {
-            vec![$((FaultKind::$kind, $module::START, $module::STOP)),+]
+            vec![$((FaultKind::$kind, $module::FAMILY.opens, $module::FAMILY.closes)),+]
         }
 
         /// The final heal: every family undoes what may be left of its faults, last registered

@@ -37,9 +37,6 @@ pub const FACTS: Facts = Facts {
     ..Facts::ON_NODES
 };
 
-pub const START: &str = FAMILY.opens;
-pub const STOP: &str = FAMILY.closes;
-
 pub fn here() -> Here {
     Here::network(
         FaultKind::Netem,
@@ -141,13 +138,13 @@ pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Res
                "loss_pct": spec.loss_pct, "duplicate_pct": spec.duplicate_pct,
                "reorder_pct": spec.reorder_pct}),
     );
-    ctx.record(START, v.clone())?;
+    ctx.record(FAMILY.opens, v.clone())?;
     tokio::task::block_in_place(|| network.netem(&fault.nodes, &spec))?;
     let label = format!("{} {}", fault.kind(), ctx.names(&fault.nodes).join(","));
     ctx.set_active(Some(label));
     ctx.hold(Duration::from_millis(fault.length_ms)).await;
     tokio::task::block_in_place(|| network.clear_netem(&fault.nodes))?;
-    ctx.record(STOP, v)
+    ctx.record(FAMILY.closes, v)
 }
 
 /// Nothing is left: every netem fault ends with its clear, also when the run stops.

@@ -112,9 +112,6 @@ pub const FACTS: Facts = Facts {
     ..Facts::ON_NODES
 };
 
-pub const START: &str = FAMILY.opens;
-pub const STOP: &str = FAMILY.closes;
-
 pub fn here() -> Here {
     Here::network(
         FaultKind::Partition,
@@ -323,7 +320,7 @@ pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Res
         .with_extra("clients_cut_from", json!(ctx.names(&p.clients_cut_from)))
         .with_extra("length_ms", json!(fault.length_ms))
         .with_extra("fault", json!(fault.id));
-    ctx.record(START, v.clone())?;
+    ctx.record(FAMILY.opens, v.clone())?;
     tokio::task::block_in_place(|| {
         network.partition(&p.cut)?;
         network.cut_clients(&p.clients_cut_from)
@@ -331,7 +328,7 @@ pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Res
     ctx.set_active(Some(format!("partition {}", p.topology)));
     ctx.hold(Duration::from_millis(fault.length_ms)).await;
     tokio::task::block_in_place(|| network.heal())?;
-    ctx.record(STOP, v)
+    ctx.record(FAMILY.closes, v)
 }
 
 /// Nothing is left: every partition ends with its heal, also when the run stops.

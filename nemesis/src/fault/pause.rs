@@ -23,9 +23,6 @@ pub const FAMILY: FaultFamily = FaultFamily::PAUSE;
 /// It stops the service's processes, and needs nothing else.
 pub const FACTS: Facts = Facts::ON_NODES;
 
-pub const START: &str = FAMILY.opens;
-pub const STOP: &str = FAMILY.closes;
-
 pub fn here() -> Here {
     Here::ready("SIGSTOP/SIGCONT to the process group of a node lockpick started")
 }
@@ -98,7 +95,7 @@ pub(crate) fn nodes_named(_plan: &Plan) -> Vec<usize> {
 pub(crate) fn renumber(_plan: &mut Plan, _to: &dyn Fn(usize) -> usize) {}
 
 pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Result<(), Error> {
-    ctx.record(START, ctx.value(fault))?;
+    ctx.record(FAMILY.opens, ctx.value(fault))?;
     for &i in &fault.nodes {
         ctx.nodes[i].lock().await.pause().await?;
     }
@@ -109,7 +106,7 @@ pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Res
     for &i in &fault.nodes {
         ctx.nodes[i].lock().await.resume().await?;
     }
-    ctx.record(STOP, ctx.value(fault))
+    ctx.record(FAMILY.closes, ctx.value(fault))
 }
 
 /// Whatever the nemesis left paused runs again before the final reads.
