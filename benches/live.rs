@@ -20,12 +20,10 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_lockpick");
+mod common;
+use common::median;
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
+const BIN: &str = env!("CARGO_BIN_EXE_lockpick");
 
 /// The targets stopped: a label and `lockpick run`'s flags (each run gets `--stop-on-violation
 /// --seed S` too).

@@ -14,21 +14,15 @@
 use std::path::Path;
 use std::process::Command;
 
+mod common;
+use common::{median, status_kb};
+
 const BIN: &str = env!("CARGO_BIN_EXE_lockpick");
 /// Porcupine's budget per history: past it, the history is too large for it.
 const PORCUPINE_TIMEOUT_S: u64 = 60;
 /// Porcupine's memory grows faster than its history (4.7 GB at 400k events): past this it is
 /// ended, so that it never takes the machine's memory from everything else.
 const PORCUPINE_RSS_MAX_KB: u64 = 10 * 1024 * 1024;
-
-fn status_kb(pid: u32, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-}
 
 /// Runs the Go side on `history`, watching its memory: its stdout (empty if it was ended),
 /// wall seconds and peak RSS in MB, and why it was ended, if it was.
@@ -92,11 +86,6 @@ fn timed(cmd: &mut Command) -> (String, f64, f64) {
         wall,
         rss_kb / 1024.0,
     )
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
 }
 
 /// Builds the Go side in `dir` against the checkout: nothing is downloaded.

@@ -12,16 +12,10 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_lockpick");
+mod common;
+use common::status_kb;
 
-fn rss_kb(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-}
+const BIN: &str = env!("CARGO_BIN_EXE_lockpick");
 
 fn main() {
     let mut args = std::env::args().skip(1).filter(|a| a != "--bench");
@@ -57,7 +51,9 @@ fn main() {
         if child.try_wait().unwrap().is_some() {
             break;
         }
-        let Some(rss) = rss_kb(pid) else { break };
+        let Some(rss) = status_kb(pid, "VmRSS:") else {
+            break;
+        };
         peak = peak.max(rss);
         let status = last_status.lock().unwrap().clone();
         let ops = status

@@ -14,12 +14,10 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-const BIN: &str = env!("CARGO_BIN_EXE_lockpick");
+mod common;
+use common::median;
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
+const BIN: &str = env!("CARGO_BIN_EXE_lockpick");
 
 fn harness_ops_per_s(out: &Path, duration_s: u64, seed: u64) -> (f64, u64) {
     let status = Command::new(BIN)
