@@ -300,10 +300,12 @@ fn a_stale_write_to_an_unfenced_account_is_non_serializable() {
 /// The racy lockd (its free-check and its grant two steps apart) lets two transfers hold the
 /// same accounts at once: besides the double grants, the data proves it, every run, without
 /// looking at a lock op (`non-serializable`: both read a balance at one version and both
-/// wrote it).
+/// wrote it). The store does not fence (`none`), as a store behind a lock often does not: a
+/// fencing store refuses most of the overlapping writes, and whether one of the few that
+/// remain forms a cycle is up to the scheduler (a CI run once had none).
 #[test]
 fn the_racy_lockd_under_the_bank_is_non_serializable_from_the_data() {
-    let (_tmp, r) = bank(&["--unsafe", "racy", "--seed", "1"]);
+    let (_tmp, r) = bank(&["--unsafe", "racy", "--store-fence", "none", "--seed", "1"]);
     assert_eq!(r.code, 1, "{}", r.describe());
     let kinds = r.kinds("violations");
     assert!(
