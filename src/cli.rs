@@ -408,6 +408,11 @@ pub struct SynthArgs {
     /// built in memory.
     #[arg(long, value_name = "KIND", value_parser = inject_kinds())]
     pub inject: Vec<String>,
+    /// With --inject: stream the history and inject one violation in every stretch of N
+    /// events, the --inject kinds in turn, so a history of any length has violations all
+    /// along it in bounded memory (a kind that finds no place in a stretch tries the next).
+    #[arg(long, value_name = "N", requires = "inject")]
+    pub inject_every: Option<usize>,
     /// No nemesis ops (pauses, partitions, kills, clock faults of the simulated service).
     #[arg(long)]
     pub no_nemesis: bool,

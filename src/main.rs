@@ -65,9 +65,15 @@ fn main() -> std::process::ExitCode {
                 return std::process::ExitCode::SUCCESS;
             }
             // clap's usage errors exit 2, which means `unknown` here: report them as 3.
+            // The first paragraph, in one line: a missing argument's name is on the lines
+            // under clap's first one.
             let msg = e.to_string();
-            let first = msg.lines().next().unwrap_or("bad command line");
-            let first = first.strip_prefix("error: ").unwrap_or(first);
+            let para: Vec<&str> = msg.lines().take_while(|l| !l.trim().is_empty()).collect();
+            let first = match para.is_empty() {
+                true => "bad command line".to_string(),
+                false => one_line(&para.join(" ")),
+            };
+            let first = first.strip_prefix("error: ").unwrap_or(&first);
             eprintln!("error: {}{}", origins.locate(first), suggestion(&e));
             let sub = typed.filter(|t| {
                 use clap::CommandFactory;

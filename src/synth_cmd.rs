@@ -10,6 +10,8 @@ use history::{ExitCode, Op};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 
+mod stream;
+
 pub fn synth(a: SynthArgs) -> Result<ExitCode> {
     if a.clients == 0 || a.locks == 0 {
         bail!("--clients and --locks must be at least 1");
@@ -47,6 +49,8 @@ pub fn synth(a: SynthArgs) -> Result<ExitCode> {
     };
     let events = if bank {
         bank_history(&a, &kinds, &mut out)?
+    } else if let Some(every) = a.inject_every {
+        streamed_injections(&a, &params, &kinds, every, &mut out)?
     } else if kinds.is_empty() {
         // Streams: a history of any length in bounded memory.
         let mut events = 0u64;
@@ -119,6 +123,55 @@ fn bank_history(a: &SynthArgs, kinds: &[InjectKind], out: &mut OpWriter) -> Resu
     Ok(events)
 }
 
+/// A counter history streamed with one violation in every stretch of `every` events
+/// (`--inject-every`), what went in said on stderr; the events written.
+fn streamed_injections(
+    a: &SynthArgs,
+    params: &GenParams,
+    kinds: &[InjectKind],
+    every: usize,
+    out: &mut OpWriter,
+) -> Result<u64> {
+    if every == 0 {
+        bail!("--inject-every 0: expected a stretch of at least 1 event");
+    }
+    let mut stretches = stream::Stretches::new(every, kinds, a.seed);
+    let mut err = None;
+    correct_history_into(a.seed, params, &mut |ops| {
+        if err.is_none() {
+            err = stretches.push(ops, out).err();
+        }
+    });
+    if let Some(e) = err {
+        return Err(e);
+    }
+    stretches.flush(out)?;
+    if stretches.injected.is_empty() {
+        // A clean history under a name that promises violations would mislead: not kept.
+        if a.out != "-" {
+            let _ = std::fs::remove_file(&a.out);
+        }
+        let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
+        bail!(
+            "--inject {}: no stretch of {every} events offered a place for it (a kind that needs \
+             the whole history, such as a lock stuck after everything, takes --inject without \
+             --inject-every)",
+            names.join(", ")
+        );
+    }
+    let made: Vec<String> = stretches
+        .injected
+        .iter()
+        .map(|(k, n)| format!("{k} x{n}"))
+        .collect();
+    eprintln!(
+        "injected one violation in each stretch of {every} events: {}; {} stretch(es) offered no place",
+        made.join(", "),
+        stretches.missed
+    );
+    Ok(stretches.written())
+}
+
 /// A counter history with `kinds` injected, each witness tagged (`witness_of`) and said on
 /// stderr; the events written.
 fn injected_history(
@@ -140,14 +193,7 @@ fn injected_history(
         // Tag the witness in the file (unknown fields are kept and ignored): later
         // injections may insert ops and renumber, so indices are read back at the end.
         for w in witness {
-            let op = &mut ops[w as usize];
-            let tags = op
-                .extra
-                .entry("witness_of")
-                .or_insert_with(|| serde_json::Value::Array(Vec::new()));
-            if let serde_json::Value::Array(v) = tags {
-                v.push(k.as_str().into());
-            }
+            tag_witness(&mut ops[w as usize], *k);
         }
     }
     for k in kinds {
@@ -165,4 +211,16 @@ fn injected_history(
     }
     out.write(&ops).context("cannot write the history")?;
     Ok(ops.len() as u64)
+}
+
+/// Tags `op` in the file as a witness of an injected `kind` (`witness_of`, a list: one op can
+/// witness several); readers keep unknown fields and ignore them.
+fn tag_witness(op: &mut Op, kind: InjectKind) {
+    let tags = op
+        .extra
+        .entry("witness_of")
+        .or_insert_with(|| serde_json::Value::Array(Vec::new()));
+    if let serde_json::Value::Array(v) = tags {
+        v.push(kind.as_str().into());
+    }
 }

@@ -255,7 +255,8 @@ fn insert(ops: &mut Vec<Op>, new: Vec<Op>) -> Vec<u64> {
     out
 }
 
-fn fresh_process(ops: &[Op]) -> u64 {
+/// The process an injection that adds a client uses: one above the highest in `ops`.
+pub fn fresh_process(ops: &[Op]) -> u64 {
     ops.iter()
         .filter_map(|o| o.process.client())
         .max()
