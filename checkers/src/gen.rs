@@ -154,6 +154,8 @@ struct Request {
     invoke_ns: u64,
     /// The answer will be lost: the op ends info whatever happens.
     lost: bool,
+    /// What still refers to it: the client's op in flight, its effect still to come.
+    refs: u8,
 }
 
 #[derive(Debug, Clone)]
@@ -208,7 +210,11 @@ struct Sim<'p> {
     emitted: u64,
     streaming: bool,
     clients: Vec<Client>,
-    requests: Vec<Request>,
+    /// The requests something still refers to (an op in flight, an effect to come), by id:
+    /// each is dropped when its last reference goes, so a long history is generated in
+    /// bounded memory.
+    requests: crate::FxMap<usize, Request>,
+    next_request: usize,
     next_process: u64,
     // the lock service
     leases: Vec<Option<Lease>>,
@@ -244,7 +250,8 @@ impl<'p> Sim<'p> {
             emitted: 0,
             streaming: false,
             clients,
-            requests: Vec::new(),
+            requests: crate::FxMap::default(),
+            next_request: 0,
             next_process: p.clients as u64,
             leases: vec![None; p.locks],
             next_token: vec![1; p.locks],
@@ -385,25 +392,31 @@ impl<'p> Sim<'p> {
             op.key = Some(format!("k{lock}"));
         }
         let lost = self.rng.random_bool(self.p.info_rate);
-        let request = self.requests.len();
-        self.requests.push(Request {
-            client: c,
-            serial,
-            process,
-            func,
-            lock,
-            token,
-            value,
-            invoke_ns: now,
-            lost,
-        });
+        let request = self.next_request;
+        self.next_request += 1;
+        // A lost answer may also mean a lost request: then the op never takes effect.
+        let takes_effect = !(lost && self.rng.random_bool(0.5));
+        self.requests.insert(
+            request,
+            Request {
+                client: c,
+                serial,
+                process,
+                func,
+                lock,
+                token,
+                value,
+                invoke_ns: now,
+                lost,
+                refs: 1 + u8::from(takes_effect),
+            },
+        );
         self.clients[c].in_flight = Some(InFlight {
             serial,
             request,
             answer: None,
         });
-        // A lost answer may also mean a lost request: then the op never takes effect.
-        if !(lost && self.rng.random_bool(0.5)) {
+        if takes_effect {
             let a = self.latency_ns();
             self.at(now + a, Ev::Effect(request));
         }
@@ -436,30 +449,31 @@ impl<'p> Sim<'p> {
     }
 
     fn effect(&mut self, r: usize) {
-        let func = self.requests[r].func;
+        let func = self.requests[&r].func;
         if func.is_lock_op() {
             match self.fault {
                 Some(Fault::Pause) => {
                     self.deferred.push(r);
                     return;
                 }
-                Some(Fault::Kill) => return,
+                Some(Fault::Kill) => return self.release(r),
                 Some(Fault::Partition) => {
                     // The request may cross before the cut, but no answer comes back.
                     if self.rng.random_bool(0.5) {
                         self.apply(r);
                     }
-                    return;
+                    return self.release(r);
                 }
                 _ => {}
             }
         }
         let answer = self.apply(r);
-        let req = &self.requests[r];
-        if req.lost {
+        let req = &self.requests[&r];
+        let (lost, c, serial) = (req.lost, req.client, req.serial);
+        self.release(r);
+        if lost {
             return;
         }
-        let (c, serial) = (req.client, req.serial);
         let Some(f) = self.clients[c].in_flight.as_mut() else {
             return;
         };
@@ -471,9 +485,21 @@ impl<'p> Sim<'p> {
         self.at(self.now_ns + b, Ev::Complete(c, serial));
     }
 
+    /// One reference to request `r` is gone; the last takes the request with it.
+    fn release(&mut self, r: usize) {
+        let req = self
+            .requests
+            .get_mut(&r)
+            .expect("a request is kept while referred to");
+        req.refs -= 1;
+        if req.refs == 0 {
+            self.requests.remove(&r);
+        }
+    }
+
     /// The service's or store's decision, at this instant.
     fn apply(&mut self, r: usize) -> (OpType, OpValue) {
-        let req = self.requests[r].clone();
+        let req = self.requests[&r].clone();
         match req.func {
             Func::Acquire => self.apply_acquire(&req),
             Func::Renew | Func::Release => self.apply_lease_op(&req),
@@ -577,7 +603,8 @@ impl<'p> Sim<'p> {
             return;
         };
         let (kind, value) = f.answer.expect("completion scheduled with an answer");
-        let req = self.requests[f.request].clone();
+        let req = self.requests[&f.request].clone();
+        self.release(f.request);
         let ok = kind == OpType::Ok;
         let read_value = value.value;
         let token = value.token;
@@ -642,7 +669,8 @@ impl<'p> Sim<'p> {
         let Some(f) = self.clients[c].in_flight.take_if(|f| f.serial == serial) else {
             return;
         };
-        let req = self.requests[f.request].clone();
+        let req = self.requests[&f.request].clone();
+        self.release(f.request);
         let op = self.emit(
             Process::Client(req.process),
             OpType::Info,
