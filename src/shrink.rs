@@ -140,8 +140,10 @@ fn invalid_results(run_dir: &Path, results_path: &Path) -> Result<serde_json::Va
     Ok(results)
 }
 
-/// The violation kind to keep: `--kind` if the run found it, else the first safety kind the
-/// run found, else the first kind.
+/// The violation kind to keep: `--kind` if the run found it, else the kind of the safety
+/// violation proven first (the earliest end of its window: a run stopped at its first proven
+/// violation stopped on that one; results.json lists by checker, not by time), else the first
+/// kind listed.
 fn pick_kind(
     asked: Option<&str>,
     results: &serde_json::Value,
@@ -176,11 +178,16 @@ fn pick_kind(
             }
             Ok(k.to_string())
         }
-        None => found
-            .iter()
-            .find(|k| class(k) == Some(history::KindClass::Safety))
-            .or(found.first())
-            .cloned()
+        None => results["violations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| Some((v["kind"].as_str()?, v["window_ns"][1].as_u64()?)))
+            .filter(|(k, _)| class(k) == Some(history::KindClass::Safety))
+            // The first of equal ends in listed order: min_by_key keeps the first minimum.
+            .min_by_key(|&(_, end_ns)| end_ns)
+            .map(|(k, _)| k.to_string())
+            .or(found.first().cloned())
             .with_context(|| format!("{}: no violation listed", results_path.display())),
     }
 }
@@ -407,4 +414,76 @@ fn describe(f: &PlannedFault) -> String {
         f.length_ms as f64 / 1000.0
     );
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pick_kind;
+    use serde_json::json;
+    use std::path::Path;
+
+    /// results.json's violations as (kind, window end): listed by checker, as the run writes.
+    fn results(v: &[(&str, u64)]) -> serde_json::Value {
+        let v: Vec<_> = v
+            .iter()
+            .map(|(k, end)| json!({"kind": k, "ops": [], "window_ns": [0, end], "explanation": ""}))
+            .collect();
+        json!({ "violations": v })
+    }
+
+    #[test]
+    fn the_kind_kept_is_the_first_proven_safety_violation_unless_asked() {
+        let p = Path::new("results.json");
+        for (listed, asked, want) in [
+            // Listed first, proven later: the stale renew the run stopped on is kept.
+            (
+                &[("double-grant", 900), ("stale-renew-accepted", 300)][..],
+                None,
+                Ok("stale-renew-accepted"),
+            ),
+            // Equal ends: the first listed.
+            (
+                &[("double-grant", 300), ("token-reused", 300)][..],
+                None,
+                Ok("double-grant"),
+            ),
+            // A liveness violation proven first does not win over a safety one.
+            (
+                &[("lock-stuck", 100), ("double-grant", 900)][..],
+                None,
+                Ok("double-grant"),
+            ),
+            // No safety violation: the first listed.
+            (
+                &[("lock-stuck", 500), ("deadlock", 100)][..],
+                None,
+                Ok("lock-stuck"),
+            ),
+            (
+                &[("double-grant", 900), ("token-reused", 300)][..],
+                Some("double-grant"),
+                Ok("double-grant"),
+            ),
+            (
+                &[("double-grant", 900)][..],
+                Some("token-reused"),
+                Err("has no token-reused"),
+            ),
+            (
+                &[("double-grant", 900)][..],
+                Some("nonsense"),
+                Err("not a violation kind"),
+            ),
+            (&[][..], None, Err("no violation listed")),
+        ] {
+            let got = pick_kind(asked, &results(listed), p).map_err(|e| e.to_string());
+            match want {
+                Ok(k) => assert_eq!(got.as_deref(), Ok(k), "{listed:?} {asked:?}"),
+                Err(says) => {
+                    let e = got.expect_err("refused");
+                    assert!(e.contains(says), "{listed:?} {asked:?}: {e}");
+                }
+            }
+        }
+    }
 }
