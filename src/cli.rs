@@ -279,9 +279,8 @@ pub struct ShrinkArgs {
     /// the smallest failing schedule found so far.
     #[arg(long, default_value = "10m", value_name = "DURATION")]
     pub budget: String,
-    /// The violation kind to keep (default: the kind of the run's first proven safety
-    /// violation, the one whose window ends first: a run stopped at its first violation
-    /// stopped on it).
+    /// The violation kind to keep (default: the kind a run with --stop-on-violation stopped
+    /// on, else the run's first safety violation).
     #[arg(long, value_name = "KIND")]
     pub kind: Option<String>,
     /// Where candidates and their runs go (default: RUN_DIR/shrink).

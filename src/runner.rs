@@ -121,7 +121,7 @@ pub async fn run(spec: RunSpec, progress: &dyn Progress) -> Result<RunOutcome> {
     let completeness = match (&error, end.interrupted, end.stopped) {
         (Some(e), _, _) => Completeness::error(e.clone()),
         (None, Some(why), _) => Completeness::interrupted(why),
-        (None, None, Some(why)) => Completeness::stopped(why),
+        (None, None, Some((kind, why))) => Completeness::stopped(kind, why),
         (None, None, None) => Completeness::complete(),
     };
     match completeness.state {
@@ -299,7 +299,7 @@ impl Running {
             }, if cfg.stop_on_violation => signals::End {
                 why: "stopped: a safety violation was proven",
                 interrupted: None,
-                stopped: proven.map(|p| p.headline()),
+                stopped: proven.map(|p| (p.violation.kind, p.headline())),
             },
             end = signals::wait_for_end(cfg, &self.budget, self.start, signals) => end,
             () = async {

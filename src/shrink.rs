@@ -140,10 +140,10 @@ fn invalid_results(run_dir: &Path, results_path: &Path) -> Result<serde_json::Va
     Ok(results)
 }
 
-/// The violation kind to keep: `--kind` if the run found it, else the kind of the safety
-/// violation proven first (the earliest end of its window: a run stopped at its first proven
-/// violation stopped on that one; results.json lists by checker, not by time), else the first
-/// kind listed.
+/// The violation kind to keep: `--kind` if the run found it, else the kind a stopped run
+/// stopped on (`completeness.stopped_on`: the live check proved it first, though results.json,
+/// which lists by checker, may list another kind first), else the first safety kind listed,
+/// else the first kind.
 fn pick_kind(
     asked: Option<&str>,
     results: &serde_json::Value,
@@ -178,17 +178,20 @@ fn pick_kind(
             }
             Ok(k.to_string())
         }
-        None => results["violations"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|v| Some((v["kind"].as_str()?, v["window_ns"][1].as_u64()?)))
-            .filter(|(k, _)| class(k) == Some(history::KindClass::Safety))
-            // The first of equal ends in listed order: min_by_key keeps the first minimum.
-            .min_by_key(|&(_, end_ns)| end_ns)
-            .map(|(k, _)| k.to_string())
-            .or(found.first().cloned())
-            .with_context(|| format!("{}: no violation listed", results_path.display())),
+        None => {
+            let stopped_on = results["completeness"]["stopped_on"].as_str();
+            found
+                .iter()
+                .find(|k| Some(k.as_str()) == stopped_on)
+                .or_else(|| {
+                    found
+                        .iter()
+                        .find(|k| class(k) == Some(history::KindClass::Safety))
+                })
+                .or(found.first())
+                .cloned()
+                .with_context(|| format!("{}: no violation listed", results_path.display()))
+        }
     }
 }
 
@@ -422,66 +425,79 @@ mod tests {
     use serde_json::json;
     use std::path::Path;
 
-    /// results.json's violations as (kind, window end): listed by checker, as the run writes.
-    fn results(v: &[(&str, u64)]) -> serde_json::Value {
-        let v: Vec<_> = v
-            .iter()
-            .map(|(k, end)| json!({"kind": k, "ops": [], "window_ns": [0, end], "explanation": ""}))
-            .collect();
-        json!({ "violations": v })
+    /// results.json with these violation kinds (listed by checker, as the run writes them)
+    /// and, for a stopped run, the kind it stopped on.
+    fn results(kinds: &[&str], stopped_on: Option<&str>) -> serde_json::Value {
+        let v: Vec<_> = kinds.iter().map(|k| json!({ "kind": k })).collect();
+        match stopped_on {
+            Some(k) => json!({"violations": v,
+                "completeness": {"state": "stopped", "reason": "..", "stopped_on": k}}),
+            None => json!({ "violations": v }),
+        }
     }
 
     #[test]
-    fn the_kind_kept_is_the_first_proven_safety_violation_unless_asked() {
+    fn the_kind_kept_is_the_one_the_run_stopped_on_else_the_first_safety_kind() {
         let p = Path::new("results.json");
-        for (listed, asked, want) in [
-            // Listed first, proven later: the stale renew the run stopped on is kept.
+        let dg_then_renew = &["double-grant", "stale-renew-accepted"][..];
+        for (listed, stopped_on, asked, want) in [
+            // Listed second, but the live check proved it first and the run stopped on it.
             (
-                &[("double-grant", 900), ("stale-renew-accepted", 300)][..],
+                dg_then_renew,
+                Some("stale-renew-accepted"),
                 None,
                 Ok("stale-renew-accepted"),
             ),
-            // Equal ends: the first listed.
+            (dg_then_renew, None, None, Ok("double-grant")),
+            // A stopped-on kind the final check did not list (cannot be re-proven): the rule.
             (
-                &[("double-grant", 300), ("token-reused", 300)][..],
+                dg_then_renew,
+                Some("token-reused"),
                 None,
                 Ok("double-grant"),
             ),
-            // A liveness violation proven first does not win over a safety one.
+            // A liveness violation listed first does not win over a safety one.
             (
-                &[("lock-stuck", 100), ("double-grant", 900)][..],
+                &["lock-stuck", "double-grant"][..],
+                None,
                 None,
                 Ok("double-grant"),
             ),
             // No safety violation: the first listed.
             (
-                &[("lock-stuck", 500), ("deadlock", 100)][..],
+                &["lock-stuck", "deadlock"][..],
+                None,
                 None,
                 Ok("lock-stuck"),
             ),
+            // --kind wins over what the run stopped on.
             (
-                &[("double-grant", 900), ("token-reused", 300)][..],
+                dg_then_renew,
+                Some("stale-renew-accepted"),
                 Some("double-grant"),
                 Ok("double-grant"),
             ),
             (
-                &[("double-grant", 900)][..],
+                &["double-grant"][..],
+                None,
                 Some("token-reused"),
                 Err("has no token-reused"),
             ),
             (
-                &[("double-grant", 900)][..],
+                &["double-grant"][..],
+                None,
                 Some("nonsense"),
                 Err("not a violation kind"),
             ),
-            (&[][..], None, Err("no violation listed")),
+            (&[][..], None, None, Err("no violation listed")),
         ] {
-            let got = pick_kind(asked, &results(listed), p).map_err(|e| e.to_string());
+            let r = results(listed, stopped_on);
+            let got = pick_kind(asked, &r, p).map_err(|e| e.to_string());
             match want {
-                Ok(k) => assert_eq!(got.as_deref(), Ok(k), "{listed:?} {asked:?}"),
+                Ok(k) => assert_eq!(got.as_deref(), Ok(k), "{r} {asked:?}"),
                 Err(says) => {
                     let e = got.expect_err("refused");
-                    assert!(e.contains(says), "{listed:?} {asked:?}: {e}");
+                    assert!(e.contains(says), "{r} {asked:?}: {e}");
                 }
             }
         }

@@ -56,6 +56,8 @@ fn stop_on_violation_ends_a_racy_run_soon_after_its_first_double_grant() {
     assert!(why.contains("proven at"), "{why}");
     // The kind it stopped on is among the verdict's: the final check proves it again.
     let kind = why.split_whitespace().next().unwrap();
+    // ... and recorded as data for the tools that pick it up (shrink).
+    assert_eq!(res["completeness"]["stopped_on"], kind, "{res}");
     assert!(
         r.kinds("violations").iter().any(|k| k == kind),
         "{why}; {}",

@@ -3,7 +3,7 @@
 //! and no more, so its verdict is at best `unknown` unless a violation was proven before the
 //! cut.
 
-use crate::{Results, Validity};
+use crate::{Results, Validity, ViolationKind};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -47,6 +47,10 @@ pub struct Completeness {
     /// Why the run is incomplete, in one line (empty for a complete run).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
+    /// A stopped run: the kind of the violation it stopped on (the reason names it too, in
+    /// words), for tools that pick it up again (`lockpick shrink` keeps it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_on: Option<ViolationKind>,
 }
 
 impl Completeness {
@@ -54,24 +58,28 @@ impl Completeness {
         Completeness {
             state: RunState::Complete,
             reason: String::new(),
+            stopped_on: None,
         }
     }
     pub fn interrupted(reason: impl Into<String>) -> Completeness {
         Completeness {
             state: RunState::Interrupted,
             reason: reason.into(),
+            stopped_on: None,
         }
     }
     pub fn error(reason: impl Into<String>) -> Completeness {
         Completeness {
             state: RunState::Error,
             reason: reason.into(),
+            stopped_on: None,
         }
     }
-    pub fn stopped(reason: impl Into<String>) -> Completeness {
+    pub fn stopped(on: ViolationKind, reason: impl Into<String>) -> Completeness {
         Completeness {
             state: RunState::Stopped,
             reason: reason.into(),
+            stopped_on: Some(on),
         }
     }
     pub fn is_complete(&self) -> bool {
@@ -148,11 +156,15 @@ mod tests {
             (Invalid, Completeness::error("x"), Invalid),
             (
                 Invalid,
-                Completeness::stopped("double-grant proven at 1.2 s"),
+                Completeness::stopped(ViolationKind::DoubleGrant, "double-grant proven at 1.2 s"),
                 Invalid,
             ),
             // A stop the final check did not confirm (a bug of lockpick): never valid.
-            (Valid, Completeness::stopped("x"), Unknown),
+            (
+                Valid,
+                Completeness::stopped(ViolationKind::DoubleGrant, "x"),
+                Unknown,
+            ),
         ];
         for (before, c, after) in cases {
             let mut r = results(before);
@@ -167,7 +179,10 @@ mod tests {
         let gap = format!("{}: pause, kill", crate::coverage::NOT_EXERCISED);
         for (c, want) in [
             (
-                Completeness::stopped("double-grant on L0 proven at 0.3 s"),
+                Completeness::stopped(
+                    ViolationKind::DoubleGrant,
+                    "double-grant on L0 proven at 0.3 s",
+                ),
                 format!("{}: pause, kill", crate::coverage::NOT_REACHED),
             ),
             (Completeness::interrupted("Ctrl-C"), gap.clone()),

@@ -72,8 +72,9 @@ pub struct End {
     pub why: &'static str,
     /// Set when a signal cut the run short: what the run's completeness says.
     pub interrupted: Option<String>,
-    /// Set when the run stopped on a proven violation (`--stop-on-violation`): which, and when.
-    pub stopped: Option<String>,
+    /// Set when the run stopped on a proven violation (`--stop-on-violation`): its kind, and
+    /// which and when in words.
+    pub stopped: Option<(history::ViolationKind, String)>,
 }
 
 pub async fn wait_for_end(
