@@ -85,98 +85,87 @@ impl<'de> Deserialize<'de> for Validity {
     }
 }
 
-/// Every violation and warning kind docs/checkers.md defines.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ViolationKind {
-    DoubleGrant,
-    GrantOnExpiredLease,
+/// Every violation and warning kind docs/checkers.md defines, one entry each: its variant,
+/// its name in results.json and `--fail-on`, its class, and the sentence a report shows above
+/// its violations (why a correct service cannot produce it). The entry is the whole of a
+/// kind's facts; its rule and its injector are its checker's (checkers/src).
+macro_rules! violation_kinds {
+    ($( $(#[$doc:meta])* $variant:ident = $name:literal, $class:ident, $meaning:expr; )+) => {
+        /// Every violation and warning kind docs/checkers.md defines.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        pub enum ViolationKind {
+            $( $(#[$doc])* #[serde(rename = $name)] $variant, )+
+        }
+
+        impl ViolationKind {
+            pub const ALL: [ViolationKind; [$($name),+].len()] = [$(ViolationKind::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(ViolationKind::$variant => $name,)+
+                }
+            }
+
+            /// Why a correct service cannot produce this, in one sentence a report shows above
+            /// the violations of the kind.
+            pub fn meaning(self) -> &'static str {
+                match self {
+                    $(ViolationKind::$variant => $meaning,)+
+                }
+            }
+
+            /// Safety, liveness, or a warning.
+            pub fn class(self) -> KindClass {
+                match self {
+                    $(ViolationKind::$variant => KindClass::$class,)+
+                }
+            }
+        }
+    };
+}
+
+/// The stale-release and stale-renew sentence: one rule read for two ops.
+const STALE_LOCK_OP: &str = "A release or renew with a token older than a grant that completed before it must be refused: the old holder no longer owns the lock.";
+
+violation_kinds! {
+    DoubleGrant = "double-grant", Safety,
+        "A correct lock service grants a lock to one client at a time. The ops below prove that one grant took effect while another client's lease surely still ran, whatever the timing inside each op (docs/checkers.md, double-grant).";
+    GrantOnExpiredLease = "grant-on-expired-lease", Safety,
+        "A grant or renewal may only extend a lease that is still alive; this one completed after the lease was surely dead, so another client may already hold the lock.";
     /// The service's own versioned store, read at the revision its grant answered at, holds no
     /// lock key for that grant (etcd: the key of a lease that expired while its client waited).
-    GrantWithoutKey,
-    TokenReused,
-    TokenRegressed,
-    StaleWriteAccepted,
-    LostUpdate,
-    StaleReleaseAccepted,
-    StaleRenewAccepted,
-    LockStuck,
+    GrantWithoutKey = "grant-without-key", Safety,
+        "A grant must hold at the point the service answered at: here the service's own store, read at the revision its answer carries, has no lock key for this grant (its lease was gone), so the lock was free or someone else's when the service said yes.";
+    TokenReused = "token-reused", Safety,
+        "Fencing tokens must be unique per lock: two grants with the same token make the resource unable to tell the old holder from the new one.";
+    TokenRegressed = "token-regressed", Safety,
+        "A grant that starts after another completed must carry a larger token; otherwise the resource would reject the new holder or accept the old one.";
+    StaleWriteAccepted = "stale-write-accepted", Safety,
+        "A fenced resource must refuse a token lower than one it has already accepted; here it accepted a write from an older holder after a newer one's.";
+    LostUpdate = "lost-update", Safety,
+        "Each holder writes the value it read plus one under the lock; two acknowledged writes of one value (or a final read below the number of writes) prove an update was lost.";
+    StaleReleaseAccepted = "stale-release-accepted", Safety,
+        STALE_LOCK_OP;
+    StaleRenewAccepted = "stale-renew-accepted", Safety,
+        STALE_LOCK_OP;
+    LockStuck = "lock-stuck", Liveness,
+        "Once every lease has surely expired (plus the grace), a correct service grants the lock again; it kept answering `held` to every acquire.";
     /// Clients each held a lock and waited for another's, in a cycle, and nothing broke the
     /// cycle (no wait answered, no lease lapsed) for the liveness grace past every wait's own
     /// `wait_ms` (docs/checkers.md, deadlock).
-    Deadlock,
+    Deadlock = "deadlock", Liveness,
+        "Each client in the cycle held a lock the next one waited for, and nothing broke the cycle: no wait was answered (a correct service refuses a wait once its wait_ms is over) and no lease lapsed, for the liveness grace past every wait's wait_ms. Acquiring the locks in one order (--lock-order-policy sorted) makes such a cycle impossible.";
     /// The bank's accounts, every transfer applied whole, do not sum to what they started
     /// with (docs/checkers.md, total-changed).
-    TotalChanged,
+    TotalChanged = "total-changed", Safety,
+        "A transfer moves money from one account to another and never changes the total; with every transfer applied whole, a total that changed proves two transfers overwrote each other's balances: their critical sections were not exclusive, or the store took a stale write.";
     /// The bank's critical sections, judged by the versions they read and wrote, form a cycle
     /// no order of them run one at a time can give (docs/checkers.md, non-serializable).
-    NonSerializable,
+    NonSerializable = "non-serializable", Safety,
+        "Critical sections guarded by a lock run one at a time, so some order of them explains every balance each one read and wrote. The store numbers each account's accepted writes and each read says which version it saw; these sections depend on each other in a circle (each read what the next overwrote, or wrote what the next read or overwrote), so no order exists: two of them were inside their critical sections at once, or the store took a stale write.";
     /// A warning, not a service bug: a paused holder outlived its lease while another held.
-    UnsafeOverlap,
-}
-
-impl ViolationKind {
-    pub const ALL: [ViolationKind; 14] = [
-        ViolationKind::DoubleGrant,
-        ViolationKind::GrantOnExpiredLease,
-        ViolationKind::GrantWithoutKey,
-        ViolationKind::TokenReused,
-        ViolationKind::TokenRegressed,
-        ViolationKind::StaleWriteAccepted,
-        ViolationKind::LostUpdate,
-        ViolationKind::StaleReleaseAccepted,
-        ViolationKind::StaleRenewAccepted,
-        ViolationKind::LockStuck,
-        ViolationKind::Deadlock,
-        ViolationKind::TotalChanged,
-        ViolationKind::NonSerializable,
-        ViolationKind::UnsafeOverlap,
-    ];
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ViolationKind::DoubleGrant => "double-grant",
-            ViolationKind::GrantOnExpiredLease => "grant-on-expired-lease",
-            ViolationKind::GrantWithoutKey => "grant-without-key",
-            ViolationKind::TokenReused => "token-reused",
-            ViolationKind::TokenRegressed => "token-regressed",
-            ViolationKind::StaleWriteAccepted => "stale-write-accepted",
-            ViolationKind::LostUpdate => "lost-update",
-            ViolationKind::StaleReleaseAccepted => "stale-release-accepted",
-            ViolationKind::StaleRenewAccepted => "stale-renew-accepted",
-            ViolationKind::LockStuck => "lock-stuck",
-            ViolationKind::Deadlock => "deadlock",
-            ViolationKind::TotalChanged => "total-changed",
-            ViolationKind::NonSerializable => "non-serializable",
-            ViolationKind::UnsafeOverlap => "unsafe-overlap",
-        }
-    }
-    /// Why a correct service cannot produce this, in one sentence a report shows above the
-    /// violations of the kind.
-    pub fn meaning(self) -> &'static str {
-        match self {
-        ViolationKind::DoubleGrant => "A correct lock service grants a lock to one client at a time. The ops below prove that one grant took effect while another client's lease surely still ran, whatever the timing inside each op (docs/checkers.md, double-grant).",
-        ViolationKind::GrantOnExpiredLease => "A grant or renewal may only extend a lease that is still alive; this one completed after the lease was surely dead, so another client may already hold the lock.",
-        ViolationKind::GrantWithoutKey => "A grant must hold at the point the service answered at: here the service's own store, read at the revision its answer carries, has no lock key for this grant (its lease was gone), so the lock was free or someone else's when the service said yes.",
-        ViolationKind::TokenReused => "Fencing tokens must be unique per lock: two grants with the same token make the resource unable to tell the old holder from the new one.",
-        ViolationKind::TokenRegressed => "A grant that starts after another completed must carry a larger token; otherwise the resource would reject the new holder or accept the old one.",
-        ViolationKind::StaleWriteAccepted => "A fenced resource must refuse a token lower than one it has already accepted; here it accepted a write from an older holder after a newer one's.",
-        ViolationKind::LostUpdate => "Each holder writes the value it read plus one under the lock; two acknowledged writes of one value (or a final read below the number of writes) prove an update was lost.",
-        ViolationKind::StaleReleaseAccepted | ViolationKind::StaleRenewAccepted => "A release or renew with a token older than a grant that completed before it must be refused: the old holder no longer owns the lock.",
-        ViolationKind::LockStuck => "Once every lease has surely expired (plus the grace), a correct service grants the lock again; it kept answering `held` to every acquire.",
-        ViolationKind::Deadlock => "Each client in the cycle held a lock the next one waited for, and nothing broke the cycle: no wait was answered (a correct service refuses a wait once its wait_ms is over) and no lease lapsed, for the liveness grace past every wait's wait_ms. Acquiring the locks in one order (--lock-order-policy sorted) makes such a cycle impossible.",
-        ViolationKind::TotalChanged => "A transfer moves money from one account to another and never changes the total; with every transfer applied whole, a total that changed proves two transfers overwrote each other's balances: their critical sections were not exclusive, or the store took a stale write.",
-        ViolationKind::NonSerializable => "Critical sections guarded by a lock run one at a time, so some order of them explains every balance each one read and wrote. The store numbers each account's accepted writes and each read says which version it saw; these sections depend on each other in a circle (each read what the next overwrote, or wrote what the next read or overwrote), so no order exists: two of them were inside their critical sections at once, or the store took a stale write.",
-        ViolationKind::UnsafeOverlap => "Not a service bug: the client's lease had surely expired while another client held the lock, yet it still acted as holder. Only fencing at the resource makes this safe; the sentence says what the store did.",
-        }
-    }
-    /// Safety, liveness, or a warning.
-    pub fn class(self) -> KindClass {
-        match self {
-            ViolationKind::LockStuck | ViolationKind::Deadlock => KindClass::Liveness,
-            ViolationKind::UnsafeOverlap => KindClass::Warning,
-            _ => KindClass::Safety,
-        }
-    }
+    UnsafeOverlap = "unsafe-overlap", Warning,
+        "Not a service bug: the client's lease had surely expired while another client held the lock, yet it still acted as holder. Only fencing at the resource makes this safe; the sentence says what the store did.";
 }
 
 impl fmt::Display for ViolationKind {
