@@ -431,6 +431,8 @@ fn parse_fail_on(s: &str) -> Result<reports::FailOn, reports::FailOnError> {
 /// lists them all and a new one cannot be left out.
 fn inject_kinds() -> clap::builder::PossibleValuesParser {
     clap::builder::PossibleValuesParser::new(
-        checkers::inject::InjectKind::ALL.map(checkers::inject::InjectKind::as_str),
+        checkers::inject::InjectKind::all()
+            .into_iter()
+            .map(checkers::inject::InjectKind::as_str),
     )
 }

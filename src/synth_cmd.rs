@@ -23,7 +23,7 @@ pub fn synth(a: SynthArgs) -> Result<ExitCode> {
     let kinds: Vec<InjectKind> = a
         .inject
         .iter()
-        .map(|name| InjectKind::parse(name).expect("--inject is one of InjectKind::ALL"))
+        .map(|name| InjectKind::parse(name).expect("--inject is one of InjectKind::all()"))
         .collect();
     let params = GenParams {
         clients: a.clients,

@@ -14,6 +14,7 @@
 //! two transfers overwrote each other's balances (each read a balance the other was about to
 //! change), whatever the timing.
 
+use crate::inject::Injector;
 use crate::model::{Func, Model, NO_TARGET};
 use crate::text::secs;
 use crate::{verdict, CheckConfig, CheckOutput, Checker};
@@ -27,6 +28,10 @@ pub(crate) const NO_TRANSFER: &str =
     "no transfer in the history: the bank workload's rule (--workload bank)";
 
 impl Checker for Total {
+    fn injectors(&self) -> &'static [Injector] {
+        injectors::TOTAL
+    }
+
     fn name(&self) -> &'static str {
         "bank-total"
     }
@@ -201,4 +206,99 @@ fn total_changed(m: &Model, finals: &BTreeMap<u32, usize>, transfers: usize) -> 
             total.abs()
         ),
     })
+}
+
+/// The injectors of this module's kinds (`synth --inject`, the mutation tests): each changes
+/// a correct history so it shows one violation the rules above must find.
+mod injectors {
+    #![allow(clippy::ptr_arg)]
+    use crate::inject::*;
+    use history::{Op, OpType, OpValue, Process, ViolationKind, F};
+
+    use rand_chacha::ChaCha8Rng;
+    use serde_json::json;
+
+    /// Total's injectors.
+    pub(crate) const TOTAL: &[Injector] = &[Injector {
+        name: "total-changed",
+        kind: ViolationKind::TotalChanged,
+        adapter_shape: false,
+        mutate: unbalanced_accounts,
+    }];
+
+    /// After the history's last op, a fresh process makes one bank transfer on two accounts of
+    /// their own (locks and registers no op used): both locks, both writes (5 out of one, 5 into
+    /// the other) accepted, both releases; then the closing reads, of which the second sees 3.
+    fn unbalanced_accounts(ops: &mut Vec<Op>, _rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
+        let end = ops.last()?.time_ns;
+        let used = |k: &String| {
+            ops.iter().any(|o| {
+                o.lock.as_deref() == Some(k.as_str()) || o.key.as_deref() == Some(k.as_str())
+            })
+        };
+        let i =
+            (0..).find(|i| !used(&format!("Lbank{i}a")) && !used(&format!("balance-bank{i}a")))?;
+        let q = fresh_process(ops);
+        const MS: u64 = 1_000_000;
+        let mut t = end + MS;
+        let mut new = Vec::new();
+        let tag = |v: OpValue| v.with_extra("transfer", json!(1));
+        let mut step = |new: &mut Vec<Op>, op: Op| {
+            t += MS;
+            new.push(Op { time_ns: t, ..op });
+        };
+        for side in ["a", "b"] {
+            let lock = format!("Lbank{i}{side}");
+            let key = format!("balance-bank{i}{side}");
+            let asked = tag(OpValue::default().with_ttl_ms(1000));
+            step(
+                &mut new,
+                lock_op(q, 0, OpType::Invoke, F::Acquire, &lock, asked.clone()),
+            );
+            step(
+                &mut new,
+                lock_op(q, 0, OpType::Ok, F::Acquire, &lock, asked.with_token(1)),
+            );
+            let delta = if side == "a" { -5 } else { 5 };
+            let w = tag(OpValue::default().with_token(1).with_value(delta));
+            // The account's first write (seq 1): it surely started at 0.
+            for (kind, v) in [(OpType::Invoke, w.clone()), (OpType::Ok, w.with_seq(1))] {
+                step(
+                    &mut new,
+                    Op::new(0, 0, Process::Client(q), kind, F::Write)
+                        .with_key(&key)
+                        .with_value(v),
+                );
+            }
+            let r = tag(OpValue::default().with_token(1));
+            step(
+                &mut new,
+                lock_op(q, 0, OpType::Invoke, F::Release, &lock, r.clone()),
+            );
+            step(&mut new, lock_op(q, 0, OpType::Ok, F::Release, &lock, r));
+        }
+        for (n, (side, seen)) in [("a", -5), ("b", 3)].into_iter().enumerate() {
+            let key = format!("balance-bank{i}{side}");
+            let p = Process::Client(q + 1 + n as u64);
+            let asked = OpValue {
+                is_final: true,
+                ..OpValue::default()
+            };
+            step(
+                &mut new,
+                Op::new(0, 0, p, OpType::Invoke, F::Read)
+                    .with_key(&key)
+                    .with_value(asked.clone()),
+            );
+            step(
+                &mut new,
+                Op::new(0, 0, p, OpType::Ok, F::Read)
+                    .with_key(&key)
+                    .with_value(asked.with_value(seen)),
+            );
+        }
+        // The completions are the grants, writes and releases, then the two closing reads.
+        let done = insert(ops, new);
+        Some(done[done.len() - 2..].to_vec())
+    }
 }

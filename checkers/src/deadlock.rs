@@ -23,6 +23,7 @@
 //! only the edges live at the current instant, and the cycles it has judged (at most
 //! [`CYCLES_MAX`]).
 
+use crate::inject::Injector;
 use crate::model::FxSet;
 use crate::model::{Func, Model, SpanEnd, NO_TARGET};
 use crate::text::secs;
@@ -450,6 +451,10 @@ fn sentence(m: &Model, c: &Cycle) -> String {
 }
 
 impl Checker for Deadlock {
+    fn injectors(&self) -> &'static [Injector] {
+        injectors::DEADLOCK
+    }
+
     fn name(&self) -> &'static str {
         "deadlock"
     }
@@ -536,5 +541,62 @@ impl Checker for Deadlock {
             out.valid = Validity::Unknown;
         }
         out
+    }
+}
+
+/// The injectors of this module's kinds (`synth --inject`, the mutation tests): each changes
+/// a correct history so it shows one violation the rules above must find.
+mod injectors {
+    #![allow(clippy::ptr_arg)]
+    use crate::inject::*;
+    use history::{Op, OpType, OpValue, ViolationKind, F};
+    use rand::Rng;
+    use rand_chacha::ChaCha8Rng;
+
+    /// Deadlock's injectors.
+    pub(crate) const DEADLOCK: &[Injector] = &[Injector {
+        name: "deadlock",
+        kind: ViolationKind::Deadlock,
+        adapter_shape: false,
+        mutate: wait_for_each_other,
+    }];
+
+    /// Two fresh processes, two locks of their own (leases of a minute): `q` is granted A and
+    /// `q+1` B, then each asks for the other's lock; both waits go unanswered until the clients
+    /// give up (`info`, timeout) 5 s later, past the default liveness grace.
+    fn wait_for_each_other(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
+        let end = ops.last()?.time_ns;
+        let t = rng.random_range(0..=end);
+        let free = |l: &String| !ops.iter().any(|o| o.lock.as_deref() == Some(l.as_str()));
+        let i =
+            (0..).find(|i| free(&format!("Ldeadlock{i}a")) && free(&format!("Ldeadlock{i}b")))?;
+        let (a, b) = (format!("Ldeadlock{i}a"), format!("Ldeadlock{i}b"));
+        let q = fresh_process(ops);
+        const MS: u64 = 1_000_000;
+        const TTL_MS: u64 = 60_000;
+        let answer = |token| OpValue::default().with_token(token).with_ttl_ms(TTL_MS);
+        let mut new = fresh_grant(q, &a, t, t + MS, TTL_MS, answer(1));
+        new.extend(fresh_grant(q + 1, &b, t, t + 2 * MS, TTL_MS, answer(1)));
+        for (p, lock, at) in [(q, &b, t + 3 * MS), (q + 1, &a, t + 4 * MS)] {
+            let asked = OpValue::default().with_ttl_ms(TTL_MS);
+            new.push(lock_op(
+                p,
+                at,
+                OpType::Invoke,
+                F::Acquire,
+                lock,
+                asked.clone(),
+            ));
+            new.push(lock_op(
+                p,
+                at + 5_000 * MS,
+                OpType::Info,
+                F::Acquire,
+                lock,
+                asked.with_error("timeout"),
+            ));
+        }
+        // The completions: both grants, then both waits given up.
+        Some(insert(ops, new))
     }
 }

@@ -17,6 +17,7 @@
 //!   reply, not a grant on a dead lease), and an absent one is `grant-without-key`.
 
 use crate::evidence::KeyState;
+use crate::inject::Injector;
 use crate::model::{Func, Model};
 use crate::text::{secs, token};
 use crate::{verdict, CheckConfig, CheckOutput, Checker};
@@ -25,6 +26,10 @@ use history::{Outcome, Violation, ViolationKind};
 pub struct LeaseExpiry;
 
 impl Checker for LeaseExpiry {
+    fn injectors(&self) -> &'static [Injector] {
+        injectors::LEASE_EXPIRY
+    }
+
     fn name(&self) -> &'static str {
         "lease-expiry"
     }
@@ -193,4 +198,65 @@ fn record_note(counts: [u64; 4]) -> Option<String> {
         ));
     }
     Some(s)
+}
+
+/// The injectors of this module's kinds (`synth --inject`, the mutation tests): each changes
+/// a correct history so it shows one violation the rules above must find.
+mod injectors {
+    #![allow(clippy::ptr_arg)]
+    use crate::inject::*;
+    use history::{History, Op, ViolationKind};
+
+    use rand_chacha::ChaCha8Rng;
+    use serde_json::json;
+
+    /// LeaseExpiry's injectors.
+    pub(crate) const LEASE_EXPIRY: &[Injector] = &[
+        Injector {
+            name: "grant-on-expired-lease",
+            kind: ViolationKind::GrantOnExpiredLease,
+            adapter_shape: false,
+            mutate: grant_on_dead_lease,
+        },
+        Injector {
+            name: "grant-without-key",
+            kind: ViolationKind::GrantWithoutKey,
+            adapter_shape: false,
+            mutate: grant_without_key,
+        },
+    ];
+
+    /// The adapter's evidence shows the grant's lease long dead when it returned.
+    fn grant_on_dead_lease(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
+        let h = History::new(ops.clone()).unwrap();
+        let gs: Vec<G> = grants(&h)
+            .into_iter()
+            .filter(|g| ops[g.complete].time_ns > 3 * g.ttl_ms * 1_000_000)
+            .collect();
+        let g = pick(rng, &gs)?;
+        let done = ops[g.complete].time_ns;
+        let v = &mut ops[g.complete].value;
+        v.extra.insert(
+            "lease_last_ok_ns".into(),
+            json!(done - 2 * g.ttl_ms * 1_000_000),
+        );
+        v.extra.insert("lease_ttl_ms".into(), json!(g.ttl_ms));
+        Some(vec![ops[g.complete].index])
+    }
+
+    /// A grant whose adapter read its lock key back at the answer's revision and found none (as
+    /// etcd's adapter records it): the service answered a grant it held no key for. The token
+    /// stays, so nothing else in the history changes.
+    fn grant_without_key(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
+        let h = History::new(ops.clone()).unwrap();
+        let gs = grants(&h);
+        let g = pick(rng, &gs)?;
+        let v = &mut ops[g.complete].value;
+        v.extra
+            .insert("lock_key".into(), json!(format!("{}/694d", g.lock)));
+        v.extra
+            .insert("answer_revision".into(), json!(1000 + g.token));
+        v.extra.insert("key_at_revision".into(), json!("absent"));
+        Some(vec![ops[g.complete].index])
+    }
 }

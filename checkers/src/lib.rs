@@ -154,6 +154,12 @@ pub trait Checker {
     /// Checks an already digested history. Violations may leave `nemesis` empty: the caller
     /// fills it from the model ([`Model::finish`]).
     fn check_model(&self, m: &Model, cfg: &CheckConfig) -> CheckOutput;
+
+    /// What adds one violation of each of its kinds to a correct history (`synth --inject`,
+    /// the mutation tests): every kind it reports has at least one, beside its rule.
+    fn injectors(&self) -> &'static [inject::Injector] {
+        &[]
+    }
 }
 
 /// Every checker, in the order their results are listed.

@@ -14,6 +14,7 @@
 //! an earlier answer. Consecutive violations with the same deadline are one stuck stretch, one
 //! violation. Unavailability (timeouts, `recovering`, 5xx) is not `held`, so it never counts.
 
+use crate::inject::Injector;
 use crate::model::{Func, Model, NO_TARGET};
 use crate::text::secs;
 use crate::{verdict, CheckConfig, CheckOutput, Checker};
@@ -42,6 +43,10 @@ struct Stretch {
 }
 
 impl Checker for Liveness {
+    fn injectors(&self) -> &'static [Injector] {
+        injectors::LIVENESS
+    }
+
     fn name(&self) -> &'static str {
         "liveness"
     }
@@ -340,5 +345,55 @@ fn dead_since(m: &Model, name: &str, d: Deadline, ops: &mut Vec<u64>) -> String 
                 secs(d.dead_ns)
             )
         }
+    }
+}
+
+/// The injectors of this module's kinds (`synth --inject`, the mutation tests): each changes
+/// a correct history so it shows one violation the rules above must find.
+mod injectors {
+    #![allow(clippy::ptr_arg)]
+    use crate::inject::*;
+    use history::{History, Op, OpType, OpValue, ViolationKind, F};
+
+    use rand_chacha::ChaCha8Rng;
+
+    /// Liveness's injectors.
+    pub(crate) const LIVENESS: &[Injector] = &[Injector {
+        name: "lock-stuck",
+        kind: ViolationKind::LockStuck,
+        adapter_shape: false,
+        mutate: held_long_after,
+    }];
+
+    /// Long after everything, the service still answers held.
+    fn held_long_after(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
+        let h = History::new(ops.clone()).unwrap();
+        let gs = grants(&h);
+        let g = pick(rng, &gs)?;
+        let end = ops.last()?.time_ns;
+        let t = end
+            + g.ttl_ms * 1_000_000
+            + crate::CheckConfig::default().liveness_grace_ns
+            + 1_000_000_000;
+        let q = fresh_process(ops);
+        let new = vec![
+            lock_op(
+                q,
+                t,
+                OpType::Invoke,
+                F::Acquire,
+                &g.lock,
+                OpValue::default().with_ttl_ms(g.ttl_ms),
+            ),
+            lock_op(
+                q,
+                t + 1_000_000,
+                OpType::Fail,
+                F::Acquire,
+                &g.lock,
+                OpValue::default().with_error("held"),
+            ),
+        ];
+        insert(ops, new).into_iter().next().map(|i| vec![i])
     }
 }

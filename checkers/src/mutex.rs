@@ -16,6 +16,7 @@
 //!   rule already reports (real-time token order, stale renews and releases, exclusivity-forced
 //!   order, overlapping holds) are left to it: one fact, one violation.
 
+use crate::inject::Injector;
 use crate::model::{ClientOp, Func, Grant, Model, Segment, SpanEnd, NO_GRANT};
 use crate::text::{op_list, secs, token};
 use crate::{verdict, CheckConfig, CheckOutput, Checker};
@@ -139,6 +140,10 @@ impl HoldIndex {
 }
 
 impl Checker for MutualExclusion {
+    fn injectors(&self) -> &'static [Injector] {
+        injectors::MUTUAL_EXCLUSION
+    }
+
     fn name(&self) -> &'static str {
         "mutual-exclusion"
     }
@@ -961,6 +966,164 @@ fn answer(m: &Model, op: &ClientOp) -> String {
         },
         Outcome::Info => format!("whether {who} applied it is indeterminate"),
         Outcome::Pending => "it never completed".to_string(),
+    }
+}
+
+/// The injectors of this module's kinds (`synth --inject`, the mutation tests): each changes
+/// a correct history so it shows one violation the rules above must find.
+mod injectors {
+    #![allow(clippy::ptr_arg)]
+    use crate::inject::*;
+    use history::{History, Op, OpType, OpValue, ViolationKind, F};
+    use rand::Rng;
+    use rand_chacha::ChaCha8Rng;
+    use serde_json::json;
+
+    /// MutualExclusion's injectors.
+    pub(crate) const MUTUAL_EXCLUSION: &[Injector] = &[
+        Injector {
+            name: "double-grant",
+            kind: ViolationKind::DoubleGrant,
+            adapter_shape: false,
+            mutate: grant_inside_hold,
+        },
+        Injector {
+            name: "double-grant-tokenless",
+            kind: ViolationKind::DoubleGrant,
+            adapter_shape: true,
+            mutate: tokenless_grant_inside_hold,
+        },
+        Injector {
+            name: "double-grant-lease-before-grant",
+            kind: ViolationKind::DoubleGrant,
+            adapter_shape: true,
+            mutate: grant_inside_earlier_lease,
+        },
+        Injector {
+            name: "double-grant-unordered",
+            kind: ViolationKind::DoubleGrant,
+            adapter_shape: true,
+            mutate: unordered_grants,
+        },
+        Injector {
+            name: "double-grant-session",
+            kind: ViolationKind::DoubleGrant,
+            adapter_shape: true,
+            mutate: session_grants,
+        },
+    ];
+
+    /// A fresh process is granted the lock inside another's definite hold.
+    fn grant_inside_hold(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
+        let h = History::new(ops.clone()).unwrap();
+        let (g, start, end) = pick(rng, &holds(ops, &grants(&h), 4_000_000))?;
+        let token = make_room(ops, &g.lock, g.token);
+        let q = fresh_process(ops);
+        let t = start + (end - start) / 4;
+        let ttl = g.ttl_ms;
+        let answer = OpValue::default().with_token(token).with_ttl_ms(ttl);
+        let new = fresh_grant(q, &g.lock, t, t + 1_000_000, ttl, answer);
+        insert(ops, new).into_iter().next().map(|i| vec![i])
+    }
+
+    /// A fresh process is granted without a token inside another's definite hold, with a 1 ms
+    /// lease answered after 2 ms: its own definite hold is empty, so the holds cannot overlap, and
+    /// only placing the tokenless grant in the grant order finds it (it was asked for after the
+    /// holder's grant returned, and answered before that grant's lease could end).
+    fn tokenless_grant_inside_hold(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
+        let h = History::new(ops.clone()).unwrap();
+        let (g, start, end) = pick(rng, &holds(ops, &grants(&h), 4_000_000))?;
+        let q = fresh_process(ops);
+        let t = start + (end - start) / 4;
+        let answer = OpValue::default().with_ttl_ms(1);
+        let new = fresh_grant(q, &g.lock, t, t + 2_000_000, 1, answer);
+        insert(ops, new).into_iter().next().map(|i| vec![i])
+    }
+
+    /// A grant's lease is recorded as set before it (`lease_from_ns`: a session lease confirmed a
+    /// quarter ttl before the acquire was sent, which only shortens what the model guarantees),
+    /// and a fresh process is granted while that lease, counted from there, surely lasts.
+    fn grant_inside_earlier_lease(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
+        let h = History::new(ops.clone()).unwrap();
+        let gs: Vec<G> = grants(&h)
+            .into_iter()
+            .filter(|g| ops[g.invoke].time_ns >= g.ttl_ms * 250_000)
+            .collect();
+        let g = pick(rng, &gs)?;
+        let from = ops[g.invoke].time_ns - g.ttl_ms * 250_000;
+        ops[g.complete]
+            .value
+            .extra
+            .insert("lease_from_ns".into(), json!(from));
+        let (_, start, end) = holds(ops, std::slice::from_ref(&g), 4_000_000).pop()?;
+        let token = make_room(ops, &g.lock, g.token);
+        let q = fresh_process(ops);
+        let t = start + (end - start) / 2;
+        let answer = OpValue::default().with_token(token).with_ttl_ms(g.ttl_ms);
+        let new = fresh_grant(q, &g.lock, t, t + 1_000_000, g.ttl_ms, answer);
+        insert(ops, new).into_iter().next().map(|i| vec![i])
+    }
+
+    /// Three fresh processes ask for a lock no other op uses, at one instant drawn from the
+    /// history's span, each with ttl 10 ms, and all are granted without a token 15 ms later: any
+    /// order needs 20 ms (each grant after the previous lease could end).
+    fn unordered_grants(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
+        let end = ops.last()?.time_ns;
+        let t = rng.random_range(0..=end);
+        let lock = (0..)
+            .map(|i| format!("Lunordered{i}"))
+            .find(|l| !ops.iter().any(|o| o.lock.as_deref() == Some(l.as_str())))?;
+        let q = fresh_process(ops);
+        let answer = OpValue::default().with_ttl_ms(10);
+        let new: Vec<Op> = (0..3)
+            .flat_map(|i| fresh_grant(q + i, &lock, t, t + 15_000_000, 10, answer.clone()))
+            .collect();
+        // The three answers: `insert` returns the completions it placed.
+        Some(insert(ops, new))
+    }
+
+    /// Two session grants on a lock of their own (model item 9), each asking for a 10 ms ttl: the
+    /// first's holder sends nothing for 50 ms and then releases; the second is granted 20 ms in,
+    /// while the first still believes it holds the lock (its ttl long past: leases would allow it).
+    fn session_grants(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
+        let end = ops.last()?.time_ns;
+        let t = rng.random_range(0..=end);
+        let lock = (0..)
+            .map(|i| format!("Lsession{i}"))
+            .find(|l| !ops.iter().any(|o| o.lock.as_deref() == Some(l.as_str())))?;
+        let q = fresh_process(ops);
+        const MS: u64 = 1_000_000;
+        let grant = |id: &str| {
+            OpValue::default()
+                .with_extra("grant", json!(id))
+                .with_extra("hold", json!("session"))
+        };
+        let named = |id: &str| OpValue::default().with_extra("grant", json!(id));
+        let mut new = fresh_grant(q, &lock, t, t + MS, 10, grant("session-a"));
+        new.extend(fresh_grant(
+            q + 1,
+            &lock,
+            t + 20 * MS,
+            t + 21 * MS,
+            10,
+            grant("session-b"),
+        ));
+        for (p, at, id) in [
+            (q, t + 50 * MS, "session-a"),
+            (q + 1, t + 60 * MS, "session-b"),
+        ] {
+            new.push(lock_op(p, at, OpType::Invoke, F::Release, &lock, named(id)));
+            new.push(lock_op(
+                p,
+                at + MS,
+                OpType::Ok,
+                F::Release,
+                &lock,
+                OpValue::default(),
+            ));
+        }
+        // The completions in time order: the first grant, the second, the two releases.
+        insert(ops, new).get(1).map(|&i| vec![i])
     }
 }
 

@@ -28,6 +28,7 @@
 //! last before a section began, none of which ended before another of them began), so their
 //! number grows with the clients' concurrency, not with the history's square.
 
+use crate::inject::Injector;
 use crate::model::{Func, Model, NO_TARGET};
 use crate::text::secs;
 use crate::{verdict, CheckConfig, CheckOutput, Checker, FxMap};
@@ -81,6 +82,10 @@ struct Section {
 }
 
 impl Checker for Serializability {
+    fn injectors(&self) -> &'static [Injector] {
+        injectors::SERIALIZABILITY
+    }
+
     fn name(&self) -> &'static str {
         "serializability"
     }
@@ -592,6 +597,76 @@ fn step(
             name(b),
             secs(sections[b].start_ns)
         ),
+    }
+}
+
+/// The injectors of this module's kinds (`synth --inject`, the mutation tests): each changes
+/// a correct history so it shows one violation the rules above must find.
+mod injectors {
+    #![allow(clippy::ptr_arg)]
+    use crate::inject::*;
+    use history::{Op, OpType, OpValue, Process, ViolationKind, F};
+
+    use rand_chacha::ChaCha8Rng;
+    use serde_json::json;
+
+    /// Serializability's injectors.
+    pub(crate) const SERIALIZABILITY: &[Injector] = &[Injector {
+        name: "non-serializable",
+        kind: ViolationKind::NonSerializable,
+        adapter_shape: false,
+        mutate: interleaved_transfers,
+    }];
+
+    /// Two transfers on a fresh account after the history's end, each from a fresh process: both
+    /// read version 0, then the second writes version 1 and the first version 2 from its stale
+    /// read (a lost update; no lock op, so nothing else is proven of them). The witness is the
+    /// first's read, the second's write and the first's write: the cycle's two edges.
+    fn interleaved_transfers(ops: &mut Vec<Op>, _rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
+        let end = ops.last()?.time_ns;
+        let used = |k: &String| ops.iter().any(|o| o.key.as_deref() == Some(k.as_str()));
+        let key = (0..)
+            .map(|i| format!("balance-serial{i}"))
+            .find(|k| !used(k))?;
+        let last_transfer = ops
+            .iter()
+            .filter_map(|o| o.value.extra.get("transfer").and_then(|t| t.as_u64()))
+            .max()
+            .unwrap_or(0);
+        let q = fresh_process(ops);
+        const MS: u64 = 1_000_000;
+        let mut t = end + MS;
+        let mut new = Vec::new();
+        // (transfer, write, seq)
+        for (n, write, seq) in [(0, false, 0), (1, false, 0), (1, true, 1), (0, true, 2)] {
+            let p = Process::Client(q + n);
+            let tag = OpValue::default().with_extra("transfer", json!(last_transfer + 1 + n));
+            let f = if write { F::Write } else { F::Read };
+            let asked = if write {
+                tag.clone().with_value(seq as i64 * 10)
+            } else {
+                tag.clone()
+            };
+            t += MS;
+            new.push(
+                Op::new(0, t, p, OpType::Invoke, f.clone())
+                    .with_key(&key)
+                    .with_value(asked.clone()),
+            );
+            t += MS;
+            let answer = if write {
+                asked.with_seq(seq)
+            } else {
+                asked.with_value(0).with_seq(seq)
+            };
+            new.push(
+                Op::new(0, t, p, OpType::Ok, f)
+                    .with_key(&key)
+                    .with_value(answer),
+            );
+        }
+        let done = insert(ops, new);
+        Some(vec![done[0], done[2], done[3]])
     }
 }
 

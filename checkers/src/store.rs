@@ -1,6 +1,7 @@
 //! The fenced store as the resource saw it: `stale-write-accepted` (in the store's own
 //! acceptance order) and the counter workload's `lost-update`.
 
+use crate::inject::Injector;
 use crate::model::{Func, Model, NO_TARGET};
 use crate::text::secs;
 use crate::{verdict, CheckConfig, CheckOutput, Checker};
@@ -13,6 +14,10 @@ pub struct StoreFencing;
 pub struct Counter;
 
 impl Checker for StoreFencing {
+    fn injectors(&self) -> &'static [Injector] {
+        injectors::STORE_FENCING
+    }
+
     fn name(&self) -> &'static str {
         "store-fencing"
     }
@@ -105,6 +110,10 @@ fn max_token(a: Option<(u64, usize)>, b: Option<(u64, usize)>) -> Option<(u64, u
 }
 
 impl Checker for Counter {
+    fn injectors(&self) -> &'static [Injector] {
+        injectors::COUNTER
+    }
+
     fn name(&self) -> &'static str {
         "counter"
     }
@@ -263,4 +272,91 @@ fn short_final_read(
             acked + unsure,
         ),
     })
+}
+
+/// The injectors of this module's kinds (`synth --inject`, the mutation tests): each changes
+/// a correct history so it shows one violation the rules above must find.
+mod injectors {
+    #![allow(clippy::ptr_arg)]
+    use crate::inject::*;
+    use history::{History, Op, OpType, ViolationKind};
+
+    use rand_chacha::ChaCha8Rng;
+
+    /// StoreFencing's injectors.
+    pub(crate) const STORE_FENCING: &[Injector] = &[Injector {
+        name: "stale-write-accepted",
+        kind: ViolationKind::StaleWriteAccepted,
+        adapter_shape: false,
+        mutate: accept_stale_write,
+    }];
+    /// Counter's injectors.
+    pub(crate) const COUNTER: &[Injector] = &[
+        Injector {
+            name: "lost-update",
+            kind: ViolationKind::LostUpdate,
+            adapter_shape: false,
+            mutate: duplicate_value,
+        },
+        Injector {
+            name: "lost-update-final-read",
+            kind: ViolationKind::LostUpdate,
+            adapter_shape: false,
+            mutate: low_final_read,
+        },
+    ];
+
+    /// A write later in store order than another carries a lower token.
+    fn accept_stale_write(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
+        let h = History::new(ops.clone()).unwrap();
+        let ws = ok_writes(&h);
+        let later: Vec<(usize, usize)> = ws
+            .iter()
+            .filter(|(_, c)| {
+                let (key, seq) = (&ops[*c].key, ops[*c].value.seq);
+                ws.iter()
+                    .any(|(_, c2)| &ops[*c2].key == key && ops[*c2].value.seq < seq)
+            })
+            .copied()
+            .collect();
+        let (i, c) = pick(rng, &later)?;
+        ops[i].value.token = Some(0);
+        ops[c].value.token = Some(0);
+        Some(vec![ops[c].index])
+    }
+
+    /// Two acknowledged writes store the same value.
+    fn duplicate_value(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
+        let h = History::new(ops.clone()).unwrap();
+        let ws = ok_writes(&h);
+        let all: &[Op] = ops;
+        let pairs: Vec<((usize, usize), (usize, usize))> = ws
+            .iter()
+            .flat_map(|a| {
+                ws.iter()
+                    .filter(move |b| all[b.1].key == all[a.1].key && b.1 > a.1)
+                    .map(move |b| (*a, *b))
+            })
+            .take(500)
+            .collect();
+        let (a, b) = pick(rng, &pairs)?;
+        let v = ops[a.0].value.value;
+        ops[b.0].value.value = v;
+        ops[b.1].value.value = v;
+        Some(vec![ops[a.1].index, ops[b.1].index])
+    }
+
+    /// The final read misses an acknowledged write.
+    fn low_final_read(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
+        let h = History::new(ops.clone()).unwrap();
+        let ws = ok_writes(&h);
+        let finals: Vec<usize> = (0..ops.len())
+            .filter(|&i| ops[i].kind == OpType::Ok && ops[i].value.is_final)
+            .filter(|&i| ws.iter().any(|w| ops[w.1].key == ops[i].key))
+            .collect();
+        let r = pick(rng, &finals)?;
+        let n = ws.iter().filter(|w| ops[w.1].key == ops[r].key).count() as i64;
+        ops[r].value.value = Some(n - 1);
+        Some(vec![ops[r].index])
+    }
 }

@@ -5,6 +5,7 @@
 //! frontier (the highest token among grants completed so far), and the ops judged against it
 //! are swept in invoke order.
 
+use crate::inject::Injector;
 use crate::model::{Func, Grant, Model, SpanEnd, NO_GRANT};
 use crate::mutex::{granted_twice, holds_overlap};
 use crate::text::{secs, token};
@@ -57,6 +58,10 @@ pub(crate) fn frontier_sweep<P: Copy>(
 }
 
 impl Checker for FencingTokens {
+    fn injectors(&self) -> &'static [Injector] {
+        injectors::FENCING_TOKENS
+    }
+
     fn name(&self) -> &'static str {
         "fencing-tokens"
     }
@@ -364,6 +369,10 @@ impl TopByProcess {
 }
 
 impl Checker for StaleLockOps {
+    fn injectors(&self) -> &'static [Injector] {
+        injectors::STALE_LOCK_OPS
+    }
+
     fn name(&self) -> &'static str {
         "stale-lock-ops"
     }
@@ -663,4 +672,203 @@ fn op_token(m: &Model, pos: usize) -> Option<u64> {
         NO_GRANT => None,
         g => m.grants[g as usize].token,
     })
+}
+
+/// The injectors of this module's kinds (`synth --inject`, the mutation tests): each changes
+/// a correct history so it shows one violation the rules above must find.
+mod injectors {
+    #![allow(clippy::ptr_arg)]
+    use crate::inject::*;
+    use history::{History, Op, OpType, OpValue, Outcome, Process, ViolationKind, F};
+
+    use rand_chacha::ChaCha8Rng;
+    use serde_json::json;
+
+    /// FencingTokens's injectors.
+    pub(crate) const FENCING_TOKENS: &[Injector] = &[
+        Injector {
+            name: "token-reused",
+            kind: ViolationKind::TokenReused,
+            adapter_shape: false,
+            mutate: reuse_token,
+        },
+        Injector {
+            name: "token-regressed",
+            kind: ViolationKind::TokenRegressed,
+            adapter_shape: false,
+            mutate: regress_token,
+        },
+        Injector {
+            name: "token-regressed-inferred",
+            kind: ViolationKind::TokenRegressed,
+            adapter_shape: false,
+            mutate: regress_token_inferred,
+        },
+    ];
+    /// StaleLockOps's injectors.
+    pub(crate) const STALE_LOCK_OPS: &[Injector] = &[
+        Injector {
+            name: "stale-release-accepted",
+            kind: ViolationKind::StaleReleaseAccepted,
+            adapter_shape: false,
+            mutate: stale_release,
+        },
+        Injector {
+            name: "stale-renew-accepted",
+            kind: ViolationKind::StaleRenewAccepted,
+            adapter_shape: false,
+            mutate: stale_renew,
+        },
+        Injector {
+            name: "renew-after-release",
+            kind: ViolationKind::StaleRenewAccepted,
+            adapter_shape: true,
+            mutate: renew_after_release,
+        },
+    ];
+
+    /// A later grant gets an earlier grant's token.
+    fn reuse_token(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
+        let h = History::new(ops.clone()).unwrap();
+        let gs = grants(&h);
+        let pairs: Vec<(G, G)> = gs
+            .iter()
+            .flat_map(|b| {
+                gs.iter()
+                    .filter(move |a| a.lock == b.lock && a.complete < b.complete)
+                    .map(move |a| (a.clone(), b.clone()))
+            })
+            .take(500)
+            .collect();
+        let (a, b) = pick(rng, &pairs)?;
+        ops[b.complete].value.token = Some(a.token);
+        Some(vec![ops[a.complete].index, ops[b.complete].index])
+    }
+
+    /// A grant asked for after another completed gets a lower token.
+    fn regress_token(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
+        let h = History::new(ops.clone()).unwrap();
+        let gs = grants(&h);
+        let later: Vec<G> = gs
+            .iter()
+            .filter(|b| {
+                gs.iter()
+                    .any(|a| a.lock == b.lock && ops[a.complete].time_ns < ops[b.invoke].time_ns)
+            })
+            .cloned()
+            .collect();
+        let b = pick(rng, &later)?;
+        ops[b.complete].value.token = Some(0);
+        Some(vec![ops[b.complete].index])
+    }
+
+    /// A fresh process's grant completes inside another grant B's acquire window, with a lease
+    /// too short to give it a definite hold, and before B's grant can have ended (B's release or
+    /// lease bound): exclusivity forces it before B, yet it carries a higher token than B.
+    fn regress_token_inferred(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
+        let h = History::new(ops.clone()).unwrap();
+        let gs = grants(&h);
+        // B's window must leave room for the injected acquire, and B's hold must be sure past it.
+        let windows: Vec<G> = gs
+            .iter()
+            .filter(|g| ops[g.complete].time_ns - ops[g.invoke].time_ns > 4_000_000)
+            .cloned()
+            .collect();
+        let b = pick(rng, &windows)?;
+        let token = make_room(ops, &b.lock, b.token);
+        let q = fresh_process(ops);
+        let t = ops[b.invoke].time_ns + 1;
+        let new = vec![
+            lock_op(
+                q,
+                t,
+                OpType::Invoke,
+                F::Acquire,
+                &b.lock,
+                OpValue::default().with_ttl_ms(1),
+            ),
+            lock_op(
+                q,
+                t + 2_000_000,
+                OpType::Ok,
+                F::Acquire,
+                &b.lock,
+                OpValue::default().with_token(token).with_ttl_ms(1),
+            ),
+        ];
+        let b_index_marker = b.complete;
+        ops[b_index_marker]
+            .extra
+            .insert(WITNESS.to_string(), json!(true));
+        let mut out = insert(ops, new);
+        let at = ops.iter().position(|o| o.extra.contains_key(WITNESS))?;
+        ops[at].extra.remove(WITNESS);
+        out.push(ops[at].index);
+        Some(out)
+    }
+
+    fn stale_release(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
+        stale_lock_op(ops, rng, F::Release)
+    }
+
+    fn stale_renew(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
+        stale_lock_op(ops, rng, F::Renew)
+    }
+
+    /// After a holder's accepted release, a fresh process (a restarted worker) renews the
+    /// released grant by its token, and the service says ok, before any later grant of the lock
+    /// returned: no stale token is involved, only a lease that no longer exists.
+    fn renew_after_release(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng) -> Option<Vec<u64>> {
+        let h = History::new(ops.clone()).unwrap();
+        let gs = grants(&h);
+        // (the released grant, the release's completion)
+        let released: Vec<(G, u64)> = h
+            .operations()
+            .iter()
+            .filter(|o| o.outcome == Outcome::Ok && h.invoke_of(o).f == F::Release)
+            .filter_map(|o| {
+                let inv = h.invoke_of(o);
+                let g = gs.iter().find(|g| {
+                    Some(&g.lock) == inv.lock.as_ref()
+                        && Process::Client(g.process) == inv.process
+                        && Some(g.token) == inv.value.token
+                })?;
+                let done = h.complete_of(o)?.time_ns;
+                let next = gs
+                    .iter()
+                    .filter(|n| n.lock == g.lock && ops[n.complete].time_ns > done)
+                    .map(|n| ops[n.complete].time_ns)
+                    .min()
+                    .unwrap_or(u64::MAX);
+                (next > done + 2_000_000).then(|| (g.clone(), done))
+            })
+            .collect();
+        let (g, done) = pick(rng, &released)?;
+        let q = fresh_process(ops);
+        let v = OpValue::default().with_token(g.token).with_ttl_ms(g.ttl_ms);
+        let new = vec![
+            lock_op(q, done + 1, OpType::Invoke, F::Renew, &g.lock, v.clone()),
+            lock_op(q, done + 1_000_001, OpType::Ok, F::Renew, &g.lock, v),
+        ];
+        insert(ops, new).into_iter().next().map(|i| vec![i])
+    }
+
+    /// A fresh process releases (or renews) with a token older than a completed grant, and the
+    /// service says ok.
+    fn stale_lock_op(ops: &mut Vec<Op>, rng: &mut ChaCha8Rng, f: F) -> Option<Vec<u64>> {
+        let h = History::new(ops.clone()).unwrap();
+        let gs: Vec<G> = grants(&h).into_iter().filter(|g| g.token >= 2).collect();
+        let g = pick(rng, &gs)?;
+        let q = fresh_process(ops);
+        let t = ops[g.complete].time_ns + 1;
+        let mut v = OpValue::default().with_token(g.token - 1);
+        if f == F::Renew {
+            v.ttl_ms = Some(g.ttl_ms);
+        }
+        let new = vec![
+            lock_op(q, t, OpType::Invoke, f.clone(), &g.lock, v.clone()),
+            lock_op(q, t + 1_000_000, OpType::Ok, f, &g.lock, v),
+        ];
+        insert(ops, new).into_iter().next().map(|i| vec![i])
+    }
 }

@@ -1,7 +1,7 @@
-//! The injections of the adapter shapes (`InjectKind::ADAPTER`): a double grant inside a lease
+//! The injections of the adapter shapes (`InjectKind::adapter()`): a double grant inside a lease
 //! set before its grant, a tokenless double grant answered too late for a definite hold, and a
 //! renew of a released lease by another process. Each must be found with the injected op in its
-//! witness; they are in `InjectKind::ALL` too, whose mutation test (precedence.rs) covers every
+//! witness; they are in `InjectKind::all()` too, whose mutation test (precedence.rs) covers every
 //! kind.
 
 use checkers::gen::{correct_history, GenParams};
@@ -12,7 +12,7 @@ use history::History;
 /// `lockpick synth --inject NAME` takes every kind, the adapter shapes' included.
 #[test]
 fn every_injection_parses_by_its_name() {
-    for k in InjectKind::ALL.into_iter() {
+    for k in InjectKind::all().into_iter() {
         assert_eq!(InjectKind::parse(k.as_str()), Some(k), "{}", k.as_str());
     }
 }
@@ -55,7 +55,7 @@ fn misses(kind: InjectKind, seeds: u64) -> (u64, Vec<String>) {
 fn adapter_injections_are_found_with_their_witness() {
     let seeds = 40;
     let mut report = Vec::new();
-    for kind in InjectKind::ADAPTER {
+    for kind in InjectKind::adapter() {
         let (applied, missed) = misses(kind, seeds);
         assert!(
             applied >= seeds * 2 / 3,

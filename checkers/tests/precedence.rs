@@ -37,12 +37,25 @@ fn every_violation_kind_has_an_injector() {
     // A warning, not a violation: it never fails a history, so there is nothing to catch.
     const NOT_INJECTED: [ViolationKind; 1] = [ViolationKind::UnsafeOverlap];
     for kind in ViolationKind::ALL {
-        let injected = InjectKind::ALL.iter().any(|k| k.violation() == kind);
+        let injected = InjectKind::all().iter().any(|k| k.violation() == kind);
         assert!(
             injected || NOT_INJECTED.contains(&kind),
-            "{} has no injector in checkers/src/inject.rs",
+            "{} has no injector (its checker's `injectors`, beside its rule)",
             kind.as_str()
         );
+    }
+    // Each injector is listed by the checker that reports its kind: it lives beside the rule
+    // that must find what it adds.
+    for c in checkers::all_checkers() {
+        for i in c.injectors() {
+            assert!(
+                c.kinds().contains(&i.kind),
+                "{} lists the injector {}, whose kind {} it does not report",
+                c.name(),
+                i.name,
+                i.kind.as_str()
+            );
+        }
     }
 }
 
@@ -73,7 +86,7 @@ fn every_kind_has_one_checker() {
 #[test]
 fn every_injected_kind_is_found_with_its_witness() {
     let seeds = 60;
-    for kind in InjectKind::ALL {
+    for kind in InjectKind::all() {
         let mut applied = 0;
         for seed in 0..seeds {
             let mut ops = correct_history(seed, &params(seed, 1_500));
@@ -165,7 +178,11 @@ fn sweep_agrees_with_the_pairwise_precedence_graph() {
         // Generated grants rarely overlap in time (a held lock answers `held`): add a
         // concurrent one, then let the swaps move tokens between it and its neighbours.
         if seed % 2 == 0 {
-            inject(&mut ops, InjectKind::TokenRegressedInferred, seed);
+            inject(
+                &mut ops,
+                InjectKind::named("token-regressed-inferred"),
+                seed,
+            );
         }
         shuffle_tokens(&mut ops, &mut rng, 1 + seed as usize % 3);
         let h = History::new(ops).unwrap();
@@ -238,7 +255,11 @@ fn sweep_agrees_with_the_pairwise_precedence_graph() {
 fn results_are_deterministic() {
     for seed in 0..5 {
         let mut ops = correct_history(seed, &params(seed, 3_000));
-        inject(&mut ops, InjectKind::TokenRegressedInferred, seed);
+        inject(
+            &mut ops,
+            InjectKind::named("token-regressed-inferred"),
+            seed,
+        );
         let h = History::new(ops).unwrap();
         let a = serde_json::to_string(&checkers::check(&h, &CheckConfig::default())).unwrap();
         let b = serde_json::to_string(&checkers::check(&h, &CheckConfig::default())).unwrap();

@@ -79,7 +79,7 @@ fn a_violation_proven_on_a_prefix_is_proven_on_the_whole_generated_and_injected(
             lease_evidence: seed % 3 != 0,
             ..GenParams::default()
         };
-        let kinds = std::iter::once(None).chain(InjectKind::ALL.into_iter().map(Some));
+        let kinds = std::iter::once(None).chain(InjectKind::all().into_iter().map(Some));
         for kind in kinds {
             let mut ops = correct_history(seed, &params);
             if let Some(k) = kind {

@@ -181,50 +181,50 @@ fn assert_found(inject_kind: InjectKind) {
 
 #[test]
 fn finds_injected_token_reuse() {
-    assert_found(InjectKind::TokenReused);
+    assert_found(InjectKind::named("token-reused"));
 }
 
 #[test]
 fn finds_injected_token_regression() {
-    assert_found(InjectKind::TokenRegressed);
+    assert_found(InjectKind::named("token-regressed"));
 }
 
 #[test]
 fn finds_injected_double_grant() {
-    assert_found(InjectKind::DoubleGrant);
+    assert_found(InjectKind::named("double-grant"));
 }
 
 #[test]
 fn finds_injected_stale_write() {
-    assert_found(InjectKind::StaleWriteAccepted);
+    assert_found(InjectKind::named("stale-write-accepted"));
 }
 
 #[test]
 fn finds_injected_duplicate_counter_value() {
-    assert_found(InjectKind::LostUpdate);
+    assert_found(InjectKind::named("lost-update"));
 }
 
 #[test]
 fn finds_injected_low_final_read() {
-    assert_found(InjectKind::LostUpdateFinalRead);
+    assert_found(InjectKind::named("lost-update-final-read"));
 }
 
 #[test]
 fn finds_injected_stale_release() {
-    assert_found(InjectKind::StaleReleaseAccepted);
+    assert_found(InjectKind::named("stale-release-accepted"));
 }
 
 #[test]
 fn finds_injected_stale_renew() {
-    assert_found(InjectKind::StaleRenewAccepted);
+    assert_found(InjectKind::named("stale-renew-accepted"));
 }
 
 #[test]
 fn finds_injected_stuck_lock() {
-    assert_found(InjectKind::LockStuck);
+    assert_found(InjectKind::named("lock-stuck"));
 }
 
 #[test]
 fn finds_injected_grant_on_expired_lease() {
-    assert_found(InjectKind::GrantOnExpiredLease);
+    assert_found(InjectKind::named("grant-on-expired-lease"));
 }

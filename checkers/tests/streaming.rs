@@ -43,7 +43,7 @@ fn streaming_equals_in_memory_for_generated_and_injected_histories() {
     let path = dir.path().join("h.jsonl");
     let mut invalid = 0;
     for seed in 0..24u64 {
-        let kinds = std::iter::once(None).chain(InjectKind::ALL.into_iter().map(Some));
+        let kinds = std::iter::once(None).chain(InjectKind::all().into_iter().map(Some));
         for kind in kinds {
             let mut ops = correct_history(seed, &params(seed, 300 + 40 * seed as usize));
             if let Some(k) = kind {
@@ -306,7 +306,7 @@ fn a_prefix_of_the_file_is_checked_as_the_ops_before_its_cut() {
     let path = dir.path().join("h.jsonl");
     let mut compared = 0;
     for seed in 0..6u64 {
-        let kinds = std::iter::once(None).chain(InjectKind::ALL.into_iter().map(Some));
+        let kinds = std::iter::once(None).chain(InjectKind::all().into_iter().map(Some));
         for kind in kinds {
             let mut ops = correct_history(seed, &params(seed, 400));
             if let Some(k) = kind {
