@@ -14,6 +14,10 @@
 //! Run: `cargo bench --bench live` (5 seeds, 100k/1M/10M), or
 //! `cargo bench --bench live -- SEEDS [EVENTS...]` (`0` for no history sizes).
 
+// The fault families' entries, which the nemesis's modules register (history::FAULT_FAMILIES):
+// the simulator names its faults' ops from them, and the checkers read them.
+use nemesis as _;
+
 use serde_json::Value;
 use std::io::Read;
 use std::path::Path;

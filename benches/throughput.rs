@@ -10,6 +10,10 @@
 //! Prints each repetition and the median; machines here are shared and noisy, so compare
 //! medians from one run.
 
+// The fault families' entries, which the nemesis's modules register (history::FAULT_FAMILIES):
+// the simulator names its faults' ops from them, and the checkers read them.
+use nemesis as _;
+
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;

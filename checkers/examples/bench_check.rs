@@ -5,6 +5,10 @@
 //! Generates a correct history of about that many events, serializes it to JSONL in memory,
 //! then times `history::read_ops_from`, `History::new` and `checkers::check` separately.
 
+// The fault families' entries, which the nemesis's modules register (history::FAULT_FAMILIES):
+// without them linked, this example would read every fault op by the start-/stop- convention.
+use nemesis as _;
+
 use checkers::gen::{correct_history, GenParams};
 use checkers::CheckConfig;
 use history::{History, HistoryWriter};

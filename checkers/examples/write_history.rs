@@ -1,6 +1,10 @@
 //! Writes a generated correct history to a file, for profiling `lockpick check` by hand:
 //! `cargo run --release -p checkers --example write_history -- EVENTS PATH [SEED]`.
 
+// The fault families' entries, which the nemesis's modules register (history::FAULT_FAMILIES):
+// without them linked, this example would read every fault op by the start-/stop- convention.
+use nemesis as _;
+
 use checkers::gen::{correct_history, GenParams};
 
 fn main() {

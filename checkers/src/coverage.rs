@@ -10,16 +10,14 @@
 use crate::model::{ClientOp, Func, Model, SpanEnd};
 use crate::FxMap;
 use history::coverage::{Cell, Coverage, FaultCoverage};
-use history::{FaultFamily, FaultOp, Outcome};
+use history::{FaultOp, Outcome};
 use serde_json::Value;
-
-/// The family whose faults are client stalls (its ops are the history format's,
-/// docs/history.md; the checkers depend on no nemesis code).
-const STALL: FaultFamily = FaultFamily::CLIENT_PAUSE;
 
 /// One client stall and what the passes learn about it.
 #[derive(Debug, Default)]
 struct Stall {
+    /// Its family's kind: one whose faults stall clients (`Aim::ClientStall`).
+    kind: &'static str,
     process: u64,
     /// Interned lock the stall names, `None` when it names none or one the history never used.
     lock: Option<u32>,
@@ -159,12 +157,10 @@ fn stalls_of(m: &Model) -> Vec<Stall> {
         .map(|(i, l)| (l.as_str(), i as u32))
         .collect();
     let mut out = Vec::new();
-    for f in m
-        .faults
-        .list()
-        .iter()
-        .filter(|f| FaultOp::of(&f.f) == FaultOp::Opens(STALL.kind))
-    {
+    for (f, family) in m.faults.list().iter().filter_map(|f| {
+        let family = FaultOp::of(&f.f).opened_family()?;
+        family.stalls_clients().then_some((f, family))
+    }) {
         // A stall that names no client process cannot be placed: it is not counted.
         let Some(process) = f.value.get("process").and_then(Value::as_u64) else {
             continue;
@@ -172,6 +168,7 @@ fn stalls_of(m: &Model) -> Vec<Stall> {
         let lock_name = f.value.get("lock").and_then(Value::as_str);
         let text = |k: &str| f.value.get(k).and_then(Value::as_str).map(str::to_string);
         out.push(Stall {
+            kind: family.kind,
             process,
             lock: lock_name.and_then(|l| lock_ids.get(l).copied()),
             names_lock: lock_name.is_some(),
@@ -561,7 +558,7 @@ fn tally(m: &Model, s: &Stall, cov: &mut Coverage) {
                 .is_none_or(|w| reached(w, s, bound, next, lapsed));
         cov.count_cell(
             Cell {
-                kind: STALL.kind.to_string(),
+                kind: s.kind.to_string(),
                 variant: aim.clone(),
                 wake: wake.unwrap_or_default(),
                 ..Cell::default()

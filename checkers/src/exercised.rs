@@ -145,20 +145,6 @@ fn met(leases: &Leases, aim: Aim, variant: &str, start_ns: u64, end_ns: u64) -> 
     }
 }
 
-/// How a family this build does not know (a history from a newer nemesis) is counted: a
-/// lease live during it, one cell per node it names.
-const UNKNOWN_FAMILY: FaultFamily = FaultFamily {
-    kind: "",
-    opens: "",
-    closes: "",
-    colour: FaultFamily::UNKNOWN_COLOUR,
-    aim: Aim::LeaseLiveDuring,
-    variant_field: "",
-    per_role: true,
-    rolls: false,
-    scoped: false,
-};
-
 /// Counts every fault but client stalls into `cov.cells`.
 pub(crate) fn count(m: &Model, cov: &mut Coverage) {
     let leases = Leases::of(m);
@@ -166,7 +152,7 @@ pub(crate) fn count(m: &Model, cov: &mut Coverage) {
         let Some(kind) = crate::faults::opened_kind(&f.f) else {
             continue;
         };
-        let family = FaultFamily::named(kind).unwrap_or(&UNKNOWN_FAMILY);
+        let family = FaultFamily::named(kind).unwrap_or(&FaultFamily::UNKNOWN);
         // Client stalls are placed and counted by the coverage pass.
         if family.stalls_clients() {
             continue;

@@ -8,7 +8,7 @@
 //! is lost, maybe at no point, maybe after the client gave up), which is what the checkers must
 //! be robust to. Same seed and parameters, same history.
 
-use history::{FaultFamily, Op, OpType, OpValue, Process, F};
+use history::{Aim, FaultFamily, Op, OpType, OpValue, Process, F};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};
@@ -187,6 +187,34 @@ enum Fault {
     Partition,
     Kill,
     Clock,
+}
+
+impl Fault {
+    /// The family the simulated fault is written as: the simulator models a fault by what it
+    /// does to the service (the service frozen, its leases lost with a restart, a clock moved,
+    /// a link cut), which is what a family's [`Aim`] says, so it asks the registered families
+    /// for that rather than naming one.
+    fn family(self) -> &'static FaultFamily {
+        family_aiming(match self {
+            Fault::Pause => Aim::FrozenPastLeaseBound,
+            Fault::Partition => Aim::LeaseLiveDuring,
+            Fault::Kill => Aim::BackBeforeLeaseEnds,
+            Fault::Clock => Aim::ClockUnderLease,
+        })
+    }
+}
+
+/// The first registered family (in the nemesis's `families!` order) whose faults aim at
+/// `aim`: a partition before a lossy link. A binary that simulates must link the nemesis,
+/// whose modules register the families; without it the simulator cannot name its ops.
+fn family_aiming(aim: Aim) -> &'static FaultFamily {
+    FaultFamily::all()
+        .iter()
+        .copied()
+        .find(|f| f.aim == aim)
+        .unwrap_or_else(|| {
+            panic!("no fault family aims at {aim:?} in this build: link the nemesis (`use nemesis as _;`)")
+        })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -428,7 +456,7 @@ impl<'p> Sim<'p> {
     fn stall(&mut self, c: usize) {
         let process = self.clients[c].process;
         self.nemesis(
-            FaultFamily::CLIENT_PAUSE.opens,
+            family_aiming(Aim::ClientStall).opens,
             json!({ "process": process }),
         );
         let ttl = self.ttl_ns();
@@ -439,7 +467,7 @@ impl<'p> Sim<'p> {
     fn wake(&mut self, c: usize) {
         let process = self.clients[c].process;
         self.nemesis(
-            FaultFamily::CLIENT_PAUSE.closes,
+            family_aiming(Aim::ClientStall).closes,
             json!({ "process": process }),
         );
         if let Some(h) = &mut self.clients[c].hold {
@@ -694,22 +722,20 @@ impl<'p> Sim<'p> {
     fn nemesis_step(&mut self) {
         let nodes = json!({ "nodes": ["n1"] });
         if let Some(fault) = self.fault.take() {
+            self.nemesis(fault.family().closes, nodes);
             match fault {
                 Fault::Pause => {
-                    self.nemesis(FaultFamily::PAUSE.closes, nodes);
                     for r in std::mem::take(&mut self.deferred) {
                         self.at(self.now_ns, Ev::Effect(r));
                     }
                 }
-                Fault::Partition => self.nemesis(FaultFamily::PARTITION.closes, nodes),
                 Fault::Kill => {
-                    self.nemesis(FaultFamily::KILL.closes, nodes);
                     // Leases are not persisted: refuse grants until any lease granted before
                     // the crash has surely expired.
                     self.leases.iter_mut().for_each(|l| *l = None);
                     self.recovering_until_ns = self.now_ns + self.max_ttl_ms * MS;
                 }
-                Fault::Clock => self.nemesis(FaultFamily::CLOCK.closes, nodes),
+                Fault::Partition | Fault::Clock => {}
             }
         } else if !self.winding_down {
             let fault = match self.rng.random_range(0..4) {
@@ -718,21 +744,22 @@ impl<'p> Sim<'p> {
                 2 => Fault::Kill,
                 _ => Fault::Clock,
             };
-            match fault {
-                Fault::Pause => self.nemesis(FaultFamily::PAUSE.opens, nodes),
-                Fault::Partition => self.nemesis(
-                    FaultFamily::PARTITION.opens,
-                    json!({ "nodes": ["n1"], "topology": "isolate" }),
-                ),
-                Fault::Kill => self.nemesis(FaultFamily::KILL.opens, nodes),
+            let family = fault.family();
+            let value = match fault {
+                Fault::Pause | Fault::Kill => nodes,
+                // One cut: the node isolated, as its family's variant names it.
+                Fault::Partition if !family.variant_field.is_empty() => {
+                    let mut v = nodes;
+                    v[family.variant_field] = json!("isolate");
+                    v
+                }
+                Fault::Partition => nodes,
                 Fault::Clock => {
                     let delta_ms: i64 = self.rng.random_range(-500..=500);
-                    self.nemesis(
-                        FaultFamily::CLOCK.opens,
-                        json!({ "nodes": ["n1"], "delta_ms": delta_ms }),
-                    )
+                    json!({ "nodes": ["n1"], "delta_ms": delta_ms })
                 }
-            }
+            };
+            self.nemesis(family.opens, value);
             self.fault = Some(fault);
         } else {
             return;

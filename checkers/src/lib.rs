@@ -52,6 +52,11 @@
 //!   only one that writes), and counts only writes acknowledged before the final read was sent.
 //! - `unsafe-overlap` is one warning per grant, listing its late ops.
 
+// The unit tests read histories with faults: the fault families' entries are registered by the
+// nemesis's modules (history::FAULT_FAMILIES), linked here for the tests only.
+#[cfg(test)]
+use nemesis as _;
+
 mod bank;
 mod coverage;
 mod deadlock;

@@ -10,6 +10,10 @@
 //! value (objects compared key by key, anything else exactly), so a fixture names the rows it
 //! is about, zeros included, and the near misses beside them.
 
+// The fault families' entries, which the nemesis's modules register (history::FAULT_FAMILIES):
+// without them linked, this test would read every fault op by the start-/stop- convention.
+use nemesis as _;
+
 use checkers::CheckConfig;
 use serde_json::Value;
 use std::path::{Path, PathBuf};

@@ -7,6 +7,10 @@
 //! which sweeps the wait-for graph of each instant, must report exactly those cycles (sound:
 //! nothing else; complete: all of them), named by their waits' and grants' ops.
 
+// The fault families' entries, which the nemesis's modules register (history::FAULT_FAMILIES):
+// without them linked, this test would read every fault op by the start-/stop- convention.
+use nemesis as _;
+
 use checkers::{CheckConfig, Func, Model};
 use history::{History, Op, OpType, OpValue, Process, ViolationKind, F};
 use rand::{Rng, SeedableRng};

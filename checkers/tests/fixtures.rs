@@ -16,6 +16,10 @@
 //! (`read_history`, and the streaming `check_path`) refuse it, in the same words, naming
 //! `<file>:N:`. Each is a verdict fixture made malformed in one place, and says which.
 
+// The fault families' entries, which the nemesis's modules register (history::FAULT_FAMILIES):
+// without them linked, this test would read every fault op by the start-/stop- convention.
+use nemesis as _;
+
 use checkers::CheckConfig;
 use history::{History, Results, Validity, Violation};
 use serde_json::Value;

@@ -1,6 +1,10 @@
 //! Incidents (issue 24): the violations of one root cause are one incident, with the
 //! consequences under it; counts per kind and the verdict are unchanged.
 
+// The fault families' entries, which the nemesis's modules register (history::FAULT_FAMILIES):
+// without them linked, this test would read every fault op by the start-/stop- convention.
+use nemesis as _;
+
 use checkers::{check, CheckConfig};
 use history::{History, Op, OpType, OpValue, Process, Results, Validity, F};
 use std::collections::BTreeMap;

@@ -4,6 +4,10 @@
 //! witness; they are in `InjectKind::all()` too, whose mutation test (precedence.rs) covers every
 //! kind.
 
+// The fault families' entries, which the nemesis's modules register (history::FAULT_FAMILIES):
+// without them linked, this test would read every fault op by the start-/stop- convention.
+use nemesis as _;
+
 use checkers::gen::{correct_history, GenParams};
 use checkers::inject::{inject, InjectKind};
 use checkers::CheckConfig;

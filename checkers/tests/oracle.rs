@@ -35,6 +35,10 @@
 //! acquire, other ttls than asked, renews and releases by other processes, of other grants or
 //! after a release, non-binary drifts and replies aimed at a bound to the ns.
 
+// The fault families' entries, which the nemesis's modules register (history::FAULT_FAMILIES):
+// without them linked, this test would read every fault op by the start-/stop- convention.
+use nemesis as _;
+
 use checkers::CheckConfig;
 use history::{History, Op, OpType, OpValue, Outcome, Process, ViolationKind, F};
 use rand::{Rng, SeedableRng};

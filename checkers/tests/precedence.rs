@@ -9,6 +9,10 @@
 //!   checked against brute force on histories with shuffled tokens);
 //! - generated correct histories are valid, over thousands of small cases.
 
+// The fault families' entries, which the nemesis's modules register (history::FAULT_FAMILIES):
+// without them linked, this test would read every fault op by the start-/stop- convention.
+use nemesis as _;
+
 use checkers::gen::{correct_history, GenParams};
 use checkers::inject::{inject, InjectKind};
 use checkers::{CheckConfig, Grant, Model};

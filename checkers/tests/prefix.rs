@@ -12,6 +12,10 @@
 //! may be answered later, and a lock that looked stuck may be freed; they are never a reason
 //! to stop a run.
 
+// The fault families' entries, which the nemesis's modules register (history::FAULT_FAMILIES):
+// without them linked, this test would read every fault op by the start-/stop- convention.
+use nemesis as _;
+
 use checkers::gen::{correct_history, GenParams};
 use checkers::inject::{inject, InjectKind};
 use checkers::{check, CheckConfig};

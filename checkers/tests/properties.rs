@@ -2,6 +2,10 @@
 //! positives), and each kind of violation injected into one is always found, with the injected
 //! op in its witness (no misses).
 
+// The fault families' entries, which the nemesis's modules register (history::FAULT_FAMILIES):
+// without them linked, this test would read every fault op by the start-/stop- convention.
+use nemesis as _;
+
 use checkers::gen::{correct_history, GenParams};
 use checkers::inject::{inject, InjectKind};
 use checkers::CheckConfig;

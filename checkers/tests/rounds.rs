@@ -2,6 +2,10 @@
 //! one lock, and counted as ended with more than one holder when two of its grants' definite
 //! holds overlap. The file and in-memory paths agree.
 
+// The fault families' entries, which the nemesis's modules register (history::FAULT_FAMILIES):
+// without them linked, this test would read every fault op by the start-/stop- convention.
+use nemesis as _;
+
 use checkers::CheckConfig;
 use serde_json::{json, Value};
 

@@ -9,6 +9,10 @@
 //! a history some order explains (sound), and must report every history no order explains
 //! when all writes were answered (complete: then every version's writer is known).
 
+// The fault families' entries, which the nemesis's modules register (history::FAULT_FAMILIES):
+// without them linked, this test would read every fault op by the start-/stop- convention.
+use nemesis as _;
+
 use checkers::CheckConfig;
 use history::{History, Op, OpType, OpValue, Process, ViolationKind, F};
 use rand::{Rng, SeedableRng};

@@ -2,6 +2,10 @@
 //! must give exactly what the in-memory path (`check` on a `History`) gives, for correct
 //! histories, for every injected violation, and for the odd corners of the format.
 
+// The fault families' entries, which the nemesis's modules register (history::FAULT_FAMILIES):
+// without them linked, this test would read every fault op by the start-/stop- convention.
+use nemesis as _;
+
 use checkers::gen::{correct_history, GenParams};
 use checkers::inject::{inject, InjectKind};
 use checkers::{check, check_path, CheckConfig};

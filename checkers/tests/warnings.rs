@@ -2,6 +2,10 @@
 //! store refused is what a correct service always does, so it is a note, not a warning; a late
 //! op that was accepted (or may have been) is still a warning.
 
+// The fault families' entries, which the nemesis's modules register (history::FAULT_FAMILIES):
+// without them linked, this test would read every fault op by the start-/stop- convention.
+use nemesis as _;
+
 use checkers::{check_path, CheckConfig};
 use history::ViolationKind;
 

@@ -494,6 +494,20 @@ fn add_row(rows: &mut Vec<Row>, group: &str, condition: &str, count: u64, missin
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Aim, FaultFamily, Registered};
+
+    /// A family whose faults stall clients, under client-pause's kind: this crate's unit tests
+    /// link no nemesis, and the rows of a stall family differ. Only its kind and its aim are
+    /// read here.
+    #[linkme::distributed_slice(crate::FAULT_FAMILIES)]
+    static CLIENT_STALLS: Registered = Registered {
+        place: 0,
+        family: &FaultFamily {
+            kind: "client-pause",
+            aim: Aim::ClientStall,
+            ..FaultFamily::UNKNOWN
+        },
+    };
 
     #[test]
     fn a_requested_kind_or_shape_never_met_is_missing_and_flagged_in_its_row() {

@@ -9,7 +9,9 @@
 //! accepts, it reads exactly as the serde reader would.
 
 use crate::codec::Stamp;
-use crate::fields::{check_nemesis_field, check_value_field, duplicate, Kind, Read, Strict, Typed};
+use crate::fields::{
+    check_nemesis_field, check_value_field, duplicate, FieldType, Read, Strict, Typed,
+};
 use crate::op::{Op, OpType, OpValue, Process, F};
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
@@ -637,9 +639,9 @@ impl<'a> Scan<'a> {
                 other => {
                     let key = std::str::from_utf8(other).ok()?;
                     let read = match crate::fields::value_field(key)?.0 {
-                        Kind::U64 => Value::from(s.u64()?),
+                        FieldType::U64 => Value::from(s.u64()?),
                         // Its words are checked by the serde reader.
-                        Kind::Str if key != "key_at_revision" => Value::from(s.str()?),
+                        FieldType::Str if key != "key_at_revision" => Value::from(s.str()?),
                         _ => return None,
                     };
                     let map = extra.get_or_insert_with(Map::new);

@@ -1,11 +1,17 @@
 //! The nemesis's ops as a history names them: which open a fault and which close one, and the
 //! kind each is about. One reading of the op names, for every crate that pairs a fault's start
 //! with its end (the checkers' fault windows, the report's fault bands, coverage): each fault
-//! family's names are in [`FaultFamily::ALL`], where the nemesis's families take them from (a
-//! test of the nemesis checks that every family it has is there, under its kind). An op of a
-//! family this build does not know reads by the convention the families follow, `start-<kind>`
-//! and `stop-<kind>`; anything else the nemesis writes (`clock-observed`) is an instant, what a
+//! family's names are in its [`FaultFamily`] entry, which the family's own module in the
+//! nemesis (nemesis/src/fault/<name>.rs) declares and registers in [`FAULT_FAMILIES`], so the
+//! readers here, in the checkers and in the reports learn every family of the binary they are
+//! linked into without depending on the nemesis or naming a family. An op of a family this
+//! build does not know reads by the convention the families follow, `start-<kind>` and
+//! `stop-<kind>`; anything else the nemesis writes (`clock-observed`) is an instant, what a
 //! fault was seen to do.
+
+use crate::fields::Field;
+use linkme::distributed_slice;
+use std::sync::OnceLock;
 
 /// A fault family as a history names it: its kind, the ops that open and close its faults,
 /// the colour the report draws them in, and how its faults are counted as exercised
@@ -35,6 +41,30 @@ pub struct FaultFamily {
     /// Whether its cells record the fault's `scope` when it is `all` (a clock fault that moved
     /// the monotonic clock too).
     pub scoped: bool,
+    /// The fields its ops' `value` carries beyond the ones every fault's do (`nodes`, `roles`,
+    /// `length_ms`, `fault`, `process`), with their types: the reader holds them to these on
+    /// every nemesis event (docs/history.md, "Nemesis events").
+    pub fields: &'static [Field],
+}
+
+/// Every fault family linked into the binary, each registered by its module in the nemesis
+/// (the `families!` line of its module emits its [`Registered`]). Read it through
+/// [`FaultFamily::all`], which puts it in order: a linker gathers the entries in no order it
+/// promises.
+///
+/// A binary that reads histories must link the nemesis for its families to be here (the
+/// lockpick binary does; a test or an example of the checkers or the reports says
+/// `use nemesis as _;`): without them every op reads by the `start-`/`stop-` convention, as an
+/// op of a family the build does not know.
+#[distributed_slice]
+pub static FAULT_FAMILIES: [Registered];
+
+/// One family's registration: its entry, and its place in every list of the families (its
+/// line's place in the nemesis's `families!`, the order `--nemesis` lists them in).
+#[derive(Debug)]
+pub struct Registered {
+    pub place: u32,
+    pub family: &'static FaultFamily,
 }
 
 /// The state a family's faults aim at (docs/checkers.md, "Exercised"): a fault that met none
@@ -58,89 +88,41 @@ pub enum Aim {
 }
 
 impl FaultFamily {
-    pub const PAUSE: FaultFamily = FaultFamily {
-        kind: "pause",
-        opens: "start-pause",
-        closes: "stop-pause",
-        colour: "#f08c00",
-        aim: Aim::FrozenPastLeaseBound,
-        variant_field: "",
-        per_role: true,
-        rolls: false,
-        scoped: false,
-    };
-    pub const KILL: FaultFamily = FaultFamily {
-        kind: "kill",
-        opens: "kill",
-        closes: "restart",
-        colour: "#e03131",
-        aim: Aim::BackBeforeLeaseEnds,
-        variant_field: "",
-        per_role: true,
-        rolls: true,
-        scoped: false,
-    };
-    pub const CLIENT_PAUSE: FaultFamily = FaultFamily {
-        kind: "client-pause",
-        opens: "start-client-pause",
-        closes: "stop-client-pause",
-        colour: "#d6a400",
-        aim: Aim::ClientStall,
-        variant_field: "",
-        per_role: true,
-        rolls: false,
-        scoped: false,
-    };
-    pub const CLOCK: FaultFamily = FaultFamily {
-        kind: "clock",
-        opens: "start-clock",
-        closes: "stop-clock",
-        colour: "#1c7ed6",
-        aim: Aim::ClockUnderLease,
-        variant_field: "mode",
-        per_role: true,
-        rolls: false,
-        scoped: true,
-    };
-    pub const PARTITION: FaultFamily = FaultFamily {
-        kind: "partition",
-        opens: "start-partition",
-        closes: "stop-partition",
-        colour: "#7048e8",
-        aim: Aim::LeaseLiveDuring,
-        variant_field: "topology",
-        per_role: false,
-        rolls: false,
-        scoped: false,
-    };
-    pub const NETEM: FaultFamily = FaultFamily {
-        kind: "netem",
-        opens: "start-netem",
-        closes: "stop-netem",
-        colour: "#0ca678",
-        aim: Aim::LeaseLiveDuring,
-        variant_field: "",
-        per_role: false,
-        rolls: false,
-        scoped: false,
-    };
-
-    /// Every family a history of this build may hold.
-    pub const ALL: [FaultFamily; 6] = [
-        FaultFamily::PAUSE,
-        FaultFamily::KILL,
-        FaultFamily::CLIENT_PAUSE,
-        FaultFamily::CLOCK,
-        FaultFamily::PARTITION,
-        FaultFamily::NETEM,
-    ];
+    /// Every family this binary was linked with ([`FAULT_FAMILIES`]), in the order of their
+    /// places (of their lines in the nemesis's `families!`), so lists, legends and tables
+    /// come out the same in every build; two entries in one place (none should be) are put in
+    /// the order of their kinds.
+    pub fn all() -> &'static [&'static FaultFamily] {
+        static SORTED: OnceLock<Vec<&'static FaultFamily>> = OnceLock::new();
+        SORTED.get_or_init(|| {
+            let mut registered: Vec<&Registered> = FAULT_FAMILIES.iter().collect();
+            registered.sort_by_key(|r| (r.place, r.family.kind));
+            registered.into_iter().map(|r| r.family).collect()
+        })
+    }
 
     /// The colour of a fault the report does not know the family of.
     pub const UNKNOWN_COLOUR: &'static str = "#868e96";
 
+    /// How a family this build does not know (a history from a newer nemesis) is read: its
+    /// faults grey, counted as exercised by a lease live during one, one cell per node it
+    /// names. Its kind and ops are blank: an op of it reads by the convention.
+    pub const UNKNOWN: FaultFamily = FaultFamily {
+        kind: "",
+        opens: "",
+        closes: "",
+        colour: FaultFamily::UNKNOWN_COLOUR,
+        aim: Aim::LeaseLiveDuring,
+        variant_field: "",
+        per_role: true,
+        rolls: false,
+        scoped: false,
+        fields: &[],
+    };
+
     /// The family of `kind`, if this build knows it.
     pub fn named(kind: &str) -> Option<&'static FaultFamily> {
-        FaultFamily::ALL.iter().find(|f| f.kind == kind)
+        FaultFamily::all().iter().copied().find(|f| f.kind == kind)
     }
 
     /// Whether its faults are client stalls ([`Aim::ClientStall`]).
@@ -173,7 +155,7 @@ pub enum FaultOp<'a> {
 impl<'a> FaultOp<'a> {
     /// How the history names the nemesis op `f`.
     pub fn of(f: &'a str) -> FaultOp<'a> {
-        for family in &FaultFamily::ALL {
+        for family in FaultFamily::all() {
             if f == family.opens {
                 return FaultOp::Opens(family.kind);
             }
@@ -212,46 +194,24 @@ impl<'a> FaultOp<'a> {
 mod tests {
     use super::*;
 
+    /// What an op of no family this build knows reads as (this crate's unit tests link no
+    /// family of the nemesis, only coverage.rs's fixture: history/tests/families.rs reads the
+    /// real ones).
     #[test]
-    fn each_op_name_reads_as_what_it_does() {
+    fn an_op_of_a_family_not_linked_reads_by_the_convention() {
+        assert!(FaultFamily::named("flood").is_none());
         for (f, want) in [
-            ("start-pause", FaultOp::Opens("pause")),
-            ("stop-pause", FaultOp::Closes("pause")),
-            ("start-client-pause", FaultOp::Opens("client-pause")),
-            ("kill", FaultOp::Opens("kill")),
-            ("restart", FaultOp::Closes("kill")),
+            ("start-flood", FaultOp::Opens("flood")),
+            ("stop-flood", FaultOp::Closes("flood")),
             ("clock-observed", FaultOp::Instant),
             ("start", FaultOp::Instant),
             ("killed", FaultOp::Instant),
         ] {
             assert_eq!(FaultOp::of(f), want, "{f}");
         }
-        assert_eq!(FaultOp::of("restart").kind(), Some("kill"));
+        assert_eq!(FaultOp::of("stop-flood").kind(), Some("flood"));
         assert_eq!(FaultOp::of("clock-observed").kind(), None);
-        // A family this build does not know reads by the convention.
-        assert_eq!(FaultOp::of("start-flood"), FaultOp::Opens("flood"));
-        assert_eq!(FaultOp::of("stop-flood"), FaultOp::Closes("flood"));
-    }
-
-    /// Every family but kill follows the convention, no op name is another's, and each
-    /// family has its own colour.
-    #[test]
-    fn the_families_names_are_apart() {
-        let mut names = std::collections::BTreeSet::new();
-        let mut colours = std::collections::BTreeSet::new();
-        for f in FaultFamily::ALL {
-            if f != FaultFamily::KILL {
-                assert_eq!(f.opens, format!("start-{}", f.kind));
-                assert_eq!(f.closes, format!("stop-{}", f.kind));
-            }
-            assert!(names.insert(f.kind), "{f:?}");
-            assert!(names.insert(f.opens) || f.opens == f.kind, "{f:?}");
-            assert!(names.insert(f.closes), "{f:?}");
-            assert!(colours.insert(f.colour), "{f:?}");
-            assert_eq!(FaultFamily::named(f.kind), Some(&f));
-            assert_eq!(FaultFamily::colour_of(f.kind), f.colour);
-        }
-        assert!(!colours.contains(FaultFamily::UNKNOWN_COLOUR));
+        assert_eq!(FaultOp::of("start-flood").opened_family(), None);
         assert_eq!(FaultFamily::colour_of("flood"), FaultFamily::UNKNOWN_COLOUR);
     }
 }

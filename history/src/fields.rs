@@ -9,9 +9,12 @@ use serde::Deserializer;
 use serde_json::{Map, Number, Value};
 use std::fmt;
 
-/// A field's type, in the words a refusal uses.
+/// A field's type, in the words a refusal uses. The reader's own tables type the fields every
+/// op may carry; a fault family declares its ops' own fields with these
+/// ([`crate::FaultFamily::fields`]), in its own module, so the reader needs no edit for a new
+/// family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub enum FieldType {
     U64,
     I64,
     Str,
@@ -22,33 +25,86 @@ pub(crate) enum Kind {
     Number,
     /// An array of two-string arrays (a partition's cut links).
     StringPairs,
-    /// A netem fault's settings: an object whose known fields are typed by [`netem_field`].
-    Netem,
+    /// An object whose known fields are typed by the list (a netem fault's settings); its
+    /// other fields are kept, as any unknown field is.
+    Object(&'static [Field]),
 }
 
-impl Kind {
+/// A field of a fault family's ops' `value`, and its type: what the reader holds the field to
+/// on every nemesis event (docs/history.md, "Nemesis events").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Field {
+    /// Its key in `value` (or in the object it is a field of).
+    pub name: &'static str,
+    pub ty: FieldType,
+}
+
+impl Field {
+    /// A field `name` of type `ty`.
+    pub const fn new(name: &'static str, ty: FieldType) -> Field {
+        Field { name, ty }
+    }
+}
+
+impl FieldType {
     fn words(self) -> &'static str {
         match self {
-            Kind::U64 => "u64",
-            Kind::I64 => "i64",
-            Kind::Str => "a string",
-            Kind::Bool => "a boolean",
-            Kind::Strings => "an array of strings",
-            Kind::Number => "a number",
-            Kind::StringPairs => "an array of pairs of strings",
-            Kind::Netem => "an object",
+            FieldType::U64 => "u64",
+            FieldType::I64 => "i64",
+            FieldType::Str => "a string",
+            FieldType::Bool => "a boolean",
+            FieldType::Strings => "an array of strings",
+            FieldType::Number => "a number",
+            FieldType::StringPairs => "an array of pairs of strings",
+            FieldType::Object(_) => "an object",
         }
     }
 }
 
-/// What a refusal says was expected: the type, and the field by its path in the line
-/// (`value.lease_from_ns`).
-struct Expect {
-    kind: Kind,
-    field: &'static str,
+/// Where a field is in a line, for a refusal's words: a path of keys (`value.netem.loss_pct`),
+/// each step borrowed from the one it is in, so a nested field's path is made without a
+/// string.
+#[derive(Clone, Copy)]
+pub(crate) struct Path<'a> {
+    within: Option<&'a Path<'a>>,
+    name: &'static str,
 }
 
-impl Expected for Expect {
+impl<'a> Path<'a> {
+    /// A path written whole (`value.lease_from_ns`, `time_ns`).
+    pub(crate) const fn whole(name: &'static str) -> Path<'static> {
+        Path { within: None, name }
+    }
+
+    /// The field `name` of the object at this path.
+    fn field(&'a self, name: &'static str) -> Path<'a> {
+        Path {
+            within: Some(self),
+            name,
+        }
+    }
+}
+
+impl fmt::Display for Path<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        if let Some(within) = self.within {
+            write!(f, "{within}.")?;
+        }
+        f.write_str(self.name)
+    }
+}
+
+/// The path of an event's `value`, which a family's fields are in.
+static VALUE: Path<'static> = Path::whole("value");
+
+/// What a refusal says was expected: the type, and the field by its path in the line
+/// (`value.lease_from_ns`).
+struct Expect<'a> {
+    kind: FieldType,
+    field: Path<'a>,
+}
+
+impl Expected for Expect<'_> {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         write!(f, "{} in `{}`", self.kind.words(), self.field)
     }
@@ -58,34 +114,34 @@ impl Expected for Expect {
 /// holds typed (`token`, `ttl_ms`, `value`, `seq`, `error`, `final`): the adapters' evidence,
 /// which the checkers read (`lease_*`, the lock key's read-back, `round`) or keep, and the
 /// grant's own name. `fence` is any JSON and has no entry. With the field's path, for the words.
-pub(crate) fn value_field(key: &str) -> Option<(Kind, &'static str)> {
+pub(crate) fn value_field(key: &str) -> Option<(FieldType, &'static str)> {
     Some(match key {
-        "grant" => (Kind::Str, "value.grant"),
-        "lease_last_ok_ns" => (Kind::U64, "value.lease_last_ok_ns"),
-        "lease_ttl_ms" => (Kind::U64, "value.lease_ttl_ms"),
-        "lease_from_ns" => (Kind::U64, "value.lease_from_ns"),
-        "hold" => (Kind::Str, "value.hold"),
-        "lease_gone_ns" => (Kind::U64, "value.lease_gone_ns"),
-        "lease_id" => (Kind::Str, "value.lease_id"),
-        "redis_node" => (Kind::Str, "value.redis_node"),
-        "redis_role" => (Kind::Str, "value.redis_role"),
-        "redis_offset" => (Kind::U64, "value.redis_offset"),
-        "sentinel" => (Kind::Str, "value.sentinel"),
-        "redlock_nodes" => (Kind::Strings, "value.redlock_nodes"),
-        "redlock_validity_ms" => (Kind::U64, "value.redlock_validity_ms"),
-        "lock_key" => (Kind::Str, "value.lock_key"),
-        "answer_revision" => (Kind::U64, "value.answer_revision"),
-        "key_at_revision" => (Kind::Str, "value.key_at_revision"),
-        "round" => (Kind::U64, "value.round"),
-        "wait_ms" => (Kind::U64, "value.wait_ms"),
-        "transfer" => (Kind::U64, "value.transfer"),
-        "zk_session" => (Kind::Str, "value.zk_session"),
-        "zk_server" => (Kind::Str, "value.zk_server"),
-        "zk_node" => (Kind::Str, "value.zk_node"),
-        "zk_timeout_ms" => (Kind::U64, "value.zk_timeout_ms"),
-        "session_event_ns" => (Kind::U64, "value.session_event_ns"),
-        "pg_backend_pid" => (Kind::U64, "value.pg_backend_pid"),
-        "committed" => (Kind::Bool, "value.committed"),
+        "grant" => (FieldType::Str, "value.grant"),
+        "lease_last_ok_ns" => (FieldType::U64, "value.lease_last_ok_ns"),
+        "lease_ttl_ms" => (FieldType::U64, "value.lease_ttl_ms"),
+        "lease_from_ns" => (FieldType::U64, "value.lease_from_ns"),
+        "hold" => (FieldType::Str, "value.hold"),
+        "lease_gone_ns" => (FieldType::U64, "value.lease_gone_ns"),
+        "lease_id" => (FieldType::Str, "value.lease_id"),
+        "redis_node" => (FieldType::Str, "value.redis_node"),
+        "redis_role" => (FieldType::Str, "value.redis_role"),
+        "redis_offset" => (FieldType::U64, "value.redis_offset"),
+        "sentinel" => (FieldType::Str, "value.sentinel"),
+        "redlock_nodes" => (FieldType::Strings, "value.redlock_nodes"),
+        "redlock_validity_ms" => (FieldType::U64, "value.redlock_validity_ms"),
+        "lock_key" => (FieldType::Str, "value.lock_key"),
+        "answer_revision" => (FieldType::U64, "value.answer_revision"),
+        "key_at_revision" => (FieldType::Str, "value.key_at_revision"),
+        "round" => (FieldType::U64, "value.round"),
+        "wait_ms" => (FieldType::U64, "value.wait_ms"),
+        "transfer" => (FieldType::U64, "value.transfer"),
+        "zk_session" => (FieldType::Str, "value.zk_session"),
+        "zk_server" => (FieldType::Str, "value.zk_server"),
+        "zk_node" => (FieldType::Str, "value.zk_node"),
+        "zk_timeout_ms" => (FieldType::U64, "value.zk_timeout_ms"),
+        "session_event_ns" => (FieldType::U64, "value.session_event_ns"),
+        "pg_backend_pid" => (FieldType::U64, "value.pg_backend_pid"),
+        "committed" => (FieldType::Bool, "value.committed"),
         _ => return None,
     })
 }
@@ -107,73 +163,57 @@ fn unexpected(v: &Value) -> Unexpected<'_> {
 }
 
 /// The fields of a nemesis event's `value` that docs/history.md's table of nemesis events
-/// names, beyond the typed ones of the event view (`token`, `ttl_ms`, `error`), with the
-/// field's path. They are typed on nemesis events only, whatever their `f` (free text, read by
-/// prefix): on a client op these names are unknown fields, kept and not judged. Coverage, the
-/// exercised cells and the faults listed with each violation read them, so a wrong type read
-/// as absent would silently drop a fault from what the verdict rests on.
-pub(crate) fn nemesis_field(key: &str) -> Option<(Kind, &'static str)> {
-    Some(match key {
-        "nodes" => (Kind::Strings, "value.nodes"),
-        "roles" => (Kind::Strings, "value.roles"),
-        "then_nodes" => (Kind::Strings, "value.then_nodes"),
-        "length_ms" => (Kind::U64, "value.length_ms"),
-        "fault" => (Kind::Str, "value.fault"),
-        "process" => (Kind::U64, "value.process"),
-        "lock" => (Kind::Str, "value.lock"),
-        "stall_ms" => (Kind::U64, "value.stall_ms"),
-        "shape" => (Kind::Str, "value.shape"),
-        "wake" => (Kind::Str, "value.wake"),
-        "lease_end_ns" => (Kind::U64, "value.lease_end_ns"),
-        "after_ms" => (Kind::U64, "value.after_ms"),
-        "acquire" => (Kind::U64, "value.acquire"),
-        "stalled_ms" => (Kind::U64, "value.stalled_ms"),
-        "ended_by" => (Kind::Str, "value.ended_by"),
-        "next_grant_ns" => (Kind::U64, "value.next_grant_ns"),
-        "topology" => (Kind::Str, "value.topology"),
-        "cut" => (Kind::StringPairs, "value.cut"),
-        "clients_cut_from" => (Kind::Strings, "value.clients_cut_from"),
-        "netem" => (Kind::Netem, "value.netem"),
-        "mode" => (Kind::Str, "value.mode"),
-        "scope" => (Kind::Str, "value.scope"),
-        "delta_ms" => (Kind::I64, "value.delta_ms"),
-        "rate" => (Kind::Number, "value.rate"),
-        "realtime_offset_ms" => (Kind::I64, "value.realtime_offset_ms"),
-        "monotonic_ms" => (Kind::U64, "value.monotonic_ms"),
-        "observed_by" => (Kind::Str, "value.observed_by"),
-        _ => return None,
-    })
+/// names, beyond the typed ones of the event view (`token`, `ttl_ms`, `error`): here the ones
+/// every family's faults carry (what a fault hit, for how long, its id, and `process`, the
+/// target a client stall is paired by), and after them the fields each registered family
+/// declares for its own ops ([`crate::FaultFamily::fields`]). They are typed on nemesis events
+/// only, whatever their `f` (free text, read by prefix): on a client op these names are unknown
+/// fields, kept and not judged. Coverage, the exercised cells and the faults listed with each
+/// violation read them, so a wrong type read as absent would silently drop a fault from what
+/// the verdict rests on.
+fn nemesis_field(key: &str) -> Option<(FieldType, Path<'static>)> {
+    let common = match key {
+        "nodes" => Some((FieldType::Strings, "value.nodes")),
+        "roles" => Some((FieldType::Strings, "value.roles")),
+        "length_ms" => Some((FieldType::U64, "value.length_ms")),
+        "fault" => Some((FieldType::Str, "value.fault")),
+        "process" => Some((FieldType::U64, "value.process")),
+        _ => None,
+    };
+    if let Some((ty, path)) = common {
+        return Some((ty, Path::whole(path)));
+    }
+    let field = crate::FaultFamily::all()
+        .iter()
+        .flat_map(|family| family.fields)
+        .find(|f| f.name == key)?;
+    Some((field.ty, VALUE.field(field.name)))
 }
 
-/// The fields of a netem fault's `value.netem`.
-pub(crate) fn netem_field(key: &str) -> Option<(Kind, &'static str)> {
-    Some(match key {
-        "delay_ms" => (Kind::U64, "value.netem.delay_ms"),
-        "jitter_ms" => (Kind::U64, "value.netem.jitter_ms"),
-        "loss_pct" => (Kind::Number, "value.netem.loss_pct"),
-        "duplicate_pct" => (Kind::Number, "value.netem.duplicate_pct"),
-        "reorder_pct" => (Kind::Number, "value.netem.reorder_pct"),
-        _ => return None,
-    })
+/// The type the reader holds the field `key` of a nemesis event's `value` to: one every family's
+/// faults carry, or one a family of this build declares; `None` for a field it keeps unjudged
+/// (the event view's own, `token`, `ttl_ms`, `error` and `grant`, are typed as on any op).
+pub fn nemesis_field_type(key: &str) -> Option<FieldType> {
+    nemesis_field(key).map(|(ty, _)| ty)
 }
 
 /// `v` held to `kind`, as the field at `field`: the refusal, in serde's words, if it is another
-/// type (`null` is absent, at any depth the tables name).
-fn check_kind<E: de::Error>(kind: Kind, field: &'static str, v: &Value) -> Result<(), E> {
+/// type (`null` is absent, at any depth a family's fields name).
+fn check_kind<E: de::Error>(kind: FieldType, field: Path<'_>, v: &Value) -> Result<(), E> {
     let bad = match (kind, v) {
         (_, Value::Null) => None,
-        (Kind::U64, Value::Number(n)) if n.is_u64() => None,
-        (Kind::I64, Value::Number(n)) if n.is_i64() => None,
-        (Kind::Number, Value::Number(_)) => None,
-        (Kind::Str, Value::String(_)) | (Kind::Bool, Value::Bool(_)) => None,
-        (Kind::Strings, Value::Array(items)) => items.iter().find(|i| !i.is_string()),
-        (Kind::StringPairs, Value::Array(items)) => items.iter().find(|i| {
+        (FieldType::U64, Value::Number(n)) if n.is_u64() => None,
+        (FieldType::I64, Value::Number(n)) if n.is_i64() => None,
+        (FieldType::Number, Value::Number(_)) => None,
+        (FieldType::Str, Value::String(_)) | (FieldType::Bool, Value::Bool(_)) => None,
+        (FieldType::Strings, Value::Array(items)) => items.iter().find(|i| !i.is_string()),
+        (FieldType::StringPairs, Value::Array(items)) => items.iter().find(|i| {
             !matches!(i, Value::Array(pair) if pair.len() == 2 && pair.iter().all(Value::is_string))
         }),
-        (Kind::Netem, Value::Object(fields)) => {
+        (FieldType::Object(known), Value::Object(fields)) => {
             for (k, sub) in fields {
-                if let Some((kind, field)) = netem_field(k) {
-                    check_kind(kind, field, sub)?;
+                if let Some(f) = known.iter().find(|f| f.name == k) {
+                    check_kind(f.ty, field.field(f.name), sub)?;
                 }
             }
             None
@@ -206,7 +246,7 @@ pub(crate) fn check_value_field<E: de::Error>(key: &str, v: &Value) -> Result<()
     let Some((kind, field)) = value_field(key) else {
         return Ok(());
     };
-    check_kind(kind, field, v)?;
+    check_kind(kind, Path::whole(field), v)?;
     // A word the checkers do not know would read as no evidence at all, and be explained as
     // a service that reports none.
     if let ("key_at_revision", Value::String(w)) = (key, v) {
@@ -227,7 +267,7 @@ pub(crate) const KEY_AT_REVISION_WORDS: [&str; 4] = ["present", "absent", "compa
 /// and so on, `null` being absent unless `required`.
 #[derive(Clone, Copy)]
 pub(crate) struct Typed {
-    pub kind: Kind,
+    pub kind: FieldType,
     pub field: &'static str,
     pub required: bool,
 }
@@ -244,28 +284,28 @@ pub(crate) enum Read<'de> {
 impl Typed {
     pub(crate) const fn u64(field: &'static str) -> Typed {
         Typed {
-            kind: Kind::U64,
+            kind: FieldType::U64,
             field,
             required: false,
         }
     }
     pub(crate) const fn i64(field: &'static str) -> Typed {
         Typed {
-            kind: Kind::I64,
+            kind: FieldType::I64,
             field,
             ..Typed::u64(field)
         }
     }
     pub(crate) const fn str(field: &'static str) -> Typed {
         Typed {
-            kind: Kind::Str,
+            kind: FieldType::Str,
             field,
             ..Typed::u64(field)
         }
     }
     pub(crate) const fn bool(field: &'static str) -> Typed {
         Typed {
-            kind: Kind::Bool,
+            kind: FieldType::Bool,
             field,
             ..Typed::u64(field)
         }
@@ -277,10 +317,10 @@ impl Typed {
         }
     }
 
-    fn expect(&self) -> Expect {
+    fn expect(&self) -> Expect<'static> {
         Expect {
             kind: self.kind,
-            field: self.field,
+            field: Path::whole(self.field),
         }
     }
     fn wrong<E: de::Error>(&self, u: Unexpected<'_>) -> Result<Read<'static>, E> {
@@ -302,8 +342,8 @@ impl<'de> Visitor<'de> for Typed {
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Read<'de>, E> {
         match self.kind {
-            Kind::U64 => Ok(Read::U64(v)),
-            Kind::I64 => i64::try_from(v)
+            FieldType::U64 => Ok(Read::U64(v)),
+            FieldType::I64 => i64::try_from(v)
                 .map(Read::I64)
                 .map_err(|_| E::invalid_value(Unexpected::Unsigned(v), &self.expect())),
             _ => self.wrong(Unexpected::Unsigned(v)),
@@ -311,8 +351,8 @@ impl<'de> Visitor<'de> for Typed {
     }
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<Read<'de>, E> {
         match self.kind {
-            Kind::I64 => Ok(Read::I64(v)),
-            Kind::U64 if v >= 0 => Ok(Read::U64(v as u64)),
+            FieldType::I64 => Ok(Read::I64(v)),
+            FieldType::U64 if v >= 0 => Ok(Read::U64(v as u64)),
             _ => self.wrong(Unexpected::Signed(v)),
         }
     }
@@ -321,19 +361,19 @@ impl<'de> Visitor<'de> for Typed {
     }
     fn visit_bool<E: de::Error>(self, v: bool) -> Result<Read<'de>, E> {
         match self.kind {
-            Kind::Bool => Ok(Read::Bool(v)),
+            FieldType::Bool => Ok(Read::Bool(v)),
             _ => self.wrong(Unexpected::Bool(v)),
         }
     }
     fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Read<'de>, E> {
         match self.kind {
-            Kind::Str => Ok(Read::Str(std::borrow::Cow::Borrowed(v))),
+            FieldType::Str => Ok(Read::Str(std::borrow::Cow::Borrowed(v))),
             _ => self.wrong(Unexpected::Str(v)),
         }
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Read<'de>, E> {
         match self.kind {
-            Kind::Str => Ok(Read::Str(std::borrow::Cow::Owned(v.to_string()))),
+            FieldType::Str => Ok(Read::Str(std::borrow::Cow::Owned(v.to_string()))),
             _ => self.wrong(Unexpected::Str(v)),
         }
     }
@@ -449,11 +489,11 @@ mod tests {
                 }
                 let ty = types.get(i).or(types.first()).copied().unwrap_or_default();
                 let want = match ty {
-                    "unsigned integer" | "unsigned integers" => Kind::U64,
-                    "string" => Kind::Str,
-                    "array of strings" => Kind::Strings,
-                    "boolean" => Kind::Bool,
-                    other => panic!("{name}: the table's type {other:?} has no Kind"),
+                    "unsigned integer" | "unsigned integers" => FieldType::U64,
+                    "string" => FieldType::Str,
+                    "array of strings" => FieldType::Strings,
+                    "boolean" => FieldType::Bool,
+                    other => panic!("{name}: the table's type {other:?} has no FieldType"),
                 };
                 assert_eq!(
                     value_field(name).map(|(k, _)| k),
@@ -465,120 +505,5 @@ mod tests {
         }
         // Every field value_field types, and no other.
         assert_eq!(seen, 26, "the table and value_field differ in number");
-    }
-
-    /// The nemesis type table of docs/history.md and [`nemesis_field`] (with [`netem_field`])
-    /// name the same fields with the same types, and every field the table of nemesis events
-    /// names is typed: the page's promise for nemesis events is the reader's.
-    #[test]
-    fn the_docs_table_of_nemesis_fields_is_the_readers() {
-        let doc = include_str!("../../docs/history.md");
-        let section = doc
-            .split("## Nemesis events")
-            .nth(1)
-            .and_then(|t| t.split("\n## ").next())
-            .expect("docs/history.md has its nemesis events");
-        let names = |cell: &str| -> Vec<String> {
-            cell.split('`')
-                .skip(1)
-                .step_by(2)
-                .map(|n| n.split(':').next().unwrap_or(n).to_string())
-                .collect()
-        };
-        let types = section
-            .split("| field | type |")
-            .nth(1)
-            .and_then(|t| t.split("\n\n").next())
-            .expect("the nemesis fields' type table");
-        let event_typed = ["token", "ttl_ms", "error", "grant"];
-        let mut typed = Vec::new();
-        for row in types.lines().skip(2) {
-            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
-            let ty = cells[2];
-            for name in names(cells[1]) {
-                typed.push(name.clone());
-                if event_typed.contains(&name.as_str()) {
-                    assert!(nemesis_field(&name).is_none(), "{name} is the view's");
-                    continue;
-                }
-                let want = match ty.split(':').next().unwrap() {
-                    "unsigned integer" => Kind::U64,
-                    "signed integer" => Kind::I64,
-                    "string" => Kind::Str,
-                    "number" => Kind::Number,
-                    "array of strings" => Kind::Strings,
-                    "array of pairs of strings" => Kind::StringPairs,
-                    "object" => Kind::Netem,
-                    other => panic!("{name}: the table's type {other:?} has no Kind"),
-                };
-                assert_eq!(
-                    nemesis_field(&name).map(|(k, _)| k),
-                    Some(want),
-                    "`{name}` is {ty} in docs/history.md"
-                );
-            }
-            if let Some(fields) = ty.strip_prefix("object: ") {
-                for part in fields.split("; ") {
-                    let (list, ty) = part.rsplit_once(' ').unwrap();
-                    let want = match ty {
-                        "integers" => Kind::U64,
-                        "numbers" => Kind::Number,
-                        other => panic!("netem's type {other:?}"),
-                    };
-                    for name in names(list) {
-                        assert_eq!(netem_field(&name).map(|(k, _)| k), Some(want), "{name}");
-                        typed.push(name);
-                    }
-                }
-            }
-        }
-        // Every field the events table names (a word in backticks in its `value` column that
-        // is a field name, not one of its words such as `primary`) is in the type table.
-        let events = section
-            .split("\n\n")
-            .find(|t| t.starts_with("| `f` |"))
-            .unwrap();
-        let words = [
-            "n1",
-            "primary",
-            "other",
-            "boundary",
-            "next-grant",
-            "long",
-            "waiter",
-            "renew",
-            "write",
-            "release",
-            "read",
-            "aim",
-            "length",
-            "bump-forward",
-            "bump-back",
-            "strobe",
-            "fast",
-            "slow",
-            "wall",
-            "all",
-            "observed_by: \"vdso\"",
-            "f1",
-        ];
-        for row in events.lines().skip(2) {
-            let cell = row.split('|').nth(2).unwrap();
-            for part in cell.split('`').skip(1).step_by(2) {
-                let name = part.trim_start_matches('[').trim_end_matches(']');
-                if words.contains(&part) || name.starts_with('"') || name.starts_with("[\"") {
-                    continue;
-                }
-                let name = name.split(':').next().unwrap();
-                if ["kill", "restart"].contains(&name) {
-                    continue;
-                }
-                assert!(
-                    typed.iter().any(|t| t == name),
-                    "`{name}` has no type in the table"
-                );
-            }
-        }
-        assert!(nemesis_field("nodes").is_some() && netem_field("delay_ms").is_some());
     }
 }

@@ -43,7 +43,8 @@ pub use codec::{
 pub use completeness::{Completeness, RunState};
 pub use coverage::Coverage;
 pub use event::{parse_event, read_event, EventRef, ValueRef};
-pub use fault_op::{Aim, FaultFamily, FaultOp};
+pub use fault_op::{Aim, FaultFamily, FaultOp, Registered, FAULT_FAMILIES};
+pub use fields::{nemesis_field_type, Field, FieldType};
 pub use history::{History, Operation, Outcome, StructureError};
 pub use layout::ExitCode;
 pub use op::{Op, OpType, OpValue, Process, F, GRANT};

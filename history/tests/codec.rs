@@ -1,5 +1,9 @@
 //! The JSONL codec against docs/history.md's example and the bad inputs a reader must survive.
 
+// The fault families' entries and their ops' field types, which the nemesis's modules register
+// (history::FAULT_FAMILIES): the refusals below name fields of the families' own ops.
+use nemesis as _;
+
 use history::{read_ops_from, History, HistoryWriter, Op, OpType, Outcome, Process, ReadError, F};
 use std::path::Path;
 

@@ -3,6 +3,10 @@
 //!
 //! `cargo run --release -p reports --example render -- RUN_DIR`
 
+// The fault families' entries, which the nemesis's modules register (history::FAULT_FAMILIES):
+// without them linked, this example would read every fault op by the start-/stop- convention.
+use nemesis as _;
+
 use std::time::Instant;
 
 fn main() {

@@ -19,6 +19,11 @@
 //! Every string that comes from a history or a service goes through [`escape`] before it
 //! reaches HTML, XML or an annotation line.
 
+// The unit tests read histories with faults: the fault families' entries are registered by the
+// nemesis's modules (history::FAULT_FAMILIES), linked here for the tests only.
+#[cfg(test)]
+use nemesis as _;
+
 mod coverage;
 mod cycle;
 pub mod escape;

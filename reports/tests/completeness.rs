@@ -1,6 +1,10 @@
 //! An incomplete run as each renderer shows it: summary.txt's first line, JUnit's `<error>`,
 //! the GitHub summary annotation, and a gate that never passes it.
 
+// The fault families' entries, which the nemesis's modules register (history::FAULT_FAMILIES):
+// without them linked, this test would read every fault op by the start-/stop- convention.
+use nemesis as _;
+
 use history::{Completeness, ExitCode, Results, Stats};
 use reports::{github_annotations, junit_xml, summary_text, FailOn};
 

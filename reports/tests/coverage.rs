@@ -2,6 +2,10 @@
 //! the run directory rendered; the same rows must be in results.json, summary.txt and
 //! report.html. And `--fail-on coverage`: what it fails, what it lets pass.
 
+// The fault families' entries, which the nemesis's modules register (history::FAULT_FAMILIES):
+// without them linked, this test would read every fault op by the start-/stop- convention.
+use nemesis as _;
+
 use history::{Results, Validity};
 use reports::{coverage_gaps, github_annotations, FailOn};
 use std::path::{Path, PathBuf};

@@ -3,6 +3,10 @@
 //! listed by kind and sits in exactly one card. A `token-regressed` whose tokens rose in real
 //! time is said to follow from the overlap, not from a token counter going back.
 
+// The fault families' entries, which the nemesis's modules register (history::FAULT_FAMILIES):
+// without them linked, this test would read every fault op by the start-/stop- convention.
+use nemesis as _;
+
 use history::Validity;
 use std::path::Path;
 

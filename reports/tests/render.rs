@@ -2,6 +2,10 @@
 //! junit.xml are snapshot-tested (insta); report.html is checked for what it must and must not
 //! contain (its Chromium checks are in the workspace's tests/report.rs).
 
+// The fault families' entries, which the nemesis's modules register (history::FAULT_FAMILIES):
+// without them linked, this test would read every fault op by the start-/stop- convention.
+use nemesis as _;
+
 use history::{
     ActiveFault, CheckerResult, Percentiles, Results, Stats, Validity, Violation, ViolationKind,
 };

@@ -264,82 +264,70 @@ pub(crate) fn product_sources(root: &std::path::Path) -> Vec<std::path::PathBuf>
     sources
 }
 
-/// A fault's op names are written once, in history's table of the families
-/// (`history::FaultFamily`): the nemesis records them from it, the checkers and reports read
-/// them through it (`FaultOp`), and no other code spells one or takes a kind apart from an op
-/// by its `start-`/`stop-` prefix. An op that is also a kind's name (`kill`) cannot be told
-/// from the kind by its text, so it is not looked for. Test modules are not product code.
+/// The module of a family: nemesis/src/fault/<name>.rs, named for its kind.
+fn family_module(root: &std::path::Path, kind: &str) -> std::path::PathBuf {
+    root.join("nemesis/src/fault")
+        .join(format!("{}.rs", kind.replace('-', "_")))
+}
+
+/// Code only: neither a test module at the end nor a comment (a format's example).
+fn code_of(path: &std::path::Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.split("#[cfg(test)]")
+        .next()
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A fault's op names are written once, in its family's entry (`FAMILY`, a
+/// `history::FaultFamily` in its own module, nemesis/src/fault/<name>.rs): the nemesis records
+/// them from it, the checkers and reports read them through history's registered table
+/// (`FaultOp`), and no other code spells one or takes a kind apart from an op by its
+/// `start-`/`stop-` prefix (history/src/fault_op.rs, the convention's one reader, excepted).
+/// An op that is also a kind's name (`kill`) cannot be told from the kind by its text, so it is
+/// not looked for. Test modules are not product code.
 #[test]
 fn no_code_outside_the_family_table_spells_a_fault_op() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let table = root.join("history/src/fault_op.rs");
-    let kinds: Vec<&str> = history::FaultFamily::ALL.iter().map(|f| f.kind).collect();
-    let mut ops: Vec<String> = history::FaultFamily::ALL
+    let families = history::FaultFamily::all();
+    assert_eq!(families.len(), nemesis::schedule::FaultKind::ALL.len());
+    let kinds: Vec<&str> = families.iter().map(|f| f.kind).collect();
+    // Each op with the one file allowed to spell it.
+    let mut ops: Vec<(String, std::path::PathBuf)> = families
         .iter()
-        .flat_map(|f| [f.opens, f.closes])
-        .filter(|op| !kinds.contains(op))
-        .map(|op| format!("\"{op}\""))
+        .flat_map(|f| [(f.opens, f.kind), (f.closes, f.kind)])
+        .filter(|(op, _)| !kinds.contains(op))
+        .map(|(op, kind)| (format!("\"{op}\""), family_module(root, kind)))
         .collect();
-    ops.extend(["\"start-\"".to_string(), "\"stop-\"".to_string()]);
+    for prefix in ["\"start-\"", "\"stop-\""] {
+        ops.push((prefix.to_string(), root.join("history/src/fault_op.rs")));
+    }
     for path in product_sources(root) {
-        if path == table {
-            continue;
-        }
         let text = std::fs::read_to_string(&path).unwrap();
         let code = text.split("#[cfg(test)]").next().unwrap_or_default();
-        for op in &ops {
+        for (op, home) in &ops {
             assert!(
-                !code.contains(op.as_str()),
-                "{} spells the fault op {op}: take it from history::FaultFamily",
+                path == *home || !code.contains(op.as_str()),
+                "{} spells the fault op {op}: take it from its family's FAMILY",
                 path.display()
             );
         }
     }
-}
-
-/// The readers of a history (history, checkers, reports) ask `history::FaultFamily` what a
-/// family's faults aim at and how they are counted; none of them spells a family's kind
-/// outside that table. The exception is history's field table (fields.rs), where `netem` is
-/// also the name of a field of that family's ops. The binary and the nemesis ask the family's
-/// module (`no_code_outside_a_family_module_names_it`).
-#[test]
-fn no_history_reader_spells_a_fault_family() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let allowed = [
-        root.join("history/src/fault_op.rs"),
-        root.join("history/src/fields.rs"),
-    ];
-    let readers = ["history/src", "checkers/src", "reports/src"].map(|d| root.join(d));
-    let kinds: Vec<String> = history::FaultFamily::ALL
-        .iter()
-        .map(|f| format!("\"{}\"", f.kind))
-        .collect();
-    let mut read = 0;
-    for path in product_sources(root) {
-        if allowed.contains(&path) || !readers.iter().any(|r| path.starts_with(r)) {
-            continue;
-        }
-        read += 1;
-        let text = std::fs::read_to_string(&path).unwrap();
-        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
-        for kind in &kinds {
-            assert!(
-                !code.contains(kind.as_str()),
-                "{} spells the fault family {kind}: ask history::FaultFamily",
-                path.display()
-            );
-        }
-    }
-    assert!(read > 30, "read only {read} files");
 }
 
 /// A fault family is its module (nemesis/src/fault/<name>.rs) plus its line in `families!`:
-/// no other code of the binary or the nemesis spells its name (`"client-pause"`), its
-/// `FaultKind` variant or its `Payload` variant, so nothing else there needs an edit when one
-/// is added; they ask the kind (`FaultKind::moves_clocks`, `suite_cells`, `requested`, ...).
-/// The exceptions are words that also name something else: a node's `pause` and `kill`
-/// steps (node control, which every runtime has whatever the families), and tc's `netem`
-/// qdisc, which the namespaces probe. Test modules and comments are not code a family needs.
+/// no other code of the binary, the nemesis or the readers of a history (history, checkers,
+/// reports) spells its name (`"client-pause"`), its `FaultKind` variant or its `Payload`
+/// variant, so nothing else needs an edit when one is added; the binary and the nemesis ask
+/// the kind (`FaultKind::moves_clocks`, `suite_cells`, `requested`, ...), the readers ask
+/// history's registered table (`history::FaultFamily`: what a family's faults aim at, how
+/// they are counted, their ops' fields). The exceptions are words that also name something
+/// else: a node's `pause` and `kill` steps (node control, which every runtime has whatever
+/// the families), and tc's `netem` qdisc, which the namespaces probe. Test modules and comments
+/// are not code a family needs.
 #[test]
 fn no_code_outside_a_family_module_names_it() {
     use nemesis::schedule::FaultKind;
@@ -350,34 +338,35 @@ fn no_code_outside_a_family_module_names_it() {
         ("nemesis/src/netns.rs", "\"netem\""),
     ]
     .map(|(file, word)| (root.join(file), word));
+    let dirs = [
+        "src",
+        "nemesis/src",
+        "history/src",
+        "checkers/src",
+        "reports/src",
+    ];
+    let dirs = dirs.map(|d| root.join(d));
     let sources: Vec<_> = product_sources(root)
         .into_iter()
-        .filter(|p| p.starts_with(root.join("src")) || p.starts_with(root.join("nemesis/src")))
+        .filter(|p| dirs.iter().any(|d| p.starts_with(d)))
         .collect();
-    assert!(sources.len() > 40, "found only {sources:?}");
+    let readers = sources
+        .iter()
+        .filter(|p| dirs[2..].iter().any(|d| p.starts_with(d)));
+    assert!(readers.count() > 30, "found only {sources:?}");
+    let code: Vec<(&std::path::PathBuf, String)> =
+        sources.iter().map(|p| (p, code_of(p))).collect();
     for kind in FaultKind::ALL {
-        let module = root
-            .join("nemesis/src/fault")
-            .join(format!("{}.rs", kind.as_str().replace('-', "_")));
+        let module = family_module(root, kind.as_str());
         assert!(module.is_file(), "{kind}: no {}", module.display());
         let spellings = [
             format!("\"{kind}\""),
             format!("FaultKind::{kind:?}"),
             format!("Payload::{kind:?}"),
         ];
-        for path in sources.iter().filter(|p| **p != module) {
-            let text = std::fs::read_to_string(path).unwrap();
-            // Code only: neither a test module at the end nor a comment (a format's example).
-            let code: String = text
-                .split("#[cfg(test)]")
-                .next()
-                .unwrap_or_default()
-                .lines()
-                .filter(|l| !l.trim_start().starts_with("//"))
-                .collect::<Vec<_>>()
-                .join("\n");
+        for (path, code) in code.iter().filter(|(p, _)| **p != module) {
             for s in &spellings {
-                if other_meaning.contains(&(path.clone(), s.as_str())) {
+                if other_meaning.contains(&((*path).clone(), s.as_str())) {
                     continue;
                 }
                 assert!(

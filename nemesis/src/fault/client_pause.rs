@@ -12,7 +12,7 @@ use crate::schedule::file::{at, refuses_nodes, RawFault};
 use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError};
 use crate::Error;
 use history::coverage::{Cell, Need};
-use history::FaultFamily;
+use history::{Aim, FaultFamily, Field, FieldType};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -187,7 +187,32 @@ impl ClientFaults {
     }
 }
 
-pub const FAMILY: FaultFamily = FaultFamily::CLIENT_PAUSE;
+/// Its entry in history's table of families (registered by its `families!` line). Its ops
+/// are written by the stalled client itself (workloads), and carry what the coverage pass
+/// places a stall by: its lock, its shape and what it woke into, and how it ended.
+pub const FAMILY: FaultFamily = FaultFamily {
+    kind: "client-pause",
+    opens: "start-client-pause",
+    closes: "stop-client-pause",
+    colour: "#d6a400",
+    aim: Aim::ClientStall,
+    variant_field: "",
+    per_role: true,
+    rolls: false,
+    scoped: false,
+    fields: &[
+        Field::new("lock", FieldType::Str),
+        Field::new("stall_ms", FieldType::U64),
+        Field::new("shape", FieldType::Str),
+        Field::new("wake", FieldType::Str),
+        Field::new("lease_end_ns", FieldType::U64),
+        Field::new("after_ms", FieldType::U64),
+        Field::new("acquire", FieldType::U64),
+        Field::new("stalled_ms", FieldType::U64),
+        Field::new("ended_by", FieldType::Str),
+        Field::new("next_grant_ns", FieldType::U64),
+    ],
+};
 
 /// It stalls the harness's own client: any service, also a bare URL, and nothing else needed;
 /// `--client-faults` chooses the aims and wake-up ops drawn from.

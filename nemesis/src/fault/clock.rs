@@ -14,7 +14,7 @@ use crate::schedule::file::{at, needs_nodes, RawFault, END_MS_MAX};
 use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError};
 use crate::Error;
 use history::coverage::{Cell, Need};
-use history::{FaultFamily, OpValue, Recorder};
+use history::{Aim, FaultFamily, Field, FieldType, OpValue, Recorder};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -97,7 +97,29 @@ pub struct ClockFault {
     pub rate: Option<f64>,
 }
 
-pub const FAMILY: FaultFamily = FaultFamily::CLOCK;
+/// Its entry in history's table of families (registered by its `families!` line): one coverage
+/// cell per `mode`; `scope` `all` is a cell of its own. Its fields include those of its
+/// `clock-observed` instants (`realtime_offset_ms`, `monotonic_ms`, `observed_by`).
+pub const FAMILY: FaultFamily = FaultFamily {
+    kind: "clock",
+    opens: "start-clock",
+    closes: "stop-clock",
+    colour: "#1c7ed6",
+    aim: Aim::ClockUnderLease,
+    variant_field: "mode",
+    per_role: true,
+    rolls: false,
+    scoped: true,
+    fields: &[
+        Field::new("mode", FieldType::Str),
+        Field::new("scope", FieldType::Str),
+        Field::new("delta_ms", FieldType::I64),
+        Field::new("rate", FieldType::Number),
+        Field::new("realtime_offset_ms", FieldType::I64),
+        Field::new("monotonic_ms", FieldType::U64),
+        Field::new("observed_by", FieldType::Str),
+    ],
+};
 
 /// It moves the clocks the service's processes read: the nodes start with a clock the harness
 /// controls, which on an ssh host needs ptrace; `--clock-faults` chooses the modes drawn from.

@@ -10,7 +10,7 @@ use crate::schedule::file::{at, needs_nodes, node_id, node_index, RawFault};
 use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError};
 use crate::Error;
 use history::coverage::{Cell, Need, KILL_ROLLING};
-use history::{FaultFamily, OpValue};
+use history::{Aim, FaultFamily, Field, FieldType, OpValue};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -27,7 +27,21 @@ pub struct Plan {
     pub then_nodes: Vec<usize>,
 }
 
-pub const FAMILY: FaultFamily = FaultFamily::KILL;
+/// Its entry in history's table of families (registered by its `families!` line). Its ops are
+/// the one exception to `start-`/`stop-`: `restart` is written once the nodes answer again, a
+/// different moment from a signal's end. A rolling kill names its second wave in `then_nodes`.
+pub const FAMILY: FaultFamily = FaultFamily {
+    kind: "kill",
+    opens: "kill",
+    closes: "restart",
+    colour: "#e03131",
+    aim: Aim::BackBeforeLeaseEnds,
+    variant_field: "",
+    per_role: true,
+    rolls: true,
+    scoped: false,
+    fields: &[Field::new("then_nodes", FieldType::Strings)],
+};
 
 /// It kills the service's processes, and needs nothing else. A correct service refuses grants
 /// after a restart until every lease it may have granted has lapsed (up to about 2 leases with

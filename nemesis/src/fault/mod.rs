@@ -4,8 +4,10 @@
 //! final heal at the end of a run.
 //!
 //! A family module has the same items:
-//! - `FAMILY`: its entry in history's table (`history::FaultFamily`: its name, ops, colour and
-//!   how its faults count as exercised); its [`FaultKind`] variant is made by `families!`;
+//! - `FAMILY`: its entry in history's table (`history::FaultFamily`: its name, ops, colour, how
+//!   its faults count as exercised and its ops' own fields with their types), which its line
+//!   in `families!` registers (`history::FAULT_FAMILIES`) for every reader of a history; its
+//!   [`FaultKind`] variant is made by `families!` too;
 //! - `Plan`: what a planned fault of the family carries beyond its id, start, length and nodes
 //!   ([`Payload`]'s variant for it), and `draw(draws, picked)`, what a seeded plan draws for
 //!   one of its faults (its length, its choices, its cut or shape) from the plan's streams,
@@ -28,8 +30,8 @@
 //!   end (the end always runs);
 //! - `async fn heal(healer)`: what is left to undo once the run is over.
 //!
-//! A new family is one module here plus its line in `families!` below (and its entry in
-//! history's table of families).
+//! A new family is one module here plus its line in `families!` below: history, the checkers
+//! and the reports read its entry from the registered table.
 
 use crate::node::Node;
 use crate::ready::Readiness;
@@ -58,6 +60,20 @@ macro_rules! families {
     };
     ($($kind:ident => $module:ident),+ $(,)?) => {
         $(pub mod $module;)+
+
+        // Each family's entry in history's table (its module's `FAMILY`), registered here so
+        // that the history's readers (history, checkers, reports) know it without depending
+        // on this crate, in the place of its line below (its `FaultKind`'s), so that the
+        // table's order is the order of these lines, as `--nemesis` lists them.
+        $(
+            const _: () = {
+                #[linkme::distributed_slice(history::FAULT_FAMILIES)]
+                static REGISTERED: history::Registered = history::Registered {
+                    place: FaultKind::$kind as u32,
+                    family: &$module::FAMILY,
+                };
+            };
+        )+
 
         /// A fault family, as `--nemesis` and `schedule.json` name it: one variant per module
         /// of [`crate::fault`], in the order of `families!` (the order `--nemesis` lists them).
@@ -638,13 +654,15 @@ mod tests {
     }
 
     /// The history's table of families is this crate's: every family it has is there under
-    /// its kind, and the table holds no other.
+    /// its kind, in the order of `families!`, and the table holds no other.
     #[test]
     fn every_family_is_in_the_historys_table() {
-        assert_eq!(history::FaultFamily::ALL.len(), FaultKind::ALL.len());
+        let kinds: Vec<&str> = history::FaultFamily::all().iter().map(|f| f.kind).collect();
+        let ours: Vec<&str> = FaultKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(kinds, ours);
         for (kind, start, stop) in op_names() {
             let family = history::FaultFamily::named(kind.as_str())
-                .unwrap_or_else(|| panic!("{kind} is not in history::FaultFamily::ALL"));
+                .unwrap_or_else(|| panic!("{kind} is not in history::FAULT_FAMILIES"));
             assert_eq!((family.opens, family.closes), (start, stop), "{kind}");
         }
     }

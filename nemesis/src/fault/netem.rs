@@ -8,7 +8,7 @@ use crate::schedule::file::{at, needs_nodes, RawFault};
 use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError};
 use crate::Error;
 use history::coverage::{Cell, Need};
-use history::FaultFamily;
+use history::{Aim, FaultFamily, Field, FieldType};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -28,7 +28,29 @@ pub const NETEM: NetemSpec = NetemSpec {
     reorder_pct: 5.0,
 };
 
-pub const FAMILY: FaultFamily = FaultFamily::NETEM;
+/// Its entry in history's table of families (registered by its `families!` line): a lossy
+/// link, not a node hit, with its settings as one object (`netem`).
+pub const FAMILY: FaultFamily = FaultFamily {
+    kind: "netem",
+    opens: "start-netem",
+    closes: "stop-netem",
+    colour: "#0ca678",
+    aim: Aim::LeaseLiveDuring,
+    variant_field: "",
+    per_role: false,
+    rolls: false,
+    scoped: false,
+    fields: &[Field::new(
+        "netem",
+        FieldType::Object(&[
+            Field::new("delay_ms", FieldType::U64),
+            Field::new("jitter_ms", FieldType::U64),
+            Field::new("loss_pct", FieldType::Number),
+            Field::new("duplicate_pct", FieldType::Number),
+            Field::new("reorder_pct", FieldType::Number),
+        ]),
+    )],
+};
 
 /// It shapes the traffic of the nodes' namespaces, with tc's netem qdisc.
 pub const FACTS: Facts = Facts {

@@ -9,7 +9,7 @@ use crate::schedule::file::{at, node_id, node_index, refuses_nodes, RawFault};
 use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError};
 use crate::Error;
 use history::coverage::{Cell, Need};
-use history::{FaultFamily, OpValue};
+use history::{Aim, FaultFamily, Field, FieldType, OpValue};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -101,7 +101,24 @@ pub struct PartitionFault {
     pub clients_cut_from: Vec<usize>,
 }
 
-pub const FAMILY: FaultFamily = FaultFamily::PARTITION;
+/// Its entry in history's table of families (registered by its `families!` line): it cuts
+/// links, not a node, so its cells are per `topology`, not per node role.
+pub const FAMILY: FaultFamily = FaultFamily {
+    kind: "partition",
+    opens: "start-partition",
+    closes: "stop-partition",
+    colour: "#7048e8",
+    aim: Aim::LeaseLiveDuring,
+    variant_field: "topology",
+    per_role: false,
+    rolls: false,
+    scoped: false,
+    fields: &[
+        Field::new("topology", FieldType::Str),
+        Field::new("cut", FieldType::StringPairs),
+        Field::new("clients_cut_from", FieldType::Strings),
+    ],
+};
 
 /// It cuts links between the nodes' namespaces, with iptables; `--partition-topologies`
 /// chooses the topologies drawn from.

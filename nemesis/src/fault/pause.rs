@@ -7,7 +7,7 @@ use crate::schedule::file::{needs_nodes, RawFault};
 use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError};
 use crate::Error;
 use history::coverage::{Cell, Need};
-use history::FaultFamily;
+use history::{Aim, FaultFamily};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -18,7 +18,20 @@ use std::time::Duration;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Plan;
 
-pub const FAMILY: FaultFamily = FaultFamily::PAUSE;
+/// Its entry in history's table of families (registered by its `families!` line): a pause
+/// opens with `start-pause` and carries no field of its own.
+pub const FAMILY: FaultFamily = FaultFamily {
+    kind: "pause",
+    opens: "start-pause",
+    closes: "stop-pause",
+    colour: "#f08c00",
+    aim: Aim::FrozenPastLeaseBound,
+    variant_field: "",
+    per_role: true,
+    rolls: false,
+    scoped: false,
+    fields: &[],
+};
 
 /// It stops the service's processes, and needs nothing else.
 pub const FACTS: Facts = Facts::ON_NODES;
