@@ -201,8 +201,11 @@ fn bad_postgres_settings_are_refused_in_one_line() {
 
 /// A paused server answers nothing, on new sessions or open ones: every backend leads a
 /// session of its own, out of the postmaster's process group, and the pause reaches them too.
-/// No client op completes ok inside a pause (past its first 50 ms, for answers already on
-/// their way).
+/// No client op completes ok inside a pause, away from its edges: the nemesis records the
+/// pause's start before it signals the server's processes and its end after it resumed them,
+/// and an answer already on its way is recorded when the client's task runs, so on a loaded
+/// machine either edge can be late by more than a few ms (a CI run had an answer 50 ms in).
+/// The interior is what a paused server must keep quiet.
 #[test]
 fn a_paused_server_answers_nothing_on_its_open_sessions() {
     if !common::require_postgres() {
@@ -230,15 +233,25 @@ fn a_paused_server_answers_nothing_on_its_open_sessions() {
             _ => {}
         }
     }
-    assert!(!windows.is_empty(), "no pause\n{}", r.describe());
+    const EDGE_NS: u64 = 250_000_000;
+    let interiors: Vec<(u64, u64)> = windows
+        .iter()
+        .filter(|&&(s, e)| e > s + 2 * EDGE_NS)
+        .map(|&(s, e)| (s + EDGE_NS, e - EDGE_NS))
+        .collect();
+    assert!(
+        !interiors.is_empty(),
+        "no pause longer than its edges: {windows:?}\n{}",
+        r.describe()
+    );
     for o in ops
         .iter()
         .filter(|o| o["type"] == "ok" && o["process"].is_u64())
     {
         let t = at(o);
         assert!(
-            !windows.iter().any(|&(s, e)| s + 50_000_000 < t && t < e),
-            "answered while paused: {o}"
+            !interiors.iter().any(|&(s, e)| s < t && t < e),
+            "answered while paused: {o} (pauses {windows:?})"
         );
     }
 }

@@ -8,12 +8,20 @@ use anyhow::{Context, Result};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+/// The shortest time the probe waits for an answer, whatever `--op-timeout` says.
+const PROBE_OP_TIMEOUT_FLOOR_MS: u64 = 5_000;
+
 /// Probes the first node of `dep` through the service's own adapter: the transcript, or the
 /// one-line failure (an error whose text starts `probe: `) with the transcript up to it.
 pub async fn conformance(
     cfg: &RunConfig,
     dep: &Deployment,
 ) -> Result<Vec<String>, workloads::ProbeError> {
+    // The probe checks what the service answers, not how fast: a first answer slower than a
+    // short --op-timeout (a service just started, a loaded machine) is not a protocol error.
+    let mut cfg = cfg.clone();
+    cfg.op_timeout_ms = cfg.op_timeout_ms.max(PROBE_OP_TIMEOUT_FLOOR_MS);
+    let cfg = &cfg;
     let adapters = super::connect(cfg, dep, Instant::now()).map_err(|e| workloads::ProbeError {
         line: format!("cannot connect the {} adapter: {e:#}", cfg.service().name()),
         transcript: Vec::new(),
