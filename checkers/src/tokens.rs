@@ -705,6 +705,7 @@ mod injectors {
             mutate: regress_token_inferred,
         },
     ];
+
     /// StaleLockOps's injectors.
     pub(crate) const STALE_LOCK_OPS: &[Injector] = &[
         Injector {
