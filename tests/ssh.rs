@@ -715,8 +715,11 @@ fn redis_sentinel_over_ssh_grants_on_both_sides_of_a_cut() {
 /// whichever majority the grant was on, at most one master remembers it, and another client
 /// wins the other two before the holder's first renew. The restart is at 3 s: any first grant
 /// before it is still live then (12 s), and renews 4 s after it was granted, so after the
-/// restart too. (At 1 s, a CI run under load had its first grant only after the restart: the
-/// kill met no lease, and the verdict was unknown.)
+/// restart too. Two CI runs under heavy extra load (a workspace build beside the suite) missed
+/// it, at 1 s and at 3 s, with `unknown`: acquires took 2 s at the median, no waiter was
+/// granted after the restart and no acquire was asked for after it, so the kill counted as not
+/// exercised. Not reproduced since (the whole file under two busy loops passed); the cause is
+/// not known.
 #[test]
 fn redlock_over_ssh_loses_its_majority_to_restarts() {
     if !require_sshbed() || !common::require_redis() {
