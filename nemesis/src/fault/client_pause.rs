@@ -5,11 +5,11 @@
 //! start and stop itself, with its process, lock, token and shape, under the op names given
 //! here and the fault's id.
 
-use super::{Facts, Asked, Ctx, Healer, Here};
+use super::{Asked, Ctx, Facts, Healer, Here};
 use crate::named::{self, Named};
 use crate::scenario::{cell, Aimed, CellPlan, Profile, Target};
 use crate::schedule::file::{at, refuses_nodes, RawFault};
-use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError};
+use crate::schedule::{Drawn, Draws, FaultKind, Payload, PlannedFault, ScheduleError};
 use crate::Error;
 use history::coverage::{Cell, Need};
 use history::{Aim, FaultFamily, Field, FieldType};

@@ -6,12 +6,12 @@
 //! answers one, else (vDSO backend) the offset the node's own patched code applied to its next
 //! wall-clock read.
 
-use super::{variant_need, Facts, Asked, Ctx, Healer, Here};
+use super::{variant_need, Asked, Ctx, Facts, Healer, Here};
 use crate::clock::{faketime_env, Backend, ClockScope, ControlPage, NodeClock};
 use crate::named::{self, Named};
 use crate::scenario::{cell, Aimed, CellPlan, Profile, Target};
 use crate::schedule::file::{at, needs_nodes, RawFault, END_MS_MAX};
-use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError};
+use crate::schedule::{Drawn, Draws, FaultKind, Payload, PlannedFault, ScheduleError};
 use crate::Error;
 use history::coverage::{Cell, Need};
 use history::{Aim, FaultFamily, Field, FieldType, OpValue, Recorder};
@@ -21,8 +21,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::fmt;
 use std::io::Write;
-use std::str::FromStr;
 use std::path::Path;
+use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 /// A clock fault carries its change.
@@ -544,10 +544,7 @@ async fn observe_one<W: Write + Send>(
         Ok(body) => match body.get("realtime_ms").and_then(serde_json::Value::as_i64) {
             // `monotonic_ms` as answered, when it is what the protocol says (ms, an unsigned
             // integer): the history's reader refuses a nemesis field of another type.
-            Some(rt) => Ok((
-                rt,
-                body.get("monotonic_ms").filter(|m| m.is_u64()).cloned(),
-            )),
+            Some(rt) => Ok((rt, body.get("monotonic_ms").filter(|m| m.is_u64()).cloned())),
             None => Err("its /v1/time answer has no realtime_ms".to_string()),
         },
         Err(e) => Err(format!("no /v1/time: {e}")),

@@ -3,11 +3,11 @@
 //! (`then_nodes`) does the same to its second wave once the first is back; it is one fault,
 //! `kill` to `restart`, whose events name both waves.
 
-use super::{Facts, Asked, Ctx, Healer, Here};
+use super::{Asked, Ctx, Facts, Healer, Here};
 use crate::node::Node;
 use crate::scenario::{cell, Aimed, CellPlan, Profile, Target};
 use crate::schedule::file::{at, needs_nodes, node_id, node_index, RawFault};
-use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError};
+use crate::schedule::{Drawn, Draws, FaultKind, Payload, PlannedFault, ScheduleError};
 use crate::Error;
 use history::coverage::{Cell, Need, KILL_ROLLING};
 use history::{Aim, FaultFamily, Field, FieldType, OpValue};
@@ -73,7 +73,14 @@ pub fn suite_cells(t: &Target) -> Vec<CellPlan> {
         .map(|r| cell(FAMILY.kind, "", "", r, 4, Profile::Plain))
         .collect();
     if t.nodes >= 3 {
-        out.push(cell(FAMILY.kind, KILL_ROLLING, "", "", 4, Profile::LongHold));
+        out.push(cell(
+            FAMILY.kind,
+            KILL_ROLLING,
+            "",
+            "",
+            4,
+            Profile::LongHold,
+        ));
     }
     out
 }
@@ -154,7 +161,9 @@ pub(crate) fn read(
         if nodes.contains(&i) || then_nodes.contains(&i) {
             return Err(at(
                 id,
-                format!("node {n} is named twice (`then_nodes` is a second wave, apart from `nodes`)"),
+                format!(
+                    "node {n} is named twice (`then_nodes` is a second wave, apart from `nodes`)"
+                ),
             ));
         }
         then_nodes.push(i);

@@ -1,11 +1,11 @@
 //! `netem`: delay, drop, duplicate and reorder the planned nodes' packets with the runtime's
 //! network faults, hold, clear.
 
-use super::{Facts, Asked, Ctx, Healer, Here};
+use super::{Asked, Ctx, Facts, Healer, Here};
 use crate::netns::NetemSpec;
 use crate::scenario::{cell, Aimed, CellPlan, Profile, Target};
 use crate::schedule::file::{at, needs_nodes, RawFault};
-use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError};
+use crate::schedule::{Drawn, Draws, FaultKind, Payload, PlannedFault, ScheduleError};
 use crate::Error;
 use history::coverage::{Cell, Need};
 use history::{Aim, FaultFamily, Field, FieldType};

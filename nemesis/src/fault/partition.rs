@@ -1,12 +1,12 @@
 //! `partition`: cut the planned links between nodes (and between the clients and some nodes)
 //! with the runtime's network faults, hold, heal.
 
-use super::{variant_need, Facts, Asked, Ctx, Healer, Here};
+use super::{variant_need, Asked, Ctx, Facts, Healer, Here};
 use crate::named::{self, Named};
 use crate::netns::topology;
 use crate::scenario::{cell, Aimed, CellPlan, Profile, Target};
 use crate::schedule::file::{at, node_id, node_index, refuses_nodes, RawFault};
-use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError};
+use crate::schedule::{Drawn, Draws, FaultKind, Payload, PlannedFault, ScheduleError};
 use crate::Error;
 use history::coverage::{Cell, Need};
 use history::{Aim, FaultFamily, Field, FieldType, OpValue};

@@ -1,10 +1,10 @@
 //! `pause`: SIGSTOP the nodes' process groups (through their node control) for the fault's
 //! length, then SIGCONT.
 
-use super::{Facts, Asked, Ctx, Healer, Here};
+use super::{Asked, Ctx, Facts, Healer, Here};
 use crate::scenario::{cell, Aimed, CellPlan, Profile, Target};
 use crate::schedule::file::{needs_nodes, RawFault};
-use crate::schedule::{Draws, Drawn, FaultKind, Payload, PlannedFault, ScheduleError};
+use crate::schedule::{Drawn, Draws, FaultKind, Payload, PlannedFault, ScheduleError};
 use crate::Error;
 use history::coverage::{Cell, Need};
 use history::{Aim, FaultFamily};
