@@ -169,10 +169,22 @@ fn lists() -> Vec<(&'static str, Vec<String>)> {
     // The faults any runtime makes, and those that need a runtime of network faults.
     let (anywhere, networked): (Vec<FaultKind>, Vec<FaultKind>) =
         FaultKind::ALL.into_iter().partition(|f| !f.needs_netns());
+    let faults_where = |keep: fn(&FaultKind) -> bool| {
+        names(&FaultKind::ALL.into_iter().filter(keep).collect::<Vec<_>>())
+    };
+    let networked_runtimes = nemesis::RUNTIMES
+        .iter()
+        .filter(|r| r.network_faults() && r.needs_hosts().is_none())
+        .map(|r| format!("--runtime {}", r.name()))
+        .collect();
     vec![
         ("faults", names(&FaultKind::ALL)),
         ("faults_anywhere", names(&anywhere)),
         ("faults_networked", names(&networked)),
+        // What a bare --url target can be given: the faults that act on no server process.
+        ("faults_client_side", faults_where(|f| !f.is_server_side())),
+        ("faults_clocks", faults_where(|f| f.moves_clocks())),
+        ("networked_runtimes", networked_runtimes),
         ("clock_modes", names(&ClockMode::ALL)),
         ("topologies", names(&Topology::ALL)),
         ("client_shapes", shapes),

@@ -205,8 +205,8 @@ pub static NEMESIS: Flag = Flag {
     kind: Kind::List("LIST"),
     help: "Faults, comma-separated: {faults}; `none` \
         for a run without faults. Default: every fault the target and this machine allow \
-        (client-pause only with --url; clock only where a clock backend runs; partition and \
-        netem only with --runtime netns)",
+        (with --url, only {faults_client_side}; {faults_clocks} only where a clock backend \
+        runs; {faults_networked} only with {networked_runtimes})",
     init: Init::Example(
         "[{faults_anywhere}]",
         "default: every fault this target and\n\
