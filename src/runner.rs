@@ -344,7 +344,12 @@ impl Running {
             Ok(Err(e)) => bail!("client workers crashed: {e}"),
             Err(_) => bail!("client workers did not stop within {drain:?}"),
         };
-        let restarts = startup * fault::kill::RESTART_ATTEMPTS;
+        // The startups a heal may wait for, by the family that waits for the most.
+        let startups = nemesis::schedule::FaultKind::ALL
+            .iter()
+            .map(|f| f.heal_startups())
+            .max();
+        let restarts = startup * startups.unwrap_or(0);
         let mut error = match tokio::time::timeout(drain + restarts, &mut self.nemesis_task).await {
             Ok(Ok(Ok(()))) => None,
             Ok(Ok(Err(e))) => Some(crate::error_text(&anyhow::Error::from(e))),

@@ -49,6 +49,7 @@ pub const FAMILY: FaultFamily = FaultFamily {
 /// node slower to restart than a lease is back only once every lease it granted is over.
 pub const FACTS: Facts = Facts {
     recovery_leases: 2,
+    heal_startups: RESTART_ATTEMPTS,
     retried_alone: true,
     ..Facts::ON_NODES
 };
@@ -191,7 +192,7 @@ pub(crate) fn renumber(plan: &mut Plan, to: &dyn Fn(usize) -> usize) {
 }
 
 /// Restart attempts after a kill before the run gives up on the node.
-pub const RESTART_ATTEMPTS: u32 = 3;
+const RESTART_ATTEMPTS: u32 = 3;
 
 /// What a planned fault carries for this family, asked of any fault.
 impl PlannedFault {

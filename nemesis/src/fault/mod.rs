@@ -151,6 +151,11 @@ macro_rules! families {
                 self.facts().recovery_leases
             }
 
+            /// How many node startups the end of one of its faults may wait for.
+            pub fn heal_startups(self) -> u32 {
+                self.facts().heal_startups
+            }
+
             /// Whether this machine can make its faults, for `lockpick doctor`.
             pub fn here(self) -> Here {
                 match self {
@@ -342,6 +347,10 @@ pub struct Facts {
     pub settings: &'static [&'static str],
     /// How many leases a service needs after one before it grants again.
     pub recovery_leases: u64,
+    /// How many node startups the end of one of its faults may wait for (a kill restarts its
+    /// nodes, retrying): the runner's wait for the nemesis to heal allows that many
+    /// `--startup-timeout`s beyond its drain.
+    pub heal_startups: u32,
     /// A suite cell of the family that missed its state is tried again alone, with longer
     /// leases.
     pub retried_alone: bool,
@@ -357,6 +366,7 @@ impl Facts {
         tools: &[],
         settings: &[],
         recovery_leases: 0,
+        heal_startups: 0,
         retried_alone: false,
     };
 }
