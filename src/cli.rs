@@ -406,7 +406,7 @@ pub struct SynthArgs {
     #[arg(long, default_value_t = 0.01, value_name = "P")]
     pub info_rate: f64,
     /// Inject one violation of this kind at a random point (repeatable). The history is then
-    /// built in memory.
+    /// built in memory, unless --inject-every streams it.
     #[arg(long, value_name = "KIND", value_parser = inject_kinds())]
     pub inject: Vec<String>,
     /// With --inject: stream the history and inject one violation in every stretch of N
