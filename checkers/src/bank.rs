@@ -216,7 +216,6 @@ mod injectors {
     use history::{Op, OpType, OpValue, Process, ViolationKind, F};
 
     use rand_chacha::ChaCha8Rng;
-    use serde_json::json;
 
     /// Total's injectors.
     pub(crate) const TOTAL: &[Injector] = &[Injector {
@@ -242,7 +241,12 @@ mod injectors {
         const MS: u64 = 1_000_000;
         let mut t = end + MS;
         let mut new = Vec::new();
-        let tag = |v: OpValue| v.with_extra("transfer", json!(1));
+        let tag = |v: OpValue| {
+            v.with_evidence(&history::WorkerEvidence {
+                transfer: Some(1),
+                ..Default::default()
+            })
+        };
         let mut step = |new: &mut Vec<Op>, op: Op| {
             t += MS;
             new.push(Op { time_ns: t, ..op });

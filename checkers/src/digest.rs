@@ -129,14 +129,8 @@ impl Piece {
         let (lease, key) = if v.extra.is_empty() {
             (None, None)
         } else {
-            let lease = match (
-                crate::evidence::as_u64(v.extra.get("lease_last_ok_ns")),
-                crate::evidence::as_u64(v.extra.get("lease_ttl_ms")),
-            ) {
-                (Some(a), Some(b)) => Some((a, b)),
-                _ => None,
-            };
-            (lease, GrantEvidence::read(|k| v.extra.get(k)))
+            let get = |k: &str| v.extra.get(k);
+            (GrantEvidence::lease(get), GrantEvidence::read(get))
         };
         self.items.push(Item::Client(Event {
             index: e.index,

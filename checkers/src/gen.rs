@@ -562,9 +562,11 @@ impl<'p> Sim<'p> {
             .with_token(token)
             .with_ttl_ms(self.p.ttl_ms);
         if self.p.lease_evidence {
-            v = v
-                .with_extra("lease_last_ok_ns", json!(now))
-                .with_extra("lease_ttl_ms", json!(self.p.ttl_ms));
+            v = v.with_evidence(&history::LeaseEvidence {
+                lease_last_ok_ns: Some(now),
+                lease_ttl_ms: Some(self.p.ttl_ms),
+                lease_from_ns: None,
+            });
         }
         (OpType::Ok, v)
     }

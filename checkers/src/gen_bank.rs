@@ -9,7 +9,6 @@
 use history::{Op, OpType, OpValue, Process, F};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use serde_json::json;
 
 /// What to simulate.
 #[derive(Debug, Clone, PartialEq)]
@@ -187,7 +186,10 @@ impl Bank {
         let acct = tr.accounts[k];
         let lock = format!("A{acct}");
         let key = format!("balance-A{acct}");
-        let tag = OpValue::default().with_extra("transfer", json!(tr.id));
+        let tag = OpValue::default().with_evidence(&history::WorkerEvidence {
+            transfer: Some(tr.id),
+            ..Default::default()
+        });
         let who = Process::Client(tr.process);
         let at = [self.t_ns, self.t_ns + MS / 2];
         match tr.step / 2 {

@@ -11,7 +11,7 @@
 // Every mutation has one signature, and some insert ops, so they all take `&mut Vec<Op>`.
 #![allow(clippy::ptr_arg)]
 
-use history::{History, Op, OpType, OpValue, Outcome, Process, ViolationKind, F};
+use history::{Evidence as _, History, Op, OpType, OpValue, Outcome, Process, ViolationKind, F};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::json;
@@ -207,11 +207,8 @@ pub(crate) fn holds(ops: &[Op], gs: &[G], room_ns: u64) -> Vec<(G, u64, u64)> {
     gs.iter()
         .filter_map(|g| {
             let start = ops[g.complete].time_ns;
-            let from = ops[g.complete]
-                .value
-                .extra
-                .get("lease_from_ns")
-                .and_then(serde_json::Value::as_u64)
+            let from = history::LeaseEvidence::read_map(&ops[g.complete].value.extra)
+                .lease_from_ns
                 .unwrap_or(ops[g.invoke].time_ns);
             let lease_end = from + g.ttl_ms * 1_000_000;
             // Only up to the lease's end: past it the release no longer bounds the hold (and

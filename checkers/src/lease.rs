@@ -207,8 +207,8 @@ mod injectors {
     use crate::inject::*;
     use history::{History, Op, ViolationKind};
 
+    use history::{Evidence as _, KeyState};
     use rand_chacha::ChaCha8Rng;
-    use serde_json::json;
 
     /// LeaseExpiry's injectors.
     pub(crate) const LEASE_EXPIRY: &[Injector] = &[
@@ -235,12 +235,12 @@ mod injectors {
             .collect();
         let g = pick(rng, &gs)?;
         let done = ops[g.complete].time_ns;
-        let v = &mut ops[g.complete].value;
-        v.extra.insert(
-            "lease_last_ok_ns".into(),
-            json!(done - 2 * g.ttl_ms * 1_000_000),
-        );
-        v.extra.insert("lease_ttl_ms".into(), json!(g.ttl_ms));
+        let lease = history::LeaseEvidence {
+            lease_last_ok_ns: Some(done - 2 * g.ttl_ms * 1_000_000),
+            lease_ttl_ms: Some(g.ttl_ms),
+            lease_from_ns: None,
+        };
+        lease.write_into(&mut ops[g.complete].value.extra);
         Some(vec![ops[g.complete].index])
     }
 
@@ -251,12 +251,13 @@ mod injectors {
         let h = History::new(ops.clone()).unwrap();
         let gs = grants(&h);
         let g = pick(rng, &gs)?;
-        let v = &mut ops[g.complete].value;
-        v.extra
-            .insert("lock_key".into(), json!(format!("{}/694d", g.lock)));
-        v.extra
-            .insert("answer_revision".into(), json!(1000 + g.token));
-        v.extra.insert("key_at_revision".into(), json!("absent"));
+        let back = history::ReadBack {
+            lock_key: Some(format!("{}/694d", g.lock)),
+            answer_revision: Some(1000 + g.token),
+            key_at_revision: Some(KeyState::Absent),
+            lease_id: None,
+        };
+        back.write_into(&mut ops[g.complete].value.extra);
         Some(vec![ops[g.complete].index])
     }
 }

@@ -974,10 +974,10 @@ fn answer(m: &Model, op: &ClientOp) -> String {
 mod injectors {
     #![allow(clippy::ptr_arg)]
     use crate::inject::*;
+    use history::Evidence as _;
     use history::{History, Op, OpType, OpValue, ViolationKind, F};
     use rand::Rng;
     use rand_chacha::ChaCha8Rng;
-    use serde_json::json;
 
     /// MutualExclusion's injectors.
     pub(crate) const MUTUAL_EXCLUSION: &[Injector] = &[
@@ -1051,10 +1051,11 @@ mod injectors {
             .collect();
         let g = pick(rng, &gs)?;
         let from = ops[g.invoke].time_ns - g.ttl_ms * 250_000;
-        ops[g.complete]
-            .value
-            .extra
-            .insert("lease_from_ns".into(), json!(from));
+        let lease = history::LeaseEvidence {
+            lease_from_ns: Some(from),
+            ..Default::default()
+        };
+        lease.write_into(&mut ops[g.complete].value.extra);
         let (_, start, end) = holds(ops, std::slice::from_ref(&g), 4_000_000).pop()?;
         let token = make_room(ops, &g.lock, g.token);
         let q = fresh_process(ops);
@@ -1095,10 +1096,13 @@ mod injectors {
         const MS: u64 = 1_000_000;
         let grant = |id: &str| {
             OpValue::default()
-                .with_extra("grant", json!(id))
-                .with_extra("hold", json!("session"))
+                .with_grant(id)
+                .with_evidence(&history::HoldEvidence {
+                    hold: Some(history::Hold::Session),
+                    committed: None,
+                })
         };
-        let named = |id: &str| OpValue::default().with_extra("grant", json!(id));
+        let named = |id: &str| OpValue::default().with_grant(id);
         let mut new = fresh_grant(q, &lock, t, t + MS, 10, grant("session-a"));
         new.extend(fresh_grant(
             q + 1,

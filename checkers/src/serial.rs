@@ -607,8 +607,8 @@ mod injectors {
     use crate::inject::*;
     use history::{Op, OpType, OpValue, Process, ViolationKind, F};
 
+    use history::Evidence as _;
     use rand_chacha::ChaCha8Rng;
-    use serde_json::json;
 
     /// Serializability's injectors.
     pub(crate) const SERIALIZABILITY: &[Injector] = &[Injector {
@@ -630,7 +630,7 @@ mod injectors {
             .find(|k| !used(k))?;
         let last_transfer = ops
             .iter()
-            .filter_map(|o| o.value.extra.get("transfer").and_then(|t| t.as_u64()))
+            .filter_map(|o| history::WorkerEvidence::read_map(&o.value.extra).transfer)
             .max()
             .unwrap_or(0);
         let q = fresh_process(ops);
@@ -640,7 +640,10 @@ mod injectors {
         // (transfer, write, seq)
         for (n, write, seq) in [(0, false, 0), (1, false, 0), (1, true, 1), (0, true, 2)] {
             let p = Process::Client(q + n);
-            let tag = OpValue::default().with_extra("transfer", json!(last_transfer + 1 + n));
+            let tag = OpValue::default().with_evidence(&history::WorkerEvidence {
+                transfer: Some(last_transfer + 1 + n),
+                ..Default::default()
+            });
             let f = if write { F::Write } else { F::Read };
             let asked = if write {
                 tag.clone().with_value(seq as i64 * 10)

@@ -638,10 +638,10 @@ impl<'a> Scan<'a> {
                 }
                 other => {
                     let key = std::str::from_utf8(other).ok()?;
-                    let read = match crate::fields::value_field(key)?.0 {
+                    let read = match crate::fields::value_field(key)?.ty {
                         FieldType::U64 => Value::from(s.u64()?),
-                        // Its words are checked by the serde reader.
-                        FieldType::Str if key != "key_at_revision" => Value::from(s.str()?),
+                        // A word (`OneOf`) is checked by the serde reader.
+                        FieldType::Str => Value::from(s.str()?),
                         _ => return None,
                     };
                     let map = extra.get_or_insert_with(Map::new);

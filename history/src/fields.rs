@@ -28,6 +28,9 @@ pub enum FieldType {
     /// An object whose known fields are typed by the list (a netem fault's settings); its
     /// other fields are kept, as any unknown field is.
     Object(&'static [Field]),
+    /// A string that is one of these words (`key_at_revision`): another word would read as
+    /// no evidence at all, so it is refused.
+    OneOf(&'static [&'static str]),
 }
 
 /// A field of a fault family's ops' `value`, and its type: what the reader holds the field to
@@ -57,6 +60,7 @@ impl FieldType {
             FieldType::Number => "a number",
             FieldType::StringPairs => "an array of pairs of strings",
             FieldType::Object(_) => "an object",
+            FieldType::OneOf(_) => "a string",
         }
     }
 }
@@ -110,40 +114,12 @@ impl Expected for Expect<'_> {
     }
 }
 
-/// The fields of `value` that docs/history.md names and types beyond the ones the event view
-/// holds typed (`token`, `ttl_ms`, `value`, `seq`, `error`, `final`): the adapters' evidence,
-/// which the checkers read (`lease_*`, the lock key's read-back, `round`) or keep, and the
-/// grant's own name. `fence` is any JSON and has no entry. With the field's path, for the words.
-pub(crate) fn value_field(key: &str) -> Option<(FieldType, &'static str)> {
-    Some(match key {
-        "grant" => (FieldType::Str, "value.grant"),
-        "lease_last_ok_ns" => (FieldType::U64, "value.lease_last_ok_ns"),
-        "lease_ttl_ms" => (FieldType::U64, "value.lease_ttl_ms"),
-        "lease_from_ns" => (FieldType::U64, "value.lease_from_ns"),
-        "hold" => (FieldType::Str, "value.hold"),
-        "lease_gone_ns" => (FieldType::U64, "value.lease_gone_ns"),
-        "lease_id" => (FieldType::Str, "value.lease_id"),
-        "redis_node" => (FieldType::Str, "value.redis_node"),
-        "redis_role" => (FieldType::Str, "value.redis_role"),
-        "redis_offset" => (FieldType::U64, "value.redis_offset"),
-        "sentinel" => (FieldType::Str, "value.sentinel"),
-        "redlock_nodes" => (FieldType::Strings, "value.redlock_nodes"),
-        "redlock_validity_ms" => (FieldType::U64, "value.redlock_validity_ms"),
-        "lock_key" => (FieldType::Str, "value.lock_key"),
-        "answer_revision" => (FieldType::U64, "value.answer_revision"),
-        "key_at_revision" => (FieldType::Str, "value.key_at_revision"),
-        "round" => (FieldType::U64, "value.round"),
-        "wait_ms" => (FieldType::U64, "value.wait_ms"),
-        "transfer" => (FieldType::U64, "value.transfer"),
-        "zk_session" => (FieldType::Str, "value.zk_session"),
-        "zk_server" => (FieldType::Str, "value.zk_server"),
-        "zk_node" => (FieldType::Str, "value.zk_node"),
-        "zk_timeout_ms" => (FieldType::U64, "value.zk_timeout_ms"),
-        "session_event_ns" => (FieldType::U64, "value.session_event_ns"),
-        "pg_backend_pid" => (FieldType::U64, "value.pg_backend_pid"),
-        "committed" => (FieldType::Bool, "value.committed"),
-        _ => return None,
-    })
+/// The type of the field `key` of an event's `value`, beyond the ones the event view holds
+/// typed (`token`, `ttl_ms`, `value`, `seq`, `error`, `final`): evidence, typed by the set that
+/// declares it ([`crate::evidence`]), which the checkers read or keep. `fence` is any JSON and
+/// has no entry; a field no set of this build declares is kept unjudged.
+pub(crate) fn value_field(key: &str) -> Option<&'static Field> {
+    crate::evidence::field(key)
 }
 
 /// What serde calls a JSON value when it is the wrong type.
@@ -206,6 +182,15 @@ fn check_kind<E: de::Error>(kind: FieldType, field: Path<'_>, v: &Value) -> Resu
         (FieldType::I64, Value::Number(n)) if n.is_i64() => None,
         (FieldType::Number, Value::Number(_)) => None,
         (FieldType::Str, Value::String(_)) | (FieldType::Bool, Value::Bool(_)) => None,
+        (FieldType::OneOf(words), Value::String(w)) => {
+            if words.contains(&w.as_str()) {
+                return Ok(());
+            }
+            return Err(E::invalid_value(
+                Unexpected::Str(w),
+                &Words { words, field },
+            ));
+        }
         (FieldType::Strings, Value::Array(items)) => items.iter().find(|i| !i.is_string()),
         (FieldType::StringPairs, Value::Array(items)) => items.iter().find(|i| {
             !matches!(i, Value::Array(pair) if pair.len() == 2 && pair.iter().all(Value::is_string))
@@ -243,25 +228,29 @@ pub(crate) fn check_nemesis_field<E: de::Error>(key: &str, v: &Value) -> Result<
 /// memory) both ask it, so a history refused from a file is refused from memory in the same
 /// words.
 pub(crate) fn check_value_field<E: de::Error>(key: &str, v: &Value) -> Result<(), E> {
-    let Some((kind, field)) = value_field(key) else {
-        return Ok(());
-    };
-    check_kind(kind, Path::whole(field), v)?;
-    // A word the checkers do not know would read as no evidence at all, and be explained as
-    // a service that reports none.
-    if let ("key_at_revision", Value::String(w)) = (key, v) {
-        if !KEY_AT_REVISION_WORDS.contains(&w.as_str()) {
-            return Err(E::invalid_value(
-                Unexpected::Str(w),
-                &"present, absent, compacted or unread in `value.key_at_revision`",
-            ));
-        }
+    match value_field(key) {
+        Some(f) => check_kind(f.ty, VALUE.field(f.name), v),
+        None => Ok(()),
     }
-    Ok(())
 }
 
-/// The words `value.key_at_revision` may hold (docs/history.md).
-pub(crate) const KEY_AT_REVISION_WORDS: [&str; 4] = ["present", "absent", "compacted", "unread"];
+/// What a refusal of a word says was expected: the words, and the field.
+struct Words<'a> {
+    words: &'static [&'static str],
+    field: Path<'a>,
+}
+
+impl Expected for Words<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        if let Some((last, first)) = self.words.split_last() {
+            match first {
+                [] => write!(f, "{last}")?,
+                _ => write!(f, "{} or {last}", first.join(", "))?,
+            }
+        }
+        write!(f, " in `{}`", self.field)
+    }
+}
 
 /// A typed field of the event view, read with its path in the refusal's words: `Option<u64>`
 /// and so on, `null` being absent unless `required`.
@@ -460,50 +449,5 @@ impl<'de> Visitor<'de> for Strict {
             m.insert(k, v);
         }
         Ok(Value::Object(m))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The value table of docs/history.md and [`value_field`] name the same fields with the
-    /// same types: the page promises what the reader holds a line to.
-    #[test]
-    fn the_docs_table_of_value_fields_is_the_readers() {
-        let doc = include_str!("../../docs/history.md");
-        let table = doc
-            .split("### Fields of `value`")
-            .nth(1)
-            .and_then(|t| t.split("\n\n").nth(1))
-            .expect("docs/history.md has the table of value fields");
-        let typed = ["token", "ttl_ms", "value", "seq", "error", "final", "fence"];
-        let mut seen = 0;
-        for row in table.lines().skip(2) {
-            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
-            let names: Vec<&str> = cells[1].split('`').skip(1).step_by(2).collect();
-            let types: Vec<&str> = cells[2].split(", ").collect();
-            for (i, name) in names.iter().enumerate() {
-                if typed.contains(name) {
-                    continue;
-                }
-                let ty = types.get(i).or(types.first()).copied().unwrap_or_default();
-                let want = match ty {
-                    "unsigned integer" | "unsigned integers" => FieldType::U64,
-                    "string" => FieldType::Str,
-                    "array of strings" => FieldType::Strings,
-                    "boolean" => FieldType::Bool,
-                    other => panic!("{name}: the table's type {other:?} has no FieldType"),
-                };
-                assert_eq!(
-                    value_field(name).map(|(k, _)| k),
-                    Some(want),
-                    "`{name}` is {ty} in docs/history.md"
-                );
-                seen += 1;
-            }
-        }
-        // Every field value_field types, and no other.
-        assert_eq!(seen, 26, "the table and value_field differ in number");
     }
 }

@@ -17,6 +17,8 @@
 //!   exercised, counted by the checkers and drawn as one table by every report.
 //! - [`Recorder`]: assigns index and time to live events and writes them at once.
 //! - [`layout`]: run-directory file names and [`ExitCode`]s.
+//! - [`evidence`]: what adapters and the worker add to an op's `value`, one typed struct per
+//!   writer ([`evidence!`]), registered so the reader types every field it names.
 //! - [`reason`]: the reason codes of failed and indeterminate ops (`held`, `http-423`,
 //!   `connect: refused`), how they are written, read back and classified.
 //!
@@ -26,6 +28,7 @@ mod codec;
 mod completeness;
 pub mod coverage;
 mod event;
+pub mod evidence;
 mod fault_op;
 mod fields;
 mod history;
@@ -43,6 +46,10 @@ pub use codec::{
 pub use completeness::{Completeness, RunState};
 pub use coverage::Coverage;
 pub use event::{parse_event, read_event, EventRef, ValueRef};
+pub use evidence::{
+    Evidence, EvidenceSet, EvidenceValue, Hold, HoldEvidence, KeyState, LeaseEvidence, ReadBack,
+    WorkerEvidence, EVIDENCE_SETS,
+};
 pub use fault_op::{Aim, FaultFamily, FaultOp, Registered, FAULT_FAMILIES};
 pub use fields::{nemesis_field_type, Field, FieldType};
 pub use history::{History, Operation, Outcome, StructureError};

@@ -227,6 +227,11 @@ impl OpValue {
         self.extra.insert(key.to_string(), value);
         self
     }
+    /// With the fields of `evidence` that are set ([`crate::evidence`]).
+    pub fn with_evidence(mut self, evidence: &impl crate::Evidence) -> Self {
+        evidence.write_into(&mut self.extra);
+        self
+    }
     /// The service's own identity of the grant this op names, when the grant carries no
     /// order of its own (a Redis lock value): it identifies, it does not fence. Written on an
     /// ok acquire and on the renews and releases of that grant.

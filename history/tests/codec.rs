@@ -3,6 +3,9 @@
 // The fault families' entries and their ops' field types, which the nemesis's modules register
 // (history::FAULT_FAMILIES): the refusals below name fields of the families' own ops.
 use nemesis as _;
+// The services' evidence sets (`redis_offset`, `redlock_nodes`...) are registered by their
+// modules in the workloads.
+use workloads as _;
 
 use history::{read_ops_from, History, HistoryWriter, Op, OpType, Outcome, Process, ReadError, F};
 use std::path::Path;

@@ -467,3 +467,34 @@ fn runtime_refusals_come_from_the_runtime_itself() {
     assert_eq!(nemesis::runtime::default_runtime(true).name(), "netns");
     assert_eq!(nemesis::runtime::default_runtime(false).name(), "local");
 }
+
+/// An evidence field is written and read through the struct that declares it
+/// (`history::evidence!`): no product code spells one as a key. Three names are other words
+/// as well and are not looked for: `grant` (also the protocol's answer field, spelled once as
+/// `history::GRANT`), `wait_ms` (also the reference protocol's request field) and `hold`
+/// (also the `--hold` flag).
+#[test]
+fn no_code_spells_an_evidence_field() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let fields: Vec<&str> = history::EVIDENCE_SETS
+        .iter()
+        .flat_map(|set| set.fields)
+        .map(|f| f.name)
+        .filter(|name| !["grant", "wait_ms", "hold"].contains(name))
+        .collect();
+    assert!(
+        fields.contains(&"redis_offset"),
+        "the services' sets are linked: {fields:?}"
+    );
+    for path in product_sources(root) {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for name in &fields {
+            assert!(
+                !code.contains(&format!("\"{name}\"")),
+                "{} spells the evidence field \"{name}\": write and read it through its set",
+                path.display()
+            );
+        }
+    }
+}

@@ -2,6 +2,7 @@
 
 use crate::api::{FencedResource, Grant, LockClient, Reply, Wire};
 use crate::pause::PauseBoard;
+use history::Field;
 use std::sync::Arc;
 
 /// One node's lock client and the fenced resource beside it. Every call answers a [`Reply`]
@@ -12,10 +13,11 @@ pub struct Adapter {
     lock: Arc<dyn LockClient>,
     /// `None` when the workload guards no register (mutex).
     resource: Option<Arc<dyn FencedResource>>,
-    /// The keys of an ok acquire's, renew's or write's answer that are the service's evidence
-    /// about it, copied into the history beside the grant (the rest of an answer is not recorded:
-    /// a service speaking the reference protocol cannot write the checkers' fields).
-    evidence: &'static [&'static str],
+    /// The evidence sets ([`history::Evidence::FIELDS`]) whose fields an ok acquire's,
+    /// renew's or write's answer may carry, copied into the history beside the grant (the rest
+    /// of an answer is not recorded: a service speaking the reference protocol cannot write
+    /// the checkers' fields).
+    evidence: &'static [&'static [Field]],
 }
 
 impl Adapter {
@@ -27,15 +29,16 @@ impl Adapter {
         }
     }
 
-    /// Records `keys` of ok acquires, renews and writes as the service's evidence (each service's
-    /// file names its own, documented in docs/history.md).
-    pub fn with_evidence(mut self, keys: &'static [&'static str]) -> Self {
-        self.evidence = keys;
+    /// Records the fields of these evidence sets found in ok acquires, renews and writes as
+    /// the service's evidence (each service's file declares its own with `history::evidence!`
+    /// and writes its answers through it; docs/history.md documents them).
+    pub fn with_evidence(mut self, sets: &'static [&'static [Field]]) -> Self {
+        self.evidence = sets;
         self
     }
 
-    /// The keys of an answer that are evidence ([`Adapter::with_evidence`]).
-    pub fn evidence(&self) -> &'static [&'static str] {
+    /// The evidence sets an answer may carry ([`Adapter::with_evidence`]).
+    pub fn evidence(&self) -> &'static [&'static [Field]] {
         self.evidence
     }
 

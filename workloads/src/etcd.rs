@@ -28,7 +28,8 @@ use crate::Adapter;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use history::reason::with_detail;
-use serde_json::{json, Value};
+use history::{Evidence, KeyState, LeaseEvidence, ReadBack};
+use serde_json::{json, Map, Value};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -101,26 +102,6 @@ fn error_message(body: &[u8]) -> String {
                 .map(str::to_string)
         })
         .unwrap_or_else(|| snippet(body))
-}
-
-/// What a read of the lock key at the answer's revision found (`key_at_revision`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum KeyAt {
-    Present,
-    Absent,
-    Compacted,
-    Unread,
-}
-
-impl KeyAt {
-    fn as_str(self) -> &'static str {
-        match self {
-            KeyAt::Present => "present",
-            KeyAt::Absent => "absent",
-            KeyAt::Compacted => "compacted",
-            KeyAt::Unread => "unread",
-        }
-    }
 }
 
 /// What the keepalives sent while an acquire waits proved about its lease.
@@ -301,18 +282,18 @@ impl EtcdClient {
         };
         // Granted. From here on, nothing turns this answer into anything but ok.
         let lease_ttl_ms = granted_ttl_s * 1000;
-        let mut value = json!({
-            "ttl_ms": lease_ttl_ms,
-            "lease_last_ok_ns": keep.last_ok_ns(done_ns),
-            "lease_ttl_ms": lease_ttl_ms,
+        let mut value = Map::new();
+        value.insert("ttl_ms".into(), json!(lease_ttl_ms));
+        let lease = LeaseEvidence {
+            lease_last_ok_ns: Some(keep.last_ok_ns(done_ns)),
+            lease_ttl_ms: Some(lease_ttl_ms),
             // The lease came before the grant: it surely lasts its TTL from here, not from
             // the grant, which may find it about to lapse.
-            "lease_from_ns": keep.confirmed_from_ns.load(Ordering::SeqCst),
-            "lease_id": lease_id,
-        });
-        if let Some(gone) = keep.gone_ns() {
-            value["lease_gone_ns"] = json!(gone);
-        }
+            lease_from_ns: Some(keep.confirmed_from_ns.load(Ordering::SeqCst)),
+        };
+        lease.write_into(&mut value);
+        let lease_gone_ns = keep.gone_ns();
+        EtcdEvidence { lease_gone_ns }.write_into(&mut value);
         self.read_back(client, lease_id, value, &body).await
     }
 
@@ -376,7 +357,17 @@ impl EtcdClient {
     /// The evidence about a grant, added to its `value`: the lock key it names, the revision
     /// the answer carries and the key read at that revision, whose `create_revision` is the
     /// token. A grant with a token is remembered for its renew and release. Always `ok`.
-    async fn read_back(&self, client: &str, lease_id: String, mut value: Value, body: &[u8]) -> Reply {
+    async fn read_back(
+        &self,
+        client: &str,
+        lease_id: String,
+        mut value: Map<String, Value>,
+        body: &[u8],
+    ) -> Reply {
+        let mut read = ReadBack {
+            lease_id: Some(lease_id.clone()),
+            ..Default::default()
+        };
         let answer = serde_json::from_slice::<Value>(body).unwrap_or(Value::Null);
         let Some(key_b64) = answer
             .get("key")
@@ -385,7 +376,8 @@ impl EtcdClient {
         else {
             // A grant whose key we cannot name: nothing can be read back or fenced with it.
             tracing::warn!(answer = %snippet(body), "etcd lock/lock answered 200 without a key");
-            return Reply::Ok(value);
+            read.write_into(&mut value);
+            return Reply::Ok(Value::Object(value));
         };
         let revision = int(answer.get("header").unwrap_or(&Value::Null), "revision");
         let lock_key = B64
@@ -393,16 +385,17 @@ impl EtcdClient {
             .ok()
             .and_then(|b| String::from_utf8(b).ok())
             .unwrap_or_else(|| key_b64.clone());
-        value["lock_key"] = json!(lock_key);
-        value["answer_revision"] = json!(revision);
         let (state, token) = if revision == 0 {
-            (KeyAt::Unread, None)
+            (KeyState::Unread, None)
         } else {
             self.key_at(&key_b64, revision).await
         };
-        value["key_at_revision"] = json!(state.as_str());
+        read.lock_key = Some(lock_key);
+        read.answer_revision = Some(revision);
+        read.key_at_revision = Some(state);
+        read.write_into(&mut value);
         if let Some(token) = token {
-            value["token"] = json!(token);
+            value.insert("token".into(), json!(token));
             self.remember(
                 client,
                 Held {
@@ -415,7 +408,7 @@ impl EtcdClient {
         // Without a token the grant is recorded all the same; the client cannot fence with it
         // and drops it, and its lease lapses on its own (revoking it here would end a grant
         // the history says is held, without a release in the history).
-        Reply::Ok(value)
+        Reply::Ok(Value::Object(value))
     }
 
     /// Keeps `lease_id` alive every `every` (etcd's client: a third of the TTL) until dropped,
@@ -470,7 +463,7 @@ impl EtcdClient {
 
     /// Reads the lock key at `revision`: whether it existed there, and its create_revision
     /// (the token) if so.
-    async fn key_at(&self, key_b64: &str, revision: u64) -> (KeyAt, Option<u64>) {
+    async fn key_at(&self, key_b64: &str, revision: u64) -> (KeyState, Option<u64>) {
         let created = |v: &Value| {
             v.get("kvs")
                 .and_then(|k| k.get(0))
@@ -486,8 +479,8 @@ impl EtcdClient {
             .await
         {
             Ok(v) => match created(&v) {
-                Some(c) => (KeyAt::Present, Some(c)),
-                None => (KeyAt::Absent, None),
+                Some(c) => (KeyState::Present, Some(c)),
+                None => (KeyState::Absent, None),
             },
             Err(Reply::Info(e)) if e.contains("compacted") => {
                 // A key still there now, created at or before the revision, existed at it: a
@@ -499,11 +492,11 @@ impl EtcdClient {
                     .as_ref()
                     .and_then(created)
                 {
-                    Some(c) if c <= revision => (KeyAt::Present, Some(c)),
-                    _ => (KeyAt::Compacted, None),
+                    Some(c) if c <= revision => (KeyState::Present, Some(c)),
+                    _ => (KeyState::Compacted, None),
                 }
             }
-            Err(_) => (KeyAt::Unread, None),
+            Err(_) => (KeyState::Unread, None),
         }
     }
 
@@ -709,18 +702,17 @@ const ETCD_ARGV: [&str; 17] = [
 ];
 
 /// What an ok acquire records beside the grant (docs/history.md): the lease evidence
-/// `grant-on-expired-lease` is judged on, the lease's own id and fate, and the lock key read
-/// back at the answer's revision (`grant-without-key`).
-const EVIDENCE: &[&str] = &[
-    "lease_last_ok_ns",
-    "lease_ttl_ms",
-    "lease_from_ns",
-    "lease_id",
-    "lease_gone_ns",
-    "lock_key",
-    "answer_revision",
-    "key_at_revision",
-];
+/// `grant-on-expired-lease` is judged on, the lock key read back at the answer's revision
+/// with the lease's id (`grant-without-key`), and the lease's fate while the client waited.
+const EVIDENCE: &[&[history::Field]] = &[LeaseEvidence::FIELDS, ReadBack::FIELDS, EtcdEvidence::FIELDS];
+
+history::evidence! {
+    /// What a grant carries beyond its lease and read-back (docs/history.md). Kept.
+    pub(crate) struct EtcdEvidence for "etcd" {
+        /// When a keepalive sent while waiting was answered without a TTL: the lease was gone.
+        lease_gone_ns: u64,
+    }
+}
 
 /// etcd v3 (`--adapter etcd`): Debian's `etcd` unless `--node-cmd` starts it, members talking
 /// on a peer port, health at `/health`. It is its own fenced resource.

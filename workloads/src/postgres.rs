@@ -39,8 +39,9 @@ use crate::service::{
 };
 use crate::Adapter;
 use history::reason::with_detail;
+use history::{Evidence, Hold, HoldEvidence};
 use nemesis::Readiness;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -76,10 +77,10 @@ impl Form {
     }
 
     /// The `hold` evidence of its grants.
-    fn hold(self) -> &'static str {
+    fn hold(self) -> Hold {
         match self {
-            Form::Session => "session",
-            Form::Xact => "transaction",
+            Form::Session => Hold::Session,
+            Form::Xact => Hold::Transaction,
         }
     }
 
@@ -340,11 +341,16 @@ impl PgLock {
     /// The body of an ok acquire.
     fn granted(&self, s: &Session) -> Value {
         let n = self.grants.fetch_add(1, Ordering::SeqCst) + 1;
-        json!({
-            history::GRANT: format!("{}.{n}", s.backend_pid),
-            "hold": self.form.hold(),
-            "pg_backend_pid": s.backend_pid,
-        })
+        let mut body = Map::new();
+        body.insert(history::GRANT.into(), json!(format!("{}.{n}", s.backend_pid)));
+        let hold = HoldEvidence {
+            hold: Some(self.form.hold()),
+            committed: None,
+        };
+        hold.write_into(&mut body);
+        let pg_backend_pid = Some(u64::from(s.backend_pid));
+        PgEvidence { pg_backend_pid }.write_into(&mut body);
+        Value::Object(body)
     }
 
     /// One `pg_try_advisory_lock`: the grant's body, `None` if the lock is held.
@@ -554,7 +560,15 @@ impl PgLock {
         }
         let commit = tokio::time::timeout(self.op_timeout, s.client.batch_execute("COMMIT")).await;
         match commit {
-            Ok(Ok(())) => Reply::Ok(json!({ "committed": true })),
+            Ok(Ok(())) => {
+                let mut body = Map::new();
+                let committed = HoldEvidence {
+                    hold: None,
+                    committed: Some(true),
+                };
+                committed.write_into(&mut body);
+                Reply::Ok(Value::Object(body))
+            }
             Ok(Err(e)) if e.as_db_error().is_some() => {
                 // The server answered COMMIT with an error: rolled back.
                 self.forget(client);
@@ -763,7 +777,15 @@ fn startup_packet() -> Vec<u8> {
 }
 
 /// The evidence each op's answer carries (docs/history.md).
-const EVIDENCE: &[&str] = &["hold", "pg_backend_pid", "committed"];
+const EVIDENCE: &[&[history::Field]] = &[HoldEvidence::FIELDS, PgEvidence::FIELDS];
+
+history::evidence! {
+    /// What a grant carries beyond its `hold` (docs/history.md). Kept.
+    pub(crate) struct PgEvidence for "postgres" {
+        /// The server backend that answered the grant.
+        pg_backend_pid: u64,
+    }
+}
 
 const OPTIONS: &[ServiceOption] = &[ServiceOption {
     name: "form",

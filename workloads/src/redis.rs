@@ -25,6 +25,7 @@ use crate::service::{
 };
 use crate::Adapter;
 use history::reason::with_detail;
+use history::Evidence;
 use nemesis::Readiness;
 use rand::Rng;
 use serde_json::{json, Map, Value};
@@ -235,7 +236,10 @@ impl RedisLock {
         }
         body.insert(history::GRANT.into(), json!(value));
         body.insert("ttl_ms".into(), json!(ttl_ms));
-        body.insert("redis_node".into(), json!(self.node));
+        let mut evidence = RedisEvidence {
+            redis_node: Some(self.node.clone()),
+            ..Default::default()
+        };
         let info = match info {
             redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
             redis::Value::VerbatimString { text, .. } => text.clone(),
@@ -243,14 +247,15 @@ impl RedisLock {
         };
         for line in info.lines() {
             if let Some(role) = line.strip_prefix("role:") {
-                body.insert("redis_role".into(), json!(role.trim()));
+                evidence.redis_role = Some(role.trim().to_string());
             }
             if let Some(o) = line.strip_prefix("master_repl_offset:") {
                 if let Ok(o) = o.trim().parse::<u64>() {
-                    body.insert("redis_offset".into(), json!(o));
+                    evidence.redis_offset = Some(o);
                 }
             }
         }
+        evidence.write_into(&mut body);
         Ok(Some(Value::Object(body)))
     }
 
@@ -378,8 +383,21 @@ fn addr_of(url: &str) -> Result<String, String> {
     })
 }
 
-/// The evidence each grant carries (docs/history.md).
-const EVIDENCE: &[&str] = &["redis_node", "redis_role", "redis_offset"];
+history::evidence! {
+    /// What each grant carries (docs/history.md): the server that answered and its
+    /// replication state right after the grant. Kept, not judged.
+    pub(crate) struct RedisEvidence for "redis" {
+        /// `host:port`, or the node's name under Sentinel (`n1`...).
+        redis_node: String,
+        /// `INFO replication`'s `role`.
+        redis_role: String,
+        /// `INFO replication`'s `master_repl_offset`.
+        redis_offset: u64,
+    }
+}
+
+/// The evidence each grant carries.
+const EVIDENCE: &[&[history::Field]] = &[RedisEvidence::FIELDS];
 
 const OPTIONS: &[ServiceOption] = &[
     ServiceOption {

@@ -48,15 +48,16 @@
 
 use crate::api::{Failure, Grant, Kept, LockClient, Reply, Tokens, Wire};
 use crate::pause::PauseBoard;
-use crate::redis::{Redis, RedisLock};
+use crate::redis::{Redis, RedisEvidence, RedisLock};
 use crate::service::{
     Connect, ConnectError, Launch, Service, ServiceOption, ServiceOptions, Settings,
 };
 use crate::Adapter;
 use history::reason::with_detail;
+use history::Evidence;
 use nemesis::Readiness;
 use rand::Rng;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -196,7 +197,8 @@ impl SentinelLock {
             let granted = self.current.forget_if_failed(client, tried)?;
             Ok::<_, Failure>(granted.map(|mut body| {
                 if let Value::Object(m) = &mut body {
-                    m.insert("sentinel".into(), json!(by));
+                    let sentinel = Some(by.clone());
+                    SentinelEvidence { sentinel }.write_into(m);
                 }
                 body
             }))
@@ -343,8 +345,16 @@ fn settled_check(known_as: &[String]) -> Option<Readiness> {
     })
 }
 
-/// The evidence each grant carries (docs/history.md).
-const EVIDENCE: &[&str] = &["redis_node", "redis_role", "redis_offset", "sentinel"];
+history::evidence! {
+    /// What a grant carries beyond a Redis server's evidence (docs/history.md). Kept.
+    pub(crate) struct SentinelEvidence for "redis-sentinel" {
+        /// The node whose sentinel named the master the grant came from (`n2`).
+        sentinel: String,
+    }
+}
+
+/// The evidence each grant carries: the granting server's, and the sentinel that named it.
+const EVIDENCE: &[&[history::Field]] = &[RedisEvidence::FIELDS, SentinelEvidence::FIELDS];
 
 const OPTIONS: &[ServiceOption] = &[
     ServiceOption {

@@ -24,9 +24,10 @@ use crate::service::{
     Connect, ConnectError, Launch, Service, ServiceOption, ServiceOptions, Settings,
 };
 use crate::Adapter;
+use history::Evidence;
 use nemesis::Readiness;
 use rand::Rng;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -193,12 +194,15 @@ impl Redlock {
             let validity = Self::validity_ms(ttl_ms, started);
             let yes = self.yes(&answers);
             if yes.len() >= self.majority() && validity > 0 {
-                return Reply::Ok(json!({
-                    history::GRANT: value,
-                    "ttl_ms": validity,
-                    "redlock_nodes": yes,
-                    "redlock_validity_ms": validity,
-                }));
+                let mut body = json!({ history::GRANT: value, "ttl_ms": validity });
+                if let Value::Object(m) = &mut body {
+                    let evidence = RedlockEvidence {
+                        redlock_nodes: Some(yes),
+                        redlock_validity_ms: Some(validity),
+                    };
+                    evidence.write_into(m);
+                }
+                return Reply::Ok(body);
             }
             // Not held: give back what was taken, as the algorithm says.
             self.unlock_all(client, lock, &value, wait).await;
@@ -308,7 +312,17 @@ impl LockClient for Redlock {
     }
 }
 
-const EVIDENCE: &[&str] = &["redlock_nodes", "redlock_validity_ms"];
+const EVIDENCE: &[&[history::Field]] = &[RedlockEvidence::FIELDS];
+
+history::evidence! {
+    /// What a Redlock grant carries (docs/history.md). Kept.
+    pub(crate) struct RedlockEvidence for "redlock" {
+        /// The masters that said yes (`n1`...).
+        redlock_nodes: Vec<String>,
+        /// The validity the client computed (also the grant's `ttl_ms`).
+        redlock_validity_ms: u64,
+    }
+}
 
 const OPTIONS: &[ServiceOption] = &[ServiceOption {
     name: "persistence",

@@ -192,7 +192,7 @@ impl Connect<'_> {
     pub(crate) fn beside_store(
         &self,
         lock: Arc<dyn LockClient>,
-        evidence: &'static [&'static str],
+        evidence: &'static [&'static [history::Field]],
     ) -> Result<Adapter, ConnectError> {
         Ok(Adapter::new(lock, self.store_beside()?).with_evidence(evidence))
     }

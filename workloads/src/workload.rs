@@ -6,7 +6,9 @@ use crate::api::{Grant, UNREAD};
 use crate::client::Reply;
 use crate::pause::{PauseBoard, Stall, StallAim, Wake};
 use crate::watch::{Answer, AnswerWatch, Recent};
-use history::{OpType, OpValue, Process, Recorder, F, GRANT};
+use history::{
+    Evidence, HoldEvidence, OpType, OpValue, Process, Recorder, WorkerEvidence, F, GRANT,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::Value;
@@ -390,8 +392,8 @@ enum HoldEnd {
     /// A renew failed: the client knows the lock is gone.
     Lost,
     Crashed,
-    /// The write committed the grant's transaction and the lock with it (an answer saying
-    /// `"committed": true`): there is nothing left to release.
+    /// The write committed the grant's transaction and the lock with it (an answer whose
+    /// `committed` is true): there is nothing left to release.
     Committed,
 }
 
@@ -634,9 +636,11 @@ impl<W: Write + Send> Worker<W> {
         let ttl_ms = self.cfg.ttl_ms;
         let invoked_at = Instant::now();
         let mut v = OpValue::default().with_ttl_ms(ttl_ms);
-        if let Some(r) = round {
-            v = v.with_extra("round", serde_json::json!(r));
+        WorkerEvidence {
+            round,
+            ..Default::default()
         }
+        .write_into(&mut v.extra);
         let body = match self.op(F::Acquire, Some(&lock), None, v).await? {
             Done::Ok(body) => body,
             Done::Fail => {
@@ -703,7 +707,14 @@ impl<W: Write + Send> Worker<W> {
         self.transfers += 1;
         // Unique across slots, and small: the slots' counts interleaved.
         let id = self.transfers * self.cfg.clients as u64 + self.slot as u64;
-        let tag = |v: OpValue| v.with_extra("transfer", Value::from(id));
+        let tag = |mut v: OpValue| {
+            WorkerEvidence {
+                transfer: Some(id),
+                ..Default::default()
+            }
+            .write_into(&mut v.extra);
+            v
+        };
         let Some(mut held) = self.take_accounts(order, &tag).await? else {
             return Ok(());
         };
@@ -773,8 +784,12 @@ impl<W: Write + Send> Worker<W> {
                 ),
                 _ => self.cfg.acquire_wait_ms,
             };
-            let v = tag(OpValue::default().with_ttl_ms(ttl_ms))
-                .with_extra("wait_ms", Value::from(wait_ms));
+            let mut v = tag(OpValue::default().with_ttl_ms(ttl_ms));
+            WorkerEvidence {
+                wait_ms: Some(wait_ms),
+                ..Default::default()
+            }
+            .write_into(&mut v.extra);
             let invoked_at = Instant::now();
             match self.op(F::Acquire, Some(&lock), None, v).await? {
                 Done::Ok(body) if body.get(UNREAD).is_none() => {
@@ -1207,18 +1222,21 @@ fn write_margin_ms(ttl_ms: u64) -> u64 {
 
 /// Whether an ok write's answer says it committed the grant's transaction, ending the grant.
 fn ended_by_commit(body: &Value) -> bool {
-    body.get("committed").and_then(Value::as_bool) == Some(true)
+    let committed = body
+        .as_object()
+        .and_then(|b| HoldEvidence::read_map(b).committed);
+    committed == Some(true)
 }
 
-fn absorb(f: &F, body: &Value, evidence: &[&str], v: &mut OpValue) {
+fn absorb(f: &F, body: &Value, evidence: &[&[history::Field]], v: &mut OpValue) {
     let u = |k: &str| body.get(k).and_then(Value::as_u64);
     // What the service's adapter knows about the op beyond the answer (etcd: when the lease
     // underneath was last surely alive, the key read back at the answer's revision; postgres:
     // that a write committed the grant's transaction), under the keys its service declares.
     if matches!(f, F::Acquire | F::Renew | F::Write) {
-        for k in evidence {
-            if let Some(e) = body.get(*k) {
-                v.extra.insert((*k).into(), e.clone());
+        for k in evidence.iter().flat_map(|set| set.iter()) {
+            if let Some(e) = body.get(k.name) {
+                v.extra.insert(k.name.into(), e.clone());
             }
         }
     }
@@ -1299,11 +1317,14 @@ mod tests {
         assert!(!ended_by_commit(&serde_json::json!({ "seq": 3 })));
         assert!(!ended_by_commit(&serde_json::json!({ "committed": false })));
         let mut v = OpValue::default();
-        absorb(&F::Write, &body, &["committed", "hold"], &mut v);
+        absorb(&F::Write, &body, &[HoldEvidence::FIELDS], &mut v);
         assert_eq!(v.extra.get("committed"), Some(&Value::Bool(true)));
-        assert!(!v.extra.contains_key("hold"));
+        assert!(
+            !v.extra.contains_key("hold"),
+            "only what the answer carries"
+        );
         let mut read = OpValue::default();
-        absorb(&F::Read, &body, &["committed"], &mut read);
+        absorb(&F::Read, &body, &[HoldEvidence::FIELDS], &mut read);
         assert!(read.extra.is_empty(), "a read records no evidence");
     }
 

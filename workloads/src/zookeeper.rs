@@ -40,8 +40,9 @@ use crate::pause::PauseBoard;
 use crate::service::{host_port, Clock, Connect, ConnectError, Launch, Service, Settings};
 use crate::Adapter;
 use history::reason::with_detail;
+use history::{Evidence, Hold, HoldEvidence};
 use nemesis::Readiness;
-use serde_json::json;
+use serde_json::{json, Map, Value};
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -423,16 +424,22 @@ impl ZkLock {
     fn granted(&self, s: &Session, path: String, name: &str, stat: &zk::Stat) -> Reply {
         let granted_ns = (self.clock)();
         s.grants.keep(path.clone(), granted_ns);
-        let mut body = json!({
-            "token": stat.czxid as u64,
-            "hold": "session",
-            "zk_session": s.id,
-            "zk_server": s.server(),
-            "zk_node": path,
-            "zk_timeout_ms": s.timeout_ms,
-        });
-        body[history::GRANT] = json!(name);
-        Reply::Ok(body)
+        let mut body = Map::new();
+        body.insert("token".into(), json!(stat.czxid as u64));
+        body.insert(history::GRANT.into(), json!(name));
+        let hold = HoldEvidence {
+            hold: Some(Hold::Session),
+            committed: None,
+        };
+        hold.write_into(&mut body);
+        let evidence = ZkEvidence {
+            zk_session: Some(s.id.clone()),
+            zk_server: Some(s.server()),
+            zk_node: Some(path),
+            zk_timeout_ms: Some(s.timeout_ms),
+        };
+        evidence.write_into(&mut body);
+        Reply::Ok(Value::Object(body))
     }
 
     /// Lists the lock's nodes until ours is the lowest (`true`) or the wait is over
@@ -767,15 +774,22 @@ impl LockClient for ZkLock {
     }
 }
 
-/// The evidence each grant carries (docs/history.md).
-const EVIDENCE: &[&str] = &[
-    "zk_server",
-    "hold",
-    "zk_session",
-    "zk_node",
-    "zk_timeout_ms",
-    "session_event_ns",
-];
+history::evidence! {
+    /// What a grant carries beyond its `hold` (docs/history.md). Kept, not judged.
+    pub(crate) struct ZkEvidence for "zookeeper" {
+        /// The session the grant is held by (its id, `0x...`).
+        zk_session: String,
+        /// The server that session was connected to when the grant was answered (`n2`).
+        zk_server: String,
+        /// The lock node (`/lockpick/<lock>/lock-<sequence>`).
+        zk_node: String,
+        /// The session timeout the server agreed to.
+        zk_timeout_ms: u64,
+    }
+}
+
+/// The evidence each grant carries.
+const EVIDENCE: &[&[history::Field]] = &[HoldEvidence::FIELDS, ZkEvidence::FIELDS];
 
 /// The zoo.cfg the node writes into its data dir at each start, then the server in the
 /// foreground. Sessions may be as short as 200 ms (a `--ttl` of 1-2 s, or less, is the
