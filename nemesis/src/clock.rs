@@ -368,6 +368,44 @@ impl FaketimeFile {
     }
 }
 
+/// What a node needs, before it first starts, for its clock to follow a [`NodeClock`].
+pub struct Hookup {
+    /// Environment for every start (libfaketime's preload and control file).
+    pub env: Vec<(String, String)>,
+    /// The control page its processes are patched to read (vDSO backend).
+    pub page: Option<Arc<ControlPage>>,
+}
+
+/// Before a node first starts, when the run's faults move clocks: its control page or file,
+/// true for now, and what makes the node's clock follow it.
+pub fn prepare_node(
+    node_dir: &Path,
+    backend: &Backend,
+    scope: ClockScope,
+) -> Result<(NodeClock, Hookup), crate::Error> {
+    std::fs::create_dir_all(node_dir)?;
+    match backend {
+        Backend::Vdso => {
+            let clock = NodeClock::create_page(&node_dir.join("clock.page"), scope)
+                .map_err(|e| crate::Error::msg(e.to_string()))?;
+            let page = clock.page();
+            Ok((
+                clock,
+                Hookup {
+                    env: Vec::new(),
+                    page,
+                },
+            ))
+        }
+        Backend::Faketime(lib) => {
+            let control = node_dir.join("faketime.ctl");
+            let clock = NodeClock::create(control.clone(), Instant::now())?;
+            let env = faketime_env(lib, &control, scope);
+            Ok((clock, Hookup { env, page: None }))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

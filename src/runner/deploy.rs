@@ -324,7 +324,7 @@ impl Recipe<'_> {
         // the first clock call on).
         let (clock, hookup) = if cfg.faults.iter().any(|f| f.moves_clocks()) {
             let (c, hookup) =
-                nemesis::fault::clock::prepare(&node_dir, &cfg.clock_backend()?, cfg.clock_scope)?;
+                nemesis::clock::prepare_node(&node_dir, &cfg.clock_backend()?, cfg.clock_scope)?;
             (Some(c), Some(hookup))
         } else {
             (None, None)

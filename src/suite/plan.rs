@@ -517,26 +517,6 @@ mod tests {
         cells.iter().map(PlanCell::label).collect()
     }
 
-    /// Each wave of a rolling kill is a minority that spares the primary; a grant on every
-    /// node is left on a bare majority by the first and on a minority by the second.
-    #[test]
-    fn a_rolling_kill_leaves_a_grant_on_every_node_on_a_minority() {
-        for (nodes, first, then) in [
-            (3, vec![2], vec![1]),
-            (4, vec![3], vec![1, 2]),
-            (5, vec![3, 4], vec![2]),
-            (7, vec![4, 5, 6], vec![3]),
-        ] {
-            let (a, b) = nemesis::fault::kill::rolling_waves(nodes);
-            assert_eq!((&a, &b), (&first, &then), "{nodes} nodes");
-            let majority = nodes / 2 + 1;
-            assert!(a.len() < majority && b.len() < majority, "{nodes}");
-            assert!(!a.contains(&0) && !b.contains(&0), "{nodes}");
-            // The nodes that forgot are a majority once both waves are back.
-            assert!(a.len() + b.len() >= majority, "{nodes}");
-        }
-    }
-
     /// The rolling kill runs alone, its first grant holding past both waves, and a kill
     /// that missed is tried again with the same hold.
     #[test]

@@ -7,7 +7,7 @@
 //! wall-clock read.
 
 use super::{variant_need, Asked, Ctx, Facts, Healer, Here};
-use crate::clock::{faketime_env, Backend, ClockScope, ControlPage, NodeClock};
+use crate::clock::{Backend, NodeClock};
 use crate::named::{self, Named};
 use crate::scenario::{cell, Aimed, CellPlan, Profile, Target};
 use crate::schedule::file::{at, needs_nodes, RawFault, END_MS_MAX};
@@ -21,7 +21,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::fmt;
 use std::io::Write;
-use std::path::Path;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
@@ -360,44 +359,6 @@ const STROBE_PERIOD: Duration = Duration::from_millis(200);
 
 /// How long an observation through the control page waits for the node to read its clock.
 const OBSERVE_LIMIT: Duration = Duration::from_millis(300);
-
-/// What a node needs, before it first starts, for its clock to follow a [`NodeClock`].
-pub struct Hookup {
-    /// Environment for every start (libfaketime's preload and control file).
-    pub env: Vec<(String, String)>,
-    /// The control page its processes are patched to read (vDSO backend).
-    pub page: Option<std::sync::Arc<ControlPage>>,
-}
-
-/// Before a node first starts: its control page or file, true for now, and what makes the
-/// node's clock follow it.
-pub fn prepare(
-    node_dir: &Path,
-    backend: &Backend,
-    scope: ClockScope,
-) -> Result<(NodeClock, Hookup), Error> {
-    std::fs::create_dir_all(node_dir)?;
-    match backend {
-        Backend::Vdso => {
-            let clock = NodeClock::create_page(&node_dir.join("clock.page"), scope)
-                .map_err(|e| Error::msg(e.to_string()))?;
-            let page = clock.page();
-            Ok((
-                clock,
-                Hookup {
-                    env: Vec::new(),
-                    page,
-                },
-            ))
-        }
-        Backend::Faketime(lib) => {
-            let control = node_dir.join("faketime.ctl");
-            let clock = NodeClock::create(control.clone(), Instant::now())?;
-            let env = faketime_env(lib, &control, scope);
-            Ok((clock, Hookup { env, page: None }))
-        }
-    }
-}
 
 /// What a planned fault carries for this family, asked of any fault.
 impl PlannedFault {

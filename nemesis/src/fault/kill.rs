@@ -113,7 +113,7 @@ pub fn aim(
 /// the nodes beyond a bare majority (so a grant on every node is left on exactly a majority
 /// that remembers it), then as many more as make the forgetful nodes a majority themselves
 /// (one, for an odd count). 3 nodes: n3, then n2; 5: n4 and n5, then n3.
-pub fn rolling_waves(nodes: usize) -> (Vec<usize>, Vec<usize>) {
+fn rolling_waves(nodes: usize) -> (Vec<usize>, Vec<usize>) {
     let majority = nodes / 2 + 1;
     let first = nodes - majority;
     let then = (2 * majority - nodes).min(nodes - 1 - first);
@@ -278,4 +278,29 @@ async fn restart(node: &Node, id: &str, startup: Duration) -> Result<(), Error> 
         "node {id} did not come back after {RESTART_ATTEMPTS} restarts: {}",
         last.map(|e| e.to_string()).unwrap_or_default()
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each wave of a rolling kill is a minority that spares the primary; a grant on every
+    /// node is left on a bare majority by the first and on a minority by the second.
+    #[test]
+    fn a_rolling_kill_leaves_a_grant_on_every_node_on_a_minority() {
+        for (nodes, first, then) in [
+            (3, vec![2], vec![1]),
+            (4, vec![3], vec![1, 2]),
+            (5, vec![3, 4], vec![2]),
+            (7, vec![4, 5, 6], vec![3]),
+        ] {
+            let (a, b) = rolling_waves(nodes);
+            assert_eq!((&a, &b), (&first, &then), "{nodes} nodes");
+            let majority = nodes / 2 + 1;
+            assert!(a.len() < majority && b.len() < majority, "{nodes}");
+            assert!(!a.contains(&0) && !b.contains(&0), "{nodes}");
+            // The nodes that forgot are a majority once both waves are back.
+            assert!(a.len() + b.len() >= majority, "{nodes}");
+        }
+    }
 }
