@@ -6,24 +6,22 @@
 
 use history::coverage::Need;
 use history::Results;
-use serde_json::Value;
+use nemesis::schedule::Schedule;
 use std::path::Path;
 
-/// Adds the kinds (`kind`) and client-fault shapes (`shape`, `wake`) of the schedule beside
+/// Adds the kinds and client-fault shapes (a stall's aim and wake-up op) of the schedule beside
 /// `history` to `results.coverage.requested`. No schedule (a history checked on its own) adds
 /// nothing; one that cannot be read adds a note saying so, and the history's own requests
-/// stand. The file is read as plain JSON, field by field: the run that wrote it checked it.
+/// stand. The file is read by the schedule's one reader, and each fault's family says what
+/// shapes it asks for (`Payload::shapes_asked`).
 pub fn add_from_schedule(history: &Path, results: &mut Results) {
     let path = history.with_file_name(nemesis::schedule::SCHEDULE_FILE);
     if results.coverage.is_none() {
         return;
     }
-    let faults = match std::fs::read_to_string(&path) {
-        Ok(text) => match serde_json::from_str::<Value>(&text) {
-            Ok(v) => match v.get("faults").and_then(Value::as_array) {
-                Some(f) => f.clone(),
-                None => return note(results, &path, "no `faults` list"),
-            },
+    let schedule = match std::fs::read_to_string(&path) {
+        Ok(text) => match Schedule::parse(&text) {
+            Ok(s) => s,
             Err(e) => return note(results, &path, &e.to_string()),
         },
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
@@ -33,12 +31,9 @@ pub fn add_from_schedule(history: &Path, results: &mut Results) {
         return;
     };
     // Bounded by the schedule's faults (at most 10,000, as the planner and reader allow).
-    for f in &faults {
-        let text = |k: &str| f.get(k).and_then(Value::as_str);
-        if let Some(kind) = text("kind") {
-            coverage.request_fault(kind);
-        }
-        for shape in [text("shape"), text("wake")].into_iter().flatten() {
+    for f in &schedule.faults {
+        coverage.request_fault(f.kind().as_str());
+        for shape in f.payload.shapes_asked() {
             coverage.request_shape(shape);
         }
     }

@@ -34,8 +34,9 @@ fn check(dir: &Path, fail_on: &str) -> (Option<i32>, String) {
     )
 }
 
-fn stall(id: &str, shape: &str, wake: Option<&str>) -> Value {
-    let mut f = json!({"id": id, "kind": "client-pause", "at_ms": 100, "length_ms": 1500,
+/// A stall at `at_ms` (faults of a schedule come in start order and do not overlap).
+fn stall(id: &str, at_ms: u64, shape: &str, wake: Option<&str>) -> Value {
+    let mut f = json!({"id": id, "kind": "client-pause", "at_ms": at_ms, "length_ms": 1500,
                        "shape": shape});
     if let Some(w) = wake {
         f["wake"] = json!(w);
@@ -47,7 +48,7 @@ fn stall(id: &str, shape: &str, wake: Option<&str>) -> Value {
 #[test]
 fn a_schedule_whose_every_kind_and_shape_was_exercised_passes_the_coverage_gate() {
     let tmp = tempfile::tempdir().unwrap();
-    run_dir(tmp.path(), json!([stall("f1", "boundary", Some("renew"))]));
+    run_dir(tmp.path(), json!([stall("f1", 100, "boundary", Some("renew"))]));
     let (code, out) = check(tmp.path(), "safety,liveness,coverage");
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("coverage (what this run exercised"), "{out}");
@@ -62,8 +63,8 @@ fn a_requested_shape_or_kind_the_run_never_reached_fails_the_coverage_gate_only(
     run_dir(
         tmp.path(),
         json!([
-            stall("f1", "boundary", Some("renew")),
-            stall("f2", "waiter", None),
+            stall("f1", 100, "boundary", Some("renew")),
+            stall("f2", 2000, "waiter", None),
             pause
         ]),
     );

@@ -10,7 +10,7 @@
 use crate::model::{ClientOp, Func, Model, SpanEnd};
 use crate::FxMap;
 use history::coverage::{Cell, Coverage, FaultCoverage};
-use history::{FaultOp, Outcome};
+use history::{stall_fields, FaultFamily, FaultOp, Outcome};
 use serde_json::Value;
 
 /// One client stall and what the passes learn about it.
@@ -95,8 +95,9 @@ struct Kind {
     spans: Vec<(u64, u64)>,
 }
 
-/// The nodes a fault names: `nodes`, and a partition's `cut` pairs and `clients_cut_from`.
-fn nodes_of(v: &Value) -> Vec<String> {
+/// The nodes a fault names: `nodes`, and the fields its family says name nodes (a partition's
+/// `cut` pairs and `clients_cut_from`).
+fn nodes_of(v: &Value, family: &FaultFamily) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut add = |n: &Value| {
         if let Some(s) = n.as_str() {
@@ -105,14 +106,18 @@ fn nodes_of(v: &Value) -> Vec<String> {
             }
         }
     };
-    for key in ["nodes", "clients_cut_from"] {
+    let naming = family
+        .fields
+        .iter()
+        .filter(|f| f.names_nodes)
+        .map(|f| f.name);
+    for key in std::iter::once("nodes").chain(naming) {
+        // Strings, or pairs of them (a cut's links).
         for n in v.get(key).and_then(Value::as_array).into_iter().flatten() {
-            add(n);
-        }
-    }
-    for pair in v.get("cut").and_then(Value::as_array).into_iter().flatten() {
-        for n in pair.as_array().into_iter().flatten() {
-            add(n);
+            match n.as_array() {
+                Some(pair) => pair.iter().for_each(&mut add),
+                None => add(n),
+            }
         }
     }
     out
@@ -128,7 +133,10 @@ fn fault_kinds(m: &Model, cov: &mut Coverage) -> Vec<Kind> {
         };
         let c: &mut FaultCoverage = cov.faults.entry(name.to_string()).or_default();
         c.started += 1;
-        for n in nodes_of(&f.value) {
+        let family = FaultOp::of(&f.f)
+            .opened_family()
+            .unwrap_or(&FaultFamily::UNKNOWN);
+        for n in nodes_of(&f.value, family) {
             *c.nodes.entry(n).or_insert(0) += 1;
         }
         let k = match kinds.iter().position(|k| k.name == name) {
@@ -165,7 +173,7 @@ fn stalls_of(m: &Model) -> Vec<Stall> {
         let Some(process) = f.value.get("process").and_then(Value::as_u64) else {
             continue;
         };
-        let lock_name = f.value.get("lock").and_then(Value::as_str);
+        let lock_name = f.value.get(stall_fields::LOCK).and_then(Value::as_str);
         let text = |k: &str| f.value.get(k).and_then(Value::as_str).map(str::to_string);
         out.push(Stall {
             kind: family.kind,
@@ -173,8 +181,8 @@ fn stalls_of(m: &Model) -> Vec<Stall> {
             lock: lock_name.and_then(|l| lock_ids.get(l).copied()),
             names_lock: lock_name.is_some(),
             token: f.value.get("token").and_then(Value::as_u64),
-            shape: text("shape"),
-            planned_wake: text("wake"),
+            shape: text(stall_fields::SHAPE),
+            planned_wake: text(stall_fields::WAKE),
             start_ns: f.start_ns,
             end_ns: f.end_ns,
             ended: f.stop_index.is_some(),

@@ -160,7 +160,7 @@ pub(crate) fn count(m: &Model, cov: &mut Coverage) {
         let text = |k: &str| f.value.get(k).and_then(Value::as_str).unwrap_or_default();
         let rolling = family.rolls
             && f.value
-                .get("then_nodes")
+                .get(FaultFamily::THEN_NODES)
                 .and_then(Value::as_array)
                 .is_some_and(|w| !w.is_empty());
         let variant = if rolling {
@@ -179,7 +179,7 @@ pub(crate) fn count(m: &Model, cov: &mut Coverage) {
         }
         // Only a clock fault that moved the monotonic clock says so: the wall clock alone is
         // the default, and the cell of every run before scopes were recorded.
-        let scope = match text("scope") {
+        let scope = match text(FaultFamily::SCOPE) {
             "all" if family.scoped => "all",
             _ => "",
         };

@@ -83,8 +83,21 @@ pub enum Aim {
     /// A lease live at some time during the fault (a partition, a lossy link).
     LeaseLiveDuring,
     /// A client's own stall, placed against its grants by the coverage pass: it stalls a
-    /// client between ops, so it holds back nothing the service does.
+    /// client between ops, so it holds back nothing the service does. Its opening op carries
+    /// the stalled client's `process` and the fields of [`stall_fields`].
     ClientStall,
+}
+
+/// The fields a family whose faults stall clients ([`Aim::ClientStall`]) records on a
+/// fault's opening op, beside `process`: what the coverage pass places the stall by. The
+/// family declares them among its [`FaultFamily::fields`] under these names.
+pub mod stall_fields {
+    /// The lock whose holder was stalled.
+    pub const LOCK: &str = "lock";
+    /// What the stall was aimed at (boundary, next-grant, long, waiter).
+    pub const SHAPE: &str = "shape";
+    /// What the holder was to wake into (renew, write, release, read).
+    pub const WAKE: &str = "wake";
 }
 
 impl FaultFamily {
@@ -100,6 +113,14 @@ impl FaultFamily {
             registered.into_iter().map(|r| r.family).collect()
         })
     }
+
+    /// The field of a rolling fault's opening op that names its second wave's nodes
+    /// ([`FaultFamily::rolls`]); a family that rolls declares it among its `fields`.
+    pub const THEN_NODES: &'static str = "then_nodes";
+
+    /// The field of a fault's opening op that says which clocks it moved, `all` when the
+    /// monotonic clock too ([`FaultFamily::scoped`]); a scoped family declares it.
+    pub const SCOPE: &'static str = "scope";
 
     /// The colour of a fault the report does not know the family of.
     pub const UNKNOWN_COLOUR: &'static str = "#868e96";

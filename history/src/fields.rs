@@ -40,12 +40,28 @@ pub struct Field {
     /// Its key in `value` (or in the object it is a field of).
     pub name: &'static str,
     pub ty: FieldType,
+    /// Its strings name nodes the fault hit (a partition's `cut`), beyond the `nodes` every
+    /// fault carries: the coverage counts them as hit.
+    pub names_nodes: bool,
 }
 
 impl Field {
     /// A field `name` of type `ty`.
     pub const fn new(name: &'static str, ty: FieldType) -> Field {
-        Field { name, ty }
+        Field {
+            name,
+            ty,
+            names_nodes: false,
+        }
+    }
+
+    /// A field `name` of type `ty` (strings, or pairs of them) whose strings name nodes the
+    /// fault hit.
+    pub const fn naming_nodes(name: &'static str, ty: FieldType) -> Field {
+        Field {
+            names_nodes: true,
+            ..Field::new(name, ty)
+        }
     }
 }
 

@@ -50,7 +50,7 @@ pub use evidence::{
     Evidence, EvidenceSet, EvidenceValue, Hold, HoldEvidence, KeyState, LeaseEvidence, ReadBack,
     WorkerEvidence, EVIDENCE_SETS,
 };
-pub use fault_op::{Aim, FaultFamily, FaultOp, Registered, FAULT_FAMILIES};
+pub use fault_op::{stall_fields, Aim, FaultFamily, FaultOp, Registered, FAULT_FAMILIES};
 pub use fields::{nemesis_field_type, Field, FieldType};
 pub use history::{History, Operation, Outcome, StructureError};
 pub use layout::ExitCode;

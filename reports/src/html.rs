@@ -514,7 +514,8 @@ fn incident_members(s: &mut String, inp: &Input, g: &Incident) {
     s.push_str("</details>");
 }
 
-/// A fault in words: `pause of n1 for 1.500 s (op 12)`, `partition (halves) (op 30)`.
+/// A fault in words: `pause of n1 for 1.500 s (op 12)`, `partition (halves) (op 30)`,
+/// `clock (fast) of n2 (op 41)`.
 fn fault_words(f: &ActiveFault) -> String {
     let kind = history::FaultOp::of(&f.f).kind().unwrap_or(&f.f);
     let v = &f.value;
@@ -528,18 +529,21 @@ fn fault_words(f: &ActiveFault) -> String {
         })
         .unwrap_or_default();
     let mut w = kind.to_string();
-    if let Some(t) = v.get("topology").and_then(|t| t.as_str()) {
-        let _ = write!(w, " ({t})");
-    }
-    if let Some(mode) = v.get("mode").and_then(|t| t.as_str()) {
-        let _ = write!(w, " {mode}");
+    // Its variant (a partition's topology, a clock fault's mode), by the field its family
+    // names it in.
+    let variant = history::FaultFamily::named(kind)
+        .map(|family| family.variant_field)
+        .filter(|field| !field.is_empty())
+        .and_then(|field| v.get(field)?.as_str());
+    if let Some(variant) = variant {
+        let _ = write!(w, " ({variant})");
     }
     if !nodes.is_empty() {
         let _ = write!(w, " of {}", nodes.join(", "));
     }
     // A rolling kill: its second wave, killed once the first was back.
     let then: Vec<&str> = v
-        .get("then_nodes")
+        .get(history::FaultFamily::THEN_NODES)
         .and_then(|x| x.as_array())
         .map(|a| a.iter().filter_map(|n| n.as_str()).collect())
         .unwrap_or_default();

@@ -379,6 +379,43 @@ fn no_code_outside_a_family_module_names_it() {
     }
 }
 
+/// No reader of a history (history, checkers, reports, the binary) spells a field a fault
+/// family declares for its ops: the reader types it from the family's entry, the coverage
+/// finds the nodes a fault hit by `Field::names_nodes`, its variant by `variant_field`, and
+/// the fields the facts rest on (`then_nodes`, `scope`, a client stall's `shape` and `wake`)
+/// by the names history gives them (`FaultFamily::THEN_NODES`, `stall_fields`), which the
+/// families declare theirs with. Two are also other words: `acquire` (a stall's acquire in
+/// flight; also an op's name) and `lock` (the stalled holder's lock; also every lock op's).
+#[test]
+fn no_reader_spells_a_family_field() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dirs = ["src", "history/src", "checkers/src", "reports/src"].map(|d| root.join(d));
+    let fields: Vec<&str> = history::FaultFamily::all()
+        .iter()
+        .flat_map(|family| family.fields)
+        .map(|f| f.name)
+        .filter(|name| !["acquire", "lock"].contains(name))
+        .collect();
+    assert!(
+        fields.contains(&"cut"),
+        "the families are linked: {fields:?}"
+    );
+    let contract = root.join("history/src/fault_op.rs");
+    for path in product_sources(root) {
+        if !dirs.iter().any(|d| path.starts_with(d)) || path == contract {
+            continue;
+        }
+        let code = code_of(&path);
+        for name in &fields {
+            assert!(
+                !code.contains(&format!("\"{name}\"")),
+                "{} spells the fault field \"{name}\": ask its family's entry",
+                path.display()
+            );
+        }
+    }
+}
+
 /// A service (and a runtime) is one file plus its registration line: no code outside its own
 /// file (and the registry's list) spells its `--adapter` (`--runtime`) name, so nothing else needs an edit when one is
 /// added. The exceptions are the default (`reference`, named by `--adapter`'s default and

@@ -12,7 +12,7 @@ use crate::schedule::file::{at, refuses_nodes, RawFault};
 use crate::schedule::{Drawn, Draws, FaultKind, Payload, PlannedFault, ScheduleError};
 use crate::Error;
 use history::coverage::{Cell, Need};
-use history::{Aim, FaultFamily, Field, FieldType};
+use history::{stall_fields, Aim, FaultFamily, Field, FieldType};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -201,10 +201,10 @@ pub const FAMILY: FaultFamily = FaultFamily {
     rolls: false,
     scoped: false,
     fields: &[
-        Field::new("lock", FieldType::Str),
+        Field::new(stall_fields::LOCK, FieldType::Str),
         Field::new("stall_ms", FieldType::U64),
-        Field::new("shape", FieldType::Str),
-        Field::new("wake", FieldType::Str),
+        Field::new(stall_fields::SHAPE, FieldType::Str),
+        Field::new(stall_fields::WAKE, FieldType::Str),
         Field::new("lease_end_ns", FieldType::U64),
         Field::new("after_ms", FieldType::U64),
         Field::new("acquire", FieldType::U64),
@@ -517,6 +517,15 @@ pub(crate) fn write(plan: &Plan) -> Keys {
 /// A stall names no nodes.
 pub(crate) fn nodes_named(_plan: &Plan) -> Vec<usize> {
     Vec::new()
+}
+
+/// The stall's aim and its wake-up op (a waiter's stall has none).
+pub(crate) fn shapes_asked(plan: &Plan) -> Vec<&'static str> {
+    let Some(shape) = &plan.shape else {
+        return Vec::new();
+    };
+    let wake = shape.wake.map(WakeOp::as_str);
+    std::iter::once(shape.aim.as_str()).chain(wake).collect()
 }
 
 pub(crate) fn renumber(_plan: &mut Plan, _to: &dyn Fn(usize) -> usize) {}

@@ -111,7 +111,7 @@ pub const FAMILY: FaultFamily = FaultFamily {
     scoped: true,
     fields: &[
         Field::new("mode", FieldType::Str),
-        Field::new("scope", FieldType::Str),
+        Field::new(FaultFamily::SCOPE, FieldType::Str),
         Field::new("delta_ms", FieldType::I64),
         Field::new("rate", FieldType::Number),
         Field::new("realtime_offset_ms", FieldType::I64),
@@ -349,6 +349,10 @@ pub(crate) fn write(plan: &Plan) -> Keys {
 
 /// A clock change names no nodes beyond its own.
 pub(crate) fn nodes_named(_plan: &Plan) -> Vec<usize> {
+    Vec::new()
+}
+
+pub(crate) fn shapes_asked(_plan: &Plan) -> Vec<&'static str> {
     Vec::new()
 }
 

@@ -40,7 +40,7 @@ pub const FAMILY: FaultFamily = FaultFamily {
     per_role: true,
     rolls: true,
     scoped: false,
-    fields: &[Field::new("then_nodes", FieldType::Strings)],
+    fields: &[Field::new(FaultFamily::THEN_NODES, FieldType::Strings)],
 };
 
 /// It kills the service's processes, and needs nothing else. A correct service refuses grants
@@ -183,6 +183,10 @@ pub(crate) fn write(plan: &Plan) -> Keys {
 /// The second wave.
 pub(crate) fn nodes_named(plan: &Plan) -> Vec<usize> {
     plan.then_nodes.clone()
+}
+
+pub(crate) fn shapes_asked(_plan: &Plan) -> Vec<&'static str> {
+    Vec::new()
 }
 
 pub(crate) fn renumber(plan: &mut Plan, to: &dyn Fn(usize) -> usize) {

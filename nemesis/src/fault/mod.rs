@@ -18,7 +18,8 @@
 //!   checked, and whether it takes `nodes`) and `write(plan)`;
 //! - `nodes_named(plan)` and `renumber(plan, to)`: the node positions its plan names beyond
 //!   the fault's `nodes`, for the checks against the run and for a fault moved to another
-//!   primary;
+//!   primary; `shapes_asked(plan)`: the coverage shapes a planned fault of it asks to exercise
+//!   (a client stall's aim and wake-up op), which a run's verdict then rests on;
 //! - `FACTS` ([`Facts`]): what its faults need (the service's processes, network namespaces,
 //!   the nodes' clocks, runtime tools), the run settings that shape them, the leases a
 //!   service needs after one, and whether the suite retries a missed cell of it alone; and
@@ -272,6 +273,14 @@ macro_rules! families {
             pub fn nodes_named(&self) -> Vec<usize> {
                 match self {
                     $(Payload::$kind(plan) => $module::nodes_named(plan),)+
+                }
+            }
+
+            /// The coverage shapes the family part asks to exercise (a client stall's aim and
+            /// wake-up op; none for most families), as `results.json`'s coverage names them.
+            pub fn shapes_asked(&self) -> Vec<&'static str> {
+                match self {
+                    $(Payload::$kind(plan) => $module::shapes_asked(plan),)+
                 }
             }
 

@@ -135,6 +135,10 @@ pub(crate) fn nodes_named(_plan: &Plan) -> Vec<usize> {
     Vec::new()
 }
 
+pub(crate) fn shapes_asked(_plan: &Plan) -> Vec<&'static str> {
+    Vec::new()
+}
+
 pub(crate) fn renumber(_plan: &mut Plan, _to: &dyn Fn(usize) -> usize) {}
 
 /// What a planned fault carries for this family, asked of any fault.

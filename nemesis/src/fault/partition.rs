@@ -115,8 +115,8 @@ pub const FAMILY: FaultFamily = FaultFamily {
     scoped: false,
     fields: &[
         Field::new("topology", FieldType::Str),
-        Field::new("cut", FieldType::StringPairs),
-        Field::new("clients_cut_from", FieldType::Strings),
+        Field::naming_nodes("cut", FieldType::StringPairs),
+        Field::naming_nodes("clients_cut_from", FieldType::Strings),
     ],
 };
 
@@ -294,6 +294,10 @@ pub(crate) fn write(plan: &Plan) -> Keys {
 pub(crate) fn nodes_named(plan: &Plan) -> Vec<usize> {
     let ends = plan.cut.iter().flat_map(|&(a, b)| [a, b]);
     ends.chain(plan.clients_cut_from.iter().copied()).collect()
+}
+
+pub(crate) fn shapes_asked(_plan: &Plan) -> Vec<&'static str> {
+    Vec::new()
 }
 
 /// Each cut link stays ordered (`a < b`).

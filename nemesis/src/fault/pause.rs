@@ -105,6 +105,10 @@ pub(crate) fn nodes_named(_plan: &Plan) -> Vec<usize> {
     Vec::new()
 }
 
+pub(crate) fn shapes_asked(_plan: &Plan) -> Vec<&'static str> {
+    Vec::new()
+}
+
 pub(crate) fn renumber(_plan: &mut Plan, _to: &dyn Fn(usize) -> usize) {}
 
 pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Result<(), Error> {
