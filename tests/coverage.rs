@@ -48,7 +48,10 @@ fn stall(id: &str, at_ms: u64, shape: &str, wake: Option<&str>) -> Value {
 #[test]
 fn a_schedule_whose_every_kind_and_shape_was_exercised_passes_the_coverage_gate() {
     let tmp = tempfile::tempdir().unwrap();
-    run_dir(tmp.path(), json!([stall("f1", 100, "boundary", Some("renew"))]));
+    run_dir(
+        tmp.path(),
+        json!([stall("f1", 100, "boundary", Some("renew"))]),
+    );
     let (code, out) = check(tmp.path(), "safety,liveness,coverage");
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("coverage (what this run exercised"), "{out}");

@@ -212,10 +212,7 @@ fn total_changed(m: &Model, finals: &BTreeMap<u32, usize>, transfers: usize) -> 
 /// a correct history so it shows one violation the rules above must find.
 mod injectors {
     #![allow(clippy::ptr_arg)]
-    use crate::inject::*;
-    use history::{Op, OpType, OpValue, Process, ViolationKind, F};
-
-    use rand_chacha::ChaCha8Rng;
+    use crate::inject::prelude::*;
 
     /// Total's injectors.
     pub(crate) const TOTAL: &[Injector] = &[Injector {

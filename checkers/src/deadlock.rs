@@ -548,10 +548,7 @@ impl Checker for Deadlock {
 /// a correct history so it shows one violation the rules above must find.
 mod injectors {
     #![allow(clippy::ptr_arg)]
-    use crate::inject::*;
-    use history::{Op, OpType, OpValue, ViolationKind, F};
-    use rand::Rng;
-    use rand_chacha::ChaCha8Rng;
+    use crate::inject::prelude::*;
 
     /// Deadlock's injectors.
     pub(crate) const DEADLOCK: &[Injector] = &[Injector {

@@ -16,6 +16,22 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::json;
 
+/// What every checker's `injectors` module works with, imported in one line
+/// (`use crate::inject::prelude::*;`): this module's helpers and the history and randomness
+/// they take.
+pub(crate) mod prelude {
+    pub(crate) use super::{
+        fresh_grant, fresh_process, grants, holds, insert, lock_op, make_room, ok_writes, pick,
+        Injector, G, WITNESS,
+    };
+    pub(crate) use history::{
+        Evidence as _, History, KeyState, Op, OpType, OpValue, Outcome, Process, ViolationKind, F,
+    };
+    pub(crate) use rand::Rng;
+    pub(crate) use rand_chacha::ChaCha8Rng;
+    pub(crate) use serde_json::json;
+}
+
 /// One way to add a violation to a correct history: its name for `synth --inject`, the kind
 /// the checkers must then report, and the mutation. Each lives in its checker's module, beside
 /// the rule that finds it, and that checker lists it (`Checker::injectors`): a new kind's

@@ -204,11 +204,7 @@ fn record_note(counts: [u64; 4]) -> Option<String> {
 /// a correct history so it shows one violation the rules above must find.
 mod injectors {
     #![allow(clippy::ptr_arg)]
-    use crate::inject::*;
-    use history::{History, Op, ViolationKind};
-
-    use history::{Evidence as _, KeyState};
-    use rand_chacha::ChaCha8Rng;
+    use crate::inject::prelude::*;
 
     /// LeaseExpiry's injectors.
     pub(crate) const LEASE_EXPIRY: &[Injector] = &[

@@ -352,10 +352,7 @@ fn dead_since(m: &Model, name: &str, d: Deadline, ops: &mut Vec<u64>) -> String 
 /// a correct history so it shows one violation the rules above must find.
 mod injectors {
     #![allow(clippy::ptr_arg)]
-    use crate::inject::*;
-    use history::{History, Op, OpType, OpValue, ViolationKind, F};
-
-    use rand_chacha::ChaCha8Rng;
+    use crate::inject::prelude::*;
 
     /// Liveness's injectors.
     pub(crate) const LIVENESS: &[Injector] = &[Injector {

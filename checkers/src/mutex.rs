@@ -973,11 +973,7 @@ fn answer(m: &Model, op: &ClientOp) -> String {
 /// a correct history so it shows one violation the rules above must find.
 mod injectors {
     #![allow(clippy::ptr_arg)]
-    use crate::inject::*;
-    use history::Evidence as _;
-    use history::{History, Op, OpType, OpValue, ViolationKind, F};
-    use rand::Rng;
-    use rand_chacha::ChaCha8Rng;
+    use crate::inject::prelude::*;
 
     /// MutualExclusion's injectors.
     pub(crate) const MUTUAL_EXCLUSION: &[Injector] = &[

@@ -604,11 +604,7 @@ fn step(
 /// a correct history so it shows one violation the rules above must find.
 mod injectors {
     #![allow(clippy::ptr_arg)]
-    use crate::inject::*;
-    use history::{Op, OpType, OpValue, Process, ViolationKind, F};
-
-    use history::Evidence as _;
-    use rand_chacha::ChaCha8Rng;
+    use crate::inject::prelude::*;
 
     /// Serializability's injectors.
     pub(crate) const SERIALIZABILITY: &[Injector] = &[Injector {

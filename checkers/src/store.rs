@@ -278,10 +278,7 @@ fn short_final_read(
 /// a correct history so it shows one violation the rules above must find.
 mod injectors {
     #![allow(clippy::ptr_arg)]
-    use crate::inject::*;
-    use history::{History, Op, OpType, ViolationKind};
-
-    use rand_chacha::ChaCha8Rng;
+    use crate::inject::prelude::*;
 
     /// StoreFencing's injectors.
     pub(crate) const STORE_FENCING: &[Injector] = &[Injector {

@@ -678,11 +678,7 @@ fn op_token(m: &Model, pos: usize) -> Option<u64> {
 /// a correct history so it shows one violation the rules above must find.
 mod injectors {
     #![allow(clippy::ptr_arg)]
-    use crate::inject::*;
-    use history::{History, Op, OpType, OpValue, Outcome, Process, ViolationKind, F};
-
-    use rand_chacha::ChaCha8Rng;
-    use serde_json::json;
+    use crate::inject::prelude::*;
 
     /// FencingTokens's injectors.
     pub(crate) const FENCING_TOKENS: &[Injector] = &[
