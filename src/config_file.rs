@@ -18,8 +18,9 @@ use std::path::Path;
 /// targets as tables): such a file is refused with what to do instead.
 const LEGACY_KEYS: [&str; 4] = ["ttl_ms", "duration_ms", "op_timeout_ms", "hold_min_ms"];
 
-/// The template adapter's requests: read by the runner from the file itself.
-const TEMPLATE_SECTION: &str = "template";
+/// The template adapter's requests: read by the runner from the file itself (the reports
+/// skip it among the settings by the same name).
+const TEMPLATE_SECTION: &str = reports::config_keys::TEMPLATE_SECTION;
 /// The hosts of --runtime ssh (`[[nodes]]`) and the ssh settings (`[ssh]`): read by the runner
 /// from the file itself.
 const HOSTS_KEYS: [&str; 2] = nemesis::ssh::CONFIG_SECTIONS;

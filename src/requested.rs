@@ -7,6 +7,7 @@
 use history::coverage::Need;
 use history::Results;
 use nemesis::schedule::Schedule;
+use reports::config_keys as key;
 use std::path::Path;
 
 /// Adds the kinds and client-fault shapes (a stall's aim and wake-up op) of the schedule beside
@@ -65,13 +66,13 @@ pub fn needs_of(config: &reports::RunConfigView) -> Option<Vec<Need>> {
             })
             .unwrap_or_default()
     };
-    config.setting("nemesis")?;
+    config.setting(key::NEMESIS)?;
     let asked = nemesis::fault::Asked {
         list: &list,
-        on_primary: config.setting("nemesis_targets").as_deref() == Some("primary"),
+        on_primary: config.setting(key::NEMESIS_TARGETS).as_deref() == Some("primary"),
     };
     let mut needs = Vec::new();
-    for kind in list("nemesis") {
+    for kind in list(key::NEMESIS) {
         match kind.parse::<nemesis::schedule::FaultKind>() {
             Ok(k) => needs.extend(k.requested(&asked)),
             Err(_) => needs.push(Need::kind(&kind)),

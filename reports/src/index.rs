@@ -141,8 +141,8 @@ fn row(name: &str, dir: &Path) -> Row {
         violations: results.as_ref().map(|r| r.violations.len()).unwrap_or(0),
         warnings: results.as_ref().map(|r| r.warnings.len()).unwrap_or(0),
         target,
-        faults: get("nemesis"),
-        seed: get("seed"),
+        faults: get(crate::config_keys::NEMESIS),
+        seed: get(crate::config_keys::SEED),
         has_report: dir.join(layout::REPORT_FILE).is_file(),
         stamp,
     }

@@ -76,6 +76,60 @@ pub enum ReportError {
     },
 }
 
+/// The keys of a run's `config.toml` that the reports and the binary's gates read by name:
+/// each is the config key of a `run` flag (the binary's flag table, which writes the file;
+/// `the_reports_config_keys_are_the_flags` there holds them to it), or a key of runs recorded
+/// before the one schema ([`config_keys::legacy`]), still read so their reports and checks
+/// keep their settings.
+pub mod config_keys {
+    pub const TTL: &str = "ttl";
+    pub const RENEW_TTL: &str = "renew_ttl";
+    pub const DRIFT: &str = "drift";
+    pub const LIVENESS_GRACE: &str = "liveness_grace";
+    pub const CLOCK_SCOPE: &str = "clock_scope";
+    pub const NEMESIS: &str = "nemesis";
+    pub const NEMESIS_TARGETS: &str = "nemesis_targets";
+    pub const URL: &str = "url";
+    pub const NODE_CMD: &str = "node_cmd";
+    pub const ADAPTER: &str = "adapter";
+    pub const UNSAFE: &str = "unsafe";
+    pub const NAME: &str = "name";
+    pub const SEED: &str = "seed";
+    pub const OUT: &str = "out";
+    /// Every key above.
+    pub const FLAGS: &[&str] = &[
+        TTL,
+        RENEW_TTL,
+        DRIFT,
+        LIVENESS_GRACE,
+        CLOCK_SCOPE,
+        NEMESIS,
+        NEMESIS_TARGETS,
+        URL,
+        NODE_CMD,
+        ADAPTER,
+        UNSAFE,
+        NAME,
+        SEED,
+        OUT,
+    ];
+    /// The template adapter's section: its requests, not settings.
+    pub const TEMPLATE_SECTION: &str = "template";
+
+    /// Keys only runs from before the one schema wrote.
+    pub mod legacy {
+        /// The liveness grace in milliseconds, a number.
+        pub const LIVENESS_GRACE_MS: &str = "liveness_grace_ms";
+        /// `--unsafe`'s mode.
+        pub const UNSAFE_MODE: &str = "unsafe_mode";
+        /// What was tested, a table with a `kind`; settings tables have none.
+        pub const TARGET: &str = "target";
+        pub const TARGET_KIND: &str = "kind";
+    }
+}
+
+use config_keys as key;
+
 /// What the report shows of a run's `config.toml`: its top-level settings and the rerun
 /// command the runner writes on its second line (`# Rerun: lockpick run --seed ...`).
 #[derive(Debug, Clone)]
@@ -126,7 +180,11 @@ impl RunConfigView {
     /// targets as `{kind = "url", ...}` tables, which are settings).
     fn sections(&self) -> impl Iterator<Item = (&String, &toml::Table)> {
         self.table.iter().filter_map(|(k, v)| match v {
-            toml::Value::Table(t) if !t.contains_key("kind") && k != "template" => Some((k, t)),
+            toml::Value::Table(t)
+                if !t.contains_key(key::legacy::TARGET_KIND) && k != key::TEMPLATE_SECTION =>
+            {
+                Some((k, t))
+            }
             _ => None,
         })
     }
@@ -148,19 +206,24 @@ impl RunConfigView {
     /// What was tested, in a few words: `embedded`, `url http://...`, `command ./my-lockd
     /// ...`, with the adapter when not the reference one and the unsafe mode if any.
     pub fn target(&self) -> String {
-        let mut t = match (self.get("url"), self.get("node_cmd")) {
+        let mut t = match (self.get(key::URL), self.get(key::NODE_CMD)) {
             (Some(u), _) => format!("url {u}"),
             (None, Some(c)) => format!("command {c}"),
             // Before the schema: a `target` table; after it, nothing set is the embedded one.
-            _ => match self.table.get("target") {
-                Some(t @ toml::Value::Table(k)) if k.contains_key("kind") => show(t),
+            _ => match self.table.get(key::legacy::TARGET) {
+                Some(t @ toml::Value::Table(k)) if k.contains_key(key::legacy::TARGET_KIND) => {
+                    show(t)
+                }
                 _ => "embedded".to_string(),
             },
         };
-        if let Some(a) = self.get("adapter").filter(|a| a != "reference") {
+        if let Some(a) = self.get(key::ADAPTER).filter(|a| a != "reference") {
             t = format!("{a}: {t}");
         }
-        if let Some(m) = self.get("unsafe").or_else(|| self.get("unsafe_mode")) {
+        if let Some(m) = self
+            .get(key::UNSAFE)
+            .or_else(|| self.get(key::legacy::UNSAFE_MODE))
+        {
             t.push_str(&format!(" (unsafe {m})"));
         }
         t
@@ -171,15 +234,15 @@ impl RunConfigView {
         let mut out = Vec::new();
         for (k, v) in &self.table {
             match v {
-                toml::Value::Table(keys) if !keys.contains_key("kind") => {
-                    if k != "template" {
+                toml::Value::Table(keys) if !keys.contains_key(key::legacy::TARGET_KIND) => {
+                    if k != key::TEMPLATE_SECTION {
                         out.extend(keys.iter().map(|(k, v)| (k.clone(), show(v))));
                     }
                 }
                 _ => out.push((k.clone(), show(v))),
             }
         }
-        out.retain(|(k, _)| k != "out");
+        out.retain(|(k, _)| k != key::OUT);
         out
     }
 
@@ -190,20 +253,20 @@ impl RunConfigView {
     /// drift, and `lockpick check RUN_DIR` judges with these.
     pub fn check_config(&self) -> checkers::CheckConfig {
         let mut c = checkers::CheckConfig::default();
-        if let Some(d) = self.float("drift") {
+        if let Some(d) = self.float(key::DRIFT) {
             c.drift = d;
         }
-        let grace_ms = match self.value("liveness_grace") {
+        let grace_ms = match self.value(key::LIVENESS_GRACE) {
             Some(toml::Value::String(s)) => duration_ms(s),
-            _ => self.float("liveness_grace_ms"),
+            _ => self.float(key::legacy::LIVENESS_GRACE_MS),
         };
         if let Some(g) = grace_ms {
             c.liveness_grace_ns = (g * 1e6) as u64;
         }
         // Clock faults that moved the monotonic clock: what they make unavoidable is set
         // apart, reaching a lease past each fault.
-        if self.setting("clock_scope").as_deref() == Some("all") {
-            let lease_ms = ["ttl", "renew_ttl"]
+        if self.setting(key::CLOCK_SCOPE).as_deref() == Some("all") {
+            let lease_ms = [key::TTL, key::RENEW_TTL]
                 .iter()
                 .filter_map(|k| self.setting(k))
                 .filter_map(|v| duration_ms(&v))
@@ -240,10 +303,11 @@ fn show(v: &toml::Value) -> String {
         toml::Value::Array(a) => a.iter().map(show).collect::<Vec<_>>().join(","),
         toml::Value::Table(t) => {
             // A target is `{kind = "url", url = "..."}`: show the kind, then the rest.
-            let mut parts: Vec<String> = t.get("kind").map(show).into_iter().collect();
+            let kind = key::legacy::TARGET_KIND;
+            let mut parts: Vec<String> = t.get(kind).map(show).into_iter().collect();
             parts.extend(
                 t.iter()
-                    .filter(|(k, _)| k.as_str() != "kind")
+                    .filter(|(k, _)| k.as_str() != kind)
                     .map(|(k, v)| format!("{k}={}", show(v))),
             );
             parts.join(" ")
@@ -270,7 +334,7 @@ pub struct Written {
 
 /// The test's name: `name` from config.toml, else the run directory's parent folder.
 fn test_name(run_dir: &Path, cfg: Option<&RunConfigView>) -> String {
-    cfg.and_then(|c| c.get("name"))
+    cfg.and_then(|c| c.get(key::NAME))
         .or_else(|| {
             run_dir
                 .canonicalize()

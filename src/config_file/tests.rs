@@ -310,3 +310,29 @@ fn user_flags_come_after_the_file() {
         .collect();
     assert_eq!(expand(untouched.clone()).unwrap().0, untouched);
 }
+
+/// The keys the reports and the coverage gate read of a run's config.toml by name
+/// (`reports::config_keys`) are keys this table writes: a flag renamed here is renamed there,
+/// or this fails.
+#[test]
+fn the_reports_config_keys_are_the_flags() {
+    let keys: Vec<String> = crate::flags::RUN.iter().map(|f| f.key()).collect();
+    for k in reports::config_keys::FLAGS {
+        assert!(
+            keys.iter().any(|key| key == k),
+            "`{k}` is no run flag's key: {keys:?}"
+        );
+    }
+    // The legacy keys are no flag's: a flag that took one of their names would be read as both.
+    use reports::config_keys::legacy;
+    for k in [
+        legacy::LIVENESS_GRACE_MS,
+        legacy::UNSAFE_MODE,
+        legacy::TARGET,
+    ] {
+        assert!(
+            !keys.iter().any(|key| key == k),
+            "`{k}` is a flag's key now"
+        );
+    }
+}
