@@ -129,8 +129,7 @@ impl Piece {
         let (lease, key) = if v.extra.is_empty() {
             (None, None)
         } else {
-            let get = |k: &str| v.extra.get(k);
-            (GrantEvidence::lease(get), GrantEvidence::read(get))
+            GrantEvidence::read(&v.extra)
         };
         self.items.push(Item::Client(Event {
             index: e.index,

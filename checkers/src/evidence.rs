@@ -5,7 +5,7 @@
 //! module: the digest reads it, the model keeps it, the lease checker judges it.
 
 use history::{Evidence, HoldEvidence, LeaseEvidence, ReadBack, WorkerEvidence};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 pub use history::{Hold, KeyState};
 
@@ -44,10 +44,13 @@ pub struct GrantEvidence {
 }
 
 impl GrantEvidence {
-    /// From the value fields as recorded (`get` looks one up), read through the evidence
-    /// sets that declare them; `None` when there is none.
-    pub(crate) fn read<'a>(get: impl Fn(&str) -> Option<&'a Value> + Copy) -> Option<Box<Self>> {
-        let back = ReadBack::read(get);
+    /// From an op's value fields as recorded, read through the evidence sets that declare
+    /// them: the lease evidence `grant-on-expired-lease` judges (when the lease was last surely
+    /// alive, and its ttl, when both are recorded), and the rest, `None` when there is none.
+    pub(crate) fn read(value: &Map<String, Value>) -> (Option<(u64, u64)>, Option<Box<Self>>) {
+        let lease = LeaseEvidence::read_map(value);
+        let lease_bound = lease.lease_last_ok_ns.zip(lease.lease_ttl_ms);
+        let back = ReadBack::read_map(value);
         let key = (|| {
             Some(KeyEvidence {
                 revision: back.answer_revision?,
@@ -56,11 +59,10 @@ impl GrantEvidence {
                 lease_id: back.lease_id,
             })
         })();
-        let lease_from_ns = LeaseEvidence::read(get).lease_from_ns;
-        let worker = WorkerEvidence::read(get);
-        let hold = HoldEvidence::read(get).hold;
+        let worker = WorkerEvidence::read_map(value);
+        let hold = HoldEvidence::read_map(value).hold;
         let evidence = GrantEvidence {
-            lease_from_ns,
+            lease_from_ns: lease.lease_from_ns,
             key,
             round: worker.round,
             grant: worker.grant,
@@ -68,13 +70,7 @@ impl GrantEvidence {
             wait_ms: worker.wait_ms,
             transfer: worker.transfer,
         };
-        (evidence != GrantEvidence::default()).then(|| Box::new(evidence))
-    }
-
-    /// The lease evidence `grant-on-expired-lease` judges: when the lease was last surely
-    /// alive, and its ttl, when both are recorded.
-    pub(crate) fn lease<'a>(get: impl Fn(&str) -> Option<&'a Value>) -> Option<(u64, u64)> {
-        let lease = LeaseEvidence::read(get);
-        Some((lease.lease_last_ok_ns?, lease.lease_ttl_ms?))
+        let evidence = (evidence != GrantEvidence::default()).then(|| Box::new(evidence));
+        (lease_bound, evidence)
     }
 }

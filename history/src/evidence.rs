@@ -12,6 +12,7 @@
 
 use crate::fields::{Field, FieldType};
 use linkme::distributed_slice;
+use std::sync::OnceLock;
 
 // What `evidence!` expands to names these through this module, so a crate that declares
 // evidence needs neither linkme nor serde_json of its own.
@@ -37,11 +38,22 @@ pub struct EvidenceSet {
 pub static EVIDENCE_SETS: [EvidenceSet];
 
 /// The evidence field `key` as a registered set declares it: the type the reader holds it to.
+/// Asked for every key of a line's `value` the scanner does not type itself (a bank op's
+/// `transfer` and `wait_ms`, a grant's name), so looked up in a table made once, not by a scan
+/// of every set.
 pub(crate) fn field(key: &str) -> Option<&'static Field> {
-    EVIDENCE_SETS
-        .iter()
-        .flat_map(|set| set.fields)
-        .find(|f| f.name == key)
+    // Sorted by name: a binary search of a few dozen short names beats hashing the key.
+    static BY_NAME: OnceLock<Vec<&'static Field>> = OnceLock::new();
+    let by_name = BY_NAME.get_or_init(|| {
+        let mut by_name: Vec<&'static Field> =
+            EVIDENCE_SETS.iter().flat_map(|set| set.fields).collect();
+        // The first set to declare a name types it (a test holds every name to one set).
+        by_name.sort_by_key(|f| f.name);
+        by_name.dedup_by_key(|f| f.name);
+        by_name
+    });
+    let i = by_name.binary_search_by(|f| f.name.cmp(key)).ok()?;
+    Some(by_name[i])
 }
 
 /// A value an evidence field holds: its type in the reader's words, and how it is written into
@@ -105,10 +117,9 @@ pub trait Evidence: Default {
     /// The fields as recorded (`get` looks one up); a field absent, or of another type, is
     /// `None`.
     fn read<'a>(get: impl Fn(&str) -> Option<&'a Value>) -> Self;
-    /// [`Evidence::read`] from a map.
-    fn read_map(value: &Map<String, Value>) -> Self {
-        Self::read(|k| value.get(k))
-    }
+    /// [`Evidence::read`] from a map, in one pass over its entries (an op's `value` holds a
+    /// few: cheaper than looking up every field).
+    fn read_map(value: &Map<String, Value>) -> Self;
 }
 
 /// Declares a struct of evidence fields, each an `Option` of an [`EvidenceValue`], and
@@ -163,6 +174,21 @@ macro_rules! evidence {
                     $( $field: get(stringify!($field))
                         .and_then(<$ty as $crate::EvidenceValue>::from_json), )+
                 }
+            }
+            fn read_map(
+                value: &$crate::evidence::Map<String, $crate::evidence::Value>,
+            ) -> Self {
+                let mut out = $name::default();
+                // Bounded by the map's entries.
+                for (k, v) in value {
+                    match k.as_str() {
+                        $( stringify!($field) => {
+                            out.$field = <$ty as $crate::EvidenceValue>::from_json(v);
+                        } )+
+                        _ => {}
+                    }
+                }
+                out
             }
         }
 
