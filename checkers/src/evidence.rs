@@ -48,9 +48,9 @@ impl GrantEvidence {
     /// them: the lease evidence `grant-on-expired-lease` judges (when the lease was last surely
     /// alive, and its ttl, when both are recorded), and the rest, `None` when there is none.
     pub(crate) fn read(value: &Map<String, Value>) -> (Option<(u64, u64)>, Option<Box<Self>>) {
-        let lease = LeaseEvidence::read_map(value);
+        let lease = LeaseEvidence::read(value);
         let lease_bound = lease.lease_last_ok_ns.zip(lease.lease_ttl_ms);
-        let back = ReadBack::read_map(value);
+        let back = ReadBack::read(value);
         let key = (|| {
             Some(KeyEvidence {
                 revision: back.answer_revision?,
@@ -59,8 +59,8 @@ impl GrantEvidence {
                 lease_id: back.lease_id,
             })
         })();
-        let worker = WorkerEvidence::read_map(value);
-        let hold = HoldEvidence::read_map(value).hold;
+        let worker = WorkerEvidence::read(value);
+        let hold = HoldEvidence::read(value).hold;
         let evidence = GrantEvidence {
             lease_from_ns: lease.lease_from_ns,
             key,

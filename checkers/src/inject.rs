@@ -223,7 +223,7 @@ pub(crate) fn holds(ops: &[Op], gs: &[G], room_ns: u64) -> Vec<(G, u64, u64)> {
     gs.iter()
         .filter_map(|g| {
             let start = ops[g.complete].time_ns;
-            let from = history::LeaseEvidence::read_map(&ops[g.complete].value.extra)
+            let from = history::LeaseEvidence::read(&ops[g.complete].value.extra)
                 .lease_from_ns
                 .unwrap_or(ops[g.invoke].time_ns);
             let lease_end = from + g.ttl_ms * 1_000_000;

@@ -626,7 +626,7 @@ mod injectors {
             .find(|k| !used(k))?;
         let last_transfer = ops
             .iter()
-            .filter_map(|o| history::WorkerEvidence::read_map(&o.value.extra).transfer)
+            .filter_map(|o| history::WorkerEvidence::read(&o.value.extra).transfer)
             .max()
             .unwrap_or(0);
         let q = fresh_process(ops);

@@ -638,7 +638,7 @@ impl<'a> Scan<'a> {
                 }
                 other => {
                     let key = std::str::from_utf8(other).ok()?;
-                    let read = match crate::fields::value_field(key)?.ty {
+                    let read = match crate::evidence::field(key)?.ty {
                         FieldType::U64 => Value::from(s.u64()?),
                         // A word (`OneOf`) is checked by the serde reader.
                         FieldType::Str => Value::from(s.str()?),

@@ -114,12 +114,9 @@ pub trait Evidence: Default {
     const FIELDS: &'static [Field];
     /// Adds the fields that are set to `value` (an op's `value`, or an adapter's answer).
     fn write_into(&self, value: &mut Map<String, Value>);
-    /// The fields as recorded (`get` looks one up); a field absent, or of another type, is
-    /// `None`.
-    fn read<'a>(get: impl Fn(&str) -> Option<&'a Value>) -> Self;
-    /// [`Evidence::read`] from a map, in one pass over its entries (an op's `value` holds a
-    /// few: cheaper than looking up every field).
-    fn read_map(value: &Map<String, Value>) -> Self;
+    /// The fields as recorded in `value`; a field absent, or of another type, is `None`. One
+    /// pass over its entries: an op's `value` holds a few, fewer than the fields to look up.
+    fn read(value: &Map<String, Value>) -> Self;
 }
 
 /// Declares a struct of evidence fields, each an `Option` of an [`EvidenceValue`], and
@@ -169,13 +166,7 @@ macro_rules! evidence {
                     }
                 )+
             }
-            fn read<'a>(get: impl Fn(&str) -> Option<&'a $crate::evidence::Value>) -> Self {
-                $name {
-                    $( $field: get(stringify!($field))
-                        .and_then(<$ty as $crate::EvidenceValue>::from_json), )+
-                }
-            }
-            fn read_map(
+            fn read(
                 value: &$crate::evidence::Map<String, $crate::evidence::Value>,
             ) -> Self {
                 let mut out = $name::default();
@@ -367,9 +358,9 @@ mod tests {
             Value::Object(value.clone()),
             serde_json::json!({"lock_key": "L0/7", "answer_revision": 9, "key_at_revision": "absent"})
         );
-        assert_eq!(ReadBack::read_map(&value), e);
+        assert_eq!(ReadBack::read(&value), e);
         value.insert("answer_revision".into(), Value::from("9"));
-        assert_eq!(ReadBack::read_map(&value).answer_revision, None);
+        assert_eq!(ReadBack::read(&value).answer_revision, None);
     }
 
     /// Every word of [`KeyState`] reads back as itself, and no other.

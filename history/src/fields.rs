@@ -130,14 +130,6 @@ impl Expected for Expect<'_> {
     }
 }
 
-/// The type of the field `key` of an event's `value`, beyond the ones the event view holds
-/// typed (`token`, `ttl_ms`, `value`, `seq`, `error`, `final`): evidence, typed by the set that
-/// declares it ([`crate::evidence`]), which the checkers read or keep. `fence` is any JSON and
-/// has no entry; a field no set of this build declares is kept unjudged.
-pub(crate) fn value_field(key: &str) -> Option<&'static Field> {
-    crate::evidence::field(key)
-}
-
 /// What serde calls a JSON value when it is the wrong type.
 fn unexpected(v: &Value) -> Unexpected<'_> {
     match v {
@@ -244,7 +236,10 @@ pub(crate) fn check_nemesis_field<E: de::Error>(key: &str, v: &Value) -> Result<
 /// memory) both ask it, so a history refused from a file is refused from memory in the same
 /// words.
 pub(crate) fn check_value_field<E: de::Error>(key: &str, v: &Value) -> Result<(), E> {
-    match value_field(key) {
+    // Beyond the fields the event view holds typed (`token`, `ttl_ms`, `value`, `seq`,
+    // `error`, `final`), `value`'s fields are evidence, typed by the set that declares them;
+    // `fence` is any JSON, and a field no set of this build declares is kept unjudged.
+    match crate::evidence::field(key) {
         Some(f) => check_kind(f.ty, VALUE.field(f.name), v),
         None => Ok(()),
     }

@@ -636,11 +636,10 @@ impl<W: Write + Send> Worker<W> {
         let ttl_ms = self.cfg.ttl_ms;
         let invoked_at = Instant::now();
         let mut v = OpValue::default().with_ttl_ms(ttl_ms);
-        WorkerEvidence {
+        v = v.with_evidence(&WorkerEvidence {
             round,
             ..Default::default()
-        }
-        .write_into(&mut v.extra);
+        });
         let body = match self.op(F::Acquire, Some(&lock), None, v).await? {
             Done::Ok(body) => body,
             Done::Fail => {
@@ -707,13 +706,11 @@ impl<W: Write + Send> Worker<W> {
         self.transfers += 1;
         // Unique across slots, and small: the slots' counts interleaved.
         let id = self.transfers * self.cfg.clients as u64 + self.slot as u64;
-        let tag = |mut v: OpValue| {
-            WorkerEvidence {
+        let tag = |v: OpValue| {
+            v.with_evidence(&WorkerEvidence {
                 transfer: Some(id),
                 ..Default::default()
-            }
-            .write_into(&mut v.extra);
-            v
+            })
         };
         let Some(mut held) = self.take_accounts(order, &tag).await? else {
             return Ok(());
@@ -784,12 +781,10 @@ impl<W: Write + Send> Worker<W> {
                 ),
                 _ => self.cfg.acquire_wait_ms,
             };
-            let mut v = tag(OpValue::default().with_ttl_ms(ttl_ms));
-            WorkerEvidence {
+            let v = tag(OpValue::default().with_ttl_ms(ttl_ms)).with_evidence(&WorkerEvidence {
                 wait_ms: Some(wait_ms),
                 ..Default::default()
-            }
-            .write_into(&mut v.extra);
+            });
             let invoked_at = Instant::now();
             match self.op(F::Acquire, Some(&lock), None, v).await? {
                 Done::Ok(body) if body.get(UNREAD).is_none() => {
@@ -1224,7 +1219,7 @@ fn write_margin_ms(ttl_ms: u64) -> u64 {
 fn ended_by_commit(body: &Value) -> bool {
     let committed = body
         .as_object()
-        .and_then(|b| HoldEvidence::read_map(b).committed);
+        .and_then(|b| HoldEvidence::read(b).committed);
     committed == Some(true)
 }
 
