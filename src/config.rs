@@ -110,7 +110,6 @@ pub struct RunConfig {
     /// How long an acquire may wait for a held lock (`--acquire-wait`; by default 5 x ttl).
     pub acquire_wait_ms: u64,
     pub adapter: String,
-    pub etcd_api: String,
     /// The adapter's own settings (`--adapter-opt`), defaults filled in.
     pub adapter_own: workloads::ServiceOptions,
     pub template_file: Option<PathBuf>,
@@ -210,10 +209,9 @@ impl RunConfig {
         workloads::service(&self.adapter).expect("the adapter was checked when resolved")
     }
 
-    /// The settings of the adapter's own (`--etcd-api`, the `[template]` section).
+    /// The settings of the adapter's own (`--adapter-opt`, the `[template]` section).
     pub fn adapter_options(&self) -> workloads::AdapterOptions {
         workloads::AdapterOptions {
-            etcd_api: self.etcd_api.clone(),
             template: self.template.clone(),
             own: self.adapter_own.clone(),
         }
@@ -253,8 +251,7 @@ fn service_of(
             workloads::service_names()
         )
     })?;
-    let own = workloads::ServiceOptions::parse(service, a.list(&flags::ADAPTER_OPT))
-        .map_err(|e| anyhow::anyhow!("--adapter-opt {e}"))?;
+    let own = own_options(a, service)?;
     // A register written inside the grant (a transaction-scoped lock's commit) needs no token.
     let fencing =
         service.tokens(&own) == workloads::Tokens::Fencing || service.grant_guards_resource(&own);
@@ -325,10 +322,50 @@ struct Checked {
     topologies: Vec<Topology>,
     seed: u64,
     name: String,
-    etcd_api: String,
     hosts: Option<nemesis::ssh::Hosts>,
     liveness_grace_ms: u64,
     startup_timeout_ms: u64,
+}
+
+/// The service's own settings: `--adapter-opt`, with a former flag of its options
+/// (`--etcd-api /v3`, as older runs' reproduce lines give it) read as that option where
+/// `--adapter-opt` does not set it. Another service's former flag at its default is what
+/// every older run wrote, whatever its adapter, and is let be; at any other value it is
+/// refused, naming the service it belongs to.
+fn own_options(
+    a: &RunArgs,
+    service: &'static dyn workloads::Service,
+) -> Result<workloads::ServiceOptions> {
+    let mut pairs = a.list(&flags::ADAPTER_OPT).to_vec();
+    for (flag, value) in a.former() {
+        let Some((_, owner, option)) = flags::former_flags().find(|(f, ..)| f == flag) else {
+            continue;
+        };
+        if owner.name() == service.name() {
+            let set = pairs
+                .iter()
+                .any(|p| p.split_once('=').map(|(n, _)| n.trim()) == Some(option));
+            if !set {
+                pairs.push(format!("{option}={value}"));
+            }
+            continue;
+        }
+        let default = owner
+            .options()
+            .iter()
+            .find(|o| o.name == option)
+            .and_then(|o| o.values.first());
+        if default != Some(&value.as_str()) {
+            bail!(
+                "--{flag} {value:?}: a setting of --adapter {} (now `--adapter-opt \
+                 {option}={value}`), not of --adapter {}",
+                owner.name(),
+                service.name()
+            );
+        }
+    }
+    workloads::ServiceOptions::parse(service, &pairs)
+        .map_err(|e| anyhow::anyhow!("--adapter-opt {e}"))
 }
 
 impl Checked {
@@ -366,10 +403,6 @@ impl Checked {
             .count(&flags::SEED)
             .unwrap_or_else(|| rand::random::<u64>() >> 11);
         let name = run_name(a, &target, service, kind)?;
-        let etcd_api = match a.value(&flags::ETCD_API) {
-            p @ ("/v3" | "/v3beta") => p.to_string(),
-            other => bail!("--etcd-api {other:?}: expected /v3 (etcd 3.4+) or /v3beta (3.3)"),
-        };
         let hosts = match a.path(&flags::HOSTS_FILE) {
             Some(f) => Some(load_hosts(f)?),
             None => None,
@@ -394,7 +427,6 @@ impl Checked {
             topologies,
             seed,
             name,
-            etcd_api,
             hosts,
             liveness_grace_ms: ms(flags::LIVENESS_GRACE.name, a.value(&flags::LIVENESS_GRACE))?,
             startup_timeout_ms: ms(
@@ -422,7 +454,6 @@ impl Checked {
             acquire_wait_ms: self.t.acquire_wait_ms,
             nemesis_interval_ms: self.nemesis_interval_ms,
             adapter: a.value(&flags::ADAPTER).to_string(),
-            etcd_api: self.etcd_api,
             template_file: a.path(&flags::TEMPLATE_FILE).map(PathBuf::from),
             adapter_own: self.own,
             // Recorded absolute, so the run's config.toml reruns it from anywhere.

@@ -161,6 +161,16 @@ fn push_flag(
         None => key.to_string(),
     };
     let at = line_of(text, section, key);
+    // A service option's former flag (`etcd_api` in older runs' config.toml): its flag.
+    let normal = key.replace('-', "_");
+    let former = flags::former_flags().find(|(f, ..)| f.replace('-', "_") == normal);
+    if let (Some((flag, ..)), None | Some("target")) = (former, section) {
+        let toml::Value::String(v) = value else {
+            bail!("{}:{at}: `{key_path}` must be a string", path.display());
+        };
+        out.flags.push(format!("--{flag}={v}").into());
+        return Ok(());
+    }
     let flag = key_of(path, at, section, key, &key_path)?;
     let wrong = |what: &str| {
         // A number or a switch is shown as written; other values by their type.

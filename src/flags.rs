@@ -358,6 +358,8 @@ enum Given {
 #[derive(Debug, Clone, Default)]
 pub struct RunArgs {
     given: Vec<(&'static str, Given)>,
+    /// The former flags of services' options given (`--etcd-api /v3`), as (flag, value).
+    former: Vec<(&'static str, String)>,
 }
 
 impl RunArgs {
@@ -373,6 +375,11 @@ impl RunArgs {
         if let Some(v) = v {
             self.given.push((f.name, v));
         }
+    }
+
+    /// The former flags given ([`former_flags`]), as (flag, value), in no particular order.
+    pub fn former(&self) -> &[(&'static str, String)] {
+        &self.former
     }
 
     /// A text or list flag's value, if given (or defaulted).
@@ -455,6 +462,18 @@ impl RunArgs {
     }
 }
 
+/// Every service's former flags (`Service::former_flags`): (flag, its service, the option it
+/// now is). Hidden flags of `run`, and keys of a config file's `[target]`, so that older runs'
+/// reproduce lines and config files still read; each is defined by its service alone.
+pub fn former_flags(
+) -> impl Iterator<Item = (&'static str, &'static dyn workloads::Service, &'static str)> {
+    workloads::SERVICES.iter().flat_map(|s| {
+        s.former_flags()
+            .iter()
+            .map(move |(flag, option)| (*flag, *s, *option))
+    })
+}
+
 /// After `run --help`'s flags.
 const RUN_AFTER: &str = "Examples:
   lockpick run --seed 7                               embedded lockd + store, every fault
@@ -471,6 +490,14 @@ impl clap::Args for RunArgs {
         // A later flag overrides an earlier one: that is how a flag overrides `--config`'s
         // file. Values may start with `-`, so `--duration -1s` or `--drift -1` is judged as
         // that flag's value and refused naming the flag, not taken for a flag of its own.
+        let cmd = former_flags().fold(cmd, |cmd, (flag, ..)| {
+            cmd.arg(
+                Arg::new(flag)
+                    .long(flag)
+                    .hide(true)
+                    .value_parser(clap::value_parser!(String)),
+            )
+        });
         RUN.iter()
             .fold(cmd, |cmd, f| cmd.arg(f.arg()))
             .after_help(RUN_AFTER)
@@ -489,7 +516,10 @@ impl clap::FromArgMatches for RunArgs {
             .iter()
             .filter_map(|f| f.given(m).map(|v| (f.name, v)))
             .collect();
-        Ok(RunArgs { given })
+        let former = former_flags()
+            .filter_map(|(flag, ..)| m.get_one::<String>(flag).map(|v| (flag, v.clone())))
+            .collect();
+        Ok(RunArgs { given, former })
     }
 
     fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {

@@ -535,3 +535,70 @@ fn no_code_spells_an_evidence_field() {
         }
     }
 }
+
+/// etcd's gateway prefix is its own option; `--etcd-api`, the flag it was, still reruns older
+/// runs (their reproduce lines give it whatever the adapter), and is refused only where it
+/// would set something another service cannot take.
+#[test]
+fn the_etcd_api_is_etcds_option_and_its_former_flag_still_reads() {
+    let api = |c: &RunConfig| c.adapter_own.get("api").to_string();
+    let c = resolve(&["--adapter", "etcd", "--no-probe"]).unwrap();
+    assert_eq!(api(&c), "/v3");
+    assert!(c.repro_command().contains("--adapter-opt api=/v3"));
+    let c = resolve(&[
+        "--adapter",
+        "etcd",
+        "--adapter-opt",
+        "api=/v3beta",
+        "--no-probe",
+    ])
+    .unwrap();
+    assert_eq!(api(&c), "/v3beta");
+    // The former flag, as an older run's reproduce line gives it.
+    let c = resolve(&["--adapter", "etcd", "--etcd-api", "/v3beta", "--no-probe"]).unwrap();
+    assert_eq!(api(&c), "/v3beta");
+    let line = c.repro_command();
+    assert!(line.contains("--adapter-opt api=/v3beta"), "{line}");
+    assert!(!line.contains("--etcd-api"), "{line}");
+    // --adapter-opt wins over the former flag.
+    let c = resolve(&[
+        "--adapter",
+        "etcd",
+        "--etcd-api",
+        "/v3beta",
+        "--adapter-opt",
+        "api=/v3",
+        "--no-probe",
+    ])
+    .unwrap();
+    assert_eq!(api(&c), "/v3");
+    let e = resolve(&["--adapter", "etcd", "--etcd-api", "/v2", "--no-probe"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("--adapter-opt \"api=/v2\": expected api=/v3|/v3beta"),
+        "{e}"
+    );
+    // Every older run wrote `--etcd-api /v3`, whatever its adapter.
+    let c = resolve(&["--etcd-api", "/v3"]).unwrap();
+    assert!(c.adapter_own.pairs().is_empty());
+    assert!(!c.repro_command().contains("api"));
+    let e = resolve(&["--etcd-api", "/v3beta"]).unwrap_err().to_string();
+    assert!(
+        e.contains("--etcd-api \"/v3beta\": a setting of --adapter etcd")
+            && e.contains("--adapter-opt api=/v3beta")
+            && e.contains("not of --adapter reference"),
+        "{e}"
+    );
+    // Hidden: `--help` teaches the option, not the flag.
+    let help = crate::cli::command()
+        .find_subcommand_mut("run")
+        .unwrap()
+        .render_long_help()
+        .to_string();
+    assert!(!help.contains("--etcd-api"), "{help}");
+    assert!(
+        help.contains("/v3beta"),
+        "etcd's option is listed under --adapter"
+    );
+}

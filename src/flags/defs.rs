@@ -305,16 +305,6 @@ pub static ADAPTER: Flag = Flag {
     ..Flag::NONE
 };
 
-pub static ETCD_API: Flag = Flag {
-    name: "etcd-api",
-    section: Section::Target,
-    kind: Kind::Text("PREFIX"),
-    default: Some("/v3"),
-    help: "etcd's JSON gateway prefix: /v3 (etcd 3.4 and later) or /v3beta (etcd 3.3)",
-    write: |c| Some(Text(c.etcd_api.clone())),
-    ..Flag::NONE
-};
-
 pub static ADAPTER_OPT: Flag = Flag {
     name: "adapter-opt",
     section: Section::Target,
@@ -670,7 +660,6 @@ pub static RUN: &[&Flag] = &[
     &CLOCK_BUMP,
     &CLOCK_RATE,
     &ADAPTER,
-    &ETCD_API,
     &ADAPTER_OPT,
     &TEMPLATE_FILE,
     &HOSTS_FILE,

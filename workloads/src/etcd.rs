@@ -23,7 +23,7 @@ use crate::api::{BoxFuture, FencedResource, Kept, LockClient, Wire};
 use crate::client::{classify_error, snippet, Reply};
 use crate::pause::PauseBoard;
 use nemesis::Readiness;
-use crate::service::{Connect, ConnectError, Launch, Service, Settings};
+use crate::service::{Connect, ConnectError, Launch, Service, ServiceOption, Settings};
 use crate::Adapter;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
@@ -718,6 +718,15 @@ history::evidence! {
 /// on a peer port, health at `/health`. It is its own fenced resource.
 pub struct Etcd;
 
+/// The option that names the JSON gateway's prefix.
+const API: &str = "api";
+
+const OPTIONS: &[ServiceOption] = &[ServiceOption {
+    name: API,
+    values: &["/v3", "/v3beta"],
+    help: "the JSON gateway's prefix: /v3 for etcd 3.4 and later, /v3beta for etcd 3.3",
+}];
+
 impl Service for Etcd {
     fn name(&self) -> &'static str {
         "etcd"
@@ -733,6 +742,12 @@ impl Service for Etcd {
     }
     fn peer_port(&self) -> bool {
         true
+    }
+    fn options(&self) -> &'static [ServiceOption] {
+        OPTIONS
+    }
+    fn former_flags(&self) -> &'static [(&'static str, &'static str)] {
+        &[("etcd-api", API)]
     }
     fn program(&self) -> Option<(&'static str, &'static str)> {
         Some(("etcd", "etcd-server"))
@@ -762,7 +777,7 @@ impl Service for Etcd {
     fn connect(&self, c: &Connect) -> Result<Adapter, ConnectError> {
         let client = Arc::new(EtcdClient::new(
             c.url,
-            &c.options.etcd_api,
+            c.options.own.get(API),
             c.op_timeout,
             c.clock.clone(),
         )?);

@@ -49,8 +49,6 @@ pub struct Settings<'a> {
 /// Settings of one service only; a service ignores the others.
 #[derive(Debug, Clone, Default)]
 pub struct AdapterOptions {
-    /// etcd's JSON gateway prefix (`--etcd-api`).
-    pub etcd_api: String,
     /// The API a config file's `[template]` section describes.
     pub template: Option<TemplateSpec>,
     /// The service's own settings (`--adapter-opt`).
@@ -280,6 +278,13 @@ pub trait Service: Sync {
 
     /// The service's own settings (`--adapter-opt NAME=VALUE`); none by default.
     fn options(&self) -> &'static [ServiceOption] {
+        &[]
+    }
+
+    /// The flags its options were before `--adapter-opt`, as (flag, option): etcd's `api` was
+    /// `--etcd-api`. Hidden, and still read, so that the reproduce lines and config files of
+    /// older runs rerun as they ran.
+    fn former_flags(&self) -> &'static [(&'static str, &'static str)] {
         &[]
     }
 
