@@ -109,7 +109,8 @@ pub struct RunConfig {
     pub op_timeout_ms: u64,
     /// How long an acquire may wait for a held lock (`--acquire-wait`; by default 5 x ttl).
     pub acquire_wait_ms: u64,
-    pub adapter: String,
+    /// The service `--adapter` named, chosen when the flags were resolved.
+    pub service: &'static dyn workloads::Service,
     /// The adapter's own settings (`--adapter-opt`), defaults filled in.
     pub adapter_own: workloads::ServiceOptions,
     pub template_file: Option<PathBuf>,
@@ -118,7 +119,8 @@ pub struct RunConfig {
     pub hosts: Option<nemesis::ssh::Hosts>,
     pub nodes: usize,
     pub nemesis_targets: nemesis::schedule::Targets,
-    pub runtime: String,
+    /// Where the nodes run (`--runtime`, or the default for the faults asked for).
+    pub runtime: &'static dyn nemesis::runtime::RuntimeKind,
     /// Whether `--partition-topologies` was given (`topologies` holds the resolved list).
     pub topologies_given: bool,
     pub nemesis_interval_ms: u64,
@@ -128,7 +130,7 @@ pub struct RunConfig {
     pub target: Target,
     pub unsafe_mode: Option<lockd::UnsafeMode>,
     /// `--lock-order` of the embedded lockd.
-    pub lock_order: Option<String>,
+    pub lock_order: Option<lockd::LockOrder>,
     pub arrivals: workloads::Arrivals,
     /// The bank workload's accounts (`--accounts`).
     pub accounts: usize,
@@ -204,9 +206,9 @@ impl RunConfig {
         nemesis::clock::Backend::detect().map_err(|why| anyhow::anyhow!("--nemesis clock: {why}"))
     }
 
-    /// The descriptor of the service `--adapter` names (checked when resolved).
+    /// The descriptor of the service `--adapter` names.
     pub fn service(&self) -> &'static dyn workloads::Service {
-        workloads::service(&self.adapter).expect("the adapter was checked when resolved")
+        self.service
     }
 
     /// The settings of the adapter's own (`--adapter-opt`, the `[template]` section).
@@ -318,7 +320,9 @@ struct Checked {
     replay: Option<(PathBuf, Schedule)>,
     faults: Vec<FaultKind>,
     clocks: Clocks,
-    runtime: &'static str,
+    service: &'static dyn workloads::Service,
+    lock_order: Option<lockd::LockOrder>,
+    runtime: &'static dyn nemesis::runtime::RuntimeKind,
     topologies: Vec<Topology>,
     seed: u64,
     name: String,
@@ -385,7 +389,7 @@ impl Checked {
             );
         }
         check_drift(a.fraction(&flags::DRIFT))?;
-        let (unsafe_mode, store_fence) = lockd_modes(a, service)?;
+        let (unsafe_mode, store_fence, lock_order) = lockd_modes(a, service)?;
         let (arrivals, lock_order_policy) = workload_shape(a, kind)?;
         let (target, template, store) = target_of(a, service, &own, kind, &t)?;
         let replay = match a.path(&flags::SCHEDULE) {
@@ -408,6 +412,8 @@ impl Checked {
             None => None,
         };
         Ok(Checked {
+            service,
+            lock_order,
             kind,
             own,
             t,
@@ -453,7 +459,7 @@ impl Checked {
             op_timeout_ms: self.t.op_timeout_ms,
             acquire_wait_ms: self.t.acquire_wait_ms,
             nemesis_interval_ms: self.nemesis_interval_ms,
-            adapter: a.value(&flags::ADAPTER).to_string(),
+            service: self.service,
             template_file: a.path(&flags::TEMPLATE_FILE).map(PathBuf::from),
             adapter_own: self.own,
             // Recorded absolute, so the run's config.toml reruns it from anywhere.
@@ -463,7 +469,7 @@ impl Checked {
             hosts: self.hosts,
             nodes: a.nodes(),
             nemesis_targets: self.targets,
-            runtime: self.runtime.to_string(),
+            runtime: self.runtime,
             // As asked for; `topologies` holds the resolved list.
             topologies_given: a.text(&flags::PARTITION_TOPOLOGIES).is_some(),
             clock_scope: self.clocks.scope,
@@ -471,7 +477,7 @@ impl Checked {
             clock_rate: a.fraction(&flags::CLOCK_RATE),
             target: self.target,
             unsafe_mode: self.unsafe_mode,
-            lock_order: a.text(&flags::LOCK_ORDER).map(str::to_string),
+            lock_order: self.lock_order,
             arrivals: self.arrivals,
             accounts: a.number(&flags::ACCOUNTS) as usize,
             lock_order_policy: self.lock_order_policy,
@@ -591,10 +597,14 @@ impl Timing {
 }
 
 /// The embedded lockd's and store's modes, each checked against what it needs.
-fn lockd_modes(
-    a: &RunArgs,
-    service: &dyn workloads::Service,
-) -> Result<(Option<lockd::UnsafeMode>, lockd::FenceMode)> {
+/// `--unsafe`, `--store-fence` and `--lock-order` (`None` where not given).
+type LockdModes = (
+    Option<lockd::UnsafeMode>,
+    lockd::FenceMode,
+    Option<lockd::LockOrder>,
+);
+
+fn lockd_modes(a: &RunArgs, service: &dyn workloads::Service) -> Result<LockdModes> {
     if a.text(&flags::UNSAFE).is_some() && !service.takes_unsafe() {
         bail!(
             "--unsafe is a mode of the embedded lockd, not of {}",
@@ -626,7 +636,8 @@ fn lockd_modes(
             bail!("--unsafe {m}: needs --lock-order {name} ({why})");
         }
     }
-    Ok((mode, fence))
+    let order = a.text(&flags::LOCK_ORDER).is_some().then_some(order);
+    Ok((mode, fence, order))
 }
 
 /// Where the service and its fenced store are, the service's API section, and what the

@@ -75,9 +75,53 @@ impl LockOrder {
     }
 }
 
+/// The form [`LockOrder::parse`] reads back: a duration only where it is not the default
+/// (`timestamp`, `ring:200ms`), so an order given without one is written as it was given.
+/// The unsafe `no-tiebreak` is its own `--unsafe` mode, not part of the order's text.
+impl std::fmt::Display for LockOrder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())?;
+        match self {
+            LockOrder::Timestamp(t) if t.granularity_ms != DEFAULT_GRANULARITY_MS => {
+                write!(f, ":{}ms", t.granularity_ms)
+            }
+            LockOrder::Ring(r) if r.idle_ms != DEFAULT_IDLE_MS => write!(f, ":{}ms", r.idle_ms),
+            _ => Ok(()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What an order shows is what reads back as it.
+    #[test]
+    fn an_order_reads_back_as_it_shows() {
+        for given in [
+            "primary",
+            "timestamp",
+            "timestamp:20ms",
+            "timestamp:1s",
+            "ring",
+            "ring:250ms",
+        ] {
+            let order = LockOrder::parse(given).unwrap();
+            assert_eq!(
+                LockOrder::parse(&order.to_string()).unwrap(),
+                order,
+                "{given}"
+            );
+        }
+        assert_eq!(
+            LockOrder::parse("timestamp:10ms").unwrap().to_string(),
+            "timestamp"
+        );
+        assert_eq!(
+            LockOrder::parse("ring:1s").unwrap().to_string(),
+            "ring:1000ms"
+        );
+    }
 
     #[test]
     fn lock_orders_parse() {

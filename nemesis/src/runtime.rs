@@ -24,6 +24,13 @@ pub struct RuntimeSpec<'a> {
     pub faults: &'a [crate::schedule::FaultKind],
 }
 
+/// A runtime shows as its name (a resolved run's configuration holds the kind itself).
+impl std::fmt::Debug for dyn RuntimeKind + '_ {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// A kind of runtime, as `--runtime` names it.
 pub trait RuntimeKind: Sync {
     fn name(&self) -> &'static str;

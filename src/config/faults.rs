@@ -74,7 +74,7 @@ pub(super) fn runtime(
     faults: &[FaultKind],
     replayed: bool,
     target: &Target,
-) -> Result<&'static str> {
+) -> Result<&'static dyn nemesis::runtime::RuntimeKind> {
     let wants_network = faults.iter().any(|f| f.needs_netns());
     let kind = match a.text(&flags::RUNTIME) {
         Some(name) => nemesis::runtime::runtime(name)
@@ -104,7 +104,7 @@ pub(super) fn runtime(
     if !missing.is_empty() {
         bail!("--runtime {name} cannot run here: {}", missing.join("; "));
     }
-    Ok(name)
+    Ok(kind)
 }
 
 /// `--partition-topologies`, or every topology that cuts something with this many nodes.

@@ -301,7 +301,7 @@ pub static ADAPTER: Flag = Flag {
     help: "The lock service and how lockpick drives it (default: reference, lockd's own \
         protocol). `--help` lists every service lockpick knows, with its options and node \
         count",
-    write: |c| Some(Text(c.adapter.clone())),
+    write: |c| Some(Text(c.service.name().to_string())),
     ..Flag::NONE
 };
 
@@ -377,7 +377,7 @@ pub static RUNTIME: Flag = Flag {
     help: "Where nodes run (default: the first listed in `--help`, or the first that makes \
         network faults and needs no hosts when the run asks for partition or netem faults)",
     init: Init::Set(r#""{runtime}""#, "{runtimes|}"),
-    write: |c| Some(Text(c.runtime.clone())),
+    write: |c| Some(Text(c.runtime.name().to_string())),
     ..Flag::NONE
 };
 
@@ -474,7 +474,7 @@ pub static LOCK_ORDER: Flag = Flag {
         for IDLE, default 5ms, after it arrives; a kill of the holder loses it, `--unsafe \
         ring-regenerate` makes a new one after 2 s without it)",
     conflicts: &["url", "node-cmd"],
-    write: |c| c.lock_order.clone().map(Text),
+    write: |c| c.lock_order.map(|o| Text(o.to_string())),
     ..Flag::NONE
 };
 

@@ -229,8 +229,7 @@ async fn start_lock_nodes(
 ) -> Result<Deployment> {
     let n = cfg.nodes;
     let ids: Vec<String> = (1..=n).map(|i| format!("n{i}")).collect();
-    let kind = nemesis::runtime::runtime(&cfg.runtime)
-        .with_context(|| format!("--runtime {}: no such runtime", cfg.runtime))?;
+    let kind = cfg.runtime;
     let state_file = run_dir.join(layout::STATE_FILE);
     let spec = RuntimeSpec {
         nodes: n,
@@ -244,12 +243,14 @@ async fn start_lock_nodes(
     let primary = lockd::primary_of(at.addrs.iter().map(String::as_str))
         .and_then(|p| at.addrs.iter().position(|a| a == p))
         .unwrap_or(0);
+    // The embedded lockd's modes, as its command line takes them.
     let unsafe_mode = cfg.unsafe_mode.map(|m| m.to_string());
+    let lock_order = cfg.lock_order.map(|o| o.to_string());
     let launch = workloads::Launch {
         exe,
         nodes: n,
         unsafe_mode: unsafe_mode.as_deref(),
-        lock_order: cfg.lock_order.as_deref(),
+        lock_order: lock_order.as_deref(),
         options: &cfg.adapter_own,
     };
     let argv = service.launch(&launch).unwrap_or_default();

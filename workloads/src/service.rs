@@ -446,3 +446,10 @@ mod tests {
         assert!(service_names().starts_with("reference, etcd"));
     }
 }
+
+/// A service shows as its name (a resolved run's configuration holds the descriptor itself).
+impl std::fmt::Debug for dyn Service + '_ {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
