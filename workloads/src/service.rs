@@ -431,6 +431,13 @@ pub fn find_on_path(program: &str) -> Option<PathBuf> {
     })
 }
 
+/// A service shows as its name (a resolved run's configuration holds the descriptor itself).
+impl std::fmt::Debug for dyn Service + '_ {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -444,12 +451,5 @@ mod tests {
         }
         assert!(service("nope").is_none());
         assert!(service_names().starts_with("reference, etcd"));
-    }
-}
-
-/// A service shows as its name (a resolved run's configuration holds the descriptor itself).
-impl std::fmt::Debug for dyn Service + '_ {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
     }
 }
