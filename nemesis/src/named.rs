@@ -1,6 +1,7 @@
 //! The plan's enums that a flag or `schedule.json` names by a word (clock modes, partition
-//! topologies, stall aims, wake-up ops): one parser for a word and one for a comma-separated
-//! list, whose refusals list the words from the enum itself, so no message types them out.
+//! topologies, stall aims, wake-up ops), each declared by [`named_enum!`] from one list of
+//! its values and their words; one parser for a word and one for a comma-separated list, whose
+//! refusals list the words from the enum itself, so no message types them out.
 
 /// An enum with a word per value.
 pub(crate) trait Named: Copy + PartialEq + 'static {
@@ -10,6 +11,59 @@ pub(crate) trait Named: Copy + PartialEq + 'static {
     const WHAT: &'static str;
     fn word(self) -> &'static str;
 }
+
+/// Declares an enum whose values are named by words, from one list of `Variant => "word"`:
+/// the enum (with the derives the plan's enums share), `ALL` in the list's order, `as_str`,
+/// `Display`, `FromStr` (whose refusal names every word) and [`Named`], where `WHAT` is what a
+/// refusal calls one value.
+macro_rules! named_enum {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $name:ident: $what:literal {
+            $( $(#[$vmeta:meta])* $variant:ident => $word:literal ),+ $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        $vis enum $name {
+            $( $(#[$vmeta])* $variant ),+
+        }
+
+        impl $name {
+            /// Every value, in the order help and refusals list them.
+            pub const ALL: [$name; [$($word),+].len()] = [$($name::$variant),+];
+
+            /// The value's word, as flags and `schedule.json` name it.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $word),+
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl $crate::named::Named for $name {
+            const VALUES: &'static [Self] = &$name::ALL;
+            const WHAT: &'static str = $what;
+            fn word(self) -> &'static str {
+                self.as_str()
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                $crate::named::parse(s)
+            }
+        }
+    };
+}
+pub(crate) use named_enum;
 
 /// Every value's word, as refusals list them: `a, b, c`.
 pub(crate) fn words<T: Named>() -> String {

@@ -6,7 +6,7 @@
 //! here and the fault's id.
 
 use super::{Asked, Ctx, Facts, Healer, Here};
-use crate::named::{self, Named};
+use crate::named::{self, named_enum};
 use crate::scenario::{cell, Aimed, CellPlan, Profile, Target};
 use crate::schedule::file::{at, refuses_nodes, RawFault};
 use crate::schedule::{Drawn, Draws, FaultKind, Payload, PlannedFault, ScheduleError};
@@ -16,9 +16,7 @@ use history::{stall_fields, Aim, FaultFamily, Field, FieldType};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
-use std::fmt;
 use std::io::Write;
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 /// A client-pause's request window and shape.
@@ -31,38 +29,40 @@ pub struct Plan {
     pub shape: Option<ClientFault>,
 }
 
-/// What a client-pause stall is aimed at: when, relative to the stalled client's lease and to
-/// the other clients' grants, it ends. Each aim exposes a different class of service bug.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum StallAim {
-    /// A holder stalls until just past the end of its lease (its last ok grant or renew's
-    /// answer plus the ttl, plus [`ClientFault::after_ms`]): a late renew or write arrives
-    /// while the service may still remember the lease.
-    Boundary,
-    /// A holder stalls until another client has just been granted the same lock (plus
-    /// `after_ms`): the stale op lands right after the next holder's grant, before a second
-    /// one, when the next holder's token is the only one past its own.
-    NextGrant,
-    /// A holder stalls for the fault's whole length (1.5-2.5 leases): it wakes several grants
-    /// later.
-    Long,
-    /// A client stalls while its acquire is outstanding (its keepalives stop, as a paused
-    /// process's would) for longer than its lease, then goes on waiting.
-    Waiter,
+named_enum! {
+    /// What a client-pause stall is aimed at: when, relative to the stalled client's lease and to
+    /// the other clients' grants, it ends. Each aim exposes a different class of service bug.
+    pub enum StallAim: "stall aim" {
+        /// A holder stalls until just past the end of its lease (its last ok grant or renew's
+        /// answer plus the ttl, plus [`ClientFault::after_ms`]): a late renew or write arrives
+        /// while the service may still remember the lease.
+        Boundary => "boundary",
+        /// A holder stalls until another client has just been granted the same lock (plus
+        /// `after_ms`): the stale op lands right after the next holder's grant, before a second
+        /// one, when the next holder's token is the only one past its own.
+        NextGrant => "next-grant",
+        /// A holder stalls for the fault's whole length (1.5-2.5 leases): it wakes several grants
+        /// later.
+        Long => "long",
+        /// A client stalls while its acquire is outstanding (its keepalives stop, as a paused
+        /// process's would) for longer than its lease, then goes on waiting.
+        Waiter => "waiter",
+    }
 }
 
-/// What a stalled holder does first when it wakes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum WakeOp {
-    /// Renews: a real renew timer fires first after a pause.
-    Renew,
-    /// Writes the protected register (counter workload; a mutex holder releases instead).
-    Write,
-    /// Releases the lock.
-    Release,
-    /// Reads the protected register (counter workload: the stall strikes between the grant
-    /// and the read; a mutex holder releases instead).
-    Read,
+named_enum! {
+    /// What a stalled holder does first when it wakes.
+    pub enum WakeOp: "wake-up op" {
+        /// Renews: a real renew timer fires first after a pause.
+        Renew => "renew",
+        /// Writes the protected register (counter workload; a mutex holder releases instead).
+        Write => "write",
+        /// Releases the lock.
+        Release => "release",
+        /// Reads the protected register (counter workload: the stall strikes between the grant
+        /// and the read; a mutex holder releases instead).
+        Read => "read",
+    }
 }
 
 /// A client-pause's shape: what it is aimed at, and what the stalled holder wakes into
@@ -82,77 +82,6 @@ pub struct ClientFault {
 pub struct ClientFaults {
     pub aims: Vec<StallAim>,
     pub wakes: Vec<WakeOp>,
-}
-
-impl StallAim {
-    pub const ALL: [StallAim; 4] = [
-        StallAim::Boundary,
-        StallAim::NextGrant,
-        StallAim::Long,
-        StallAim::Waiter,
-    ];
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StallAim::Boundary => "boundary",
-            StallAim::NextGrant => "next-grant",
-            StallAim::Long => "long",
-            StallAim::Waiter => "waiter",
-        }
-    }
-}
-
-impl WakeOp {
-    pub const ALL: [WakeOp; 4] = [WakeOp::Renew, WakeOp::Write, WakeOp::Release, WakeOp::Read];
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WakeOp::Renew => "renew",
-            WakeOp::Write => "write",
-            WakeOp::Release => "release",
-            WakeOp::Read => "read",
-        }
-    }
-}
-
-impl fmt::Display for StallAim {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl fmt::Display for WakeOp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl Named for StallAim {
-    const VALUES: &'static [Self] = &StallAim::ALL;
-    const WHAT: &'static str = "stall aim";
-    fn word(self) -> &'static str {
-        self.as_str()
-    }
-}
-
-impl Named for WakeOp {
-    const VALUES: &'static [Self] = &WakeOp::ALL;
-    const WHAT: &'static str = "wake-up op";
-    fn word(self) -> &'static str {
-        self.as_str()
-    }
-}
-
-impl FromStr for StallAim {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        named::parse(s)
-    }
-}
-
-impl FromStr for WakeOp {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        named::parse(s)
-    }
 }
 
 /// Parses `--client-faults`: a comma-separated list of stall aims and wake-up ops.

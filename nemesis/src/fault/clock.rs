@@ -8,7 +8,7 @@
 
 use super::{variant_need, Asked, Ctx, Facts, Healer, Here};
 use crate::clock::{Backend, NodeClock};
-use crate::named::{self, Named};
+use crate::named::{self, named_enum};
 use crate::scenario::{cell, Aimed, CellPlan, Profile, Target};
 use crate::schedule::file::{at, needs_nodes, RawFault, END_MS_MAX};
 use crate::schedule::{Drawn, Draws, FaultKind, Payload, PlannedFault, ScheduleError};
@@ -19,66 +19,25 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use std::fmt;
 use std::io::Write;
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 /// A clock fault carries its change.
 pub type Plan = ClockFault;
 
-/// What a clock fault does to the node's clock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ClockMode {
-    /// Jump forward by the bump.
-    BumpForward,
-    /// Jump back by the bump.
-    BumpBack,
-    /// Oscillate between the true time and the bump, several times a second.
-    Strobe,
-    /// Run faster by the rate factor.
-    Fast,
-    /// Run slower by the rate factor.
-    Slow,
-}
-
-impl ClockMode {
-    pub const ALL: [ClockMode; 5] = [
-        ClockMode::BumpForward,
-        ClockMode::BumpBack,
-        ClockMode::Strobe,
-        ClockMode::Fast,
-        ClockMode::Slow,
-    ];
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ClockMode::BumpForward => "bump-forward",
-            ClockMode::BumpBack => "bump-back",
-            ClockMode::Strobe => "strobe",
-            ClockMode::Fast => "fast",
-            ClockMode::Slow => "slow",
-        }
-    }
-}
-
-impl fmt::Display for ClockMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl Named for ClockMode {
-    const VALUES: &'static [Self] = &ClockMode::ALL;
-    const WHAT: &'static str = "clock fault";
-    fn word(self) -> &'static str {
-        self.as_str()
-    }
-}
-
-impl FromStr for ClockMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        named::parse(s)
+named_enum! {
+    /// What a clock fault does to the node's clock.
+    pub enum ClockMode: "clock fault" {
+        /// Jump forward by the bump.
+        BumpForward => "bump-forward",
+        /// Jump back by the bump.
+        BumpBack => "bump-back",
+        /// Oscillate between the true time and the bump, several times a second.
+        Strobe => "strobe",
+        /// Run faster by the rate factor.
+        Fast => "fast",
+        /// Run slower by the rate factor.
+        Slow => "slow",
     }
 }
 

@@ -2,7 +2,7 @@
 //! with the runtime's network faults, hold, heal.
 
 use super::{variant_need, Asked, Ctx, Facts, Healer, Here};
-use crate::named::{self, Named};
+use crate::named::{self, named_enum};
 use crate::netns::topology;
 use crate::scenario::{cell, Aimed, CellPlan, Profile, Target};
 use crate::schedule::file::{at, node_id, node_index, refuses_nodes, RawFault};
@@ -14,46 +14,29 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use std::fmt;
 use std::io::Write;
-use std::str::FromStr;
 use std::time::Duration;
 
 /// A partition carries its cut.
 pub type Plan = PartitionFault;
 
-/// Which links a partition cuts, after Jepsen's partition nemeses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Topology {
-    /// One node from all the others.
-    Isolate,
-    /// Two random halves.
-    Halves,
-    /// Every node sees a majority, but no two nodes the same one.
-    MajoritiesRing,
-    /// Two halves joined through one node that sees both.
-    Bridge,
-    /// The harness's clients from some nodes; the nodes still see each other.
-    Clients,
+named_enum! {
+    /// Which links a partition cuts, after Jepsen's partition nemeses.
+    pub enum Topology: "partition topology" {
+        /// One node from all the others.
+        Isolate => "isolate",
+        /// Two random halves.
+        Halves => "halves",
+        /// Every node sees a majority, but no two nodes the same one.
+        MajoritiesRing => "majorities-ring",
+        /// Two halves joined through one node that sees both.
+        Bridge => "bridge",
+        /// The harness's clients from some nodes; the nodes still see each other.
+        Clients => "clients",
+    }
 }
 
 impl Topology {
-    pub const ALL: [Topology; 5] = [
-        Topology::Isolate,
-        Topology::Halves,
-        Topology::MajoritiesRing,
-        Topology::Bridge,
-        Topology::Clients,
-    ];
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Topology::Isolate => "isolate",
-            Topology::Halves => "halves",
-            Topology::MajoritiesRing => "majorities-ring",
-            Topology::Bridge => "bridge",
-            Topology::Clients => "clients",
-        }
-    }
     /// The fewest nodes for which the topology cuts anything.
     pub fn nodes_min(self) -> usize {
         match self {
@@ -61,27 +44,6 @@ impl Topology {
             Topology::MajoritiesRing | Topology::Bridge => 3,
             Topology::Clients => 1,
         }
-    }
-}
-
-impl fmt::Display for Topology {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl Named for Topology {
-    const VALUES: &'static [Self] = &Topology::ALL;
-    const WHAT: &'static str = "partition topology";
-    fn word(self) -> &'static str {
-        self.as_str()
-    }
-}
-
-impl FromStr for Topology {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        named::parse(s)
     }
 }
 
