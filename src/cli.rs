@@ -29,6 +29,41 @@ pub fn command() -> clap::Command {
     cmd
 }
 
+/// A flag that takes a value followed by another flag (`--clients --duration 2s`): its value
+/// was left out. Values may start with `-` (`--drift -1`), so clap would take the next flag
+/// for the value, or blame the word after it; this names the flag instead. `args` is the
+/// whole command line; only long flags of the subcommand named first are looked at.
+pub fn value_left_out(cmd: &clap::Command, args: &[std::ffi::OsString]) -> Option<String> {
+    let sub = cmd.find_subcommand(args.get(1)?.to_str()?)?;
+    let needs_value = |long: &str| {
+        sub.get_arguments().any(|a| {
+            a.get_long() == Some(long)
+                && a.get_action().takes_values()
+                && a.get_num_args().is_none_or(|n| n.min_values() > 0)
+        })
+    };
+    let is_flag = |word: &str| {
+        word.strip_prefix("--")
+            .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_alphabetic()))
+    };
+    // Bounded by the argument list.
+    for pair in args[2..].windows(2) {
+        let (Some(flag), Some(next)) = (pair[0].to_str(), pair[1].to_str()) else {
+            continue;
+        };
+        if let Some(long) = flag.strip_prefix("--").filter(|l| !l.contains('=')) {
+            if needs_value(long) && is_flag(next) {
+                return Some(format!(
+                    "{flag}: a value is required, and {next} is a flag: was the value left out? \
+                     (see `lockpick {} --help`)",
+                    sub.get_name()
+                ));
+            }
+        }
+    }
+    None
+}
+
 /// One entry per registered runtime: `name`: where it runs the nodes.
 pub fn runtimes_help() -> String {
     nemesis::RUNTIMES

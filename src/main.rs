@@ -48,7 +48,12 @@ fn main() -> std::process::ExitCode {
     // The word typed after `lockpick`: a usage error points at its own --help if it names a
     // subcommand (looked up only then).
     let typed = args.get(1).and_then(|a| a.to_str()).map(str::to_string);
-    let parsed = cli::command()
+    let command = cli::command();
+    if let Some(e) = cli::value_left_out(&command, &args) {
+        eprintln!("error: {e}");
+        return std::process::ExitCode::from(ExitCode::Error.code());
+    }
+    let parsed = command
         .try_get_matches_from(args)
         .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m));
     let cli = match parsed {

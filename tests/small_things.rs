@@ -57,6 +57,38 @@ fn misspelt_flags_and_subcommands_get_a_suggestion() {
     }
 }
 
+/// A flag whose value was left out names itself, never the flag after it (values may start
+/// with `-`, so the next flag would be taken for the value, or the word after it blamed); a
+/// value starting with `-` is still a value.
+#[test]
+fn a_flag_whose_value_is_left_out_says_so() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["run", "--name", "--no-probe", "--duration", "1s"],
+            "--name: a value is required, and --no-probe is a flag",
+        ),
+        (
+            &["run", "--clients", "--duration", "2s"],
+            "--clients: a value is required, and --duration is a flag",
+        ),
+        (
+            &["check", "--drift", "--json", "x"],
+            "--drift: a value is required, and --json is a flag",
+        ),
+        (
+            &["test", "--budget", "--seed", "3"],
+            "--budget: a value is required, and --seed is a flag",
+        ),
+        (&["run", "--drift", "-1"], "--drift -1: expected a fraction"),
+    ];
+    for (args, said) in cases {
+        let (code, err) = stderr_of(args);
+        assert_eq!(code, 3, "{args:?}: {err}");
+        let first = err.lines().next().unwrap_or_default();
+        assert!(first.contains(said), "{args:?}: {err}");
+    }
+}
+
 const HISTORY: &str = r#"{"index":0,"time_ns":10,"process":1,"type":"invoke","f":"acquire","lock":"L0","value":{"ttl_ms":1000}}
 {"index":1,"time_ns":20,"process":1,"type":"ok","f":"acquire","lock":"L0","value":{"ttl_ms":1000,"token":1}}
 "#;

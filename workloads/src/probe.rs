@@ -227,7 +227,8 @@ impl Probe<'_, '_> {
                 self.note(&request, "ready");
                 Ok(())
             }
-            Err(why) => Err(self.unexpected(&request, &why, "the service's answer")),
+            // `why` says what came back and what was expected, or that nothing did.
+            Err(why) => Err(self.failed(format!("{request}: {why}"))),
         }
     }
 
