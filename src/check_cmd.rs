@@ -201,6 +201,9 @@ fn run_dir_of(path: &Path) -> Option<(&Path, bool)> {
 /// (config.toml beside the history, as `report` reads it) unless `drift` or `liveness_grace`
 /// say otherwise, and with how the run ended (its directory's results.json).
 pub fn judge(path: &Path, drift: Option<f64>, liveness_grace: Option<&str>) -> Result<Results> {
+    if path.is_dir() && !path.join(layout::HISTORY_FILE).exists() {
+        anyhow::bail!("{}", not_a_run_dir(path));
+    }
     let history = history::layout::history_path(path);
     let cfg = check_config(&history, drift, liveness_grace)?;
     let mut results = check_file(&history, &cfg)?;
@@ -212,6 +215,65 @@ pub fn judge(path: &Path, drift: Option<f64>, liveness_grace: Option<&str>) -> R
         }
     }
     Ok(results)
+}
+
+/// Folders below the one named that may hold runs: a suite's `scenarios/NAME/TIME`, an
+/// output folder's `NAME/TIME`.
+const RUN_SEARCH_DEPTH: usize = 3;
+/// Entries read per folder in that search.
+const RUN_SEARCH_ENTRIES_MAX: usize = 10_000;
+
+/// Why `dir`, which holds no history, is not a run directory, and where the runs below it
+/// are: a suite's directory or an output folder is named where one of its runs was meant.
+pub fn not_a_run_dir(dir: &Path) -> String {
+    let what = if dir.join(crate::suite::SUITE_FILE).is_file() {
+        "a suite directory (`lockpick test`), not a run directory"
+    } else {
+        "not a run directory"
+    };
+    let mut runs = Vec::new();
+    let mut level = vec![dir.to_path_buf()];
+    for _ in 0..RUN_SEARCH_DEPTH {
+        let mut next = Vec::new();
+        for d in &level {
+            let Ok(entries) = std::fs::read_dir(d) else {
+                continue;
+            };
+            for e in entries.flatten().take(RUN_SEARCH_ENTRIES_MAX) {
+                let p = e.path();
+                // `latest` is a link to a run already found by its own name.
+                if e.file_name() == layout::LATEST_LINK || !p.is_dir() {
+                    continue;
+                }
+                if p.join(layout::HISTORY_FILE).is_file() {
+                    runs.push(p);
+                } else {
+                    next.push(p);
+                }
+            }
+        }
+        level = next;
+    }
+    // Run directories are named by their start time: the newest sorts last.
+    runs.sort_by(|a, b| a.file_name().cmp(&b.file_name()).then(a.cmp(b)));
+    match runs.as_slice() {
+        [] => format!(
+            "{}: {what} (it holds no {})",
+            dir.display(),
+            layout::HISTORY_FILE
+        ),
+        [one] => format!(
+            "{}: {what}; the run below it: {}",
+            dir.display(),
+            one.display()
+        ),
+        [.., newest] => format!(
+            "{}: {what}; {} runs below it, the newest {}",
+            dir.display(),
+            runs.len(),
+            newest.display()
+        ),
+    }
 }
 
 /// What a history is checked with: the run's own settings (its config.toml), unless `drift` or

@@ -64,6 +64,12 @@ pub fn after_run(run_dir: &Path) {
 /// `lockpick report RUN_DIR`: regenerate the report files from the run directory's files.
 pub fn report(a: ReportArgs) -> Result<ExitCode> {
     let dir = &a.run_dir;
+    if dir.is_dir()
+        && !dir.join(layout::RESULTS_FILE).exists()
+        && !dir.join(layout::HISTORY_FILE).exists()
+    {
+        anyhow::bail!("{}", crate::check_cmd::not_a_run_dir(dir));
+    }
     if !dir.is_dir() {
         anyhow::bail!(
             "{}: not a run directory (expected a folder with {})",

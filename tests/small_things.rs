@@ -215,7 +215,8 @@ fn doctor_fails_only_for_a_missing_required_fault() {
 #[test]
 fn an_error_chain_names_each_cause_once() {
     let tmp = tempfile::tempdir().unwrap();
-    let (code, err) = stderr_of(&["report", tmp.path().to_str().unwrap()]);
+    let missing = tmp.path().join("gone").join("history.jsonl");
+    let (code, err) = stderr_of(&["check", missing.to_str().unwrap()]);
     assert_eq!(code, 3, "{err}");
     assert_eq!(err.matches("os error 2").count(), 1, "{err}");
     let (code, err) = stderr_of(&[
@@ -227,4 +228,46 @@ fn an_error_chain_names_each_cause_once() {
     ]);
     assert_eq!(code, 3, "{err}");
     assert_eq!(err.matches("os error 2").count(), 1, "{err}");
+}
+
+/// `check` and `report` given a suite's directory or an output folder, where one of its runs
+/// was meant, say what they were given and where the runs below it are.
+#[test]
+fn a_folder_of_runs_named_for_a_run_points_to_its_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let suite = tmp.path().join("suite");
+    for run in ["a/20260101T000000.000Z", "b/20260102T000000.000Z"] {
+        let dir = suite.join("scenarios").join(run);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("history.jsonl"), HISTORY).unwrap();
+    }
+    std::fs::write(suite.join("suite.json"), "{}").unwrap();
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let newest = suite.join("scenarios/b/20260102T000000.000Z");
+    let cases = [
+        (
+            vec!["check", suite.to_str().unwrap()],
+            format!(
+                "a suite directory (`lockpick test`), not a run directory; 2 runs below it, the newest {}",
+                newest.display()
+            ),
+        ),
+        (
+            vec!["report", suite.to_str().unwrap()],
+            "a suite directory".to_string(),
+        ),
+        (
+            vec!["check", empty.to_str().unwrap()],
+            "not a run directory (it holds no history.jsonl)".to_string(),
+        ),
+    ];
+    for (args, said) in cases {
+        let (code, err) = stderr_of(&args);
+        assert_eq!(code, 3, "{args:?}: {err}");
+        assert!(
+            err.lines().next().unwrap_or_default().contains(&said),
+            "{args:?}: {err}"
+        );
+    }
 }
