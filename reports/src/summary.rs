@@ -86,6 +86,14 @@ pub fn summary_text(r: &Results) -> String {
     match why_unknown {
         Some(n) => {
             let _ = writeln!(s, "verdict: UNKNOWN ({})", plain(n));
+            // A fault started is not yet exercised: the faults counted below may be the very
+            // ones named here.
+            let _ = writeln!(
+                s,
+                "  a fault is exercised once it reached the state its bugs live in (the coverage \
+                 below says which did); a longer --duration gives each more tries, and `lockpick \
+                 test` plans every fault and retries each until it is"
+            );
         }
         None => {
             let _ = writeln!(s, "verdict: {}", r.valid.as_str().to_uppercase());
