@@ -10,7 +10,14 @@ use std::path::PathBuf;
 /// their own files, so a new one needs no line here.
 pub fn command() -> clap::Command {
     let listings = [("adapter", services_help()), ("runtime", runtimes_help())];
-    let mut cmd = Cli::command();
+    let mut cmd = Cli::command().mut_subcommand("demo", |c| {
+        crate::suite::DEMO_DEFAULTS
+            .iter()
+            .fold(c, |c, (flag, value)| {
+                c.mut_arg(flag.name, |a| a.default_value(*value))
+            })
+            .after_help(DEMO_AFTER)
+    });
     for (arg, listing) in listings {
         let with_arg: Vec<String> = cmd
             .get_subcommands()
@@ -208,7 +215,7 @@ pub struct TestArgs {
     pub run: RunArgs,
     /// Stop planning scenarios when the next one would end past this, from the suite's start;
     /// cells not exercised by then make the verdict unknown. The default fits every cell of a
-    /// single-node target with the default 2 s ttl (about 25 cells, 3-4 minutes) with room for
+    /// single-node target with the default 2 s ttl (24 cells for the embedded lockd, 3-4 minutes) with room for
     /// a retry of the few that miss their state.
     #[arg(long, default_value = "6m", value_name = "DURATION")]
     pub budget: String,
@@ -231,8 +238,9 @@ const TEST_ABOUT: &str = "Run the suite CI gates on: short scenarios, each a rea
 with an aimed fault schedule, that together exercise every fault the target and this machine allow, \
 until each has met the state it aims at (docs/checkers.md, \"Exercised\").
 
-The plan's cells: contention on the mutex and counter workloads (no fault, ten clients asking \
-in rounds); each client-stall aim (boundary, next-grant, long) with each wake-up op (renew, \
+The plan's cells: contention on the mutex, counter and bank workloads (no fault, ten clients \
+asking in rounds; counter and bank where grants carry tokens); a holder stalled just past a \
+lease of an odd length (odd-ttl); each client-stall aim (boundary, next-grant, long) with each wake-up op (renew, \
 release, and write, read on the counter workload), and waiter; kill and pause of the primary \
 (and of another node, with --nodes 2+); each clock direction (bump-forward, bump-back, strobe, \
 fast, slow) on each node role; each partition topology (--runtime netns); netem. Cheapest and \
@@ -246,6 +254,16 @@ prints the command that replays it. Its verdict is valid only when no scenario f
 violation and every cell was exercised --times times; otherwise unknown, naming what was not \
 exercised. --duration, --nemesis-interval and --seed's single schedule do not apply: each \
 scenario's length comes from the plan; --nemesis limits the kinds planned.";
+
+const DEMO_AFTER: &str = "Examples:
+  lockpick demo                                      the embedded lockd and store, 1 s leases
+  lockpick demo --unsafe racy                        watch it find a double grant
+  lockpick demo --ttl 2s --hold 50ms..1s             run's lease and holds (about three minutes)
+
+Results go to <out>/demo/<timestamp>/, as `lockpick test` writes them: index.html (a row per
+scenario, each linking its report), summary.txt, suite.json, junit.xml, scenarios/<id>/<timestamp>/
+(each scenario's run directory) and schedules/. Exit codes as run's: 0 valid, 1 invalid,
+2 unknown, 3 error.";
 
 const TEST_AFTER: &str = "Examples:
   lockpick test                                      the embedded lockd and store

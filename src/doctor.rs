@@ -136,6 +136,10 @@ fn services() -> Vec<(String, &'static str, String)> {
         .map(|s| {
             let name = format!("--adapter {}", s.name());
             let options = workloads::ServiceOptions::parse(*s, &[]).unwrap_or_default();
+            if let Some(section) = s.config_section() {
+                let why = format!("its API is a config file's [{section}] section: --config FILE");
+                return (name, "ok", why);
+            }
             if s.launch(&crate::config::launch_probe(&options)).is_none() {
                 let why = "lockpick has no command for it: give --node-cmd or --url";
                 return (name, "ok", why.to_string());
@@ -166,8 +170,11 @@ pub fn run() -> history::ExitCode {
         }
     }
     println!();
-    for (name, state, note) in services() {
-        println!("{name:<19} {state:<8} {note}");
+    let services = services();
+    // As wide as the longest service's name.
+    let width = services.iter().map(|(n, ..)| n.len()).max().unwrap_or(0);
+    for (name, state, note) in services {
+        println!("{name:<width$} {state:<8} {note}");
     }
     let missing = |required: bool| -> Vec<&str> {
         checks

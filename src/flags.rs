@@ -478,7 +478,7 @@ pub fn former_flags(
 const RUN_AFTER: &str = "Examples:
   lockpick run --seed 7                               embedded lockd + store, every fault
   lockpick run --workload mutex --nemesis none --unsafe racy --duration 10s
-  lockpick run --node-cmd './my-lockd --port {port} --dir {data_dir}' --nemesis pause,kill
+  lockpick run --node-cmd './my-lockd --host {host} --port {port} --dir {data_dir}' --nemesis pause,kill
   lockpick run --url http://127.0.0.1:7000 --store-url http://127.0.0.1:7001
 
 Results go to <out>/<name>/<timestamp>/ (history.jsonl, results.json, report.html, junit.xml,
