@@ -17,12 +17,15 @@
 //! refused. When that happens after `probe-1`'s lease's lower bound (its request plus
 //! `ttl * (1 - drift)`), the probe says the service answered slower than its lease (a warning
 //! line, not a failure) and makes the held checks once more with a lease four times the
-//! grant's answer time; slower again, it skips them.
+//! grant's answer time; slower again, it skips them. A service that waits for a held lock
+//! whatever the wait asked (etcd) is listened to for half the lease (or twice the first
+//! grant's answer time): no answer by then is no grant, so the probe never waits out the
+//! lease nobody renews.
 
 use crate::adapter::Adapter;
 use crate::api::{Grant, Reply, Tokens, Wire, UNREAD};
 use crate::client::{classify_error, snippet};
-use history::reason::{detail_of, kind_of, reason_of, status_of, ReasonKind};
+use history::reason::{detail_of, kind_of, reason_of, status_of, with_detail, ReasonKind};
 use nemesis::Readiness;
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -287,7 +290,22 @@ impl Probe<'_, '_> {
         let a = self.t.adapter;
         let wire = a.lock_wire("acquire", PROBE_LOCK);
         let request = format!("{} ({SECOND}, while {FIRST} holds it)", wire.request);
-        let reply = a.acquire(SECOND, PROBE_LOCK, self.ttl_ms, 0, None).await;
+        // A service that waits for a held lock whatever the wait asked (etcd's lock/lock) would
+        // wait out probe-1's lease, which nothing renews here, and then grant it legally: the
+        // probe stops listening at half that lease (or twice what the grant took, for a
+        // service slow to answer anything), and no answer by then is no grant (the request is
+        // dropped; the wait it started is the run's checkers' to judge, below).
+        let half_lease = Duration::from_secs_f64(lease_ms.max(0.0) / 2000.0);
+        let listen = half_lease.max(asked.elapsed() * 2).min(self.t.op_timeout);
+        let asking = a.acquire(SECOND, PROBE_LOCK, self.ttl_ms, 0, None);
+        let reply = tokio::time::timeout(listen, asking)
+            .await
+            .unwrap_or_else(|_| {
+                Reply::Info(with_detail(
+                    "timeout",
+                    &format!("no answer within {} ms", listen.as_millis()),
+                ))
+            });
         // The grant took effect at some instant before its answer: legal if that may be
         // after the first lease ended (a service that waited for it, whatever the wait asked).
         let answered_at = Instant::now();
