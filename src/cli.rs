@@ -1,7 +1,7 @@
 //! The command line, parsed into plain structs first; `config.rs` turns them into the runner's
 //! resolved configuration.
 
-use crate::flags::RunArgs;
+use crate::flags::{self, RunArgs};
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -18,6 +18,24 @@ pub fn command() -> clap::Command {
             })
             .after_help(DEMO_AFTER)
     });
+    // The suite plans each scenario's length and faults: these flags of `run` shape nothing
+    // there (a config file may still hold them), and its help says so instead of a default.
+    for suite in ["test", "demo"] {
+        cmd = cmd.mut_subcommand(suite, |c| {
+            [&flags::DURATION, &flags::NEMESIS_INTERVAL]
+                .iter()
+                .fold(c, |c, flag| {
+                    c.mut_arg(flag.name, |a| {
+                        let help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
+                        a.help(format!(
+                            "{help}. Not in the suite: each scenario's length and faults come \
+                             from its plan"
+                        ))
+                        .hide_default_value(true)
+                    })
+                })
+        });
+    }
     for (arg, listing) in listings {
         let with_arg: Vec<String> = cmd
             .get_subcommands()
@@ -253,7 +271,8 @@ a live check of its history proves a safety violation: --stop-on-violation), shr
 prints the command that replays it. Its verdict is valid only when no scenario found a \
 violation and every cell was exercised --times times; otherwise unknown, naming what was not \
 exercised. --duration, --nemesis-interval and --seed's single schedule do not apply: each \
-scenario's length comes from the plan; --nemesis limits the kinds planned.";
+scenario's length comes from the plan; --nemesis limits the kinds planned. --workload is the \
+workload of the fault scenarios; the contention cells run each workload the service can.";
 
 const DEMO_AFTER: &str = "Examples:
   lockpick demo                                      the embedded lockd and store, 1 s leases
