@@ -688,6 +688,28 @@ impl Suite {
 }
 
 /// The suite's verdict as text: the summary printed at the end and written to summary.txt.
+/// The cells exercised of each kind (a cell's first word: `contention`, `client-pause`,
+/// `clock`, ...), in the plan's order: `contention 3/3, client-pause 13/13, kill 0/1`.
+fn cells_by_kind(cells: &[CellRow]) -> String {
+    let mut kinds: Vec<(&str, usize, usize)> = Vec::new();
+    for c in cells {
+        let kind = c.cell.split(' ').next().unwrap_or_default();
+        let met = usize::from(c.exercised >= c.needed);
+        match kinds.iter_mut().find(|(k, ..)| *k == kind) {
+            Some((_, done, all)) => {
+                *done += met;
+                *all += 1;
+            }
+            None => kinds.push((kind, met, 1)),
+        }
+    }
+    kinds
+        .iter()
+        .map(|(k, done, all)| format!("{k} {done}/{all}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 pub fn summary_text(r: &SuiteResults) -> String {
     let mut s = String::new();
     let _ = writeln!(s);
@@ -703,6 +725,9 @@ pub fn summary_text(r: &SuiteResults) -> String {
     );
     let exercised = r.cells.iter().filter(|c| c.exercised >= c.needed).count();
     let _ = writeln!(s, "  cells exercised: {exercised} of {}", r.cells.len());
+    if !r.cells.is_empty() {
+        let _ = writeln!(s, "  by kind: {}", cells_by_kind(&r.cells));
+    }
     if let Some(f) = r.scenarios.iter().find(|x| x.verdict == "invalid") {
         let _ = writeln!(
             s,
@@ -878,4 +903,32 @@ fn junit_xml(r: &SuiteResults) -> String {
     let _ = writeln!(j, "</testcase>");
     let _ = writeln!(j, "</testsuite>");
     j
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The summary's line of kinds counts each kind's cells met, in the plan's order.
+    #[test]
+    fn cells_are_counted_by_their_kind() {
+        let row = |cell: &str, exercised: u64| CellRow {
+            cell: cell.to_string(),
+            tries: 1,
+            started: 1,
+            exercised,
+            needed: 1,
+        };
+        let cells = [
+            row("contention mutex", 1),
+            row("client-pause boundary/renew", 1),
+            row("contention counter", 1),
+            row("kill on primary", 0),
+            row("client-pause waiter", 0),
+        ];
+        assert_eq!(
+            cells_by_kind(&cells),
+            "contention 2/2, client-pause 1/2, kill 0/1"
+        );
+    }
 }
