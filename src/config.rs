@@ -29,8 +29,16 @@ pub(crate) fn check_drift(drift: f64) -> Result<()> {
 
 /// Parses `500ms`, `2s`, `1m`, `1m30s`; names the flag when it cannot.
 pub fn duration(flag: &str, s: &str) -> Result<Duration> {
-    humantime::parse_duration(s.trim())
-        .with_context(|| format!("--{flag} {s:?}: expected a duration such as 500ms, 2s or 1m"))
+    let t = s.trim();
+    let expected = format!("--{flag} {s:?}: expected a duration such as 500ms, 2s or 1m");
+    // The parser's own words for the two usual slips are about its grammar, not the flag.
+    if t.starts_with('-') {
+        bail!("{expected}, never negative");
+    }
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        bail!("{expected}: a number needs its unit ({t}ms or {t}s)");
+    }
+    humantime::parse_duration(t).with_context(|| expected)
 }
 
 fn ms(flag: &str, s: &str) -> Result<u64> {

@@ -10,6 +10,11 @@ fn durations_and_ranges() {
     assert_eq!(ms("ttl", "1m").unwrap(), 60_000);
     let e = ms("ttl", "2 parsecs").unwrap_err().to_string();
     assert!(e.starts_with("--ttl \"2 parsecs\""), "{e}");
+    // The two usual slips are said in the flag's words, not the parser's.
+    let e = ms("ttl", "5").unwrap_err().to_string();
+    assert!(e.ends_with("a number needs its unit (5ms or 5s)"), "{e}");
+    let e = ms("duration", "-1s").unwrap_err().to_string();
+    assert!(e.ends_with("never negative"), "{e}");
     assert_eq!(range_ms("hold", "50ms..1s").unwrap(), (50, 1000));
     assert!(range_ms("hold", "2s..1s").is_err());
     assert!(range_ms("hold", "2s").is_err());
