@@ -374,10 +374,18 @@ fn double_grant(m: &Model, (a, sa): (&Grant, &Segment), (b, sb): (&Grant, &Segme
     // hold is the whole overlap: how long it lasted proves nothing more.
     let b_start = hold_start(m, b, sb, &mut ops);
     // Real time proves who came first only when one grant returned before the other was asked.
+    // Two grants of one process are told apart by their ops.
+    let first = |g: &Grant| match a.process == b.process {
+        true => format!(
+            "; p{}'s grant of op {} came first",
+            g.process, m.ops[g.op].index
+        ),
+        false => format!("; p{} was granted first", g.process),
+    };
     let order = if a.complete_ns < b.invoke_ns {
-        format!("; p{} was granted first", a.process)
+        first(a)
     } else if b.complete_ns < a.invoke_ns {
-        format!("; p{} was granted first", b.process)
+        first(b)
     } else {
         String::new()
     };
