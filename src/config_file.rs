@@ -264,8 +264,12 @@ fn flag_value(kind: Kind, value: &toml::Value) -> Result<FlagValue, &'static str
         (Kind::Text(_) | Kind::Path(_), toml::Value::String(s)) => s.clone(),
         (Kind::Text(_) | Kind::Path(_), _) => return Err("a string"),
         (Kind::Count(_), toml::Value::Integer(n)) if *n >= 0 => n.to_string(),
-        // A seed may exceed TOML's integers: written as a string.
-        (Kind::Count(_), toml::Value::String(s)) if s.parse::<u64>().is_ok() => s.clone(),
+        // A seed may exceed TOML's integers: written as a string, and only then.
+        (Kind::Count(_), toml::Value::String(s))
+            if s.parse::<u64>().is_ok() && s.parse::<i64>().is_err() =>
+        {
+            s.clone()
+        }
         (Kind::Count(_), _) => return Err("a non-negative integer"),
         (Kind::Fraction(_), toml::Value::Float(f)) => f.to_string(),
         (Kind::Fraction(_), toml::Value::Integer(n)) => n.to_string(),

@@ -359,3 +359,19 @@ fn an_older_runs_etcd_api_key_still_reads() {
     let e = flags_from_file(&p).unwrap_err().to_string();
     assert!(e.contains("unknown key `workload.etcd_api`"), "{e}");
 }
+
+/// A count is a TOML integer; a string only for a seed past TOML's integers, as a run writes
+/// it (`"5"` is refused as the message says: not a string).
+#[test]
+fn a_count_written_as_a_string_is_refused_but_a_seed_too_big_for_toml() {
+    let (_d, p) = write("[workload]\nclients = \"5\"\n");
+    let e = flags_from_file(&p).unwrap_err().to_string();
+    assert!(
+        e.contains(
+            "lockpick.toml:2: `workload.clients` must be a non-negative integer, not a string"
+        ),
+        "{e}"
+    );
+    let (_d, p) = write("[workload]\nseed = \"14634224980613359122\"\n");
+    assert!(joined_flags(&p).contains("--seed=14634224980613359122"));
+}
