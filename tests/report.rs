@@ -390,6 +390,18 @@ fn assert_report_sound(
         results["violations"].as_array().unwrap().len() as u64,
         "every violation in one card"
     );
+    // Every link within the page (the timeline's marks to their cards, the navigation) has
+    // its target.
+    let dead = b.eval(
+        &page.session,
+        "Array.from(document.querySelectorAll('a[href^=\"#\"]')).map(a=>a.getAttribute('href')).filter(h=>h.length>1&&!document.getElementById(decodeURIComponent(h.slice(1)))).join(' ')",
+    );
+    assert_eq!(
+        dead.as_str(),
+        Some(""),
+        "links to nothing in {}",
+        path.display()
+    );
     let shot = b.screenshot(&page.session, None);
     let colors = b.distinct_colors(&shot);
     assert!(colors > 20, "the screenshot looks blank ({colors} colours)");

@@ -10,7 +10,7 @@ use crate::RunConfigView;
 use checkers::checker_of;
 use checkers::Grant;
 use history::{ActiveFault, KindClass, Outcome, Results, Validity, Violation, ViolationKind};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
 /// Violation cards rendered; the rest are counted (results.json has them all).
@@ -1403,12 +1403,23 @@ fn full_bars(s: &mut String, m: &Model, sc: &Scale, top: f64, locks_shown: usize
 /// The violations (red, linking to their cards) and warnings (grey) above the lock rows, at
 /// the start of their windows; `marks_y` is the bottom of the marks' strip.
 fn finding_marks(s: &mut String, r: &Results, sc: &Scale, marks_y: f64) {
-    for (i, v) in r.violations.iter().enumerate().take(CARDS_MAX) {
+    // A card is an incident (`v1`, `v2`, ...): each mark links to the card its violation is
+    // shown in; a violation of no card shown (past `CARDS_MAX`) is not marked.
+    let mut card_of: HashMap<*const Violation, usize> = HashMap::new();
+    for (i, g) in cards_of(r).iter().enumerate().take(CARDS_MAX) {
+        for m in &g.members {
+            card_of.entry(*m as *const Violation).or_insert(i);
+        }
+    }
+    for v in &r.violations {
+        let Some(&card) = card_of.get(&(v as *const Violation)) else {
+            continue;
+        };
         let x = sc.x(v.window_ns[0]);
         let _ = write!(
             s,
             "<a href=\"#v{}\"><path d=\"M{:.1} {:.1} l5 -9 l-10 0 z\" fill=\"#c92a2a\"><title>{}: {}</title></path></a>",
-            i + 1,
+            card + 1,
             x,
             marks_y - 2.0,
             v.kind,
