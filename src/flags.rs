@@ -178,6 +178,13 @@ fn lists() -> Vec<(&'static str, Vec<String>)> {
         .map(|r| format!("--runtime {}", r.name()))
         .collect();
     vec![
+        (
+            "services",
+            workloads::SERVICES
+                .iter()
+                .map(|s| s.name().to_string())
+                .collect(),
+        ),
         ("faults", names(&FaultKind::ALL)),
         ("faults_anywhere", names(&anywhere)),
         ("faults_networked", names(&networked)),

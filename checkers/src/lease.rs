@@ -55,7 +55,7 @@ impl Checker for LeaseExpiry {
         let judged = expired_grants(m, &decided, &mut out);
         keyless_grants(m, &mut out);
         out.nothing_to_judge(judged > 0 || !decided.is_empty(), || {
-            "the service reports no lease of its own with its grants (only adapters that can read one, such as etcd's, record it): grant-on-expired-lease and grant-without-key need that evidence; expected for the reference protocol".to_string()
+            "the service reports no lease of its own with its grants (only adapters that can read one, such as etcd's, record it): grant-on-expired-lease and grant-without-key need that evidence, so they judge nothing here".to_string()
         });
         if let Some(note) = record_note(counts) {
             out.notes.push(note);

@@ -30,7 +30,10 @@ pub static WORKLOAD: Flag = Flag {
         left by its clock, and the data checks alone prove a late write). Default: counter, \
         or mutex for a service whose grants carry no fencing token (a Redis lock value \
         fences nothing)",
-    init: Init::Set(r#""counter""#, "counter (fencing + lost updates) or mutex"),
+    init: Init::Example(
+        r#""counter""#,
+        "counter (fencing + lost updates), mutex or bank; unset: counter, or mutex\nwhere the service's grants carry no token",
+    ),
     write: |c| Some(Text(c.workload.as_str().to_string())),
     ..Flag::NONE
 };
@@ -301,6 +304,10 @@ pub static ADAPTER: Flag = Flag {
     help: "The lock service and how lockpick drives it (default: reference, lockd's own \
         protocol). `--help` lists every service lockpick knows, with its options and node \
         count",
+    init: Init::Example(
+        r#""reference""#,
+        "the service: {services}\n(options and nodes of each: `lockpick run --help`)",
+    ),
     write: |c| Some(Text(c.service.name().to_string())),
     ..Flag::NONE
 };
@@ -312,6 +319,10 @@ pub static ADAPTER_OPT: Flag = Flag {
     help: "A setting of the --adapter's own, NAME=VALUE (repeat the flag, or join with commas): \
         each service's options and their values are listed under --adapter in `--help` (the \
         first value is the default), and an unknown one is refused with the list",
+    init: Init::Example(
+        r#"["fence=counter"]"#,
+        "the service's own settings, NAME=VALUE",
+    ),
     write: |c| {
         Some(c.adapter_own.pairs())
             .filter(|p| !p.is_empty())
