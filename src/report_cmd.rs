@@ -110,6 +110,8 @@ pub fn report(a: ReportArgs) -> Result<ExitCode> {
     }
     let w = reports::write_run_reports(dir)
         .with_context(|| format!("cannot render the report of {}", dir.display()))?;
+    // The verdict the exit code gives, said first.
+    println!("verdict: {}", w.results.valid.as_str().to_uppercase());
     println!("report:  {}", w.report.display());
     println!("junit:   {}", w.junit.display());
     println!("summary: {}", w.summary.display());

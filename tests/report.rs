@@ -536,13 +536,15 @@ fn racy_run_report_shows_both_holders_in_the_first_card() {
     // Reports regenerate from the files alone, byte for byte.
     let before = std::fs::read(&path).unwrap();
     let o = run_with_limit(&["report", dir.to_str().unwrap()], Duration::from_secs(60));
-    // It exits as `check` (and the run) did: invalid.
+    // It exits as `check` (and the run) did: invalid, and says so first.
     assert_eq!(
         o.status.code(),
         Some(1),
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(said.starts_with("verdict: INVALID\n"), "{said}");
     assert_eq!(
         before,
         std::fs::read(&path).unwrap(),
