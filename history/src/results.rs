@@ -129,7 +129,7 @@ const STALE_LOCK_OP: &str = "A release or renew with a token older than a grant 
 
 violation_kinds! {
     DoubleGrant = "double-grant", Safety,
-        "A correct lock service grants a lock to one client at a time. The ops below prove that one grant took effect while another client's lease surely still ran, whatever the timing inside each op (docs/checkers.md, double-grant).";
+        "A correct lock service grants a lock to one client at a time. The ops below prove that one grant took effect while another grant surely still held the lock (its lease not yet over, or its session still believed alive), whatever the timing inside each op (docs/checkers.md, double-grant).";
     GrantOnExpiredLease = "grant-on-expired-lease", Safety,
         "A grant or renewal may only extend a lease that is still alive; this one completed after the lease was surely dead, so another client may already hold the lock.";
     /// The service's own versioned store, read at the revision its grant answered at, holds no

@@ -1,7 +1,7 @@
 //! `summary.txt`: the plain-text summary, also what `lockpick check` prints.
 
 use crate::escape::plain;
-use history::{KindClass, Results, Violation};
+use history::{KindClass, Results, Violation, ViolationKind};
 use std::fmt::Write;
 
 /// The contention rounds of an `--arrivals rounds:...` run in one line, the figure the
@@ -55,6 +55,58 @@ pub fn rests_on(r: &Results) -> String {
     s
 }
 
+/// The kinds that judge the data a lock guards (its writes), not the lock itself.
+const DATA_KINDS: [ViolationKind; 4] = [
+    ViolationKind::StaleWriteAccepted,
+    ViolationKind::LostUpdate,
+    ViolationKind::TotalChanged,
+    ViolationKind::NonSerializable,
+];
+
+/// For a verdict invalid on the lock alone, whether the data it guards held: every checker of
+/// the data that judged anything is valid, over the writes the history has. `None` when the
+/// data was hurt, not written, or not judged.
+fn data_held(r: &Results) -> Option<String> {
+    if r.valid != history::Validity::Invalid
+        || r.violations.iter().any(|v| DATA_KINDS.contains(&v.kind))
+    {
+        return None;
+    }
+    let writes = r
+        .stats
+        .ops
+        .get("write")
+        .and_then(|by| by.get("ok"))
+        .copied()
+        .unwrap_or(0);
+    let mut names: Vec<&str> = DATA_KINDS
+        .iter()
+        .map(|k| checkers::checker_of(*k))
+        .collect();
+    names.dedup();
+    let judged: Vec<&str> = names
+        .into_iter()
+        .filter(|n| {
+            r.checkers
+                .iter()
+                .any(|c| c.name == *n && c.not_judged.is_none())
+        })
+        .collect();
+    let all_valid = judged.iter().all(|n| {
+        r.checkers
+            .iter()
+            .any(|c| c.name == *n && c.valid == history::Validity::Valid)
+    });
+    (writes > 0 && !judged.is_empty() && all_valid).then(|| {
+        format!(
+            "the lock failed, but the data it guards held: {} valid over {writes} store \
+             write(s), so no stale write was accepted and no update was lost (the fencing \
+             tokens protected it)",
+            judged.join(", ")
+        )
+    })
+}
+
 /// How many violations of one kind the summary spells out before counting the rest.
 const SHOWN_PER_KIND: usize = 5;
 
@@ -98,6 +150,9 @@ pub fn summary_text(r: &Results) -> String {
         None => {
             let _ = writeln!(s, "verdict: {}", r.valid.as_str().to_uppercase());
         }
+    }
+    if let Some(line) = data_held(r) {
+        let _ = writeln!(s, "  {line}");
     }
     let _ = writeln!(s, "rests on: {}", plain(&rests_on(r)));
     let _ = writeln!(

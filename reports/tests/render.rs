@@ -694,3 +694,41 @@ fn contention_rounds_are_in_the_summary_and_the_report() {
         "no rounds line in the report's header"
     );
 }
+
+/// An invalid verdict of the lock alone says whether the data it guards held: only when the
+/// data checkers judged the writes and found nothing.
+#[test]
+fn a_lock_failure_whose_fenced_data_held_says_so() {
+    let held = "the lock failed, but the data it guards held: store-fencing, counter valid over 7 store write(s)";
+    let with = |writes: u64, checkers: Vec<CheckerResult>, data_violation: bool| {
+        let mut r = fixture();
+        r.stats.ops.insert(
+            "write".to_string(),
+            BTreeMap::from([("ok".to_string(), writes)]),
+        );
+        r.checkers = checkers;
+        if data_violation {
+            r.violations.push(violation(
+                ViolationKind::LostUpdate,
+                "k0",
+                &[7],
+                "an acknowledged write was lost",
+            ));
+        }
+        summary_text(&r)
+    };
+    let judged = || {
+        vec![
+            checker("mutual-exclusion", Validity::Invalid, 1, 0),
+            checker("store-fencing", Validity::Valid, 0, 0),
+            checker("counter", Validity::Valid, 0, 0),
+        ]
+    };
+    assert!(with(7, judged(), false).contains(held));
+    // Hurt, unwritten, or judged invalid: nothing said.
+    assert!(!with(7, judged(), true).contains("data it guards held"));
+    assert!(!with(0, judged(), false).contains("data it guards held"));
+    let mut hurt = judged();
+    hurt[1].valid = Validity::Invalid;
+    assert!(!with(7, hurt, false).contains("data it guards held"));
+}
