@@ -793,11 +793,22 @@ fn index_html(dir: &Path, r: &SuiteResults) -> String {
     );
     let _ = write!(
         h,
-        "<p>{} scenario(s) in {:.1} s (budget {:.0} s)</p><h2>Scenarios</h2><table>\
-         <tr><th>scenario</th><th>aims at</th><th>verdict</th><th>violations</th><th>time</th><th>replay</th></tr>",
+        "<p>{} scenario(s) in {:.1} s (budget {:.0} s)</p>",
         r.scenarios.len(),
         r.elapsed_ms as f64 / 1000.0,
         r.budget_ms as f64 / 1000.0
+    );
+    // What summary.txt says past its first lines (cells by kind, the first violation, the
+    // shrunk replay), as the terminal showed it.
+    // (Its first four lines are a blank one, the verdict, why, and the scenarios' count.)
+    let text = summary_text(r);
+    let said: Vec<&str> = text.lines().skip(4).map(str::trim).collect();
+    if !said.is_empty() {
+        let _ = write!(h, "<pre>{}</pre>", e(&said.join("\n")));
+    }
+    h.push_str(
+        "<h2>Scenarios</h2><table><tr><th>scenario</th><th>aims at</th><th>verdict</th>\
+         <th>violations</th><th>time</th><th>replay</th></tr>",
     );
     for s in &r.scenarios {
         let link = s

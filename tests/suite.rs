@@ -179,6 +179,11 @@ fn every_bug_class_is_found_by_the_scenario_aimed_at_it() {
                 // One report per scenario, linked from the suite's index.
                 let index = std::fs::read_to_string(r.dir.join("index.html")).unwrap();
                 assert!(index.contains("report.html"), "{args:?}");
+                // And what the terminal said of it: the cells by kind, the first violation.
+                assert!(
+                    index.contains("by kind:") && index.contains("first violation:"),
+                    "{args:?}: {index}"
+                );
                 let junit = std::fs::read_to_string(r.dir.join("junit.xml")).unwrap();
                 assert!(junit.contains("<failure"), "{args:?}");
             });
