@@ -723,6 +723,15 @@ pub fn summary_text(r: &SuiteResults) -> String {
         r.budget_ms as f64 / 1000.0,
         if r.complete { "" } else { "; incomplete" }
     );
+    s.push_str(&summary_details(r));
+    s
+}
+
+/// The summary past its verdict, why and count of scenarios: the cells exercised (all, and by
+/// kind), the first violation with its report and replay, and the shrunk schedule's replay.
+/// index.html shows these lines too.
+fn summary_details(r: &SuiteResults) -> String {
+    let mut s = String::new();
     let exercised = r.cells.iter().filter(|c| c.exercised >= c.needed).count();
     let _ = writeln!(s, "  cells exercised: {exercised} of {}", r.cells.len());
     if !r.cells.is_empty() {
@@ -798,14 +807,10 @@ fn index_html(dir: &Path, r: &SuiteResults) -> String {
         r.elapsed_ms as f64 / 1000.0,
         r.budget_ms as f64 / 1000.0
     );
-    // What summary.txt says past its first lines (cells by kind, the first violation, the
-    // shrunk replay), as the terminal showed it.
-    // (Its first four lines are a blank one, the verdict, why, and the scenarios' count.)
-    let text = summary_text(r);
-    let said: Vec<&str> = text.lines().skip(4).map(str::trim).collect();
-    if !said.is_empty() {
-        let _ = write!(h, "<pre>{}</pre>", e(&said.join("\n")));
-    }
+    // What summary.txt says past the verdict, as the terminal showed it.
+    let details = summary_details(r);
+    let said: Vec<&str> = details.lines().map(str::trim).collect();
+    let _ = write!(h, "<pre>{}</pre>", e(&said.join("\n")));
     h.push_str(
         "<h2>Scenarios</h2><table><tr><th>scenario</th><th>aims at</th><th>verdict</th>\
          <th>violations</th><th>time</th><th>replay</th></tr>",
