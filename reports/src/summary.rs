@@ -25,14 +25,7 @@ pub fn rounds_line(r: &Results) -> Option<String> {
 /// What a verdict rests on, in one line: the successful lock and store ops and the faults by
 /// kind, so a clean verdict that exercised nothing reads as such.
 pub fn rests_on(r: &Results) -> String {
-    let ok = |f: &str| {
-        r.stats
-            .ops
-            .get(f)
-            .and_then(|by| by.get("ok"))
-            .copied()
-            .unwrap_or(0)
-    };
+    let ok = |f: &str| ok_count(r, f);
     let mut s = format!(
         "{} grant(s), {} renewal(s), {} release(s), {} store write(s)",
         r.stats.grants,
@@ -55,6 +48,16 @@ pub fn rests_on(r: &Results) -> String {
     s
 }
 
+/// How many ops of client function `f` (`write`, `renew`, ...) answered ok.
+fn ok_count(r: &Results, f: &str) -> u64 {
+    r.stats
+        .ops
+        .get(f)
+        .and_then(|by| by.get("ok"))
+        .copied()
+        .unwrap_or(0)
+}
+
 /// The kinds that judge the data a lock guards (its writes), not the lock itself.
 const DATA_KINDS: [ViolationKind; 4] = [
     ViolationKind::StaleWriteAccepted,
@@ -72,37 +75,29 @@ fn data_held(r: &Results) -> Option<String> {
     {
         return None;
     }
-    let writes = r
-        .stats
-        .ops
-        .get("write")
-        .and_then(|by| by.get("ok"))
-        .copied()
-        .unwrap_or(0);
+    let writes = ok_count(r, "write");
     let mut names: Vec<&str> = DATA_KINDS
         .iter()
         .map(|k| checkers::checker_of(*k))
         .collect();
     names.dedup();
-    let judged: Vec<&str> = names
-        .into_iter()
-        .filter(|n| {
+    // The data's checkers that judged something, each once.
+    let judged: Vec<&history::CheckerResult> = names
+        .iter()
+        .filter_map(|n| {
             r.checkers
                 .iter()
-                .any(|c| c.name == *n && c.not_judged.is_none())
+                .find(|c| c.name == *n && c.not_judged.is_none())
         })
         .collect();
-    let all_valid = judged.iter().all(|n| {
-        r.checkers
-            .iter()
-            .any(|c| c.name == *n && c.valid == history::Validity::Valid)
-    });
+    let all_valid = judged.iter().all(|c| c.valid == history::Validity::Valid);
     (writes > 0 && !judged.is_empty() && all_valid).then(|| {
+        let names: Vec<&str> = judged.iter().map(|c| c.name.as_str()).collect();
         format!(
             "the lock failed, but the data it guards held: {} valid over {writes} store \
              write(s), so no stale write was accepted and no update was lost (the fencing \
              tokens protected it)",
-            judged.join(", ")
+            names.join(", ")
         )
     })
 }
