@@ -349,10 +349,7 @@ fn own_options(
     service: &'static dyn workloads::Service,
 ) -> Result<workloads::ServiceOptions> {
     let mut pairs = a.list(&flags::ADAPTER_OPT).to_vec();
-    for (flag, value) in a.former() {
-        let Some((_, owner, option)) = flags::former_flags().find(|(f, ..)| f == flag) else {
-            continue;
-        };
+    for &((flag, owner, option), ref value) in a.former() {
         if owner.name() == service.name() {
             let set = pairs
                 .iter()

@@ -365,8 +365,8 @@ enum Given {
 #[derive(Debug, Clone, Default)]
 pub struct RunArgs {
     given: Vec<(&'static str, Given)>,
-    /// The former flags of services' options given (`--etcd-api /v3`), as (flag, value).
-    former: Vec<(&'static str, String)>,
+    /// The former flags of services' options given (`--etcd-api /v3`), each with its value.
+    former: Vec<(FormerFlag, String)>,
 }
 
 impl RunArgs {
@@ -384,8 +384,8 @@ impl RunArgs {
         }
     }
 
-    /// The former flags given ([`former_flags`]), as (flag, value), in no particular order.
-    pub fn former(&self) -> &[(&'static str, String)] {
+    /// The former flags given ([`former_flags`]), each with its value, in no particular order.
+    pub fn former(&self) -> &[(FormerFlag, String)] {
         &self.former
     }
 
@@ -469,11 +469,12 @@ impl RunArgs {
     }
 }
 
-/// Every service's former flags (`Service::former_flags`): (flag, its service, the option it
-/// now is). Hidden flags of `run`, and keys of a config file's `[target]`, so that older runs'
+/// A service option's former flag: (flag, its service, the option it now is).
+pub type FormerFlag = (&'static str, &'static dyn workloads::Service, &'static str);
+
+/// Every service's former flags (`Service::former_flags`). Hidden flags of `run`, and keys of a config file's `[target]`, so that older runs'
 /// reproduce lines and config files still read; each is defined by its service alone.
-pub fn former_flags(
-) -> impl Iterator<Item = (&'static str, &'static dyn workloads::Service, &'static str)> {
+pub fn former_flags() -> impl Iterator<Item = FormerFlag> {
     workloads::SERVICES.iter().flat_map(|s| {
         s.former_flags()
             .iter()
@@ -524,7 +525,7 @@ impl clap::FromArgMatches for RunArgs {
             .filter_map(|f| f.given(m).map(|v| (f.name, v)))
             .collect();
         let former = former_flags()
-            .filter_map(|(flag, ..)| m.get_one::<String>(flag).map(|v| (flag, v.clone())))
+            .filter_map(|f| m.get_one::<String>(f.0).map(|v| (f, v.clone())))
             .collect();
         Ok(RunArgs { given, former })
     }
