@@ -127,6 +127,33 @@ fn lock_of<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// A ZooKeeper call's failure as a reason a reader can act on: the recipe's step and
+/// ZooKeeper's error kind (`list: connection-loss`), with ZooKeeper's message as the detail. The
+/// step alone (`list`) said where the recipe stopped but not why.
+fn zk_reason(step: &str, e: &zk::Error) -> String {
+    // The variant's name, as its Debug form begins (`ConnectionLoss`, `Other(..)`).
+    let debug = format!("{e:?}");
+    let variant = debug
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .next()
+        .unwrap_or_default();
+    let mut kind = String::with_capacity(variant.len() + 4);
+    for (i, c) in variant.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                kind.push('-');
+            }
+            kind.push(c.to_ascii_lowercase());
+        } else {
+            kind.push(c);
+        }
+    }
+    if kind.is_empty() {
+        return with_detail(step, &e.to_string());
+    }
+    with_detail(&format!("{step}: {kind}"), &e.to_string())
+}
+
 /// Whether a state ends what a holder may believe (Curator's `SUSPENDED` and `LOST`).
 fn ends_belief(state: zk::SessionState) -> bool {
     !matches!(
@@ -264,7 +291,7 @@ impl ZkLock {
             }
             Some(Err(e)) => {
                 relay.abort();
-                return Err(with_detail("connect", &e.to_string()));
+                return Err(zk_reason("connect", &e));
             }
             Some(Ok(c)) => c,
         };
@@ -327,7 +354,7 @@ impl ZkLock {
         let options = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
         match self.bounded(s.client.mkdir(&Self::dir(lock), &options)).await {
             None => Err("mkdir: timeout".into()),
-            Some(Err(e)) => Err(with_detail("mkdir", &e.to_string())),
+            Some(Err(e)) => Err(zk_reason("mkdir", &e)),
             Some(Ok(())) => {
                 lock_of(&self.parents).insert(lock.to_string());
                 Ok(())
@@ -405,12 +432,12 @@ impl ZkLock {
                 if s.client.state().is_terminated() {
                     self.drop_session(client);
                 }
-                Err(Reply::Fail(with_detail("create", &e.to_string())))
+                Err(Reply::Fail(zk_reason("create", &e)))
             }
             // The answer was lost: our node may exist. Closing the session removes it.
             Some(Err(e)) => {
                 self.drop_session(client);
-                Err(Reply::Info(with_detail("create", &e.to_string())))
+                Err(Reply::Info(zk_reason("create", &e)))
             }
             None => {
                 self.drop_session(client);
@@ -459,7 +486,7 @@ impl ZkLock {
             }
             let children = match self.bounded(s.client.list_children(dir)).await {
                 None => return Err("list: timeout".into()),
-                Some(Err(e)) => return Err(with_detail("list", &e.to_string())),
+                Some(Err(e)) => return Err(zk_reason("list", &e)),
                 Some(Ok(c)) => c,
             };
             let mut seqs: Vec<i64> = children.iter().filter_map(|c| sequence(c)).collect();
@@ -477,7 +504,7 @@ impl ZkLock {
             let watched = format!("{dir}/{PREFIX}{}", zk_sequence(below));
             let watcher = match self.bounded(s.client.check_and_watch_stat(&watched)).await {
                 None => return Err("watch: timeout".into()),
-                Some(Err(e)) => return Err(with_detail("watch", &e.to_string())),
+                Some(Err(e)) => return Err(zk_reason("watch", &e)),
                 // Gone between the list and the watch: look again.
                 Some(Ok((None, _))) => continue,
                 Some(Ok((Some(_), w))) => w,
@@ -494,7 +521,7 @@ impl ZkLock {
             // Our node may still be there, and may be the lowest now.
             Some(Err(e)) => {
                 self.drop_session(client);
-                Reply::Info(with_detail("delete", &e.to_string()))
+                Reply::Info(zk_reason("delete", &e))
             }
             None => {
                 self.drop_session(client);
@@ -542,7 +569,7 @@ impl ZkLock {
                 },
                 (self.clock)()
             )),
-            _ => Reply::Info(with_detail(op, &e.to_string())),
+            _ => Reply::Info(zk_reason(op, &e)),
         }
     }
 
@@ -956,6 +983,24 @@ mod tests {
         assert_eq!(sequence("other-0000000007"), None);
         assert_eq!(zk_sequence(7), "0000000007");
         assert_eq!(sequence(&format!("{PREFIX}{}", zk_sequence(1 << 40))), Some(1 << 40));
+    }
+
+    #[test]
+    fn a_failed_call_names_zookeepers_error_kind_in_its_reason() {
+        use history::reason::{detail_of, reason_of};
+        for (e, reason) in [
+            (zk::Error::ConnectionLoss, "list: connection-loss"),
+            (zk::Error::Timeout, "list: timeout"),
+            (zk::Error::NoNode, "list: no-node"),
+            (
+                zk::Error::UnexpectedError("boom".into()),
+                "list: unexpected-error",
+            ),
+        ] {
+            let text = zk_reason("list", &e);
+            assert_eq!(reason_of(&text), reason, "{text}");
+            assert_eq!(detail_of(&text), e.to_string(), "{text}");
+        }
     }
 
     #[test]
