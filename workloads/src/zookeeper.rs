@@ -569,7 +569,7 @@ impl ZkLock {
                 },
                 (self.clock)()
             )),
-            _ => Reply::Info(zk_reason(op, &e)),
+            _ => Reply::Info(zk_reason(op, e)),
         }
     }
 
