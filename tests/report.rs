@@ -496,6 +496,28 @@ fn racy_run_report_shows_both_holders_in_the_first_card() {
         headline.as_str().unwrap().contains("clients held"),
         "an incident says how many clients held the lock at once: {headline}"
     );
+    // The first card's op table leads with the first violation's ops, marked; the ops of the
+    // violations that followed from it come after, unmarked.
+    let marked = b.eval(
+        &page.session,
+        "(()=>{const rows=Array.from(document.querySelectorAll('#v1 table.ops tr')).slice(1);\
+         return rows.map(r=>[r.classList.contains('key'),parseInt(r.cells[0].textContent)]);})()",
+    );
+    let marked: Vec<(bool, u64)> = serde_json::from_value(marked).unwrap();
+    let mut first_ops: Vec<u64> = first["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o.as_u64().unwrap())
+        .collect();
+    first_ops.sort_unstable();
+    first_ops.dedup();
+    let lead: Vec<u64> = marked.iter().take_while(|r| r.0).map(|r| r.1).collect();
+    assert_eq!(lead, first_ops, "the marked rows lead: {marked:?}");
+    assert!(
+        marked[lead.len()..].iter().all(|r| !r.0),
+        "only the first violation's ops are marked: {marked:?}"
+    );
     // The first card's zoomed timeline has a row per holder and a bar labelled with each token.
     let rows = b.eval(
         &page.session,

@@ -56,6 +56,7 @@ nav a{margin-right:14px}
 .vcard{background:#fff;border:1px solid #dee2e6;border-left:5px solid #c92a2a;border-radius:4px;padding:12px 16px;margin:14px 0}
 .vcard.liveness{border-left-color:#e67700}.vcard.warning{border-left-color:#868e96}
 .sentence{font-size:15px;margin:6px 0}
+table.ops tr.key td{background:#fff3bf}table.ops tr.key td:first-child{font-weight:600}
 .why{color:#495057;margin:4px 0}
 .evidence{color:#495057;margin:4px 0;font-size:13px;overflow-wrap:anywhere}
 .chart{overflow-x:auto;background:#fff;border:1px solid #dee2e6;margin:6px 0}
@@ -426,9 +427,21 @@ fn incident_card(s: &mut String, inp: &Input, g: &Incident, id: &str, zoom: bool
     faults.sort_by_key(|f| f.index);
     faults.dedup_by_key(|f| f.index);
     faults_active(s, &faults);
+    // The ops of the incident's first violation (the one its headline tells: a double grant's
+    // two grants) lead the table, marked; the consequences' ops follow in history order.
+    let mut key = first.ops.clone();
+    key.sort_unstable();
+    key.dedup();
+    ops.retain(|i| key.binary_search(i).is_err());
+    let rest = ops;
+    let mut ops = key.clone();
+    ops.extend(rest);
     ops.truncate(INCIDENT_OPS_MAX);
     if let Ok(m) = &inp.model {
-        ops_table(s, m, &ops);
+        if ops.len() > key.len() {
+            s.push_str("<p class=\"muted\">The marked rows are the first violation's ops, which the sentence tells; the rows after them are the ops of the violations that followed from it.</p>");
+        }
+        ops_table(s, m, &ops, &key);
         if zoom {
             let whole = Violation {
                 cycle: Vec::new(),
@@ -629,7 +642,7 @@ fn card(
     evidence(s, v, inp.results);
     faults_active(s, &v.nemesis.iter().collect::<Vec<_>>());
     if let Ok(m) = &inp.model {
-        ops_table(s, m, &v.ops);
+        ops_table(s, m, &v.ops, &[]);
         if zoom {
             zoom_timeline(s, m, v, id);
         }
@@ -644,9 +657,12 @@ fn outcome_str(o: Option<Outcome>) -> &'static str {
     o.map(Outcome::as_str).unwrap_or("event")
 }
 
-fn ops_table(s: &mut String, m: &Model, indices: &[u64]) {
+/// The ops `indices` as a table, in that order; the rows of `key` (sorted) are marked as the
+/// ones the sentence above is about.
+fn ops_table(s: &mut String, m: &Model, indices: &[u64], key: &[u64]) {
     s.push_str("<table class=\"ops\"><tr><th>op</th><th>process</th><th>f</th><th>lock / key</th><th>invoke</th><th>complete</th><th>token</th><th>outcome</th><th>details</th></tr>");
     for &i in indices.iter().take(50) {
+        let marked = key.binary_search(&i).is_ok();
         let Some(row) = m.op(i) else {
             let _ = write!(
                 s,
@@ -664,7 +680,12 @@ fn ops_table(s: &mut String, m: &Model, indices: &[u64]) {
         let details = op_details(inv, c.map(|c| &c.value).unwrap_or(&inv.value));
         let _ = write!(
             s,
-            "<tr><td class=\"n\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr{}><td class=\"n\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td></tr>",
+            if marked {
+                " class=\"key\" title=\"an op of the first violation, which the sentence tells\""
+            } else {
+                ""
+            },
             // The checkers name the completion (or the invoke); show where the op began too.
             if inv.index == i {
                 i.to_string()
