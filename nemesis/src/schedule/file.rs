@@ -392,7 +392,15 @@ impl Schedule {
             }
             None => return Err(whole("no `version` (this lockpick reads version 1)")),
         }
-        let raw: RawSchedule = serde_json::from_value(value).map_err(|e| whole(e.to_string()))?;
+        // A top-level key missing or of the wrong type: the whole object is at fault, so no line
+        // helps; the keys it needs do.
+        let raw: RawSchedule = serde_json::from_value(value).map_err(|e| {
+            whole(format!(
+                "its top level: {e} (a schedule's top level holds `version`, `nodes` and \
+                 `faults`, and may hold `seed`, `primary` and `by_role`, as each run's \
+                 schedule.json does)"
+            ))
+        })?;
         let _ = raw.version;
         if raw.faults.len() > MAX_FAULTS {
             return Err(whole(format!(
@@ -595,6 +603,12 @@ mod tests {
         );
         let e = err(r#"{"nodes": 1, "faults": []}"#);
         assert!(e.starts_with("no `version`"), "{e}");
+        let e = err(r#"{"version": 1, "faults": []}"#);
+        assert!(
+            e.starts_with("its top level: missing field `nodes`")
+                && e.contains("holds `version`, `nodes` and `faults`"),
+            "{e}"
+        );
         let e = err(r#"{"version": 1, "nodes": 1, "faults": ["#);
         assert!(e.starts_with("not JSON"), "{e}");
         let two = r#"{"version": 1, "nodes": 3, "faults": [
