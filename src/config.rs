@@ -214,11 +214,6 @@ impl RunConfig {
         nemesis::clock::Backend::detect().map_err(|why| anyhow::anyhow!("--nemesis clock: {why}"))
     }
 
-    /// The descriptor of the service `--adapter` names.
-    pub fn service(&self) -> &'static dyn workloads::Service {
-        self.service
-    }
-
     /// The settings of the adapter's own (`--adapter-opt`, the `[template]` section).
     pub fn adapter_options(&self) -> workloads::AdapterOptions {
         workloads::AdapterOptions {

@@ -34,7 +34,7 @@ pub fn probe(mut a: RunArgs) -> Result<ExitCode> {
     let _ = fs::remove_dir_all(&scratch);
     println!(
         "probing the {} adapter's service at {}",
-        cfg.service().name(),
+        cfg.service.name(),
         target_text(&cfg)
     );
     for l in &lines {

@@ -406,7 +406,7 @@ pub(crate) fn connect(
     dep: &deploy::Deployment,
     start: Instant,
 ) -> Result<Vec<Adapter>> {
-    let service = cfg.service();
+    let service = cfg.service;
     let options = cfg.adapter_options();
     let clock: workloads::Clock = Arc::new(move || start.elapsed().as_nanos() as u64);
     dep.urls

@@ -238,7 +238,7 @@ async fn start_lock_nodes(
         faults: &cfg.faults,
     };
     let runtime = tokio::task::block_in_place(|| kind.open(&spec))?;
-    let service = cfg.service();
+    let service = cfg.service;
     let at = Addresses::pick(&*runtime, service, &ids)?;
     let primary = lockd::primary_of(at.addrs.iter().map(String::as_str))
         .and_then(|p| at.addrs.iter().position(|a| a == p))
@@ -332,7 +332,7 @@ impl Recipe<'_> {
         };
         let address = (at.hosts[i].clone(), at.ports[i]);
         let ph = placeholders(id, run_dir, address, at.peers_of(i), at.extra(i));
-        let mut spec = node_spec(target, argv, ph, run_dir, cfg.service().readiness())?;
+        let mut spec = node_spec(target, argv, ph, run_dir, cfg.service.readiness())?;
         if let Some(h) = hookup {
             spec.env = h.env;
             spec.clock_page = h.page;

@@ -23,14 +23,14 @@ pub async fn conformance(
     cfg.op_timeout_ms = cfg.op_timeout_ms.max(PROBE_OP_TIMEOUT_FLOOR_MS);
     let cfg = &cfg;
     let adapters = super::connect(cfg, dep, Instant::now()).map_err(|e| workloads::ProbeError {
-        line: format!("cannot connect the {} adapter: {e:#}", cfg.service().name()),
+        line: format!("cannot connect the {} adapter: {e:#}", cfg.service.name()),
         transcript: Vec::new(),
     })?;
     let target = workloads::ProbeTarget {
         adapter: &adapters[0],
         url: &dep.urls[0],
-        readiness: &cfg.service().readiness(),
-        tokens: cfg.service().tokens(&cfg.adapter_own),
+        readiness: &cfg.service.readiness(),
+        tokens: cfg.service.tokens(&cfg.adapter_own),
         ttl_ms: cfg.ttl_ms,
         drift: cfg.drift,
         op_timeout: Duration::from_millis(cfg.op_timeout_ms),
