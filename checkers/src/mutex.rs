@@ -159,8 +159,20 @@ impl Checker for MutualExclusion {
         token_order(m, &mut out);
         forced_order(m, &mut out);
         unsafe_overlaps(m, &index, &mut out);
-        out.nothing_to_judge(granted_twice(m, |_| true), || {
-            "no lock was granted twice: there was no pair of holders to compare".to_string()
+        // A grant that carries no lease and no session (a transaction's lock, model item 9)
+        // proves no hold: two of them are no pair of holders to compare.
+        let proves_hold = |g: &Grant| g.ttl_ms.is_some() || !g.holds.is_empty();
+        out.nothing_to_judge(granted_twice(m, proves_hold), || {
+            if granted_twice(m, |_| true) {
+                format!(
+                    "none of the {} grant(s) proves a hold: they carry no lease and no session \
+                     (a transaction's lock is held only inside its transaction, which the \
+                     history does not show), so there was no pair of holders to compare",
+                    m.grants.len()
+                )
+            } else {
+                "no lock was granted twice: there was no pair of holders to compare".to_string()
+            }
         });
         verdict(m, cfg, &mut out);
         out
