@@ -12,7 +12,8 @@
 //! is the client's broken critical section, not a lost update: the checker then says so in a
 //! note and judges nothing. So a total that changed when every transfer was whole proves that
 //! two transfers overwrote each other's balances (each read a balance the other was about to
-//! change), whatever the timing.
+//! change), whatever the timing, unless a closing read returned a balance no write stored:
+//! then the store's answer is the cause, and the sentence names that read instead.
 
 use crate::inject::Injector;
 use crate::model::{Func, Model, NO_TARGET};
@@ -183,6 +184,32 @@ fn total_changed(m: &Model, finals: &BTreeMap<u32, usize>, transfers: usize) -> 
         .collect();
     let from = reads.iter().map(|r| r.invoke_ns).min().unwrap_or(0);
     let to = reads.iter().map(|r| r.complete_or_max()).max().unwrap_or(0);
+    // A closing read of a balance no write stored (nor the starting 0) is the store's own
+    // answer, not transfers overwriting each other: say which cause the history shows.
+    let unwritten: Vec<String> = reads
+        .iter()
+        .filter(|r| {
+            let v = r.value().unwrap_or(0);
+            v != 0
+                && !m.ops.iter().any(|w| {
+                    w.func == Func::Write
+                        && w.target == r.target
+                        && w.outcome != Outcome::Fail
+                        && w.value() == Some(v)
+                })
+        })
+        .map(|r| format!("{} ({})", m.key_name(r.target), r.value().unwrap_or(0)))
+        .collect();
+    let cause = if unwritten.is_empty() {
+        "transfers overwrote each other's balances, or a closing read returned one no longer \
+         current"
+            .to_string()
+    } else {
+        format!(
+            "the closing read of {} returned a balance no write stored",
+            unwritten.join(" and of ")
+        )
+    };
     Some(Violation {
         cycle: Vec::new(),
         kind: ViolationKind::TotalChanged,
@@ -193,8 +220,7 @@ fn total_changed(m: &Model, finals: &BTreeMap<u32, usize>, transfers: usize) -> 
         explanation: format!(
             "the closing reads of the {} accounts ({}) sum to {total} at {}, yet every account \
              started at 0 and each of the {transfers} transfer(s) was applied whole, moving \
-             money between two accounts: {} {} by transfers that overwrote each other's \
-             balances",
+             money between two accounts: {} {}: {cause}",
             reads.len(),
             listed.join(", "),
             secs(to),
