@@ -219,19 +219,20 @@ pub fn follow_until_closed(
     })
 }
 
-/// `proven: double-grant on L0, ops 57, 61, from 0.80 s to 1.02 s: explanation`.
+/// `proven: double-grant on L0, ops 57, 61, from 0.800 s to 1.017 s: explanation` (instants
+/// as the sentence writes them).
 fn one_line(v: &Violation) -> String {
     let ops: Vec<String> = v.ops.iter().map(u64::to_string).collect();
     format!(
-        "proven: {}{}, ops {}, from {:.2} s to {:.2} s: {}",
+        "proven: {}{}, ops {}, from {} to {}: {}",
         v.kind,
         v.lock
             .as_ref()
             .map(|l| format!(" on {l}"))
             .unwrap_or_default(),
         ops.join(", "),
-        v.window_ns[0] as f64 / 1e9,
-        v.window_ns[1] as f64 / 1e9,
+        reports::escape::secs(v.window_ns[0]),
+        reports::escape::secs(v.window_ns[1]),
         v.explanation
     )
 }
@@ -309,12 +310,13 @@ pub struct Proven {
 }
 
 impl Proven {
-    /// `double-grant on L0 proven at 1.23 s (ops 57, 61, from 0.80 s to 1.02 s)`.
+    /// `double-grant on L0 proven at 1.23 s (ops 57, 61, from 0.800 s to 1.017 s)`: the
+    /// proof's moment on the harness's clock, the window's instants as the sentence writes them.
     pub fn headline(&self) -> String {
         let v = &self.violation;
         let ops: Vec<String> = v.ops.iter().map(u64::to_string).collect();
         format!(
-            "{}{} proven at {:.2} s (ops {}, from {:.2} s to {:.2} s)",
+            "{}{} proven at {:.2} s (ops {}, from {} to {})",
             v.kind,
             v.lock
                 .as_ref()
@@ -322,8 +324,8 @@ impl Proven {
                 .unwrap_or_default(),
             self.proven_at_s,
             ops.join(", "),
-            v.window_ns[0] as f64 / 1e9,
-            v.window_ns[1] as f64 / 1e9
+            reports::escape::secs(v.window_ns[0]),
+            reports::escape::secs(v.window_ns[1])
         )
     }
 }

@@ -74,6 +74,7 @@ pub fn shrink(a: ShrinkArgs) -> Result<ExitCode> {
     // The run's own settings, read as `run --config` reads them.
     let config = run_dir.join(layout::CONFIG_FILE);
     let (duration_ms, lease_max_ms) = run_lengths(&config)?;
+    let (schedule, duration_ms) = as_it_ran(&results, schedule, duration_ms, lease_max_ms);
     let budget = crate::config::duration("budget", &a.budget)?;
     if a.runs_per_candidate == 0 {
         bail!("--runs-per-candidate 0: expected at least 1");
@@ -138,6 +139,42 @@ fn invalid_results(run_dir: &Path, results_path: &Path) -> Result<serde_json::Va
         );
     }
     Ok(results)
+}
+
+/// What a run that stopped on its violation (`--stop-on-violation`, the suite's default)
+/// played: its history's length and a lease more, and the faults that started by then (the
+/// later ones never did). Shrinking starts from that, not from the planned length, which the
+/// suite's scenarios seldom reach: replaying the whole plan would spend the budget on time the
+/// failing run never ran. A run that went its whole way is taken as it was planned.
+fn as_it_ran(
+    results: &serde_json::Value,
+    mut schedule: Schedule,
+    duration_ms: u64,
+    lease_max_ms: u64,
+) -> (Schedule, u64) {
+    if results["completeness"]["stopped_on"].is_null() {
+        return (schedule, duration_ms);
+    }
+    let Some(ran_ns) = results["stats"]["duration_ns"].as_u64() else {
+        return (schedule, duration_ms);
+    };
+    let ran_ms = ran_ns.div_ceil(1_000_000);
+    // Whole tenths of a second read better on the replay line.
+    let cut_ms = (ran_ms + lease_max_ms).div_ceil(100) * 100;
+    if cut_ms >= duration_ms {
+        return (schedule, duration_ms);
+    }
+    let planned = schedule.faults.len();
+    schedule.faults.retain(|f| f.at_ms < ran_ms);
+    println!(
+        "the run stopped on its violation {:.1} s in: shrinking what it ran ({} of {planned} \
+         fault(s), {:.1} s with a lease to spare) instead of its planned {:.1} s",
+        ran_ms as f64 / 1000.0,
+        schedule.faults.len(),
+        cut_ms as f64 / 1000.0,
+        duration_ms as f64 / 1000.0
+    );
+    (schedule, cut_ms.max(DURATION_MIN_MS))
 }
 
 /// The violation kind to keep: `--kind` if the run found it, else the kind a stopped run
@@ -304,6 +341,10 @@ impl Shrinker {
         let report = b.run_dir.join(layout::REPORT_FILE);
         println!();
         match stopped {
+            // No candidate ran: nothing was learned, and the schedule is the failing run's.
+            Some(why) if self.runs == 0 => {
+                println!("not shrunk ({why}); the failing schedule as it ran:")
+            }
             Some(why) => println!("stopped early ({why}); the smallest failing schedule so far:"),
             None => println!("smallest failing schedule:"),
         }
@@ -336,6 +377,7 @@ impl Shrinker {
             "replay": replay,
             "candidates": self.candidates,
             "runs": self.runs,
+            "shrunk": self.runs > 0,
             "elapsed_ms": self.started.elapsed().as_millis() as u64,
             "stopped": stopped,
         });
@@ -421,7 +463,7 @@ fn describe(f: &PlannedFault) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::pick_kind;
+    use super::{as_it_ran, pick_kind};
     use serde_json::json;
     use std::path::Path;
 
@@ -501,5 +543,32 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_run_stopped_on_its_violation_is_shrunk_from_what_it_ran() {
+        let schedule = nemesis::schedule::Schedule::parse(
+            r#"{"version": 1, "nodes": 1, "faults": [
+                {"id": "f1", "kind": "pause", "at_ms": 1000, "length_ms": 500, "nodes": ["n1"]},
+                {"id": "f2", "kind": "pause", "at_ms": 4000, "length_ms": 500, "nodes": ["n1"]},
+                {"id": "f3", "kind": "pause", "at_ms": 9000, "length_ms": 500, "nodes": ["n1"]}]}"#,
+        )
+        .unwrap();
+        let ids = |s: &nemesis::schedule::Schedule| -> Vec<String> {
+            s.faults.iter().map(|f| f.id.clone()).collect()
+        };
+        let stopped = |ran_ns: u64| {
+            json!({"completeness": {"state": "stopped", "reason": "..",
+                "stopped_on": "double-grant"}, "stats": {"duration_ns": ran_ns}})
+        };
+        // Stopped 4.2 s into a 20 s plan: f3 never started; a 1 s lease to spare.
+        let (s, ms) = as_it_ran(&stopped(4_200_000_001), schedule.clone(), 20_000, 1_000);
+        assert_eq!((ids(&s), ms), (vec!["f1".into(), "f2".into()], 5_300));
+        // A run that went its whole way, or one stopped near its end: as planned.
+        let whole = json!({"completeness": {"state": "complete"}, "stats": {"duration_ns": 4_200_000_000u64}});
+        let (s, ms) = as_it_ran(&whole, schedule.clone(), 20_000, 1_000);
+        assert_eq!((ids(&s).len(), ms), (3, 20_000));
+        let (s, ms) = as_it_ran(&stopped(19_500_000_000), schedule, 20_000, 1_000);
+        assert_eq!((ids(&s).len(), ms), (3, 20_000));
     }
 }

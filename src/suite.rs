@@ -763,8 +763,19 @@ fn summary_details(r: &SuiteResults) -> String {
             .get("faults")
             .and_then(|v| v.as_array())
             .map_or(0, Vec::len);
-        let _ = writeln!(s, "  minimal: {faults} fault(s), {}", text("kind"));
-        let _ = writeln!(s, "  minimal replay: {}", text("replay"));
+        // A shrink that ran no candidate learned nothing: its schedule is the failing run's.
+        if sh.get("runs").and_then(|v| v.as_u64()) == Some(0) {
+            let _ = writeln!(
+                s,
+                "  not shrunk: {} (no candidate ran); the replay above is the smallest known",
+                sh.get("stopped")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("no candidate could run")
+            );
+        } else {
+            let _ = writeln!(s, "  minimal: {faults} fault(s), {}", text("kind"));
+            let _ = writeln!(s, "  minimal replay: {}", text("replay"));
+        }
     }
     s
 }

@@ -574,6 +574,45 @@ fn racy_run_report_shows_both_holders_in_the_first_card() {
     );
 }
 
+/// Grants without a token (Redis, etcd as configured): the report's lease marks name each lease
+/// by its grant's op, never as a "token 0" the service did not give.
+#[test]
+fn a_lease_without_a_token_is_named_by_its_grant() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("checkers/tests/fixtures/model-d7-tokenless-slow-reply-double-grant.jsonl");
+    std::fs::copy(&fixture, dir.join("history.jsonl")).unwrap();
+    let o = run_with_limit(
+        &[
+            "check",
+            "--json",
+            dir.join("history.jsonl").to_str().unwrap(),
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    std::fs::write(dir.join("results.json"), &o.stdout).unwrap();
+    let o = run_with_limit(&["report", dir.to_str().unwrap()], Duration::from_secs(60));
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(!html.contains("token 0"), "a token 0 no grant was given");
+    assert!(
+        html.contains("(no token) surely alive until"),
+        "the lease marks name the tokenless grant"
+    );
+}
+
 const HOSTILE_SCRIPT: &str = "<script>alert(1)</script>";
 /// A newline followed by a workflow command: an unescaped annotation would forge a warning.
 const HOSTILE_LOCK: &str = "<script>alert(1)</script>\n::warning::forged";

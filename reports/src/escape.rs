@@ -205,16 +205,29 @@ fn hex(b: &[u8]) -> String {
     s
 }
 
-/// Formats a nanosecond time as seconds with millisecond precision.
+/// Formats a nanosecond time as seconds with millisecond precision: `15.747 s`.
 pub fn secs(ns: u64) -> String {
-    let mut s = String::new();
-    let _ = write!(s, "{:.3} s", ns as f64 / 1e9);
-    s
+    format!("{} s", secs_value(ns))
+}
+
+/// A nanosecond time in seconds, to the millisecond, cut (not rounded) as the checkers' own
+/// sentences cut it, so one instant reads the same in a sentence, a window and a timeline
+/// (15747792071 ns is `15.747` everywhere, never `15.748` beside it).
+pub fn secs_value(ns: u64) -> String {
+    let ms = ns / 1_000_000;
+    format!("{}.{:03}", ms / 1000, ms % 1000)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_instant_reads_the_same_as_the_checkers_write_it() {
+        assert_eq!(secs(15_747_792_071), "15.747 s");
+        assert_eq!(secs_value(999_999), "0.000");
+        assert_eq!(secs_value(u64::MAX), "18446744073.709");
+    }
 
     #[test]
     fn html_escapes_markup_quotes_and_controls() {

@@ -1242,15 +1242,20 @@ fn maybe_bar(s: &mut String, m: &Model, sc: &Scale, h: &Hold, by: f64, title: &s
 /// where it falls inside the view.
 fn lease_marks(s: &mut String, sc: &Scale, h: &Hold, g: &Grant, by: f64) {
     let bh = BAR_H;
+    // A grant without a token is named by its op, never as a token 0 it was not given.
+    let lease = match h.token {
+        Some(t) => format!("lease of token {t}"),
+        None => format!("lease of the grant of op {} (no token)", h.acquire_index),
+    };
     if (sc.t0_ns..=sc.t1_ns).contains(&g.lease_lb_ns) {
         let x = sc.x(g.lease_lb_ns);
         let _ = write!(
             s,
-            "<line x1=\"{x:.1}\" y1=\"{:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#212529\" stroke-width=\"2\" data-lease-lb=\"{}\"><title>lease of token {} surely alive until {}, unless released</title></line>",
+            "<line x1=\"{x:.1}\" y1=\"{:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#212529\" stroke-width=\"2\" data-lease-lb=\"{}\"><title>{} surely alive until {}, unless released</title></line>",
             by - 3.0,
             by + bh + 3.0,
             h.acquire_index,
-            h.token.unwrap_or(0),
+            esc(&lease),
             secs(g.lease_lb_ns)
         );
     }
@@ -1261,10 +1266,10 @@ fn lease_marks(s: &mut String, sc: &Scale, h: &Hold, g: &Grant, by: f64) {
         let x = sc.x(dead);
         let _ = write!(
             s,
-            "<text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\" style=\"fill:#c92a2a;font-size:13px;font-weight:700\" data-surely-dead=\"{}\">✕<title>lease of token {} surely dead after {}</title></text>",
+            "<text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\" style=\"fill:#c92a2a;font-size:13px;font-weight:700\" data-surely-dead=\"{}\">✕<title>{} surely dead after {}</title></text>",
             by + 12.0,
             h.acquire_index,
-            h.token.unwrap_or(0),
+            esc(&lease),
             secs(dead)
         );
     }

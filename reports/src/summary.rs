@@ -321,10 +321,10 @@ fn section(
             let ops: Vec<String> = v.ops.iter().map(u64::to_string).collect();
             let _ = write!(
                 s,
-                "      ops {} in {:.3}..{:.3} s",
+                "      ops {} in {}..{} s",
                 ops.join(", "),
-                v.window_ns[0] as f64 / 1e9,
-                v.window_ns[1] as f64 / 1e9
+                crate::escape::secs_value(v.window_ns[0]),
+                crate::escape::secs_value(v.window_ns[1])
             );
             if !v.nemesis.is_empty() {
                 let faults: Vec<String> = v
