@@ -405,7 +405,8 @@ pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Res
     ctx.record(FAMILY.closes, value)
 }
 
-/// Nothing is left: every clock fault ends with its clocks set right, also when the run stops.
+/// Nothing is left: every clock fault ends with its clocks set right, also when the run stops
+/// (a fast or slow clock with its true rate, keeping the offset it gained: see `run`).
 pub async fn heal(_h: &Healer<'_>) -> Result<(), Error> {
     Ok(())
 }
