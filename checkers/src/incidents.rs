@@ -261,10 +261,21 @@ fn cause_of(
                 op_list(&look.grant_ops(m, r)),
             ),
         ),
-        k => (
-            k.as_str().to_string(),
-            format!("{k} on {name} at {}", secs(r.window_ns[0])),
-        ),
+        k => {
+            // A violation of one grant's own answer is about the moment it was answered (its
+            // window's end; the window starts at the acquire's send, seconds earlier when it
+            // waited out a fault); the other kinds start where their proof does.
+            let at_ns = match k {
+                ViolationKind::GrantWithoutKey | ViolationKind::GrantOnExpiredLease => {
+                    r.window_ns[1]
+                }
+                _ => r.window_ns[0],
+            };
+            (
+                k.as_str().to_string(),
+                format!("{k} on {name} at {}", secs(at_ns)),
+            )
+        }
     }
 }
 

@@ -339,3 +339,18 @@ fn two_double_grants_sharing_no_grant_stay_two_incidents() {
     assert_eq!(r.incidents.len(), 2, "{:#?}", r.incidents);
     assert!(r.incidents.iter().all(|i| i.cause == "double-grant"));
 }
+
+/// A grant's own violation is told at the moment the grant was answered: p2's acquire was sent
+/// at 0.100 s and granted at 5.000 s without its lock key, and the incident says 5.000 s.
+#[test]
+fn a_grant_without_its_key_is_told_at_its_answer_not_its_send() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/grant-without-key.jsonl");
+    let (r, _) = checkers::check_path(&path, &CheckConfig::default()).unwrap();
+    let inc = r
+        .incidents
+        .iter()
+        .find(|i| i.explanation.starts_with("grant-without-key"))
+        .expect("an incident of the keyless grant");
+    assert_eq!(inc.explanation, "grant-without-key on L0 at 5.000 s");
+}
