@@ -71,9 +71,22 @@ pub fn report(a: ReportArgs) -> Result<ExitCode> {
         anyhow::bail!("{}", crate::check_cmd::not_a_run_dir(dir));
     }
     if !dir.is_dir() {
+        // A history file named on its own: `check` judges it; `report` writes into the
+        // folder that holds it, which must be that history's run directory.
+        let hint = if dir.is_file() {
+            format!(
+                "; for a history file, `lockpick check {}` gives its verdict, and a folder \
+                 holding it as {} can be reported",
+                dir.display(),
+                layout::HISTORY_FILE
+            )
+        } else {
+            String::new()
+        };
         anyhow::bail!(
-            "{}: not a run directory (expected a folder with {})",
+            "{}: not a run directory (expected a folder with {} or {}){hint}",
             dir.display(),
+            layout::HISTORY_FILE,
             layout::RESULTS_FILE
         );
     }
@@ -92,8 +105,14 @@ pub fn report(a: ReportArgs) -> Result<ExitCode> {
     if let Some(why) = rejudge {
         let recorded = crate::check_cmd::recorded_validity(dir);
         let results = crate::check_cmd::judge(dir, None, None).with_context(|| {
+            // Nothing is written: say whether a verdict was there to keep.
+            let kept = if results_path.is_file() {
+                format!("{} left as it was", layout::RESULTS_FILE)
+            } else {
+                format!("no {} written", layout::RESULTS_FILE)
+            };
             format!(
-                "{}: {why}, and the history cannot be judged (results.json left as it was)",
+                "{}: {why}, and the history cannot be judged ({kept})",
                 results_path.display()
             )
         })?;

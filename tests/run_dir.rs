@@ -170,6 +170,24 @@ fn report_rejudges_a_history_changed_after_its_results_and_check_says_so() {
     );
     assert_eq!(std::fs::read(dir.join("results.json")).unwrap(), recorded);
     assert_eq!(std::fs::read(dir.join("report.html")).unwrap(), report);
+    // Without a results.json, none is written, and the error does not claim one was kept.
+    std::fs::remove_file(dir.join("results.json")).unwrap();
+    let (code, _, err) = lockpick(&["report", d]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(
+        err.contains("cannot be judged (no results.json written)"),
+        "{err}"
+    );
+    assert!(!dir.join("results.json").exists());
+    // A history file named on its own is pointed to `check`.
+    let h = dir.join("history.jsonl");
+    let (code, _, err) = lockpick(&["report", h.to_str().unwrap()]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(
+        err.contains("not a run directory (expected a folder with history.jsonl or results.json)")
+            && err.contains("lockpick check"),
+        "{err}"
+    );
 }
 
 /// `check` says when the verdict results.json records is not its own, even when the history
