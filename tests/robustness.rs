@@ -276,6 +276,26 @@ fn check_json_prints_results_and_exit_code_follows_the_verdict() {
     assert_eq!(o.status.code(), Some(2), "an empty history proves nothing");
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["valid"], "unknown");
+    // Why, once for the run: not a note repeated under each checker.
+    assert_eq!(
+        v["notes"][0], "the history is empty: it proves nothing",
+        "{v}"
+    );
+    let per_checker: Vec<&serde_json::Value> = v["checkers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["notes"].to_string().contains("is empty"))
+        .collect();
+    assert!(per_checker.is_empty(), "{per_checker:?}");
+    // The summary says it beside the verdict, once.
+    let o = run_with_limit(&["check", p.to_str().unwrap()], Duration::from_secs(10));
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        said.starts_with("verdict: UNKNOWN (the history is empty: it proves nothing)\n")
+            && said.matches("is empty").count() == 1,
+        "{said}"
+    );
 }
 
 /// A service that answers health but garbles every lock op: bad JSON, 500s, or silence.

@@ -221,10 +221,13 @@ pub(crate) fn check_model(m: &Model, cfg: &CheckConfig) -> Results {
     let windows = cfg
         .monotonic_clock_reach_ns
         .map(|reach_ns| expected::clock_windows(m, reach_ns));
+    // Why the whole history proves nothing is the run's note, said once, not each checker's.
+    let shared = proves_nothing(m, cfg);
     for (name, mut out) in outs {
         if let Some(w) = &windows {
             expected::set_apart(w, &mut out, &mut expected);
         }
+        out.notes.retain(|n| Some(n) != shared.as_ref());
         valid = valid.merge(out.valid);
         stats.extra.append(&mut out.extra);
         checkers.push(CheckerResult {
@@ -241,7 +244,10 @@ pub(crate) fn check_model(m: &Model, cfg: &CheckConfig) -> Results {
     sort_violations(&mut violations);
     sort_violations(&mut warnings);
     sort_violations(&mut expected);
-    let notes = run_notes(m, expected.len());
+    let mut notes = run_notes(m, expected.len());
+    if let Some(why) = shared {
+        notes.insert(0, why);
+    }
     // After sorting: incidents name violations by their position in the list.
     let incidents = incidents::group(m, &violations);
     Results {
@@ -362,19 +368,27 @@ pub(crate) fn sort_violations(v: &mut [Violation]) {
 pub(crate) fn verdict(m: &Model, cfg: &CheckConfig, out: &mut CheckOutput) {
     out.valid = if !out.violations.is_empty() {
         Validity::Invalid
-    } else if m.is_empty() {
-        out.notes
-            .push("the history is empty: it proves nothing".to_string());
-        Validity::Unknown
-    } else if m.ok_acquires < cfg.min_grants {
-        out.notes.push(format!(
-            "only {} ok acquire(s), fewer than the {} needed (min_grants): the history proves nothing",
-            m.ok_acquires, cfg.min_grants
-        ));
+    } else if let Some(why) = proves_nothing(m, cfg) {
+        out.notes.push(why);
         Validity::Unknown
     } else {
         Validity::Valid
     };
+}
+
+/// Why the history proves nothing whatever the rules (empty, or too few grants), if it does
+/// not: every checker's unknown verdict, said once for the run.
+fn proves_nothing(m: &Model, cfg: &CheckConfig) -> Option<String> {
+    if m.is_empty() {
+        Some("the history is empty: it proves nothing".to_string())
+    } else if m.ok_acquires < cfg.min_grants {
+        Some(format!(
+            "only {} ok acquire(s), fewer than the {} needed (min_grants): the history proves nothing",
+            m.ok_acquires, cfg.min_grants
+        ))
+    } else {
+        None
+    }
 }
 
 impl CheckOutput {

@@ -125,12 +125,23 @@ pub fn summary_text(r: &Results) -> String {
     }
     // An unknown verdict says why on its own line: a fault asked for and never exercised is
     // the usual reason, and a run whose checkers all passed reads oddly without it.
+    let unknown = r.valid == history::Validity::Unknown;
     let why_unknown = r
         .notes
         .iter()
         .find(|n| n.starts_with(history::coverage::NOT_EXERCISED))
-        .filter(|_| r.valid == history::Validity::Unknown);
+        .filter(|_| unknown);
+    // A history that proves nothing (empty, too few grants) says so beside the verdict.
+    let proves_nothing = r
+        .notes
+        .iter()
+        .find(|n| n.ends_with("proves nothing"))
+        .filter(|_| unknown);
     match why_unknown {
+        None if proves_nothing.is_some() => {
+            let n = proves_nothing.expect("matched");
+            let _ = writeln!(s, "verdict: UNKNOWN ({})", plain(n));
+        }
         Some(n) => {
             let _ = writeln!(s, "verdict: UNKNOWN ({})", plain(n));
             // A fault started is not yet exercised: the faults counted below may be the very
@@ -152,16 +163,17 @@ pub fn summary_text(r: &Results) -> String {
     let _ = writeln!(s, "rests on: {}", plain(&rests_on(r)));
     let _ = writeln!(
         s,
-        "history: {} events over {:.3} s, {} grants, {} nemesis events",
+        "history: {} events over {} s, {} grants, {} nemesis events",
         r.stats.events,
-        r.stats.duration_ns as f64 / 1e9,
+        crate::escape::secs_value(r.stats.duration_ns),
         r.stats.grants,
         r.stats.nemesis_events
     );
     if let Some(line) = rounds_line(r) {
         let _ = writeln!(s, "{line}");
     }
-    for n in &r.notes {
+    // The note the verdict line already gives is not said twice.
+    for n in r.notes.iter().filter(|n| Some(*n) != proves_nothing) {
         let _ = writeln!(s, "note: {}", plain(n));
     }
     checkers_text(&mut s, r);
