@@ -286,10 +286,23 @@ fn read_blocks<P: PieceBuilder>(
     let mut carry: Vec<u8> = Vec::new();
     let mut lines_before = 0u64;
     let mut last: Option<Stamp> = None;
+    let mut first = true;
     // Bounded by the input: every pass consumes at least one block or ends at EOF.
     loop {
         let mut block = std::mem::take(&mut carry);
         let eof = fill(&mut input, &mut block, block_bytes).map_err(io_err)?;
+        // A UTF-8 byte-order mark some editors put first is no part of the first line: JSON
+        // readers may ignore it (RFC 8259), and lockpick does.
+        // Decided once the block could hold the whole mark (tiny test blocks may split it).
+        if first && (eof || block.len() >= UTF8_BOM.len() || block.contains(&b'\n')) {
+            first = false;
+            if block.starts_with(UTF8_BOM) {
+                block.drain(..UTF8_BOM.len());
+                if block.is_empty() && !eof {
+                    continue;
+                }
+            }
+        }
         if block.is_empty() {
             break;
         }
@@ -351,6 +364,9 @@ fn read_blocks<P: PieceBuilder>(
 }
 
 /// Reads until `buf` holds at least `want` bytes or the input ends; true at the end.
+/// The UTF-8 byte-order mark.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
 fn fill(input: &mut impl Read, buf: &mut Vec<u8>, want: usize) -> io::Result<bool> {
     let mut len = buf.len();
     let target = len + want;
@@ -528,6 +544,12 @@ mod tests {
             (
                 ok.clone() + "\n\n" + &line(3, 4),
                 Err("h:6: time_ns 4 goes back"),
+            ),
+            // A byte-order mark first is read past; anywhere else it is the line's.
+            (format!("\u{feff}{ok}"), Ok((3, vec![]))),
+            (
+                format!("{ok}\u{feff}{}\n", line(3, 7)),
+                Err("h:4: expected value"),
             ),
         ];
         for (text, want) in cases {
