@@ -191,7 +191,8 @@ pub fn follow_until_closed(
                     }
                 }
                 Ok(None) => {}
-                Err(e) if !failed => {
+                // With no writer left, the final check's error says it (once): no "so far".
+                Err(e) if !failed && writing => {
                     failed = true;
                     say(format!("the history cannot be checked so far: {e}"));
                 }

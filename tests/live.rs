@@ -282,3 +282,33 @@ fn check_follow_of_a_missing_file_is_refused_in_one_line() {
         "{err}"
     );
 }
+
+/// A history nobody writes any more that cannot be read: its error is said once, as `check`
+/// says it, with no "so far" before it.
+#[test]
+fn check_follow_of_a_closed_unreadable_file_says_its_error_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("bad.jsonl");
+    std::fs::write(
+        &path,
+        "{\"index\":0,\"time_ns\":1,\"process\":1,\"type\":\"invoke\",\"f\":\"acquire\",\"lock\":\"L\"}\n\
+         {\"index\":1,\"time_ns\":2,\"process\":1,\"type\":\"bogus\",\"f\":\"acquire\",\"lock\":\"L\"}\n\
+         {\"index\":2,\"time_ns\":3,\"process\":1,\"type\":\"ok\",\"f\":\"acquire\",\"lock\":\"L\"}\n",
+    )
+    .unwrap();
+    let o = common::run_with_limit(
+        &["check", "--follow", path.to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert_eq!(o.status.code(), Some(3), "{out}{err}");
+    assert!(!out.contains("cannot be checked so far"), "{out}");
+    assert_eq!(
+        err.matches("bad.jsonl:2: unknown variant").count(),
+        1,
+        "{err}"
+    );
+}
