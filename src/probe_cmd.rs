@@ -32,11 +32,7 @@ pub fn probe(mut a: RunArgs) -> Result<ExitCode> {
     // It started and answered: its logs are not needed (best effort: a folder left behind
     // loses nothing).
     let _ = fs::remove_dir_all(&scratch);
-    println!(
-        "probing the {} adapter's service at {}",
-        cfg.service.name(),
-        target_text(&cfg)
-    );
+    println!("probing {}", target_text(&cfg));
     for l in &lines {
         println!("  {l}");
     }
@@ -53,10 +49,14 @@ pub fn probe(mut a: RunArgs) -> Result<ExitCode> {
 }
 
 /// Where the probed service is: its URL, or what lockpick starts.
+/// What is probed, for the transcript's first line: `the redis service lockpick starts`.
 fn target_text(cfg: &RunConfig) -> String {
+    let name = cfg.service.name();
     match &cfg.target {
-        crate::config::Target::Url { url } => url.clone(),
-        crate::config::Target::Command { template } => format!("`{template}`"),
-        crate::config::Target::Embedded => "the service lockpick starts".to_string(),
+        crate::config::Target::Url { url } => format!("the {name} adapter's service at {url}"),
+        crate::config::Target::Command { template } => {
+            format!("the {name} adapter's service that `{template}` starts")
+        }
+        crate::config::Target::Embedded => format!("the {name} service lockpick starts"),
     }
 }

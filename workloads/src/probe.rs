@@ -405,10 +405,15 @@ impl Probe<'_, '_> {
     async fn time(&mut self) {
         let answer = match self.get("/v1/time").await {
             Ok((200, body)) => format!("200 {body}"),
-            Ok((status, body)) => format!(
-                "{status} {body} (noted, not a failure: clock faults' offsets will not be \
-                 observed)"
-            ),
+            Ok((status, body)) => {
+                // A body that starts with its status (`404 page not found`) is not said twice.
+                let code = status.to_string();
+                let body = body.strip_prefix(&code).map_or(&body[..], str::trim_start);
+                format!(
+                    "{status} {body} (noted, not a failure: clock faults' offsets will not be \
+                     observed)"
+                )
+            }
             Err(why) => format!("{why} (noted, not a failure)"),
         };
         self.note("GET /v1/time", &answer);
