@@ -252,12 +252,22 @@ fn hold_start(m: &Model, g: &Grant, s: &Segment, ops: &mut Vec<u64>) -> String {
         Some(r) => {
             let r = &m.ops[r as usize];
             ops.push(r.index);
+            // "Again" only after a hold of its own: a grant answered too late to prove one
+            // (its lease's lower bound passed before its answer) is held first through the
+            // renew.
+            let again = g.holds.first().is_some_and(|h| h.start_ns < s.start_ns);
             format!(
-                "p{} held {lock} with {} again from {}, when the service accepted its renew (op {}, invoked after the lease's lower bound had passed)",
+                "p{} held {lock} with {} {}from {}, when the service accepted its renew (op {}, invoked after the lease's lower bound had passed{})",
                 g.process,
                 token(g.token),
+                if again { "again " } else { "" },
                 secs(s.start_ns),
-                r.index
+                r.index,
+                if again {
+                    ""
+                } else {
+                    ": the renew, not the grant, proves this hold"
+                }
             )
         }
     }
@@ -768,7 +778,7 @@ fn unsafe_overlaps(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
     }
     if fenced_grants > 0 {
         out.notes.push(format!(
-            "{fenced_ops} late op(s) of {fenced_grants} holder(s) whose lease had surely ended (stalled past it) used that lease's token while another client held the lock, and every one was refused by the lock service or the store, or accepted by the store before any newer token had reached it: fencing at work, as a correct service does, so not a warning"
+            "{fenced_ops} late op(s) of {fenced_grants} holder(s) whose lease had surely ended (stalled past it) acted on that lease while another client held the lock, and every one was refused by the lock service or the store, or accepted by the store before any newer token had reached it: fencing at work, as a correct service does, so not a warning"
         ));
     }
 }
