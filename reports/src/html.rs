@@ -1661,14 +1661,14 @@ fn fairness(s: &mut String, m: &Model) {
         "<h2 id=\"fairness\">Per-client fairness</h2><p>{} process(es) tried to acquire; Jain's fairness index over their grants: <b>{jain:.2}</b> (1.00 = equal shares). A client that crashed (indeterminate op) continues under a new process number.</p>",
         active.len()
     );
-    s.push_str("<table><tr><th>process</th><th>acquires</th><th>granted</th><th>refused</th><th>indeterminate</th><th>grant rate</th><th>definitely held</th><th>writes ok</th></tr>");
+    s.push_str("<table><tr><th>process</th><th>acquires</th><th>granted</th><th title=\"answered fail: refused by the service, or surely not done (its connection refused, say)\">fail</th><th>indeterminate</th><th>grant rate</th><th>definitely held</th><th>writes ok</th></tr>");
     for (p, st) in active.iter().take(PROCESS_ROWS_MAX) {
         let _ = write!(
             s,
             "<tr><td>p{p}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.0}%</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
             st.acquires,
             st.granted,
-            st.refused,
+            st.failed,
             st.indeterminate,
             100.0 * st.granted as f64 / st.acquires.max(1) as f64,
             secs(st.hold_ns),

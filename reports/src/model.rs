@@ -74,7 +74,8 @@ pub struct StoreOp {
 pub struct ProcessStats {
     pub acquires: u64,
     pub granted: u64,
-    pub refused: u64,
+    /// Acquires answered `fail`: refused, or surely not done.
+    pub failed: u64,
     pub indeterminate: u64,
     /// The length of its definite holds, as the checkers have them.
     pub hold_ns: u64,
@@ -405,7 +406,7 @@ fn acquire_proof(
     stats.acquires += 1;
     match op.outcome {
         Outcome::Fail => {
-            stats.refused += 1;
+            stats.failed += 1;
             None
         }
         Outcome::Ok => {
