@@ -204,8 +204,10 @@ impl RunConfigView {
     }
 
     /// What was tested, in a few words: `embedded`, `url http://...`, `command ./my-lockd
-    /// ...`, with the adapter when not the reference one and the unsafe mode if any.
+    /// ...`, `redis: started by lockpick`, with the adapter when not the reference one and the
+    /// unsafe mode if any.
     pub fn target(&self) -> String {
+        let adapter = self.get(key::ADAPTER).filter(|a| a != "reference");
         let mut t = match (self.get(key::URL), self.get(key::NODE_CMD)) {
             (Some(u), _) => format!("url {u}"),
             (None, Some(c)) => format!("command {c}"),
@@ -214,10 +216,13 @@ impl RunConfigView {
                 Some(t @ toml::Value::Table(k)) if k.contains_key(key::legacy::TARGET_KIND) => {
                     show(t)
                 }
+                // The reference protocol's own lockd runs inside lockpick; another
+                // service's server (Redis, ZooKeeper, ...) is one lockpick started.
+                _ if adapter.is_some() => "started by lockpick".to_string(),
                 _ => "embedded".to_string(),
             },
         };
-        if let Some(a) = self.get(key::ADAPTER).filter(|a| a != "reference") {
+        if let Some(a) = adapter {
             t = format!("{a}: {t}");
         }
         if let Some(m) = self

@@ -732,3 +732,25 @@ fn a_lock_failure_whose_fenced_data_held_says_so() {
     hurt[1].valid = Validity::Invalid;
     assert!(!with(7, hurt, false).contains("data it guards held"));
 }
+
+/// The index names what was tested: the embedded lockd, or another service's server that
+/// lockpick started (not "embedded"), or the target a run was pointed at.
+#[test]
+fn the_target_says_who_started_the_service() {
+    for (toml, want) in [
+        ("name = \"x\"\n", "embedded"),
+        ("adapter = \"reference\"\n", "embedded"),
+        (
+            "adapter = \"zookeeper\"\n",
+            "zookeeper: started by lockpick",
+        ),
+        (
+            "adapter = \"redis\"\nurl = \"redis://127.0.0.1:6390\"\n",
+            "redis: url redis://127.0.0.1:6390",
+        ),
+        ("unsafe = \"racy\"\n", "embedded (unsafe racy)"),
+    ] {
+        let view = reports::RunConfigView::parse(toml).unwrap();
+        assert_eq!(view.target(), want, "{toml}");
+    }
+}
