@@ -583,21 +583,7 @@ fn a_lease_without_a_token_is_named_by_its_grant() {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("checkers/tests/fixtures/model-d7-tokenless-slow-reply-double-grant.jsonl");
     std::fs::copy(&fixture, dir.join("history.jsonl")).unwrap();
-    let o = run_with_limit(
-        &[
-            "check",
-            "--json",
-            dir.join("history.jsonl").to_str().unwrap(),
-        ],
-        Duration::from_secs(60),
-    );
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    std::fs::write(dir.join("results.json"), &o.stdout).unwrap();
+    judge_invalid(dir);
     let o = run_with_limit(&["report", dir.to_str().unwrap()], Duration::from_secs(60));
     assert_eq!(
         o.status.code(),
@@ -650,6 +636,12 @@ fn hostile_run_dir(dir: &Path) {
     .unwrap();
     // The history file, not the directory: a directory without results.json is a run that
     // never finished, and this one is to be judged whole.
+    judge_invalid(dir);
+}
+
+/// Writes the results.json of `dir`'s history.jsonl, as `check --json` gives it, which must
+/// be invalid: a run directory put together around a history.
+fn judge_invalid(dir: &Path) {
     let o = run_with_limit(
         &[
             "check",
