@@ -408,7 +408,7 @@ impl Checked {
             .unwrap_or_else(|| rand::random::<u64>() >> 11);
         let name = run_name(a, &target, service, kind)?;
         let hosts = match a.path(&flags::HOSTS_FILE) {
-            Some(f) => Some(load_hosts(f)?),
+            Some(f) => load_hosts(f, true)?,
             None => None,
         };
         Ok(Checked {
@@ -855,14 +855,23 @@ fn load_template(file: &std::path::Path) -> Result<workloads::TemplateSpec> {
 
 /// The `[[nodes]]` and `[ssh]` of a config file: the hosts of --runtime ssh. Relative paths
 /// (identity files, the ssh config) are taken from the file's directory.
-pub(crate) fn load_hosts(file: &std::path::Path) -> Result<nemesis::ssh::Hosts> {
+/// `None` when the file has no `[[nodes]]` at all and `required` is false (`lockpick doctor`
+/// of a file for another runtime); a run on the ssh runtime requires them, and is told how.
+pub(crate) fn load_hosts(
+    file: &std::path::Path,
+    required: bool,
+) -> Result<Option<nemesis::ssh::Hosts>> {
     let text = std::fs::read_to_string(file)
         .with_context(|| format!("{}: cannot read it", file.display()))?;
     let table: toml::Table = text
         .parse()
         .map_err(|e: toml::de::Error| anyhow::anyhow!("{}: {}", file.display(), e.message()))?;
+    if !required && !table.contains_key("nodes") {
+        return Ok(None);
+    }
     let dir = file.parent().unwrap_or(std::path::Path::new("."));
     nemesis::ssh::Hosts::from_config(&table, dir)
+        .map(Some)
         .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))
 }
 

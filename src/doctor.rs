@@ -101,7 +101,15 @@ pub fn run_with(config: Option<&Path>) -> anyhow::Result<history::ExitCode> {
     let Some(file) = config else {
         return Ok(local);
     };
-    let hosts = crate::config::load_hosts(file)?;
+    // A file without hosts (the starter `lockpick init` writes, a local or netns run's) has
+    // nothing more to check: only the ssh runtime's hosts are checked from it.
+    let Some(hosts) = crate::config::load_hosts(file, false)? else {
+        println!(
+            "\n{}: no hosts ([[nodes]], the ssh runtime's): only this machine was checked",
+            file.display()
+        );
+        return Ok(local);
+    };
     let always = nemesis::ssh::required_checks(&[]);
     let mut failed = false;
     for (host, checks) in nemesis::ssh::check_hosts(&hosts) {

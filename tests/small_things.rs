@@ -210,6 +210,27 @@ fn doctor_fails_only_for_a_missing_required_fault() {
         help.contains("required") && help.contains("optional"),
         "{help}"
     );
+    // The starter `lockpick init` writes names no hosts: doctor of it checks this machine
+    // alone and exits as doctor does, instead of asking for the ssh runtime's [[nodes]].
+    let tmp = tempfile::tempdir().unwrap();
+    let starter = tmp.path().join("lockpick.toml");
+    let o = run_with_limit(
+        &["init", starter.to_str().unwrap()],
+        Duration::from_secs(10),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = run_with_limit(
+        &["doctor", "--config", starter.to_str().unwrap()],
+        Duration::from_secs(60),
+    );
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(want),
+        "{said}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(said.contains("no hosts ([[nodes]]"), "{said}");
 }
 
 #[test]
