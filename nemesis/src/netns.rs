@@ -713,9 +713,20 @@ impl NetnsCluster {
         node: usize,
         source: Ipv4Addr,
     ) -> Result<(), NetnsError> {
+        self.drop_rule(faults, node, ["INPUT", "-s", &source.to_string()])
+    }
+
+    /// Adds a DROP rule for packets of `chain` matching one address (`["OUTPUT", "-d",
+    /// "10.213.0.1"]`) inside node `node`'s namespace, unless this cluster already added it.
+    fn drop_rule(
+        &self,
+        faults: &mut Faults,
+        node: usize,
+        [chain, flag, address]: [&str; 3],
+    ) -> Result<(), NetnsError> {
         let rule = Rule {
             node,
-            spec: ["INPUT", "-s", &source.to_string(), "-j", "DROP"]
+            spec: [chain, flag, address, "-j", "DROP"]
                 .map(String::from)
                 .to_vec(),
         };
@@ -745,8 +756,10 @@ impl NetnsCluster {
         Ok(())
     }
 
-    /// Cuts the clients off `nodes`: drops packets from the hub (the proxy's source address)
-    /// inside those nodes' namespaces. Peers still reach them.
+    /// Cuts the clients off `nodes`, both ways: inside those nodes' namespaces, drops packets
+    /// from the hub (the proxy's source address) and packets to it, so an answer the node
+    /// sends during the cut (a grant it was already deciding) reaches no client until the
+    /// heal either. Peers still reach them.
     pub fn cut_clients(&self, nodes: &[usize]) -> Result<(), NetnsError> {
         for &node in nodes {
             self.check_node(node)?;
@@ -754,6 +767,7 @@ impl NetnsCluster {
         let mut faults = self.lock_faults();
         for &node in nodes {
             self.drop_from(&mut faults, node, HUB_IP)?;
+            self.drop_rule(&mut faults, node, ["OUTPUT", "-d", &HUB_IP.to_string()])?;
         }
         Ok(())
     }

@@ -255,6 +255,27 @@ async fn proxy_reaches_a_node_and_cut_clients_blocks_only_clients() {
         let cut = round_trip(addr, Duration::from_secs(2)).await;
         assert!(cut.is_err(), "clients are cut off: {cut:?}");
         assert!(reaches(&cluster, 0, 1), "peers still reach the node");
+        // Both ways: what the node sends to the hub (an answer it was already deciding) is
+        // dropped too, not only what it receives from it.
+        let rules = std::process::Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                cluster.node_ns(1),
+                "iptables",
+                "-w",
+                "5",
+                "-S",
+            ])
+            .output()
+            .unwrap();
+        let rules = String::from_utf8_lossy(&rules.stdout);
+        for want in [
+            "-A INPUT -s 10.213.0.1/32 -j DROP",
+            "-A OUTPUT -d 10.213.0.1/32 -j DROP",
+        ] {
+            assert!(rules.contains(want), "{want} missing: {rules}");
+        }
 
         cluster.heal().unwrap();
         round_trip(addr, Duration::from_secs(2)).await.unwrap();
