@@ -84,6 +84,7 @@ fn run_ok(argv: &[&str]) -> String {
 impl SshBed {
     /// `hosts` hosts, each with sshd answering on port 22 (waited for, up to 10 s).
     pub fn start(hosts: usize) -> SshBed {
+        sweep_dead_beds();
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         let cluster = NetnsCluster::create("sshbed", hosts, &d.join("bed-state.json"))
@@ -329,6 +330,42 @@ impl SshBed {
                 );
             }
         }
+    }
+}
+
+/// Removes the namespaces of beds whose test process is gone (`lp-sshbed-<pid>-...`, the pid
+/// no longer running): a test killed before its `Drop` ran (a timeout, a session's end)
+/// leaves its bed behind, and the next bed clears it. Only beds, only of dead processes: a
+/// bed in use belongs to a live test.
+fn sweep_dead_beds() {
+    let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else {
+        return;
+    };
+    let listed = String::from_utf8_lossy(&out.stdout).into_owned();
+    // Bounded by the namespaces listed.
+    for ns in listed.lines().filter_map(|l| l.split_whitespace().next()) {
+        let Some(pid) = ns
+            .strip_prefix("lp-sshbed-")
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        if let Ok(out) = Command::new("ip").args(["netns", "pids", ns]).output() {
+            for p in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                if let Ok(p) = p.parse::<i32>() {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(p),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+            }
+        }
+        let _ = Command::new("ip").args(["netns", "delete", ns]).status();
+        eprintln!("ssh bed: removed {ns}, left by a test process that is gone (pid {pid})");
     }
 }
 
