@@ -82,13 +82,19 @@ impl FailOn {
     /// The exit code for `r` under this policy. `unknown` stays 2 whatever the policy: a run
     /// that proved nothing must never pass a gate. Invalid results whose violations are all of
     /// classes the policy ignores pass (0).
-    pub fn exit_code(&self, r: &Results) -> ExitCode {
-        let counts = |v: &history::Violation| match v.kind.class() {
+    /// Whether a finding of `kind` fails the run under this policy.
+    pub fn counts(&self, kind: ViolationKind) -> bool {
+        match kind.class() {
             KindClass::Safety => self.safety,
             KindClass::Liveness => self.liveness,
             KindClass::Warning => self.warnings,
-        };
-        if r.violations.iter().any(counts) || (self.warnings && !r.warnings.is_empty()) {
+        }
+    }
+
+    pub fn exit_code(&self, r: &Results) -> ExitCode {
+        if r.violations.iter().any(|v| self.counts(v.kind))
+            || (self.warnings && !r.warnings.is_empty())
+        {
             return ExitCode::Invalid;
         }
         // A run that exercised nothing of something it asked for rests on less than its
@@ -116,11 +122,7 @@ const ANNOTATIONS_MAX: usize = 10;
 /// warnings, and a last `::notice` counting what was left out. `report` is the path of
 /// report.html, named in each message.
 pub fn github_annotations(r: &Results, fail_on: &FailOn, report: &str) -> Vec<String> {
-    let counted = |k: ViolationKind| match k.class() {
-        KindClass::Safety => fail_on.safety,
-        KindClass::Liveness => fail_on.liveness,
-        KindClass::Warning => fail_on.warnings,
-    };
+    let counted = |k: ViolationKind| fail_on.counts(k);
     let mut kinds: std::collections::BTreeMap<&str, usize> = Default::default();
     for v in r.violations.iter().chain(&r.warnings) {
         *kinds.entry(v.kind.as_str()).or_default() += 1;

@@ -2,6 +2,7 @@
 //! that reads JUnit shows which rule broke and why.
 
 use crate::escape::xml;
+use crate::FailOn;
 use checkers::checker_of;
 use history::{CheckerResult, Coverage, Results, Validity, Violation};
 use std::fmt::Write;
@@ -11,12 +12,15 @@ const SENTENCES_MAX: usize = 50;
 
 /// Renders `junit.xml`. `suite` names the test (the run's name). A checker whose verdict is
 /// `unknown` is a skipped case with its notes: it proved nothing, which is neither a pass nor a
-/// failure. Warnings go to the case's `system-out`.
-pub fn junit_xml(r: &Results, suite: &str) -> String {
+/// failure. Warnings go to the case's `system-out`. What fails is what `gate` (the run's
+/// `--fail-on`) counts, as the exit code does: a violation of a class it leaves out, or a
+/// coverage gap it leaves out, is said in the case's `system-out`, not as a failure, so a CI
+/// that reads JUnit is red exactly when the step is.
+pub fn junit_xml(r: &Results, suite: &str, gate: &FailOn) -> String {
     let failures = r
         .checkers
         .iter()
-        .filter(|c| c.valid == Validity::Invalid)
+        .filter(|c| !counted(r, c, gate).is_empty())
         .count();
     let checkers_skipped = r
         .checkers
@@ -40,9 +44,12 @@ pub fn junit_xml(r: &Results, suite: &str) -> String {
         .as_ref()
         .filter(|c| !c.cells.is_empty() || !c.needs.is_empty());
     let unmet = coverage.map(|c| c.not_exercised()).unwrap_or_default();
-    let unmet_fails = !unmet.is_empty() && stopped.is_none();
+    // A gap fails the case when the gate counts coverage, or when it made the verdict unknown
+    // (which exits 2 whatever the gate says).
+    let unmet_fails =
+        !unmet.is_empty() && stopped.is_none() && (gate.coverage || r.valid == Validity::Unknown);
     let failures = failures + usize::from(unmet_fails);
-    let skipped = checkers_skipped + usize::from(!unmet.is_empty() && stopped.is_some());
+    let skipped = checkers_skipped + usize::from(!unmet.is_empty() && !unmet_fails);
     let tests = r.checkers.len()
         + errors
         + usize::from(stopped.is_some())
@@ -81,18 +88,41 @@ pub fn junit_xml(r: &Results, suite: &str) -> String {
         );
     }
     for c in &r.checkers {
-        checker_case(&mut s, r, c, suite);
+        checker_case(&mut s, r, c, suite, gate);
     }
     if let Some(c) = coverage {
-        coverage_case(&mut s, c, &unmet, stopped.is_some(), suite);
+        let why_not_failed = match (stopped.is_some(), unmet_fails) {
+            (true, _) => Some(NotFailed::Stopped),
+            (false, false) => Some(NotFailed::Ungated),
+            (false, true) => None,
+        };
+        coverage_case(&mut s, c, &unmet, why_not_failed, suite);
     }
     s.push_str("  </testsuite>\n</testsuites>\n");
     s
 }
 
+/// The violations of checker `c` that `gate` counts.
+fn counted<'a>(r: &'a Results, c: &CheckerResult, gate: &FailOn) -> Vec<&'a Violation> {
+    r.violations
+        .iter()
+        .filter(|v| checker_of(v.kind) == c.name && gate.counts(v.kind))
+        .collect()
+}
+
+/// Why a coverage gap is not a failure.
+#[derive(Clone, Copy, PartialEq)]
+enum NotFailed {
+    /// The run stopped at its first proven violation before reaching it.
+    Stopped,
+    /// The run's `--fail-on` leaves coverage out.
+    Ungated,
+}
+
 /// One checker's test case: empty when it passed with nothing to say, else its failure (the
-/// violation sentences), its skip (unknown or not judged) and its notes and warnings.
-fn checker_case(s: &mut String, r: &Results, c: &CheckerResult, suite: &str) {
+/// violation sentences the gate counts), its skip (unknown or not judged) and its notes,
+/// warnings and the violations the gate does not count.
+fn checker_case(s: &mut String, r: &Results, c: &CheckerResult, suite: &str, gate: &FailOn) {
     let _ = write!(
         s,
         "    <testcase classname=\"lockpick.{}\" name=\"{}\" time=\"0\"",
@@ -118,8 +148,15 @@ fn checker_case(s: &mut String, r: &Results, c: &CheckerResult, suite: &str) {
         return;
     }
     s.push_str(">\n");
+    let ungated: Vec<&Violation> = violations
+        .iter()
+        .copied()
+        .filter(|v| !gate.counts(v.kind))
+        .collect();
     match c.valid {
-        Validity::Invalid => failure(s, c, &violations),
+        Validity::Invalid if ungated.len() < violations.len() => failure(s, c, &violations),
+        // Proven, but of a class the run's --fail-on leaves out: said, not failed.
+        Validity::Invalid => {}
         Validity::Unknown => {
             let _ = writeln!(
                 s,
@@ -134,8 +171,13 @@ fn checker_case(s: &mut String, r: &Results, c: &CheckerResult, suite: &str) {
             }
         }
     }
-    if !warnings.is_empty() || !c.notes.is_empty() {
-        system_out(s, c, &warnings);
+    let ungated = if ungated.len() == violations.len() {
+        ungated
+    } else {
+        Vec::new()
+    };
+    if !warnings.is_empty() || !c.notes.is_empty() || !ungated.is_empty() {
+        system_out(s, c, &warnings, &ungated);
     }
     s.push_str("    </testcase>\n");
 }
@@ -182,9 +224,27 @@ fn failure(s: &mut String, c: &CheckerResult, violations: &[&Violation]) {
     s.push_str("</failure>\n");
 }
 
-/// A checker's notes and up to [`SENTENCES_MAX`] of its warnings, as the case's `system-out`.
-fn system_out(s: &mut String, c: &CheckerResult, warnings: &[&Violation]) {
+/// A checker's notes, the violations the gate does not count and up to [`SENTENCES_MAX`] of
+/// its warnings, as the case's `system-out`.
+fn system_out(s: &mut String, c: &CheckerResult, warnings: &[&Violation], ungated: &[&Violation]) {
     s.push_str("      <system-out>");
+    if !ungated.is_empty() {
+        let _ = write!(
+            s,
+            "{}&#10;",
+            xml(&format!(
+                "{} violation(s) proven, not counted by the run's --fail-on:",
+                ungated.len()
+            ))
+        );
+    }
+    for v in ungated.iter().take(SENTENCES_MAX) {
+        let _ = write!(
+            s,
+            "{}&#10;",
+            xml(&format!("[{}] {}", v.kind, v.explanation))
+        );
+    }
     for n in &c.notes {
         let _ = write!(s, "{}&#10;", xml(&format!("note: {n}")));
     }
@@ -206,25 +266,37 @@ fn system_out(s: &mut String, c: &CheckerResult, warnings: &[&Violation]) {
 }
 
 /// The coverage case: failed when a requested cell was not exercised (`unmet`), skipped when
-/// the run `stopped` at its first proven violation before reaching it, with every cell's
-/// started and exercised counts as its `system-out`.
-fn coverage_case(s: &mut String, c: &Coverage, unmet: &[String], stopped: bool, suite: &str) {
+/// that is `not_failed` (the run stopped at its first proven violation before reaching it, or
+/// its gate leaves coverage out), with every cell's started and exercised counts as its
+/// `system-out`.
+fn coverage_case(
+    s: &mut String,
+    c: &Coverage,
+    unmet: &[String],
+    not_failed: Option<NotFailed>,
+    suite: &str,
+) {
     let _ = writeln!(
         s,
         "    <testcase classname=\"lockpick.{}\" name=\"coverage\" time=\"0\">",
         xml(suite)
     );
-    if !unmet.is_empty() && stopped {
+    let skip = |s: &mut String, why: &str| {
         let _ = writeln!(
             s,
             "      <skipped message=\"{}\"/>",
-            xml(&format!(
-                "{}: {}",
-                history::coverage::NOT_REACHED,
-                unmet.join(", ")
-            ))
+            xml(&format!("{why}: {}", unmet.join(", ")))
         );
-    } else if !unmet.is_empty() {
+    };
+    if unmet.is_empty() {
+    } else if not_failed == Some(NotFailed::Stopped) {
+        skip(s, history::coverage::NOT_REACHED);
+    } else if not_failed == Some(NotFailed::Ungated) {
+        skip(
+            s,
+            "requested, not exercised (not counted by the run's --fail-on, which leaves coverage out)",
+        );
+    } else {
         let _ = writeln!(
             s,
             "      <failure type=\"not-exercised\" message=\"{}\"/>",

@@ -96,6 +96,7 @@ pub mod config_keys {
     pub const NAME: &str = "name";
     pub const SEED: &str = "seed";
     pub const OUT: &str = "out";
+    pub const FAIL_ON: &str = "fail_on";
     /// Every key above.
     pub const FLAGS: &[&str] = &[
         TTL,
@@ -112,6 +113,7 @@ pub mod config_keys {
         NAME,
         SEED,
         OUT,
+        FAIL_ON,
     ];
     /// The template adapter's section: its requests, not settings.
     pub const TEMPLATE_SECTION: &str = "template";
@@ -187,6 +189,12 @@ impl RunConfigView {
             }
             _ => None,
         })
+    }
+
+    /// The `--fail-on` the run resolved (the CI default included), as it wrote it; `None` for
+    /// a run that wrote none or one this lockpick cannot read.
+    pub fn fail_on(&self) -> Option<FailOn> {
+        self.get(key::FAIL_ON)?.parse().ok()
     }
 
     /// A setting as text: scalars as they are, arrays joined by commas, tables as `k=v`.
@@ -395,7 +403,13 @@ pub fn render_report(run_dir: &Path) -> Result<Rendered, ReportError> {
     });
     Ok(Rendered {
         report_html,
-        junit_xml: junit_xml(&results, &title),
+        junit_xml: junit_xml(
+            &results,
+            &title,
+            &cfg.as_ref()
+                .and_then(RunConfigView::fail_on)
+                .unwrap_or_default(),
+        ),
         summary_txt: summary_text(&results),
         results,
     })

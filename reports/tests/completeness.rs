@@ -25,7 +25,7 @@ fn a_complete_run_shows_nothing_of_it() {
     let mut r = clean();
     r.set_completeness(Completeness::complete());
     assert!(summary_text(&r).starts_with("verdict: VALID"));
-    let x = junit_xml(&r, "t");
+    let x = junit_xml(&r, "t", &FailOn::default());
     assert!(x.contains("errors=\"0\"") && !x.contains("<error"), "{x}");
     assert_eq!(FailOn::default().exit_code(&r), ExitCode::Valid);
 }
@@ -47,7 +47,7 @@ fn an_incomplete_run_says_so_first_everywhere() {
             "{s}"
         );
         assert!(s.contains("verdict: UNKNOWN"), "{s}");
-        let x = junit_xml(&r, "t");
+        let x = junit_xml(&r, "t", &FailOn::default());
         assert!(
             x.contains("tests=\"2\"") && x.contains("errors=\"1\""),
             "{x}"

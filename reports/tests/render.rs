@@ -163,7 +163,7 @@ fn summary_snapshot() {
 
 #[test]
 fn junit_snapshot() {
-    let x = junit_xml(&fixture(), "nightly <mutex> & \"racy\"");
+    let x = junit_xml(&fixture(), "nightly <mutex> & \"racy\"", &FailOn::default());
     assert!(!x.contains(SCRIPT));
     insta::assert_snapshot!("junit_xml", x);
 }
@@ -187,7 +187,7 @@ fn junit_of_a_clean_run_has_only_passing_cases() {
         judged_from: None,
         evidence: Default::default(),
     };
-    let x = junit_xml(&r, "t");
+    let x = junit_xml(&r, "t", &FailOn::default());
     assert!(x.contains("tests=\"2\" failures=\"0\""), "{x}");
     assert!(!x.contains("<failure"), "{x}");
 }
@@ -346,7 +346,7 @@ fn report_html_is_self_contained_and_escaped() {
     );
     assert_eq!(
         std::fs::read_to_string(&w.junit).unwrap(),
-        junit_xml(&r, "fixture")
+        junit_xml(&r, "fixture", &FailOn::default())
     );
 }
 
@@ -753,4 +753,31 @@ fn the_target_says_who_started_the_service() {
         let view = reports::RunConfigView::parse(toml).unwrap();
         assert_eq!(view.target(), want, "{toml}");
     }
+}
+
+/// junit.xml fails what the run's --fail-on counts, as the exit code does: under `safety`
+/// alone the lock-stuck is said in its case's output, not failed, so a CI that reads JUnit is
+/// red exactly when the step is.
+#[test]
+fn junit_fails_what_the_gate_counts() {
+    let r = fixture();
+    let liveness_case = |x: &str| -> String {
+        let at = x.find("name=\"liveness\"").expect("a liveness case");
+        let end = x[at..].find("</testcase>").unwrap();
+        x[at..at + end].to_string()
+    };
+    let all = junit_xml(&r, "t", &FailOn::default());
+    assert!(all.contains("failures=\"2\""), "{all}");
+    assert!(liveness_case(&all).contains("<failure"), "{all}");
+    let safety: FailOn = "safety".parse().unwrap();
+    assert_eq!(safety.exit_code(&r).code(), 1);
+    let x = junit_xml(&r, "t", &safety);
+    assert!(x.contains("failures=\"1\""), "{x}");
+    let case = liveness_case(&x);
+    assert!(!case.contains("<failure"), "{case}");
+    assert!(
+        case.contains("1 violation(s) proven, not counted by the run&apos;s --fail-on")
+            || case.contains("1 violation(s) proven, not counted by the run's --fail-on"),
+        "{case}"
+    );
 }
