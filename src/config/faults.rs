@@ -100,9 +100,15 @@ pub(super) fn runtime(
         }
     }
     // Refused up front, before any traffic, with what is missing.
+    // Each names what is missing (`netem: ...`): the runtime itself may run here, and only a
+    // fault this run asked for needs what is not.
     let missing = kind.missing_here(faults);
     if !missing.is_empty() {
-        bail!("--runtime {name} cannot run here: {}", missing.join("; "));
+        bail!(
+            "--runtime {name}: what this run needs of it cannot run here: {} (`lockpick doctor` \
+             lists what can)",
+            missing.join("; ")
+        );
     }
     Ok(kind)
 }
