@@ -38,7 +38,14 @@ pub fn duration(flag: &str, s: &str) -> Result<Duration> {
     if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
         bail!("{expected}: a number needs its unit ({t}ms or {t}s)");
     }
-    humantime::parse_duration(t).with_context(|| expected)
+    humantime::parse_duration(t).map_err(|e| match e {
+        // Which unit was not one is worth saying; where the parser stopped reading (`expected
+        // number at 0`) is not.
+        humantime::DurationError::UnknownUnit { .. } | humantime::DurationError::NumberOverflow => {
+            anyhow::anyhow!("{expected}: {e}")
+        }
+        _ => anyhow::anyhow!("{expected}"),
+    })
 }
 
 fn ms(flag: &str, s: &str) -> Result<u64> {

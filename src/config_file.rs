@@ -180,8 +180,15 @@ fn push_flag(
             }
             _ => format!("a {}", value.type_str()),
         };
+        // A duration written as a bare number: the string it must be, with its unit.
+        let hint = match (flag.kind, value) {
+            (flags::Kind::Text("DURATION"), toml::Value::Integer(n)) => {
+                format!(" (a duration with its unit: \"{n}ms\" or \"{n}s\")")
+            }
+            _ => String::new(),
+        };
         anyhow::anyhow!(
-            "{}:{at}: `{key_path}` must be {what}, not {was}",
+            "{}:{at}: `{key_path}` must be {what}, not {was}{hint}",
             path.display()
         )
     };

@@ -15,6 +15,14 @@ fn durations_and_ranges() {
     assert!(e.ends_with("a number needs its unit (5ms or 5s)"), "{e}");
     let e = ms("duration", "-1s").unwrap_err().to_string();
     assert!(e.ends_with("never negative"), "{e}");
+    // Where the parser stopped reading is no help; which unit it did not know is.
+    let e = format!("{:#}", ms("ttl", "soon").unwrap_err());
+    assert_eq!(
+        e,
+        "--ttl \"soon\": expected a duration such as 500ms, 2s or 1m"
+    );
+    let e = format!("{:#}", ms("ttl", "2 parsecs").unwrap_err());
+    assert!(e.contains("unknown time unit \"parsecs\""), "{e}");
     assert_eq!(range_ms("hold", "50ms..1s").unwrap(), (50, 1000));
     assert!(range_ms("hold", "2s..1s").is_err());
     assert!(range_ms("hold", "2s").is_err());

@@ -100,7 +100,8 @@ fn renew_ttl_is_a_workload_key() {
     let (_d, p) = write("[workload]\nrenew_ttl = 600\n");
     let e = flags_from_file(&p).unwrap_err().to_string();
     assert!(
-        e.contains(":2: `workload.renew_ttl` must be a string, not 600"),
+        e.contains(":2: `workload.renew_ttl` must be a string, not 600")
+            && e.ends_with("(a duration with its unit: \"600ms\" or \"600s\")"),
         "{e}"
     );
     let (_d, p) = write("[nemesis]\nrenew_ttl = \"1s\"\n");
