@@ -130,6 +130,13 @@ pub fn test(mut a: TestArgs) -> Result<ExitCode> {
         cfg.seed
     );
     println!("suite directory: {}", dir.display());
+    // The words of the lines below, once: a first-time reader meets them here.
+    println!(
+        "each scenario is a short run aimed at some cells (a cell: one kind of fault, its \
+         variant and what it hits, or contention on a workload); a line says the scenario's \
+         verdict, its planned and actual length, and how many of the cells it aimed at it \
+         exercised (reached the state where their bugs live)"
+    );
     let interrupted = Arc::new(AtomicBool::new(false));
     let mut suite = Suite {
         exe: std::env::current_exe().context("cannot locate the lockpick binary")?,
