@@ -105,39 +105,48 @@ pub fn flags_from_file(path: &Path) -> Result<FileFlags> {
     };
     let mut errors = Vec::new();
     for (name, value) in &table {
-        let r = match value {
-            toml::Value::Table(_) if name == TEMPLATE_SECTION => {
-                out.flags.push(flags::TEMPLATE_FILE.to_string().into());
-                out.flags.push(path.as_os_str().to_owned());
-                Ok(())
-            }
-            // The hosts of --runtime ssh: read by the runner from the file itself.
-            toml::Value::Array(_) | toml::Value::Table(_)
-                if HOSTS_KEYS.contains(&name.as_str()) =>
-            {
-                let hosts_file = flags::HOSTS_FILE.to_string();
-                if !out.flags.iter().any(|f| *f == *hosts_file) {
-                    out.flags.push(hosts_file.into());
+        let r =
+            match value {
+                toml::Value::Table(_) if name == TEMPLATE_SECTION => {
+                    out.flags.push(flags::TEMPLATE_FILE.to_string().into());
                     out.flags.push(path.as_os_str().to_owned());
+                    Ok(())
                 }
-                Ok(())
-            }
-            toml::Value::Table(keys) if section_named(name).is_some() => {
-                for (key, v) in keys {
-                    if let Err(e) = push_flag(&mut out, path, &text, Some(name), key, v) {
-                        errors.push(e.to_string());
+                // The hosts of --runtime ssh: read by the runner from the file itself.
+                toml::Value::Array(_) | toml::Value::Table(_)
+                    if HOSTS_KEYS.contains(&name.as_str()) =>
+                {
+                    let hosts_file = flags::HOSTS_FILE.to_string();
+                    if !out.flags.iter().any(|f| *f == *hosts_file) {
+                        out.flags.push(hosts_file.into());
+                        out.flags.push(path.as_os_str().to_owned());
                     }
+                    Ok(())
                 }
-                Ok(())
-            }
-            toml::Value::Table(_) => Err(anyhow::anyhow!(
-                "{}:{}: unknown section [{name}] (known: {}, {TEMPLATE_SECTION})",
+                toml::Value::Table(keys) if section_named(name).is_some() => {
+                    for (key, v) in keys {
+                        if let Err(e) = push_flag(&mut out, path, &text, Some(name), key, v) {
+                            errors.push(e.to_string());
+                        }
+                    }
+                    Ok(())
+                }
+                toml::Value::Table(_) => {
+                    Err(anyhow::anyhow!(
+                "{}:{}: unknown section [{name}] (known: {}, {TEMPLATE_SECTION}, and the ssh \
+                 runtime's {})",
                 path.display(),
                 line_of(&text, None, name),
-                Section::IN_FILE.map(Section::name).join(", ")
-            )),
-            v => push_flag(&mut out, path, &text, None, name, v),
-        };
+                Section::IN_FILE.map(Section::name).join(", "),
+                HOSTS_KEYS
+                    .iter()
+                    .map(|k| if *k == "nodes" { "[[nodes]]".to_string() } else { format!("[{k}]") })
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            ))
+                }
+                v => push_flag(&mut out, path, &text, None, name, v),
+            };
         if let Err(e) = r {
             errors.push(e.to_string());
         }

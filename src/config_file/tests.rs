@@ -73,6 +73,8 @@ fn wrong_types_and_places_are_named() {
     let (_d, p) = write("[workloads]\nclients = 5\n");
     let e = flags_from_file(&p).unwrap_err().to_string();
     assert!(e.contains(":1: unknown section [workloads]"), "{e}");
+    // Every section a file may hold is offered, the ssh runtime's too.
+    assert!(e.contains("[[nodes]] and [ssh]"), "{e}");
     let (_d, p) = write("[workload\n");
     assert!(flags_from_file(&p).unwrap_err().to_string().contains(":1:"));
 }
