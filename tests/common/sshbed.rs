@@ -354,18 +354,23 @@ fn sweep_dead_beds() {
         if Path::new(&format!("/proc/{pid}")).exists() {
             continue;
         }
-        if let Ok(out) = Command::new("ip").args(["netns", "pids", ns]).output() {
-            for p in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-                if let Ok(p) = p.parse::<i32>() {
-                    let _ = nix::sys::signal::kill(
-                        nix::unistd::Pid::from_raw(p),
-                        nix::sys::signal::Signal::SIGKILL,
-                    );
-                }
-            }
-        }
+        kill_all_in(ns);
         let _ = Command::new("ip").args(["netns", "delete", ns]).status();
         eprintln!("ssh bed: removed {ns}, left by a test process that is gone (pid {pid})");
+    }
+}
+
+/// SIGKILL to every process in namespace `ns`: all of a bed's are its test's own.
+fn kill_all_in(ns: &str) {
+    if let Ok(out) = Command::new("ip").args(["netns", "pids", ns]).output() {
+        for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+            if let Ok(pid) = pid.parse::<i32>() {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
     }
 }
 
@@ -383,16 +388,7 @@ impl Drop for SshBed {
                 .collect();
             spaces.push(cluster.hub_ns_name());
             for ns in &spaces {
-                if let Ok(out) = Command::new("ip").args(["netns", "pids", ns]).output() {
-                    for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-                        if let Ok(pid) = pid.parse::<i32>() {
-                            let _ = nix::sys::signal::kill(
-                                nix::unistd::Pid::from_raw(pid),
-                                nix::sys::signal::Signal::SIGKILL,
-                            );
-                        }
-                    }
-                }
+                kill_all_in(ns);
             }
             std::thread::sleep(Duration::from_millis(100));
             drop(cluster);
