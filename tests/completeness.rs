@@ -238,8 +238,11 @@ fn a_node_that_does_not_come_back_makes_the_run_an_error_everywhere() {
             "kill",
             "--nemesis-interval",
             "500ms",
+            // Far longer than the kill, its three failed restarts and the clients' way out
+            // take even on two busy cores (about 4 s seen): the bound below tells a run the
+            // failure ended from one that went its whole length.
             "--duration",
-            "6s",
+            "20s",
             "--ttl",
             "1s",
             "--startup-timeout",
@@ -247,7 +250,7 @@ fn a_node_that_does_not_come_back_makes_the_run_an_error_everywhere() {
             "--seed",
             "2",
         ],
-        Duration::from_secs(60),
+        Duration::from_secs(90),
     );
     assert_eq!(r.code, 3, "{}", r.describe());
     assert!(
@@ -258,9 +261,9 @@ fn a_node_that_does_not_come_back_makes_the_run_an_error_everywhere() {
     );
     let dir = r.run_dir();
     assert_incomplete(&dir, "error", "node n1 did not come back after 3 restarts");
-    // The clients stop when the nemesis fails, not at the end of their 6 s.
+    // The clients stop when the nemesis fails, not at the end of their 20 s.
     let took_ns = r.results()["stats"]["duration_ns"].as_u64().unwrap();
-    assert!(took_ns < 5_000_000_000, "ran on for {took_ns} ns");
+    assert!(took_ns < 12_000_000_000, "ran on for {took_ns} ns");
     let log = std::fs::read_to_string(dir.join("lockpick.log")).unwrap();
     assert!(log.contains("did not come back"), "{log}");
     assert_check_and_report_keep_it(&dir, "error");
