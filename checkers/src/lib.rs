@@ -380,11 +380,16 @@ pub(crate) fn verdict(m: &Model, cfg: &CheckConfig, out: &mut CheckOutput) {
 /// not: every checker's unknown verdict, said once for the run.
 fn proves_nothing(m: &Model, cfg: &CheckConfig) -> Option<String> {
     if m.is_empty() {
-        Some("the history is empty: it proves nothing".to_string())
+        Some(format!(
+            "the history is empty: it {}",
+            history::PROVES_NOTHING
+        ))
     } else if m.ok_acquires < cfg.min_grants {
         Some(format!(
-            "only {} ok acquire(s), fewer than the {} needed (min_grants): the history proves nothing",
-            m.ok_acquires, cfg.min_grants
+            "only {} ok acquire(s), fewer than the {} needed (min_grants): the history {}",
+            m.ok_acquires,
+            cfg.min_grants,
+            history::PROVES_NOTHING
         ))
     } else {
         None

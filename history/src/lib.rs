@@ -59,5 +59,5 @@ pub use pairing::{Paired, Pairing};
 pub use recorder::{CountsSnapshot, Recorder};
 pub use results::{
     ActiveFault, CheckerResult, CycleEdge, Incident, JudgedFrom, KindClass, Percentiles, Results,
-    Stats, TokenReset, Validity, Violation, ViolationKind,
+    Stats, TokenReset, Validity, Violation, ViolationKind, PROVES_NOTHING,
 };

@@ -335,6 +335,10 @@ pub struct Stats {
     pub extra: BTreeMap<String, serde_json::Value>,
 }
 
+/// How the run's note that its history proves nothing whatever the rules (empty, or too few
+/// grants) ends: the checkers write it, the summary shows it beside the verdict.
+pub const PROVES_NOTHING: &str = "proves nothing";
+
 /// The content of `results.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Results {

@@ -135,7 +135,7 @@ pub fn summary_text(r: &Results) -> String {
     let proves_nothing = r
         .notes
         .iter()
-        .find(|n| n.ends_with("proves nothing"))
+        .find(|n| n.ends_with(history::PROVES_NOTHING))
         .filter(|_| unknown);
     match why_unknown {
         None if proves_nothing.is_some() => {
