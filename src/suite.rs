@@ -771,7 +771,7 @@ fn summary_details(r: &SuiteResults) -> String {
             .and_then(|v| v.as_array())
             .map_or(0, Vec::len);
         // A shrink that ran no candidate learned nothing: its schedule is the failing run's.
-        if sh.get("runs").and_then(|v| v.as_u64()) == Some(0) {
+        if sh.get("shrunk").and_then(|v| v.as_bool()) == Some(false) {
             let _ = writeln!(
                 s,
                 "  not shrunk: {} (no candidate ran); the replay above is the smallest known",
