@@ -557,14 +557,8 @@ fn racy_run_report_shows_both_holders_in_the_first_card() {
     keep_screenshot("racy-page.png", &full);
     // Reports regenerate from the files alone, byte for byte.
     let before = std::fs::read(&path).unwrap();
-    let o = run_with_limit(&["report", dir.to_str().unwrap()], Duration::from_secs(60));
     // It exits as `check` (and the run) did: invalid, and says so first.
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let o = report_invalid(&dir);
     let said = String::from_utf8_lossy(&o.stdout);
     assert!(said.starts_with("verdict: INVALID\n"), "{said}");
     assert_eq!(
@@ -584,13 +578,7 @@ fn a_lease_without_a_token_is_named_by_its_grant() {
         .join("checkers/tests/fixtures/model-d7-tokenless-slow-reply-double-grant.jsonl");
     std::fs::copy(&fixture, dir.join("history.jsonl")).unwrap();
     judge_invalid(dir);
-    let o = run_with_limit(&["report", dir.to_str().unwrap()], Duration::from_secs(60));
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    report_invalid(dir);
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(!html.contains("token 0"), "a token 0 no grant was given");
     assert!(
@@ -659,6 +647,18 @@ fn judge_invalid(dir: &Path) {
     std::fs::write(dir.join("results.json"), &o.stdout).unwrap();
 }
 
+/// `lockpick report DIR`, which must exit as an invalid run does (1).
+fn report_invalid(dir: &Path) -> std::process::Output {
+    let o = run_with_limit(&["report", dir.to_str().unwrap()], Duration::from_secs(60));
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
 fn toml_string(s: &str) -> String {
     serde_json::to_string(s).unwrap()
 }
@@ -668,14 +668,8 @@ fn hostile_strings_render_as_text() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     hostile_run_dir(dir);
-    let o = run_with_limit(&["report", dir.to_str().unwrap()], Duration::from_secs(60));
     // Exits as `check` does: a double grant is invalid.
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    report_invalid(dir);
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(
         !html.contains(HOSTILE_SCRIPT),
