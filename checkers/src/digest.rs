@@ -8,9 +8,10 @@
 use crate::evidence::{GrantEvidence, Hold};
 use crate::faults::Faults;
 use crate::model::{
-    follow_lease, ClientOp, Drift, Func, Grant, Model, OpPos, NO_ERROR, NO_GRANT, NO_TARGET,
+    follow_lease, ClientOp, Drift, Func, Model, OpPos, NO_ERROR, NO_GRANT, NO_TARGET,
     SESSION_TTL_MS,
 };
+use crate::walk::{self, Walk};
 use crate::{CheckConfig, FxMap};
 use history::{
     EventRef, History, Op, OpType, Outcome, Paired, Pairing, Process, ReadError, ReadWarning,
@@ -605,10 +606,6 @@ fn read_evidence(path: &Path, results: &mut history::Results) {
     }
 }
 
-/// How many grants without a token of one lock a token no grant carries is taken to name (the
-/// latest ones): a stated bound, counted in the notes when reached.
-pub(crate) const UNTOKENED_CANDIDATES_MAX: usize = 64;
-
 impl Model {
     /// Digests an in-memory history: the front end of the same pass a history file goes
     /// through ([`crate::check_path`]).
@@ -629,24 +626,18 @@ impl Model {
         let drift = Drift::from_fraction(cfg.drift);
         let mut ops = d.ops;
         let holds = apply_holds(d.holds, &mut ops);
-        let names = GrantNames::index(&ops, intern_grant_ids(d.grant_ids));
-        let walk = GrantWalk::new(&names, ops.len()).run(&ops);
-        let ttl_policy = ttl_policy(&ops, &holds);
-        apply_ttl_policy(&ttl_policy, &mut ops);
-        let GrantWalk {
+        let ids = intern_grant_ids(d.grant_ids);
+        let mut walk = walk_whole(&mut ops, &ids, &holds);
+        let sessions = std::mem::take(&mut walk.sessions);
+        let Walk {
             mut grants,
             grant_of,
-            acts,
-            untokened,
-            ambiguous,
             ok_acquires,
             unplaced,
+            ambiguity_capped,
+            ttl_policy,
             ..
         } = walk;
-        add_acts(acts, &mut grants, &ops);
-        let ambiguity_capped = add_ambiguous(&ambiguous, &untokened, &mut grants, &mut ops);
-        let sessions = mark_holds(&holds, &grants, &mut ops);
-        mark_crashes(&sessions, &mut grants, &mut ops);
         let mut lease_from = d.lease_from;
         lease_from.sort_unstable();
         for g in &mut grants {
@@ -690,7 +681,7 @@ impl Model {
             ok_acquires,
             unplaced,
             ambiguity_capped,
-            grant_named: names.grant_named(),
+            grant_named: ids.iter().map(|e| (e.0 as OpPos, e.1)).collect(),
             ttl_policy,
         };
         for i in 0..m.grants.len() {
@@ -785,373 +776,256 @@ fn intern_grant_ids(mut grant_ids: Vec<(usize, String)>) -> Vec<(usize, u32)> {
         .collect()
 }
 
-/// (lock, token or interned id, invoke, grant), sorted.
-type NameList = Vec<(u32, u64, u64, u32)>;
-
-/// What names a lease (docs/checkers.md, model item 6): (lock, token) and (lock, grant id) ->
-/// the grants with it, in invoke order, known before the walk: an op of another process may be
-/// invoked at the same instant as the grant it names, or before it in the file (equal times
-/// are not ordered), so it names the latest one asked for by the time it completed.
-/// Sorted vectors, not maps of lists: one allocation for all grants, not one per grant.
-struct GrantNames {
-    /// (op position, interned grant id), sorted by position, one per op.
-    ids: Vec<(usize, u32)>,
-    by_lock_token: NameList,
-    by_lock_id: NameList,
-}
-
-impl GrantNames {
-    fn index(ops: &[ClientOp], ids: Vec<(usize, u32)>) -> GrantNames {
-        debug_assert!(
-            ids.windows(2).all(|w| w[0].0 < w[1].0),
-            "grant ids are sorted by op position, one per op"
-        );
-        let mut names = GrantNames {
-            ids,
-            by_lock_token: Vec::new(),
-            by_lock_id: Vec::new(),
-        };
-        let mut cursor = 0;
-        let mut g = 0u32;
-        for (pos, op) in ops.iter().enumerate() {
-            if op.func != Func::Acquire || op.outcome != Outcome::Ok || op.target == NO_TARGET {
-                continue;
-            }
-            if let Some(t) = op.token() {
-                names.by_lock_token.push((op.target, t, op.invoke_ns, g));
-            }
-            if let Some(i) = names.id_at(&mut cursor, pos) {
-                names
-                    .by_lock_id
-                    .push((op.target, u64::from(i), op.invoke_ns, g));
-            }
-            g += 1;
-        }
-        names.by_lock_token.sort_unstable();
-        names.by_lock_id.sort_unstable();
-        names
-    }
-
-    /// The grant id of the op at `pos`, for positions asked in increasing order.
-    fn id_at(&self, cursor: &mut usize, pos: usize) -> Option<u32> {
-        // Bounded by `ids`: the cursor only moves forward.
-        while *cursor < self.ids.len() && self.ids[*cursor].0 < pos {
-            *cursor += 1;
-        }
-        self.ids.get(*cursor).filter(|e| e.0 == pos).map(|e| e.1)
-    }
-
-    fn grant_named(&self) -> Vec<(OpPos, u32)> {
-        self.ids.iter().map(|e| (e.0 as OpPos, e.1)).collect()
-    }
-}
-
-/// The latest grant with that name asked for by `done_ns`.
-fn named_by(list: &[(u32, u64, u64, u32)], lock: u32, name: u64, done_ns: u64) -> Option<u32> {
-    let end = list.partition_point(|e| (e.0, e.1, e.2) <= (lock, name, done_ns));
-    end.checked_sub(1)
-        .map(|i| list[i])
-        .filter(|e| (e.0, e.1) == (lock, name))
-        .map(|e| e.3)
-}
-
-/// The walk over the ops, in order, that makes the grants and finds the grant each op acts on
-/// or uses (model item 6).
-struct GrantWalk<'a> {
-    names: &'a GrantNames,
-    /// `names.id_at`'s cursor.
-    next_id: usize,
-    grants: Vec<Grant>,
-    /// Per op, the grant it acts on or uses, or [`NO_GRANT`].
-    grant_of: Vec<u32>,
-    /// (grant, op position) of every renew and release acting on a grant, in op order.
-    acts: Vec<(u32, usize)>,
-    /// (process, token) -> grant, for store ops.
-    by_token: FxMap<(u64, u64), u32>,
-    /// (process, lock, token or id) -> the process's latest grant with it, in program order.
-    own_by_token: FxMap<(u64, u32, u64), u32>,
-    own_by_id: FxMap<(u64, u32, u32), u32>,
-    /// (process, lock) -> the process's latest grant of the lock, in program order.
-    latest: FxMap<(u64, u32), u32>,
-    /// Per lock, its latest grants without a token: what a token no grant carries may name.
-    untokened: FxMap<u32, Vec<u32>>,
-    /// The renews and releases whose token no grant of the lock carries.
-    ambiguous: Vec<usize>,
-    ok_acquires: u64,
-    unplaced: u64,
-}
-
-impl<'a> GrantWalk<'a> {
-    fn new(names: &'a GrantNames, ops: usize) -> GrantWalk<'a> {
-        GrantWalk {
-            names,
-            next_id: 0,
-            grants: Vec::new(),
-            grant_of: Vec::with_capacity(ops),
-            acts: Vec::new(),
-            by_token: FxMap::default(),
-            own_by_token: FxMap::default(),
-            own_by_id: FxMap::default(),
-            latest: FxMap::default(),
-            untokened: FxMap::default(),
-            ambiguous: Vec::new(),
-            ok_acquires: 0,
-            unplaced: 0,
-        }
-    }
-
-    fn run(mut self, ops: &[ClientOp]) -> GrantWalk<'a> {
-        // Bounded by the ops.
-        for (pos, op) in ops.iter().enumerate() {
-            let id = self.names.id_at(&mut self.next_id, pos);
-            if op.target == NO_TARGET {
-                self.unplaced += 1;
-                self.grant_of.push(NO_GRANT);
-                continue;
-            }
-            let uses = match op.func {
-                Func::Acquire if op.outcome == Outcome::Ok => {
-                    self.grant(pos, op, id);
-                    NO_GRANT
-                }
-                Func::Acquire => NO_GRANT,
-                Func::Renew | Func::Release => self.act(pos, op, id),
-                Func::Read | Func::Write => op
-                    .token()
-                    .and_then(|t| self.by_token.get(&(op.process, t)))
-                    .copied()
-                    .unwrap_or(NO_GRANT),
-            };
-            self.grant_of.push(uses);
-        }
-        self
-    }
-
-    /// An ok acquire: a new grant, known by its names from here on.
-    fn grant(&mut self, pos: usize, op: &ClientOp, id: Option<u32>) {
-        let (p, target, token) = (op.process, op.target, op.token());
-        self.ok_acquires += 1;
-        let g = self.grants.len() as u32;
-        if let Some(t) = token {
-            self.by_token.insert((p, t), g);
-            self.own_by_token.insert((p, target, t), g);
-        }
-        if let Some(i) = id {
-            self.own_by_id.insert((p, target, i), g);
-        }
-        if token.is_none() {
-            self.untokened.entry(target).or_default().push(g);
-        }
-        self.latest.insert((p, target), g);
-        debug_assert!(
-            self.grants.last().is_none_or(|last| last.op < pos),
-            "grants are made in op order"
-        );
-        self.grants.push(Grant {
-            op: pos,
-            lock: target,
-            process: p,
-            token,
-            ttl_ms: op.ttl_ms(),
-            invoke_ns: op.invoke_ns,
-            complete_ns: op.complete_ns().expect("an ok op has completed"),
-            epoch_ops: Vec::new(),
-            holds: Vec::new(),
-            release_op: None,
-            lease_lb_ns: 0,
-            surely_dead_ns: None,
-            alive_until_ns: 0,
-        });
-    }
-
-    /// A renew or release acts on the lease it names, whichever process sent it: by its
-    /// token, else by the service's grant id, else the sender's own latest grant of the lock.
-    /// A name no grant carries acts on no known one. Returns the grant the op uses.
-    fn act(&mut self, pos: usize, op: &ClientOp, id: Option<u32>) -> u32 {
-        let (p, target, token) = (op.process, op.target, op.token());
-        let done_ns = op.complete_or_max();
-        // A name two grants carry (a token reused: each side of a split brain counts its own)
-        // names the sender's own grant when it has one: it knows the name from its own grant.
-        let named = match (token, id) {
-            (Some(t), _) => self
-                .own_by_token
-                .get(&(p, target, t))
-                .copied()
-                .or_else(|| named_by(&self.names.by_lock_token, target, t, done_ns)),
-            (None, Some(i)) => self
-                .own_by_id
-                .get(&(p, target, i))
-                .copied()
-                .or_else(|| named_by(&self.names.by_lock_id, target, u64::from(i), done_ns)),
-            (None, None) => self.latest.get(&(p, target)).copied(),
-        };
-        let mut uses = NO_GRANT;
-        // A token no grant of the lock carries may be that of any grant whose ok came without
-        // a readable token (unknown, not absent): the op may have acted on each of them, so on
-        // each it counts as indeterminate. It uses the sender's own, if that is one.
-        if let (Some(_), None) = (token, named) {
-            self.ambiguous.push(pos);
-            uses = self
-                .latest
-                .get(&(p, target))
-                .copied()
-                .filter(|&g| self.grants[g as usize].token.is_none())
-                .unwrap_or(NO_GRANT);
-        }
-        if let Some(g) = named {
-            uses = g;
-            self.acts.push((g, pos));
-        }
-        uses
-    }
-}
-
-/// The run's ttl policy (model item 7): what answered requests for each ttl were granted.
-/// A lost answer's lease is counted with the shortest of them for lower bounds and the longest
-/// for upper bounds; a request no answer shared keeps the ttl it asked for.
-fn ttl_policy(ops: &[ClientOp], holds: &[(usize, Hold)]) -> FxMap<u64, (u64, u64)> {
-    let mut ttl_policy: FxMap<u64, (u64, u64)> = FxMap::default();
+/// The walk over a whole history (every op walkable, every ok acquire told to the walk before
+/// the first op is walked), with the crashes of session holders marked: the batch model's.
+/// `ids` and `holds` are sorted by position, one per op.
+fn walk_whole(ops: &mut [ClientOp], ids: &[(usize, u32)], holds: &[(usize, Hold)]) -> Walk {
+    let hold_positions: Vec<usize> = holds.iter().map(|e| e.0).collect();
+    let mut walk = Walk::new(walk::ttl_policy(ops, &hold_positions));
+    let (mut next_id, mut next_hold) = (0, 0);
     for (pos, op) in ops.iter().enumerate() {
-        // A grant that is no lease (model item 9) says nothing of the lease a lost answer
-        // would have set.
-        if holds.binary_search_by_key(&pos, |e| e.0).is_ok() {
-            continue;
-        }
-        if let (Func::Acquire | Func::Renew, Outcome::Ok, Some(r), Some(t)) =
-            (op.func, op.outcome, op.requested_ttl_ms(), op.ttl_ms())
-        {
-            let e = ttl_policy.entry(r).or_insert((t, t));
-            *e = (e.0.min(t), e.1.max(t));
-        }
+        let id = at_pos(ids, &mut next_id, pos);
+        let hold = at_pos(holds, &mut next_hold, pos);
+        walk.completed(pos, op, id, hold);
     }
-    ttl_policy
+    next_id = 0;
+    for pos in 0..ops.len() {
+        let id = at_pos(ids, &mut next_id, pos);
+        walk.walk(ops, id);
+    }
+    walk.mark_crashes(ops);
+    walk
 }
 
-/// A lost answer's lease counts with the shortest ttl granted for its request.
-fn apply_ttl_policy(ttl_policy: &FxMap<u64, (u64, u64)>, ops: &mut [ClientOp]) {
-    for op in ops.iter_mut() {
-        if matches!(op.func, Func::Acquire | Func::Renew)
-            && matches!(op.outcome, Outcome::Info | Outcome::Pending)
-        {
-            if let Some(&(shortest, _)) = op.requested_ttl_ms().and_then(|r| ttl_policy.get(&r)) {
-                op.set_ttl_ms(Some(shortest));
-            }
-        }
+/// The entry of a list sorted by position (one per op) at `pos`, for positions asked in
+/// increasing order: `cursor` only moves forward.
+fn at_pos<T: Copy>(list: &[(usize, T)], cursor: &mut usize, pos: usize) -> Option<T> {
+    // Bounded by the list.
+    while *cursor < list.len() && list[*cursor].0 < pos {
+        *cursor += 1;
     }
+    list.get(*cursor).filter(|e| e.0 == pos).map(|e| e.1)
 }
 
-/// Puts each renew and release in the epoch of the grant it acts on (in op order), and marks
-/// each grant's first release.
-fn add_acts(acts: Vec<(u32, usize)>, grants: &mut [Grant], ops: &[ClientOp]) {
-    for (g, pos) in acts {
-        let g = &mut grants[g as usize];
-        debug_assert!(
-            g.epoch_ops.last().is_none_or(|&e| (e as usize) < pos),
-            "acts come in op order"
-        );
-        g.epoch_ops.push(pos as OpPos);
-        if ops[pos].func == Func::Release && g.release_op.is_none() {
-            g.release_op = Some(pos as OpPos);
-        }
-    }
-}
+#[cfg(test)]
+mod walk_order_tests {
+    //! The walk done as a history is read (each op walked as soon as the rule of `walk.rs`
+    //! allows) makes exactly the grants, names and marks the walk of the whole history makes.
 
-/// Every grant without a token invoked before an ambiguous op completed may be the one it
-/// named (the op may take effect after a grant asked for later than itself). Returns how many
-/// candidates [`UNTOKENED_CANDIDATES_MAX`] left out.
-fn add_ambiguous(
-    ambiguous: &[usize],
-    untokened: &FxMap<u32, Vec<u32>>,
-    grants: &mut [Grant],
-    ops: &mut [ClientOp],
-) -> u64 {
-    let mut ambiguity_capped = 0u64;
-    for &pos in ambiguous {
-        let op = &ops[pos];
-        let Some(list) = untokened.get(&op.target) else {
-            continue;
+    use super::*;
+    use crate::gen::{correct_history, GenParams};
+    use crate::inject::{inject, InjectKind};
+    use history::Op;
+    use std::collections::BTreeSet;
+
+    /// The walk in file order: completions in the order of their lines, each instant read
+    /// whole before the ops it made walkable are walked.
+    fn walk_as_read(ops: &mut [ClientOp], ids: &[(usize, u32)], holds: &[(usize, Hold)]) -> Walk {
+        let hold_positions: Vec<usize> = holds.iter().map(|e| e.0).collect();
+        let find = |list: &[(usize, u32)], pos: usize| {
+            list.binary_search_by_key(&pos, |e| e.0)
+                .ok()
+                .map(|i| list[i].1)
         };
-        let done_ns = op.complete_or_max();
-        let end = list.partition_point(|&g| grants[g as usize].invoke_ns <= done_ns);
-        if end == 0 {
-            continue;
-        }
-        let start = end.saturating_sub(UNTOKENED_CANDIDATES_MAX);
-        ambiguity_capped += start as u64;
-        for &g in &list[start..end] {
-            let epoch = &mut grants[g as usize].epoch_ops;
-            // Positions are invoke order: keep the epoch sorted.
-            let at = epoch.partition_point(|&e| e < pos as OpPos);
-            epoch.insert(at, pos as OpPos);
-        }
-        ops[pos].set_ambiguous();
-    }
-    ambiguity_capped
-}
-
-/// Ends each session grant's belief at its holder's crash (model item 9): a process whose op
-/// went unanswered (`info`, whatever it asked) never acts again, so from that op's invoke its
-/// belief may end, as its release would. The op joins the grant's epoch, marked
-/// `session_end`, unless it is there already or the belief ended before it.
-fn mark_crashes(sessions: &[usize], grants: &mut [Grant], ops: &mut [ClientOp]) {
-    if sessions.is_empty() {
-        return;
-    }
-    // A crashed process's one info op is its last (it gets a new number after it).
-    let mut crash_of: FxMap<u64, usize> = FxMap::default();
-    for (pos, op) in ops.iter().enumerate() {
-        if op.outcome == Outcome::Info {
-            crash_of.entry(op.process).or_insert(pos);
-        }
-    }
-    for &pos in sessions {
-        let Ok(gi) = grants.binary_search_by_key(&pos, |g| g.op) else {
-            continue;
+        let hold_of = |pos: usize| {
+            holds
+                .binary_search_by_key(&pos, |e| e.0)
+                .ok()
+                .map(|i| holds[i].1)
         };
-        let g = &mut grants[gi];
-        let Some(&crash) = crash_of.get(&g.process).filter(|&&c| c > g.op) else {
-            continue;
-        };
-        let at = g.epoch_ops.partition_point(|&e| (e as usize) < crash);
-        let ended = g.epoch_ops[..at]
+        let mut completions: Vec<(u64, u64, usize)> = ops
             .iter()
-            .any(|&e| ops[e as usize].session_end());
-        if ended || g.epoch_ops.get(at) == Some(&(crash as OpPos)) {
-            continue;
-        }
-        g.epoch_ops.insert(at, crash as OpPos);
-        ops[crash].set_session_end();
-    }
-}
-
-/// Marks the ops of the grants that are no lease (model item 9) and lists the session grants
-/// (their acquires' positions, sorted). For a session grant: the holder's releases and its
-/// renews that did not answer ok end what it believes (`session_end`); an ok renew, the check
-/// of a live session, keeps it without end. A transaction grant's renews set no lease.
-fn mark_holds(holds: &[(usize, Hold)], grants: &[Grant], ops: &mut [ClientOp]) -> Vec<usize> {
-    let mut sessions = Vec::new();
-    for &(pos, h) in holds {
-        // Grants are in op order.
-        let Ok(gi) = grants.binary_search_by_key(&pos, |g| g.op) else {
-            continue;
-        };
-        let g = &grants[gi];
-        if h == Hold::Session {
-            sessions.push(pos);
-        }
-        for &e in &g.epoch_ops {
-            let op = &mut ops[e as usize];
-            let own = op.process == g.process;
-            match (h, op.func, op.outcome) {
-                (Hold::Transaction, Func::Renew, _) => op.set_ttl_ms(None),
-                (Hold::Session, Func::Renew, Outcome::Ok) => op.set_ttl_ms(Some(SESSION_TTL_MS)),
-                (Hold::Session, Func::Renew | Func::Release, _) if own => op.set_session_end(),
-                // Another process's renew of the session's grant may have reached the
-                // session; it tells the holder nothing.
-                (Hold::Session, Func::Renew, _) => op.set_ttl_ms(Some(SESSION_TTL_MS)),
-                _ => {}
+            .enumerate()
+            .filter_map(|(p, o)| o.complete_ns().map(|c| (c, o.index, p)))
+            .collect();
+        completions.sort_unstable();
+        let mut walk = Walk::new(walk::ttl_policy(ops, &hold_positions));
+        // Acquires invoked and not yet answered, by invoke.
+        let mut open: BTreeSet<(u64, usize)> = BTreeSet::new();
+        let (mut next_invoke, mut i) = (0, 0);
+        while i < completions.len() {
+            let t = completions[i].0;
+            while next_invoke < ops.len() && ops[next_invoke].invoke_ns <= t {
+                if ops[next_invoke].func == Func::Acquire {
+                    open.insert((ops[next_invoke].invoke_ns, next_invoke));
+                }
+                next_invoke += 1;
+            }
+            while i < completions.len() && completions[i].0 == t {
+                let pos = completions[i].2;
+                open.remove(&(ops[pos].invoke_ns, pos));
+                walk.completed(pos, &ops[pos], find(ids, pos), hold_of(pos));
+                i += 1;
+            }
+            // Time moves on past `t`.
+            while walk.next() < ops.len() {
+                let p = walk.next();
+                let Some(done) = ops[p].complete_ns().filter(|&d| d <= t) else {
+                    break;
+                };
+                if open.first().is_some_and(|&(invoke, _)| invoke <= done) {
+                    break;
+                }
+                walk.walk(ops, find(ids, p));
             }
         }
+        while walk.next() < ops.len() {
+            let p = walk.next();
+            walk.walk(ops, find(ids, p));
+        }
+        walk.mark_crashes(ops);
+        walk
     }
-    sessions
+
+    /// Both walks over one history; how many ops joined the epoch of a grant ahead of
+    /// themselves.
+    fn same_walks(h: &History, what: &str) -> usize {
+        let prepare = || {
+            let d = Digest::of_history(h);
+            let mut ops = d.ops;
+            let holds = apply_holds(d.holds, &mut ops);
+            (ops, intern_grant_ids(d.grant_ids), holds)
+        };
+        let (mut a_ops, ids, holds) = prepare();
+        let (mut b_ops, _, _) = prepare();
+        let a = walk_whole(&mut a_ops, &ids, &holds);
+        let b = walk_as_read(&mut b_ops, &ids, &holds);
+        assert_eq!(format!("{a_ops:?}"), format!("{b_ops:?}"), "{what}: ops");
+        assert_eq!(
+            format!("{:?}", a.grants),
+            format!("{:?}", b.grants),
+            "{what}: grants"
+        );
+        assert_eq!(a.grant_of, b.grant_of, "{what}: grant_of");
+        assert_eq!(a.sessions, b.sessions, "{what}: sessions");
+        assert_eq!(
+            (a.ok_acquires, a.unplaced, a.ambiguity_capped),
+            (b.ok_acquires, b.unplaced, b.ambiguity_capped),
+            "{what}: counts"
+        );
+        a.grants
+            .iter()
+            .map(|g| g.epoch_ops.iter().filter(|&&e| (e as usize) < g.op).count())
+            .sum()
+    }
+
+    /// One history from its lines: `(time_ms, process, type, f, value)` on lock L0.
+    fn lines(events: &[(u64, u64, &str, &str, &str)]) -> History {
+        let ops = events
+            .iter()
+            .enumerate()
+            .map(|(i, &(ms, p, kind, f, value))| {
+                let line = format!(
+                    r#"{{"index":{i},"time_ns":{},"process":{p},"type":"{kind}","f":"{f}","lock":"L0","value":{{{value}}}}}"#,
+                    ms * 1_000_000
+                );
+                serde_json::from_str::<Op>(&line).unwrap_or_else(|e| panic!("{line}: {e}"))
+            })
+            .collect();
+        History::new(ops).expect("a well-formed history")
+    }
+
+    /// Histories whose ops name grants asked for after them, each way a name can point ahead.
+    fn named_ahead() -> Vec<(&'static str, History)> {
+        let ttl = r#""ttl_ms":1000"#;
+        vec![
+            (
+                "a renew names by token a grant invoked after it",
+                lines(&[
+                    (0, 1, "invoke", "acquire", ttl),
+                    (1, 1, "ok", "acquire", r#""token":1,"ttl_ms":1000"#),
+                    (5, 2, "invoke", "renew", r#""token":2,"ttl_ms":1000"#),
+                    (6, 3, "invoke", "acquire", ttl),
+                    (7, 3, "ok", "acquire", r#""token":2,"ttl_ms":1000"#),
+                    (8, 2, "ok", "renew", r#""token":2,"ttl_ms":1000"#),
+                    (9, 3, "invoke", "release", r#""token":2"#),
+                    (10, 3, "ok", "release", r#""token":2"#),
+                ]),
+            ),
+            (
+                "a renew names a grant asked for before it completed, answered after it",
+                lines(&[
+                    (5, 2, "invoke", "renew", r#""token":2,"ttl_ms":1000"#),
+                    (6, 3, "invoke", "acquire", ttl),
+                    (8, 2, "ok", "renew", r#""token":2,"ttl_ms":1000"#),
+                    (9, 3, "ok", "acquire", r#""token":2,"ttl_ms":1000"#),
+                    (10, 2, "invoke", "renew", r#""token":2,"ttl_ms":1000"#),
+                    (11, 2, "ok", "renew", r#""token":2,"ttl_ms":1000"#),
+                ]),
+            ),
+            (
+                "a release names by grant id a grant invoked after it",
+                lines(&[
+                    (5, 2, "invoke", "release", r#""grant":"g9""#),
+                    (6, 3, "invoke", "acquire", ttl),
+                    (7, 3, "ok", "acquire", r#""grant":"g9","ttl_ms":1000"#),
+                    (8, 2, "info", "release", r#""grant":"g9""#),
+                ]),
+            ),
+            (
+                "a token no grant carries may name grants without one, asked for after it",
+                lines(&[
+                    (0, 1, "invoke", "acquire", ttl),
+                    (1, 1, "ok", "acquire", ttl),
+                    (5, 2, "invoke", "renew", r#""token":7,"ttl_ms":1000"#),
+                    (6, 3, "invoke", "acquire", ttl),
+                    (7, 3, "ok", "acquire", ttl),
+                    (8, 2, "ok", "renew", r#""token":7,"ttl_ms":1000"#),
+                ]),
+            ),
+            (
+                "a session holder's crash, and another's renew of a session named ahead",
+                lines(&[
+                    (0, 1, "invoke", "acquire", ttl),
+                    (1, 1, "ok", "acquire", r#""token":1,"hold":"session""#),
+                    (5, 2, "invoke", "renew", r#""token":2,"ttl_ms":1000"#),
+                    (6, 3, "invoke", "acquire", ttl),
+                    (7, 3, "ok", "acquire", r#""token":2,"hold":"session""#),
+                    (8, 2, "info", "renew", r#""error":"timeout""#),
+                    (9, 1, "invoke", "renew", r#""token":1"#),
+                    (10, 1, "info", "renew", r#""error":"timeout""#),
+                    (11, 3, "invoke", "write", r#""token":2,"value":1"#),
+                ]),
+            ),
+        ]
+    }
+
+    #[test]
+    fn walking_as_read_makes_the_grants_of_the_whole_walk() {
+        let mut ahead = 0;
+        for (what, h) in named_ahead() {
+            let n = same_walks(&h, what);
+            assert!(n > 0, "{what}: no op named a grant ahead of itself");
+            ahead += n;
+        }
+        for seed in 0..40u64 {
+            let params = GenParams::varied(seed, 300 + 40 * seed as usize);
+            let kinds = std::iter::once(None).chain(InjectKind::all().into_iter().map(Some));
+            for kind in kinds {
+                let mut ops = correct_history(seed, &params);
+                if let Some(k) = kind {
+                    inject(&mut ops, k, seed);
+                }
+                let h = History::new(ops).expect("generated histories are well formed");
+                ahead += same_walks(&h, &format!("seed {seed}, {kind:?}"));
+            }
+        }
+        let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let mut read = 0;
+        for entry in std::fs::read_dir(&fixtures).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "jsonl") {
+                continue;
+            }
+            let Ok((ops, _)) = history::read_ops(&path) else {
+                continue;
+            };
+            let Ok(h) = History::new(ops) else { continue };
+            ahead += same_walks(&h, &path.display().to_string());
+            read += 1;
+        }
+        assert!(read > 100, "only {read} fixtures read");
+        // The deferred names must have been exercised, not only walks that never look ahead.
+        assert!(ahead > 0, "no op named a grant ahead of itself");
+    }
 }

@@ -58,6 +58,24 @@ impl Default for GenParams {
     }
 }
 
+impl GenParams {
+    /// Parameters that vary with `seed` (clients, locks, faults, evidence), with losses and
+    /// stalls frequent enough to reach the model's corners in a few hundred events: the corpus
+    /// the equivalence tests run over.
+    pub fn varied(seed: u64, events: usize) -> GenParams {
+        GenParams {
+            clients: 1 + (seed as usize % 6),
+            locks: 1 + (seed as usize % 3),
+            events,
+            info_rate: 0.05,
+            client_pause_rate: 0.05,
+            nemesis: seed % 2 == 0,
+            lease_evidence: seed % 3 != 0,
+            ..GenParams::default()
+        }
+    }
+}
+
 const MS: u64 = 1_000_000;
 
 /// The whole history of one simulated run.

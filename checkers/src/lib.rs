@@ -81,6 +81,7 @@ mod stats;
 mod store;
 mod text;
 mod tokens;
+mod walk;
 
 pub use coverage::coverage;
 pub use digest::{check_path, check_prefix, CheckError};
@@ -339,7 +340,7 @@ fn run_notes(m: &Model, expected: usize) -> Vec<String> {
             "{} grant(s) without a readable token were past the latest {} of their lock when a \
              renew or release named a token no grant carries: that op was not counted against them",
             m.ambiguity_capped,
-            digest::UNTOKENED_CANDIDATES_MAX
+            walk::UNTOKENED_CANDIDATES_MAX
         ));
     }
     if m.unplaced > 0 {

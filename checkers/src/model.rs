@@ -335,7 +335,7 @@ pub struct Model {
     /// sorted by position. Ids are interned across locks; equal ids are the same string.
     pub grant_named: Vec<(OpPos, u32)>,
     /// Grants without a token that fell out of the candidates an ambiguous token may name
-    /// (more than `digest::UNTOKENED_CANDIDATES_MAX` of one lock).
+    /// (more than `walk::UNTOKENED_CANDIDATES_MAX` of one lock).
     pub ambiguity_capped: u64,
 }
 

@@ -22,16 +22,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 fn params(seed: u64, events: usize) -> GenParams {
-    GenParams {
-        clients: 1 + (seed as usize % 6),
-        locks: 1 + (seed as usize % 3),
-        events,
-        info_rate: 0.05,
-        client_pause_rate: 0.05,
-        nemesis: seed % 2 == 0,
-        lease_evidence: seed % 3 != 0,
-        ..GenParams::default()
-    }
+    GenParams::varied(seed, events)
 }
 
 /// Every violation kind can be made by the mutation injector (and so by `lockpick synth`), or

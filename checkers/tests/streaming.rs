@@ -13,16 +13,7 @@ use history::{read_ops, History, HistoryWriter, Op};
 use std::path::Path;
 
 fn params(seed: u64, events: usize) -> GenParams {
-    GenParams {
-        clients: 1 + (seed as usize % 6),
-        locks: 1 + (seed as usize % 3),
-        events,
-        info_rate: 0.05,
-        client_pause_rate: 0.05,
-        nemesis: seed % 2 == 0,
-        lease_evidence: seed % 3 != 0,
-        ..GenParams::default()
-    }
+    GenParams::varied(seed, events)
 }
 
 fn write(path: &Path, ops: &[Op]) {

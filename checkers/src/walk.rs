@@ -1,0 +1,416 @@
+//! The walk that makes the grants (docs/checkers.md, model item 6): each op is visited once, in
+//! position (invoke) order, and finds the grant it acts on or uses; each ok acquire becomes a
+//! grant, known by its names from then on.
+//!
+//! The walk is incremental, so that a history can be walked as it is read: an ok acquire is
+//! told to the walk when it completes ([`Walk::completed`]), and an op is walked
+//! ([`Walk::walk`]) once every acquire that could be its grant has completed. A renew or
+//! release names "the latest grant with that name asked for by the time it completed", and
+//! that grant may be invoked after it (an op of another process at the same instant, or before
+//! it in the file): so an op is walkable once it has completed, time has moved past its
+//! completion, and no acquire invoked by then is still pending ([`Walk::walkable`]'s rule,
+//! which the caller keeps). A name that points ahead of the walk is kept until the grant it
+//! names is walked, and attached then ([`Walk::deferred`]). Walking a whole history at its end
+//! is the case where every op is walkable: the batch model is built that way, and the
+//! equivalence of the two orders is tested (`walk_tests`).
+
+use crate::evidence::Hold;
+use crate::model::{ClientOp, Func, Grant, OpPos, NO_GRANT, NO_TARGET, SESSION_TTL_MS};
+use crate::FxMap;
+use history::Outcome;
+
+/// How many grants without a token of one lock a token no grant carries is taken to name (the
+/// latest ones): a stated bound, counted in the notes when reached.
+pub(crate) const UNTOKENED_CANDIDATES_MAX: usize = 64;
+
+/// Grants by one name (a lock and a token, or a lock and a grant id), as `(invoke, position)`,
+/// sorted: the latest asked for by an instant is found by bisection.
+type ByName = FxMap<(u32, u64), Vec<(u64, OpPos)>>;
+
+/// How an op joins the epoch of a grant the walk has not reached yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Join {
+    /// It names the grant: it acts on it, and uses it.
+    Named,
+    /// Its token no grant carries: the grant, one without a token, is one it may have named.
+    Candidate,
+}
+
+/// The walk's state. Grants are numbered in position order, as the walk makes them.
+pub(crate) struct Walk {
+    /// The run's ttl policy (model item 7): requested ttl -> (shortest, longest) granted.
+    pub(crate) ttl_policy: FxMap<u64, (u64, u64)>,
+    /// Ok acquires with a target, by name, from their completion on.
+    by_lock_token: ByName,
+    by_lock_id: ByName,
+    /// Per lock, the positions of its ok acquires without a token, from their completion on,
+    /// sorted (position order is invoke order).
+    untokened: FxMap<u32, Vec<OpPos>>,
+    /// The next position to walk.
+    next: usize,
+    pub(crate) grants: Vec<Grant>,
+    /// Per op walked, the grant it acts on or uses, or [`NO_GRANT`].
+    pub(crate) grant_of: Vec<u32>,
+    /// Ops that name, or may name, a grant the walk has not reached, by that grant's position:
+    /// attached when it is walked. Bounded by the ops whose names point ahead.
+    deferred: FxMap<OpPos, Vec<(OpPos, Join)>>,
+    /// Grants that are no lease (model item 9), by position, until walked.
+    holds: FxMap<OpPos, Hold>,
+    /// Per grant walked, whether it is no lease.
+    hold_of: FxMap<u32, Hold>,
+    /// (process, token) -> grant, for store ops.
+    by_token: FxMap<(u64, u64), u32>,
+    /// (process, lock, token or id) -> the process's latest grant with it, in program order.
+    own_by_token: FxMap<(u64, u32, u64), u32>,
+    own_by_id: FxMap<(u64, u32, u32), u32>,
+    /// (process, lock) -> the process's latest grant of the lock, in program order.
+    latest: FxMap<(u64, u32), u32>,
+    /// Per process, the position of its first unanswered op (a crash: it never acts again).
+    first_info: FxMap<u64, OpPos>,
+    /// Positions of the session grants, sorted.
+    pub(crate) sessions: Vec<usize>,
+    pub(crate) ok_acquires: u64,
+    pub(crate) unplaced: u64,
+    /// Candidates [`UNTOKENED_CANDIDATES_MAX`] left out.
+    pub(crate) ambiguity_capped: u64,
+}
+
+impl Walk {
+    pub(crate) fn new(ttl_policy: FxMap<u64, (u64, u64)>) -> Walk {
+        Walk {
+            ttl_policy,
+            by_lock_token: ByName::default(),
+            by_lock_id: ByName::default(),
+            untokened: FxMap::default(),
+            next: 0,
+            grants: Vec::new(),
+            grant_of: Vec::new(),
+            deferred: FxMap::default(),
+            holds: FxMap::default(),
+            hold_of: FxMap::default(),
+            by_token: FxMap::default(),
+            own_by_token: FxMap::default(),
+            own_by_id: FxMap::default(),
+            latest: FxMap::default(),
+            first_info: FxMap::default(),
+            sessions: Vec::new(),
+            ok_acquires: 0,
+            unplaced: 0,
+            ambiguity_capped: 0,
+        }
+    }
+
+    /// The next position the walk will visit (a streaming reader walks up to where its rule
+    /// allows; the tests walk in file order with it).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn next(&self) -> usize {
+        self.next
+    }
+
+    /// The op at `pos` has completed (its grant id, if any, and whether it is no lease, are
+    /// known): an ok acquire joins the names from here on. Called for every ok acquire before
+    /// any op completed after its invoke is walked.
+    pub(crate) fn completed(
+        &mut self,
+        pos: usize,
+        op: &ClientOp,
+        id: Option<u32>,
+        hold: Option<Hold>,
+    ) {
+        if op.func != Func::Acquire || op.outcome != Outcome::Ok || op.target == NO_TARGET {
+            return;
+        }
+        let at = (op.invoke_ns, pos as OpPos);
+        if let Some(t) = op.token() {
+            insert_sorted(self.by_lock_token.entry((op.target, t)).or_default(), at);
+        } else {
+            insert_sorted(self.untokened.entry(op.target).or_default(), pos as OpPos);
+        }
+        if let Some(i) = id {
+            insert_sorted(
+                self.by_lock_id
+                    .entry((op.target, u64::from(i)))
+                    .or_default(),
+                at,
+            );
+        }
+        if let Some(h) = hold {
+            self.holds.insert(pos as OpPos, h);
+        }
+    }
+
+    /// Walks the op at [`Walk::next`]: `ops[pos]` has completed (or never will), and every
+    /// acquire it may name has been told to [`Walk::completed`]. `id`: its grant id.
+    pub(crate) fn walk(&mut self, ops: &mut [ClientOp], id: Option<u32>) {
+        let pos = self.next;
+        self.next += 1;
+        apply_ttl_policy(&self.ttl_policy, &mut ops[pos]);
+        let op = &ops[pos];
+        if op.outcome == Outcome::Info {
+            self.first_info.entry(op.process).or_insert(pos as OpPos);
+        }
+        if op.target == NO_TARGET {
+            self.unplaced += 1;
+            self.grant_of.push(NO_GRANT);
+            return;
+        }
+        let uses = match op.func {
+            Func::Acquire if op.outcome == Outcome::Ok => {
+                self.grant_of.push(NO_GRANT);
+                return self.grant(pos, ops, id);
+            }
+            Func::Acquire => NO_GRANT,
+            Func::Renew | Func::Release => self.act(pos, ops, id),
+            Func::Read | Func::Write => op
+                .token()
+                .and_then(|t| self.by_token.get(&(op.process, t)))
+                .copied()
+                .unwrap_or(NO_GRANT),
+        };
+        self.grant_of.push(uses);
+    }
+
+    /// An ok acquire: a new grant, known by its names from here on; the ops that named it
+    /// ahead of the walk join its epoch.
+    fn grant(&mut self, pos: usize, ops: &mut [ClientOp], id: Option<u32>) {
+        let op = &ops[pos];
+        let (p, target, token) = (op.process, op.target, op.token());
+        self.ok_acquires += 1;
+        let g = self.grants.len() as u32;
+        if let Some(t) = token {
+            self.by_token.insert((p, t), g);
+            self.own_by_token.insert((p, target, t), g);
+        }
+        if let Some(i) = id {
+            self.own_by_id.insert((p, target, i), g);
+        }
+        self.latest.insert((p, target), g);
+        self.grants.push(Grant {
+            op: pos,
+            lock: target,
+            process: p,
+            token,
+            ttl_ms: op.ttl_ms(),
+            invoke_ns: op.invoke_ns,
+            complete_ns: op.complete_ns().expect("an ok op has completed"),
+            epoch_ops: Vec::new(),
+            holds: Vec::new(),
+            release_op: None,
+            lease_lb_ns: 0,
+            surely_dead_ns: None,
+            alive_until_ns: 0,
+        });
+        if let Some(h) = self.holds.remove(&(pos as OpPos)) {
+            self.hold_of.insert(g, h);
+            if h == Hold::Session {
+                self.sessions.push(pos);
+            }
+        }
+        // Those ops come before the grant in position order: the epoch stays sorted.
+        for (at, join) in self.deferred.remove(&(pos as OpPos)).unwrap_or_default() {
+            if join == Join::Named {
+                self.grant_of[at as usize] = g;
+            }
+            self.join(g, at as usize, ops, join);
+        }
+    }
+
+    /// Op `pos` joins grant `g`'s epoch (positions come in order for each grant), and takes
+    /// the marks of a grant that is no lease (model item 9): the holder's releases and its
+    /// renews that did not answer ok end a session's belief (`session_end`); an ok renew, the
+    /// check of a live session, or another process's renew, keeps it without end; a
+    /// transaction's renews set no lease.
+    fn join(&mut self, g: u32, pos: usize, ops: &mut [ClientOp], join: Join) {
+        let grant = &mut self.grants[g as usize];
+        debug_assert!(
+            grant.epoch_ops.last().is_none_or(|&e| (e as usize) < pos),
+            "an epoch's ops join in position order"
+        );
+        grant.epoch_ops.push(pos as OpPos);
+        let op = &mut ops[pos];
+        if join == Join::Named && op.func == Func::Release && grant.release_op.is_none() {
+            grant.release_op = Some(pos as OpPos);
+        }
+        let Some(&h) = self.hold_of.get(&g) else {
+            return;
+        };
+        let own = op.process == grant.process;
+        match (h, op.func, op.outcome) {
+            (Hold::Transaction, Func::Renew, _) => op.set_ttl_ms(None),
+            (Hold::Session, Func::Renew, Outcome::Ok) => op.set_ttl_ms(Some(SESSION_TTL_MS)),
+            (Hold::Session, Func::Renew | Func::Release, _) if own => op.set_session_end(),
+            (Hold::Session, Func::Renew, _) => op.set_ttl_ms(Some(SESSION_TTL_MS)),
+            _ => {}
+        }
+    }
+
+    /// A renew or release acts on the lease it names, whichever process sent it: by its
+    /// token, else by the service's grant id, else the sender's own latest grant of the lock.
+    /// A name no grant carries acts on no known one. Returns the grant the op uses
+    /// ([`NO_GRANT`] while the grant it names is ahead of the walk: set when it is walked).
+    fn act(&mut self, pos: usize, ops: &mut [ClientOp], id: Option<u32>) -> u32 {
+        let op = &ops[pos];
+        let (p, target, token) = (op.process, op.target, op.token());
+        let done_ns = op.complete_or_max();
+        // A name two grants carry (a token reused: each side of a split brain counts its own)
+        // names the sender's own grant when it has one: it knows the name from its own grant.
+        let named = match (token, id) {
+            (Some(t), _) => match self.own_by_token.get(&(p, target, t)) {
+                Some(&g) => Some(Ok(g)),
+                None => named_by(&self.by_lock_token, target, t, done_ns).map(Err),
+            },
+            (None, Some(i)) => match self.own_by_id.get(&(p, target, i)) {
+                Some(&g) => Some(Ok(g)),
+                None => named_by(&self.by_lock_id, target, u64::from(i), done_ns).map(Err),
+            },
+            (None, None) => self.latest.get(&(p, target)).map(|&g| Ok(g)),
+        };
+        match named.map(|n| n.or_else(|at| self.walked(at))) {
+            Some(Ok(g)) => {
+                self.join(g, pos, ops, Join::Named);
+                g
+            }
+            Some(Err(at)) => {
+                self.defer(at, pos, Join::Named);
+                NO_GRANT
+            }
+            // A token no grant of the lock carries may be that of any grant whose ok came
+            // without a readable token (unknown, not absent): the op may have acted on each of
+            // them, so on each it counts as indeterminate. It uses the sender's own, if that
+            // is one.
+            None if token.is_some() => {
+                self.ambiguous(pos, ops);
+                self.latest
+                    .get(&(p, target))
+                    .copied()
+                    .filter(|&g| self.grants[g as usize].token.is_none())
+                    .unwrap_or(NO_GRANT)
+            }
+            None => NO_GRANT,
+        }
+    }
+
+    /// The grant made by the ok acquire at `at`, if the walk has reached it.
+    fn walked(&self, at: OpPos) -> Result<u32, OpPos> {
+        if (at as usize) < self.next {
+            let g = self.grants.partition_point(|g| g.op < at as usize);
+            debug_assert_eq!(
+                self.grants[g].op, at as usize,
+                "an ok acquire walked is a grant"
+            );
+            Ok(g as u32)
+        } else {
+            Err(at)
+        }
+    }
+
+    fn defer(&mut self, grant_at: OpPos, pos: usize, join: Join) {
+        self.deferred
+            .entry(grant_at)
+            .or_default()
+            .push((pos as OpPos, join));
+    }
+
+    /// Every grant without a token invoked before the ambiguous op at `pos` completed may be
+    /// the one it named (the op may take effect after a grant asked for later than itself):
+    /// the latest [`UNTOKENED_CANDIDATES_MAX`] of them.
+    fn ambiguous(&mut self, pos: usize, ops: &mut [ClientOp]) {
+        let op = &ops[pos];
+        let done_ns = op.complete_or_max();
+        let Some(list) = self.untokened.get(&op.target) else {
+            return;
+        };
+        let end = list.partition_point(|&g| ops[g as usize].invoke_ns <= done_ns);
+        if end == 0 {
+            return;
+        }
+        let start = end.saturating_sub(UNTOKENED_CANDIDATES_MAX);
+        self.ambiguity_capped += start as u64;
+        let candidates: Vec<OpPos> = list[start..end].to_vec();
+        ops[pos].set_ambiguous();
+        for at in candidates {
+            match self.walked(at) {
+                Ok(g) => self.join(g, pos, ops, Join::Candidate),
+                Err(at) => self.defer(at, pos, Join::Candidate),
+            }
+        }
+    }
+
+    /// [`Walk::mark_crash`] for every session grant, in position order.
+    pub(crate) fn mark_crashes(&mut self, ops: &mut [ClientOp]) {
+        for i in 0..self.sessions.len() {
+            let g = self.grants.partition_point(|g| g.op < self.sessions[i]);
+            self.mark_crash(g, ops);
+        }
+    }
+
+    /// Ends session grant `g`'s belief at its holder's crash (model item 9): a process whose
+    /// op went unanswered (`info`, whatever it asked) never acts again, so from that op's
+    /// invoke its belief may end, as its release would. The op joins the grant's epoch, marked
+    /// `session_end`, unless it is there already or the belief ended before it. Called once
+    /// per session grant, in position order, once the ops before the crash have their marks
+    /// (every grant they may name walked) and before any lease is followed.
+    fn mark_crash(&mut self, g: usize, ops: &mut [ClientOp]) {
+        let grant = &mut self.grants[g];
+        let Some(&crash) = self.first_info.get(&grant.process) else {
+            return;
+        };
+        if crash as usize <= grant.op {
+            return;
+        }
+        let epoch = &mut grant.epoch_ops;
+        let at = epoch.partition_point(|&e| e < crash);
+        let ended = epoch[..at].iter().any(|&e| ops[e as usize].session_end());
+        if ended || epoch.get(at) == Some(&crash) {
+            return;
+        }
+        epoch.insert(at, crash);
+        ops[crash as usize].set_session_end();
+    }
+}
+
+/// The latest grant with that name asked for by `done_ns`: its position.
+fn named_by(index: &ByName, lock: u32, name: u64, done_ns: u64) -> Option<OpPos> {
+    let list = index.get(&(lock, name))?;
+    let end = list.partition_point(|e| e.0 <= done_ns);
+    end.checked_sub(1).map(|i| list[i].1)
+}
+
+/// Inserts into a sorted list: almost always at its end (ops complete roughly in order).
+fn insert_sorted<T: Ord>(list: &mut Vec<T>, x: T) {
+    let at = list.partition_point(|e| *e < x);
+    list.insert(at, x);
+}
+
+/// The run's ttl policy (model item 7): what answered requests for each ttl were granted, over
+/// the ops `ops` and the positions of the grants that are no lease, `holds` (sorted). A lost
+/// answer's lease is counted with the shortest of them for lower bounds and the longest for
+/// upper bounds; a request no answer shared keeps the ttl it asked for.
+pub(crate) fn ttl_policy(ops: &[ClientOp], holds: &[usize]) -> FxMap<u64, (u64, u64)> {
+    let mut ttl_policy: FxMap<u64, (u64, u64)> = FxMap::default();
+    for (pos, op) in ops.iter().enumerate() {
+        // A grant that is no lease (model item 9) says nothing of the lease a lost answer
+        // would have set.
+        if holds.binary_search(&pos).is_ok() {
+            continue;
+        }
+        if let (Func::Acquire | Func::Renew, Outcome::Ok, Some(r), Some(t)) =
+            (op.func, op.outcome, op.requested_ttl_ms(), op.ttl_ms())
+        {
+            let e = ttl_policy.entry(r).or_insert((t, t));
+            *e = (e.0.min(t), e.1.max(t));
+        }
+    }
+    ttl_policy
+}
+
+/// A lost answer's lease counts with the shortest ttl granted for its request.
+fn apply_ttl_policy(ttl_policy: &FxMap<u64, (u64, u64)>, op: &mut ClientOp) {
+    if matches!(op.func, Func::Acquire | Func::Renew)
+        && matches!(op.outcome, Outcome::Info | Outcome::Pending)
+    {
+        if let Some(&(shortest, _)) = op.requested_ttl_ms().and_then(|r| ttl_policy.get(&r)) {
+            op.set_ttl_ms(Some(shortest));
+        }
+    }
+}
