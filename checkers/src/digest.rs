@@ -780,8 +780,7 @@ fn intern_grant_ids(mut grant_ids: Vec<(usize, String)>) -> Vec<(usize, u32)> {
 /// the first op is walked), with the crashes of session holders marked: the batch model's.
 /// `ids` and `holds` are sorted by position, one per op.
 fn walk_whole(ops: &mut [ClientOp], ids: &[(usize, u32)], holds: &[(usize, Hold)]) -> Walk {
-    let hold_positions: Vec<usize> = holds.iter().map(|e| e.0).collect();
-    let mut walk = Walk::new(walk::ttl_policy(ops, &hold_positions));
+    let mut walk = Walk::new();
     let (mut next_id, mut next_hold) = (0, 0);
     for (pos, op) in ops.iter().enumerate() {
         let id = at_pos(ids, &mut next_id, pos);
@@ -792,6 +791,9 @@ fn walk_whole(ops: &mut [ClientOp], ids: &[(usize, u32)], holds: &[(usize, Hold)
     for pos in 0..ops.len() {
         let id = at_pos(ids, &mut next_id, pos);
         walk.walk(ops, id);
+    }
+    for op in ops.iter_mut() {
+        walk::settle(&walk.ttl_policy, op);
     }
     walk.mark_crashes(ops);
     walk
@@ -821,7 +823,6 @@ mod walk_order_tests {
     /// The walk in file order: completions in the order of their lines, each instant read
     /// whole before the ops it made walkable are walked.
     fn walk_as_read(ops: &mut [ClientOp], ids: &[(usize, u32)], holds: &[(usize, Hold)]) -> Walk {
-        let hold_positions: Vec<usize> = holds.iter().map(|e| e.0).collect();
         let find = |list: &[(usize, u32)], pos: usize| {
             list.binary_search_by_key(&pos, |e| e.0)
                 .ok()
@@ -839,7 +840,7 @@ mod walk_order_tests {
             .filter_map(|(p, o)| o.complete_ns().map(|c| (c, o.index, p)))
             .collect();
         completions.sort_unstable();
-        let mut walk = Walk::new(walk::ttl_policy(ops, &hold_positions));
+        let mut walk = Walk::new();
         // Acquires invoked and not yet answered, by invoke.
         let mut open: BTreeSet<(u64, usize)> = BTreeSet::new();
         let (mut next_invoke, mut i) = (0, 0);
@@ -872,6 +873,9 @@ mod walk_order_tests {
         while walk.next() < ops.len() {
             let p = walk.next();
             walk.walk(ops, find(ids, p));
+        }
+        for op in ops.iter_mut() {
+            walk::settle(&walk.ttl_policy, op);
         }
         walk.mark_crashes(ops);
         walk

@@ -86,6 +86,9 @@ const AMBIGUOUS: u8 = 32;
 /// item 9): from its invoke the holder may know its session is over, so its belief may end
 /// there (as if the op were a release that may take effect in its window).
 const SESSION_END: u8 = 64;
+/// The ttl was set by the grant that is no lease whose epoch the op is in (model item 9), and
+/// the run's ttl policy does not replace it.
+const HOLD_TTL: u8 = 128;
 
 /// The ttl a session grant counts with (model item 9): its holder believes it holds the lock
 /// until told otherwise, whatever the time. A million seconds (over eleven days) outlasts any
@@ -181,6 +184,17 @@ impl ClientOp {
     }
     pub fn value(&self) -> Option<i64> {
         self.get(HAS_VALUE, self.value)
+    }
+
+    /// Sets the ttl a grant that is no lease gives the ops of its epoch (model item 9): the
+    /// run's ttl policy (model item 7) leaves it.
+    pub(crate) fn set_ttl_by_hold(&mut self, t: Option<u64>) {
+        self.set_ttl_ms(t);
+        self.set(HOLD_TTL, true);
+    }
+
+    pub(crate) fn ttl_set_by_hold(&self) -> bool {
+        self.present & HOLD_TTL != 0
     }
 
     pub(crate) fn set_ambiguous(&mut self) {

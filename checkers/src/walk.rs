@@ -38,7 +38,8 @@ enum Join {
 
 /// The walk's state. Grants are numbered in position order, as the walk makes them.
 pub(crate) struct Walk {
-    /// The run's ttl policy (model item 7): requested ttl -> (shortest, longest) granted.
+    /// The run's ttl policy (model item 7) as the completions told so far give it: requested
+    /// ttl -> (shortest, longest) granted.
     pub(crate) ttl_policy: FxMap<u64, (u64, u64)>,
     /// Ok acquires with a target, by name, from their completion on.
     by_lock_token: ByName,
@@ -76,9 +77,9 @@ pub(crate) struct Walk {
 }
 
 impl Walk {
-    pub(crate) fn new(ttl_policy: FxMap<u64, (u64, u64)>) -> Walk {
+    pub(crate) fn new() -> Walk {
         Walk {
-            ttl_policy,
+            ttl_policy: FxMap::default(),
             by_lock_token: ByName::default(),
             by_lock_id: ByName::default(),
             untokened: FxMap::default(),
@@ -108,8 +109,9 @@ impl Walk {
     }
 
     /// The op at `pos` has completed (its grant id, if any, and whether it is no lease, are
-    /// known): an ok acquire joins the names from here on. Called for every ok acquire before
-    /// any op completed after its invoke is walked.
+    /// known): its answer joins the ttl policy, and an ok acquire joins the names from here
+    /// on. Called for every op as it completes, before any op completed after its invoke is
+    /// walked.
     pub(crate) fn completed(
         &mut self,
         pos: usize,
@@ -117,6 +119,14 @@ impl Walk {
         id: Option<u32>,
         hold: Option<Hold>,
     ) {
+        // A grant that is no lease (model item 9) says nothing of the lease a lost answer
+        // would have set.
+        if let (Func::Acquire | Func::Renew, Outcome::Ok, Some(r), Some(t), None) =
+            (op.func, op.outcome, op.requested_ttl_ms(), op.ttl_ms(), hold)
+        {
+            let e = self.ttl_policy.entry(r).or_insert((t, t));
+            *e = (e.0.min(t), e.1.max(t));
+        }
         if op.func != Func::Acquire || op.outcome != Outcome::Ok || op.target == NO_TARGET {
             return;
         }
@@ -144,7 +154,6 @@ impl Walk {
     pub(crate) fn walk(&mut self, ops: &mut [ClientOp], id: Option<u32>) {
         let pos = self.next;
         self.next += 1;
-        apply_ttl_policy(&self.ttl_policy, &mut ops[pos]);
         let op = &ops[pos];
         if op.outcome == Outcome::Info {
             self.first_info.entry(op.process).or_insert(pos as OpPos);
@@ -236,10 +245,10 @@ impl Walk {
         };
         let own = op.process == grant.process;
         match (h, op.func, op.outcome) {
-            (Hold::Transaction, Func::Renew, _) => op.set_ttl_ms(None),
-            (Hold::Session, Func::Renew, Outcome::Ok) => op.set_ttl_ms(Some(SESSION_TTL_MS)),
+            (Hold::Transaction, Func::Renew, _) => op.set_ttl_by_hold(None),
+            (Hold::Session, Func::Renew, Outcome::Ok) => op.set_ttl_by_hold(Some(SESSION_TTL_MS)),
             (Hold::Session, Func::Renew | Func::Release, _) if own => op.set_session_end(),
-            (Hold::Session, Func::Renew, _) => op.set_ttl_ms(Some(SESSION_TTL_MS)),
+            (Hold::Session, Func::Renew, _) => op.set_ttl_by_hold(Some(SESSION_TTL_MS)),
             _ => {}
         }
     }
@@ -382,32 +391,13 @@ fn insert_sorted<T: Ord>(list: &mut Vec<T>, x: T) {
     list.insert(at, x);
 }
 
-/// The run's ttl policy (model item 7): what answered requests for each ttl were granted, over
-/// the ops `ops` and the positions of the grants that are no lease, `holds` (sorted). A lost
-/// answer's lease is counted with the shortest of them for lower bounds and the longest for
-/// upper bounds; a request no answer shared keeps the ttl it asked for.
-pub(crate) fn ttl_policy(ops: &[ClientOp], holds: &[usize]) -> FxMap<u64, (u64, u64)> {
-    let mut ttl_policy: FxMap<u64, (u64, u64)> = FxMap::default();
-    for (pos, op) in ops.iter().enumerate() {
-        // A grant that is no lease (model item 9) says nothing of the lease a lost answer
-        // would have set.
-        if holds.binary_search(&pos).is_ok() {
-            continue;
-        }
-        if let (Func::Acquire | Func::Renew, Outcome::Ok, Some(r), Some(t)) =
-            (op.func, op.outcome, op.requested_ttl_ms(), op.ttl_ms())
-        {
-            let e = ttl_policy.entry(r).or_insert((t, t));
-            *e = (e.0.min(t), e.1.max(t));
-        }
-    }
-    ttl_policy
-}
-
-/// A lost answer's lease counts with the shortest ttl granted for its request.
-fn apply_ttl_policy(ttl_policy: &FxMap<u64, (u64, u64)>, op: &mut ClientOp) {
+/// A lost answer's lease counts with the shortest ttl the run granted for its request (model
+/// item 7), unless a grant that is no lease set its ttl (model item 9). Called for each op once
+/// the policy is the one it is judged with, before its lease is followed.
+pub(crate) fn settle(ttl_policy: &FxMap<u64, (u64, u64)>, op: &mut ClientOp) {
     if matches!(op.func, Func::Acquire | Func::Renew)
         && matches!(op.outcome, Outcome::Info | Outcome::Pending)
+        && !op.ttl_set_by_hold()
     {
         if let Some(&(shortest, _)) = op.requested_ttl_ms().and_then(|r| ttl_policy.get(&r)) {
             op.set_ttl_ms(Some(shortest));
