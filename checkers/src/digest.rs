@@ -216,11 +216,29 @@ pub(crate) struct Digest {
     /// (op position, `transfer`) of the ops of a critical section that names itself.
     pub(crate) transfers: Vec<(usize, u64)>,
     /// (op position, `hold`) of the ok acquires that are no lease (a session's or a
-    /// transaction's lock).
-    pub(crate) holds: Vec<(usize, Hold)>,
-    /// (op position, `grant`) of ops naming their grant by the service's own id, the first
-    /// one each op gives (its invoke's, else its completion's).
-    pub(crate) grant_ids: Vec<(usize, String)>,
+    /// transaction's lock), for the tests' whole walk.
+    #[cfg(test)]
+    holds: Vec<(usize, Hold)>,
+    /// The tests' oracle reads a history without walking it.
+    #[cfg(test)]
+    hold_walk: bool,
+    /// The walk that makes the grants, done as the ops are read: each op walked as soon as
+    /// `walk.rs`'s rule allows ([`Digest::advance`]).
+    walk: Walk,
+    /// Acquires invoked and not yet answered, `(invoke, position)`: an op is walked only once
+    /// none invoked by its completion is left.
+    open_acquires: std::collections::BTreeSet<(u64, OpPos)>,
+    /// Grant ids (`value.grant`) by their text, numbered as they are read: equal ids, equal
+    /// numbers.
+    id_numbers: FxMap<String, u32>,
+    /// Per op not yet walked, the number of the grant id it carries: the first one it gives
+    /// (its invoke's, else its completion's).
+    id_of: FxMap<OpPos, u32>,
+    /// Read numbers to the model's, which numbers ids by the position of the first op that
+    /// carries each (the walk's order), whatever order the file gives them in.
+    renumber: FxMap<u32, u32>,
+    /// `(position, model's number)` of the ops that carry a grant id, in position order.
+    pub(crate) grant_named: Vec<(OpPos, u32)>,
     /// The first structure error; events after it are counted but not paired.
     pub(crate) error: Option<StructureError>,
 }
@@ -265,8 +283,16 @@ impl Digest {
             rounds: Vec::new(),
             waits: Vec::new(),
             transfers: Vec::new(),
+            #[cfg(test)]
             holds: Vec::new(),
-            grant_ids: Vec::new(),
+            #[cfg(test)]
+            hold_walk: false,
+            walk: Walk::new(),
+            open_acquires: std::collections::BTreeSet::new(),
+            id_numbers: FxMap::default(),
+            id_of: FxMap::default(),
+            renumber: FxMap::default(),
+            grant_named: Vec::new(),
             error: None,
         }
     }
@@ -329,6 +355,46 @@ impl Digest {
                 Paired::Nemesis => unreachable!("a client event is never a nemesis event"),
             }
         }
+        self.advance(false);
+    }
+
+    /// Walks the ops the walk may take now (`end`: the history is read whole, every op may
+    /// be taken): in position order, each once it has completed, time has moved past its
+    /// completion (the events of one instant come in any order), and no acquire invoked by
+    /// then is still unanswered (it may be the grant the op names). An op left pending holds
+    /// the walk until the end: the walk waits for as long as the longest op.
+    fn advance(&mut self, end: bool) {
+        #[cfg(test)]
+        if self.hold_walk {
+            return;
+        }
+        if self.error.is_some() {
+            return;
+        }
+        // Bounded by the ops read.
+        while self.walk.next() < self.ops.len() {
+            let pos = self.walk.next();
+            if !end {
+                let Some(done) = self.ops[pos].complete_ns() else {
+                    return;
+                };
+                if done >= self.end_time_ns
+                    || self
+                        .open_acquires
+                        .first()
+                        .is_some_and(|&(invoke, _)| invoke <= done)
+                {
+                    return;
+                }
+            }
+            let id = self.id_of.remove(&(pos as OpPos));
+            if let Some(read) = id {
+                let n = self.renumber.len() as u32;
+                let model = *self.renumber.entry(read).or_insert(n);
+                self.grant_named.push((pos as OpPos, model));
+            }
+            self.walk.walk(&mut self.ops, id);
+        }
     }
 
     /// The pairing's step for one event (`None`: after a structure error, events are counted
@@ -388,10 +454,15 @@ impl Digest {
         if e.func == Func::Write {
             op.set_value(e.value);
         }
+        if e.func == Func::Acquire {
+            self.open_acquires
+                .insert((e.time_ns, self.ops.len() as OpPos));
+        }
         if let Some(g) = e.key.as_ref() {
             let slot = self.ops.len();
             if let Some(id) = g.grant.clone() {
-                self.grant_ids.push((slot, id));
+                let n = id_number(&mut self.id_numbers, id);
+                self.id_of.insert(slot as OpPos, n);
             }
             // Read from the invoke too: an acquire that never completed still waited.
             if let (Some(w), Func::Acquire) = (g.wait_ms, e.func) {
@@ -407,6 +478,9 @@ impl Digest {
     /// Ends the client op at `slot` with its completion `e`.
     fn complete(&mut self, slot: usize, outcome: Outcome, e: Event, error: u32) {
         let o = &mut self.ops[slot];
+        if o.func == Func::Acquire {
+            self.open_acquires.remove(&(o.invoke_ns, slot as OpPos));
+        }
         o.complete(outcome, e.time_ns);
         o.index = e.index;
         if o.func == Func::Acquire {
@@ -428,6 +502,7 @@ impl Digest {
         if let Some((a, b)) = e.lease {
             self.lease_evidence.push((slot, a, b));
         }
+        let mut hold_of = None;
         if let Some(g) = e.key {
             let GrantEvidence {
                 lease_from_ns,
@@ -445,11 +520,23 @@ impl Digest {
                 self.transfers.push((slot, t));
             }
             if let (Some(h), Func::Acquire, Outcome::Ok) = (hold, o.func, o.outcome) {
+                // A session's lock is held, as far as its holder knows, until something tells
+                // it otherwise: a lease that no time ends (model item 9). A transaction's lock
+                // proves no hold at all: no ttl.
+                o.set_ttl_ms(match h {
+                    Hold::Session => Some(SESSION_TTL_MS),
+                    Hold::Transaction => None,
+                });
+                hold_of = Some(h);
+                #[cfg(test)]
                 self.holds.push((slot, h));
             }
             if let Some(id) = grant {
-                // Kept after the invoke's (pushed first): the model keeps the first per op.
-                self.grant_ids.push((slot, id));
+                // The invoke's, if it gave one, is the op's.
+                if !self.id_of.contains_key(&(slot as OpPos)) {
+                    let n = id_number(&mut self.id_numbers, id);
+                    self.id_of.insert(slot as OpPos, n);
+                }
             }
             if let Some(r) = round {
                 self.rounds.push((slot, r));
@@ -461,13 +548,19 @@ impl Digest {
                 self.lease_from.push((slot, from));
             }
         }
+        let id = self.id_of.get(&(slot as OpPos)).copied();
+        self.walk.completed(slot, &self.ops[slot], id, hold_of);
     }
 
     /// Digests an in-memory history.
     pub(crate) fn of_history(h: &History) -> Digest {
-        let mut d = Digest::new(h.operations().len());
+        Digest::of_history_in(h, 64 * 1024, Digest::new(h.operations().len()))
+    }
+
+    /// Feeds history `h` to `d` in pieces of `events`.
+    fn of_history_in(h: &History, events: usize, mut d: Digest) -> Digest {
         // In slices, so the piece's names stay few and its events bounded.
-        for chunk in h.ops.chunks(64 * 1024) {
+        for chunk in h.ops.chunks(events) {
             let mut piece = Piece::with_capacity(chunk.len());
             for op in chunk {
                 piece.push(&op.view());
@@ -624,10 +717,13 @@ impl Model {
     /// ambiguous ops), the session grants' ends, and each grant's lease.
     pub(crate) fn from_digest(d: Digest, cfg: &CheckConfig) -> Model {
         let drift = Drift::from_fraction(cfg.drift);
-        let mut ops = d.ops;
-        let holds = apply_holds(d.holds, &mut ops);
-        let ids = intern_grant_ids(d.grant_ids);
-        let mut walk = walk_whole(&mut ops, &ids, &holds);
+        let mut d = d;
+        d.advance(true);
+        let (mut ops, mut walk) = (d.ops, d.walk);
+        for op in ops.iter_mut() {
+            walk::settle(&walk.ttl_policy, op);
+        }
+        walk.mark_crashes(&mut ops);
         let sessions = std::mem::take(&mut walk.sessions);
         let Walk {
             mut grants,
@@ -681,7 +777,7 @@ impl Model {
             ok_acquires,
             unplaced,
             ambiguity_capped,
-            grant_named: ids.iter().map(|e| (e.0 as OpPos, e.1)).collect(),
+            grant_named: d.grant_named,
             ttl_policy,
         };
         for i in 0..m.grants.len() {
@@ -746,39 +842,11 @@ fn debug_assert_digested(m: &Model) {
     );
 }
 
-/// Grants that are no lease (model item 9). A session's lock is held, as far as its holder
-/// knows, until something tells it otherwise: a lease that no time ends (the ops that tell it
-/// are marked by [`mark_holds`], once the grants' ops are known). A transaction's lock proves
-/// no hold at all: no ttl. Returns the holds sorted by op position.
-fn apply_holds(mut holds: Vec<(usize, Hold)>, ops: &mut [ClientOp]) -> Vec<(usize, Hold)> {
-    holds.sort_unstable_by_key(|e| e.0);
-    for &(pos, h) in &holds {
-        ops[pos].set_ttl_ms(match h {
-            Hold::Session => Some(SESSION_TTL_MS),
-            Hold::Transaction => None,
-        });
-    }
-    holds
-}
-
-/// An op's grant id, interned: the invoke's (pushed first; the sort is stable), else the
-/// completion's. Sorted by op position, one per op.
-fn intern_grant_ids(mut grant_ids: Vec<(usize, String)>) -> Vec<(usize, u32)> {
-    grant_ids.sort_by_key(|e| e.0);
-    grant_ids.dedup_by_key(|e| e.0);
-    let mut id_of: FxMap<String, u32> = FxMap::default();
-    grant_ids
-        .into_iter()
-        .map(|(pos, id)| {
-            let n = id_of.len() as u32;
-            (pos, *id_of.entry(id).or_insert(n))
-        })
-        .collect()
-}
-
 /// The walk over a whole history (every op walkable, every ok acquire told to the walk before
-/// the first op is walked), with the crashes of session holders marked: the batch model's.
-/// `ids` and `holds` are sorted by position, one per op.
+/// the first op is walked), with the crashes of session holders marked: the oracle the walk
+/// done as the history is read is held to. `ids` and `holds` are sorted by position, one per
+/// op.
+#[cfg(test)]
 fn walk_whole(ops: &mut [ClientOp], ids: &[(usize, u32)], holds: &[(usize, Hold)]) -> Walk {
     let mut walk = Walk::new();
     let (mut next_id, mut next_hold) = (0, 0);
@@ -799,8 +867,15 @@ fn walk_whole(ops: &mut [ClientOp], ids: &[(usize, u32)], holds: &[(usize, Hold)
     walk
 }
 
+/// The number of grant id `id` in `numbers`, numbered as read.
+fn id_number(numbers: &mut FxMap<String, u32>, id: String) -> u32 {
+    let n = numbers.len() as u32;
+    *numbers.entry(id).or_insert(n)
+}
+
 /// The entry of a list sorted by position (one per op) at `pos`, for positions asked in
 /// increasing order: `cursor` only moves forward.
+#[cfg(test)]
 fn at_pos<T: Copy>(list: &[(usize, T)], cursor: &mut usize, pos: usize) -> Option<T> {
     // Bounded by the list.
     while *cursor < list.len() && list[*cursor].0 < pos {
@@ -818,82 +893,27 @@ mod walk_order_tests {
     use crate::gen::{correct_history, GenParams};
     use crate::inject::{inject, InjectKind};
     use history::Op;
-    use std::collections::BTreeSet;
 
-    /// The walk in file order: completions in the order of their lines, each instant read
-    /// whole before the ops it made walkable are walked.
-    fn walk_as_read(ops: &mut [ClientOp], ids: &[(usize, u32)], holds: &[(usize, Hold)]) -> Walk {
-        let find = |list: &[(usize, u32)], pos: usize| {
-            list.binary_search_by_key(&pos, |e| e.0)
-                .ok()
-                .map(|i| list[i].1)
-        };
-        let hold_of = |pos: usize| {
-            holds
-                .binary_search_by_key(&pos, |e| e.0)
-                .ok()
-                .map(|i| holds[i].1)
-        };
-        let mut completions: Vec<(u64, u64, usize)> = ops
-            .iter()
-            .enumerate()
-            .filter_map(|(p, o)| o.complete_ns().map(|c| (c, o.index, p)))
-            .collect();
-        completions.sort_unstable();
-        let mut walk = Walk::new();
-        // Acquires invoked and not yet answered, by invoke.
-        let mut open: BTreeSet<(u64, usize)> = BTreeSet::new();
-        let (mut next_invoke, mut i) = (0, 0);
-        while i < completions.len() {
-            let t = completions[i].0;
-            while next_invoke < ops.len() && ops[next_invoke].invoke_ns <= t {
-                if ops[next_invoke].func == Func::Acquire {
-                    open.insert((ops[next_invoke].invoke_ns, next_invoke));
-                }
-                next_invoke += 1;
-            }
-            while i < completions.len() && completions[i].0 == t {
-                let pos = completions[i].2;
-                open.remove(&(ops[pos].invoke_ns, pos));
-                walk.completed(pos, &ops[pos], find(ids, pos), hold_of(pos));
-                i += 1;
-            }
-            // Time moves on past `t`.
-            while walk.next() < ops.len() {
-                let p = walk.next();
-                let Some(done) = ops[p].complete_ns().filter(|&d| d <= t) else {
-                    break;
-                };
-                if open.first().is_some_and(|&(invoke, _)| invoke <= done) {
-                    break;
-                }
-                walk.walk(ops, find(ids, p));
-            }
-        }
-        while walk.next() < ops.len() {
-            let p = walk.next();
-            walk.walk(ops, find(ids, p));
-        }
-        for op in ops.iter_mut() {
-            walk::settle(&walk.ttl_policy, op);
-        }
-        walk.mark_crashes(ops);
-        walk
-    }
-
-    /// Both walks over one history; how many ops joined the epoch of a grant ahead of
-    /// themselves.
+    /// Both walks over one history: the digest's, done as it reads the history one event at a
+    /// time, and the whole walk; how many ops joined the epoch of a grant ahead of themselves.
     fn same_walks(h: &History, what: &str) -> usize {
-        let prepare = || {
-            let d = Digest::of_history(h);
-            let mut ops = d.ops;
-            let holds = apply_holds(d.holds, &mut ops);
-            (ops, intern_grant_ids(d.grant_ids), holds)
-        };
-        let (mut a_ops, ids, holds) = prepare();
-        let (mut b_ops, _, _) = prepare();
-        let a = walk_whole(&mut a_ops, &ids, &holds);
-        let b = walk_as_read(&mut b_ops, &ids, &holds);
+        let mut read = Digest::of_history_in(h, 1, Digest::new(0));
+        read.advance(true);
+        let mut oracle = Digest::new(0);
+        oracle.hold_walk = true;
+        let oracle = Digest::of_history_in(h, 1, oracle);
+        let ids: Vec<(usize, u32)> = read
+            .grant_named
+            .iter()
+            .map(|&(pos, id)| (pos as usize, id))
+            .collect();
+        let mut a_ops = oracle.ops;
+        let a = walk_whole(&mut a_ops, &ids, &oracle.holds);
+        let (mut b_ops, mut b) = (read.ops, read.walk);
+        for op in b_ops.iter_mut() {
+            walk::settle(&b.ttl_policy, op);
+        }
+        b.mark_crashes(&mut b_ops);
         assert_eq!(format!("{a_ops:?}"), format!("{b_ops:?}"), "{what}: ops");
         assert_eq!(
             format!("{:?}", a.grants),
@@ -955,6 +975,27 @@ mod walk_order_tests {
                     (9, 3, "ok", "acquire", r#""token":2,"ttl_ms":1000"#),
                     (10, 2, "invoke", "renew", r#""token":2,"ttl_ms":1000"#),
                     (11, 2, "ok", "renew", r#""token":2,"ttl_ms":1000"#),
+                ]),
+            ),
+            (
+                "a renew names a grant still unanswered when time moved past the renew",
+                lines(&[
+                    (5, 2, "invoke", "renew", r#""token":2,"ttl_ms":1000"#),
+                    (6, 3, "invoke", "acquire", ttl),
+                    (8, 2, "ok", "renew", r#""token":2,"ttl_ms":1000"#),
+                    (9, 4, "invoke", "acquire", ttl),
+                    (10, 3, "ok", "acquire", r#""token":2,"ttl_ms":1000"#),
+                    (11, 4, "fail", "acquire", r#""error":"held""#),
+                ]),
+            ),
+            (
+                "a renew names a grant invoked at the instant the renew completed, after it in \
+                 the file",
+                lines(&[
+                    (5, 2, "invoke", "renew", r#""token":2,"ttl_ms":1000"#),
+                    (8, 2, "ok", "renew", r#""token":2,"ttl_ms":1000"#),
+                    (8, 3, "invoke", "acquire", ttl),
+                    (9, 3, "ok", "acquire", r#""token":2,"ttl_ms":1000"#),
                 ]),
             ),
             (

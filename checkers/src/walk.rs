@@ -121,9 +121,13 @@ impl Walk {
     ) {
         // A grant that is no lease (model item 9) says nothing of the lease a lost answer
         // would have set.
-        if let (Func::Acquire | Func::Renew, Outcome::Ok, Some(r), Some(t), None) =
-            (op.func, op.outcome, op.requested_ttl_ms(), op.ttl_ms(), hold)
-        {
+        if let (Func::Acquire | Func::Renew, Outcome::Ok, Some(r), Some(t), None) = (
+            op.func,
+            op.outcome,
+            op.requested_ttl_ms(),
+            op.ttl_ms(),
+            hold,
+        ) {
             let e = self.ttl_policy.entry(r).or_insert((t, t));
             *e = (e.0.min(t), e.1.max(t));
         }
