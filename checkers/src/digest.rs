@@ -8,10 +8,9 @@
 use crate::evidence::{GrantEvidence, Hold};
 use crate::faults::Faults;
 use crate::model::{
-    follow_lease, ClientOp, Drift, Func, Model, OpPos, NO_ERROR, NO_GRANT, NO_TARGET,
-    SESSION_TTL_MS,
+    ClientOp, Drift, Func, Model, OpPos, NO_ERROR, NO_GRANT, NO_TARGET, SESSION_TTL_MS,
 };
-use crate::walk::{self, Walk};
+use crate::walk::Walk;
 use crate::{CheckConfig, FxMap};
 use history::{
     EventRef, History, Op, OpType, Outcome, Paired, Pairing, Process, ReadError, ReadWarning,
@@ -239,6 +238,12 @@ pub(crate) struct Digest {
     renumber: FxMap<u32, u32>,
     /// `(position, model's number)` of the ops that carry a grant id, in position order.
     pub(crate) grant_named: Vec<(OpPos, u32)>,
+    /// The drift the leases of closed grants are followed with.
+    drift: Drift,
+    /// `lease_from` by position, for closing grants as the walk goes.
+    lease_from_at: FxMap<OpPos, u64>,
+    /// The most ops read and not yet walked at once.
+    unwalked_max: usize,
     /// The first structure error; events after it are counted but not paired.
     pub(crate) error: Option<StructureError>,
 }
@@ -264,7 +269,7 @@ fn global_id(map: &mut [u32], local: u32, intern: impl FnOnce(usize) -> u32) -> 
 }
 
 impl Digest {
-    pub(crate) fn new(capacity: usize) -> Digest {
+    pub(crate) fn new(capacity: usize, drift: Drift) -> Digest {
         Digest {
             events: 0,
             end_time_ns: 0,
@@ -293,6 +298,9 @@ impl Digest {
             id_of: FxMap::default(),
             renumber: FxMap::default(),
             grant_named: Vec::new(),
+            drift,
+            lease_from_at: FxMap::default(),
+            unwalked_max: 0,
             error: None,
         }
     }
@@ -376,7 +384,7 @@ impl Digest {
             let pos = self.walk.next();
             if !end {
                 let Some(done) = self.ops[pos].complete_ns() else {
-                    return;
+                    break;
                 };
                 if done >= self.end_time_ns
                     || self
@@ -384,7 +392,7 @@ impl Digest {
                         .first()
                         .is_some_and(|&(invoke, _)| invoke <= done)
                 {
-                    return;
+                    break;
                 }
             }
             let id = self.id_of.remove(&(pos as OpPos));
@@ -394,6 +402,13 @@ impl Digest {
                 self.grant_named.push((pos as OpPos, model));
             }
             self.walk.walk(&mut self.ops, id);
+        }
+        if !end {
+            self.unwalked_max = self.unwalked_max.max(self.ops.len() - self.walk.next());
+            let lease_from = &self.lease_from_at;
+            self.walk.close(&mut self.ops, self.drift, |pos| {
+                lease_from.get(&(pos as OpPos)).copied()
+            });
         }
     }
 
@@ -546,6 +561,7 @@ impl Digest {
             }
             if let Some(from) = lease_from_ns {
                 self.lease_from.push((slot, from));
+                self.lease_from_at.insert(slot as OpPos, from);
             }
         }
         let id = self.id_of.get(&(slot as OpPos)).copied();
@@ -553,8 +569,8 @@ impl Digest {
     }
 
     /// Digests an in-memory history.
-    pub(crate) fn of_history(h: &History) -> Digest {
-        Digest::of_history_in(h, 64 * 1024, Digest::new(h.operations().len()))
+    pub(crate) fn of_history(h: &History, drift: Drift) -> Digest {
+        Digest::of_history_in(h, 64 * 1024, Digest::new(h.operations().len(), drift))
     }
 
     /// Feeds history `h` to `d` in pieces of `events`.
@@ -623,11 +639,70 @@ fn check_input(
     cfg: &CheckConfig,
     drop_aside: bool,
 ) -> Result<(history::Results, Vec<ReadWarning>), CheckError> {
-    // Pairing is sequential: it runs on its own thread, on each block while the next is parsed.
+    let digest = Digest::new(capacity, Drift::from_fraction(cfg.drift));
+    let (digest, warnings) = digest_input(input, path, digest)?;
+    let model = Model::from_digest(digest, cfg);
+    let results = crate::check_model(&model, cfg);
+    // Freeing millions of ops takes a noticeable share of a check; nobody waits for it.
+    if drop_aside {
+        std::thread::spawn(move || drop(model));
+    }
+    Ok((results, warnings))
+}
+
+/// What a reader that closes grants as its walk passes them would hold of a history file:
+/// `lockpick check`'s reading, with grants closed `horizon_ns` past their reach (see
+/// `walk.rs`), and no checker run. For measuring the window a streaming check needs.
+pub fn window_of_path(
+    path: &Path,
+    cfg: &CheckConfig,
+    horizon_ns: u64,
+) -> Result<WindowStats, CheckError> {
+    let file = open(path)?;
+    let capacity = file.metadata().map(|m| m.len() as usize / 120).unwrap_or(0);
+    let mut digest = Digest::new(capacity, Drift::from_fraction(cfg.drift));
+    digest.walk.horizon_ns = horizon_ns;
+    let (mut d, _) = digest_input(file, path, digest)?;
+    d.advance(true);
+    d.walk.settle_all(&mut d.ops);
+    Ok(WindowStats {
+        events: d.events,
+        ops: d.ops.len() as u64,
+        grants: d.walk.grants.len() as u64,
+        closed: d.walk.closed as u64,
+        stale: d.walk.stale.iter().filter(|&&s| s).count() as u64,
+        open_grants_max: d.walk.open_max as u64,
+        unwalked_ops_max: d.unwalked_max as u64,
+    })
+}
+
+/// See [`window_of_path`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WindowStats {
+    pub events: u64,
+    /// Client ops, and grants among them.
+    pub ops: u64,
+    pub grants: u64,
+    /// Grants closed before the end, and of them those something reached after their closing
+    /// (what a reader that forgets closed grants would judge without).
+    pub closed: u64,
+    pub stale: u64,
+    /// The most grants walked and not closed at once, and the most ops read and not walked.
+    pub open_grants_max: u64,
+    pub unwalked_ops_max: u64,
+}
+
+/// Reads `input` (named `path` in errors) into `digest`: parsed in parallel blocks, paired
+/// and walked on a thread of its own, each block while the next is parsed.
+fn digest_input(
+    input: impl std::io::Read,
+    path: &Path,
+    digest: Digest,
+) -> Result<(Digest, Vec<ReadWarning>), CheckError> {
     let (tx, rx) = std::sync::mpsc::sync_channel::<Piece>(4);
     let (warnings, mut digest) = std::thread::scope(|scope| {
         let pairer = scope.spawn(move || {
-            let mut digest = Digest::new(capacity);
+            let mut digest = digest;
             // Bounded by the pieces sent, which end when the reader returns.
             for piece in rx {
                 digest.feed(piece);
@@ -647,13 +722,7 @@ fn check_input(
     if let Some(error) = digest.error.take() {
         return Err(CheckError::structure(path, error));
     }
-    let model = Model::from_digest(digest, cfg);
-    let results = crate::check_model(&model, cfg);
-    // Freeing millions of ops takes a noticeable share of a check; nobody waits for it.
-    if drop_aside {
-        std::thread::spawn(move || drop(model));
-    }
-    Ok((results, warnings))
+    Ok((digest, warnings))
 }
 
 /// Fills `results.evidence` from the file: a second read, only when something was reported,
@@ -703,7 +772,7 @@ impl Model {
     /// Digests an in-memory history: the front end of the same pass a history file goes
     /// through ([`crate::check_path`]).
     pub fn new(h: &History, cfg: &CheckConfig) -> Model {
-        let digest = Digest::of_history(h);
+        let digest = Digest::of_history(h, Drift::from_fraction(cfg.drift));
         assert!(
             digest.error.is_none(),
             "a History is validated by History::new: {:?}",
@@ -720,13 +789,16 @@ impl Model {
         let mut d = d;
         d.advance(true);
         let (mut ops, mut walk) = (d.ops, d.walk);
-        for op in ops.iter_mut() {
-            walk::settle(&walk.ttl_policy, op);
-        }
+        walk.settle_all(&mut ops);
         walk.mark_crashes(&mut ops);
+        let mut lease_from = d.lease_from;
+        lease_from.sort_unstable();
+        walk.follow_rest(&ops, drift, |pos| {
+            crate::model::lease_from_of(&lease_from, pos)
+        });
         let sessions = std::mem::take(&mut walk.sessions);
         let Walk {
-            mut grants,
+            grants,
             grant_of,
             ok_acquires,
             unplaced,
@@ -734,12 +806,6 @@ impl Model {
             ttl_policy,
             ..
         } = walk;
-        let mut lease_from = d.lease_from;
-        lease_from.sort_unstable();
-        for g in &mut grants {
-            let from = crate::model::lease_from_of(&lease_from, g.op);
-            follow_lease(g, &ops, drift, from, sessions.binary_search(&g.op).is_ok());
-        }
         ops.shrink_to_fit();
         let mut lease_evidence = d.lease_evidence;
         lease_evidence.sort_unstable();
@@ -860,9 +926,7 @@ fn walk_whole(ops: &mut [ClientOp], ids: &[(usize, u32)], holds: &[(usize, Hold)
         let id = at_pos(ids, &mut next_id, pos);
         walk.walk(ops, id);
     }
-    for op in ops.iter_mut() {
-        walk::settle(&walk.ttl_policy, op);
-    }
+    walk.settle_all(ops);
     walk.mark_crashes(ops);
     walk
 }
@@ -894,12 +958,25 @@ mod walk_order_tests {
     use crate::inject::{inject, InjectKind};
     use history::Op;
 
+    /// What one comparison saw.
+    #[derive(Default)]
+    struct Seen {
+        /// Epoch ops of grants ahead of themselves.
+        ahead: usize,
+        /// Grants closed before the end, and of them those found stale.
+        closed: usize,
+        stale: usize,
+    }
+
     /// Both walks over one history: the digest's, done as it reads the history one event at a
-    /// time, and the whole walk; how many ops joined the epoch of a grant ahead of themselves.
-    fn same_walks(h: &History, what: &str) -> usize {
-        let mut read = Digest::of_history_in(h, 1, Digest::new(0));
+    /// time, closing grants `horizon_ns` past their reach, and the whole walk, every grant
+    /// followed at the end. Every grant the digest did not find stale is the oracle's.
+    fn same_walks(h: &History, what: &str, horizon_ns: u64, drift: Drift) -> Seen {
+        let mut read = Digest::new(0, drift);
+        read.walk.horizon_ns = horizon_ns;
+        let mut read = Digest::of_history_in(h, 1, read);
         read.advance(true);
-        let mut oracle = Digest::new(0);
+        let mut oracle = Digest::new(0, drift);
         oracle.hold_walk = true;
         let oracle = Digest::of_history_in(h, 1, oracle);
         let ids: Vec<(usize, u32)> = read
@@ -907,30 +984,49 @@ mod walk_order_tests {
             .iter()
             .map(|&(pos, id)| (pos as usize, id))
             .collect();
+        let lease_from = |list: &[(usize, u64)], pos| list.iter().find(|e| e.0 == pos).map(|e| e.1);
         let mut a_ops = oracle.ops;
-        let a = walk_whole(&mut a_ops, &ids, &oracle.holds);
+        let mut a = walk_whole(&mut a_ops, &ids, &oracle.holds);
+        a.follow_rest(&a_ops, drift, |pos| lease_from(&oracle.lease_from, pos));
         let (mut b_ops, mut b) = (read.ops, read.walk);
-        for op in b_ops.iter_mut() {
-            walk::settle(&b.ttl_policy, op);
-        }
+        b.settle_all(&mut b_ops);
         b.mark_crashes(&mut b_ops);
-        assert_eq!(format!("{a_ops:?}"), format!("{b_ops:?}"), "{what}: ops");
-        assert_eq!(
-            format!("{:?}", a.grants),
-            format!("{:?}", b.grants),
-            "{what}: grants"
-        );
+        b.follow_rest(&b_ops, drift, |pos| lease_from(&read.lease_from, pos));
         assert_eq!(a.grant_of, b.grant_of, "{what}: grant_of");
         assert_eq!(a.sessions, b.sessions, "{what}: sessions");
         assert_eq!(
-            (a.ok_acquires, a.unplaced, a.ambiguity_capped),
-            (b.ok_acquires, b.unplaced, b.ambiguity_capped),
+            (
+                a.ok_acquires,
+                a.unplaced,
+                a.ambiguity_capped,
+                a.grants.len()
+            ),
+            (
+                b.ok_acquires,
+                b.unplaced,
+                b.ambiguity_capped,
+                b.grants.len()
+            ),
             "{what}: counts"
         );
-        a.grants
-            .iter()
-            .map(|g| g.epoch_ops.iter().filter(|&&e| (e as usize) < g.op).count())
-            .sum()
+        let stale = b.stale.iter().filter(|&&s| s).count();
+        for (g, (x, y)) in a.grants.iter().zip(&b.grants).enumerate() {
+            if !b.stale.get(g).copied().unwrap_or(false) {
+                assert_eq!(format!("{x:?}"), format!("{y:?}"), "{what}: grant {g}");
+            }
+        }
+        if stale == 0 {
+            assert_eq!(format!("{a_ops:?}"), format!("{b_ops:?}"), "{what}: ops");
+        }
+        Seen {
+            ahead: a
+                .grants
+                .iter()
+                .map(|g| g.epoch_ops.iter().filter(|&&e| (e as usize) < g.op).count())
+                .sum(),
+            closed: b.closed,
+            stale,
+        }
     }
 
     /// One history from its lines: `(time_ms, process, type, f, value)` on lock L0.
@@ -1035,14 +1131,65 @@ mod walk_order_tests {
         ]
     }
 
-    #[test]
-    fn walking_as_read_makes_the_grants_of_the_whole_walk() {
-        let mut ahead = 0;
-        for (what, h) in named_ahead() {
-            let n = same_walks(&h, what);
-            assert!(n > 0, "{what}: no op named a grant ahead of itself");
-            ahead += n;
-        }
+    /// Histories in which something reaches a grant after a walk that closes grants at once
+    /// has closed it: each way a closed grant goes stale.
+    fn closing_corners() -> Vec<(&'static str, History)> {
+        let session = r#""token":1,"hold":"session""#;
+        vec![
+            (
+                "a lost renew's ttl is learned from an answer after its grant closed",
+                lines(&[
+                    (0, 1, "invoke", "acquire", r#""ttl_ms":100"#),
+                    (1, 1, "ok", "acquire", r#""token":1,"ttl_ms":100"#),
+                    (5, 1, "invoke", "renew", r#""token":1,"ttl_ms":30"#),
+                    (6, 1, "info", "renew", r#""error":"timeout""#),
+                    (300, 2, "invoke", "acquire", r#""ttl_ms":100"#),
+                    (301, 2, "ok", "acquire", r#""token":2,"ttl_ms":100"#),
+                    (302, 2, "invoke", "renew", r#""token":2,"ttl_ms":30"#),
+                    (303, 2, "ok", "renew", r#""token":2,"ttl_ms":15"#),
+                ]),
+            ),
+            (
+                "a session released by another process, its holder crashing after it closed",
+                lines(&[
+                    (0, 1, "invoke", "acquire", ""),
+                    (1, 1, "ok", "acquire", session),
+                    (2, 2, "invoke", "release", r#""token":1"#),
+                    (3, 2, "ok", "release", r#""token":1"#),
+                    (10, 3, "invoke", "acquire", ""),
+                    (11, 3, "fail", "acquire", r#""error":"held""#),
+                    (12, 1, "invoke", "acquire", ""),
+                    (13, 1, "info", "acquire", r#""error":"timeout""#),
+                ]),
+            ),
+            (
+                "a crash marked while closing a later session ends an earlier closed one",
+                lines(&[
+                    (0, 1, "invoke", "acquire", ""),
+                    (1, 1, "ok", "acquire", session),
+                    (2, 2, "invoke", "acquire", ""),
+                    (3, 2, "ok", "acquire", r#""token":2,"hold":"session""#),
+                    (5, 2, "invoke", "renew", r#""token":1"#),
+                    (6, 2, "info", "renew", r#""error":"timeout""#),
+                    (7, 1, "invoke", "release", r#""token":1"#),
+                    (8, 1, "ok", "release", r#""token":1"#),
+                    (10, 3, "invoke", "acquire", ""),
+                    (11, 3, "fail", "acquire", r#""error":"held""#),
+                    (12, 4, "invoke", "acquire", ""),
+                    (13, 4, "fail", "acquire", r#""error":"held""#),
+                ]),
+            ),
+        ]
+    }
+
+    /// Every history of the corpus: the named-ahead ones, the closing corners, generated and
+    /// injected ones, and the fixtures.
+    fn corpus() -> Vec<(String, History)> {
+        let mut all: Vec<(String, History)> = named_ahead()
+            .into_iter()
+            .chain(closing_corners())
+            .map(|(what, h)| (what.to_string(), h))
+            .collect();
         for seed in 0..40u64 {
             let params = GenParams::varied(seed, 300 + 40 * seed as usize);
             let kinds = std::iter::once(None).chain(InjectKind::all().into_iter().map(Some));
@@ -1052,7 +1199,7 @@ mod walk_order_tests {
                     inject(&mut ops, k, seed);
                 }
                 let h = History::new(ops).expect("generated histories are well formed");
-                ahead += same_walks(&h, &format!("seed {seed}, {kind:?}"));
+                all.push((format!("seed {seed}, {kind:?}"), h));
             }
         }
         let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
@@ -1066,11 +1213,61 @@ mod walk_order_tests {
                 continue;
             };
             let Ok(h) = History::new(ops) else { continue };
-            ahead += same_walks(&h, &path.display().to_string());
+            all.push((path.display().to_string(), h));
             read += 1;
         }
         assert!(read > 100, "only {read} fixtures read");
-        // The deferred names must have been exercised, not only walks that never look ahead.
-        assert!(ahead > 0, "no op named a grant ahead of itself");
+        all
+    }
+
+    #[test]
+    fn walking_as_read_makes_the_grants_of_the_whole_walk() {
+        for (what, h) in named_ahead() {
+            let seen = same_walks(&h, what, u64::MAX, Drift::from_ppm(0));
+            assert!(
+                seen.ahead > 0,
+                "{what}: no op named a grant ahead of itself"
+            );
+        }
+        for (i, (what, h)) in corpus().iter().enumerate() {
+            let seen = same_walks(h, what, u64::MAX, Drift::from_ppm(10_000 * (i as u64 % 2)));
+            assert_eq!(seen.closed, 0, "{what}: a grant closed before the end");
+        }
+    }
+
+    /// Closing grants as the walk passes them (as a reader that forgets them would) changes
+    /// no grant it does not call stale, however soon it closes them.
+    #[test]
+    fn a_grant_closed_as_the_walk_passes_it_is_the_whole_walks_or_stale() {
+        let corpus = corpus();
+        for horizon_ns in [0, 1_000_000_000, 30_000_000_000] {
+            let (mut closed, mut stale) = (0, 0);
+            for (i, (what, h)) in corpus.iter().enumerate() {
+                let drift = Drift::from_ppm(10_000 * (i as u64 % 2));
+                let seen = same_walks(
+                    h,
+                    &format!("{what}, horizon {horizon_ns}"),
+                    horizon_ns,
+                    drift,
+                );
+                closed += seen.closed;
+                stale += seen.stale;
+            }
+            eprintln!("horizon {horizon_ns} ns: {closed} grants closed early, {stale} stale");
+            if horizon_ns == 0 {
+                for (what, h) in closing_corners() {
+                    let seen = same_walks(&h, what, 0, Drift::from_ppm(0));
+                    assert!(seen.stale > 0, "{what}: no grant went stale");
+                }
+            }
+            assert!(
+                closed > 1000,
+                "horizon {horizon_ns}: only {closed} grants closed"
+            );
+            if horizon_ns == 0 {
+                // The staleness checks were reached, not only grants nothing came back to.
+                assert!(stale > 0, "closing at once left no grant stale");
+            }
+        }
     }
 }

@@ -84,7 +84,7 @@ mod tokens;
 mod walk;
 
 pub use coverage::coverage;
-pub use digest::{check_path, check_prefix, CheckError};
+pub use digest::{check_path, check_prefix, window_of_path, CheckError, WindowStats};
 pub use evidence::{KeyEvidence, KeyState};
 pub use fairness::liveness_stats;
 pub use faults::{Fault, Faults};

@@ -15,7 +15,9 @@
 //! equivalence of the two orders is tested (`walk_tests`).
 
 use crate::evidence::Hold;
-use crate::model::{ClientOp, Func, Grant, OpPos, NO_GRANT, NO_TARGET, SESSION_TTL_MS};
+use crate::model::{
+    follow_lease, ClientOp, Drift, Func, Grant, OpPos, NO_GRANT, NO_TARGET, SESSION_TTL_MS,
+};
 use crate::FxMap;
 use history::Outcome;
 
@@ -74,6 +76,27 @@ pub(crate) struct Walk {
     pub(crate) unplaced: u64,
     /// Candidates [`UNTOKENED_CANDIDATES_MAX`] left out.
     pub(crate) ambiguity_capped: u64,
+    /// Grants `[0, closed)` are closed: followed ([`Walk::close`]) once the walk passed their
+    /// reach by [`Walk::horizon_ns`].
+    pub(crate) closed: usize,
+    /// How long past a grant's reach (the completion of its last op plus twice its longest
+    /// ttl) the walk waits before closing it; `u64::MAX`: never before the end.
+    pub(crate) horizon_ns: u64,
+    /// Per closed grant, whether something the walk learned after closing it could change
+    /// what its closing found (an op that joined it, a crash of its session's holder, a mark
+    /// on one of its ops, a ttl the policy set later): what a reader that forgets closed
+    /// grants would have judged without.
+    pub(crate) stale: Vec<bool>,
+    /// `(grant, position, ttl)` of the lost answers in closed grants' epochs, with the ttl the
+    /// policy gave them when closed: checked against the final policy ([`Walk::settle_all`]).
+    early_ttls: Vec<(u32, OpPos, Option<u64>)>,
+    /// The most grants walked and not closed at once.
+    pub(crate) open_max: usize,
+    /// The grants whose epochs an unanswered op joined, by its position: the one kind of op a
+    /// crash mark may mark after a grant holding it closed.
+    info_in: FxMap<OpPos, Vec<u32>>,
+    /// Per process, its closed session grants.
+    closed_sessions_of: FxMap<u64, Vec<u32>>,
 }
 
 impl Walk {
@@ -98,6 +121,13 @@ impl Walk {
             ok_acquires: 0,
             unplaced: 0,
             ambiguity_capped: 0,
+            closed: 0,
+            horizon_ns: u64::MAX,
+            stale: Vec::new(),
+            early_ttls: Vec::new(),
+            open_max: 0,
+            info_in: FxMap::default(),
+            closed_sessions_of: FxMap::default(),
         }
     }
 
@@ -159,8 +189,9 @@ impl Walk {
         let pos = self.next;
         self.next += 1;
         let op = &ops[pos];
-        if op.outcome == Outcome::Info {
-            self.first_info.entry(op.process).or_insert(pos as OpPos);
+        if op.outcome == Outcome::Info && !self.first_info.contains_key(&op.process) {
+            self.first_info.insert(op.process, pos as OpPos);
+            self.crashed_late(op.process, pos);
         }
         if op.target == NO_TARGET {
             self.unplaced += 1;
@@ -234,6 +265,9 @@ impl Walk {
     /// check of a live session, or another process's renew, keeps it without end; a
     /// transaction's renews set no lease.
     fn join(&mut self, g: u32, pos: usize, ops: &mut [ClientOp], join: Join) {
+        if (g as usize) < self.closed {
+            self.stale[g as usize] = true;
+        }
         let grant = &mut self.grants[g as usize];
         debug_assert!(
             grant.epoch_ops.last().is_none_or(|&e| (e as usize) < pos),
@@ -241,6 +275,9 @@ impl Walk {
         );
         grant.epoch_ops.push(pos as OpPos);
         let op = &mut ops[pos];
+        if op.outcome == Outcome::Info && self.horizon_ns != u64::MAX {
+            self.info_in.entry(pos as OpPos).or_default().push(g);
+        }
         if join == Join::Named && op.func == Func::Release && grant.release_op.is_none() {
             grant.release_op = Some(pos as OpPos);
         }
@@ -349,9 +386,12 @@ impl Walk {
         }
     }
 
-    /// [`Walk::mark_crash`] for every session grant, in position order.
+    /// [`Walk::mark_crash`] for every session grant not closed, in position order.
     pub(crate) fn mark_crashes(&mut self, ops: &mut [ClientOp]) {
-        for i in 0..self.sessions.len() {
+        let from = self
+            .sessions
+            .partition_point(|&s| s < self.grants.get(self.closed).map_or(usize::MAX, |g| g.op));
+        for i in from..self.sessions.len() {
             let g = self.grants.partition_point(|g| g.op < self.sessions[i]);
             self.mark_crash(g, ops);
         }
@@ -378,7 +418,127 @@ impl Walk {
             return;
         }
         epoch.insert(at, crash);
-        ops[crash as usize].set_session_end();
+        if !ops[crash as usize].session_end() {
+            ops[crash as usize].set_session_end();
+            self.marked(crash, g);
+        }
+    }
+
+    /// Op `pos` was marked `session_end` while closing grant `by`: every other closed grant
+    /// whose epoch holds it was followed without the mark.
+    fn marked(&mut self, pos: OpPos, by: usize) {
+        for &g in self.info_in.get(&pos).map_or(&[][..], |l| &l[..]) {
+            if (g as usize) < self.closed && g as usize != by {
+                self.stale[g as usize] = true;
+            }
+        }
+    }
+
+    /// Process `p`'s first unanswered op, at `pos`, came after some of its session grants
+    /// were closed: each would have taken it as its holder's crash.
+    fn crashed_late(&mut self, p: u64, pos: usize) {
+        for g in self.closed_sessions_of.remove(&p).unwrap_or_default() {
+            if self.grants[g as usize].op < pos {
+                self.stale[g as usize] = true;
+            }
+        }
+    }
+
+    /// Closes the grants, in position order, whose reach the walk has passed by
+    /// [`Walk::horizon_ns`]: each one's lost answers take the ttl the policy gives now, its
+    /// holder's crash is marked if it held a session, and its lease is followed. `lease_from`:
+    /// the adapter's evidence that a grant's lease was set before it.
+    pub(crate) fn close(
+        &mut self,
+        ops: &mut [ClientOp],
+        drift: Drift,
+        lease_from: impl Fn(usize) -> Option<u64>,
+    ) {
+        self.open_max = self.open_max.max(self.grants.len() - self.closed);
+        if self.horizon_ns == u64::MAX || self.next == 0 {
+            return;
+        }
+        // Every op invoked before this instant has been walked.
+        let now = ops[self.next - 1].invoke_ns;
+        // Bounded by the grants walked.
+        while self.closed < self.grants.len() {
+            let g = self.closed;
+            if self.reach(g, ops).saturating_add(self.horizon_ns) >= now {
+                return;
+            }
+            for i in 0..self.grants[g].epoch_ops.len() {
+                let e = self.grants[g].epoch_ops[i];
+                let op = &mut ops[e as usize];
+                if settle(&self.ttl_policy, op) {
+                    self.early_ttls.push((g as u32, e, op.ttl_ms()));
+                }
+            }
+            let session = self.sessions.binary_search(&self.grants[g].op).is_ok();
+            self.stale.push(false);
+            self.closed += 1;
+            if session {
+                self.mark_crash(g, ops);
+                let p = self.grants[g].process;
+                if !self.first_info.contains_key(&p) {
+                    self.closed_sessions_of.entry(p).or_default().push(g as u32);
+                }
+            }
+            let grant = &mut self.grants[g];
+            let from = lease_from(grant.op);
+            follow_lease(grant, ops, drift, from, session);
+        }
+    }
+
+    /// Until when grant `g` may still matter: the completion of its last op (never, while one
+    /// is pending) plus twice its longest ttl, unless a release or its holder's crash ended
+    /// it.
+    fn reach(&self, g: usize, ops: &[ClientOp]) -> u64 {
+        let grant = &self.grants[g];
+        let mut last = grant.complete_ns;
+        let mut ttl_ms = grant.ttl_ms.unwrap_or(0);
+        let mut ended = self
+            .first_info
+            .get(&grant.process)
+            .is_some_and(|&c| c as usize > grant.op);
+        for &e in &grant.epoch_ops {
+            let op = &ops[e as usize];
+            last = last.max(op.complete_or_max());
+            ttl_ms = ttl_ms.max(op.ttl_ms().or(op.requested_ttl_ms()).unwrap_or(0));
+            ended |= op.func == Func::Release && op.outcome == Outcome::Ok;
+        }
+        if ended {
+            return last;
+        }
+        last.saturating_add(ttl_ms.saturating_mul(2_000_000))
+    }
+
+    /// The end of the walk: every op's lost answer takes the ttl of the whole run's policy,
+    /// and a closed grant whose lost answers the policy sets otherwise than at its closing is
+    /// stale.
+    pub(crate) fn settle_all(&mut self, ops: &mut [ClientOp]) {
+        for op in ops.iter_mut() {
+            settle(&self.ttl_policy, op);
+        }
+        for &(g, pos, ttl) in &self.early_ttls {
+            if ops[pos as usize].ttl_ms() != ttl {
+                self.stale[g as usize] = true;
+            }
+        }
+    }
+
+    /// Follows every grant not closed, after [`Walk::settle_all`] and the crashes marked.
+    pub(crate) fn follow_rest(
+        &mut self,
+        ops: &[ClientOp],
+        drift: Drift,
+        lease_from: impl Fn(usize) -> Option<u64>,
+    ) {
+        for g in self.closed..self.grants.len() {
+            let session = self.sessions.binary_search(&self.grants[g].op).is_ok();
+            let grant = &mut self.grants[g];
+            let from = lease_from(grant.op);
+            follow_lease(grant, ops, drift, from, session);
+        }
     }
 }
 
@@ -398,13 +558,15 @@ fn insert_sorted<T: Ord>(list: &mut Vec<T>, x: T) {
 /// A lost answer's lease counts with the shortest ttl the run granted for its request (model
 /// item 7), unless a grant that is no lease set its ttl (model item 9). Called for each op once
 /// the policy is the one it is judged with, before its lease is followed.
-pub(crate) fn settle(ttl_policy: &FxMap<u64, (u64, u64)>, op: &mut ClientOp) {
-    if matches!(op.func, Func::Acquire | Func::Renew)
+/// Whether `op` is one the policy sets.
+pub(crate) fn settle(ttl_policy: &FxMap<u64, (u64, u64)>, op: &mut ClientOp) -> bool {
+    let lost = matches!(op.func, Func::Acquire | Func::Renew)
         && matches!(op.outcome, Outcome::Info | Outcome::Pending)
-        && !op.ttl_set_by_hold()
-    {
+        && !op.ttl_set_by_hold();
+    if lost {
         if let Some(&(shortest, _)) = op.requested_ttl_ms().and_then(|r| ttl_policy.get(&r)) {
             op.set_ttl_ms(Some(shortest));
         }
     }
+    lost
 }

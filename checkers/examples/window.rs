@@ -1,0 +1,42 @@
+//! What a streaming check would hold of a history file: the grants its walk keeps open and the
+//! ops it has read and not yet walked, at most, with grants closed a horizon past their reach;
+//! and how many closed grants something reached later (what such a check would judge without).
+//!
+//! `cargo run --release -p checkers --example window -- HISTORY [HORIZON_MS ...]`
+
+// The fault families' entries (history::FAULT_FAMILIES), for the fault ops of the history.
+use nemesis as _;
+
+use checkers::CheckConfig;
+use std::path::Path;
+use std::time::Instant;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let path = args.next().expect("usage: window HISTORY [HORIZON_MS ...]");
+    let mut horizons_ms: Vec<u64> = args.map(|a| a.parse().expect("a horizon in ms")).collect();
+    if horizons_ms.is_empty() {
+        horizons_ms = vec![1_000, 10_000, 60_000];
+    }
+    for horizon_ms in horizons_ms {
+        let t = Instant::now();
+        let w = checkers::window_of_path(
+            Path::new(&path),
+            &CheckConfig::default(),
+            horizon_ms.saturating_mul(1_000_000),
+        )
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+        println!(
+            "horizon {horizon_ms} ms: {} events, {} ops, {} grants; {} closed before the end, \
+             {} of them stale; at most {} grants open and {} ops unwalked ({:.1} s)",
+            w.events,
+            w.ops,
+            w.grants,
+            w.closed,
+            w.stale,
+            w.open_grants_max,
+            w.unwalked_ops_max,
+            t.elapsed().as_secs_f64()
+        );
+    }
+}
