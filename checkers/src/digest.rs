@@ -10,7 +10,7 @@ use crate::faults::Faults;
 use crate::model::{
     ClientOp, Drift, Func, Model, OpPos, NO_ERROR, NO_GRANT, NO_TARGET, SESSION_TTL_MS,
 };
-use crate::walk::Walk;
+use crate::walk::{Close, Walk};
 use crate::{CheckConfig, FxMap};
 use history::{
     EventRef, History, Op, OpType, Outcome, Paired, Pairing, Process, ReadError, ReadWarning,
@@ -670,7 +670,7 @@ pub fn window_of_path(
         ops: d.ops.len() as u64,
         grants: d.walk.grants.len() as u64,
         closed: d.walk.closed as u64,
-        stale: d.walk.stale.iter().filter(|&&s| s).count() as u64,
+        stale: d.walk.state.iter().filter(|&&s| s == Close::Stale).count() as u64,
         open_grants_max: d.walk.open_max as u64,
         unwalked_ops_max: d.unwalked_max as u64,
     })
@@ -1009,9 +1009,9 @@ mod walk_order_tests {
             ),
             "{what}: counts"
         );
-        let stale = b.stale.iter().filter(|&&s| s).count();
+        let stale = b.state.iter().filter(|&&s| s == Close::Stale).count();
         for (g, (x, y)) in a.grants.iter().zip(&b.grants).enumerate() {
-            if !b.stale.get(g).copied().unwrap_or(false) {
+            if b.state[g] != Close::Stale {
                 assert_eq!(format!("{x:?}"), format!("{y:?}"), "{what}: grant {g}");
             }
         }

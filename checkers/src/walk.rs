@@ -38,6 +38,15 @@ enum Join {
     Candidate,
 }
 
+/// Whether a grant is closed ([`Walk::close`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Close {
+    Open,
+    Closed,
+    /// Closed, and reached by something after its closing.
+    Stale,
+}
+
 /// The walk's state. Grants are numbered in position order, as the walk makes them.
 pub(crate) struct Walk {
     /// The run's ttl policy (model item 7) as the completions told so far give it: requested
@@ -76,21 +85,26 @@ pub(crate) struct Walk {
     pub(crate) unplaced: u64,
     /// Candidates [`UNTOKENED_CANDIDATES_MAX`] left out.
     pub(crate) ambiguity_capped: u64,
-    /// Grants `[0, closed)` are closed: followed ([`Walk::close`]) once the walk passed their
-    /// reach by [`Walk::horizon_ns`].
+    /// Per grant, whether it is closed: followed ([`Walk::close`]) once the walk passed its
+    /// reach by [`Walk::horizon_ns`], and whether something the walk learned after closing it
+    /// could change what its closing found (an op that joined it, a crash of its session's
+    /// holder, a mark on one of its ops, a ttl the policy set later): stale, what a reader
+    /// that forgets closed grants would have judged without.
+    pub(crate) state: Vec<Close>,
+    /// The grants not closed, in position order.
+    open: Vec<u32>,
+    /// How many grants are closed.
     pub(crate) closed: usize,
+    /// How many session grants are closed: they close in position order (a crash marked while
+    /// closing one marks an op the later ones read), the others whenever the walk passes them.
+    sessions_closed: usize,
     /// How long past a grant's reach (the completion of its last op plus twice its longest
     /// ttl) the walk waits before closing it; `u64::MAX`: never before the end.
     pub(crate) horizon_ns: u64,
-    /// Per closed grant, whether something the walk learned after closing it could change
-    /// what its closing found (an op that joined it, a crash of its session's holder, a mark
-    /// on one of its ops, a ttl the policy set later): what a reader that forgets closed
-    /// grants would have judged without.
-    pub(crate) stale: Vec<bool>,
     /// `(grant, position, ttl)` of the lost answers in closed grants' epochs, with the ttl the
     /// policy gave them when closed: checked against the final policy ([`Walk::settle_all`]).
     early_ttls: Vec<(u32, OpPos, Option<u64>)>,
-    /// The most grants walked and not closed at once.
+    /// The most grants walked and not closed at once, after closing.
     pub(crate) open_max: usize,
     /// The grants whose epochs an unanswered op joined, by its position: the one kind of op a
     /// crash mark may mark after a grant holding it closed.
@@ -121,9 +135,11 @@ impl Walk {
             ok_acquires: 0,
             unplaced: 0,
             ambiguity_capped: 0,
+            state: Vec::new(),
+            open: Vec::new(),
             closed: 0,
+            sessions_closed: 0,
             horizon_ns: u64::MAX,
-            stale: Vec::new(),
             early_ttls: Vec::new(),
             open_max: 0,
             info_in: FxMap::default(),
@@ -229,6 +245,8 @@ impl Walk {
             self.own_by_id.insert((p, target, i), g);
         }
         self.latest.insert((p, target), g);
+        self.state.push(Close::Open);
+        self.open.push(g);
         self.grants.push(Grant {
             op: pos,
             lock: target,
@@ -265,9 +283,7 @@ impl Walk {
     /// check of a live session, or another process's renew, keeps it without end; a
     /// transaction's renews set no lease.
     fn join(&mut self, g: u32, pos: usize, ops: &mut [ClientOp], join: Join) {
-        if (g as usize) < self.closed {
-            self.stale[g as usize] = true;
-        }
+        self.went_stale(g as usize);
         let grant = &mut self.grants[g as usize];
         debug_assert!(
             grant.epoch_ops.last().is_none_or(|&e| (e as usize) < pos),
@@ -388,10 +404,7 @@ impl Walk {
 
     /// [`Walk::mark_crash`] for every session grant not closed, in position order.
     pub(crate) fn mark_crashes(&mut self, ops: &mut [ClientOp]) {
-        let from = self
-            .sessions
-            .partition_point(|&s| s < self.grants.get(self.closed).map_or(usize::MAX, |g| g.op));
-        for i in from..self.sessions.len() {
+        for i in self.sessions_closed..self.sessions.len() {
             let g = self.grants.partition_point(|g| g.op < self.sessions[i]);
             self.mark_crash(g, ops);
         }
@@ -427,9 +440,10 @@ impl Walk {
     /// Op `pos` was marked `session_end` while closing grant `by`: every other closed grant
     /// whose epoch holds it was followed without the mark.
     fn marked(&mut self, pos: OpPos, by: usize) {
-        for &g in self.info_in.get(&pos).map_or(&[][..], |l| &l[..]) {
-            if (g as usize) < self.closed && g as usize != by {
-                self.stale[g as usize] = true;
+        let holders = self.info_in.get(&pos).cloned().unwrap_or_default();
+        for g in holders {
+            if g as usize != by {
+                self.went_stale(g as usize);
             }
         }
     }
@@ -439,7 +453,7 @@ impl Walk {
     fn crashed_late(&mut self, p: u64, pos: usize) {
         for g in self.closed_sessions_of.remove(&p).unwrap_or_default() {
             if self.grants[g as usize].op < pos {
-                self.stale[g as usize] = true;
+                self.went_stale(g as usize);
             }
         }
     }
@@ -454,38 +468,67 @@ impl Walk {
         drift: Drift,
         lease_from: impl Fn(usize) -> Option<u64>,
     ) {
-        self.open_max = self.open_max.max(self.grants.len() - self.closed);
         if self.horizon_ns == u64::MAX || self.next == 0 {
+            self.open_max = self.open_max.max(self.open.len());
             return;
         }
         // Every op invoked before this instant has been walked.
         let now = ops[self.next - 1].invoke_ns;
-        // Bounded by the grants walked.
-        while self.closed < self.grants.len() {
-            let g = self.closed;
-            if self.reach(g, ops).saturating_add(self.horizon_ns) >= now {
-                return;
-            }
-            for i in 0..self.grants[g].epoch_ops.len() {
-                let e = self.grants[g].epoch_ops[i];
-                let op = &mut ops[e as usize];
-                if settle(&self.ttl_policy, op) {
-                    self.early_ttls.push((g as u32, e, op.ttl_ms()));
-                }
-            }
+        let mut open = std::mem::take(&mut self.open);
+        let mut sessions_wait = false;
+        // Bounded by the grants open.
+        open.retain(|&g| {
+            let g = g as usize;
             let session = self.sessions.binary_search(&self.grants[g].op).is_ok();
-            self.stale.push(false);
-            self.closed += 1;
-            if session {
-                self.mark_crash(g, ops);
-                let p = self.grants[g].process;
-                if !self.first_info.contains_key(&p) {
-                    self.closed_sessions_of.entry(p).or_default().push(g as u32);
-                }
+            if (session && sessions_wait)
+                || self.reach(g, ops).saturating_add(self.horizon_ns) >= now
+            {
+                sessions_wait |= session;
+                return true;
             }
-            let grant = &mut self.grants[g];
-            let from = lease_from(grant.op);
-            follow_lease(grant, ops, drift, from, session);
+            self.close_one(g, session, ops, drift, &lease_from);
+            false
+        });
+        self.open = open;
+        self.open_max = self.open_max.max(self.open.len());
+    }
+
+    /// Closes grant `g`: its lost answers take the ttl the policy gives now, its holder's
+    /// crash is marked if it held a session, and its lease is followed.
+    fn close_one(
+        &mut self,
+        g: usize,
+        session: bool,
+        ops: &mut [ClientOp],
+        drift: Drift,
+        lease_from: &impl Fn(usize) -> Option<u64>,
+    ) {
+        for i in 0..self.grants[g].epoch_ops.len() {
+            let e = self.grants[g].epoch_ops[i];
+            let op = &mut ops[e as usize];
+            if settle(&self.ttl_policy, op) {
+                self.early_ttls.push((g as u32, e, op.ttl_ms()));
+            }
+        }
+        self.state[g] = Close::Closed;
+        self.closed += 1;
+        if session {
+            self.sessions_closed += 1;
+            self.mark_crash(g, ops);
+            let p = self.grants[g].process;
+            if !self.first_info.contains_key(&p) {
+                self.closed_sessions_of.entry(p).or_default().push(g as u32);
+            }
+        }
+        let grant = &mut self.grants[g];
+        let from = lease_from(grant.op);
+        follow_lease(grant, ops, drift, from, session);
+    }
+
+    /// A closed grant `g` was reached after its closing.
+    fn went_stale(&mut self, g: usize) {
+        if self.state[g] == Close::Closed {
+            self.state[g] = Close::Stale;
         }
     }
 
@@ -519,9 +562,10 @@ impl Walk {
         for op in ops.iter_mut() {
             settle(&self.ttl_policy, op);
         }
-        for &(g, pos, ttl) in &self.early_ttls {
+        for i in 0..self.early_ttls.len() {
+            let (g, pos, ttl) = self.early_ttls[i];
             if ops[pos as usize].ttl_ms() != ttl {
-                self.stale[g as usize] = true;
+                self.went_stale(g as usize);
             }
         }
     }
@@ -533,7 +577,8 @@ impl Walk {
         drift: Drift,
         lease_from: impl Fn(usize) -> Option<u64>,
     ) {
-        for g in self.closed..self.grants.len() {
+        for &g in &self.open {
+            let g = g as usize;
             let session = self.sessions.binary_search(&self.grants[g].op).is_ok();
             let grant = &mut self.grants[g];
             let from = lease_from(grant.op);
