@@ -10,6 +10,7 @@ use crate::faults::Faults;
 use crate::model::{
     ClientOp, Drift, Func, Model, OpPos, NO_ERROR, NO_GRANT, NO_TARGET, SESSION_TTL_MS,
 };
+use crate::stream::Streamed;
 use crate::walk::{Close, Walk};
 use crate::{CheckConfig, FxMap};
 use history::{
@@ -244,6 +245,9 @@ pub(crate) struct Digest {
     lease_from_at: FxMap<OpPos, u64>,
     /// The most ops read and not yet walked at once.
     unwalked_max: usize,
+    /// The rules run as the history is read, over the grants the walk closes: only where
+    /// grants are closed before the end (`Walk::horizon_ns`).
+    stream: Option<Streamed>,
     /// The first structure error; events after it are counted but not paired.
     pub(crate) error: Option<StructureError>,
 }
@@ -301,6 +305,7 @@ impl Digest {
             drift,
             lease_from_at: FxMap::default(),
             unwalked_max: 0,
+            stream: None,
             error: None,
         }
     }
@@ -406,9 +411,35 @@ impl Digest {
         if !end {
             self.unwalked_max = self.unwalked_max.max(self.ops.len() - self.walk.next());
             let lease_from = &self.lease_from_at;
-            self.walk.close(&mut self.ops, self.drift, |pos| {
+            let closed = self.walk.close(&mut self.ops, self.drift, |pos| {
                 lease_from.get(&(pos as OpPos)).copied()
             });
+            if let Some(stream) = &mut self.stream {
+                for g in closed {
+                    stream.closed(g, &self.walk.grants[g as usize]);
+                }
+                let watermark_ns = self.walk.watermark_ns(&self.ops);
+                stream.sweep(&self.ops, &self.walk.grants, watermark_ns);
+            }
+        }
+    }
+
+    /// Ends the walk once the history is read: every op walked, every lost answer given the
+    /// whole run's ttl policy, the crashes of session holders marked, every grant still open
+    /// followed (and handed to the streaming rules).
+    fn finish_walk(&mut self) {
+        self.advance(true);
+        self.walk.settle_all(&mut self.ops);
+        self.walk.mark_crashes(&mut self.ops);
+        let lease_from = &self.lease_from_at;
+        self.walk.follow_rest(&self.ops, self.drift, |pos| {
+            lease_from.get(&(pos as OpPos)).copied()
+        });
+        if let Some(stream) = &mut self.stream {
+            for &g in self.walk.open() {
+                stream.closed(g, &self.walk.grants[g as usize]);
+            }
+            stream.sweep(&self.ops, &self.walk.grants, u64::MAX);
         }
     }
 
@@ -662,9 +693,10 @@ pub fn window_of_path(
     let capacity = file.metadata().map(|m| m.len() as usize / 120).unwrap_or(0);
     let mut digest = Digest::new(capacity, Drift::from_fraction(cfg.drift));
     digest.walk.horizon_ns = horizon_ns;
+    digest.stream = Some(Streamed::default());
     let (mut d, _) = digest_input(file, path, digest)?;
-    d.advance(true);
-    d.walk.settle_all(&mut d.ops);
+    d.finish_walk();
+    let stream = d.stream.as_ref().expect("set above");
     Ok(WindowStats {
         events: d.events,
         ops: d.ops.len() as u64,
@@ -673,6 +705,8 @@ pub fn window_of_path(
         stale: d.walk.state.iter().filter(|&&s| s == Close::Stale).count() as u64,
         open_grants_max: d.walk.open_max as u64,
         unwalked_ops_max: d.unwalked_max as u64,
+        holds_waiting_max: stream.pending_max as u64,
+        double_grants: stream.double_grants.len() as u64,
     })
 }
 
@@ -690,6 +724,10 @@ pub struct WindowStats {
     /// The most grants walked and not closed at once, and the most ops read and not walked.
     pub open_grants_max: u64,
     pub unwalked_ops_max: u64,
+    /// The most holds of closed grants left waiting for the double-grant sweep after a block,
+    /// and the overlapping holds it found.
+    pub holds_waiting_max: u64,
+    pub double_grants: u64,
 }
 
 /// Reads `input` (named `path` in errors) into `digest`: parsed in parallel blocks, paired
@@ -787,15 +825,10 @@ impl Model {
     pub(crate) fn from_digest(d: Digest, cfg: &CheckConfig) -> Model {
         let drift = Drift::from_fraction(cfg.drift);
         let mut d = d;
-        d.advance(true);
+        d.finish_walk();
         let (mut ops, mut walk) = (d.ops, d.walk);
-        walk.settle_all(&mut ops);
-        walk.mark_crashes(&mut ops);
         let mut lease_from = d.lease_from;
         lease_from.sort_unstable();
-        walk.follow_rest(&ops, drift, |pos| {
-            crate::model::lease_from_of(&lease_from, pos)
-        });
         let sessions = std::mem::take(&mut walk.sessions);
         let Walk {
             grants,
@@ -956,6 +989,7 @@ mod walk_order_tests {
     use super::*;
     use crate::gen::{correct_history, GenParams};
     use crate::inject::{inject, InjectKind};
+    use crate::mutex::{overlapping_holds, Hold, HoldSweep};
     use history::Op;
 
     /// What one comparison saw.
@@ -966,6 +1000,8 @@ mod walk_order_tests {
         /// Grants closed before the end, and of them those found stale.
         closed: usize,
         stale: usize,
+        /// Overlapping holds found (where no grant went stale).
+        double_grants: usize,
     }
 
     /// Both walks over one history: the digest's, done as it reads the history one event at a
@@ -974,8 +1010,9 @@ mod walk_order_tests {
     fn same_walks(h: &History, what: &str, horizon_ns: u64, drift: Drift) -> Seen {
         let mut read = Digest::new(0, drift);
         read.walk.horizon_ns = horizon_ns;
+        read.stream = Some(Streamed::default());
         let mut read = Digest::of_history_in(h, 1, read);
-        read.advance(true);
+        read.finish_walk();
         let mut oracle = Digest::new(0, drift);
         oracle.hold_walk = true;
         let oracle = Digest::of_history_in(h, 1, oracle);
@@ -988,10 +1025,7 @@ mod walk_order_tests {
         let mut a_ops = oracle.ops;
         let mut a = walk_whole(&mut a_ops, &ids, &oracle.holds);
         a.follow_rest(&a_ops, drift, |pos| lease_from(&oracle.lease_from, pos));
-        let (mut b_ops, mut b) = (read.ops, read.walk);
-        b.settle_all(&mut b_ops);
-        b.mark_crashes(&mut b_ops);
-        b.follow_rest(&b_ops, drift, |pos| lease_from(&read.lease_from, pos));
+        let (b_ops, b) = (read.ops, read.walk);
         assert_eq!(a.grant_of, b.grant_of, "{what}: grant_of");
         assert_eq!(a.sessions, b.sessions, "{what}: sessions");
         assert_eq!(
@@ -1015,10 +1049,26 @@ mod walk_order_tests {
                 assert_eq!(format!("{x:?}"), format!("{y:?}"), "{what}: grant {g}");
             }
         }
+        let mut double_grants = 0;
         if stale == 0 {
             assert_eq!(format!("{a_ops:?}"), format!("{b_ops:?}"), "{what}: ops");
+            // The streamed sweep finds the overlapping holds the batch sweep finds.
+            let mut holds: Vec<Hold> = Vec::new();
+            for (i, g) in a.grants.iter().enumerate() {
+                holds.extend(Hold::of(i as u32, g));
+            }
+            holds.sort_unstable();
+            let mut sweep = HoldSweep::default();
+            let mut batch: Vec<_> =
+                overlapping_holds(&a_ops, &a.grants, &mut sweep, holds.iter()).collect();
+            let mut streamed = read.stream.expect("set above").double_grants;
+            batch.sort_unstable();
+            streamed.sort_unstable();
+            assert_eq!(batch, streamed, "{what}: overlapping holds");
+            double_grants = batch.len();
         }
         Seen {
+            double_grants,
             ahead: a
                 .grants
                 .iter()
@@ -1241,7 +1291,7 @@ mod walk_order_tests {
     fn a_grant_closed_as_the_walk_passes_it_is_the_whole_walks_or_stale() {
         let corpus = corpus();
         for horizon_ns in [0, 1_000_000_000, 30_000_000_000] {
-            let (mut closed, mut stale) = (0, 0);
+            let (mut closed, mut stale, mut double_grants) = (0, 0, 0);
             for (i, (what, h)) in corpus.iter().enumerate() {
                 let drift = Drift::from_ppm(10_000 * (i as u64 % 2));
                 let seen = same_walks(
@@ -1252,8 +1302,16 @@ mod walk_order_tests {
                 );
                 closed += seen.closed;
                 stale += seen.stale;
+                double_grants += seen.double_grants;
             }
-            eprintln!("horizon {horizon_ns} ns: {closed} grants closed early, {stale} stale");
+            eprintln!(
+                "horizon {horizon_ns} ns: {closed} grants closed early, {stale} stale, \
+                 {double_grants} overlapping holds streamed"
+            );
+            assert!(
+                double_grants > 50,
+                "only {double_grants} overlapping holds compared"
+            );
             if horizon_ns == 0 {
                 for (what, h) in closing_corners() {
                     let seen = same_walks(&h, what, 0, Drift::from_ppm(0));

@@ -79,6 +79,7 @@ mod search;
 mod serial;
 mod stats;
 mod store;
+mod stream;
 mod text;
 mod tokens;
 mod walk;

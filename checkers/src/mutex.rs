@@ -30,12 +30,52 @@ const LATE_OPS_LISTED: usize = 8;
 
 /// One definite hold segment, for sweeping a lock's holds in start order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Hold {
-    lock: u32,
-    start_ns: u64,
-    end_ns: u64,
-    grant: u32,
-    segment: u32,
+pub(crate) struct Hold {
+    pub(crate) lock: u32,
+    pub(crate) start_ns: u64,
+    pub(crate) end_ns: u64,
+    pub(crate) grant: u32,
+    pub(crate) segment: u32,
+}
+
+impl Hold {
+    /// The holds of grant `g`, numbered `grant`.
+    pub(crate) fn of(grant: u32, g: &Grant) -> impl Iterator<Item = Hold> + '_ {
+        g.holds.iter().enumerate().map(move |(k, s)| {
+            debug_assert!(s.start_ns < s.end_ns, "a definite hold is never empty");
+            Hold {
+                lock: g.lock,
+                start_ns: s.start_ns,
+                end_ns: s.end_ns,
+                grant,
+                segment: k as u32,
+            }
+        })
+    }
+}
+
+/// The sweep of definite holds that finds overlapping ones (the first reading of
+/// `double-grant`): fed each lock's holds in (start, end, grant, segment) order, it answers
+/// each with the latest-ending hold of another grant seen before it, when that one is still
+/// held at its start. What it keeps is two holds per lock, whatever the history's length: the
+/// batch check feeds it every hold sorted, a streaming one each hold once no later one can
+/// start before it.
+#[derive(Default)]
+pub(crate) struct HoldSweep {
+    top: crate::FxMap<u32, Top2>,
+}
+
+impl HoldSweep {
+    /// The `(grant, segment)` of another grant whose hold `h` starts inside.
+    pub(crate) fn next(&mut self, h: &Hold) -> Option<(u32, u32)> {
+        let top = self.top.entry(h.lock).or_default();
+        let met = top
+            .other_than(h.grant)
+            .filter(|&(end, _, _)| end > h.start_ns)
+            .map(|(_, g, s)| (g, s));
+        top.add(h.end_ns, h.grant, h.segment);
+        met
+    }
 }
 
 /// The latest-ending hold seen so far, and the latest-ending one of any *other* grant, so "does
@@ -90,16 +130,7 @@ impl HoldIndex {
     fn new(m: &Model) -> HoldIndex {
         let mut holds: Vec<Hold> = Vec::new();
         for (i, g) in m.grants.iter().enumerate() {
-            for (k, s) in g.holds.iter().enumerate() {
-                debug_assert!(s.start_ns < s.end_ns, "a definite hold is never empty");
-                holds.push(Hold {
-                    lock: g.lock,
-                    start_ns: s.start_ns,
-                    end_ns: s.end_ns,
-                    grant: i as u32,
-                    segment: k as u32,
-                });
-            }
+            holds.extend(Hold::of(i as u32, g));
         }
         holds.sort_unstable();
         let mut prefix = Vec::with_capacity(holds.len());
@@ -198,34 +229,38 @@ pub(crate) fn holds_overlap(a: &Grant, b: &Grant) -> bool {
 }
 
 fn double_grants(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
-    let mut top = Top2::default();
-    let mut lock = None;
-    for h in &index.holds {
-        if lock != Some(h.lock) {
-            top = Top2::default();
-            lock = Some(h.lock);
-        }
-        if let Some((end, ga, sa)) = top.other_than(h.grant) {
-            let a = &m.grants[ga as usize];
-            let b = &m.grants[h.grant as usize];
-            let (seg_a, seg_b) = (&a.holds[sa as usize], &b.holds[h.segment as usize]);
-            if end > h.start_ns
-                && !stale_renew_opened(m, a, seg_a, b)
-                && !stale_renew_opened(m, b, seg_b, a)
-            {
-                out.violations.push(double_grant(m, (a, seg_a), (b, seg_b)));
-            }
-        }
-        top.add(h.end_ns, h.grant, h.segment);
+    let mut sweep = HoldSweep::default();
+    for (a, sa, b, sb) in overlapping_holds(&m.ops, &m.grants, &mut sweep, index.holds.iter()) {
+        let (a, b) = (&m.grants[a as usize], &m.grants[b as usize]);
+        let (seg_a, seg_b) = (&a.holds[sa as usize], &b.holds[sb as usize]);
+        out.violations.push(double_grant(m, (a, seg_a), (b, seg_b)));
     }
+}
+
+/// The pairs of overlapping holds that are `double-grant`s, `(grant, segment)` of the earlier
+/// hold and of the later, over `holds` in each lock's (start, end, grant, segment) order, the
+/// sweep going on from where `sweep` left it.
+pub(crate) fn overlapping_holds<'a>(
+    ops: &'a [ClientOp],
+    grants: &'a [Grant],
+    sweep: &'a mut HoldSweep,
+    holds: impl Iterator<Item = &'a Hold> + 'a,
+) -> impl Iterator<Item = (u32, u32, u32, u32)> + 'a {
+    holds.filter_map(move |h| {
+        let (ga, sa) = sweep.next(h)?;
+        let (a, b) = (&grants[ga as usize], &grants[h.grant as usize]);
+        let (seg_a, seg_b) = (&a.holds[sa as usize], &b.holds[h.segment as usize]);
+        (!stale_renew_opened(ops, a, seg_a, b) && !stale_renew_opened(ops, b, seg_b, a))
+            .then_some((ga, sa, h.grant, h.segment))
+    })
 }
 
 /// Whether segment `s` of `g` was opened by an ok renew that is already
 /// `stale-renew-accepted` against `other` (invoked after `other`, with a newer token, returned):
 /// one fact, one violation.
-fn stale_renew_opened(m: &Model, g: &Grant, s: &Segment, other: &Grant) -> bool {
+fn stale_renew_opened(ops: &[ClientOp], g: &Grant, s: &Segment, other: &Grant) -> bool {
     s.opened_by.is_some_and(|r| {
-        other.complete_ns < m.ops[r as usize].invoke_ns
+        other.complete_ns < ops[r as usize].invoke_ns
             && matches!((g.token, other.token), (Some(a), Some(b)) if a < b)
     })
 }

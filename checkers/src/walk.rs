@@ -462,15 +462,17 @@ impl Walk {
     /// [`Walk::horizon_ns`]: each one's lost answers take the ttl the policy gives now, its
     /// holder's crash is marked if it held a session, and its lease is followed. `lease_from`:
     /// the adapter's evidence that a grant's lease was set before it.
+    /// Returns the grants it closed, in the order it closed them.
     pub(crate) fn close(
         &mut self,
         ops: &mut [ClientOp],
         drift: Drift,
         lease_from: impl Fn(usize) -> Option<u64>,
-    ) {
+    ) -> Vec<u32> {
+        let mut closed = Vec::new();
         if self.horizon_ns == u64::MAX || self.next == 0 {
             self.open_max = self.open_max.max(self.open.len());
-            return;
+            return closed;
         }
         // Every op invoked before this instant has been walked.
         let now = ops[self.next - 1].invoke_ns;
@@ -487,10 +489,12 @@ impl Walk {
                 return true;
             }
             self.close_one(g, session, ops, drift, &lease_from);
+            closed.push(g as u32);
             false
         });
         self.open = open;
         self.open_max = self.open_max.max(self.open.len());
+        closed
     }
 
     /// Closes grant `g`: its lost answers take the ttl the policy gives now, its holder's
@@ -523,6 +527,23 @@ impl Walk {
         let grant = &mut self.grants[g];
         let from = lease_from(grant.op);
         follow_lease(grant, ops, drift, from, session);
+    }
+
+    /// No grant closed from now on holds the lock before this instant: the earliest invoke
+    /// of a grant still open or an op not yet walked (a hold starts at its grant's answer or
+    /// at a renew's, both after the grant's invoke). `u64::MAX` when neither is left.
+    pub(crate) fn watermark_ns(&self, ops: &[ClientOp]) -> u64 {
+        let open = self
+            .open
+            .first()
+            .map_or(u64::MAX, |&g| self.grants[g as usize].invoke_ns);
+        let unwalked = ops.get(self.next).map_or(u64::MAX, |o| o.invoke_ns);
+        open.min(unwalked)
+    }
+
+    /// The grants not closed, in position order.
+    pub(crate) fn open(&self) -> &[u32] {
+        &self.open
     }
 
     /// A closed grant `g` was reached after its closing.

@@ -1,0 +1,67 @@
+//! The rules a check runs while the history is read, over the grants the walk closes
+//! (`walk.rs`): what each keeps is bounded by the grants open at once, not by the history's
+//! length. The batch rules are their oracle: a grant the walk did not call stale gives what
+//! the whole history gives (`digest::walk_order_tests`).
+//!
+//! So far: the first reading of `double-grant` (definite holds that overlap), swept in the
+//! batch's order from the holds of closed grants once no grant closed later can hold the lock
+//! before them.
+
+use crate::model::{ClientOp, Grant};
+use crate::mutex::{overlapping_holds, Hold};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// A hold waiting to be swept, ordered `(start, end, grant, segment, lock)`: each lock's holds
+/// leave in the batch sweep's order.
+type Waiting = Reverse<(u64, u64, u32, u32, u32)>;
+
+/// The streaming rules' state.
+#[derive(Default)]
+pub(crate) struct Streamed {
+    /// Holds of closed grants not yet swept, earliest first.
+    pending: BinaryHeap<Waiting>,
+    sweep: Vec<Hold>,
+    /// `(grant, segment)` of the earlier hold and of the later of each overlap found so far.
+    pub(crate) double_grants: Vec<(u32, u32, u32, u32)>,
+    /// The most holds left waiting after a sweep.
+    pub(crate) pending_max: usize,
+    holds: crate::mutex::HoldSweep,
+}
+
+impl Streamed {
+    /// Grant `g` closed: its holds are final (unless the walk later finds it stale).
+    pub(crate) fn closed(&mut self, g: u32, grant: &Grant) {
+        for h in Hold::of(g, grant) {
+            self.pending
+                .push(Reverse((h.start_ns, h.end_ns, h.grant, h.segment, h.lock)));
+        }
+    }
+
+    /// Sweeps the holds that start before `watermark_ns`: no grant closed later holds the
+    /// lock before it.
+    pub(crate) fn sweep(&mut self, ops: &[ClientOp], grants: &[Grant], watermark_ns: u64) {
+        self.sweep.clear();
+        // Bounded by the holds waiting.
+        while let Some(&Reverse((start_ns, end_ns, grant, segment, lock))) = self.pending.peek() {
+            if start_ns >= watermark_ns {
+                break;
+            }
+            self.pending.pop();
+            self.sweep.push(Hold {
+                lock,
+                start_ns,
+                end_ns,
+                grant,
+                segment,
+            });
+        }
+        let sweep = std::mem::take(&mut self.sweep);
+        let mut holds = std::mem::take(&mut self.holds);
+        self.double_grants
+            .extend(overlapping_holds(ops, grants, &mut holds, sweep.iter()));
+        self.holds = holds;
+        self.sweep = sweep;
+        self.pending_max = self.pending_max.max(self.pending.len());
+    }
+}
