@@ -28,8 +28,8 @@ fn main() {
         .unwrap_or_else(|e| panic!("{path}: {e}"));
         println!(
             "horizon {horizon_ms} ms: {} events, {} ops, {} grants; {} closed before the end, \
-             {} of them stale; at most {} grants open, {} ops unwalked and {} holds waiting \
-             for the double-grant sweep, which found {} ({:.1} s)",
+             {} of them stale; at most {} grants open, {} ops unwalked, {} ops kept and {} \
+             holds waiting for the double-grant sweep, which found {} ({:.1} s)",
             w.events,
             w.ops,
             w.grants,
@@ -37,6 +37,7 @@ fn main() {
             w.stale,
             w.open_grants_max,
             w.unwalked_ops_max,
+            w.ops_kept_max,
             w.holds_waiting_max,
             w.double_grants,
             t.elapsed().as_secs_f64()

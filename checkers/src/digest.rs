@@ -11,7 +11,7 @@ use crate::model::{
     ClientOp, Drift, Func, Model, OpPos, NO_ERROR, NO_GRANT, NO_TARGET, SESSION_TTL_MS,
 };
 use crate::stream::Streamed;
-use crate::walk::{Close, Walk};
+use crate::walk::{Close, Ops, Walk};
 use crate::{CheckConfig, FxMap};
 use history::{
     EventRef, History, Op, OpType, Outcome, Paired, Pairing, Process, ReadError, ReadWarning,
@@ -195,7 +195,7 @@ pub(crate) struct Digest {
     pub(crate) end_time_ns: u64,
     /// The structure rules; an op's slot in it is its position in `ops`.
     pairing: Pairing,
-    pub(crate) ops: Vec<ClientOp>,
+    pub(crate) ops: Ops,
     pub(crate) locks: Vec<String>,
     lock_ids: FxMap<String, u32>,
     pub(crate) keys: Vec<String>,
@@ -248,6 +248,11 @@ pub(crate) struct Digest {
     /// The rules run as the history is read, over the grants the walk closes: only where
     /// grants are closed before the end (`Walk::horizon_ns`).
     stream: Option<Streamed>,
+    /// Drop the ops no later step reads ([`Walk::first_needed`]): only where no batch rule
+    /// runs after the walk.
+    evict: bool,
+    /// The most ops kept at once after dropping.
+    kept_max: usize,
     /// The first structure error; events after it are counted but not paired.
     pub(crate) error: Option<StructureError>,
 }
@@ -278,7 +283,7 @@ impl Digest {
             events: 0,
             end_time_ns: 0,
             pairing: Pairing::new(),
-            ops: Vec::with_capacity(capacity),
+            ops: Ops::with_capacity(capacity),
             locks: Vec::new(),
             lock_ids: FxMap::default(),
             keys: Vec::new(),
@@ -306,6 +311,8 @@ impl Digest {
             lease_from_at: FxMap::default(),
             unwalked_max: 0,
             stream: None,
+            evict: false,
+            kept_max: 0,
             error: None,
         }
     }
@@ -416,10 +423,15 @@ impl Digest {
             });
             if let Some(stream) = &mut self.stream {
                 for g in closed {
-                    stream.closed(g, &self.walk.grants[g as usize]);
+                    stream.closed(g, &self.walk.grants[g as usize], &self.ops);
                 }
-                let watermark_ns = self.walk.watermark_ns(&self.ops);
-                stream.sweep(&self.ops, &self.walk.grants, watermark_ns);
+                stream.sweep(self.walk.watermark_ns(&self.ops));
+            }
+            if self.evict {
+                let keep = self.walk.first_needed();
+                self.ops.drop_before(keep);
+                self.walk.grant_of.drop_before(keep);
+                self.kept_max = self.kept_max.max(self.ops.len() - self.ops.base());
             }
         }
     }
@@ -437,9 +449,9 @@ impl Digest {
         });
         if let Some(stream) = &mut self.stream {
             for &g in self.walk.open() {
-                stream.closed(g, &self.walk.grants[g as usize]);
+                stream.closed(g, &self.walk.grants[g as usize], &self.ops);
             }
-            stream.sweep(&self.ops, &self.walk.grants, u64::MAX);
+            stream.sweep(u64::MAX);
         }
     }
 
@@ -690,10 +702,12 @@ pub fn window_of_path(
     horizon_ns: u64,
 ) -> Result<WindowStats, CheckError> {
     let file = open(path)?;
-    let capacity = file.metadata().map(|m| m.len() as usize / 120).unwrap_or(0);
-    let mut digest = Digest::new(capacity, Drift::from_fraction(cfg.drift));
+    // No room reserved for every op: the ops kept are few, and a ring that wraps in a small
+    // buffer touches few pages.
+    let mut digest = Digest::new(0, Drift::from_fraction(cfg.drift));
     digest.walk.horizon_ns = horizon_ns;
     digest.stream = Some(Streamed::default());
+    digest.evict = true;
     let (mut d, _) = digest_input(file, path, digest)?;
     d.finish_walk();
     let stream = d.stream.as_ref().expect("set above");
@@ -705,6 +719,7 @@ pub fn window_of_path(
         stale: d.walk.state.iter().filter(|&&s| s == Close::Stale).count() as u64,
         open_grants_max: d.walk.open_max as u64,
         unwalked_ops_max: d.unwalked_max as u64,
+        ops_kept_max: d.kept_max as u64,
         holds_waiting_max: stream.pending_max as u64,
         double_grants: stream.double_grants.len() as u64,
     })
@@ -724,6 +739,8 @@ pub struct WindowStats {
     /// The most grants walked and not closed at once, and the most ops read and not walked.
     pub open_grants_max: u64,
     pub unwalked_ops_max: u64,
+    /// The most ops kept at once, once those no later step of the walk reads are dropped.
+    pub ops_kept_max: u64,
     /// The most holds of closed grants left waiting for the double-grant sweep after a block,
     /// and the overlapping holds it found.
     pub holds_waiting_max: u64,
@@ -819,14 +836,14 @@ impl Model {
         Model::from_digest(digest, cfg)
     }
 
-    /// Builds the model from the paired ops, in order: the grants that are no lease, each
-    /// op's grant (by name, [`GrantWalk`]), the run's ttl policy, the grants' epochs (with the
-    /// ambiguous ops), the session grants' ends, and each grant's lease.
+    /// Builds the model from the digest: the walk ended (every op's grant by name, the
+    /// grants' epochs with the ambiguous ops, the run's ttl policy, the session grants' ends,
+    /// each grant's lease; `walk.rs`), and the lists the rules read by position sorted.
     pub(crate) fn from_digest(d: Digest, cfg: &CheckConfig) -> Model {
         let drift = Drift::from_fraction(cfg.drift);
         let mut d = d;
         d.finish_walk();
-        let (mut ops, mut walk) = (d.ops, d.walk);
+        let (mut ops, mut walk) = (d.ops.into_vec(), d.walk);
         let mut lease_from = d.lease_from;
         lease_from.sort_unstable();
         let sessions = std::mem::take(&mut walk.sessions);
@@ -872,7 +889,7 @@ impl Model {
             sessions,
             ops,
             grants,
-            grant_of,
+            grant_of: grant_of.into_vec(),
             ok_acquires,
             unplaced,
             ambiguity_capped,
@@ -946,13 +963,13 @@ fn debug_assert_digested(m: &Model) {
 /// done as the history is read is held to. `ids` and `holds` are sorted by position, one per
 /// op.
 #[cfg(test)]
-fn walk_whole(ops: &mut [ClientOp], ids: &[(usize, u32)], holds: &[(usize, Hold)]) -> Walk {
+fn walk_whole(ops: &mut Ops, ids: &[(usize, u32)], holds: &[(usize, Hold)]) -> Walk {
     let mut walk = Walk::new();
     let (mut next_id, mut next_hold) = (0, 0);
-    for (pos, op) in ops.iter().enumerate() {
+    for pos in 0..ops.len() {
         let id = at_pos(ids, &mut next_id, pos);
         let hold = at_pos(holds, &mut next_hold, pos);
-        walk.completed(pos, op, id, hold);
+        walk.completed(pos, &ops[pos], id, hold);
     }
     next_id = 0;
     for pos in 0..ops.len() {
@@ -989,7 +1006,7 @@ mod walk_order_tests {
     use super::*;
     use crate::gen::{correct_history, GenParams};
     use crate::inject::{inject, InjectKind};
-    use crate::mutex::{overlapping_holds, Hold, HoldSweep};
+    use crate::mutex::{overlapping_holds, Earlier, Hold, HoldSweep};
     use history::Op;
 
     /// What one comparison saw.
@@ -1007,10 +1024,11 @@ mod walk_order_tests {
     /// Both walks over one history: the digest's, done as it reads the history one event at a
     /// time, closing grants `horizon_ns` past their reach, and the whole walk, every grant
     /// followed at the end. Every grant the digest did not find stale is the oracle's.
-    fn same_walks(h: &History, what: &str, horizon_ns: u64, drift: Drift) -> Seen {
+    fn same_walks(h: &History, what: &str, horizon_ns: u64, drift: Drift, evict: bool) -> Seen {
         let mut read = Digest::new(0, drift);
         read.walk.horizon_ns = horizon_ns;
         read.stream = Some(Streamed::default());
+        read.evict = evict;
         let mut read = Digest::of_history_in(h, 1, read);
         read.finish_walk();
         let mut oracle = Digest::new(0, drift);
@@ -1026,7 +1044,13 @@ mod walk_order_tests {
         let mut a = walk_whole(&mut a_ops, &ids, &oracle.holds);
         a.follow_rest(&a_ops, drift, |pos| lease_from(&oracle.lease_from, pos));
         let (b_ops, b) = (read.ops, read.walk);
-        assert_eq!(a.grant_of, b.grant_of, "{what}: grant_of");
+        if !evict {
+            assert_eq!(
+                format!("{:?}", a.grant_of),
+                format!("{:?}", b.grant_of),
+                "{what}: grant_of"
+            );
+        }
         assert_eq!(a.sessions, b.sessions, "{what}: sessions");
         assert_eq!(
             (
@@ -1051,16 +1075,21 @@ mod walk_order_tests {
         }
         let mut double_grants = 0;
         if stale == 0 {
-            assert_eq!(format!("{a_ops:?}"), format!("{b_ops:?}"), "{what}: ops");
+            if !evict {
+                assert_eq!(format!("{a_ops:?}"), format!("{b_ops:?}"), "{what}: ops");
+            }
             // The streamed sweep finds the overlapping holds the batch sweep finds.
             let mut holds: Vec<Hold> = Vec::new();
             for (i, g) in a.grants.iter().enumerate() {
                 holds.extend(Hold::of(i as u32, g));
             }
             holds.sort_unstable();
+            let holds = holds.into_iter().map(|h| {
+                let g = &a.grants[h.grant as usize];
+                (h, Earlier::of(&a_ops, g, &g.holds[h.segment as usize]))
+            });
             let mut sweep = HoldSweep::default();
-            let mut batch: Vec<_> =
-                overlapping_holds(&a_ops, &a.grants, &mut sweep, holds.iter()).collect();
+            let mut batch: Vec<_> = overlapping_holds(&mut sweep, holds).collect();
             let mut streamed = read.stream.expect("set above").double_grants;
             batch.sort_unstable();
             streamed.sort_unstable();
@@ -1273,40 +1302,45 @@ mod walk_order_tests {
     #[test]
     fn walking_as_read_makes_the_grants_of_the_whole_walk() {
         for (what, h) in named_ahead() {
-            let seen = same_walks(&h, what, u64::MAX, Drift::from_ppm(0));
+            let seen = same_walks(&h, what, u64::MAX, Drift::from_ppm(0), false);
             assert!(
                 seen.ahead > 0,
                 "{what}: no op named a grant ahead of itself"
             );
         }
         for (i, (what, h)) in corpus().iter().enumerate() {
-            let seen = same_walks(h, what, u64::MAX, Drift::from_ppm(10_000 * (i as u64 % 2)));
+            let drift = Drift::from_ppm(10_000 * (i as u64 % 2));
+            let seen = same_walks(h, what, u64::MAX, drift, false);
             assert_eq!(seen.closed, 0, "{what}: a grant closed before the end");
         }
     }
 
     /// Closing grants as the walk passes them (as a reader that forgets them would) changes
-    /// no grant it does not call stale, however soon it closes them.
+    /// no grant it does not call stale, however soon it closes them; dropping the ops no later
+    /// step reads changes nothing either (a step that read one would find it gone).
     #[test]
     fn a_grant_closed_as_the_walk_passes_it_is_the_whole_walks_or_stale() {
         let corpus = corpus();
-        for horizon_ns in [0, 1_000_000_000, 30_000_000_000] {
+        let runs = [
+            (0, false),
+            (0, true),
+            (1_000_000_000, false),
+            (1_000_000_000, true),
+            (30_000_000_000, false),
+        ];
+        for (horizon_ns, evict) in runs {
             let (mut closed, mut stale, mut double_grants) = (0, 0, 0);
             for (i, (what, h)) in corpus.iter().enumerate() {
                 let drift = Drift::from_ppm(10_000 * (i as u64 % 2));
-                let seen = same_walks(
-                    h,
-                    &format!("{what}, horizon {horizon_ns}"),
-                    horizon_ns,
-                    drift,
-                );
+                let what = format!("{what}, horizon {horizon_ns}, evict {evict}");
+                let seen = same_walks(h, &what, horizon_ns, drift, evict);
                 closed += seen.closed;
                 stale += seen.stale;
                 double_grants += seen.double_grants;
             }
             eprintln!(
-                "horizon {horizon_ns} ns: {closed} grants closed early, {stale} stale, \
-                 {double_grants} overlapping holds streamed"
+                "horizon {horizon_ns} ns, evict {evict}: {closed} grants closed early, {stale} \
+                 stale, {double_grants} overlapping holds streamed"
             );
             assert!(
                 double_grants > 50,
@@ -1314,7 +1348,7 @@ mod walk_order_tests {
             );
             if horizon_ns == 0 {
                 for (what, h) in closing_corners() {
-                    let seen = same_walks(&h, what, 0, Drift::from_ppm(0));
+                    let seen = same_walks(&h, what, 0, Drift::from_ppm(0), evict);
                     assert!(seen.stale > 0, "{what}: no grant went stale");
                 }
             }

@@ -83,6 +83,7 @@ mod stream;
 mod text;
 mod tokens;
 mod walk;
+mod window;
 
 pub use coverage::coverage;
 pub use digest::{check_path, check_prefix, window_of_path, CheckError, WindowStats};

@@ -6,6 +6,7 @@ use crate::{sort_violations, CheckOutput};
 use history::{Op, Outcome};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::ops::Index;
 
 /// `ClientOp::target` of an op that names no lock (lock op) or no key (store op).
 pub const NO_TARGET: u32 = u32::MAX;
@@ -681,7 +682,11 @@ impl Setters {
 /// Whether the release at `epoch[i]` surely did not take effect: it may not have (its answer
 /// was lost), and the service accepted a renew of the same lease invoked after its window
 /// closed, which a released lease would have refused (model item 5).
-fn release_refuted(ops: &[ClientOp], epoch: &[OpPos], i: usize) -> bool {
+fn release_refuted<O: Index<usize, Output = ClientOp> + ?Sized>(
+    ops: &O,
+    epoch: &[OpPos],
+    i: usize,
+) -> bool {
     let rel = &ops[epoch[i] as usize];
     if rel.lease_outcome() == Outcome::Ok || rel.outcome == Outcome::Pending {
         return false;
@@ -744,9 +749,9 @@ pub(crate) fn lease_lb(at_ns: u64, ttl_ms: Option<u64>, drift: Drift) -> u64 {
 /// Follows `g`'s lease through its epoch's ops: definite holds, lower and upper bounds.
 /// `lease_from_ns`: the adapter's evidence that the lease was set before the grant (a session
 /// lease): it is certain only from there, whenever the grant took effect.
-pub(crate) fn follow_lease(
+pub(crate) fn follow_lease<O: Index<usize, Output = ClientOp> + ?Sized>(
     g: &mut Grant,
-    ops: &[ClientOp],
+    ops: &O,
     drift: Drift,
     lease_from_ns: Option<u64>,
     session: bool,

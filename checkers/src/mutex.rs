@@ -62,35 +62,67 @@ impl Hold {
 /// start before it.
 #[derive(Default)]
 pub(crate) struct HoldSweep {
-    top: crate::FxMap<u32, Top2>,
+    top: crate::FxMap<u32, Top2<Earlier>>,
+}
+
+/// What the sweep keeps of a hold it may pair with a later one: enough to tell a stale renew's
+/// hold (`stale_renew_opened`) without its grant or ops, which a streaming check may have
+/// dropped by then.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Earlier {
+    token: Option<u64>,
+    complete_ns: u64,
+    /// The invoke of the ok renew that opened the hold after a gap, if one did.
+    opened_ns: Option<u64>,
+}
+
+impl Earlier {
+    pub(crate) fn of<O: std::ops::Index<usize, Output = ClientOp> + ?Sized>(
+        ops: &O,
+        g: &Grant,
+        s: &Segment,
+    ) -> Earlier {
+        Earlier {
+            token: g.token,
+            complete_ns: g.complete_ns,
+            opened_ns: s.opened_by.map(|r| ops[r as usize].invoke_ns),
+        }
+    }
 }
 
 impl HoldSweep {
-    /// The `(grant, segment)` of another grant whose hold `h` starts inside.
-    pub(crate) fn next(&mut self, h: &Hold) -> Option<(u32, u32)> {
+    /// The `(grant, segment)` of another grant whose hold `h` starts inside, and what the
+    /// sweep kept of it; `h` is `e` of its grant.
+    pub(crate) fn next(&mut self, h: &Hold, e: Earlier) -> Option<(u32, u32, Earlier)> {
         let top = self.top.entry(h.lock).or_default();
         let met = top
             .other_than(h.grant)
-            .filter(|&(end, _, _)| end > h.start_ns)
-            .map(|(_, g, s)| (g, s));
-        top.add(h.end_ns, h.grant, h.segment);
+            .filter(|&(end, _, _, _)| end > h.start_ns)
+            .map(|(_, g, s, e)| (g, s, e));
+        top.add_with(h.end_ns, h.grant, h.segment, e);
         met
     }
 }
 
 /// The latest-ending hold seen so far, and the latest-ending one of any *other* grant, so "does
-/// a hold of a grant other than g reach past t" is answered in O(1).
+/// a hold of a grant other than g reach past t" is answered in O(1). Each keeps `P` beside it.
 #[derive(Debug, Clone, Copy, Default)]
-struct Top2 {
-    /// (end, grant, segment)
-    best: Option<(u64, u32, u32)>,
+struct Top2<P: Copy = ()> {
+    /// (end, grant, segment, what is kept with it)
+    best: Option<(u64, u32, u32, P)>,
     /// The best among grants other than `best`'s.
-    other: Option<(u64, u32, u32)>,
+    other: Option<(u64, u32, u32, P)>,
 }
 
 impl Top2 {
     fn add(&mut self, end: u64, grant: u32, segment: u32) {
-        let new = (end, grant, segment);
+        self.add_with(end, grant, segment, ());
+    }
+}
+
+impl<P: Copy> Top2<P> {
+    fn add_with(&mut self, end: u64, grant: u32, segment: u32, kept: P) {
+        let new = (end, grant, segment, kept);
         match self.best {
             None => self.best = Some(new),
             Some(b) if b.1 == grant => {
@@ -111,7 +143,7 @@ impl Top2 {
     }
 
     /// The latest-ending hold of a grant other than `grant`.
-    fn other_than(&self, grant: u32) -> Option<(u64, u32, u32)> {
+    fn other_than(&self, grant: u32) -> Option<(u64, u32, u32, P)> {
         match self.best {
             Some(b) if b.1 != grant => Some(b),
             _ => self.other,
@@ -164,7 +196,7 @@ impl HoldIndex {
         if hi <= lo {
             return None;
         }
-        let (end, g, _) = self.prefix[hi - 1].other_than(grant)?;
+        let (end, g, _, _) = self.prefix[hi - 1].other_than(grant)?;
         let process = m.grants[grant as usize].process;
         (end > from_ns && m.grants[g as usize].process != process).then_some(g)
     }
@@ -230,7 +262,11 @@ pub(crate) fn holds_overlap(a: &Grant, b: &Grant) -> bool {
 
 fn double_grants(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
     let mut sweep = HoldSweep::default();
-    for (a, sa, b, sb) in overlapping_holds(&m.ops, &m.grants, &mut sweep, index.holds.iter()) {
+    let holds = index.holds.iter().map(|h| {
+        let g = &m.grants[h.grant as usize];
+        (*h, Earlier::of(&m.ops, g, &g.holds[h.segment as usize]))
+    });
+    for (a, sa, b, sb) in overlapping_holds(&mut sweep, holds) {
         let (a, b) = (&m.grants[a as usize], &m.grants[b as usize]);
         let (seg_a, seg_b) = (&a.holds[sa as usize], &b.holds[sb as usize]);
         out.violations.push(double_grant(m, (a, seg_a), (b, seg_b)));
@@ -238,30 +274,25 @@ fn double_grants(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
 }
 
 /// The pairs of overlapping holds that are `double-grant`s, `(grant, segment)` of the earlier
-/// hold and of the later, over `holds` in each lock's (start, end, grant, segment) order, the
-/// sweep going on from where `sweep` left it.
+/// hold and of the later, over `holds` (each with what the sweep keeps of it) in each lock's
+/// (start, end, grant, segment) order, the sweep going on from where `sweep` left it.
 pub(crate) fn overlapping_holds<'a>(
-    ops: &'a [ClientOp],
-    grants: &'a [Grant],
     sweep: &'a mut HoldSweep,
-    holds: impl Iterator<Item = &'a Hold> + 'a,
+    holds: impl Iterator<Item = (Hold, Earlier)> + 'a,
 ) -> impl Iterator<Item = (u32, u32, u32, u32)> + 'a {
-    holds.filter_map(move |h| {
-        let (ga, sa) = sweep.next(h)?;
-        let (a, b) = (&grants[ga as usize], &grants[h.grant as usize]);
-        let (seg_a, seg_b) = (&a.holds[sa as usize], &b.holds[h.segment as usize]);
-        (!stale_renew_opened(ops, a, seg_a, b) && !stale_renew_opened(ops, b, seg_b, a))
+    holds.filter_map(move |(h, eb)| {
+        let (ga, sa, ea) = sweep.next(&h, eb)?;
+        (!stale_renew_opened(&ea, &eb) && !stale_renew_opened(&eb, &ea))
             .then_some((ga, sa, h.grant, h.segment))
     })
 }
 
-/// Whether segment `s` of `g` was opened by an ok renew that is already
-/// `stale-renew-accepted` against `other` (invoked after `other`, with a newer token, returned):
-/// one fact, one violation.
-fn stale_renew_opened(ops: &[ClientOp], g: &Grant, s: &Segment, other: &Grant) -> bool {
-    s.opened_by.is_some_and(|r| {
-        other.complete_ns < ops[r as usize].invoke_ns
-            && matches!((g.token, other.token), (Some(a), Some(b)) if a < b)
+/// Whether hold `h` was opened by an ok renew that is already `stale-renew-accepted` against
+/// the grant of hold `other` (invoked after that grant returned, with a newer token): one fact,
+/// one violation.
+fn stale_renew_opened(h: &Earlier, other: &Earlier) -> bool {
+    h.opened_ns.is_some_and(|at| {
+        other.complete_ns < at && matches!((h.token, other.token), (Some(a), Some(b)) if a < b)
     })
 }
 
@@ -564,7 +595,7 @@ fn forced_order_of_lock(m: &Model, run: &[(u32, u64, u32)], out: &mut CheckOutpu
             let b = grant(k);
             // Those completed strictly before `forced` (equal instants are not ordered).
             let n = run.partition_point(|o| o.1 < crate::tokens::forced_before(b));
-            let Some((end_ns, ai, _)) = n
+            let Some((end_ns, ai, _, _)) = n
                 .checked_sub(1)
                 .and_then(|i| prefix[i].other_than(k as u32))
             else {

@@ -7,21 +7,22 @@
 //! batch's order from the holds of closed grants once no grant closed later can hold the lock
 //! before them.
 
-use crate::model::{ClientOp, Grant};
-use crate::mutex::{overlapping_holds, Hold};
+use crate::model::Grant;
+use crate::mutex::{overlapping_holds, Earlier, Hold};
+use crate::walk::Ops;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 /// A hold waiting to be swept, ordered `(start, end, grant, segment, lock)`: each lock's holds
 /// leave in the batch sweep's order.
-type Waiting = Reverse<(u64, u64, u32, u32, u32)>;
+type Waiting = Reverse<((u64, u64, u32, u32, u32), Earlier)>;
 
 /// The streaming rules' state.
 #[derive(Default)]
 pub(crate) struct Streamed {
     /// Holds of closed grants not yet swept, earliest first.
     pending: BinaryHeap<Waiting>,
-    sweep: Vec<Hold>,
+    sweep: Vec<(Hold, Earlier)>,
     /// `(grant, segment)` of the earlier hold and of the later of each overlap found so far.
     pub(crate) double_grants: Vec<(u32, u32, u32, u32)>,
     /// The most holds left waiting after a sweep.
@@ -30,36 +31,43 @@ pub(crate) struct Streamed {
 }
 
 impl Streamed {
-    /// Grant `g` closed: its holds are final (unless the walk later finds it stale).
-    pub(crate) fn closed(&mut self, g: u32, grant: &Grant) {
+    /// Grant `g` closed: its holds are final (unless the walk later finds it stale). What
+    /// the sweep reads of its ops is taken now: they may be dropped before it sweeps.
+    pub(crate) fn closed(&mut self, g: u32, grant: &Grant, ops: &Ops) {
         for h in Hold::of(g, grant) {
-            self.pending
-                .push(Reverse((h.start_ns, h.end_ns, h.grant, h.segment, h.lock)));
+            let kept = Earlier::of(ops, grant, &grant.holds[h.segment as usize]);
+            self.pending.push(Reverse((
+                (h.start_ns, h.end_ns, h.grant, h.segment, h.lock),
+                kept,
+            )));
         }
     }
 
     /// Sweeps the holds that start before `watermark_ns`: no grant closed later holds the
     /// lock before it.
-    pub(crate) fn sweep(&mut self, ops: &[ClientOp], grants: &[Grant], watermark_ns: u64) {
+    pub(crate) fn sweep(&mut self, watermark_ns: u64) {
         self.sweep.clear();
         // Bounded by the holds waiting.
-        while let Some(&Reverse((start_ns, end_ns, grant, segment, lock))) = self.pending.peek() {
+        while let Some(&Reverse(((start_ns, end_ns, grant, segment, lock), kept))) =
+            self.pending.peek()
+        {
             if start_ns >= watermark_ns {
                 break;
             }
             self.pending.pop();
-            self.sweep.push(Hold {
+            let h = Hold {
                 lock,
                 start_ns,
                 end_ns,
                 grant,
                 segment,
-            });
+            };
+            self.sweep.push((h, kept));
         }
         let sweep = std::mem::take(&mut self.sweep);
         let mut holds = std::mem::take(&mut self.holds);
         self.double_grants
-            .extend(overlapping_holds(ops, grants, &mut holds, sweep.iter()));
+            .extend(overlapping_holds(&mut holds, sweep.iter().copied()));
         self.holds = holds;
         self.sweep = sweep;
         self.pending_max = self.pending_max.max(self.pending.len());

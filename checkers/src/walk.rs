@@ -2,24 +2,34 @@
 //! position (invoke) order, and finds the grant it acts on or uses; each ok acquire becomes a
 //! grant, known by its names from then on.
 //!
-//! The walk is incremental, so that a history can be walked as it is read: an ok acquire is
-//! told to the walk when it completes ([`Walk::completed`]), and an op is walked
-//! ([`Walk::walk`]) once every acquire that could be its grant has completed. A renew or
-//! release names "the latest grant with that name asked for by the time it completed", and
-//! that grant may be invoked after it (an op of another process at the same instant, or before
-//! it in the file): so an op is walkable once it has completed, time has moved past its
-//! completion, and no acquire invoked by then is still pending ([`Walk::walkable`]'s rule,
-//! which the caller keeps). A name that points ahead of the walk is kept until the grant it
-//! names is walked, and attached then ([`Walk::deferred`]). Walking a whole history at its end
-//! is the case where every op is walkable: the batch model is built that way, and the
-//! equivalence of the two orders is tested (`walk_tests`).
+//! The walk is incremental, so that a history can be walked as it is read: an answer is told
+//! to the walk when it completes ([`Walk::completed`]: an ok acquire joins the names, any ok
+//! acquire or renew the ttl policy), and an op is walked ([`Walk::walk`]) once every acquire
+//! that could be its grant has answered. A renew or release names "the latest grant with that
+//! name asked for by the time it completed", and that grant may be invoked after it (an op of
+//! another process at the same instant, or before it in the file): so an op is walkable once it
+//! has completed, time has moved past its completion, and no acquire invoked by then is still
+//! unanswered (the rule `Digest::advance` keeps). A name that points ahead of the walk is kept
+//! until the grant it names is walked, and attached then (`deferred`). The policy is applied
+//! when a lease is judged ([`settle`]), not when an op is walked.
+//!
+//! Grants close ([`Walk::close`]) once the walk has passed their reach by a horizon: their
+//! lease is followed then, and a streaming rule may take them (`stream.rs`). What reaches a
+//! closed grant later (an op naming it, its session holder's crash, a mark on one of its ops, a
+//! ttl the policy sets otherwise) makes it stale. Walking a whole history at its end, closing
+//! nothing before, is the batch model; the walk done one event at a time, closing at once, is
+//! held to it (`digest::walk_order_tests`).
 
 use crate::evidence::Hold;
 use crate::model::{
     follow_lease, ClientOp, Drift, Func, Grant, OpPos, NO_GRANT, NO_TARGET, SESSION_TTL_MS,
 };
+use crate::window::Window;
 use crate::FxMap;
 use history::Outcome;
+
+/// The ops the walk reads, by position.
+pub(crate) type Ops = Window<ClientOp>;
 
 /// How many grants without a token of one lock a token no grant carries is taken to name (the
 /// latest ones): a stated bound, counted in the notes when reached.
@@ -55,14 +65,17 @@ pub(crate) struct Walk {
     /// Ok acquires with a target, by name, from their completion on.
     by_lock_token: ByName,
     by_lock_id: ByName,
-    /// Per lock, the positions of its ok acquires without a token, from their completion on,
-    /// sorted (position order is invoke order).
-    untokened: FxMap<u32, Vec<OpPos>>,
+    /// Per lock, `(invoke, position)` of its ok acquires without a token, from their
+    /// completion on, sorted (position order is invoke order): what an ambiguous op reads of
+    /// them, without their ops.
+    untokened: FxMap<u32, Vec<(u64, OpPos)>>,
     /// The next position to walk.
     next: usize,
+    /// The invoke of the last op walked.
+    walked_ns: u64,
     pub(crate) grants: Vec<Grant>,
     /// Per op walked, the grant it acts on or uses, or [`NO_GRANT`].
-    pub(crate) grant_of: Vec<u32>,
+    pub(crate) grant_of: Window<u32>,
     /// Ops that name, or may name, a grant the walk has not reached, by that grant's position:
     /// attached when it is walked. Bounded by the ops whose names point ahead.
     deferred: FxMap<OpPos, Vec<(OpPos, Join)>>,
@@ -101,9 +114,10 @@ pub(crate) struct Walk {
     /// How long past a grant's reach (the completion of its last op plus twice its longest
     /// ttl) the walk waits before closing it; `u64::MAX`: never before the end.
     pub(crate) horizon_ns: u64,
-    /// `(grant, position, ttl)` of the lost answers in closed grants' epochs, with the ttl the
-    /// policy gave them when closed: checked against the final policy ([`Walk::settle_all`]).
-    early_ttls: Vec<(u32, OpPos, Option<u64>)>,
+    /// `(grant, requested ttl, ttl)` of the lost answers the policy had set no ttl for when
+    /// their closed grant was followed, or the one it had set: checked against the final
+    /// policy ([`Walk::settle_all`]) without their ops.
+    early_ttls: Vec<(u32, u64, Option<u64>)>,
     /// The most grants walked and not closed at once, after closing.
     pub(crate) open_max: usize,
     /// The grants whose epochs an unanswered op joined, by its position: the one kind of op a
@@ -121,8 +135,9 @@ impl Walk {
             by_lock_id: ByName::default(),
             untokened: FxMap::default(),
             next: 0,
+            walked_ns: 0,
             grants: Vec::new(),
-            grant_of: Vec::new(),
+            grant_of: Window::with_capacity(0),
             deferred: FxMap::default(),
             holds: FxMap::default(),
             hold_of: FxMap::default(),
@@ -184,7 +199,7 @@ impl Walk {
         if let Some(t) = op.token() {
             insert_sorted(self.by_lock_token.entry((op.target, t)).or_default(), at);
         } else {
-            insert_sorted(self.untokened.entry(op.target).or_default(), pos as OpPos);
+            insert_sorted(self.untokened.entry(op.target).or_default(), at);
         }
         if let Some(i) = id {
             insert_sorted(
@@ -201,10 +216,11 @@ impl Walk {
 
     /// Walks the op at [`Walk::next`]: `ops[pos]` has completed (or never will), and every
     /// acquire it may name has been told to [`Walk::completed`]. `id`: its grant id.
-    pub(crate) fn walk(&mut self, ops: &mut [ClientOp], id: Option<u32>) {
+    pub(crate) fn walk(&mut self, ops: &mut Ops, id: Option<u32>) {
         let pos = self.next;
         self.next += 1;
         let op = &ops[pos];
+        self.walked_ns = op.invoke_ns;
         if op.outcome == Outcome::Info && !self.first_info.contains_key(&op.process) {
             self.first_info.insert(op.process, pos as OpPos);
             self.crashed_late(op.process, pos);
@@ -232,7 +248,7 @@ impl Walk {
 
     /// An ok acquire: a new grant, known by its names from here on; the ops that named it
     /// ahead of the walk join its epoch.
-    fn grant(&mut self, pos: usize, ops: &mut [ClientOp], id: Option<u32>) {
+    fn grant(&mut self, pos: usize, ops: &mut Ops, id: Option<u32>) {
         let op = &ops[pos];
         let (p, target, token) = (op.process, op.target, op.token());
         self.ok_acquires += 1;
@@ -282,7 +298,7 @@ impl Walk {
     /// renews that did not answer ok end a session's belief (`session_end`); an ok renew, the
     /// check of a live session, or another process's renew, keeps it without end; a
     /// transaction's renews set no lease.
-    fn join(&mut self, g: u32, pos: usize, ops: &mut [ClientOp], join: Join) {
+    fn join(&mut self, g: u32, pos: usize, ops: &mut Ops, join: Join) {
         self.went_stale(g as usize);
         let grant = &mut self.grants[g as usize];
         debug_assert!(
@@ -314,7 +330,7 @@ impl Walk {
     /// token, else by the service's grant id, else the sender's own latest grant of the lock.
     /// A name no grant carries acts on no known one. Returns the grant the op uses
     /// ([`NO_GRANT`] while the grant it names is ahead of the walk: set when it is walked).
-    fn act(&mut self, pos: usize, ops: &mut [ClientOp], id: Option<u32>) -> u32 {
+    fn act(&mut self, pos: usize, ops: &mut Ops, id: Option<u32>) -> u32 {
         let op = &ops[pos];
         let (p, target, token) = (op.process, op.target, op.token());
         let done_ns = op.complete_or_max();
@@ -380,19 +396,19 @@ impl Walk {
     /// Every grant without a token invoked before the ambiguous op at `pos` completed may be
     /// the one it named (the op may take effect after a grant asked for later than itself):
     /// the latest [`UNTOKENED_CANDIDATES_MAX`] of them.
-    fn ambiguous(&mut self, pos: usize, ops: &mut [ClientOp]) {
+    fn ambiguous(&mut self, pos: usize, ops: &mut Ops) {
         let op = &ops[pos];
         let done_ns = op.complete_or_max();
         let Some(list) = self.untokened.get(&op.target) else {
             return;
         };
-        let end = list.partition_point(|&g| ops[g as usize].invoke_ns <= done_ns);
+        let end = list.partition_point(|e| e.0 <= done_ns);
         if end == 0 {
             return;
         }
         let start = end.saturating_sub(UNTOKENED_CANDIDATES_MAX);
         self.ambiguity_capped += start as u64;
-        let candidates: Vec<OpPos> = list[start..end].to_vec();
+        let candidates: Vec<OpPos> = list[start..end].iter().map(|e| e.1).collect();
         ops[pos].set_ambiguous();
         for at in candidates {
             match self.walked(at) {
@@ -403,7 +419,7 @@ impl Walk {
     }
 
     /// [`Walk::mark_crash`] for every session grant not closed, in position order.
-    pub(crate) fn mark_crashes(&mut self, ops: &mut [ClientOp]) {
+    pub(crate) fn mark_crashes(&mut self, ops: &mut Ops) {
         for i in self.sessions_closed..self.sessions.len() {
             let g = self.grants.partition_point(|g| g.op < self.sessions[i]);
             self.mark_crash(g, ops);
@@ -416,7 +432,7 @@ impl Walk {
     /// `session_end`, unless it is there already or the belief ended before it. Called once
     /// per session grant, in position order, once the ops before the crash have their marks
     /// (every grant they may name walked) and before any lease is followed.
-    fn mark_crash(&mut self, g: usize, ops: &mut [ClientOp]) {
+    fn mark_crash(&mut self, g: usize, ops: &mut Ops) {
         let grant = &mut self.grants[g];
         let Some(&crash) = self.first_info.get(&grant.process) else {
             return;
@@ -465,7 +481,7 @@ impl Walk {
     /// Returns the grants it closed, in the order it closed them.
     pub(crate) fn close(
         &mut self,
-        ops: &mut [ClientOp],
+        ops: &mut Ops,
         drift: Drift,
         lease_from: impl Fn(usize) -> Option<u64>,
     ) -> Vec<u32> {
@@ -475,7 +491,7 @@ impl Walk {
             return closed;
         }
         // Every op invoked before this instant has been walked.
-        let now = ops[self.next - 1].invoke_ns;
+        let now = self.walked_ns;
         let mut open = std::mem::take(&mut self.open);
         let mut sessions_wait = false;
         // Bounded by the grants open.
@@ -503,15 +519,16 @@ impl Walk {
         &mut self,
         g: usize,
         session: bool,
-        ops: &mut [ClientOp],
+        ops: &mut Ops,
         drift: Drift,
         lease_from: &impl Fn(usize) -> Option<u64>,
     ) {
         for i in 0..self.grants[g].epoch_ops.len() {
             let e = self.grants[g].epoch_ops[i];
             let op = &mut ops[e as usize];
-            if settle(&self.ttl_policy, op) {
-                self.early_ttls.push((g as u32, e, op.ttl_ms()));
+            if let (true, Some(r)) = (settle(&self.ttl_policy, op), op.requested_ttl_ms()) {
+                let set = self.ttl_policy.get(&r).map(|p| p.0);
+                self.early_ttls.push((g as u32, r, set));
             }
         }
         self.state[g] = Close::Closed;
@@ -532,13 +549,34 @@ impl Walk {
     /// No grant closed from now on holds the lock before this instant: the earliest invoke
     /// of a grant still open or an op not yet walked (a hold starts at its grant's answer or
     /// at a renew's, both after the grant's invoke). `u64::MAX` when neither is left.
-    pub(crate) fn watermark_ns(&self, ops: &[ClientOp]) -> u64 {
+    pub(crate) fn watermark_ns(&self, ops: &Ops) -> u64 {
         let open = self
             .open
             .first()
             .map_or(u64::MAX, |&g| self.grants[g as usize].invoke_ns);
         let unwalked = ops.get(self.next).map_or(u64::MAX, |o| o.invoke_ns);
         open.min(unwalked)
+    }
+
+    /// The first position a later step of the walk may read: the next op to walk, the ops of
+    /// the grants still open (an epoch may hold ops before its grant, named ahead of it), and
+    /// the ops waiting for a grant ahead of the walk. A streaming reader drops every op before
+    /// it.
+    pub(crate) fn first_needed(&self) -> usize {
+        let mut first = self.next;
+        for &g in &self.open {
+            let grant = &self.grants[g as usize];
+            first = first.min(grant.op);
+            if let Some(&e) = grant.epoch_ops.first() {
+                first = first.min(e as usize);
+            }
+        }
+        for list in self.deferred.values() {
+            for &(at, _) in list {
+                first = first.min(at as usize);
+            }
+        }
+        first
     }
 
     /// The grants not closed, in position order.
@@ -556,7 +594,7 @@ impl Walk {
     /// Until when grant `g` may still matter: the completion of its last op (never, while one
     /// is pending) plus twice its longest ttl, unless a release or its holder's crash ended
     /// it.
-    fn reach(&self, g: usize, ops: &[ClientOp]) -> u64 {
+    fn reach(&self, g: usize, ops: &Ops) -> u64 {
         let grant = &self.grants[g];
         let mut last = grant.complete_ns;
         let mut ttl_ms = grant.ttl_ms.unwrap_or(0);
@@ -579,13 +617,13 @@ impl Walk {
     /// The end of the walk: every op's lost answer takes the ttl of the whole run's policy,
     /// and a closed grant whose lost answers the policy sets otherwise than at its closing is
     /// stale.
-    pub(crate) fn settle_all(&mut self, ops: &mut [ClientOp]) {
+    pub(crate) fn settle_all(&mut self, ops: &mut Ops) {
         for op in ops.iter_mut() {
             settle(&self.ttl_policy, op);
         }
         for i in 0..self.early_ttls.len() {
-            let (g, pos, ttl) = self.early_ttls[i];
-            if ops[pos as usize].ttl_ms() != ttl {
+            let (g, r, set) = self.early_ttls[i];
+            if self.ttl_policy.get(&r).map(|p| p.0) != set {
                 self.went_stale(g as usize);
             }
         }
@@ -594,7 +632,7 @@ impl Walk {
     /// Follows every grant not closed, after [`Walk::settle_all`] and the crashes marked.
     pub(crate) fn follow_rest(
         &mut self,
-        ops: &[ClientOp],
+        ops: &Ops,
         drift: Drift,
         lease_from: impl Fn(usize) -> Option<u64>,
     ) {
