@@ -474,11 +474,10 @@ impl Walk {
         }
     }
 
-    /// Closes the grants, in position order, whose reach the walk has passed by
-    /// [`Walk::horizon_ns`]: each one's lost answers take the ttl the policy gives now, its
-    /// holder's crash is marked if it held a session, and its lease is followed. `lease_from`:
-    /// the adapter's evidence that a grant's lease was set before it.
-    /// Returns the grants it closed, in the order it closed them.
+    /// Closes the open grants whose reach the walk has passed by [`Walk::horizon_ns`] (a
+    /// session only once every earlier session is closed): see [`Walk::close_one`].
+    /// `lease_from`: the adapter's evidence that a grant's lease was set before it. Returns the
+    /// grants it closed, in the order it closed them.
     pub(crate) fn close(
         &mut self,
         ops: &mut Ops,
