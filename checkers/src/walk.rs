@@ -73,7 +73,9 @@ pub(crate) struct Walk {
     next: usize,
     /// The invoke of the last op walked.
     walked_ns: u64,
-    pub(crate) grants: Vec<Grant>,
+    /// The grants, by number; a streaming reader drops the closed ones before the first open
+    /// one ([`Walk::drop_closed`]).
+    pub(crate) grants: Window<Grant>,
     /// Per op walked, the grant it acts on or uses, or [`NO_GRANT`].
     pub(crate) grant_of: Window<u32>,
     /// Ops that name, or may name, a grant the walk has not reached, by that grant's position:
@@ -103,7 +105,7 @@ pub(crate) struct Walk {
     /// could change what its closing found (an op that joined it, a crash of its session's
     /// holder, a mark on one of its ops, a ttl the policy set later): stale, what a reader
     /// that forgets closed grants would have judged without.
-    pub(crate) state: Vec<Close>,
+    pub(crate) state: Window<Close>,
     /// The grants not closed, in position order.
     open: Vec<u32>,
     /// How many grants are closed.
@@ -125,6 +127,31 @@ pub(crate) struct Walk {
     info_in: FxMap<OpPos, Vec<u32>>,
     /// Per process, its closed session grants.
     closed_sessions_of: FxMap<u64, Vec<u32>>,
+    /// What reached a grant after it was dropped (a name, a crash, a mark, a ttl), and the
+    /// stale grants dropped: what a streaming reader judged without.
+    pub(crate) late: u64,
+    pub(crate) stale_dropped: u64,
+    /// The grants dropped stale or reached late, for the tests.
+    #[cfg(test)]
+    pub(crate) late_grants: Vec<u32>,
+    /// The grants closed, as closed, for the tests (a streaming reader drops them).
+    #[cfg(test)]
+    pub(crate) closed_log: Vec<(u32, String)>,
+    /// The dropped grants by their acquire's position, for the tests.
+    #[cfg(test)]
+    dropped_at: FxMap<OpPos, u32>,
+    /// The number of grants dropped when the maps that point at grants were last pruned.
+    pruned_at: usize,
+}
+
+/// Where a name points, for the walk.
+enum Found {
+    /// A grant the walk made and keeps.
+    Walked(u32),
+    /// An ok acquire the walk has not reached, at this position.
+    Ahead(OpPos),
+    /// A grant a streaming reader dropped: its number, or the position of its acquire.
+    Dropped(Result<u32, OpPos>),
 }
 
 impl Walk {
@@ -136,7 +163,7 @@ impl Walk {
             untokened: FxMap::default(),
             next: 0,
             walked_ns: 0,
-            grants: Vec::new(),
+            grants: Window::with_capacity(0),
             grant_of: Window::with_capacity(0),
             deferred: FxMap::default(),
             holds: FxMap::default(),
@@ -150,7 +177,7 @@ impl Walk {
             ok_acquires: 0,
             unplaced: 0,
             ambiguity_capped: 0,
-            state: Vec::new(),
+            state: Window::with_capacity(0),
             open: Vec::new(),
             closed: 0,
             sessions_closed: 0,
@@ -159,6 +186,15 @@ impl Walk {
             open_max: 0,
             info_in: FxMap::default(),
             closed_sessions_of: FxMap::default(),
+            late: 0,
+            stale_dropped: 0,
+            #[cfg(test)]
+            late_grants: Vec::new(),
+            #[cfg(test)]
+            closed_log: Vec::new(),
+            #[cfg(test)]
+            dropped_at: FxMap::default(),
+            pruned_at: 0,
         }
     }
 
@@ -237,11 +273,19 @@ impl Walk {
             }
             Func::Acquire => NO_GRANT,
             Func::Renew | Func::Release => self.act(pos, ops, id),
-            Func::Read | Func::Write => op
-                .token()
-                .and_then(|t| self.by_token.get(&(op.process, t)))
-                .copied()
-                .unwrap_or(NO_GRANT),
+            Func::Read | Func::Write => {
+                let g = op
+                    .token()
+                    .and_then(|t| self.by_token.get(&(op.process, t)))
+                    .copied()
+                    .unwrap_or(NO_GRANT);
+                if g != NO_GRANT && (g as usize) < self.grants.base() {
+                    self.went_stale(g as usize);
+                    NO_GRANT
+                } else {
+                    g
+                }
+            }
         };
         self.grant_of.push(uses);
     }
@@ -262,6 +306,11 @@ impl Walk {
         }
         self.latest.insert((p, target), g);
         self.state.push(Close::Open);
+        debug_assert_eq!(
+            self.state.len(),
+            self.grants.len() + 1,
+            "one state per grant"
+        );
         self.open.push(g);
         self.grants.push(Grant {
             op: pos,
@@ -338,22 +387,27 @@ impl Walk {
         // names the sender's own grant when it has one: it knows the name from its own grant.
         let named = match (token, id) {
             (Some(t), _) => match self.own_by_token.get(&(p, target, t)) {
-                Some(&g) => Some(Ok(g)),
-                None => named_by(&self.by_lock_token, target, t, done_ns).map(Err),
+                Some(&g) => Some(self.kept(g)),
+                None => named_by(&self.by_lock_token, target, t, done_ns).map(|at| self.walked(at)),
             },
             (None, Some(i)) => match self.own_by_id.get(&(p, target, i)) {
-                Some(&g) => Some(Ok(g)),
-                None => named_by(&self.by_lock_id, target, u64::from(i), done_ns).map(Err),
+                Some(&g) => Some(self.kept(g)),
+                None => named_by(&self.by_lock_id, target, u64::from(i), done_ns)
+                    .map(|at| self.walked(at)),
             },
-            (None, None) => self.latest.get(&(p, target)).map(|&g| Ok(g)),
+            (None, None) => self.latest.get(&(p, target)).map(|&g| self.kept(g)),
         };
-        match named.map(|n| n.or_else(|at| self.walked(at))) {
-            Some(Ok(g)) => {
+        match named {
+            Some(Found::Walked(g)) => {
                 self.join(g, pos, ops, Join::Named);
                 g
             }
-            Some(Err(at)) => {
+            Some(Found::Ahead(at)) => {
                 self.defer(at, pos, Join::Named);
+                NO_GRANT
+            }
+            Some(Found::Dropped(which)) => {
+                self.reached_dropped(which);
                 NO_GRANT
             }
             // A token no grant of the lock carries may be that of any grant whose ok came
@@ -365,24 +419,42 @@ impl Walk {
                 self.latest
                     .get(&(p, target))
                     .copied()
-                    .filter(|&g| self.grants[g as usize].token.is_none())
+                    .filter(|&g| {
+                        self.grants
+                            .get(g as usize)
+                            .is_some_and(|g| g.token.is_none())
+                    })
                     .unwrap_or(NO_GRANT)
             }
             None => NO_GRANT,
         }
     }
 
-    /// The grant made by the ok acquire at `at`, if the walk has reached it.
-    fn walked(&self, at: OpPos) -> Result<u32, OpPos> {
-        if (at as usize) < self.next {
-            let g = self.grants.partition_point(|g| g.op < at as usize);
-            debug_assert_eq!(
-                self.grants[g].op, at as usize,
-                "an ok acquire walked is a grant"
-            );
-            Ok(g as u32)
+    /// The grant made by the ok acquire at `at`: one the walk keeps, one ahead of it, or one
+    /// a streaming reader dropped.
+    fn walked(&self, at: OpPos) -> Found {
+        if (at as usize) >= self.next {
+            return Found::Ahead(at);
+        }
+        let g = self.grants.partition_point(|g| g.op < at as usize);
+        match self.grants.get(g) {
+            Some(grant) if grant.op == at as usize => Found::Walked(g as u32),
+            _ => {
+                debug_assert!(
+                    self.grants.base() > 0 && g == self.grants.base(),
+                    "an ok acquire walked is a grant, kept or dropped"
+                );
+                Found::Dropped(Err(at))
+            }
+        }
+    }
+
+    /// Grant number `g`, kept or dropped.
+    fn kept(&self, g: u32) -> Found {
+        if (g as usize) < self.grants.base() {
+            Found::Dropped(Ok(g))
         } else {
-            Err(at)
+            Found::Walked(g)
         }
     }
 
@@ -412,8 +484,9 @@ impl Walk {
         ops[pos].set_ambiguous();
         for at in candidates {
             match self.walked(at) {
-                Ok(g) => self.join(g, pos, ops, Join::Candidate),
-                Err(at) => self.defer(at, pos, Join::Candidate),
+                Found::Walked(g) => self.join(g, pos, ops, Join::Candidate),
+                Found::Ahead(at) => self.defer(at, pos, Join::Candidate),
+                Found::Dropped(which) => self.reached_dropped(which),
             }
         }
     }
@@ -468,7 +541,13 @@ impl Walk {
     /// were closed: each would have taken it as its holder's crash.
     fn crashed_late(&mut self, p: u64, pos: usize) {
         for g in self.closed_sessions_of.remove(&p).unwrap_or_default() {
-            if self.grants[g as usize].op < pos {
+            // A session grant of the process comes before its first unanswered op, whether the
+            // walk still keeps it or not.
+            if self
+                .grants
+                .get(g as usize)
+                .is_none_or(|grant| grant.op < pos)
+            {
                 self.went_stale(g as usize);
             }
         }
@@ -543,6 +622,8 @@ impl Walk {
         let grant = &mut self.grants[g];
         let from = lease_from(grant.op);
         follow_lease(grant, ops, drift, from, session);
+        #[cfg(test)]
+        self.closed_log.push((g as u32, format!("{grant:?}")));
     }
 
     /// No grant closed from now on holds the lock before this instant: the earliest invoke
@@ -583,11 +664,69 @@ impl Walk {
         &self.open
     }
 
-    /// A closed grant `g` was reached after its closing.
+    /// A closed grant `g` was reached after its closing (or after it was dropped).
     fn went_stale(&mut self, g: usize) {
-        if self.state[g] == Close::Closed {
+        if g < self.state.base() {
+            self.reached_dropped(Ok(g as u32));
+        } else if self.state[g] == Close::Closed {
             self.state[g] = Close::Stale;
         }
+    }
+
+    /// Something reached a dropped grant (by number, or by its acquire's position).
+    fn reached_dropped(&mut self, which: Result<u32, OpPos>) {
+        self.late += 1;
+        #[cfg(test)]
+        self.late_grants.push(match which {
+            Ok(g) => g,
+            Err(at) => self.dropped_at[&at],
+        });
+        #[cfg(not(test))]
+        let _ = which;
+    }
+
+    /// Drops the closed grants before the first one open (a streaming reader's), and, now and
+    /// then, what points at dropped grants in the maps of names and processes. The name
+    /// indexes are kept: a name of a dropped grant must still be known as one (counted late),
+    /// not taken for a name no grant carries.
+    pub(crate) fn drop_closed(&mut self) {
+        let keep = self.open.first().map_or(self.grants.len(), |&g| g as usize);
+        for g in self.state.base()..keep {
+            if self.state[g] == Close::Stale {
+                self.stale_dropped += 1;
+                #[cfg(test)]
+                self.late_grants.push(g as u32);
+            }
+        }
+        #[cfg(test)]
+        for g in self.grants.base()..keep {
+            self.dropped_at.insert(self.grants[g].op as OpPos, g as u32);
+        }
+        let first_op = self.grants.get(keep).map_or(self.next, |g| g.op);
+        self.grants.drop_before(keep);
+        self.state.drop_before(keep);
+        let dropped = self.sessions.partition_point(|&s| s < first_op);
+        self.sessions.drain(..dropped);
+        self.sessions_closed -= dropped;
+        // Each prune costs the maps' size: done once as many grants were dropped again.
+        if keep < self.pruned_at + 4096 || keep < 2 * self.pruned_at {
+            return;
+        }
+        self.pruned_at = keep;
+        let k = keep as u32;
+        self.own_by_token.retain(|_, g| *g >= k);
+        self.own_by_id.retain(|_, g| *g >= k);
+        self.by_token.retain(|_, g| *g >= k);
+        self.latest.retain(|_, g| *g >= k);
+        self.hold_of.retain(|g, _| *g >= k);
+        self.info_in.retain(|_, list| {
+            list.retain(|&g| g >= k);
+            !list.is_empty()
+        });
+        self.closed_sessions_of.retain(|_, list| {
+            list.retain(|&g| g >= k);
+            !list.is_empty()
+        });
     }
 
     /// Until when grant `g` may still matter: the completion of its last op (never, while one

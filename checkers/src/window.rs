@@ -50,6 +50,17 @@ impl<T> Window<T> {
         self.items.iter_mut()
     }
 
+    /// The items kept, in position order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
+        self.items.iter()
+    }
+
+    /// The position of the first item kept for which `f` is false, items kept being those
+    /// for which it is true first (as `slice::partition_point`).
+    pub(crate) fn partition_point(&self, f: impl FnMut(&T) -> bool) -> usize {
+        self.base + self.items.partition_point(f)
+    }
+
     /// Every item, for the batch model: the window never moved.
     pub(crate) fn into_vec(self) -> Vec<T> {
         assert_eq!(self.base, 0, "the batch model reads every op");
