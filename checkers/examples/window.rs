@@ -28,13 +28,15 @@ fn main() {
         .unwrap_or_else(|e| panic!("{path}: {e}"));
         println!(
             "horizon {horizon_ms} ms: {} events, {} ops, {} grants; {} closed before the end, \
-             {} of them stale; at most {} grants open, {} ops unwalked, {} ops kept and {} \
-             holds waiting for the double-grant sweep, which found {} ({:.1} s)",
+             {} of them stale, {} reached after they were dropped; at most {} grants open, {} \
+             ops unwalked, {} ops kept and {} holds waiting for the double-grant sweep, which \
+             found {} ({:.1} s)",
             w.events,
             w.ops,
             w.grants,
             w.closed,
             w.stale,
+            w.late,
             w.open_grants_max,
             w.unwalked_ops_max,
             w.ops_kept_max,
