@@ -207,8 +207,6 @@ pub(crate) struct Digest {
     pub(crate) lease_evidence: Vec<(usize, u64, u64)>,
     /// (op position, evidence) of completions carrying a read of the grant's lock key.
     pub(crate) key_evidence: Vec<(usize, crate::evidence::KeyEvidence)>,
-    /// (op position, `lease_from_ns`) of completions whose lease was set before them.
-    pub(crate) lease_from: Vec<(usize, u64)>,
     pub(crate) rounds: Vec<(usize, u64)>,
     /// (op position, `wait_ms`) of the acquires that say how long they asked to wait, from
     /// their invoke and their completion (the first per op is kept).
@@ -241,7 +239,8 @@ pub(crate) struct Digest {
     pub(crate) grant_named: Vec<(OpPos, u32)>,
     /// The drift the leases of closed grants are followed with.
     drift: Drift,
-    /// `lease_from` by position, for closing grants as the walk goes.
+    /// `lease_from_ns` of the completions whose lease was set before them, by position: read
+    /// as grants close, and sorted into the model's list at the end.
     lease_from_at: FxMap<OpPos, u64>,
     /// The most ops read and not yet walked at once.
     unwalked_max: usize,
@@ -293,7 +292,6 @@ impl Digest {
             nemesis: Vec::new(),
             lease_evidence: Vec::new(),
             key_evidence: Vec::new(),
-            lease_from: Vec::new(),
             rounds: Vec::new(),
             waits: Vec::new(),
             transfers: Vec::new(),
@@ -604,7 +602,6 @@ impl Digest {
                 self.key_evidence.push((slot, k));
             }
             if let Some(from) = lease_from_ns {
-                self.lease_from.push((slot, from));
                 self.lease_from_at.insert(slot as OpPos, from);
             }
         }
@@ -849,7 +846,11 @@ impl Model {
         let mut d = d;
         d.finish_walk();
         let (mut ops, mut walk) = (d.ops.into_vec(), d.walk);
-        let mut lease_from = d.lease_from;
+        let mut lease_from: Vec<(usize, u64)> = d
+            .lease_from_at
+            .iter()
+            .map(|(&pos, &from)| (pos as usize, from))
+            .collect();
         lease_from.sort_unstable();
         let sessions = std::mem::take(&mut walk.sessions);
         let Walk {
@@ -1044,10 +1045,10 @@ mod walk_order_tests {
             .iter()
             .map(|&(pos, id)| (pos as usize, id))
             .collect();
-        let lease_from = |list: &[(usize, u64)], pos| list.iter().find(|e| e.0 == pos).map(|e| e.1);
+        let lease_from = |map: &FxMap<OpPos, u64>, pos: usize| map.get(&(pos as OpPos)).copied();
         let mut a_ops = oracle.ops;
         let mut a = walk_whole(&mut a_ops, &ids, &oracle.holds);
-        a.follow_rest(&a_ops, drift, |pos| lease_from(&oracle.lease_from, pos));
+        a.follow_rest(&a_ops, drift, |pos| lease_from(&oracle.lease_from_at, pos));
         let (b_ops, b) = (read.ops, read.walk);
         if !evict {
             assert_eq!(

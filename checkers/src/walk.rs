@@ -200,7 +200,6 @@ impl Walk {
 
     /// The next position the walk will visit (a streaming reader walks up to where its rule
     /// allows; the tests walk in file order with it).
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn next(&self) -> usize {
         self.next
     }
@@ -575,7 +574,7 @@ impl Walk {
         // Bounded by the grants open.
         open.retain(|&g| {
             let g = g as usize;
-            let session = self.sessions.binary_search(&self.grants[g].op).is_ok();
+            let session = self.is_session(g);
             if (session && sessions_wait)
                 || self.reach(g, ops).saturating_add(self.horizon_ns) >= now
             {
@@ -662,6 +661,11 @@ impl Walk {
     /// The grants not closed, in position order.
     pub(crate) fn open(&self) -> &[u32] {
         &self.open
+    }
+
+    /// Whether grant `g` (one the walk keeps) is a session's (model item 9).
+    fn is_session(&self, g: usize) -> bool {
+        self.hold_of.get(&(g as u32)) == Some(&Hold::Session)
     }
 
     /// A closed grant `g` was reached after its closing (or after it was dropped).
@@ -776,7 +780,7 @@ impl Walk {
     ) {
         for &g in &self.open {
             let g = g as usize;
-            let session = self.sessions.binary_search(&self.grants[g].op).is_ok();
+            let session = self.is_session(g);
             let grant = &mut self.grants[g];
             let from = lease_from(grant.op);
             follow_lease(grant, ops, drift, from, session);
