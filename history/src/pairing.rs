@@ -74,8 +74,16 @@ enum Proc {
 #[derive(Debug, Default)]
 pub struct Pairing {
     last: Option<Stamp>,
-    /// Every client process seen: one lookup per event.
+    /// Every client process seen and not folded into `crashed`: one lookup per event.
     procs: HashMap<u64, Proc, BuildHasherDefault<ProcessHasher>>,
+    /// How many of `procs` are crashed.
+    crashed_kept: usize,
+    /// The crashed processes folded out of `procs`: a recorder gives a new number to a
+    /// process after each lost answer, so a long history crashes hundreds of thousands of
+    /// numbers, which a set of runs of numbers holds in the space of the few still running.
+    crashed: rangemap::RangeInclusiveSet<u64>,
+    /// The highest index of an `info` folded into `crashed`: what a refusal can still say.
+    crashed_through: u64,
     invokes: usize,
     /// The names of the targets seen, by id, and their ids.
     targets: Vec<Box<str>>,
@@ -135,7 +143,20 @@ impl Pairing {
                 ),
             );
         };
-        let state = self.procs.entry(p).or_insert(Proc::Idle);
+        let state = match self.procs.entry(p) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(_) if self.crashed.contains(&p) => {
+                return refuse(
+                    index,
+                    format_args!(
+                        "process {p} crashed (info at or before index {}) and must not run \
+                         further ops",
+                        self.crashed_through
+                    ),
+                );
+            }
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(Proc::Idle),
+        };
         match (*state, kind) {
             (Proc::Crashed(at), _) => refuse(
                 index,
@@ -182,11 +203,39 @@ impl Pairing {
                 if target != open.target && target != NO_TARGET {
                     return self.other_target(index, p, open, target);
                 }
-                complete(state, open, stamp, kind)
+                let paired = complete(state, open, stamp, kind);
+                if matches!(paired, Ok(Paired::Complete { outcome: Outcome::Info, .. })) {
+                    self.crashed_kept += 1;
+                    if self.crashed_kept > CRASHED_KEPT_MAX {
+                        self.fold_crashed();
+                    }
+                }
+                paired
             }
         }
     }
+
+    /// Moves the crashed processes out of the map of processes into the set of runs of
+    /// crashed numbers. Each fold costs the map's size, and comes once
+    /// [`CRASHED_KEPT_MAX`] processes crashed again.
+    #[cold]
+    fn fold_crashed(&mut self) {
+        let (crashed, through) = (&mut self.crashed, &mut self.crashed_through);
+        self.procs.retain(|&p, state| match *state {
+            Proc::Crashed(at) => {
+                crashed.insert(p..=p);
+                *through = (*through).max(at);
+                false
+            }
+            _ => true,
+        });
+        self.crashed_kept = 0;
+    }
 }
+
+/// How many crashed processes the pairing keeps by number, with the index of the `info` that
+/// crashed each (what a refusal names), before folding them into runs of numbers.
+const CRASHED_KEPT_MAX: usize = 4096;
 
 /// The completion `kind` at `stamp` of the op `open` of the process whose state is `state`
 /// (its function and target already matched): it ends the op, and an `info` crashes the
@@ -380,6 +429,49 @@ mod tests {
         for (events, want) in cases {
             assert_eq!(run(&events).unwrap_err(), want);
         }
+    }
+
+    /// Crashed processes folded out of the map (past [`CRASHED_KEPT_MAX`]) are refused as
+    /// before, with the last index folded; processes never crashed between them run on.
+    #[test]
+    fn crashed_processes_folded_into_runs_stay_crashed() {
+        use OpType::*;
+        let mut events = Vec::new();
+        let crashes = 3 * CRASHED_KEPT_MAX as u64 + 7;
+        // Odd processes crash, even ones (never crashed) sit between them.
+        for i in 0..crashes {
+            let p = Process::Client(2 * i + 1);
+            let index = events.len() as u64;
+            events.push((index, index, p, Invoke, F::Acquire));
+            events.push((index + 1, index + 1, p, Info, F::Acquire));
+        }
+        let last_info = events.len() as u64 - 1;
+        let n = events.len() as u64;
+        let mut with = |p: u64| {
+            let mut e = events.clone();
+            e.push((n, n, Process::Client(p), Invoke, F::Acquire));
+            run(&e).map(|_| ())
+        };
+        assert_eq!(with(2 * 5), Result::Ok(()), "a process between crashed ones");
+        assert_eq!(with(2 * crashes + 1), Result::Ok(()), "a new process");
+        assert_eq!(
+            with(2 * 5 + 1),
+            Err(format!(
+                "op index {n}: process 11 crashed (info at or before index {}) and must not run \
+                 further ops",
+                // Folded at each (CRASHED_KEPT_MAX + 1)th crash: the third fold's last info.
+                2 * (3 * (CRASHED_KEPT_MAX as u64 + 1) - 1) + 1
+            ))
+        );
+        // The last ones are still kept by number, with their own index.
+        assert_eq!(
+            with(2 * (crashes - 1) + 1),
+            Err(format!(
+                "op index {n}: process {} crashed (info at index {last_info}) and must not run \
+                 further ops",
+                2 * (crashes - 1) + 1
+            ))
+        );
     }
 
     /// A completion names its invoke's lock (or key), or none; another is refused.
