@@ -220,6 +220,9 @@ pub(crate) struct Digest {
     /// The tests' oracle reads a history without walking it.
     #[cfg(test)]
     hold_walk: bool,
+    /// What the reader dropped of `walk.grant_of`, for the tests.
+    #[cfg(test)]
+    grant_of_dropped: Vec<u32>,
     /// The walk that makes the grants, done as the ops are read: each op walked as soon as
     /// `walk.rs`'s rule allows ([`Digest::advance`]).
     walk: Walk,
@@ -299,6 +302,8 @@ impl Digest {
             holds: Vec::new(),
             #[cfg(test)]
             hold_walk: false,
+            #[cfg(test)]
+            grant_of_dropped: Vec::new(),
             walk: Walk::new(),
             open_acquires: std::collections::BTreeSet::new(),
             id_numbers: FxMap::default(),
@@ -428,8 +433,14 @@ impl Digest {
             if self.evict {
                 let keep = self.walk.first_needed();
                 self.ops.drop_before(keep);
+                #[cfg(test)]
+                self.grant_of_dropped
+                    .extend((self.walk.grant_of.base()..keep).map(|p| self.walk.grant_of[p]));
                 self.walk.grant_of.drop_before(keep);
-                self.walk.drop_closed();
+                if self.walk.drop_closed() {
+                    // Read only for a grant's acquire, when it closes: none before `keep`.
+                    self.lease_from_at.retain(|&pos, _| pos as usize >= keep);
+                }
                 self.kept_max = self.kept_max.max(self.ops.len() - self.ops.base());
             }
         }
@@ -1025,6 +1036,10 @@ mod walk_order_tests {
         stale: usize,
         /// Overlapping holds found (where no grant went stale).
         double_grants: usize,
+        /// Whether a name the reader forgot led the walk where the tests cannot follow.
+        uncertain: bool,
+        /// What reached a grant after it was dropped.
+        late: u64,
     }
 
     /// Both walks over one history: the digest's, done as it reads the history one event at a
@@ -1035,6 +1050,8 @@ mod walk_order_tests {
         read.walk.horizon_ns = horizon_ns;
         read.stream = Some(Streamed::default());
         read.evict = evict;
+        // Pruned at every drop: what the names keep of dropped grants is what is read.
+        read.walk.prune_every = 1;
         let mut read = Digest::of_history_in(h, 1, read);
         read.finish_walk();
         let mut oracle = Digest::new(0, drift);
@@ -1056,6 +1073,18 @@ mod walk_order_tests {
                 format!("{:?}", b.grant_of),
                 "{what}: grant_of"
             );
+        }
+        // Each op's grant, the dropped ones' as they were dropped, unless the grant it names
+        // was dropped or forgotten (counted late).
+        let mut b_grant_of = read.grant_of_dropped;
+        b_grant_of.extend(b.grant_of.iter().copied());
+        assert_eq!(a.grant_of.len(), b_grant_of.len(), "{what}: grant_of");
+        if b.uncertain == 0 {
+            for (pos, (x, y)) in a.grant_of.iter().zip(&b_grant_of).enumerate() {
+                if !b.late_ops.contains(&(pos as OpPos)) {
+                    assert_eq!(x, y, "{what}: the grant of op {pos}");
+                }
+            }
         }
         // The reader that drops grants drops their sessions' positions too.
         assert!(a.sessions.ends_with(&b.sessions), "{what}: sessions");
@@ -1079,7 +1108,14 @@ mod walk_order_tests {
         );
         // A grant the reader dropped is compared as it was when closed; one it keeps, as it
         // is now. Neither when stale or reached after it was dropped.
-        let stale = b.state.iter().filter(|&&s| s == Close::Stale).count() + b.late_grants.len();
+        let stale = b.state.iter().filter(|&&s| s == Close::Stale).count()
+            + b.late_grants.len()
+            + b.uncertain as usize;
+        assert!(b.late >= b.uncertain, "{what}: a forgotten name not counted late");
+        assert!(
+            b.late + b.stale_dropped >= b.late_grants.len() as u64,
+            "{what}: a grant reached late not counted"
+        );
         let late: std::collections::HashSet<u32> = b.late_grants.iter().copied().collect();
         let closed: std::collections::HashMap<u32, &String> =
             b.closed_log.iter().map(|(g, text)| (*g, text)).collect();
@@ -1089,7 +1125,7 @@ mod walk_order_tests {
                 panic!("{what}: grant {g} was dropped unclosed");
             };
             let kept_stale = b.state.get(g) == Some(&Close::Stale);
-            if !kept_stale && !late.contains(&(g as u32)) {
+            if !kept_stale && !late.contains(&(g as u32)) && b.uncertain == 0 {
                 assert_eq!(&format!("{x:?}"), y, "{what}: grant {g}");
             }
         }
@@ -1125,17 +1161,24 @@ mod walk_order_tests {
                 .sum(),
             closed: b.closed,
             stale,
+            uncertain: b.uncertain > 0,
+            late: b.late,
         }
     }
 
-    /// One history from its lines: `(time_ms, process, type, f, value)` on lock L0.
+    /// One history from its lines: `(time_ms, process, type, f, value)` on lock L0 (store ops
+    /// on key k0).
     fn lines(events: &[(u64, u64, &str, &str, &str)]) -> History {
         let ops = events
             .iter()
             .enumerate()
             .map(|(i, &(ms, p, kind, f, value))| {
+                let target = match f {
+                    "read" | "write" => r#""key":"k0""#,
+                    _ => r#""lock":"L0""#,
+                };
                 let line = format!(
-                    r#"{{"index":{i},"time_ns":{},"process":{p},"type":"{kind}","f":"{f}","lock":"L0","value":{{{value}}}}}"#,
+                    r#"{{"index":{i},"time_ns":{},"process":{p},"type":"{kind}","f":"{f}",{target},"value":{{{value}}}}}"#,
                     ms * 1_000_000
                 );
                 serde_json::from_str::<Op>(&line).unwrap_or_else(|e| panic!("{line}: {e}"))
@@ -1281,12 +1324,118 @@ mod walk_order_tests {
         ]
     }
 
-    /// Every history of the corpus: the named-ahead ones, the closing corners, generated and
-    /// injected ones, and the fixtures.
+    /// Histories in which an op names a grant a reader that closes at once has dropped, and
+    /// whose name it pruned (`names.rs`): each way a name is kept of a dropped grant.
+    fn forgetting_corners() -> Vec<(&'static str, History)> {
+        let ttl = r#""ttl_ms":100"#;
+        // Grant 0, released; then another grant, whose walk closes and drops grant 0.
+        let first = [
+            (0, 1, "invoke", "acquire", ttl),
+            (1, 1, "ok", "acquire", r#""token":1,"ttl_ms":100"#),
+            (2, 1, "invoke", "release", r#""token":1"#),
+            (3, 1, "ok", "release", r#""token":1"#),
+            (10, 3, "invoke", "acquire", ttl),
+            (11, 3, "ok", "acquire", r#""token":5,"ttl_ms":100"#),
+        ];
+        let then = |rest: &[(u64, u64, &'static str, &'static str, &'static str)]| {
+            lines(&[&first[..], rest].concat())
+        };
+        vec![
+            (
+                "a write with the token of a dropped grant",
+                then(&[
+                    (20, 1, "invoke", "write", r#""token":1,"value":5"#),
+                    (21, 1, "ok", "write", r#""token":1,"value":5"#),
+                ]),
+            ),
+            (
+                "a token reused after its first grant was dropped, renewed by its first holder",
+                then(&[
+                    (20, 2, "invoke", "acquire", ttl),
+                    (21, 2, "ok", "acquire", r#""token":1,"ttl_ms":100"#),
+                    (22, 1, "invoke", "renew", r#""token":1,"ttl_ms":100"#),
+                    (23, 1, "fail", "renew", r#""error":"not-holder""#),
+                ]),
+            ),
+            (
+                "a token no grant carries, after a grant without a token was dropped",
+                lines(&[
+                    (0, 1, "invoke", "acquire", ttl),
+                    (1, 1, "ok", "acquire", ttl),
+                    (2, 1, "invoke", "release", ""),
+                    (3, 1, "ok", "release", ""),
+                    (10, 3, "invoke", "acquire", ttl),
+                    (11, 3, "ok", "acquire", r#""token":5,"ttl_ms":100"#),
+                    (20, 2, "invoke", "renew", r#""token":9,"ttl_ms":100"#),
+                    (21, 2, "fail", "renew", r#""error":"not-holder""#),
+                ]),
+            ),
+            (
+                "a release without a name after its grant was dropped",
+                lines(&[
+                    (0, 1, "invoke", "acquire", ttl),
+                    (1, 1, "ok", "acquire", ttl),
+                    (300, 3, "invoke", "acquire", ttl),
+                    (301, 3, "ok", "acquire", r#""token":5,"ttl_ms":100"#),
+                    (400, 2, "invoke", "acquire", ttl),
+                    (401, 2, "fail", "acquire", r#""error":"held""#),
+                    (410, 1, "invoke", "release", ""),
+                    (411, 1, "fail", "release", r#""error":"not-holder""#),
+                ]),
+            ),
+            (
+                "a grant id reused after its first grant was dropped, renewed by its first holder",
+                lines(&[
+                    (0, 1, "invoke", "acquire", ttl),
+                    (1, 1, "ok", "acquire", r#""grant":"a","ttl_ms":100"#),
+                    (2, 1, "invoke", "release", r#""grant":"a""#),
+                    (3, 1, "ok", "release", r#""grant":"a""#),
+                    (10, 3, "invoke", "acquire", ttl),
+                    (11, 3, "ok", "acquire", r#""grant":"b","ttl_ms":100"#),
+                    (20, 2, "invoke", "acquire", ttl),
+                    (21, 2, "ok", "acquire", r#""grant":"a","ttl_ms":100"#),
+                    (22, 1, "invoke", "renew", r#""grant":"a","ttl_ms":100"#),
+                    (23, 1, "fail", "renew", r#""error":"not-holder""#),
+                ]),
+            ),
+        ]
+    }
+
+    /// A history in which a prune comes between a crash and the grants of the crashed process
+    /// it must keep the crash for.
+    fn pruning_corners() -> Vec<(&'static str, History)> {
+        let ttl = r#""ttl_ms":100"#;
+        vec![
+            (
+                "a session holder crashes while an earlier grant is open, then dropped",
+                lines(&[
+                    (0, 2, "invoke", "acquire", ttl),
+                    (1, 2, "ok", "acquire", r#""token":1,"ttl_ms":100"#),
+                    (2, 1, "invoke", "acquire", ""),
+                    (3, 1, "ok", "acquire", r#""token":2,"hold":"session""#),
+                    // Another process's renew, answered late, keeps the session open past A.
+                    (4, 4, "invoke", "renew", r#""token":2"#),
+                    (6, 1, "invoke", "write", r#""token":2,"value":1"#),
+                    (7, 1, "info", "write", r#""error":"timeout""#),
+                    (300, 3, "invoke", "acquire", ttl),
+                    (301, 3, "fail", "acquire", r#""error":"held""#),
+                    (350, 4, "ok", "renew", r#""token":2"#),
+                    // Time moves on: the walk reaches 300 ms and closes A, not the session.
+                    (400, 5, "invoke", "acquire", ttl),
+                    (401, 5, "fail", "acquire", r#""error":"held""#),
+                ]),
+            ),
+        ]
+    }
+
+    /// Every history of the corpus: the named-ahead ones, the closing and forgetting corners,
+    /// generated and injected ones, and the fixtures.
     fn corpus() -> Vec<(String, History)> {
         let mut all: Vec<(String, History)> = named_ahead()
             .into_iter()
             .chain(closing_corners())
+            .chain(forgetting_corners())
+            .chain(pruning_corners())
             .map(|(what, h)| (what.to_string(), h))
             .collect();
         for seed in 0..40u64 {
@@ -1350,6 +1499,7 @@ mod walk_order_tests {
         ];
         for (horizon_ns, evict) in runs {
             let (mut closed, mut stale, mut double_grants) = (0, 0, 0);
+            let mut uncertain = Vec::new();
             for (i, (what, h)) in corpus.iter().enumerate() {
                 let drift = Drift::from_ppm(10_000 * (i as u64 % 2));
                 let what = format!("{what}, horizon {horizon_ns}, evict {evict}");
@@ -1357,10 +1507,23 @@ mod walk_order_tests {
                 closed += seen.closed;
                 stale += seen.stale;
                 double_grants += seen.double_grants;
+                if seen.uncertain {
+                    uncertain.push(what);
+                }
             }
             eprintln!(
                 "horizon {horizon_ns} ns, evict {evict}: {closed} grants closed early, {stale} \
-                 stale, {double_grants} overlapping holds streamed"
+                 stale, {double_grants} overlapping holds streamed, {} histories left out of \
+                 the comparison by a forgotten name",
+                uncertain.len()
+            );
+            // A forgotten name leads elsewhere than a dropped grant only where a process names
+            // a token it was never granted: rare, and each such history still counts it late.
+            assert!(
+                uncertain.len() * 20 <= corpus.len(),
+                "{} of {} histories left out: {uncertain:?}",
+                uncertain.len(),
+                corpus.len()
             );
             assert!(
                 double_grants > 50,
@@ -1370,6 +1533,12 @@ mod walk_order_tests {
                 for (what, h) in closing_corners() {
                     let seen = same_walks(&h, what, 0, Drift::from_ppm(0), evict);
                     assert!(seen.stale > 0, "{what}: no grant went stale");
+                }
+            }
+            if horizon_ns == 0 && evict {
+                for (what, h) in forgetting_corners() {
+                    let seen = same_walks(&h, what, 0, Drift::from_ppm(0), evict);
+                    assert!(seen.late > 0, "{what}: nothing reached late");
                 }
             }
             assert!(

@@ -74,6 +74,7 @@ mod lease;
 mod liveness;
 mod model;
 mod mutex;
+mod names;
 mod rounds;
 mod search;
 mod serial;

@@ -24,6 +24,7 @@ use crate::evidence::Hold;
 use crate::model::{
     follow_lease, ClientOp, Drift, Func, Grant, OpPos, NO_GRANT, NO_TARGET, SESSION_TTL_MS,
 };
+use crate::names::{Named, Names};
 use crate::window::Window;
 use crate::FxMap;
 use history::Outcome;
@@ -35,9 +36,9 @@ pub(crate) type Ops = Window<ClientOp>;
 /// latest ones): a stated bound, counted in the notes when reached.
 pub(crate) const UNTOKENED_CANDIDATES_MAX: usize = 64;
 
-/// Grants by one name (a lock and a token, or a lock and a grant id), as `(invoke, position)`,
-/// sorted: the latest asked for by an instant is found by bisection.
-type ByName = FxMap<(u32, u64), Vec<(u64, OpPos)>>;
+/// The fewest grants dropped between two prunes of the maps that point at grants
+/// ([`Walk::drop_closed`]); a prune also waits for as many drops as the entries it left.
+const PRUNE_EVERY: usize = 4096;
 
 /// How an op joins the epoch of a grant the walk has not reached yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,13 +63,21 @@ pub(crate) struct Walk {
     /// The run's ttl policy (model item 7) as the completions told so far give it: requested
     /// ttl -> (shortest, longest) granted.
     pub(crate) ttl_policy: FxMap<u64, (u64, u64)>,
-    /// Ok acquires with a target, by name, from their completion on.
-    by_lock_token: ByName,
-    by_lock_id: ByName,
-    /// Per lock, `(invoke, position)` of its ok acquires without a token, from their
-    /// completion on, sorted (position order is invoke order): what an ambiguous op reads of
-    /// them, without their ops.
-    untokened: FxMap<u32, Vec<(u64, OpPos)>>,
+    /// The names grants are found by, from their acquire's completion on.
+    names: Names,
+    /// The same names never pruned, for the tests: what a name the reader forgot named.
+    #[cfg(test)]
+    shadow: Names,
+    /// Names the reader forgot whose grant the tests cannot tell from the walk's: each such
+    /// history is left out of the grant-by-grant comparison (the reader counts them late).
+    #[cfg(test)]
+    pub(crate) uncertain: u64,
+    /// The op being walked, and the ops whose grant the reader could not give because it was
+    /// dropped or forgotten (counted late), for the tests.
+    #[cfg(test)]
+    walking: Option<OpPos>,
+    #[cfg(test)]
+    pub(crate) late_ops: crate::model::FxSet<OpPos>,
     /// The next position to walk.
     next: usize,
     /// The invoke of the last op walked.
@@ -85,14 +94,8 @@ pub(crate) struct Walk {
     holds: FxMap<OpPos, Hold>,
     /// Per grant walked, whether it is no lease.
     hold_of: FxMap<u32, Hold>,
-    /// (process, token) -> grant, for store ops.
-    by_token: FxMap<(u64, u64), u32>,
-    /// (process, lock, token or id) -> the process's latest grant with it, in program order.
-    own_by_token: FxMap<(u64, u32, u64), u32>,
-    own_by_id: FxMap<(u64, u32, u32), u32>,
-    /// (process, lock) -> the process's latest grant of the lock, in program order.
-    latest: FxMap<(u64, u32), u32>,
-    /// Per process, the position of its first unanswered op (a crash: it never acts again).
+    /// Per process, the position of its first unanswered op (a crash: it never acts again);
+    /// pruned once no grant the walk keeps is the process's.
     first_info: FxMap<u64, OpPos>,
     /// Positions of the session grants, sorted.
     pub(crate) sessions: Vec<usize>,
@@ -127,6 +130,11 @@ pub(crate) struct Walk {
     info_in: FxMap<OpPos, Vec<u32>>,
     /// Per process, its closed session grants.
     closed_sessions_of: FxMap<u64, Vec<u32>>,
+    /// Per process still running, how many of its closed session grants were dropped: each
+    /// is reached late if it crashes. The tests also keep which.
+    dropped_sessions_of: FxMap<u64, u64>,
+    #[cfg(test)]
+    dropped_sessions_which: FxMap<u64, Vec<u32>>,
     /// What reached a grant after it was dropped (a name, a crash, a mark, a ttl), and the
     /// stale grants dropped: what a streaming reader judged without.
     pub(crate) late: u64,
@@ -140,8 +148,13 @@ pub(crate) struct Walk {
     /// The dropped grants by their acquire's position, for the tests.
     #[cfg(test)]
     dropped_at: FxMap<OpPos, u32>,
-    /// The number of grants dropped when the maps that point at grants were last pruned.
+    /// The number of grants dropped when the maps that point at grants were last pruned,
+    /// and the entries that prune left.
     pruned_at: usize,
+    survivors: usize,
+    /// The fewest grants dropped between two prunes ([`PRUNE_EVERY`]; the tests prune at
+    /// every drop).
+    pub(crate) prune_every: usize,
 }
 
 /// Where a name points, for the walk.
@@ -152,15 +165,23 @@ enum Found {
     Ahead(OpPos),
     /// A grant a streaming reader dropped: its number, or the position of its acquire.
     Dropped(Result<u32, OpPos>),
+    /// A name the reader pruned, which may have been a dropped grant's (`names.rs`).
+    Forgotten,
 }
 
 impl Walk {
     pub(crate) fn new() -> Walk {
         Walk {
             ttl_policy: FxMap::default(),
-            by_lock_token: ByName::default(),
-            by_lock_id: ByName::default(),
-            untokened: FxMap::default(),
+            names: Names::default(),
+            #[cfg(test)]
+            shadow: Names::default(),
+            #[cfg(test)]
+            uncertain: 0,
+            #[cfg(test)]
+            walking: None,
+            #[cfg(test)]
+            late_ops: Default::default(),
             next: 0,
             walked_ns: 0,
             grants: Window::with_capacity(0),
@@ -168,10 +189,6 @@ impl Walk {
             deferred: FxMap::default(),
             holds: FxMap::default(),
             hold_of: FxMap::default(),
-            by_token: FxMap::default(),
-            own_by_token: FxMap::default(),
-            own_by_id: FxMap::default(),
-            latest: FxMap::default(),
             first_info: FxMap::default(),
             sessions: Vec::new(),
             ok_acquires: 0,
@@ -186,6 +203,9 @@ impl Walk {
             open_max: 0,
             info_in: FxMap::default(),
             closed_sessions_of: FxMap::default(),
+            dropped_sessions_of: FxMap::default(),
+            #[cfg(test)]
+            dropped_sessions_which: FxMap::default(),
             late: 0,
             stale_dropped: 0,
             #[cfg(test)]
@@ -195,6 +215,8 @@ impl Walk {
             #[cfg(test)]
             dropped_at: FxMap::default(),
             pruned_at: 0,
+            survivors: 0,
+            prune_every: PRUNE_EVERY,
         }
     }
 
@@ -231,19 +253,9 @@ impl Walk {
             return;
         }
         let at = (op.invoke_ns, pos as OpPos);
-        if let Some(t) = op.token() {
-            insert_sorted(self.by_lock_token.entry((op.target, t)).or_default(), at);
-        } else {
-            insert_sorted(self.untokened.entry(op.target).or_default(), at);
-        }
-        if let Some(i) = id {
-            insert_sorted(
-                self.by_lock_id
-                    .entry((op.target, u64::from(i)))
-                    .or_default(),
-                at,
-            );
-        }
+        self.names.completed(op.target, op.token(), id, at);
+        #[cfg(test)]
+        self.shadow.completed(op.target, op.token(), id, at);
         if let Some(h) = hold {
             self.holds.insert(pos as OpPos, h);
         }
@@ -265,27 +277,43 @@ impl Walk {
             self.grant_of.push(NO_GRANT);
             return;
         }
+        if op.func == Func::Acquire && op.outcome == Outcome::Ok {
+            self.grant_of.push(NO_GRANT);
+            return self.grant(pos, ops, id);
+        }
+        #[cfg(test)]
+        {
+            self.walking = Some(pos as OpPos);
+        }
         let uses = match op.func {
-            Func::Acquire if op.outcome == Outcome::Ok => {
-                self.grant_of.push(NO_GRANT);
-                return self.grant(pos, ops, id);
-            }
             Func::Acquire => NO_GRANT,
             Func::Renew | Func::Release => self.act(pos, ops, id),
             Func::Read | Func::Write => {
-                let g = op
-                    .token()
-                    .and_then(|t| self.by_token.get(&(op.process, t)))
-                    .copied()
-                    .unwrap_or(NO_GRANT);
-                if g != NO_GRANT && (g as usize) < self.grants.base() {
-                    self.went_stale(g as usize);
-                    NO_GRANT
-                } else {
-                    g
+                let (p, token) = (op.process, op.token());
+                match token.and_then(|t| self.names.store(p, t)) {
+                    Some(Named::Grant(g)) if (g as usize) < self.grants.base() => {
+                        self.went_stale(g as usize);
+                        NO_GRANT
+                    }
+                    Some(Named::Grant(g)) => g,
+                    // A store op with no grant changes no grant: only a dropped one matters.
+                    Some(_) => {
+                        #[cfg(test)]
+                        let exact = (token.and_then(|t| self.shadow.store(p, t)), true);
+                        self.forgotten(
+                            #[cfg(test)]
+                            exact,
+                        );
+                        NO_GRANT
+                    }
+                    None => NO_GRANT,
                 }
             }
         };
+        #[cfg(test)]
+        {
+            self.walking = None;
+        }
         self.grant_of.push(uses);
     }
 
@@ -296,14 +324,9 @@ impl Walk {
         let (p, target, token) = (op.process, op.target, op.token());
         self.ok_acquires += 1;
         let g = self.grants.len() as u32;
-        if let Some(t) = token {
-            self.by_token.insert((p, t), g);
-            self.own_by_token.insert((p, target, t), g);
-        }
-        if let Some(i) = id {
-            self.own_by_id.insert((p, target, i), g);
-        }
-        self.latest.insert((p, target), g);
+        self.names.granted(p, target, token, id, g);
+        #[cfg(test)]
+        self.shadow.granted(p, target, token, id, g);
         self.state.push(Close::Open);
         debug_assert_eq!(
             self.state.len(),
@@ -382,20 +405,10 @@ impl Walk {
         let op = &ops[pos];
         let (p, target, token) = (op.process, op.target, op.token());
         let done_ns = op.complete_or_max();
-        // A name two grants carry (a token reused: each side of a split brain counts its own)
-        // names the sender's own grant when it has one: it knows the name from its own grant.
-        let named = match (token, id) {
-            (Some(t), _) => match self.own_by_token.get(&(p, target, t)) {
-                Some(&g) => Some(self.kept(g)),
-                None => named_by(&self.by_lock_token, target, t, done_ns).map(|at| self.walked(at)),
-            },
-            (None, Some(i)) => match self.own_by_id.get(&(p, target, i)) {
-                Some(&g) => Some(self.kept(g)),
-                None => named_by(&self.by_lock_id, target, u64::from(i), done_ns)
-                    .map(|at| self.walked(at)),
-            },
-            (None, None) => self.latest.get(&(p, target)).map(|&g| self.kept(g)),
-        };
+        let named = self
+            .names
+            .named(p, target, token, id, done_ns)
+            .map(|n| self.found(n));
         match named {
             Some(Found::Walked(g)) => {
                 self.join(g, pos, ops, Join::Named);
@@ -409,15 +422,33 @@ impl Walk {
                 self.reached_dropped(which);
                 NO_GRANT
             }
+            Some(Found::Forgotten) => {
+                // What the name named, and whether naming no grant would have changed none
+                // (an op without a token, or no grant without one to take it).
+                #[cfg(test)]
+                let exact = (
+                    self.shadow.named(p, target, token, id, done_ns),
+                    token.is_none()
+                        || self
+                            .shadow
+                            .untokened(target, done_ns, UNTOKENED_CANDIDATES_MAX)
+                            .2
+                            .is_empty(),
+                );
+                self.forgotten(
+                    #[cfg(test)]
+                    exact,
+                );
+                NO_GRANT
+            }
             // A token no grant of the lock carries may be that of any grant whose ok came
             // without a readable token (unknown, not absent): the op may have acted on each of
             // them, so on each it counts as indeterminate. It uses the sender's own, if that
             // is one.
             None if token.is_some() => {
                 self.ambiguous(pos, ops);
-                self.latest
-                    .get(&(p, target))
-                    .copied()
+                self.names
+                    .latest(p, target)
                     .filter(|&g| {
                         self.grants
                             .get(g as usize)
@@ -448,6 +479,32 @@ impl Walk {
         }
     }
 
+    /// Where a name leads.
+    fn found(&self, n: Named) -> Found {
+        match n {
+            Named::Grant(g) => self.kept(g),
+            Named::Acquire(at) => self.walked(at),
+            Named::Forgotten => Found::Forgotten,
+        }
+    }
+
+    /// A name the reader pruned may have been a dropped grant's: counted late, as reaching
+    /// it. The tests learn from the names never pruned (`exact`: what it named, and whether
+    /// naming no grant changes none) which dropped grant it reached, or leave the history out
+    /// of the grant-by-grant comparison when the walk went elsewhere.
+    fn forgotten(&mut self, #[cfg(test)] exact: (Option<Named>, bool)) {
+        self.late += 1;
+        #[cfg(test)]
+        self.late_ops.extend(self.walking);
+        #[cfg(test)]
+        match exact.0.map(|n| self.found(n)) {
+            Some(Found::Dropped(Ok(g))) => self.late_grants.push(g),
+            Some(Found::Dropped(Err(at))) => self.late_grants.push(self.dropped_at[&at]),
+            None if exact.1 => {}
+            _ => self.uncertain += 1,
+        }
+    }
+
     /// Grant number `g`, kept or dropped.
     fn kept(&self, g: u32) -> Found {
         if (g as usize) < self.grants.base() {
@@ -469,23 +526,35 @@ impl Walk {
     /// the latest [`UNTOKENED_CANDIDATES_MAX`] of them.
     fn ambiguous(&mut self, pos: usize, ops: &mut Ops) {
         let op = &ops[pos];
-        let done_ns = op.complete_or_max();
-        let Some(list) = self.untokened.get(&op.target) else {
-            return;
-        };
-        let end = list.partition_point(|e| e.0 <= done_ns);
-        if end == 0 {
+        let (target, done_ns) = (op.target, op.complete_or_max());
+        let (capped, dropped, candidates) =
+            self.names
+                .untokened(target, done_ns, UNTOKENED_CANDIDATES_MAX);
+        if dropped == 0 && candidates.is_empty() {
             return;
         }
-        let start = end.saturating_sub(UNTOKENED_CANDIDATES_MAX);
-        self.ambiguity_capped += start as u64;
-        let candidates: Vec<OpPos> = list[start..end].iter().map(|e| e.1).collect();
+        self.ambiguity_capped += capped;
         ops[pos].set_ambiguous();
+        // The dropped ones come first: the shadow's first ones are theirs.
+        #[cfg(test)]
+        let shadow = self
+            .shadow
+            .untokened(target, done_ns, UNTOKENED_CANDIDATES_MAX)
+            .2;
+        #[cfg(test)]
+        for &at in &shadow[..dropped] {
+            self.reached_dropped(Err(at));
+        }
+        #[cfg(not(test))]
+        {
+            self.late += dropped as u64;
+        }
         for at in candidates {
             match self.walked(at) {
                 Found::Walked(g) => self.join(g, pos, ops, Join::Candidate),
                 Found::Ahead(at) => self.defer(at, pos, Join::Candidate),
                 Found::Dropped(which) => self.reached_dropped(which),
+                Found::Forgotten => unreachable!("a kept acquire's position is walked or ahead"),
             }
         }
     }
@@ -539,6 +608,10 @@ impl Walk {
     /// Process `p`'s first unanswered op, at `pos`, came after some of its session grants
     /// were closed: each would have taken it as its holder's crash.
     fn crashed_late(&mut self, p: u64, pos: usize) {
+        self.late += self.dropped_sessions_of.remove(&p).unwrap_or(0);
+        #[cfg(test)]
+        self.late_grants
+            .extend(self.dropped_sessions_which.remove(&p).unwrap_or_default());
         for g in self.closed_sessions_of.remove(&p).unwrap_or_default() {
             // A session grant of the process comes before its first unanswered op, whether the
             // walk still keeps it or not.
@@ -681,6 +754,8 @@ impl Walk {
     fn reached_dropped(&mut self, which: Result<u32, OpPos>) {
         self.late += 1;
         #[cfg(test)]
+        self.late_ops.extend(self.walking);
+        #[cfg(test)]
         self.late_grants.push(match which {
             Ok(g) => g,
             Err(at) => self.dropped_at[&at],
@@ -690,10 +765,10 @@ impl Walk {
     }
 
     /// Drops the closed grants before the first one open (a streaming reader's), and, now and
-    /// then, what points at dropped grants in the maps of names and processes. The name
-    /// indexes are kept: a name of a dropped grant must still be known as one (counted late),
-    /// not taken for a name no grant carries.
-    pub(crate) fn drop_closed(&mut self) {
+    /// then, prunes what points at dropped grants: the names (of which only what tells a name
+    /// of a dropped grant from a name no grant carries is kept, `names.rs`), and the maps of
+    /// grants and processes. Returns whether it pruned.
+    pub(crate) fn drop_closed(&mut self) -> bool {
         let keep = self.open.first().map_or(self.grants.len(), |&g| g as usize);
         for g in self.state.base()..keep {
             if self.state[g] == Close::Stale {
@@ -712,25 +787,46 @@ impl Walk {
         let dropped = self.sessions.partition_point(|&s| s < first_op);
         self.sessions.drain(..dropped);
         self.sessions_closed -= dropped;
-        // Each prune costs the maps' size: done once as many grants were dropped again.
-        if keep < self.pruned_at + 4096 || keep < 2 * self.pruned_at {
-            return;
+        // Each prune costs the size of the maps it prunes: done once as many grants were
+        // dropped as it left entries, so that its cost is spread over the drops.
+        if keep < self.pruned_at + self.prune_every.max(self.survivors) {
+            return false;
         }
         self.pruned_at = keep;
         let k = keep as u32;
-        self.own_by_token.retain(|_, g| *g >= k);
-        self.own_by_id.retain(|_, g| *g >= k);
-        self.by_token.retain(|_, g| *g >= k);
-        self.latest.retain(|_, g| *g >= k);
+        let first_info = &self.first_info;
+        let names = self
+            .names
+            .prune(k, first_op as OpPos, |p| first_info.contains_key(&p));
+        // A crashed process never acts again: its crash matters only to its grants kept.
+        let holders: crate::model::FxSet<u64> = self.grants.iter().map(|g| g.process).collect();
+        self.first_info.retain(|p, _| holders.contains(p));
         self.hold_of.retain(|g, _| *g >= k);
         self.info_in.retain(|_, list| {
             list.retain(|&g| g >= k);
             !list.is_empty()
         });
-        self.closed_sessions_of.retain(|_, list| {
-            list.retain(|&g| g >= k);
+        let dropped_of = &mut self.dropped_sessions_of;
+        #[cfg(test)]
+        let which = &mut self.dropped_sessions_which;
+        self.closed_sessions_of.retain(|&p, list| {
+            list.retain(|&g| {
+                if g < k {
+                    *dropped_of.entry(p).or_default() += 1;
+                    #[cfg(test)]
+                    which.entry(p).or_default().push(g);
+                }
+                g >= k
+            });
             !list.is_empty()
         });
+        self.survivors = names
+            + self.first_info.len()
+            + self.hold_of.len()
+            + self.info_in.len()
+            + self.closed_sessions_of.len()
+            + self.dropped_sessions_of.len();
+        true
     }
 
     /// Until when grant `g` may still matter: the completion of its last op (never, while one
@@ -786,19 +882,6 @@ impl Walk {
             follow_lease(grant, ops, drift, from, session);
         }
     }
-}
-
-/// The latest grant with that name asked for by `done_ns`: its position.
-fn named_by(index: &ByName, lock: u32, name: u64, done_ns: u64) -> Option<OpPos> {
-    let list = index.get(&(lock, name))?;
-    let end = list.partition_point(|e| e.0 <= done_ns);
-    end.checked_sub(1).map(|i| list[i].1)
-}
-
-/// Inserts into a sorted list: almost always at its end (ops complete roughly in order).
-fn insert_sorted<T: Ord>(list: &mut Vec<T>, x: T) {
-    let at = list.partition_point(|e| *e < x);
-    list.insert(at, x);
 }
 
 /// A lost answer's lease counts with the shortest ttl the run granted for its request (model

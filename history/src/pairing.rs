@@ -447,7 +447,7 @@ mod tests {
         }
         let last_info = events.len() as u64 - 1;
         let n = events.len() as u64;
-        let mut with = |p: u64| {
+        let with = |p: u64| {
             let mut e = events.clone();
             e.push((n, n, Process::Client(p), Invoke, F::Acquire));
             run(&e).map(|_| ())
