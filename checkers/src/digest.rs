@@ -8,7 +8,8 @@
 use crate::evidence::{GrantEvidence, Hold};
 use crate::faults::Faults;
 use crate::model::{
-    ClientOp, Drift, Func, Model, OpPos, NO_ERROR, NO_GRANT, NO_TARGET, SESSION_TTL_MS,
+    ClientOp, Drift, Func, Grant, Model, OpPos, View, NO_ERROR, NO_GRANT, NO_TARGET,
+    SESSION_TTL_MS,
 };
 use crate::stream::Streamed;
 use crate::walk::{Close, Ops, Walk};
@@ -259,6 +260,34 @@ pub(crate) struct Digest {
     pub(crate) error: Option<StructureError>,
 }
 
+/// What a streaming reader keeps of the history, as the sentences of violations read it.
+struct Live<'a> {
+    ops: &'a Ops,
+    locks: &'a [String],
+    /// Positions of the session grants kept, sorted.
+    sessions: &'a [usize],
+    lease_from: &'a FxMap<OpPos, u64>,
+    end_time_ns: u64,
+}
+
+impl View for Live<'_> {
+    fn op(&self, pos: usize) -> &ClientOp {
+        &self.ops[pos]
+    }
+    fn lock_name(&self, id: u32) -> &str {
+        self.locks.get(id as usize).map_or("?", |s| s.as_str())
+    }
+    fn is_session(&self, g: &Grant) -> bool {
+        self.sessions.binary_search(&g.op).is_ok()
+    }
+    fn lease_set_before(&self, g: &Grant) -> Option<u64> {
+        self.lease_from.get(&(g.op as OpPos)).copied()
+    }
+    fn end_time_ns(&self) -> u64 {
+        self.end_time_ns
+    }
+}
+
 fn intern_global(names: &mut Vec<String>, ids: &mut FxMap<String, u32>, name: &str) -> u32 {
     if let Some(&i) = ids.get(name) {
         return i;
@@ -424,20 +453,29 @@ impl Digest {
             let closed = self.walk.close(&mut self.ops, self.drift, |pos| {
                 lease_from.get(&(pos as OpPos)).copied()
             });
+            let mut pinned = Vec::new();
             if let Some(stream) = &mut self.stream {
                 for g in closed {
                     stream.closed(g, &self.walk.grants[g as usize], &self.ops);
                 }
-                stream.sweep(self.walk.watermark_ns(&self.ops));
+                let live = Live {
+                    ops: &self.ops,
+                    locks: &self.locks,
+                    sessions: &self.walk.sessions,
+                    lease_from: &self.lease_from_at,
+                    end_time_ns: self.end_time_ns,
+                };
+                stream.sweep(self.walk.watermark_ns(&self.ops), &self.walk.grants, &live);
+                pinned = stream.pinned();
             }
             if self.evict {
-                let keep = self.walk.first_needed();
+                let keep = self.walk.first_needed(&pinned);
                 self.ops.drop_before(keep);
                 #[cfg(test)]
                 self.grant_of_dropped
                     .extend((self.walk.grant_of.base()..keep).map(|p| self.walk.grant_of[p]));
                 self.walk.grant_of.drop_before(keep);
-                if self.walk.drop_closed() {
+                if self.walk.drop_closed(&pinned) {
                     // Read only for a grant's acquire, when it closes: none before `keep`.
                     self.lease_from_at.retain(|&pos, _| pos as usize >= keep);
                 }
@@ -461,7 +499,15 @@ impl Digest {
             for &g in self.walk.open() {
                 stream.closed(g, &self.walk.grants[g as usize], &self.ops);
             }
-            stream.sweep(u64::MAX);
+            let live = Live {
+                ops: &self.ops,
+                locks: &self.locks,
+                sessions: &self.walk.sessions,
+                lease_from: &self.lease_from_at,
+                end_time_ns: self.end_time_ns,
+            };
+            stream.sweep(u64::MAX, &self.walk.grants, &live);
+            stream.finish(self.end_time_ns);
         }
     }
 
@@ -1146,11 +1192,27 @@ mod walk_order_tests {
             });
             let mut sweep = HoldSweep::default();
             let mut batch: Vec<_> = overlapping_holds(&mut sweep, holds).collect();
-            let mut streamed = read.stream.expect("set above").double_grants;
+            let stream = read.stream.expect("set above");
+            let mut streamed = stream.double_grants;
             batch.sort_unstable();
             streamed.sort_unstable();
             assert_eq!(batch, streamed, "{what}: overlapping holds");
             double_grants = batch.len();
+            // And each is worded as the batch check words it, from what the reader kept.
+            let cfg = CheckConfig {
+                drift: drift.ppm() as f64 / 1e6,
+                ..CheckConfig::default()
+            };
+            let words = |v: &[history::Violation]| {
+                let mut v: Vec<String> = v.iter().map(|v| format!("{v:?}")).collect();
+                v.sort_unstable();
+                v
+            };
+            assert_eq!(
+                words(&crate::mutex::overlapping_hold_violations(&Model::new(h, &cfg))),
+                words(&stream.violations),
+                "{what}: the overlapping holds' violations"
+            );
         }
         Seen {
             double_grants,

@@ -432,6 +432,38 @@ impl Hasher for FxHasher {
     }
 }
 
+/// What the sentences of a violation read of the history: the whole [`Model`], or the part a
+/// streaming reader keeps (`digest::Live`), so that a rule renders what it finds the same way
+/// whichever found it.
+pub(crate) trait View {
+    /// The op at a position (one the reader keeps).
+    fn op(&self, pos: usize) -> &ClientOp;
+    fn lock_name(&self, id: u32) -> &str;
+    fn is_session(&self, g: &Grant) -> bool;
+    /// See [`Model::lease_set_before`].
+    fn lease_set_before(&self, g: &Grant) -> Option<u64>;
+    /// The time of the last event read.
+    fn end_time_ns(&self) -> u64;
+}
+
+impl View for Model {
+    fn op(&self, pos: usize) -> &ClientOp {
+        &self.ops[pos]
+    }
+    fn lock_name(&self, id: u32) -> &str {
+        Model::lock_name(self, id)
+    }
+    fn is_session(&self, g: &Grant) -> bool {
+        Model::is_session(self, g)
+    }
+    fn lease_set_before(&self, g: &Grant) -> Option<u64> {
+        Model::lease_set_before(self, g)
+    }
+    fn end_time_ns(&self) -> u64 {
+        self.end_time_ns
+    }
+}
+
 pub(crate) type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 pub(crate) type FxSet<K> = std::collections::HashSet<K, BuildHasherDefault<FxHasher>>;
 

@@ -17,7 +17,7 @@
 //!   order, overlapping holds) are left to it: one fact, one violation.
 
 use crate::inject::Injector;
-use crate::model::{ClientOp, Func, Grant, Model, Segment, SpanEnd, NO_GRANT};
+use crate::model::{ClientOp, Func, Grant, Model, Segment, SpanEnd, View, NO_GRANT};
 use crate::text::{op_list, secs, token};
 use crate::{verdict, CheckConfig, CheckOutput, Checker};
 use history::{Outcome, Violation, ViolationKind};
@@ -91,6 +91,27 @@ impl Earlier {
 }
 
 impl HoldSweep {
+    /// Forgets the holds that end by `watermark_ns`: every hold swept from now on starts no
+    /// earlier, so none of them can meet it.
+    pub(crate) fn forget_before(&mut self, watermark_ns: u64) {
+        self.top.retain(|_, t| {
+            if t.best.is_some_and(|b| b.0 <= watermark_ns) {
+                // The other one ends no later than the best.
+                *t = Top2::default();
+            } else if t.other.is_some_and(|o| o.0 <= watermark_ns) {
+                t.other = None;
+            }
+            t.best.is_some()
+        });
+    }
+
+    /// The grants of the holds a later hold may still meet.
+    pub(crate) fn grants(&self) -> impl Iterator<Item = u32> + '_ {
+        self.top
+            .values()
+            .flat_map(|t| t.best.into_iter().chain(t.other).map(|h| h.1))
+    }
+
     /// The `(grant, segment)` of another grant whose hold `h` starts inside, and what the
     /// sweep kept of it; `h` is `e` of its grant.
     pub(crate) fn next(&mut self, h: &Hold, e: Earlier) -> Option<(u32, u32, Earlier)> {
@@ -260,6 +281,14 @@ pub(crate) fn holds_overlap(a: &Grant, b: &Grant) -> bool {
     })
 }
 
+/// The first reading of `double-grant`, alone: what a streaming reader's sweep must find.
+#[cfg(test)]
+pub(crate) fn overlapping_hold_violations(m: &Model) -> Vec<Violation> {
+    let mut out = CheckOutput::new();
+    double_grants(m, &HoldIndex::new(m), &mut out);
+    out.violations
+}
+
 fn double_grants(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
     let mut sweep = HoldSweep::default();
     let holds = index.holds.iter().map(|h| {
@@ -298,7 +327,7 @@ fn stale_renew_opened(h: &Earlier, other: &Earlier) -> bool {
 
 /// How a hold segment began: `p1 held L0 with token 3 from 1.200 s (when its acquire returned,
 /// op 7)`.
-fn hold_start(m: &Model, g: &Grant, s: &Segment, ops: &mut Vec<u64>) -> String {
+fn hold_start(m: &impl View, g: &Grant, s: &Segment, ops: &mut Vec<u64>) -> String {
     let lock = m.lock_name(g.lock);
     match s.opened_by {
         None if m.is_session(g) => format!(
@@ -306,17 +335,17 @@ fn hold_start(m: &Model, g: &Grant, s: &Segment, ops: &mut Vec<u64>) -> String {
             g.process,
             token(g.token),
             secs(s.start_ns),
-            m.ops[g.op].index
+            m.op(g.op).index
         ),
         None => format!(
             "p{} was granted {lock} with {} at {} (op {})",
             g.process,
             token(g.token),
             secs(s.start_ns),
-            m.ops[g.op].index
+            m.op(g.op).index
         ),
         Some(r) => {
-            let r = &m.ops[r as usize];
+            let r = m.op(r as usize);
             ops.push(r.index);
             // "Again" only after a hold of its own: a grant answered too late to prove one
             // (its lease's lower bound passed before its answer) is held first through the
@@ -340,13 +369,13 @@ fn hold_start(m: &Model, g: &Grant, s: &Segment, ops: &mut Vec<u64>) -> String {
 }
 
 /// Why a segment lasts until its end, naming the ops that prove it.
-fn hold_end(m: &Model, g: &Grant, s: &Segment, ops: &mut Vec<u64>) -> String {
+fn hold_end(m: &impl View, g: &Grant, s: &Segment, ops: &mut Vec<u64>) -> String {
     if m.is_session(g) {
         return format!("as far as it knew, {}", session_end(m, s.end, ops));
     }
     match s.end {
         SpanEnd::Release(r) => {
-            let r = &m.ops[r as usize];
+            let r = m.op(r as usize);
             ops.push(r.index);
             format!("until it invoked its release at {} (op {})", secs(r.invoke_ns), r.index)
         }
@@ -365,14 +394,14 @@ fn hold_end(m: &Model, g: &Grant, s: &Segment, ops: &mut Vec<u64>) -> String {
             ),
         },
         SpanEnd::Lease(Some(r)) => {
-            let op = &m.ops[r as usize];
+            let op = m.op(r as usize);
             // The ok renews that carried the lease from the segment's start to this one are
             // part of the proof.
-            let from_ns = s.opened_by.map_or(g.invoke_ns, |o| m.ops[o as usize].invoke_ns);
+            let from_ns = s.opened_by.map_or(g.invoke_ns, |o| m.op(o as usize).invoke_ns);
             ops.extend(
                 g.epoch_ops
                     .iter()
-                    .map(|&e| &m.ops[e as usize])
+                    .map(|&e| m.op(e as usize))
                     .filter(|e| {
                         e.func == Func::Renew
                             && e.lease_outcome() == Outcome::Ok
@@ -398,10 +427,10 @@ fn hold_end(m: &Model, g: &Grant, s: &Segment, ops: &mut Vec<u64>) -> String {
 }
 
 /// Why the holder of a session grant believed it held the lock until its end (model item 9).
-pub(crate) fn session_end(m: &Model, end: SpanEnd, ops: &mut Vec<u64>) -> String {
+pub(crate) fn session_end(m: &impl View, end: SpanEnd, ops: &mut Vec<u64>) -> String {
     match end {
         SpanEnd::Release(r) => {
-            let r = &m.ops[r as usize];
+            let r = m.op(r as usize);
             ops.push(r.index);
             if r.func == Func::Release {
                 format!(
@@ -430,13 +459,13 @@ pub(crate) fn session_end(m: &Model, end: SpanEnd, ops: &mut Vec<u64>) -> String
         SpanEnd::Lease(_) => format!(
             "to the end of the history at {}: the holder of a session lock \
              is not told when its session ends, and no op on the lock told it",
-            secs(m.end_time_ns)
+            secs(m.end_time_ns())
         ),
     }
 }
 
 /// What surely lasted while another grant came: a lease, or a session holder's belief.
-pub(crate) fn alive_words(m: &Model, g: &Grant) -> &'static str {
+pub(crate) fn alive_words(m: &impl View, g: &Grant) -> &'static str {
     if m.is_session(g) {
         "while its holder still believed it held the lock"
     } else {
@@ -445,17 +474,17 @@ pub(crate) fn alive_words(m: &Model, g: &Grant) -> &'static str {
 }
 
 /// A window's end for a hold that may reach past the history (a session's): its last event.
-pub(crate) fn window_end(m: &Model, start_ns: u64, end_ns: u64) -> u64 {
-    end_ns.min(m.end_time_ns.max(start_ns))
+pub(crate) fn window_end(m: &impl View, start_ns: u64, end_ns: u64) -> u64 {
+    end_ns.min(m.end_time_ns().max(start_ns))
 }
 
 fn ttl_text(t: Option<u64>) -> String {
     t.map_or_else(|| "unknown".to_string(), |t| t.to_string())
 }
 
-fn double_grant(m: &Model, (a, sa): (&Grant, &Segment), (b, sb): (&Grant, &Segment)) -> Violation {
+pub(crate) fn double_grant(m: &impl View, (a, sa): (&Grant, &Segment), (b, sb): (&Grant, &Segment)) -> Violation {
     let lock = m.lock_name(a.lock);
-    let mut ops = vec![m.ops[a.op].index, m.ops[b.op].index];
+    let mut ops = vec![m.op(a.op).index, m.op(b.op).index];
     let a_start = hold_start(m, a, sa, &mut ops);
     let a_end = hold_end(m, a, sa, &mut ops);
     // `b`'s hold starts no earlier than `a`'s (the sweep's order), so its start inside `a`'s
@@ -466,7 +495,7 @@ fn double_grant(m: &Model, (a, sa): (&Grant, &Segment), (b, sb): (&Grant, &Segme
     let first = |g: &Grant| match a.process == b.process {
         true => format!(
             "; p{}'s grant of op {} came first",
-            g.process, m.ops[g.op].index
+            g.process, m.op(g.op).index
         ),
         false => format!("; p{} was granted first", g.process),
     };

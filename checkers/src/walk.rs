@@ -712,11 +712,11 @@ impl Walk {
 
     /// The first position a later step of the walk may read: the next op to walk, the ops of
     /// the grants still open (an epoch may hold ops before its grant, named ahead of it), and
-    /// the ops waiting for a grant ahead of the walk. A streaming reader drops every op before
-    /// it.
-    pub(crate) fn first_needed(&self) -> usize {
+    /// the ops waiting for a grant ahead of the walk; and the ops of the `pinned` grants, which
+    /// a streaming rule may still render. A streaming reader drops every op before it.
+    pub(crate) fn first_needed(&self, pinned: &[u32]) -> usize {
         let mut first = self.next;
-        for &g in &self.open {
+        for &g in self.open.iter().chain(pinned) {
             let grant = &self.grants[g as usize];
             first = first.min(grant.op);
             if let Some(&e) = grant.epoch_ops.first() {
@@ -768,8 +768,10 @@ impl Walk {
     /// then, prunes what points at dropped grants: the names (of which only what tells a name
     /// of a dropped grant from a name no grant carries is kept, `names.rs`), and the maps of
     /// grants and processes. Returns whether it pruned.
-    pub(crate) fn drop_closed(&mut self) -> bool {
-        let keep = self.open.first().map_or(self.grants.len(), |&g| g as usize);
+    /// The `pinned` grants are kept, and every grant after the first of them.
+    pub(crate) fn drop_closed(&mut self, pinned: &[u32]) -> bool {
+        let open = self.open.first().map_or(self.grants.len(), |&g| g as usize);
+        let keep = pinned.iter().map(|&g| g as usize).fold(open, usize::min);
         for g in self.state.base()..keep {
             if self.state[g] == Close::Stale {
                 self.stale_dropped += 1;
