@@ -30,7 +30,7 @@ fn main() {
             "horizon {horizon_ms} ms: {} events, {} ops, {} grants; {} closed before the end, \
              {} of them stale, {} reached after they were dropped; at most {} grants open, {} \
              ops unwalked, {} ops kept and {} holds waiting for the double-grant sweep, which \
-             found {} ({:.1} s)",
+             found {}; {} violations proven as read, {} grants out of token order ({:.1} s)",
             w.events,
             w.ops,
             w.grants,
@@ -42,6 +42,8 @@ fn main() {
             w.ops_kept_max,
             w.holds_waiting_max,
             w.double_grants,
+            w.violations,
+            w.out_of_order,
             t.elapsed().as_secs_f64()
         );
     }

@@ -8,10 +8,9 @@
 use crate::evidence::{GrantEvidence, Hold};
 use crate::faults::Faults;
 use crate::model::{
-    ClientOp, Drift, Func, Grant, Model, OpPos, View, NO_ERROR, NO_GRANT, NO_TARGET,
-    SESSION_TTL_MS,
+    ClientOp, Drift, Func, Grant, Model, OpPos, View, NO_ERROR, NO_GRANT, NO_TARGET, SESSION_TTL_MS,
 };
-use crate::stream::Streamed;
+use crate::stream::{Streamed, TokenKey};
 use crate::walk::{Close, Ops, Walk};
 use crate::{CheckConfig, FxMap};
 use history::{
@@ -268,6 +267,7 @@ struct Live<'a> {
     sessions: &'a [usize],
     lease_from: &'a FxMap<OpPos, u64>,
     end_time_ns: u64,
+    drift: Drift,
 }
 
 impl View for Live<'_> {
@@ -285,6 +285,9 @@ impl View for Live<'_> {
     }
     fn end_time_ns(&self) -> u64 {
         self.end_time_ns
+    }
+    fn drift(&self) -> Drift {
+        self.drift
     }
 }
 
@@ -464,8 +467,17 @@ impl Digest {
                     sessions: &self.walk.sessions,
                     lease_from: &self.lease_from_at,
                     end_time_ns: self.end_time_ns,
+                    drift: self.drift,
                 };
                 stream.sweep(self.walk.watermark_ns(&self.ops), &self.walk.grants, &live);
+                let grants = &self.walk.grants;
+                let open: Vec<(u32, TokenKey)> = (self.walk.open().iter())
+                    .filter_map(|&g| {
+                        let grant = &grants[g as usize];
+                        grant.token.map(|t| (grant.lock, (t, grant.complete_ns, g)))
+                    })
+                    .collect();
+                stream.walk_tokens(&open, grants, &live);
                 pinned = stream.pinned();
             }
             if self.evict {
@@ -505,8 +517,10 @@ impl Digest {
                 sessions: &self.walk.sessions,
                 lease_from: &self.lease_from_at,
                 end_time_ns: self.end_time_ns,
+                drift: self.drift,
             };
             stream.sweep(u64::MAX, &self.walk.grants, &live);
+            stream.walk_tokens(&[], &self.walk.grants, &live);
             stream.finish(self.end_time_ns);
         }
     }
@@ -779,6 +793,8 @@ pub fn window_of_path(
         ops_kept_max: d.kept_max as u64,
         holds_waiting_max: stream.pending_max as u64,
         double_grants: stream.double_grants.len() as u64,
+        violations: stream.violations.len() as u64,
+        out_of_order: stream.out_of_order(),
     })
 }
 
@@ -804,6 +820,10 @@ pub struct WindowStats {
     /// and the overlapping holds it found.
     pub holds_waiting_max: u64,
     pub double_grants: u64,
+    /// The violations the streamed readings proved (overlapping holds and token order), and
+    /// the grants the token walk left out, closed after one later in token order.
+    pub violations: u64,
+    pub out_of_order: u64,
 }
 
 /// Reads `input` (named `path` in errors) into `digest`: parsed in parallel blocks, paired
@@ -934,7 +954,7 @@ impl Model {
         transfers.sort_by_key(|e| e.0);
         transfers.dedup_by_key(|e| e.0);
         debug_assert_eq!(grant_of.len(), ops.len(), "one grant (or none) per op");
-        let mut m = Model {
+        let m = Model {
             drift,
             events: d.events,
             end_time_ns: d.end_time_ns,
@@ -959,10 +979,6 @@ impl Model {
             grant_named: d.grant_named,
             ttl_policy,
         };
-        for i in 0..m.grants.len() {
-            let g = &m.grants[i];
-            m.grants[i].alive_until_ns = m.span_end(g, g.invoke_ns).0;
-        }
         debug_assert_digested(&m);
         m
     }
@@ -1080,8 +1096,11 @@ mod walk_order_tests {
         /// Grants closed before the end, and of them those found stale.
         closed: usize,
         stale: usize,
-        /// Overlapping holds found (where no grant went stale).
+        /// Overlapping holds found (where no grant went stale), token-order violations (where
+        /// no grant closed out of token order either), and grants that did.
         double_grants: usize,
+        token_order: usize,
+        out_of_order: u64,
         /// Whether a name the reader forgot led the walk where the tests cannot follow.
         uncertain: bool,
         /// What reached a grant after it was dropped.
@@ -1157,7 +1176,10 @@ mod walk_order_tests {
         let stale = b.state.iter().filter(|&&s| s == Close::Stale).count()
             + b.late_grants.len()
             + b.uncertain as usize;
-        assert!(b.late >= b.uncertain, "{what}: a forgotten name not counted late");
+        assert!(
+            b.late >= b.uncertain,
+            "{what}: a forgotten name not counted late"
+        );
         assert!(
             b.late + b.stale_dropped >= b.late_grants.len() as u64,
             "{what}: a grant reached late not counted"
@@ -1175,7 +1197,7 @@ mod walk_order_tests {
                 assert_eq!(&format!("{x:?}"), y, "{what}: grant {g}");
             }
         }
-        let mut double_grants = 0;
+        let (mut double_grants, mut token_order, mut out_of_order) = (0, 0, 0);
         if stale == 0 {
             if !evict {
                 assert_eq!(format!("{a_ops:?}"), format!("{b_ops:?}"), "{what}: ops");
@@ -1193,7 +1215,7 @@ mod walk_order_tests {
             let mut sweep = HoldSweep::default();
             let mut batch: Vec<_> = overlapping_holds(&mut sweep, holds).collect();
             let stream = read.stream.expect("set above");
-            let mut streamed = stream.double_grants;
+            let mut streamed = stream.double_grants.clone();
             batch.sort_unstable();
             streamed.sort_unstable();
             assert_eq!(batch, streamed, "{what}: overlapping holds");
@@ -1208,14 +1230,23 @@ mod walk_order_tests {
                 v.sort_unstable();
                 v
             };
-            assert_eq!(
-                words(&crate::mutex::overlapping_hold_violations(&Model::new(h, &cfg))),
-                words(&stream.violations),
-                "{what}: the overlapping holds' violations"
-            );
+            // Unless a grant closed out of token order (a token regression ahead of the walk),
+            // which the reader counts.
+            out_of_order = stream.out_of_order();
+            if out_of_order == 0 {
+                let batch = crate::mutex::streamed_readings(&Model::new(h, &cfg));
+                assert_eq!(
+                    words(&batch),
+                    words(&stream.violations),
+                    "{what}: the streamed readings' violations"
+                );
+                token_order = batch.len() - double_grants;
+            }
         }
         Seen {
             double_grants,
+            token_order,
+            out_of_order,
             ahead: a
                 .grants
                 .iter()
@@ -1390,7 +1421,8 @@ mod walk_order_tests {
     /// whose name it pruned (`names.rs`): each way a name is kept of a dropped grant.
     fn forgetting_corners() -> Vec<(&'static str, History)> {
         let ttl = r#""ttl_ms":100"#;
-        // Grant 0, released; then another grant, whose walk closes and drops grant 0.
+        // Grant 0, released; then grant 1, released too, which takes grant 0's place in the
+        // token walk; the walk then passes both, and grant 0 is dropped.
         let first = [
             (0, 1, "invoke", "acquire", ttl),
             (1, 1, "ok", "acquire", r#""token":1,"ttl_ms":100"#),
@@ -1398,6 +1430,10 @@ mod walk_order_tests {
             (3, 1, "ok", "release", r#""token":1"#),
             (10, 3, "invoke", "acquire", ttl),
             (11, 3, "ok", "acquire", r#""token":5,"ttl_ms":100"#),
+            (12, 3, "invoke", "release", r#""token":5"#),
+            (13, 3, "ok", "release", r#""token":5"#),
+            (15, 4, "invoke", "acquire", ttl),
+            (16, 4, "fail", "acquire", r#""error":"held""#),
         ];
         let then = |rest: &[(u64, u64, &'static str, &'static str, &'static str)]| {
             lines(&[&first[..], rest].concat())
@@ -1467,27 +1503,53 @@ mod walk_order_tests {
     /// it must keep the crash for.
     fn pruning_corners() -> Vec<(&'static str, History)> {
         let ttl = r#""ttl_ms":100"#;
-        vec![
-            (
-                "a session holder crashes while an earlier grant is open, then dropped",
-                lines(&[
-                    (0, 2, "invoke", "acquire", ttl),
-                    (1, 2, "ok", "acquire", r#""token":1,"ttl_ms":100"#),
-                    (2, 1, "invoke", "acquire", ""),
-                    (3, 1, "ok", "acquire", r#""token":2,"hold":"session""#),
-                    // Another process's renew, answered late, keeps the session open past A.
-                    (4, 4, "invoke", "renew", r#""token":2"#),
-                    (6, 1, "invoke", "write", r#""token":2,"value":1"#),
-                    (7, 1, "info", "write", r#""error":"timeout""#),
-                    (300, 3, "invoke", "acquire", ttl),
-                    (301, 3, "fail", "acquire", r#""error":"held""#),
-                    (350, 4, "ok", "renew", r#""token":2"#),
-                    // Time moves on: the walk reaches 300 ms and closes A, not the session.
-                    (400, 5, "invoke", "acquire", ttl),
-                    (401, 5, "fail", "acquire", r#""error":"held""#),
-                ]),
-            ),
-        ]
+        vec![(
+            "a session holder crashes while an earlier grant is open, then dropped",
+            lines(&[
+                (0, 2, "invoke", "acquire", ttl),
+                (1, 2, "ok", "acquire", r#""token":1,"ttl_ms":100"#),
+                (2, 1, "invoke", "acquire", ""),
+                (3, 1, "ok", "acquire", r#""token":2,"hold":"session""#),
+                // Another process's renew, answered late, keeps the session open past A.
+                (4, 4, "invoke", "renew", r#""token":2"#),
+                (6, 1, "invoke", "write", r#""token":2,"value":1"#),
+                (7, 1, "info", "write", r#""error":"timeout""#),
+                (300, 3, "invoke", "acquire", ttl),
+                (301, 3, "fail", "acquire", r#""error":"held""#),
+                (350, 4, "ok", "renew", r#""token":2"#),
+                // Time moves on: the walk reaches 300 ms and closes A, not the session.
+                (400, 5, "invoke", "acquire", ttl),
+                (401, 5, "fail", "acquire", r#""error":"held""#),
+            ]),
+        )]
+    }
+
+    /// A grant asked for after another was closed and walked in token order, with a lower
+    /// token: the streamed token walk counts it out of order rather than walk it out of place.
+    #[test]
+    fn a_token_regression_past_the_token_walk_is_counted_out_of_order() {
+        let ttl = r#""ttl_ms":100"#;
+        let h = lines(&[
+            (0, 1, "invoke", "acquire", ttl),
+            (1, 1, "ok", "acquire", r#""token":3,"ttl_ms":100"#),
+            (2, 1, "invoke", "release", r#""token":3"#),
+            (3, 1, "ok", "release", r#""token":3"#),
+            // The walk passes the release: the grant of token 3 is closed and walked.
+            (5, 4, "invoke", "acquire", ttl),
+            (6, 4, "fail", "acquire", r#""error":"held""#),
+            (10, 2, "invoke", "acquire", ttl),
+            (11, 2, "ok", "acquire", r#""token":2,"ttl_ms":100"#),
+            (12, 2, "invoke", "release", r#""token":2"#),
+            (13, 2, "ok", "release", r#""token":2"#),
+            (20, 3, "invoke", "acquire", ttl),
+            (21, 3, "fail", "acquire", r#""error":"held""#),
+        ]);
+        let mut read = Digest::new(0, Drift::from_ppm(0));
+        read.walk.horizon_ns = 0;
+        read.stream = Some(Streamed::default());
+        let mut read = Digest::of_history_in(&h, 1, read);
+        read.finish_walk();
+        assert_eq!(read.stream.expect("set above").out_of_order(), 1);
     }
 
     /// Every history of the corpus: the named-ahead ones, the closing and forgetting corners,
@@ -1560,7 +1622,8 @@ mod walk_order_tests {
             (30_000_000_000, false),
         ];
         for (horizon_ns, evict) in runs {
-            let (mut closed, mut stale, mut double_grants) = (0, 0, 0);
+            let (mut closed, mut stale, mut double_grants, mut token_order) = (0, 0, 0, 0);
+            let mut out_of_order = Vec::new();
             let mut uncertain = Vec::new();
             for (i, (what, h)) in corpus.iter().enumerate() {
                 let drift = Drift::from_ppm(10_000 * (i as u64 % 2));
@@ -1569,16 +1632,32 @@ mod walk_order_tests {
                 closed += seen.closed;
                 stale += seen.stale;
                 double_grants += seen.double_grants;
+                token_order += seen.token_order;
+                if seen.out_of_order > 0 {
+                    out_of_order.push(what.clone());
+                }
                 if seen.uncertain {
                     uncertain.push(what);
                 }
             }
             eprintln!(
                 "horizon {horizon_ns} ns, evict {evict}: {closed} grants closed early, {stale} \
-                 stale, {double_grants} overlapping holds streamed, {} histories left out of \
-                 the comparison by a forgotten name",
-                uncertain.len()
+                 stale, {double_grants} overlapping holds and {token_order} token-order violations \
+                 streamed, {} histories left out of the comparison by a forgotten name, {} by a \
+                 grant closed out of token order",
+                uncertain.len(),
+                out_of_order.len()
             );
+            // Only a token regression (or a token reused) closes a grant out of token order.
+            let unexpected: Vec<&String> = out_of_order
+                .iter()
+                .filter(|w| !w.contains("token-regressed") && !w.contains("token-reused"))
+                .collect();
+            assert!(
+                unexpected.is_empty(),
+                "grants closed out of token order without a token regression: {unexpected:?}"
+            );
+            assert!(token_order > 0, "no token-order violation compared");
             // A forgotten name leads elsewhere than a dropped grant only where a process names
             // a token it was never granted: rare, and each such history still counts it late.
             assert!(

@@ -444,6 +444,7 @@ pub(crate) trait View {
     fn lease_set_before(&self, g: &Grant) -> Option<u64>;
     /// The time of the last event read.
     fn end_time_ns(&self) -> u64;
+    fn drift(&self) -> Drift;
 }
 
 impl View for Model {
@@ -461,6 +462,9 @@ impl View for Model {
     }
     fn end_time_ns(&self) -> u64 {
         self.end_time_ns
+    }
+    fn drift(&self) -> Drift {
+        self.drift
     }
 }
 
@@ -489,69 +493,7 @@ impl Model {
     /// sure to be up to then (an op takes effect no earlier than its invoke, so later ones
     /// cannot have changed it before).
     pub fn span_end_until(&self, g: &Grant, grant_ns: u64, cutoff_ns: u64) -> (u64, SpanEnd) {
-        let lease = match self.lease_set_before(g) {
-            // A lease set before the grant (etcd's session lease) counts from the adapter's
-            // evidence, not from the grant, which may find it about to lapse; the span still
-            // ends no earlier than the grant itself.
-            Some(from) => lease_lb(from, g.ttl_ms, self.drift).max(grant_ns),
-            None => lease_lb(grant_ns, g.ttl_ms, self.drift),
-        };
-        let mut end = (lease, SpanEnd::Lease(None));
-        let session = self.is_session(g);
-        let mut unsettled = Unsettled::new();
-        for (i, &pos) in g.epoch_ops.iter().enumerate() {
-            let op = &self.ops[pos as usize];
-            if op.invoke_ns > cutoff_ns {
-                break;
-            }
-            if session && op.session_end() {
-                // The holder of a session may learn from here that it is over (model item 9).
-                if op.invoke_ns < end.0 {
-                    end = (op.invoke_ns, SpanEnd::Release(pos));
-                }
-                break;
-            }
-            match (op.func, op.lease_outcome()) {
-                (_, Outcome::Fail) => {}
-                (Func::Release, _) if release_refuted(&self.ops, &g.epoch_ops, i) => {}
-                (Func::Renew, Outcome::Ok) => {
-                    // Taken last: every renew that may still follow it is in `unsettled`.
-                    let lower = op
-                        .ttl_ms()
-                        .or(g.ttl_ms)
-                        .map_or(0, |t| self.drift.lower_ns(t));
-                    end = (
-                        op.invoke_ns.saturating_add(lower),
-                        SpanEnd::Lease(Some(pos)),
-                    );
-                    if let Some((lb, by)) = unsettled.after(op) {
-                        if lb < end.0 {
-                            end = (lb, SpanEnd::Lease(Some(by)));
-                        }
-                    }
-                    unsettled.add(op, lower, pos);
-                }
-                (Func::Renew, _) => {
-                    let lower = op
-                        .ttl_ms()
-                        .or(g.ttl_ms)
-                        .map_or(0, |t| self.drift.lower_ns(t));
-                    let lb = op.invoke_ns.saturating_add(lower);
-                    if lb < end.0 {
-                        end = (lb, SpanEnd::Lease(Some(pos)));
-                    }
-                    unsettled.add(op, lower, pos);
-                }
-                (_, outcome) => {
-                    if outcome == Outcome::Ok || op.invoke_ns < end.0 {
-                        end = (op.invoke_ns, SpanEnd::Release(pos));
-                    }
-                    // The lock is free from here: later ops of this lease are not its own.
-                    break;
-                }
-            }
-        }
-        end
+        span_end_until(self, g, grant_ns, cutoff_ns)
     }
 
     /// The longest ttl acquire or renew `op` may have set: the granted one when answered;
@@ -708,6 +650,107 @@ impl Setters {
         }
         self.last.push((op.process, op.complete_or_max()));
         after
+    }
+}
+
+/// [`Model::span_end_until`] over what a [`View`] keeps.
+pub(crate) fn span_end_until(
+    m: &impl View,
+    g: &Grant,
+    grant_ns: u64,
+    cutoff_ns: u64,
+) -> (u64, SpanEnd) {
+    let of = SpanOf {
+        drift: m.drift(),
+        lease_from_ns: m.lease_set_before(g),
+        session: m.is_session(g),
+    };
+    span_end_of(&ViewOps(m), g, (grant_ns, cutoff_ns), of)
+}
+
+/// What a grant's span depends on besides its ops: the drift, the adapter's evidence that its
+/// lease was set before it, and whether it is a session's.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SpanOf {
+    pub(crate) drift: Drift,
+    pub(crate) lease_from_ns: Option<u64>,
+    pub(crate) session: bool,
+}
+
+/// [`span_end_until`] over the ops by position, from `grant_ns` and counting the ops invoked by
+/// `cutoff_ns`.
+pub(crate) fn span_end_of<O: Index<usize, Output = ClientOp> + ?Sized>(
+    ops: &O,
+    g: &Grant,
+    (grant_ns, cutoff_ns): (u64, u64),
+    of: SpanOf,
+) -> (u64, SpanEnd) {
+    let lease = match of.lease_from_ns {
+        // A lease set before the grant (etcd's session lease) counts from the adapter's
+        // evidence, not from the grant, which may find it about to lapse; the span still
+        // ends no earlier than the grant itself.
+        Some(from) => lease_lb(from, g.ttl_ms, of.drift).max(grant_ns),
+        None => lease_lb(grant_ns, g.ttl_ms, of.drift),
+    };
+    let mut end = (lease, SpanEnd::Lease(None));
+    let session = of.session;
+    let mut unsettled = Unsettled::new();
+    for (i, &pos) in g.epoch_ops.iter().enumerate() {
+        let op = &ops[pos as usize];
+        if op.invoke_ns > cutoff_ns {
+            break;
+        }
+        if session && op.session_end() {
+            // The holder of a session may learn from here that it is over (model item 9).
+            if op.invoke_ns < end.0 {
+                end = (op.invoke_ns, SpanEnd::Release(pos));
+            }
+            break;
+        }
+        match (op.func, op.lease_outcome()) {
+            (_, Outcome::Fail) => {}
+            (Func::Release, _) if release_refuted(ops, &g.epoch_ops, i) => {}
+            (Func::Renew, Outcome::Ok) => {
+                // Taken last: every renew that may still follow it is in `unsettled`.
+                let lower = op.ttl_ms().or(g.ttl_ms).map_or(0, |t| of.drift.lower_ns(t));
+                end = (
+                    op.invoke_ns.saturating_add(lower),
+                    SpanEnd::Lease(Some(pos)),
+                );
+                if let Some((lb, by)) = unsettled.after(op) {
+                    if lb < end.0 {
+                        end = (lb, SpanEnd::Lease(Some(by)));
+                    }
+                }
+                unsettled.add(op, lower, pos);
+            }
+            (Func::Renew, _) => {
+                let lower = op.ttl_ms().or(g.ttl_ms).map_or(0, |t| of.drift.lower_ns(t));
+                let lb = op.invoke_ns.saturating_add(lower);
+                if lb < end.0 {
+                    end = (lb, SpanEnd::Lease(Some(pos)));
+                }
+                unsettled.add(op, lower, pos);
+            }
+            (_, outcome) => {
+                if outcome == Outcome::Ok || op.invoke_ns < end.0 {
+                    end = (op.invoke_ns, SpanEnd::Release(pos));
+                }
+                // The lock is free from here: later ops of this lease are not its own.
+                break;
+            }
+        }
+    }
+    end
+}
+
+/// The ops of a [`View`], by position.
+struct ViewOps<'a, V: View>(&'a V);
+
+impl<V: View> Index<usize> for ViewOps<'_, V> {
+    type Output = ClientOp;
+    fn index(&self, pos: usize) -> &ClientOp {
+        self.0.op(pos)
     }
 }
 

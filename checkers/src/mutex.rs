@@ -17,7 +17,9 @@
 //!   order, overlapping holds) are left to it: one fact, one violation.
 
 use crate::inject::Injector;
-use crate::model::{ClientOp, Func, Grant, Model, Segment, SpanEnd, View, NO_GRANT};
+use crate::model::{
+    span_end_until, ClientOp, Func, Grant, Model, Segment, SpanEnd, View, NO_GRANT,
+};
 use crate::text::{op_list, secs, token};
 use crate::{verdict, CheckConfig, CheckOutput, Checker};
 use history::{Outcome, Violation, ViolationKind};
@@ -281,11 +283,13 @@ pub(crate) fn holds_overlap(a: &Grant, b: &Grant) -> bool {
     })
 }
 
-/// The first reading of `double-grant`, alone: what a streaming reader's sweep must find.
+/// The readings of `double-grant` a streaming reader makes so far (overlapping holds, token
+/// order), alone: what it must find.
 #[cfg(test)]
-pub(crate) fn overlapping_hold_violations(m: &Model) -> Vec<Violation> {
+pub(crate) fn streamed_readings(m: &Model) -> Vec<Violation> {
     let mut out = CheckOutput::new();
     double_grants(m, &HoldIndex::new(m), &mut out);
+    token_order(m, &mut out);
     out.violations
 }
 
@@ -482,7 +486,11 @@ fn ttl_text(t: Option<u64>) -> String {
     t.map_or_else(|| "unknown".to_string(), |t| t.to_string())
 }
 
-pub(crate) fn double_grant(m: &impl View, (a, sa): (&Grant, &Segment), (b, sb): (&Grant, &Segment)) -> Violation {
+pub(crate) fn double_grant(
+    m: &impl View,
+    (a, sa): (&Grant, &Segment),
+    (b, sb): (&Grant, &Segment),
+) -> Violation {
     let lock = m.lock_name(a.lock);
     let mut ops = vec![m.op(a.op).index, m.op(b.op).index];
     let a_start = hold_start(m, a, sa, &mut ops);
@@ -495,7 +503,8 @@ pub(crate) fn double_grant(m: &impl View, (a, sa): (&Grant, &Segment), (b, sb): 
     let first = |g: &Grant| match a.process == b.process {
         true => format!(
             "; p{}'s grant of op {} came first",
-            g.process, m.op(g.op).index
+            g.process,
+            m.op(g.op).index
         ),
         false => format!("; p{} was granted first", g.process),
     };
@@ -532,31 +541,48 @@ fn token_order(m: &Model, out: &mut CheckOutput) {
         .filter_map(|(i, g)| g.token.map(|t| (g.lock, t, g.complete_ns, i as u32)))
         .collect();
     order.sort_unstable();
-    // (grant, its earliest grant instant, the grant before it that pushed that instant)
-    let mut prev: Option<(u32, u64, Option<u32>)> = None;
+    let mut prev: Option<TokenPrev> = None;
     for &(lock, tok, _, gi) in &order {
-        let s = &m.grants[gi as usize];
-        let Some((pi, p_at, p_pushed_by)) = prev.filter(|p| m.grants[p.0 as usize].lock == lock)
-        else {
-            prev = Some((gi, s.invoke_ns, None));
-            continue;
-        };
-        let p = &m.grants[pi as usize];
-        let (end, cause) = m.span_end(p, p_at);
-        let at = s.invoke_ns.max(end);
-        if at <= s.complete_ns {
-            prev = Some((gi, at, (end > s.invoke_ns).then_some(pi)));
-            continue;
-        }
-        // The service granted S while P's span surely lasted: unless another rule already
-        // tells this fact, say it here.
-        if !covered_elsewhere(m, (p, p_at), s, tok) {
-            out.violations
-                .push(order_violation(m, (p, p_at, p_pushed_by), s, end, cause));
-        }
-        // Judge the grants after S from the latest instant it could have taken effect.
-        prev = Some((gi, s.complete_ns, Some(pi)));
+        let same = prev.filter(|p| m.grants[p.0 as usize].lock == lock);
+        let (next, found) = token_step(m, &m.grants, same, gi, tok);
+        prev = Some(next);
+        out.violations.extend(found.map(|(v, _)| v));
     }
+}
+
+/// Where the token walk stands on a lock: the grant walked last, the earliest instant it took
+/// effect, and the grant before it whose span pushed that instant.
+pub(crate) type TokenPrev = (u32, u64, Option<u32>);
+
+/// One step of the token-order reading: grant `gi`, with token `tok`, follows `prev` (of the
+/// same lock) in its lock's token order. Returns where the walk stands after it, and what it
+/// proves, if anything: the violation, and the end of its window before it is cut at the end
+/// of the history.
+pub(crate) fn token_step<G: std::ops::Index<usize, Output = Grant> + ?Sized>(
+    m: &impl View,
+    grants: &G,
+    prev: Option<TokenPrev>,
+    gi: u32,
+    tok: u64,
+) -> (TokenPrev, Option<(Violation, u64)>) {
+    let s = &grants[gi as usize];
+    let Some((pi, p_at, p_pushed_by)) = prev else {
+        return ((gi, s.invoke_ns, None), None);
+    };
+    let p = &grants[pi as usize];
+    let (end, cause) = span_end_until(m, p, p_at, u64::MAX);
+    let at = s.invoke_ns.max(end);
+    if at <= s.complete_ns {
+        return ((gi, at, (end > s.invoke_ns).then_some(pi)), None);
+    }
+    // The service granted S while P's span surely lasted: unless another rule already tells
+    // this fact, say it here.
+    let found = (!covered_elsewhere(m, (p, p_at), s, tok)).then(|| {
+        let q = p_pushed_by.map(|q| &grants[q as usize]);
+        (order_violation(m, (p, p_at, q), s, end, cause), end)
+    });
+    // Judge the grants after S from the latest instant it could have taken effect.
+    ((gi, s.complete_ns, Some(pi)), found)
 }
 
 /// The order reading for grants without a token (Redis's lock value, PostgreSQL's advisory
@@ -682,7 +708,7 @@ fn forced_order_of_lock(m: &Model, run: &[(u32, u64, u32)], out: &mut CheckOutpu
 /// Why grant `g`'s span, taken from `at_ns`, lasts until `end_ns` (ended by `cause`), naming
 /// the ops that prove it.
 fn span_until(
-    m: &Model,
+    m: &impl View,
     g: &Grant,
     (at_ns, end_ns): (u64, u64),
     cause: SpanEnd,
@@ -769,7 +795,7 @@ fn forced_violation(
 }
 
 /// Whether the failure of `s` to wait for `p`'s span is already another rule's violation.
-fn covered_elsewhere(m: &Model, (p, p_at): (&Grant, u64), s: &Grant, s_token: u64) -> bool {
+fn covered_elsewhere(m: &impl View, (p, p_at): (&Grant, u64), s: &Grant, s_token: u64) -> bool {
     // Equal tokens: token-reused.
     if p.token == Some(s_token) {
         return true;
@@ -780,7 +806,7 @@ fn covered_elsewhere(m: &Model, (p, p_at): (&Grant, u64), s: &Grant, s_token: u6
     }
     // P's span reached past S only through ok renews or releases invoked after S returned:
     // stale-renew-accepted / stale-release-accepted, against S.
-    if m.span_end_until(p, p_at, s.complete_ns).0 <= s.complete_ns {
+    if span_end_until(m, p, p_at, s.complete_ns).0 <= s.complete_ns {
         return true;
     }
     // Overlapping definite holds: double-grant by real time.
@@ -794,25 +820,24 @@ fn covered_elsewhere(m: &Model, (p, p_at): (&Grant, u64), s: &Grant, s_token: u6
 }
 
 fn order_violation(
-    m: &Model,
-    (p, p_at, pushed_by): (&Grant, u64, Option<u32>),
+    m: &impl View,
+    (p, p_at, pushed_by): (&Grant, u64, Option<&Grant>),
     s: &Grant,
     end_ns: u64,
     cause: SpanEnd,
 ) -> Violation {
     let lock = m.lock_name(p.lock);
-    let (pi, si) = (m.ops[p.op].index, m.ops[s.op].index);
+    let (pi, si) = (m.op(p.op).index, m.op(s.op).index);
     let mut ops = vec![pi, si];
     let since = match pushed_by {
         Some(q) if p_at > p.invoke_ns => {
-            let q = &m.grants[q as usize];
-            ops.push(m.ops[q.op].index);
+            ops.push(m.op(q.op).index);
             format!(
                 "no earlier than {}, since its token is above p{}'s {} (op {}) whose span lasted until then",
                 secs(p_at),
                 q.process,
                 token(q.token),
-                m.ops[q.op].index
+                m.op(q.op).index
             )
         }
         _ => format!("no earlier than its invoke at {}", secs(p_at)),

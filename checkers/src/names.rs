@@ -83,7 +83,10 @@ impl Names {
             insert_sorted(self.untokened.entry(target).or_default(), at);
         }
         if let Some(i) = id {
-            insert_sorted(self.by_lock_id.entry((target, u64::from(i))).or_default(), at);
+            insert_sorted(
+                self.by_lock_id.entry((target, u64::from(i))).or_default(),
+                at,
+            );
         }
     }
 
@@ -182,7 +185,12 @@ impl Names {
     /// The grants before number `k` were dropped, and with them the ok acquires before
     /// position `first_op`; `crashed` tells the processes whose op went unanswered. Returns
     /// how many entries are left, which the next prune waits for as many drops as.
-    pub(crate) fn prune(&mut self, k: u32, first_op: OpPos, crashed: impl Fn(u64) -> bool) -> usize {
+    pub(crate) fn prune(
+        &mut self,
+        k: u32,
+        first_op: OpPos,
+        crashed: impl Fn(u64) -> bool,
+    ) -> usize {
         let d = &mut self.dropped;
         prune_index(&mut self.by_lock_token, first_op, &mut d.token_max);
         prune_index(&mut self.by_lock_id, first_op, &mut d.id_max);

@@ -3,15 +3,20 @@
 //! length. The batch rules are their oracle: a grant the walk did not call stale gives what
 //! the whole history gives (`digest::walk_order_tests`).
 //!
-//! So far: the first reading of `double-grant` (definite holds that overlap), swept in the
-//! batch's order from the holds of closed grants once no grant closed later can hold the lock
-//! before them, and rendered as found, in the batch's words ([`View`]). The grants a violation
+//! So far, the first two readings of `double-grant`:
+//! - definite holds that overlap, swept in the batch's order from the holds of closed grants
+//!   once no grant closed later can hold the lock before them;
+//! - token order (`mutex::token_step`), each lock's closed grants with a token walked in
+//!   (token, answer, number) order once no grant still open sorts before them.
+//!
+//! Each violation is rendered as found, in the batch's words ([`View`]). The grants a violation
 //! found later may name are pinned ([`Streamed::pinned`]): the reader keeps them and their ops.
 
 use crate::model::{Grant, View};
-use crate::mutex::{double_grant, overlapping_holds, Earlier, Hold};
+use crate::mutex::{double_grant, overlapping_holds, token_step, Earlier, Hold, TokenPrev};
 use crate::walk::Ops;
 use crate::window::Window;
+use crate::FxMap;
 use history::Violation;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -19,6 +24,22 @@ use std::collections::BinaryHeap;
 /// A hold waiting to be swept, ordered `(start, end, grant, segment, lock)`: each lock's holds
 /// leave in the batch sweep's order.
 type Waiting = Reverse<((u64, u64, u32, u32, u32), Earlier)>;
+
+/// A grant's place in its lock's token order: (token, answer, number).
+pub(crate) type TokenKey = (u64, u64, u32);
+
+/// The token-order reading, per lock. A grant that closes sorting before one already walked
+/// (a grant ahead of the walk with a lower token: a token regression) is counted out of order
+/// and left out: the reading is then not the batch's, as with a stale grant.
+#[derive(Default)]
+struct TokenWalk {
+    /// Closed grants with a token, per lock, earliest key first.
+    waiting: FxMap<u32, BinaryHeap<Reverse<TokenKey>>>,
+    prev: FxMap<u32, TokenPrev>,
+    /// Per lock, the key walked last.
+    last: FxMap<u32, TokenKey>,
+    out_of_order: u64,
+}
 
 /// The streaming rules' state.
 #[derive(Default)]
@@ -33,6 +54,7 @@ pub(crate) struct Streamed {
     /// `(violation, end)` of those whose window reaches past the history read when they were
     /// found: a window ends by the history's end, known only once it is read ([`Streamed::finish`]).
     open_windows: Vec<(usize, u64)>,
+    tokens: TokenWalk,
     /// The most holds left waiting after a sweep.
     pub(crate) pending_max: usize,
     holds: crate::mutex::HoldSweep,
@@ -42,6 +64,15 @@ impl Streamed {
     /// Grant `g` closed: its holds are final (unless the walk later finds it stale). What
     /// the sweep reads of its ops is taken now: they may be dropped before it sweeps.
     pub(crate) fn closed(&mut self, g: u32, grant: &Grant, ops: &Ops) {
+        if let Some(t) = grant.token {
+            let key = (t, grant.complete_ns, g);
+            let w = &mut self.tokens;
+            if w.last.get(&grant.lock).is_some_and(|&last| key < last) {
+                w.out_of_order += 1;
+            } else {
+                w.waiting.entry(grant.lock).or_default().push(Reverse(key));
+            }
+        }
         for h in Hold::of(g, grant) {
             let kept = Earlier::of(ops, grant, &grant.holds[h.segment as usize]);
             self.pending.push(Reverse((
@@ -91,6 +122,47 @@ impl Streamed {
         self.pending_max = self.pending_max.max(self.pending.len());
     }
 
+    /// Walks each lock's closed grants in token order as far as no grant still open sorts
+    /// before them (`open`: the open grants with a token, as `(lock, key)`; at the end of
+    /// the history, none), and renders what it proves.
+    pub(crate) fn walk_tokens(
+        &mut self,
+        open: &[(u32, TokenKey)],
+        grants: &Window<Grant>,
+        view: &impl View,
+    ) {
+        let w = &mut self.tokens;
+        for (&lock, heap) in w.waiting.iter_mut() {
+            let first_open = open
+                .iter()
+                .filter(|(l, _)| *l == lock)
+                .map(|&(_, k)| k)
+                .min();
+            // Bounded by the grants waiting.
+            while let Some(&Reverse(key)) = heap.peek() {
+                if first_open.is_some_and(|o| o < key) {
+                    break;
+                }
+                heap.pop();
+                let prev = w.prev.get(&lock).copied();
+                let (next, found) = token_step(view, grants, prev, key.2, key.0);
+                w.prev.insert(lock, next);
+                w.last.insert(lock, key);
+                if let Some((v, end_ns)) = found {
+                    if end_ns > view.end_time_ns() {
+                        self.open_windows.push((self.violations.len(), end_ns));
+                    }
+                    self.violations.push(v);
+                }
+            }
+        }
+    }
+
+    /// Closed grants the token-order reading left out, sorting before one it had walked.
+    pub(crate) fn out_of_order(&self) -> u64 {
+        self.tokens.out_of_order
+    }
+
     /// The history was read to its end, at `end_time_ns`: the windows found open end there.
     pub(crate) fn finish(&mut self, end_time_ns: u64) {
         for &(i, end_ns) in &self.open_windows {
@@ -104,6 +176,16 @@ impl Streamed {
     /// those of the holds waiting, and of the holds the sweep may still pair.
     pub(crate) fn pinned(&self) -> Vec<u32> {
         let waiting = self.pending.iter().map(|Reverse((h, _))| h.2);
-        waiting.chain(self.holds.grants()).collect()
+        let tokens = &self.tokens;
+        let in_order = tokens.waiting.values().flatten().map(|Reverse(k)| k.2);
+        let walked = tokens
+            .prev
+            .values()
+            .flat_map(|&(p, _, pushed_by)| std::iter::once(p).chain(pushed_by));
+        waiting
+            .chain(self.holds.grants())
+            .chain(in_order)
+            .chain(walked)
+            .collect()
     }
 }

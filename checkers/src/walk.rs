@@ -22,7 +22,8 @@
 
 use crate::evidence::Hold;
 use crate::model::{
-    follow_lease, ClientOp, Drift, Func, Grant, OpPos, NO_GRANT, NO_TARGET, SESSION_TTL_MS,
+    follow_lease, span_end_of, ClientOp, Drift, Func, Grant, OpPos, SpanOf, NO_GRANT, NO_TARGET,
+    SESSION_TTL_MS,
 };
 use crate::names::{Named, Names};
 use crate::window::Window;
@@ -693,7 +694,7 @@ impl Walk {
         }
         let grant = &mut self.grants[g];
         let from = lease_from(grant.op);
-        follow_lease(grant, ops, drift, from, session);
+        follow(grant, ops, drift, from, session);
         #[cfg(test)]
         self.closed_log.push((g as u32, format!("{grant:?}")));
     }
@@ -881,9 +882,21 @@ impl Walk {
             let session = self.is_session(g);
             let grant = &mut self.grants[g];
             let from = lease_from(grant.op);
-            follow_lease(grant, ops, drift, from, session);
+            follow(grant, ops, drift, from, session);
         }
     }
+}
+
+/// Follows grant `g`'s lease (its holds and bounds) and the span it surely lasts whenever it
+/// took effect (`Grant::alive_until_ns`), once its epoch and the policy are final.
+fn follow(g: &mut Grant, ops: &Ops, drift: Drift, lease_from_ns: Option<u64>, session: bool) {
+    follow_lease(g, ops, drift, lease_from_ns, session);
+    let of = SpanOf {
+        drift,
+        lease_from_ns,
+        session,
+    };
+    g.alive_until_ns = span_end_of(ops, g, (g.invoke_ns, u64::MAX), of).0;
 }
 
 /// A lost answer's lease counts with the shortest ttl the run granted for its request (model

@@ -204,7 +204,13 @@ impl Pairing {
                     return self.other_target(index, p, open, target);
                 }
                 let paired = complete(state, open, stamp, kind);
-                if matches!(paired, Ok(Paired::Complete { outcome: Outcome::Info, .. })) {
+                if matches!(
+                    paired,
+                    Ok(Paired::Complete {
+                        outcome: Outcome::Info,
+                        ..
+                    })
+                ) {
                     self.crashed_kept += 1;
                     if self.crashed_kept > CRASHED_KEPT_MAX {
                         self.fold_crashed();
@@ -452,7 +458,11 @@ mod tests {
             e.push((n, n, Process::Client(p), Invoke, F::Acquire));
             run(&e).map(|_| ())
         };
-        assert_eq!(with(2 * 5), Result::Ok(()), "a process between crashed ones");
+        assert_eq!(
+            with(2 * 5),
+            Result::Ok(()),
+            "a process between crashed ones"
+        );
         assert_eq!(with(2 * crashes + 1), Result::Ok(()), "a new process");
         assert_eq!(
             with(2 * 5 + 1),
