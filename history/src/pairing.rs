@@ -67,6 +67,9 @@ enum Proc {
     Crashed(u64),
 }
 
+/// The client processes by number.
+type Procs = HashMap<u64, Proc, BuildHasherDefault<ProcessHasher>>;
+
 /// Pairs a history's events in file order under the history format's structure rules (docs/history.md): indices ascend and
 /// times never go back, client events name one of the client functions, each client process
 /// has at most one op in flight, each completion matches its invoke, and no process runs an op
@@ -75,7 +78,7 @@ enum Proc {
 pub struct Pairing {
     last: Option<Stamp>,
     /// Every client process seen and not folded into `crashed`: one lookup per event.
-    procs: HashMap<u64, Proc, BuildHasherDefault<ProcessHasher>>,
+    procs: Procs,
     /// How many of `procs` are crashed.
     crashed_kept: usize,
     /// The crashed processes folded out of `procs`: a recorder gives a new number to a
@@ -143,20 +146,13 @@ impl Pairing {
                 ),
             );
         };
-        let state = match self.procs.entry(p) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(_) if self.crashed.contains(&p) => {
-                return refuse(
-                    index,
-                    format_args!(
-                        "process {p} crashed (info at or before index {}) and must not run \
-                         further ops",
-                        self.crashed_through
-                    ),
-                );
-            }
-            std::collections::hash_map::Entry::Vacant(e) => e.insert(Proc::Idle),
-        };
+        let state = proc_state(
+            &mut self.procs,
+            &self.crashed,
+            self.crashed_through,
+            p,
+            index,
+        )?;
         match (*state, kind) {
             (Proc::Crashed(at), _) => refuse(
                 index,
@@ -236,6 +232,30 @@ impl Pairing {
             _ => true,
         });
         self.crashed_kept = 0;
+    }
+}
+
+/// Where client process `p` stands (a new one is idle), or the refusal of an event of a
+/// process folded into `crashed` (by an info at or before index `through`).
+#[inline]
+fn proc_state<'a>(
+    procs: &'a mut Procs,
+    crashed: &rangemap::RangeInclusiveSet<u64>,
+    through: u64,
+    p: u64,
+    index: u64,
+) -> Result<&'a mut Proc, StructureError> {
+    use std::collections::hash_map::Entry;
+    match procs.entry(p) {
+        Entry::Occupied(e) => Ok(e.into_mut()),
+        Entry::Vacant(_) if crashed.contains(&p) => Err(StructureError {
+            index,
+            reason: format!(
+                "process {p} crashed (info at or before index {through}) and must not run \
+                 further ops"
+            ),
+        }),
+        Entry::Vacant(e) => Ok(e.insert(Proc::Idle)),
     }
 }
 
