@@ -30,7 +30,8 @@ fn main() {
             "horizon {horizon_ms} ms: {} events, {} ops, {} grants; {} closed before the end, \
              {} of them stale, {} reached after they were dropped; at most {} grants open, {} \
              ops unwalked, {} ops kept and {} holds waiting for the double-grant sweep, which \
-             found {}; {} violations proven as read, {} grants out of token order ({:.1} s)",
+             found {}; {} violations proven as read, {} grants out of token order; stopped \
+             waiting {} times for an op pending past {} ops, {} answers after ({:.1} s)",
             w.events,
             w.ops,
             w.grants,
@@ -44,6 +45,9 @@ fn main() {
             w.double_grants,
             w.violations,
             w.out_of_order,
+            w.stopped_waiting,
+            checkers::UNWALKED_OPS_MAX,
+            w.late_answers,
             t.elapsed().as_secs_f64()
         );
     }

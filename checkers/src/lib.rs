@@ -87,7 +87,9 @@ mod walk;
 mod window;
 
 pub use coverage::coverage;
-pub use digest::{check_path, check_prefix, window_of_path, CheckError, WindowStats};
+pub use digest::{
+    check_path, check_prefix, window_of_path, CheckError, WindowStats, UNWALKED_OPS_MAX,
+};
 pub use evidence::{KeyEvidence, KeyState};
 pub use fairness::liveness_stats;
 pub use faults::{Fault, Faults};
