@@ -508,30 +508,7 @@ impl Digest {
             let closed = self.walk.close(&mut self.ops, self.drift, |pos| {
                 lease_from.get(&(pos as OpPos)).copied()
             });
-            let mut pinned = Vec::new();
-            if let Some(stream) = &mut self.stream {
-                for g in closed {
-                    stream.closed(g, &self.walk.grants[g as usize], &self.ops);
-                }
-                let live = Live {
-                    ops: &self.ops,
-                    locks: &self.locks,
-                    sessions: &self.walk.sessions,
-                    lease_from: &self.lease_from_at,
-                    end_time_ns: self.end_time_ns,
-                    drift: self.drift,
-                };
-                stream.sweep(self.walk.watermark_ns(&self.ops), &self.walk.grants, &live);
-                let grants = &self.walk.grants;
-                let open: Vec<(u32, TokenKey)> = (self.walk.open().iter())
-                    .filter_map(|&g| {
-                        let grant = &grants[g as usize];
-                        grant.token.map(|t| (grant.lock, (t, grant.complete_ns, g)))
-                    })
-                    .collect();
-                stream.walk_tokens(&open, grants, &live);
-                pinned = stream.pinned();
-            }
+            let pinned = self.run_stream(&closed, false);
             if self.evict {
                 let keep = self.walk.first_needed(&pinned);
                 self.ops.drop_before(keep);
@@ -559,22 +536,46 @@ impl Digest {
         self.walk.follow_rest(&self.ops, self.drift, |pos| {
             lease_from.get(&(pos as OpPos)).copied()
         });
-        if let Some(stream) = &mut self.stream {
-            for &g in self.walk.open() {
-                stream.closed(g, &self.walk.grants[g as usize], &self.ops);
-            }
-            let live = Live {
-                ops: &self.ops,
-                locks: &self.locks,
-                sessions: &self.walk.sessions,
-                lease_from: &self.lease_from_at,
-                end_time_ns: self.end_time_ns,
-                drift: self.drift,
-            };
-            stream.sweep(u64::MAX, &self.walk.grants, &live);
-            stream.walk_tokens(&[], &self.walk.grants, &live);
-            stream.finish(self.end_time_ns);
+        let open = self.walk.open().to_vec();
+        self.run_stream(&open, true);
+    }
+
+    /// Hands the grants just `closed` to the streaming rules, if any run, and runs them as far
+    /// as the walk allows (`end`: the history is read, every grant is closed). Returns the
+    /// grants they pin.
+    fn run_stream(&mut self, closed: &[u32], end: bool) -> Vec<u32> {
+        let Some(mut stream) = self.stream.take() else {
+            return Vec::new();
+        };
+        let grants = &self.walk.grants;
+        for &g in closed {
+            stream.closed(g, &grants[g as usize], &self.ops);
         }
+        let live = Live {
+            ops: &self.ops,
+            locks: &self.locks,
+            sessions: &self.walk.sessions,
+            lease_from: &self.lease_from_at,
+            end_time_ns: self.end_time_ns,
+            drift: self.drift,
+        };
+        if end {
+            stream.sweep(u64::MAX, grants, &live);
+            stream.walk_tokens(&[], grants, &live);
+            stream.finish(self.end_time_ns);
+        } else {
+            stream.sweep(self.walk.watermark_ns(&self.ops), grants, &live);
+            let open: Vec<(u32, TokenKey)> = (self.walk.open().iter())
+                .filter_map(|&g| {
+                    let grant = &grants[g as usize];
+                    grant.token.map(|t| (grant.lock, (t, grant.complete_ns, g)))
+                })
+                .collect();
+            stream.walk_tokens(&open, grants, &live);
+        }
+        let pinned = stream.pinned();
+        self.stream = Some(stream);
+        pinned
     }
 
     /// The pairing's step for one event (`None`: after a structure error, events are counted
@@ -856,7 +857,7 @@ pub fn window_of_path(
         ops_kept_max: d.kept_max as u64,
         holds_waiting_max: stream.pending_max as u64,
         double_grants: stream.double_grants.len() as u64,
-        violations: stream.violations.len() as u64,
+        violations: stream.proven.violations.len() as u64,
         out_of_order: stream.out_of_order(),
         stopped_waiting: d.forced_count,
         late_answers: d.late_answers,
@@ -1323,7 +1324,7 @@ mod walk_order_tests {
                 let batch = crate::mutex::streamed_readings(&Model::new(h, &cfg));
                 assert_eq!(
                     words(&batch),
-                    words(&stream.violations),
+                    words(&stream.proven.violations),
                     "{what}: the streamed readings' violations"
                 );
                 token_order = batch.len() - double_grants;

@@ -68,8 +68,8 @@ pub(crate) struct HoldSweep {
 }
 
 /// What the sweep keeps of a hold it may pair with a later one: enough to tell a stale renew's
-/// hold (`stale_renew_opened`) without its grant or ops, which a streaming check may have
-/// dropped by then.
+/// hold (`stale_renew_opened`) without reading its grant or ops, which the batch check and a
+/// streaming reader keep in different places.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Earlier {
     token: Option<u64>,
@@ -479,7 +479,12 @@ pub(crate) fn alive_words(m: &impl View, g: &Grant) -> &'static str {
 
 /// A window's end for a hold that may reach past the history (a session's): its last event.
 pub(crate) fn window_end(m: &impl View, start_ns: u64, end_ns: u64) -> u64 {
-    end_ns.min(m.end_time_ns().max(start_ns))
+    window_end_by(m.end_time_ns(), start_ns, end_ns)
+}
+
+/// [`window_end`] for a history that ends at `history_end_ns`.
+pub(crate) fn window_end_by(history_end_ns: u64, start_ns: u64, end_ns: u64) -> u64 {
+    end_ns.min(history_end_ns.max(start_ns))
 }
 
 fn ttl_text(t: Option<u64>) -> String {

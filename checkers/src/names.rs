@@ -202,33 +202,28 @@ impl Names {
             }
             !list.is_empty()
         });
-        self.own_by_token.retain(|&(p, lock, t), g| {
-            if crashed(p) {
-                return false;
-            }
-            if *g < k {
-                raise(d.own_token_max.entry((p, lock)).or_default(), t);
-            }
-            *g >= k
-        });
-        self.own_by_id.retain(|&(p, lock, i), g| {
-            if crashed(p) {
-                return false;
-            }
-            if *g < k {
-                raise(d.own_id_max.entry((p, lock)).or_default(), i);
-            }
-            *g >= k
-        });
-        self.by_token.retain(|&(p, t), g| {
-            if crashed(p) {
-                return false;
-            }
-            if *g < k {
-                raise(d.store_token_max.entry(p).or_default(), t);
-            }
-            *g >= k
-        });
+        let crashed = &crashed;
+        prune_own(
+            &mut self.own_by_token,
+            k,
+            crashed,
+            &mut d.own_token_max,
+            |(p, lock, t)| (p, (p, lock), t),
+        );
+        prune_own(
+            &mut self.own_by_id,
+            k,
+            crashed,
+            &mut d.own_id_max,
+            |(p, lock, i)| (p, (p, lock), i),
+        );
+        prune_own(
+            &mut self.by_token,
+            k,
+            crashed,
+            &mut d.store_token_max,
+            |(p, t)| (p, p, t),
+        );
         self.latest.retain(|&(p, _), _| !crashed(p));
         d.own_token_max.retain(|&(p, _), _| !crashed(p));
         d.own_id_max.retain(|&(p, _), _| !crashed(p));
@@ -279,6 +274,28 @@ fn prune_index(index: &mut ByName, first_op: OpPos, dropped_max: &mut FxMap<u32,
             list.drain(..n);
         }
         !list.is_empty()
+    });
+}
+
+/// Drops from a map of a process's grants by name those of crashed processes, and those before
+/// grant `k`, raising the highest name dropped under the key `split` gives (with the process
+/// and the name).
+fn prune_own<K: Copy + Eq + std::hash::Hash, D: Eq + std::hash::Hash, N: Ord + Copy + Default>(
+    map: &mut FxMap<K, u32>,
+    k: u32,
+    crashed: &impl Fn(u64) -> bool,
+    dropped_max: &mut FxMap<D, N>,
+    split: impl Fn(K) -> (u64, D, N),
+) {
+    map.retain(|&key, g| {
+        let (p, under, name) = split(key);
+        if crashed(p) {
+            return false;
+        }
+        if *g < k {
+            raise(dropped_max.entry(under).or_default(), name);
+        }
+        *g >= k
     });
 }
 

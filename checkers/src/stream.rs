@@ -13,7 +13,9 @@
 //! found later may name are pinned ([`Streamed::pinned`]): the reader keeps them and their ops.
 
 use crate::model::{Grant, View};
-use crate::mutex::{double_grant, overlapping_holds, token_step, Earlier, Hold, TokenPrev};
+use crate::mutex::{
+    double_grant, overlapping_holds, token_step, window_end_by, Earlier, Hold, TokenPrev,
+};
 use crate::walk::Ops;
 use crate::window::Window;
 use crate::FxMap;
@@ -41,6 +43,36 @@ struct TokenWalk {
     out_of_order: u64,
 }
 
+/// The violations the streaming rules proved, in the batch's words.
+#[derive(Default)]
+pub(crate) struct Proven {
+    pub(crate) violations: Vec<Violation>,
+    /// `(violation, end)` of those whose window reaches past the history read when they were
+    /// found: a window ends by the history's end, known only once it is read
+    /// ([`Proven::finish`]).
+    open_windows: Vec<(usize, u64)>,
+}
+
+impl Proven {
+    /// Violation `v`, whose window would end at `end_ns` were the history long enough; the
+    /// history has been read to `read_to_ns`.
+    fn push(&mut self, v: Violation, end_ns: u64, read_to_ns: u64) {
+        if end_ns > read_to_ns {
+            self.open_windows.push((self.violations.len(), end_ns));
+        }
+        self.violations.push(v);
+    }
+
+    /// The history was read to its end, at `end_time_ns`: the windows found open end there.
+    fn finish(&mut self, end_time_ns: u64) {
+        for &(i, end_ns) in &self.open_windows {
+            let w = &mut self.violations[i].window_ns;
+            w[1] = window_end_by(end_time_ns, w[0], end_ns);
+        }
+        self.open_windows.clear();
+    }
+}
+
 /// The streaming rules' state.
 #[derive(Default)]
 pub(crate) struct Streamed {
@@ -50,10 +82,7 @@ pub(crate) struct Streamed {
     /// `(grant, segment)` of the earlier hold and of the later of each overlap found so far.
     pub(crate) double_grants: Vec<(u32, u32, u32, u32)>,
     /// Each of them as the batch check words it.
-    pub(crate) violations: Vec<Violation>,
-    /// `(violation, end)` of those whose window reaches past the history read when they were
-    /// found: a window ends by the history's end, known only once it is read ([`Streamed::finish`]).
-    open_windows: Vec<(usize, u64)>,
+    pub(crate) proven: Proven,
     tokens: TokenWalk,
     /// The most holds left waiting after a sweep.
     pub(crate) pending_max: usize,
@@ -109,11 +138,9 @@ impl Streamed {
             let (ga, sa, gb, sb) = found;
             let (a, b) = (&grants[ga as usize], &grants[gb as usize]);
             let (sa, sb) = (&a.holds[sa as usize], &b.holds[sb as usize]);
+            let v = double_grant(view, (a, sa), (b, sb));
             let end_ns = sa.end_ns.min(sb.end_ns);
-            if end_ns > view.end_time_ns() {
-                self.open_windows.push((self.violations.len(), end_ns));
-            }
-            self.violations.push(double_grant(view, (a, sa), (b, sb)));
+            self.proven.push(v, end_ns, view.end_time_ns());
             self.double_grants.push(found);
         }
         holds.forget_before(watermark_ns);
@@ -149,10 +176,7 @@ impl Streamed {
                 w.prev.insert(lock, next);
                 w.last.insert(lock, key);
                 if let Some((v, end_ns)) = found {
-                    if end_ns > view.end_time_ns() {
-                        self.open_windows.push((self.violations.len(), end_ns));
-                    }
-                    self.violations.push(v);
+                    self.proven.push(v, end_ns, view.end_time_ns());
                 }
             }
         }
@@ -163,17 +187,15 @@ impl Streamed {
         self.tokens.out_of_order
     }
 
-    /// The history was read to its end, at `end_time_ns`: the windows found open end there.
+    /// The history was read to its end, at `end_time_ns`.
     pub(crate) fn finish(&mut self, end_time_ns: u64) {
-        for &(i, end_ns) in &self.open_windows {
-            let w = &mut self.violations[i].window_ns;
-            w[1] = end_ns.min(end_time_ns.max(w[0]));
-        }
-        self.open_windows.clear();
+        self.proven.finish(end_time_ns);
     }
 
     /// The grants a violation found later may name, which the reader must keep with their ops:
-    /// those of the holds waiting, and of the holds the sweep may still pair.
+    /// those of the holds waiting, of the holds the sweep may still pair, of the grants waiting
+    /// for the token walk, and the token walk's last grant of each lock (and the one that
+    /// pushed its instant).
     pub(crate) fn pinned(&self) -> Vec<u32> {
         let waiting = self.pending.iter().map(|Reverse((h, _))| h.2);
         let tokens = &self.tokens;
