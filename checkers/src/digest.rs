@@ -562,9 +562,12 @@ impl Digest {
         if end {
             stream.sweep(u64::MAX, grants, &live);
             stream.walk_tokens(&[], grants, &live);
+            stream.judge_forced(u64::MAX, grants, &live);
             stream.finish(self.end_time_ns);
         } else {
-            stream.sweep(self.walk.watermark_ns(&self.ops), grants, &live);
+            let watermark_ns = self.walk.watermark_ns(&self.ops);
+            stream.sweep(watermark_ns, grants, &live);
+            stream.judge_forced(watermark_ns, grants, &live);
             let open: Vec<(u32, TokenKey)> = (self.walk.open().iter())
                 .filter_map(|&g| {
                     let grant = &grants[g as usize];
@@ -1170,6 +1173,7 @@ mod walk_order_tests {
         /// no grant closed out of token order either), and grants that did.
         double_grants: usize,
         token_order: usize,
+        forced_order: usize,
         out_of_order: u64,
         /// Whether a name the reader forgot led the walk where the tests cannot follow.
         uncertain: bool,
@@ -1284,7 +1288,7 @@ mod walk_order_tests {
                 assert_eq!(&format!("{x:?}"), y, "{what}: grant {g}");
             }
         }
-        let (mut double_grants, mut token_order, mut out_of_order) = (0, 0, 0);
+        let (mut double_grants, mut token_order, mut forced_order, mut out_of_order) = (0, 0, 0, 0);
         if stale == 0 {
             if !evict {
                 assert_eq!(format!("{a_ops:?}"), format!("{b_ops:?}"), "{what}: ops");
@@ -1320,19 +1324,26 @@ mod walk_order_tests {
             // Unless a grant closed out of token order (a token regression ahead of the walk),
             // which the reader counts.
             out_of_order = stream.out_of_order();
+            let forced_whole = stream.forced.unsettled == 0 && stream.forced.cut_short == 0;
+            assert!(
+                forced_whole,
+                "{what}: the forced-order reading was cut short"
+            );
             if out_of_order == 0 {
-                let batch = crate::mutex::streamed_readings(&Model::new(h, &cfg));
+                let [holds, tokens, forced] = crate::mutex::streamed_readings(&Model::new(h, &cfg));
+                (token_order, forced_order) = (tokens.len(), forced.len());
+                let batch = [holds, tokens, forced].concat();
                 assert_eq!(
                     words(&batch),
                     words(&stream.proven.violations),
                     "{what}: the streamed readings' violations"
                 );
-                token_order = batch.len() - double_grants;
             }
         }
         Seen {
             double_grants,
             token_order,
+            forced_order,
             out_of_order,
             ahead: a
                 .grants
@@ -1792,7 +1803,8 @@ mod walk_order_tests {
             (30_000_000_000, false),
         ];
         for (horizon_ns, evict) in runs {
-            let (mut closed, mut stale, mut double_grants, mut token_order) = (0, 0, 0, 0);
+            let (mut closed, mut stale, mut double_grants) = (0, 0, 0);
+            let (mut token_order, mut forced_order) = (0, 0);
             let mut out_of_order = Vec::new();
             let mut uncertain = Vec::new();
             for (i, (what, h)) in corpus.iter().enumerate() {
@@ -1803,6 +1815,7 @@ mod walk_order_tests {
                 stale += seen.stale;
                 double_grants += seen.double_grants;
                 token_order += seen.token_order;
+                forced_order += seen.forced_order;
                 if seen.out_of_order > 0 {
                     out_of_order.push(what.clone());
                 }
@@ -1812,8 +1825,8 @@ mod walk_order_tests {
             }
             eprintln!(
                 "horizon {horizon_ns} ns, evict {evict}: {closed} grants closed early, {stale} \
-                 stale, {double_grants} overlapping holds and {token_order} token-order violations \
-                 streamed, {} histories left out of the comparison by a forgotten name, {} by a \
+                 stale, {double_grants} overlapping holds, {token_order} token-order and \
+                 {forced_order} forced-order violations streamed, {} histories left out of the comparison by a forgotten name, {} by a \
                  grant closed out of token order",
                 uncertain.len(),
                 out_of_order.len()
@@ -1828,6 +1841,7 @@ mod walk_order_tests {
                 "grants closed out of token order without a token regression: {unexpected:?}"
             );
             assert!(token_order > 0, "no token-order violation compared");
+            assert!(forced_order > 0, "no forced-order violation compared");
             // A forgotten name leads elsewhere than a dropped grant only where a process names
             // a token it was never granted: rare, and each such history still counts it late.
             assert!(

@@ -3,15 +3,18 @@
 //! length. The batch rules are their oracle: a grant the walk did not call stale gives what
 //! the whole history gives (`digest::walk_order_tests`).
 //!
-//! So far, the first two readings of `double-grant`:
+//! So far, the three readings of `double-grant` that compare grants:
 //! - definite holds that overlap, swept in the batch's order from the holds of closed grants
 //!   once no grant closed later can hold the lock before them;
 //! - token order (`mutex::token_step`), each lock's closed grants with a token walked in
-//!   (token, answer, number) order once no grant still open sorts before them.
+//!   (token, answer, number) order once no grant still open sorts before them;
+//! - forced order (`forced.rs`), each lock's closed grants judged once every grant their
+//!   earliest instant rests on is closed.
 //!
 //! Each violation is rendered as found, in the batch's words ([`View`]). The grants a violation
 //! found later may name are pinned ([`Streamed::pinned`]): the reader keeps them and their ops.
 
+use crate::forced::Forced;
 use crate::model::{Grant, View};
 use crate::mutex::{
     double_grant, overlapping_holds, token_step, window_end_by, Earlier, Hold, TokenPrev,
@@ -84,6 +87,7 @@ pub(crate) struct Streamed {
     /// Each of them as the batch check words it.
     pub(crate) proven: Proven,
     tokens: TokenWalk,
+    pub(crate) forced: Forced,
     /// The most holds left waiting after a sweep.
     pub(crate) pending_max: usize,
     holds: crate::mutex::HoldSweep,
@@ -93,6 +97,7 @@ impl Streamed {
     /// Grant `g` closed: its holds are final (unless the walk later finds it stale). What
     /// the sweep reads of its ops is taken now: they may be dropped before it sweeps.
     pub(crate) fn closed(&mut self, g: u32, grant: &Grant, ops: &Ops) {
+        self.forced.closed(g, grant);
         if let Some(t) = grant.token {
             let key = (t, grant.complete_ns, g);
             let w = &mut self.tokens;
@@ -182,6 +187,19 @@ impl Streamed {
         }
     }
 
+    /// Judges the grants without a token, and those their instants rest on, whose instants
+    /// are final with the walk at `watermark_ns` (`u64::MAX`: at the end of the history).
+    pub(crate) fn judge_forced(
+        &mut self,
+        watermark_ns: u64,
+        grants: &Window<Grant>,
+        view: &impl View,
+    ) {
+        for (v, end_ns) in self.forced.judge(watermark_ns, grants, view) {
+            self.proven.push(v, end_ns, view.end_time_ns());
+        }
+    }
+
     /// Closed grants the token-order reading left out, sorting before one it had walked.
     pub(crate) fn out_of_order(&self) -> u64 {
         self.tokens.out_of_order
@@ -208,6 +226,7 @@ impl Streamed {
             .chain(self.holds.grants())
             .chain(in_order)
             .chain(walked)
+            .chain(self.forced.pinned())
             .collect()
     }
 }
