@@ -565,7 +565,9 @@ impl Digest {
             stream.judge_forced(u64::MAX, grants, &live);
             stream.finish(self.end_time_ns);
         } else {
-            let watermark_ns = self.walk.watermark_ns(&self.ops);
+            // An op not read yet is invoked no earlier than the last event read: with nothing
+            // open or unwalked, that is the watermark.
+            let watermark_ns = self.walk.watermark_ns(&self.ops).min(self.end_time_ns);
             stream.sweep(watermark_ns, grants, &live);
             stream.judge_forced(watermark_ns, grants, &live);
             let open: Vec<(u32, TokenKey)> = (self.walk.open().iter())
@@ -1599,6 +1601,48 @@ mod walk_order_tests {
         ]
     }
 
+    /// Histories where a forced-order violation rests on a chain the reader judged in two
+    /// steps. Grant u (no token) pushes t (token 5, asked for at 20 and answered at 1800, its
+    /// lease let lapse) to 1000; k (token 6) was asked for at 1500 while t was pending,
+    /// returned at 1900 and held until 2300, so t came first and k took effect no earlier than
+    /// t's span end, 2000: after k returned. Only u's lack of a token makes the chain forced
+    /// order's. A grant x asked for at `x_ms` and open until 4600 keeps the walk's watermark
+    /// before k's end: t is judged before k is. With x asked for after t returned, t leaves the
+    /// reader before k is judged and its push is what it left behind; with x asked for before,
+    /// t stays, judged, its instant and chain held.
+    fn forced_corners() -> Vec<(&'static str, History)> {
+        let ttl = r#""ttl_ms":1000"#;
+        let chain = |x_ms: u64| {
+            let mut events = vec![
+                (0, 1, "invoke", "acquire", ttl),
+                (10, 1, "ok", "acquire", ttl),
+                (20, 2, "invoke", "acquire", ttl),
+                (1500, 3, "invoke", "acquire", ttl),
+                (1800, 2, "ok", "acquire", r#""token":5,"ttl_ms":1000"#),
+                (1900, 3, "ok", "acquire", r#""token":6,"ttl_ms":1000"#),
+                (2300, 3, "invoke", "release", r#""token":6"#),
+                (2301, 3, "ok", "release", r#""token":6"#),
+                (2600, 4, "ok", "acquire", r#""token":7,"ttl_ms":1000"#),
+                (4100, 5, "invoke", "acquire", ttl),
+                (4101, 5, "fail", "acquire", r#""error":"held""#),
+                (4700, 6, "invoke", "acquire", ttl),
+                (4701, 6, "fail", "acquire", r#""error":"held""#),
+                (4800, 5, "invoke", "acquire", ttl),
+                (4801, 5, "fail", "acquire", r#""error":"held""#),
+            ];
+            let at = events.partition_point(|e| e.0 < x_ms);
+            events.insert(at, (x_ms, 4, "invoke", "acquire", ttl));
+            lines(&events)
+        };
+        vec![
+            (
+                "a forced push left behind by a grant the reader let go",
+                chain(2100),
+            ),
+            ("a forced push from a grant judged and kept", chain(1700)),
+        ]
+    }
+
     /// A history in which a prune comes between a crash and the grants of the crashed process
     /// it must keep the crash for.
     fn pruning_corners() -> Vec<(&'static str, History)> {
@@ -1741,6 +1785,7 @@ mod walk_order_tests {
             .chain(closing_corners())
             .chain(forgetting_corners())
             .chain(pruning_corners())
+            .chain(forced_corners())
             .map(|(what, h)| (what.to_string(), h))
             .collect();
         for seed in 0..40u64 {
@@ -1750,6 +1795,16 @@ mod walk_order_tests {
                 let mut ops = correct_history(seed, &params);
                 if let Some(k) = kind {
                     inject(&mut ops, k, seed);
+                }
+                // And as a service without tokens would have answered (Redis's lock value,
+                // PostgreSQL's advisory locks): the forced-order reading's histories.
+                if seed % 2 == 1 {
+                    let mut bare = ops.clone();
+                    for op in &mut bare {
+                        op.value.token = None;
+                    }
+                    let h = History::new(bare).expect("generated histories are well formed");
+                    all.push((format!("seed {seed}, {kind:?}, without tokens"), h));
                 }
                 let h = History::new(ops).expect("generated histories are well formed");
                 all.push((format!("seed {seed}, {kind:?}"), h));
@@ -1858,6 +1913,12 @@ mod walk_order_tests {
                 for (what, h) in closing_corners() {
                     let seen = same_walks(&h, what, 0, Drift::from_ppm(0), evict);
                     assert!(seen.stale > 0, "{what}: no grant went stale");
+                }
+            }
+            if horizon_ns == 0 {
+                for (what, h) in forced_corners() {
+                    let seen = same_walks(&h, what, 0, Drift::from_ppm(0), evict);
+                    assert_eq!(seen.forced_order, 1, "{what}: forced-order violations");
                 }
             }
             if horizon_ns == 0 && evict {

@@ -49,6 +49,9 @@ struct LockForced {
     /// The closed grants kept, by [`Key`].
     kept: Vec<Kept>,
     left: Left,
+    /// Every grant waiting or still to come is invoked after this: a grant that left pushes
+    /// none of them unless its span ends later.
+    pushes_after_ns: u64,
 }
 
 /// The forced-order reading, per lock.
@@ -101,14 +104,19 @@ impl Forced {
     /// left whose span may still push one: it ends past the watermark, or past the invoke of
     /// a grant waiting (a push lands past the invoke, and every grant still to come is invoked
     /// after the watermark).
-    pub(crate) fn pinned(&self) -> impl Iterator<Item = u32> + '_ {
-        self.locks.values().flat_map(|l| {
+    ///
+    /// That bound only rises: a grant that joins the waiting was open, so invoked after the
+    /// watermark of then. A grant let go once is never needed again.
+    pub(crate) fn pinned(&mut self) -> impl Iterator<Item = u32> + '_ {
+        let watermark_ns = self.watermark_ns;
+        self.locks.values_mut().flat_map(move |l| {
             let waiting = (l.kept.iter())
                 .filter(|e| e.judged.is_none())
                 .map(|e| e.invoke_ns)
                 .min()
                 .unwrap_or(u64::MAX);
-            let bound = waiting.min(self.watermark_ns);
+            l.pushes_after_ns = l.pushes_after_ns.max(waiting.min(watermark_ns));
+            let bound = l.pushes_after_ns;
             let left = l.left.ends().filter(move |&(end_ns, _)| end_ns > bound);
             l.kept.iter().map(|e| e.key.1).chain(left.map(|(_, g)| g))
         })

@@ -214,7 +214,7 @@ impl Streamed {
     /// those of the holds waiting, of the holds the sweep may still pair, of the grants waiting
     /// for the token walk, and the token walk's last grant of each lock (and the one that
     /// pushed its instant).
-    pub(crate) fn pinned(&self) -> Vec<u32> {
+    pub(crate) fn pinned(&mut self) -> Vec<u32> {
         let waiting = self.pending.iter().map(|Reverse((h, _))| h.2);
         let tokens = &self.tokens;
         let in_order = tokens.waiting.values().flatten().map(|Reverse(k)| k.2);
