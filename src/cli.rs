@@ -257,7 +257,7 @@ with an aimed fault schedule, that together exercise every fault the target and 
 until each has met the state it aims at (docs/checkers.md, \"Exercised\").
 
 The plan's cells: contention on the mutex, counter and bank workloads (no fault, ten clients \
-asking in rounds; counter and bank where grants carry tokens); a holder stalled just past a \
+asking in rounds; counter and bank where grants carry tokens; only the --workload named); a holder stalled just past a \
 lease of an odd length (odd-ttl); each client-stall aim (boundary, next-grant, long) with each wake-up op (renew, \
 release, and write, read on the counter workload), and waiter; kill and pause of the primary \
 (and of another node, with --nodes 2+); each clock direction (bump-forward, bump-back, strobe, \
@@ -271,8 +271,11 @@ a live check of its history proves a safety violation: --stop-on-violation), shr
 prints the command that replays it. Its verdict is valid only when no scenario found a \
 violation and every cell was exercised --times times; otherwise unknown, naming what was not \
 exercised. --duration, --nemesis-interval and --seed's single schedule do not apply: each \
-scenario's length comes from the plan; --nemesis limits the kinds planned. --workload is the \
-workload of the fault scenarios; the contention cells run each workload the service can.";
+scenario's length comes from the plan; --nemesis limits the kinds planned. --workload, given \
+(or set in the config file), is every scenario's workload: only its own contention cell is \
+planned and counted, and the cell count and the verdict name the other workloads' cells left \
+out; not given, the fault scenarios run the default workload and the contention cells each \
+workload the service can.";
 
 const DEMO_AFTER: &str = "Examples:
   lockpick demo                                      the embedded lockd and store, 1 s leases

@@ -86,6 +86,14 @@ pub struct SuiteResults {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stopped_at_ms: Option<u64>,
     pub not_exercised: Vec<String>,
+    /// The workload the user named (`--workload`, or `workload` in the config file): the
+    /// plan holds only the cells it exercises.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
+    /// Cells of the service's other workloads that the named workload left out of the plan:
+    /// the verdict does not rest on them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_planned: Vec<String>,
     pub scenarios: Vec<ScenarioRun>,
     pub cells: Vec<CellRow>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -115,10 +123,14 @@ pub fn test(mut a: TestArgs) -> Result<ExitCode> {
     a.run.set_switch(&flags::STOP_ON_VIOLATION, stop);
     let (cfg, budget, shrink_budget) = test_settings(&a)?;
     let target = plan_target(&cfg, a.times);
-    let cells = plan::cells(&target);
+    // A workload the user named is the one every scenario runs, so the plan is its cells.
+    let named = a.run.text(&flags::WORKLOAD).map(|_| cfg.kind());
+    let cells = plan::cells(&target, named);
+    let not_planned = plan::not_planned(&target, named);
+    let workload = named.map(|w| w.as_str().to_string());
     let (dir, base) = suite_dir(&a, &cfg)?;
     println!(
-        "lockpick test: {} cell(s) to exercise {} time(s) each ({}), budget {}, seed {}",
+        "lockpick test: {} cell(s) to exercise {} time(s) each ({}{}), budget {}, seed {}",
         cells.len(),
         a.times,
         if cfg.faults.is_empty() {
@@ -126,6 +138,9 @@ pub fn test(mut a: TestArgs) -> Result<ExitCode> {
         } else {
             format!("faults: {}", cfg.fault_names())
         },
+        scope(workload.as_deref(), &not_planned)
+            .map(|s| format!("; {s}"))
+            .unwrap_or_default(),
         humantime::format_duration(budget),
         cfg.seed
     );
@@ -144,6 +159,8 @@ pub fn test(mut a: TestArgs) -> Result<ExitCode> {
         base,
         target,
         cells,
+        workload,
+        not_planned,
         tallies: Vec::new(),
         runs: Vec::new(),
         started: Instant::now(),
@@ -311,6 +328,9 @@ struct Suite {
     base: PathBuf,
     target: plan::Target,
     cells: Vec<PlanCell>,
+    /// The workload the user named, and the cells of other workloads it left out.
+    workload: Option<String>,
+    not_planned: Vec<String>,
     tallies: Vec<Tally>,
     runs: Vec<ScenarioRun>,
     started: Instant,
@@ -638,6 +658,8 @@ impl Suite {
             first_violation_ms,
             stopped_at_ms,
             not_exercised,
+            workload: self.workload.clone(),
+            not_planned: self.not_planned.clone(),
             scenarios: self.runs.clone(),
             cells,
             shrunk: None,
@@ -686,15 +708,28 @@ impl Suite {
             (None, _) => (
                 Validity::Valid,
                 format!(
-                    "every cell exercised {} time(s), no violation",
-                    self.target.times
+                    "every cell exercised {} time(s), no violation{}",
+                    self.target.times,
+                    scope(self.workload.as_deref(), &self.not_planned)
+                        .map(|s| format!(" ({s})"))
+                        .unwrap_or_default()
                 ),
             ),
         }
     }
 }
 
-/// The suite's verdict as text: the summary printed at the end and written to summary.txt.
+/// What the plan was narrowed to, when the user named a workload: `workload mutex only; not
+/// planned: contention counter, contention bank`. The cell count and a valid verdict say it,
+/// so neither reads as every workload's.
+fn scope(workload: Option<&str>, not_planned: &[String]) -> Option<String> {
+    let w = workload?;
+    Some(match not_planned {
+        [] => format!("workload {w} only"),
+        left => format!("workload {w} only; not planned: {}", left.join(", ")),
+    })
+}
+
 /// The cells exercised of each kind (a cell's first word: `contention`, `client-pause`,
 /// `clock`, ...), in the plan's order: `contention 3/3, client-pause 13/13, kill 0/1`.
 fn cells_by_kind(cells: &[CellRow]) -> String {
@@ -717,6 +752,7 @@ fn cells_by_kind(cells: &[CellRow]) -> String {
         .join(", ")
 }
 
+/// The suite's verdict as text: the summary printed at the end and written to summary.txt.
 pub fn summary_text(r: &SuiteResults) -> String {
     let mut s = String::new();
     let _ = writeln!(s);
@@ -740,7 +776,14 @@ pub fn summary_text(r: &SuiteResults) -> String {
 fn summary_details(r: &SuiteResults) -> String {
     let mut s = String::new();
     let exercised = r.cells.iter().filter(|c| c.exercised >= c.needed).count();
-    let _ = writeln!(s, "  cells exercised: {exercised} of {}", r.cells.len());
+    let _ = writeln!(
+        s,
+        "  cells exercised: {exercised} of {}{}",
+        r.cells.len(),
+        scope(r.workload.as_deref(), &r.not_planned)
+            .map(|s| format!(" ({s})"))
+            .unwrap_or_default()
+    );
     if !r.cells.is_empty() {
         let _ = writeln!(s, "  by kind: {}", cells_by_kind(&r.cells));
     }

@@ -211,9 +211,9 @@ fn the_correct_lockd_is_valid_with_every_cell_exercised() {
     assert_eq!(j["valid"], true);
     assert!(j["not_exercised"].as_array().unwrap().is_empty());
     let cells = j["cells"].as_array().unwrap();
-    // Contention x3 (mutex, counter, bank), the odd ttl, 3 aims x 2 wakes (mutex), waiter,
-    // kill, pause.
-    assert_eq!(cells.len(), 3 + 1 + 6 + 1 + 2, "{cells:?}");
+    // Contention on the mutex (the workload named), the odd ttl, 3 aims x 2 wakes (mutex),
+    // waiter, kill, pause.
+    assert_eq!(cells.len(), 1 + 1 + 6 + 1 + 2, "{cells:?}");
     for c in cells {
         assert!(c["exercised"].as_u64().unwrap() >= 1, "{c}");
         assert!(c["tries"].as_u64().unwrap() <= 3, "{c}");
@@ -225,6 +225,69 @@ fn the_correct_lockd_is_valid_with_every_cell_exercised() {
             .as_str()
             .unwrap()
             .starts_with("lockpick run --config "));
+    }
+}
+
+/// A workload the user names is the suite's: only the cells it exercises are planned and
+/// counted, and the cell count and the verdict say so, naming the other workloads' cells left
+/// out. Unnamed, every workload the service runs has its contention cell. A budget of 1 s plans
+/// no scenario, so the plan is all that is looked at.
+#[test]
+fn a_named_workload_plans_and_counts_only_its_own_cells() {
+    // The flags, the contention cells planned, suite.json's `workload`, and what the cell
+    // count says after its figure.
+    type Case<'a> = (&'a [&'a str], &'a [&'a str], Option<&'a str>, &'a str);
+    let cases: [Case; 3] = [
+        (
+            &["--workload", "mutex"],
+            &["contention mutex"],
+            Some("mutex"),
+            "(workload mutex only; not planned: contention counter, contention bank)",
+        ),
+        (
+            &["--workload", "bank"],
+            &["contention bank"],
+            Some("bank"),
+            "(workload bank only; not planned: contention mutex, contention counter)",
+        ),
+        (
+            &[],
+            &["contention mutex", "contention counter", "contention bank"],
+            None,
+            "",
+        ),
+    ];
+    for (args, contention, workload, scope) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut all = vec!["--nemesis", "client-pause", "--budget", "1s"];
+        all.extend_from_slice(args);
+        let r = suite(tmp.path(), &all, Duration::from_secs(60));
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stdout);
+        let j = r.json();
+        let cells: Vec<&str> = j["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| c["cell"].as_str())
+            .collect();
+        let planned: Vec<&str> = cells
+            .iter()
+            .copied()
+            .filter(|c| c.starts_with("contention"))
+            .collect();
+        assert_eq!(planned, contention, "{args:?}");
+        assert_eq!(j["workload"].as_str(), workload, "{args:?}");
+        let summary = std::fs::read_to_string(r.dir.join("summary.txt")).unwrap();
+        let line = format!("cells exercised: 0 of {}", cells.len());
+        let said = summary
+            .lines()
+            .find(|l| l.contains(&line))
+            .unwrap_or_else(|| panic!("{args:?}: {summary}"));
+        assert_eq!(said.trim(), format!("{line} {scope}").trim(), "{args:?}");
+        assert!(
+            r.stdout.contains(scope.trim_matches(['(', ')'])),
+            "{args:?}"
+        );
     }
 }
 
