@@ -88,6 +88,16 @@ pub struct FileFlags {
 pub struct Origins(Vec<(String, String)>);
 
 impl Origins {
+    /// Where a config file set `flag` (`path:line: `section.key``), when its value came from
+    /// the file and no flag on the command line overrode it.
+    pub fn of(&self, flag: &Flag) -> Option<&str> {
+        let name = flag.to_string();
+        self.0
+            .iter()
+            .find(|(f, _)| *f == name)
+            .map(|(_, at)| at.as_str())
+    }
+
     /// `message` about a flag (`--ttl "soon": expected ...`, or clap's `invalid value 'x' for
     /// '--clients <N>'`) as the place the flag's value came from, when it came from a file.
     pub fn locate(&self, message: &str) -> String {

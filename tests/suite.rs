@@ -291,6 +291,63 @@ fn a_named_workload_plans_and_counts_only_its_own_cells() {
     }
 }
 
+/// A duration set in the config file does not apply to the suite (it plans each scenario's
+/// length), and the suite says so in one line naming the file, line and key and what to use
+/// instead, on stderr and in summary.txt, rather than ignore it; the starter `lockpick init`
+/// writes draws no warning. A budget of 1 s plans no scenario.
+#[test]
+fn a_duration_in_the_config_file_is_named_not_ignored() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("runs");
+    let file = tmp.path().join("lockpick.toml");
+    std::fs::write(&file, "[workload]\nclients = 3\nduration = \"20s\"\n").unwrap();
+    let starter = tmp.path().join("starter.toml");
+    let o = common::run_with_limit(
+        &["init", starter.to_str().unwrap()],
+        Duration::from_secs(10),
+    );
+    assert_eq!(o.status.code(), Some(0));
+    let warning = format!(
+        "warning: {}:3: `workload.duration` = \"20s\" does not apply to the suite: each \
+         scenario's length comes from its plan; bound the whole suite with --budget (now 1s)",
+        file.display()
+    );
+    for (config, said) in [(&file, Some(warning.as_str())), (&starter, None)] {
+        let o = common::run_with_limit(
+            &[
+                "test",
+                "--config",
+                config.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+                "--nemesis",
+                "client-pause",
+                "--budget",
+                "1s",
+            ],
+            Duration::from_secs(60),
+        );
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{stdout}\n{stderr}");
+        let warnings: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.starts_with("warning: "))
+            .collect();
+        assert_eq!(warnings, Vec::from_iter(said), "{config:?}");
+        let dir = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("suite directory: "))
+            .unwrap()
+            .trim();
+        let summary = std::fs::read_to_string(Path::new(dir).join("summary.txt")).unwrap();
+        match said {
+            Some(w) => assert!(summary.contains(&format!("  {w}\n")), "{summary}"),
+            None => assert!(!summary.contains("warning"), "{summary}"),
+        }
+    }
+}
+
 /// A budget too small for the plan: the suite stops planning, keeps the budget, and says which
 /// cells it never tried; unknown, exit 2.
 #[test]
