@@ -1,7 +1,7 @@
 //! The command line, parsed into plain structs first; `config.rs` turns them into the runner's
 //! resolved configuration.
 
-use crate::flags::{self, RunArgs};
+use crate::flags::RunArgs;
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -19,17 +19,18 @@ pub fn command() -> clap::Command {
             .after_help(DEMO_AFTER)
     });
     // The suite plans each scenario's length and faults: these flags of `run` shape nothing
-    // there (a config file may still hold them), and its help says so instead of a default.
+    // there (a config file may still hold them), and its help says so instead of a default,
+    // with what to use instead; the suite warns of one given.
     for suite in ["test", "demo"] {
         cmd = cmd.mut_subcommand(suite, |c| {
-            [&flags::DURATION, &flags::NEMESIS_INTERVAL]
+            crate::suite::NOT_IN_SUITE
                 .iter()
-                .fold(c, |c, flag| {
+                .fold(c, |c, (flag, instead)| {
                     c.mut_arg(flag.name, |a| {
                         let help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
                         a.help(format!(
-                            "{help}. Not in the suite: each scenario's length and faults come \
-                             from its plan"
+                            "{help}. Not in the suite: {instead} (given here or in the \
+                             --config file, it is warned about)"
                         ))
                         .hide_default_value(true)
                     })
@@ -257,7 +258,7 @@ with an aimed fault schedule, that together exercise every fault the target and 
 until each has met the state it aims at (docs/checkers.md, \"Exercised\").
 
 The plan's cells: contention on the mutex, counter and bank workloads (no fault, ten clients \
-asking in rounds; counter and bank where grants carry tokens); a holder stalled just past a \
+asking in rounds; counter and bank where grants carry tokens; only the --workload named); a holder stalled just past a \
 lease of an odd length (odd-ttl); each client-stall aim (boundary, next-grant, long) with each wake-up op (renew, \
 release, and write, read on the counter workload), and waiter; kill and pause of the primary \
 (and of another node, with --nodes 2+); each clock direction (bump-forward, bump-back, strobe, \
@@ -271,8 +272,13 @@ a live check of its history proves a safety violation: --stop-on-violation), shr
 prints the command that replays it. Its verdict is valid only when no scenario found a \
 violation and every cell was exercised --times times; otherwise unknown, naming what was not \
 exercised. --duration, --nemesis-interval and --seed's single schedule do not apply: each \
-scenario's length comes from the plan; --nemesis limits the kinds planned. --workload is the \
-workload of the fault scenarios; the contention cells run each workload the service can.";
+scenario's length comes from the plan and --budget bounds the whole suite (a --duration or \
+--nemesis-interval given, on the command line or in the --config file, is named in a warning, \
+with the file and line it was set on); --nemesis limits the kinds planned. --workload, given \
+(or set in the config file), is every scenario's workload: only its own contention cell is \
+planned and counted, and the cell count and the verdict name the other workloads' cells left \
+out; not given, the fault scenarios run the default workload and the contention cells each \
+workload the service can.";
 
 const DEMO_AFTER: &str = "Examples:
   lockpick demo                                      the embedded lockd and store, 1 s leases

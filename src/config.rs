@@ -864,6 +864,8 @@ fn load_template(file: &std::path::Path) -> Result<workloads::TemplateSpec> {
 /// (identity files, the ssh config) are taken from the file's directory.
 /// `None` when the file has no `[[nodes]]` at all and `required` is false (`lockpick doctor`
 /// of a file for another runtime); a run on the ssh runtime requires them, and is told how.
+/// An error names the file and, where the toml reader placed it, the line (`f.toml:7:
+/// [[nodes]]: unknown field `adress``), as the rest of the file's errors do.
 pub(crate) fn load_hosts(
     file: &std::path::Path,
     required: bool,
@@ -872,14 +874,17 @@ pub(crate) fn load_hosts(
         .with_context(|| format!("{}: cannot read it", file.display()))?;
     let table: toml::Table = text
         .parse()
-        .map_err(|e: toml::de::Error| anyhow::anyhow!("{}: {}", file.display(), e.message()))?;
+        .map_err(|e| crate::config_file::toml_error(file, &text, &e))?;
     if !required && !table.contains_key("nodes") {
         return Ok(None);
     }
     let dir = file.parent().unwrap_or(std::path::Path::new("."));
-    nemesis::ssh::Hosts::from_config(&table, dir)
+    nemesis::ssh::Hosts::from_config(&text, dir)
         .map(Some)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))
+        .map_err(|e| match e.line() {
+            Some(line) => anyhow::anyhow!("{}:{line}: {e}", file.display()),
+            None => anyhow::anyhow!("{}: {e}", file.display()),
+        })
 }
 
 /// A launch with no particulars: whether a service has a command of its own at all (the

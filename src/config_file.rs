@@ -48,6 +48,32 @@ fn line_of(text: &str, section: Option<&str>, key: &str) -> usize {
     0
 }
 
+/// The line (1-based) the byte at `at` of `text` is on; past the end, the last line.
+fn line_at(text: &str, at: usize) -> usize {
+    if at >= text.len() {
+        return text.lines().count().max(1);
+    }
+    text.as_bytes()[..at]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// A file that does not read as TOML, in one line naming the file and the line the toml
+/// reader placed the error on.
+pub fn toml_error(path: &Path, text: &str, e: &toml::de::Error) -> anyhow::Error {
+    match e.span() {
+        Some(s) => anyhow::anyhow!(
+            "{}:{}: {}",
+            path.display(),
+            line_at(text, s.start),
+            e.message().trim()
+        ),
+        None => anyhow::anyhow!("{}: {}", path.display(), e.message().trim()),
+    }
+}
+
 /// What a config file stands for: the flags, in file order, and where each came from.
 #[derive(Debug)]
 pub struct FileFlags {
@@ -62,6 +88,16 @@ pub struct FileFlags {
 pub struct Origins(Vec<(String, String)>);
 
 impl Origins {
+    /// Where a config file set `flag` (`path:line: `section.key``), when its value came from
+    /// the file and no flag on the command line overrode it.
+    pub fn of(&self, flag: &Flag) -> Option<&str> {
+        let name = flag.to_string();
+        self.0
+            .iter()
+            .find(|(f, _)| *f == name)
+            .map(|(_, at)| at.as_str())
+    }
+
     /// `message` about a flag (`--ttl "soon": expected ...`, or clap's `invalid value 'x' for
     /// '--clients <N>'`) as the place the flag's value came from, when it came from a file.
     pub fn locate(&self, message: &str) -> String {
@@ -84,13 +120,7 @@ impl Origins {
 pub fn flags_from_file(path: &Path) -> Result<FileFlags> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("--config {}: cannot read it", path.display()))?;
-    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-        let at = e
-            .span()
-            .map(|s| text[..s.start.min(text.len())].lines().count().max(1))
-            .unwrap_or(0);
-        anyhow::anyhow!("{}:{at}: {}", path.display(), e.message())
-    })?;
+    let table: toml::Table = text.parse().map_err(|e| toml_error(path, &text, &e))?;
     if let Some(key) = table.keys().find(|k| LEGACY_KEYS.contains(&k.as_str())) {
         bail!(
             "{}:{}: `{key}`: a run's config.toml from an older lockpick (keys in \
@@ -117,11 +147,13 @@ pub fn flags_from_file(path: &Path) -> Result<FileFlags> {
                     if HOSTS_KEYS.contains(&name.as_str()) =>
                 {
                     let hosts_file = flags::HOSTS_FILE.to_string();
-                    if !out.flags.iter().any(|f| *f == *hosts_file) {
+                    if out.flags.iter().any(|f| *f == *hosts_file) {
+                        Ok(())
+                    } else {
                         out.flags.push(hosts_file.into());
                         out.flags.push(path.as_os_str().to_owned());
+                        hosts_error(path, &text)
                     }
-                    Ok(())
                 }
                 toml::Value::Table(keys) if section_named(name).is_some() => {
                     for (key, v) in keys {
@@ -155,6 +187,18 @@ pub fn flags_from_file(path: &Path) -> Result<FileFlags> {
         bail!("{}", errors.join("; "));
     }
     Ok(out)
+}
+
+/// The file's `[[nodes]]` and `[ssh]` read now, by the runner's own reader, so a typo in them
+/// is named with the file's other errors, at its line. No `[[nodes]]` (`[ssh]` alone) is left
+/// to the runtime to refuse, if it is ssh.
+fn hosts_error(path: &Path, text: &str) -> Result<()> {
+    match nemesis::ssh::Hosts::from_config(text, Path::new(".")) {
+        Err(e @ nemesis::ssh::HostsError::Bad { .. }) => {
+            bail!("{}:{}: {e}", path.display(), e.line().unwrap_or(0))
+        }
+        _ => Ok(()),
+    }
 }
 
 fn push_flag(

@@ -91,7 +91,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(ExitCode::Error.code());
         }
     };
-    match dispatch(cli.command) {
+    match dispatch(cli.command, &origins) {
         Ok(code) => std::process::ExitCode::from(code.code()),
         Err(e) => {
             eprintln!("error: {}", origins.locate(&error_text(&e)));
@@ -155,11 +155,13 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
-fn dispatch(cmd: Command) -> Result<ExitCode> {
+/// `origins`: where each flag from a `--config` file was set, for the suite's warning about
+/// settings it does not use.
+fn dispatch(cmd: Command, origins: &config_file::Origins) -> Result<ExitCode> {
     match cmd {
-        Command::Demo(a) => suite::demo(a),
+        Command::Demo(a) => suite::demo(a, origins),
         Command::Run(a) => run_cmd::run(a),
-        Command::Test(a) => suite::test(a),
+        Command::Test(a) => suite::test(a, origins),
         Command::Probe(a) => probe_cmd::probe(a),
         Command::Check(a) => check_cmd::check(a),
         Command::Doctor(a) => doctor::run_with(a.config.as_deref()),

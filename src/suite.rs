@@ -15,7 +15,8 @@ pub mod plan;
 
 use crate::cli::TestArgs;
 use crate::config::RunConfig;
-use crate::flags;
+use crate::config_file::Origins;
+use crate::flags::{self, RunArgs};
 use anyhow::{Context, Result};
 use history::{layout, ExitCode, Results, Validity};
 use nemesis::oneshot::{run_to_end, Ended};
@@ -29,6 +30,21 @@ use std::time::{Duration, Instant};
 /// The suite's own files in its directory.
 pub const SUITE_FILE: &str = "suite.json";
 const BASE_CONFIG: &str = "base.toml";
+
+/// `run`'s settings the suite does not use, each with what to use instead: it plans every
+/// scenario's length and faults itself. `test --help` and `demo --help` say so of each
+/// (cli.rs), and the suite warns of each one given ([`unused_settings`]) rather than ignore
+/// it in silence. A warning, not a refusal: one lockpick.toml serves `run` and `test` alike.
+pub const NOT_IN_SUITE: [(&flags::Flag, &str); 2] = [
+    (
+        &flags::DURATION,
+        "each scenario's length comes from its plan; bound the whole suite with --budget",
+    ),
+    (
+        &flags::NEMESIS_INTERVAL,
+        "each scenario's faults come from its plan; --nemesis chooses their kinds",
+    ),
+];
 
 /// Scenarios in one suite, whatever the budget: the plan has at most a few dozen cells, each
 /// tried at most [`plan::TRIES_MAX`] times.
@@ -86,6 +102,18 @@ pub struct SuiteResults {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stopped_at_ms: Option<u64>,
     pub not_exercised: Vec<String>,
+    /// Settings given that the suite does not use, each where it was given
+    /// ([`NOT_IN_SUITE`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    /// The workload the user named (`--workload`, or `workload` in the config file): the
+    /// plan holds only the cells it exercises.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
+    /// Cells of the service's other workloads that the named workload left out of the plan:
+    /// the verdict does not rest on them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_planned: Vec<String>,
     pub scenarios: Vec<ScenarioRun>,
     pub cells: Vec<CellRow>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -100,25 +128,35 @@ pub struct SuiteResults {
 pub const DEMO_DEFAULTS: [(&flags::Flag, &str); 2] =
     [(&flags::TTL, "1s"), (&flags::HOLD, "50ms..600ms")];
 
-pub fn demo(mut a: TestArgs) -> Result<ExitCode> {
+pub fn demo(mut a: TestArgs, origins: &Origins) -> Result<ExitCode> {
     if a.run.text(&flags::NAME).is_none() {
         a.run.set_text(&flags::NAME, Some("demo"));
     }
-    test(a)
+    test(a, origins)
 }
 
-pub fn test(mut a: TestArgs) -> Result<ExitCode> {
+/// `lockpick test`. `origins`: where each flag from a `--config` file was set, so a setting
+/// the suite does not use is named where the user wrote it.
+pub fn test(mut a: TestArgs, origins: &Origins) -> Result<ExitCode> {
     // A scenario ends at its first proven safety violation: the suite stops there anyway, and
     // the shrink's replays (of the scenario's config.toml) end as soon as they reproduce it.
     // With --keep-going each scenario runs its whole length, to meet every kind it can.
     let stop = a.run.switch(&flags::STOP_ON_VIOLATION) || !a.keep_going;
     a.run.set_switch(&flags::STOP_ON_VIOLATION, stop);
     let (cfg, budget, shrink_budget) = test_settings(&a)?;
+    let warnings = unused_settings(&a.run, origins, &a.budget);
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
     let target = plan_target(&cfg, a.times);
-    let cells = plan::cells(&target);
+    // A workload the user named is the one every scenario runs, so the plan is its cells.
+    let named = a.run.text(&flags::WORKLOAD).map(|_| cfg.kind());
+    let cells = plan::cells(&target, named);
+    let not_planned = plan::not_planned(&target, named);
+    let workload = named.map(|w| w.as_str().to_string());
     let (dir, base) = suite_dir(&a, &cfg)?;
     println!(
-        "lockpick test: {} cell(s) to exercise {} time(s) each ({}), budget {}, seed {}",
+        "lockpick test: {} cell(s) to exercise {} time(s) each ({}{}), budget {}, seed {}",
         cells.len(),
         a.times,
         if cfg.faults.is_empty() {
@@ -126,6 +164,9 @@ pub fn test(mut a: TestArgs) -> Result<ExitCode> {
         } else {
             format!("faults: {}", cfg.fault_names())
         },
+        scope(workload.as_deref(), &not_planned)
+            .map(|s| format!("; {s}"))
+            .unwrap_or_default(),
         humantime::format_duration(budget),
         cfg.seed
     );
@@ -144,6 +185,9 @@ pub fn test(mut a: TestArgs) -> Result<ExitCode> {
         base,
         target,
         cells,
+        workload,
+        not_planned,
+        warnings,
         tallies: Vec::new(),
         runs: Vec::new(),
         started: Instant::now(),
@@ -204,6 +248,33 @@ fn test_settings(a: &TestArgs) -> Result<(RunConfig, Duration, Duration)> {
     }
     let shrink_budget = crate::config::duration("shrink-budget", &a.shrink_budget)?;
     Ok((cfg, budget, shrink_budget))
+}
+
+/// A warning for each setting of [`NOT_IN_SUITE`] that was given: set in a config file (named
+/// at its file, line and key: ``lockpick.toml:3: `workload.duration` = "20s"``) or on the
+/// command line at a value other than its default (one typed at the default cannot be told
+/// from no flag, and changes nothing either way). `budget`: `--budget` as given.
+fn unused_settings(run: &RunArgs, origins: &Origins, budget: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (flag, instead) in NOT_IN_SUITE {
+        let Some(value) = run.text(flag) else {
+            continue;
+        };
+        let given = match origins.of(flag) {
+            Some(at) => format!("{at} = {value:?}"),
+            None if Some(value) != flag.default => format!("{flag} {value}"),
+            None => continue,
+        };
+        // The duration's stand-in, the budget, with the value in force.
+        let now = match flag.name == flags::DURATION.name {
+            true => format!(" (now {budget})"),
+            false => String::new(),
+        };
+        out.push(format!(
+            "{given} does not apply to the suite: {instead}{now}"
+        ));
+    }
+    out
 }
 
 /// What the planner knows of the target: its faults, nodes, workload and service.
@@ -311,6 +382,10 @@ struct Suite {
     base: PathBuf,
     target: plan::Target,
     cells: Vec<PlanCell>,
+    /// The workload the user named, and the cells of other workloads it left out.
+    workload: Option<String>,
+    not_planned: Vec<String>,
+    warnings: Vec<String>,
     tallies: Vec<Tally>,
     runs: Vec<ScenarioRun>,
     started: Instant,
@@ -638,6 +713,9 @@ impl Suite {
             first_violation_ms,
             stopped_at_ms,
             not_exercised,
+            warnings: self.warnings.clone(),
+            workload: self.workload.clone(),
+            not_planned: self.not_planned.clone(),
             scenarios: self.runs.clone(),
             cells,
             shrunk: None,
@@ -686,15 +764,28 @@ impl Suite {
             (None, _) => (
                 Validity::Valid,
                 format!(
-                    "every cell exercised {} time(s), no violation",
-                    self.target.times
+                    "every cell exercised {} time(s), no violation{}",
+                    self.target.times,
+                    scope(self.workload.as_deref(), &self.not_planned)
+                        .map(|s| format!(" ({s})"))
+                        .unwrap_or_default()
                 ),
             ),
         }
     }
 }
 
-/// The suite's verdict as text: the summary printed at the end and written to summary.txt.
+/// What the plan was narrowed to, when the user named a workload: `workload mutex only; not
+/// planned: contention counter, contention bank`. The cell count and a valid verdict say it,
+/// so neither reads as every workload's.
+fn scope(workload: Option<&str>, not_planned: &[String]) -> Option<String> {
+    let w = workload?;
+    Some(match not_planned {
+        [] => format!("workload {w} only"),
+        left => format!("workload {w} only; not planned: {}", left.join(", ")),
+    })
+}
+
 /// The cells exercised of each kind (a cell's first word: `contention`, `client-pause`,
 /// `clock`, ...), in the plan's order: `contention 3/3, client-pause 13/13, kill 0/1`.
 fn cells_by_kind(cells: &[CellRow]) -> String {
@@ -717,6 +808,7 @@ fn cells_by_kind(cells: &[CellRow]) -> String {
         .join(", ")
 }
 
+/// The suite's verdict as text: the summary printed at the end and written to summary.txt.
 pub fn summary_text(r: &SuiteResults) -> String {
     let mut s = String::new();
     let _ = writeln!(s);
@@ -739,8 +831,18 @@ pub fn summary_text(r: &SuiteResults) -> String {
 /// index.html shows these lines too.
 fn summary_details(r: &SuiteResults) -> String {
     let mut s = String::new();
+    for w in &r.warnings {
+        let _ = writeln!(s, "  warning: {w}");
+    }
     let exercised = r.cells.iter().filter(|c| c.exercised >= c.needed).count();
-    let _ = writeln!(s, "  cells exercised: {exercised} of {}", r.cells.len());
+    let _ = writeln!(
+        s,
+        "  cells exercised: {exercised} of {}{}",
+        r.cells.len(),
+        scope(r.workload.as_deref(), &r.not_planned)
+            .map(|s| format!(" ({s})"))
+            .unwrap_or_default()
+    );
     if !r.cells.is_empty() {
         let _ = writeln!(s, "  by kind: {}", cells_by_kind(&r.cells));
     }
@@ -942,6 +1044,65 @@ fn junit_xml(r: &SuiteResults) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A duration or nemesis interval set in the config file is named at its file, line and
+    /// key, with what to use instead; one typed on the command line as the flag, unless at
+    /// its default; a command-line flag over the file's key is the flag's. Nothing given,
+    /// nothing said.
+    #[test]
+    fn settings_the_suite_does_not_use_are_named_where_they_were_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("lockpick.toml");
+        std::fs::write(
+            &file,
+            "[workload]\nclients = 3\nduration = \"20s\"\n\n[nemesis]\nnemesis_interval = \"1s\"\n",
+        )
+        .unwrap();
+        let path = file.display().to_string();
+        let bare = dir.path().join("bare.toml");
+        std::fs::write(&bare, "[workload]\nclients = 3\n").unwrap();
+        let bare = bare.display().to_string();
+        let budget = "--budget (now 6m)";
+        let cases: [(&[&str], &[&str]); 5] = [
+            (
+                &["--config", &path],
+                &[
+                    ":3: `workload.duration` = \"20s\" does not apply to the suite: each \
+                     scenario's length comes from its plan; bound the whole suite with --budget \
+                     (now 6m)",
+                    ":6: `nemesis.nemesis_interval` = \"1s\" does not apply to the suite",
+                ],
+            ),
+            (
+                &["--config", &path, "--duration", "5s"],
+                &[
+                    "--duration 5s does not apply",
+                    ":6: `nemesis.nemesis_interval`",
+                ],
+            ),
+            (&["--duration", "5s"], &["--duration 5s does not apply"]),
+            (&["--config", &bare, "--duration", "30s"], &[]),
+            (&[], &[]),
+        ];
+        for (args, said) in cases {
+            let mut argv: Vec<std::ffi::OsString> = vec!["lockpick".into(), "test".into()];
+            argv.extend(args.iter().map(Into::into));
+            let (argv, origins) = crate::config_file::expand(argv).unwrap();
+            let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(argv).unwrap();
+            let crate::cli::Command::Test(a) = cli.command else {
+                unreachable!("parsed as `test`")
+            };
+            let warnings = unused_settings(&a.run, &origins, &a.budget);
+            assert_eq!(warnings.len(), said.len(), "{args:?}: {warnings:?}");
+            for (w, s) in warnings.iter().zip(said) {
+                assert!(w.contains(s), "{args:?}: {w}");
+                if s.starts_with(':') {
+                    assert!(w.starts_with(&format!("{path}{s}")), "{args:?}: {w}");
+                }
+                assert_eq!(w.contains(budget), w.contains("duration"), "{args:?}: {w}");
+            }
+        }
+    }
 
     /// The summary's line of kinds counts each kind's cells met, in the plan's order.
     #[test]

@@ -211,9 +211,9 @@ fn the_correct_lockd_is_valid_with_every_cell_exercised() {
     assert_eq!(j["valid"], true);
     assert!(j["not_exercised"].as_array().unwrap().is_empty());
     let cells = j["cells"].as_array().unwrap();
-    // Contention x3 (mutex, counter, bank), the odd ttl, 3 aims x 2 wakes (mutex), waiter,
-    // kill, pause.
-    assert_eq!(cells.len(), 3 + 1 + 6 + 1 + 2, "{cells:?}");
+    // Contention on the mutex (the workload named), the odd ttl, 3 aims x 2 wakes (mutex),
+    // waiter, kill, pause.
+    assert_eq!(cells.len(), 1 + 1 + 6 + 1 + 2, "{cells:?}");
     for c in cells {
         assert!(c["exercised"].as_u64().unwrap() >= 1, "{c}");
         assert!(c["tries"].as_u64().unwrap() <= 3, "{c}");
@@ -225,6 +225,126 @@ fn the_correct_lockd_is_valid_with_every_cell_exercised() {
             .as_str()
             .unwrap()
             .starts_with("lockpick run --config "));
+    }
+}
+
+/// A workload the user names is the suite's: only the cells it exercises are planned and
+/// counted, and the cell count and the verdict say so, naming the other workloads' cells left
+/// out. Unnamed, every workload the service runs has its contention cell. A budget of 1 s plans
+/// no scenario, so the plan is all that is looked at.
+#[test]
+fn a_named_workload_plans_and_counts_only_its_own_cells() {
+    // The flags, the contention cells planned, suite.json's `workload`, and what the cell
+    // count says after its figure.
+    type Case<'a> = (&'a [&'a str], &'a [&'a str], Option<&'a str>, &'a str);
+    let cases: [Case; 3] = [
+        (
+            &["--workload", "mutex"],
+            &["contention mutex"],
+            Some("mutex"),
+            "(workload mutex only; not planned: contention counter, contention bank)",
+        ),
+        (
+            &["--workload", "bank"],
+            &["contention bank"],
+            Some("bank"),
+            "(workload bank only; not planned: contention mutex, contention counter)",
+        ),
+        (
+            &[],
+            &["contention mutex", "contention counter", "contention bank"],
+            None,
+            "",
+        ),
+    ];
+    for (args, contention, workload, scope) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut all = vec!["--nemesis", "client-pause", "--budget", "1s"];
+        all.extend_from_slice(args);
+        let r = suite(tmp.path(), &all, Duration::from_secs(60));
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stdout);
+        let j = r.json();
+        let cells: Vec<&str> = j["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|c| c["cell"].as_str())
+            .collect();
+        let planned: Vec<&str> = cells
+            .iter()
+            .copied()
+            .filter(|c| c.starts_with("contention"))
+            .collect();
+        assert_eq!(planned, contention, "{args:?}");
+        assert_eq!(j["workload"].as_str(), workload, "{args:?}");
+        let summary = std::fs::read_to_string(r.dir.join("summary.txt")).unwrap();
+        let line = format!("cells exercised: 0 of {}", cells.len());
+        let said = summary
+            .lines()
+            .find(|l| l.contains(&line))
+            .unwrap_or_else(|| panic!("{args:?}: {summary}"));
+        assert_eq!(said.trim(), format!("{line} {scope}").trim(), "{args:?}");
+        assert!(
+            r.stdout.contains(scope.trim_matches(['(', ')'])),
+            "{args:?}"
+        );
+    }
+}
+
+/// A duration set in the config file does not apply to the suite (it plans each scenario's
+/// length), and the suite says so in one line naming the file, line and key and what to use
+/// instead, on stderr and in summary.txt, rather than ignore it; the starter `lockpick init`
+/// writes draws no warning. A budget of 1 s plans no scenario.
+#[test]
+fn a_duration_in_the_config_file_is_named_not_ignored() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("runs");
+    let file = tmp.path().join("lockpick.toml");
+    std::fs::write(&file, "[workload]\nclients = 3\nduration = \"20s\"\n").unwrap();
+    let starter = tmp.path().join("starter.toml");
+    let o = common::run_with_limit(
+        &["init", starter.to_str().unwrap()],
+        Duration::from_secs(10),
+    );
+    assert_eq!(o.status.code(), Some(0));
+    let warning = format!(
+        "warning: {}:3: `workload.duration` = \"20s\" does not apply to the suite: each \
+         scenario's length comes from its plan; bound the whole suite with --budget (now 1s)",
+        file.display()
+    );
+    for (config, said) in [(&file, Some(warning.as_str())), (&starter, None)] {
+        let o = common::run_with_limit(
+            &[
+                "test",
+                "--config",
+                config.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+                "--nemesis",
+                "client-pause",
+                "--budget",
+                "1s",
+            ],
+            Duration::from_secs(60),
+        );
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{stdout}\n{stderr}");
+        let warnings: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.starts_with("warning: "))
+            .collect();
+        assert_eq!(warnings, Vec::from_iter(said), "{config:?}");
+        let dir = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("suite directory: "))
+            .unwrap()
+            .trim();
+        let summary = std::fs::read_to_string(Path::new(dir).join("summary.txt")).unwrap();
+        match said {
+            Some(w) => assert!(summary.contains(&format!("  {w}\n")), "{summary}"),
+            None => assert!(!summary.contains("warning"), "{summary}"),
+        }
     }
 }
 

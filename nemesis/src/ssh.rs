@@ -123,26 +123,64 @@ pub struct Hosts {
 /// The config file's sections that list the hosts: `[[nodes]]` and `[ssh]`.
 pub const CONFIG_SECTIONS: [&str; 2] = ["nodes", "ssh"];
 
+/// A config file's hosts that do not read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostsError {
+    #[error("--runtime ssh needs the hosts as [[nodes]] (address, user, port)")]
+    Missing,
+    /// `[[nodes]]` or `[ssh]` as toml reads it: where, and what toml said.
+    #[error("{section}: {message}")]
+    Bad {
+        /// The line the toml reader placed the error on (1-based; 0 when it gave none).
+        line: usize,
+        /// `[[nodes]]` or `[ssh]`.
+        section: &'static str,
+        message: String,
+    },
+}
+
+impl HostsError {
+    /// The line the error is on, when toml gave one.
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            HostsError::Bad { line, .. } if *line > 0 => Some(*line),
+            _ => None,
+        }
+    }
+}
+
 impl Hosts {
-    /// The hosts a config file's `[[nodes]]` and `[ssh]` give. Relative paths (identity
-    /// files, the ssh config) are taken from `dir`, the file's directory. An error names the
-    /// section.
-    pub fn from_config(table: &toml::Table, dir: &Path) -> Result<Hosts, String> {
+    /// The hosts a config file's `[[nodes]]` and `[ssh]` give, read from the file's text so
+    /// an error keeps its place: a typo inside `[[nodes]]` (`adress = ...`) is named at its
+    /// line, as every other key of the file is. Relative paths (identity files, the ssh
+    /// config) are taken from `dir`, the file's directory.
+    pub fn from_config(text: &str, dir: &Path) -> Result<Hosts, HostsError> {
+        // Each section read alone, the rest of the file ignored: an error then belongs to
+        // the section that was being read.
+        #[derive(Deserialize)]
+        struct NodesOnly {
+            nodes: Option<Vec<HostSpec>>,
+        }
         #[derive(Deserialize)]
         struct SshSection {
             config: Option<PathBuf>,
         }
-        let bad = |what: &str, e: toml::de::Error| format!("{what}: {}", e.message());
-        let nodes: Vec<HostSpec> = match table.get(CONFIG_SECTIONS[0]).cloned() {
-            Some(v) => v.try_into().map_err(|e| bad("[[nodes]]", e))?,
-            None => {
-                return Err("--runtime ssh needs the hosts as [[nodes]] (address, user, port)".into())
-            }
+        #[derive(Deserialize)]
+        struct SshOnly {
+            ssh: Option<SshSection>,
+        }
+        let bad = |section: &'static str, e: toml::de::Error| HostsError::Bad {
+            line: e.span().map_or(0, |s| line_at(text, s.start)),
+            section,
+            message: e.message().trim().to_string(),
         };
-        let ssh: Option<SshSection> = match table.get(CONFIG_SECTIONS[1]).cloned() {
-            Some(v) => Some(v.try_into().map_err(|e| bad("[ssh]", e))?),
-            None => None,
-        };
+        let nodes = toml::from_str::<NodesOnly>(text)
+            .map_err(|e| bad("[[nodes]]", e))?
+            .nodes
+            .ok_or(HostsError::Missing)?;
+        let ssh = toml::from_str::<SshOnly>(text)
+            .map_err(|e| bad("[ssh]", e))?
+            .ssh;
         let nodes = nodes
             .into_iter()
             .map(|mut h| {
@@ -155,6 +193,12 @@ impl Hosts {
             ssh_config: ssh.and_then(|s| s.config).map(|p| dir.join(p)),
         })
     }
+}
+
+/// The line (1-based) the byte at `at` of `text` is on.
+fn line_at(text: &str, at: usize) -> usize {
+    let at = at.min(text.len());
+    text.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1
 }
 
 /// Every failure of the ssh runtime; each names the host.
@@ -1851,6 +1895,57 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("prot"), "{err}");
+    }
+
+    /// Each `[[nodes]]` or `[ssh]` mistake is placed at the line of what is wrong: a key
+    /// misspelt, a value of the wrong type, a host without its address (at its table's
+    /// header). The rest of the file is not the hosts' to judge.
+    #[test]
+    fn a_mistake_in_the_hosts_names_its_line() {
+        let head = "[workload]\nclients = 3\nttl = \"2s\"\n\n[[nodes]]\naddress = \"10.0.0.1\"\n\n";
+        let cases: [(&str, usize, &str, &str); 4] = [
+            // A typo: the key's own line.
+            (
+                "[[nodes]]\nadress = \"10.0.0.2\"\nuser = \"root\"\n",
+                9,
+                "[[nodes]]",
+                "unknown field `adress`",
+            ),
+            // A port written as a string: the value's line.
+            (
+                "[[nodes]]\naddress = \"10.0.0.2\"\nport = \"22\"\n",
+                10,
+                "[[nodes]]",
+                "invalid type",
+            ),
+            // No address: the table that lacks it.
+            (
+                "[[nodes]]\nuser = \"root\"\n",
+                8,
+                "[[nodes]]",
+                "missing field `address`",
+            ),
+            // [ssh]'s config must be a path.
+            ("[ssh]\nconfig = 3\n", 9, "[ssh]", "invalid type"),
+        ];
+        for (tail, line, section, says) in cases {
+            let text = format!("{head}{tail}");
+            let e = Hosts::from_config(&text, Path::new("/etc")).unwrap_err();
+            assert_eq!(e.line(), Some(line), "{tail:?}: {e}");
+            let shown = e.to_string();
+            assert!(
+                shown.starts_with(&format!("{section}: ")) && shown.contains(says),
+                "{tail:?}: {shown}"
+            );
+        }
+        let ok = Hosts::from_config(&format!("{head}[ssh]\nconfig = \"c\"\n"), Path::new("/etc"))
+            .unwrap();
+        assert_eq!(ok.nodes.len(), 1);
+        assert_eq!(ok.ssh_config, Some(PathBuf::from("/etc/c")));
+        assert_eq!(
+            Hosts::from_config("[workload]\n", Path::new(".")),
+            Err(HostsError::Missing)
+        );
     }
 
     /// A group whose only member is a zombie is gone (its parent, like a container's init,

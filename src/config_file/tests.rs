@@ -266,6 +266,37 @@ fn every_bad_key_is_named_at_once() {
     assert!(e.contains(":2: `ttl_ms`") && e.contains("rerun it"), "{e}");
 }
 
+/// A mistake inside `[[nodes]]` (the ssh runtime's hosts) is named at its line like any other
+/// key's, with the rest of the file's mistakes; the runner's own reader of the hosts, and
+/// doctor's, names the same line.
+#[test]
+fn a_typo_in_the_hosts_names_its_line() {
+    let text = "[workload]\nclinets = 3\n\n[[nodes]]\naddress = \"10.0.0.1\"\n\n[[nodes]]\nadress = \"10.0.0.2\"\n";
+    let (_d, p) = write(text);
+    let path = p.display();
+    let e = flags_from_file(&p).unwrap_err().to_string();
+    assert!(e.contains(":2: unknown key `workload.clinets`"), "{e}");
+    assert!(
+        e.contains(&format!(
+            "{path}:8: [[nodes]]: unknown field `adress`, expected one of `address`"
+        )),
+        "{e}"
+    );
+    let e = crate::config::load_hosts(&p, true).unwrap_err().to_string();
+    assert!(
+        e.starts_with(&format!("{path}:8: [[nodes]]: unknown field `adress`")),
+        "{e}"
+    );
+    // A file that is not TOML at all: the line of the mistake, at the start of its line too.
+    let (_d, p) = write("[workload]\nttl = \"1s\"\nttl = \"2s\"\n");
+    let e = crate::config::load_hosts(&p, false)
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with(&format!("{}:3: ", p.display())), "{e}");
+    let e = flags_from_file(&p).unwrap_err().to_string();
+    assert!(e.starts_with(&format!("{}:3: ", p.display())), "{e}");
+}
+
 /// A bad value inside a config file is reported at its file, line and key, not as the flag it
 /// became; a flag the user typed over it is reported as the flag.
 #[test]

@@ -145,7 +145,12 @@ pub static DURATION: Flag = Flag {
     kind: Kind::Text("DURATION"),
     default: Some("30s"),
     help: "How long clients run before the final heal (durations: 500ms, 2s, 1m)",
-    init: Init::Default(""),
+    // Commented out: `lockpick test --config` warns of a duration set here, as the suite
+    // plans each scenario's length itself.
+    init: Init::Example(
+        r#""30s""#,
+        "`lockpick run`'s length (default 30s); `lockpick test` plans each\nscenario's own, and its --budget bounds the whole suite",
+    ),
     write: |c| Some(ms(c.duration_ms)),
     ..Flag::NONE
 };
@@ -412,7 +417,11 @@ pub static NEMESIS_INTERVAL: Flag = Flag {
     kind: Kind::Text("DURATION"),
     default: Some("3s"),
     help: "Quiet time between faults (jittered ±50%)",
-    init: Init::Default("quiet time between faults"),
+    // Commented out, as `duration` is: the suite plans each scenario's faults.
+    init: Init::Example(
+        r#""3s""#,
+        "quiet time between `lockpick run`'s faults (default 3s);\n`lockpick test` plans each scenario's faults",
+    ),
     write: |c| Some(ms(c.nemesis_interval_ms)),
     ..Flag::NONE
 };

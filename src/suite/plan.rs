@@ -17,6 +17,7 @@ pub use nemesis::scenario::{Profile, Target};
 use nemesis::schedule::{FaultKind, PlannedFault, Schedule};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use workloads::WorkloadKind;
 
 /// A scenario's faults are packed until their planned time reaches this: short enough that a
 /// violation stops the suite soon after it happens, long enough that start-up is not most of
@@ -107,21 +108,39 @@ fn bank_contention_flags(t: &Target) -> Vec<String> {
     .concat()
 }
 
+/// The contention cell of each workload the service can run, in plan order: the mutex
+/// always; the counter where grants carry fencing tokens; the bank where they do and a client
+/// can hold two locks at once. Transfers that hold one account's lock while they wait for the
+/// other's, in either order, form wait-for cycles a correct service breaks (it refuses a wait
+/// once it is over). Tokenless services run the bank too, but are not planned its cell yet:
+/// how often their waits form a cycle is not measured (PostgreSQL's queued waits formed none
+/// in one 10 s run of these flags), and a cell that may go unexercised is no verdict.
+fn contention_cells(t: &Target) -> Vec<(WorkloadKind, PlanCell)> {
+    [
+        (WorkloadKind::Mutex, true),
+        (WorkloadKind::Counter, t.fencing),
+        (WorkloadKind::Bank, t.fencing && t.bank),
+    ]
+    .into_iter()
+    .filter(|(_, runs)| *runs)
+    .map(|(w, _)| (w, contention(w.as_str())))
+    .collect()
+}
+
 /// Every cell the target allows, in the order the suite tries them: contention on each
 /// workload, then each fault family's own cells (`FaultKind::suite_cells`), by rank.
-pub fn cells(t: &Target) -> Vec<PlanCell> {
-    let mut out = vec![contention("mutex")];
-    if t.fencing {
-        out.push(contention("counter"));
-    }
-    if t.fencing && t.bank {
-        // Transfers that hold one account's lock while they wait for the other's, in either
-        // order: wait-for cycles a correct service breaks (it refuses a wait once it is over).
-        // Tokenless services run the bank too, but are not planned this cell yet: how often
-        // their waits form a cycle is not measured (PostgreSQL's queued waits formed none in
-        // one 10 s run of these flags), and a cell that may go unexercised is no verdict.
-        out.push(contention(BANK));
-    }
+///
+/// `named`: the workload the user named (`--workload`, or `workload` in the config file).
+/// Then only its own contention cell is planned: another workload's contention scenario would
+/// run clients the user did not ask for, and its cell would count toward a verdict about them.
+/// Unnamed, every workload the service can run has its cell (the fault scenarios run the
+/// default workload).
+pub fn cells(t: &Target, named: Option<WorkloadKind>) -> Vec<PlanCell> {
+    let mut out: Vec<PlanCell> = contention_cells(t)
+        .into_iter()
+        .filter(|(w, _)| named.is_none_or(|n| n == *w))
+        .map(|(_, c)| c)
+        .collect();
     for kind in FaultKind::ALL.into_iter().filter(|k| t.kinds.contains(k)) {
         let own = kind.suite_cells(t).into_iter();
         out.extend(own.map(|c| PlanCell::of(Some(kind), c)));
@@ -129,6 +148,19 @@ pub fn cells(t: &Target) -> Vec<PlanCell> {
     // Stable: cells of one rank keep the order above.
     out.sort_by_key(|c| c.rank);
     out
+}
+
+/// The cells of the service's other workloads that naming `named` leaves out of the plan
+/// (labels, in plan order): what the suite's verdict does not rest on. Empty when unnamed.
+pub fn not_planned(t: &Target, named: Option<WorkloadKind>) -> Vec<String> {
+    let Some(named) = named else {
+        return Vec::new();
+    };
+    contention_cells(t)
+        .into_iter()
+        .filter(|(w, _)| *w != named)
+        .map(|(_, c)| c.label())
+        .collect()
 }
 
 /// What the suite knows of one cell so far.
@@ -522,7 +554,7 @@ mod tests {
     #[test]
     fn a_rolling_kill_scenario_holds_past_both_waves() {
         let t = target(&[FaultKind::Kill], 3);
-        let cells = cells(&t);
+        let cells = cells(&t, None);
         let k = cells
             .iter()
             .position(|c| c.label() == "kill rolling")
@@ -563,7 +595,7 @@ mod tests {
             FaultKind::ClientPause,
             FaultKind::Clock,
         ];
-        let one = cells(&target(&all, 1));
+        let one = cells(&target(&all, 1), None);
         let l = labels(&one);
         assert_eq!(l[0], "contention mutex");
         // 3 contention + odd ttl + 12 holder stalls + waiter + kill + pause + 5 clock directions.
@@ -571,26 +603,32 @@ mod tests {
         assert!(l.contains(&"client-pause boundary/renew".to_string()));
         assert!(l.contains(&"clock slow on primary".to_string()));
         assert!(!l.iter().any(|c| c.contains("other")));
-        let three = cells(&target(&all, 3));
+        let three = cells(&target(&all, 3), None);
         // + pause, kill and 5 clock directions on other, and the rolling kill.
         assert_eq!(three.len(), one.len() + 1 + 1 + 5 + 1);
         assert!(labels(&three).contains(&"kill on other".to_string()));
         assert!(labels(&three).contains(&"kill rolling".to_string()));
         // A mutex holder has no read or write to wake into.
-        let mutex = cells(&Target {
-            counter: false,
-            fencing: true,
-            write_ends_grant: false,
-            ..target(&[FaultKind::ClientPause], 1)
-        });
+        let mutex = cells(
+            &Target {
+                counter: false,
+                fencing: true,
+                write_ends_grant: false,
+                ..target(&[FaultKind::ClientPause], 1)
+            },
+            None,
+        );
         assert_eq!(mutex.len(), 3 + 1 + 3 * 2 + 1, "{:?}", labels(&mutex));
         // A write that commits the grant away (PostgreSQL's form=xact): no holder wakes into
         // a release, so no cell waits for one.
-        let committing = cells(&Target {
-            write_ends_grant: true,
-            ..target(&[FaultKind::ClientPause], 1)
-        });
-        let plain = cells(&target(&[FaultKind::ClientPause], 1));
+        let committing = cells(
+            &Target {
+                write_ends_grant: true,
+                ..target(&[FaultKind::ClientPause], 1)
+            },
+            None,
+        );
+        let plain = cells(&target(&[FaultKind::ClientPause], 1), None);
         assert!(!labels(&committing).iter().any(|c| c.contains("/release")));
         assert_eq!(
             committing.len(),
@@ -599,10 +637,75 @@ mod tests {
             labels(&committing)
         );
         // Only what the target allows: a --url target has client stalls only.
-        let url = cells(&target(&[FaultKind::ClientPause], 1));
+        let url = cells(&target(&[FaultKind::ClientPause], 1), None);
         assert!(url
             .iter()
             .all(|c| c.cell.kind != "kill" && c.cell.kind != "clock"));
+    }
+
+    /// A named workload plans its own contention cell only, and says which cells of the
+    /// service's other workloads it left out; unnamed, each workload the service can run has
+    /// its cell. The fault cells are the same either way (the fault scenarios run the
+    /// target's workload, `Target::counter`).
+    #[test]
+    fn a_named_workload_plans_only_its_own_contention_cell() {
+        let both = [FaultKind::ClientPause];
+        let tokenless = Target {
+            fencing: false,
+            ..target(&both, 1)
+        };
+        // The target, the workload named, the contention cells planned, the cells left out.
+        type Case<'a> = (
+            &'a Target,
+            Option<WorkloadKind>,
+            &'a [&'a str],
+            &'a [&'a str],
+        );
+        let cases: [Case; 6] = [
+            (
+                &target(&both, 1),
+                None,
+                &["contention mutex", "contention counter", "contention bank"],
+                &[],
+            ),
+            (
+                &target(&both, 1),
+                Some(WorkloadKind::Mutex),
+                &["contention mutex"],
+                &["contention counter", "contention bank"],
+            ),
+            (
+                &target(&both, 1),
+                Some(WorkloadKind::Counter),
+                &["contention counter"],
+                &["contention mutex", "contention bank"],
+            ),
+            (
+                &target(&both, 1),
+                Some(WorkloadKind::Bank),
+                &["contention bank"],
+                &["contention mutex", "contention counter"],
+            ),
+            // A service without tokens runs the mutex only: nothing else to leave out.
+            (&tokenless, None, &["contention mutex"], &[]),
+            (
+                &tokenless,
+                Some(WorkloadKind::Mutex),
+                &["contention mutex"],
+                &[],
+            ),
+        ];
+        for (t, named, planned, left_out) in cases {
+            let plan = cells(t, named);
+            let contention: Vec<String> = labels(&plan)
+                .into_iter()
+                .filter(|l| l.starts_with(CONTENTION))
+                .collect();
+            assert_eq!(contention, planned, "{named:?}");
+            assert_eq!(not_planned(t, named), left_out, "{named:?}");
+            let faults = |p: &[PlanCell]| p.iter().filter(|c| c.family.is_some()).count();
+            assert_eq!(faults(&plan), faults(&cells(t, None)), "{named:?}");
+        }
     }
 
     #[test]
@@ -611,7 +714,7 @@ mod tests {
             &[FaultKind::ClientPause, FaultKind::Kill, FaultKind::Clock],
             1,
         );
-        let plan = cells(&t);
+        let plan = cells(&t, None);
         let mut tallies = vec![Tally::default(); plan.len()];
         let mut seen = Vec::new();
         // Every scenario exercises what it aims at: each cell is aimed at exactly once.
@@ -648,7 +751,7 @@ mod tests {
             ],
             1,
         );
-        let plan = cells(&t);
+        let plan = cells(&t, None);
         let mut tallies = vec![Tally::default(); plan.len()];
         tallies[0].exercised = 1;
         tallies[1].exercised = 1;
@@ -671,7 +774,7 @@ mod tests {
     #[test]
     fn scenarios_alternate_profiles_while_both_have_open_cells() {
         let t = target(&[FaultKind::ClientPause, FaultKind::Kill], 1);
-        let plan = cells(&t);
+        let plan = cells(&t, None);
         let mut tallies = vec![Tally::default(); plan.len()];
         for (i, c) in plan.iter().enumerate() {
             if c.cell.kind == CONTENTION || c.cell.kind == LEASE {
@@ -692,7 +795,7 @@ mod tests {
     #[test]
     fn a_cell_not_exercised_is_tried_again_up_to_the_limit() {
         let t = target(&[FaultKind::Kill], 1);
-        let plan = cells(&t);
+        let plan = cells(&t, None);
         let kill = plan.iter().position(|c| c.cell.kind == "kill").unwrap();
         let mut tallies = vec![Tally::default(); plan.len()];
         for (i, tally) in tallies.iter_mut().enumerate() {
@@ -725,7 +828,7 @@ mod tests {
     #[test]
     fn long_stalls_run_apart_with_short_waits_and_outlast_the_liveness_grace() {
         let t = target(&[FaultKind::ClientPause], 1);
-        let plan = cells(&t);
+        let plan = cells(&t, None);
         let mut tallies = vec![Tally::default(); plan.len()];
         for (i, c) in plan.iter().enumerate() {
             if c.cell.variant != "long" {
@@ -748,7 +851,7 @@ mod tests {
     #[test]
     fn the_bank_contention_scenario_outlasts_its_deadline() {
         let t = target(&[FaultKind::ClientPause], 1);
-        let plan = cells(&t);
+        let plan = cells(&t, None);
         let mut tallies = vec![Tally::default(); plan.len()];
         tallies[0].exercised = 1;
         tallies[1].exercised = 1;
@@ -780,7 +883,7 @@ mod tests {
                 ..target(&[FaultKind::ClientPause], 1)
             },
         ] {
-            assert!(!labels(&cells(&t)).contains(&"contention bank".to_string()));
+            assert!(!labels(&cells(&t, None)).contains(&"contention bank".to_string()));
         }
     }
 
@@ -790,7 +893,7 @@ mod tests {
             &[FaultKind::ClientPause, FaultKind::Pause, FaultKind::Clock],
             2,
         );
-        let plan = cells(&t);
+        let plan = cells(&t, None);
         let mut tallies = vec![Tally::default(); plan.len()];
         tallies[0].exercised = 1;
         tallies[1].exercised = 1;
