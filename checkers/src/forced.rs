@@ -52,6 +52,10 @@ struct LockForced {
     /// Every grant waiting or still to come is invoked after this: a grant that left pushes
     /// none of them unless its span ends later.
     pushes_after_ns: u64,
+    /// No grant waiting is final before the watermark reaches this (the least reach among
+    /// them), unless a grant closed since it was computed (`dirty`).
+    final_from_ns: u64,
+    dirty: bool,
 }
 
 /// The forced-order reading, per lock.
@@ -79,6 +83,7 @@ impl Forced {
             judged: None,
         };
         lock.kept.insert(at, kept);
+        lock.dirty = true;
     }
 
     /// Judges the grants whose instants are final with the walk at `watermark_ns` (`u64::MAX`:
@@ -128,18 +133,18 @@ impl Forced {
 type Push = (u64, u32, Option<usize>, (bool, u64));
 
 impl LockForced {
-    /// Whether the instant of the `k`th kept grant is final at `watermark_ns`: the grants its
-    /// chain can reach all completed before the watermark.
-    fn is_final(&self, k: usize, watermark_ns: u64) -> bool {
+    /// How far the `k`th kept grant's chain can reach: the instant of `k` is final once every
+    /// grant that completes before it is closed, which the watermark passing it says.
+    fn reach_ns(&self, k: usize) -> u64 {
         let mut reach = self.kept[k].forced_before_ns;
         // Bounded by the grants kept.
         for e in &self.kept {
-            if reach > watermark_ns || e.key.0 >= reach {
+            if e.key.0 >= reach {
                 break;
             }
             reach = reach.max(e.forced_before_ns);
         }
-        reach <= watermark_ns
+        reach
     }
 
     /// Judges the grants final at `watermark_ns`, and the first `early` kept whatever their
@@ -153,11 +158,15 @@ impl LockForced {
         view: &impl View,
         out: &mut Vec<(Violation, u64)>,
     ) -> bool {
+        if early == 0 && !self.dirty && watermark_ns < self.final_from_ns {
+            return true;
+        }
         let fresh: Vec<usize> = (0..self.kept.len())
             .filter(|&k| self.kept[k].judged.is_none())
-            .filter(|&k| k < early || self.is_final(k, watermark_ns))
+            .filter(|&k| k < early || self.reach_ns(k) <= watermark_ns)
             .collect();
         if fresh.is_empty() {
+            self.waiting_from();
             return true;
         }
         let (at_ns, settled) = self.instants(grants, view);
@@ -214,7 +223,18 @@ impl LockForced {
             self.kept[k].judged = Some((at_ns[k], untokened[k]));
         }
         self.let_go(watermark_ns, grants, view);
+        self.waiting_from();
         settled
+    }
+
+    /// Sets when the next grant waiting can be final.
+    fn waiting_from(&mut self) {
+        self.final_from_ns = (0..self.kept.len())
+            .filter(|&k| self.kept[k].judged.is_none())
+            .map(|k| self.reach_ns(k))
+            .min()
+            .unwrap_or(u64::MAX);
+        self.dirty = false;
     }
 
     /// The batch's refinement of the instants over the grants kept, from each invoke, those
@@ -244,7 +264,8 @@ impl LockForced {
         (at_ns, false)
     }
 
-    /// Each kept grant's push from the instants `at_ns`, if it lands past its invoke.
+    /// Each kept grant's push from the instants `at_ns`, if it lands past its invoke (none for
+    /// a grant judged: its instant and chain are held).
     fn pushes(&self, at_ns: &[u64], grants: &Window<Grant>, view: &impl View) -> Vec<Option<Push>> {
         // Prefix top-2 of span ends in completion order, after what the grants gone left.
         let mut top = self.left;
@@ -263,8 +284,14 @@ impl LockForced {
                 let top = before.checked_sub(1).map_or(&self.left, |i| &prefix[i]);
                 let (end_ns, g, _, carried) = top.other_than(e.key.1)?;
                 let invoke_ns = grants[e.key.1 as usize].invoke_ns;
-                let index = self.kept.iter().position(|o| o.key.1 == g);
-                (end_ns > invoke_ns).then_some((end_ns, g, index, carried))
+                // Only a push past the invoke of a grant still waiting is read: the grant
+                // behind it is pinned (`Forced::pinned`).
+                if end_ns <= invoke_ns || e.judged.is_some() {
+                    return None;
+                }
+                let key = (grants[g as usize].complete_ns, g);
+                let index = self.kept.binary_search_by_key(&key, |o| o.key).ok();
+                Some((end_ns, g, index, carried))
             })
             .collect()
     }
