@@ -31,7 +31,8 @@ fn main() {
              {} of them stale, {} reached after they were dropped; at most {} grants open, {} \
              ops unwalked, {} ops kept and {} holds waiting for the double-grant sweep, which \
              found {}; {} violations proven as read, {} grants out of token order; stopped \
-             waiting {} times for an op pending past {} ops, {} answers after ({:.1} s)",
+             waiting {} times for an op pending past {} ops, {} answers after; forced order \
+             kept at most {} grants of a lock, let {} go at its limit ({:.1} s)",
             w.events,
             w.ops,
             w.grants,
@@ -48,6 +49,8 @@ fn main() {
             w.stopped_waiting,
             checkers::UNWALKED_OPS_MAX,
             w.late_answers,
+            w.forced_kept_most,
+            w.forced_cut_short,
             t.elapsed().as_secs_f64()
         );
     }

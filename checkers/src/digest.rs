@@ -866,6 +866,8 @@ pub fn window_of_path(
         out_of_order: stream.out_of_order(),
         stopped_waiting: d.forced_count,
         late_answers: d.late_answers,
+        forced_kept_most: stream.forced.kept_most as u64,
+        forced_cut_short: stream.forced.cut_short,
     })
 }
 
@@ -899,6 +901,10 @@ pub struct WindowStats {
     /// of ops waiting (taking it as pending), and the answers that came after it did.
     pub stopped_waiting: u64,
     pub late_answers: u64,
+    /// The most grants the forced-order reading kept for one lock, and the grants it let go at
+    /// its limit whatever their chain.
+    pub forced_kept_most: u64,
+    pub forced_cut_short: u64,
 }
 
 /// Reads `input` (named `path` in errors) into `digest`: parsed in parallel blocks, paired
@@ -1164,7 +1170,7 @@ mod walk_order_tests {
     use history::Op;
 
     /// What one comparison saw.
-    #[derive(Default)]
+    #[derive(Debug, Default)]
     struct Seen {
         /// Epoch ops of grants ahead of themselves.
         ahead: usize,
@@ -1177,6 +1183,9 @@ mod walk_order_tests {
         token_order: usize,
         forced_order: usize,
         out_of_order: u64,
+        /// Grants the forced-order reading let go at its limit, and the most a lock kept.
+        forced_cut_short: u64,
+        forced_kept_most: usize,
         /// Whether a name the reader forgot led the walk where the tests cannot follow.
         uncertain: bool,
         /// What reached a grant after it was dropped.
@@ -1191,21 +1200,23 @@ mod walk_order_tests {
     /// time, closing grants `horizon_ns` past their reach, and the whole walk, every grant
     /// followed at the end. Every grant the digest did not find stale is the oracle's.
     fn same_walks(h: &History, what: &str, horizon_ns: u64, drift: Drift, evict: bool) -> Seen {
-        same_walks_within(h, what, (horizon_ns, usize::MAX), drift, evict)
+        same_walks_within(h, what, (horizon_ns, usize::MAX, usize::MAX), drift, evict)
     }
 
     /// [`same_walks`], the reader letting at most `unwalked_limit` ops wait to be walked.
     fn same_walks_within(
         h: &History,
         what: &str,
-        (horizon_ns, unwalked_limit): (u64, usize),
+        (horizon_ns, unwalked_limit, forced_kept_max): (u64, usize, usize),
         drift: Drift,
         evict: bool,
     ) -> Seen {
         let mut read = Digest::new(0, drift);
         read.unwalked_limit = unwalked_limit;
         read.walk.horizon_ns = horizon_ns;
-        read.stream = Some(Streamed::default());
+        let mut stream = Streamed::default();
+        stream.forced.kept_max = forced_kept_max;
+        read.stream = Some(stream);
         read.evict = evict;
         // Pruned at every drop: what the names keep of dropped grants is what is read.
         read.walk.prune_every = 1;
@@ -1224,6 +1235,8 @@ mod walk_order_tests {
         let mut a_ops = oracle.ops;
         let mut a = walk_whole(&mut a_ops, &ids, &oracle.holds);
         a.follow_rest(&a_ops, drift, |pos| lease_from(&oracle.lease_from_at, pos));
+        let reading = &read.stream.as_ref().expect("set above").forced;
+        let (forced_cut_short, forced_kept_most) = (reading.cut_short, reading.kept_most);
         let (b_ops, b) = (read.ops, read.walk);
         if !evict {
             assert_eq!(
@@ -1295,58 +1308,17 @@ mod walk_order_tests {
             if !evict {
                 assert_eq!(format!("{a_ops:?}"), format!("{b_ops:?}"), "{what}: ops");
             }
-            // The streamed sweep finds the overlapping holds the batch sweep finds.
-            let mut holds: Vec<Hold> = Vec::new();
-            for (i, g) in a.grants.iter().enumerate() {
-                holds.extend(Hold::of(i as u32, g));
-            }
-            holds.sort_unstable();
-            let holds = holds.into_iter().map(|h| {
-                let g = &a.grants[h.grant as usize];
-                (h, Earlier::of(&a_ops, g, &g.holds[h.segment as usize]))
-            });
-            let mut sweep = HoldSweep::default();
-            let mut batch: Vec<_> = overlapping_holds(&mut sweep, holds).collect();
             let stream = read.stream.expect("set above");
-            let mut streamed = stream.double_grants.clone();
-            batch.sort_unstable();
-            streamed.sort_unstable();
-            assert_eq!(batch, streamed, "{what}: overlapping holds");
-            double_grants = batch.len();
-            // And each is worded as the batch check words it, from what the reader kept.
-            let cfg = CheckConfig {
-                drift: drift.ppm() as f64 / 1e6,
-                ..CheckConfig::default()
-            };
-            let words = |v: &[history::Violation]| {
-                let mut v: Vec<String> = v.iter().map(|v| format!("{v:?}")).collect();
-                v.sort_unstable();
-                v
-            };
-            // Unless a grant closed out of token order (a token regression ahead of the walk),
-            // which the reader counts.
-            out_of_order = stream.out_of_order();
-            let forced_whole = stream.forced.unsettled == 0 && stream.forced.cut_short == 0;
-            assert!(
-                forced_whole,
-                "{what}: the forced-order reading was cut short"
-            );
-            if out_of_order == 0 {
-                let [holds, tokens, forced] = crate::mutex::streamed_readings(&Model::new(h, &cfg));
-                (token_order, forced_order) = (tokens.len(), forced.len());
-                let batch = [holds, tokens, forced].concat();
-                assert_eq!(
-                    words(&batch),
-                    words(&stream.proven.violations),
-                    "{what}: the streamed readings' violations"
-                );
-            }
+            (double_grants, token_order, forced_order, out_of_order) =
+                compare_streamed(h, what, drift, (&a, &a_ops), &stream);
         }
         Seen {
             double_grants,
             token_order,
             forced_order,
             out_of_order,
+            forced_cut_short,
+            forced_kept_most,
             ahead: a
                 .grants
                 .iter()
@@ -1359,6 +1331,60 @@ mod walk_order_tests {
             unwalked_max,
             forced,
         }
+    }
+
+    /// The streamed readings against the batch's over one history no grant of which went stale:
+    /// the overlapping holds, and every violation worded as the batch words it, unless a grant
+    /// closed out of token order or the forced-order reading let grants go at its limit (each
+    /// counted). Returns (overlapping holds, token-order and forced-order violations compared,
+    /// grants out of token order).
+    fn compare_streamed(
+        h: &History,
+        what: &str,
+        drift: Drift,
+        (a, a_ops): (&Walk, &Ops),
+        stream: &Streamed,
+    ) -> (usize, usize, usize, u64) {
+        // The streamed sweep finds the overlapping holds the batch sweep finds.
+        let mut holds: Vec<Hold> = Vec::new();
+        for (i, g) in a.grants.iter().enumerate() {
+            holds.extend(Hold::of(i as u32, g));
+        }
+        holds.sort_unstable();
+        let holds = holds.into_iter().map(|h| {
+            let g = &a.grants[h.grant as usize];
+            (h, Earlier::of(a_ops, g, &g.holds[h.segment as usize]))
+        });
+        let mut sweep = HoldSweep::default();
+        let mut batch: Vec<_> = overlapping_holds(&mut sweep, holds).collect();
+        let mut streamed = stream.double_grants.clone();
+        batch.sort_unstable();
+        streamed.sort_unstable();
+        assert_eq!(batch, streamed, "{what}: overlapping holds");
+        // And each is worded as the batch check words it, from what the reader kept.
+        let cfg = CheckConfig {
+            drift: drift.ppm() as f64 / 1e6,
+            ..CheckConfig::default()
+        };
+        let words = |v: &[history::Violation]| {
+            let mut v: Vec<String> = v.iter().map(|v| format!("{v:?}")).collect();
+            v.sort_unstable();
+            v
+        };
+        assert_eq!(stream.forced.unsettled, 0, "{what}: unsettled forced order");
+        let out_of_order = stream.out_of_order();
+        let (mut token_order, mut forced_order) = (0, 0);
+        if out_of_order == 0 && stream.forced.cut_short == 0 {
+            let [holds, tokens, forced] = crate::mutex::streamed_readings(&Model::new(h, &cfg));
+            (token_order, forced_order) = (tokens.len(), forced.len());
+            let batch = [holds, tokens, forced].concat();
+            assert_eq!(
+                words(&batch),
+                words(&stream.proven.violations),
+                "{what}: the streamed readings' violations"
+            );
+        }
+        (batch.len(), token_order, forced_order, out_of_order)
     }
 
     /// One history from its lines: `(time_ms, process, type, f, value)` on lock L0 (store ops
@@ -1758,7 +1784,7 @@ mod walk_order_tests {
             let unlimited = same_walks_within(
                 &h,
                 what,
-                (1_000_000_000, usize::MAX),
+                (1_000_000_000, usize::MAX, usize::MAX),
                 Drift::from_ppm(0),
                 true,
             );
@@ -1766,8 +1792,18 @@ mod walk_order_tests {
                 unlimited.unwalked_max > 30,
                 "{what}: the pending op held the walk"
             );
-            let seen = same_walks_within(&h, what, (1_000_000_000, 8), Drift::from_ppm(0), true);
+            let limits = (1_000_000_000, 8, usize::MAX);
+            let seen = same_walks_within(&h, what, limits, Drift::from_ppm(0), true);
             assert!(seen.forced > 0, "{what}: the reader never stopped waiting");
+            // Taken as pending, the renew holds its grant open, and the watermark with it: the
+            // forced-order reading keeps every grant closed after, up to its limit.
+            if what.starts_with("a renew pending") {
+                let all = same_walks_within(&h, what, (0, 8, usize::MAX), Drift::from_ppm(0), true);
+                assert!(all.forced_kept_most >= 15, "{what}: {all:?}");
+                let held = same_walks_within(&h, what, (0, 8, 4), Drift::from_ppm(0), true);
+                assert!(held.forced_cut_short > 0, "{what}: nothing let go");
+                assert!(held.forced_kept_most <= 4, "{what}: {held:?}");
+            }
             assert!(
                 seen.unwalked_max <= 9,
                 "{what}: {} ops waited",

@@ -28,9 +28,11 @@ type Key = (u64, u32);
 /// without a token is on its chain, its instant).
 type Left = Top2<(bool, u64)>;
 
-/// The most grants one lock keeps waiting; past it the earliest are judged with what is known
-/// (a stated bound, counted in [`Forced::cut_short`]). A correct lock keeps a handful.
-pub(crate) const FORCED_WAITING_MAX: usize = 4096;
+/// The most grants one lock keeps; past it the earliest are judged with what is known and let
+/// go (a stated bound, counted in [`Forced::cut_short`]). A correct lock keeps a handful; a
+/// grant open for good (an op pending forever, taken as pending) holds the watermark, and with
+/// it every grant closed after.
+pub(crate) const FORCED_KEPT_MAX: usize = 4096;
 
 /// A kept grant, judged or not.
 #[derive(Clone, Copy)]
@@ -59,15 +61,31 @@ struct LockForced {
 }
 
 /// The forced-order reading, per lock.
-#[derive(Default)]
 pub(crate) struct Forced {
     locks: FxMap<u32, LockForced>,
-    /// Judgements whose instants [`FORCED_ORDER_PASSES_MAX`] left unsettled, and grants judged
-    /// early at [`FORCED_WAITING_MAX`]: the reading is then not the batch's.
+    /// Judgements whose instants [`FORCED_ORDER_PASSES_MAX`] left unsettled, and grants let go
+    /// at `kept_max` whatever their chain: the reading is then not the batch's.
     pub(crate) unsettled: u64,
     pub(crate) cut_short: u64,
     /// The walk's watermark at the last judgement.
     watermark_ns: u64,
+    /// The most grants a lock keeps ([`FORCED_KEPT_MAX`]; the tests set less), and the most it
+    /// kept after a judgement.
+    pub(crate) kept_max: usize,
+    pub(crate) kept_most: usize,
+}
+
+impl Default for Forced {
+    fn default() -> Forced {
+        Forced {
+            locks: FxMap::default(),
+            unsettled: 0,
+            cut_short: 0,
+            watermark_ns: 0,
+            kept_max: FORCED_KEPT_MAX,
+            kept_most: 0,
+        }
+    }
 }
 
 impl Forced {
@@ -97,10 +115,11 @@ impl Forced {
         let mut out = Vec::new();
         self.watermark_ns = watermark_ns;
         for lock in self.locks.values_mut() {
-            let over = lock.kept.len().saturating_sub(FORCED_WAITING_MAX);
+            let over = lock.kept.len().saturating_sub(self.kept_max);
             let settled = lock.judge(watermark_ns, over, grants, view, &mut out);
             self.unsettled += u64::from(!settled);
             self.cut_short += over as u64;
+            self.kept_most = self.kept_most.max(lock.kept.len());
         }
         out
     }
@@ -147,28 +166,38 @@ impl LockForced {
         reach
     }
 
-    /// Judges the grants final at `watermark_ns`, and the first `early` kept whatever their
-    /// chain; pushes what they prove on `out`, and lets go of those no later grant reads one
-    /// by one. False when the instants did not settle in the batch's passes.
+    /// Judges the grants final at `watermark_ns`, and the first `over` kept whatever their
+    /// chain; pushes what they prove on `out`, and lets go of those no later grant reads, and
+    /// of the first `over`. False when the instants did not settle in the batch's passes.
     fn judge(
         &mut self,
         watermark_ns: u64,
-        early: usize,
+        over: usize,
         grants: &Window<Grant>,
         view: &impl View,
         out: &mut Vec<(Violation, u64)>,
     ) -> bool {
-        if early == 0 && !self.dirty && watermark_ns < self.final_from_ns {
+        if over == 0 && !self.dirty && watermark_ns < self.final_from_ns {
             return true;
         }
         let fresh: Vec<usize> = (0..self.kept.len())
             .filter(|&k| self.kept[k].judged.is_none())
-            .filter(|&k| k < early || self.reach_ns(k) <= watermark_ns)
+            .filter(|&k| k < over || self.reach_ns(k) <= watermark_ns)
             .collect();
-        if fresh.is_empty() {
-            self.waiting_from();
-            return true;
-        }
+        let settled = fresh.is_empty() || self.judge_fresh(&fresh, grants, view, out);
+        self.let_go(watermark_ns, over, grants, view);
+        self.waiting_from();
+        settled
+    }
+
+    /// Judges the kept grants `fresh`, in the batch's words.
+    fn judge_fresh(
+        &mut self,
+        fresh: &[usize],
+        grants: &Window<Grant>,
+        view: &impl View,
+        out: &mut Vec<(Violation, u64)>,
+    ) -> bool {
         let (at_ns, settled) = self.instants(grants, view);
         let push = self.pushes(&at_ns, grants, view);
         let grant = |k: usize| &grants[self.kept[k].key.1 as usize];
@@ -193,7 +222,7 @@ impl LockForced {
         // The batch's found list over the grants judged now: (real time does not order the
         // pair, the pusher's key, the grant's key), with what renders it.
         let mut found: Vec<(bool, Key, Key, u32, u64, usize)> = Vec::new();
-        for &k in &fresh {
+        for &k in fresh {
             let (b, Some((end_ns, ag, ai, (_, left_at)))) = (grant(k), push[k]) else {
                 continue;
             };
@@ -219,11 +248,9 @@ impl LockForced {
             let v = forced_violation(view, (a, a_at), grant(k), cut_ns, cause);
             out.push((v, cut_ns));
         }
-        for &k in &fresh {
+        for &k in fresh {
             self.kept[k].judged = Some((at_ns[k], untokened[k]));
         }
-        self.let_go(watermark_ns, grants, view);
-        self.waiting_from();
         settled
     }
 
@@ -297,8 +324,9 @@ impl LockForced {
     }
 
     /// Folds the judged grants that every grant still to come, and every one waiting, counts
-    /// among its predecessors into `left`, in completion order.
-    fn let_go(&mut self, watermark_ns: u64, grants: &Window<Grant>, view: &impl View) {
+    /// among its predecessors into `left`, in completion order, and the first `over` (judged)
+    /// whatever the others count.
+    fn let_go(&mut self, watermark_ns: u64, over: usize, grants: &Window<Grant>, view: &impl View) {
         let first_waiting = (self.kept.iter())
             .filter(|e| e.judged.is_none())
             .map(|e| e.forced_before_ns)
@@ -307,7 +335,8 @@ impl LockForced {
         let bound = first_waiting.min(watermark_ns);
         let gone = (self.kept.iter())
             .take_while(|e| e.judged.is_some() && e.key.0 < bound)
-            .count();
+            .count()
+            .max(over);
         for e in &self.kept[..gone] {
             let (at, untokened) = e.judged.expect("judged");
             let end_ns = span_end_until(view, &grants[e.key.1 as usize], at, u64::MAX).0;
