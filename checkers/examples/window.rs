@@ -29,8 +29,8 @@ fn main() {
         println!(
             "horizon {horizon_ms} ms: {} events, {} ops, {} grants; {} closed before the end, \
              {} of them stale, {} reached after they were dropped; at most {} grants open, {} \
-             ops unwalked, {} ops kept and {} holds waiting for the double-grant sweep, which \
-             found {}; {} violations proven as read, {} grants out of token order; stopped \
+             ops unwalked, {} ops kept and {} holds waiting for the double-grant sweep ({} \
+             swept early at its limit), which found {}; {} violations proven as read, {} grants out of token order; stopped \
              waiting {} times for an op pending past {} ops, {} answers after; forced order \
              kept at most {} grants of a lock, let {} go at its limit ({:.1} s)",
             w.events,
@@ -43,6 +43,7 @@ fn main() {
             w.unwalked_ops_max,
             w.ops_kept_max,
             w.holds_waiting_max,
+            w.swept_early,
             w.double_grants,
             w.violations,
             w.out_of_order,

@@ -868,6 +868,7 @@ pub fn window_of_path(
         late_answers: d.late_answers,
         forced_kept_most: stream.forced.kept_most as u64,
         forced_cut_short: stream.forced.cut_short,
+        swept_early: stream.swept_early,
     })
 }
 
@@ -905,6 +906,8 @@ pub struct WindowStats {
     /// its limit whatever their chain.
     pub forced_kept_most: u64,
     pub forced_cut_short: u64,
+    /// Holds the double-grant sweep swept before the watermark passed them, at its limit.
+    pub swept_early: u64,
 }
 
 /// Reads `input` (named `path` in errors) into `digest`: parsed in parallel blocks, paired
@@ -1186,6 +1189,11 @@ mod walk_order_tests {
         /// Grants the forced-order reading let go at its limit, and the most a lock kept.
         forced_cut_short: u64,
         forced_kept_most: usize,
+        /// Holds swept before the watermark passed them, at the limit, and the most waiting.
+        swept_early: u64,
+        holds_waiting_most: usize,
+        /// Holds of grants closed after the sweep passed their start, left out of it.
+        left_out: u64,
         /// Whether a name the reader forgot led the walk where the tests cannot follow.
         uncertain: bool,
         /// What reached a grant after it was dropped.
@@ -1207,7 +1215,7 @@ mod walk_order_tests {
     fn same_walks_within(
         h: &History,
         what: &str,
-        (horizon_ns, unwalked_limit, forced_kept_max): (u64, usize, usize),
+        (horizon_ns, unwalked_limit, kept_max): (u64, usize, usize),
         drift: Drift,
         evict: bool,
     ) -> Seen {
@@ -1215,7 +1223,10 @@ mod walk_order_tests {
         read.unwalked_limit = unwalked_limit;
         read.walk.horizon_ns = horizon_ns;
         let mut stream = Streamed::default();
-        stream.forced.kept_max = forced_kept_max;
+        if kept_max != usize::MAX {
+            stream.forced.kept_max = kept_max;
+            stream.holds_waiting_max = Some(kept_max);
+        }
         read.stream = Some(stream);
         read.evict = evict;
         // Pruned at every drop: what the names keep of dropped grants is what is read.
@@ -1235,8 +1246,11 @@ mod walk_order_tests {
         let mut a_ops = oracle.ops;
         let mut a = walk_whole(&mut a_ops, &ids, &oracle.holds);
         a.follow_rest(&a_ops, drift, |pos| lease_from(&oracle.lease_from_at, pos));
-        let reading = &read.stream.as_ref().expect("set above").forced;
-        let (forced_cut_short, forced_kept_most) = (reading.cut_short, reading.kept_most);
+        let stream = read.stream.as_ref().expect("set above");
+        let (forced_cut_short, forced_kept_most) =
+            (stream.forced.cut_short, stream.forced.kept_most);
+        let (swept_early, holds_waiting_most) = (stream.swept_early, stream.pending_max);
+        let left_out = stream.left_out;
         let (b_ops, b) = (read.ops, read.walk);
         if !evict {
             assert_eq!(
@@ -1319,6 +1333,9 @@ mod walk_order_tests {
             out_of_order,
             forced_cut_short,
             forced_kept_most,
+            swept_early,
+            holds_waiting_most,
+            left_out,
             ahead: a
                 .grants
                 .iter()
@@ -1345,6 +1362,19 @@ mod walk_order_tests {
         (a, a_ops): (&Walk, &Ops),
         stream: &Streamed,
     ) -> (usize, usize, usize, u64) {
+        // Once the sweep met its limit nothing is compared (it counts what it left out), but
+        // every pair it found still overlaps.
+        if stream.swept_early > 0 {
+            for &(ga, sa, gb, sb) in &stream.double_grants {
+                let x = &a.grants[ga as usize].holds[sa as usize];
+                let y = &a.grants[gb as usize].holds[sb as usize];
+                assert!(
+                    x.start_ns < y.end_ns && y.start_ns < x.end_ns,
+                    "{what}: holds of grants {ga} and {gb} swept as overlapping"
+                );
+            }
+            return (0, 0, 0, 0);
+        }
         // The streamed sweep finds the overlapping holds the batch sweep finds.
         let mut holds: Vec<Hold> = Vec::new();
         for (i, g) in a.grants.iter().enumerate() {
@@ -1800,9 +1830,26 @@ mod walk_order_tests {
             if what.starts_with("a renew pending") {
                 let all = same_walks_within(&h, what, (0, 8, usize::MAX), Drift::from_ppm(0), true);
                 assert!(all.forced_kept_most >= 15, "{what}: {all:?}");
+                assert!(all.holds_waiting_most >= 15, "{what}: {all:?}");
                 let held = same_walks_within(&h, what, (0, 8, 4), Drift::from_ppm(0), true);
                 assert!(held.forced_cut_short > 0, "{what}: nothing let go");
                 assert!(held.forced_kept_most <= 4, "{what}: {held:?}");
+                assert!(held.swept_early > 0, "{what}: nothing swept early");
+                assert!(held.holds_waiting_most <= 4, "{what}: {held:?}");
+                // A second grant held open, whose hold starts before those swept early: left
+                // out of the sweep, never paired out of order.
+                let mut events = vec![
+                    (1, 9, "invoke", "acquire", ttl),
+                    (2, 9, "ok", "acquire", r#""token":1,"ttl_ms":100"#),
+                    (3, 9, "invoke", "renew", r#""token":1,"ttl_ms":100"#),
+                    (5, 3, "invoke", "acquire", ttl),
+                    (6, 3, "ok", "acquire", r#""ttl_ms":2"#),
+                    (7, 3, "invoke", "renew", r#""ttl_ms":2"#),
+                ];
+                let late = cycles(events, vec![]);
+                let what = "a hold that starts before those swept early";
+                let seen = same_walks_within(&late, what, (0, 8, 4), Drift::from_ppm(0), true);
+                assert!(seen.left_out > 0, "{what}: {seen:?}");
             }
             assert!(
                 seen.unwalked_max <= 9,

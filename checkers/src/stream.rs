@@ -76,11 +76,25 @@ impl Proven {
     }
 }
 
+/// The most holds of closed grants left waiting for the sweep; past it the earliest are swept
+/// anyway (a stated bound, counted in [`Streamed::swept_early`]). A hold waits while the walk's
+/// watermark is before its start: a grant open for good (an op pending forever, taken as
+/// pending) holds it there.
+pub(crate) const HOLDS_WAITING_MAX: usize = 4096;
+
 /// The streaming rules' state.
 #[derive(Default)]
 pub(crate) struct Streamed {
     /// Holds of closed grants not yet swept, earliest first.
     pending: BinaryHeap<Waiting>,
+    /// [`HOLDS_WAITING_MAX`] unless the tests set another.
+    pub(crate) holds_waiting_max: Option<usize>,
+    /// Holds swept before the watermark passed them, at that limit, and the latest start among
+    /// them: a hold of a grant closed later that starts before it is left out of the sweep,
+    /// and counted, never swept out of order.
+    pub(crate) swept_early: u64,
+    swept_to_ns: Option<u64>,
+    pub(crate) left_out: u64,
     sweep: Vec<(Hold, Earlier)>,
     /// `(grant, segment)` of the earlier hold and of the later of each overlap found so far.
     pub(crate) double_grants: Vec<(u32, u32, u32, u32)>,
@@ -108,6 +122,11 @@ impl Streamed {
             }
         }
         for h in Hold::of(g, grant) {
+            // Equal starts too: such a hold may sort before the one swept.
+            if self.swept_to_ns.is_some_and(|t| h.start_ns <= t) {
+                self.left_out += 1;
+                continue;
+            }
             let kept = Earlier::of(ops, grant, &grant.holds[h.segment as usize]);
             self.pending.push(Reverse((
                 (h.start_ns, h.end_ns, h.grant, h.segment, h.lock),
@@ -120,12 +139,17 @@ impl Streamed {
     /// lock before it), and renders what it finds from `grants` and `view`.
     pub(crate) fn sweep(&mut self, watermark_ns: u64, grants: &Window<Grant>, view: &impl View) {
         self.sweep.clear();
+        let waiting_max = self.holds_waiting_max.unwrap_or(HOLDS_WAITING_MAX);
         // Bounded by the holds waiting.
         while let Some(&Reverse(((start_ns, end_ns, grant, segment, lock), kept))) =
             self.pending.peek()
         {
             if start_ns >= watermark_ns {
-                break;
+                if self.pending.len() <= waiting_max {
+                    break;
+                }
+                self.swept_early += 1;
+                self.swept_to_ns = self.swept_to_ns.max(Some(start_ns));
             }
             self.pending.pop();
             let h = Hold {
