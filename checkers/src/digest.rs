@@ -1838,7 +1838,7 @@ mod walk_order_tests {
                 assert!(held.holds_waiting_most <= 4, "{what}: {held:?}");
                 // A second grant held open, whose hold starts before those swept early: left
                 // out of the sweep, never paired out of order.
-                let mut events = vec![
+                let events = vec![
                     (1, 9, "invoke", "acquire", ttl),
                     (2, 9, "ok", "acquire", r#""token":1,"ttl_ms":100"#),
                     (3, 9, "invoke", "renew", r#""token":1,"ttl_ms":100"#),
