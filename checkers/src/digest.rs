@@ -563,6 +563,7 @@ impl Digest {
             stream.sweep(u64::MAX, grants, &live);
             stream.walk_tokens(&[], grants, &live);
             stream.judge_forced(u64::MAX, grants, &live);
+            stream.judge_fencing(u64::MAX, grants, &live);
             stream.finish(self.end_time_ns);
         } else {
             // An op not read yet is invoked no earlier than the last event read: with nothing
@@ -570,6 +571,7 @@ impl Digest {
             let watermark_ns = self.walk.watermark_ns(&self.ops).min(self.end_time_ns);
             stream.sweep(watermark_ns, grants, &live);
             stream.judge_forced(watermark_ns, grants, &live);
+            stream.judge_fencing(watermark_ns, grants, &live);
             let open: Vec<(u32, TokenKey)> = (self.walk.open().iter())
                 .filter_map(|&g| {
                     let grant = &grants[g as usize];
@@ -1180,12 +1182,8 @@ mod walk_order_tests {
         /// Grants closed before the end, and of them those found stale.
         closed: usize,
         stale: usize,
-        /// Overlapping holds found (where no grant went stale), token-order violations (where
-        /// no grant closed out of token order either), and grants that did.
-        double_grants: usize,
-        token_order: usize,
-        forced_order: usize,
-        out_of_order: u64,
+        /// What the streamed readings matched of the batch's, where no grant went stale.
+        compared: Compared,
         /// Grants the forced-order reading let go at its limit, and the most a lock kept.
         forced_cut_short: u64,
         forced_kept_most: usize,
@@ -1317,20 +1315,16 @@ mod walk_order_tests {
                 assert_eq!(&format!("{x:?}"), y, "{what}: grant {g}");
             }
         }
-        let (mut double_grants, mut token_order, mut forced_order, mut out_of_order) = (0, 0, 0, 0);
+        let mut compared = Compared::default();
         if stale == 0 {
             if !evict {
                 assert_eq!(format!("{a_ops:?}"), format!("{b_ops:?}"), "{what}: ops");
             }
             let stream = read.stream.expect("set above");
-            (double_grants, token_order, forced_order, out_of_order) =
-                compare_streamed(h, what, drift, (&a, &a_ops), &stream);
+            compared = compare_streamed(h, what, drift, (&a, &a_ops), &stream);
         }
         Seen {
-            double_grants,
-            token_order,
-            forced_order,
-            out_of_order,
+            compared,
             forced_cut_short,
             forced_kept_most,
             swept_early,
@@ -1352,16 +1346,14 @@ mod walk_order_tests {
 
     /// The streamed readings against the batch's over one history no grant of which went stale:
     /// the overlapping holds, and every violation worded as the batch words it, unless a grant
-    /// closed out of token order or the forced-order reading let grants go at its limit (each
-    /// counted). Returns (overlapping holds, token-order and forced-order violations compared,
-    /// grants out of token order).
+    /// closed out of token order or a reading let grants go at its limit (each counted).
     fn compare_streamed(
         h: &History,
         what: &str,
         drift: Drift,
         (a, a_ops): (&Walk, &Ops),
         stream: &Streamed,
-    ) -> (usize, usize, usize, u64) {
+    ) -> Compared {
         // Once the sweep met its limit nothing is compared (it counts what it left out), but
         // every pair it found still overlaps.
         if stream.swept_early > 0 {
@@ -1373,7 +1365,7 @@ mod walk_order_tests {
                     "{what}: holds of grants {ga} and {gb} swept as overlapping"
                 );
             }
-            return (0, 0, 0, 0);
+            return Compared::default();
         }
         // The streamed sweep finds the overlapping holds the batch sweep finds.
         let mut holds: Vec<Hold> = Vec::new();
@@ -1403,18 +1395,54 @@ mod walk_order_tests {
         };
         assert_eq!(stream.forced.unsettled, 0, "{what}: unsettled forced order");
         let out_of_order = stream.out_of_order();
-        let (mut token_order, mut forced_order) = (0, 0);
+        let m = Model::new(h, &cfg);
+        let is_double = |v: &&history::Violation| v.kind == history::ViolationKind::DoubleGrant;
+        let (streamed_double, streamed_tokens): (Vec<history::Violation>, Vec<_>) = stream
+            .proven
+            .violations
+            .iter()
+            .cloned()
+            .partition(|v| is_double(&v));
+        let (mut token_order, mut forced_order, mut fencing) = (0, 0, 0);
         if out_of_order == 0 && stream.forced.cut_short == 0 {
-            let [holds, tokens, forced] = crate::mutex::streamed_readings(&Model::new(h, &cfg));
+            let [holds, tokens, forced] = crate::mutex::streamed_readings(&m);
             (token_order, forced_order) = (tokens.len(), forced.len());
             let batch = [holds, tokens, forced].concat();
             assert_eq!(
                 words(&batch),
-                words(&stream.proven.violations),
+                words(&streamed_double),
                 "{what}: the streamed readings' violations"
             );
         }
-        (batch.len(), token_order, forced_order, out_of_order)
+        // The fencing-tokens rules, whatever the token walk left out.
+        if stream.fencing.cut_short == 0 {
+            let batch = crate::tokens::streamed_readings(&m);
+            fencing = batch.len();
+            assert_eq!(
+                words(&batch),
+                words(&streamed_tokens),
+                "{what}: the streamed fencing-tokens violations"
+            );
+        }
+        Compared {
+            double_grants: batch.len(),
+            token_order,
+            forced_order,
+            fencing,
+            out_of_order,
+        }
+    }
+
+    /// What [`compare_streamed`] compared: overlapping holds, violations of the token-order
+    /// and forced-order readings and of the fencing-tokens rules, and grants out of token
+    /// order.
+    #[derive(Debug, Default)]
+    struct Compared {
+        double_grants: usize,
+        token_order: usize,
+        forced_order: usize,
+        fencing: usize,
+        out_of_order: u64,
     }
 
     /// One history from its lines: `(time_ms, process, type, f, value)` on lock L0 (store ops
@@ -1942,7 +1970,7 @@ mod walk_order_tests {
         ];
         for (horizon_ns, evict) in runs {
             let (mut closed, mut stale, mut double_grants) = (0, 0, 0);
-            let (mut token_order, mut forced_order) = (0, 0);
+            let (mut token_order, mut forced_order, mut fencing) = (0, 0, 0);
             let mut out_of_order = Vec::new();
             let mut uncertain = Vec::new();
             for (i, (what, h)) in corpus.iter().enumerate() {
@@ -1951,10 +1979,11 @@ mod walk_order_tests {
                 let seen = same_walks(h, &what, horizon_ns, drift, evict);
                 closed += seen.closed;
                 stale += seen.stale;
-                double_grants += seen.double_grants;
-                token_order += seen.token_order;
-                forced_order += seen.forced_order;
-                if seen.out_of_order > 0 {
+                double_grants += seen.compared.double_grants;
+                token_order += seen.compared.token_order;
+                forced_order += seen.compared.forced_order;
+                fencing += seen.compared.fencing;
+                if seen.compared.out_of_order > 0 {
                     out_of_order.push(what.clone());
                 }
                 if seen.uncertain {
@@ -1964,7 +1993,7 @@ mod walk_order_tests {
             eprintln!(
                 "horizon {horizon_ns} ns, evict {evict}: {closed} grants closed early, {stale} \
                  stale, {double_grants} overlapping holds, {token_order} token-order and \
-                 {forced_order} forced-order violations streamed, {} histories left out of the comparison by a forgotten name, {} by a \
+                 {forced_order} forced-order and {fencing} fencing-tokens violations streamed, {} histories left out of the comparison by a forgotten name, {} by a \
                  grant closed out of token order",
                 uncertain.len(),
                 out_of_order.len()
@@ -1980,6 +2009,7 @@ mod walk_order_tests {
             );
             assert!(token_order > 0, "no token-order violation compared");
             assert!(forced_order > 0, "no forced-order violation compared");
+            assert!(fencing > 0, "no fencing-tokens violation compared");
             // A forgotten name leads elsewhere than a dropped grant only where a process names
             // a token it was never granted: rare, and each such history still counts it late.
             assert!(
@@ -2001,7 +2031,10 @@ mod walk_order_tests {
             if horizon_ns == 0 {
                 for (what, h) in forced_corners() {
                     let seen = same_walks(&h, what, 0, Drift::from_ppm(0), evict);
-                    assert_eq!(seen.forced_order, 1, "{what}: forced-order violations");
+                    assert_eq!(
+                        seen.compared.forced_order, 1,
+                        "{what}: forced-order violations"
+                    );
                 }
             }
             if horizon_ns == 0 && evict {

@@ -66,6 +66,7 @@ mod exercised;
 mod expected;
 mod fairness;
 mod faults;
+mod fencing;
 mod forced;
 pub mod gen;
 pub mod gen_bank;

@@ -14,6 +14,7 @@
 //! Each violation is rendered as found, in the batch's words ([`View`]). The grants a violation
 //! found later may name are pinned ([`Streamed::pinned`]): the reader keeps them and their ops.
 
+use crate::fencing::Fencing;
 use crate::forced::Forced;
 use crate::model::{Grant, View};
 use crate::mutex::{
@@ -102,6 +103,7 @@ pub(crate) struct Streamed {
     pub(crate) proven: Proven,
     tokens: TokenWalk,
     pub(crate) forced: Forced,
+    pub(crate) fencing: Fencing,
     /// The most holds left waiting after a sweep.
     pub(crate) pending_max: usize,
     holds: crate::mutex::HoldSweep,
@@ -112,6 +114,7 @@ impl Streamed {
     /// the sweep reads of its ops is taken now: they may be dropped before it sweeps.
     pub(crate) fn closed(&mut self, g: u32, grant: &Grant, ops: &Ops) {
         self.forced.closed(g, grant);
+        self.fencing.closed(g, grant, ops[grant.op].index);
         if let Some(t) = grant.token {
             let key = (t, grant.complete_ns, g);
             let w = &mut self.tokens;
@@ -224,6 +227,19 @@ impl Streamed {
         }
     }
 
+    /// Judges the grants with a token whose `fencing-tokens` rules read only closed grants
+    /// with the walk at `watermark_ns` (`u64::MAX`: at the end of the history).
+    pub(crate) fn judge_fencing(
+        &mut self,
+        watermark_ns: u64,
+        grants: &Window<Grant>,
+        view: &impl View,
+    ) {
+        for (v, end_ns) in self.fencing.judge(watermark_ns, grants, view) {
+            self.proven.push(v, end_ns, view.end_time_ns());
+        }
+    }
+
     /// Closed grants the token-order reading left out, sorting before one it had walked.
     pub(crate) fn out_of_order(&self) -> u64 {
         self.tokens.out_of_order
@@ -251,6 +267,7 @@ impl Streamed {
             .chain(in_order)
             .chain(walked)
             .chain(self.forced.pinned())
+            .chain(self.fencing.pinned())
             .collect()
     }
 }

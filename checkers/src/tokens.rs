@@ -6,7 +6,7 @@
 //! are swept in invoke order.
 
 use crate::inject::Injector;
-use crate::model::{Func, Grant, Model, SpanEnd, NO_GRANT};
+use crate::model::{span_end_until, Func, Grant, Model, SpanEnd, View, NO_GRANT};
 use crate::mutex::{granted_twice, holds_overlap};
 use crate::text::{secs, token};
 use crate::{verdict, CheckConfig, CheckOutput, Checker};
@@ -88,6 +88,15 @@ impl Checker for FencingTokens {
     }
 }
 
+/// The `fencing-tokens` violations, unfinished: what a streaming reader must find.
+#[cfg(test)]
+pub(crate) fn streamed_readings(m: &Model) -> Vec<Violation> {
+    let mut out = CheckOutput::new();
+    reused(m, &mut out);
+    regressed(m, &mut out);
+    out.violations
+}
+
 fn reused(m: &Model, out: &mut CheckOutput) {
     let mut by_token: Vec<(u32, u64, u64, u32)> = m
         .grants
@@ -104,26 +113,57 @@ fn reused(m: &Model, out: &mut CheckOutput) {
             first = i;
             continue;
         }
-        let a = &m.grants[by_token[first].3 as usize];
-        let b = &m.grants[g as usize];
-        let name = m.lock_name(lock);
-        out.violations.push(Violation {
-            cycle: Vec::new(),
-            kind: ViolationKind::TokenReused,
-            lock: Some(name.to_string()),
-            ops: vec![m.ops[a.op].index, m.ops[b.op].index],
-            window_ns: [a.complete_ns, b.complete_ns],
-            nemesis: Vec::new(),
-            explanation: format!(
-                "p{} was granted {name} with token {tok} at {} (op {}), and p{} was granted {name} with the same token {tok} at {} (op {})",
-                a.process,
-                secs(a.complete_ns),
-                m.ops[a.op].index,
-                b.process,
-                secs(b.complete_ns),
-                m.ops[b.op].index,
-            ),
-        });
+        let a = Granted::of(m, &m.grants[by_token[first].3 as usize]);
+        let b = Granted::of(m, &m.grants[g as usize]);
+        out.violations.push(reused_violation(m, lock, tok, a, b));
+    }
+}
+
+/// What a violation names of a grant: its holder, its answer and the index of that answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Granted {
+    pub(crate) process: u64,
+    pub(crate) complete_ns: u64,
+    pub(crate) op_index: u64,
+}
+
+impl Granted {
+    /// Grant `g`, its op kept by `view`.
+    pub(crate) fn of(view: &impl View, g: &Grant) -> Granted {
+        Granted {
+            process: g.process,
+            complete_ns: g.complete_ns,
+            op_index: view.op(g.op).index,
+        }
+    }
+}
+
+/// `token-reused`: `b` was granted lock `lock` with token `tok`, which `a`, the first grant
+/// of it, already carried.
+pub(crate) fn reused_violation(
+    view: &impl View,
+    lock: u32,
+    tok: u64,
+    a: Granted,
+    b: Granted,
+) -> Violation {
+    let name = view.lock_name(lock);
+    Violation {
+        cycle: Vec::new(),
+        kind: ViolationKind::TokenReused,
+        lock: Some(name.to_string()),
+        ops: vec![a.op_index, b.op_index],
+        window_ns: [a.complete_ns, b.complete_ns],
+        nemesis: Vec::new(),
+        explanation: format!(
+            "p{} was granted {name} with token {tok} at {} (op {}), and p{} was granted {name} with the same token {tok} at {} (op {})",
+            a.process,
+            secs(a.complete_ns),
+            a.op_index,
+            b.process,
+            secs(b.complete_ns),
+            b.op_index,
+        ),
     }
 }
 
@@ -153,33 +193,45 @@ fn regressed(m: &Model, out: &mut CheckOutput) {
     frontier_sweep(m, &queries, |gb, best| {
         let b = &m.grants[gb as usize];
         let Some((tok_a, ga)) = best else { return };
-        let tok_b = b.token.expect("filtered on token");
-        if tok_a <= tok_b {
-            return;
+        let a = Granted::of(m, &m.grants[ga as usize]);
+        if let Some(v) = regressed_violation(m, (a, tok_a), b) {
+            reported[gb as usize] = true;
+            out.violations.push(v);
         }
-        reported[gb as usize] = true;
-        let a = &m.grants[ga as usize];
-        let name = m.lock_name(b.lock);
-        out.violations.push(Violation {
-            cycle: Vec::new(),
-            kind: ViolationKind::TokenRegressed,
-            lock: Some(name.to_string()),
-            ops: vec![m.ops[a.op].index, m.ops[b.op].index],
-            window_ns: [a.complete_ns, b.complete_ns],
-            nemesis: Vec::new(),
-            explanation: format!(
-                "p{} was granted {name} with token {tok_a} at {} (op {}), before p{} invoked the acquire at {} that was granted {name} with the lower token {tok_b} at {} (op {})",
-                a.process,
-                secs(a.complete_ns),
-                m.ops[a.op].index,
-                b.process,
-                secs(b.invoke_ns),
-                secs(b.complete_ns),
-                m.ops[b.op].index,
-            ),
-        });
     });
     inferred_regressed(m, &reported, out);
+}
+
+/// `token-regressed` in real time: `a`, with token `tok_a`, the highest among the grants of
+/// `b`'s lock completed before `b` was invoked, if it is higher than `b`'s.
+pub(crate) fn regressed_violation(
+    view: &impl View,
+    (a, tok_a): (Granted, u64),
+    b: &Grant,
+) -> Option<Violation> {
+    let tok_b = b.token.expect("a grant with a token");
+    if tok_a <= tok_b {
+        return None;
+    }
+    let name = view.lock_name(b.lock);
+    let ib = view.op(b.op).index;
+    Some(Violation {
+        cycle: Vec::new(),
+        kind: ViolationKind::TokenRegressed,
+        lock: Some(name.to_string()),
+        ops: vec![a.op_index, ib],
+        window_ns: [a.complete_ns, b.complete_ns],
+        nemesis: Vec::new(),
+        explanation: format!(
+            "p{} was granted {name} with token {tok_a} at {} (op {}), before p{} invoked the acquire at {} that was granted {name} with the lower token {tok_b} at {} (op {ib})",
+            a.process,
+            secs(a.complete_ns),
+            a.op_index,
+            b.process,
+            secs(b.invoke_ns),
+            secs(b.complete_ns),
+        ),
+    })
 }
 
 /// The time before which any grant that completed must have been granted before `b`: the
@@ -208,8 +260,8 @@ pub(crate) fn forced_before(b: &Grant) -> u64 {
 
 /// The ops that prove `b` stayed alive until `alive_until_ns`: what ended its span counted
 /// from its invoke (its release, or the renew that set the bound; its grant is named anyway).
-fn alive_proof(m: &Model, b: &Grant) -> (Vec<u64>, String) {
-    let (end, cause) = m.span_end(b, b.invoke_ns);
+fn alive_proof(m: &impl View, b: &Grant) -> (Vec<u64>, String) {
+    let (end, cause) = span_end_until(m, b, b.invoke_ns, u64::MAX);
     if m.is_session(b) {
         let mut ops = Vec::new();
         let why = format!(
@@ -221,7 +273,7 @@ fn alive_proof(m: &Model, b: &Grant) -> (Vec<u64>, String) {
     }
     match cause {
         SpanEnd::Release(r) => {
-            let rel = &m.ops[r as usize];
+            let rel = m.op(r as usize);
             (
                 vec![rel.index],
                 format!(
@@ -244,7 +296,7 @@ fn alive_proof(m: &Model, b: &Grant) -> (Vec<u64>, String) {
             ),
         ),
         SpanEnd::Lease(Some(r)) => {
-            let r = &m.ops[r as usize];
+            let r = m.op(r as usize);
             (
                 vec![r.index],
                 format!(
@@ -286,60 +338,74 @@ fn inferred_regressed(m: &Model, reported: &[bool], out: &mut CheckOutput) {
         let b = &m.grants[gb as usize];
         // A process's own grants are ordered by real time (one op in flight), and a service
         // may re-grant to its holder: exclusivity says nothing about them.
-        let Some((tok_a, _, ga)) = top.other_than(b.process) else {
+        let Some((_, _, ga)) = top.other_than(b.process) else {
             continue;
         };
-        let tok_b = b.token.expect("filtered on token");
         let a = &m.grants[ga as usize];
-        // Only what `b`'s span was sure to be when `a` returned counts: ok renews or releases
-        // of `b` invoked later are stale-renew/release-accepted against `a`, their own fact.
-        let sure_ns = m.span_end_until(b, b.invoke_ns, a.complete_ns).0;
-        // When real time proves `b` came first, `a` was granted inside `b`'s span: that is the
-        // double-grant's fact (the token-order reading in `mutex`), not a token out of order.
-        if tok_a <= tok_b
-            || holds_overlap(a, b)
-            || a.complete_ns >= sure_ns.max(b.invoke_ns)
-            || b.complete_ns < a.invoke_ns
-        {
-            continue;
-        }
-        let name = m.lock_name(b.lock);
-        let (proof, how) = alive_proof(m, b);
-        let (ia, ib) = (m.ops[a.op].index, m.ops[b.op].index);
-        let mut ops = vec![ia, ib];
-        ops.extend(proof);
-        out.violations.push(Violation {
-            cycle: Vec::new(),
-            kind: ViolationKind::TokenRegressed,
-            lock: Some(name.to_string()),
-            ops,
-            window_ns: [
-                a.complete_ns.min(b.complete_ns),
-                a.complete_ns.max(b.complete_ns),
-            ],
-            nemesis: Vec::new(),
-            explanation: format!(
-                "p{pb}'s grant of {name} with token {tok_b} (op {ib}, asked at {}) stayed alive {how}, and p{pa}'s grant with token {tok_a} completed before that, at {} (op {ia}): had p{pb} been granted first, p{pa} would have been granted while p{pb} held {name}, so p{pa} was granted first, yet it got the higher token",
-                secs(b.invoke_ns),
-                secs(a.complete_ns),
-                pa = a.process,
-                pb = b.process,
-            ),
-        });
+        out.violations
+            .extend(inferred_violation(m, (a, m.ops[a.op].index), b));
     }
+}
+
+/// `token-regressed` in the order exclusivity forces: `a` (its op's index beside it), of
+/// another process, has the highest token among the grants of `b`'s lock completed before
+/// `forced_before(b)`; it is a violation if that token is higher than `b`'s and neither real
+/// time nor a double grant says it otherwise.
+pub(crate) fn inferred_violation(
+    m: &impl View,
+    (a, ia): (&Grant, u64),
+    b: &Grant,
+) -> Option<Violation> {
+    let tok_a = a.token.expect("a grant with a token");
+    let tok_b = b.token.expect("a grant with a token");
+    // Only what `b`'s span was sure to be when `a` returned counts: ok renews or releases
+    // of `b` invoked later are stale-renew/release-accepted against `a`, their own fact.
+    let sure_ns = span_end_until(m, b, b.invoke_ns, a.complete_ns).0;
+    // When real time proves `b` came first, `a` was granted inside `b`'s span: that is the
+    // double-grant's fact (the token-order reading in `mutex`), not a token out of order.
+    if tok_a <= tok_b
+        || holds_overlap(a, b)
+        || a.complete_ns >= sure_ns.max(b.invoke_ns)
+        || b.complete_ns < a.invoke_ns
+    {
+        return None;
+    }
+    let name = m.lock_name(b.lock);
+    let (proof, how) = alive_proof(m, b);
+    let ib = m.op(b.op).index;
+    let mut ops = vec![ia, ib];
+    ops.extend(proof);
+    Some(Violation {
+        cycle: Vec::new(),
+        kind: ViolationKind::TokenRegressed,
+        lock: Some(name.to_string()),
+        ops,
+        window_ns: [
+            a.complete_ns.min(b.complete_ns),
+            a.complete_ns.max(b.complete_ns),
+        ],
+        nemesis: Vec::new(),
+        explanation: format!(
+            "p{pb}'s grant of {name} with token {tok_b} (op {ib}, asked at {}) stayed alive {how}, and p{pa}'s grant with token {tok_a} completed before that, at {} (op {ia}): had p{pb} been granted first, p{pa} would have been granted while p{pb} held {name}, so p{pa} was granted first, yet it got the higher token",
+            secs(b.invoke_ns),
+            secs(a.complete_ns),
+            pa = a.process,
+            pb = b.process,
+        ),
+    })
 }
 
 /// The highest token seen, and the highest of any process other than its holder's; ties go
 /// to the first seen (the first to complete).
 #[derive(Debug, Clone, Copy, Default)]
-struct TopByProcess {
+pub(crate) struct TopByProcess {
     /// (token, process, grant)
     best: Option<(u64, u64, u32)>,
     other: Option<(u64, u64, u32)>,
 }
 
 impl TopByProcess {
-    fn add(&mut self, token: u64, process: u64, grant: u32) {
+    pub(crate) fn add(&mut self, token: u64, process: u64, grant: u32) {
         let new = (token, process, grant);
         match self.best {
             None => self.best = Some(new),
@@ -360,7 +426,12 @@ impl TopByProcess {
         }
     }
 
-    fn other_than(&self, process: u64) -> Option<(u64, u64, u32)> {
+    /// Whether it keeps grant `g`.
+    pub(crate) fn names(&self, g: u32) -> bool {
+        self.best.is_some_and(|b| b.2 == g) || self.other.is_some_and(|o| o.2 == g)
+    }
+
+    pub(crate) fn other_than(&self, process: u64) -> Option<(u64, u64, u32)> {
         match self.best {
             Some(b) if b.1 != process => Some(b),
             _ => self.other,

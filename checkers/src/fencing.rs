@@ -1,0 +1,260 @@
+//! The `fencing-tokens` rules (`token-reused`, `token-regressed`, tokens.rs) made as the
+//! history is read: each lock's closed grants with a token wait until every grant their rules
+//! compare them with is closed, and are judged then, with the batch's pairs and words.
+//!
+//! Grant `b`'s rules read the grants of its lock that completed before `b` was invoked (real
+//! time), before `forced_before(b)` (the order exclusivity forces), and before `b` itself
+//! (the first grant of its token). No grant closed later completes before the walk's
+//! watermark, so once the latest of those instants is before it, `b` is judged.
+//!
+//! A grant judged, and completed before the watermark and before every grant still waiting
+//! was invoked, is among the grants every later judgement reads: it leaves, folded, as the
+//! batch's sweep folds it, into the highest token seen and the highest of each process but
+//! one ([`TopByProcess`]). What those name is kept as a copy, not pinned: the tops can be old.
+
+use crate::model::{Grant, View};
+use crate::tokens::{
+    forced_before, inferred_violation, regressed_violation, reused_violation, Granted, TopByProcess,
+};
+use crate::window::Window;
+use crate::FxMap;
+use history::Violation;
+
+/// A grant's place in its lock's completion order: (answer, number).
+type Key = (u64, u32);
+
+/// The most grants with a token one lock keeps; past it the earliest are judged with what is
+/// known and let go (a stated bound, counted in [`Fencing::cut_short`]). A correct lock keeps
+/// a handful; a grant open for good (an op pending forever, taken as pending) holds the
+/// watermark, and with it every grant closed after.
+pub(crate) const FENCING_KEPT_MAX: usize = 4096;
+
+/// A closed grant kept, judged or not.
+#[derive(Debug, Clone, Copy)]
+struct Kept {
+    key: Key,
+    token: u64,
+    process: u64,
+    invoke_ns: u64,
+    forced_before_ns: u64,
+    judged: bool,
+}
+
+impl Kept {
+    /// Its rules read the grants completed before this (and at it, for the ties of its key).
+    fn reads_to_ns(&self) -> u64 {
+        self.forced_before_ns.max(self.key.0)
+    }
+}
+
+/// A grant that left and that a top names: a copy, since the reader may drop it.
+struct Prior {
+    grant: Grant,
+    op_index: u64,
+}
+
+/// One lock's reading.
+#[derive(Default)]
+struct LockFencing {
+    /// The closed grants with a token kept, by [`Key`].
+    kept: Vec<Kept>,
+    /// Over the grants that left, in completion order: the first with the highest token
+    /// (token, grant).
+    top: Option<(u64, u32)>,
+    by_process: TopByProcess,
+    /// The grants the tops name.
+    priors: FxMap<u32, Prior>,
+    /// Per token, the first grant closed with it by [`Key`].
+    firsts: FxMap<u64, (Key, Granted)>,
+}
+
+/// The `fencing-tokens` reading, per lock.
+pub(crate) struct Fencing {
+    locks: FxMap<u32, LockFencing>,
+    /// The most grants a lock keeps ([`FENCING_KEPT_MAX`]; the tests set less), how many it
+    /// judged early and let go at that bound (the reading is then not the batch's), and the
+    /// most it kept after a judgement.
+    pub(crate) kept_max: usize,
+    pub(crate) cut_short: u64,
+    pub(crate) kept_most: usize,
+}
+
+impl Default for Fencing {
+    fn default() -> Fencing {
+        Fencing {
+            locks: FxMap::default(),
+            kept_max: FENCING_KEPT_MAX,
+            cut_short: 0,
+            kept_most: 0,
+        }
+    }
+}
+
+impl Fencing {
+    /// Grant `g` closed; its answer is the event numbered `op_index`.
+    pub(crate) fn closed(&mut self, g: u32, grant: &Grant, op_index: u64) {
+        let Some(token) = grant.token else { return };
+        let lock = self.locks.entry(grant.lock).or_default();
+        let key = (grant.complete_ns, g);
+        let at = lock.kept.partition_point(|e| e.key < key);
+        lock.kept.insert(
+            at,
+            Kept {
+                key,
+                token,
+                process: grant.process,
+                invoke_ns: grant.invoke_ns,
+                forced_before_ns: forced_before(grant),
+                judged: false,
+            },
+        );
+        let granted = Granted {
+            process: grant.process,
+            complete_ns: grant.complete_ns,
+            op_index,
+        };
+        let first = lock.firsts.entry(token).or_insert((key, granted));
+        if key < first.0 {
+            *first = (key, granted);
+        }
+    }
+
+    /// Judges the grants whose rules read only closed grants with the walk at `watermark_ns`
+    /// (`u64::MAX`: every grant is closed), and returns what they prove, each with its
+    /// window's end.
+    pub(crate) fn judge(
+        &mut self,
+        watermark_ns: u64,
+        grants: &Window<Grant>,
+        view: &impl View,
+    ) -> Vec<(Violation, u64)> {
+        let mut out = Vec::new();
+        for (&lock, state) in self.locks.iter_mut() {
+            let over = state.kept.len().saturating_sub(self.kept_max);
+            // Bounded by the grants kept.
+            for k in 0..state.kept.len() {
+                let e = state.kept[k];
+                let ready = watermark_ns == u64::MAX || e.reads_to_ns() < watermark_ns;
+                if !e.judged && (k < over || ready) {
+                    state.judge_one(lock, k, grants, view, &mut out);
+                    state.kept[k].judged = true;
+                }
+            }
+            state.let_go(watermark_ns, over, grants, view);
+            self.cut_short += over as u64;
+            self.kept_most = self.kept_most.max(state.kept.len());
+        }
+        out
+    }
+
+    /// The grants a later judgement may read: every grant kept.
+    pub(crate) fn pinned(&self) -> impl Iterator<Item = u32> + '_ {
+        (self.locks.values()).flat_map(|l| l.kept.iter().map(|e| e.key.1))
+    }
+}
+
+impl LockFencing {
+    /// Judges the `k`th kept grant, in the batch's words: a reuse of its token, then a token
+    /// regressed in real time, else in the order exclusivity forces.
+    fn judge_one(
+        &self,
+        lock: u32,
+        k: usize,
+        grants: &Window<Grant>,
+        view: &impl View,
+        out: &mut Vec<(Violation, u64)>,
+    ) {
+        let e = self.kept[k];
+        let b = &grants[e.key.1 as usize];
+        if let Some(&(first_key, first)) = self.firsts.get(&e.token) {
+            if first_key != e.key {
+                let v = reused_violation(view, lock, e.token, first, Granted::of(view, b));
+                out.push((v, b.complete_ns));
+            }
+        }
+        // The first grant of the highest token completed before `b` was invoked.
+        let mut best = self
+            .top
+            .filter(|&(_, g)| self.priors[&g].grant.complete_ns < e.invoke_ns);
+        for o in self.kept.iter().take_while(|o| o.key.0 < e.invoke_ns) {
+            if best.is_none_or(|(t, _)| o.token > t) {
+                best = Some((o.token, o.key.1));
+            }
+        }
+        if let Some((tok_a, ga)) = best {
+            // A grant that left is a prior; one kept is in the window.
+            let a = match self.priors.get(&ga) {
+                Some(p) => Granted {
+                    process: p.grant.process,
+                    complete_ns: p.grant.complete_ns,
+                    op_index: p.op_index,
+                },
+                _ => Granted::of(view, &grants[ga as usize]),
+            };
+            if let Some(v) = regressed_violation(view, (a, tok_a), b) {
+                out.push((v, b.complete_ns));
+                return;
+            }
+        }
+        if e.forced_before_ns <= e.invoke_ns {
+            return;
+        }
+        let mut top = self.by_process;
+        for o in (self.kept.iter()).take_while(|o| o.key.0 < e.forced_before_ns) {
+            top.add(o.token, o.process, o.key.1);
+        }
+        let Some((_, _, ga)) = top.other_than(e.process) else {
+            return;
+        };
+        let (a, ia) = match self.priors.get(&ga) {
+            Some(p) => (&p.grant, p.op_index),
+            None => {
+                let a = &grants[ga as usize];
+                (a, view.op(a.op).index)
+            }
+        };
+        // A grant let go at the bound may complete past what `b` reads: no pair then.
+        if a.complete_ns >= e.forced_before_ns {
+            return;
+        }
+        if let Some(v) = inferred_violation(view, (a, ia), b) {
+            let end_ns = v.window_ns[1];
+            out.push((v, end_ns));
+        }
+    }
+
+    /// Folds the judged grants that every later judgement reads into the tops, in completion
+    /// order, and the first `over` (judged) whatever the others read.
+    fn let_go(&mut self, watermark_ns: u64, over: usize, grants: &Window<Grant>, view: &impl View) {
+        let first_waiting = (self.kept.iter())
+            .filter(|e| !e.judged)
+            .map(|e| e.invoke_ns)
+            .min()
+            .unwrap_or(u64::MAX);
+        let bound = first_waiting.min(watermark_ns);
+        let gone = (self.kept.iter())
+            .take_while(|e| e.judged && e.key.0 < bound)
+            .count()
+            .max(over);
+        if gone == 0 {
+            return;
+        }
+        for e in &self.kept[..gone] {
+            let g = e.key.1;
+            if self.top.is_none_or(|(t, _)| e.token > t) {
+                self.top = Some((e.token, g));
+            }
+            self.by_process.add(e.token, e.process, g);
+            let named = self.top.map(|t| t.1) == Some(g) || self.by_process.names(g);
+            if named {
+                let grant = grants[g as usize].clone();
+                let op_index = view.op(grant.op).index;
+                self.priors.insert(g, Prior { grant, op_index });
+            }
+        }
+        self.kept.drain(..gone);
+        let (top, by_process) = (self.top, self.by_process);
+        self.priors
+            .retain(|&g, _| top.map(|t| t.1) == Some(g) || by_process.names(g));
+    }
+}
