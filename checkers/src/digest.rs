@@ -1727,6 +1727,90 @@ mod walk_order_tests {
         ]
     }
 
+    /// Histories in which the fencing-tokens reading must wait, or keep a grant, for what it
+    /// finds, each with the fencing-tokens violations the batch finds in it.
+    fn fencing_corners() -> Vec<(&'static str, History, usize)> {
+        let acquired = |tok: u64, ttl_ms: u64| format!(r#""token":{tok},"ttl_ms":{ttl_ms}"#);
+        // (process, invoke, answer, token, ttl, release invoked): an acquire and its release.
+        let held = |specs: &[(u64, u64, u64, u64, u64, u64)], then: &[u64]| {
+            let mut owned: Vec<(u64, u64, &str, &str, String)> = Vec::new();
+            for &(p, at, ok, tok, ttl_ms, release) in specs {
+                let ttl = format!(r#""ttl_ms":{ttl_ms}"#);
+                owned.push((at, p, "invoke", "acquire", ttl));
+                owned.push((ok, p, "ok", "acquire", acquired(tok, ttl_ms)));
+                owned.push((release, p, "invoke", "release", format!(r#""token":{tok}"#)));
+                owned.push((release + 1, p, "ok", "release", format!(r#""token":{tok}"#)));
+            }
+            // Refused acquires move the walk on.
+            for &at in then {
+                owned.push((at, 9, "invoke", "acquire", r#""ttl_ms":1000"#.to_string()));
+                owned.push((
+                    at + 1,
+                    9,
+                    "fail",
+                    "acquire",
+                    r#""error":"held""#.to_string(),
+                ));
+            }
+            owned.sort_by_key(|e| e.0);
+            let events: Vec<(u64, u64, &str, &str, &str)> = (owned.iter())
+                .map(|(t, p, k, f, v)| (*t, *p, *k, *f, v.as_str()))
+                .collect();
+            lines(&events)
+        };
+        vec![
+            (
+                "a regression over a grant still open when the later one closes",
+                held(
+                    &[(1, 0, 10, 10, 10_000, 5000), (2, 100, 110, 5, 1000, 200)],
+                    &[300, 400],
+                ),
+                1,
+            ),
+            (
+                "the first grant of a token closes after a later one",
+                held(
+                    &[(1, 0, 10, 7, 10_000, 5000), (2, 100, 110, 7, 1000, 200)],
+                    &[300, 400],
+                ),
+                1,
+            ),
+            (
+                "a reuse whose first grant answered after the later one's forced instant",
+                held(
+                    &[(2, 0, 500, 7, 100, 600), (1, 200, 300, 7, 10_000, 5000)],
+                    &[700, 800],
+                ),
+                1,
+            ),
+            (
+                "a grant judged waits for one invoked before it and still waiting",
+                held(
+                    &[
+                        (1, 0, 500, 9, 1000, 600),
+                        (2, 1000, 1050, 5, 10_000, 3000),
+                        (3, 1010, 1100, 10, 1000, 1150),
+                        (4, 1200, 1250, 11, 20_000, 10_000),
+                    ],
+                    &[3100, 3200],
+                ),
+                1,
+            ),
+            (
+                "two grants of one token above a later grant's",
+                held(
+                    &[
+                        (1, 0, 10, 9, 1000, 100),
+                        (2, 200, 210, 9, 1000, 300),
+                        (3, 400, 410, 5, 1000, 500),
+                    ],
+                    &[600, 700],
+                ),
+                2,
+            ),
+        ]
+    }
+
     /// A history in which a prune comes between a crash and the grants of the crashed process
     /// it must keep the crash for.
     fn pruning_corners() -> Vec<(&'static str, History)> {
@@ -2034,6 +2118,16 @@ mod walk_order_tests {
                     assert_eq!(
                         seen.compared.forced_order, 1,
                         "{what}: forced-order violations"
+                    );
+                }
+            }
+            if horizon_ns == 0 {
+                for (what, h, found) in fencing_corners() {
+                    let seen = same_walks(&h, what, 0, Drift::from_ppm(0), evict);
+                    assert_eq!(seen.stale, 0, "{what}: a grant went stale");
+                    assert_eq!(
+                        seen.compared.fencing, found,
+                        "{what}: fencing-tokens violations"
                     );
                 }
             }

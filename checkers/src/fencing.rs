@@ -8,9 +8,11 @@
 //! watermark, so once the latest of those instants is before it, `b` is judged.
 //!
 //! A grant judged, and completed before the watermark and before every grant still waiting
-//! was invoked, is among the grants every later judgement reads: it leaves, folded, as the
-//! batch's sweep folds it, into the highest token seen and the highest of each process but
-//! one ([`TopByProcess`]). What those name is kept as a copy, not pinned: the tops can be old.
+//! was invoked, is among the grants every later judgement reads in real time: it leaves,
+//! folded, as the batch's sweep folds it, into the first grant of the highest token seen,
+//! kept as a copy of what a violation names of it (not pinned: it can be old). The order
+//! exclusivity forces needs nothing of the grants that left: one of them above a later
+//! grant's token was before that grant's invoke, and real time reports that grant first.
 
 use crate::model::{Grant, View};
 use crate::tokens::{
@@ -47,23 +49,14 @@ impl Kept {
     }
 }
 
-/// A grant that left and that a top names: a copy, since the reader may drop it.
-struct Prior {
-    grant: Grant,
-    op_index: u64,
-}
-
 /// One lock's reading.
 #[derive(Default)]
 struct LockFencing {
     /// The closed grants with a token kept, by [`Key`].
     kept: Vec<Kept>,
-    /// Over the grants that left, in completion order: the first with the highest token
-    /// (token, grant).
-    top: Option<(u64, u32)>,
-    by_process: TopByProcess,
-    /// The grants the tops name.
-    priors: FxMap<u32, Prior>,
+    /// Over the grants that left, in completion order: the first with the highest token,
+    /// and what a violation names of it.
+    top: Option<(u64, Granted)>,
     /// Per token, the first grant closed with it by [`Key`].
     firsts: FxMap<u64, (Key, Granted)>,
 }
@@ -172,25 +165,17 @@ impl LockFencing {
                 out.push((v, b.complete_ns));
             }
         }
-        // The first grant of the highest token completed before `b` was invoked.
-        let mut best = self
-            .top
-            .filter(|&(_, g)| self.priors[&g].grant.complete_ns < e.invoke_ns);
+        // The first grant of the highest token completed before `b` was invoked. One let go
+        // at the bound may have completed later: not that one then.
+        let top = self.top.filter(|(_, a)| a.complete_ns < e.invoke_ns);
+        let mut best = top.map(|(t, a)| (t, Some(a), 0));
         for o in self.kept.iter().take_while(|o| o.key.0 < e.invoke_ns) {
-            if best.is_none_or(|(t, _)| o.token > t) {
-                best = Some((o.token, o.key.1));
+            if best.is_none_or(|(t, _, _)| o.token > t) {
+                best = Some((o.token, None, o.key.1));
             }
         }
-        if let Some((tok_a, ga)) = best {
-            // A grant that left is a prior; one kept is in the window.
-            let a = match self.priors.get(&ga) {
-                Some(p) => Granted {
-                    process: p.grant.process,
-                    complete_ns: p.grant.complete_ns,
-                    op_index: p.op_index,
-                },
-                _ => Granted::of(view, &grants[ga as usize]),
-            };
+        if let Some((tok_a, left, ga)) = best {
+            let a = left.unwrap_or_else(|| Granted::of(view, &grants[ga as usize]));
             if let Some(v) = regressed_violation(view, (a, tok_a), b) {
                 out.push((v, b.complete_ns));
                 return;
@@ -199,31 +184,23 @@ impl LockFencing {
         if e.forced_before_ns <= e.invoke_ns {
             return;
         }
-        let mut top = self.by_process;
+        // Only the grants kept: one that left completed before `b` was invoked, and had its
+        // token been above `b`'s, real time would have reported `b` above.
+        let mut top = TopByProcess::default();
         for o in (self.kept.iter()).take_while(|o| o.key.0 < e.forced_before_ns) {
             top.add(o.token, o.process, o.key.1);
         }
         let Some((_, _, ga)) = top.other_than(e.process) else {
             return;
         };
-        let (a, ia) = match self.priors.get(&ga) {
-            Some(p) => (&p.grant, p.op_index),
-            None => {
-                let a = &grants[ga as usize];
-                (a, view.op(a.op).index)
-            }
-        };
-        // A grant let go at the bound may complete past what `b` reads: no pair then.
-        if a.complete_ns >= e.forced_before_ns {
-            return;
-        }
-        if let Some(v) = inferred_violation(view, (a, ia), b) {
+        let a = &grants[ga as usize];
+        if let Some(v) = inferred_violation(view, (a, view.op(a.op).index), b) {
             let end_ns = v.window_ns[1];
             out.push((v, end_ns));
         }
     }
 
-    /// Folds the judged grants that every later judgement reads into the tops, in completion
+    /// Folds the judged grants that every later judgement reads into the top, in completion
     /// order, and the first `over` (judged) whatever the others read.
     fn let_go(&mut self, watermark_ns: u64, over: usize, grants: &Window<Grant>, view: &impl View) {
         let first_waiting = (self.kept.iter())
@@ -231,30 +208,18 @@ impl LockFencing {
             .map(|e| e.invoke_ns)
             .min()
             .unwrap_or(u64::MAX);
+        // A grant waiting completed after its invoke: only judged grants are before this.
         let bound = first_waiting.min(watermark_ns);
         let gone = (self.kept.iter())
-            .take_while(|e| e.judged && e.key.0 < bound)
+            .take_while(|e| e.key.0 < bound)
             .count()
             .max(over);
-        if gone == 0 {
-            return;
-        }
         for e in &self.kept[..gone] {
-            let g = e.key.1;
             if self.top.is_none_or(|(t, _)| e.token > t) {
-                self.top = Some((e.token, g));
-            }
-            self.by_process.add(e.token, e.process, g);
-            let named = self.top.map(|t| t.1) == Some(g) || self.by_process.names(g);
-            if named {
-                let grant = grants[g as usize].clone();
-                let op_index = view.op(grant.op).index;
-                self.priors.insert(g, Prior { grant, op_index });
+                let a = Granted::of(view, &grants[e.key.1 as usize]);
+                self.top = Some((e.token, a));
             }
         }
         self.kept.drain(..gone);
-        let (top, by_process) = (self.top, self.by_process);
-        self.priors
-            .retain(|&g, _| top.map(|t| t.1) == Some(g) || by_process.names(g));
     }
 }

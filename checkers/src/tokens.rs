@@ -426,11 +426,6 @@ impl TopByProcess {
         }
     }
 
-    /// Whether it keeps grant `g`.
-    pub(crate) fn names(&self, g: u32) -> bool {
-        self.best.is_some_and(|b| b.2 == g) || self.other.is_some_and(|o| o.2 == g)
-    }
-
     pub(crate) fn other_than(&self, process: u64) -> Option<(u64, u64, u32)> {
         match self.best {
             Some(b) if b.1 != process => Some(b),
