@@ -1731,15 +1731,19 @@ mod walk_order_tests {
     /// finds, each with the fencing-tokens violations the batch finds in it.
     fn fencing_corners() -> Vec<(&'static str, History, usize)> {
         let acquired = |tok: u64, ttl_ms: u64| format!(r#""token":{tok},"ttl_ms":{ttl_ms}"#);
-        // (process, invoke, answer, token, ttl, release invoked): an acquire and its release.
+        // (process, invoke, answer, token, ttl, release invoked): an acquire and its release
+        // (none at 0: the lease runs out).
         let held = |specs: &[(u64, u64, u64, u64, u64, u64)], then: &[u64]| {
             let mut owned: Vec<(u64, u64, &str, &str, String)> = Vec::new();
             for &(p, at, ok, tok, ttl_ms, release) in specs {
                 let ttl = format!(r#""ttl_ms":{ttl_ms}"#);
                 owned.push((at, p, "invoke", "acquire", ttl));
                 owned.push((ok, p, "ok", "acquire", acquired(tok, ttl_ms)));
-                owned.push((release, p, "invoke", "release", format!(r#""token":{tok}"#)));
-                owned.push((release + 1, p, "ok", "release", format!(r#""token":{tok}"#)));
+                if release > 0 {
+                    let tok = format!(r#""token":{tok}"#);
+                    owned.push((release, p, "invoke", "release", tok.clone()));
+                    owned.push((release + 1, p, "ok", "release", tok));
+                }
             }
             // Refused acquires move the walk on.
             for &at in then {
@@ -1801,10 +1805,10 @@ mod walk_order_tests {
                 held(
                     &[
                         (1, 0, 10, 9, 1000, 100),
-                        (2, 200, 210, 9, 1000, 300),
+                        (2, 200, 210, 9, 1000, 1000),
                         (3, 400, 410, 5, 1000, 500),
                     ],
-                    &[600, 700],
+                    &[1100, 1200],
                 ),
                 2,
             ),
