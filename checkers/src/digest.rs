@@ -1782,8 +1782,8 @@ mod walk_order_tests {
             (
                 "a reuse whose first grant answered after the later one's forced instant",
                 held(
-                    &[(2, 0, 500, 7, 100, 600), (1, 200, 300, 7, 10_000, 5000)],
-                    &[700, 800],
+                    &[(2, 0, 500, 7, 100, 0), (1, 200, 300, 7, 10_000, 5000)],
+                    &[800, 900],
                 ),
                 1,
             ),
