@@ -32,7 +32,8 @@ fn main() {
              ops unwalked, {} ops kept and {} holds waiting for the double-grant sweep ({} \
              swept early at its limit), which found {}; {} violations proven as read, {} grants out of token order; stopped \
              waiting {} times for an op pending past {} ops, {} answers after; forced order \
-             kept at most {} grants of a lock, let {} go at its limit ({:.1} s)",
+             kept at most {} grants of a lock, let {} go at its limit; fencing tokens kept at \
+             most {}, let {} go, forgot the first grant of {} tokens ({:.1} s)",
             w.events,
             w.ops,
             w.grants,
@@ -52,6 +53,9 @@ fn main() {
             w.late_answers,
             w.forced_kept_most,
             w.forced_cut_short,
+            w.fencing_kept_most,
+            w.fencing_cut_short,
+            w.fencing_forgotten,
             t.elapsed().as_secs_f64()
         );
     }

@@ -870,6 +870,9 @@ pub fn window_of_path(
         late_answers: d.late_answers,
         forced_kept_most: stream.forced.kept_most as u64,
         forced_cut_short: stream.forced.cut_short,
+        fencing_kept_most: stream.fencing.kept_most as u64,
+        fencing_cut_short: stream.fencing.cut_short,
+        fencing_forgotten: stream.fencing.forgotten,
         swept_early: stream.swept_early,
     })
 }
@@ -896,8 +899,8 @@ pub struct WindowStats {
     /// and the overlapping holds it found.
     pub holds_waiting_max: u64,
     pub double_grants: u64,
-    /// The violations the streamed readings proved (overlapping holds and token order), and
-    /// the grants the token walk left out, closed after one later in token order.
+    /// The violations the streamed readings proved (double-grant's three readings and the
+    /// fencing-tokens rules), and the grants the token walk left out, closed after one later in token order.
     pub violations: u64,
     pub out_of_order: u64,
     /// How many times the reader stopped waiting for an op that held the walk past its limit
@@ -908,6 +911,11 @@ pub struct WindowStats {
     /// its limit whatever their chain.
     pub forced_kept_most: u64,
     pub forced_cut_short: u64,
+    /// The same for the fencing-tokens reading, and the first grants of tokens it forgot at
+    /// its limit of tokens remembered.
+    pub fencing_kept_most: u64,
+    pub fencing_cut_short: u64,
+    pub fencing_forgotten: u64,
     /// Holds the double-grant sweep swept before the watermark passed them, at its limit.
     pub swept_early: u64,
 }
@@ -1187,9 +1195,12 @@ mod walk_order_tests {
         /// Grants the forced-order reading let go at its limit, and the most a lock kept.
         forced_cut_short: u64,
         forced_kept_most: usize,
-        /// The same for the fencing-tokens reading.
+        /// The same for the fencing-tokens reading, and the first grants of tokens it forgot
+        /// and remembered at most.
         fencing_cut_short: u64,
         fencing_kept_most: usize,
+        fencing_forgotten: u64,
+        fencing_remembered_most: usize,
         /// Holds swept before the watermark passed them, at the limit, and the most waiting.
         swept_early: u64,
         holds_waiting_most: usize,
@@ -1227,6 +1238,7 @@ mod walk_order_tests {
         if kept_max != usize::MAX {
             stream.forced.kept_max = kept_max;
             stream.fencing.kept_max = kept_max;
+            stream.fencing.remembered_max = kept_max;
             stream.holds_waiting_max = Some(kept_max);
         }
         read.stream = Some(stream);
@@ -1253,6 +1265,8 @@ mod walk_order_tests {
             (stream.forced.cut_short, stream.forced.kept_most);
         let (fencing_cut_short, fencing_kept_most) =
             (stream.fencing.cut_short, stream.fencing.kept_most);
+        let (fencing_forgotten, fencing_remembered_most) =
+            (stream.fencing.forgotten, stream.fencing.remembered_most);
         let (swept_early, holds_waiting_most) = (stream.swept_early, stream.pending_max);
         let left_out = stream.left_out;
         let (b_ops, b) = (read.ops, read.walk);
@@ -1335,6 +1349,8 @@ mod walk_order_tests {
             forced_kept_most,
             fencing_cut_short,
             fencing_kept_most,
+            fencing_forgotten,
+            fencing_remembered_most,
             swept_early,
             holds_waiting_most,
             left_out,
@@ -1381,9 +1397,11 @@ mod walk_order_tests {
             .partition(|v| is_double(&v));
         let mut fencing = 0;
         // The fencing-tokens rules, whatever the token walk left out. Once grants were let go
-        // at the limit, it may miss some, never find one the batch does not.
+        // at the limit, it may miss some, never find one the batch does not; once the first
+        // grant of a token was forgotten, a reuse may name a later one as the first.
         let batch = crate::tokens::streamed_readings(&m);
-        if stream.fencing.cut_short == 0 {
+        let forgot = stream.fencing.forgotten > 0;
+        if stream.fencing.cut_short == 0 && !forgot {
             fencing = batch.len();
             assert_eq!(
                 words(&batch),
@@ -1392,7 +1410,12 @@ mod walk_order_tests {
             );
         } else {
             let batch = words(&batch);
-            for v in words(&streamed_tokens) {
+            let reused = history::ViolationKind::TokenReused;
+            let judged: Vec<_> = (streamed_tokens.iter())
+                .filter(|v| !forgot || v.kind != reused)
+                .cloned()
+                .collect();
+            for v in words(&judged) {
                 assert!(batch.contains(&v), "{what}: {v} streamed past the limit");
             }
         }
@@ -2040,6 +2063,9 @@ mod walk_order_tests {
         let held = same_walks_within(&h, what, (0, 8, 4), Drift::from_ppm(0), true);
         assert!(held.fencing_cut_short > 0, "{what}: nothing let go");
         assert!(held.fencing_kept_most <= 4, "{what}: {held:?}");
+        assert!(held.fencing_forgotten > 0, "{what}: no token forgotten");
+        // Past the limit, only those of grants still kept wait (at most 4 more).
+        assert!(held.fencing_remembered_most <= 8, "{what}: {held:?}");
         // What it found was compared with the batch's.
         assert_eq!(held.stale, 0, "{what}: {held:?}");
     }

@@ -21,6 +21,7 @@ use crate::tokens::{
 use crate::window::Window;
 use crate::FxMap;
 use history::Violation;
+use std::collections::VecDeque;
 
 /// A grant's place in its lock's completion order: (answer, number).
 type Key = (u64, u32);
@@ -30,6 +31,12 @@ type Key = (u64, u32);
 /// a handful; a grant open for good (an op pending forever, taken as pending) holds the
 /// watermark, and with it every grant closed after.
 pub(crate) const FENCING_KEPT_MAX: usize = 4096;
+
+/// The most tokens whose first grant the reader remembers, over all locks; past it the
+/// earliest remembered, of grants that left, are forgotten (a stated bound, counted in
+/// [`Fencing::forgotten`]). A later grant with a forgotten token is not named `token-reused`;
+/// a token below the highest one granted before it still shows as `token-regressed`.
+pub(crate) const TOKENS_REMEMBERED_MAX: usize = 1 << 16;
 
 /// A closed grant kept, judged or not.
 #[derive(Debug, Clone, Copy)]
@@ -64,6 +71,13 @@ struct LockFencing {
 /// The `fencing-tokens` reading, per lock.
 pub(crate) struct Fencing {
     locks: FxMap<u32, LockFencing>,
+    /// `(lock, token, key)` of each first grant remembered, in the order they closed.
+    remembered: VecDeque<(u32, u64, Key)>,
+    /// [`TOKENS_REMEMBERED_MAX`] unless the tests set less, the first grants forgotten, and
+    /// the most remembered after a judgement.
+    pub(crate) remembered_max: usize,
+    pub(crate) forgotten: u64,
+    pub(crate) remembered_most: usize,
     /// The most grants a lock keeps ([`FENCING_KEPT_MAX`]; the tests set less), how many it
     /// judged early and let go at that bound (the reading is then not the batch's), and the
     /// most it kept after a judgement.
@@ -76,6 +90,10 @@ impl Default for Fencing {
     fn default() -> Fencing {
         Fencing {
             locks: FxMap::default(),
+            remembered: VecDeque::new(),
+            remembered_max: TOKENS_REMEMBERED_MAX,
+            forgotten: 0,
+            remembered_most: 0,
             kept_max: FENCING_KEPT_MAX,
             cut_short: 0,
             kept_most: 0,
@@ -107,8 +125,27 @@ impl Fencing {
             op_index,
         };
         let first = lock.firsts.entry(token).or_insert((key, granted));
-        if key < first.0 {
+        if key <= first.0 {
             *first = (key, granted);
+            self.remembered.push_back((grant.lock, token, key));
+        }
+    }
+
+    /// Forgets the earliest first grants remembered past [`Fencing::remembered_max`], those
+    /// that left: a grant kept is still to be judged against its own.
+    fn forget(&mut self) {
+        // Bounded by the grants remembered.
+        while self.remembered.len() > self.remembered_max {
+            let (lock, token, key) = self.remembered[0];
+            let state = self.locks.get_mut(&lock).expect("a lock remembered");
+            if state.kept.first().is_some_and(|k| k.key <= key) {
+                break;
+            }
+            self.remembered.pop_front();
+            if state.firsts.get(&token).is_some_and(|f| f.0 == key) {
+                state.firsts.remove(&token);
+                self.forgotten += 1;
+            }
         }
     }
 
@@ -137,6 +174,8 @@ impl Fencing {
             self.cut_short += over as u64;
             self.kept_most = self.kept_most.max(state.kept.len());
         }
+        self.forget();
+        self.remembered_most = self.remembered_most.max(self.remembered.len());
         out
     }
 
