@@ -11,6 +11,9 @@
 //! - forced order (`forced.rs`), each lock's closed grants judged once every grant their
 //!   earliest instant rests on is closed.
 //!
+//! And the `fencing-tokens` rules (`fencing.rs`): each lock's closed grants with a token judged
+//! once every grant completed before the instants their rules read is closed.
+//!
 //! Each violation is rendered as found, in the batch's words ([`View`]). The grants a violation
 //! found later may name are pinned ([`Streamed::pinned`]): the reader keeps them and their ops.
 
