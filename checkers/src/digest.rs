@@ -549,7 +549,7 @@ impl Digest {
         };
         let grants = &self.walk.grants;
         for &g in closed {
-            stream.closed(g, &grants[g as usize], &self.ops);
+            stream.closed(g, &grants[g as usize], &self.ops, &self.walk.grant_of);
         }
         let live = Live {
             ops: &self.ops,
@@ -564,6 +564,7 @@ impl Digest {
             stream.walk_tokens(&[], grants, &live);
             stream.judge_forced(u64::MAX, grants, &live);
             stream.judge_fencing(u64::MAX, grants, &live);
+            stream.judge_stale((u64::MAX, u64::MAX), grants, &live);
             stream.finish(self.end_time_ns);
         } else {
             // An op not read yet is invoked no earlier than the last event read: with nothing
@@ -572,6 +573,9 @@ impl Digest {
             stream.sweep(watermark_ns, grants, &live);
             stream.judge_forced(watermark_ns, grants, &live);
             stream.judge_fencing(watermark_ns, grants, &live);
+            let first_op = self.walk.first_needed(&[]);
+            let first_op_ns = self.ops.get(first_op).map_or(u64::MAX, |o| o.invoke_ns);
+            stream.judge_stale((watermark_ns, first_op_ns), grants, &live);
             let open: Vec<(u32, TokenKey)> = (self.walk.open().iter())
                 .filter_map(|&g| {
                     let grant = &grants[g as usize];
@@ -1201,6 +1205,9 @@ mod walk_order_tests {
         fencing_kept_most: usize,
         fencing_forgotten: u64,
         fencing_remembered_most: usize,
+        /// The same for the stale-lock-ops reading.
+        stale_cut_short: u64,
+        stale_kept_most: usize,
         /// Holds swept before the watermark passed them, at the limit, and the most waiting.
         swept_early: u64,
         holds_waiting_most: usize,
@@ -1239,6 +1246,7 @@ mod walk_order_tests {
             stream.forced.kept_max = kept_max;
             stream.fencing.kept_max = kept_max;
             stream.fencing.remembered_max = kept_max;
+            stream.stale.kept_max = kept_max;
             stream.holds_waiting_max = Some(kept_max);
         }
         read.stream = Some(stream);
@@ -1267,6 +1275,7 @@ mod walk_order_tests {
             (stream.fencing.cut_short, stream.fencing.kept_most);
         let (fencing_forgotten, fencing_remembered_most) =
             (stream.fencing.forgotten, stream.fencing.remembered_most);
+        let (stale_cut_short, stale_kept_most) = (stream.stale.cut_short, stream.stale.kept_most);
         let (swept_early, holds_waiting_most) = (stream.swept_early, stream.pending_max);
         let left_out = stream.left_out;
         let (b_ops, b) = (read.ops, read.walk);
@@ -1351,6 +1360,8 @@ mod walk_order_tests {
             fencing_kept_most,
             fencing_forgotten,
             fencing_remembered_most,
+            stale_cut_short,
+            stale_kept_most,
             swept_early,
             holds_waiting_most,
             left_out,
@@ -1388,13 +1399,32 @@ mod walk_order_tests {
             v
         };
         let m = Model::new(h, &cfg);
-        let is_double = |v: &&history::Violation| v.kind == history::ViolationKind::DoubleGrant;
-        let (streamed_double, streamed_tokens): (Vec<history::Violation>, Vec<_>) = stream
-            .proven
-            .violations
-            .iter()
-            .cloned()
-            .partition(|v| is_double(&v));
+        let of_kinds = |kinds: &[history::ViolationKind]| -> Vec<history::Violation> {
+            (stream.proven.violations.iter())
+                .filter(|v| kinds.contains(&v.kind))
+                .cloned()
+                .collect()
+        };
+        use history::ViolationKind as K;
+        let streamed_double = of_kinds(&[K::DoubleGrant]);
+        let streamed_tokens = of_kinds(&[K::TokenReused, K::TokenRegressed]);
+        let streamed_stale = of_kinds(&[K::StaleReleaseAccepted, K::StaleRenewAccepted]);
+        // The stale-lock-ops rules over the ops that act on a grant.
+        let mut stale = 0;
+        let batch = crate::tokens::stale_streamed_readings(&m);
+        if stream.stale.cut_short == 0 {
+            stale = batch.len();
+            assert_eq!(
+                words(&batch),
+                words(&streamed_stale),
+                "{what}: the streamed stale-lock-ops violations"
+            );
+        } else {
+            let batch = words(&batch);
+            for v in words(&streamed_stale) {
+                assert!(batch.contains(&v), "{what}: {v} streamed past the limit");
+            }
+        }
         let mut fencing = 0;
         // The fencing-tokens rules, whatever the token walk left out. Once grants were let go
         // at the limit, it may miss some, never find one the batch does not; once the first
@@ -1432,6 +1462,7 @@ mod walk_order_tests {
             }
             return Compared {
                 fencing,
+                stale,
                 ..Compared::default()
             };
         }
@@ -1470,6 +1501,7 @@ mod walk_order_tests {
             token_order,
             forced_order,
             fencing,
+            stale,
             out_of_order,
         }
     }
@@ -1483,6 +1515,7 @@ mod walk_order_tests {
         token_order: usize,
         forced_order: usize,
         fencing: usize,
+        stale: usize,
         out_of_order: u64,
     }
 
@@ -2060,9 +2093,12 @@ mod walk_order_tests {
         let what = "pairs with tokens behind a renew held open";
         let all = same_walks_within(&h, what, (0, 8, usize::MAX), Drift::from_ppm(0), true);
         assert!(all.fencing_kept_most >= 15, "{what}: {all:?}");
+        assert!(all.stale_kept_most >= 15, "{what}: {all:?}");
         let held = same_walks_within(&h, what, (0, 8, 4), Drift::from_ppm(0), true);
         assert!(held.fencing_cut_short > 0, "{what}: nothing let go");
         assert!(held.fencing_kept_most <= 4, "{what}: {held:?}");
+        assert!(held.stale_cut_short > 0, "{what}: nothing let go");
+        assert!(held.stale_kept_most <= 4, "{what}: {held:?}");
         assert!(held.fencing_forgotten > 0, "{what}: no token forgotten");
         // Past the limit, only those of grants still kept wait (at most 4 more).
         assert!(held.fencing_remembered_most <= 8, "{what}: {held:?}");
@@ -2152,7 +2188,7 @@ mod walk_order_tests {
         ];
         for (horizon_ns, evict) in runs {
             let (mut closed, mut stale, mut double_grants) = (0, 0, 0);
-            let (mut token_order, mut forced_order, mut fencing) = (0, 0, 0);
+            let (mut token_order, mut forced_order, mut fencing, mut stale_ops) = (0, 0, 0, 0);
             let mut out_of_order = Vec::new();
             let mut uncertain = Vec::new();
             for (i, (what, h)) in corpus.iter().enumerate() {
@@ -2165,6 +2201,7 @@ mod walk_order_tests {
                 token_order += seen.compared.token_order;
                 forced_order += seen.compared.forced_order;
                 fencing += seen.compared.fencing;
+                stale_ops += seen.compared.stale;
                 if seen.compared.out_of_order > 0 {
                     out_of_order.push(what.clone());
                 }
@@ -2175,7 +2212,8 @@ mod walk_order_tests {
             eprintln!(
                 "horizon {horizon_ns} ns, evict {evict}: {closed} grants closed early, {stale} \
                  stale, {double_grants} overlapping holds, {token_order} token-order and \
-                 {forced_order} forced-order and {fencing} fencing-tokens violations streamed, {} histories left out of the comparison by a forgotten name, {} by a \
+                 {forced_order} forced-order, {fencing} fencing-tokens and {stale_ops} \
+                 stale-lock-ops violations streamed, {} histories left out of the comparison by a forgotten name, {} by a \
                  grant closed out of token order",
                 uncertain.len(),
                 out_of_order.len()
@@ -2192,6 +2230,7 @@ mod walk_order_tests {
             assert!(token_order > 0, "no token-order violation compared");
             assert!(forced_order > 0, "no forced-order violation compared");
             assert!(fencing > 0, "no fencing-tokens violation compared");
+            assert!(stale_ops > 0, "no stale-lock-ops violation compared");
             // A forgotten name leads elsewhere than a dropped grant only where a process names
             // a token it was never granted: rare, and each such history still counts it late.
             assert!(

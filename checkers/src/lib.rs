@@ -80,6 +80,7 @@ mod names;
 mod rounds;
 mod search;
 mod serial;
+mod stale;
 mod stats;
 mod store;
 mod stream;

@@ -23,6 +23,7 @@ use crate::model::{Grant, View};
 use crate::mutex::{
     double_grant, overlapping_holds, token_step, window_end_by, Earlier, Hold, TokenPrev,
 };
+use crate::stale::Stale;
 use crate::walk::Ops;
 use crate::window::Window;
 use crate::FxMap;
@@ -107,6 +108,7 @@ pub(crate) struct Streamed {
     tokens: TokenWalk,
     pub(crate) forced: Forced,
     pub(crate) fencing: Fencing,
+    pub(crate) stale: Stale,
     /// The most holds left waiting after a sweep.
     pub(crate) pending_max: usize,
     holds: crate::mutex::HoldSweep,
@@ -115,9 +117,10 @@ pub(crate) struct Streamed {
 impl Streamed {
     /// Grant `g` closed: its holds are final (unless the walk later finds it stale). What
     /// the sweep reads of its ops is taken now: they may be dropped before it sweeps.
-    pub(crate) fn closed(&mut self, g: u32, grant: &Grant, ops: &Ops) {
+    pub(crate) fn closed(&mut self, g: u32, grant: &Grant, ops: &Ops, grant_of: &Window<u32>) {
         self.forced.closed(g, grant);
         self.fencing.closed(g, grant, ops[grant.op].index);
+        self.stale.closed(g, grant, ops, grant_of);
         if let Some(t) = grant.token {
             let key = (t, grant.complete_ns, g);
             let w = &mut self.tokens;
@@ -243,6 +246,15 @@ impl Streamed {
         }
     }
 
+    /// Judges the ops of the grants whose `stale-lock-ops` rules read only closed grants with
+    /// the walk at `watermark_ns`; no op of a grant still open was invoked before `first_op_ns`
+    /// (both `u64::MAX` at the end of the history).
+    pub(crate) fn judge_stale(&mut self, at: (u64, u64), grants: &Window<Grant>, view: &impl View) {
+        for (v, end_ns) in self.stale.judge(at, grants, view) {
+            self.proven.push(v, end_ns, view.end_time_ns());
+        }
+    }
+
     /// Closed grants the token-order reading left out, sorting before one it had walked.
     pub(crate) fn out_of_order(&self) -> u64 {
         self.tokens.out_of_order
@@ -271,6 +283,7 @@ impl Streamed {
             .chain(walked)
             .chain(self.forced.pinned())
             .chain(self.fencing.pinned())
+            .chain(self.stale.pinned())
             .collect()
     }
 }

@@ -97,6 +97,20 @@ pub(crate) fn streamed_readings(m: &Model) -> Vec<Violation> {
     out.violations
 }
 
+/// The `stale-lock-ops` violations of the ops that act on a grant, unfinished: what a
+/// streaming reader must find.
+#[cfg(test)]
+pub(crate) fn stale_streamed_readings(m: &Model) -> Vec<Violation> {
+    let out = StaleLockOps.check_model(m, &CheckConfig::default());
+    let granted: std::collections::HashSet<u64> = (m.ops.iter().enumerate())
+        .filter(|&(pos, _)| m.grant_of[pos] != NO_GRANT)
+        .map(|(_, o)| o.index)
+        .collect();
+    (out.violations.into_iter())
+        .filter(|v| v.ops.last().is_some_and(|i| granted.contains(i)))
+        .collect()
+}
+
 fn reused(m: &Model, out: &mut CheckOutput) {
     let mut by_token: Vec<(u32, u64, u64, u32)> = m
         .grants
@@ -477,37 +491,13 @@ impl Checker for StaleLockOps {
         });
         let mut reported = vec![false; m.ops.len()];
         frontier_sweep(m, &queries, |pos, best| {
-            let op = &m.ops[pos];
             let Some((tok_a, ga)) = best else { return };
             let tok = op_token(m, pos).expect("filtered on token");
-            if tok >= tok_a {
-                return;
+            let a = Granted::of(m, &m.grants[ga as usize]);
+            if let Some(v) = stale_token_violation(m, pos, tok, (a, tok_a)) {
+                reported[pos] = true;
+                out.violations.push(v);
             }
-            let a = &m.grants[ga as usize];
-            let name = m.lock_name(op.target);
-            let (kind, what) = stale_kind(op.func);
-            let complete_ns = op.complete_ns().expect("an ok op has completed");
-            reported[pos] = true;
-            out.violations.push(Violation {
-                cycle: Vec::new(),
-                kind,
-                lock: Some(name.to_string()),
-                ops: vec![m.ops[a.op].index, op.index],
-                window_ns: [a.complete_ns, complete_ns],
-                nemesis: Vec::new(),
-                explanation: format!(
-                    "p{}'s {what} of {name} {}, invoked at {}, succeeded at {} (op {}), yet p{} had been granted {name} with the newer {} at {} (op {}), before that {what} was invoked",
-                    op.process,
-                    sent_with(op.token(), tok),
-                    secs(op.invoke_ns),
-                    secs(complete_ns),
-                    op.index,
-                    a.process,
-                    token(Some(tok_a)),
-                    secs(a.complete_ns),
-                    m.ops[a.op].index,
-                ),
-            });
         });
         released_or_replaced(m, &reported, &mut out);
         named_nothing(m, &mut out);
@@ -522,6 +512,44 @@ fn stale_kind(func: Func) -> (ViolationKind, &'static str) {
     } else {
         (ViolationKind::StaleRenewAccepted, "renew")
     }
+}
+
+/// `stale-release-accepted` or `stale-renew-accepted` by token: the ok renew or release at
+/// `pos`, which named token `tok`, against `a`, with token `tok_a`, the highest among the
+/// grants of its lock completed before it was invoked, if that token is newer.
+pub(crate) fn stale_token_violation(
+    m: &impl View,
+    pos: usize,
+    tok: u64,
+    (a, tok_a): (Granted, u64),
+) -> Option<Violation> {
+    if tok >= tok_a {
+        return None;
+    }
+    let op = m.op(pos);
+    let name = m.lock_name(op.target);
+    let (kind, what) = stale_kind(op.func);
+    let complete_ns = op.complete_ns().expect("an ok op has completed");
+    Some(Violation {
+        cycle: Vec::new(),
+        kind,
+        lock: Some(name.to_string()),
+        ops: vec![a.op_index, op.index],
+        window_ns: [a.complete_ns, complete_ns],
+        nemesis: Vec::new(),
+        explanation: format!(
+            "p{}'s {what} of {name} {}, invoked at {}, succeeded at {} (op {}), yet p{} had been granted {name} with the newer {} at {} (op {}), before that {what} was invoked",
+            op.process,
+            sent_with(op.token(), tok),
+            secs(op.invoke_ns),
+            secs(complete_ns),
+            op.index,
+            a.process,
+            token(Some(tok_a)),
+            secs(a.complete_ns),
+            a.op_index,
+        ),
+    })
 }
 
 /// How a renew or release named its grant's token: its own, or none (it named the grant).
@@ -610,74 +638,91 @@ fn named_nothing(m: &Model, out: &mut CheckOutput) {
 fn released_or_replaced(m: &Model, reported: &[bool], out: &mut CheckOutput) {
     let by_done = GrantsByDone::new(m);
     for (gi, g) in m.grants.iter().enumerate() {
-        let mut released: Option<&crate::ClientOp> = None;
-        for &pos in &g.epoch_ops {
-            let pos = pos as usize;
-            let op = &m.ops[pos];
-            if op.lease_outcome() != Outcome::Ok || reported[pos] || m.grant_of[pos] != gi as u32 {
-                continue;
-            }
-            let (kind, what) = stale_kind(op.func);
-            let name = m.lock_name(op.target);
-            let done = op.complete_ns().expect("an ok op has completed");
-            let how = match (op.token(), g.token) {
-                (Some(t), _) => format!("with token {t}"),
-                (None, Some(t)) => format!("sent without a token for its grant of token {t}"),
-                (None, None) => format!("for its grant (op {})", m.ops[g.op].index),
-            };
-            // Surely before: by real time, or by the sender's own program order.
-            let before = |r: &&crate::ClientOp| {
-                r.complete_or_max() < op.invoke_ns || r.process == op.process
-            };
-            // Two accepted releases of one lease cannot both have found it current, whatever
-            // their timing; a renew concurrent with the release may have come first.
-            if let Some(r) = released.filter(|r| op.func == Func::Release || before(r)) {
-                out.violations.push(Violation {
-                    cycle: Vec::new(),
-                    kind,
-                    lock: Some(name.to_string()),
-                    ops: vec![m.ops[g.op].index, r.index, op.index],
-                    window_ns: [r.complete_or_max(), done],
-                    nemesis: Vec::new(),
-                    explanation: format!(
-                        "p{}'s {what} of {name} {how}, invoked at {}, succeeded at {} (op {}), yet that grant's release (op {}, answered at {}) was accepted too{}: a released lease is no longer the current one",
-                        op.process,
-                        secs(op.invoke_ns),
-                        secs(done),
-                        op.index,
-                        r.index,
-                        secs(r.complete_or_max()),
-                        if before(&r) { ", before it was invoked" } else { "" },
-                    ),
-                });
-                continue;
-            }
-            if let Some(bi) = by_done.replaced(g, op.invoke_ns) {
-                let b = &m.grants[bi];
-                out.violations.push(Violation {
-                    cycle: Vec::new(),
-                    kind,
-                    lock: Some(name.to_string()),
-                    ops: vec![m.ops[g.op].index, m.ops[b.op].index, op.index],
-                    window_ns: [b.complete_ns, done],
-                    nemesis: Vec::new(),
-                    explanation: format!(
-                        "p{}'s {what} of {name} {how}, invoked at {}, succeeded at {} (op {}), yet p{} had asked for {name} at {}, after that grant returned, and been granted it at {} (op {}), before that {what} was invoked: the lease it named was no longer the current one",
-                        op.process,
-                        secs(op.invoke_ns),
-                        secs(done),
-                        op.index,
-                        b.process,
-                        secs(b.invoke_ns),
-                        secs(b.complete_ns),
-                        m.ops[b.op].index,
-                    ),
-                });
-                continue;
-            }
-            if op.func == Func::Release && released.is_none() {
-                released = Some(op);
-            }
+        let judged = |pos: usize| !reported[pos] && m.grant_of[pos] == gi as u32;
+        let replaced = |at_ns: u64| {
+            let b = &m.grants[by_done.replaced(g, at_ns)?];
+            Some((Granted::of(m, b), b.invoke_ns))
+        };
+        epoch_violations(m, g, judged, replaced, &mut out.violations);
+    }
+}
+
+/// [`released_or_replaced`] over one grant `g`'s epoch: of its ops those `judged` says (the
+/// ops that act on it, not reported by token), and `replaced`, the grant of its lock asked
+/// for latest among those completed before an instant (with its invoke), if it was asked for
+/// after `g` returned.
+pub(crate) fn epoch_violations(
+    m: &impl View,
+    g: &Grant,
+    judged: impl Fn(usize) -> bool,
+    replaced: impl Fn(u64) -> Option<(Granted, u64)>,
+    out: &mut Vec<Violation>,
+) {
+    let mut released: Option<&crate::ClientOp> = None;
+    for &pos in &g.epoch_ops {
+        let pos = pos as usize;
+        let op = m.op(pos);
+        if op.lease_outcome() != Outcome::Ok || !judged(pos) {
+            continue;
+        }
+        let (kind, what) = stale_kind(op.func);
+        let name = m.lock_name(op.target);
+        let done = op.complete_ns().expect("an ok op has completed");
+        let how = match (op.token(), g.token) {
+            (Some(t), _) => format!("with token {t}"),
+            (None, Some(t)) => format!("sent without a token for its grant of token {t}"),
+            (None, None) => format!("for its grant (op {})", m.op(g.op).index),
+        };
+        // Surely before: by real time, or by the sender's own program order.
+        let before =
+            |r: &&crate::ClientOp| r.complete_or_max() < op.invoke_ns || r.process == op.process;
+        // Two accepted releases of one lease cannot both have found it current, whatever
+        // their timing; a renew concurrent with the release may have come first.
+        if let Some(r) = released.filter(|r| op.func == Func::Release || before(r)) {
+            out.push(Violation {
+                cycle: Vec::new(),
+                kind,
+                lock: Some(name.to_string()),
+                ops: vec![m.op(g.op).index, r.index, op.index],
+                window_ns: [r.complete_or_max(), done],
+                nemesis: Vec::new(),
+                explanation: format!(
+                    "p{}'s {what} of {name} {how}, invoked at {}, succeeded at {} (op {}), yet that grant's release (op {}, answered at {}) was accepted too{}: a released lease is no longer the current one",
+                    op.process,
+                    secs(op.invoke_ns),
+                    secs(done),
+                    op.index,
+                    r.index,
+                    secs(r.complete_or_max()),
+                    if before(&r) { ", before it was invoked" } else { "" },
+                ),
+            });
+            continue;
+        }
+        if let Some((b, b_invoke_ns)) = replaced(op.invoke_ns) {
+            out.push(Violation {
+                cycle: Vec::new(),
+                kind,
+                lock: Some(name.to_string()),
+                ops: vec![m.op(g.op).index, b.op_index, op.index],
+                window_ns: [b.complete_ns, done],
+                nemesis: Vec::new(),
+                explanation: format!(
+                    "p{}'s {what} of {name} {how}, invoked at {}, succeeded at {} (op {}), yet p{} had asked for {name} at {}, after that grant returned, and been granted it at {} (op {}), before that {what} was invoked: the lease it named was no longer the current one",
+                    op.process,
+                    secs(op.invoke_ns),
+                    secs(done),
+                    op.index,
+                    b.process,
+                    secs(b_invoke_ns),
+                    secs(b.complete_ns),
+                    b.op_index,
+                ),
+            });
+            continue;
+        }
+        if op.func == Func::Release && released.is_none() {
+            released = Some(op);
         }
     }
 }
