@@ -1889,6 +1889,89 @@ mod walk_order_tests {
         ]
     }
 
+    /// Histories in which the stale-lock-ops reading must keep a grant, or name the first of
+    /// two, each with the stale-lock-ops violations the batch finds in it.
+    fn stale_corners() -> Vec<(&'static str, History, usize)> {
+        let ttl = r#""ttl_ms":1000"#;
+        // Refused acquires move the walk on.
+        let refused = |events: &mut Vec<(u64, u64, &'static str, &'static str, &'static str)>,
+                       from: u64| {
+            for at in (from..from + 200).step_by(20) {
+                events.push((at, 9, "invoke", "acquire", ttl));
+                events.push((at + 1, 9, "fail", "acquire", r#""error":"held""#));
+            }
+        };
+        // p1's renew names token 7 before the acquire that returns it was asked for; the
+        // higher token 9 completed before that renew, the still higher 10 after it.
+        let mut ahead = vec![
+            (0, 4, "invoke", "acquire", ttl),
+            (2, 4, "ok", "acquire", r#""token":9,"ttl_ms":1000"#),
+            (3, 4, "invoke", "release", r#""token":9"#),
+            (3, 4, "ok", "release", r#""token":9"#),
+            (4, 3, "invoke", "acquire", ttl),
+            (5, 1, "invoke", "renew", r#""token":7,"ttl_ms":1000"#),
+            (6, 3, "ok", "acquire", r#""token":10,"ttl_ms":1000"#),
+            (7, 3, "invoke", "release", r#""token":10"#),
+            (7, 3, "ok", "release", r#""token":10"#),
+            (8, 2, "invoke", "acquire", ttl),
+            (9, 2, "ok", "acquire", r#""token":7,"ttl_ms":1000"#),
+            (20, 1, "ok", "renew", r#""token":7,"ttl_ms":1000"#),
+        ];
+        refused(&mut ahead, 30);
+        ahead.extend([
+            (300, 2, "invoke", "release", r#""token":7"#),
+            (301, 2, "ok", "release", r#""token":7"#),
+        ]);
+        // Two grants with token 9 leave before a release with token 7.
+        let mut twice = vec![
+            (0, 4, "invoke", "acquire", ttl),
+            (2, 4, "ok", "acquire", r#""token":9,"ttl_ms":1000"#),
+            (3, 4, "invoke", "release", r#""token":9"#),
+            (3, 4, "ok", "release", r#""token":9"#),
+            (4, 5, "invoke", "acquire", ttl),
+            (5, 5, "ok", "acquire", r#""token":9,"ttl_ms":1000"#),
+            (6, 5, "invoke", "release", r#""token":9"#),
+            (6, 5, "ok", "release", r#""token":9"#),
+            (10, 2, "invoke", "acquire", ttl),
+            (11, 2, "ok", "acquire", r#""token":7,"ttl_ms":1000"#),
+        ];
+        refused(&mut twice, 20);
+        twice.extend([
+            (300, 2, "invoke", "release", r#""token":7"#),
+            (301, 2, "ok", "release", r#""token":7"#),
+        ]);
+        // Two grants asked for at one instant, after p1's returned, both returned before p1
+        // renewed it.
+        let mut replaced = vec![
+            (0, 1, "invoke", "acquire", ttl),
+            (1, 1, "ok", "acquire", ttl),
+            (2, 2, "invoke", "acquire", ttl),
+            (2, 3, "invoke", "acquire", ttl),
+            (3, 2, "ok", "acquire", ttl),
+            (4, 3, "ok", "acquire", ttl),
+            (5, 1, "invoke", "renew", ttl),
+            (6, 1, "ok", "renew", ttl),
+        ];
+        refused(&mut replaced, 20);
+        vec![
+            (
+                "a renew named ahead of its grant, a higher token left behind before it",
+                lines(&ahead),
+                2,
+            ),
+            (
+                "two grants of one token left before a stale release",
+                lines(&twice),
+                1,
+            ),
+            (
+                "two grants asked at one instant replace a grant",
+                lines(&replaced),
+                1,
+            ),
+        ]
+    }
+
     /// A history in which a prune comes between a crash and the grants of the crashed process
     /// it must keep the crash for.
     fn pruning_corners() -> Vec<(&'static str, History)> {
@@ -2259,6 +2342,14 @@ mod walk_order_tests {
                 }
             }
             if horizon_ns == 0 {
+                for (what, h, found) in stale_corners() {
+                    let seen = same_walks(&h, what, 0, Drift::from_ppm(0), evict);
+                    assert_eq!(seen.stale, 0, "{what}: a grant went stale");
+                    assert_eq!(
+                        seen.compared.stale, found,
+                        "{what}: stale-lock-ops violations"
+                    );
+                }
                 for (what, h, found) in fencing_corners() {
                     let seen = same_walks(&h, what, 0, Drift::from_ppm(0), evict);
                     assert_eq!(seen.stale, 0, "{what}: a grant went stale");

@@ -10,7 +10,8 @@
 //! judged.
 //!
 //! A grant judged, and completed before every op still to be judged was invoked, leaves: it is
-//! folded, as the batch folds it, into the two tops, kept as what a violation names of them.
+//! folded, as the batch folds it, into the first grant of the highest token, kept as what a
+//! violation names of it.
 
 use crate::model::{Func, Grant, View, NO_TARGET};
 use crate::tokens::{epoch_violations, stale_token_violation, Granted};
@@ -45,10 +46,10 @@ struct Kept {
 struct LockStale {
     /// The closed grants kept, by [`Key`].
     kept: Vec<Kept>,
-    /// Over the grants that left, in completion order: the first with the highest token, and
-    /// the first asked for latest (with its invoke).
+    /// Over the grants that left, in completion order: the first with the highest token.
+    /// (Not the one asked for latest: a grant that left completed before a grant waiting was
+    /// invoked, so was asked for before that grant returned, and never replaces it.)
     top_token: Option<(u64, Granted)>,
-    top_invoke: Option<(u64, Granted)>,
 }
 
 /// The `stale-lock-ops` reading of the ops that act on a grant, per lock.
@@ -160,27 +161,22 @@ impl LockStale {
         ))
     }
 
-    /// The first grant asked for latest among those completed before `at_ns`, with its invoke.
+    /// The first grant asked for latest among those kept completed before `at_ns`, with its
+    /// invoke.
     fn asked_latest(
         &self,
         at_ns: u64,
         grants: &Window<Grant>,
         view: &impl View,
     ) -> Option<(u64, Granted)> {
-        let mut best = self
-            .top_invoke
-            .filter(|(_, a)| a.complete_ns < at_ns)
-            .map(|(i, a)| (i, Some(a), 0));
+        let mut best: Option<(u64, u32)> = None;
         for o in self.kept.iter().take_while(|o| o.key.0 < at_ns) {
             if best.is_none_or(|b| o.invoke_ns > b.0) {
-                best = Some((o.invoke_ns, None, o.key.1));
+                best = Some((o.invoke_ns, o.key.1));
             }
         }
-        let (i, left, g) = best?;
-        Some((
-            i,
-            left.unwrap_or_else(|| Granted::of(view, &grants[g as usize])),
-        ))
+        let (i, g) = best?;
+        Some((i, Granted::of(view, &grants[g as usize])))
     }
 
     /// Judges the ops of the `k`th kept grant, in the batch's words: by token first, then as
@@ -242,12 +238,8 @@ impl LockStale {
             .count()
             .max(over);
         for e in &self.kept[..gone] {
-            let a = || Granted::of(view, &grants[e.key.1 as usize]);
             if let Some(t) = e.token.filter(|&t| self.top_token.is_none_or(|b| t > b.0)) {
-                self.top_token = Some((t, a()));
-            }
-            if self.top_invoke.is_none_or(|b| e.invoke_ns > b.0) {
-                self.top_invoke = Some((e.invoke_ns, a()));
+                self.top_token = Some((t, Granted::of(view, &grants[e.key.1 as usize])));
             }
         }
         self.kept.drain(..gone);
