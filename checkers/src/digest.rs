@@ -2160,9 +2160,13 @@ mod walk_order_tests {
             let named = |tok: u64| format!(r#""token":{tok}"#);
             owned.extend([
                 (t, 2, "invoke", "acquire", ttl.to_string()),
+                // A renew of the first grant, by its token, sent before the second returned:
+                // a reading that let the second go must not judge it against that one.
+                (t + 1, 5, "invoke", "renew", with(first)),
                 (t + 1, 1, "invoke", "acquire", ttl.to_string()),
                 (t + 2, 1, "ok", "acquire", with(second)),
                 (t + 3, 2, "ok", "acquire", with(first)),
+                (t + 4, 5, "ok", "renew", with(first)),
                 (t + 4, 1, "invoke", "release", named(second)),
                 (t + 5, 1, "ok", "release", named(second)),
                 (t + 6, 2, "invoke", "release", named(first)),
