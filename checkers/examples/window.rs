@@ -30,7 +30,7 @@ fn main() {
             "horizon {horizon_ms} ms: {} events, {} ops, {} grants; {} closed before the end, \
              {} of them stale, {} reached after they were dropped; at most {} grants open, {} \
              ops unwalked, {} ops kept and {} holds waiting for the double-grant sweep ({} \
-             swept early at its limit), which found {}; {} violations proven as read, {} grants out of token order; stopped \
+             swept early at its limit), which found {}; {} violations proven as read ({:?}), {} grants out of token order; stopped \
              waiting {} times for an op pending past {} ops, {} answers after; forced order \
              kept at most {} grants of a lock, let {} go at its limit; fencing tokens kept at \
              most {}, let {} go, forgot the first grant of {} tokens ({:.1} s)",
@@ -47,6 +47,7 @@ fn main() {
             w.swept_early,
             w.double_grants,
             w.violations,
+            w.violations_by_kind,
             w.out_of_order,
             w.stopped_waiting,
             checkers::UNWALKED_OPS_MAX,

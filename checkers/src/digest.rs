@@ -869,6 +869,13 @@ pub fn window_of_path(
         holds_waiting_max: stream.pending_max as u64,
         double_grants: stream.double_grants.len() as u64,
         violations: stream.proven.violations.len() as u64,
+        violations_by_kind: (stream.proven.violations.iter()).fold(
+            std::collections::BTreeMap::new(),
+            |mut by, v| {
+                *by.entry(v.kind.as_str()).or_insert(0) += 1;
+                by
+            },
+        ),
         out_of_order: stream.out_of_order(),
         stopped_waiting: d.forced_count,
         late_answers: d.late_answers,
@@ -906,6 +913,7 @@ pub struct WindowStats {
     /// The violations the streamed readings proved (double-grant's three readings and the
     /// fencing-tokens rules), and the grants the token walk left out, closed after one later in token order.
     pub violations: u64,
+    pub violations_by_kind: std::collections::BTreeMap<&'static str, u64>,
     pub out_of_order: u64,
     /// How many times the reader stopped waiting for an op that held the walk past its limit
     /// of ops waiting (taking it as pending), and the answers that came after it did.
