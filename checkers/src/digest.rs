@@ -501,6 +501,13 @@ impl Digest {
                 self.grant_named.push((pos as OpPos, model));
             }
             self.walk.walk(&mut self.ops, id);
+            if let Some(stream) = self.stream.as_mut() {
+                let op = &self.ops[pos];
+                let lock_op = matches!(op.func, Func::Renew | Func::Release);
+                if lock_op && self.walk.grant_of[pos] == NO_GRANT {
+                    stream.stale.orphan(pos as OpPos, id.is_some());
+                }
+            }
         }
         if !end {
             self.unwalked_max = self.unwalked_max.max(self.ops.len() - self.walk.next());
@@ -509,8 +516,11 @@ impl Digest {
                 lease_from.get(&(pos as OpPos)).copied()
             });
             let pinned = self.run_stream(&closed, false);
+            // The ops naming no grant before what the walk still reads (pins aside) can no
+            // longer be given one; the grants they read are closed.
+            self.judge_orphans(self.walk.first_needed(&[]));
+            let keep = self.walk.first_needed(&pinned);
             if self.evict {
-                let keep = self.walk.first_needed(&pinned);
                 self.ops.drop_before(keep);
                 #[cfg(test)]
                 self.grant_of_dropped
@@ -536,8 +546,38 @@ impl Digest {
         self.walk.follow_rest(&self.ops, self.drift, |pos| {
             lease_from.get(&(pos as OpPos)).copied()
         });
+        if let Some(stream) = self.stream.as_mut() {
+            // An acquire never answered is an answer lost.
+            for &(invoke_ns, pos) in &self.open_acquires {
+                let op = &self.ops[pos as usize];
+                let at = (pos, op.process, op.target);
+                stream
+                    .stale
+                    .acquire_answered(at, invoke_ns, Outcome::Pending);
+            }
+        }
         let open = self.walk.open().to_vec();
         self.run_stream(&open, true);
+        self.judge_orphans(usize::MAX);
+    }
+
+    /// Judges the renews and releases naming no grant before position `before`, which no later
+    /// step of the walk reads.
+    fn judge_orphans(&mut self, before: usize) {
+        let Some(mut stream) = self.stream.take() else {
+            return;
+        };
+        let live = Live {
+            ops: &self.ops,
+            locks: &self.locks,
+            sessions: &self.walk.sessions,
+            lease_from: &self.lease_from_at,
+            end_time_ns: self.end_time_ns,
+            drift: self.drift,
+        };
+        let (grant_of, grants) = (&self.walk.grant_of, &self.walk.grants);
+        stream.judge_orphans(before, grant_of, grants, &live);
+        self.stream = Some(stream);
     }
 
     /// Hands the grants just `closed` to the streaming rules, if any run, and runs them as far
@@ -564,7 +604,9 @@ impl Digest {
             stream.walk_tokens(&[], grants, &live);
             stream.judge_forced(u64::MAX, grants, &live);
             stream.judge_fencing(u64::MAX, grants, &live);
-            stream.judge_stale((u64::MAX, u64::MAX), grants, &live);
+            // The ops naming no grant are judged after: the grants they read stay.
+            let orphans_ns = stream.stale.orphans_from_ns(&self.ops);
+            stream.judge_stale((u64::MAX, orphans_ns), grants, &live);
             stream.finish(self.end_time_ns);
         } else {
             // An op not read yet is invoked no earlier than the last event read: with nothing
@@ -574,7 +616,8 @@ impl Digest {
             stream.judge_forced(watermark_ns, grants, &live);
             stream.judge_fencing(watermark_ns, grants, &live);
             let first_op = self.walk.first_needed(&[]);
-            let first_op_ns = self.ops.get(first_op).map_or(u64::MAX, |o| o.invoke_ns);
+            let first_op_ns = (self.ops.get(first_op).map_or(u64::MAX, |o| o.invoke_ns))
+                .min(stream.stale.orphans_from_ns(&self.ops));
             stream.judge_stale((watermark_ns, first_op_ns), grants, &live);
             let open: Vec<(u32, TokenKey)> = (self.walk.open().iter())
                 .filter_map(|&g| {
@@ -685,6 +728,15 @@ impl Digest {
             self.open_acquires.remove(&(o.invoke_ns, slot as OpPos));
         }
         o.complete(outcome, e.time_ns);
+        if let Some(stream) = self.stream.as_mut() {
+            if o.func == Func::Acquire {
+                let at = (slot as OpPos, o.process, o.target);
+                stream.stale.acquire_answered(at, o.invoke_ns, outcome);
+            }
+            if outcome == Outcome::Info {
+                stream.stale.crashed(slot as OpPos, o.process);
+            }
+        }
         o.index = e.index;
         if o.func == Func::Acquire {
             if o.outcome == Outcome::Ok {
@@ -2335,6 +2387,7 @@ mod walk_order_tests {
         for (horizon_ns, evict) in runs {
             let (mut closed, mut stale, mut double_grants) = (0, 0, 0);
             let (mut token_order, mut forced_order, mut fencing, mut stale_ops) = (0, 0, 0, 0);
+            let mut kept_most = 0;
             let mut out_of_order = Vec::new();
             let mut uncertain = Vec::new();
             for (i, (what, h)) in corpus.iter().enumerate() {
@@ -2348,6 +2401,7 @@ mod walk_order_tests {
                 forced_order += seen.compared.forced_order;
                 fencing += seen.compared.fencing;
                 stale_ops += seen.compared.stale;
+                kept_most = kept_most.max(seen.limits.stale_kept_most);
                 if seen.compared.out_of_order > 0 {
                     out_of_order.push(what.clone());
                 }
@@ -2359,7 +2413,7 @@ mod walk_order_tests {
                 "horizon {horizon_ns} ns, evict {evict}: {closed} grants closed early, {stale} \
                  stale, {double_grants} overlapping holds, {token_order} token-order and \
                  {forced_order} forced-order, {fencing} fencing-tokens and {stale_ops} \
-                 stale-lock-ops violations streamed, {} histories left out of the comparison by a forgotten name, {} by a \
+                 stale-lock-ops violations streamed (the stale reading kept at most {kept_most} grants of a lock), {} histories left out of the comparison by a forgotten name, {} by a \
                  grant closed out of token order",
                 uncertain.len(),
                 out_of_order.len()
@@ -2377,6 +2431,15 @@ mod walk_order_tests {
             assert!(forced_order > 0, "no forced-order violation compared");
             assert!(fencing > 0, "no fencing-tokens violation compared");
             assert!(stale_ops > 0, "no stale-lock-ops violation compared");
+            // What the readings keep follows the walk: an op naming no grant, judged once the
+            // walk is past it, does not hold the grants kept (judged only once the reader could
+            // drop it, it waited for the grants the reading itself pinned, 35 at every horizon).
+            if horizon_ns <= 1_000_000_000 {
+                assert!(
+                    kept_most <= 16,
+                    "the stale reading kept {kept_most} grants of a lock"
+                );
+            }
             // A forgotten name leads elsewhere than a dropped grant only where a process names
             // a token it was never granted: rare, and each such history still counts it late.
             assert!(

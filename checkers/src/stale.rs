@@ -9,15 +9,21 @@
 //! the walk's watermark, so once every op of a grant was invoked before it, the grant is
 //! judged.
 //!
+//! A renew or release that names no grant is judged once no later step of the walk reads it
+//! (its grant can no longer change): by token, and against the acquires its sender and its
+//! lock had seen by then (`named_nothing`).
+//!
 //! A grant judged, and completed before every op still to be judged was invoked, leaves: it is
 //! folded, as the batch folds it, into the first grant of the highest token, kept as what a
 //! violation names of it.
 
 use crate::model::{Func, Grant, View, NO_TARGET};
-use crate::tokens::{epoch_violations, stale_token_violation, Granted};
+use crate::model::{OpPos, NO_GRANT};
+use crate::tokens::{epoch_violations, named_nothing_violation, stale_token_violation, Granted};
 use crate::window::Window;
 use crate::FxMap;
 use history::{Outcome, Violation};
+use std::collections::VecDeque;
 
 /// A grant's place in its lock's completion order: (answer, number).
 type Key = (u64, u32);
@@ -55,6 +61,7 @@ struct LockStale {
 /// The `stale-lock-ops` reading of the ops that act on a grant, per lock.
 pub(crate) struct Stale {
     locks: FxMap<u32, LockStale>,
+    orphans: Orphans,
     /// The most grants a lock keeps ([`STALE_KEPT_MAX`]; the tests set less), how many it
     /// judged early and let go at that bound (the reading is then not the batch's), and the
     /// most it kept after a judgement.
@@ -63,10 +70,27 @@ pub(crate) struct Stale {
     pub(crate) kept_most: usize,
 }
 
+/// The renews and releases that name no grant, and what judges them: per process the locks it
+/// asked for (and where first), per lock the first acquire whose answer was lost.
+#[derive(Default)]
+struct Orphans {
+    /// Walked and acting on no grant, in position order, each with whether it named a grant
+    /// id; judged once no later step of the walk reads it.
+    waiting: VecDeque<(OpPos, bool)>,
+    /// Per process, `(lock, position)` of its first acquire of each lock not refused.
+    asked: FxMap<u64, Vec<(u32, OpPos)>>,
+    /// Per lock, the earliest invoke of an acquire whose answer was lost.
+    lost: FxMap<u32, u64>,
+    /// `(position, process)` of the lost answers: the process never acts again, and what it
+    /// asked for is forgotten once its ops are judged.
+    crashed: Vec<(OpPos, u64)>,
+}
+
 impl Default for Stale {
     fn default() -> Stale {
         Stale {
             locks: FxMap::default(),
+            orphans: Orphans::default(),
             kept_max: STALE_KEPT_MAX,
             cut_short: 0,
             kept_most: 0,
@@ -133,6 +157,104 @@ impl Stale {
     /// The grants a later judgement may read: every grant kept.
     pub(crate) fn pinned(&self) -> impl Iterator<Item = u32> + '_ {
         (self.locks.values()).flat_map(|l| l.kept.iter().map(|e| e.key.1))
+    }
+
+    /// The acquire at `pos` of `process` on `lock`, invoked at `invoke_ns`, answered
+    /// `outcome` (pending: at the end of the history).
+    pub(crate) fn acquire_answered(
+        &mut self,
+        (pos, process, lock): (OpPos, u64, u32),
+        invoke_ns: u64,
+        outcome: Outcome,
+    ) {
+        if outcome == Outcome::Fail {
+            return;
+        }
+        let asked = self.orphans.asked.entry(process).or_default();
+        if asked.iter().all(|&(l, _)| l != lock) {
+            asked.push((lock, pos));
+        }
+        if outcome != Outcome::Ok {
+            let lost = self.orphans.lost.entry(lock).or_insert(invoke_ns);
+            *lost = (*lost).min(invoke_ns);
+        }
+    }
+
+    /// The op at `pos` of `process` got no answer: the process never acts again.
+    pub(crate) fn crashed(&mut self, pos: OpPos, process: u64) {
+        self.orphans.crashed.push((pos, process));
+    }
+
+    /// The renew or release at `pos`, just walked, acts on no grant (so far); `named_id`: it
+    /// named a grant id.
+    pub(crate) fn orphan(&mut self, pos: OpPos, named_id: bool) {
+        self.orphans.waiting.push_back((pos, named_id));
+    }
+
+    /// The invoke of the first op naming no grant still to be judged.
+    pub(crate) fn orphans_from_ns(&self, ops: &Window<crate::ClientOp>) -> u64 {
+        (self.orphans.waiting.front()).map_or(u64::MAX, |&(pos, _)| ops[pos as usize].invoke_ns)
+    }
+
+    /// Judges the ops naming no grant before position `before` (no later step of the walk
+    /// reads them): every grant completed before they were invoked is closed.
+    pub(crate) fn judge_orphans(
+        &mut self,
+        before: usize,
+        grant_of: &Window<u32>,
+        grants: &Window<Grant>,
+        view: &impl View,
+    ) -> Vec<(Violation, u64)> {
+        let mut out = Vec::new();
+        let o = &mut self.orphans;
+        // Bounded by the ops waiting.
+        while let Some(&(pos, named_id)) = o.waiting.front().filter(|w| (w.0 as usize) < before) {
+            o.waiting.pop_front();
+            let p = pos as usize;
+            if grant_of.get(p).is_some_and(|&g| g != NO_GRANT) {
+                continue;
+            }
+            let op = view.op(p);
+            let queried = op.outcome == Outcome::Ok && op.target != NO_TARGET;
+            if let (Some(tok), true) = (op.token(), queried) {
+                let newest = (self.locks.get(&op.target))
+                    .and_then(|l| l.newest_token(op.invoke_ns, grants, view));
+                if let Some((tok_a, a)) = newest {
+                    out.extend(stale_token_violation(view, p, tok, (a, tok_a)));
+                }
+            }
+            let by_name = op.token().is_some() || named_id;
+            let asked_before = (o.asked.get(&op.process))
+                .and_then(|list| list.iter().find(|&&(l, _)| l == op.target))
+                .is_some_and(|&(_, at)| at < pos);
+            let lost_from = o.lost.get(&op.target).copied();
+            out.extend(named_nothing_violation(
+                view,
+                p,
+                by_name,
+                asked_before,
+                lost_from,
+            ));
+        }
+        // A crashed process's ops before its crash are judged once the ops waiting are past it.
+        let judged_to = o
+            .waiting
+            .front()
+            .map_or(before, |w| (w.0 as usize).min(before));
+        let asked = &mut o.asked;
+        o.crashed.retain(|&(at, process)| {
+            let done = (at as usize) < judged_to;
+            if done {
+                asked.remove(&process);
+            }
+            !done
+        });
+        out.into_iter()
+            .map(|v| {
+                let end_ns = v.window_ns[1];
+                (v, end_ns)
+            })
+            .collect()
     }
 }
 

@@ -258,6 +258,20 @@ impl Streamed {
         }
     }
 
+    /// Judges the renews and releases naming no grant before position `before` (which no later
+    /// step of the walk reads); `grant_of` gives each op's grant.
+    pub(crate) fn judge_orphans(
+        &mut self,
+        before: usize,
+        grant_of: &Window<u32>,
+        grants: &Window<Grant>,
+        view: &impl View,
+    ) {
+        for (v, end_ns) in self.stale.judge_orphans(before, grant_of, grants, view) {
+            self.proven.push(v, end_ns, view.end_time_ns());
+        }
+    }
+
     /// Closed grants the token-order reading left out, sorting before one it had walked.
     pub(crate) fn out_of_order(&self) -> u64 {
         self.tokens.out_of_order
