@@ -516,9 +516,6 @@ impl Digest {
                 lease_from.get(&(pos as OpPos)).copied()
             });
             let pinned = self.run_stream(&closed, false);
-            // The ops naming no grant before what the walk still reads (pins aside) can no
-            // longer be given one; the grants they read are closed.
-            self.judge_orphans(self.walk.first_needed(&[]));
             let keep = self.walk.first_needed(&pinned);
             if self.evict {
                 self.ops.drop_before(keep);
@@ -558,26 +555,6 @@ impl Digest {
         }
         let open = self.walk.open().to_vec();
         self.run_stream(&open, true);
-        self.judge_orphans(usize::MAX);
-    }
-
-    /// Judges the renews and releases naming no grant before position `before`, which no later
-    /// step of the walk reads.
-    fn judge_orphans(&mut self, before: usize) {
-        let Some(mut stream) = self.stream.take() else {
-            return;
-        };
-        let live = Live {
-            ops: &self.ops,
-            locks: &self.locks,
-            sessions: &self.walk.sessions,
-            lease_from: &self.lease_from_at,
-            end_time_ns: self.end_time_ns,
-            drift: self.drift,
-        };
-        let (grant_of, grants) = (&self.walk.grant_of, &self.walk.grants);
-        stream.judge_orphans(before, grant_of, grants, &live);
-        self.stream = Some(stream);
     }
 
     /// Hands the grants just `closed` to the streaming rules, if any run, and runs them as far
@@ -599,14 +576,21 @@ impl Digest {
             end_time_ns: self.end_time_ns,
             drift: self.drift,
         };
+        // The renews and releases naming no grant before what the walk still reads can no
+        // longer be given one, and every grant they read is closed: judged before the
+        // stale-lock-ops reading lets any grant go.
+        let before = if end {
+            usize::MAX
+        } else {
+            self.walk.first_needed(&[])
+        };
+        stream.judge_orphans(before, &self.walk.grant_of, grants, &live);
         if end {
             stream.sweep(u64::MAX, grants, &live);
             stream.walk_tokens(&[], grants, &live);
             stream.judge_forced(u64::MAX, grants, &live);
             stream.judge_fencing(u64::MAX, grants, &live);
-            // The ops naming no grant are judged after: the grants they read stay.
-            let orphans_ns = stream.stale.orphans_from_ns(&self.ops);
-            stream.judge_stale((u64::MAX, orphans_ns), grants, &live);
+            stream.judge_stale((u64::MAX, u64::MAX), grants, &live);
             stream.finish(self.end_time_ns);
         } else {
             // An op not read yet is invoked no earlier than the last event read: with nothing
@@ -616,8 +600,7 @@ impl Digest {
             stream.judge_forced(watermark_ns, grants, &live);
             stream.judge_fencing(watermark_ns, grants, &live);
             let first_op = self.walk.first_needed(&[]);
-            let first_op_ns = (self.ops.get(first_op).map_or(u64::MAX, |o| o.invoke_ns))
-                .min(stream.stale.orphans_from_ns(&self.ops));
+            let first_op_ns = self.ops.get(first_op).map_or(u64::MAX, |o| o.invoke_ns);
             stream.judge_stale((watermark_ns, first_op_ns), grants, &live);
             let open: Vec<(u32, TokenKey)> = (self.walk.open().iter())
                 .filter_map(|&g| {
@@ -2022,7 +2005,52 @@ mod walk_order_tests {
             (6, 1, "ok", "renew", ttl),
         ];
         refused(&mut replaced, 20);
+        // A release by token 3, which no grant carries, after token 5 was granted: stale by
+        // token, and naming no lease unless an acquire whose answer was lost could be it.
+        let orphan = |lost: &[(u64, u64, u64)], pending: bool| {
+            let mut events = vec![
+                (0, 1, "invoke", "acquire", ttl),
+                (1, 1, "ok", "acquire", r#""token":5,"ttl_ms":1000"#),
+                (6, 6, "invoke", "release", r#""token":3"#),
+                (8, 6, "ok", "release", r#""token":3"#),
+            ];
+            // (process, invoke, answer) of acquires whose answer was lost.
+            for &(p, at, answer) in lost {
+                events.push((at, p, "invoke", "acquire", ttl));
+                events.push((answer, p, "info", "acquire", r#""error":"timeout""#));
+            }
+            if pending {
+                events.push((5, 7, "invoke", "acquire", ttl));
+            }
+            refused(&mut events, 100);
+            events.sort_by_key(|e| e.0);
+            lines(&events)
+        };
+        // A release by a grant id no grant carries, after an acquire whose answer was lost.
+        let mut by_id = vec![
+            (0, 4, "invoke", "acquire", ttl),
+            (6, 6, "invoke", "release", r#""grant":"nobody""#),
+            (8, 6, "ok", "release", r#""grant":"nobody""#),
+            (50, 4, "info", "acquire", r#""error":"timeout""#),
+        ];
+        refused(&mut by_id, 100);
         vec![
+            ("a release by a token no grant carries", orphan(&[], false), 2),
+            (
+                "the same, an acquire whose answer was lost invoked before it, answered after another",
+                orphan(&[(4, 10, 50), (5, 5, 60)], false),
+                1,
+            ),
+            (
+                "the same, an acquire never answered invoked before it",
+                orphan(&[], true),
+                1,
+            ),
+            (
+                "a release by a grant id no grant carries, an answer lost before it",
+                lines(&by_id),
+                0,
+            ),
             (
                 "a renew named ahead of its grant, a higher token left behind before it",
                 lines(&ahead),

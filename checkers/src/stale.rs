@@ -191,11 +191,6 @@ impl Stale {
         self.orphans.waiting.push_back((pos, named_id));
     }
 
-    /// The invoke of the first op naming no grant still to be judged.
-    pub(crate) fn orphans_from_ns(&self, ops: &Window<crate::ClientOp>) -> u64 {
-        (self.orphans.waiting.front()).map_or(u64::MAX, |&(pos, _)| ops[pos as usize].invoke_ns)
-    }
-
     /// Judges the ops naming no grant before position `before` (no later step of the walk
     /// reads them): every grant completed before they were invoked is closed.
     pub(crate) fn judge_orphans(
