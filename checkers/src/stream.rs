@@ -13,9 +13,9 @@
 //!
 //! And the `fencing-tokens` rules (`fencing.rs`): each lock's closed grants with a token judged
 //! once every grant completed before the instants their rules read is closed; and the
-//! `stale-lock-ops` rules for the renews and releases that act on a grant (`stale.rs`), judged
-//! once every grant completed before they were invoked is closed. The ops that name no grant
-//! are not read yet.
+//! `stale-lock-ops` rules (`stale.rs`): the renews and releases that act on a grant judged once
+//! every grant completed before they were invoked is closed, those that name none once the walk
+//! is past them.
 //!
 //! Each violation is rendered as found, in the batch's words ([`View`]). The grants a violation
 //! found later may name are pinned ([`Streamed::pinned`]): the reader keeps them and their ops.
