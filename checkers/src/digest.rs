@@ -1941,18 +1941,75 @@ mod walk_order_tests {
         ]
     }
 
+    /// Refused acquires of process 9 on L0 from `from_ms`, every 20 ms for 200 ms: they move
+    /// the walk on.
+    fn refused(
+        events: &mut Vec<(u64, u64, &'static str, &'static str, &'static str)>,
+        from_ms: u64,
+    ) {
+        for at in (from_ms..from_ms + 200).step_by(20) {
+            events.push((at, 9, "invoke", "acquire", r#""ttl_ms":1000"#));
+            events.push((at + 1, 9, "fail", "acquire", r#""error":"held""#));
+        }
+    }
+
+    /// Histories of renews and releases that name no grant, each with the stale-lock-ops
+    /// violations the batch finds in it.
+    fn orphan_corners() -> Vec<(&'static str, History, usize)> {
+        let ttl = r#""ttl_ms":1000"#;
+        // A release by token 3, which no grant carries, after token 5 was granted: stale by
+        // token, and naming no lease unless an acquire whose answer was lost could be it.
+        let orphan = |lost: &[(u64, u64, u64)], pending: bool| {
+            let mut events = vec![
+                (0, 1, "invoke", "acquire", ttl),
+                (1, 1, "ok", "acquire", r#""token":5,"ttl_ms":1000"#),
+                (6, 6, "invoke", "release", r#""token":3"#),
+                (8, 6, "ok", "release", r#""token":3"#),
+            ];
+            // (process, invoke, answer) of acquires whose answer was lost.
+            for &(p, at, answer) in lost {
+                events.push((at, p, "invoke", "acquire", ttl));
+                events.push((answer, p, "info", "acquire", r#""error":"timeout""#));
+            }
+            if pending {
+                events.push((5, 7, "invoke", "acquire", ttl));
+            }
+            refused(&mut events, 100);
+            events.sort_by_key(|e| e.0);
+            lines(&events)
+        };
+        // A release by a grant id no grant carries, after an acquire whose answer was lost.
+        let mut by_id = vec![
+            (0, 4, "invoke", "acquire", ttl),
+            (6, 6, "invoke", "release", r#""grant":"nobody""#),
+            (8, 6, "ok", "release", r#""grant":"nobody""#),
+            (50, 4, "info", "acquire", r#""error":"timeout""#),
+        ];
+        refused(&mut by_id, 100);
+        vec![
+            ("a release by a token no grant carries", orphan(&[], false), 2),
+            (
+                "the same, an acquire whose answer was lost invoked before it, answered after another",
+                orphan(&[(4, 10, 50), (5, 5, 60)], false),
+                1,
+            ),
+            (
+                "the same, an acquire never answered invoked before it",
+                orphan(&[], true),
+                1,
+            ),
+            (
+                "a release by a grant id no grant carries, an answer lost before it",
+                lines(&by_id),
+                0,
+            ),
+        ]
+    }
+
     /// Histories in which the stale-lock-ops reading must keep a grant, or name the first of
     /// two, each with the stale-lock-ops violations the batch finds in it.
     fn stale_corners() -> Vec<(&'static str, History, usize)> {
         let ttl = r#""ttl_ms":1000"#;
-        // Refused acquires move the walk on.
-        let refused = |events: &mut Vec<(u64, u64, &'static str, &'static str, &'static str)>,
-                       from: u64| {
-            for at in (from..from + 200).step_by(20) {
-                events.push((at, 9, "invoke", "acquire", ttl));
-                events.push((at + 1, 9, "fail", "acquire", r#""error":"held""#));
-            }
-        };
         // p1's renew names token 7 before the acquire that returns it was asked for; the
         // higher token 9 completed before that renew, the still higher 10 after it.
         let mut ahead = vec![
@@ -2005,52 +2062,8 @@ mod walk_order_tests {
             (6, 1, "ok", "renew", ttl),
         ];
         refused(&mut replaced, 20);
-        // A release by token 3, which no grant carries, after token 5 was granted: stale by
-        // token, and naming no lease unless an acquire whose answer was lost could be it.
-        let orphan = |lost: &[(u64, u64, u64)], pending: bool| {
-            let mut events = vec![
-                (0, 1, "invoke", "acquire", ttl),
-                (1, 1, "ok", "acquire", r#""token":5,"ttl_ms":1000"#),
-                (6, 6, "invoke", "release", r#""token":3"#),
-                (8, 6, "ok", "release", r#""token":3"#),
-            ];
-            // (process, invoke, answer) of acquires whose answer was lost.
-            for &(p, at, answer) in lost {
-                events.push((at, p, "invoke", "acquire", ttl));
-                events.push((answer, p, "info", "acquire", r#""error":"timeout""#));
-            }
-            if pending {
-                events.push((5, 7, "invoke", "acquire", ttl));
-            }
-            refused(&mut events, 100);
-            events.sort_by_key(|e| e.0);
-            lines(&events)
-        };
-        // A release by a grant id no grant carries, after an acquire whose answer was lost.
-        let mut by_id = vec![
-            (0, 4, "invoke", "acquire", ttl),
-            (6, 6, "invoke", "release", r#""grant":"nobody""#),
-            (8, 6, "ok", "release", r#""grant":"nobody""#),
-            (50, 4, "info", "acquire", r#""error":"timeout""#),
-        ];
-        refused(&mut by_id, 100);
-        vec![
-            ("a release by a token no grant carries", orphan(&[], false), 2),
-            (
-                "the same, an acquire whose answer was lost invoked before it, answered after another",
-                orphan(&[(4, 10, 50), (5, 5, 60)], false),
-                1,
-            ),
-            (
-                "the same, an acquire never answered invoked before it",
-                orphan(&[], true),
-                1,
-            ),
-            (
-                "a release by a grant id no grant carries, an answer lost before it",
-                lines(&by_id),
-                0,
-            ),
+        let mut corners = orphan_corners();
+        corners.extend(vec![
             (
                 "a renew named ahead of its grant, a higher token left behind before it",
                 lines(&ahead),
@@ -2066,7 +2079,8 @@ mod walk_order_tests {
                 lines(&replaced),
                 1,
             ),
-        ]
+        ]);
+        corners
     }
 
     /// A history in which a prune comes between a crash and the grants of the crashed process
