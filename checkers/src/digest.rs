@@ -516,8 +516,8 @@ impl Digest {
                 lease_from.get(&(pos as OpPos)).copied()
             });
             let pinned = self.run_stream(&closed, false);
-            let keep = self.walk.first_needed(&pinned);
             if self.evict {
+                let keep = self.walk.first_needed(&pinned);
                 self.ops.drop_before(keep);
                 #[cfg(test)]
                 self.grant_of_dropped
