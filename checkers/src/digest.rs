@@ -599,8 +599,8 @@ impl Digest {
             stream.sweep(watermark_ns, grants, &live);
             stream.judge_forced(watermark_ns, grants, &live);
             stream.judge_fencing(watermark_ns, grants, &live);
-            let first_op = self.walk.first_needed(&[]);
-            let first_op_ns = self.ops.get(first_op).map_or(u64::MAX, |o| o.invoke_ns);
+            // The first op the walk still reads: `before` is it when not at the end.
+            let first_op_ns = self.ops.get(before).map_or(u64::MAX, |o| o.invoke_ns);
             stream.judge_stale((watermark_ns, first_op_ns), grants, &live);
             let open: Vec<(u32, TokenKey)> = (self.walk.open().iter())
                 .filter_map(|&g| {
