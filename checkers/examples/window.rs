@@ -33,7 +33,8 @@ fn main() {
              swept early at its limit), which found {}; {} violations proven as read ({:?}), {} grants out of token order; stopped \
              waiting {} times for an op pending past {} ops, {} answers after; forced order \
              kept at most {} grants of a lock, let {} go at its limit; fencing tokens kept at \
-             most {}, let {} go, forgot the first grant of {} tokens ({:.1} s)",
+             most {}, let {} go, forgot the first grant of {} tokens; store writes waiting at \
+             most {}, {} out of seq order, {} counter values forgotten ({:.1} s)",
             w.events,
             w.ops,
             w.grants,
@@ -57,6 +58,9 @@ fn main() {
             w.fencing_kept_most,
             w.fencing_cut_short,
             w.fencing_forgotten,
+            w.store_waiting_most,
+            w.store_out_of_order,
+            w.values_forgotten,
             t.elapsed().as_secs_f64()
         );
     }

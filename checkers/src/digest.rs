@@ -507,6 +507,7 @@ impl Digest {
                 if lock_op && self.walk.grant_of[pos] == NO_GRANT {
                     stream.stale.orphan(pos as OpPos, id.is_some());
                 }
+                stream.store.walked(pos, op, &self.keys);
             }
         }
         if !end {
@@ -591,6 +592,7 @@ impl Digest {
             stream.judge_forced(u64::MAX, grants, &live);
             stream.judge_fencing(u64::MAX, grants, &live);
             stream.judge_stale((u64::MAX, u64::MAX), grants, &live);
+            stream.judge_store(u64::MAX, &self.keys, self.end_time_ns);
             stream.finish(self.end_time_ns);
         } else {
             // An op not read yet is invoked no earlier than the last event read: with nothing
@@ -602,6 +604,10 @@ impl Digest {
             // The first op the walk still reads: `before` is it when not at the end.
             let first_op_ns = self.ops.get(before).map_or(u64::MAX, |o| o.invoke_ns);
             stream.judge_stale((watermark_ns, first_op_ns), grants, &live);
+            // Every op completed before the next op to walk was invoked has been walked.
+            let walked_ns =
+                (self.ops.get(self.walk.next())).map_or(self.end_time_ns, |o| o.invoke_ns);
+            stream.judge_store(walked_ns, &self.keys, self.end_time_ns);
             let open: Vec<(u32, TokenKey)> = (self.walk.open().iter())
                 .filter_map(|&g| {
                     let grant = &grants[g as usize];
@@ -688,6 +694,9 @@ impl Digest {
             }
             if let Some(t) = g.transfer {
                 self.transfers.push((slot, t));
+                if let Some(stream) = self.stream.as_mut() {
+                    stream.store.in_transfer(slot as OpPos);
+                }
             }
         }
         self.ops.push(op);
@@ -756,6 +765,9 @@ impl Digest {
             }
             if let Some(t) = transfer {
                 self.transfers.push((slot, t));
+                if let Some(stream) = self.stream.as_mut() {
+                    stream.store.in_transfer(slot as OpPos);
+                }
             }
             if let (Some(h), Func::Acquire, Outcome::Ok) = (hold, o.func, o.outcome) {
                 // A session's lock is held, as far as its holder knows, until something tells
@@ -785,6 +797,10 @@ impl Digest {
             if let Some(from) = lease_from_ns {
                 self.lease_from_at.insert(slot as OpPos, from);
             }
+        }
+        if let Some(stream) = self.stream.as_mut() {
+            let key = (self.key_evidence.last()).and_then(|(at, k)| (*at == slot).then_some(k));
+            stream.answered(&self.ops[slot], (e.lease, key), &self.locks, self.drift);
         }
         let id = self.id_of.get(&(slot as OpPos)).copied();
         self.walk.completed(slot, &self.ops[slot], id, hold_of);
@@ -920,6 +936,9 @@ pub fn window_of_path(
         fencing_cut_short: stream.fencing.cut_short,
         fencing_forgotten: stream.fencing.forgotten,
         swept_early: stream.swept_early,
+        store_waiting_most: stream.store.waiting_most as u64,
+        store_out_of_order: stream.store.out_of_order,
+        values_forgotten: stream.store.forgotten,
     })
 }
 
@@ -945,8 +964,8 @@ pub struct WindowStats {
     /// and the overlapping holds it found.
     pub holds_waiting_max: u64,
     pub double_grants: u64,
-    /// The violations the streamed readings proved (double-grant's three readings and the
-    /// fencing-tokens rules), and the grants the token walk left out, closed after one later in token order.
+    /// The violations the streamed readings proved (double-grant's three readings, the
+    /// fencing-tokens, stale-lock-ops and store rules), and the grants the token walk left out, closed after one later in token order.
     pub violations: u64,
     pub violations_by_kind: std::collections::BTreeMap<&'static str, u64>,
     pub out_of_order: u64,
@@ -965,6 +984,11 @@ pub struct WindowStats {
     pub fencing_forgotten: u64,
     /// Holds the double-grant sweep swept before the watermark passed them, at its limit.
     pub swept_early: u64,
+    /// The most store writes waiting to be judged at once, those walked below a seq already
+    /// judged, and the counter values whose first write was forgotten at its limit.
+    pub store_waiting_most: u64,
+    pub store_out_of_order: u64,
+    pub values_forgotten: u64,
 }
 
 /// Reads `input` (named `path` in errors) into `digest`: parsed in parallel blocks, paired
@@ -1266,6 +1290,13 @@ mod walk_order_tests {
         /// The same for the stale-lock-ops reading.
         stale_cut_short: u64,
         stale_kept_most: usize,
+        /// Store writes walked below a seq already judged, and (key, value) pairs forgotten and
+        /// remembered at most.
+        store_out_of_order: u64,
+        values_forgotten: u64,
+        values_remembered_most: usize,
+        /// `lost-update` violations streamed.
+        lost_updates: usize,
         /// Holds swept before the watermark passed them, at the limit, and the most waiting.
         swept_early: u64,
         holds_waiting_most: usize,
@@ -1284,6 +1315,10 @@ mod walk_order_tests {
                 fencing_remembered_most: stream.fencing.remembered_most,
                 stale_cut_short: stream.stale.cut_short,
                 stale_kept_most: stream.stale.kept_most,
+                store_out_of_order: stream.store.out_of_order,
+                values_forgotten: stream.store.forgotten,
+                values_remembered_most: stream.store.remembered_most,
+                lost_updates: of_kinds(stream, &[history::ViolationKind::LostUpdate]).len(),
                 swept_early: stream.swept_early,
                 holds_waiting_most: stream.pending_max,
                 left_out: stream.left_out,
@@ -1315,6 +1350,7 @@ mod walk_order_tests {
             stream.fencing.kept_max = kept_max;
             stream.fencing.remembered_max = kept_max;
             stream.stale.kept_max = kept_max;
+            stream.store.remembered_max = kept_max;
             stream.holds_waiting_max = Some(kept_max);
         }
         read.stream = Some(stream);
@@ -1338,6 +1374,9 @@ mod walk_order_tests {
         a.follow_rest(&a_ops, drift, |pos| lease_from(&oracle.lease_from_at, pos));
         let stream = read.stream.as_ref().expect("set above");
         let limits = Limits::of(stream);
+        // The store and lease rules read no grant: compared whatever went stale, unless an
+        // answer came to an op the reader had stopped waiting for (the batch reads it).
+        let by_op = compare_by_op(h, what, (stream, drift), forced == 0);
         let (b_ops, b) = (read.ops, read.walk);
         if !evict {
             assert_eq!(
@@ -1404,13 +1443,19 @@ mod walk_order_tests {
                 assert_eq!(&format!("{x:?}"), y, "{what}: grant {g}");
             }
         }
-        let mut compared = Compared::default();
+        let mut compared = Compared {
+            by_op,
+            ..Compared::default()
+        };
         if stale == 0 {
             if !evict {
                 assert_eq!(format!("{a_ops:?}"), format!("{b_ops:?}"), "{what}: ops");
             }
             let stream = read.stream.expect("set above");
-            compared = compare_streamed(h, what, drift, (&a, &a_ops), &stream);
+            compared = Compared {
+                by_op,
+                ..compare_streamed(h, what, drift, (&a, &a_ops), &stream)
+            };
         }
         Seen {
             compared,
@@ -1518,7 +1563,54 @@ mod walk_order_tests {
             fencing,
             stale,
             out_of_order,
+            by_op: [0; 3],
         }
+    }
+
+    /// The streamed violations of the rules that read ops, not grants, against the batch's:
+    /// `stale-write-accepted`, `lost-update` and the lease rules, each the batch's while its
+    /// reading was exact (`answered`: no answer came late to an op the reader had stopped
+    /// waiting for).
+    fn compare_by_op(
+        h: &History,
+        what: &str,
+        (stream, drift): (&Streamed, Drift),
+        answered: bool,
+    ) -> [usize; 3] {
+        let cfg = CheckConfig {
+            drift: drift.ppm() as f64 / 1e6,
+            ..CheckConfig::default()
+        };
+        let m = Model::new(h, &cfg);
+        use history::ViolationKind as K;
+        let s = &stream.store;
+        let stale = compare_rule(
+            what,
+            &crate::Checker::check_model(&crate::store::StoreFencing, &m, &cfg).violations,
+            &of_kinds(stream, &[K::StaleWriteAccepted]),
+            answered && s.out_of_order == 0,
+            |_| s.out_of_order > 0 || !answered,
+        );
+        // Once a value was forgotten, a write of it may be paired with a later first.
+        let lost = compare_rule(
+            what,
+            &crate::Checker::check_model(&crate::store::Counter, &m, &cfg).violations,
+            &of_kinds(stream, &[K::LostUpdate]),
+            answered && s.forgotten == 0,
+            |v| {
+                !answered
+                    || (s.forgotten > 0 && v.ops.len() == 2 && v.explanation.contains("same value"))
+            },
+        );
+        // The lease rules, each resting on one answer.
+        let lease = compare_rule(
+            what,
+            &crate::Checker::check_model(&crate::lease::LeaseExpiry, &m, &cfg).violations,
+            &of_kinds(stream, &[K::GrantOnExpiredLease, K::GrantWithoutKey]),
+            answered,
+            |_| !answered,
+        );
+        [stale, lost, lease]
     }
 
     /// Violations as sorted text, to compare.
@@ -1569,6 +1661,8 @@ mod walk_order_tests {
         fencing: usize,
         stale: usize,
         out_of_order: u64,
+        /// `stale-write-accepted`, `lost-update`, and lease-rule violations.
+        by_op: [usize; 3],
     }
 
     /// One history from its lines: `(time_ms, process, type, f, value)` on lock L0 (store ops
@@ -2008,6 +2102,135 @@ mod walk_order_tests {
 
     /// Histories in which the stale-lock-ops reading must keep a grant, or name the first of
     /// two, each with the stale-lock-ops violations the batch finds in it.
+    /// One line of [`lines`] with its value owned.
+    type OwnedLine = (u64, u64, &'static str, &'static str, String);
+
+    /// Histories of the store rules' corners, each with the `stale-write-accepted` and
+    /// `lost-update` violations the streamed readings must find as the batch does, and the
+    /// writes they must count out of order.
+    fn store_corners() -> Vec<(&'static str, History, [usize; 2], u64)> {
+        let w = |v: u64, tok: u64| format!(r#""value":{v},"token":{tok}"#);
+        let ok = |v: u64, tok: u64, seq: u64| format!(r#""value":{v},"token":{tok},"seq":{seq}"#);
+        let tr = |v: u64, seq: u64| format!(r#""value":{v},"token":1,"seq":{seq},"transfer":4"#);
+        let fin = |v: u64| format!(r#""final":true,"value":{v}"#);
+        /// (what, events, violations, out of order)
+        type Corner = (&'static str, Vec<OwnedLine>, [usize; 2], u64);
+        let owned: Vec<Corner> = vec![
+            (
+                // p1's write, sent first and accepted first, answers after p2's: p2's lower
+                // token, accepted later, is stale however the answers came.
+                "a stale write answered before the write it came after",
+                vec![
+                    (0, 1, "invoke", "write", w(1, 2)),
+                    (1, 2, "invoke", "write", w(2, 1)),
+                    (2, 2, "ok", "write", ok(2, 1, 2)),
+                    (5, 1, "ok", "write", ok(1, 2, 1)),
+                ],
+                [1, 0],
+                0,
+            ),
+            (
+                // Two writes of one seq with the same token: the first is named.
+                "equal tokens in one seq before a stale write",
+                vec![
+                    (0, 1, "invoke", "write", w(1, 5)),
+                    (0, 2, "invoke", "write", w(2, 5)),
+                    (1, 2, "ok", "write", ok(2, 5, 1)),
+                    (1, 1, "ok", "write", ok(1, 5, 1)),
+                    (2, 3, "invoke", "write", w(3, 4)),
+                    (3, 3, "ok", "write", ok(3, 4, 2)),
+                    (4, 3, "invoke", "write", w(4, 6)),
+                    (5, 3, "ok", "write", ok(4, 6, 3)),
+                    (6, 1, "invoke", "write", w(5, 5)),
+                    (7, 1, "ok", "write", ok(5, 5, 4)),
+                ],
+                [2, 0],
+                0,
+            ),
+            (
+                // The store's seq goes against real time: p2's write, sent after p1's was
+                // answered, was given the lower seq. Counted, and not read as the batch reads.
+                "a store whose seq contradicts real time",
+                vec![
+                    (0, 1, "invoke", "write", w(1, 5)),
+                    (1, 1, "ok", "write", ok(1, 5, 2)),
+                    (10, 2, "invoke", "write", w(2, 9)),
+                    (11, 2, "ok", "write", ok(2, 9, 1)),
+                ],
+                [0, 0],
+                1,
+            ),
+            (
+                // The second write of value 1 to be sent is the first answered: it is the
+                // first of its value.
+                "a lost update answered out of order",
+                vec![
+                    (0, 1, "invoke", "write", w(1, 1)),
+                    (1, 2, "invoke", "write", w(1, 2)),
+                    (2, 2, "ok", "write", ok(1, 2, 1)),
+                    (5, 1, "ok", "write", ok(1, 1, 2)),
+                ],
+                [1, 1],
+                0,
+            ),
+            (
+                // Two writes acknowledged before the final read was sent, one answered after:
+                // the read must show two; an indeterminate write sent before it widens it.
+                "a final read short of the writes acknowledged before it",
+                vec![
+                    (0, 1, "invoke", "write", w(1, 1)),
+                    (1, 1, "ok", "write", ok(1, 1, 1)),
+                    (2, 1, "invoke", "write", w(2, 2)),
+                    (3, 1, "ok", "write", ok(2, 2, 2)),
+                    (4, 2, "invoke", "write", w(3, 3)),
+                    (5, 2, "info", "write", w(3, 3)),
+                    (6, 1, "invoke", "write", w(4, 4)),
+                    (7, 3, "invoke", "read", r#""final":true"#.to_string()),
+                    (8, 1, "ok", "write", ok(4, 4, 3)),
+                    (9, 3, "ok", "read", fin(1)),
+                    (10, 4, "invoke", "read", r#""final":true"#.to_string()),
+                    (11, 4, "ok", "read", fin(3)),
+                ],
+                [0, 1],
+                0,
+            ),
+            (
+                // Counter writes of one value, then a transfer touches the key: an account
+                // from there on, so only the two before it pair.
+                "a counter that becomes an account",
+                vec![
+                    (0, 1, "invoke", "write", w(1, 1)),
+                    (1, 1, "ok", "write", ok(1, 1, 1)),
+                    (2, 2, "invoke", "write", w(1, 2)),
+                    (3, 2, "ok", "write", ok(1, 2, 2)),
+                    (
+                        4,
+                        3,
+                        "invoke",
+                        "write",
+                        r#""value":1,"token":3,"transfer":4"#.to_string(),
+                    ),
+                    (5, 3, "ok", "write", tr(1, 3)),
+                    (6, 1, "invoke", "write", w(1, 4)),
+                    (7, 1, "ok", "write", ok(1, 4, 4)),
+                    (8, 4, "invoke", "read", r#""final":true"#.to_string()),
+                    (9, 4, "ok", "read", fin(0)),
+                ],
+                [0, 1],
+                0,
+            ),
+        ];
+        owned
+            .into_iter()
+            .map(|(what, events, found, out_of_order)| {
+                let events: Vec<(u64, u64, &str, &str, &str)> = (events.iter())
+                    .map(|(t, p, kind, f, v)| (*t, *p, *kind, *f, v.as_str()))
+                    .collect();
+                (what, lines(&events), found, out_of_order)
+            })
+            .collect()
+    }
+
     fn stale_corners() -> Vec<(&'static str, History, usize)> {
         let ttl = r#""ttl_ms":1000"#;
         // p1's renew names token 7 before the acquire that returns it was asked for; the
@@ -2312,6 +2535,47 @@ mod walk_order_tests {
         assert_eq!(held.stale, 0, "{what}: {held:?}");
     }
 
+    /// A counter's values past the reading's limit are forgotten, and a write of one taken as
+    /// its first (a duplicate of one remembered is still found); what it keeps stays there.
+    #[test]
+    fn the_counter_reading_forgets_values_past_its_limit() {
+        let mut owned = Vec::new();
+        for v in 1..=20u64 {
+            let t = 2 * v;
+            owned.push((t, 1, "invoke", "write", format!(r#""value":{v},"token":1"#)));
+            owned.push((
+                t + 1,
+                1,
+                "ok",
+                "write",
+                format!(r#""value":{v},"token":1,"seq":{v}"#),
+            ));
+        }
+        for (t, v, seq) in [(100, 1, 21), (102, 19, 22)] {
+            owned.push((t, 2, "invoke", "write", format!(r#""value":{v},"token":1"#)));
+            owned.push((
+                t + 1,
+                2,
+                "ok",
+                "write",
+                format!(r#""value":{v},"token":1,"seq":{seq}"#),
+            ));
+        }
+        let events: Vec<(u64, u64, &str, &str, &str)> = (owned.iter())
+            .map(|(t, p, kind, f, v)| (*t, *p, *kind, *f, v.as_str()))
+            .collect();
+        let h = lines(&events);
+        let what = "twenty counter writes, then value 1 and value 19 again";
+        let held = same_walks_within(&h, what, (0, usize::MAX, 4), Drift::from_ppm(0), true);
+        assert!(held.limits.values_forgotten > 0, "{what}: {held:?}");
+        assert!(held.limits.values_remembered_most <= 4, "{what}: {held:?}");
+        // Value 19's first is remembered, value 1's forgotten.
+        assert_eq!(held.limits.lost_updates, 1, "{what}: {held:?}");
+        let whole = same_walks(&h, what, 0, Drift::from_ppm(0), true);
+        assert_eq!(whole.limits.lost_updates, 2, "{what}: {whole:?}");
+        assert_eq!(whole.compared.by_op, [0, 2, 0], "{what}: {whole:?}");
+    }
+
     /// Every history of the corpus: the named-ahead ones, the closing and forgetting corners,
     /// generated and injected ones, and the fixtures.
     fn corpus() -> Vec<(String, History)> {
@@ -2406,6 +2670,12 @@ mod walk_order_tests {
                 assert_eq!(count(&seen.compared), found, "{what}: violations");
             }
         }
+        for (what, h, found, out_of_order) in store_corners() {
+            let seen = walk(&h, what);
+            assert_eq!(seen.compared.by_op[..2], found, "{what}: violations");
+            let counted = seen.limits.store_out_of_order;
+            assert_eq!(counted, out_of_order, "{what}: out of order");
+        }
         if evict {
             for (what, h) in forgetting_corners() {
                 assert!(walk(&h, what).late > 0, "{what}: nothing reached late");
@@ -2429,6 +2699,7 @@ mod walk_order_tests {
         for (horizon_ns, evict) in runs {
             let (mut closed, mut stale, mut double_grants) = (0, 0, 0);
             let (mut token_order, mut forced_order, mut fencing, mut stale_ops) = (0, 0, 0, 0);
+            let mut by_op = [0; 3];
             let mut kept_most = 0;
             let mut out_of_order = Vec::new();
             let mut uncertain = Vec::new();
@@ -2443,6 +2714,13 @@ mod walk_order_tests {
                 forced_order += seen.compared.forced_order;
                 fencing += seen.compared.fencing;
                 stale_ops += seen.compared.stale;
+                for (sum, n) in by_op.iter_mut().zip(seen.compared.by_op) {
+                    *sum += n;
+                }
+                assert_eq!(
+                    seen.limits.store_out_of_order, 0,
+                    "{what}: a store out of order"
+                );
                 kept_most = kept_most.max(seen.limits.stale_kept_most);
                 if seen.compared.out_of_order > 0 {
                     out_of_order.push(what.clone());
@@ -2455,8 +2733,11 @@ mod walk_order_tests {
                 "horizon {horizon_ns} ns, evict {evict}: {closed} grants closed early, {stale} \
                  stale, {double_grants} overlapping holds, {token_order} token-order and \
                  {forced_order} forced-order, {fencing} fencing-tokens and {stale_ops} \
-                 stale-lock-ops violations streamed (the stale reading kept at most {kept_most} grants of a lock), {} histories left out of the comparison by a forgotten name, {} by a \
+                 stale-lock-ops violations streamed (the stale reading kept at most {kept_most} grants of a lock), {} stale-write-accepted, {} lost-update and {} lease-rule violations streamed, {} histories left out of the comparison by a forgotten name, {} by a \
                  grant closed out of token order",
+                by_op[0],
+                by_op[1],
+                by_op[2],
                 uncertain.len(),
                 out_of_order.len()
             );
@@ -2473,6 +2754,9 @@ mod walk_order_tests {
             assert!(forced_order > 0, "no forced-order violation compared");
             assert!(fencing > 0, "no fencing-tokens violation compared");
             assert!(stale_ops > 0, "no stale-lock-ops violation compared");
+            assert!(by_op[0] > 0, "no stale-write-accepted violation compared");
+            assert!(by_op[1] > 0, "no lost-update violation compared");
+            assert!(by_op[2] > 0, "no lease-rule violation compared");
             // What the readings keep follows the walk: an op naming no grant, judged once the
             // walk is past it, does not hold the grants kept (judged only once the reader could
             // drop it, it waited for the grants the reading itself pinned, 35 at every horizon).

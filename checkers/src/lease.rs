@@ -16,9 +16,9 @@
 //!   present there shows the lease alive when the service granted (a late answer is a slow
 //!   reply, not a grant on a dead lease), and an absent one is `grant-without-key`.
 
-use crate::evidence::KeyState;
+use crate::evidence::{KeyEvidence, KeyState};
 use crate::inject::Injector;
-use crate::model::{Func, Model};
+use crate::model::{ClientOp, Drift, Func, Model};
 use crate::text::{secs, token};
 use crate::{verdict, CheckConfig, CheckOutput, Checker};
 use history::{Outcome, Violation, ViolationKind};
@@ -89,91 +89,133 @@ fn expired_grants(m: &Model, decided: &[usize], out: &mut CheckOutput) -> u64 {
     let mut judged = 0u64;
     for &(pos, last_ok_ns, lease_ttl_ms) in &m.lease_evidence {
         let op = &m.ops[pos];
-        if op.func != Func::Acquire || op.outcome != Outcome::Ok {
+        if op.func != Func::Acquire || op.outcome != Outcome::Ok || op.complete_ns().is_none() {
             continue;
         }
-        let Some(done_ns) = op.complete_ns() else {
-            continue;
-        };
         judged += 1;
         if decided.binary_search(&pos).is_ok() {
             continue;
         }
-        let dead_ns = last_ok_ns.saturating_add(m.drift.upper_ns(lease_ttl_ms));
-        if done_ns <= dead_ns {
-            continue;
-        }
-        let name = m.target_name(op);
-        out.violations.push(Violation {
-            cycle: Vec::new(),
-            kind: ViolationKind::GrantOnExpiredLease,
-            lock: Some(name.to_string()),
-            ops: vec![op.index],
-            window_ns: [dead_ns, done_ns],
-            nemesis: Vec::new(),
-            explanation: format!(
-                "p{} was granted {name} with {} at {} (op {}), but by the adapter's evidence its lease was last granted or kept alive at {} with ttl {lease_ttl_ms} ms, so it was surely dead after {}",
-                op.process,
-                token(op.token()),
-                secs(done_ns),
-                op.index,
-                secs(last_ok_ns),
-                secs(dead_ns),
-            ),
-        });
+        let lease = (last_ok_ns, lease_ttl_ms);
+        out.violations
+            .extend(expired(op, m.target_name(op), lease, m.drift));
     }
     judged
+}
+
+/// `grant-on-expired-lease` for ok acquire `op` on lock `name`, whose lease was last granted
+/// or kept alive at `last_ok_ns` with `lease_ttl_ms`, if it answered after that lease was
+/// surely dead.
+fn expired(
+    op: &ClientOp,
+    name: &str,
+    (last_ok_ns, lease_ttl_ms): (u64, u64),
+    drift: Drift,
+) -> Option<Violation> {
+    let done_ns = op.complete_ns()?;
+    let dead_ns = last_ok_ns.saturating_add(drift.upper_ns(lease_ttl_ms));
+    if done_ns <= dead_ns {
+        return None;
+    }
+    Some(Violation {
+        cycle: Vec::new(),
+        kind: ViolationKind::GrantOnExpiredLease,
+        lock: Some(name.to_string()),
+        ops: vec![op.index],
+        window_ns: [dead_ns, done_ns],
+        nemesis: Vec::new(),
+        explanation: format!(
+            "p{} was granted {name} with {} at {} (op {}), but by the adapter's evidence its lease was last granted or kept alive at {} with ttl {lease_ttl_ms} ms, so it was surely dead after {}",
+            op.process,
+            token(op.token()),
+            secs(done_ns),
+            op.index,
+            secs(last_ok_ns),
+            secs(dead_ns),
+        ),
+    })
 }
 
 /// `grant-without-key`: the grants whose lock key the service's record did not hold.
 fn keyless_grants(m: &Model, out: &mut CheckOutput) {
     for (pos, k) in &m.key_evidence {
         let op = &m.ops[*pos];
-        if op.func != Func::Acquire || op.outcome != Outcome::Ok || k.state != KeyState::Absent {
-            continue;
-        }
-        let Some(done_ns) = op.complete_ns() else {
-            continue;
-        };
-        let name = m.target_name(op);
-        let lease = match &k.lease_id {
-            Some(l) => format!(" (lease {l})"),
-            None => String::new(),
-        };
-        // The harness's clock, where it agrees, as a second reading for the sentence.
-        let clock = m
-            .lease_evidence
+        let lease = (m.lease_evidence)
             .binary_search_by_key(pos, |e| e.0)
             .ok()
-            .map(|i| m.lease_evidence[i])
-            .map(|(_, last_ok, ttl)| last_ok.saturating_add(m.drift.upper_ns(ttl)))
-            .filter(|dead| *dead < done_ns)
-            .map(|dead| {
-                format!(
-                    "; by the adapter's clock too, its lease was surely dead after {}",
-                    secs(dead)
-                )
-            })
-            .unwrap_or_default();
-        out.violations.push(Violation {
-            cycle: Vec::new(),
-            kind: ViolationKind::GrantWithoutKey,
-            lock: Some(name.to_string()),
-            ops: vec![op.index],
-            window_ns: [op.invoke_ns, done_ns],
-            nemesis: Vec::new(),
-            explanation: format!(
-                "p{} was granted {name} at {} (op {}, {}): the service answered at revision {} with lock key \"{}\"{lease}, but kv/range of \"{}\" at revision {} returned no key, so at the revision it answered at the service held no lock key for this grant{clock}",
-                op.process,
-                secs(done_ns),
-                op.index,
-                token(op.token()),
-                k.revision,
-                k.lock_key,
-                k.lock_key,
-                k.revision,
-            ),
-        });
+            .map(|i| (m.lease_evidence[i].1, m.lease_evidence[i].2));
+        out.violations
+            .extend(keyless(op, m.target_name(op), k, lease, m.drift));
+    }
+}
+
+/// `grant-without-key` for acquire `op` on lock `name`, if it answered ok and the service's
+/// record `k` held no lock key for it; the adapter's `lease` evidence, where it agrees, is a
+/// second reading for the sentence.
+fn keyless(
+    op: &ClientOp,
+    name: &str,
+    k: &KeyEvidence,
+    lease: Option<(u64, u64)>,
+    drift: Drift,
+) -> Option<Violation> {
+    if op.func != Func::Acquire || op.outcome != Outcome::Ok || k.state != KeyState::Absent {
+        return None;
+    }
+    let done_ns = op.complete_ns()?;
+    let lease_id = match &k.lease_id {
+        Some(l) => format!(" (lease {l})"),
+        None => String::new(),
+    };
+    // The harness's clock, where it agrees, as a second reading for the sentence.
+    let clock = lease
+        .map(|(last_ok, ttl)| last_ok.saturating_add(drift.upper_ns(ttl)))
+        .filter(|dead| *dead < done_ns)
+        .map(|dead| {
+            format!(
+                "; by the adapter's clock too, its lease was surely dead after {}",
+                secs(dead)
+            )
+        })
+        .unwrap_or_default();
+    Some(Violation {
+        cycle: Vec::new(),
+        kind: ViolationKind::GrantWithoutKey,
+        lock: Some(name.to_string()),
+        ops: vec![op.index],
+        window_ns: [op.invoke_ns, done_ns],
+        nemesis: Vec::new(),
+        explanation: format!(
+            "p{} was granted {name} at {} (op {}, {}): the service answered at revision {} with lock key \"{}\"{lease_id}, but kv/range of \"{}\" at revision {} returned no key, so at the revision it answered at the service held no lock key for this grant{clock}",
+            op.process,
+            secs(done_ns),
+            op.index,
+            token(op.token()),
+            k.revision,
+            k.lock_key,
+            k.lock_key,
+            k.revision,
+        ),
+    })
+}
+
+/// The streamed reading: `grant-on-expired-lease` or `grant-without-key` for `op` on lock
+/// `name`, just answered with `lease` and `key` evidence. Each rests on that one answer, so it
+/// is judged as it is read, as the batch judges it.
+pub(crate) fn answered(
+    op: &ClientOp,
+    name: &str,
+    lease: Option<(u64, u64)>,
+    key: Option<&KeyEvidence>,
+    drift: Drift,
+) -> Option<Violation> {
+    if op.func != Func::Acquire || op.outcome != Outcome::Ok {
+        return None;
+    }
+    match key.map(|k| (k, k.state)) {
+        Some((k, KeyState::Absent)) => keyless(op, name, k, lease, drift),
+        Some((_, KeyState::Present)) => None,
+        _ => expired(op, name, lease?, drift),
     }
 }
 

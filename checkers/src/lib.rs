@@ -83,6 +83,7 @@ mod serial;
 mod stale;
 mod stats;
 mod store;
+mod store_stream;
 mod stream;
 mod text;
 mod tokens;

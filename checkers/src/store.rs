@@ -2,7 +2,7 @@
 //! acceptance order) and the counter workload's `lost-update`.
 
 use crate::inject::Injector;
-use crate::model::{Func, Model, NO_TARGET};
+use crate::model::{ClientOp, Func, Model, NO_TARGET};
 use crate::text::secs;
 use crate::{verdict, CheckConfig, CheckOutput, Checker};
 use history::{Outcome, Violation, ViolationKind};
@@ -61,33 +61,12 @@ impl Checker for StoreFencing {
                 same_seq = None;
             }
             seq = s;
-            let b = &m.ops[pos];
-            let tok = b.token().expect("filtered on token");
+            let b = StoreOp::of(pos, &m.ops[pos]);
+            let tok = b.token.expect("filtered on token");
             if let Some((tok_a, pa)) = best {
                 if tok < tok_a {
-                    let a = &m.ops[pa];
-                    let seq_a = a.seq().unwrap_or(0);
-                    let name = m.key_name(k);
-                    out.violations.push(Violation {
-                        cycle: Vec::new(),
-                        kind: ViolationKind::StaleWriteAccepted,
-                        lock: Some(name.to_string()),
-                        ops: vec![a.index, b.index],
-                        window_ns: [
-                            a.invoke_ns.min(b.invoke_ns),
-                            a.complete_or_max().max(b.complete_or_max()),
-                        ],
-                        nemesis: Vec::new(),
-                        explanation: format!(
-                            "the store accepted p{}'s write to {name} with token {tok} as seq {s} (op {}, at {}), after it had accepted p{}'s write with the newer token {tok_a} as seq {seq_a} (op {}, at {})",
-                            b.process,
-                            b.index,
-                            secs(b.complete_or_max()),
-                            a.process,
-                            a.index,
-                            secs(a.complete_or_max()),
-                        ),
-                    });
+                    let a = StoreOp::of(pa, &m.ops[pa]);
+                    out.violations.push(stale_write(m.key_name(k), &a, &b));
                 }
             }
             same_seq = max_token(same_seq, Some((tok, pos)));
@@ -106,6 +85,64 @@ fn max_token(a: Option<(u64, usize)>, b: Option<(u64, usize)>) -> Option<(u64, u
         (Some(x), Some(y)) => Some(if y.0 > x.0 { y } else { x }),
         (x, None) => x,
         (None, y) => y,
+    }
+}
+
+/// What the store rules read of one op: enough to judge it and word a violation once the op
+/// itself is gone (the streamed rules, `store_stream.rs`, keep only this).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct StoreOp {
+    pub(crate) pos: usize,
+    pub(crate) key: u32,
+    pub(crate) process: u64,
+    pub(crate) index: u64,
+    pub(crate) invoke_ns: u64,
+    /// `u64::MAX` when it never completed.
+    pub(crate) complete_ns: u64,
+    pub(crate) seq: Option<u64>,
+    pub(crate) token: Option<u64>,
+    pub(crate) value: Option<i64>,
+}
+
+impl StoreOp {
+    pub(crate) fn of(pos: usize, o: &ClientOp) -> StoreOp {
+        StoreOp {
+            pos,
+            key: o.target,
+            process: o.process,
+            index: o.index,
+            invoke_ns: o.invoke_ns,
+            complete_ns: o.complete_or_max(),
+            seq: o.seq(),
+            token: o.token(),
+            value: o.value(),
+        }
+    }
+}
+
+/// `stale-write-accepted`: the store accepted `b` after `a` (a lower seq), with a lower token.
+pub(crate) fn stale_write(name: &str, a: &StoreOp, b: &StoreOp) -> Violation {
+    let (tok_a, tok) = (a.token.unwrap_or(0), b.token.unwrap_or(0));
+    let (seq_a, s) = (a.seq.unwrap_or(0), b.seq.unwrap_or(0));
+    Violation {
+        cycle: Vec::new(),
+        kind: ViolationKind::StaleWriteAccepted,
+        lock: Some(name.to_string()),
+        ops: vec![a.index, b.index],
+        window_ns: [
+            a.invoke_ns.min(b.invoke_ns),
+            a.complete_ns.max(b.complete_ns),
+        ],
+        nemesis: Vec::new(),
+        explanation: format!(
+            "the store accepted p{}'s write to {name} with token {tok} as seq {s} (op {}, at {}), after it had accepted p{}'s write with the newer token {tok_a} as seq {seq_a} (op {}, at {})",
+            b.process,
+            b.index,
+            secs(b.complete_ns),
+            a.process,
+            a.index,
+            secs(a.complete_ns),
+        ),
     }
 }
 
@@ -137,7 +174,7 @@ impl Checker for Counter {
             counters
                 .per_key
                 .iter()
-                .any(|(w, unsure)| !w.is_empty() || *unsure > 0)
+                .any(|k| !k.acked.is_empty() || !k.unsure.is_empty())
                 || !counters.finals.is_empty(),
             || "no counter write and no final read: there was no counter to judge".to_string(),
         );
@@ -150,36 +187,57 @@ impl Checker for Counter {
 struct Counters {
     /// (key, value, completion, op) of the ok writes, sorted.
     values: Vec<(u32, i64, u64, usize)>,
-    /// Per key: ok writes as (completion, op), sorted, and the count of indeterminate writes.
-    per_key: Vec<(Vec<(u64, usize)>, u64)>,
+    /// Per key.
+    per_key: Vec<KeyWrites>,
     /// The ok final reads.
     finals: Vec<usize>,
+}
+
+/// One counter's writes.
+#[derive(Clone, Default)]
+struct KeyWrites {
+    /// The ok writes as (completion, op), sorted.
+    acked: Vec<(u64, usize)>,
+    /// The positions of the indeterminate writes, in order.
+    unsure: Vec<usize>,
+}
+
+/// Per key, the position of the first op of a named critical section (`transfer`) that read
+/// or wrote it (`usize::MAX`: none): from there on the register is an account, not a counter.
+/// From there, not before: the streamed rules judge each op as read.
+pub(crate) fn accounts_from(m: &Model) -> Vec<usize> {
+    let mut from = vec![usize::MAX; m.keys.len()];
+    for &(pos, _) in &m.transfers {
+        let o = &m.ops[pos];
+        if !o.func.is_lock_op() && o.target != NO_TARGET {
+            let f = &mut from[o.target as usize];
+            *f = (*f).min(pos);
+        }
+    }
+    from
 }
 
 impl Counters {
     fn of(m: &Model) -> Counters {
         let mut c = Counters {
             values: Vec::new(),
-            per_key: vec![(Vec::new(), 0); m.keys.len()],
+            per_key: vec![KeyWrites::default(); m.keys.len()],
             finals: Vec::new(),
         };
-        // An account (a register a transfer wrote) holds a balance, not a count.
-        let accounts = m.transfer_keys();
+        let accounts = accounts_from(m);
         for (i, o) in m.ops.iter().enumerate() {
-            if o.target == NO_TARGET || (!o.func.is_lock_op() && accounts[o.target as usize]) {
+            if o.target == NO_TARGET || (!o.func.is_lock_op() && accounts[o.target as usize] <= i) {
                 continue;
             }
             match (o.func, o.outcome) {
                 (Func::Write, Outcome::Ok) => {
-                    c.per_key[o.target as usize]
-                        .0
-                        .push((o.complete_or_max(), i));
+                    (c.per_key[o.target as usize].acked).push((o.complete_or_max(), i));
                     if let Some(v) = o.value() {
                         c.values.push((o.target, v, o.complete_or_max(), i));
                     }
                 }
                 (Func::Write, Outcome::Info | Outcome::Pending) => {
-                    c.per_key[o.target as usize].1 += 1
+                    c.per_key[o.target as usize].unsure.push(i)
                 }
                 (Func::Read, Outcome::Ok) if o.is_final => c.finals.push(i),
                 _ => {}
@@ -187,7 +245,7 @@ impl Counters {
         }
         c.values.sort_unstable();
         for k in &mut c.per_key {
-            k.0.sort_unstable();
+            k.acked.sort_unstable();
         }
         c
     }
@@ -203,59 +261,72 @@ fn same_value_twice(m: &Model, values: &[(u32, i64, u64, usize)], out: &mut Chec
             first = i;
             continue;
         }
-        let a = &m.ops[values[first].3];
-        let b = &m.ops[pos];
-        let name = m.key_name(k);
-        out.violations.push(Violation {
-            cycle: Vec::new(),
-            kind: ViolationKind::LostUpdate,
-            lock: Some(name.to_string()),
-            ops: vec![a.index, b.index],
-            window_ns: [a.invoke_ns, b.complete_or_max()],
-            nemesis: Vec::new(),
-            explanation: format!(
-                "p{}'s write of {v} to {name} was acknowledged at {} (op {}), and p{}'s write of the same value {v} was acknowledged at {} (op {}): one increment was lost",
-                a.process,
-                secs(a.complete_or_max()),
-                a.index,
-                b.process,
-                secs(b.complete_or_max()),
-                b.index,
-            ),
-        });
+        let a = StoreOp::of(values[first].3, &m.ops[values[first].3]);
+        let b = StoreOp::of(pos, &m.ops[pos]);
+        out.violations.push(same_value(m.key_name(k), &a, &b));
+    }
+}
+
+/// `lost-update`: `a` and `b`, acknowledged in that order, stored the same value.
+pub(crate) fn same_value(name: &str, a: &StoreOp, b: &StoreOp) -> Violation {
+    let v = b.value.unwrap_or(0);
+    Violation {
+        cycle: Vec::new(),
+        kind: ViolationKind::LostUpdate,
+        lock: Some(name.to_string()),
+        ops: vec![a.index, b.index],
+        window_ns: [a.invoke_ns, b.complete_ns],
+        nemesis: Vec::new(),
+        explanation: format!(
+            "p{}'s write of {v} to {name} was acknowledged at {} (op {}), and p{}'s write of the same value {v} was acknowledged at {} (op {}): one increment was lost",
+            a.process,
+            secs(a.complete_ns),
+            a.index,
+            b.process,
+            secs(b.complete_ns),
+            b.index,
+        ),
     }
 }
 
 /// `lost-update`: a final read below the writes acknowledged before it was sent.
-fn short_final_read(
-    m: &Model,
-    per_key: &[(Vec<(u64, usize)>, u64)],
-    pos: usize,
-) -> Option<Violation> {
-    let r = &m.ops[pos];
-    let v = r.value()?;
+fn short_final_read(m: &Model, per_key: &[KeyWrites], pos: usize) -> Option<Violation> {
+    let r = StoreOp::of(pos, &m.ops[pos]);
     // Only writes acknowledged before the read was sent must show in it.
-    let (writes, unsure) = &per_key[r.target as usize];
+    let KeyWrites {
+        acked: writes,
+        unsure,
+    } = &per_key[r.key as usize];
     debug_assert!(writes.windows(2).all(|w| w[0] <= w[1]), "writes are sorted");
     let n = writes.partition_point(|w| w.0 < r.invoke_ns);
-    let (acked, unsure, last) = (n as u64, *unsure, n.checked_sub(1).map(|i| writes[i].1));
+    let last = n
+        .checked_sub(1)
+        .map(|i| StoreOp::of(writes[i].1, &m.ops[writes[i].1]));
+    let unsure = unsure.partition_point(|&p| p < pos) as u64;
+    short_final(m.key_name(r.key), &r, (n as u64, unsure), last.as_ref())
+}
+
+/// `lost-update` when final read `r` returned less than the `acked` writes acknowledged
+/// before it was sent (the last of them `last`); `unsure` more were sent before it and never
+/// answered. `None` when it did not (or returned no value).
+pub(crate) fn short_final(
+    name: &str,
+    r: &StoreOp,
+    (acked, unsure): (u64, u64),
+    last: Option<&StoreOp>,
+) -> Option<Violation> {
+    let v = r.value?;
     if v >= 0 && v as u64 >= acked {
         return None;
     }
-    let name = m.key_name(r.target);
-    let done_ns = r.complete_or_max();
+    let done_ns = r.complete_ns;
     let mut ops = vec![r.index];
     let mut start_ns = r.invoke_ns;
     let mut last_text = String::new();
     if let Some(l) = last {
-        let l = &m.ops[l];
         ops.push(l.index);
-        start_ns = start_ns.min(l.complete_or_max());
-        last_text = format!(
-            ", the last at {} (op {})",
-            secs(l.complete_or_max()),
-            l.index
-        );
+        start_ns = start_ns.min(l.complete_ns);
+        last_text = format!(", the last at {} (op {})", secs(l.complete_ns), l.index);
     }
     Some(Violation {
         cycle: Vec::new(),
@@ -265,11 +336,10 @@ fn short_final_read(
         window_ns: [start_ns, done_ns],
         nemesis: Vec::new(),
         explanation: format!(
-            "the final read of {name} by p{} returned {v} at {} (op {}), yet {acked} writes to {name} were acknowledged before it was sent{last_text}; counting {unsure} indeterminate write(s), the value had to be between {acked} and {}",
+            "the final read of {name} by p{} returned {v} at {} (op {}), yet {acked} writes to {name} were acknowledged before it was sent{last_text}: it had to return at least {acked} ({unsure} more sent before it were never answered, and may or may not show)",
             r.process,
             secs(done_ns),
             r.index,
-            acked + unsure,
         ),
     })
 }

@@ -17,16 +17,21 @@
 //! every grant completed before they were invoked is closed, those that name none once the walk
 //! is past them.
 //!
+//! And the store rules (`store_stream.rs`), which read ops, not grants: `stale-write-accepted`
+//! and `lost-update`, each write judged once the walk is past its answer.
+//!
 //! Each violation is rendered as found, in the batch's words ([`View`]). The grants a violation
 //! found later may name are pinned ([`Streamed::pinned`]): the reader keeps them and their ops.
 
+use crate::evidence::KeyEvidence;
 use crate::fencing::Fencing;
 use crate::forced::Forced;
-use crate::model::{Grant, View};
+use crate::model::{ClientOp, Drift, Grant, View};
 use crate::mutex::{
     double_grant, overlapping_holds, token_step, window_end_by, Earlier, Hold, TokenPrev,
 };
 use crate::stale::Stale;
+use crate::store_stream::StoreStream;
 use crate::walk::Ops;
 use crate::window::Window;
 use crate::FxMap;
@@ -112,6 +117,7 @@ pub(crate) struct Streamed {
     pub(crate) forced: Forced,
     pub(crate) fencing: Fencing,
     pub(crate) stale: Stale,
+    pub(crate) store: StoreStream,
     /// The most holds left waiting after a sweep.
     pub(crate) pending_max: usize,
     holds: crate::mutex::HoldSweep,
@@ -269,6 +275,32 @@ impl Streamed {
     ) {
         for (v, end_ns) in self.stale.judge_orphans(before, grant_of, grants, view) {
             self.proven.push(v, end_ns, view.end_time_ns());
+        }
+    }
+
+    /// Judges the store rules as far as the walk, past instant `walked_ns` (`u64::MAX`: the
+    /// history is read), allows; `keys`: the keys' names.
+    pub(crate) fn judge_store(&mut self, walked_ns: u64, keys: &[String], read_to_ns: u64) {
+        for v in self.store.judge(walked_ns, keys) {
+            // Between two completions, both read.
+            let end_ns = v.window_ns[1];
+            self.proven.push(v, end_ns, read_to_ns);
+        }
+    }
+
+    /// Op `o` was just answered with `lease` and `key` evidence (`lease.rs`): the lease
+    /// rules, which rest on that one answer, judge it now. `locks`: the locks' names.
+    pub(crate) fn answered(
+        &mut self,
+        o: &ClientOp,
+        (lease, key): (Option<(u64, u64)>, Option<&KeyEvidence>),
+        locks: &[String],
+        drift: Drift,
+    ) {
+        let name = locks.get(o.target as usize).map_or("?", |s| s.as_str());
+        if let Some(v) = crate::lease::answered(o, name, lease, key, drift) {
+            let end_ns = v.window_ns[1];
+            self.proven.push(v, end_ns, end_ns);
         }
     }
 
