@@ -2637,6 +2637,31 @@ mod walk_order_tests {
         }
     }
 
+    /// The lease rules judge ok acquires only: a renew, or a refused acquire, carrying lease
+    /// evidence past its ttl proves nothing, and a grant whose key the service's record holds is
+    /// decided by it.
+    #[test]
+    fn the_lease_rules_judge_the_answers_of_grants_only() {
+        let ttl = r#""ttl_ms":1000"#;
+        let late = r#""token":1,"ttl_ms":1000,"lease_last_ok_ns":1000000,"lease_ttl_ms":1000"#;
+        let present = r#""token":2,"ttl_ms":1000,"lease_last_ok_ns":1000000,"lease_ttl_ms":1000,"answer_revision":7,"lock_key":"k","key_at_revision":"present""#;
+        let h = lines(&[
+            (0, 1, "invoke", "acquire", ttl),
+            (5000, 1, "ok", "acquire", late),
+            (5001, 1, "invoke", "renew", r#""token":1,"ttl_ms":1000"#),
+            (5002, 1, "ok", "renew", late),
+            (5003, 1, "invoke", "release", r#""token":1"#),
+            (5004, 1, "ok", "release", r#""token":1"#),
+            (5005, 2, "invoke", "acquire", ttl),
+            (5006, 2, "fail", "acquire", r#""error":"held","lease_last_ok_ns":1000000,"lease_ttl_ms":1000"#),
+            (6000, 3, "invoke", "acquire", ttl),
+            (6001, 3, "ok", "acquire", present),
+        ]);
+        let what = "a late grant, then a renew, a refusal and a grant the record decides";
+        let seen = same_walks(&h, what, 0, Drift::from_ppm(0), true);
+        assert_eq!(seen.compared.by_op, [0, 0, 1], "{what}: {seen:?}");
+    }
+
     /// A counter's values past the reading's limit are forgotten, and a write of one taken as
     /// its first (a duplicate of one remembered is still found); what it keeps stays there.
     #[test]
