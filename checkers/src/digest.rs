@@ -2653,7 +2653,13 @@ mod walk_order_tests {
             (5003, 1, "invoke", "release", r#""token":1"#),
             (5004, 1, "ok", "release", r#""token":1"#),
             (5005, 2, "invoke", "acquire", ttl),
-            (5006, 2, "fail", "acquire", r#""error":"held","lease_last_ok_ns":1000000,"lease_ttl_ms":1000"#),
+            (
+                5006,
+                2,
+                "fail",
+                "acquire",
+                r#""error":"held","lease_last_ok_ns":1000000,"lease_ttl_ms":1000"#,
+            ),
             (6000, 3, "invoke", "acquire", ttl),
             (6001, 3, "ok", "acquire", present),
         ]);

@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 /// The most (key, value) pairs the `lost-update` reading remembers the first write of; past
 /// it the earliest remembered is forgotten (counted in [`StoreStream::forgotten`]): a write of
 /// a value forgotten is then taken as the first of it. A counter moves on, so a duplicate is
-/// near its first; about 6 MiB.
+/// near its first; about 3 MiB.
 pub(crate) const VALUES_REMEMBERED_MAX: usize = 65_536;
 
 /// A write waiting to leave, in `(order, position)` order.
@@ -64,7 +64,7 @@ pub(crate) struct StoreStream {
     /// Acknowledged counter writes walked and not yet left, by (completion, position).
     counted: BinaryHeap<Waiting>,
     /// The first write of each (key, value) remembered, and the order they were remembered in.
-    first_of: FxMap<(u32, i64), StoreOp>,
+    first_of: FxMap<(u32, i64), First>,
     remembered: VecDeque<(u32, i64)>,
     /// [`VALUES_REMEMBERED_MAX`] unless the tests set another.
     pub(crate) remembered_max: usize,
@@ -92,6 +92,42 @@ impl Default for StoreStream {
             out_of_order: 0,
             waiting_most: 0,
             found: Vec::new(),
+        }
+    }
+}
+
+/// What a `lost-update` pair words of the first write of a value: a third of a [`StoreOp`],
+/// for the many remembered.
+#[derive(Clone, Copy)]
+struct First {
+    process: u64,
+    index: u64,
+    invoke_ns: u64,
+    complete_ns: u64,
+}
+
+impl First {
+    fn of(w: &StoreOp) -> First {
+        First {
+            process: w.process,
+            index: w.index,
+            invoke_ns: w.invoke_ns,
+            complete_ns: w.complete_ns,
+        }
+    }
+
+    /// The write again, as the sentences read it, for value `value` of key `key`.
+    fn op(&self, key: u32, value: i64) -> StoreOp {
+        StoreOp {
+            pos: 0,
+            key,
+            process: self.process,
+            index: self.index,
+            invoke_ns: self.invoke_ns,
+            complete_ns: self.complete_ns,
+            seq: None,
+            token: None,
+            value: Some(value),
         }
     }
 }
@@ -172,9 +208,12 @@ impl StoreStream {
             k.last_acked = Some(w);
             let Some(v) = w.value else { continue };
             match self.first_of.get(&(w.key, v)) {
-                Some(a) => (self.found).push(same_value(name_of(keys, w.key), a, &w)),
+                Some(a) => {
+                    let a = a.op(w.key, v);
+                    (self.found).push(same_value(name_of(keys, w.key), &a, &w))
+                }
                 None => {
-                    self.first_of.insert((w.key, v), w);
+                    self.first_of.insert((w.key, v), First::of(&w));
                     self.remembered.push_back((w.key, v));
                     if self.remembered.len() > self.remembered_max {
                         let old = self.remembered.pop_front().expect("over the limit");
