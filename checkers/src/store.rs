@@ -328,6 +328,10 @@ pub(crate) fn short_final(
         start_ns = start_ns.min(l.complete_ns);
         last_text = format!(", the last at {} (op {})", secs(l.complete_ns), l.index);
     }
+    let unsure_text = match unsure {
+        0 => String::new(),
+        n => format!(" ({n} more sent before it were never answered: they may or may not show)"),
+    };
     Some(Violation {
         cycle: Vec::new(),
         kind: ViolationKind::LostUpdate,
@@ -336,7 +340,7 @@ pub(crate) fn short_final(
         window_ns: [start_ns, done_ns],
         nemesis: Vec::new(),
         explanation: format!(
-            "the final read of {name} by p{} returned {v} at {} (op {}), yet {acked} writes to {name} were acknowledged before it was sent{last_text}: it had to return at least {acked} ({unsure} more sent before it were never answered, and may or may not show)",
+            "the final read of {name} by p{} returned {v} at {} (op {}), yet {acked} writes to {name} were acknowledged before it was sent{last_text}: it had to return at least {acked}{unsure_text}",
             r.process,
             secs(done_ns),
             r.index,

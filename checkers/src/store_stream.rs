@@ -30,8 +30,9 @@ use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 /// The most (key, value) pairs the `lost-update` reading remembers the first write of; past
 /// it the earliest remembered is forgotten (counted in [`StoreStream::forgotten`]): a write of
 /// a value forgotten is then taken as the first of it. A counter moves on, so a duplicate is
-/// near its first; about 3 MiB.
-pub(crate) const VALUES_REMEMBERED_MAX: usize = 65_536;
+/// near its first. 7/8 of 65,536, the most a table of 65,536 slots holds before it doubles:
+/// about 4 MiB in all.
+pub(crate) const VALUES_REMEMBERED_MAX: usize = 57_344;
 
 /// A write waiting to leave, in `(order, position)` order.
 type Waiting = Reverse<((u64, usize), StoreOp)>;
@@ -213,13 +214,15 @@ impl StoreStream {
                     (self.found).push(same_value(name_of(keys, w.key), &a, &w))
                 }
                 None => {
-                    self.first_of.insert((w.key, v), First::of(&w));
-                    self.remembered.push_back((w.key, v));
-                    if self.remembered.len() > self.remembered_max {
-                        let old = self.remembered.pop_front().expect("over the limit");
+                    // Forgotten before the new one is remembered: the table never holds one
+                    // more than the limit, so it never grows past its size at the limit.
+                    if self.remembered.len() >= self.remembered_max {
+                        let old = self.remembered.pop_front().expect("at the limit");
                         self.first_of.remove(&old);
                         self.forgotten += 1;
                     }
+                    self.first_of.insert((w.key, v), First::of(&w));
+                    self.remembered.push_back((w.key, v));
                     self.remembered_most = self.remembered_most.max(self.remembered.len());
                 }
             }
