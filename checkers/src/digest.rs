@@ -10,7 +10,7 @@ use crate::faults::Faults;
 use crate::model::{
     ClientOp, Drift, Func, Grant, Model, OpPos, View, NO_ERROR, NO_GRANT, NO_TARGET, SESSION_TTL_MS,
 };
-use crate::stream::{Streamed, TokenKey};
+use crate::stream::{Reach, Streamed, TokenKey};
 use crate::walk::{Close, Ops, Walk};
 use crate::{CheckConfig, FxMap};
 use history::{
@@ -577,37 +577,34 @@ impl Digest {
             end_time_ns: self.end_time_ns,
             drift: self.drift,
         };
-        // The renews and releases naming no grant before what the walk still reads can no
-        // longer be given one, and every grant they read is closed: judged before the
-        // stale-lock-ops reading lets any grant go.
-        let before = if end {
-            usize::MAX
-        } else {
-            self.walk.first_needed(&[])
-        };
-        stream.judge_orphans(before, &self.walk.grant_of, grants, &live);
         if end {
             stream.sweep(u64::MAX, grants, &live);
             stream.walk_tokens(&[], grants, &live);
-            stream.judge_forced(u64::MAX, grants, &live);
-            stream.judge_fencing(u64::MAX, grants, &live);
-            stream.judge_stale((u64::MAX, u64::MAX), grants, &live);
-            stream.judge_store(u64::MAX, &self.keys, self.end_time_ns);
+            stream.judge(
+                &Reach::END,
+                (&self.walk.grant_of, grants),
+                &live,
+                &self.keys,
+            );
             stream.finish(self.end_time_ns);
         } else {
             // An op not read yet is invoked no earlier than the last event read: with nothing
             // open or unwalked, that is the watermark.
             let watermark_ns = self.walk.watermark_ns(&self.ops).min(self.end_time_ns);
             stream.sweep(watermark_ns, grants, &live);
-            stream.judge_forced(watermark_ns, grants, &live);
-            stream.judge_fencing(watermark_ns, grants, &live);
-            // The first op the walk still reads: `before` is it when not at the end.
-            let first_op_ns = self.ops.get(before).map_or(u64::MAX, |o| o.invoke_ns);
-            stream.judge_stale((watermark_ns, first_op_ns), grants, &live);
-            // Every op completed before the next op to walk was invoked has been walked.
-            let walked_ns =
-                (self.ops.get(self.walk.next())).map_or(self.end_time_ns, |o| o.invoke_ns);
-            stream.judge_store(walked_ns, &self.keys, self.end_time_ns);
+            // The renews and releases naming no grant before what the walk still reads can
+            // no longer be given one, and every grant they read is closed. The first op the
+            // walk still reads bounds the ops of the grants still open; every op completed
+            // before the next op to walk was invoked has been walked.
+            let before = self.walk.first_needed(&[]);
+            let next = self.ops.get(self.walk.next());
+            let reach = Reach {
+                watermark_ns,
+                first_op_ns: self.ops.get(before).map_or(u64::MAX, |o| o.invoke_ns),
+                walked_ns: next.map_or(self.end_time_ns, |o| o.invoke_ns),
+                orphans_before: before,
+            };
+            stream.judge(&reach, (&self.walk.grant_of, grants), &live, &self.keys);
             let open: Vec<(u32, TokenKey)> = (self.walk.open().iter())
                 .filter_map(|&g| {
                     let grant = &grants[g as usize];

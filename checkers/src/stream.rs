@@ -95,6 +95,29 @@ impl Proven {
 /// pending) holds it there.
 pub(crate) const HOLDS_WAITING_MAX: usize = 4096;
 
+/// How far the readings that wait for the walk may judge (each `u64::MAX`, or
+/// `usize::MAX`, at the end of the history).
+pub(crate) struct Reach {
+    /// No grant closed later holds or completes before it.
+    pub(crate) watermark_ns: u64,
+    /// No op of a grant still open was invoked before it.
+    pub(crate) first_op_ns: u64,
+    /// Every op completed before it has been walked.
+    pub(crate) walked_ns: u64,
+    /// No later step of the walk reads an op before this position.
+    pub(crate) orphans_before: usize,
+}
+
+impl Reach {
+    /// The history is read: everything may be judged.
+    pub(crate) const END: Reach = Reach {
+        watermark_ns: u64::MAX,
+        first_op_ns: u64::MAX,
+        walked_ns: u64::MAX,
+        orphans_before: usize::MAX,
+    };
+}
+
 /// The streaming rules' state.
 #[derive(Default)]
 pub(crate) struct Streamed {
@@ -229,61 +252,32 @@ impl Streamed {
         }
     }
 
-    /// Judges the grants without a token, and those their instants rest on, whose instants
-    /// are final with the walk at `watermark_ns` (`u64::MAX`: at the end of the history).
-    pub(crate) fn judge_forced(
+    /// Judges what every reading that waits for the walk may judge now, as far as `reach`
+    /// says, and renders it from `grants`, `view` and the keys' names `keys`. The renews and
+    /// releases naming no grant come first: every grant they read is kept until then.
+    pub(crate) fn judge(
         &mut self,
-        watermark_ns: u64,
-        grants: &Window<Grant>,
+        reach: &Reach,
+        (grant_of, grants): (&Window<u32>, &Window<Grant>),
         view: &impl View,
+        keys: &[String],
     ) {
-        for (v, end_ns) in self.forced.judge(watermark_ns, grants, view) {
-            self.proven.push(v, end_ns, view.end_time_ns());
-        }
-    }
-
-    /// Judges the grants with a token whose `fencing-tokens` rules read only closed grants
-    /// with the walk at `watermark_ns` (`u64::MAX`: at the end of the history).
-    pub(crate) fn judge_fencing(
-        &mut self,
-        watermark_ns: u64,
-        grants: &Window<Grant>,
-        view: &impl View,
-    ) {
-        for (v, end_ns) in self.fencing.judge(watermark_ns, grants, view) {
-            self.proven.push(v, end_ns, view.end_time_ns());
-        }
-    }
-
-    /// Judges the ops of the grants whose `stale-lock-ops` rules read only closed grants with
-    /// the walk at `watermark_ns`; no op of a grant still open was invoked before `first_op_ns`
-    /// (both `u64::MAX` at the end of the history).
-    pub(crate) fn judge_stale(&mut self, at: (u64, u64), grants: &Window<Grant>, view: &impl View) {
-        for (v, end_ns) in self.stale.judge(at, grants, view) {
-            self.proven.push(v, end_ns, view.end_time_ns());
-        }
-    }
-
-    /// Judges the renews and releases naming no grant before position `before` (which no later
-    /// step of the walk reads); `grant_of` gives each op's grant.
-    pub(crate) fn judge_orphans(
-        &mut self,
-        before: usize,
-        grant_of: &Window<u32>,
-        grants: &Window<Grant>,
-        view: &impl View,
-    ) {
-        for (v, end_ns) in self.stale.judge_orphans(before, grant_of, grants, view) {
-            self.proven.push(v, end_ns, view.end_time_ns());
-        }
-    }
-
-    /// Judges the store rules as far as the walk, past instant `walked_ns` (`u64::MAX`: the
-    /// history is read), allows; `keys`: the keys' names.
-    pub(crate) fn judge_store(&mut self, walked_ns: u64, keys: &[String], read_to_ns: u64) {
-        for v in self.store.judge(walked_ns, keys) {
-            // Between two completions, both read.
-            let end_ns = v.window_ns[1];
+        let read_to_ns = view.end_time_ns();
+        let orphans = (self.stale).judge_orphans(reach.orphans_before, grant_of, grants, view);
+        let forced = self.forced.judge(reach.watermark_ns, grants, view);
+        let fencing = self.fencing.judge(reach.watermark_ns, grants, view);
+        let at = (reach.watermark_ns, reach.first_op_ns);
+        let stale = self.stale.judge(at, grants, view);
+        // A store violation lies between two completions, both read.
+        let store = (self.store.judge(reach.walked_ns, keys).into_iter())
+            .map(|v| (v.window_ns[1], v))
+            .map(|(end_ns, v)| (v, end_ns));
+        let found = orphans
+            .into_iter()
+            .chain(forced)
+            .chain(fencing)
+            .chain(stale);
+        for (v, end_ns) in found.chain(store) {
             self.proven.push(v, end_ns, read_to_ns);
         }
     }
