@@ -34,7 +34,8 @@ fn main() {
              waiting {} times for an op pending past {} ops, {} answers after; forced order \
              kept at most {} grants of a lock, let {} go at its limit; fencing tokens kept at \
              most {}, let {} go, forgot the first grant of {} tokens; store writes waiting at \
-             most {}, {} out of seq order, {} counter values forgotten ({:.1} s)",
+             most {}, {} out of seq order, {} counter values forgotten; {} stuck answers judged \
+             at the limit ({:.1} s)",
             w.events,
             w.ops,
             w.grants,
@@ -61,6 +62,7 @@ fn main() {
             w.store_waiting_most,
             w.store_out_of_order,
             w.values_forgotten,
+            w.stuck_cut_short,
             t.elapsed().as_secs_f64()
         );
     }

@@ -508,6 +508,15 @@ impl Digest {
                     stream.stale.orphan(pos as OpPos, id.is_some());
                 }
                 stream.store.walked(pos, op, &self.keys);
+                let read = crate::stuck_stream::Read {
+                    locks: &self.locks,
+                    errors: &self.errors,
+                    nemesis: &self.nemesis,
+                    policy: &self.walk.ttl_policy,
+                    drift: self.drift,
+                    end_ns: self.end_time_ns,
+                };
+                stream.stuck.walked(pos, op, &read);
             }
         }
         if !end {
@@ -586,6 +595,7 @@ impl Digest {
                 &live,
                 &self.keys,
             );
+            stream.finish_stuck(&self.stuck_read());
             stream.finish(self.end_time_ns);
         } else {
             // An op not read yet is invoked no earlier than the last event read: with nothing
@@ -605,6 +615,7 @@ impl Digest {
                 orphans_before: before,
             };
             stream.judge(&reach, (&self.walk.grant_of, grants), &live, &self.keys);
+            stream.stuck.judge(reach.walked_ns, &self.stuck_read());
             let open: Vec<(u32, TokenKey)> = (self.walk.open().iter())
                 .filter_map(|&g| {
                     let grant = &grants[g as usize];
@@ -616,6 +627,18 @@ impl Digest {
         let pinned = stream.pinned();
         self.stream = Some(stream);
         pinned
+    }
+
+    /// What the `lock-stuck` reading reads of the digest.
+    fn stuck_read(&self) -> crate::stuck_stream::Read<'_> {
+        crate::stuck_stream::Read {
+            locks: &self.locks,
+            errors: &self.errors,
+            nemesis: &self.nemesis,
+            policy: &self.walk.ttl_policy,
+            drift: self.drift,
+            end_ns: self.end_time_ns,
+        }
     }
 
     /// The pairing's step for one event (`None`: after a structure error, events are counted
@@ -936,6 +959,7 @@ pub fn window_of_path(
         store_waiting_most: stream.store.waiting_most as u64,
         store_out_of_order: stream.store.out_of_order,
         values_forgotten: stream.store.forgotten,
+        stuck_cut_short: stream.stuck.cut_short,
     })
 }
 
@@ -986,6 +1010,8 @@ pub struct WindowStats {
     pub store_waiting_most: u64,
     pub store_out_of_order: u64,
     pub values_forgotten: u64,
+    /// `held` answers stuck so far that the lock-stuck reading judged at its limit.
+    pub stuck_cut_short: u64,
 }
 
 /// Reads `input` (named `path` in errors) into `digest`: parsed in parallel blocks, paired
@@ -1294,6 +1320,9 @@ mod walk_order_tests {
         values_remembered_most: usize,
         /// `lost-update` violations streamed.
         lost_updates: usize,
+        /// Stuck `held` answers judged at the limit with what was read, and the most waiting.
+        stuck_cut_short: u64,
+        stuck_waiting_most: usize,
         /// Holds swept before the watermark passed them, at the limit, and the most waiting.
         swept_early: u64,
         holds_waiting_most: usize,
@@ -1315,6 +1344,8 @@ mod walk_order_tests {
                 store_out_of_order: stream.store.out_of_order,
                 values_forgotten: stream.store.forgotten,
                 values_remembered_most: stream.store.remembered_most,
+                stuck_cut_short: stream.stuck.cut_short,
+                stuck_waiting_most: stream.stuck.waiting_most,
                 lost_updates: of_kinds(stream, &[history::ViolationKind::LostUpdate]).len(),
                 swept_early: stream.swept_early,
                 holds_waiting_most: stream.pending_max,
@@ -1348,6 +1379,7 @@ mod walk_order_tests {
             stream.fencing.remembered_max = kept_max;
             stream.stale.kept_max = kept_max;
             stream.store.remembered_max = kept_max;
+            stream.stuck.waiting_max = kept_max;
             stream.holds_waiting_max = Some(kept_max);
         }
         read.stream = Some(stream);
@@ -1563,7 +1595,7 @@ mod walk_order_tests {
             fencing,
             stale,
             out_of_order,
-            by_op: [0; 3],
+            by_op: [0; 4],
         }
     }
 
@@ -1598,7 +1630,7 @@ mod walk_order_tests {
         what: &str,
         (stream, drift): (&Streamed, Drift),
         answered: bool,
-    ) -> [usize; 3] {
+    ) -> [usize; 4] {
         let cfg = CheckConfig {
             drift: drift.ppm() as f64 / 1e6,
             ..CheckConfig::default()
@@ -1632,7 +1664,15 @@ mod walk_order_tests {
             answered,
             |_| !answered,
         );
-        [stale, lost, lease]
+        // Lock-stuck, the stuck answers judged again at the end.
+        let stuck = compare_rule(
+            what,
+            &crate::Checker::check_model(&crate::liveness::Liveness, &m, &cfg).violations,
+            &of_kinds(stream, &[K::LockStuck]),
+            answered && stream.stuck.cut_short == 0,
+            |_| !answered || stream.stuck.cut_short > 0,
+        );
+        [stale, lost, lease, stuck]
     }
 
     /// Violations as sorted text, to compare.
@@ -1683,8 +1723,8 @@ mod walk_order_tests {
         fencing: usize,
         stale: usize,
         out_of_order: u64,
-        /// `stale-write-accepted`, `lost-update`, and lease-rule violations.
-        by_op: [usize; 3],
+        /// `stale-write-accepted`, `lost-update`, lease-rule and `lock-stuck` violations.
+        by_op: [usize; 4],
     }
 
     /// One history from its lines: `(time_ms, process, type, f, value)` on lock L0 (store ops
@@ -2126,6 +2166,146 @@ mod walk_order_tests {
     /// two, each with the stale-lock-ops violations the batch finds in it.
     /// One line of [`lines`] with its value owned.
     type OwnedLine = (u64, u64, &'static str, &'static str, String);
+
+    /// A history from whole lines, `(time_ms, process, type, f, rest)`: `rest` follows the
+    /// `f` field (a lock, a value); process `0` is the nemesis.
+    fn raw(events: &[(u64, u64, &str, &str, &str)]) -> History {
+        let ops = (events.iter().enumerate())
+            .map(|(i, &(ms, p, kind, f, rest))| {
+                let process = match p {
+                    0 => r#""nemesis""#.to_string(),
+                    p => p.to_string(),
+                };
+                let line = format!(
+                    r#"{{"index":{i},"time_ns":{},"process":{process},"type":"{kind}","f":"{f}"{rest}}}"#,
+                    ms * 1_000_000
+                );
+                serde_json::from_str::<Op>(&line).unwrap_or_else(|e| panic!("{line}: {e}"))
+            })
+            .collect();
+        History::new(ops).expect("a well-formed history")
+    }
+
+    /// Histories of `lock-stuck`'s corners, each with the stretches the streamed reading must
+    /// find as the batch does.
+    fn stuck_corners() -> Vec<(&'static str, History, usize)> {
+        let ask = r#","lock":"L0","value":{"ttl_ms":1000}"#;
+        let granted = r#","lock":"L0","value":{"token":1,"ttl_ms":1000}"#;
+        let held = r#","lock":"L0","value":{"error":"held"}"#;
+        let lost = r#","lock":"L0","value":{"error":"timeout"}"#;
+        vec![
+            (
+                // p2 is refused long after p1's lost answer, by the policy read then; p3's grant
+                // then shows the service gives 1000 s for 1000 ms asked: p1's lease may have
+                // lasted, p2's refusal is fine. p4's, past p3's lease, is stuck.
+                "the ttl policy grows after a refusal stuck so far",
+                raw(&[
+                    (0, 1, "invoke", "acquire", ask),
+                    (1, 1, "info", "acquire", lost),
+                    (100_000, 2, "invoke", "acquire", ask),
+                    (100_001, 2, "fail", "acquire", held),
+                    (200_000, 3, "invoke", "acquire", ask),
+                    (
+                        200_001,
+                        3,
+                        "ok",
+                        "acquire",
+                        r#","lock":"L0","value":{"token":2,"ttl_ms":1000000}"#,
+                    ),
+                    (1_500_000, 4, "invoke", "acquire", ask),
+                    (1_500_001, 4, "fail", "acquire", held),
+                ]),
+                1,
+            ),
+            (
+                // A partition that ended at 20 s held p1's lease back at most until then.
+                "a refusal stuck since a fault ended",
+                raw(&[
+                    (0, 1, "invoke", "acquire", ask),
+                    (1, 1, "ok", "acquire", granted),
+                    (
+                        10_000,
+                        0,
+                        "info",
+                        "start-partition",
+                        r#","value":{"nodes":["n1"]}"#,
+                    ),
+                    (
+                        20_000,
+                        0,
+                        "info",
+                        "stop-partition",
+                        r#","value":{"nodes":["n1"]}"#,
+                    ),
+                    (100_000, 2, "invoke", "acquire", ask),
+                    (100_001, 2, "fail", "acquire", held),
+                ]),
+                1,
+            ),
+            (
+                // Two refusals stuck since p1's lease: one stretch; one since p3's: another.
+                "two stretches",
+                raw(&[
+                    (0, 1, "invoke", "acquire", ask),
+                    (1, 1, "ok", "acquire", granted),
+                    (100_000, 2, "invoke", "acquire", ask),
+                    (100_001, 2, "fail", "acquire", held),
+                    (101_000, 4, "invoke", "acquire", ask),
+                    (101_001, 4, "fail", "acquire", held),
+                    (150_000, 3, "invoke", "acquire", ask),
+                    (
+                        150_001,
+                        3,
+                        "ok",
+                        "acquire",
+                        r#","lock":"L0","value":{"token":2,"ttl_ms":1000}"#,
+                    ),
+                    (200_000, 2, "invoke", "acquire", ask),
+                    (200_001, 2, "fail", "acquire", held),
+                ]),
+                2,
+            ),
+            (
+                // p1's acquire never answered: it may take effect at the run's end.
+                "a refusal after an acquire never answered",
+                raw(&[
+                    (0, 1, "invoke", "acquire", ask),
+                    (100_000, 2, "invoke", "acquire", ask),
+                    (100_001, 2, "fail", "acquire", held),
+                    (200_000, 3, "invoke", "acquire", ask),
+                    (200_001, 3, "fail", "acquire", held),
+                ]),
+                0,
+            ),
+            (
+                // A fault still going when the refusal is judged ends after it.
+                "a refusal while a fault goes on",
+                raw(&[
+                    (0, 1, "invoke", "acquire", ask),
+                    (1, 1, "ok", "acquire", granted),
+                    (
+                        10_000,
+                        0,
+                        "info",
+                        "start-partition",
+                        r#","value":{"nodes":["n1"]}"#,
+                    ),
+                    (100_000, 2, "invoke", "acquire", ask),
+                    (100_001, 2, "fail", "acquire", held),
+                    (
+                        300_000,
+                        0,
+                        "info",
+                        "stop-partition",
+                        r#","value":{"nodes":["n1"]}"#,
+                    ),
+                    (400_000, 3, "invoke", "acquire", ask),
+                    (400_001, 3, "fail", "acquire", held),
+                ]),
+                1,
+            ),
+        ]
+    }
 
     /// Histories of the store rules' corners, each with the `stale-write-accepted` and
     /// `lost-update` violations the streamed readings must find as the batch does, and the
@@ -2687,7 +2867,22 @@ mod walk_order_tests {
         ]);
         let what = "a late grant, then a renew, a refusal and a grant the record decides";
         let seen = same_walks(&h, what, 0, Drift::from_ppm(0), true);
-        assert_eq!(seen.compared.by_op, [0, 0, 1], "{what}: {seen:?}");
+        assert_eq!(seen.compared.by_op[..3], [0, 0, 1], "{what}: {seen:?}");
+    }
+
+    /// Past its limit of `held` answers stuck so far, the lock-stuck reading judges the
+    /// earliest with what it has read and lets it go.
+    #[test]
+    fn the_stuck_reading_settles_answers_past_its_limit() {
+        let (what, h, found) = (stuck_corners().into_iter())
+            .find(|c| c.0 == "two stretches")
+            .expect("a corner");
+        let held = same_walks_within(&h, what, (0, usize::MAX, 1), Drift::from_ppm(0), true);
+        assert!(held.limits.stuck_cut_short > 0, "{what}: {held:?}");
+        assert_eq!(held.limits.stuck_waiting_most, 1, "{what}: {held:?}");
+        let whole = same_walks(&h, what, 0, Drift::from_ppm(0), true);
+        assert_eq!(whole.limits.stuck_cut_short, 0, "{what}: {whole:?}");
+        assert_eq!(whole.compared.by_op[3], found, "{what}: {whole:?}");
     }
 
     /// A counter's values past the reading's limit are forgotten, and a write of one taken as
@@ -2728,7 +2923,7 @@ mod walk_order_tests {
         assert_eq!(held.limits.lost_updates, 1, "{what}: {held:?}");
         let whole = same_walks(&h, what, 0, Drift::from_ppm(0), true);
         assert_eq!(whole.limits.lost_updates, 2, "{what}: {whole:?}");
-        assert_eq!(whole.compared.by_op, [0, 2, 0], "{what}: {whole:?}");
+        assert_eq!(whole.compared.by_op, [0, 2, 0, 0], "{what}: {whole:?}");
     }
 
     /// Every history of the corpus: the named-ahead ones, the closing and forgetting corners,
@@ -2825,6 +3020,10 @@ mod walk_order_tests {
                 assert_eq!(count(&seen.compared), found, "{what}: violations");
             }
         }
+        for (what, h, found) in stuck_corners() {
+            let seen = walk(&h, what);
+            assert_eq!(seen.compared.by_op[3], found, "{what}: stretches");
+        }
         for (what, h, found, out_of_order) in store_corners() {
             let seen = walk(&h, what);
             assert_eq!(seen.compared.by_op[..2], found, "{what}: violations");
@@ -2854,7 +3053,7 @@ mod walk_order_tests {
         for (horizon_ns, evict) in runs {
             let (mut closed, mut stale, mut double_grants) = (0, 0, 0);
             let (mut token_order, mut forced_order, mut fencing, mut stale_ops) = (0, 0, 0, 0);
-            let mut by_op = [0; 3];
+            let mut by_op = [0; 4];
             let mut kept_most = 0;
             let mut out_of_order = Vec::new();
             let mut uncertain = Vec::new();
@@ -2888,11 +3087,12 @@ mod walk_order_tests {
                 "horizon {horizon_ns} ns, evict {evict}: {closed} grants closed early, {stale} \
                  stale, {double_grants} overlapping holds, {token_order} token-order and \
                  {forced_order} forced-order, {fencing} fencing-tokens and {stale_ops} \
-                 stale-lock-ops violations streamed (the stale reading kept at most {kept_most} grants of a lock), {} stale-write-accepted, {} lost-update and {} lease-rule violations streamed, {} histories left out of the comparison by a forgotten name, {} by a \
+                 stale-lock-ops violations streamed (the stale reading kept at most {kept_most} grants of a lock), {} stale-write-accepted, {} lost-update, {} lease-rule and {} lock-stuck violations streamed, {} histories left out of the comparison by a forgotten name, {} by a \
                  grant closed out of token order",
                 by_op[0],
                 by_op[1],
                 by_op[2],
+                by_op[3],
                 uncertain.len(),
                 out_of_order.len()
             );
@@ -2912,6 +3112,7 @@ mod walk_order_tests {
             assert!(by_op[0] > 0, "no stale-write-accepted violation compared");
             assert!(by_op[1] > 0, "no lost-update violation compared");
             assert!(by_op[2] > 0, "no lease-rule violation compared");
+            assert!(by_op[3] > 0, "no lock-stuck violation compared");
             // What the readings keep follows the walk: an op naming no grant, judged once the
             // walk is past it, does not hold the grants kept (judged only once the reader could
             // drop it, it waited for the grants the reading itself pinned, 35 at every horizon).

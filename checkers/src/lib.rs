@@ -85,6 +85,7 @@ mod stats;
 mod store;
 mod store_stream;
 mod stream;
+mod stuck_stream;
 mod text;
 mod tokens;
 mod walk;

@@ -14,8 +14,9 @@
 //! an earlier answer. Consecutive violations with the same deadline are one stuck stretch, one
 //! violation. Unavailability (timeouts, `recovering`, 5xx) is not `held`, so it never counts.
 
+use crate::faults::Fault;
 use crate::inject::Injector;
-use crate::model::{Func, Model, NO_TARGET};
+use crate::model::{ClientOp, Func, Model, NO_TARGET};
 use crate::text::secs;
 use crate::{verdict, CheckConfig, CheckOutput, Checker};
 use history::{Outcome, Violation, ViolationKind};
@@ -24,7 +25,7 @@ pub struct Liveness;
 
 /// What fixed T_last for a held answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Source {
+pub(crate) enum Source {
     /// Nothing: the history's start.
     Start,
     /// A client op, by position in `Model::ops`.
@@ -34,12 +35,63 @@ enum Source {
 }
 
 /// One stuck stretch being assembled.
-struct Stretch {
+pub(crate) struct Stretch {
     lock: u32,
     deadline: Deadline,
     first: usize,
     last: usize,
     count: u64,
+}
+
+impl Stretch {
+    /// Its last held answer is `last`, the `count`th.
+    pub(crate) fn extend_to(&mut self, last: usize, count: u64) {
+        self.last = last;
+        self.count = count;
+    }
+}
+
+/// What a `lock-stuck` sentence reads: the batch's model, or what the streamed reading kept
+/// (`stuck_stream.rs`). Ops by position, faults by their place in the fault list.
+pub(crate) trait StuckView {
+    fn lock_name(&self, l: u32) -> &str;
+    fn op(&self, pos: usize) -> &ClientOp;
+    fn fault(&self, i: usize) -> &Fault;
+    /// The error an op reported.
+    fn error_of(&self, op: &ClientOp) -> Option<&str>;
+}
+
+impl StuckView for Model {
+    fn lock_name(&self, l: u32) -> &str {
+        Model::lock_name(self, l)
+    }
+    fn op(&self, pos: usize) -> &ClientOp {
+        &self.ops[pos]
+    }
+    fn fault(&self, i: usize) -> &Fault {
+        &self.faults.list()[i]
+    }
+    fn error_of(&self, op: &ClientOp) -> Option<&str> {
+        Model::error_of(self, op)
+    }
+}
+
+/// Adds held answer `pos` on lock `l`, stuck past `deadline`, to the stretches, in (lock,
+/// completion) order: one stuck since the same instant as the last joins its stretch.
+pub(crate) fn join_stretch(stretches: &mut Vec<Stretch>, l: u32, deadline: Deadline, pos: usize) {
+    match stretches.last_mut() {
+        Some(s) if s.lock == l && s.deadline.source == deadline.source => {
+            s.last = pos;
+            s.count += 1;
+        }
+        _ => stretches.push(Stretch {
+            lock: l,
+            deadline,
+            first: pos,
+            last: pos,
+            count: 1,
+        }),
+    }
 }
 
 impl Checker for Liveness {
@@ -65,7 +117,7 @@ impl Checker for Liveness {
             ));
         }
         for s in stretches {
-            out.violations.push(stuck(m, cfg, &s));
+            out.violations.push(stuck(m, cfg.liveness_grace_ns, &s));
         }
         out.nothing_to_judge(!held.is_empty(), || {
             "no acquire was answered held, so lock-stuck had nothing to judge (every acquire was granted, timed out, or was cut by the run's end before its --acquire-wait ran out; a lock stuck past its leases is answered held once that wait ends)".to_string()
@@ -134,19 +186,7 @@ fn stuck_stretches(
         if x.invoke_ns <= deadline.dead_ns.saturating_add(grace_ns) {
             continue;
         }
-        match stretches.last_mut() {
-            Some(s) if s.lock == l && s.deadline.source == deadline.source => {
-                s.last = pos;
-                s.count += 1;
-            }
-            _ => stretches.push(Stretch {
-                lock: l,
-                deadline,
-                first: pos,
-                last: pos,
-                count: 1,
-            }),
-        }
+        join_stretch(&mut stretches, l, deadline, pos);
     }
     (stretches, unjudged)
 }
@@ -213,12 +253,7 @@ impl<'a> LeaseSweep<'a> {
     /// When every lease read so far was surely dead, counting a fault started before
     /// `done_ns` as holding the longest of them back until it ended.
     fn deadline(&self, m: &Model, done_ns: u64) -> Deadline {
-        let mut deadline = self.best.unwrap_or(Deadline {
-            dead_ns: 0,
-            at_ns: 0,
-            ttl_ms: 0,
-            source: Source::Start,
-        });
+        let mut deadline = self.best.unwrap_or(Deadline::START);
         if let (Some((end, at)), Some(t)) =
             (m.faults.latest_end_started_before(done_ns), self.ttl_max_ms)
         {
@@ -233,16 +268,29 @@ impl<'a> LeaseSweep<'a> {
 
 /// When every lease that could be in force was surely dead, and why.
 #[derive(Debug, Clone, Copy)]
-struct Deadline {
-    dead_ns: u64,
+pub(crate) struct Deadline {
+    pub(crate) dead_ns: u64,
     /// The latest instant the lease could have been set (or the fault ended).
     at_ns: u64,
     ttl_ms: u64,
-    source: Source,
+    pub(crate) source: Source,
 }
 
 impl Deadline {
-    fn new(at_ns: u64, ttl_ms: u64, drift: crate::model::Drift, source: Source) -> Deadline {
+    /// Since the history's start: nothing was set.
+    pub(crate) const START: Deadline = Deadline {
+        dead_ns: 0,
+        at_ns: 0,
+        ttl_ms: 0,
+        source: Source::Start,
+    };
+
+    pub(crate) fn new(
+        at_ns: u64,
+        ttl_ms: u64,
+        drift: crate::model::Drift,
+        source: Source,
+    ) -> Deadline {
         Deadline {
             dead_ns: at_ns.saturating_add(drift.upper_ns(ttl_ms)),
             at_ns,
@@ -252,10 +300,10 @@ impl Deadline {
     }
 }
 
-fn stuck(m: &Model, cfg: &CheckConfig, s: &Stretch) -> Violation {
+pub(crate) fn stuck(m: &impl StuckView, grace_ns: u64, s: &Stretch) -> Violation {
     let name = m.lock_name(s.lock);
-    let first = &m.ops[s.first];
-    let last = &m.ops[s.last];
+    let first = m.op(s.first);
+    let last = m.op(s.last);
     let d = s.deadline;
     let mut ops = vec![first.index, last.index];
     let since = dead_since(m, name, d, &mut ops);
@@ -287,7 +335,7 @@ fn stuck(m: &Model, cfg: &CheckConfig, s: &Stretch) -> Violation {
             first.process,
             secs(first.invoke_ns),
             first.index,
-            secs(cfg.liveness_grace_ns),
+            secs(grace_ns),
         ),
     }
 }
@@ -295,7 +343,7 @@ fn stuck(m: &Model, cfg: &CheckConfig, s: &Stretch) -> Violation {
 /// Since when every lease that could be in force was surely dead, in a sentence: from the
 /// history's start, the last lease set, or the last fault that could hold one back. The ops
 /// it names are added to `ops`.
-fn dead_since(m: &Model, name: &str, d: Deadline, ops: &mut Vec<u64>) -> String {
+fn dead_since(m: &impl StuckView, name: &str, d: Deadline, ops: &mut Vec<u64>) -> String {
     debug_assert!(
         d.at_ns <= d.dead_ns,
         "a lease dies no earlier than it was set"
@@ -303,7 +351,7 @@ fn dead_since(m: &Model, name: &str, d: Deadline, ops: &mut Vec<u64>) -> String 
     match d.source {
         Source::Start => format!("{name} was never granted or renewed since the history's start"),
         Source::Op(p) => {
-            let o = &m.ops[p];
+            let o = m.op(p);
             ops.push(o.index);
             let how = match o.outcome {
                 Outcome::Ok => "completed",
@@ -321,7 +369,7 @@ fn dead_since(m: &Model, name: &str, d: Deadline, ops: &mut Vec<u64>) -> String 
             )
         }
         Source::Fault(i) => {
-            let f = &m.faults.list()[i];
+            let f = m.fault(i);
             ops.push(f.start_index);
             if let Some(stop) = f.stop_index {
                 ops.push(stop);

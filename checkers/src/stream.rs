@@ -17,8 +17,10 @@
 //! every grant completed before they were invoked is closed, those that name none once the walk
 //! is past them.
 //!
-//! And the store rules (`store_stream.rs`), which read ops, not grants: `stale-write-accepted`
-//! and `lost-update`, each write judged once the walk is past its answer.
+//! And the rules that read ops, not grants: the store rules (`store_stream.rs`,
+//! `stale-write-accepted` and `lost-update`), each write judged once the walk is past its
+//! answer; the lease rules, each answer as it is read; and `lock-stuck` (`stuck_stream.rs`),
+//! each `held` answer once the walk is past it, those stuck so far again at the end.
 //!
 //! Each violation is rendered as found, in the batch's words ([`View`]). The grants a violation
 //! found later may name are pinned ([`Streamed::pinned`]): the reader keeps them and their ops.
@@ -32,6 +34,7 @@ use crate::mutex::{
 };
 use crate::stale::Stale;
 use crate::store_stream::StoreStream;
+use crate::stuck_stream::StuckStream;
 use crate::walk::Ops;
 use crate::window::Window;
 use crate::FxMap;
@@ -141,6 +144,7 @@ pub(crate) struct Streamed {
     pub(crate) fencing: Fencing,
     pub(crate) stale: Stale,
     pub(crate) store: StoreStream,
+    pub(crate) stuck: StuckStream,
     /// The most holds left waiting after a sweep.
     pub(crate) pending_max: usize,
     holds: crate::mutex::HoldSweep,
@@ -279,6 +283,16 @@ impl Streamed {
             .chain(stale);
         for (v, end_ns) in found.chain(store) {
             self.proven.push(v, end_ns, read_to_ns);
+        }
+    }
+
+    /// The history was read: the `held` answers stuck so far are judged with the whole run's
+    /// ttl policy (`read`) and their stretches worded.
+    pub(crate) fn finish_stuck(&mut self, read: &crate::stuck_stream::Read) {
+        for v in self.stuck.finish(read) {
+            // Its last answer was read.
+            let end_ns = v.window_ns[1];
+            self.proven.push(v, end_ns, read.end_ns);
         }
     }
 
