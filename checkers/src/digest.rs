@@ -2266,10 +2266,70 @@ mod walk_order_tests {
                 2,
             ),
             (
-                // p1's acquire never answered: it may take effect at the run's end.
-                "a refusal after an acquire never answered",
+                // p3 asks at the instant p2 is refused: its lease is not one p2's answer was
+                // judged against, so p2 is stuck since p1's.
+                "an acquire sent at the instant of a refusal",
                 raw(&[
                     (0, 1, "invoke", "acquire", ask),
+                    (1, 1, "ok", "acquire", granted),
+                    (100_000, 2, "invoke", "acquire", ask),
+                    (100_001, 2, "fail", "acquire", held),
+                    (100_001, 3, "invoke", "acquire", ask),
+                    (
+                        100_002,
+                        3,
+                        "ok",
+                        "acquire",
+                        r#","lock":"L0","value":{"token":2,"ttl_ms":1000000}"#,
+                    ),
+                ]),
+                1,
+            ),
+            (
+                // The partition ended at the instant p1's grant was answered: both leases die
+                // together, and the fault is named.
+                "a grant answered as a fault ended",
+                raw(&[
+                    (
+                        10_000,
+                        0,
+                        "info",
+                        "start-partition",
+                        r#","value":{"nodes":["n1"]}"#,
+                    ),
+                    (19_000, 1, "invoke", "acquire", ask),
+                    (20_000, 1, "ok", "acquire", granted),
+                    (
+                        20_000,
+                        0,
+                        "info",
+                        "stop-partition",
+                        r#","value":{"nodes":["n1"]}"#,
+                    ),
+                    (100_000, 2, "invoke", "acquire", ask),
+                    (100_001, 2, "fail", "acquire", held),
+                ]),
+                1,
+            ),
+            (
+                // p1's grant says no ttl: what it holds is unknown, p2's refusal not judged.
+                "a lease of unknown length",
+                raw(&[
+                    (0, 1, "invoke", "acquire", r#","lock":"L0","value":{}"#),
+                    (1, 1, "ok", "acquire", r#","lock":"L0","value":{"token":1}"#),
+                    (100_000, 2, "invoke", "acquire", ask),
+                    (100_001, 2, "fail", "acquire", held),
+                ]),
+                0,
+            ),
+            (
+                // p1's acquire never answered: it may take effect at the run's end, later than
+                // p0's lost one.
+                "a refusal after an acquire never answered",
+                raw(&[
+                    (0, 5, "invoke", "acquire", ask),
+                    (1, 5, "info", "acquire", lost),
+                    (2, 1, "invoke", "acquire", ask),
                     (100_000, 2, "invoke", "acquire", ask),
                     (100_001, 2, "fail", "acquire", held),
                     (200_000, 3, "invoke", "acquire", ask),
@@ -2810,13 +2870,16 @@ mod walk_order_tests {
         assert_eq!(held.stale, 0, "{what}: {held:?}");
     }
 
-    /// The store rules judge an op walked in the same piece as the ops before it (the reader's
-    /// pieces hold thousands of events; the other tests feed one at a time): each corner read
-    /// as one piece gives the batch's violations.
+    /// The store rules and lock-stuck judge an op walked in the same piece as the ops before
+    /// it (the reader's pieces hold thousands of events; the other tests feed one at a time):
+    /// each corner read as one piece gives the batch's violations.
     #[test]
-    fn the_store_rules_judge_within_one_piece() {
+    fn the_rules_that_read_ops_judge_within_one_piece() {
         use history::ViolationKind as K;
-        for (what, h, _, out_of_order) in store_corners() {
+        let stuck = stuck_corners()
+            .into_iter()
+            .map(|(what, h, _)| (what, h, [0; 2], 0));
+        for (what, h, _, out_of_order) in store_corners().into_iter().chain(stuck) {
             if out_of_order > 0 {
                 continue;
             }
@@ -2832,9 +2895,11 @@ mod walk_order_tests {
             let batch = [
                 crate::Checker::check_model(&crate::store::StoreFencing, &m, &cfg).violations,
                 crate::Checker::check_model(&crate::store::Counter, &m, &cfg).violations,
+                crate::Checker::check_model(&crate::liveness::Liveness, &m, &cfg).violations,
             ]
             .concat();
-            let streamed = of_kinds(stream, &[K::StaleWriteAccepted, K::LostUpdate]);
+            let kinds = [K::StaleWriteAccepted, K::LostUpdate, K::LockStuck];
+            let streamed = of_kinds(stream, &kinds);
             assert_eq!(words(&batch), words(&streamed), "{what}");
         }
     }
