@@ -44,10 +44,31 @@ pub(crate) struct Stretch {
 }
 
 impl Stretch {
-    /// Its last held answer is `last`, the `count`th.
-    pub(crate) fn extend_to(&mut self, last: usize, count: u64) {
-        self.last = last;
-        self.count = count;
+    /// Its first and last held answers, by position.
+    pub(crate) fn ends(&self) -> (usize, usize) {
+        (self.first, self.last)
+    }
+
+    /// A stretch of held answer `pos` on lock `l`, stuck past `deadline`, alone.
+    pub(crate) fn new(l: u32, deadline: Deadline, pos: usize) -> Stretch {
+        Stretch {
+            lock: l,
+            deadline,
+            first: pos,
+            last: pos,
+            count: 1,
+        }
+    }
+
+    /// Whether held answer `pos` on lock `l`, stuck past `deadline` and later than this
+    /// stretch's, joins it (stuck since the same instant): then it is its last.
+    pub(crate) fn join(&mut self, l: u32, deadline: Deadline, pos: usize) -> bool {
+        let joins = self.lock == l && self.deadline.source == deadline.source;
+        if joins {
+            self.last = pos;
+            self.count += 1;
+        }
+        joins
     }
 }
 
@@ -79,18 +100,8 @@ impl StuckView for Model {
 /// Adds held answer `pos` on lock `l`, stuck past `deadline`, to the stretches, in (lock,
 /// completion) order: one stuck since the same instant as the last joins its stretch.
 pub(crate) fn join_stretch(stretches: &mut Vec<Stretch>, l: u32, deadline: Deadline, pos: usize) {
-    match stretches.last_mut() {
-        Some(s) if s.lock == l && s.deadline.source == deadline.source => {
-            s.last = pos;
-            s.count += 1;
-        }
-        _ => stretches.push(Stretch {
-            lock: l,
-            deadline,
-            first: pos,
-            last: pos,
-            count: 1,
-        }),
+    if !(stretches.last_mut()).is_some_and(|s| s.join(l, deadline, pos)) {
+        stretches.push(Stretch::new(l, deadline, pos));
     }
 }
 

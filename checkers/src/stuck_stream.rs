@@ -14,7 +14,7 @@
 //! are judged again then, with the final policy, and grouped into the batch's stretches.
 
 use crate::faults::Faults;
-use crate::liveness::{join_stretch, stuck, Deadline, Source, StuckView};
+use crate::liveness::{stuck, Deadline, Source, Stretch, StuckView};
 use crate::model::{ClientOp, Drift, Func, FxMap, NO_TARGET};
 use history::{Outcome, Violation};
 use std::cmp::Reverse;
@@ -170,11 +170,9 @@ struct Waiting {
 /// One lock's stretch of stuck answers being assembled, from the first (and what its deadline
 /// rests on) to the last.
 struct Open {
-    deadline: Deadline,
+    stretch: Stretch,
     first: Waiting,
     last: ClientOp,
-    last_pos: usize,
-    count: u64,
 }
 
 /// The `lock-stuck` reading's state.
@@ -346,19 +344,15 @@ impl StuckStream {
             self.open.resize_with(l + 1, || None);
         }
         if let Some(o) = self.open[l].as_mut() {
-            if o.deadline.source == d.source {
+            if o.stretch.join(w.lock, d, w.pos) {
                 o.last = w.op;
-                o.last_pos = w.pos;
-                o.count += 1;
                 return;
             }
         }
         let next = Open {
-            deadline: d,
+            stretch: Stretch::new(w.lock, d, w.pos),
             last: w.op.clone(),
-            last_pos: w.pos,
             first: w,
-            count: 1,
         };
         if let Some(done) = self.open[l].replace(next) {
             let v = self.word(done, read);
@@ -369,8 +363,9 @@ impl StuckStream {
     /// The stretch `o`, in the batch's words.
     fn word(&self, o: Open, read: &Read) -> Violation {
         let mut ops: FxMap<usize, &ClientOp> = FxMap::default();
-        ops.insert(o.first.pos, &o.first.op);
-        ops.insert(o.last_pos, &o.last);
+        let (first, last) = o.stretch.ends();
+        ops.insert(first, &o.first.op);
+        ops.insert(last, &o.last);
         for l in o.first.leases.ops() {
             ops.insert(l.pos, &l.op);
         }
@@ -380,11 +375,7 @@ impl StuckStream {
             ops,
             faults: &self.faults,
         };
-        let mut stretches = Vec::new();
-        join_stretch(&mut stretches, o.first.lock, o.deadline, o.first.pos);
-        let mut s = stretches.pop().expect("just joined");
-        s.extend_to(o.last_pos, o.count);
-        stuck(&kept, self.grace_ns, &s)
+        stuck(&kept, self.grace_ns, &o.stretch)
     }
 
     /// The history was read to its end: the answers stuck so far are judged again with the
