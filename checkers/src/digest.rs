@@ -826,6 +826,25 @@ impl Digest {
         self.walk.completed(slot, &self.ops[slot], id, hold_of);
     }
 
+    /// A digest that runs the streaming rules as it reads and drops what they no longer need,
+    /// closing grants `horizon_ns` past their reach.
+    pub(crate) fn streaming(drift: Drift, horizon_ns: u64) -> Digest {
+        // No room reserved for every op: the ops kept are few, and a ring that wraps in a
+        // small buffer touches few pages.
+        let mut digest = Digest::new(0, drift);
+        digest.walk.horizon_ns = horizon_ns;
+        digest.stream = Some(Streamed::default());
+        digest.evict = true;
+        digest
+    }
+
+    /// What the streaming rules proved so far (none when they do not run).
+    pub(crate) fn proven(&self) -> &[history::Violation] {
+        self.stream
+            .as_ref()
+            .map_or(&[], |s| s.proven.violations.as_slice())
+    }
+
     /// Digests an in-memory history.
     pub(crate) fn of_history(h: &History, drift: Drift) -> Digest {
         Digest::of_history_in(h, 64 * 1024, Digest::new(h.operations().len(), drift))
@@ -917,12 +936,7 @@ pub fn window_of_path(
     horizon_ns: u64,
 ) -> Result<WindowStats, CheckError> {
     let file = open(path)?;
-    // No room reserved for every op: the ops kept are few, and a ring that wraps in a small
-    // buffer touches few pages.
-    let mut digest = Digest::new(0, Drift::from_fraction(cfg.drift));
-    digest.walk.horizon_ns = horizon_ns;
-    digest.stream = Some(Streamed::default());
-    digest.evict = true;
+    let digest = Digest::streaming(Drift::from_fraction(cfg.drift), horizon_ns);
     let (mut d, _) = digest_input(file, path, digest)?;
     d.finish_walk();
     let stream = d.stream.as_ref().expect("set above");

@@ -67,6 +67,7 @@ mod expected;
 mod fairness;
 mod faults;
 mod fencing;
+mod follow;
 mod forced;
 pub mod gen;
 pub mod gen_bank;
@@ -98,6 +99,7 @@ pub use digest::{
 pub use evidence::{KeyEvidence, KeyState};
 pub use fairness::liveness_stats;
 pub use faults::{Fault, Faults};
+pub use follow::{Follower, Read as FollowerRead, FOLLOW_HORIZON_NS};
 pub use model::{
     ClientOp, Drift, Func, Grant, Model, Segment, SpanEnd, NO_ERROR, NO_GRANT, NO_TARGET,
 };

@@ -274,35 +274,20 @@ fn read_blocks<P: PieceBuilder>(
     mut sink: impl FnMut(P::Piece),
     block_bytes: usize,
 ) -> Result<Vec<ReadWarning>, ReadError> {
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(8);
     let io_err = |error| ReadError::Io {
         path: name.to_path_buf(),
         error,
     };
-    let mut warnings = Vec::new();
+    let mut reader = BlockReader::new(name, builder);
+    // Tests read in tiny blocks to put edges between lines everywhere: split across threads too.
+    if block_bytes < SMALL_BLOCK_BYTES {
+        reader.inline_below = 0;
+    }
     let mut carry: Vec<u8> = Vec::new();
-    let mut lines_before = 0u64;
-    let mut last: Option<Stamp> = None;
-    let mut first = true;
     // Bounded by the input: every pass consumes at least one block or ends at EOF.
     loop {
         let mut block = std::mem::take(&mut carry);
         let eof = fill(&mut input, &mut block, block_bytes).map_err(io_err)?;
-        // A UTF-8 byte-order mark some editors put first is no part of the first line: JSON
-        // readers may ignore it (RFC 8259), and lockpick does.
-        // Decided once the block could hold the whole mark (tiny test blocks may split it).
-        if first && (eof || block.len() >= UTF8_BOM.len() || block.contains(&b'\n')) {
-            first = false;
-            if block.starts_with(UTF8_BOM) {
-                block.drain(..UTF8_BOM.len());
-                if block.is_empty() && !eof {
-                    continue;
-                }
-            }
-        }
         if block.is_empty() {
             break;
         }
@@ -316,57 +301,142 @@ fn read_blocks<P: PieceBuilder>(
                 }
             }
         }
-        let pieces = split_lines(&block, threads);
+        reader.read(&block, eof, &mut sink)?;
+        if eof {
+            break;
+        }
+    }
+    Ok(reader.into_warnings())
+}
+
+/// A history read a block of whole lines at a time, as it arrives: what [`read_pieces`] reads
+/// a file with, and what follows a file another process is still writing. Keeps what the
+/// module's rules need across blocks: the lines read before (for messages), the last event's
+/// stamp (time never goes back across a block's edge), and whether the first block (which may
+/// start with a byte-order mark) was read.
+pub struct BlockReader<'a, P: PieceBuilder> {
+    name: std::path::PathBuf,
+    builder: &'a P,
+    threads: usize,
+    /// Blocks shorter than this are parsed on the caller's thread.
+    inline_below: usize,
+    lines_before: u64,
+    last: Option<Stamp>,
+    started: bool,
+    warnings: Vec<ReadWarning>,
+}
+
+impl<'a, P: PieceBuilder> BlockReader<'a, P> {
+    /// A reader of the history named `name` (in messages only).
+    pub fn new(name: &Path, builder: &'a P) -> BlockReader<'a, P> {
+        BlockReader {
+            name: name.to_path_buf(),
+            builder,
+            threads: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+                .min(8),
+            inline_below: SMALL_BLOCK_BYTES,
+            lines_before: 0,
+            last: None,
+            started: false,
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Parses `block`, the next lines of the history, on every core and hands `sink` its
+    /// pieces in order. The block ends at a line's end, unless `at_end`: it ends the input, and
+    /// its last line may be a write cut short (a warning, not an error). After an error the
+    /// reader must not be given more: what follows cannot be placed.
+    pub fn read(
+        &mut self,
+        mut block: &[u8],
+        at_end: bool,
+        mut sink: impl FnMut(P::Piece),
+    ) -> Result<(), ReadError> {
+        // A UTF-8 byte-order mark some editors put first is no part of the first line: JSON
+        // readers may ignore it (RFC 8259), and lockpick does. A block of whole lines holds
+        // the whole mark if the file starts with one.
+        if !self.started && !block.is_empty() {
+            self.started = true;
+            block = block.strip_prefix(UTF8_BOM).unwrap_or(block);
+        }
+        if block.is_empty() {
+            return Ok(());
+        }
+        // A block too small to be worth a thread per core (a followed file's few new lines)
+        // is parsed here.
+        let threads = if block.len() < self.inline_below {
+            1
+        } else {
+            self.threads
+        };
+        let ranges = split_lines(block, threads);
+        let (builder, lines_before) = (self.builder, self.lines_before);
         let results: Vec<Piece<P::Piece>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = pieces
+            let handles: Vec<_> = ranges
                 .iter()
                 .enumerate()
                 .map(|(i, &(from, to, first_line))| {
                     let text = &block[from..to];
-                    let at_end = eof && i + 1 == pieces.len();
-                    scope.spawn(move || {
-                        parse_piece(builder, text, lines_before + first_line, at_end)
-                    })
+                    let at_end = at_end && i + 1 == ranges.len();
+                    let parse =
+                        move || parse_piece(builder, text, lines_before + first_line, at_end);
+                    if threads == 1 {
+                        Ok(parse())
+                    } else {
+                        Err(scope.spawn(parse))
+                    }
                 })
                 .collect();
             handles
                 .into_iter()
-                .map(|h| h.join().expect("history parser thread panicked"))
+                .map(|h| h.unwrap_or_else(|h| h.join().expect("history parser thread panicked")))
                 .collect()
         });
         for piece in results {
             // Across ranges: the range's first event against the previous range's last.
-            let across = match (last, piece.first) {
+            let across = match (self.last, piece.first) {
                 (Some(prev), Some((line, first))) => out_of_order(prev, first).map(|r| (line, r)),
                 _ => None,
             };
             if let Some((line, reason)) = across.or(piece.error) {
                 return Err(ReadError::Malformed {
-                    path: name.to_path_buf(),
+                    path: self.name.clone(),
                     line,
                     reason,
                 });
             }
             if piece.last.is_some() {
-                last = piece.last;
+                self.last = piece.last;
             }
             sink(piece.items);
-            warnings.extend(piece.warning);
+            self.warnings.extend(piece.warning);
         }
-        lines_before += pieces.last().map_or(0, |&(from, to, before)| {
+        self.lines_before += ranges.last().map_or(0, |&(from, to, before)| {
             before + bytecount(&block[from..to])
         });
-        if eof {
-            break;
-        }
+        Ok(())
     }
-    Ok(warnings)
+
+    /// The lines read so far.
+    pub fn lines(&self) -> u64 {
+        self.lines_before
+    }
+
+    /// The warnings of every block read.
+    pub fn into_warnings(self) -> Vec<ReadWarning> {
+        self.warnings
+    }
 }
 
-/// Reads until `buf` holds at least `want` bytes or the input ends; true at the end.
+/// Under this many bytes a block is parsed on the reader's own thread.
+const SMALL_BLOCK_BYTES: usize = 64 << 10;
+
 /// The UTF-8 byte-order mark.
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
+/// Reads until `buf` holds at least `want` bytes or the input ends; true at the end.
 fn fill(input: &mut impl Read, buf: &mut Vec<u8>, want: usize) -> io::Result<bool> {
     let mut len = buf.len();
     let target = len + want;

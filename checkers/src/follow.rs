@@ -1,0 +1,103 @@
+//! A history checked as another process writes it: the streaming rules (`stream.rs`) run over
+//! the lines as they are handed in, and what they prove is handed back once, when proven.
+//! What one read costs is what its lines cost, whatever was read before; what is kept is the
+//! streaming reader's window (the grants open, the ops not yet walked), not the history.
+//!
+//! A violation proven here is one the whole history's check proves too (the walk tests assert
+//! it on every history of the corpus, grants gone stale included). The rules that do not stream
+//! yet (the model search, `total-changed`, `non-serializable`, `deadlock`) are not run, and
+//! `lock-stuck` is judged at the end only: a follower is for seeing early what is already
+//! proven, the final check is still the whole history's.
+
+use crate::digest::{Digest, EventBuilder};
+use crate::model::Drift;
+use crate::mutex::window_end_by;
+use crate::{CheckConfig, CheckError};
+use history::{BlockReader, Violation};
+use std::path::{Path, PathBuf};
+
+/// How far past a grant's reach (its last op's answer plus twice its longest lease) the
+/// follower keeps it: a later op that still names it (a release sent long after, a renew
+/// answered late) is judged with it while inside this; past it the grant is dropped, and what
+/// names it is not judged against it (never a false finding, a finding missed). It is also
+/// part of how long a proof waits: the double-grant and token readings word a violation as the
+/// whole history's check does once no grant closed later can come before it, so a violation is
+/// proven about this long after the grants it rests on could last be reached. One second found
+/// every injected violation of the 10M-event synthetic histories (BENCHMARKS.md).
+pub const FOLLOW_HORIZON_NS: u64 = 1_000_000_000;
+
+/// A history file read a block of whole lines at a time as it is written.
+pub struct Follower {
+    path: PathBuf,
+    digest: Digest,
+    reader: BlockReader<'static, EventBuilder>,
+    /// The violations already handed back.
+    handed: usize,
+    /// A read failed: nothing more can be placed after the line it refused.
+    failed: bool,
+}
+
+/// What one [`Follower::read`] found.
+#[derive(Debug, Default)]
+pub struct Read {
+    /// The violations the new lines proved, in the words of the whole history's check; a window
+    /// that would reach past the lines read ends at the last of them for now.
+    pub proven: Vec<Violation>,
+    /// Events read so far, and the time of the latest, in ns.
+    pub events: u64,
+    pub through_ns: u64,
+}
+
+impl Follower {
+    /// A follower of the history at `path` (named in errors), checked with `cfg`.
+    pub fn new(path: &Path, cfg: &CheckConfig) -> Follower {
+        Follower {
+            path: path.to_path_buf(),
+            digest: Digest::streaming(Drift::from_fraction(cfg.drift), FOLLOW_HORIZON_NS),
+            reader: BlockReader::new(path, &EventBuilder),
+            handed: 0,
+            failed: false,
+        }
+    }
+
+    /// Reads `lines`, the history's next lines, each ended by its newline. The caller cuts
+    /// them where time moves on (the events of one instant may be written in any order, and one
+    /// not yet written can change what the others prove). Once a read fails, every later one
+    /// fails too, saying so: what follows a refused line cannot be placed.
+    pub fn read(&mut self, lines: &[u8]) -> Result<Read, CheckError> {
+        if self.failed {
+            return Err(history::ReadError::Malformed {
+                path: self.path.clone(),
+                line: self.reader.lines(),
+                reason: "not read: a line before it was refused".into(),
+            }
+            .into());
+        }
+        let digest = &mut self.digest;
+        let read = self.reader.read(lines, false, |piece| digest.feed(piece));
+        if let Err(e) = read {
+            self.failed = true;
+            return Err(e.into());
+        }
+        if let Some(error) = self.digest.error.take() {
+            self.failed = true;
+            return Err(CheckError::structure(&self.path, error));
+        }
+        let through_ns = self.digest.end_time_ns;
+        let proven = &self.digest.proven()[self.handed..];
+        self.handed += proven.len();
+        let proven = proven
+            .iter()
+            .map(|v| {
+                let mut v = v.clone();
+                v.window_ns[1] = window_end_by(through_ns, v.window_ns[0], v.window_ns[1]);
+                v
+            })
+            .collect();
+        Ok(Read {
+            proven,
+            events: self.digest.events,
+            through_ns,
+        })
+    }
+}
