@@ -1,23 +1,29 @@
-//! Live verdicts: a history still being written, checked again as it grows. What a run's
-//! status line shows, what `--stop-on-violation` stops on, and what `lockpick check --follow`
-//! prints.
+//! Live verdicts: a history still being written, checked as it grows. What a run's status
+//! line shows, what `--stop-on-violation` stops on, and what `lockpick check --follow` prints.
 //!
-//! Each check reads the file up to a cut where time moves on: events of one instant may be
-//! written in any order, and one not yet written can change what the others prove, so the
-//! file's last instant waits for the next check. A safety violation proven on such a prefix
-//! stays proven in the whole history (checkers/tests/prefix.rs), which is what lets a run stop
-//! on it. Liveness findings are shown but never stop anything: an op pending in a prefix may
-//! still be answered.
+//! Two readings run side by side ([`LiveCheck`]):
+//! - the streaming rules (`checkers::Follower`) over each new stretch of the file: what one
+//!   read costs is what the new lines cost, so a verdict at any length is at most a poll
+//!   behind the file (a violation is proven once the file is read past what can still reach
+//!   the grants it rests on, a few leases after them);
+//! - while the history is under [`LIVE_CHECK_BYTES_MAX`], the whole prefix checked again on a
+//!   thread of its own, every rule (the model search, `total-changed`, `non-serializable` and
+//!   the liveness rules do not stream yet), waiting three times as long as the last such check
+//!   took, which keeps it under a quarter of one core whatever the length.
 //!
-//! Each check reads the prefix from its start (the checkers' model is built whole), so its cost
-//! grows with the history; the next check waits at least three times as long as the last one
-//! took, which keeps a live check under a quarter of one core whatever the length. A run's
-//! checks each run in a process of their own (`lockpick live-check`, at nice 10): what one
-//! allocates is given back when it ends, so the harness's memory stays flat however long the
-//! run, and the check yields the CPU to the service and the clients it watches.
+//! Each reads the file up to a cut where time moves on: events of one instant may be written
+//! in any order, and one not yet written can change what the others prove, so the file's last
+//! instant waits for the next read. A safety violation proven on such a prefix stays proven in
+//! the whole history (checkers/tests/prefix.rs, checkers/tests/follow.rs), which is what lets a
+//! run stop on it. Liveness findings are shown but never stop anything: an op pending in a
+//! prefix may still be answered.
+//!
+//! A run's live check is a process of its own (`lockpick live-check`, at nice 10), started once
+//! and ended with the run: what it allocates never lands in the harness beside the service, and
+//! it yields the CPU to the service and the clients it watches.
 
 use history::{KindClass, Results, Violation};
-use std::io::{Read, Seek, SeekFrom};
+use std::io::{BufRead, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -28,43 +34,227 @@ use tokio::sync::watch;
 /// of one instant.
 const TAIL_BYTES_MAX: u64 = 1 << 20;
 
-/// Past this much history a run's live checks stop, with a warning: each check reads the file
+/// Past this much history the whole-prefix checks stop, with a warning: each reads the file
 /// from its start and its memory grows with it (about 1 GB for the 1.3 GB of a 10M-event
-/// history), which the machine must not spend beside the service: at this limit (about 4M
-/// events) a check takes about 2 s and 400 MB. The end-of-run check still judges everything;
-/// `--stop-on-violation` can no longer stop the run early.
+/// history); at this limit (about 4M events) one takes about 2 s and 400 MB. The streaming
+/// rules go on; the end-of-run check judges everything.
 pub const LIVE_CHECK_BYTES_MAX: u64 = 512 << 20;
 
-/// A history file followed as it grows.
-pub struct Follow {
-    path: PathBuf,
-    cfg: checkers::CheckConfig,
-    /// The prefix the last check read (bytes).
-    checked_bytes: u64,
+/// How much of a followed file one read hands the streaming rules: a backlog (a file followed
+/// long after its writer started) is read in steps this long, never held whole.
+const FOLLOW_STEP_BYTES: u64 = 8 << 20;
+
+/// What a live check has found since its last [`LiveCheck::poll`].
+#[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Update {
+    /// The violations first proven since the last poll, each once (safety and liveness).
+    pub new: Vec<Violation>,
+    /// Safety violations proven so far (they stay proven), plus the liveness findings of the
+    /// last whole-prefix check.
+    pub violations: usize,
+    /// Events read, and the time of the latest (ns from the run's start).
+    pub events: u64,
+    pub through_ns: u64,
+    /// Why the history cannot be checked so far (a line refused), if it cannot.
+    pub error: Option<String>,
+    /// Set once the whole-prefix checks stopped at [`LIVE_CHECK_BYTES_MAX`]: the events read
+    /// then. The streaming rules go on.
+    pub whole_stopped_at_events: Option<u64>,
 }
 
-impl Follow {
-    pub fn new(path: &Path, cfg: &checkers::CheckConfig) -> Follow {
-        Follow {
+/// A whole-prefix check running on its own thread: the prefix's length, and what it found.
+type WholeCheck = std::thread::JoinHandle<Result<Results, checkers::CheckError>>;
+
+/// A history file followed as it grows: see the module's note.
+pub struct LiveCheck {
+    path: PathBuf,
+    cfg: checkers::CheckConfig,
+    follower: checkers::Follower,
+    /// The bytes handed to the follower: a prefix ending at a line's end.
+    fed_bytes: u64,
+    /// What the follower or the last whole check refused.
+    error: Option<String>,
+    /// The whole-prefix check running, if one is, its prefix, and when it began.
+    whole: Option<(WholeCheck, u64, Instant)>,
+    /// The prefix the last whole check read, and when the next may begin.
+    whole_bytes: u64,
+    whole_next: Instant,
+    /// At least this long between whole checks.
+    every: Duration,
+    whole_stopped_at_events: Option<u64>,
+    /// Liveness findings of the last whole check.
+    liveness: usize,
+    shown: Shown,
+    events: u64,
+    through_ns: u64,
+}
+
+impl LiveCheck {
+    /// A live check of `path`, its whole-prefix checks at least `every` apart.
+    pub fn new(path: &Path, cfg: &checkers::CheckConfig, every: Duration) -> LiveCheck {
+        LiveCheck {
             path: path.to_path_buf(),
             cfg: cfg.clone(),
-            checked_bytes: 0,
+            follower: checkers::Follower::new(path, cfg),
+            fed_bytes: 0,
+            error: None,
+            whole: None,
+            whole_bytes: 0,
+            whole_next: Instant::now(),
+            every,
+            whole_stopped_at_events: None,
+            liveness: 0,
+            shown: Shown::default(),
+            events: 0,
+            through_ns: 0,
         }
     }
 
-    /// Checks the file again if more of it can be judged since the last call; `None` when
-    /// nothing new can be (nothing written, or only more of the last instant).
-    pub fn poll(&mut self) -> Result<Option<Results>, checkers::CheckError> {
-        let cut = time_closed_len(&self.path).map_err(|error| history::ReadError::Io {
-            path: self.path.clone(),
-            error,
-        })?;
-        if cut == self.checked_bytes {
-            return Ok(None);
+    /// Reads what was written since the last poll (up to the last instant that is closed) and
+    /// collects what the whole-prefix check found if it is done; starts the next one if due.
+    pub fn poll(&mut self) -> Update {
+        let mut new = Vec::new();
+        match time_closed_len(&self.path) {
+            Ok(cut) => {
+                if cut < self.fed_bytes {
+                    // Cut shorter: rewritten, followed from its new state.
+                    *self = LiveCheck::new(&self.path, &self.cfg, self.every);
+                }
+                if let Err(e) = self.read_to(cut, &mut new) {
+                    self.error.get_or_insert(e);
+                }
+                self.whole_check(cut, &mut new);
+            }
+            Err(e) => {
+                self.error
+                    .get_or_insert(format!("{}: {e}", self.path.display()));
+            }
         }
-        // A file cut shorter (rewritten) is followed from its new state.
-        self.checked_bytes = cut;
-        checkers::check_prefix(&self.path, cut, &self.cfg).map(Some)
+        Update {
+            new,
+            violations: self.shown.safety() + self.liveness,
+            events: self.events,
+            through_ns: self.through_ns,
+            error: self.error.clone(),
+            whole_stopped_at_events: self.whole_stopped_at_events,
+        }
+    }
+
+    /// Hands the follower the file's bytes up to `cut`, in steps; the violations it proves
+    /// go to `new`.
+    fn read_to(&mut self, cut: u64, new: &mut Vec<Violation>) -> Result<(), String> {
+        if self.fed_bytes >= cut || self.error.is_some() {
+            return Ok(());
+        }
+        let say = |e: std::io::Error| format!("{}: {e}", self.path.display());
+        let mut file = std::fs::File::open(&self.path).map_err(say)?;
+        file.seek(SeekFrom::Start(self.fed_bytes)).map_err(say)?;
+        let mut step = Vec::new();
+        // Bounded by the bytes to `cut`: each pass hands at least one line.
+        while self.fed_bytes < cut {
+            let want = (cut - self.fed_bytes).min(FOLLOW_STEP_BYTES);
+            step.clear();
+            (&mut file).take(want).read_to_end(&mut step).map_err(say)?;
+            // Whole lines only: the cut ends one, a step short of it ends at its last newline.
+            let end = if self.fed_bytes + step.len() as u64 == cut {
+                step.len()
+            } else {
+                match step.iter().rposition(|&c| c == b'\n') {
+                    Some(p) => p + 1,
+                    None => {
+                        return Err(format!(
+                            "{}: a line longer than {} MiB",
+                            self.path.display(),
+                            FOLLOW_STEP_BYTES >> 20
+                        ))
+                    }
+                }
+            };
+            let read = self
+                .follower
+                .read(&step[..end])
+                .map_err(|e| e.to_string())?;
+            self.fed_bytes += end as u64;
+            file.seek(SeekFrom::Start(self.fed_bytes)).map_err(say)?;
+            self.events = self.events.max(read.events);
+            self.through_ns = self.through_ns.max(read.through_ns);
+            let shown = &mut self.shown;
+            new.extend(read.proven.into_iter().filter(|v| shown.first_time(v)));
+        }
+        Ok(())
+    }
+
+    /// Collects the whole-prefix check if it is done, and starts the next one if it is due.
+    fn whole_check(&mut self, cut: u64, new: &mut Vec<Violation>) {
+        if let Some((check, _, _)) = &self.whole {
+            if !check.is_finished() {
+                return;
+            }
+        }
+        if let Some((check, bytes, began)) = self.whole.take() {
+            let took = began.elapsed();
+            self.whole_next = Instant::now() + self.every.max(took * 3);
+            match check.join() {
+                Ok(Ok(r)) => {
+                    self.whole_bytes = bytes;
+                    self.events = self.events.max(r.stats.events);
+                    self.liveness = (r.violations.iter())
+                        .filter(|v| v.kind.class() != KindClass::Safety)
+                        .count();
+                    let shown = &mut self.shown;
+                    new.extend((r.violations.into_iter()).filter(|v| shown.first_time(v)));
+                }
+                Ok(Err(e)) => {
+                    self.error.get_or_insert(e.to_string());
+                }
+                Err(_) => {
+                    self.error
+                        .get_or_insert_with(|| "a live check panicked".to_string());
+                }
+            }
+            give_back_memory();
+        }
+        if self.whole_stopped_at_events.is_some()
+            || self.error.is_some()
+            || cut == self.whole_bytes
+            || Instant::now() < self.whole_next
+        {
+            return;
+        }
+        if cut >= LIVE_CHECK_BYTES_MAX {
+            self.whole_stopped_at_events = Some(self.events);
+            return;
+        }
+        let (path, cfg) = (self.path.clone(), self.cfg.clone());
+        let check = std::thread::Builder::new()
+            .name("whole-check".into())
+            .spawn(move || checkers::check_prefix(&path, cut, &cfg));
+        match check {
+            Ok(check) => self.whole = Some((check, cut, Instant::now())),
+            Err(e) => {
+                self.error
+                    .get_or_insert(format!("a live check could not start: {e}"));
+            }
+        }
+    }
+}
+
+impl Drop for LiveCheck {
+    fn drop(&mut self) {
+        // A whole check still running is waited for: it ends by itself, reading a prefix.
+        if let Some((check, _, _)) = self.whole.take() {
+            let _ = check.join();
+        }
+    }
+}
+
+/// Hands the memory a whole check freed back to the system: the allocator keeps freed pages
+/// for reuse otherwise, and a long-lived live check must not hold a big check's peak.
+fn give_back_memory() {
+    // SAFETY: malloc_trim only walks glibc's own free lists.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
@@ -124,8 +314,9 @@ fn time_ns(line: &[u8]) -> Option<u64> {
     std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()
 }
 
-/// How often `check --follow` looks at the file.
-const FOLLOW_EVERY: Duration = Duration::from_millis(500);
+/// How often `check --follow` reads what was written (and at least how long between two
+/// whole-prefix checks).
+const FOLLOW_EVERY: Duration = Duration::from_millis(250);
 
 /// How a follow ended, and what it printed.
 pub struct Followed {
@@ -162,59 +353,63 @@ pub fn follow_until_closed(
     let rt = crate::runtime()?;
     rt.block_on(async {
         let began = Instant::now();
-        let mut follow = Some(Follow::new(path, cfg));
-        let mut shown = Shown::default();
-        let mut failed = false;
+        let mut live = Some(LiveCheck::new(path, cfg, FOLLOW_EVERY));
+        let mut printed = Vec::new();
+        let (mut failed, mut said_stopped) = (false, false);
         let mut sigterm =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let ctrl_c = tokio::signal::ctrl_c();
         tokio::pin!(ctrl_c);
         // Bounded by the writer: ends when it closes the file, or on Ctrl-C.
         loop {
-            // Asked before the check: a writer gone by now wrote everything the check reads.
+            // Asked before the read: a writer gone by now wrote everything the read sees.
             let writing = open_for_writing(path);
-            let mut f = follow.take().expect("put back after each check");
-            let check_began = Instant::now();
-            let (f, checked) = tokio::task::spawn_blocking(move || {
-                let r = f.poll();
-                (f, r)
+            let mut l = live.take().expect("put back after each poll");
+            let (l, update) = tokio::task::spawn_blocking(move || {
+                let u = l.poll();
+                (l, u)
             })
             .await?;
-            follow = Some(f);
-            // As in a run: a check at most a third of the time.
-            let wait = FOLLOW_EVERY.max(check_began.elapsed() * 3);
-            match checked {
-                Ok(Some(r)) => {
-                    failed = false;
-                    for v in shown.new_in(&r) {
-                        say(one_line(v));
-                    }
-                }
-                Ok(None) => {}
+            live = Some(l);
+            for v in &update.new {
+                say(one_line(v));
+                let mut ops = v.ops.clone();
+                ops.sort_unstable();
+                printed.push((v.kind, v.lock.clone(), ops));
+            }
+            if let (Some(events), false) = (update.whole_stopped_at_events, said_stopped) {
+                said_stopped = true;
+                say(format!(
+                    "past {} MiB ({events} events), only the rules that stream run as the file \
+                     grows (a whole check reads it from its start); the verdict checks all of it",
+                    LIVE_CHECK_BYTES_MAX >> 20
+                ));
+            }
+            match update.error {
                 // With no writer left, the final check's error says it (once): no "so far".
-                Err(e) if !failed && writing => {
+                Some(e) if !failed && writing => {
                     failed = true;
                     say(format!("the history cannot be checked so far: {e}"));
                 }
-                Err(_) => {}
+                _ => {}
             }
             if !writing {
                 return Ok(Followed {
                     cut_short: None,
-                    printed: shown.0,
+                    printed,
                 });
             }
             let signal = tokio::select! {
                 _ = &mut ctrl_c => "Ctrl-C",
                 _ = sigterm.recv() => "SIGTERM",
-                () = tokio::time::sleep(wait) => continue,
+                () = tokio::time::sleep(FOLLOW_EVERY) => continue,
             };
             return Ok(Followed {
                 cut_short: Some(format!(
                     "followed until {signal} after {:.1} s, while a process was still writing it",
                     began.elapsed().as_secs_f64()
                 )),
-                printed: shown.0,
+                printed,
             });
         }
     })
@@ -238,27 +433,32 @@ fn one_line(v: &Violation) -> String {
     )
 }
 
-/// The violations printed so far, to print each once: one whose witness grew as the history
-/// did (same kind and lock, ops a superset) is the one already printed.
+/// The violations shown so far, to show each once: one whose witness grew as the history
+/// did (same kind and lock, ops a superset or a subset) is the one already shown.
 #[derive(Default)]
 struct Shown(Vec<(history::ViolationKind, Option<String>, Vec<u64>)>);
 
 impl Shown {
-    fn new_in<'a>(&mut self, r: &'a Results) -> Vec<&'a Violation> {
-        let mut out = Vec::new();
-        for v in &r.violations {
-            let mut ops = v.ops.clone();
-            ops.sort_unstable();
-            let subset = |a: &[u64], b: &[u64]| a.iter().all(|x| b.binary_search(x).is_ok());
-            let seen = self.0.iter().any(|(k, l, o)| {
-                *k == v.kind && *l == v.lock && (subset(o, &ops) || subset(&ops, o))
-            });
-            if !seen {
-                self.0.push((v.kind, v.lock.clone(), ops));
-                out.push(v);
-            }
+    /// Whether `v` is shown for the first time (and from now on, shown).
+    fn first_time(&mut self, v: &Violation) -> bool {
+        let mut ops = v.ops.clone();
+        ops.sort_unstable();
+        let subset = |a: &[u64], b: &[u64]| a.iter().all(|x| b.binary_search(x).is_ok());
+        let seen = self
+            .0
+            .iter()
+            .any(|(k, l, o)| *k == v.kind && *l == v.lock && (subset(o, &ops) || subset(&ops, o)));
+        if !seen {
+            self.0.push((v.kind, v.lock.clone(), ops));
         }
-        out
+        !seen
+    }
+
+    /// The safety violations shown.
+    fn safety(&self) -> usize {
+        (self.0.iter())
+            .filter(|(k, _, _)| k.class() == KindClass::Safety)
+            .count()
     }
 }
 
@@ -331,42 +531,51 @@ impl Proven {
     }
 }
 
-/// What the live checks found so far.
+/// What the live check found so far.
 #[derive(Debug, Clone, Default)]
 pub struct LiveVerdict {
-    /// Violations the last check proved (safety and liveness); `None` before the first check
-    /// or when the last one failed.
+    /// Safety violations proven so far and the liveness findings of the last whole-prefix
+    /// check; `None` before the first read, or when the history cannot be checked.
     pub violations: Option<usize>,
-    /// The first safety violation any check proved (it stays proven).
+    /// The first safety violation proven (it stays proven).
     pub first_safety: Option<Proven>,
-    /// The events the last check read.
+    /// The events read.
     pub checked_events: u64,
-    /// The history time the last check read up to (its last event's), in ns from the run's
-    /// start: how far behind the run the live verdict is.
+    /// The history time read up to (its last event's), in ns from the run's start: how far
+    /// behind the run the live verdict is.
     pub checked_through_ns: u64,
-    /// Set when the live checks stopped at [`LIVE_CHECK_BYTES_MAX`]: the events checked last.
-    pub gave_up_at_events: Option<u64>,
+    /// Set once the whole-prefix checks stopped at [`LIVE_CHECK_BYTES_MAX`]: the events read
+    /// then (the streaming rules go on).
+    pub whole_stopped_at_events: Option<u64>,
 }
 
-/// The first counted safety violation of a verdict, in the verdict's own order (the one its
-/// report then lists first).
-pub fn first_safety(r: &Results) -> Option<&Violation> {
-    r.violations
-        .iter()
-        .find(|v| v.kind.class() == KindClass::Safety)
+impl LiveVerdict {
+    /// Takes in what the live check sent; `at_s`: seconds since the run's start.
+    fn update(&mut self, u: &Update, at_s: f64) {
+        self.violations = u.error.is_none().then_some(u.violations);
+        self.checked_events = u.events;
+        self.checked_through_ns = u.through_ns;
+        self.whole_stopped_at_events = u.whole_stopped_at_events;
+        if self.first_safety.is_none() {
+            let first = u.new.iter().find(|v| v.kind.class() == KindClass::Safety);
+            self.first_safety = first.map(|v| Proven {
+                violation: v.clone(),
+                proven_at_s: at_s,
+            });
+        }
+    }
 }
 
-/// A thread checking a run's history as it is written, publishing what it found. Stopped
-/// (and joined) when dropped.
+/// A run's live check: a child `lockpick live-check` following the history, and a thread
+/// publishing what it sends. Ended (the child by its pid, the thread joined) when dropped.
 pub struct Watcher {
-    stop: Arc<AtomicBool>,
+    child: Option<std::process::Child>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Watcher {
-    /// Checks `path` every `every` (or three times as long as the last check took, if longer)
-    /// and sends each verdict on `tx`. `start` is the run's start, for the time a violation
-    /// was proven.
+    /// Follows `path`, reading what was written every `every`, and sends what is found on
+    /// `tx`. `start` is the run's start, for the time a violation was proven.
     pub fn start(
         path: &Path,
         cfg: &checkers::CheckConfig,
@@ -374,87 +583,78 @@ impl Watcher {
         every: Duration,
         tx: watch::Sender<LiveVerdict>,
     ) -> Watcher {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let (path, cfg) = (path.to_path_buf(), cfg.clone());
+        let mut child = match spawn_live_check(path, cfg, every) {
+            Ok(child) => child,
+            Err(e) => {
+                tracing::warn!("the live check could not start ({e}): the end of the run still checks everything");
+                return Watcher {
+                    child: None,
+                    thread: None,
+                };
+            }
+        };
+        let out = child.stdout.take().expect("piped");
         let thread = std::thread::Builder::new()
             .name("live-check".into())
             .spawn(move || {
-                let mut wait = every;
-                let mut checked_bytes = 0;
-                // Ends when the watcher is dropped, or at a limit; each pass sleeps at least
-                // `every`.
-                while sleep_unless(&flag, wait) {
-                    let cut = match time_closed_len(&path) {
-                        Ok(cut) if cut != checked_bytes => cut,
-                        _ => continue,
+                let mut warned = false;
+                // Bounded by the child's output: ends when it ends (with the run, or killed).
+                for line in std::io::BufReader::new(out).lines() {
+                    let Ok(line) = line else { return };
+                    let update: Update = match serde_json::from_str(&line) {
+                        Ok(u) => u,
+                        Err(e) => {
+                            tracing::debug!("live check: {e}: {line}");
+                            continue;
+                        }
                     };
-                    if cut >= LIVE_CHECK_BYTES_MAX {
-                        let events = tx.borrow().checked_events;
+                    if let (Some(events), false) = (update.whole_stopped_at_events, warned) {
+                        warned = true;
                         tracing::warn!(
-                            "the history passed {} MiB ({events} events): live checks stop here \
-                             (each reads the whole file); the end of the run checks all of it, \
-                             and --stop-on-violation can no longer end it early",
+                            "the history passed {} MiB ({events} events): from here only the \
+                             rules that stream run live (a whole check reads the file from its \
+                             start); the end of the run checks all of it",
                             LIVE_CHECK_BYTES_MAX >> 20
                         );
-                        tx.send_modify(|v| v.gave_up_at_events = Some(events));
-                        return;
                     }
-                    checked_bytes = cut;
-                    let began = Instant::now();
-                    let found = match check_in_child(&path, cut, &cfg, &flag) {
-                        Ok(Some(found)) => Some(found),
-                        // Stopped meanwhile.
-                        Ok(None) => return,
-                        Err(e) => {
-                            tracing::debug!("live check: {e}");
-                            None
-                        }
-                    };
-                    wait = every.max(began.elapsed() * 3);
-                    tx.send_modify(|v| {
-                        v.violations = found.as_ref().map(|f| f.violations);
-                        if let Some(f) = &found {
-                            v.checked_events = f.events;
-                            v.checked_through_ns = f.through_ns;
-                        }
-                        if v.first_safety.is_none() {
-                            v.first_safety =
-                                found.and_then(|f| f.first_safety).map(|violation| Proven {
-                                    violation,
-                                    proven_at_s: start.elapsed().as_secs_f64(),
-                                });
-                        }
-                    });
+                    if let Some(e) = &update.error {
+                        tracing::debug!("live check: {e}");
+                    }
+                    let at_s = start.elapsed().as_secs_f64();
+                    tx.send_modify(|v| v.update(&update, at_s));
                 }
             })
             .expect("a thread can be started");
         Watcher {
-            stop,
+            child: Some(child),
             thread: Some(thread),
         }
     }
 }
 
-/// What a live check found, as its process prints it: one JSON line.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-struct Found {
-    violations: usize,
-    events: u64,
-    /// The time of the last event read, in ns.
-    through_ns: u64,
-    first_safety: Option<Violation>,
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // Ours, by its pid, still unreaped (so the pid is still its own).
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
-/// `lockpick live-check` (hidden): checks the first `--bytes` of a history and prints what it
-/// found as one JSON line. A run's live checks run in a process of their own, so that what a
-/// check allocates (in proportion to the history) is given back when it ends, and never stays
-/// in the harness beside the service.
+/// `lockpick live-check` (hidden): follows a history as it is written ([`LiveCheck`]) and
+/// prints what it finds as one JSON line ([`Update`]) each time something changed, until its
+/// standard input closes (the harness ended it, or ended). A run's live check is a process of
+/// its own so that what it allocates never stays in the harness beside the service.
 #[derive(Debug, Clone, clap::Args)]
 pub struct LiveCheckArgs {
     pub path: PathBuf,
+    /// How often to read what was written, in ms.
     #[arg(long)]
-    pub bytes: u64,
+    pub every_ms: u64,
     #[arg(long)]
     pub drift: f64,
     #[arg(long)]
@@ -466,35 +666,49 @@ pub struct LiveCheckArgs {
 }
 
 pub fn live_check(a: LiveCheckArgs) -> anyhow::Result<history::ExitCode> {
+    use std::io::Write;
     let cfg = checkers::CheckConfig {
         drift: a.drift,
         liveness_grace_ns: a.liveness_grace_ns,
         min_grants: a.min_grants,
         monotonic_clock_reach_ns: a.monotonic_clock_reach_ns,
     };
-    let r = checkers::check_prefix(&a.path, a.bytes, &cfg)?;
-    let found = Found {
-        violations: r.violations.len(),
-        events: r.stats.events,
-        through_ns: r.stats.duration_ns,
-        first_safety: first_safety(&r).cloned(),
-    };
-    println!("{}", serde_json::to_string(&found)?);
+    let every = Duration::from_millis(a.every_ms.max(10));
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    // The harness holds the other end of stdin: it closes when the harness ends us or ends.
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+        flag.store(true, Ordering::Relaxed);
+    });
+    let mut live = LiveCheck::new(&a.path, &cfg, every);
+    let mut out = std::io::stdout().lock();
+    let mut last = (u64::MAX, None, None);
+    // Bounded by the harness: ends when stdin closes (or stdout does).
+    while sleep_unless(&stop, every) {
+        let u = live.poll();
+        let now = (u.events, u.error.clone(), u.whole_stopped_at_events);
+        if u.new.is_empty() && now == last {
+            continue;
+        }
+        last = now;
+        if writeln!(out, "{}", serde_json::to_string(&u)?)
+            .and_then(|()| out.flush())
+            .is_err()
+        {
+            break;
+        }
+    }
     Ok(history::ExitCode::Valid)
 }
 
-/// How long one live check may take before it is given up (a history far past any run's).
-const LIVE_CHECK_TIME_MAX: Duration = Duration::from_secs(120);
-
-/// Runs `lockpick live-check` on the first `bytes` of `path`, at a lower priority than the
-/// service and the clients it watches. `None` when `stop` was set meanwhile (the check is
-/// ended, by its pid).
-fn check_in_child(
+/// Starts `lockpick live-check` on `path`, at a lower priority than the service and the clients
+/// it watches, ended with the harness even if the harness is killed.
+fn spawn_live_check(
     path: &Path,
-    bytes: u64,
     cfg: &checkers::CheckConfig,
-    stop: &AtomicBool,
-) -> anyhow::Result<Option<Found>> {
+    every: Duration,
+) -> std::io::Result<std::process::Child> {
     use std::os::unix::process::CommandExt;
     // This very binary, even if the file was replaced while the run goes on (an upgrade during
     // a soak): /proc/self/exe still names the running one.
@@ -507,58 +721,28 @@ fn check_in_child(
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("live-check")
         .arg(path)
-        .args(["--bytes", &bytes.to_string()])
+        .args(["--every-ms", &every.as_millis().to_string()])
         .args(["--drift", &cfg.drift.to_string()])
         .args(["--liveness-grace-ns", &cfg.liveness_grace_ns.to_string()])
         .args(["--min-grants", &cfg.min_grants.to_string()]);
     if let Some(r) = cfg.monotonic_clock_reach_ns {
         cmd.args(["--monotonic-clock-reach-ns", &r.to_string()]);
     }
-    cmd.stdin(std::process::Stdio::null())
+    cmd.stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    // SAFETY: between fork and exec only setpriority, a plain system call, runs.
+        .stderr(std::process::Stdio::null());
+    // SAFETY: between fork and exec only setpriority and prctl, plain system calls, run.
     unsafe {
         cmd.pre_exec(|| {
             // The check yields to the service and the clients: it must not change what it
             // watches. A failure leaves the default priority.
             libc::setpriority(libc::PRIO_PROCESS, 0, 10);
+            // Ended with the harness, whatever ends it.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             Ok(())
         });
     }
-    let mut child = cmd.spawn()?;
-    let (mut out, mut err) = (
-        child.stdout.take().expect("piped"),
-        child.stderr.take().expect("piped"),
-    );
-    // Read aside: a child blocked on a full pipe would never end.
-    let reader = std::thread::spawn(move || {
-        let (mut o, mut e) = (String::new(), String::new());
-        let _ = out.read_to_string(&mut o);
-        let _ = err.read_to_string(&mut e);
-        (o, e)
-    });
-    let began = Instant::now();
-    // Bounded by LIVE_CHECK_TIME_MAX.
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
-        }
-        if stop.load(Ordering::Relaxed) || began.elapsed() > LIVE_CHECK_TIME_MAX {
-            let _ = child.kill();
-            let _ = child.wait();
-            if stop.load(Ordering::Relaxed) {
-                return Ok(None);
-            }
-            anyhow::bail!("a live check took over {LIVE_CHECK_TIME_MAX:?}: ended");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let (out, err) = reader.join().unwrap_or_default();
-    if !status.success() {
-        anyhow::bail!("{}", err.trim());
-    }
-    Ok(Some(serde_json::from_str(out.trim())?))
+    cmd.spawn()
 }
 
 /// Sleeps `d` in short steps; false as soon as `stop` is set.
@@ -574,15 +758,6 @@ fn sleep_unless(stop: &AtomicBool, d: Duration) -> bool {
             return true;
         }
         std::thread::sleep((until - now).min(Duration::from_millis(20)));
-    }
-}
-
-impl Drop for Watcher {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 

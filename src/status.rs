@@ -128,13 +128,17 @@ impl Progress for StatusLine {
     }
 }
 
-/// `2 (first: double-grant proven at 1.23 s ...)`, `0`, or `?` before the first check, with
-/// how far behind the run the check is once that is more than a second; past the live
-/// checks' size limit, what the last one found and where it stopped.
+/// `2 (first: double-grant proven at 1.23 s ...)`, `0`, or `not checked yet`, with how far
+/// behind the run the check is once that is more than a second, and past the whole-prefix
+/// checks' size limit, that only the streaming rules run.
 fn so_far(v: &LiveVerdict, elapsed: Duration) -> String {
     let behind_s = elapsed.as_secs_f64() - v.checked_through_ns as f64 / 1e9;
     let count = count_so_far(v);
-    if v.violations.is_some() && v.gave_up_at_events.is_none() && behind_s >= 1.0 {
+    let count = match v.whole_stopped_at_events {
+        Some(events) => format!("{count} (past {events} events the streaming rules only)"),
+        None => count,
+    };
+    if v.violations.is_some() && behind_s >= 1.0 {
         format!("{count} (as of {behind_s:.1} s ago)")
     } else {
         count
@@ -142,12 +146,6 @@ fn so_far(v: &LiveVerdict, elapsed: Duration) -> String {
 }
 
 fn count_so_far(v: &LiveVerdict) -> String {
-    if let Some(events) = v.gave_up_at_events {
-        return format!(
-            "{} in the first {events} events (live checks stopped there: the rest is checked at the end)",
-            v.violations.map_or("?".into(), |n| n.to_string())
-        );
-    }
     match (&v.violations, &v.first_safety) {
         (None, None) => "not checked yet".into(),
         (n, Some(p)) => format!(
