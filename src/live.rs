@@ -82,6 +82,9 @@ pub struct LiveCheck {
     /// At least this long between whole checks.
     every: Duration,
     whole_stopped_at_events: Option<u64>,
+    /// [`LIVE_CHECK_BYTES_MAX`] and [`FOLLOW_STEP_BYTES`] (the tests set less).
+    whole_bytes_max: u64,
+    step_bytes: u64,
     /// Liveness findings of the last whole check.
     liveness: usize,
     shown: Shown,
@@ -103,6 +106,8 @@ impl LiveCheck {
             whole_next: Instant::now(),
             every,
             whole_stopped_at_events: None,
+            whole_bytes_max: LIVE_CHECK_BYTES_MAX,
+            step_bytes: FOLLOW_STEP_BYTES,
             liveness: 0,
             shown: Shown::default(),
             events: 0,
@@ -118,7 +123,9 @@ impl LiveCheck {
             Ok(cut) => {
                 if cut < self.fed_bytes {
                     // Cut shorter: rewritten, followed from its new state.
+                    let limits = (self.whole_bytes_max, self.step_bytes);
                     *self = LiveCheck::new(&self.path, &self.cfg, self.every);
+                    (self.whole_bytes_max, self.step_bytes) = limits;
                 }
                 if let Err(e) = self.read_to(cut, &mut new) {
                     self.error.get_or_insert(e);
@@ -152,7 +159,7 @@ impl LiveCheck {
         let mut step = Vec::new();
         // Bounded by the bytes to `cut`: each pass hands at least one line.
         while self.fed_bytes < cut {
-            let want = (cut - self.fed_bytes).min(FOLLOW_STEP_BYTES);
+            let want = (cut - self.fed_bytes).min(self.step_bytes);
             step.clear();
             (&mut file).take(want).read_to_end(&mut step).map_err(say)?;
             // Whole lines only: the cut ends one, a step short of it ends at its last newline.
@@ -163,9 +170,9 @@ impl LiveCheck {
                     Some(p) => p + 1,
                     None => {
                         return Err(format!(
-                            "{}: a line longer than {} MiB",
+                            "{}: a line longer than {} bytes",
                             self.path.display(),
-                            FOLLOW_STEP_BYTES >> 20
+                            self.step_bytes
                         ))
                     }
                 }
@@ -221,7 +228,7 @@ impl LiveCheck {
         {
             return;
         }
-        if cut >= LIVE_CHECK_BYTES_MAX {
+        if cut >= self.whole_bytes_max {
             self.whole_stopped_at_events = Some(self.events);
             return;
         }
@@ -764,6 +771,66 @@ fn sleep_unless(stop: &AtomicBool, d: Duration) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A history with a double grant written a stretch at a time, polled after each: the
+    /// streaming rules prove it while the file grows with no whole-prefix check at all (as past
+    /// the limit), read in steps far shorter than the stretches.
+    #[test]
+    fn past_the_whole_checks_limit_the_streaming_rules_prove_a_double_grant_as_written() {
+        use checkers::gen::{correct_history, GenParams};
+        use checkers::inject::{inject, InjectKind};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.jsonl");
+        let params = GenParams {
+            clients: 4,
+            locks: 2,
+            events: 6_000,
+            ..GenParams::default()
+        };
+        let mut ops = correct_history(3, &params);
+        inject(&mut ops, InjectKind::named("double-grant"), 3);
+        let mut text = Vec::new();
+        for op in &ops {
+            serde_json::to_writer(&mut text, op).unwrap();
+            text.push(b'\n');
+        }
+        let cfg = checkers::CheckConfig::default();
+        let mut live = LiveCheck::new(&path, &cfg, Duration::ZERO);
+        (live.whole_bytes_max, live.step_bytes) = (0, 4096);
+        let mut file = std::fs::File::create(&path).unwrap();
+        let stretches = 20;
+        let mut proven_at = None;
+        for (i, stretch) in text.chunks(text.len() / stretches + 1).enumerate() {
+            std::io::Write::write_all(&mut file, stretch).unwrap();
+            let u = live.poll();
+            assert_eq!(u.error, None);
+            assert!(u.whole_stopped_at_events.is_some() && live.whole_bytes == 0);
+            if let Some(v) = u.new.iter().find(|v| v.kind.as_str() == "double-grant") {
+                proven_at.get_or_insert((i, v.clone()));
+                assert!(u.violations >= 1);
+            }
+        }
+        let (at, v) = proven_at.expect("the double grant was never proven");
+        assert!(
+            at + 1 < stretches,
+            "proven only once all was written ({at})"
+        );
+        let (whole, _) = checkers::check_path(&path, &cfg).unwrap();
+        assert!(
+            (whole.violations.iter()).any(|w| w.kind == v.kind && w.lock == v.lock),
+            "{v:?} is not the whole history's"
+        );
+        // Rewritten shorter: followed again from its start.
+        let half = &text[..text.len() / 2];
+        std::fs::write(&path, half).unwrap();
+        let u = live.poll();
+        let lines = half.iter().filter(|&&b| b == b'\n').count() as u64;
+        assert!(
+            u.events > 0 && u.events <= lines,
+            "{} events of {lines}",
+            u.events
+        );
+    }
 
     fn line(time: u64) -> String {
         format!("{{\"index\":0,\"time_ns\":{time},\"process\":1,\"type\":\"invoke\",\"f\":\"acquire\"}}\n")
