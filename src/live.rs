@@ -119,7 +119,9 @@ impl LiveCheck {
     /// collects what the whole-prefix check found if it is done; starts the next one if due.
     pub fn poll(&mut self) -> Update {
         let mut new = Vec::new();
-        match time_closed_len(&self.path) {
+        // A file cut shorter than what was read was rewritten: read again from its start.
+        let shorter = std::fs::metadata(&self.path).is_ok_and(|m| m.len() < self.fed_bytes);
+        match time_closed_len(&self.path, if shorter { 0 } else { self.fed_bytes }) {
             Ok(cut) => {
                 if cut < self.fed_bytes {
                     // Cut shorter: rewritten, followed from its new state.
@@ -268,16 +270,23 @@ fn give_back_memory() {
 /// The length of the longest prefix of `path` that ends a line and after which time moves on
 /// (every event after it is later than every event in it): the lines of the file's last
 /// complete instant, and a last line still being written, are left out. A line whose time
-/// cannot be read counts as the last instant's (left out too). 0 when no such cut is found
-/// in the last [`TAIL_BYTES_MAX`] bytes.
-pub fn time_closed_len(path: &Path) -> std::io::Result<u64> {
+/// cannot be read counts as the last instant's (left out too). `after` is such a cut already
+/// found (0 at first): only what follows it is read, at most its last [`TAIL_BYTES_MAX`]
+/// bytes, and `after` is returned when no later cut is found there.
+pub fn time_closed_len(path: &Path, after: u64) -> std::io::Result<u64> {
     let mut file = std::fs::File::open(path)?;
     let len = file.metadata()?.len();
-    let from = len.saturating_sub(TAIL_BYTES_MAX);
+    if len <= after {
+        return Ok(len.min(after));
+    }
+    let from = len.saturating_sub(TAIL_BYTES_MAX).max(after);
     file.seek(SeekFrom::Start(from))?;
     let mut tail = Vec::with_capacity((len - from) as usize);
     file.take(len - from).read_to_end(&mut tail)?;
-    Ok(from + time_closed_cut(&tail) as u64)
+    Ok(match time_closed_cut(&tail) {
+        0 => after,
+        cut => from + cut as u64,
+    })
 }
 
 /// [`time_closed_len`] within `tail`, the end of the file: 0 when the cut is not in it.
@@ -321,8 +330,8 @@ fn time_ns(line: &[u8]) -> Option<u64> {
     std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()
 }
 
-/// How often `check --follow` reads what was written (and at least how long between two
-/// whole-prefix checks).
+/// How often a live check reads what was written (and for `check --follow`, at least how long
+/// between two whole-prefix checks): each read costs what was written since the last.
 const FOLLOW_EVERY: Duration = Duration::from_millis(250);
 
 /// How a follow ended, and what it printed.
@@ -581,8 +590,8 @@ pub struct Watcher {
 }
 
 impl Watcher {
-    /// Follows `path`, reading what was written every `every`, and sends what is found on
-    /// `tx`. `start` is the run's start, for the time a violation was proven.
+    /// Follows `path`, reading what was written every 250 ms and checking the whole prefix at
+    /// most every `every`, and sends what is found on `tx`. `start` is the run's start, for the time a violation was proven.
     pub fn start(
         path: &Path,
         cfg: &checkers::CheckConfig,
@@ -659,7 +668,8 @@ impl Drop for Watcher {
 #[derive(Debug, Clone, clap::Args)]
 pub struct LiveCheckArgs {
     pub path: PathBuf,
-    /// How often to read what was written, in ms.
+    /// At least this long between two whole-prefix checks, in ms (what was written is read
+    /// every 250 ms).
     #[arg(long)]
     pub every_ms: u64,
     #[arg(long)]
@@ -692,7 +702,7 @@ pub fn live_check(a: LiveCheckArgs) -> anyhow::Result<history::ExitCode> {
     let mut out = std::io::stdout().lock();
     let mut last = (u64::MAX, None, None);
     // Bounded by the harness: ends when stdin closes (or stdout does).
-    while sleep_unless(&stop, every) {
+    while sleep_unless(&stop, FOLLOW_EVERY) {
         let u = live.poll();
         let now = (u.events, u.error.clone(), u.whole_stopped_at_events);
         if u.new.is_empty() && now == last {
@@ -861,6 +871,29 @@ mod tests {
                 "{times:?} partial {partial}"
             );
         }
+    }
+
+    /// A cut already found is where the next search starts: only what follows it is read.
+    #[test]
+    fn the_cut_after_one_found_reads_only_what_follows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.jsonl");
+        let lens = |times: &[u64]| times.iter().map(|&t| line(t).len() as u64).sum::<u64>();
+        let text: String = [1, 2, 3, 3].iter().map(|&t| line(t)).collect();
+        std::fs::write(&path, &text).unwrap();
+        let cut = time_closed_len(&path, 0).unwrap();
+        assert_eq!(cut, lens(&[1, 2]));
+        // Nothing new closed: the same cut.
+        assert_eq!(time_closed_len(&path, cut).unwrap(), cut);
+        std::fs::write(&path, format!("{text}{}", line(4))).unwrap();
+        assert_eq!(time_closed_len(&path, cut).unwrap(), lens(&[1, 2, 3, 3]));
+        // Nothing past the cut at all, or a file now shorter than it.
+        assert_eq!(
+            time_closed_len(&path, lens(&[1, 2, 3, 3, 4])).unwrap(),
+            lens(&[1, 2, 3, 3, 4])
+        );
+        std::fs::write(&path, line(1)).unwrap();
+        assert_eq!(time_closed_len(&path, cut).unwrap(), lens(&[1]));
     }
 
     #[test]

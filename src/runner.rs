@@ -428,9 +428,9 @@ pub(crate) fn connect(
         .collect()
 }
 
-/// How often the history is checked while it is written: often enough to stop within a
-/// second of a proven violation when asked to, else once a second (the status line shows a
-/// verdict at most that old).
+/// How often the whole history written so far is checked again (the streaming rules read what
+/// was written every 250 ms whatever this is): often enough to stop within a second of a
+/// violation only the whole check proves when asked to, else once a second.
 fn live_every(cfg: &RunConfig) -> Duration {
     if cfg.stop_on_violation {
         Duration::from_millis(250)
