@@ -11,6 +11,9 @@
 //!    the same bytes) measured beside it. A run waits three times a check's cost before the
 //!    next, so a live verdict is at most about four checks old.
 //!
+//! 3. What the streaming rules cost as the history grows: the same files handed to a
+//!    `checkers::Follower` a second of a run at a time, the first reads' cost beside the last's.
+//!
 //! Run: `cargo bench --bench live` (5 seeds, 100k/1M/10M), or
 //! `cargo bench --bench live -- SEEDS [EVENTS...]` (`0` for no history sizes).
 
@@ -188,6 +191,7 @@ fn main() {
     );
     println!("|---|---|---|---|---|---|");
     let cfg = checkers::CheckConfig::default();
+    let mut follows = Vec::new();
     for events in sizes {
         let path = tmp.path().join(format!("h{events}.jsonl"));
         write_history(&path, events);
@@ -208,6 +212,60 @@ fn main() {
             m / floor,
             shown.join(" / ")
         );
+        follows.push((events, follow_in_stretches(&path, &cfg)));
         let _ = std::fs::remove_file(&path);
     }
+    println!(
+        "\nThe streaming rules (checkers::Follower) handed the same file a second of a run at its \
+         top rate at a time ({STRETCH_EVENTS} events):\n"
+    );
+    println!("| events | first three reads (median) | last three reads (median) | whole follow | events/s |");
+    println!("|---|---|---|---|---|");
+    for (events, (first, last, whole)) in follows {
+        println!(
+            "| {events} | {:.1} ms | {:.1} ms | {whole:.2} s | {:.2}M |",
+            first * 1e3,
+            last * 1e3,
+            events as f64 / whole / 1e6
+        );
+    }
+}
+
+/// A second of a run at the harness's top rate (21k ops a second, two events each).
+const STRETCH_EVENTS: usize = 42_000;
+
+/// Hands a follower `path` in stretches of [`STRETCH_EVENTS`] lines, as a live check reads a
+/// run's history: the median time of its first three reads and of its last three, and the
+/// whole follow's, in seconds. Each read should cost what its lines cost, whatever came before.
+fn follow_in_stretches(path: &Path, cfg: &checkers::CheckConfig) -> (f64, f64, f64) {
+    use std::io::BufRead;
+    let mut f = checkers::Follower::new(path, cfg);
+    let mut input = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(path).unwrap());
+    let mut stretch = Vec::new();
+    let mut reads = Vec::new();
+    // Bounded by the file's lines.
+    loop {
+        stretch.clear();
+        for _ in 0..STRETCH_EVENTS {
+            if input.read_until(b'\n', &mut stretch).unwrap() == 0 {
+                break;
+            }
+        }
+        if stretch.is_empty() {
+            break;
+        }
+        let began = Instant::now();
+        let read = f.read(&stretch).unwrap();
+        reads.push(began.elapsed().as_secs_f64());
+        assert!(
+            read.proven.is_empty(),
+            "a correct history: {:?}",
+            read.proven
+        );
+    }
+    let whole = reads.iter().sum();
+    let n = reads.len();
+    let first = median(reads[..n.min(3)].to_vec());
+    let last = median(reads[n.saturating_sub(3)..].to_vec());
+    (first, last, whole)
 }

@@ -1,7 +1,8 @@
 //! A soak (issue 22, item 6): `lockpick run --duration D` on the embedded default with every
-//! fault, the harness's RSS (VmRSS of the `lockpick run` process, not its nodes) sampled every
-//! `EVERY`, beside what its status line says at that time: the ops so far and how far behind
-//! the run the live verdict is. Prints a table for BENCHMARKS.md.
+//! fault, the harness's RSS (VmRSS of the `lockpick run` process, not its nodes) and its live
+//! check's (the child `lockpick live-check` that follows the history) sampled every `EVERY`,
+//! beside what its status line says at that time: the ops so far and how far behind the run
+//! the live verdict is. Prints a table for BENCHMARKS.md.
 //!
 //! Run: `cargo bench --bench soak -- [DURATION_S] [EVERY_S] [BINARY]` (default 600 s, every
 //! 60 s, this build's binary). For a long soak, give a copy of the binary: a rebuild meanwhile
@@ -42,9 +43,9 @@ fn main() {
         }
     });
     let began = Instant::now();
-    println!("| minute | harness RSS | ops so far | live verdict |");
-    println!("|---|---|---|---|");
-    let mut peak = 0;
+    println!("| minute | harness RSS | live check RSS | ops so far | live verdict |");
+    println!("|---|---|---|---|---|");
+    let (mut peak, mut check_peak) = (0, 0);
     // Bounded by the run's duration plus its end (the child exits).
     loop {
         std::thread::sleep(Duration::from_secs(every_s));
@@ -55,6 +56,8 @@ fn main() {
             break;
         };
         peak = peak.max(rss);
+        let check_rss = live_check_pid(pid).and_then(|c| status_kb(c, "VmRSS:"));
+        check_peak = check_peak.max(check_rss.unwrap_or(0));
         let status = last_status.lock().unwrap().clone();
         let ops = status
             .split("ops ")
@@ -68,17 +71,37 @@ fn main() {
             .unwrap_or("?")
             .to_string();
         println!(
-            "| {:.1} | {} MB | {ops} | {verdict} |",
+            "| {:.1} | {} MB | {} | {ops} | {verdict} |",
             began.elapsed().as_secs_f64() / 60.0,
-            rss / 1024
+            rss / 1024,
+            check_rss.map_or("-".to_string(), |kb| format!("{} MB", kb / 1024))
         );
     }
     let status = child.wait().unwrap();
     let _ = reader.join();
     println!(
-        "\nexit {:?} after {:.1} min; peak sampled harness RSS {} MB",
+        "\nexit {:?} after {:.1} min; peak sampled harness RSS {} MB, live check {} MB",
         status.code(),
         began.elapsed().as_secs_f64() / 60.0,
-        peak / 1024
+        peak / 1024,
+        check_peak / 1024
     );
+}
+
+/// The pid of the `lockpick live-check` child of `parent`, if it runs (a child is listed
+/// under the thread that started it).
+fn live_check_pid(parent: u32) -> Option<u32> {
+    let tasks = std::fs::read_dir(format!("/proc/{parent}/task")).ok()?;
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok())
+                .collect::<Vec<_>>()
+        })
+        .find(|&c| {
+            std::fs::read(format!("/proc/{c}/cmdline"))
+                .is_ok_and(|cmd| cmd.split(|&b| b == 0).any(|a| a == b"live-check"))
+        })
 }

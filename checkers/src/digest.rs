@@ -495,7 +495,8 @@ impl Digest {
                 break;
             }
             let id = self.id_of.remove(&(pos as OpPos));
-            if let Some(read) = id {
+            // The tests' whole walk reads the dropping reader's names too.
+            if let (Some(read), true) = (id, self.keeps_all() || cfg!(test)) {
                 let n = self.renumber.len() as u32;
                 let model = *self.renumber.entry(read).or_insert(n);
                 self.grant_named.push((pos as OpPos, model));
@@ -709,11 +710,13 @@ impl Digest {
                 self.id_of.insert(slot as OpPos, n);
             }
             // Read from the invoke too: an acquire that never completed still waited.
-            if let (Some(w), Func::Acquire) = (g.wait_ms, e.func) {
+            if let (Some(w), Func::Acquire, true) = (g.wait_ms, e.func, self.keeps_all()) {
                 self.waits.push((slot, w));
             }
             if let Some(t) = g.transfer {
-                self.transfers.push((slot, t));
+                if self.keeps_all() {
+                    self.transfers.push((slot, t));
+                }
                 if let Some(stream) = self.stream.as_mut() {
                     stream.store.in_transfer(slot as OpPos);
                 }
@@ -735,6 +738,7 @@ impl Digest {
             }
             return;
         }
+        let keeps_all = self.keeps_all();
         let o = &mut self.ops[slot];
         if o.func == Func::Acquire {
             self.open_acquires.remove(&(o.invoke_ns, slot as OpPos));
@@ -766,7 +770,7 @@ impl Digest {
         }
         o.error = error;
         o.is_final |= e.is_final;
-        if let Some((a, b)) = e.lease {
+        if let (Some((a, b)), true) = (e.lease, keeps_all) {
             self.lease_evidence.push((slot, a, b));
         }
         let mut hold_of = None;
@@ -780,11 +784,13 @@ impl Digest {
                 wait_ms,
                 transfer,
             } = *g;
-            if let (Some(w), Func::Acquire) = (wait_ms, o.func) {
+            if let (Some(w), Func::Acquire, true) = (wait_ms, o.func, keeps_all) {
                 self.waits.push((slot, w));
             }
             if let Some(t) = transfer {
-                self.transfers.push((slot, t));
+                if keeps_all {
+                    self.transfers.push((slot, t));
+                }
                 if let Some(stream) = self.stream.as_mut() {
                     stream.store.in_transfer(slot as OpPos);
                 }
@@ -808,10 +814,14 @@ impl Digest {
                     self.id_of.insert(slot as OpPos, n);
                 }
             }
-            if let Some(r) = round {
+            if let (Some(r), true) = (round, keeps_all) {
                 self.rounds.push((slot, r));
             }
             if let Some(k) = key {
+                // A dropping reader reads only the op's own, just below.
+                if !keeps_all {
+                    self.key_evidence.clear();
+                }
                 self.key_evidence.push((slot, k));
             }
             if let Some(from) = lease_from_ns {
@@ -824,6 +834,13 @@ impl Digest {
         }
         let id = self.id_of.get(&(slot as OpPos)).copied();
         self.walk.completed(slot, &self.ops[slot], id, hold_of);
+    }
+
+    /// Whether the lists only the batch model reads (the evidence, waits, transfers, rounds
+    /// and grant names of every op) are kept: not by a reader that drops ops, which runs no
+    /// batch rule after its walk, so that what it keeps does not grow with the history.
+    fn keeps_all(&self) -> bool {
+        !self.evict
     }
 
     /// A digest that runs the streaming rules as it reads and drops what they no longer need,
