@@ -76,8 +76,9 @@ pub struct LiveCheck {
     error: Option<String>,
     /// The whole-prefix check running, if one is, its prefix, and when it began.
     whole: Option<(WholeCheck, u64, Instant)>,
-    /// The prefix the last whole check read, and when the next may begin.
+    /// The prefix the last whole check read, what it took, and when the next may begin.
     whole_bytes: u64,
+    whole_took: Duration,
     whole_next: Instant,
     /// At least this long between whole checks.
     every: Duration,
@@ -103,6 +104,7 @@ impl LiveCheck {
             error: None,
             whole: None,
             whole_bytes: 0,
+            whole_took: Duration::ZERO,
             whole_next: Instant::now(),
             every,
             whole_stopped_at_events: None,
@@ -195,35 +197,9 @@ impl LiveCheck {
 
     /// Collects the whole-prefix check if it is done, and starts the next one if it is due.
     fn whole_check(&mut self, cut: u64, new: &mut Vec<Violation>) {
-        if let Some((check, _, _)) = &self.whole {
-            if !check.is_finished() {
-                return;
-            }
-        }
-        if let Some((check, bytes, began)) = self.whole.take() {
-            let took = began.elapsed();
-            self.whole_next = Instant::now() + self.every.max(took * 3);
-            match check.join() {
-                Ok(Ok(r)) => {
-                    self.whole_bytes = bytes;
-                    self.events = self.events.max(r.stats.events);
-                    self.liveness = (r.violations.iter())
-                        .filter(|v| v.kind.class() != KindClass::Safety)
-                        .count();
-                    let shown = &mut self.shown;
-                    new.extend((r.violations.into_iter()).filter(|v| shown.first_time(v)));
-                }
-                Ok(Err(e)) => {
-                    self.error.get_or_insert(e.to_string());
-                }
-                Err(_) => {
-                    self.error
-                        .get_or_insert_with(|| "a live check panicked".to_string());
-                }
-            }
-            give_back_memory();
-        }
-        if self.whole_stopped_at_events.is_some()
+        self.collect_whole(new);
+        if self.whole.is_some()
+            || self.whole_stopped_at_events.is_some()
             || self.error.is_some()
             || cut == self.whole_bytes
             || Instant::now() < self.whole_next
@@ -243,10 +219,57 @@ impl LiveCheck {
             Err(e) => {
                 self.error
                     .get_or_insert(format!("a live check could not start: {e}"));
+                return;
             }
         }
+        // A check of a short history takes milliseconds: waited for, so that what it proves
+        // is shown by this poll, not the next (a run stopping on it stops a poll sooner).
+        if self.whole_took < WHOLE_WAITED_MAX {
+            let until = Instant::now() + WHOLE_WAITED_MAX * 2;
+            // Bounded by `until`.
+            while self.whole.as_ref().is_some_and(|w| !w.0.is_finished()) && Instant::now() < until
+            {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            self.collect_whole(new);
+        }
+    }
+
+    /// Takes in what the whole-prefix check found, if it is done.
+    fn collect_whole(&mut self, new: &mut Vec<Violation>) {
+        if self.whole.as_ref().is_none_or(|w| !w.0.is_finished()) {
+            return;
+        }
+        let Some((check, bytes, began)) = self.whole.take() else {
+            return;
+        };
+        self.whole_took = began.elapsed();
+        self.whole_next = Instant::now() + self.every.max(self.whole_took * 3);
+        match check.join() {
+            Ok(Ok(r)) => {
+                self.whole_bytes = bytes;
+                self.events = self.events.max(r.stats.events);
+                self.liveness = (r.violations.iter())
+                    .filter(|v| v.kind.class() != KindClass::Safety)
+                    .count();
+                let shown = &mut self.shown;
+                new.extend((r.violations.into_iter()).filter(|v| shown.first_time(v)));
+            }
+            Ok(Err(e)) => {
+                self.error.get_or_insert(e.to_string());
+            }
+            Err(_) => {
+                self.error
+                    .get_or_insert_with(|| "a live check panicked".to_string());
+            }
+        }
+        give_back_memory();
     }
 }
+
+/// A whole-prefix check whose last one took less than this is waited for in the poll that
+/// starts it.
+const WHOLE_WAITED_MAX: Duration = Duration::from_millis(50);
 
 impl Drop for LiveCheck {
     fn drop(&mut self) {
@@ -702,17 +725,17 @@ pub fn live_check(a: LiveCheckArgs) -> anyhow::Result<history::ExitCode> {
     let mut out = std::io::stdout().lock();
     let mut last = (u64::MAX, None, None);
     // Bounded by the harness: ends when stdin closes (or stdout does).
-    while sleep_unless(&stop, FOLLOW_EVERY) {
+    loop {
         let u = live.poll();
         let now = (u.events, u.error.clone(), u.whole_stopped_at_events);
-        if u.new.is_empty() && now == last {
-            continue;
+        if !u.new.is_empty() || now != last {
+            last = now;
+            let sent = writeln!(out, "{}", serde_json::to_string(&u)?).and_then(|()| out.flush());
+            if sent.is_err() {
+                break;
+            }
         }
-        last = now;
-        if writeln!(out, "{}", serde_json::to_string(&u)?)
-            .and_then(|()| out.flush())
-            .is_err()
-        {
+        if !sleep_unless(&stop, FOLLOW_EVERY) {
             break;
         }
     }
