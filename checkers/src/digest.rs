@@ -391,7 +391,12 @@ impl Digest {
                     continue;
                 }
                 (Ok(Paired::Nemesis), Item::Other(op)) => {
-                    self.nemesis.push(*op);
+                    if let Some(stream) = self.stream.as_mut() {
+                        stream.stuck.faults.push(&op);
+                    }
+                    if self.keeps_all() {
+                        self.nemesis.push(*op);
+                    }
                     continue;
                 }
                 (Ok(paired), Item::Client(e)) => (paired, e),
@@ -512,7 +517,6 @@ impl Digest {
                 let read = crate::stuck_stream::Read {
                     locks: &self.locks,
                     errors: &self.errors,
-                    nemesis: &self.nemesis,
                     policy: &self.walk.ttl_policy,
                     drift: self.drift,
                     end_ns: self.end_time_ns,
@@ -635,7 +639,6 @@ impl Digest {
         crate::stuck_stream::Read {
             locks: &self.locks,
             errors: &self.errors,
-            nemesis: &self.nemesis,
             policy: &self.walk.ttl_policy,
             drift: self.drift,
             end_ns: self.end_time_ns,

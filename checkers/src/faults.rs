@@ -121,14 +121,8 @@ impl Faults {
         let mut prefix_end = Vec::with_capacity(list.len());
         let mut best: Option<(u64, usize)> = None;
         for (i, f) in list.iter().enumerate() {
-            let end = if !holds_back_service_effects(&f.f) {
-                0
-            } else if f.stop_index.is_some() {
-                f.end_ns
-            } else {
-                u64::MAX
-            };
-            if best.is_none_or(|(e, _)| end > e) {
+            let end = effective_end(f);
+            if later_end((end, i), best) {
                 best = Some((end, i));
             }
             prefix_end.push(best.expect("just set"));
@@ -160,6 +154,168 @@ impl Faults {
     pub fn latest_end_started_before(&self, t_ns: u64) -> Option<(u64, usize)> {
         let n = self.list.partition_point(|f| f.start_ns < t_ns);
         self.prefix_end.get(n.checked_sub(1)?).copied()
+    }
+}
+
+/// A fault's end as it can hold back an effect: none for a client pause (0), the history's end
+/// for one never stopped (`u64::MAX`), else its stop.
+fn effective_end(f: &Fault) -> u64 {
+    if !holds_back_service_effects(&f.f) {
+        0
+    } else if f.stop_index.is_some() {
+        f.end_ns
+    } else {
+        u64::MAX
+    }
+}
+
+/// Whether (end, place) `a` is the later end than `b`, ties to the earlier place: the fault
+/// [`Faults::latest_end_started_before`] names.
+fn later_end(a: (u64, usize), b: Option<(u64, usize)>) -> bool {
+    b.is_none_or(|(e, i)| a.0 > e || (a.0 == e && a.1 < i))
+}
+
+/// The faults of a history as its nemesis events are read, paired as [`Faults::from_nemesis`]
+/// pairs them, each at the place it has in that list (nemesis events come in time order), for
+/// a reader that asks [`FaultLog::latest_end_started_before`] at instants that never go back.
+/// What it keeps does not grow with the history: a fault stopped and started before every
+/// instant still to be asked about is folded into the one such fault with the latest end.
+#[derive(Debug, Default)]
+pub(crate) struct FaultLog {
+    /// The faults not folded, by place.
+    kept: BTreeMap<usize, Fault>,
+    /// Per class, the places of the faults still open, oldest first, with their targets.
+    open: BTreeMap<String, Vec<(usize, Option<Value>)>>,
+    /// The place of the next fault.
+    next: usize,
+    /// Of the faults folded, the one with the latest end (ties to the earliest), its end and
+    /// place.
+    folded: Option<(u64, usize, Fault)>,
+    /// Faults kept for their words whatever is folded (those a finding names).
+    named: BTreeMap<usize, Fault>,
+    /// The most faults kept at once.
+    pub(crate) kept_most: usize,
+}
+
+impl FaultLog {
+    /// Reads nemesis event `op`.
+    pub(crate) fn push(&mut self, op: &Op) {
+        let f = op.f.as_str();
+        match FaultOp::of(f) {
+            FaultOp::Opens(class) => {
+                let at = self.next;
+                self.open
+                    .entry(class.to_string())
+                    .or_default()
+                    .push((at, target(op).cloned()));
+                self.add(Fault {
+                    start_index: op.index,
+                    f: f.to_string(),
+                    value: value_of(op),
+                    start_ns: op.time_ns,
+                    // The history's end, known at its end: `finish` sets it.
+                    end_ns: u64::MAX,
+                    stop_index: None,
+                });
+            }
+            FaultOp::Closes(class) => {
+                let Some(queue) = self.open.get_mut(class) else {
+                    return;
+                };
+                let want = target(op);
+                let at = want
+                    .and_then(|w| queue.iter().position(|(_, t)| t.as_ref() == Some(w)))
+                    .unwrap_or(0);
+                if at < queue.len() {
+                    let (i, _) = queue.remove(at);
+                    let folded = (self.folded.as_mut())
+                        .filter(|(_, j, _)| *j == i)
+                        .map(|(_, _, f)| f);
+                    let copies = [self.kept.get_mut(&i), self.named.get_mut(&i), folded];
+                    for f in copies.into_iter().flatten() {
+                        f.end_ns = op.time_ns;
+                        f.stop_index = Some(op.index);
+                    }
+                }
+            }
+            FaultOp::Instant => self.add(Fault {
+                start_index: op.index,
+                f: f.to_string(),
+                value: value_of(op),
+                start_ns: op.time_ns,
+                end_ns: op.time_ns,
+                stop_index: Some(op.index),
+            }),
+        }
+    }
+
+    fn add(&mut self, f: Fault) {
+        self.kept.insert(self.next, f);
+        self.next += 1;
+        self.kept_most = self.kept_most.max(self.kept.len());
+    }
+
+    /// [`Faults::latest_end_started_before`] over the faults read so far.
+    pub(crate) fn latest_end_started_before(&self, t_ns: u64) -> Option<(u64, usize)> {
+        let mut best = self.folded.as_ref().map(|(e, i, _)| (*e, *i));
+        // Bounded by the faults kept.
+        for (&i, f) in &self.kept {
+            if f.start_ns < t_ns && later_end((effective_end(f), i), best) {
+                best = Some((effective_end(f), i));
+            }
+        }
+        best
+    }
+
+    /// No instant before `t_ns` will be asked about again: the faults stopped (or that hold
+    /// nothing back) and started before it are folded.
+    pub(crate) fn asked_from(&mut self, t_ns: u64) {
+        // Its end as it holds an effect back is final: stopped, or holding nothing back.
+        let done: Vec<usize> = (self.kept.iter())
+            .filter(|(_, f)| {
+                f.start_ns < t_ns && (f.stop_index.is_some() || !holds_back_service_effects(&f.f))
+            })
+            .map(|(&i, _)| i)
+            .collect();
+        for i in done {
+            let f = self.kept.remove(&i).expect("listed above");
+            let end = effective_end(&f);
+            if later_end((end, i), self.folded.as_ref().map(|(e, j, _)| (*e, *j))) {
+                self.folded = Some((end, i, f));
+            }
+        }
+    }
+
+    /// Keeps fault `i` for the words of a finding that names it.
+    pub(crate) fn name(&mut self, i: usize) {
+        let f = match (self.kept.get(&i), &self.folded) {
+            (Some(f), _) => f.clone(),
+            (None, Some((_, j, f))) if *j == i => f.clone(),
+            _ => return,
+        };
+        self.named.entry(i).or_insert(f);
+    }
+
+    /// Fault `i`, if kept (named, or not folded).
+    pub(crate) fn get(&self, i: usize) -> Option<&Fault> {
+        (self.named.get(&i))
+            .or_else(|| self.kept.get(&i))
+            .or_else(|| {
+                self.folded
+                    .as_ref()
+                    .filter(|(_, j, _)| *j == i)
+                    .map(|(_, _, f)| f)
+            })
+    }
+
+    /// The history ends at `end_ns`: the faults never stopped end there.
+    pub(crate) fn finish(&mut self, end_ns: u64) {
+        let folded = self.folded.as_mut().map(|(_, _, f)| f);
+        for f in (self.kept.values_mut().chain(self.named.values_mut())).chain(folded) {
+            if f.stop_index.is_none() {
+                f.end_ns = end_ns;
+            }
+        }
     }
 }
 
@@ -233,5 +389,123 @@ mod tests {
             100_000_000
         );
         assert_eq!(f.latest_end_started_before(10_000_000), None);
+    }
+
+    /// The log read a nemesis event at a time, asked at instants that never go back and
+    /// folding what those can no longer need, answers what the list of the events read so far
+    /// answers, and names the same fault in the same words; what it keeps stays small.
+    #[test]
+    fn the_log_answers_as_the_list_of_what_was_read() {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+        let event = (0..8u8, 0..3u8, 0..40u64);
+        let events = proptest::collection::vec(event, 1..120);
+        let asks = proptest::collection::vec(0..60u64, 120);
+        let mut runner = TestRunner::new(Config::with_cases(400));
+        runner
+            .run(&(events, asks), |(events, asks)| {
+                let (mut time_ms, mut ops) = (0, Vec::new());
+                for (i, (what, node, gap)) in events.into_iter().enumerate() {
+                    time_ms += gap;
+                    let nodes = serde_json::json!({"nodes": [format!("n{node}")]});
+                    let (f, v) = match what {
+                        0 => ("start-pause", nodes),
+                        1 => ("stop-pause", nodes),
+                        2 => ("kill", nodes),
+                        3 => ("restart", nodes),
+                        4 => ("start-partition", Value::Null),
+                        5 => ("stop-partition", Value::Null),
+                        6 => ("bump-clock", serde_json::json!({"delta_ms": 5})),
+                        _ => ("start-client-pause", serde_json::json!({"process": node})),
+                    };
+                    ops.push(nem(i as u64, time_ms, f, v));
+                }
+                let mut log = FaultLog::default();
+                let (mut asked_ms, mut t) = (0, 0);
+                for (read, op) in ops.iter().enumerate() {
+                    log.push(op);
+                    let now_ms = op.time_ns / 1_000_000;
+                    let list = Faults::from_nemesis(&ops[..=read], op.time_ns);
+                    // Asked at an instant not before the last, not after the time read to.
+                    asked_ms = (asked_ms + asks[read] % 7).min(now_ms).max(asked_ms);
+                    // At a fault's start, or just after; never back.
+                    t = (asked_ms * 1_000_000 + asks[read] % 2).max(t);
+                    let (got, want) = (
+                        log.latest_end_started_before(t),
+                        list.latest_end_started_before(t),
+                    );
+                    prop_assert_eq!(got, want, "asked at {} ns after {:?}", t, &ops[..=read]);
+                    if let Some((_, i)) = got {
+                        log.name(i);
+                        let (a, b) = (log.get(i).unwrap(), &list.list()[i]);
+                        prop_assert_eq!(
+                            (a.start_index, &a.f, a.stop_index),
+                            (b.start_index, &b.f, b.stop_index)
+                        );
+                    }
+                    log.asked_from(t);
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    /// Thousands of faults stopped one after another: the log keeps a handful.
+    #[test]
+    fn the_log_keeps_what_can_still_be_asked_about() {
+        let mut log = FaultLog::default();
+        for k in 0..5_000u64 {
+            let nodes = serde_json::json!({"nodes": ["n1"]});
+            log.push(&nem(2 * k, 10 * k, "start-pause", nodes.clone()));
+            log.push(&nem(2 * k + 1, 10 * k + 5, "stop-pause", nodes));
+            assert!(log
+                .latest_end_started_before(10 * k * 1_000_000 + 1)
+                .is_some());
+            log.asked_from(10 * k * 1_000_000 + 1);
+        }
+        assert!(log.kept_most <= 3, "kept {} at once", log.kept_most);
+    }
+
+    /// Two corners the log must answer as the list does once faults are folded: a tie of ends
+    /// (the earlier place wins, whichever was folded), and a client pause folded while open
+    /// whose stop comes after (named with it).
+    #[test]
+    fn the_log_names_what_the_list_names_after_folding() {
+        let ms = 1_000_000;
+        let (n1, n2) = (
+            serde_json::json!({"nodes": ["n1"]}),
+            serde_json::json!({"nodes": ["n2"]}),
+        );
+        let ops = [
+            nem(0, 10, "start-pause", n1.clone()),
+            nem(1, 20, "start-pause", n2.clone()),
+            nem(2, 50, "stop-pause", n2),
+            nem(3, 50, "stop-pause", n1),
+        ];
+        let mut log = FaultLog::default();
+        for op in &ops[..3] {
+            log.push(op);
+        }
+        // The second pause is folded, the first still open; then it stops at the same instant.
+        log.asked_from(50 * ms + 1);
+        log.push(&ops[3]);
+        let want = Faults::from_nemesis(&ops, 50 * ms).latest_end_started_before(60 * ms);
+        assert_eq!(want, Some((50 * ms, 0)));
+        assert_eq!(log.latest_end_started_before(60 * ms), want);
+
+        let pause = serde_json::json!({"process": 3});
+        let ops = [
+            nem(0, 10, "start-client-pause", pause.clone()),
+            nem(1, 30, "stop-client-pause", pause),
+        ];
+        let mut log = FaultLog::default();
+        log.push(&ops[0]);
+        assert_eq!(log.latest_end_started_before(20 * ms), Some((0, 0)));
+        log.asked_from(20 * ms);
+        log.push(&ops[1]);
+        log.name(0);
+        let list = Faults::from_nemesis(&ops, 30 * ms);
+        assert_eq!(log.get(0).unwrap().stop_index, list.list()[0].stop_index);
+        assert_eq!(log.get(0).unwrap().stop_index, Some(1));
     }
 }

@@ -13,7 +13,7 @@
 //! latest lease of the ok answers, and per ttl asked for, the latest of the lost ones); they
 //! are judged again then, with the final policy, and grouped into the batch's stretches.
 
-use crate::faults::Faults;
+use crate::faults::{Fault, FaultLog};
 use crate::liveness::{stuck, Deadline, Source, Stretch, StuckView};
 use crate::model::{ClientOp, Drift, Func, FxMap, NO_TARGET};
 use history::{Outcome, Violation};
@@ -188,9 +188,8 @@ pub(crate) struct StuckStream {
     open: Vec<Option<Open>>,
     /// Stretches closed and worded.
     found: Vec<Violation>,
-    /// The faults as read so far, and how many nemesis events they were built from.
-    faults: Faults,
-    faults_of: usize,
+    /// The faults as read so far.
+    pub(crate) faults: FaultLog,
     pub(crate) grace_ns: u64,
     /// [`STUCK_WAITING_MAX`] unless the tests set another.
     pub(crate) waiting_max: usize,
@@ -207,8 +206,7 @@ impl Default for StuckStream {
             stuck: Default::default(),
             open: Vec::new(),
             found: Vec::new(),
-            faults: Faults::default(),
-            faults_of: 0,
+            faults: FaultLog::default(),
             grace_ns: crate::CheckConfig::default().liveness_grace_ns,
             waiting_max: STUCK_WAITING_MAX,
             waiting_most: 0,
@@ -222,7 +220,7 @@ struct Kept<'a> {
     locks: &'a [String],
     errors: &'a [String],
     ops: FxMap<usize, &'a ClientOp>,
-    faults: &'a Faults,
+    faults: &'a FaultLog,
 }
 
 impl StuckView for Kept<'_> {
@@ -232,20 +230,19 @@ impl StuckView for Kept<'_> {
     fn op(&self, pos: usize) -> &ClientOp {
         self.ops[&pos]
     }
-    fn fault(&self, i: usize) -> &crate::faults::Fault {
-        &self.faults.list()[i]
+    fn fault(&self, i: usize) -> &Fault {
+        self.faults.get(i).expect("a fault a finding names is kept")
     }
     fn error_of(&self, op: &ClientOp) -> Option<&str> {
         self.errors.get(op.error as usize).map(|s| s.as_str())
     }
 }
 
-/// What the reading reads of the digest: the locks' names and the errors' texts, the nemesis
-/// events read, the ttl policy so far, the drift, and the time read to.
+/// What the reading reads of the digest: the locks' names and the errors' texts, the ttl
+/// policy so far, the drift, and the time read to.
 pub(crate) struct Read<'a> {
     pub(crate) locks: &'a [String],
     pub(crate) errors: &'a [String],
-    pub(crate) nemesis: &'a [history::Op],
     pub(crate) policy: &'a FxMap<u64, (u64, u64)>,
     pub(crate) drift: Drift,
     pub(crate) end_ns: u64,
@@ -279,6 +276,12 @@ impl StuckStream {
     /// been walked; `u64::MAX`: the history is read): those not stuck with what is read so far
     /// are let go.
     pub(crate) fn judge(&mut self, walked_ns: u64, read: &Read) {
+        self.judge_answers(walked_ns, read);
+        // Every answer judged from now on was given after `walked_ns`.
+        self.faults.asked_from(walked_ns);
+    }
+
+    fn judge_answers(&mut self, walked_ns: u64, read: &Read) {
         if self
             .held
             .peek()
@@ -302,10 +305,6 @@ impl StuckStream {
             if !leases.deadline(read.policy, None, at).is_some_and(stuck) {
                 continue;
             }
-            if self.faults_of != read.nemesis.len() {
-                self.faults = Faults::from_nemesis(read.nemesis, read.end_ns);
-                self.faults_of = read.nemesis.len();
-            }
             let fault = self.faults.latest_end_started_before(done_ns);
             // The policy can only lengthen a lease, and a fault not ended yet ends after this
             // answer: not stuck now is never stuck.
@@ -313,6 +312,9 @@ impl StuckStream {
                 continue;
             }
             let leases = leases.clone();
+            if let Some((_, i)) = fault {
+                self.faults.name(i);
+            }
             self.stuck.push_back(Waiting {
                 lock,
                 pos,
@@ -382,8 +384,7 @@ impl StuckStream {
     /// whole run's ttl policy, and every stretch is worded.
     pub(crate) fn finish(&mut self, read: &Read) -> Vec<Violation> {
         self.judge(u64::MAX, read);
-        self.faults = Faults::from_nemesis(read.nemesis, read.end_ns);
-        self.faults_of = read.nemesis.len();
+        self.faults.finish(read.end_ns);
         let at = (read.drift, read.end_ns);
         // Bounded by the answers waiting.
         while let Some(w) = self.stuck.pop_front() {
