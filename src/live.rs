@@ -394,7 +394,7 @@ pub fn follow_until_closed(
         let began = Instant::now();
         let mut live = Some(LiveCheck::new(path, cfg, FOLLOW_EVERY));
         let mut printed = Vec::new();
-        let (mut failed, mut said_stopped) = (false, false);
+        let (mut failed, mut said_stopped, mut first) = (false, false, true);
         let mut sigterm =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let ctrl_c = tokio::signal::ctrl_c();
@@ -403,6 +403,14 @@ pub fn follow_until_closed(
         loop {
             // Asked before the read: a writer gone by now wrote everything the read sees.
             let writing = open_for_writing(path);
+            if !writing && first {
+                // Nobody writes it: the verdict that follows reads it all, and at once.
+                return Ok(Followed {
+                    cut_short: None,
+                    printed,
+                });
+            }
+            first = false;
             let mut l = live.take().expect("put back after each poll");
             let (l, update) = tokio::task::spawn_blocking(move || {
                 let u = l.poll();
