@@ -71,51 +71,13 @@ impl Faults {
 
     /// The faults of a history's nemesis events (in history order) ending at `end_ns`.
     pub fn from_nemesis(nemesis: &[Op], end_ns: u64) -> Faults {
-        let mut list: Vec<Fault> = Vec::new();
-        // class -> positions in `list` of faults still open, oldest first
-        let mut open: BTreeMap<&str, Vec<(usize, Option<&Value>)>> = BTreeMap::new();
+        // The one pairing, the log's, with nothing folded.
+        let mut log = FaultLog::default();
         for op in nemesis {
-            let f = op.f.as_str();
-            match FaultOp::of(f) {
-                FaultOp::Opens(class) => {
-                    open.entry(class)
-                        .or_default()
-                        .push((list.len(), target(op)));
-                    list.push(Fault {
-                        start_index: op.index,
-                        f: f.to_string(),
-                        value: value_of(op),
-                        start_ns: op.time_ns,
-                        end_ns,
-                        stop_index: None,
-                    });
-                }
-                FaultOp::Closes(class) => {
-                    let Some(queue) = open.get_mut(class) else {
-                        continue; // a stop with nothing open heals nothing we know of
-                    };
-                    // Same target where the stop names one and an open fault matches, FIFO
-                    // otherwise.
-                    let want = target(op);
-                    let at = want
-                        .and_then(|w| queue.iter().position(|(_, t)| *t == Some(w)))
-                        .unwrap_or(0);
-                    if at < queue.len() {
-                        let (i, _) = queue.remove(at);
-                        list[i].end_ns = op.time_ns;
-                        list[i].stop_index = Some(op.index);
-                    }
-                }
-                FaultOp::Instant => list.push(Fault {
-                    start_index: op.index,
-                    f: f.to_string(),
-                    value: value_of(op),
-                    start_ns: op.time_ns,
-                    end_ns: op.time_ns,
-                    stop_index: Some(op.index),
-                }),
-            }
+            log.push(op);
         }
+        log.finish(end_ns);
+        let mut list: Vec<Fault> = std::mem::take(&mut log.kept).into_values().collect();
         // Nemesis events come in history order, but sort anyway: indices ascend, times need not.
         list.sort_by_key(|f| (f.start_ns, f.start_index));
         let mut prefix_end = Vec::with_capacity(list.len());
