@@ -274,6 +274,9 @@ pub(crate) struct Digest {
 /// pending: about 12 s at the harness's top rate of 21k ops a second, 17 MiB of ops.
 pub const UNWALKED_OPS_MAX: usize = 1 << 18;
 
+/// The blocks of text a streaming reader parses at a time.
+const STREAM_BLOCK_BYTES: usize = 1 << 20;
+
 /// What a streaming reader keeps of the history, as the sentences of violations read it.
 struct Live<'a> {
     ops: &'a Ops,
@@ -1055,6 +1058,14 @@ fn digest_input(
     path: &Path,
     digest: Digest,
 ) -> Result<(Digest, Vec<ReadWarning>), CheckError> {
+    // A streaming reader's own state is a few MB: the text and pieces in flight would be most
+    // of what it holds in the batch's blocks (8 MiB, about 100 MB resident at 10M events
+    // against about 40 in blocks of 1 MiB, and faster: BENCHMARKS.md).
+    let block_bytes = if digest.evict {
+        STREAM_BLOCK_BYTES
+    } else {
+        usize::MAX
+    };
     let (tx, rx) = std::sync::mpsc::sync_channel::<Piece>(4);
     let (warnings, mut digest) = std::thread::scope(|scope| {
         let pairer = scope.spawn(move || {
@@ -1065,10 +1076,15 @@ fn digest_input(
             }
             digest
         });
-        let warnings = history::read_pieces(input, path, &EventBuilder, move |piece| {
+        let send = move |piece| {
             // The pairer only stops when this sender is dropped: a send cannot fail.
             let _ = tx.send(piece);
-        });
+        };
+        let warnings = if block_bytes == usize::MAX {
+            history::read_pieces(input, path, &EventBuilder, send)
+        } else {
+            history::read_pieces_in(input, path, &EventBuilder, send, block_bytes)
+        };
         (
             warnings,
             pairer.join().expect("history pairing thread panicked"),

@@ -124,6 +124,9 @@ pub(crate) struct Walk {
     /// their closed grant was followed, or the one it had set: checked against the final
     /// policy ([`Walk::settle_all`]) without their ops.
     early_ttls: Vec<(u32, u64, Option<u64>)>,
+    /// Those of them whose grant was dropped, as a count per (requested ttl, ttl): all the end
+    /// needs of them (with the grants, for the tests' count of what reached dropped ones).
+    early_dropped: FxMap<(u64, Option<u64>), EarlyDropped>,
     /// The most grants walked and not closed at once, after closing.
     pub(crate) open_max: usize,
     /// The grants whose epochs an unanswered op joined, by its position: the one kind of op a
@@ -201,6 +204,7 @@ impl Walk {
             sessions_closed: 0,
             horizon_ns: u64::MAX,
             early_ttls: Vec::new(),
+            early_dropped: FxMap::default(),
             open_max: 0,
             info_in: FxMap::default(),
             closed_sessions_of: FxMap::default(),
@@ -797,6 +801,17 @@ impl Walk {
         }
         self.pruned_at = keep;
         let k = keep as u32;
+        let dropped = &mut self.early_dropped;
+        self.early_ttls.retain(|&(g, r, set)| {
+            if g >= k {
+                return true;
+            }
+            let e = dropped.entry((r, set)).or_default();
+            e.count += 1;
+            #[cfg(test)]
+            e.grants.push(g);
+            false
+        });
         let first_info = &self.first_info;
         let names = self
             .names
@@ -828,7 +843,8 @@ impl Walk {
             + self.hold_of.len()
             + self.info_in.len()
             + self.closed_sessions_of.len()
-            + self.dropped_sessions_of.len();
+            + self.dropped_sessions_of.len()
+            + self.early_ttls.len();
         true
     }
 
@@ -868,6 +884,15 @@ impl Walk {
                 self.went_stale(g as usize);
             }
         }
+        let dropped = std::mem::take(&mut self.early_dropped);
+        for ((r, set), e) in dropped {
+            if self.ttl_policy.get(&r).map(|p| p.0) != set {
+                // Each dropped grant went stale: `went_stale` of a dropped one.
+                self.late += e.count;
+                #[cfg(test)]
+                self.late_grants.extend(e.grants);
+            }
+        }
     }
 
     /// Follows every grant not closed, after [`Walk::settle_all`] and the crashes marked.
@@ -885,6 +910,14 @@ impl Walk {
             follow(grant, ops, drift, from, session);
         }
     }
+}
+
+/// The lost answers of dropped grants whose policy was read early, for one (requested ttl, ttl).
+#[derive(Debug, Default)]
+struct EarlyDropped {
+    count: u64,
+    #[cfg(test)]
+    grants: Vec<u32>,
 }
 
 /// Follows grant `g`'s lease (its holds and bounds) and the span it surely lasts whenever it

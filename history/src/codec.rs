@@ -265,6 +265,18 @@ pub fn read_pieces<P: PieceBuilder>(
     read_blocks(input, name, builder, sink, BLOCK_BYTES)
 }
 
+/// [`read_pieces`] in blocks of about `block_bytes` (at least a line): a reader whose own state
+/// is small reads in smaller blocks, so that the text and pieces in flight stay few MB.
+pub fn read_pieces_in<P: PieceBuilder>(
+    input: impl Read,
+    name: &Path,
+    builder: &P,
+    sink: impl FnMut(P::Piece),
+    block_bytes: usize,
+) -> Result<Vec<ReadWarning>, ReadError> {
+    read_blocks(input, name, builder, sink, block_bytes.max(1))
+}
+
 /// [`read_pieces`] in blocks of `block_bytes` (tests use tiny blocks to put a boundary
 /// between every two lines).
 fn read_blocks<P: PieceBuilder>(
