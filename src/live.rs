@@ -42,7 +42,7 @@ pub const LIVE_CHECK_BYTES_MAX: u64 = 512 << 20;
 
 /// How much of a followed file one read hands the streaming rules: a backlog (a file followed
 /// long after its writer started) is read in steps this long, never held whole.
-const FOLLOW_STEP_BYTES: u64 = 8 << 20;
+const FOLLOW_STEP_BYTES: u64 = 1 << 20;
 
 /// What a live check has found since its last [`LiveCheck::poll`].
 #[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]
