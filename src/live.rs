@@ -613,16 +613,20 @@ impl LiveVerdict {
     }
 }
 
-/// A run's live check: a child `lockpick live-check` following the history, and a thread
-/// publishing what it sends. Ended (the child by its pid, the thread joined) when dropped.
+/// A run's live check: a child `lockpick live-check` following the history, started by a
+/// thread of the watcher's own that publishes what it sends. Ended (the child by its pid, the
+/// thread joined) when dropped.
 pub struct Watcher {
-    child: Option<std::process::Child>,
+    stop: Arc<AtomicBool>,
+    /// The child, once started; taken by whoever ends it.
+    child: Arc<std::sync::Mutex<Option<std::process::Child>>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Watcher {
     /// Follows `path`, reading what was written every 250 ms and checking the whole prefix at
-    /// most every `every`, and sends what is found on `tx`. `start` is the run's start, for the time a violation was proven.
+    /// most every `every`, and sends what is found on `tx`. `start` is the run's start, for the
+    /// time a violation was proven.
     pub fn start(
         path: &Path,
         cfg: &checkers::CheckConfig,
@@ -630,58 +634,80 @@ impl Watcher {
         every: Duration,
         tx: watch::Sender<LiveVerdict>,
     ) -> Watcher {
-        let mut child = match spawn_live_check(path, cfg, every) {
-            Ok(child) => child,
-            Err(e) => {
-                tracing::warn!("the live check could not start ({e}): the end of the run still checks everything");
-                return Watcher {
-                    child: None,
-                    thread: None,
-                };
-            }
-        };
-        let out = child.stdout.take().expect("piped");
+        let stop = Arc::new(AtomicBool::new(false));
+        let child: Arc<std::sync::Mutex<Option<std::process::Child>>> = Arc::default();
+        let (path, cfg) = (path.to_path_buf(), cfg.clone());
+        let (flag, slot) = (stop.clone(), child.clone());
+        // The child is started by this thread, which lives as long as the watcher: the child's
+        // parent-death signal follows the thread that started it.
         let thread = std::thread::Builder::new()
             .name("live-check".into())
             .spawn(move || {
-                let mut warned = false;
-                // Bounded by the child's output: ends when it ends (with the run, or killed).
-                for line in std::io::BufReader::new(out).lines() {
-                    let Ok(line) = line else { return };
-                    let update: Update = match serde_json::from_str(&line) {
-                        Ok(u) => u,
+                let out = {
+                    let mut c = match spawn_live_check(&path, &cfg, every) {
+                        Ok(c) => c,
                         Err(e) => {
-                            tracing::debug!("live check: {e}: {line}");
-                            continue;
+                            tracing::warn!("the live check could not start ({e}): the end of the run still checks everything");
+                            return;
                         }
                     };
-                    if let (Some(events), false) = (update.whole_stopped_at_events, warned) {
-                        warned = true;
-                        tracing::warn!(
-                            "the history passed {} MiB ({events} events): from here only the \
-                             rules that stream run live (a whole check reads the file from its \
-                             start); the end of the run checks all of it",
-                            LIVE_CHECK_BYTES_MAX >> 20
-                        );
+                    let out = c.stdout.take().expect("piped");
+                    let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+                    if flag.load(Ordering::Relaxed) {
+                        // Dropped meanwhile: ended here, ours by its pid.
+                        let _ = c.kill();
+                        let _ = c.wait();
+                        return;
                     }
-                    if let Some(e) = &update.error {
-                        tracing::debug!("live check: {e}");
-                    }
-                    let at_s = start.elapsed().as_secs_f64();
-                    tx.send_modify(|v| v.update(&update, at_s));
-                }
+                    *slot = Some(c);
+                    out
+                };
+                publish(out, start, &tx);
             })
             .expect("a thread can be started");
         Watcher {
-            child: Some(child),
+            stop,
+            child,
             thread: Some(thread),
         }
     }
 }
 
+/// Reads the live check's lines from `out` until it ends, and sends what each says on `tx`.
+fn publish(out: std::process::ChildStdout, start: Instant, tx: &watch::Sender<LiveVerdict>) {
+    let mut warned = false;
+    // Bounded by the child's output: ends when it ends (with the run, or killed).
+    for line in std::io::BufReader::new(out).lines() {
+        let Ok(line) = line else { return };
+        let update: Update = match serde_json::from_str(&line) {
+            Ok(u) => u,
+            Err(e) => {
+                tracing::debug!("live check: {e}: {line}");
+                continue;
+            }
+        };
+        if let (Some(events), false) = (update.whole_stopped_at_events, warned) {
+            warned = true;
+            tracing::warn!(
+                "the history passed {} MiB ({events} events): from here only the rules that \
+                 stream run live (a whole check reads the file from its start); the end of the \
+                 run checks all of it",
+                LIVE_CHECK_BYTES_MAX >> 20
+            );
+        }
+        if let Some(e) = &update.error {
+            tracing::debug!("live check: {e}");
+        }
+        let at_s = start.elapsed().as_secs_f64();
+        tx.send_modify(|v| v.update(&update, at_s));
+    }
+}
+
 impl Drop for Watcher {
     fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
+        self.stop.store(true, Ordering::Relaxed);
+        let child = self.child.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(mut child) = child {
             // Ours, by its pid, still unreaped (so the pid is still its own).
             let _ = child.kill();
             let _ = child.wait();
