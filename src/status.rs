@@ -156,3 +156,55 @@ fn count_so_far(v: &LiveVerdict) -> String {
         (Some(n), None) => n.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::live::Proven;
+
+    fn verdict(violations: Option<usize>, through_s: f64, stopped: Option<u64>) -> LiveVerdict {
+        LiveVerdict {
+            violations,
+            first_safety: None,
+            checked_events: 100,
+            checked_through_ns: (through_s * 1e9) as u64,
+            whole_stopped_at_events: stopped,
+        }
+    }
+
+    /// (verdict, seconds into the run, what the status line says of the violations so far)
+    #[test]
+    fn the_status_line_says_how_old_the_verdict_is_and_what_runs() {
+        let mut proven = verdict(Some(2), 9.5, None);
+        proven.first_safety = Some(Proven {
+            violation: history::Violation {
+                kind: history::ViolationKind::DoubleGrant,
+                lock: Some("L0".into()),
+                ops: vec![5, 6],
+                window_ns: [20_000_000, 250_000_000],
+                nemesis: Vec::new(),
+                explanation: String::new(),
+                cycle: Vec::new(),
+            },
+            proven_at_s: 0.27,
+        });
+        let cases: Vec<(LiveVerdict, f64, &str)> = vec![
+            (verdict(None, 0.0, None), 0.5, "not checked yet"),
+            (verdict(Some(0), 9.5, None), 10.0, "0"),
+            (verdict(Some(0), 7.0, None), 10.0, "0 (as of 3.0 s ago)"),
+            (
+                verdict(Some(1), 9.8, Some(4_000_000)),
+                10.0,
+                "1 (past 4000000 events the streaming rules only)",
+            ),
+            (
+                proven,
+                10.0,
+                "2 (first: double-grant on L0 proven at 0.27 s (ops 5, 6, from 0.020 s to 0.250 s))",
+            ),
+        ];
+        for (v, at_s, want) in cases {
+            assert_eq!(so_far(&v, Duration::from_secs_f64(at_s)), want);
+        }
+    }
+}
