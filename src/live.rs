@@ -120,7 +120,7 @@ impl LiveCheck {
     /// Reads what was written since the last poll (up to the last instant that is closed) and
     /// collects what the whole-prefix check found if it is done; starts the next one if due.
     pub fn poll(&mut self) -> Update {
-        let mut new = Vec::new();
+        let (mut new, mut unreadable) = (Vec::new(), None);
         // A file cut shorter than what was read was rewritten: read again from its start.
         let shorter = std::fs::metadata(&self.path).is_ok_and(|m| m.len() < self.fed_bytes);
         match time_closed_len(&self.path, if shorter { 0 } else { self.fed_bytes }) {
@@ -131,28 +131,28 @@ impl LiveCheck {
                     *self = LiveCheck::new(&self.path, &self.cfg, self.every);
                     (self.whole_bytes_max, self.step_bytes) = limits;
                 }
+                // Reading the file may work at the next poll; a line refused never will.
                 if let Err(e) = self.read_to(cut, &mut new) {
-                    self.error.get_or_insert(e);
+                    unreadable = Some(e);
                 }
                 self.whole_check(cut, &mut new);
             }
-            Err(e) => {
-                self.error
-                    .get_or_insert(format!("{}: {e}", self.path.display()));
-            }
+            // Not kept: the file may be readable at the next poll.
+            Err(e) => unreadable = Some(format!("{}: {e}", self.path.display())),
         }
         Update {
             new,
             violations: self.shown.safety() + self.liveness,
             events: self.events,
             through_ns: self.through_ns,
-            error: self.error.clone(),
+            error: self.error.clone().or(unreadable),
             whole_stopped_at_events: self.whole_stopped_at_events,
         }
     }
 
     /// Hands the follower the file's bytes up to `cut`, in steps; the violations it proves
-    /// go to `new`.
+    /// go to `new`. A line it refuses is kept in `error` (nothing after it can be read); an
+    /// error reading the file is returned.
     fn read_to(&mut self, cut: u64, new: &mut Vec<Violation>) -> Result<(), String> {
         if self.fed_bytes >= cut || self.error.is_some() {
             return Ok(());
@@ -181,10 +181,13 @@ impl LiveCheck {
                     }
                 }
             };
-            let read = self
-                .follower
-                .read(&step[..end])
-                .map_err(|e| e.to_string())?;
+            let read = match self.follower.read(&step[..end]) {
+                Ok(read) => read,
+                Err(e) => {
+                    self.error = Some(e.to_string());
+                    return Ok(());
+                }
+            };
             self.fed_bytes += end as u64;
             file.seek(SeekFrom::Start(self.fed_bytes)).map_err(say)?;
             self.events = self.events.max(read.events);
