@@ -62,7 +62,7 @@ pub struct Update {
     pub whole_stopped_at_events: Option<u64>,
 }
 
-/// A whole-prefix check running on its own thread: the prefix's length, and what it found.
+/// A whole-prefix check running on its own thread: what it finds.
 type WholeCheck = std::thread::JoinHandle<Result<Results, checkers::CheckError>>;
 
 /// A history file followed as it grows: see the module's note.
