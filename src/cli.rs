@@ -323,10 +323,11 @@ pub struct CheckArgs {
     #[arg(long, value_name = "LIST", value_parser = parse_fail_on)]
     pub fail_on: Option<reports::FailOn>,
     /// Follow a history another process is still writing (a run elsewhere, a soak): print
-    /// each violation as soon as a check of what was written so far proves it, then the
-    /// verdict once no process on this machine has the file open for writing any more, or on
-    /// Ctrl-C (the verdict of what was written by then, at best unknown). For a file a remote
-    /// writer appends to, end it with Ctrl-C.
+    /// each violation as soon as what was written so far proves it (read every 250 ms by the
+    /// rules that stream, at any length; checked whole by every rule while under 512 MiB),
+    /// then the verdict once no process on this machine has the file open for writing any
+    /// more, or on Ctrl-C (the verdict of what was written by then, at best unknown). For a
+    /// file a remote writer appends to, end it with Ctrl-C.
     #[arg(long)]
     pub follow: bool,
 }
