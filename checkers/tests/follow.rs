@@ -291,7 +291,8 @@ fn the_follower_proves_only_what_the_whole_history_proves_on_the_fixtures() {
         proven += found.len();
     }
     assert!(checked > 100, "only {checked} fixtures");
-    // 58 violations on 51 of the 71 fixtures with one; the other 20 are of the rules that do not stream
-    // yet, lock-stuck (judged at the end) and session grants held open by a holder's crash.
+    // 58 violations on 51 of the 71 fixtures with one; the other 20 are of the rules that do
+    // not stream yet, lock-stuck (judged at the end) and session grants held open by a holder's
+    // crash.
     assert!(proven > 50, "only {proven} violations proven");
 }
