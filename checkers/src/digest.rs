@@ -1064,7 +1064,7 @@ fn digest_input(
     let block_bytes = if digest.evict {
         STREAM_BLOCK_BYTES
     } else {
-        usize::MAX
+        history::BLOCK_BYTES
     };
     let (tx, rx) = std::sync::mpsc::sync_channel::<Piece>(4);
     let (warnings, mut digest) = std::thread::scope(|scope| {
@@ -1080,11 +1080,7 @@ fn digest_input(
             // The pairer only stops when this sender is dropped: a send cannot fail.
             let _ = tx.send(piece);
         };
-        let warnings = if block_bytes == usize::MAX {
-            history::read_pieces(input, path, &EventBuilder, send)
-        } else {
-            history::read_pieces_in(input, path, &EventBuilder, send, block_bytes)
-        };
+        let warnings = history::read_pieces_in(input, path, &EventBuilder, send, block_bytes);
         (
             warnings,
             pairer.join().expect("history pairing thread panicked"),

@@ -206,7 +206,7 @@ pub fn read_ops(path: &Path) -> Result<(Vec<Op>, Vec<ReadWarning>), ReadError> {
 
 /// Bytes of history parsed per round: big enough to keep every core busy, small enough that
 /// the raw text held at once stays a few MB whatever the history's size.
-const BLOCK_BYTES: usize = 8 << 20;
+pub const BLOCK_BYTES: usize = 8 << 20;
 
 /// Reads ops from any reader (`name` is used only in messages). Parses in parallel.
 pub fn read_ops_from(
@@ -262,11 +262,12 @@ pub fn read_pieces<P: PieceBuilder>(
     builder: &P,
     sink: impl FnMut(P::Piece),
 ) -> Result<Vec<ReadWarning>, ReadError> {
-    read_blocks(input, name, builder, sink, BLOCK_BYTES)
+    read_pieces_in(input, name, builder, sink, BLOCK_BYTES)
 }
 
-/// [`read_pieces`] in blocks of about `block_bytes` (at least a line): a reader whose own state
-/// is small reads in smaller blocks, so that the text and pieces in flight stay few MB.
+/// [`read_pieces`] in blocks of about `block_bytes` (at least a line; [`BLOCK_BYTES`] for
+/// [`read_pieces`]): a reader whose own state is small reads in smaller blocks, so that the
+/// text and pieces in flight stay few MB.
 pub fn read_pieces_in<P: PieceBuilder>(
     input: impl Read,
     name: &Path,

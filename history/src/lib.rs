@@ -41,7 +41,7 @@ mod results;
 
 pub use codec::{
     read_history, read_ops, read_ops_from, read_pieces, read_pieces_in, BlockReader, HistoryWriter,
-    LoadError, PieceBuilder, ReadError, ReadWarning, Stamp,
+    LoadError, PieceBuilder, ReadError, ReadWarning, Stamp, BLOCK_BYTES,
 };
 pub use completeness::{Completeness, RunState};
 pub use coverage::Coverage;
