@@ -121,16 +121,16 @@ impl LiveCheck {
     /// collects what the whole-prefix check found if it is done; starts the next one if due.
     pub fn poll(&mut self) -> Update {
         let (mut new, mut unreadable) = (Vec::new(), None);
-        // A file cut shorter than what was read was rewritten: read again from its start.
-        let shorter = std::fs::metadata(&self.path).is_ok_and(|m| m.len() < self.fed_bytes);
-        match time_closed_len(&self.path, if shorter { 0 } else { self.fed_bytes }) {
+        let mut cut = time_closed_len(&self.path, self.fed_bytes);
+        if cut.as_ref().is_ok_and(|&c| c < self.fed_bytes) {
+            // Shorter than what was read: rewritten, followed from its start.
+            let limits = (self.whole_bytes_max, self.step_bytes);
+            *self = LiveCheck::new(&self.path, &self.cfg, self.every);
+            (self.whole_bytes_max, self.step_bytes) = limits;
+            cut = time_closed_len(&self.path, 0);
+        }
+        match cut {
             Ok(cut) => {
-                if cut < self.fed_bytes {
-                    // Cut shorter: rewritten, followed from its new state.
-                    let limits = (self.whole_bytes_max, self.step_bytes);
-                    *self = LiveCheck::new(&self.path, &self.cfg, self.every);
-                    (self.whole_bytes_max, self.step_bytes) = limits;
-                }
                 // Reading the file may work at the next poll; a line refused never will.
                 if let Err(e) = self.read_to(cut, &mut new) {
                     unreadable = Some(e);
@@ -298,7 +298,8 @@ fn give_back_memory() {
 /// complete instant, and a last line still being written, are left out. A line whose time
 /// cannot be read counts as the last instant's (left out too). `after` is such a cut already
 /// found (0 at first): only what follows it is read, at most its last [`TAIL_BYTES_MAX`]
-/// bytes, and `after` is returned when no later cut is found there.
+/// bytes, and `after` is returned when no later cut is found there; a file now shorter than
+/// `after` gives its length (less than `after`: it was rewritten).
 pub fn time_closed_len(path: &Path, after: u64) -> std::io::Result<u64> {
     let mut file = std::fs::File::open(path)?;
     let len = file.metadata()?.len();
