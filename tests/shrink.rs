@@ -137,8 +137,11 @@ fn wall_clock_shrinks(
     }
     let r = run(&tmp.path().join("runs"), &args, Duration::from_secs(120));
     assert_eq!(r.code, 1, "{}", r.describe());
+    // The violation rests on the clock step only: the pause, stall and kill are there for the
+    // shrink to remove, and a kill that lands between two holds (the holder's release sent, the
+    // next grant not yet answered: one CI run in many, CI81) still has to be removed.
     if let Some(a) = aim {
-        common::assert_aim_exercised(a, &r.results(), &r.describe());
+        common::assert_kinds_exercised(a, &["clock"], &r.results(), &r.describe());
     }
     // Mostly double-grant (a forward step expires a lease early); a backward step can also
     // keep a lock held past its lease (lock-stuck). Shrink keeps the first safety kind.
