@@ -511,6 +511,8 @@ impl Digest {
             }
             self.walk.walk(&mut self.ops, id);
             if let Some(stream) = self.stream.as_mut() {
+                let session = self.walk.sessions.last() == Some(&pos);
+                stream.search.walked(pos, id, session);
                 let op = &self.ops[pos];
                 let lock_op = matches!(op.func, Func::Renew | Func::Release);
                 if lock_op && self.walk.grant_of[pos] == NO_GRANT {
@@ -534,8 +536,9 @@ impl Digest {
                 lease_from.get(&(pos as OpPos)).copied()
             });
             let pinned = self.run_stream(&closed, false);
+            let keep = self.walk.first_needed(&pinned);
+            self.feed_search(keep);
             if self.evict {
-                let keep = self.walk.first_needed(&pinned);
                 self.ops.drop_before(keep);
                 #[cfg(test)]
                 self.grant_of_dropped
@@ -573,6 +576,28 @@ impl Digest {
         }
         let open = self.walk.open().to_vec();
         self.run_stream(&open, true);
+        self.feed_search(self.ops.len());
+    }
+
+    /// Hands the ops before `upto` (none of which a later step of the walk reads) to the
+    /// streaming model search, which then searches every instant before the first op not
+    /// handed over: its invoke, or the last instant read (whose events may not all be read).
+    /// At the end, `upto` is every op and every instant is searched.
+    fn feed_search(&mut self, upto: usize) {
+        let Some(stream) = self.stream.as_mut() else {
+            return;
+        };
+        let before_ns = self
+            .ops
+            .get(upto)
+            .map_or(self.end_time_ns, |op| op.invoke_ns);
+        let read = crate::search_stream::Read {
+            ops: &self.ops,
+            locks: &self.locks,
+            lease_from: &self.lease_from_at,
+            drift: self.drift,
+        };
+        stream.search.feed(upto, before_ns, &read);
     }
 
     /// Hands the grants just `closed` to the streaming rules, if any run, and runs them as far
@@ -584,7 +609,11 @@ impl Digest {
         };
         let grants = &self.walk.grants;
         for &g in closed {
-            stream.closed(g, &grants[g as usize], &self.ops, &self.walk.grant_of);
+            let grant = &grants[g as usize];
+            stream.closed(g, grant, &self.ops, &self.walk.grant_of);
+            if self.walk.sessions.binary_search(&grant.op).is_ok() {
+                stream.search.closed_session(grant, &self.ops);
+            }
         }
         let live = Live {
             ops: &self.ops,
@@ -1435,6 +1464,13 @@ mod walk_order_tests {
         let mut read = Digest::of_history_in(h, 1, read);
         read.finish_walk();
         let (unwalked_max, forced) = (read.unwalked_max, read.forced_count);
+        // The model search reads the ops as the walk leaves them, not the grants: the batch's
+        // verdicts on every lock, grants gone stale or not, unless an answer came to an op the
+        // reader had stopped waiting for.
+        let searched = match read.stream.as_mut() {
+            Some(stream) if forced == 0 => compare_search(h, what, drift, stream, read.locks.len()),
+            _ => [0; 3],
+        };
         let mut oracle = Digest::new(0, drift);
         oracle.hold_walk = true;
         let oracle = Digest::of_history_in(h, 1, oracle);
@@ -1523,6 +1559,7 @@ mod walk_order_tests {
         }
         let mut compared = Compared {
             by_op,
+            searched,
             ..Compared::default()
         };
         if stale == 0 {
@@ -1532,6 +1569,7 @@ mod walk_order_tests {
             let stream = read.stream.expect("set above");
             compared = Compared {
                 by_op,
+                searched,
                 ..compare_streamed(h, what, drift, (&a, &a_ops), &stream)
             };
         }
@@ -1642,6 +1680,7 @@ mod walk_order_tests {
             stale,
             out_of_order,
             by_op: [0; 4],
+            searched: [0; 3],
         }
     }
 
@@ -1771,6 +1810,60 @@ mod walk_order_tests {
         out_of_order: u64,
         /// `stale-write-accepted`, `lost-update`, lease-rule and `lock-stuck` violations.
         by_op: [usize; 4],
+        /// Locks the streamed model search decided as the batch's: possible, impossible, or
+        /// stopped at a limit.
+        searched: [usize; 3],
+    }
+
+    /// A lock's search verdict, in words to compare.
+    fn searched_words(s: &crate::search::Searched) -> (usize, String) {
+        use crate::search::Searched;
+        match s {
+            Searched::Possible => (0, "possible".to_string()),
+            Searched::Impossible(v) => (
+                1,
+                format!(
+                    "{:?} {:?} {:?} {:?}: {}",
+                    v.kind, v.lock, v.ops, v.window_ns, v.explanation
+                ),
+            ),
+            Searched::Stopped(why) => (2, format!("stopped: {why}")),
+        }
+    }
+
+    /// The streamed model search against the batch's, lock by lock: the same verdict in the
+    /// same words. Returns how many of each were compared.
+    fn compare_search(
+        h: &History,
+        what: &str,
+        drift: Drift,
+        stream: &mut Streamed,
+        locks: usize,
+    ) -> [usize; 3] {
+        let cfg = CheckConfig {
+            drift: drift.ppm() as f64 / 1e6,
+            ..CheckConfig::default()
+        };
+        let m = Model::new(h, &cfg);
+        let batch = crate::search::search_all(&m);
+        let streamed = stream.search.finish(locks);
+        assert_eq!(batch.len(), streamed.len(), "{what}: locks searched");
+        let mut counted = [0; 3];
+        for ((la, a), (lb, b)) in batch.iter().zip(&streamed) {
+            assert_eq!(la, lb, "{what}: lock order");
+            let (kind, a) = searched_words(a);
+            let (_, b) = searched_words(b);
+            assert_eq!(a, b, "{what}: the search of lock {la}");
+            counted[kind] += 1;
+        }
+        // Each impossible lock was proven as read, once.
+        let found = stream.search.found.len();
+        assert!(
+            found <= counted[1],
+            "{what}: {found} found as read, {} at the end",
+            counted[1]
+        );
+        counted
     }
 
     /// One history from its lines: `(time_ms, process, type, f, value)` on lock L0 (store ops
@@ -3165,6 +3258,7 @@ mod walk_order_tests {
             let (mut closed, mut stale, mut double_grants) = (0, 0, 0);
             let (mut token_order, mut forced_order, mut fencing, mut stale_ops) = (0, 0, 0, 0);
             let mut by_op = [0; 4];
+            let mut searched = [0; 3];
             let mut kept_most = 0;
             let mut out_of_order = Vec::new();
             let mut uncertain = Vec::new();
@@ -3180,6 +3274,9 @@ mod walk_order_tests {
                 fencing += seen.compared.fencing;
                 stale_ops += seen.compared.stale;
                 for (sum, n) in by_op.iter_mut().zip(seen.compared.by_op) {
+                    *sum += n;
+                }
+                for (sum, n) in searched.iter_mut().zip(seen.compared.searched) {
                     *sum += n;
                 }
                 assert_eq!(
@@ -3224,6 +3321,21 @@ mod walk_order_tests {
             assert!(by_op[1] > 0, "no lost-update violation compared");
             assert!(by_op[2] > 0, "no lease-rule violation compared");
             assert!(by_op[3] > 0, "no lock-stuck violation compared");
+            eprintln!(
+                "model search, streamed as the batch's: {} locks possible, {} impossible, {} \
+                 stopped",
+                searched[0], searched[1], searched[2]
+            );
+            assert!(
+                searched[0] > 100,
+                "only {} possible locks compared",
+                searched[0]
+            );
+            assert!(
+                searched[1] > 10,
+                "only {} impossible locks compared",
+                searched[1]
+            );
             // What the readings keep follows the walk: an op naming no grant, judged once the
             // walk is past it, does not hold the grants kept (judged only once the reader could
             // drop it, it waited for the grants the reading itself pinned, 35 at every horizon).

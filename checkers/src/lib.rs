@@ -80,6 +80,7 @@ mod mutex;
 mod names;
 mod rounds;
 mod search;
+mod search_stream;
 mod serial;
 mod stale;
 mod stats;

@@ -41,10 +41,11 @@
 //! at once, and [`PLACEMENTS_MAX`] placements tried at one instant. Past any of them the search of
 //! that lock stops, with a note; the rules' readings stand.
 
-use crate::model::{Func, FxSet, Model};
+use crate::model::{ClientOp, Func, FxSet, Model};
 use crate::text::secs;
 use history::{Outcome, Violation, ViolationKind};
-use std::collections::HashSet;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashSet, VecDeque};
 
 /// Open orders kept at once per lock.
 pub(crate) const ORDERS_MAX: usize = 4096;
@@ -63,11 +64,14 @@ enum Known<T> {
     Is(Option<T>),
 }
 
-/// One op of the lock, as the search reads it.
+/// One op of the lock, as the search reads it: all it reads of the op, so a search needs no
+/// model (a reader that streams the history drops the ops it handed over).
 #[derive(Debug)]
-struct LockOp {
-    /// Position in `Model::ops`.
-    pos: usize,
+pub(crate) struct LockOp {
+    /// The op's index in the history (what a sentence names it by).
+    index: u64,
+    /// When an acquire's `ok` answer came.
+    answered_ns: Option<u64>,
     func: Func,
     process: u64,
     /// `ok`: it must take effect; `info` and pending ops may.
@@ -95,6 +99,21 @@ struct LockOp {
     refused: bool,
     /// An answered grant of a session's lock (model item 9).
     session: bool,
+    /// Its slot while it is in flight.
+    slot: Option<u8>,
+    /// Its completion was read by the search (or it never completes): a kept op is dropped
+    /// once done and named by no order's lease.
+    done: bool,
+}
+
+/// What a lock op's own fields do not say, from the walk and the adapter's evidence.
+pub(crate) struct Facts {
+    /// An answered grant the walk took as a session's (model item 9).
+    pub(crate) session: bool,
+    /// The service's grant id it carries, numbered (equal ids, equal numbers).
+    pub(crate) grant: Option<u32>,
+    /// The adapter's evidence that its lease was set before its answer.
+    pub(crate) lease_from_ns: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -162,20 +181,35 @@ pub(crate) enum Searched {
     Stopped(String),
 }
 
-struct Search<'a> {
-    m: &'a Model,
-    lock: u32,
-    ops: Vec<LockOp>,
-    /// Lock-op index of the op in each slot.
+/// The search of one lock: its ops are pushed in invoke order ([`Search::push`]) and its
+/// instants searched as far as every op invoked before them is known ([`Search::run_to`]).
+pub(crate) struct Search {
+    lock_name: String,
+    drift: crate::Drift,
+    /// The lock ops from number `base` on that are still read: in flight, not yet searched,
+    /// or the grant of an open order's lease.
+    ops: VecDeque<LockOp>,
+    base: usize,
+    /// `(instant, 0 = invoke / 1 = completion, lock op)`, earliest first.
+    events: BinaryHeap<Reverse<(u64, u8, usize)>>,
+    /// The orders still open.
+    orders: Vec<Order>,
+    /// Lock-op number of the op in each slot.
     slots: [Option<usize>; OPEN_MAX],
-    /// Slot of each lock op while it is in flight.
-    slot_of: Vec<Option<u8>>,
-    /// Grant ids of the lock's answered grants: one of those is not a lost grant's.
-    answered_ids: HashSet<u32>,
+    /// Per process, its last op pushed (program order).
+    last_of: crate::FxMap<u64, usize>,
+    /// Grant ids of the lock's answered grants: one of those is not a lost grant's. A
+    /// streamed search knows those pushed so far.
+    answered_ids: FxSet<u32>,
     placements: u64,
     /// Scratch of `extend`, kept between instants (one allocation per lock, not per instant).
     seen: FxSet<Order>,
     queue: Vec<Order>,
+    /// What decided the lock (`Impossible` or `Stopped`), after which nothing is searched.
+    decided: Option<Searched>,
+    /// The most ops kept at once, and the limit past which the search of the lock stops.
+    pub(crate) kept_most: usize,
+    kept_max: usize,
 }
 
 /// Searches lock `lock` of the model (see the module's comment).
@@ -193,47 +227,42 @@ fn search_lock(m: &Model, lock: u32, positions: &[usize], crashes: &[usize]) -> 
     all.extend(crashes.iter().map(|&p| (p, true)));
     all.sort_unstable();
     all.dedup();
-    let mut ops: Vec<LockOp> = Vec::with_capacity(all.len());
-    let mut last_of: crate::FxMap<u64, usize> = crate::FxMap::default();
+    let mut s = Search::new(m.lock_name(lock), m.drift, usize::MAX);
     for (pos, crash) in all {
         debug_assert!(
             crash || m.ops[pos].target == lock,
             "a lock's search reads only the lock's ops"
         );
-        let prev = last_of.insert(m.ops[pos].process, ops.len());
-        ops.push(if crash {
-            LockOp::crash(m, pos, prev)
+        let op = &m.ops[pos];
+        s.push(if crash {
+            LockOp::crash(op)
         } else {
-            LockOp::of(m, pos, prev)
+            let answered = op.func == Func::Acquire && op.outcome == Outcome::Ok;
+            let facts = Facts {
+                session: answered && m.sessions.binary_search(&pos).is_ok(),
+                grant: m.grant_id_of(pos),
+                lease_from_ns: crate::model::lease_from_of(&m.lease_from, pos),
+            };
+            LockOp::of(op, &facts)
         });
     }
-    let answered_ids = ops
-        .iter()
-        .filter(|o| o.answered)
-        .filter_map(|o| o.grant)
-        .collect();
-    let n = ops.len();
-    let mut s = Search {
-        m,
-        lock,
-        ops,
-        slots: [None; OPEN_MAX],
-        slot_of: vec![None; n],
-        answered_ids,
-        placements: 0,
-        seen: FxSet::default(),
-        queue: Vec::new(),
-    };
-    s.run()
+    s.finish()
+}
+
+/// Whether the search reads op `op` of its lock: its renews, releases and acquires, but those
+/// refused (unless the refusal may end a session's belief, model item 9).
+pub(crate) fn searched_op(op: &ClientOp) -> bool {
+    matches!(op.func, Func::Acquire | Func::Renew | Func::Release)
+        && (op.outcome != Outcome::Fail || op.session_end())
 }
 
 impl LockOp {
-    /// The crash of a session grant's holder at its unanswered op `pos`: a release that may
+    /// The crash of a session grant's holder at its unanswered op `op`: a release that may
     /// take effect in the op's window, on its own session's lease only.
-    fn crash(m: &Model, pos: usize, prev: Option<usize>) -> LockOp {
-        let op = &m.ops[pos];
+    pub(crate) fn crash(op: &ClientOp) -> LockOp {
         LockOp {
-            pos,
+            index: op.index,
+            answered_ns: None,
             func: Func::Release,
             process: op.process,
             must: false,
@@ -248,120 +277,216 @@ impl LockOp {
             answered: false,
             ttl_ms: None,
             lease_from_ns: None,
-            prev,
+            prev: None,
+            slot: None,
+            done: false,
         }
     }
 
-    /// The lock op at `pos`, as the search reads it.
-    fn of(m: &Model, pos: usize, prev: Option<usize>) -> LockOp {
-        let op = &m.ops[pos];
+    /// The lock op `op`, as the search reads it.
+    pub(crate) fn of(op: &ClientOp, facts: &Facts) -> LockOp {
         let answered = op.func == Func::Acquire && op.outcome == Outcome::Ok;
+        let named = op.func != Func::Acquire || answered;
         LockOp {
-            pos,
+            index: op.index,
+            answered_ns: if answered { op.complete_ns() } else { None },
             func: op.func,
             process: op.process,
             must: op.outcome == Outcome::Ok,
             session_end: op.session_end(),
             crash: false,
             refused: op.outcome == Outcome::Fail,
-            session: answered && m.sessions.binary_search(&pos).is_ok(),
+            session: answered && facts.session,
             invoke_ns: op.invoke_ns,
             latest_ns: op.complete_or_max(),
-            token: if op.func == Func::Acquire && !answered {
-                None
-            } else {
-                op.token()
-            },
-            grant: if op.func == Func::Acquire && !answered {
-                None
-            } else {
-                m.grant_id_of(pos)
-            },
+            token: if named { op.token() } else { None },
+            grant: if named { facts.grant } else { None },
             answered,
             ttl_ms: op.ttl_ms(),
-            lease_from_ns: if answered {
-                crate::model::lease_from_of(&m.lease_from, pos)
-            } else {
-                None
-            },
-            prev,
+            lease_from_ns: if answered { facts.lease_from_ns } else { None },
+            prev: None,
+            slot: None,
+            done: false,
         }
     }
 }
 
-impl Search<'_> {
-    fn run(&mut self) -> Searched {
-        // (instant, 0 = invoke / 1 = completion, lock op): invokes first at an instant, since
-        // equal times are not ordered (model item 8): an op invoked at the instant another
-        // completes may have taken effect before it.
-        let mut events: Vec<(u64, u8, usize)> = Vec::with_capacity(self.ops.len() * 2);
-        for (i, o) in self.ops.iter().enumerate() {
-            events.push((o.invoke_ns, 0, i));
-            if o.latest_ns != u64::MAX {
-                events.push((o.latest_ns, 1, i));
-            }
+impl Search {
+    /// The search of lock `lock_name` under `drift`; past `kept_max` ops kept at once (ops
+    /// held by one still in flight) it stops, with a note.
+    pub(crate) fn new(lock_name: &str, drift: crate::Drift, kept_max: usize) -> Search {
+        Search {
+            lock_name: lock_name.to_string(),
+            drift,
+            ops: VecDeque::new(),
+            base: 0,
+            events: BinaryHeap::new(),
+            orders: vec![Order {
+                placed: 0,
+                skipped: 0,
+                now_ns: 0,
+                lease: None,
+                max_token: None,
+            }],
+            slots: [None; OPEN_MAX],
+            last_of: crate::FxMap::default(),
+            answered_ids: FxSet::default(),
+            placements: 0,
+            seen: FxSet::default(),
+            queue: Vec::new(),
+            decided: None,
+            kept_most: 0,
+            kept_max,
         }
-        events.sort_unstable();
-        let mut orders = vec![Order {
-            placed: 0,
-            skipped: 0,
-            now_ns: 0,
-            lease: None,
-            max_token: None,
-        }];
-        let mut e = 0;
+    }
+
+    fn op(&self, i: usize) -> &LockOp {
+        &self.ops[i - self.base]
+    }
+
+    /// The slot of lock op `i`, if it is in flight (an op no longer kept is not).
+    fn slot_of(&self, i: usize) -> Option<u8> {
+        i.checked_sub(self.base)
+            .and_then(|k| self.ops.get(k))
+            .and_then(|o| o.slot)
+    }
+
+    /// The lock's next op, in invoke order (a crash after the op it shares a position with).
+    pub(crate) fn push(&mut self, mut op: LockOp) {
+        if self.decided.is_some() {
+            return;
+        }
+        let i = self.base + self.ops.len();
+        op.prev = self.last_of.insert(op.process, i);
+        self.events.push(Reverse((op.invoke_ns, 0, i)));
+        // An op that never completes stays in its slot: never done.
+        if op.latest_ns != u64::MAX {
+            self.events.push(Reverse((op.latest_ns, 1, i)));
+        }
+        if op.answered {
+            self.answered_ids.extend(op.grant);
+        }
+        self.ops.push_back(op);
+        self.kept_most = self.kept_most.max(self.ops.len());
+        if self.ops.len() > self.kept_max {
+            let held = self.ops.front().map_or(0, |o| o.index);
+            self.stop(format!(
+                "more than {} of its ops kept at once behind op {held}, still in flight",
+                self.kept_max
+            ));
+        }
+    }
+
+    /// What decided the lock: nothing is searched or kept after it.
+    fn stop(&mut self, why: String) {
+        self.decide(Searched::Stopped(why));
+    }
+
+    fn decide(&mut self, s: Searched) {
+        self.decided = Some(s);
+        self.ops = VecDeque::new();
+        self.events = BinaryHeap::new();
+        self.orders = Vec::new();
+        self.seen = FxSet::default();
+        self.queue = Vec::new();
+        self.last_of = crate::FxMap::default();
+        self.answered_ids = FxSet::default();
+    }
+
+    /// The search's verdict on the lock, once every op is pushed.
+    pub(crate) fn finish(mut self) -> Searched {
+        self.run_to(u64::MAX);
+        self.decided.take().unwrap_or(Searched::Possible)
+    }
+
+    /// A violation it proved, once (the search of the lock stops there).
+    pub(crate) fn impossible(&self) -> Option<&Violation> {
+        match &self.decided {
+            Some(Searched::Impossible(v)) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Searches every instant before `before_ns`: the caller has pushed every op invoked
+    /// before it.
+    pub(crate) fn run_to(&mut self, before_ns: u64) {
         // Bounded by the events: each pass consumes those of one instant.
-        while e < events.len() {
-            let t = events[e].0;
+        while let Some(&Reverse((t, _, _))) = self.events.peek() {
+            if t >= before_ns || self.decided.is_some() {
+                break;
+            }
+            // Invokes first at an instant, since equal times are not ordered (model item 8):
+            // an op invoked at the instant another completes may have taken effect before it.
             let mut completing: Vec<usize> = Vec::new();
-            while e < events.len() && events[e].0 == t {
-                let (_, what, i) = events[e];
-                if what == 0 {
-                    let Some(b) = self.slots.iter().position(Option::is_none) else {
-                        return Searched::Stopped(format!(
-                            "more than {OPEN_MAX} ops of the lock in flight at once at {}",
-                            secs(t)
-                        ));
-                    };
-                    self.slots[b] = Some(i);
-                    self.slot_of[i] = Some(b as u8);
-                } else {
+            while let Some(&Reverse((at, what, i))) = self.events.peek() {
+                if at != t {
+                    break;
+                }
+                self.events.pop();
+                if what == 1 {
                     completing.push(i);
+                    continue;
                 }
-                e += 1;
+                let Some(b) = self.slots.iter().position(Option::is_none) else {
+                    self.stop(format!(
+                        "more than {OPEN_MAX} ops of the lock in flight at once at {}",
+                        secs(t)
+                    ));
+                    return;
+                };
+                self.slots[b] = Some(i);
+                self.ops[i - self.base].slot = Some(b as u8);
             }
-            if completing.is_empty() {
-                continue;
+            if !completing.is_empty() {
+                self.instant(t, &completing);
             }
-            let required: Vec<usize> = completing
-                .iter()
-                .copied()
-                .filter(|&i| self.ops[i].must)
-                .collect();
-            let mut blocked = Blocked::default();
-            self.placements = 0;
-            let next = match self.extend(&orders, t, &completing, &required, &mut blocked) {
-                Ok(next) => next,
-                Err(why) => return Searched::Stopped(why),
-            };
-            if next.is_empty() {
-                return Searched::Impossible(self.blame(&orders, t, &completing, &required));
-            }
-            orders = next;
-            // The ops that completed are decided in every order: free their slots.
-            for &i in &completing {
-                if let Some(b) = self.slot_of[i].take() {
-                    self.slots[b as usize] = None;
-                    let bit = !(1u64 << b);
-                    for o in &mut orders {
-                        o.placed &= bit;
-                        o.skipped &= bit;
-                    }
-                }
-            }
-            orders = prune(orders);
         }
-        Searched::Possible
+    }
+
+    /// The ops `completing` at `t`: every order still open extended to place those that
+    /// must, the rest decided never; the ops no order reads any more dropped.
+    fn instant(&mut self, t: u64, completing: &[usize]) {
+        let required: Vec<usize> = completing
+            .iter()
+            .copied()
+            .filter(|&i| self.op(i).must)
+            .collect();
+        let mut blocked = Blocked::default();
+        self.placements = 0;
+        let orders = std::mem::take(&mut self.orders);
+        let next = match self.extend(&orders, t, completing, &required, &mut blocked) {
+            Ok(next) => next,
+            Err(why) => return self.stop(why),
+        };
+        if next.is_empty() {
+            let v = self.blame(&orders, t, completing, &required);
+            return self.decide(Searched::Impossible(v));
+        }
+        let mut orders = next;
+        // The ops that completed are decided in every order: free their slots.
+        for &i in completing {
+            let op = &mut self.ops[i - self.base];
+            op.done = true;
+            if let Some(b) = op.slot.take() {
+                self.slots[b as usize] = None;
+                let bit = !(1u64 << b);
+                for o in &mut orders {
+                    o.placed &= bit;
+                    o.skipped &= bit;
+                }
+            }
+        }
+        self.orders = prune(orders);
+        // The ops in front that are done and no open order's lease names leave.
+        let named = (self.orders.iter())
+            .filter_map(|o| o.lease.map(|l| l.grant as usize))
+            .min()
+            .unwrap_or(usize::MAX);
+        // Bounded by the ops kept.
+        while self.ops.front().is_some_and(|o| o.done && o.slot.is_none()) && self.base < named {
+            self.ops.pop_front();
+            self.base += 1;
+        }
     }
 
     /// Every order that extends one of `orders` by placing ops in flight (each at an instant
@@ -378,7 +503,7 @@ impl Search<'_> {
         let mut req_mask = 0u64;
         let mut done_mask = 0u64;
         for &i in completing {
-            let b = 1u64 << self.slot_of[i].expect("in flight");
+            let b = 1u64 << self.slot_of(i).expect("in flight");
             done_mask |= b;
             if required.contains(&i) {
                 req_mask |= b;
@@ -466,7 +591,7 @@ impl Search<'_> {
     /// Order `o` with lock op `i` placed as early as it can be by `t`, if a correct service may
     /// do it then.
     fn place(&self, o: &Order, i: usize, t: u64, blocked: &mut Blocked) -> Option<Order> {
-        let op = &self.ops[i];
+        let op = self.op(i);
         let mut n = o.clone();
         self.decide_earlier(&mut n, op)?;
         let mut now_ns = o.now_ns.max(op.invoke_ns);
@@ -479,7 +604,7 @@ impl Search<'_> {
             return None;
         }
         n.now_ns = now_ns;
-        n.placed |= 1u64 << self.slot_of[i].expect("in flight");
+        n.placed |= 1u64 << self.slot_of(i).expect("in flight");
         Some(n)
     }
 
@@ -489,22 +614,22 @@ impl Search<'_> {
         let mut p = op.prev;
         // Bounded by the process's ops on the lock.
         while let Some(q) = p {
-            let Some(b) = self.slot_of[q] else { break };
+            let Some(b) = self.slot_of(q) else { break };
             let bit = 1u64 << b;
             if n.decided() & bit == 0 {
-                if self.ops[q].must {
+                if self.op(q).must {
                     return None;
                 }
                 n.skipped |= bit;
             }
-            p = self.ops[q].prev;
+            p = self.op(q).prev;
         }
         Some(())
     }
 
     /// The shortest a lease of `ttl_ms` may have lasted, under the run's drift.
     fn lower_ns(&self, ttl_ms: Option<u64>) -> u64 {
-        ttl_ms.map_or(0, |t| self.m.drift.lower_ns(t))
+        ttl_ms.map_or(0, |t| self.drift.lower_ns(t))
     }
 
     /// Grant `i` placed into `n`, not before the lease in force may have expired: the instant
@@ -518,7 +643,7 @@ impl Search<'_> {
         mut now_ns: u64,
         blocked: &mut Blocked,
     ) -> Option<u64> {
-        let op = &self.ops[i];
+        let op = self.op(i);
         if let Some(l) = o.lease {
             now_ns = now_ns.max(l.expires_ns);
             if now_ns > t.min(op.latest_ns) && op.must {
@@ -658,7 +783,7 @@ impl Search<'_> {
             let r = required
                 .iter()
                 .copied()
-                .min_by_key(|&i| match self.ops[i].func {
+                .min_by_key(|&i| match self.op(i).func {
                     Func::Acquire => 0,
                     Func::Renew => 1,
                     _ => 2,
@@ -673,22 +798,20 @@ impl Search<'_> {
     }
 
     fn violation(&self, r: usize, t: u64, blocked: Blocked) -> Violation {
-        let m = self.m;
-        let op = &self.ops[r];
-        let cop = &m.ops[op.pos];
-        let lock = m.lock_name(self.lock).to_string();
+        let op = self.op(r);
+        let lock = self.lock_name.clone();
         let mut by: Vec<u32> = blocked.by_lease;
         by.sort_unstable();
         by.dedup();
         by.retain(|&g| g as usize != r);
-        let mut ops = vec![cop.index];
+        let mut ops = vec![op.index];
         let mut first_ns = op.invoke_ns;
         let named: Vec<String> = by
             .iter()
             .take(NAMED_MAX)
             .map(|&g| {
-                let go = &self.ops[g as usize];
-                ops.push(m.ops[go.pos].index);
+                let go = self.op(g as usize);
+                ops.push(go.index);
                 first_ns = first_ns.min(go.invoke_ns);
                 self.lease_phrase(go)
             })
@@ -705,7 +828,7 @@ impl Search<'_> {
                      grant took effect while another lease was surely still live{}; some two \
                      of these grants held the lock at once",
                     op.process,
-                    cop.index,
+                    op.index,
                     list("the leases in the way")
                 ),
             ),
@@ -742,7 +865,6 @@ impl Search<'_> {
     /// The sentence of a renew or release accepted though it named no lease in force:
     /// `instead`, the leases that were (or none).
     fn stale_sentence(&self, op: &LockOp, lock: &str, asked: &str, instead: &str) -> String {
-        let m = self.m;
         format!(
             "p{}'s {} of {lock} (op {}, {asked}{}) was accepted, yet in no order of \
              {lock}'s grants, renews and releases up to then was the lease it names \
@@ -750,8 +872,8 @@ impl Search<'_> {
              have had in force",
             op.process,
             op.func.as_str(),
-            m.ops[op.pos].index,
-            match (op.token, m.grant_id_of(op.pos)) {
+            op.index,
+            match (op.token, op.grant) {
                 (Some(tk), _) => format!(", token {tk}"),
                 (None, Some(_)) => ", by the service's grant id".to_string(),
                 _ => ", without token or grant id".to_string(),
@@ -761,15 +883,14 @@ impl Search<'_> {
 
     /// A grant in a violation's sentence: its process, op and instants.
     fn lease_phrase(&self, go: &LockOp) -> String {
-        let c = &self.m.ops[go.pos];
         format!(
             "p{}'s (op {}, asked at {}{})",
             go.process,
-            c.index,
+            go.index,
             secs(go.invoke_ns),
-            match c.complete_ns() {
-                Some(d) if c.outcome == Outcome::Ok => format!(", answered at {}", secs(d)),
-                _ => ", answer lost".to_string(),
+            match go.answered_ns {
+                Some(d) => format!(", answered at {}", secs(d)),
+                None => ", answer lost".to_string(),
             }
         )
     }
@@ -826,10 +947,7 @@ pub(crate) fn search_all(m: &Model) -> Vec<(u32, Searched)> {
     // One pass over the ops for every lock, not one per lock.
     let mut by_lock: Vec<Vec<usize>> = vec![Vec::new(); m.locks.len()];
     for (pos, op) in m.ops.iter().enumerate() {
-        if (op.target as usize) < by_lock.len()
-            && matches!(op.func, Func::Acquire | Func::Renew | Func::Release)
-            && (op.outcome != Outcome::Fail || op.session_end())
-        {
+        if (op.target as usize) < by_lock.len() && searched_op(op) {
             by_lock[op.target as usize].push(pos);
         }
     }

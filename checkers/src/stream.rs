@@ -148,6 +148,8 @@ pub(crate) struct Streamed {
     /// The most holds left waiting after a sweep.
     pub(crate) pending_max: usize,
     holds: crate::mutex::HoldSweep,
+    /// The model search, fed the ops the walk has passed.
+    pub(crate) search: crate::search_stream::SearchStream,
 }
 
 impl Streamed {
