@@ -897,6 +897,14 @@ impl Digest {
             .map_or(&[], |s| s.proven.violations.as_slice())
     }
 
+    /// What the streamed model search proved so far, each with its lock (none when the
+    /// streaming rules do not run).
+    pub(crate) fn searched(&self) -> &[(u32, history::Violation)] {
+        self.stream
+            .as_ref()
+            .map_or(&[], |s| s.search.found.as_slice())
+    }
+
     /// Digests an in-memory history.
     pub(crate) fn of_history(h: &History, drift: Drift) -> Digest {
         Digest::of_history_in(h, 64 * 1024, Digest::new(h.operations().len(), drift))

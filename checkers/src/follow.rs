@@ -4,10 +4,14 @@
 //! streaming reader's window (the grants open, the ops not yet walked), not the history.
 //!
 //! A violation proven here is one the whole history's check proves too (the walk tests assert
-//! it on every history of the corpus, grants gone stale included). The rules that do not stream
-//! yet (the model search, `total-changed`, `non-serializable`, `deadlock`) are not run, and
-//! `lock-stuck` is judged at the end only: a follower is for seeing early what is already
-//! proven, the final check is still the whole history's.
+//! it on every history of the corpus, grants gone stale included), with one reading of its
+//! own: the model search's verdict on a lock is handed back when the rules have proven nothing
+//! about that lock so far, where the whole check lists it only when no rule proves anything
+//! about the lock in the whole history (a rule may, later: then both are handed back, and the
+//! whole check lists the rule's). The rules that do not stream yet (`total-changed`,
+//! `non-serializable`, `deadlock`) are not run, and `lock-stuck` is judged at the end only: a
+//! follower is for seeing early what is already proven, the final check is still the whole
+//! history's.
 
 use crate::digest::{Digest, EventBuilder};
 use crate::model::Drift;
@@ -31,8 +35,9 @@ pub struct Follower {
     path: PathBuf,
     digest: Digest,
     reader: BlockReader<'static, EventBuilder>,
-    /// The violations already handed back.
+    /// The rules' violations already handed back, and the model search's looked at.
     handed: usize,
+    searched: usize,
     /// A read failed: nothing more can be placed after the line it refused.
     failed: bool,
 }
@@ -56,6 +61,7 @@ impl Follower {
             digest: Digest::streaming(Drift::from_fraction(cfg.drift), FOLLOW_HORIZON_NS),
             reader: BlockReader::new(path, &EventBuilder),
             handed: 0,
+            searched: 0,
             failed: false,
         }
     }
@@ -84,10 +90,22 @@ impl Follower {
             return Err(CheckError::structure(&self.path, error));
         }
         let through_ns = self.digest.end_time_ns;
-        let proven = &self.digest.proven()[self.handed..];
+        let rules = self.digest.proven();
+        let proven = &rules[self.handed..];
         self.handed += proven.len();
+        // The search's verdict on a lock the rules proved nothing about yet, as the whole
+        // check gives it only for a lock no rule proves anything about (a rule may still, later).
+        let searched = &self.digest.searched()[self.searched..];
+        self.searched += searched.len();
+        let searched = searched.iter().map(|(_, v)| v).filter(|v| {
+            let lock = v.lock.as_deref();
+            !rules
+                .iter()
+                .any(|r| r.kind != history::ViolationKind::Deadlock && r.lock.as_deref() == lock)
+        });
         let proven = proven
             .iter()
+            .chain(searched)
             .map(|v| {
                 let mut v = v.clone();
                 v.window_ns[1] = window_end_by(through_ns, v.window_ns[0], v.window_ns[1]);

@@ -37,9 +37,9 @@ pub(crate) struct SearchStream {
     /// Crash ops of session grants' holders not yet handed over, with the locks of those
     /// grants (model item 9).
     crashes: BTreeMap<OpPos, Vec<u32>>,
-    /// The violations proven, each once, with its lock; those handed out are before `handed`.
+    /// The violations proven, each once, with its lock (at most one per lock: its search
+    /// stops there).
     pub(crate) found: Vec<(u32, Violation)>,
-    pub(crate) handed: usize,
     /// The most ops one lock's search kept at once ([`SEARCH_KEPT_MAX`]; the tests set less).
     pub(crate) kept_max: Option<usize>,
     pub(crate) kept_most: usize,
@@ -125,7 +125,9 @@ impl SearchStream {
     }
 
     /// Every lock's verdict once the history is read (each op handed over): as `search_all`
-    /// gives them, one per lock of the `locks` the history names.
+    /// gives them, one per lock of the `locks` the history names. (The tests compare it with
+    /// the batch's; a streamed whole check is to read it.)
+    #[cfg(test)]
     pub(crate) fn finish(&mut self, locks: usize) -> Vec<(u32, Searched)> {
         let mut all = std::mem::take(&mut self.locks);
         all.resize_with(locks.max(all.len()), || None);

@@ -28,6 +28,31 @@ fn whole(r: &Results) -> Vec<Named> {
     r.violations.iter().map(named).collect()
 }
 
+/// A finding of the model search (its sentences read the lock's orders "up to then").
+fn of_the_search(v: &Violation) -> bool {
+    v.explanation
+        .contains("grants, renews and releases up to then")
+}
+
+/// Whether the whole history proves `v`: the same finding, or, for the search's reading of a
+/// lock, some violation on that lock (the whole check lists the search's only where no rule
+/// proves anything about the lock, which a follower learns only later).
+fn whole_proves(batch: &[Named], v: &Violation) -> bool {
+    batch.contains(&named(v)) || (of_the_search(v) && batch.iter().any(|b| b.1 == v.lock))
+}
+
+/// The rules' findings, sorted, and the locks of every finding: what does not depend on how
+/// the lines are handed in (the search's reading of a lock is handed back when no rule has
+/// proven anything about it yet, which does).
+fn cut_free(p: &[Violation]) -> (Vec<Named>, Vec<Option<String>>) {
+    let mut rules: Vec<Named> = p.iter().filter(|v| !of_the_search(v)).map(named).collect();
+    rules.sort();
+    let mut locks: Vec<Option<String>> = p.iter().map(|v| v.lock.clone()).collect();
+    locks.sort();
+    locks.dedup();
+    (rules, locks)
+}
+
 /// The file's text cut where time moves on, every `every` instants: what a follower of a file
 /// still being written is handed (the last instant is left out, as a live cut leaves it).
 fn cuts(text: &[u8], every: usize) -> Vec<&[u8]> {
@@ -98,7 +123,7 @@ fn write(path: &Path, ops: &[Op]) -> Vec<u8> {
 fn the_follower_proves_what_the_whole_history_proves_however_it_is_handed_in() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("h.jsonl");
-    let (mut proven_total, mut histories_with) = (0, 0);
+    let (mut proven_total, mut histories_with, mut searched) = (0, 0, 0);
     for seed in 0..16u64 {
         let params = GenParams {
             clients: 2 + (seed as usize % 5),
@@ -129,20 +154,20 @@ fn the_follower_proves_what_the_whole_history_proves_however_it_is_handed_in() {
                 let (other, _) = follow(&path, &text, every, &cfg);
                 // Handed in at other instants, each is proven at another moment: the same
                 // ones, maybe in another order.
-                let names = |p: &[Violation]| {
-                    let mut n: Vec<_> = p.iter().map(named).collect();
-                    n.sort();
-                    n
-                };
-                assert_eq!(names(&one), names(&other), "{what}: every {every} instants");
+                assert_eq!(
+                    cut_free(&one),
+                    cut_free(&other),
+                    "{what}: every {every} instants"
+                );
             }
             assert!(
                 events > 0 && events < ops.len() as u64,
                 "{what}: {events} events read"
             );
             for v in &one {
+                searched += of_the_search(v) as usize;
                 assert!(
-                    batch.contains(&named(v)),
+                    whole_proves(&batch, v),
                     "{what}: the follower proved {:?} ({}), the whole history does not: {batch:?}",
                     named(v),
                     v.explanation
@@ -158,6 +183,8 @@ fn the_follower_proves_what_the_whole_history_proves_however_it_is_handed_in() {
         "only {histories_with} histories proved something"
     );
     assert!(proven_total > 200, "only {proven_total} violations proven");
+    assert!(searched > 0, "the model search proved nothing as read");
+    eprintln!("{proven_total} proven, {searched} of them by the model search");
 }
 
 #[test]
@@ -286,7 +313,7 @@ fn the_follower_proves_only_what_the_whole_history_proves_on_the_fixtures() {
         let (found, _) = follow(&ended, &text, 1, &cfg);
         for v in &found {
             assert!(
-                batch.contains(&named(v)),
+                whole_proves(&batch, v),
                 "{}: the follower proved {:?}, the whole history does not: {batch:?}",
                 path.display(),
                 named(v)
@@ -296,8 +323,9 @@ fn the_follower_proves_only_what_the_whole_history_proves_on_the_fixtures() {
         proven += found.len();
     }
     assert!(checked > 100, "only {checked} fixtures");
-    // 58 violations on 51 of the 71 fixtures with one; the other 20 are of the rules that do
-    // not stream yet, lock-stuck (judged at the end) and session grants held open by a holder's
-    // crash.
+    // 59 violations, one of them the model search's (58 on 51 of the 71 fixtures with one
+    // before the search streamed); the fixtures with none are of the rules that do not stream
+    // yet, lock-stuck (judged at the end) and session grants held open by a holder's crash.
+    eprintln!("{proven} violations proven on {checked} fixtures");
     assert!(proven > 50, "only {proven} violations proven");
 }
