@@ -35,7 +35,8 @@ fn main() {
              kept at most {} grants of a lock, let {} go at its limit; fencing tokens kept at \
              most {}, let {} go, forgot the first grant of {} tokens; store writes waiting at \
              most {}, {} out of seq order, {} counter values forgotten; {} stuck answers judged \
-             at the limit ({:.1} s)",
+             at the limit; the model search kept at most {} ops of a lock and proved {} locks \
+             impossible ({:.1} s)",
             w.events,
             w.ops,
             w.grants,
@@ -63,6 +64,8 @@ fn main() {
             w.store_out_of_order,
             w.values_forgotten,
             w.stuck_cut_short,
+            w.search_kept_most,
+            w.searched_impossible,
             t.elapsed().as_secs_f64()
         );
     }

@@ -1034,6 +1034,8 @@ pub fn window_of_path(
         store_out_of_order: stream.store.out_of_order,
         values_forgotten: stream.store.forgotten,
         stuck_cut_short: stream.stuck.cut_short,
+        search_kept_most: stream.search.kept_most as u64,
+        searched_impossible: stream.search.found.len() as u64,
     })
 }
 
@@ -1086,6 +1088,9 @@ pub struct WindowStats {
     pub values_forgotten: u64,
     /// `held` answers stuck so far that the lock-stuck reading judged at its limit.
     pub stuck_cut_short: u64,
+    /// The most ops one lock's model search kept at once, and the locks it proved impossible.
+    pub search_kept_most: u64,
+    pub searched_impossible: u64,
 }
 
 /// Reads `input` (named `path` in errors) into `digest`: parsed in parallel blocks, paired
@@ -2844,6 +2849,68 @@ mod walk_order_tests {
     /// An op pending forever holds the walk; a reader that drops ops stops waiting for it past
     /// its limit and takes it as pending, as the end of the history does: the same grants, and
     /// nothing late. An answer that comes after is counted late.
+    /// An acquire pending forever keeps its slot in the lock's search, and with it every op
+    /// of the lock after it: past its limit of ops kept the streamed search of the lock stops,
+    /// saying why (the batch, which keeps them all, finds the lock possible); under the limit
+    /// it decides as the batch does, keeping few ops when nothing is pending.
+    #[test]
+    fn the_streamed_search_stops_past_its_limit_of_ops_kept() {
+        let ttl = r#""ttl_ms":100"#;
+        let history = |pending: bool| {
+            let mut events = Vec::new();
+            if pending {
+                events.push((1, 9, "invoke", "acquire", ttl));
+            }
+            for i in 0..60u64 {
+                let t = 10 + 10 * i;
+                events.extend([
+                    (t, 1, "invoke", "acquire", ttl),
+                    (t + 1, 1, "ok", "acquire", ttl),
+                    (t + 2, 1, "invoke", "release", ""),
+                    (t + 3, 1, "ok", "release", ""),
+                ]);
+            }
+            lines(&events)
+        };
+        let streamed = |h: &History, kept_max: usize| {
+            let mut read = Digest::new(0, Drift::from_ppm(0));
+            read.unwalked_limit = 8;
+            read.walk.horizon_ns = 0;
+            let mut stream = Streamed::default();
+            stream.search.kept_max = Some(kept_max);
+            read.stream = Some(stream);
+            read.evict = true;
+            let mut read = Digest::of_history_in(h, 1, read);
+            read.finish_walk();
+            let locks = read.locks.len();
+            let stream = read.stream.as_mut().expect("set above");
+            let out = stream.search.finish(locks);
+            let words: Vec<String> = out.iter().map(|(_, s)| searched_words(s).1).collect();
+            (words, stream.search.kept_most)
+        };
+        let batch = |h: &History| {
+            let m = Model::new(h, &CheckConfig::default());
+            let out = crate::search::search_all(&m);
+            out.iter()
+                .map(|(_, s)| searched_words(s).1)
+                .collect::<Vec<_>>()
+        };
+        let pending = history(true);
+        assert_eq!(batch(&pending), ["possible"]);
+        let (words, kept) = streamed(&pending, 32);
+        assert_eq!(
+            words,
+            ["stopped: more than 32 of its ops kept at once behind op 0, still in flight"]
+        );
+        assert_eq!(kept, 33);
+        let (words, kept) = streamed(&pending, 1000);
+        assert_eq!(words, ["possible"]);
+        assert!(kept > 100, "{kept} ops kept behind the pending acquire");
+        let (words, kept) = streamed(&history(false), 32);
+        assert_eq!(words, ["possible"]);
+        assert!(kept <= 4, "{kept} ops kept with nothing pending");
+    }
+
     #[test]
     fn a_reader_stops_waiting_for_an_op_pending_past_its_limit() {
         let ttl = r#""ttl_ms":100"#;

@@ -12,7 +12,7 @@
 //! alone). Ops the walk stopped waiting for, taken as pending, are searched as pending.
 
 use crate::model::{Grant, OpPos};
-use crate::search::{searched_op, Facts, LockOp, Search, Searched};
+use crate::search::{searched_op, Facts, LockOp, Search};
 use crate::walk::Ops;
 use crate::{Drift, FxMap};
 use history::{Outcome, Violation};
@@ -128,12 +128,15 @@ impl SearchStream {
     /// gives them, one per lock of the `locks` the history names. (The tests compare it with
     /// the batch's; a streamed whole check is to read it.)
     #[cfg(test)]
-    pub(crate) fn finish(&mut self, locks: usize) -> Vec<(u32, Searched)> {
+    pub(crate) fn finish(&mut self, locks: usize) -> Vec<(u32, crate::search::Searched)> {
         let mut all = std::mem::take(&mut self.locks);
         all.resize_with(locks.max(all.len()), || None);
         all.into_iter()
             .enumerate()
-            .map(|(lock, s)| (lock as u32, s.map_or(Searched::Possible, Search::finish)))
+            .map(|(lock, s)| {
+                let possible = crate::search::Searched::Possible;
+                (lock as u32, s.map_or(possible, Search::finish))
+            })
             .collect()
     }
 }
