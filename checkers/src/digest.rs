@@ -2909,6 +2909,27 @@ mod walk_order_tests {
         let (words, kept) = streamed(&history(false), 32);
         assert_eq!(words, ["possible"]);
         assert!(kept <= 4, "{kept} ops kept with nothing pending");
+        // Processes that come and go (a client replaced after each lost answer) are not
+        // remembered for the whole history.
+        let mut events = Vec::new();
+        for p in 0..3000u64 {
+            let t = 10 * p;
+            events.extend([
+                (t, p, "invoke", "acquire", ttl),
+                (t + 1, p, "ok", "acquire", ttl),
+                (t + 2, p, "invoke", "release", ""),
+                (t + 3, p, "info", "release", r#""error":"timeout""#),
+            ]);
+        }
+        let mut read = Digest::streaming(Drift::from_ppm(0), 0);
+        read = Digest::of_history_in(&lines(&events), 64, read);
+        let kept = read
+            .stream
+            .as_ref()
+            .expect("streaming")
+            .search
+            .processes_kept();
+        assert!(kept < 200, "{kept} processes remembered of 3000");
     }
 
     #[test]

@@ -53,6 +53,8 @@ pub(crate) const ORDERS_MAX: usize = 4096;
 const OPEN_MAX: usize = 64;
 /// Placements tried at one instant (the work is otherwise linear in the history's length).
 pub(crate) const PLACEMENTS_MAX: u64 = 1_000_000;
+/// Orders the scratch of one instant keeps room for after it.
+const SCRATCH_KEPT: usize = 256;
 /// Grants named in a sentence.
 const NAMED_MAX: usize = 3;
 
@@ -358,6 +360,13 @@ impl Search {
         }
         let i = self.base + self.ops.len();
         op.prev = self.last_of.insert(op.process, i);
+        // A process's last op no longer kept is in no slot, which is all program order asks
+        // of it: forgotten, so that processes that came and went (a client replaced after a
+        // lost answer) are not kept for the whole history.
+        if self.last_of.len() > 2 * self.ops.len() + 64 {
+            let base = self.base;
+            self.last_of.retain(|_, &mut at| at >= base);
+        }
         self.events.push(Reverse((op.invoke_ns, 0, i)));
         // An op that never completes stays in its slot: never done.
         if op.latest_ns != u64::MAX {
@@ -397,6 +406,12 @@ impl Search {
     pub(crate) fn finish(mut self) -> Searched {
         self.run_to(u64::MAX);
         self.decided.take().unwrap_or(Searched::Possible)
+    }
+
+    /// The processes whose last op it remembers (program order).
+    #[cfg(test)]
+    pub(crate) fn processes_kept(&self) -> usize {
+        self.last_of.len()
     }
 
     /// A violation it proved, once (the search of the lock stops there).
@@ -525,6 +540,10 @@ impl Search {
         let result = self.expand(
             &mut seen, &mut queue, &mut out, t, done_mask, req_mask, blocked,
         );
+        // Kept between instants, but not at the size of the busiest one: a streamed search
+        // lives as long as the history.
+        seen.shrink_to(SCRATCH_KEPT);
+        queue.shrink_to(SCRATCH_KEPT);
         self.seen = seen;
         self.queue = queue;
         result?;

@@ -124,6 +124,16 @@ impl SearchStream {
         })
     }
 
+    /// The processes whose last op the searches remember, over every lock.
+    #[cfg(test)]
+    pub(crate) fn processes_kept(&self) -> usize {
+        self.locks
+            .iter()
+            .flatten()
+            .map(Search::processes_kept)
+            .sum()
+    }
+
     /// Every lock's verdict once the history is read (each op handed over): as `search_all`
     /// gives them, one per lock of the `locks` the history names. (The tests compare it with
     /// the batch's; a streamed whole check is to read it.)
