@@ -536,9 +536,16 @@ impl Digest {
                 lease_from.get(&(pos as OpPos)).copied()
             });
             let pinned = self.run_stream(&closed, false);
-            let keep = self.walk.first_needed(&pinned);
-            self.feed_search(keep);
-            if self.evict {
+            // Only a streaming reader searches as it reads (the batch keeps every grant open,
+            // so asking what the walk still reads would cost a pass over all of them).
+            let keep = self
+                .stream
+                .as_ref()
+                .map(|_| self.walk.first_needed(&pinned));
+            if let Some(keep) = keep {
+                self.feed_search(keep);
+            }
+            if let (Some(keep), true) = (keep, self.evict) {
                 self.ops.drop_before(keep);
                 #[cfg(test)]
                 self.grant_of_dropped
