@@ -903,6 +903,57 @@ mod tests {
         );
     }
 
+    /// Three grants without a token that only the search of the orders proves wrong (no two
+    /// definite holds overlap, nothing orders any pair): past the whole checks' limit the live
+    /// check proves it as written, and the whole check lists it too.
+    #[test]
+    fn past_the_whole_checks_limit_the_search_proves_a_tokenless_double_grant_as_written() {
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("checkers/tests/fixtures/search-three-tokenless-double-grant.jsonl");
+        let mut text = std::fs::read_to_string(fixture).unwrap();
+        // Then another lock taken and given back every 100 ms for three seconds: time moves on
+        // past the grants' reach and the reader's horizon.
+        let mut index = text.lines().count();
+        for i in 0..30u64 {
+            let t = 100_000_000 * (i + 1);
+            for (dt, kind, f) in [
+                (0, "invoke", "acquire"),
+                (1, "ok", "acquire"),
+                (2, "invoke", "release"),
+                (3, "ok", "release"),
+            ] {
+                text.push_str(&format!(
+                    "{{\"index\":{index},\"time_ns\":{},\"process\":9,\"type\":\"{kind}\",\"f\":\"{f}\",\"lock\":\"L1\",\"value\":{{\"ttl_ms\":10}}}}\n",
+                    t + dt * 1_000_000
+                ));
+                index += 1;
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.jsonl");
+        let cfg = checkers::CheckConfig::default();
+        let mut live = LiveCheck::new(&path, &cfg, Duration::ZERO);
+        (live.whole_bytes_max, live.step_bytes) = (0, 4096);
+        let mut file = std::fs::File::create(&path).unwrap();
+        let mut proven = Vec::new();
+        for stretch in text.as_bytes().chunks(600) {
+            std::io::Write::write_all(&mut file, stretch).unwrap();
+            let u = live.poll();
+            assert_eq!(u.error, None);
+            proven.extend(u.new);
+        }
+        let v = (proven.iter())
+            .find(|v| v.kind.as_str() == "double-grant")
+            .unwrap_or_else(|| panic!("no double grant proven: {proven:?}"));
+        assert_eq!(v.lock.as_deref(), Some("L0"));
+        assert!(v.explanation.contains("no order of L0's grants"), "{v:?}");
+        let (whole, _) = checkers::check_path(&path, &cfg).unwrap();
+        assert!(
+            (whole.violations.iter()).any(|w| w.kind == v.kind && w.lock == v.lock),
+            "{v:?} is not the whole history's"
+        );
+    }
+
     fn line(time: u64) -> String {
         format!("{{\"index\":0,\"time_ns\":{time},\"process\":1,\"type\":\"invoke\",\"f\":\"acquire\"}}\n")
     }
