@@ -86,8 +86,10 @@ pub struct LiveCheck {
     /// [`LIVE_CHECK_BYTES_MAX`] and [`FOLLOW_STEP_BYTES`] (the tests set less).
     whole_bytes_max: u64,
     step_bytes: u64,
-    /// Liveness findings of the last whole check.
+    /// Liveness findings of the last whole check, and those the streaming reader proved (a
+    /// deadlock): each a lower bound of what the run holds, the larger one counted.
     liveness: usize,
+    streamed_liveness: usize,
     shown: Shown,
     events: u64,
     through_ns: u64,
@@ -111,6 +113,7 @@ impl LiveCheck {
             whole_bytes_max: LIVE_CHECK_BYTES_MAX,
             step_bytes: FOLLOW_STEP_BYTES,
             liveness: 0,
+            streamed_liveness: 0,
             shown: Shown::default(),
             events: 0,
             through_ns: 0,
@@ -142,7 +145,7 @@ impl LiveCheck {
         }
         Update {
             new,
-            violations: self.shown.safety() + self.liveness,
+            violations: self.shown.safety() + self.liveness.max(self.streamed_liveness),
             events: self.events,
             through_ns: self.through_ns,
             error: self.error.clone().or(unreadable),
@@ -193,7 +196,10 @@ impl LiveCheck {
             self.events = self.events.max(read.events);
             self.through_ns = self.through_ns.max(read.through_ns);
             let shown = &mut self.shown;
-            new.extend(read.proven.into_iter().filter(|v| shown.first_time(v)));
+            for v in read.proven.into_iter().filter(|v| shown.first_time(v)) {
+                self.streamed_liveness += (v.kind.class() != KindClass::Safety) as usize;
+                new.push(v);
+            }
         }
         Ok(())
     }
@@ -913,22 +919,8 @@ mod tests {
         let mut text = std::fs::read_to_string(fixture).unwrap();
         // Then another lock taken and given back every 100 ms for three seconds: time moves on
         // past the grants' reach and the reader's horizon.
-        let mut index = text.lines().count();
-        for i in 0..30u64 {
-            let t = 100_000_000 * (i + 1);
-            for (dt, kind, f) in [
-                (0, "invoke", "acquire"),
-                (1, "ok", "acquire"),
-                (2, "invoke", "release"),
-                (3, "ok", "release"),
-            ] {
-                text.push_str(&format!(
-                    "{{\"index\":{index},\"time_ns\":{},\"process\":9,\"type\":\"{kind}\",\"f\":\"{f}\",\"lock\":\"L1\",\"value\":{{\"ttl_ms\":10}}}}\n",
-                    t + dt * 1_000_000
-                ));
-                index += 1;
-            }
-        }
+        let index = text.lines().count();
+        text.push_str(&lock_cycles(index, 0, 100_000_000, 30, (9, "L1")));
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("history.jsonl");
         let cfg = checkers::CheckConfig::default();
@@ -952,6 +944,85 @@ mod tests {
             (whole.violations.iter()).any(|w| w.kind == v.kind && w.lock == v.lock),
             "{v:?} is not the whole history's"
         );
+    }
+
+    /// A bank run with two clients that wait for each other's lock past every deadline:
+    /// past the whole checks' limit the wait-for sweep proves the deadlock as the file is
+    /// written (counted, never a reason to stop), and the whole check lists it too.
+    #[test]
+    fn past_the_whole_checks_limit_a_deadlock_is_proven_as_written() {
+        use checkers::gen_bank::{bank_history_into, BankParams};
+        use checkers::inject::{inject, InjectKind};
+        let params = BankParams {
+            clients: 4,
+            accounts: 3,
+            events: 3_000,
+            ttl_ms: 300,
+        };
+        let mut ops = Vec::new();
+        bank_history_into(5, &params, &mut |chunk| ops.extend_from_slice(chunk));
+        inject(&mut ops, InjectKind::named("deadlock"), 5);
+        let mut text = Vec::new();
+        for op in &ops {
+            serde_json::to_writer(&mut text, op).unwrap();
+            text.push(b'\n');
+        }
+        // Then another lock taken and given back every second for two minutes and more: the
+        // deadlocked grants (leases of a minute) are read past their reach.
+        let end_ns = ops.last().map_or(0, |o| o.time_ns);
+        let after = lock_cycles(ops.len(), end_ns, 1_000_000_000, 130, (99, "Lafter"));
+        text.extend_from_slice(after.as_bytes());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.jsonl");
+        let cfg = checkers::CheckConfig::default();
+        let mut live = LiveCheck::new(&path, &cfg, Duration::ZERO);
+        (live.whole_bytes_max, live.step_bytes) = (0, 4096);
+        let mut file = std::fs::File::create(&path).unwrap();
+        let mut found = None;
+        for stretch in text.chunks(text.len() / 20 + 1) {
+            std::io::Write::write_all(&mut file, stretch).unwrap();
+            let u = live.poll();
+            assert_eq!(u.error, None);
+            if let Some(v) = u.new.iter().find(|v| v.kind.as_str() == "deadlock") {
+                assert!(u.violations >= 1, "a deadlock shown is counted");
+                found.get_or_insert(v.clone());
+            }
+        }
+        let v = found.expect("the deadlock was never proven");
+        let (whole, _) = checkers::check_path(&path, &cfg).unwrap();
+        assert!(
+            (whole.violations.iter()).any(|w| w.kind == v.kind && w.ops == v.ops),
+            "{v:?} is not the whole history's: {:?}",
+            whole.violations
+        );
+    }
+
+    /// `count` times, every `every_ns` from `from_ns` on, process `p` takes lock `lock` and
+    /// gives it back: lines numbered from `index`, time moving on.
+    fn lock_cycles(
+        index: usize,
+        from_ns: u64,
+        every_ns: u64,
+        count: u64,
+        (p, lock): (u64, &str),
+    ) -> String {
+        let steps = [
+            (0, "invoke", "acquire"),
+            (1, "ok", "acquire"),
+            (2, "invoke", "release"),
+            (3, "ok", "release"),
+        ];
+        let mut out = String::new();
+        for i in 1..=count {
+            for (k, (dt, kind, f)) in steps.iter().enumerate() {
+                let n = index + 4 * (i as usize - 1) + k;
+                out.push_str(&format!(
+                    "{{\"index\":{n},\"time_ns\":{},\"process\":{p},\"type\":\"{kind}\",\"f\":\"{f}\",\"lock\":\"{lock}\",\"value\":{{\"ttl_ms\":10}}}}\n",
+                    from_ns + i * every_ns + dt * 1_000_000
+                ));
+            }
+        }
+        out
     }
 
     fn line(time: u64) -> String {

@@ -25,7 +25,7 @@
 
 use crate::inject::Injector;
 use crate::model::FxSet;
-use crate::model::{Func, Model, SpanEnd, NO_TARGET};
+use crate::model::{ClientOp, Func, Grant, Model, SpanEnd, NO_TARGET};
 use crate::text::secs;
 use crate::{verdict, CheckConfig, CheckOutput, Checker, FxMap};
 use history::{Outcome, Validity, Violation, ViolationKind};
@@ -38,16 +38,92 @@ pub struct Deadlock;
 /// note, not judged one by one.
 pub const CYCLES_MAX: usize = 10_000;
 
-/// A definite hold segment of a grant.
+/// A definite hold segment of a grant, with what a sentence says of it.
 #[derive(Debug, Clone, Copy)]
-struct Seg {
-    start_ns: u64,
-    end_ns: u64,
-    process: u64,
-    lock: u32,
-    /// Position of the grant in `Model::grants`.
-    grant: usize,
-    end: SpanEnd,
+pub(crate) struct Seg {
+    pub(crate) start_ns: u64,
+    pub(crate) end_ns: u64,
+    pub(crate) process: u64,
+    pub(crate) lock: u32,
+    /// The grant's number (its place in `Model::grants`).
+    pub(crate) grant: usize,
+    /// The index of the grant's acquire.
+    pub(crate) grant_index: u64,
+    /// What ended it: a release (its op's index), else the lease's lower bound.
+    pub(crate) released_by: Option<u64>,
+}
+
+impl Seg {
+    /// The definite holds of grant number `g`; `index` gives an op's index by position.
+    pub(crate) fn of_grant(g: usize, grant: &Grant, index: impl Fn(usize) -> u64) -> Vec<Seg> {
+        (grant.holds.iter())
+            .map(|s| {
+                debug_assert!(s.start_ns < s.end_ns, "a definite hold is never empty");
+                Seg {
+                    start_ns: s.start_ns,
+                    end_ns: s.end_ns,
+                    process: grant.process,
+                    lock: grant.lock,
+                    grant: g,
+                    grant_index: index(grant.op),
+                    released_by: match s.end {
+                        SpanEnd::Release(pos) => Some(index(pos as usize)),
+                        SpanEnd::Lease(_) => None,
+                    },
+                }
+            })
+            .collect()
+    }
+}
+
+/// An acquire, as the wait-for rules read it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Wait {
+    /// Its position (what a cycle is told apart by).
+    pub(crate) pos: usize,
+    pub(crate) index: u64,
+    pub(crate) process: u64,
+    pub(crate) lock: u32,
+    pub(crate) invoke_ns: u64,
+    /// Its completion, or the history's end when it never completed.
+    pub(crate) end_ns: u64,
+    pub(crate) outcome: Outcome,
+    /// Its error's id (`NO_ERROR` for none).
+    pub(crate) error: u32,
+    /// The `wait_ms` it asked for, if it said.
+    pub(crate) wait_ms: Option<u64>,
+}
+
+impl Wait {
+    /// Acquire `op` at `pos`, for a history that ends at `end_ns`.
+    pub(crate) fn of(pos: usize, op: &ClientOp, wait_ms: Option<u64>, end_ns: u64) -> Wait {
+        Wait {
+            pos,
+            index: op.index,
+            process: op.process,
+            lock: op.target,
+            invoke_ns: op.invoke_ns,
+            end_ns: op.complete_ns().unwrap_or(end_ns),
+            outcome: op.outcome,
+            error: op.error,
+            wait_ms,
+        }
+    }
+}
+
+/// What the sentences read of a history beside the records: names.
+pub(crate) trait Names {
+    fn lock(&self, id: u32) -> &str;
+    fn error(&self, id: u32) -> Option<&str>;
+}
+
+impl Names for Model {
+    fn lock(&self, id: u32) -> &str {
+        self.lock_name(id)
+    }
+    fn error(&self, id: u32) -> Option<&str> {
+        self.errors.get(id as usize).map(String::as_str)
+    }
 }
 
 /// Segments grouped by a key (a lock, a process), each group sorted by start, with the
@@ -99,22 +175,55 @@ impl Groups {
     }
 }
 
-/// `p -> q`: `p`'s acquire (`wait`, a position in `Model::ops`) of `lock` surely waits while
-/// `q`'s segment `seg` surely holds it, over `[start_ns, end_ns)`.
+/// `p -> q`: `p`'s acquire `wait` of `lock` surely waits while `q`'s segment `seg` surely
+/// holds it, over `[start_ns, end_ns)`.
 #[derive(Debug, Clone, Copy)]
-struct Edge {
+pub(crate) struct Edge {
     from: u64,
     to: u64,
-    wait: usize,
+    wait: Wait,
     lock: u32,
     seg: Seg,
     start_ns: u64,
     end_ns: u64,
 }
 
-/// When a wait ends: its completion, or the history's end for one that never completed.
-fn wait_end(m: &Model, pos: usize) -> u64 {
-    m.ops[pos].complete_ns().unwrap_or(m.end_time_ns)
+impl Edge {
+    /// The order the sweep takes edges in.
+    pub(crate) fn key(&self) -> (u64, u64, usize, usize) {
+        (self.start_ns, self.end_ns, self.wait.pos, self.seg.grant)
+    }
+}
+
+/// The hull of `wait`'s process's holds inside the wait (`holds`: that process's, overlapping
+/// it), if it held anything meanwhile: only such a wait can be waited for in a cycle.
+pub(crate) fn hull<'a>(wait: &Wait, holds: impl Iterator<Item = &'a Seg>) -> Option<(u64, u64)> {
+    let (from, to) = (wait.invoke_ns, wait.end_ns);
+    let mut hull: Option<(u64, u64)> = None;
+    for s in holds {
+        let (a, b) = (s.start_ns.max(from), s.end_ns.min(to));
+        hull = Some(hull.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
+    }
+    hull
+}
+
+/// The edge from `wait` to the other process's hold `seg` of its lock, if they overlap.
+pub(crate) fn edge(wait: &Wait, seg: &Seg) -> Option<Edge> {
+    // The hull only picks the holds worth an edge; the edge itself spans the whole time `p`
+    // waits while `q` holds (a cycle's other edges cut it to when `p` held too).
+    let (from, to) = (
+        seg.start_ns.max(wait.invoke_ns),
+        seg.end_ns.min(wait.end_ns),
+    );
+    (seg.process != wait.process && from < to).then_some(Edge {
+        from: wait.process,
+        to: seg.process,
+        wait: *wait,
+        lock: wait.lock,
+        seg: *seg,
+        start_ns: from,
+        end_ns: to,
+    })
 }
 
 /// The wait-for edges that can be part of a cycle, and whether any client waited for a lock
@@ -122,36 +231,22 @@ fn wait_end(m: &Model, pos: usize) -> u64 {
 fn edges(m: &Model) -> (Vec<Edge>, bool) {
     let mut segs = Vec::new();
     for (gi, g) in m.grants.iter().enumerate() {
-        for s in &g.holds {
-            debug_assert!(s.start_ns < s.end_ns, "a definite hold is never empty");
-            segs.push(Seg {
-                start_ns: s.start_ns,
-                end_ns: s.end_ns,
-                process: g.process,
-                lock: g.lock,
-                grant: gi,
-                end: s.end,
-            });
-        }
+        segs.extend(Seg::of_grant(gi, g, |pos| m.ops[pos].index));
     }
     // One copy of the segments at a time: a history of single-lock holders (every other
     // workload) has no holding waiter, and stops before the second grouping.
     let by_process = Groups::new(segs, |s| s.process);
     // Acquires whose process surely held some lock while they waited, with the hull of those
     // holds inside the wait: only they can be waited for in a cycle.
-    let mut waiters: Vec<(usize, u64, u64)> = Vec::new();
+    let mut waiters: Vec<(Wait, u64, u64)> = Vec::new();
     for (pos, o) in m.ops.iter().enumerate() {
         if o.func != Func::Acquire || o.target == NO_TARGET {
             continue;
         }
-        let (from, to) = (o.invoke_ns, wait_end(m, pos));
-        let mut hull: Option<(u64, u64)> = None;
-        for s in by_process.overlapping(o.process, from, to) {
-            let (a, b) = (s.start_ns.max(from), s.end_ns.min(to));
-            hull = Some(hull.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
-        }
-        if let Some((a, b)) = hull {
-            waiters.push((pos, a, b));
+        let w = Wait::of(pos, o, m.wait_ms_of(pos), m.end_time_ns);
+        let held = by_process.overlapping(o.process, w.invoke_ns, w.end_ns);
+        if let Some((a, b)) = hull(&w, held) {
+            waiters.push((w, a, b));
         }
     }
     if waiters.is_empty() {
@@ -160,37 +255,24 @@ fn edges(m: &Model) -> (Vec<Edge>, bool) {
     let by_lock = Groups::new(by_process.segs, |s| u64::from(s.lock));
     // process -> hulls of its holding waits, for the filter on an edge's far end.
     let mut holding: FxMap<u64, Vec<(u64, u64)>> = FxMap::default();
-    for &(pos, a, b) in &waiters {
-        holding.entry(m.ops[pos].process).or_default().push((a, b));
+    for &(w, a, b) in &waiters {
+        holding.entry(w.process).or_default().push((a, b));
     }
     let mut out = Vec::new();
-    for &(pos, a, b) in &waiters {
-        let o = &m.ops[pos];
-        // The hull only picks the holds worth an edge; the edge itself spans the whole time
-        // `p` waits while `q` holds (a cycle's other edges cut it to when `p` held too).
-        let wait = (o.invoke_ns, wait_end(m, pos));
-        for s in by_lock.overlapping(u64::from(o.target), a, b) {
-            if s.process == o.process {
-                continue;
-            }
-            let (from, to) = (s.start_ns.max(wait.0), s.end_ns.min(wait.1));
+    for (w, a, b) in &waiters {
+        for s in by_lock.overlapping(u64::from(w.lock), *a, *b) {
+            let Some(e) = edge(w, s) else { continue };
+            // An edge to a process that held no lock while it waited cannot close a cycle
+            // (a reading the streamed sweep does without: it changes no cycle).
             let waits_too = holding
                 .get(&s.process)
-                .is_some_and(|hs| hs.iter().any(|&(x, y)| x < to && y > from));
-            if from < to && waits_too {
-                out.push(Edge {
-                    from: o.process,
-                    to: s.process,
-                    wait: pos,
-                    lock: o.target,
-                    seg: *s,
-                    start_ns: from,
-                    end_ns: to,
-                });
+                .is_some_and(|hs| hs.iter().any(|&(x, y)| x < e.end_ns && y > e.start_ns));
+            if waits_too {
+                out.push(e);
             }
         }
     }
-    out.sort_by_key(|e| (e.start_ns, e.end_ns, e.wait, e.seg.grant));
+    out.sort_by_key(Edge::key);
     (out, true)
 }
 
@@ -205,22 +287,21 @@ struct Cycle {
 }
 
 impl Cycle {
-    fn of(m: &Model, cfg: &CheckConfig, mut edges: Vec<Edge>) -> Cycle {
+    fn of(grace_ns: u64, mut edges: Vec<Edge>) -> Cycle {
         // Told from the wait that began first, so the sentence reads in time order.
-        if let Some(first) = (0..edges.len()).min_by_key(|&k| (m.ops[edges[k].wait].invoke_ns, k)) {
+        if let Some(first) = (0..edges.len()).min_by_key(|&k| (edges[k].wait.invoke_ns, k)) {
             edges.rotate_left(first);
         }
         let formed_ns = edges.iter().map(|e| e.start_ns).max().unwrap_or(0);
         let ender = *edges
             .iter()
-            .min_by_key(|e| (e.end_ns, e.wait))
+            .min_by_key(|e| (e.end_ns, e.wait.pos))
             .expect("a cycle has edges");
         let answered_by = edges
             .iter()
             .map(|e| {
-                let o = &m.ops[e.wait];
-                o.invoke_ns
-                    .saturating_add(m.wait_ms_of(e.wait).unwrap_or(0).saturating_mul(1_000_000))
+                (e.wait.invoke_ns)
+                    .saturating_add(e.wait.wait_ms.unwrap_or(0).saturating_mul(1_000_000))
             })
             .max()
             .unwrap_or(0);
@@ -228,9 +309,7 @@ impl Cycle {
             formed_ns,
             ended_ns: ender.end_ns,
             ender,
-            deadline_ns: formed_ns
-                .max(answered_by)
-                .saturating_add(cfg.liveness_grace_ns),
+            deadline_ns: formed_ns.max(answered_by).saturating_add(grace_ns),
             edges,
         }
     }
@@ -242,7 +321,7 @@ impl Cycle {
     /// The cycle's identity: each wait in it and whom it waited for (judged once, however
     /// the holds are cut into segments).
     fn key(&self) -> Vec<(usize, u64)> {
-        let mut k: Vec<(usize, u64)> = self.edges.iter().map(|e| (e.wait, e.to)).collect();
+        let mut k: Vec<(usize, u64)> = self.edges.iter().map(|e| (e.wait.pos, e.to)).collect();
         k.sort_unstable();
         k
     }
@@ -272,11 +351,11 @@ impl Ending {
     }
 }
 
-fn ending(m: &Model, e: &Edge) -> (Ending, String) {
-    let o = &m.ops[e.wait];
-    let lock = m.lock_name(e.lock);
-    if e.end_ns == wait_end(m, e.wait) {
-        let err = m.error_of(o).unwrap_or("no error given");
+fn ending(names: &impl Names, e: &Edge) -> (Ending, String) {
+    let o = &e.wait;
+    let lock = names.lock(e.lock);
+    if e.end_ns == o.end_ns {
+        let err = names.error(o.error).unwrap_or("no error given");
         return match o.outcome {
             Outcome::Ok => (
                 Ending::Granted,
@@ -315,17 +394,16 @@ fn ending(m: &Model, e: &Edge) -> (Ending, String) {
             ),
         };
     }
-    match e.seg.end {
-        SpanEnd::Release(pos) => (
+    match e.seg.released_by {
+        Some(index) => (
             Ending::HolderMayRelease,
             format!(
-                "p{} may have released {lock} from {} (op {})",
+                "p{} may have released {lock} from {} (op {index})",
                 e.to,
                 secs(e.end_ns),
-                m.ops[pos as usize].index
             ),
         ),
-        SpanEnd::Lease(_) => (
+        None => (
             Ending::LeaseMayLapse,
             format!(
                 "p{}'s lease on {lock} may have lapsed from {} (its lower bound)",
@@ -380,66 +458,119 @@ fn cycles_at(live: &[Edge], fresh_from: usize) -> Vec<Vec<Edge>> {
     out
 }
 
-/// Every cycle of the history's wait-for graphs, judged once each (by its waits): in the
-/// order they formed.
-/// The cycles judged, how many more were not, and whether any client waited for a lock while
-/// it held another (without which no cycle can form, and there is nothing to judge).
-fn judged_cycles(m: &Model, cfg: &CheckConfig) -> (Vec<Cycle>, u64, bool) {
-    let (edges, waited) = edges(m);
-    let mut live: Vec<Edge> = Vec::new();
-    let mut seen: FxSet<Vec<(usize, u64)>> = FxSet::default();
-    let mut cycles = Vec::new();
-    let mut unjudged = 0u64;
-    let mut i = 0;
-    // Bounded by the edges: each pass takes at least one.
-    while i < edges.len() {
-        let t = edges[i].start_ns;
-        live.retain(|e| e.end_ns > t);
-        let fresh_from = live.len();
-        while i < edges.len() && edges[i].start_ns == t {
-            live.push(edges[i]);
-            i += 1;
-        }
-        for c in cycles_at(&live, fresh_from) {
-            let c = Cycle::of(m, cfg, c);
+/// The sweep over the edges in start order: the edges live at the current instant, and the
+/// cycles judged so far (each once, by its waits), in the order they formed.
+#[derive(Default)]
+pub(crate) struct Sweep {
+    live: Vec<Edge>,
+    seen: FxSet<Vec<(usize, u64)>>,
+    cycles: Vec<Cycle>,
+    unjudged: u64,
+}
+
+impl Sweep {
+    /// The edges that start at instant `t`, in [`Edge::key`] order: every edge that starts
+    /// before `t` was given before.
+    pub(crate) fn instant(&mut self, grace_ns: u64, t: u64, starting: &[Edge]) {
+        self.live.retain(|e| e.end_ns > t);
+        let fresh_from = self.live.len();
+        self.live.extend_from_slice(starting);
+        for c in cycles_at(&self.live, fresh_from) {
+            let c = Cycle::of(grace_ns, c);
             if c.ended_ns <= c.formed_ns {
                 continue;
             }
             let key = c.key();
-            if seen.contains(&key) {
+            if self.seen.contains(&key) {
                 continue;
             }
-            if seen.len() >= CYCLES_MAX {
-                unjudged += 1;
+            if self.seen.len() >= CYCLES_MAX {
+                self.unjudged += 1;
                 continue;
             }
-            seen.insert(key);
-            cycles.push(c);
+            self.seen.insert(key);
+            self.cycles.push(c);
         }
     }
-    (cycles, unjudged, waited)
+
+    /// Sweeps `edges`, sorted by [`Edge::key`], every edge starting before the first of them
+    /// having been swept.
+    pub(crate) fn all(&mut self, grace_ns: u64, edges: &[Edge]) {
+        // Bounded by the edges: each pass takes at least one.
+        let mut i = 0;
+        while i < edges.len() {
+            let t = edges[i].start_ns;
+            let n = edges[i..].partition_point(|e| e.start_ns == t);
+            self.instant(grace_ns, t, &edges[i..i + n]);
+            i += n;
+        }
+    }
+
+    /// The deadlocks among the cycles judged from the `from`th on, and how many were judged.
+    pub(crate) fn deadlocks_from(
+        &self,
+        from: usize,
+        names: &impl Names,
+    ) -> (Vec<Violation>, usize) {
+        let found = (self.cycles.get(from..).into_iter().flatten())
+            .filter(|c| c.is_deadlock())
+            .map(|c| violation(names, c))
+            .collect();
+        (found, self.cycles.len())
+    }
+
+    /// The checker's violations, notes and figures from the cycles judged, before its verdict.
+    pub(crate) fn output(&self, names: &impl Names) -> CheckOutput {
+        output(names, &self.cycles, self.unjudged)
+    }
+}
+
+/// The `deadlock` of cycle `c`, one that stood past its deadline.
+fn violation(names: &impl Names, c: &Cycle) -> Violation {
+    let mut ops: Vec<u64> = Vec::new();
+    for e in &c.edges {
+        ops.push(e.wait.index);
+        ops.push(e.seg.grant_index);
+    }
+    // Named by the lock the first waiter waited for.
+    Violation {
+        kind: ViolationKind::Deadlock,
+        lock: Some(names.lock(c.edges[0].lock).to_string()),
+        ops,
+        window_ns: [c.formed_ns, c.ended_ns],
+        nemesis: Vec::new(),
+        explanation: sentence(names, c),
+        cycle: c
+            .edges
+            .iter()
+            .map(|e| history::CycleEdge {
+                from: format!("p{}", e.from),
+                to: format!("p{}", e.to),
+                label: format!("waits for {}", names.lock(e.lock)),
+            })
+            .collect(),
+    }
 }
 
 /// The witness sentence: who held what and waited for what, from when, and how it ended.
-fn sentence(m: &Model, c: &Cycle) -> String {
+fn sentence(names: &impl Names, c: &Cycle) -> String {
     let n = c.edges.len();
     let mut parts = Vec::new();
     for (k, e) in c.edges.iter().enumerate() {
         // What `e.from` held: the lock the previous edge waits for.
         let before = &c.edges[(k + n - 1) % n];
-        let w = &m.ops[e.wait];
-        let held_by = &m.ops[m.grants[before.seg.grant].op];
+        let w = &e.wait;
         parts.push(format!(
             "p{} held {} (op {}) and waited for {} from {} (op {})",
             e.from,
-            m.lock_name(before.lock),
-            held_by.index,
-            m.lock_name(e.lock),
+            names.lock(before.lock),
+            before.seg.grant_index,
+            names.lock(e.lock),
             secs(w.invoke_ns),
             w.index
         ));
     }
-    let (_, how) = ending(m, &c.ender);
+    let (_, how) = ending(names, &c.ender);
     format!(
         "{}; no wait ended and no hold lapsed from {} until {}, past {} (every wait's wait_ms \
          plus the liveness grace): the cycle ended when {how}",
@@ -448,6 +579,16 @@ fn sentence(m: &Model, c: &Cycle) -> String {
         secs(c.ended_ns),
         secs(c.deadline_ns)
     )
+}
+
+/// The batch's sweep of a whole model, and whether any client waited for a lock while it held
+/// another: what [`Deadlock`] judges, for the tests to compare the streamed sweep with.
+#[cfg(test)]
+pub(crate) fn batch_sweep(m: &Model, grace_ns: u64) -> (CheckOutput, bool) {
+    let (edges, waited) = edges(m);
+    let mut sweep = Sweep::default();
+    sweep.all(grace_ns, &edges);
+    (sweep.output(m), waited)
 }
 
 impl Checker for Deadlock {
@@ -464,72 +605,11 @@ impl Checker for Deadlock {
     }
 
     fn check_model(&self, m: &Model, cfg: &CheckConfig) -> CheckOutput {
-        let mut out = CheckOutput::new();
-        let (cycles, unjudged, waited) = judged_cycles(m, cfg);
-        // How the cycles that were no deadlock ended, and the first of each kind.
-        let mut broken: Vec<(Ending, u64, String)> = Vec::new();
-        for c in &cycles {
-            if c.is_deadlock() {
-                let mut ops: Vec<u64> = Vec::new();
-                for e in &c.edges {
-                    ops.push(m.ops[e.wait].index);
-                    ops.push(m.ops[m.grants[e.seg.grant].op].index);
-                }
-                // Named by the lock the first waiter waited for.
-                out.violations.push(Violation {
-                    kind: ViolationKind::Deadlock,
-                    lock: Some(m.lock_name(c.edges[0].lock).to_string()),
-                    ops,
-                    window_ns: [c.formed_ns, c.ended_ns],
-                    nemesis: Vec::new(),
-                    explanation: sentence(m, c),
-                    cycle: c
-                        .edges
-                        .iter()
-                        .map(|e| history::CycleEdge {
-                            from: format!("p{}", e.from),
-                            to: format!("p{}", e.to),
-                            label: format!("waits for {}", m.lock_name(e.lock)),
-                        })
-                        .collect(),
-                });
-                continue;
-            }
-            let (how, words) = ending(m, &c.ender);
-            match broken.iter_mut().find(|b| b.0 == how) {
-                Some(b) => b.1 += 1,
-                None => broken.push((how, 1, words)),
-            }
-        }
-        if !broken.is_empty() {
-            broken.sort();
-            let total: u64 = broken.iter().map(|b| b.1).sum();
-            let list: Vec<String> = broken
-                .iter()
-                .map(|(how, n, first)| format!("{n} by {} (first: {first})", how.words()))
-                .collect();
-            out.notes.push(format!(
-                "{total} wait-for cycle(s) ended before their deadline, so none is a deadlock: {}",
-                list.join("; ")
-            ));
-        }
-        if unjudged > 0 {
-            out.notes.push(format!(
-                "{unjudged} wait-for cycle(s) past the first {CYCLES_MAX} were not judged"
-            ));
-        }
-        // What the run exercised: a cycle that formed is a moment the service had to break
-        // (`lockpick test`'s bank contention cell counts it).
-        if !cycles.is_empty() || unjudged > 0 {
-            let deadlocks = cycles.iter().filter(|c| c.is_deadlock()).count();
-            out.extra.insert(
-                "cycles".into(),
-                serde_json::json!({
-                    "formed": cycles.len() as u64 + unjudged,
-                    "deadlocks": deadlocks,
-                }),
-            );
-        }
+        let (edges, waited) = edges(m);
+        let mut sweep = Sweep::default();
+        sweep.all(cfg.liveness_grace_ns, &edges);
+        let mut out = sweep.output(m);
+        let unjudged = sweep.unjudged;
         verdict(m, cfg, &mut out);
         out.nothing_to_judge(waited, || {
             "no client waited for a lock while it held another: one lock at a time cannot \
@@ -542,6 +622,54 @@ impl Checker for Deadlock {
         }
         out
     }
+}
+
+/// The violations, notes and figures of the cycles judged, `unjudged` more past the limit.
+fn output(names: &impl Names, cycles: &[Cycle], unjudged: u64) -> CheckOutput {
+    let mut out = CheckOutput::new();
+    // How the cycles that were no deadlock ended, and the first of each kind.
+    let mut broken: Vec<(Ending, u64, String)> = Vec::new();
+    for c in cycles {
+        if c.is_deadlock() {
+            out.violations.push(violation(names, c));
+            continue;
+        }
+        let (how, words) = ending(names, &c.ender);
+        match broken.iter_mut().find(|b| b.0 == how) {
+            Some(b) => b.1 += 1,
+            None => broken.push((how, 1, words)),
+        }
+    }
+    if !broken.is_empty() {
+        broken.sort();
+        let total: u64 = broken.iter().map(|b| b.1).sum();
+        let list: Vec<String> = broken
+            .iter()
+            .map(|(how, n, first)| format!("{n} by {} (first: {first})", how.words()))
+            .collect();
+        out.notes.push(format!(
+            "{total} wait-for cycle(s) ended before their deadline, so none is a deadlock: {}",
+            list.join("; ")
+        ));
+    }
+    if unjudged > 0 {
+        out.notes.push(format!(
+            "{unjudged} wait-for cycle(s) past the first {CYCLES_MAX} were not judged"
+        ));
+    }
+    // What the run exercised: a cycle that formed is a moment the service had to break
+    // (`lockpick test`'s bank contention cell counts it).
+    if !cycles.is_empty() || unjudged > 0 {
+        let deadlocks = cycles.iter().filter(|c| c.is_deadlock()).count();
+        out.extra.insert(
+            "cycles".into(),
+            serde_json::json!({
+                "formed": cycles.len() as u64 + unjudged,
+                "deadlocks": deadlocks,
+            }),
+        );
+    }
+    out
 }
 
 /// The injectors of this module's kinds (`synth --inject`, the mutation tests): each changes

@@ -509,10 +509,15 @@ impl Digest {
                 let model = *self.renumber.entry(read).or_insert(n);
                 self.grant_named.push((pos as OpPos, model));
             }
+            let grants_before = self.walk.grants.len();
             self.walk.walk(&mut self.ops, id);
             if let Some(stream) = self.stream.as_mut() {
                 let session = self.walk.sessions.last() == Some(&pos);
                 stream.search.walked(pos, id, session);
+                stream.deadlock.walked(pos, &self.ops[pos]);
+                if self.walk.grants.len() > grants_before {
+                    stream.deadlock.opened(self.ops[pos].process);
+                }
                 let op = &self.ops[pos];
                 let lock_op = matches!(op.func, Func::Renew | Func::Release);
                 if lock_op && self.walk.grant_of[pos] == NO_GRANT {
@@ -621,6 +626,7 @@ impl Digest {
             if self.walk.sessions.binary_search(&grant.op).is_ok() {
                 stream.search.closed_session(grant, &self.ops);
             }
+            stream.deadlock.closed(g, grant, &self.ops);
         }
         let live = Live {
             ops: &self.ops,
@@ -640,6 +646,11 @@ impl Digest {
                 &self.keys,
             );
             stream.finish_stuck(&self.stuck_read());
+            let names = crate::deadlock_stream::NamesOf {
+                locks: &self.locks,
+                errors: &self.errors,
+            };
+            stream.deadlock.finish(self.end_time_ns, &names);
             stream.finish(self.end_time_ns);
         } else {
             // An op not read yet is invoked no earlier than the last event read: with nothing
@@ -660,6 +671,13 @@ impl Digest {
             };
             stream.judge(&reach, (&self.walk.grant_of, grants), &live, &self.keys);
             stream.stuck.judge(reach.walked_ns, &self.stuck_read());
+            let names = crate::deadlock_stream::NamesOf {
+                locks: &self.locks,
+                errors: &self.errors,
+            };
+            stream
+                .deadlock
+                .judge(reach.watermark_ns, reach.walked_ns, &names);
             let open: Vec<(u32, TokenKey)> = (self.walk.open().iter())
                 .filter_map(|&g| {
                     let grant = &grants[g as usize];
@@ -752,8 +770,13 @@ impl Digest {
                 self.id_of.insert(slot as OpPos, n);
             }
             // Read from the invoke too: an acquire that never completed still waited.
-            if let (Some(w), Func::Acquire, true) = (g.wait_ms, e.func, self.keeps_all()) {
-                self.waits.push((slot, w));
+            if let (Some(w), Func::Acquire) = (g.wait_ms, e.func) {
+                if self.keeps_all() {
+                    self.waits.push((slot, w));
+                }
+                if let Some(stream) = self.stream.as_mut() {
+                    stream.deadlock.asked(slot, w);
+                }
             }
             if let Some(t) = g.transfer {
                 if self.keeps_all() {
@@ -826,8 +849,13 @@ impl Digest {
                 wait_ms,
                 transfer,
             } = *g;
-            if let (Some(w), Func::Acquire, true) = (wait_ms, o.func, keeps_all) {
-                self.waits.push((slot, w));
+            if let (Some(w), Func::Acquire) = (wait_ms, o.func) {
+                if keeps_all {
+                    self.waits.push((slot, w));
+                }
+                if let Some(stream) = self.stream.as_mut() {
+                    stream.deadlock.asked(slot, w);
+                }
             }
             if let Some(t) = transfer {
                 if keeps_all {
@@ -910,6 +938,14 @@ impl Digest {
         self.stream
             .as_ref()
             .map_or(&[], |s| s.search.found.as_slice())
+    }
+
+    /// The deadlocks the streamed wait-for sweep proved so far (none when the streaming
+    /// rules do not run).
+    pub(crate) fn deadlocks(&self) -> &[history::Violation] {
+        self.stream
+            .as_ref()
+            .map_or(&[], |s| s.deadlock.found.as_slice())
     }
 
     /// Digests an in-memory history.
@@ -1491,6 +1527,11 @@ mod walk_order_tests {
             Some(stream) if forced == 0 => compare_search(h, what, drift, stream, read.locks.len()),
             _ => [0; 3],
         };
+        let cycles = if forced == 0 {
+            compare_deadlock(h, what, drift, &read)
+        } else {
+            [0; 2]
+        };
         let mut oracle = Digest::new(0, drift);
         oracle.hold_walk = true;
         let oracle = Digest::of_history_in(h, 1, oracle);
@@ -1580,6 +1621,7 @@ mod walk_order_tests {
         let mut compared = Compared {
             by_op,
             searched,
+            cycles,
             ..Compared::default()
         };
         if stale == 0 {
@@ -1590,6 +1632,7 @@ mod walk_order_tests {
             compared = Compared {
                 by_op,
                 searched,
+                cycles,
                 ..compare_streamed(h, what, drift, (&a, &a_ops), &stream)
             };
         }
@@ -1701,6 +1744,7 @@ mod walk_order_tests {
             out_of_order,
             by_op: [0; 4],
             searched: [0; 3],
+            cycles: [0; 2],
         }
     }
 
@@ -1833,6 +1877,42 @@ mod walk_order_tests {
         /// Locks the streamed model search decided as the batch's: possible, impossible, or
         /// stopped at a limit.
         searched: [usize; 3],
+        /// Wait-for cycles the streamed sweep judged as the batch's, and deadlocks among them.
+        cycles: [usize; 2],
+    }
+
+    /// The streamed wait-for sweep against the batch's: the same cycles judged, in the same
+    /// words (violations, notes, figures), and the same finding of a holding wait. Returns the
+    /// cycles and deadlocks compared.
+    fn compare_deadlock(h: &History, what: &str, drift: Drift, read: &Digest) -> [usize; 2] {
+        let cfg = CheckConfig {
+            drift: drift.ppm() as f64 / 1e6,
+            ..CheckConfig::default()
+        };
+        let m = Model::new(h, &cfg);
+        let (batch, batch_waited) = crate::deadlock::batch_sweep(&m, cfg.liveness_grace_ns);
+        let stream = &read.stream.as_ref().expect("streaming").deadlock;
+        let names = crate::deadlock_stream::NamesOf {
+            locks: &read.locks,
+            errors: &read.errors,
+        };
+        let streamed = stream.output(&names);
+        assert_eq!(batch_waited, stream.waited, "{what}: a holding wait");
+        assert_eq!(
+            format!("{:?} {:?}", batch.violations, batch.notes),
+            format!("{:?} {:?}", streamed.violations, streamed.notes),
+            "{what}: the wait-for cycles"
+        );
+        assert_eq!(batch.extra, streamed.extra, "{what}: the cycles' figures");
+        assert_eq!(
+            format!("{:?}", batch.violations),
+            format!("{:?}", stream.found),
+            "{what}: the deadlocks proven as read"
+        );
+        let formed = (batch.extra.get("cycles"))
+            .and_then(|c| c["formed"].as_u64())
+            .unwrap_or(0);
+        [formed as usize, batch.violations.len()]
     }
 
     /// A lock's search verdict, in words to compare.
@@ -2939,6 +3019,123 @@ mod walk_order_tests {
         assert!(kept < 200, "{kept} processes remembered of 3000");
     }
 
+    /// Bank runs: clients that hold one account's lock while they wait for the other's (the
+    /// wait-for graph's edges), with a deadlock injected into some: the streamed sweep judges
+    /// the batch's cycles in its words, closing grants at once or a second past their reach,
+    /// and keeps a few acquires and holds, not the history.
+    #[test]
+    fn the_streamed_wait_for_sweep_is_the_batchs_on_bank_runs() {
+        use crate::gen_bank::{bank_history_into, BankParams};
+        let (mut waited, mut deadlocks) = (0, 0);
+        let (mut waits_most, mut holds_most) = (0, 0);
+        for seed in 0..12u64 {
+            let params = BankParams {
+                clients: 3 + seed as usize % 4,
+                accounts: 2 + seed as usize % 3,
+                events: 2_000,
+                ttl_ms: if seed % 2 == 0 { 10_000 } else { 300 },
+            };
+            let mut ops = Vec::new();
+            bank_history_into(seed, &params, &mut |chunk| ops.extend_from_slice(chunk));
+            if seed % 3 == 0 {
+                inject(&mut ops, InjectKind::named("deadlock"), seed);
+            }
+            let h = History::new(ops).expect("generated histories are well formed");
+            for horizon_ns in [0, 1_000_000_000] {
+                let what = format!("bank seed {seed}, horizon {horizon_ns}");
+                let mut read = Digest::streaming(Drift::from_ppm(0), horizon_ns);
+                read = Digest::of_history_in(&h, 1, read);
+                read.finish_walk();
+                let [_, found] = compare_deadlock(&h, &what, Drift::from_ppm(0), &read);
+                let stream = &read.stream.as_ref().expect("streaming").deadlock;
+                waited += stream.waited as usize;
+                deadlocks += found;
+                waits_most = waits_most.max(stream.waits_most);
+                holds_most = holds_most.max(stream.holds_most);
+                assert_eq!(stream.resolved_early, 0, "{what}: resolved at the limit");
+            }
+        }
+        assert_eq!(
+            waited, 24,
+            "every bank run holds one lock while it waits for another"
+        );
+        assert_eq!(deadlocks, 8, "the injected deadlocks, at both horizons");
+        eprintln!("at most {waits_most} acquires and {holds_most} holds kept");
+        // What is kept follows how long a grant stays open (its reach and the horizon), not
+        // the history: a run twenty times as long keeps about as much.
+        let kept = |events: usize| {
+            let params = BankParams {
+                clients: 4,
+                accounts: 3,
+                events,
+                ttl_ms: 300,
+            };
+            let mut read = Digest::streaming(Drift::from_ppm(0), 1_000_000_000);
+            bank_history_into(7, &params, &mut |chunk| {
+                let mut piece = Piece::with_capacity(chunk.len());
+                for op in chunk {
+                    piece.push(&op.view());
+                }
+                read.feed(piece);
+            });
+            read.finish_walk();
+            let stream = &read.stream.as_ref().expect("streaming").deadlock;
+            assert!(stream.waited && stream.resolved_early == 0);
+            (stream.waits_most, stream.holds_most)
+        };
+        let (short, long) = (kept(5_000), kept(100_000));
+        eprintln!("kept at 5k events {short:?}, at 100k {long:?}");
+        assert!(
+            long.0 <= 2 * short.0 + 16 && long.1 <= 2 * short.1 + 16,
+            "kept {short:?} of 5k events, {long:?} of 100k"
+        );
+    }
+
+    /// Past its limit of acquires waiting, the streamed sweep resolves the earliest with the
+    /// holds it knows: it may then miss a cycle, never make one up (each deadlock it finds is
+    /// one the batch finds).
+    #[test]
+    fn the_streamed_wait_for_sweep_past_its_limit_finds_no_deadlock_the_batch_does_not() {
+        use crate::gen_bank::{bank_history_into, BankParams};
+        let mut early = 0;
+        for seed in 0..6u64 {
+            let params = BankParams {
+                clients: 4,
+                accounts: 2 + seed as usize % 2,
+                events: 2_000,
+                ttl_ms: 10_000,
+            };
+            let mut ops = Vec::new();
+            bank_history_into(seed, &params, &mut |chunk| ops.extend_from_slice(chunk));
+            inject(&mut ops, InjectKind::named("deadlock"), seed);
+            let h = History::new(ops).expect("generated histories are well formed");
+            let m = Model::new(&h, &CheckConfig::default());
+            let (batch, _) = crate::deadlock::batch_sweep(&m, m_grace());
+            let mut read = Digest::streaming(Drift::from_ppm(0), 1_000_000_000);
+            read.stream.as_mut().expect("streaming").deadlock.waits_max = 4;
+            read = Digest::of_history_in(&h, 1, read);
+            read.finish_walk();
+            let stream = &read.stream.as_ref().expect("streaming").deadlock;
+            early += stream.resolved_early;
+            let names = crate::deadlock_stream::NamesOf {
+                locks: &read.locks,
+                errors: &read.errors,
+            };
+            for v in stream.output(&names).violations {
+                assert!(
+                    batch.violations.iter().any(|b| b.ops == v.ops),
+                    "seed {seed}: {v:?} is not the batch's"
+                );
+            }
+        }
+        assert!(early > 100, "only {early} acquires resolved at the limit");
+    }
+
+    /// The liveness grace the checks default to.
+    fn m_grace() -> u64 {
+        CheckConfig::default().liveness_grace_ns
+    }
+
     #[test]
     fn a_reader_stops_waiting_for_an_op_pending_past_its_limit() {
         let ttl = r#""ttl_ms":100"#;
@@ -3362,6 +3559,7 @@ mod walk_order_tests {
             let (mut token_order, mut forced_order, mut fencing, mut stale_ops) = (0, 0, 0, 0);
             let mut by_op = [0; 4];
             let mut searched = [0; 3];
+            let mut cycles = [0; 2];
             let mut kept_most = 0;
             let mut out_of_order = Vec::new();
             let mut uncertain = Vec::new();
@@ -3380,6 +3578,9 @@ mod walk_order_tests {
                     *sum += n;
                 }
                 for (sum, n) in searched.iter_mut().zip(seen.compared.searched) {
+                    *sum += n;
+                }
+                for (sum, n) in cycles.iter_mut().zip(seen.compared.cycles) {
                     *sum += n;
                 }
                 assert_eq!(
@@ -3439,6 +3640,11 @@ mod walk_order_tests {
                 "only {} impossible locks compared",
                 searched[1]
             );
+            eprintln!(
+                "wait-for sweep, streamed as the batch's: {} cycles, {} deadlocks",
+                cycles[0], cycles[1]
+            );
+            assert!(cycles[1] > 10, "only {} deadlocks compared", cycles[1]);
             // What the readings keep follows the walk: an op naming no grant, judged once the
             // walk is past it, does not hold the grants kept (judged only once the reader could
             // drop it, it waited for the grants the reading itself pinned, 35 at every horizon).

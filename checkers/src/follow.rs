@@ -8,10 +8,11 @@
 //! own: the model search's verdict on a lock is handed back when the rules have proven nothing
 //! about that lock so far, where the whole check lists it only when no rule proves anything
 //! about the lock in the whole history (a rule may, later: then both are handed back, and the
-//! whole check lists the rule's). The rules that do not stream yet (`total-changed`,
-//! `non-serializable`, `deadlock`) are not run, and `lock-stuck` is judged at the end only: a
-//! follower is for seeing early what is already proven, the final check is still the whole
-//! history's.
+//! whole check lists the rule's). A `deadlock` is handed back once its cycle is judged, when
+//! every acquire invoked before it is resolved. The rules that do not stream yet
+//! (`total-changed`, `non-serializable`) are not run, and `lock-stuck` is judged at the end
+//! only: a follower is for seeing early what is already proven, the final check is still the
+//! whole history's.
 
 use crate::digest::{Digest, EventBuilder};
 use crate::model::Drift;
@@ -38,6 +39,7 @@ pub struct Follower {
     /// The rules' violations already handed back, and the model search's looked at.
     handed: usize,
     searched: usize,
+    deadlocks: usize,
     /// A read failed: nothing more can be placed after the line it refused.
     failed: bool,
 }
@@ -62,6 +64,7 @@ impl Follower {
             reader: BlockReader::new(path, &EventBuilder),
             handed: 0,
             searched: 0,
+            deadlocks: 0,
             failed: false,
         }
     }
@@ -103,11 +106,17 @@ impl Follower {
                 .iter()
                 .any(|r| r.kind != history::ViolationKind::Deadlock && r.lock.as_deref() == lock)
         });
+        let deadlocks = &self.digest.deadlocks()[self.deadlocks..];
+        self.deadlocks += deadlocks.len();
         let proven = proven
             .iter()
             .chain(searched)
+            .chain(deadlocks)
             .map(|v| {
                 let mut v = v.clone();
+                // As the whole check lists them (`Model::finish`).
+                v.ops.sort_unstable();
+                v.ops.dedup();
                 v.window_ns[1] = window_end_by(through_ns, v.window_ns[0], v.window_ns[1]);
                 v
             })

@@ -60,6 +60,7 @@ use nemesis as _;
 mod bank;
 mod coverage;
 mod deadlock;
+mod deadlock_stream;
 mod digest;
 mod evidence;
 mod exercised;

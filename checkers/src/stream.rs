@@ -150,6 +150,8 @@ pub(crate) struct Streamed {
     holds: crate::mutex::HoldSweep,
     /// The model search, fed the ops the walk has passed.
     pub(crate) search: crate::search_stream::SearchStream,
+    /// The wait-for graph's sweep (`deadlock`).
+    pub(crate) deadlock: crate::deadlock_stream::DeadlockStream,
 }
 
 impl Streamed {
