@@ -36,7 +36,8 @@ fn main() {
              most {}, let {} go, forgot the first grant of {} tokens; store writes waiting at \
              most {}, {} out of seq order, {} counter values forgotten; {} stuck answers judged \
              at the limit; the model search kept at most {} ops of a lock and proved {} locks \
-             impossible ({:.1} s)",
+             impossible; the wait-for sweep kept at most {} acquires and proved {} deadlocks \
+             ({:.1} s)",
             w.events,
             w.ops,
             w.grants,
@@ -66,6 +67,8 @@ fn main() {
             w.stuck_cut_short,
             w.search_kept_most,
             w.searched_impossible,
+            w.waits_kept_most,
+            w.deadlocks,
             t.elapsed().as_secs_f64()
         );
     }

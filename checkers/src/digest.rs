@@ -1079,6 +1079,8 @@ pub fn window_of_path(
         stuck_cut_short: stream.stuck.cut_short,
         search_kept_most: stream.search.kept_most as u64,
         searched_impossible: stream.search.found.len() as u64,
+        waits_kept_most: stream.deadlock.waits_most as u64,
+        deadlocks: stream.deadlock.found.len() as u64,
     })
 }
 
@@ -1134,6 +1136,10 @@ pub struct WindowStats {
     /// The most ops one lock's model search kept at once, and the locks it proved impossible.
     pub search_kept_most: u64,
     pub searched_impossible: u64,
+    /// The most acquires the wait-for sweep kept waiting to be resolved, and the deadlocks it
+    /// proved.
+    pub waits_kept_most: u64,
+    pub deadlocks: u64,
 }
 
 /// Reads `input` (named `path` in errors) into `digest`: parsed in parallel blocks, paired
