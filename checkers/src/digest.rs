@@ -3023,6 +3023,32 @@ mod walk_order_tests {
             .search
             .processes_kept();
         assert!(kept < 200, "{kept} processes remembered of 3000");
+        // A service that gives every grant its own id: the ids remembered stay at the limit.
+        let mut events = Vec::new();
+        let ids: Vec<String> = (0..300)
+            .map(|i| format!(r#""ttl_ms":100,"grant":"g{i}""#))
+            .collect();
+        for (i, id) in ids.iter().enumerate() {
+            let t = 10 * i as u64;
+            events.extend([
+                (t, 1, "invoke", "acquire", ttl),
+                (t + 1, 1, "ok", "acquire", id.as_str()),
+                (t + 2, 1, "invoke", "release", id.as_str()),
+                (t + 3, 1, "ok", "release", ""),
+            ]);
+        }
+        let h = lines(&events);
+        let mut read = Digest::streaming(Drift::from_ppm(0), 0);
+        read.stream.as_mut().expect("streaming").search.ids_max = Some(50);
+        read = Digest::of_history_in(&h, 64, read);
+        read.finish_walk();
+        let stream = read.stream.as_mut().expect("streaming");
+        assert_eq!(stream.search.ids_kept(), 50);
+        let words: Vec<String> = (stream.search.finish(1).iter())
+            .map(|(_, s)| searched_words(s).1)
+            .collect();
+        assert_eq!(words, ["possible"]);
+        assert_eq!(batch(&h), ["possible"]);
     }
 
     /// Bank runs: clients that hold one account's lock while they wait for the other's (the

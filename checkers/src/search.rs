@@ -201,8 +201,11 @@ pub(crate) struct Search {
     /// Per process, its last op pushed (program order).
     last_of: crate::FxMap<u64, usize>,
     /// Grant ids of the lock's answered grants: one of those is not a lost grant's. A
-    /// streamed search knows those pushed so far.
+    /// streamed search knows those pushed so far, the latest `ids_max` of them (in the order
+    /// first answered, `answered_order`).
     answered_ids: FxSet<u32>,
+    answered_order: VecDeque<u32>,
+    ids_max: usize,
     placements: u64,
     /// Scratch of `extend`, kept between instants (one allocation per lock, not per instant).
     seen: FxSet<Order>,
@@ -333,6 +336,8 @@ impl Search {
             slots: [None; OPEN_MAX],
             last_of: crate::FxMap::default(),
             answered_ids: FxSet::default(),
+            answered_order: VecDeque::new(),
+            ids_max: usize::MAX,
             placements: 0,
             seen: FxSet::default(),
             queue: Vec::new(),
@@ -372,8 +377,14 @@ impl Search {
         if op.latest_ns != u64::MAX {
             self.events.push(Reverse((op.latest_ns, 1, i)));
         }
-        if op.answered {
-            self.answered_ids.extend(op.grant);
+        if let (true, Some(id)) = (op.answered, op.grant) {
+            if self.answered_ids.insert(id) && self.ids_max != usize::MAX {
+                self.answered_order.push_back(id);
+                if self.answered_order.len() > self.ids_max {
+                    let old = self.answered_order.pop_front().expect("over the limit");
+                    self.answered_ids.remove(&old);
+                }
+            }
         }
         self.ops.push_back(op);
         self.kept_most = self.kept_most.max(self.ops.len());
@@ -406,6 +417,19 @@ impl Search {
     pub(crate) fn finish(mut self) -> Searched {
         self.run_to(u64::MAX);
         self.decided.take().unwrap_or(Searched::Possible)
+    }
+
+    /// A streamed search remembers the ids of the latest `ids_max` answered grants only: an
+    /// older one named for a lost grant then fits it (a finding missed, never one made up).
+    pub(crate) fn remember_ids(mut self, ids_max: usize) -> Search {
+        self.ids_max = ids_max;
+        self
+    }
+
+    /// The grant ids it remembers as answered.
+    #[cfg(test)]
+    pub(crate) fn ids_kept(&self) -> usize {
+        self.answered_ids.len()
     }
 
     /// The processes whose last op it remembers (program order).

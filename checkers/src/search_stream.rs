@@ -7,9 +7,10 @@
 //!
 //! Read to the end, it decides what the batch's `search_all` decides of the same history, with
 //! one difference stated: a renew or release naming the grant id of a lost grant is matched
-//! against the ids answered before it is searched, where the batch knows every id the history
-//! answers (an id answered only later, by a grant invoked after the renew, is the batch's
-//! alone). Ops the walk stopped waiting for, taken as pending, are searched as pending.
+//! against the ids answered before it is searched (the latest [`ANSWERED_IDS_MAX`] of them),
+//! where the batch knows every id the history answers (an id answered only later, by a grant
+//! invoked after the renew, or long before, is the batch's alone). Ops the walk stopped waiting
+//! for, taken as pending, are searched as pending.
 
 use crate::model::{Grant, OpPos};
 use crate::search::{searched_op, Facts, LockOp, Search};
@@ -22,6 +23,12 @@ use std::collections::BTreeMap;
 /// as pending by the walk) keeps every op after it; past this the search of the lock stops,
 /// with a note, and the rules' readings stand.
 pub(crate) const SEARCH_KEPT_MAX: usize = 1 << 16;
+
+/// The answered grant ids one lock's search remembers (services that send ids give every
+/// grant its own): the latest this many, about 1 MiB. An id older than that, named by a renew
+/// or release for a lost grant, is taken as the lost grant's (the batch, which knows every id,
+/// may find that order impossible: a finding missed, never one made up).
+pub(crate) const ANSWERED_IDS_MAX: usize = 1 << 16;
 
 /// Every lock's search, fed as the walk passes the ops.
 #[derive(Default)]
@@ -40,8 +47,10 @@ pub(crate) struct SearchStream {
     /// The violations proven, each once, with its lock (at most one per lock: its search
     /// stops there).
     pub(crate) found: Vec<(u32, Violation)>,
-    /// The most ops one lock's search kept at once ([`SEARCH_KEPT_MAX`]; the tests set less).
+    /// The most ops one lock's search kept at once ([`SEARCH_KEPT_MAX`]; the tests set less),
+    /// and the answered ids it remembers ([`ANSWERED_IDS_MAX`]).
     pub(crate) kept_max: Option<usize>,
+    pub(crate) ids_max: Option<usize>,
     pub(crate) kept_most: usize,
 }
 
@@ -115,13 +124,17 @@ impl SearchStream {
             self.locks.resize_with(at + 1, || None);
         }
         let kept_max = self.kept_max.unwrap_or(SEARCH_KEPT_MAX);
+        let ids_max = self.ids_max.unwrap_or(ANSWERED_IDS_MAX);
         self.locks[at].get_or_insert_with(|| {
-            Search::new(
-                read.locks.get(at).map_or("?", String::as_str),
-                read.drift,
-                kept_max,
-            )
+            let name = read.locks.get(at).map_or("?", String::as_str);
+            Search::new(name, read.drift, kept_max).remember_ids(ids_max)
         })
+    }
+
+    /// The answered grant ids the searches remember, over every lock.
+    #[cfg(test)]
+    pub(crate) fn ids_kept(&self) -> usize {
+        self.locks.iter().flatten().map(Search::ids_kept).sum()
     }
 
     /// The processes whose last op the searches remember, over every lock.
