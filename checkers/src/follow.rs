@@ -36,7 +36,8 @@ pub struct Follower {
     path: PathBuf,
     digest: Digest,
     reader: BlockReader<'static, EventBuilder>,
-    /// The rules' violations already handed back, and the model search's looked at.
+    /// The rules' violations already handed back, the model search's and the deadlocks
+    /// looked at.
     handed: usize,
     searched: usize,
     deadlocks: usize,
