@@ -646,11 +646,7 @@ impl Digest {
                 &self.keys,
             );
             stream.finish_stuck(&self.stuck_read());
-            let names = crate::deadlock_stream::NamesOf {
-                locks: &self.locks,
-                errors: &self.errors,
-            };
-            stream.deadlock.finish(self.end_time_ns, &names);
+            stream.deadlock.finish(self.end_time_ns, &self.names());
             stream.finish(self.end_time_ns);
         } else {
             // An op not read yet is invoked no earlier than the last event read: with nothing
@@ -671,10 +667,7 @@ impl Digest {
             };
             stream.judge(&reach, (&self.walk.grant_of, grants), &live, &self.keys);
             stream.stuck.judge(reach.walked_ns, &self.stuck_read());
-            let names = crate::deadlock_stream::NamesOf {
-                locks: &self.locks,
-                errors: &self.errors,
-            };
+            let names = self.names();
             stream
                 .deadlock
                 .judge(reach.watermark_ns, reach.walked_ns, &names);
@@ -689,6 +682,14 @@ impl Digest {
         let pinned = stream.pinned();
         self.stream = Some(stream);
         pinned
+    }
+
+    /// The names the deadlock sentences read.
+    fn names(&self) -> crate::deadlock_stream::NamesOf<'_> {
+        crate::deadlock_stream::NamesOf {
+            locks: &self.locks,
+            errors: &self.errors,
+        }
     }
 
     /// What the `lock-stuck` reading reads of the digest.
@@ -1669,11 +1670,7 @@ mod walk_order_tests {
         (a, a_ops): (&Walk, &Ops),
         stream: &Streamed,
     ) -> Compared {
-        let cfg = CheckConfig {
-            drift: drift.ppm() as f64 / 1e6,
-            ..CheckConfig::default()
-        };
-        let m = Model::new(h, &cfg);
+        let (m, _) = batch_model(h, drift);
         use history::ViolationKind as K;
         let streamed_double = of_kinds(stream, &[K::DoubleGrant]);
         // The stale-lock-ops rules over the ops that act on a grant.
@@ -1758,11 +1755,7 @@ mod walk_order_tests {
     /// one the batch does not: each is the batch's by kind, lock and first op (the grant or op
     /// it is about).
     fn sound_where_stale(h: &History, what: &str, drift: Drift, stream: &Streamed) {
-        let cfg = CheckConfig {
-            drift: drift.ppm() as f64 / 1e6,
-            ..CheckConfig::default()
-        };
-        let m = Model::new(h, &cfg);
+        let (m, cfg) = batch_model(h, drift);
         let about = |v: &history::Violation| (v.kind, v.lock.clone(), v.ops.iter().min().copied());
         let batch: std::collections::HashSet<_> = (crate::all_checkers().iter())
             .flat_map(|c| c.check_model(&m, &cfg).violations)
@@ -1786,11 +1779,7 @@ mod walk_order_tests {
         (stream, drift): (&Streamed, Drift),
         answered: bool,
     ) -> [usize; 4] {
-        let cfg = CheckConfig {
-            drift: drift.ppm() as f64 / 1e6,
-            ..CheckConfig::default()
-        };
-        let m = Model::new(h, &cfg);
+        let (m, cfg) = batch_model(h, drift);
         use history::ViolationKind as K;
         let s = &stream.store;
         let stale = compare_rule(
@@ -1891,17 +1880,10 @@ mod walk_order_tests {
     /// words (violations, notes, figures), and the same finding of a holding wait. Returns the
     /// cycles and deadlocks compared.
     fn compare_deadlock(h: &History, what: &str, drift: Drift, read: &Digest) -> [usize; 2] {
-        let cfg = CheckConfig {
-            drift: drift.ppm() as f64 / 1e6,
-            ..CheckConfig::default()
-        };
-        let m = Model::new(h, &cfg);
+        let (m, cfg) = batch_model(h, drift);
         let (batch, batch_waited) = crate::deadlock::batch_sweep(&m, cfg.liveness_grace_ns);
         let stream = &read.stream.as_ref().expect("streaming").deadlock;
-        let names = crate::deadlock_stream::NamesOf {
-            locks: &read.locks,
-            errors: &read.errors,
-        };
+        let names = read.names();
         let streamed = stream.output(&names);
         assert_eq!(batch_waited, stream.waited, "{what}: a holding wait");
         assert_eq!(
@@ -1919,6 +1901,16 @@ mod walk_order_tests {
             .and_then(|c| c["formed"].as_u64())
             .unwrap_or(0);
         [formed as usize, batch.violations.len()]
+    }
+
+    /// The batch's model of `h` under `drift`, and the settings it was built with: what each
+    /// streamed reading is compared with.
+    fn batch_model(h: &History, drift: Drift) -> (Model, CheckConfig) {
+        let cfg = CheckConfig {
+            drift: drift.ppm() as f64 / 1e6,
+            ..CheckConfig::default()
+        };
+        (Model::new(h, &cfg), cfg)
     }
 
     /// A lock's search verdict, in words to compare.
@@ -1946,11 +1938,7 @@ mod walk_order_tests {
         stream: &mut Streamed,
         locks: usize,
     ) -> [usize; 3] {
-        let cfg = CheckConfig {
-            drift: drift.ppm() as f64 / 1e6,
-            ..CheckConfig::default()
-        };
-        let m = Model::new(h, &cfg);
+        let (m, _) = batch_model(h, drift);
         let batch = crate::search::search_all(&m);
         let streamed = stream.search.finish(locks);
         assert_eq!(batch.len(), streamed.len(), "{what}: locks searched");
@@ -3149,10 +3137,7 @@ mod walk_order_tests {
             read.finish_walk();
             let stream = &read.stream.as_ref().expect("streaming").deadlock;
             early += stream.resolved_early;
-            let names = crate::deadlock_stream::NamesOf {
-                locks: &read.locks,
-                errors: &read.errors,
-            };
+            let names = read.names();
             for v in stream.output(&names).violations {
                 assert!(
                     batch.violations.iter().any(|b| b.ops == v.ops),
