@@ -856,8 +856,6 @@ mod tests {
     fn past_the_whole_checks_limit_the_streaming_rules_prove_a_double_grant_as_written() {
         use checkers::gen::{correct_history, GenParams};
         use checkers::inject::{inject, InjectKind};
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("history.jsonl");
         let params = GenParams {
             clients: 4,
             locks: 2,
@@ -866,22 +864,14 @@ mod tests {
         };
         let mut ops = correct_history(3, &params);
         inject(&mut ops, InjectKind::named("double-grant"), 3);
-        let mut text = Vec::new();
-        for op in &ops {
-            serde_json::to_writer(&mut text, op).unwrap();
-            text.push(b'\n');
-        }
-        let cfg = checkers::CheckConfig::default();
-        let mut live = LiveCheck::new(&path, &cfg, Duration::ZERO);
-        (live.whole_bytes_max, live.step_bytes) = (0, 4096);
-        let mut file = std::fs::File::create(&path).unwrap();
+        let text = jsonl(&ops);
         let stretches = 20;
+        let (_dir, path, mut live, updates) =
+            written_past_the_limit(&text, text.len() / stretches + 1);
+        assert_eq!(live.whole_bytes, 0);
         let mut proven_at = None;
-        for (i, stretch) in text.chunks(text.len() / stretches + 1).enumerate() {
-            std::io::Write::write_all(&mut file, stretch).unwrap();
-            let u = live.poll();
-            assert_eq!(u.error, None);
-            assert!(u.whole_stopped_at_events.is_some() && live.whole_bytes == 0);
+        for (i, u) in updates.iter().enumerate() {
+            assert!(u.whole_stopped_at_events.is_some());
             if let Some(v) = u.new.iter().find(|v| v.kind.as_str() == "double-grant") {
                 proven_at.get_or_insert((i, v.clone()));
                 assert!(u.violations >= 1);
@@ -892,6 +882,7 @@ mod tests {
             at + 1 < stretches,
             "proven only once all was written ({at})"
         );
+        let cfg = checkers::CheckConfig::default();
         let (whole, _) = checkers::check_path(&path, &cfg).unwrap();
         assert!(
             (whole.violations.iter()).any(|w| w.kind == v.kind && w.lock == v.lock),
@@ -921,19 +912,9 @@ mod tests {
         // past the grants' reach and the reader's horizon.
         let index = text.lines().count();
         text.push_str(&lock_cycles(index, 0, 100_000_000, 30, (9, "L1")));
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("history.jsonl");
+        let (_dir, path, _, updates) = written_past_the_limit(text.as_bytes(), 600);
+        let proven: Vec<Violation> = updates.into_iter().flat_map(|u| u.new).collect();
         let cfg = checkers::CheckConfig::default();
-        let mut live = LiveCheck::new(&path, &cfg, Duration::ZERO);
-        (live.whole_bytes_max, live.step_bytes) = (0, 4096);
-        let mut file = std::fs::File::create(&path).unwrap();
-        let mut proven = Vec::new();
-        for stretch in text.as_bytes().chunks(600) {
-            std::io::Write::write_all(&mut file, stretch).unwrap();
-            let u = live.poll();
-            assert_eq!(u.error, None);
-            proven.extend(u.new);
-        }
         let v = (proven.iter())
             .find(|v| v.kind.as_str() == "double-grant")
             .unwrap_or_else(|| panic!("no double grant proven: {proven:?}"));
@@ -962,27 +943,16 @@ mod tests {
         let mut ops = Vec::new();
         bank_history_into(5, &params, &mut |chunk| ops.extend_from_slice(chunk));
         inject(&mut ops, InjectKind::named("deadlock"), 5);
-        let mut text = Vec::new();
-        for op in &ops {
-            serde_json::to_writer(&mut text, op).unwrap();
-            text.push(b'\n');
-        }
+        let mut text = jsonl(&ops);
         // Then another lock taken and given back every second for two minutes and more: the
         // deadlocked grants (leases of a minute) are read past their reach.
         let end_ns = ops.last().map_or(0, |o| o.time_ns);
         let after = lock_cycles(ops.len(), end_ns, 1_000_000_000, 130, (99, "Lafter"));
         text.extend_from_slice(after.as_bytes());
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("history.jsonl");
+        let (_dir, path, _, updates) = written_past_the_limit(&text, text.len() / 20 + 1);
         let cfg = checkers::CheckConfig::default();
-        let mut live = LiveCheck::new(&path, &cfg, Duration::ZERO);
-        (live.whole_bytes_max, live.step_bytes) = (0, 4096);
-        let mut file = std::fs::File::create(&path).unwrap();
         let mut found = None;
-        for stretch in text.chunks(text.len() / 20 + 1) {
-            std::io::Write::write_all(&mut file, stretch).unwrap();
-            let u = live.poll();
-            assert_eq!(u.error, None);
+        for u in &updates {
             if let Some(v) = u.new.iter().find(|v| v.kind.as_str() == "deadlock") {
                 assert!(u.violations >= 1, "a deadlock shown is counted");
                 found.get_or_insert(v.clone());
@@ -995,6 +965,39 @@ mod tests {
             "{v:?} is not the whole history's: {:?}",
             whole.violations
         );
+    }
+
+    /// `ops` as history lines.
+    fn jsonl(ops: &[history::Op]) -> Vec<u8> {
+        let mut text = Vec::new();
+        for op in ops {
+            serde_json::to_writer(&mut text, op).unwrap();
+            text.push(b'\n');
+        }
+        text
+    }
+
+    /// `text` written to a fresh file `stretch` bytes at a time, with a live check that runs
+    /// no whole check (as past its limit) polled after each, reading in 4 KiB steps: every
+    /// poll's update (none with an error), the check, and the file in its directory.
+    fn written_past_the_limit(
+        text: &[u8],
+        stretch: usize,
+    ) -> (tempfile::TempDir, PathBuf, LiveCheck, Vec<Update>) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.jsonl");
+        let mut live = LiveCheck::new(&path, &checkers::CheckConfig::default(), Duration::ZERO);
+        (live.whole_bytes_max, live.step_bytes) = (0, 4096);
+        let mut file = std::fs::File::create(&path).unwrap();
+        let updates = (text.chunks(stretch))
+            .map(|s| {
+                std::io::Write::write_all(&mut file, s).unwrap();
+                let u = live.poll();
+                assert_eq!(u.error, None);
+                u
+            })
+            .collect();
+        (dir, path, live, updates)
     }
 
     /// `count` times, every `every_ns` from `from_ns` on, process `p` takes lock `lock` and
