@@ -396,6 +396,7 @@ impl Digest {
                 (Ok(Paired::Nemesis), Item::Other(op)) => {
                     if let Some(stream) = self.stream.as_mut() {
                         stream.stuck.faults.push(&op);
+                        stream.counts.nemesis(op.f.as_str());
                     }
                     if self.keeps_all() {
                         self.nemesis.push(*op);
@@ -524,6 +525,7 @@ impl Digest {
                     stream.stale.orphan(pos as OpPos, id.is_some());
                 }
                 stream.store.walked(pos, op, &self.keys);
+                stream.counts.push(op);
                 let read = crate::stuck_stream::Read {
                     locks: &self.locks,
                     errors: &self.errors,
@@ -682,6 +684,18 @@ impl Digest {
         let pinned = stream.pinned();
         self.stream = Some(stream);
         pinned
+    }
+
+    /// The stats of the ops walked so far, over the events read (the streaming rules' count:
+    /// every op once walked, as it then stood).
+    pub(crate) fn stats(&self) -> Option<history::Stats> {
+        let stream = self.stream.as_ref()?;
+        let whole = crate::stats::Whole {
+            events: self.events,
+            duration_ns: self.end_time_ns,
+            errors: &self.errors,
+        };
+        Some(stream.counts.stats(whole))
     }
 
     /// The names the deadlock sentences read.
@@ -1539,6 +1553,9 @@ mod walk_order_tests {
         } else {
             [0; 2]
         };
+        if forced == 0 {
+            compare_stats(h, what, drift, &read);
+        }
         let mut oracle = Digest::new(0, drift);
         oracle.hold_walk = true;
         let oracle = Digest::of_history_in(h, 1, oracle);
@@ -1905,6 +1922,15 @@ mod walk_order_tests {
 
     /// The batch's model of `h` under `drift`, and the settings it was built with: what each
     /// streamed reading is compared with.
+    /// The stats the streaming reader counts as it walks are the batch's, exactly (the
+    /// latencies of a corpus history are far below the exact limit).
+    fn compare_stats(h: &History, what: &str, drift: Drift, read: &Digest) {
+        let (m, _) = batch_model(h, drift);
+        let want = serde_json::to_value(crate::stats::stats_of(&m)).expect("stats serialize");
+        let got = serde_json::to_value(read.stats().expect("a streaming reader"));
+        assert_eq!(got.expect("stats serialize"), want, "{what}: stats");
+    }
+
     fn batch_model(h: &History, drift: Drift) -> (Model, CheckConfig) {
         let cfg = CheckConfig {
             drift: drift.ppm() as f64 / 1e6,

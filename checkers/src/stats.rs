@@ -1,7 +1,8 @@
 //! Whole-history figures for the report: counts by function and outcome, latency percentiles.
 
-use crate::model::{Func, FxMap, Model, NO_ERROR};
+use crate::model::{ClientOp, Func, FxMap, Model, NO_ERROR};
 use crate::CheckConfig;
+use hdrhistogram::Histogram;
 use history::{History, Outcome, Percentiles, Stats};
 use std::collections::BTreeMap;
 
@@ -32,87 +33,222 @@ pub fn stats(h: &History) -> Stats {
     stats_of(&Model::new(h, &CheckConfig::default()))
 }
 
-/// [`stats`] of a digested history.
+/// [`stats`] of a digested history: its ops counted one by one, as a streaming reader counts
+/// them as it walks them.
 pub fn stats_of(m: &Model) -> Stats {
-    // Counted by function name, in first-seen order (the maps below sort them anyway).
-    let mut names: Vec<&str> = Vec::new();
-    let mut counts: Vec<[u64; 4]> = Vec::new();
-    let mut latencies: Vec<Vec<u64>> = Vec::new();
-    let mut grants = 0;
+    let mut counts = OpCounts::default();
     for o in &m.ops {
-        let f = o.func.as_str();
-        // Few distinct names: a linear scan beats hashing.
-        let slot = match names.iter().position(|n| *n == f) {
-            Some(i) => i,
-            None => {
-                names.push(f);
-                counts.push([0; 4]);
-                latencies.push(Vec::new());
-                names.len() - 1
-            }
-        };
-        counts[slot][outcome_slot(o.outcome)] += 1;
-        if o.outcome == Outcome::Ok && o.func == Func::Acquire {
-            grants += 1;
-        }
-        if let Some(done) = o.complete_ns() {
-            latencies[slot].push(done.saturating_sub(o.invoke_ns));
-        }
+        counts.push(o);
     }
-    let mut ops = BTreeMap::new();
-    let mut latency = BTreeMap::new();
-    for ((name, c), mut l) in names.into_iter().zip(counts).zip(latencies) {
-        let by_outcome = OUTCOMES
-            .iter()
-            .zip(c)
-            .map(|(k, n)| (k.to_string(), n))
-            .collect();
-        ops.insert(name.to_string(), by_outcome);
-        if l.is_empty() {
-            continue;
-        }
-        l.sort_unstable();
-        latency.insert(
-            name.to_string(),
-            Percentiles {
-                count: l.len() as u64,
-                p50_ms: nearest_rank_ms(&l, 0.50),
-                p95_ms: nearest_rank_ms(&l, 0.95),
-                p99_ms: nearest_rank_ms(&l, 0.99),
-                max_ms: nearest_rank_ms(&l, 1.0),
-            },
-        );
+    for op in &m.nemesis {
+        counts.nemesis(op.f.as_str());
     }
-    Stats {
+    counts.stats(Whole {
         events: m.events,
         duration_ns: m.end_time_ns,
-        ops,
-        latency,
-        grants,
-        nemesis_events: m.nemesis.len() as u64,
-        faults: fault_counts(m),
-        reasons: reason_counts(m),
-        extra: BTreeMap::new(),
+        errors: &m.errors,
+    })
+}
+
+/// Latencies kept exactly per function. Past it a function's latencies go into a histogram
+/// of 3 significant digits: its percentiles are then the top of their bucket, at most 0.1%
+/// above the nearest rank of the exact list (the count and the maximum stay exact), and what
+/// it keeps no longer grows with the history (some 200 KiB). 2 MiB of latencies per function.
+pub(crate) const LATENCIES_EXACT_MAX: usize = 1 << 18;
+
+/// Records `ns`, growing the histogram's range to fit it; past the largest range it can have
+/// (near `u64::MAX` ns, some 584 years), at its top.
+fn record(histogram: &mut Histogram<u64>, ns: u64) {
+    if histogram.record(ns).is_err() {
+        histogram.saturating_record(ns);
+    }
+}
+
+/// One function's latencies, in ns.
+enum Latencies {
+    Exact(Vec<u64>),
+    Binned {
+        histogram: Box<Histogram<u64>>,
+        max_ns: u64,
+    },
+}
+
+impl Latencies {
+    fn push(&mut self, ns: u64, exact_max: usize) {
+        match self {
+            Latencies::Exact(list) if list.len() < exact_max => list.push(ns),
+            Latencies::Exact(list) => {
+                // 3 significant digits, and it grows its range to fit what it is given.
+                let mut histogram = Histogram::new(3).expect("3 significant digits are valid");
+                let max_ns = list.iter().copied().max().unwrap_or(0).max(ns);
+                for &v in list.iter().chain([&ns]) {
+                    record(&mut histogram, v);
+                }
+                *self = Latencies::Binned {
+                    histogram: Box::new(histogram),
+                    max_ns,
+                };
+            }
+            Latencies::Binned { histogram, max_ns } => {
+                record(histogram, ns);
+                *max_ns = (*max_ns).max(ns);
+            }
+        }
+    }
+
+    fn percentiles(&self) -> Option<Percentiles> {
+        match self {
+            Latencies::Exact(l) if !l.is_empty() => {
+                // Sorted in a copy: the counts may be asked again as more ops come.
+                let mut l = l.clone();
+                l.sort_unstable();
+                Some(Percentiles {
+                    count: l.len() as u64,
+                    p50_ms: nearest_rank_ms(&l, 0.50),
+                    p95_ms: nearest_rank_ms(&l, 0.95),
+                    p99_ms: nearest_rank_ms(&l, 0.99),
+                    max_ms: nearest_rank_ms(&l, 1.0),
+                })
+            }
+            Latencies::Exact(_) => None,
+            Latencies::Binned { histogram, max_ns } => {
+                // The same nearest rank (`value_at_quantile` counts ceil(p * n), at least 1),
+                // read at the top of the rank's bucket, never above the exact maximum.
+                let at = |p: f64| histogram.value_at_quantile(p).min(*max_ns) as f64 / 1e6;
+                Some(Percentiles {
+                    count: histogram.len(),
+                    p50_ms: at(0.50),
+                    p95_ms: at(0.95),
+                    p99_ms: at(0.99),
+                    max_ms: *max_ns as f64 / 1e6,
+                })
+            }
+        }
+    }
+}
+
+/// The client ops counted so far, by function and outcome, with their latencies and the
+/// errors of their fail and info answers, and the nemesis events: what [`Stats`] says of them.
+pub(crate) struct OpCounts {
+    /// Functions in first-seen order (the maps of [`Stats`] sort them anyway).
+    funcs: Vec<Func>,
+    counts: Vec<[u64; 4]>,
+    latencies: Vec<Latencies>,
+    grants: u64,
+    /// Errors are interned: counted by error id (one hash lookup per fail or info op), and
+    /// folded into reason codes at the end.
+    by_error: FxMap<(Func, usize, u32), u64>,
+    nemesis_events: u64,
+    /// Faults started, by kind (`start-pause` counts as `pause`, a `kill` as `kill`), by the
+    /// rule coverage counts them with: an observation (`clock-observed`) is none.
+    faults: BTreeMap<String, u64>,
+    /// [`LATENCIES_EXACT_MAX`] unless the tests set another.
+    pub(crate) exact_max: usize,
+}
+
+impl Default for OpCounts {
+    fn default() -> Self {
+        OpCounts {
+            funcs: Vec::new(),
+            counts: Vec::new(),
+            latencies: Vec::new(),
+            grants: 0,
+            by_error: FxMap::default(),
+            nemesis_events: 0,
+            faults: BTreeMap::new(),
+            exact_max: LATENCIES_EXACT_MAX,
+        }
+    }
+}
+
+/// What [`Stats`] says of the history beside its client ops.
+pub(crate) struct Whole<'a> {
+    pub(crate) events: u64,
+    pub(crate) duration_ns: u64,
+    /// The errors' texts, by id.
+    pub(crate) errors: &'a [String],
+}
+
+impl OpCounts {
+    /// Counts client op `o`, as it finally stands.
+    pub(crate) fn push(&mut self, o: &ClientOp) {
+        // Few distinct functions: a linear scan beats hashing.
+        let slot = match self.funcs.iter().position(|&f| f == o.func) {
+            Some(i) => i,
+            None => {
+                self.funcs.push(o.func);
+                self.counts.push([0; 4]);
+                self.latencies.push(Latencies::Exact(Vec::new()));
+                self.funcs.len() - 1
+            }
+        };
+        self.counts[slot][outcome_slot(o.outcome)] += 1;
+        if o.outcome == Outcome::Ok && o.func == Func::Acquire {
+            self.grants += 1;
+        }
+        if let Some(done) = o.complete_ns() {
+            let ns = done.saturating_sub(o.invoke_ns);
+            self.latencies[slot].push(ns, self.exact_max);
+        }
+        if matches!(o.outcome, Outcome::Fail | Outcome::Info) {
+            let key = (o.func, outcome_slot(o.outcome), o.error);
+            *self.by_error.entry(key).or_insert(0) += 1;
+        }
+    }
+
+    /// Counts nemesis event `f` (its function).
+    pub(crate) fn nemesis(&mut self, f: &str) {
+        self.nemesis_events += 1;
+        if let Some(kind) = crate::faults::opened_kind(f) {
+            match self.faults.get_mut(kind) {
+                Some(n) => *n += 1,
+                None => {
+                    self.faults.insert(kind.to_string(), 1);
+                }
+            }
+        }
+    }
+
+    /// The figures of the ops counted, in a history of which `whole` says the rest.
+    pub(crate) fn stats(&self, whole: Whole<'_>) -> Stats {
+        let mut ops = BTreeMap::new();
+        let mut latency = BTreeMap::new();
+        let counted = self.funcs.iter().zip(&self.counts);
+        for ((func, &c), l) in counted.zip(&self.latencies) {
+            let by_outcome = OUTCOMES
+                .iter()
+                .zip(c)
+                .map(|(k, n)| (k.to_string(), n))
+                .collect();
+            ops.insert(func.as_str().to_string(), by_outcome);
+            if let Some(p) = l.percentiles() {
+                latency.insert(func.as_str().to_string(), p);
+            }
+        }
+        Stats {
+            events: whole.events,
+            duration_ns: whole.duration_ns,
+            ops,
+            latency,
+            grants: self.grants,
+            nemesis_events: self.nemesis_events,
+            faults: self.faults.clone(),
+            reasons: reason_counts(&self.by_error, whole.errors),
+            extra: BTreeMap::new(),
+        }
     }
 }
 
 /// Fail and info completions by function, outcome and reason code (history::reason): the
 /// breakdown that tells a refusal (`held`) from an answer the adapter did not understand
 /// (`http-423`) or a service that was never reached (`connect: refused`).
-fn reason_counts(m: &Model) -> BTreeMap<String, BTreeMap<String, BTreeMap<String, u64>>> {
-    // Errors are interned: count by error id first (one hash lookup per fail or info op),
-    // then fold the few distinct ids into reason codes.
-    let mut by_error: FxMap<(Func, usize, u32), u64> = FxMap::default();
-    for o in &m.ops {
-        if matches!(o.outcome, Outcome::Fail | Outcome::Info) {
-            *by_error
-                .entry((o.func, outcome_slot(o.outcome), o.error))
-                .or_insert(0) += 1;
-        }
-    }
+fn reason_counts(
+    by_error: &FxMap<(Func, usize, u32), u64>,
+    errors: &[String],
+) -> BTreeMap<String, BTreeMap<String, BTreeMap<String, u64>>> {
     let mut out: BTreeMap<String, BTreeMap<String, BTreeMap<String, u64>>> = BTreeMap::new();
-    for ((func, slot, error), n) in by_error {
-        let reason = match m.errors.get(error as usize) {
+    for (&(func, slot, error), &n) in by_error {
+        let reason = match errors.get(error as usize) {
             Some(e) if error != NO_ERROR => history::reason::reason_of(e),
             _ => "unstated",
         };
@@ -126,22 +262,46 @@ fn reason_counts(m: &Model) -> BTreeMap<String, BTreeMap<String, BTreeMap<String
     out
 }
 
-/// Faults started, by kind (`start-pause` counts as `pause`, a `kill` as `kill`), by the rule
-/// coverage counts them with: an observation (`clock-observed`) is none.
-fn fault_counts(m: &Model) -> BTreeMap<String, u64> {
-    let mut out = BTreeMap::new();
-    for f in m.faults.list() {
-        let Some(kind) = crate::faults::opened_kind(&f.f) else {
-            continue;
-        };
-        *out.entry(kind.to_string()).or_insert(0) += 1;
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{nearest_rank_ms, stats};
+    use super::{nearest_rank_ms, stats, Latencies};
+
+    /// Past the exact limit, each percentile is the exact list's nearest rank or at most a
+    /// thousandth above it, and the count and maximum are exact: on spreads from constant to
+    /// a heavy tail, zeros and hours included.
+    #[test]
+    fn past_the_exact_limit_percentiles_are_within_a_thousandth_above() {
+        let ms = 1_000_000u64;
+        let cases: Vec<(&str, Vec<u64>)> = vec![
+            ("constant", vec![3 * ms; 5_000]),
+            ("uniform", (0..20_000u64).map(|i| i * 997).collect()),
+            (
+                "heavy tail",
+                (1..=10_000u64).map(|i| (i * i * i) % (3_600_000 * ms)).collect(),
+            ),
+            ("zeros and an hour", {
+                let mut v = vec![0; 9_000];
+                v.extend([3_600_000 * ms; 1_000]);
+                v
+            }),
+            ("one past the limit", (0..101u64).map(|i| 7 + i * 13 * ms).collect()),
+        ];
+        for (what, list) in cases {
+            let mut exact = Latencies::Exact(Vec::new());
+            let mut binned = Latencies::Exact(Vec::new());
+            for &ns in &list {
+                exact.push(ns, usize::MAX);
+                binned.push(ns, 100);
+            }
+            assert!(matches!(binned, Latencies::Binned { .. }), "{what}: binned");
+            let (e, b) = (exact.percentiles().unwrap(), binned.percentiles().unwrap());
+            assert_eq!((e.count, e.max_ms), (b.count, b.max_ms), "{what}: count, max");
+            for (p, x, y) in [(50, e.p50_ms, b.p50_ms), (95, e.p95_ms, b.p95_ms), (99, e.p99_ms, b.p99_ms)] {
+                // Within a thousandth above, and one ns for rounding below 1 µs.
+                assert!(x <= y && y <= x * 1.001 + 1e-6, "{what}: p{p} {y} against {x}");
+            }
+        }
+    }
 
     /// Faults are counted by kind when they start; what a fault was observed to do
     /// (`clock-observed`) and how it ended are no faults of their own.

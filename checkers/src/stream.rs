@@ -152,6 +152,8 @@ pub(crate) struct Streamed {
     pub(crate) search: crate::search_stream::SearchStream,
     /// The wait-for graph's sweep (`deadlock`).
     pub(crate) deadlock: crate::deadlock_stream::DeadlockStream,
+    /// The ops walked, counted for the stats.
+    pub(crate) counts: crate::stats::OpCounts,
 }
 
 impl Streamed {
