@@ -203,6 +203,8 @@ pub(crate) struct Digest {
     pub(crate) errors: Vec<String>,
     error_ids: FxMap<String, u32>,
     pub(crate) nemesis: Vec<Op>,
+    /// Nemesis events not kept, past [`NEMESIS_KEPT_MAX`].
+    pub(crate) nemesis_dropped: u64,
     /// (op position, lease_last_ok_ns, lease_ttl_ms) of completions carrying lease evidence.
     pub(crate) lease_evidence: Vec<(usize, u64, u64)>,
     /// (op position, evidence) of completions carrying a read of the grant's lock key.
@@ -274,6 +276,12 @@ pub(crate) struct Digest {
 /// pending: about 12 s at the harness's top rate of 21k ops a second, 17 MiB of ops.
 pub const UNWALKED_OPS_MAX: usize = 1 << 18;
 
+/// The nemesis events a reader that drops ops keeps whole, for the faults active in a
+/// violation's window and the figures that name them: a run starts and stops a fault every
+/// few seconds, so a day's run is some 40,000 (about 10 MiB). Past it the later ones are
+/// counted ([`Digest::nemesis_dropped`]) and name no fault.
+pub(crate) const NEMESIS_KEPT_MAX: usize = 65_536;
+
 /// The blocks of text a streaming reader parses at a time.
 const STREAM_BLOCK_BYTES: usize = 1 << 20;
 
@@ -343,6 +351,7 @@ impl Digest {
             errors: Vec::new(),
             error_ids: FxMap::default(),
             nemesis: Vec::new(),
+            nemesis_dropped: 0,
             lease_evidence: Vec::new(),
             key_evidence: Vec::new(),
             rounds: Vec::new(),
@@ -398,8 +407,10 @@ impl Digest {
                         stream.stuck.faults.push(&op);
                         stream.counts.nemesis(op.f.as_str());
                     }
-                    if self.keeps_all() {
+                    if self.keeps_all() || self.nemesis.len() < NEMESIS_KEPT_MAX {
                         self.nemesis.push(*op);
+                    } else {
+                        self.nemesis_dropped += 1;
                     }
                     continue;
                 }
@@ -526,6 +537,7 @@ impl Digest {
                 }
                 stream.store.walked(pos, op, &self.keys);
                 stream.counts.push(op);
+                stream.liveness.push(op, &self.errors, self.end_time_ns);
                 let read = crate::stuck_stream::Read {
                     locks: &self.locks,
                     errors: &self.errors,
@@ -696,6 +708,16 @@ impl Digest {
             errors: &self.errors,
         };
         Some(stream.counts.stats(whole))
+    }
+
+    /// The liveness and fairness figures of the ops walked so far (`Stats.extra`'s
+    /// `fairness`, `unavailability` and `never_completed`).
+    pub(crate) fn liveness_figures(
+        &self,
+    ) -> Option<std::collections::BTreeMap<String, serde_json::Value>> {
+        let stream = self.stream.as_ref()?;
+        let faults = Faults::from_nemesis(&self.nemesis, self.end_time_ns);
+        Some(stream.liveness.figures(&faults, &self.locks))
     }
 
     /// The names the deadlock sentences read.
@@ -1929,6 +1951,8 @@ mod walk_order_tests {
         let want = serde_json::to_value(crate::stats::stats_of(&m)).expect("stats serialize");
         let got = serde_json::to_value(read.stats().expect("a streaming reader"));
         assert_eq!(got.expect("stats serialize"), want, "{what}: stats");
+        let got = read.liveness_figures().expect("a streaming reader");
+        assert_eq!(got, crate::fairness::liveness_stats(&m), "{what}: liveness figures");
     }
 
     fn batch_model(h: &History, drift: Drift) -> (Model, CheckConfig) {

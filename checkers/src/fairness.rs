@@ -15,7 +15,9 @@
 //!   `recovering`, ...). Overlapping `[invoke, complete]` windows of such ops on one lock merge
 //!   into one unavailability window.
 
-use crate::model::{Func, Model, NO_TARGET};
+use crate::faults::Faults;
+use crate::model::{ClientOp, Func, Model, NO_TARGET};
+use crate::stats::{Latencies, LATENCIES_EXACT_MAX};
 use history::Outcome;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -28,180 +30,412 @@ const WINDOWS_LISTED: usize = 10;
 /// At most this many never-completed ops are named.
 const PENDING_LISTED: usize = 20;
 
-fn percentiles_ms(mut v: Vec<u64>) -> Value {
-    if v.is_empty() {
-        return json!({"count": 0});
+/// The waits of one listed client kept exactly; past it they go into a histogram of 3
+/// significant digits (as the latencies of `stats.rs`): 128 KiB per client listed.
+const CLIENT_WAITS_EXACT_MAX: usize = 1 << 14;
+/// Clients not yet crashed kept one by one; past it the one not listed with the lowest number
+/// is folded into the totals as if it had crashed (counted in `clients_folded_early`): its
+/// later grants then count as another client's. Every op of a client comes from one worker,
+/// so a history has as many at once as the run had workers.
+pub(crate) const CLIENTS_KEPT_MAX: usize = 65_536;
+
+fn percentiles_ms(waits: &Latencies) -> Value {
+    match waits.percentiles() {
+        Some(p) => json!({"count": p.count, "p50_ms": p.p50_ms, "p95_ms": p.p95_ms, "p99_ms": p.p99_ms, "max_ms": p.max_ms}),
+        None => json!({"count": 0}),
     }
-    v.sort_unstable();
-    let at = |p: f64| {
-        let n = v.len();
-        let rank = ((p * n as f64).ceil() as usize).clamp(1, n);
-        v[rank - 1] as f64 / 1e6
-    };
-    json!({"count": v.len(), "p50_ms": at(0.5), "p95_ms": at(0.95), "p99_ms": at(0.99), "max_ms": at(1.0)})
 }
 
-#[derive(Default)]
 struct Client {
     attempts: u64,
     grants: u64,
-    waits_ns: Vec<u64>,
+    waits_ns: Latencies,
     attempt_start_ns: Option<u64>,
+    /// An `info` ended one of its ops: it runs no further op.
+    crashed: bool,
+}
+
+impl Default for Client {
+    fn default() -> Self {
+        Client {
+            attempts: 0,
+            grants: 0,
+            waits_ns: Latencies::new(CLIENT_WAITS_EXACT_MAX),
+            attempt_start_ns: None,
+            crashed: false,
+        }
+    }
 }
 
 /// The figures, keyed for `Stats.extra`: `fairness`, `unavailability`, `never_completed`.
 pub fn liveness_stats(m: &Model) -> BTreeMap<String, Value> {
-    let Scan {
-        clients,
-        unavailable,
-        mut pending,
-    } = scan(m);
-    let mut extra = BTreeMap::new();
-    extra.insert("fairness".to_string(), fairness(&clients));
-    extra.insert("unavailability".to_string(), unavailability(m, unavailable));
-    let n_pending = pending.len();
-    pending.truncate(PENDING_LISTED);
-    extra.insert(
-        "never_completed".to_string(),
-        json!({"count": n_pending, "ops": pending}),
-    );
-    extra
+    let mut counts = LivenessCounts::default();
+    for o in &m.ops {
+        counts.push(o, &m.errors, m.end_time_ns);
+    }
+    counts.figures(&m.faults, &m.locks)
 }
 
-/// What one pass over the ops gathers.
-struct Scan {
-    clients: BTreeMap<u64, Client>,
-    /// (lock, invoke, end, position) of the lock ops that found the service down.
-    unavailable: Vec<(u32, u64, u64, usize)>,
-    /// Indices of the ops never answered.
-    pending: Vec<u64>,
+/// One lock's windows of unavailability so far.
+#[derive(Default)]
+struct Down {
+    /// The window still open to ops invoked before its end: (start, end, ops).
+    open: Option<(u64, u64, u64)>,
+    total_ns: u64,
+    windows: u64,
+    /// The longest windows closed, at most [`WINDOWS_LISTED`].
+    longest: Vec<(u64, u64, u64)>,
 }
 
-fn scan(m: &Model) -> Scan {
-    let mut s = Scan {
-        clients: BTreeMap::new(),
-        unavailable: Vec::new(),
-        pending: Vec::new(),
-    };
-    let end_ns = m.end_time_ns;
-    for (i, o) in m.ops.iter().enumerate() {
+impl Down {
+    /// A lock op that found the service down, from `start_ns` to `end_ns`. Ops come in invoke
+    /// order: one invoked within the open window joins it.
+    fn push(&mut self, start_ns: u64, end_ns: u64) {
+        match &mut self.open {
+            Some((_, end, count)) if start_ns <= *end => {
+                *end = (*end).max(end_ns);
+                *count += 1;
+            }
+            _ => {
+                self.close();
+                self.open = Some((start_ns, end_ns, 1));
+            }
+        }
+    }
+
+    fn close(&mut self) {
+        let Some(w) = self.open.take() else { return };
+        self.total_ns += w.1 - w.0;
+        self.windows += 1;
+        self.longest.push(w);
+        if self.longest.len() > WINDOWS_LISTED {
+            // The longest first, ties by start: the last of that order leaves.
+            let key = |&(s, e, _): &(u64, u64, u64)| (std::cmp::Reverse(e - s), s);
+            let worst = (0..self.longest.len())
+                .max_by_key(|&i| key(&self.longest[i]))
+                .expect("more than the limit");
+            self.longest.swap_remove(worst);
+        }
+    }
+}
+
+/// The clients' figures gathered op by op, in position order (invoke order): what the batch
+/// reads of its ops, and the streaming reader of the ops it walks. What it keeps is bounded
+/// by the clients listed, the clients not yet crashed and the locks, not by the history.
+pub(crate) struct LivenessCounts {
+    /// The [`CLIENTS_LISTED`] lowest-numbered clients, crashed or not.
+    listed: BTreeMap<u64, Client>,
+    /// The others not yet crashed.
+    live: BTreeMap<u64, Client>,
+    /// The others, crashed: how many, their attempts, grants and grants squared (Jain's sums,
+    /// exact in integers).
+    folded: (u64, u64, u64, u128),
+    pub(crate) clients_folded_early: u64,
+    /// [`CLIENTS_KEPT_MAX`] unless the tests set another.
+    pub(crate) clients_kept_max: usize,
+    all_waits: Latencies,
+    down: BTreeMap<u32, Down>,
+    pending: u64,
+    /// The indices of the first [`PENDING_LISTED`] ops never answered.
+    pending_listed: Vec<u64>,
+}
+
+impl Default for LivenessCounts {
+    fn default() -> Self {
+        LivenessCounts {
+            listed: BTreeMap::new(),
+            live: BTreeMap::new(),
+            folded: (0, 0, 0, 0),
+            clients_folded_early: 0,
+            clients_kept_max: CLIENTS_KEPT_MAX,
+            all_waits: Latencies::new(LATENCIES_EXACT_MAX),
+            down: BTreeMap::new(),
+            pending: 0,
+            pending_listed: Vec::new(),
+        }
+    }
+}
+
+impl LivenessCounts {
+    /// Op `o` as it finally stands (`errors`: the errors' texts by id; `end_ns`: the
+    /// history's end, which a pending op's window reaches).
+    pub(crate) fn push(&mut self, o: &ClientOp, errors: &[String], end_ns: u64) {
         if o.outcome == Outcome::Pending {
-            s.pending.push(o.index);
+            self.pending += 1;
+            if self.pending_listed.len() < PENDING_LISTED {
+                self.pending_listed.push(o.index);
+            }
         }
         if o.func == Func::Acquire {
-            let c = s.clients.entry(o.process).or_default();
+            let c = self.client(o.process);
             c.attempts += 1;
             let start = *c.attempt_start_ns.get_or_insert(o.invoke_ns);
             if o.outcome == Outcome::Ok {
                 c.grants += 1;
-                c.waits_ns
-                    .push(o.complete_or_max().min(end_ns).saturating_sub(start));
+                let wait_ns = o.complete_or_max().min(end_ns).saturating_sub(start);
+                c.waits_ns.push(wait_ns);
                 c.attempt_start_ns = None;
+                self.all_waits.push(wait_ns);
+            }
+        }
+        if o.outcome == Outcome::Info {
+            // A crashed process runs no further op: unless listed, it is folded.
+            if let Some(c) = self.live.remove(&o.process) {
+                self.fold(c);
+            } else if let Some(c) = self.listed.get_mut(&o.process) {
+                c.crashed = true;
             }
         }
         if o.func.is_lock_op() && o.target != NO_TARGET {
+            let reason = || errors.get(o.error as usize).map(|e| history::reason::reason_of(e));
             let down = match o.outcome {
                 Outcome::Info | Outcome::Pending => true,
-                Outcome::Fail => !matches!(m.reason_of(o), Some("held") | Some("not-holder")),
+                Outcome::Fail => !matches!(reason(), Some("held") | Some("not-holder")),
                 Outcome::Ok => false,
             };
             if down {
                 let end = o.complete_ns().unwrap_or(end_ns).max(o.invoke_ns);
-                s.unavailable.push((o.target, o.invoke_ns, end, i));
+                self.down.entry(o.target).or_default().push(o.invoke_ns, end);
             }
         }
     }
-    s
-}
 
-/// `fairness`: grants per client (Jain's index) and how long acquiring took.
-fn fairness(clients: &BTreeMap<u64, Client>) -> Value {
-    let xs: Vec<f64> = clients.values().map(|c| c.grants as f64).collect();
-    let sum: f64 = xs.iter().sum();
-    let sum_sq: f64 = xs.iter().map(|x| x * x).sum();
-    let jain = if sum_sq > 0.0 {
-        Some(sum * sum / (xs.len() as f64 * sum_sq))
-    } else {
-        None
-    };
-    let mut listed = Map::new();
-    for (p, c) in clients.iter().take(CLIENTS_LISTED) {
-        listed.insert(
-            format!("p{p}"),
-            json!({
-                "acquire_attempts": c.attempts,
-                "acquire_ok": c.grants,
-                "wait": percentiles_ms(c.waits_ns.clone()),
-            }),
-        );
+    fn fold(&mut self, c: Client) {
+        let f = &mut self.folded;
+        f.0 += 1;
+        f.1 += c.attempts;
+        f.2 += c.grants;
+        f.3 += (c.grants as u128) * (c.grants as u128);
     }
-    let all_waits: Vec<u64> = clients
-        .values()
-        .flat_map(|c| c.waits_ns.iter().copied())
-        .collect();
-    json!({
-        "clients": clients.len(),
-        "jain_index": jain,
-        "acquire_attempts": clients.values().map(|c| c.attempts).sum::<u64>(),
-        "acquire_ok": clients.values().map(|c| c.grants).sum::<u64>(),
-        "wait": percentiles_ms(all_waits),
-        "per_client": listed,
-        "per_client_omitted": clients.len().saturating_sub(CLIENTS_LISTED),
-    })
-}
 
-/// `unavailability`: per lock, the windows its ops found the service down (overlapping ones
-/// merged), their total, and the longest with the faults active in them.
-fn unavailability(m: &Model, mut unavailable: Vec<(u32, u64, u64, usize)>) -> Value {
-    unavailable.sort_unstable();
-    // lock -> (total ns, windows as (start, end, ops))
-    type Windows = (u64, Vec<(u64, u64, u64)>);
-    let mut by_lock: BTreeMap<&str, Windows> = BTreeMap::new();
-    let mut k = 0;
-    // Bounded by `unavailable.len()`: each pass consumes at least one op.
-    while k < unavailable.len() {
-        let (lock, start, mut end, _) = unavailable[k];
-        debug_assert!(start <= end, "a window ends no earlier than its invoke");
-        let mut count = 0;
-        while k < unavailable.len() && unavailable[k].0 == lock && unavailable[k].1 <= end {
-            end = end.max(unavailable[k].2);
-            count += 1;
-            k += 1;
+    /// Client `p`'s figures, listed if its number is among the lowest.
+    fn client(&mut self, p: u64) -> &mut Client {
+        if !self.listed.contains_key(&p) && !self.live.contains_key(&p) {
+            let last = self.listed.last_key_value().map(|(&q, _)| q);
+            if self.listed.len() < CLIENTS_LISTED || last.is_some_and(|q| p < q) {
+                self.listed.insert(p, Client::default());
+                if self.listed.len() > CLIENTS_LISTED {
+                    // Process numbers mostly grow: rarely, a listed one goes back to the rest
+                    // (its waits, which only the listing shows, are no longer needed).
+                    let (q, c) = self.listed.pop_last().expect("over the limit");
+                    if c.crashed {
+                        self.fold(c);
+                    } else {
+                        self.live.insert(q, c);
+                    }
+                }
+            } else {
+                if self.live.len() >= self.clients_kept_max {
+                    let (_, c) = self.live.pop_first().expect("at the limit");
+                    self.fold(c);
+                    self.clients_folded_early += 1;
+                }
+                self.live.insert(p, Client::default());
+            }
         }
-        let e = by_lock.entry(m.lock_name(lock)).or_default();
-        e.0 += end - start;
-        e.1.push((start, end, count));
+        match self.listed.get_mut(&p) {
+            Some(c) => c,
+            None => self.live.get_mut(&p).expect("inserted above"),
+        }
     }
-    let mut locks = Map::new();
-    for (name, (total_ns, mut windows)) in by_lock {
-        let n = windows.len();
-        // The longest first, ties by start: deterministic.
-        windows.sort_by_key(|&(s, e, _)| (std::cmp::Reverse(e - s), s));
-        windows.truncate(WINDOWS_LISTED);
-        windows.sort_unstable();
-        let listed: Vec<Value> = windows
-            .iter()
-            .map(|&(s, e, count)| {
-                let faults: Vec<Value> = m
-                    .faults
-                    .active(s, e)
-                    .into_iter()
-                    .map(|f| json!({"index": f.index, "f": f.f}))
-                    .collect();
-                json!({"start_ms": s as f64 / 1e6, "end_ms": e as f64 / 1e6, "ops": count, "faults": faults})
-            })
-            .collect();
-        locks.insert(
-            name.to_string(),
-            json!({"total_ms": total_ns as f64 / 1e6, "windows": n, "longest": listed}),
+
+    /// The figures so far, keyed for `Stats.extra`, with the faults active in the longest
+    /// windows (`faults`) and the locks' names (`locks`, by id).
+    pub(crate) fn figures(&self, faults: &Faults, locks: &[String]) -> BTreeMap<String, Value> {
+        let mut extra = BTreeMap::new();
+        extra.insert("fairness".to_string(), self.fairness());
+        extra.insert("unavailability".to_string(), self.unavailability(faults, locks));
+        extra.insert(
+            "never_completed".to_string(),
+            json!({"count": self.pending, "ops": self.pending_listed}),
         );
+        extra
     }
-    Value::Object(locks)
+
+    /// `fairness`: grants per client (Jain's index) and how long acquiring took.
+    fn fairness(&self) -> Value {
+        let (mut n, mut attempts, mut sum, mut sum_sq) = self.folded;
+        for c in self.listed.values().chain(self.live.values()) {
+            n += 1;
+            attempts += c.attempts;
+            sum += c.grants;
+            sum_sq += (c.grants as u128) * (c.grants as u128);
+        }
+        let jain = if sum_sq > 0 {
+            let sum = sum as f64;
+            Some(sum * sum / (n as f64 * sum_sq as f64))
+        } else {
+            None
+        };
+        let mut listed = Map::new();
+        for (p, c) in &self.listed {
+            listed.insert(
+                format!("p{p}"),
+                json!({
+                    "acquire_attempts": c.attempts,
+                    "acquire_ok": c.grants,
+                    "wait": percentiles_ms(&c.waits_ns),
+                }),
+            );
+        }
+        let mut out = json!({
+            "clients": n,
+            "jain_index": jain,
+            "acquire_attempts": attempts,
+            "acquire_ok": sum,
+            "wait": percentiles_ms(&self.all_waits),
+            "per_client": listed,
+            "per_client_omitted": n.saturating_sub(CLIENTS_LISTED as u64),
+        });
+        if self.clients_folded_early > 0 {
+            out["clients_folded_early"] = json!(self.clients_folded_early);
+        }
+        out
+    }
+
+    /// `unavailability`: per lock, the windows its ops found the service down (overlapping ones
+    /// merged), their total, and the longest with the faults active in them.
+    fn unavailability(&self, faults: &Faults, locks: &[String]) -> Value {
+        let mut by_name: BTreeMap<&str, Down> = BTreeMap::new();
+        for (&lock, d) in &self.down {
+            let mut d = Down {
+                open: d.open,
+                total_ns: d.total_ns,
+                windows: d.windows,
+                longest: d.longest.clone(),
+            };
+            d.close();
+            let name = locks.get(lock as usize).map_or("?", |s| s.as_str());
+            by_name.insert(name, d);
+        }
+        let mut out = Map::new();
+        for (name, mut d) in by_name {
+            d.longest.sort_unstable();
+            let listed: Vec<Value> = d
+                .longest
+                .iter()
+                .map(|&(s, e, count)| {
+                    let faults: Vec<Value> = faults
+                        .active(s, e)
+                        .into_iter()
+                        .map(|f| json!({"index": f.index, "f": f.f}))
+                        .collect();
+                    json!({"start_ms": s as f64 / 1e6, "end_ms": e as f64 / 1e6, "ops": count, "faults": faults})
+                })
+                .collect();
+            out.insert(
+                name.to_string(),
+                json!({"total_ms": d.total_ns as f64 / 1e6, "windows": d.windows, "longest": listed}),
+            );
+        }
+        Value::Object(out)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An acquire of lock 0 by `p` from `at_ms` to `at_ms + took_ms`, ended `outcome`.
+    fn acquire(p: u64, at_ms: u64, took_ms: u64, outcome: Outcome) -> ClientOp {
+        let ms = 1_000_000;
+        let mut o = ClientOp::invoked(Func::Acquire, p, 0, at_ms * ms, at_ms, false);
+        o.complete(outcome, (at_ms + took_ms) * ms);
+        o
+    }
+
+    /// Clients that come in any number order, more than are listed and more than are kept
+    /// alive at once: the listing is the lowest numbers', the totals and Jain's index are the
+    /// whole run's while every client is kept, and a client folded early is counted, its
+    /// attempts and grants still in the totals.
+    #[test]
+    fn the_clients_figures_hold_past_the_listing_and_the_kept_limit() {
+        // 150 clients, numbers shuffled (37 is prime to 150); client p gets p % 4 + 1 grants,
+        // the odd ones crash after them. Each client's ops come together, so one folded early
+        // has no op left: every figure is still the whole run's.
+        let order: Vec<u64> = (0..150u64).map(|i| (i * 37) % 150 + 1).collect();
+        let mut ops = Vec::new();
+        let mut t = 0;
+        for &p in &order {
+            for _ in 0..p % 4 + 1 {
+                ops.push(acquire(p, t, 2, Outcome::Ok));
+                t += 3;
+            }
+            if p % 2 == 1 {
+                ops.push(acquire(p, t, 1, Outcome::Info));
+                t += 3;
+            }
+        }
+        let grants: Vec<u64> = order.iter().map(|p| p % 4 + 1).collect();
+        let sum: u64 = grants.iter().sum();
+        let sum_sq: u64 = grants.iter().map(|x| x * x).sum();
+        let jain = (sum * sum) as f64 / (150.0 * sum_sq as f64);
+        let errors: Vec<String> = Vec::new();
+        for kept_max in [CLIENTS_KEPT_MAX, 10] {
+            let mut c = LivenessCounts {
+                clients_kept_max: kept_max,
+                ..LivenessCounts::default()
+            };
+            for o in &ops {
+                c.push(o, &errors, t * 1_000_000);
+            }
+            let f = c.fairness();
+            if kept_max == CLIENTS_KEPT_MAX {
+                // Kept one by one: only the clients above the listing that never crashed
+                // (the even numbers from 66 to 150).
+                assert_eq!(c.live.len(), 43);
+            }
+            let mut want: Vec<String> = (1..=64).map(|p| format!("p{p}")).collect();
+            want.sort();
+            let got: Vec<String> = f["per_client"].as_object().unwrap().keys().cloned().collect();
+            assert_eq!(got, want, "the 64 lowest numbers are listed");
+            assert_eq!(f["per_client"]["p7"]["acquire_ok"], 4);
+            assert_eq!(f["per_client"]["p7"]["wait"]["count"], 4);
+            assert_eq!(f["acquire_ok"], sum);
+            assert_eq!(f["wait"]["count"], sum);
+            assert_eq!(f["wait"]["max_ms"], 2.0);
+            let attempts = sum + 75;
+            assert_eq!(f["acquire_attempts"], attempts);
+            assert_eq!(f["clients"], 150);
+            assert_eq!(f["per_client_omitted"], 150 - 64);
+            assert_eq!(f["jain_index"], jain);
+            // The even clients never crash: past 10 alive, the lowest are folded early.
+            let early = f.get("clients_folded_early").and_then(|n| n.as_u64());
+            assert_eq!(early.is_some(), kept_max == 10, "{f}");
+        }
+    }
+
+    /// One lock down in 30 separate windows, each longer than the last but one: the ten
+    /// longest are listed (in time order), the total and the count cover all 30.
+    #[test]
+    fn the_longest_windows_are_listed_and_the_total_counts_all() {
+        let ms = 1_000_000;
+        let mut c = LivenessCounts::default();
+        let mut want = Vec::new();
+        let mut total_ms = 0;
+        for i in 0..30u64 {
+            // Lengths 1..30 ms, but window 20 is 100 ms; each starts 1 s after the last.
+            let len = if i == 20 { 100 } else { i + 1 };
+            let start = i * 1000;
+            let mut o = ClientOp::invoked(Func::Release, 1, 0, start * ms, i, false);
+            o.complete(Outcome::Info, (start + len) * ms);
+            c.push(&o, &[], 40_000 * ms);
+            total_ms += len;
+            want.push((len, start));
+        }
+        want.sort_by_key(|&(len, start)| (std::cmp::Reverse(len), start));
+        want.truncate(10);
+        let mut starts: Vec<f64> = want.iter().map(|&(_, s)| s as f64).collect();
+        starts.sort_by(f64::total_cmp);
+        let u = c.unavailability(&Faults::default(), &["L0".to_string()]);
+        let l = &u["L0"];
+        assert_eq!(l["windows"], 30);
+        assert_eq!(l["total_ms"], total_ms as f64);
+        let got: Vec<f64> = (l["longest"].as_array().unwrap().iter())
+            .map(|w| w["start_ms"].as_f64().unwrap())
+            .collect();
+        assert_eq!(got, starts);
+    }
     use crate::CheckConfig;
     use history::{History, Op, OpType, OpValue, Process, F};
 

@@ -64,8 +64,15 @@ fn record(histogram: &mut Histogram<u64>, ns: u64) {
     }
 }
 
-/// One function's latencies, in ns.
-enum Latencies {
+/// Latencies (or waits) in ns, kept exactly up to a limit and in a histogram of 3 significant
+/// digits past it: its percentiles are then the top of their bucket, at most 0.1% above the
+/// exact nearest rank, the count and the maximum exact.
+pub(crate) struct Latencies {
+    exact_max: usize,
+    kept: Kept,
+}
+
+enum Kept {
     Exact(Vec<u64>),
     Binned {
         histogram: Box<Histogram<u64>>,
@@ -74,31 +81,40 @@ enum Latencies {
 }
 
 impl Latencies {
-    fn push(&mut self, ns: u64, exact_max: usize) {
-        match self {
-            Latencies::Exact(list) if list.len() < exact_max => list.push(ns),
-            Latencies::Exact(list) => {
+    /// Exact up to `exact_max` values.
+    pub(crate) fn new(exact_max: usize) -> Latencies {
+        Latencies {
+            exact_max,
+            kept: Kept::Exact(Vec::new()),
+        }
+    }
+
+    pub(crate) fn push(&mut self, ns: u64) {
+        match &mut self.kept {
+            Kept::Exact(list) if list.len() < self.exact_max => list.push(ns),
+            Kept::Exact(list) => {
                 // 3 significant digits, and it grows its range to fit what it is given.
                 let mut histogram = Histogram::new(3).expect("3 significant digits are valid");
                 let max_ns = list.iter().copied().max().unwrap_or(0).max(ns);
                 for &v in list.iter().chain([&ns]) {
                     record(&mut histogram, v);
                 }
-                *self = Latencies::Binned {
+                self.kept = Kept::Binned {
                     histogram: Box::new(histogram),
                     max_ns,
                 };
             }
-            Latencies::Binned { histogram, max_ns } => {
+            Kept::Binned { histogram, max_ns } => {
                 record(histogram, ns);
                 *max_ns = (*max_ns).max(ns);
             }
         }
     }
 
-    fn percentiles(&self) -> Option<Percentiles> {
-        match self {
-            Latencies::Exact(l) if !l.is_empty() => {
+    /// Nearest-rank percentiles, none of no value.
+    pub(crate) fn percentiles(&self) -> Option<Percentiles> {
+        match &self.kept {
+            Kept::Exact(l) if !l.is_empty() => {
                 // Sorted in a copy: the counts may be asked again as more ops come.
                 let mut l = l.clone();
                 l.sort_unstable();
@@ -110,8 +126,8 @@ impl Latencies {
                     max_ms: nearest_rank_ms(&l, 1.0),
                 })
             }
-            Latencies::Exact(_) => None,
-            Latencies::Binned { histogram, max_ns } => {
+            Kept::Exact(_) => None,
+            Kept::Binned { histogram, max_ns } => {
                 // The same nearest rank (`value_at_quantile` counts ceil(p * n), at least 1),
                 // read at the top of the rank's bucket, never above the exact maximum.
                 let at = |p: f64| histogram.value_at_quantile(p).min(*max_ns) as f64 / 1e6;
@@ -178,7 +194,7 @@ impl OpCounts {
             None => {
                 self.funcs.push(o.func);
                 self.counts.push([0; 4]);
-                self.latencies.push(Latencies::Exact(Vec::new()));
+                self.latencies.push(Latencies::new(self.exact_max));
                 self.funcs.len() - 1
             }
         };
@@ -188,7 +204,7 @@ impl OpCounts {
         }
         if let Some(done) = o.complete_ns() {
             let ns = done.saturating_sub(o.invoke_ns);
-            self.latencies[slot].push(ns, self.exact_max);
+            self.latencies[slot].push(ns);
         }
         if matches!(o.outcome, Outcome::Fail | Outcome::Info) {
             let key = (o.func, outcome_slot(o.outcome), o.error);
@@ -287,13 +303,13 @@ mod tests {
             ("one past the limit", (0..101u64).map(|i| 7 + i * 13 * ms).collect()),
         ];
         for (what, list) in cases {
-            let mut exact = Latencies::Exact(Vec::new());
-            let mut binned = Latencies::Exact(Vec::new());
+            let mut exact = Latencies::new(usize::MAX);
+            let mut binned = Latencies::new(100);
             for &ns in &list {
-                exact.push(ns, usize::MAX);
-                binned.push(ns, 100);
+                exact.push(ns);
+                binned.push(ns);
             }
-            assert!(matches!(binned, Latencies::Binned { .. }), "{what}: binned");
+            assert!(matches!(binned.kept, super::Kept::Binned { .. }), "{what}: binned");
             let (e, b) = (exact.percentiles().unwrap(), binned.percentiles().unwrap());
             assert_eq!((e.count, e.max_ms), (b.count, b.max_ms), "{what}: count, max");
             for (p, x, y) in [(50, e.p50_ms, b.p50_ms), (95, e.p95_ms, b.p95_ms), (99, e.p99_ms, b.p99_ms)] {

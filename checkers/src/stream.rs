@@ -154,6 +154,8 @@ pub(crate) struct Streamed {
     pub(crate) deadlock: crate::deadlock_stream::DeadlockStream,
     /// The ops walked, counted for the stats.
     pub(crate) counts: crate::stats::OpCounts,
+    /// The ops walked, counted for the liveness and fairness figures.
+    pub(crate) liveness: crate::fairness::LivenessCounts,
 }
 
 impl Streamed {
