@@ -538,6 +538,11 @@ impl Digest {
                 stream.store.walked(pos, op, &self.keys);
                 stream.counts.push(op);
                 stream.liveness.push(op, &self.errors, self.end_time_ns);
+                if let Some(round) = stream.round_of.remove(&(pos as OpPos)) {
+                    let grant =
+                        (self.walk.grants.len() > grants_before).then_some(grants_before as u32);
+                    stream.rounds.asked(op.target, round, grant);
+                }
                 let read = crate::stuck_stream::Read {
                     locks: &self.locks,
                     errors: &self.errors,
@@ -718,6 +723,13 @@ impl Digest {
         let stream = self.stream.as_ref()?;
         let faults = Faults::from_nemesis(&self.nemesis, self.end_time_ns);
         Some(stream.liveness.figures(&faults, &self.locks))
+    }
+
+    /// The contention rounds' figures of the ops walked so far (`Stats.extra`'s `rounds`).
+    pub(crate) fn round_figures(
+        &self,
+    ) -> Option<std::collections::BTreeMap<String, serde_json::Value>> {
+        Some(self.stream.as_ref()?.rounds.figures())
     }
 
     /// The names the deadlock sentences read.
@@ -923,6 +935,12 @@ impl Digest {
             }
             if let (Some(r), true) = (round, keeps_all) {
                 self.rounds.push((slot, r));
+            }
+            if let (Some(r), Some(stream)) = (round, self.stream.as_mut()) {
+                stream.rounds.tagged = true;
+                if o.func == Func::Acquire {
+                    stream.round_of.insert(slot as OpPos, r);
+                }
             }
             if let Some(k) = key {
                 // A dropping reader reads only the op's own, just below.
@@ -1578,6 +1596,7 @@ mod walk_order_tests {
         if forced == 0 {
             compare_stats(h, what, drift, &read);
         }
+        let rounds = read.round_figures().expect("a streaming reader");
         let mut oracle = Digest::new(0, drift);
         oracle.hold_walk = true;
         let oracle = Digest::of_history_in(h, 1, oracle);
@@ -1673,6 +1692,11 @@ mod walk_order_tests {
         if stale == 0 {
             if !evict {
                 assert_eq!(format!("{a_ops:?}"), format!("{b_ops:?}"), "{what}: ops");
+            }
+            if forced == 0 {
+                // The rounds read the grants' holds as they closed.
+                let (m, _) = batch_model(h, drift);
+                assert_eq!(rounds, crate::rounds::round_stats(&m), "{what}: rounds");
             }
             let stream = read.stream.expect("set above");
             compared = Compared {
@@ -1952,7 +1976,11 @@ mod walk_order_tests {
         let got = serde_json::to_value(read.stats().expect("a streaming reader"));
         assert_eq!(got.expect("stats serialize"), want, "{what}: stats");
         let got = read.liveness_figures().expect("a streaming reader");
-        assert_eq!(got, crate::fairness::liveness_stats(&m), "{what}: liveness figures");
+        assert_eq!(
+            got,
+            crate::fairness::liveness_stats(&m),
+            "{what}: liveness figures"
+        );
     }
 
     fn batch_model(h: &History, drift: Drift) -> (Model, CheckConfig) {
@@ -3164,6 +3192,77 @@ mod walk_order_tests {
     /// Past its limit of acquires waiting, the streamed sweep resolves the earliest with the
     /// holds it knows: it may then miss a cycle, never make one up (each deadlock it finds is
     /// one the batch finds).
+    /// The contention rounds counted as the streaming reader walks and closes grants are the
+    /// batch's, on generated runs whose acquires are tagged with rounds of 50 ms and 400 ms
+    /// (double grants injected into some), and a round is counted once it is done: what is
+    /// kept open stays small.
+    #[test]
+    fn the_streamed_rounds_are_the_batchs() {
+        let (mut contended, mut multi, mut open_most, mut compared) = (0, 0, 0, 0);
+        for seed in 0..16u64 {
+            let params = GenParams::varied(seed, 800);
+            let mut ops = correct_history(seed, &params);
+            if seed % 2 == 0 {
+                inject(&mut ops, InjectKind::named("double-grant"), seed);
+            }
+            let period_ns = if seed % 4 < 2 {
+                50_000_000
+            } else {
+                400_000_000
+            };
+            // Each acquire's completion says the round its invoke fell in.
+            let mut invoked: FxMap<history::Process, u64> = FxMap::default();
+            for op in &mut ops {
+                if op.f != F::Acquire {
+                    continue;
+                }
+                if op.kind == OpType::Invoke {
+                    invoked.insert(op.process, op.time_ns);
+                } else if let Some(&at) = invoked.get(&op.process) {
+                    let round = history::WorkerEvidence {
+                        round: Some(at / period_ns),
+                        ..Default::default()
+                    };
+                    op.value = std::mem::take(&mut op.value).with_evidence(&round);
+                }
+            }
+            let h = History::new(ops).expect("generated histories are well formed");
+            let (m, _) = batch_model(&h, Drift::from_ppm(0));
+            let want = crate::rounds::round_stats(&m);
+            for horizon_ns in [0, 1_000_000_000] {
+                let what = format!("seed {seed}, horizon {horizon_ns}");
+                let mut read = Digest::streaming(Drift::from_ppm(0), horizon_ns);
+                read = Digest::of_history_in(&h, 1, read);
+                read.finish_walk();
+                let w = &read.walk;
+                let stale = w.state.iter().filter(|&&s| s == Close::Stale).count()
+                    + w.late_grants.len()
+                    + (w.uncertain + w.stale_dropped) as usize;
+                if read.forced_count > 0 || stale > 0 {
+                    continue;
+                }
+                let stream = read.stream.as_ref().expect("streaming");
+                assert_eq!(read.round_figures().expect("streaming"), want, "{what}");
+                open_most = open_most.max(stream.rounds.open_most);
+                compared += 1;
+            }
+            let r = &want["rounds"];
+            contended += r["contended"].as_u64().expect("counted");
+            multi += r["more_than_one_holder"].as_u64().expect("counted");
+        }
+        eprintln!(
+            "{compared} compared: {contended} contended rounds, {multi} with two holders, \
+             {open_most} kept"
+        );
+        assert!(compared >= 16, "only {compared} runs compared");
+
+        assert!(
+            contended > 100 && multi > 0,
+            "{contended} contended, {multi} doubled"
+        );
+        assert!(open_most < 64, "{open_most} rounds kept open at once");
+    }
+
     #[test]
     fn the_streamed_wait_for_sweep_past_its_limit_finds_no_deadlock_the_batch_does_not() {
         use crate::gen_bank::{bank_history_into, BankParams};

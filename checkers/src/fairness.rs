@@ -41,7 +41,9 @@ pub(crate) const CLIENTS_KEPT_MAX: usize = 65_536;
 
 fn percentiles_ms(waits: &Latencies) -> Value {
     match waits.percentiles() {
-        Some(p) => json!({"count": p.count, "p50_ms": p.p50_ms, "p95_ms": p.p95_ms, "p99_ms": p.p99_ms, "max_ms": p.max_ms}),
+        Some(p) => {
+            json!({"count": p.count, "p50_ms": p.p50_ms, "p95_ms": p.p95_ms, "p99_ms": p.p99_ms, "max_ms": p.max_ms})
+        }
         None => json!({"count": 0}),
     }
 }
@@ -187,7 +189,11 @@ impl LivenessCounts {
             }
         }
         if o.func.is_lock_op() && o.target != NO_TARGET {
-            let reason = || errors.get(o.error as usize).map(|e| history::reason::reason_of(e));
+            let reason = || {
+                errors
+                    .get(o.error as usize)
+                    .map(|e| history::reason::reason_of(e))
+            };
             let down = match o.outcome {
                 Outcome::Info | Outcome::Pending => true,
                 Outcome::Fail => !matches!(reason(), Some("held") | Some("not-holder")),
@@ -195,7 +201,10 @@ impl LivenessCounts {
             };
             if down {
                 let end = o.complete_ns().unwrap_or(end_ns).max(o.invoke_ns);
-                self.down.entry(o.target).or_default().push(o.invoke_ns, end);
+                self.down
+                    .entry(o.target)
+                    .or_default()
+                    .push(o.invoke_ns, end);
             }
         }
     }
@@ -244,7 +253,10 @@ impl LivenessCounts {
     pub(crate) fn figures(&self, faults: &Faults, locks: &[String]) -> BTreeMap<String, Value> {
         let mut extra = BTreeMap::new();
         extra.insert("fairness".to_string(), self.fairness());
-        extra.insert("unavailability".to_string(), self.unavailability(faults, locks));
+        extra.insert(
+            "unavailability".to_string(),
+            self.unavailability(faults, locks),
+        );
         extra.insert(
             "never_completed".to_string(),
             json!({"count": self.pending, "ops": self.pending_listed}),
@@ -387,7 +399,12 @@ mod tests {
             }
             let mut want: Vec<String> = (1..=64).map(|p| format!("p{p}")).collect();
             want.sort();
-            let got: Vec<String> = f["per_client"].as_object().unwrap().keys().cloned().collect();
+            let got: Vec<String> = f["per_client"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect();
             assert_eq!(got, want, "the 64 lowest numbers are listed");
             assert_eq!(f["per_client"]["p7"]["acquire_ok"], 4);
             assert_eq!(f["per_client"]["p7"]["wait"]["count"], 4);

@@ -293,14 +293,19 @@ mod tests {
             ("uniform", (0..20_000u64).map(|i| i * 997).collect()),
             (
                 "heavy tail",
-                (1..=10_000u64).map(|i| (i * i * i) % (3_600_000 * ms)).collect(),
+                (1..=10_000u64)
+                    .map(|i| (i * i * i) % (3_600_000 * ms))
+                    .collect(),
             ),
             ("zeros and an hour", {
                 let mut v = vec![0; 9_000];
                 v.extend([3_600_000 * ms; 1_000]);
                 v
             }),
-            ("one past the limit", (0..101u64).map(|i| 7 + i * 13 * ms).collect()),
+            (
+                "one past the limit",
+                (0..101u64).map(|i| 7 + i * 13 * ms).collect(),
+            ),
         ];
         for (what, list) in cases {
             let mut exact = Latencies::new(usize::MAX);
@@ -309,12 +314,26 @@ mod tests {
                 exact.push(ns);
                 binned.push(ns);
             }
-            assert!(matches!(binned.kept, super::Kept::Binned { .. }), "{what}: binned");
+            assert!(
+                matches!(binned.kept, super::Kept::Binned { .. }),
+                "{what}: binned"
+            );
             let (e, b) = (exact.percentiles().unwrap(), binned.percentiles().unwrap());
-            assert_eq!((e.count, e.max_ms), (b.count, b.max_ms), "{what}: count, max");
-            for (p, x, y) in [(50, e.p50_ms, b.p50_ms), (95, e.p95_ms, b.p95_ms), (99, e.p99_ms, b.p99_ms)] {
+            assert_eq!(
+                (e.count, e.max_ms),
+                (b.count, b.max_ms),
+                "{what}: count, max"
+            );
+            for (p, x, y) in [
+                (50, e.p50_ms, b.p50_ms),
+                (95, e.p95_ms, b.p95_ms),
+                (99, e.p99_ms, b.p99_ms),
+            ] {
                 // Within a thousandth above, and one ns for rounding below 1 µs.
-                assert!(x <= y && y <= x * 1.001 + 1e-6, "{what}: p{p} {y} against {x}");
+                assert!(
+                    x <= y && y <= x * 1.001 + 1e-6,
+                    "{what}: p{p} {y} against {x}"
+                );
             }
         }
     }

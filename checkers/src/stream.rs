@@ -156,12 +156,16 @@ pub(crate) struct Streamed {
     pub(crate) counts: crate::stats::OpCounts,
     /// The ops walked, counted for the liveness and fairness figures.
     pub(crate) liveness: crate::fairness::LivenessCounts,
+    /// The contention rounds, and the round of each acquire answered and not yet walked.
+    pub(crate) rounds: crate::rounds::RoundCounts,
+    pub(crate) round_of: FxMap<crate::model::OpPos, u64>,
 }
 
 impl Streamed {
     /// Grant `g` closed: its holds are final (unless the walk later finds it stale). What
     /// the sweep reads of its ops is taken now: they may be dropped before it sweeps.
     pub(crate) fn closed(&mut self, g: u32, grant: &Grant, ops: &Ops, grant_of: &Window<u32>) {
+        self.rounds.closed(g, &grant.holds);
         self.forced.closed(g, grant);
         self.fencing.closed(g, grant, ops[grant.op].index);
         self.stale.closed(g, grant, ops, grant_of);
