@@ -16,11 +16,11 @@
 //! then the store's answer is the cause, and the sentence names that read instead.
 
 use crate::inject::Injector;
-use crate::model::{Func, Model, NO_TARGET};
+use crate::model::{ClientOp, Func, FxSet, Model, NO_TARGET};
 use crate::text::secs;
-use crate::{verdict, CheckConfig, CheckOutput, Checker};
+use crate::{verdict, CheckConfig, CheckOutput, Checker, FxMap};
 use history::{Outcome, Violation, ViolationKind};
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 
 pub struct Total;
 
@@ -42,196 +42,328 @@ impl Checker for Total {
     }
 
     fn check_model(&self, m: &Model, cfg: &CheckConfig) -> CheckOutput {
-        let mut out = CheckOutput::new();
-        let accounts = m.transfer_keys();
-        let transfers = accounts.iter().any(|&a| a);
-        if transfers {
-            judge(m, &accounts, &mut out);
+        let mut bank = BankTotal::default();
+        for (pos, o) in m.ops.iter().enumerate() {
+            bank.walked(o, m.transfer_of(pos));
         }
+        let mut out = CheckOutput::new();
+        bank.judge(&m.keys, &mut out);
         verdict(m, cfg, &mut out);
-        out.nothing_to_judge(transfers, || NO_TRANSFER.to_string());
+        out.nothing_to_judge(bank.transfers(), || NO_TRANSFER.to_string());
         out
     }
 }
 
-fn judge(m: &Model, accounts: &[bool], out: &mut CheckOutput) {
-    let (writes, last_write_ns) = transfer_writes(m);
-    let half = writes
-        .values()
-        .filter(|w| w.2 > 0 || (w.0 > 0 && w.1 > 0))
-        .count();
-    if half > 0 {
-        out.notes.push(format!(
-            "{half} transfer(s) may have been applied halfway (a write unanswered, or one \
-             accepted and the other refused): the accounts' total is not judged"
-        ));
-        return;
-    }
-    let (finals, fresh) = closing_reads(m, accounts);
-    if let Some(note) = unjudged_total(m, accounts, &fresh, &finals, last_write_ns) {
-        out.notes.push(note);
-        return;
-    }
-    if let Some(v) = total_changed(m, &finals, writes.len()) {
-        out.violations.push(v);
+/// The most (key, value) pairs written that the sentence of a `total-changed` remembers, to
+/// tell a closing read of a balance no write stored; past it the earliest are forgotten
+/// (counted), and a closing read of a value not remembered is worded as not known to be
+/// stored or not. A balance moves on, so a closing read returns one written lately. 4 MiB.
+pub(crate) const WRITTEN_REMEMBERED_MAX: usize = 57_344;
+
+/// The most transfers whose writes are counted one by one at once; past it the earliest is
+/// closed as it stands (counted), and the total is then not judged (a write of it still to
+/// come may make it half applied). A transfer's writes come from one process, one after the
+/// other, so one is done once its process writes for another: a history has about as many
+/// open as the run had clients.
+pub(crate) const TRANSFERS_OPEN_MAX: usize = 65_536;
+
+/// What a `total-changed` says of a closing read.
+#[derive(Debug, Clone, Copy)]
+struct Closing {
+    index: u64,
+    invoke_ns: u64,
+    complete_ns: u64,
+    value: i64,
+}
+
+/// One key's reading.
+#[derive(Default, Clone, Copy)]
+struct Account {
+    /// A transfer's op touched it: an account.
+    account: bool,
+    /// It surely started at 0: a read saw it never written (seq 0), or the run's own write
+    /// was its first (seq 1).
+    fresh: bool,
+    /// Its last ok closing read.
+    closing: Option<Closing>,
+}
+
+/// `total-changed` read op by op in position order: what the batch reads of every op and the
+/// streaming reader of each op it walks. What it keeps is bounded by the keys, the transfers
+/// still open and the values remembered, not by the history.
+pub(crate) struct BankTotal {
+    keys: Vec<Account>,
+    /// Per transfer still open: its writes (ok, refused, unanswered).
+    pub(crate) open: FxMap<u64, (u64, u64, u64)>,
+    /// The transfer each process wrote for last, and the transfers in the order they opened.
+    writing: FxMap<u64, u64>,
+    opened: VecDeque<u64>,
+    /// Transfers with a write, and those applied halfway (a write unanswered, or one accepted
+    /// and the other refused).
+    transfers: u64,
+    half: u64,
+    /// When the last transfer write was answered (`u64::MAX` if one never was).
+    last_write_ns: u64,
+    /// (key, value) of the writes not refused, and the order they were remembered in.
+    written: FxSet<(u32, i64)>,
+    pub(crate) remembered: VecDeque<(u32, i64)>,
+    /// [`WRITTEN_REMEMBERED_MAX`] and [`TRANSFERS_OPEN_MAX`] unless the tests set others.
+    pub(crate) remembered_max: usize,
+    pub(crate) open_max: usize,
+    pub(crate) forgotten: u64,
+    pub(crate) closed_early: u64,
+}
+
+impl Default for BankTotal {
+    fn default() -> Self {
+        BankTotal {
+            keys: Vec::new(),
+            open: FxMap::default(),
+            writing: FxMap::default(),
+            opened: VecDeque::new(),
+            transfers: 0,
+            half: 0,
+            last_write_ns: 0,
+            written: FxSet::default(),
+            remembered: VecDeque::new(),
+            remembered_max: WRITTEN_REMEMBERED_MAX,
+            open_max: TRANSFERS_OPEN_MAX,
+            forgotten: 0,
+            closed_early: 0,
+        }
     }
 }
 
-/// transfer -> (ok writes, refused writes, unanswered writes), and when the last write was
-/// answered (or `u64::MAX` if one never was).
-fn transfer_writes(m: &Model) -> (BTreeMap<u64, (u64, u64, u64)>, u64) {
-    let mut writes: BTreeMap<u64, (u64, u64, u64)> = BTreeMap::new();
-    let mut last_write_ns = 0u64;
-    for &(pos, t) in &m.transfers {
-        let o = &m.ops[pos];
-        if o.func != Func::Write {
-            continue;
+impl BankTotal {
+    /// Whether an op of a transfer touched a register: the bank's rule has something to judge.
+    pub(crate) fn transfers(&self) -> bool {
+        self.keys.iter().any(|k| k.account)
+    }
+
+    fn key(&mut self, key: u32) -> &mut Account {
+        let k = key as usize;
+        if self.keys.len() <= k {
+            self.keys.resize(k + 1, Account::default());
         }
-        let w = writes.entry(t).or_default();
+        &mut self.keys[k]
+    }
+
+    /// Op `o` as it finally stands, of transfer `transfer` if it names one.
+    pub(crate) fn walked(&mut self, o: &ClientOp, transfer: Option<u64>) {
+        // A lock op's target is a lock, not a register.
+        if o.func.is_lock_op() || o.target == NO_TARGET {
+            return;
+        }
+        let k = self.key(o.target);
+        k.account |= transfer.is_some();
+        if o.outcome == Outcome::Ok {
+            match (o.func, o.seq()) {
+                (Func::Read, Some(0)) | (Func::Write, Some(1)) => k.fresh = true,
+                _ => {}
+            }
+            if o.func == Func::Read && o.is_final {
+                k.closing = Some(Closing {
+                    index: o.index,
+                    invoke_ns: o.invoke_ns,
+                    complete_ns: o.complete_or_max(),
+                    value: o.value().unwrap_or(0),
+                });
+            }
+        }
+        if o.func != Func::Write {
+            return;
+        }
+        if let (Some(v), false) = (o.value(), o.outcome == Outcome::Fail) {
+            self.remember(o.target, v);
+        }
+        let Some(t) = transfer else { return };
+        if let Some(prev) = self.writing.insert(o.process, t).filter(|&p| p != t) {
+            self.close(prev);
+        }
+        if !self.open.contains_key(&t) {
+            if self.open.len() >= self.open_max {
+                if let Some(first) = self.opened.pop_front() {
+                    self.closed_early += u64::from(self.open.contains_key(&first));
+                    self.close(first);
+                }
+            }
+            self.opened.push_back(t);
+        }
+        let w = self.open.entry(t).or_default();
         match o.outcome {
             Outcome::Ok => w.0 += 1,
             Outcome::Fail => w.1 += 1,
             Outcome::Info | Outcome::Pending => w.2 += 1,
         }
-        last_write_ns = last_write_ns.max(o.complete_or_max());
+        self.last_write_ns = self.last_write_ns.max(o.complete_or_max());
     }
-    (writes, last_write_ns)
-}
 
-/// The closing read of each account: the last ok one (account -> op position). And whether
-/// each account surely started at 0: a read that saw it never written (seq 0), or the run's
-/// own write that was its first (seq 1); a store used before the run starts its accounts
-/// elsewhere.
-fn closing_reads(m: &Model, accounts: &[bool]) -> (BTreeMap<u32, usize>, Vec<bool>) {
-    let mut finals: BTreeMap<u32, usize> = BTreeMap::new();
-    let mut fresh = vec![false; accounts.len()];
-    for (pos, o) in m.ops.iter().enumerate() {
-        // A lock op's target is a lock, not a register.
-        if o.func.is_lock_op()
-            || o.outcome != Outcome::Ok
-            || o.target == NO_TARGET
-            || !accounts[o.target as usize]
+    fn remember(&mut self, key: u32, value: i64) {
+        if !self.written.insert((key, value)) {
+            return;
+        }
+        if self.remembered.len() >= self.remembered_max {
+            let old = self.remembered.pop_front().expect("at the limit");
+            self.written.remove(&old);
+            self.forgotten += 1;
+        }
+        self.remembered.push_back((key, value));
+    }
+
+    /// Transfer `t` is done: its writes are counted.
+    fn close(&mut self, t: u64) {
+        let Some(w) = self.open.remove(&t) else {
+            return;
+        };
+        self.transfers += 1;
+        self.half += u64::from(w.2 > 0 || (w.0 > 0 && w.1 > 0));
+        // The order list drops what was closed by its process when it comes to the front.
+        while self
+            .opened
+            .front()
+            .is_some_and(|f| !self.open.contains_key(f))
         {
-            continue;
-        }
-        match (o.func, o.seq()) {
-            (Func::Read, Some(0)) | (Func::Write, Some(1)) => fresh[o.target as usize] = true,
-            _ => {}
-        }
-        if o.func == Func::Read && o.is_final {
-            finals.insert(o.target, pos);
+            self.opened.pop_front();
         }
     }
-    (finals, fresh)
-}
 
-/// Why the accounts' total cannot be judged, if it cannot: a starting balance unknown, an
-/// account without a closing read, or a closing read sent before every write was answered.
-fn unjudged_total(
-    m: &Model,
-    accounts: &[bool],
-    fresh: &[bool],
-    finals: &BTreeMap<u32, usize>,
-    last_write_ns: u64,
-) -> Option<String> {
-    debug_assert_eq!(accounts.len(), fresh.len(), "one flag per key");
-    let unknown: Vec<&str> = (0..accounts.len())
-        .filter(|&k| accounts[k] && !fresh[k])
-        .map(|k| m.key_name(k as u32))
-        .collect();
-    if !unknown.is_empty() {
-        return Some(format!(
-            "the starting balance of {} is not known (no read saw it never written, seq 0, and \
-             no write of the run was its first, seq 1: a store used before the run, or one that \
-             does not number its writes): the accounts' total is not judged",
-            unknown.join(", ")
-        ));
+    /// Judges the accounts' total once every op is walked, naming keys by `keys`.
+    pub(crate) fn judge(&self, keys: &[String], out: &mut CheckOutput) {
+        if !self.transfers() {
+            return;
+        }
+        let (mut transfers, mut half) = (self.transfers, self.half);
+        for w in self.open.values() {
+            transfers += 1;
+            half += u64::from(w.2 > 0 || (w.0 > 0 && w.1 > 0));
+        }
+        let name = |k: usize| keys.get(k).map_or("?", |s| s.as_str());
+        if half > 0 {
+            out.notes.push(format!(
+                "{half} transfer(s) may have been applied halfway (a write unanswered, or one \
+                 accepted and the other refused): the accounts' total is not judged"
+            ));
+            return;
+        }
+        if self.closed_early > 0 {
+            out.notes.push(format!(
+                "{} transfer(s) were counted before their process moved on, past the {} \
+                 transfers followed at once: whether each was applied whole is not known, and \
+                 the accounts' total is not judged",
+                self.closed_early, self.open_max
+            ));
+            return;
+        }
+        let accounts: Vec<(usize, &Account)> = (self.keys.iter().enumerate())
+            .filter(|(_, a)| a.account)
+            .collect();
+        let unknown: Vec<&str> = (accounts.iter())
+            .filter(|(_, a)| !a.fresh)
+            .map(|&(k, _)| name(k))
+            .collect();
+        if !unknown.is_empty() {
+            out.notes.push(format!(
+                "the starting balance of {} is not known (no read saw it never written, seq 0, \
+                 and no write of the run was its first, seq 1: a store used before the run, or \
+                 one that does not number its writes): the accounts' total is not judged",
+                unknown.join(", ")
+            ));
+            return;
+        }
+        let finals: Vec<(usize, Closing)> = (accounts.iter())
+            .filter_map(|&(k, a)| a.closing.map(|c| (k, c)))
+            .collect();
+        if finals.len() < accounts.len() {
+            out.notes.push(format!(
+                "{} of {} account(s) have no ok closing read: the accounts' total is not judged",
+                accounts.len() - finals.len(),
+                accounts.len()
+            ));
+            return;
+        }
+        if finals
+            .iter()
+            .any(|(_, c)| c.invoke_ns <= self.last_write_ns)
+        {
+            out.notes.push(
+                "a closing read was sent before every write was answered: the accounts' total \
+                 is not judged"
+                    .to_string(),
+            );
+            return;
+        }
+        if let Some(v) = self.total_changed(keys, &finals, transfers) {
+            out.violations.push(v);
+        }
     }
-    let wanted = accounts.iter().filter(|&&a| a).count();
-    if finals.len() < wanted {
-        return Some(format!(
-            "{} of {wanted} account(s) have no ok closing read: the accounts' total is not judged",
-            wanted - finals.len()
-        ));
-    }
-    if finals
-        .values()
-        .any(|&pos| m.ops[pos].invoke_ns <= last_write_ns)
-    {
-        return Some(
-            "a closing read was sent before every write was answered: the accounts' total is \
-             not judged"
-                .to_string(),
-        );
-    }
-    None
-}
 
-/// `total-changed`: the closing reads do not sum to 0, though every account started at 0 and
-/// each of the `transfers` was applied whole.
-fn total_changed(m: &Model, finals: &BTreeMap<u32, usize>, transfers: usize) -> Option<Violation> {
-    let total: i64 = finals
-        .values()
-        .map(|&pos| m.ops[pos].value().unwrap_or(0))
-        .sum();
-    if total == 0 {
-        return None;
-    }
-    let reads: Vec<&crate::model::ClientOp> = finals.values().map(|&pos| &m.ops[pos]).collect();
-    let listed: Vec<String> = reads
-        .iter()
-        .map(|r| format!("{} {}", m.key_name(r.target), r.value().unwrap_or(0)))
-        .collect();
-    let from = reads.iter().map(|r| r.invoke_ns).min().unwrap_or(0);
-    let to = reads.iter().map(|r| r.complete_or_max()).max().unwrap_or(0);
-    // A closing read of a balance no write stored (nor the starting 0) is the store's own
-    // answer, not transfers overwriting each other: say which cause the history shows.
-    let unwritten: Vec<String> = reads
-        .iter()
-        .filter(|r| {
-            let v = r.value().unwrap_or(0);
-            v != 0
-                && !m.ops.iter().any(|w| {
-                    w.func == Func::Write
-                        && w.target == r.target
-                        && w.outcome != Outcome::Fail
-                        && w.value() == Some(v)
-                })
+    /// `total-changed`: the closing reads do not sum to 0, though every account started at 0
+    /// and each of the `transfers` was applied whole.
+    fn total_changed(
+        &self,
+        keys: &[String],
+        finals: &[(usize, Closing)],
+        transfers: u64,
+    ) -> Option<Violation> {
+        let total: i64 = finals.iter().map(|(_, c)| c.value).sum();
+        if total == 0 {
+            return None;
+        }
+        let name = |k: usize| keys.get(k).map_or("?", |s| s.as_str());
+        let listed: Vec<String> = (finals.iter())
+            .map(|&(k, c)| format!("{} {}", name(k), c.value))
+            .collect();
+        let from = finals.iter().map(|(_, c)| c.invoke_ns).min().unwrap_or(0);
+        let to = finals.iter().map(|(_, c)| c.complete_ns).max().unwrap_or(0);
+        // A closing read of a balance no write stored (nor the starting 0) is the store's own
+        // answer, not transfers overwriting each other: say which cause the history shows.
+        let unwritten = |(k, c): &&(usize, Closing)| {
+            c.value != 0 && !self.written.contains(&(*k as u32, c.value))
+        };
+        let unwritten: Vec<String> = (finals.iter().filter(unwritten))
+            .map(|&(k, c)| format!("{} ({})", name(k), c.value))
+            .collect();
+        let cause = if unwritten.is_empty() {
+            "transfers overwrote each other's balances, or a closing read returned one no longer \
+             current"
+                .to_string()
+        } else if self.forgotten > 0 {
+            format!(
+                "the closing read of {} returned a balance none of the latest {} writes \
+                 remembered stored (whether an earlier one did is not known), or transfers \
+                 overwrote each other's balances",
+                unwritten.join(" and of "),
+                self.remembered_max
+            )
+        } else {
+            format!(
+                "the closing read of {} returned a balance no write stored",
+                unwritten.join(" and of ")
+            )
+        };
+        Some(Violation {
+            cycle: Vec::new(),
+            kind: ViolationKind::TotalChanged,
+            lock: Some(name(finals[0].0).to_string()),
+            ops: finals.iter().map(|(_, c)| c.index).collect(),
+            window_ns: [from, to],
+            nemesis: Vec::new(),
+            explanation: format!(
+                "the closing reads of the {} accounts ({}) sum to {total} at {}, yet every \
+                 account started at 0 and each of the {transfers} transfer(s) was applied \
+                 whole, moving money between two accounts: {} {}: {cause}",
+                finals.len(),
+                listed.join(", "),
+                secs(to),
+                if total > 0 {
+                    "money was made,"
+                } else {
+                    "money was lost,"
+                },
+                total.abs()
+            ),
         })
-        .map(|r| format!("{} ({})", m.key_name(r.target), r.value().unwrap_or(0)))
-        .collect();
-    let cause = if unwritten.is_empty() {
-        "transfers overwrote each other's balances, or a closing read returned one no longer \
-         current"
-            .to_string()
-    } else {
-        format!(
-            "the closing read of {} returned a balance no write stored",
-            unwritten.join(" and of ")
-        )
-    };
-    Some(Violation {
-        cycle: Vec::new(),
-        kind: ViolationKind::TotalChanged,
-        lock: Some(m.key_name(reads[0].target).to_string()),
-        ops: reads.iter().map(|r| r.index).collect(),
-        window_ns: [from, to],
-        nemesis: Vec::new(),
-        explanation: format!(
-            "the closing reads of the {} accounts ({}) sum to {total} at {}, yet every account \
-             started at 0 and each of the {transfers} transfer(s) was applied whole, moving \
-             money between two accounts: {} {}: {cause}",
-            reads.len(),
-            listed.join(", "),
-            secs(to),
-            if total > 0 {
-                "money was made,"
-            } else {
-                "money was lost,"
-            },
-            total.abs()
-        ),
-    })
+    }
 }
 
 /// The injectors of this module's kinds (`synth --inject`, the mutation tests): each changes

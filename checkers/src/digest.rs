@@ -535,7 +535,9 @@ impl Digest {
                 if lock_op && self.walk.grant_of[pos] == NO_GRANT {
                     stream.stale.orphan(pos as OpPos, id.is_some());
                 }
-                stream.store.walked(pos, op, &self.keys);
+                let transfer = stream.transfer_of.remove(&(pos as OpPos));
+                stream.store.walked(pos, op, transfer.is_some(), &self.keys);
+                stream.bank.walked(op, transfer);
                 stream.counts.push(op);
                 stream.liveness.push(op, &self.errors, self.end_time_ns);
                 if let Some(round) = stream.round_of.remove(&(pos as OpPos)) {
@@ -665,6 +667,7 @@ impl Digest {
                 &self.keys,
             );
             stream.finish_stuck(&self.stuck_read());
+            stream.finish_bank(&self.keys);
             stream.deadlock.finish(self.end_time_ns, &self.names());
             stream.finish(self.end_time_ns);
         } else {
@@ -832,7 +835,7 @@ impl Digest {
                     self.transfers.push((slot, t));
                 }
                 if let Some(stream) = self.stream.as_mut() {
-                    stream.store.in_transfer(slot as OpPos);
+                    stream.transfer_of.entry(slot as OpPos).or_insert(t);
                 }
             }
         }
@@ -911,7 +914,7 @@ impl Digest {
                     self.transfers.push((slot, t));
                 }
                 if let Some(stream) = self.stream.as_mut() {
-                    stream.store.in_transfer(slot as OpPos);
+                    stream.transfer_of.entry(slot as OpPos).or_insert(t);
                 }
             }
             if let (Some(h), Func::Acquire, Outcome::Ok) = (hold, o.func, o.outcome) {
@@ -1593,9 +1596,11 @@ mod walk_order_tests {
         } else {
             [0; 2]
         };
-        if forced == 0 {
-            compare_stats(h, what, drift, &read);
-        }
+        let bank = if forced == 0 {
+            compare_stats(h, what, drift, &read)
+        } else {
+            0
+        };
         let rounds = read.round_figures().expect("a streaming reader");
         let mut oracle = Digest::new(0, drift);
         oracle.hold_walk = true;
@@ -1687,6 +1692,7 @@ mod walk_order_tests {
             by_op,
             searched,
             cycles,
+            bank,
             ..Compared::default()
         };
         if stale == 0 {
@@ -1703,6 +1709,7 @@ mod walk_order_tests {
                 by_op,
                 searched,
                 cycles,
+                bank,
                 ..compare_streamed(h, what, drift, (&a, &a_ops), &stream)
             };
         }
@@ -1811,6 +1818,7 @@ mod walk_order_tests {
             by_op: [0; 4],
             searched: [0; 3],
             cycles: [0; 2],
+            bank: 0,
         }
     }
 
@@ -1937,6 +1945,8 @@ mod walk_order_tests {
         searched: [usize; 3],
         /// Wait-for cycles the streamed sweep judged as the batch's, and deadlocks among them.
         cycles: [usize; 2],
+        /// `total-changed` violations.
+        bank: usize,
     }
 
     /// The streamed wait-for sweep against the batch's: the same cycles judged, in the same
@@ -1969,8 +1979,9 @@ mod walk_order_tests {
     /// The batch's model of `h` under `drift`, and the settings it was built with: what each
     /// streamed reading is compared with.
     /// The stats the streaming reader counts as it walks are the batch's, exactly (the
-    /// latencies of a corpus history are far below the exact limit).
-    fn compare_stats(h: &History, what: &str, drift: Drift, read: &Digest) {
+    /// latencies of a corpus history are far below the exact limit), and so is its reading of
+    /// the bank's total (violations and notes). Returns the `total-changed` violations compared.
+    fn compare_stats(h: &History, what: &str, drift: Drift, read: &Digest) -> usize {
         let (m, _) = batch_model(h, drift);
         let want = serde_json::to_value(crate::stats::stats_of(&m)).expect("stats serialize");
         let got = serde_json::to_value(read.stats().expect("a streaming reader"));
@@ -1981,6 +1992,28 @@ mod walk_order_tests {
             crate::fairness::liveness_stats(&m),
             "{what}: liveness figures"
         );
+        let stream = read.stream.as_ref().expect("a streaming reader");
+        let mut streamed = crate::CheckOutput::new();
+        stream.bank.judge(&read.keys, &mut streamed);
+        let mut batch = crate::bank::BankTotal::default();
+        for (pos, o) in m.ops.iter().enumerate() {
+            batch.walked(o, m.transfer_of(pos));
+        }
+        let mut want = crate::CheckOutput::new();
+        batch.judge(&m.keys, &mut want);
+        assert_eq!(
+            words(&streamed.violations),
+            words(&want.violations),
+            "{what}: bank"
+        );
+        assert_eq!(streamed.notes, want.notes, "{what}: bank notes");
+        let proven = of_kinds(stream, &[history::ViolationKind::TotalChanged]);
+        assert_eq!(
+            words(&proven),
+            words(&want.violations),
+            "{what}: bank, proven"
+        );
+        want.violations.len()
     }
 
     fn batch_model(h: &History, drift: Drift) -> (Model, CheckConfig) {
@@ -3647,6 +3680,85 @@ mod walk_order_tests {
         all
     }
 
+    /// The accounts' total read as the streaming reader walks is the batch's on bank runs
+    /// (a closing read off by 7 in a third), violations and notes alike; past its limits it
+    /// finds no violation the batch does not (a closing read's balance not remembered is
+    /// worded as not known to be stored) and judges nothing while a transfer was counted
+    /// before its process moved on. What it keeps does not grow with the run.
+    #[test]
+    fn the_streamed_bank_total_is_the_batchs_on_bank_runs() {
+        use crate::gen_bank::{bank_history_into, BankParams};
+        let (mut violations, mut limited) = (0, 0);
+        for seed in 0..24u64 {
+            let params = BankParams {
+                clients: 3 + seed as usize % 4,
+                accounts: 2 + seed as usize % 3,
+                events: 3_000,
+                ttl_ms: if seed % 2 == 0 { 10_000 } else { 300 },
+            };
+            let mut ops = Vec::new();
+            bank_history_into(seed, &params, &mut |chunk| ops.extend_from_slice(chunk));
+            if seed % 3 == 0 {
+                // The last closing read returns 7 more than its account holds: money made.
+                let last = (ops.iter_mut().rev())
+                    .find(|o| o.f == F::Read && o.kind == OpType::Ok)
+                    .expect("closing reads");
+                last.value.value = last.value.value.map(|v| v + 7);
+            }
+            let h = History::new(ops).expect("generated histories are well formed");
+            let (m, cfg) = batch_model(&h, Drift::from_ppm(0));
+            let want = crate::Checker::check_model(&crate::bank::Total, &m, &cfg);
+            assert_eq!(
+                want.violations.len(),
+                usize::from(seed % 3 == 0),
+                "seed {seed}"
+            );
+            for (horizon_ns, remembered_max, open_max) in [
+                (0, usize::MAX, usize::MAX),
+                (1_000_000_000, 3, usize::MAX),
+                (0, usize::MAX, 2),
+            ] {
+                let what = format!(
+                    "bank seed {seed}, horizon {horizon_ns}, limits {remembered_max} {open_max}"
+                );
+                let mut read = Digest::streaming(Drift::from_ppm(0), horizon_ns);
+                let stream = read.stream.as_mut().expect("streaming");
+                stream.bank.remembered_max = remembered_max;
+                stream.bank.open_max = open_max;
+                read = Digest::of_history_in(&h, 1, read);
+                read.finish_walk();
+                assert_eq!(read.forced_count, 0, "{what}");
+                let stream = read.stream.as_ref().expect("streaming");
+                let bank = &stream.bank;
+                let proven = of_kinds(stream, &[history::ViolationKind::TotalChanged]);
+                if bank.forgotten == 0 && bank.closed_early == 0 {
+                    violations += compare_stats(&h, &what, Drift::from_ppm(0), &read);
+                    // A transfer is counted once its process moves on: one open per client.
+                    assert!(bank.open.len() <= params.clients, "{what}: open transfers");
+                    continue;
+                }
+                limited += 1;
+                let about = |v: &[history::Violation]| -> Vec<_> {
+                    v.iter()
+                        .map(|v| (v.kind, v.ops.clone(), v.window_ns))
+                        .collect()
+                };
+                if bank.closed_early > 0 {
+                    assert!(proven.is_empty(), "{what}: judged past the open limit");
+                } else {
+                    assert_eq!(about(&proven), about(&want.violations), "{what}");
+                }
+                assert!(
+                    bank.remembered.len() <= remembered_max,
+                    "{what}: remembered"
+                );
+                assert!(bank.open.len() <= open_max, "{what}: open");
+            }
+        }
+        assert_eq!(violations, 8, "the injected total-changed, each found");
+        assert_eq!(limited, 48, "every run read past both limits");
+    }
+
     #[test]
     fn walking_as_read_makes_the_grants_of_the_whole_walk() {
         for (what, h) in named_ahead() {
@@ -3724,6 +3836,7 @@ mod walk_order_tests {
             let (mut closed, mut stale, mut double_grants) = (0, 0, 0);
             let (mut token_order, mut forced_order, mut fencing, mut stale_ops) = (0, 0, 0, 0);
             let mut by_op = [0; 4];
+            let mut bank = 0;
             let mut searched = [0; 3];
             let mut cycles = [0; 2];
             let mut kept_most = 0;
@@ -3743,6 +3856,7 @@ mod walk_order_tests {
                 for (sum, n) in by_op.iter_mut().zip(seen.compared.by_op) {
                     *sum += n;
                 }
+                bank += seen.compared.bank;
                 for (sum, n) in searched.iter_mut().zip(seen.compared.searched) {
                     *sum += n;
                 }
@@ -3791,6 +3905,7 @@ mod walk_order_tests {
             assert!(by_op[1] > 0, "no lost-update violation compared");
             assert!(by_op[2] > 0, "no lease-rule violation compared");
             assert!(by_op[3] > 0, "no lock-stuck violation compared");
+            assert!(bank > 0, "no total-changed violation compared");
             eprintln!(
                 "model search, streamed as the batch's: {} locks possible, {} impossible, {} \
                  stopped",

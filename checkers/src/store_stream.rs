@@ -20,7 +20,7 @@
 //! A key is an account, not a counter, from the first op of a transfer that touches it, in
 //! position order: the batch's reading too.
 
-use crate::model::{ClientOp, Func, OpPos};
+use crate::model::{ClientOp, Func};
 use crate::store::{same_value, short_final, stale_write, StoreOp};
 use crate::FxMap;
 use history::{Outcome, Violation};
@@ -60,8 +60,6 @@ struct KeyStore {
 pub(crate) struct StoreStream {
     /// Per key id.
     keys: Vec<KeyStore>,
-    /// The ops walked that belong to a transfer, by position, until walked.
-    in_transfer: crate::model::FxSet<OpPos>,
     /// Acknowledged counter writes walked and not yet left, by (completion, position).
     counted: BinaryHeap<Waiting>,
     /// The first write of each (key, value) remembered, and the order they were remembered in.
@@ -83,7 +81,6 @@ impl Default for StoreStream {
     fn default() -> Self {
         StoreStream {
             keys: Vec::new(),
-            in_transfer: Default::default(),
             counted: BinaryHeap::new(),
             first_of: FxMap::default(),
             remembered: VecDeque::new(),
@@ -140,11 +137,6 @@ fn beats(p: &StoreOp, e: &StoreOp) -> bool {
 }
 
 impl StoreStream {
-    /// The op at `pos` belongs to a transfer (read from its invoke or its completion).
-    pub(crate) fn in_transfer(&mut self, pos: OpPos) {
-        self.in_transfer.insert(pos);
-    }
-
     fn key(&mut self, key: u32) -> &mut KeyStore {
         let k = key as usize;
         if self.keys.len() <= k {
@@ -153,10 +145,9 @@ impl StoreStream {
         &mut self.keys[k]
     }
 
-    /// The op at `pos` was walked: every op invoked before it has been. `keys`: the keys'
-    /// names, by id.
-    pub(crate) fn walked(&mut self, pos: usize, o: &ClientOp, keys: &[String]) {
-        let transfer = !self.in_transfer.is_empty() && self.in_transfer.remove(&(pos as OpPos));
+    /// The op at `pos` was walked: every op invoked before it has been; `transfer`: it belongs
+    /// to a transfer. `keys`: the keys' names, by id.
+    pub(crate) fn walked(&mut self, pos: usize, o: &ClientOp, transfer: bool, keys: &[String]) {
         if o.func.is_lock_op() || o.target == crate::model::NO_TARGET {
             return;
         }

@@ -159,6 +159,11 @@ pub(crate) struct Streamed {
     /// The contention rounds, and the round of each acquire answered and not yet walked.
     pub(crate) rounds: crate::rounds::RoundCounts,
     pub(crate) round_of: FxMap<crate::model::OpPos, u64>,
+    /// The transfer of each op read and not yet walked that names one (from its invoke, else
+    /// its completion).
+    pub(crate) transfer_of: FxMap<crate::model::OpPos, u64>,
+    /// `total-changed`, judged once the history is read.
+    pub(crate) bank: crate::bank::BankTotal,
 }
 
 impl Streamed {
@@ -327,6 +332,17 @@ impl Streamed {
     /// Closed grants the token-order reading left out, sorting before one it had walked.
     pub(crate) fn out_of_order(&self) -> u64 {
         self.tokens.out_of_order
+    }
+
+    /// The history was read: the accounts' total is judged, naming keys by `keys`.
+    pub(crate) fn finish_bank(&mut self, keys: &[String]) {
+        let mut out = crate::CheckOutput::new();
+        self.bank.judge(keys, &mut out);
+        for v in out.violations {
+            // Its closing reads were read.
+            let end_ns = v.window_ns[1];
+            self.proven.push(v, end_ns, end_ns);
+        }
     }
 
     /// The history was read to its end, at `end_time_ns`.
