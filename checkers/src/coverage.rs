@@ -1,17 +1,22 @@
-//! Coverage: what a history exercised, counted from the [`Model`] (docs/checkers.md,
-//! "Coverage"). A verdict of `valid` says the rules found nothing; these counts say what the
-//! rules had to look at: which client stalls ended where, whether waiters stalled, which faults
-//! met client ops and grants.
+//! Coverage: what a history exercised (docs/checkers.md, "Coverage"). A verdict of `valid`
+//! says the rules found nothing; these counts say what the rules had to look at: which client
+//! stalls ended where, whether waiters stalled, which faults met client ops and grants.
 //!
-//! Streaming-friendly: one pass over the client ops in invoke order and one over the grants,
-//! keeping per-stall records (stalls are nemesis events, at most a few per thousand events)
-//! and per-fault-kind intervals, never a per-op vector.
+//! Counted as the history is read ([`CoverageCounts`]): the nemesis events as they come, the
+//! client ops in invoke order (as the walk takes them) and each grant once it is closed. What
+//! it keeps is per fault (a few per thousand events, and kept whole by the reader anyway) and
+//! per process, never per op or per grant: a stall is placed on the op or grant its process
+//! had when it began, and what its tally reads of that grant is taken when the grant closes.
+//! The batch feeds it the same way from the whole model.
 
-use crate::model::{ClientOp, Func, Model, SpanEnd};
+use crate::exercised::{FaultAims, Lease};
+use crate::faults::{Fault, FaultLog};
+use crate::model::{ClientOp, Drift, Func, Grant, Model, SpanEnd, View};
 use crate::FxMap;
 use history::coverage::{Cell, Coverage, FaultCoverage};
-use history::{stall_fields, FaultFamily, FaultOp, Outcome};
+use history::{stall_fields, FaultFamily, FaultOp, Op, Outcome};
 use serde_json::Value;
+use std::collections::VecDeque;
 
 /// One client stall and what the passes learn about it.
 #[derive(Debug, Default)]
@@ -31,10 +36,14 @@ struct Stall {
     /// Its stop, or the history's end when it never stopped.
     end_ns: u64,
     ended: bool,
-    /// Position in `Model::ops` of the acquire in flight when the stall began.
-    waiting_on: Option<usize>,
-    /// The holder's grant (position in `Model::grants`).
-    grant: Option<usize>,
+    /// The acquire in flight when the stall began.
+    waiting_on: Option<ClientOp>,
+    /// The holder's grant (its number, in walk order).
+    grant: Option<u32>,
+    /// What its tally reads of that grant, taken when the grant closed.
+    bound: Option<BoundAt>,
+    /// When that grant was answered: the other grants counted completed after it.
+    grant_complete_ns: u64,
     /// The first op the process invoked at or after the stall's end.
     wake: Option<Func>,
     /// Grants of the lock to other processes between the holder's grant and the stall's end.
@@ -64,35 +73,699 @@ enum Next {
 /// Counts the coverage of a digested history. Requested kinds and shapes are those the history
 /// shows (faults started, shapes recorded); the caller adds the run's schedule's.
 pub fn coverage(m: &Model) -> Coverage {
-    let mut cov = Coverage::default();
-    let kinds = fault_kinds(m, &mut cov);
-    let mut stalls = stalls_of(m);
-    ops_pass(m, &kinds, &mut stalls, &mut cov);
-    other_grants(m, &mut stalls);
-    for s in &stalls {
-        tally(m, s, &mut cov);
+    let mut counts = CoverageCounts::default();
+    for op in &m.nemesis {
+        counts.nemesis(op);
     }
-    crate::exercised::count(m, &mut cov);
-    let started: Vec<String> = cov
-        .faults
-        .iter()
-        .filter(|(_, f)| f.started > 0)
-        .map(|(k, _)| k.clone())
+    let lock_ids: FxMap<String, u32> = (m.locks.iter().enumerate())
+        .map(|(i, l)| (l.clone(), i as u32))
         .collect();
-    for k in started {
-        cov.request_fault(&k);
+    let read = GrantRead {
+        view: m,
+        policy: &m.ttl_policy,
+    };
+    let mut next_grant = 0;
+    for (pos, op) in m.ops.iter().enumerate() {
+        // Grants are numbered in op order: the walk's order.
+        let grant = (m.grants.get(next_grant))
+            .filter(|g| g.op == pos)
+            .map(|g| (next_grant as u32, g));
+        next_grant += usize::from(grant.is_some());
+        counts.walked(op, grant, &lock_ids);
     }
-    let shapes: Vec<String> = cov.shapes.keys().cloned().collect();
-    for s in shapes {
-        cov.request_shape(&s);
+    // Closed once every op is walked (each stall placed reads its grant's bounds as of the
+    // stall's start), in invoke order: a fault stopped before a grant was invoked has met
+    // every lease it can by then.
+    for (g, grant) in m.grants.iter().enumerate() {
+        counts.settle(grant.invoke_ns);
+        counts.closed(g as u32, grant, &read);
     }
-    cov
+    counts.finish(m.end_time_ns, &lock_ids, m.drift)
 }
 
-/// A fault kind's intervals, merged and sorted, for the ops pass.
+/// Where a holder stall's lease stood, as its tally reads it: taken from the grant when it
+/// closed, counting the ops invoked by the stall's start.
+#[derive(Debug, Clone, Copy)]
+enum BoundAt {
+    /// Its lower bound, its upper bound (none when an op that never completed may set it),
+    /// and the ttl.
+    Lease {
+        lb: u64,
+        ub: Option<u64>,
+        ttl_ms: u64,
+    },
+    Unknown,
+}
+
+impl BoundAt {
+    /// Where a stall ending at `end_ns` ended against it, and the ttl.
+    fn of(self, end_ns: u64) -> (Bound, Option<u64>) {
+        let BoundAt::Lease { lb, ub, ttl_ms } = self else {
+            return (Bound::Unknown, None);
+        };
+        let bound = match ub {
+            _ if end_ns < lb => Bound::Before,
+            Some(ub) if end_ns >= ub => {
+                // a tenth of the ttl, in ns
+                if end_ns - ub <= ttl_ms.saturating_mul(100_000) {
+                    Bound::JustPast
+                } else {
+                    Bound::Past
+                }
+            }
+            // Past the lower bound, short of the upper (or the upper is unknown: an op that
+            // never completed may set the lease at any time).
+            _ => Bound::Between,
+        };
+        (bound, Some(ttl_ms))
+    }
+}
+
+/// What the bounds of a closed grant are read from: its ops (a view) and the run's ttl policy
+/// (an answer lost may have set the longest ttl the run granted).
+pub(crate) struct GrantRead<'a, V: View> {
+    pub(crate) view: &'a V,
+    pub(crate) policy: &'a FxMap<u64, (u64, u64)>,
+}
+
+impl<V: View> GrantRead<'_, V> {
+    /// [`Model::upper_ttl_ms`] with the policy known so far.
+    fn upper_ttl_ms(&self, op: &ClientOp) -> Option<u64> {
+        if op.outcome == Outcome::Ok {
+            return op.ttl_ms().or(op.requested_ttl_ms());
+        }
+        let r = op.requested_ttl_ms().or(op.ttl_ms())?;
+        Some(self.policy.get(&r).map_or(r, |p| p.1.max(r)))
+    }
+
+    /// Where grant `g`'s lease stood for a stall that began at `cutoff_ns`: before its lower
+    /// bound, between the bounds, or past the upper bound, and the ttl of that lease.
+    fn bound(&self, g: &Grant, cutoff_ns: u64) -> BoundAt {
+        let m = self.view;
+        // A session's grant, or a transaction's (no ttl at all): no lease its holder counts.
+        if m.is_session(g) || g.ttl_ms.is_none() {
+            return self.session_bound(g, cutoff_ns);
+        }
+        let (lb, set_by) = crate::model::span_end_until(m, g, g.invoke_ns, cutoff_ns);
+        let ttl_ms = match set_by {
+            SpanEnd::Lease(Some(pos)) => m.op(pos as usize).ttl_ms().or(g.ttl_ms),
+            _ => g.ttl_ms,
+        };
+        let Some(ttl_ms) = ttl_ms else {
+            return BoundAt::Unknown;
+        };
+        let ub = self.surely_dead_by(g, cutoff_ns);
+        BoundAt::Lease { lb, ub, ttl_ms }
+    }
+
+    /// [`GrantRead::bound`] for a grant that is no lease (model item 9: a session's or a
+    /// transaction's): its holder counts no lease, so what a stall must outlast to reach the
+    /// state where bugs live is the server's timeout of the session (or of the idle
+    /// transaction), the ttl the client asked for, counted from its last op the service
+    /// confirmed before the stall (its acquire, or an ok renew: the check of a live session).
+    /// Without a requested ttl, unknown.
+    fn session_bound(&self, g: &Grant, cutoff_ns: u64) -> BoundAt {
+        let m = self.view;
+        let mut last = m.op(g.op);
+        for &pos in &g.epoch_ops {
+            let op = m.op(pos as usize);
+            if op.invoke_ns > cutoff_ns {
+                break;
+            }
+            if op.func == Func::Renew && op.outcome == Outcome::Ok {
+                last = op;
+            }
+        }
+        let (Some(ttl_ms), Some(done_ns)) = (last.requested_ttl_ms(), last.complete_ns()) else {
+            return BoundAt::Unknown;
+        };
+        let drift = m.drift();
+        BoundAt::Lease {
+            lb: last.invoke_ns.saturating_add(drift.lower_ns(ttl_ms)),
+            ub: Some(done_ns.saturating_add(drift.upper_ns(ttl_ms))),
+            ttl_ms,
+        }
+    }
+
+    /// When grant `g`'s lease was surely over, counting the ops invoked by `cutoff_ns`: the
+    /// completion plus `ttl*(1+drift)` of the last op that could have set it (the acquire, an
+    /// ok renew, which replaces it; an indeterminate renew may have applied, so the later of
+    /// the two), as `Grant::surely_dead_ns` counts it for the whole epoch. A release may end it
+    /// sooner, never later, so it does not count.
+    fn surely_dead_by(&self, g: &Grant, cutoff_ns: u64) -> Option<u64> {
+        let m = self.view;
+        let drift = m.drift();
+        let acquire = m.op(g.op);
+        let mut dead = self
+            .upper_ttl_ms(acquire)
+            .zip(acquire.complete_ns())
+            .map(|(ttl, c)| c.saturating_add(drift.upper_ns(ttl)));
+        for &pos in &g.epoch_ops {
+            let op = m.op(pos as usize);
+            if op.invoke_ns > cutoff_ns {
+                break;
+            }
+            if op.func != Func::Renew {
+                continue;
+            }
+            let ttl = op.ttl_ms().or(op.requested_ttl_ms()).or(g.ttl_ms);
+            let set = match (op.complete_ns(), ttl) {
+                (Some(c), Some(t)) => Some(c.saturating_add(drift.upper_ns(t))),
+                _ => None,
+            };
+            dead = match op.lease_outcome() {
+                Outcome::Ok => set,
+                Outcome::Fail => dead,
+                Outcome::Info | Outcome::Pending => dead.zip(set).map(|(a, b)| a.max(b)),
+            };
+        }
+        dead
+    }
+
+    /// Grant `g`'s lease as an interval: from its invoke (the earliest instant the service may
+    /// have set it) to the instant it is surely over (its release's invoke, or its upper
+    /// bound; `u64::MAX`, the history's end, when an op that never completed may still set it).
+    fn lease(&self, g: &Grant) -> Lease {
+        let m = self.view;
+        let upper = g.surely_dead_ns.unwrap_or(u64::MAX);
+        // A release the service refused (or never got: a refused connection) leaves the lease
+        // in force; any other may have ended it at its invoke.
+        let released = (g.epoch_ops.iter())
+            .map(|&pos| m.op(pos as usize))
+            .find(|op| op.func == Func::Release && op.outcome != Outcome::Fail)
+            .map_or(u64::MAX, |op| op.invoke_ns);
+        Lease {
+            from_ns: g.invoke_ns,
+            to_ns: upper.min(released).max(g.invoke_ns),
+            lb_ns: g.lease_lb_ns,
+            invoke_ns: g.invoke_ns,
+        }
+    }
+}
+
+/// A grant a process holds, as the stalls placed on it read it.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    grant: u32,
+    lock: u32,
+    token: Option<u64>,
+    complete_ns: u64,
+}
+
+/// What is kept per process (every process: a stall may name any).
+#[derive(Default)]
+struct Track {
+    /// Its latest op walked.
+    last_op: Option<ClientOp>,
+    /// Its latest grant of each lock it was granted, latest last: a client may hold several
+    /// locks at once (the bank's two accounts), and a stall names the one it is about. At most
+    /// [`TRACKED_LOCKS_MAX`], the oldest dropped first.
+    last_grants: Vec<Held>,
+    /// Stalls of this process that ended and await the process's next invoke.
+    waking: Vec<usize>,
+}
+
+/// The most locks whose latest grant is kept per process: far more than a client holds at
+/// once (a transfer holds two), and a bound on what one process's track can grow to.
+const TRACKED_LOCKS_MAX: usize = 64;
+
+/// The most grants of each lock remembered (their completion and process) for the stalls
+/// placed later, which count the grants of their lock to other processes since their holder's
+/// grant: past it the earliest are forgotten (counted in [`CoverageCounts::grants_forgotten`]),
+/// and a stall whose holder's grant is older than them may count too few.
+pub(crate) const RECENT_GRANTS_MAX: usize = 4096;
+
+/// The most processes tracked; past it the tracks of crashed processes are let go, oldest
+/// first (a stall that names one later finds no op or grant of it).
+pub(crate) const TRACKS_MAX: usize = 65_536;
+
+/// The most leases of closed grants kept for the faults read later: a lease is kept while a
+/// fault still to come may start inside it, so about the leases of the last few seconds, and
+/// those an op never answered keeps open to the end (a crashed holder's); past it the oldest
+/// is dropped (counted in [`CoverageCounts::leases_dropped`]), and a fault it would have met
+/// may be counted as not exercised (never the other way).
+pub(crate) const LEASES_KEPT_MAX: usize = 65_536;
+
+/// The most faults that still meet the leases of grants as they close: a fault waits until
+/// every grant invoked by its end is closed, which an op never answered can hold off to the
+/// history's end. Past it the oldest waiting is settled (counted in
+/// [`CoverageCounts::settled_early`]): a grant closed later may then not count toward it (a
+/// fault counted not exercised, never the other way). Each grant closed is held against at
+/// most this many.
+pub(crate) const UNSETTLED_MAX: usize = 256;
+
+/// The most nemesis events coverage reads; past it the rest are counted, not placed (the
+/// reader keeps as many, `digest::NEMESIS_KEPT_MAX`).
+pub(crate) const FAULTS_READ_MAX: usize = 65_536;
+
+/// One fault kind's faults, for the ops it meets.
 struct Kind {
     name: String,
-    spans: Vec<(u64, u64)>,
+    /// Its faults' places in the log, by start.
+    places: Vec<usize>,
+    /// The first of them that starts after the op walked last.
+    next: usize,
+    /// Those started by then that may still be on (open, or ended no earlier).
+    on: Vec<usize>,
+    /// Ops and grants met.
+    ops: u64,
+    grants: u64,
+}
+
+/// [`UNSETTLED_MAX`], [`LEASES_KEPT_MAX`] and [`RECENT_GRANTS_MAX`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CoverageLimits {
+    pub(crate) unsettled: usize,
+    pub(crate) leases: usize,
+    pub(crate) recent: usize,
+}
+
+impl Default for CoverageLimits {
+    fn default() -> Self {
+        CoverageLimits {
+            unsettled: UNSETTLED_MAX,
+            leases: LEASES_KEPT_MAX,
+            recent: RECENT_GRANTS_MAX,
+        }
+    }
+}
+
+/// Coverage counted as the history is read (see the module's words).
+#[derive(Default)]
+pub(crate) struct CoverageCounts {
+    /// The faults, paired as read; never folded (bounded by [`FAULTS_READ_MAX`]).
+    log: FaultLog,
+    nemesis_read: usize,
+    pub(crate) nemesis_skipped: u64,
+    /// Faults of the log looked at so far.
+    seen: usize,
+    kinds: Vec<Kind>,
+    /// Client stalls, in start order, with their place in the log; and the first not yet
+    /// placed.
+    stalls: Vec<(Stall, usize)>,
+    next_stall: usize,
+    /// Stalls not yet stopped; and those stopped, by (end, stall), not yet handed to their
+    /// process's next op.
+    running: Vec<usize>,
+    ending: std::collections::BTreeSet<(u64, usize)>,
+    tracks: FxMap<u64, Track>,
+    /// Processes that crashed (an `info`), oldest first: the first tracks let go past
+    /// [`TRACKS_MAX`].
+    crashed: VecDeque<u64>,
+    /// Holder stalls whose grant is still open, by grant.
+    awaiting: FxMap<u32, Vec<usize>>,
+    /// What the stalls placed later read of the grants the tracks hold, once closed.
+    closed_held: FxMap<u32, BoundAt>,
+    /// Per lock, the grants walked lately: (completion, process).
+    recent: FxMap<u32, VecDeque<(u64, u64)>>,
+    pub(crate) grants_forgotten: u64,
+    /// Per lock, the placed holder stalls still counting the other grants.
+    counting: FxMap<u32, Vec<usize>>,
+    /// Faults aimed at leases (not client stalls), by place, with what the leases closed so
+    /// far say of them; and those still open to leases.
+    aims: Vec<(usize, FaultAims)>,
+    unsettled: Vec<usize>,
+    /// The leases of closed grants that a fault not yet read may still meet (a grant closes
+    /// once no op can change it, which can be before its lease is over), at most
+    /// [`LEASES_KEPT_MAX`].
+    leases: VecDeque<Lease>,
+    pub(crate) leases_dropped: u64,
+    /// Faults settled at [`UNSETTLED_MAX`] before every grant invoked by their end closed.
+    pub(crate) settled_early: u64,
+    /// The limits above, which the tests lower.
+    pub(crate) limits: CoverageLimits,
+    /// The latest grant invoke walked.
+    last_grant_invoke_ns: Option<u64>,
+    waits: (u64, u64),
+}
+
+impl CoverageCounts {
+    /// A nemesis event, in history order.
+    pub(crate) fn nemesis(&mut self, op: &Op) {
+        if self.nemesis_read >= FAULTS_READ_MAX {
+            self.nemesis_skipped += 1;
+            return;
+        }
+        self.nemesis_read += 1;
+        self.log.push(op);
+        self.look();
+        if matches!(FaultOp::of(op.f.as_str()), FaultOp::Closes(_)) {
+            // The stall it stopped, if it stopped one, waits for its process's next op.
+            let (stalls, log) = (&self.stalls, &self.log);
+            let ending = &mut self.ending;
+            self.running.retain(|&i| match log.get(stalls[i].1) {
+                Some(f) if f.stop_index.is_some() => {
+                    ending.insert((f.end_ns, i));
+                    false
+                }
+                _ => true,
+            });
+        }
+    }
+
+    /// Looks at the faults read since last time: each stall is listed, each other kind's
+    /// fault joins its kind, and each fault aimed at leases waits for them.
+    fn look(&mut self) {
+        // Bounded by the faults read.
+        while self.seen < self.log.len() {
+            let place = self.seen;
+            self.seen += 1;
+            let Some(f) = self.log.get(place) else {
+                continue;
+            };
+            let Some(name) = crate::faults::opened_kind(&f.f) else {
+                continue;
+            };
+            let family = FaultOp::of(&f.f)
+                .opened_family()
+                .unwrap_or(&FaultFamily::UNKNOWN);
+            let k = match self.kinds.iter().position(|k| k.name == name) {
+                Some(i) => i,
+                None => {
+                    self.kinds.push(Kind {
+                        name: name.to_string(),
+                        places: Vec::new(),
+                        next: 0,
+                        on: Vec::new(),
+                        ops: 0,
+                        grants: 0,
+                    });
+                    self.kinds.len() - 1
+                }
+            };
+            self.kinds[k].places.push(place);
+            if family.stalls_clients() {
+                if let Some(s) = stall_of(f, family) {
+                    self.running.push(self.stalls.len());
+                    self.stalls.push((s, place));
+                }
+            } else {
+                let mut aims = FaultAims::default();
+                for lease in &self.leases {
+                    aims.meet(lease, f.start_ns);
+                }
+                self.aims.push((place, aims));
+                if self.unsettled.len() >= self.limits.unsettled {
+                    self.unsettled.remove(0);
+                    self.settled_early += 1;
+                }
+                self.unsettled.push(self.aims.len() - 1);
+            }
+        }
+    }
+
+    /// Client op `o` was walked (ops come in invoke order), with the grant it made, if any.
+    /// `lock_ids`: the locks' ids by name, as read so far.
+    pub(crate) fn walked(
+        &mut self,
+        o: &ClientOp,
+        grant: Option<(u32, &Grant)>,
+        lock_ids: &FxMap<String, u32>,
+    ) {
+        self.look();
+        // Bounded by the stalls read: each is placed once.
+        while self.next_stall < self.stalls.len()
+            && self.stalls[self.next_stall].0.start_ns < o.invoke_ns
+        {
+            self.place(self.next_stall, lock_ids);
+            self.next_stall += 1;
+        }
+        self.wake_due(o.invoke_ns);
+        let is_grant = grant.is_some();
+        if let Some(t) = self.tracks.get_mut(&o.process) {
+            for i in t.waking.drain(..) {
+                self.stalls[i].0.wake = Some(o.func);
+            }
+        }
+        let t = self.tracks.entry(o.process).or_default();
+        t.last_op = Some(o.clone());
+        if let Some((g, grant)) = grant {
+            let held = Held {
+                grant: g,
+                lock: grant.lock,
+                token: grant.token,
+                complete_ns: grant.complete_ns,
+            };
+            let closed_held = &mut self.closed_held;
+            t.last_grants.retain(|h| {
+                let keep = h.lock != held.lock;
+                if !keep {
+                    closed_held.remove(&h.grant);
+                }
+                keep
+            });
+            if t.last_grants.len() == TRACKED_LOCKS_MAX {
+                closed_held.remove(&t.last_grants.remove(0).grant);
+            }
+            t.last_grants.push(held);
+            self.other_grant(grant);
+            self.last_grant_invoke_ns = Some(grant.invoke_ns);
+        }
+        let done_ns = o.complete_ns().unwrap_or(u64::MAX);
+        for kind in &mut self.kinds {
+            // Bounded by the kind's faults.
+            while kind.next < kind.places.len()
+                && self
+                    .log
+                    .get(kind.places[kind.next])
+                    .is_some_and(|f| f.start_ns <= o.invoke_ns)
+            {
+                kind.on.push(kind.places[kind.next]);
+                kind.next += 1;
+            }
+            let log = &self.log;
+            kind.on
+                .retain(|&p| log.get(p).is_some_and(|f| f.end_ns >= o.invoke_ns));
+            let starts_within = (kind.places.get(kind.next))
+                .and_then(|&p| log.get(p))
+                .is_some_and(|f| f.start_ns <= done_ns);
+            if !kind.on.is_empty() || starts_within {
+                kind.ops += 1;
+                kind.grants += u64::from(is_grant);
+            }
+        }
+        if o.func == Func::Acquire {
+            long_wait(o, &mut self.waits);
+        }
+        if o.outcome == Outcome::Info {
+            self.crashed.push_back(o.process);
+            // Bounded by the crashed processes remembered.
+            while self.tracks.len() > TRACKS_MAX {
+                let Some(p) = self.crashed.pop_front() else {
+                    break;
+                };
+                if let Some(t) = self.tracks.remove(&p) {
+                    for h in t.last_grants {
+                        self.closed_held.remove(&h.grant);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The stalls that stopped by `invoke_ns` go to their process's next op.
+    fn wake_due(&mut self, invoke_ns: u64) {
+        // Bounded by the stalls stopped.
+        while let Some(&(end_ns, i)) = self.ending.first() {
+            if end_ns > invoke_ns {
+                break;
+            }
+            self.ending.pop_first();
+            let s = &mut self.stalls[i].0;
+            s.ended = true;
+            s.end_ns = end_ns;
+            self.tracks.entry(s.process).or_default().waking.push(i);
+        }
+    }
+
+    /// Places stall `i` when its start is reached: a waiter stall if its process's last op is
+    /// an acquire still in flight then, else a holder stall on its process's latest grant
+    /// (which must be of the lock and token the stall names, when it names them).
+    fn place(&mut self, i: usize, lock_ids: &FxMap<String, u32>) {
+        let place = self.stalls[i].1;
+        let lock_name = (self.log.get(place))
+            .and_then(|f| f.value.get(stall_fields::LOCK))
+            .and_then(Value::as_str);
+        let s = &mut self.stalls[i].0;
+        s.lock = lock_name.and_then(|l| lock_ids.get(l).copied());
+        let Some(t) = self.tracks.get(&s.process) else {
+            return;
+        };
+        if let Some(op) = &t.last_op {
+            if op.func == Func::Acquire && op.complete_ns().is_none_or(|c| c > s.start_ns) {
+                s.waiting_on = Some(op.clone());
+                return;
+            }
+        }
+        // The latest grant of the lock the stall names, else the latest of any lock.
+        let latest = match s.names_lock {
+            true => t.last_grants.iter().rev().find(|h| s.lock == Some(h.lock)),
+            false => t.last_grants.last(),
+        };
+        let Some(held) = latest
+            .copied()
+            .filter(|h| s.token.is_none_or(|t| h.token == Some(t)))
+        else {
+            return;
+        };
+        s.grant = Some(held.grant);
+        s.grant_complete_ns = held.complete_ns;
+        match self.closed_held.get(&held.grant) {
+            // Closed before the stall began: every op of it was invoked by then.
+            Some(&b) => s.bound = Some(b),
+            None => self.awaiting.entry(held.grant).or_default().push(i),
+        }
+        // The grants of its lock to other processes since the holder's, walked so far.
+        let (from, process) = (held.complete_ns, s.process);
+        let recent = self.recent.get(&held.lock);
+        for &(c, p) in recent.into_iter().flatten() {
+            if c >= from && p != process {
+                count_other(s, c);
+            }
+        }
+        self.counting.entry(held.lock).or_default().push(i);
+    }
+
+    /// A grant was walked: the placed holder stalls of its lock count it if it completed within
+    /// their window, and it is remembered for those placed later.
+    fn other_grant(&mut self, g: &Grant) {
+        let c = g.complete_ns;
+        if let Some(list) = self.counting.get_mut(&g.lock) {
+            let (stalls, log) = (&mut self.stalls, &self.log);
+            list.retain(|&i| {
+                let (s, place) = &mut stalls[i];
+                let end_ns = log.get(*place).map_or(u64::MAX, |f| f.end_ns);
+                if c >= s.grant_complete_ns && c <= end_ns && g.process != s.process {
+                    count_other(s, c);
+                }
+                // Grants walked later complete after this one's invoke.
+                end_ns >= g.invoke_ns
+            });
+        }
+        let recent = self.recent.entry(g.lock).or_default();
+        if recent.len() >= self.limits.recent {
+            recent.pop_front();
+            self.grants_forgotten += 1;
+        }
+        recent.push_back((c, g.process));
+    }
+
+    /// Every grant invoked before `before_ns` is closed, and every fault not yet read starts
+    /// after it: the faults that stopped before it have met every lease they can, and the
+    /// leases over before it can meet no fault to come.
+    pub(crate) fn settle(&mut self, before_ns: u64) {
+        self.leases.retain(|l| l.to_ns >= before_ns);
+        let (aims, log) = (&self.aims, &self.log);
+        self.unsettled.retain(|&a| {
+            let f = log.get(aims[a].0);
+            f.is_none_or(|f| f.stop_index.is_none() || f.end_ns >= before_ns)
+        });
+    }
+
+    /// Grant `g` closed: the stalls placed on it read its bounds, and the faults aimed at
+    /// leases meet its lease.
+    pub(crate) fn closed<V: View>(&mut self, g: u32, grant: &Grant, read: &GrantRead<'_, V>) {
+        if let Some(list) = self.awaiting.remove(&g) {
+            for i in list {
+                let s = &mut self.stalls[i].0;
+                s.bound = Some(read.bound(grant, s.start_ns));
+            }
+        }
+        let held = (self.tracks.get(&grant.process))
+            .is_some_and(|t| t.last_grants.iter().any(|h| h.grant == g));
+        if held {
+            self.closed_held.insert(g, read.bound(grant, u64::MAX));
+        }
+        let lease = read.lease(grant);
+        if self.leases.len() >= self.limits.leases {
+            self.leases.pop_front();
+            self.leases_dropped += 1;
+        }
+        self.leases.push_back(lease);
+        for &a in &self.unsettled {
+            let (place, aims) = &mut self.aims[a];
+            if let Some(f) = self.log.get(*place) {
+                aims.meet(&lease, f.start_ns);
+            }
+        }
+    }
+
+    /// The coverage of the history read, which ended at `end_ns`.
+    pub(crate) fn finish(
+        mut self,
+        end_ns: u64,
+        lock_ids: &FxMap<String, u32>,
+        drift: Drift,
+    ) -> Coverage {
+        self.look();
+        while self.next_stall < self.stalls.len() {
+            self.place(self.next_stall, lock_ids);
+            self.next_stall += 1;
+        }
+        self.log.finish(end_ns);
+        let mut cov = Coverage::default();
+        cov.waits.granted = self.waits.0;
+        cov.waits.not_granted = self.waits.1;
+        // Faults started and nodes hit by kind, in start order.
+        for place in 0..self.log.len() {
+            let Some(f) = self.log.get(place) else {
+                continue;
+            };
+            let Some(name) = crate::faults::opened_kind(&f.f) else {
+                continue;
+            };
+            let c: &mut FaultCoverage = cov.faults.entry(name.to_string()).or_default();
+            c.started += 1;
+            let family = FaultOp::of(&f.f)
+                .opened_family()
+                .unwrap_or(&FaultFamily::UNKNOWN);
+            for n in nodes_of(&f.value, family) {
+                *c.nodes.entry(n).or_insert(0) += 1;
+            }
+        }
+        for kind in &self.kinds {
+            let c = cov.faults.entry(kind.name.clone()).or_default();
+            c.ops_during = kind.ops;
+            c.grants_during = kind.grants;
+        }
+        for (s, place) in &mut self.stalls {
+            if !s.ended {
+                s.end_ns = self.log.get(*place).map_or(end_ns, |f| f.end_ns);
+                s.ended = self.log.get(*place).is_some_and(|f| f.stop_index.is_some());
+            }
+        }
+        for (s, _) in &self.stalls {
+            tally(s, drift, &mut cov);
+        }
+        let grants_after = self.last_grant_invoke_ns;
+        for (place, aims) in &self.aims {
+            if let Some(f) = self.log.get(*place) {
+                crate::exercised::count(f, aims, grants_after, end_ns, &mut cov);
+            }
+        }
+        let started: Vec<String> = cov
+            .faults
+            .iter()
+            .filter(|(_, f)| f.started > 0)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in started {
+            cov.request_fault(&k);
+        }
+        let shapes: Vec<String> = cov.shapes.keys().cloned().collect();
+        for s in shapes {
+            cov.request_shape(&s);
+        }
+        cov
+    }
+}
+
+/// Counts another process's grant, completed at `c_ns`, in a holder stall's window.
+fn count_other(s: &mut Stall, c_ns: u64) {
+    if s.others == 0 || c_ns < s.first_other_ns {
+        s.first_other_ns = c_ns;
+    }
+    s.others += 1;
 }
 
 /// The nodes a fault names: `nodes`, and the fields its family says name nodes (a partition's
@@ -123,166 +796,27 @@ fn nodes_of(v: &Value, family: &FaultFamily) -> Vec<String> {
     out
 }
 
-/// Counts faults started and nodes hit by kind, and merges each kind's intervals.
-fn fault_kinds(m: &Model, cov: &mut Coverage) -> Vec<Kind> {
-    let mut kinds: Vec<Kind> = Vec::new();
-    // Faults come sorted by start: each kind's spans are appended in order and merged on the go.
-    for f in m.faults.list() {
-        let Some(name) = crate::faults::opened_kind(&f.f) else {
-            continue;
-        };
-        let c: &mut FaultCoverage = cov.faults.entry(name.to_string()).or_default();
-        c.started += 1;
-        let family = FaultOp::of(&f.f)
-            .opened_family()
-            .unwrap_or(&FaultFamily::UNKNOWN);
-        for n in nodes_of(&f.value, family) {
-            *c.nodes.entry(n).or_insert(0) += 1;
-        }
-        let k = match kinds.iter().position(|k| k.name == name) {
-            Some(i) => &mut kinds[i],
-            None => {
-                kinds.push(Kind {
-                    name: name.to_string(),
-                    spans: Vec::new(),
-                });
-                kinds.last_mut().expect("just pushed")
-            }
-        };
-        match k.spans.last_mut() {
-            Some(last) if f.start_ns <= last.1 => last.1 = last.1.max(f.end_ns),
-            _ => k.spans.push((f.start_ns, f.end_ns)),
-        }
-    }
-    kinds
+/// A client stall's record, if it names the client process it stalled (one that does not
+/// cannot be placed: it is not counted).
+fn stall_of(f: &Fault, family: &FaultFamily) -> Option<Stall> {
+    let process = f.value.get("process").and_then(Value::as_u64)?;
+    let lock_name = f.value.get(stall_fields::LOCK).and_then(Value::as_str);
+    let text = |k: &str| f.value.get(k).and_then(Value::as_str).map(str::to_string);
+    Some(Stall {
+        kind: family.kind,
+        process,
+        names_lock: lock_name.is_some(),
+        token: f.value.get("token").and_then(Value::as_u64),
+        shape: text(stall_fields::SHAPE),
+        planned_wake: text(stall_fields::WAKE),
+        start_ns: f.start_ns,
+        end_ns: u64::MAX,
+        ..Stall::default()
+    })
 }
 
-fn stalls_of(m: &Model) -> Vec<Stall> {
-    let lock_ids: FxMap<&str, u32> = m
-        .locks
-        .iter()
-        .enumerate()
-        .map(|(i, l)| (l.as_str(), i as u32))
-        .collect();
-    let mut out = Vec::new();
-    for (f, family) in m.faults.list().iter().filter_map(|f| {
-        let family = FaultOp::of(&f.f).opened_family()?;
-        family.stalls_clients().then_some((f, family))
-    }) {
-        // A stall that names no client process cannot be placed: it is not counted.
-        let Some(process) = f.value.get("process").and_then(Value::as_u64) else {
-            continue;
-        };
-        let lock_name = f.value.get(stall_fields::LOCK).and_then(Value::as_str);
-        let text = |k: &str| f.value.get(k).and_then(Value::as_str).map(str::to_string);
-        out.push(Stall {
-            kind: family.kind,
-            process,
-            lock: lock_name.and_then(|l| lock_ids.get(l).copied()),
-            names_lock: lock_name.is_some(),
-            token: f.value.get("token").and_then(Value::as_u64),
-            shape: text(stall_fields::SHAPE),
-            planned_wake: text(stall_fields::WAKE),
-            start_ns: f.start_ns,
-            end_ns: f.end_ns,
-            ended: f.stop_index.is_some(),
-            ..Stall::default()
-        });
-    }
-    out
-}
-
-/// What the ops pass keeps per stalled process.
-#[derive(Default)]
-struct Track {
-    last_op: Option<usize>,
-    /// The process's latest grant of each lock it was granted, latest last: a client may hold
-    /// several locks at once (the bank's two accounts), and a stall names the one it is about.
-    /// At most [`TRACKED_LOCKS_MAX`], the oldest dropped first.
-    last_grants: Vec<usize>,
-    /// Stalls of this process that ended and await the process's next invoke.
-    waking: Vec<usize>,
-}
-
-/// The most locks whose latest grant is kept per process: far more than a client holds at
-/// once (a transfer holds two), and a bound on what one process's track can grow to.
-const TRACKED_LOCKS_MAX: usize = 64;
-
-/// One pass over the client ops in invoke order: ops and grants during each fault kind, long
-/// waits, and for each stall the op in flight when it began, the holder's grant and the op it
-/// woke into.
-fn ops_pass(m: &Model, kinds: &[Kind], stalls: &mut [Stall], cov: &mut Coverage) {
-    let mut tracks: FxMap<u64, Track> = FxMap::default();
-    for s in stalls.iter() {
-        tracks.entry(s.process).or_default();
-    }
-    // Stalls come sorted by start (the fault list is); by end for the wake-ups.
-    let mut by_end: Vec<usize> = (0..stalls.len()).filter(|&i| stalls[i].ended).collect();
-    by_end.sort_by_key(|&i| (stalls[i].end_ns, i));
-    let (mut next_start, mut next_end) = (0, 0);
-    // The first span of each kind that ends at or after the current invoke: invokes ascend, so
-    // it only moves forward.
-    let mut cursor = vec![0usize; kinds.len()];
-    let mut during = vec![(0u64, 0u64); kinds.len()];
-    let mut grant = 0usize;
-    for (pos, op) in m.ops.iter().enumerate() {
-        while next_start < stalls.len() && stalls[next_start].start_ns < op.invoke_ns {
-            began(m, &tracks, &mut stalls[next_start]);
-            next_start += 1;
-        }
-        while next_end < by_end.len() && stalls[by_end[next_end]].end_ns <= op.invoke_ns {
-            let i = by_end[next_end];
-            if let Some(t) = tracks.get_mut(&stalls[i].process) {
-                t.waking.push(i);
-            }
-            next_end += 1;
-        }
-        let is_grant =
-            op.func == Func::Acquire && op.outcome == Outcome::Ok && op.target != crate::NO_TARGET;
-        if !tracks.is_empty() {
-            if let Some(t) = tracks.get_mut(&op.process) {
-                for i in t.waking.drain(..) {
-                    stalls[i].wake = Some(op.func);
-                }
-                t.last_op = Some(pos);
-                if is_grant {
-                    let lock = m.grants[grant].lock;
-                    t.last_grants.retain(|&g| m.grants[g].lock != lock);
-                    if t.last_grants.len() == TRACKED_LOCKS_MAX {
-                        t.last_grants.remove(0);
-                    }
-                    t.last_grants.push(grant);
-                }
-            }
-        }
-        let done_ns = op.complete_ns().unwrap_or(m.end_time_ns);
-        for (k, kind) in kinds.iter().enumerate() {
-            let c = &mut cursor[k];
-            while *c < kind.spans.len() && kind.spans[*c].1 < op.invoke_ns {
-                *c += 1;
-            }
-            if *c < kind.spans.len() && kind.spans[*c].0 <= done_ns {
-                during[k].0 += 1;
-                during[k].1 += u64::from(is_grant);
-            }
-        }
-        if op.func == Func::Acquire {
-            long_wait(op, cov);
-        }
-        grant += usize::from(is_grant);
-    }
-    for s in &mut stalls[next_start..] {
-        began(m, &tracks, s);
-    }
-    for (kind, (ops, grants)) in kinds.iter().zip(during) {
-        let c = cov.faults.entry(kind.name.clone()).or_default();
-        c.ops_during = ops;
-        c.grants_during = grants;
-    }
-}
-
-/// Counts an acquire that waited longer than the lease it asked for.
-fn long_wait(op: &ClientOp, cov: &mut Coverage) {
+/// Counts an acquire that waited longer than the lease it asked for: (granted, not granted).
+fn long_wait(op: &ClientOp, waits: &mut (u64, u64)) {
     let (Some(done), Some(ttl_ms)) = (op.complete_ns(), op.requested_ttl_ms().or(op.ttl_ms()))
     else {
         return;
@@ -291,183 +825,10 @@ fn long_wait(op: &ClientOp, cov: &mut Coverage) {
         return;
     }
     if op.outcome == Outcome::Ok {
-        cov.waits.granted += 1;
+        waits.0 += 1;
     } else {
-        cov.waits.not_granted += 1;
+        waits.1 += 1;
     }
-}
-
-/// Places a stall when its start is reached: a waiter stall if its process's last op is an
-/// acquire still in flight then, else a holder stall on its process's latest grant (which must
-/// be of the lock and token the stall names, when it names them).
-fn began(m: &Model, tracks: &FxMap<u64, Track>, s: &mut Stall) {
-    let Some(t) = tracks.get(&s.process) else {
-        return;
-    };
-    if let Some(pos) = t.last_op {
-        let op = &m.ops[pos];
-        if op.func == Func::Acquire && op.complete_ns().is_none_or(|c| c > s.start_ns) {
-            s.waiting_on = Some(pos);
-            return;
-        }
-    }
-    // The latest grant of the lock the stall names, else the latest of any lock.
-    let latest = match s.names_lock {
-        true => t
-            .last_grants
-            .iter()
-            .rev()
-            .find(|&&g| s.lock == Some(m.grants[g].lock)),
-        false => t.last_grants.last(),
-    };
-    s.grant = latest
-        .copied()
-        .filter(|&g| s.token.is_none_or(|t| m.grants[g].token == Some(t)));
-}
-
-/// Counts, for each holder stall with a known grant, the grants of its lock to other processes
-/// that completed after the holder's grant and no later than the stall's end. One pass over the
-/// grants; each lock's windows sorted by start with a running maximum of their ends, so a grant
-/// looks only at the windows that can contain it.
-fn other_grants(m: &Model, stalls: &mut [Stall]) {
-    // lock -> (from, to, stall), sorted by from; and the running max of `to`
-    let mut windows: Vec<Vec<(u64, u64, usize)>> = vec![Vec::new(); m.locks.len()];
-    for (i, s) in stalls.iter().enumerate() {
-        if let (Some(g), None) = (s.grant, s.waiting_on) {
-            let g = &m.grants[g];
-            windows[g.lock as usize].push((g.complete_ns, s.end_ns, i));
-        }
-    }
-    if windows.iter().all(Vec::is_empty) {
-        return;
-    }
-    let reach: Vec<Vec<u64>> = windows
-        .iter_mut()
-        .map(|w| {
-            w.sort_unstable();
-            w.iter()
-                .scan(0u64, |max, &(_, to, _)| {
-                    *max = (*max).max(to);
-                    Some(*max)
-                })
-                .collect()
-        })
-        .collect();
-    for g in &m.grants {
-        let (w, reach) = (&windows[g.lock as usize], &reach[g.lock as usize]);
-        let c = g.complete_ns;
-        let mut j = w.partition_point(|x| x.0 < c);
-        // Bounded by the windows of the lock that start before `c`.
-        while j > 0 && reach[j - 1] >= c {
-            j -= 1;
-            let (_, to, i) = w[j];
-            let s = &mut stalls[i];
-            if c <= to && g.process != s.process {
-                if s.others == 0 || c < s.first_other_ns {
-                    s.first_other_ns = c;
-                }
-                s.others += 1;
-            }
-        }
-    }
-}
-
-/// Where holder stall `s` ended against its lease as the lease model had it when the stall
-/// began (only the ops invoked by then count): before the lower bound, between the bounds, or
-/// past the upper bound, and the ttl of that lease.
-fn bound_of(m: &Model, s: &Stall) -> (Bound, Option<u64>) {
-    let Some(g) = s.grant.map(|g| &m.grants[g]) else {
-        return (Bound::Unknown, None);
-    };
-    // A session's grant, or a transaction's (no ttl at all): no lease its holder counts.
-    if m.is_session(g) || g.ttl_ms.is_none() {
-        return session_bound_of(m, g, s);
-    }
-    let (lb, set_by) = m.span_end_until(g, g.invoke_ns, s.start_ns);
-    let ttl_ms = match set_by {
-        SpanEnd::Lease(Some(pos)) => m.ops[pos as usize].ttl_ms().or(g.ttl_ms),
-        _ => g.ttl_ms,
-    };
-    let Some(ttl_ms) = ttl_ms else {
-        return (Bound::Unknown, None);
-    };
-    let bound = match surely_dead_by(m, g, s.start_ns) {
-        _ if s.end_ns < lb => Bound::Before,
-        Some(ub) if s.end_ns >= ub => {
-            // a tenth of the ttl, in ns
-            if s.end_ns - ub <= ttl_ms.saturating_mul(100_000) {
-                Bound::JustPast
-            } else {
-                Bound::Past
-            }
-        }
-        // Past the lower bound, short of the upper (or the upper is unknown: an op that never
-        // completed may set the lease at any time).
-        _ => Bound::Between,
-    };
-    (bound, Some(ttl_ms))
-}
-
-/// [`bound_of`] for a grant that is no lease (model item 9: a session's or a transaction's):
-/// its holder counts no lease, so what a stall must outlast to reach the state where bugs live
-/// is the server's timeout of the session (or of the idle transaction), the ttl the client
-/// asked for, counted from its last op the service confirmed before the stall (its acquire,
-/// or an ok renew: the check of a live session). Without a requested ttl, unknown.
-fn session_bound_of(m: &Model, g: &crate::Grant, s: &Stall) -> (Bound, Option<u64>) {
-    let mut last = &m.ops[g.op];
-    for &pos in &g.epoch_ops {
-        let op = &m.ops[pos as usize];
-        if op.invoke_ns > s.start_ns {
-            break;
-        }
-        if op.func == Func::Renew && op.outcome == Outcome::Ok {
-            last = op;
-        }
-    }
-    let (Some(ttl_ms), Some(done_ns)) = (last.requested_ttl_ms(), last.complete_ns()) else {
-        return (Bound::Unknown, None);
-    };
-    let lb = last.invoke_ns.saturating_add(m.drift.lower_ns(ttl_ms));
-    let ub = done_ns.saturating_add(m.drift.upper_ns(ttl_ms));
-    let bound = if s.end_ns < lb {
-        Bound::Before
-    } else if s.end_ns < ub {
-        Bound::Between
-    } else if s.end_ns - ub <= ttl_ms.saturating_mul(100_000) {
-        Bound::JustPast
-    } else {
-        Bound::Past
-    };
-    (bound, Some(ttl_ms))
-}
-
-/// When grant `g`'s lease was surely over, counting the ops invoked by `cutoff_ns`: the
-/// completion plus `ttl*(1+drift)` of the last op that could have set it (the acquire, an ok
-/// renew, which replaces it; an indeterminate renew may have applied, so the later of the two),
-/// as `Grant::surely_dead_ns` counts it for the whole epoch. A release may end it sooner, never
-/// later, so it does not count.
-fn surely_dead_by(m: &Model, g: &crate::Grant, cutoff_ns: u64) -> Option<u64> {
-    let mut dead = m.surely_dead_if_applied(&m.ops[g.op]);
-    for &pos in &g.epoch_ops {
-        let op = &m.ops[pos as usize];
-        if op.invoke_ns > cutoff_ns {
-            break;
-        }
-        if op.func != Func::Renew {
-            continue;
-        }
-        let ttl = op.ttl_ms().or(op.requested_ttl_ms()).or(g.ttl_ms);
-        let set = match (op.complete_ns(), ttl) {
-            (Some(c), Some(t)) => Some(c.saturating_add(m.drift.upper_ns(t))),
-            _ => None,
-        };
-        dead = match op.lease_outcome() {
-            Outcome::Ok => set,
-            Outcome::Fail => dead,
-            Outcome::Info | Outcome::Pending => dead.zip(set).map(|(a, b)| a.max(b)),
-        };
-    }
-    dead
 }
 
 fn next_of(s: &Stall, ttl_ms: Option<u64>) -> Next {
@@ -503,15 +864,14 @@ fn reached(shape: &str, s: &Stall, bound: Bound, next: Next, lapsed: bool) -> bo
     }
 }
 
-fn tally(m: &Model, s: &Stall, cov: &mut Coverage) {
+fn tally(s: &Stall, drift: Drift, cov: &mut Coverage) {
     cov.stalls += 1;
     let (mut bound, mut next, mut lapsed) = (Bound::Unknown, Next::Unknown, false);
-    if let Some(pos) = s.waiting_on {
-        let op = &m.ops[pos];
+    if let Some(op) = &s.waiting_on {
         let w = &mut cov.waiter;
         w.count += 1;
         let ttl = op.requested_ttl_ms().or(op.ttl_ms());
-        lapsed = ttl.is_some_and(|t| s.end_ns - s.start_ns > m.drift.upper_ns(t));
+        lapsed = ttl.is_some_and(|t| s.end_ns - s.start_ns > drift.upper_ns(t));
         if lapsed {
             w.lease_lapsed += 1;
             if op.outcome == Outcome::Ok {
@@ -533,7 +893,10 @@ fn tally(m: &Model, s: &Stall, cov: &mut Coverage) {
             None => &mut w.none,
         } += 1;
         let ttl;
-        (bound, ttl) = bound_of(m, s);
+        (bound, ttl) = match (s.grant, s.bound) {
+            (Some(_), Some(b)) => b.of(s.end_ns),
+            _ => (Bound::Unknown, None),
+        };
         next = next_of(s, ttl);
         let b = &mut h.lease_bound;
         *match bound {

@@ -406,6 +406,7 @@ impl Digest {
                     if let Some(stream) = self.stream.as_mut() {
                         stream.stuck.faults.push(&op);
                         stream.counts.nemesis(op.f.as_str());
+                        stream.coverage.nemesis(&op);
                     }
                     if self.keeps_all() || self.nemesis.len() < NEMESIS_KEPT_MAX {
                         self.nemesis.push(*op);
@@ -540,11 +541,14 @@ impl Digest {
                 stream.bank.walked(op, transfer);
                 stream.counts.push(op);
                 stream.liveness.push(op, &self.errors, self.end_time_ns);
+                let made = (self.walk.grants.len() > grants_before).then_some(grants_before);
                 if let Some(round) = stream.round_of.remove(&(pos as OpPos)) {
-                    let grant =
-                        (self.walk.grants.len() > grants_before).then_some(grants_before as u32);
-                    stream.rounds.asked(op.target, round, grant);
+                    stream
+                        .rounds
+                        .asked(op.target, round, made.map(|g| g as u32));
                 }
+                let made = made.map(|g| (g as u32, &self.walk.grants[g]));
+                stream.coverage.walked(op, made, &self.lock_ids);
                 let read = crate::stuck_stream::Read {
                     locks: &self.locks,
                     errors: &self.errors,
@@ -641,14 +645,6 @@ impl Digest {
             return Vec::new();
         };
         let grants = &self.walk.grants;
-        for &g in closed {
-            let grant = &grants[g as usize];
-            stream.closed(g, grant, &self.ops, &self.walk.grant_of);
-            if self.walk.sessions.binary_search(&grant.op).is_ok() {
-                stream.search.closed_session(grant, &self.ops);
-            }
-            stream.deadlock.closed(g, grant, &self.ops);
-        }
         let live = Live {
             ops: &self.ops,
             locks: &self.locks,
@@ -657,6 +653,19 @@ impl Digest {
             end_time_ns: self.end_time_ns,
             drift: self.drift,
         };
+        let read = crate::coverage::GrantRead {
+            view: &live,
+            policy: &self.walk.ttl_policy,
+        };
+        for &g in closed {
+            let grant = &grants[g as usize];
+            stream.closed(g, grant, &self.ops, &self.walk.grant_of);
+            if self.walk.sessions.binary_search(&grant.op).is_ok() {
+                stream.search.closed_session(grant, &self.ops);
+            }
+            stream.deadlock.closed(g, grant, &self.ops);
+            stream.coverage.closed(g, grant, &read);
+        }
         if end {
             stream.sweep(u64::MAX, grants, &live);
             stream.walk_tokens(&[], grants, &live);
@@ -688,6 +697,8 @@ impl Digest {
                 orphans_before: before,
             };
             stream.judge(&reach, (&self.walk.grant_of, grants), &live, &self.keys);
+            // Every grant invoked before both is closed.
+            (stream.coverage).settle(reach.first_op_ns.min(reach.walked_ns));
             stream.stuck.judge(reach.walked_ns, &self.stuck_read());
             let names = self.names();
             stream
@@ -708,6 +719,9 @@ impl Digest {
 
     /// The stats of the ops walked so far, over the events read (the streaming rules' count:
     /// every op once walked, as it then stood).
+    // Read by the tests' comparisons with the batch until `check` reads through the
+    // streaming reader.
+    #[cfg(test)]
     pub(crate) fn stats(&self) -> Option<history::Stats> {
         let stream = self.stream.as_ref()?;
         let whole = crate::stats::Whole {
@@ -720,6 +734,9 @@ impl Digest {
 
     /// The liveness and fairness figures of the ops walked so far (`Stats.extra`'s
     /// `fairness`, `unavailability` and `never_completed`).
+    // Read by the tests' comparisons with the batch until `check` reads through the
+    // streaming reader.
+    #[cfg(test)]
     pub(crate) fn liveness_figures(
         &self,
     ) -> Option<std::collections::BTreeMap<String, serde_json::Value>> {
@@ -728,7 +745,20 @@ impl Digest {
         Some(stream.liveness.figures(&faults, &self.locks))
     }
 
+    /// The coverage of the history read, once it is read whole (taken: asked once).
+    // Read by the tests' comparisons with the batch until `check` reads through the
+    // streaming reader.
+    #[cfg(test)]
+    pub(crate) fn take_coverage(&mut self) -> Option<history::coverage::Coverage> {
+        let stream = self.stream.as_mut()?;
+        let counts = std::mem::take(&mut stream.coverage);
+        Some(counts.finish(self.end_time_ns, &self.lock_ids, self.drift))
+    }
+
     /// The contention rounds' figures of the ops walked so far (`Stats.extra`'s `rounds`).
+    // Read by the tests' comparisons with the batch until `check` reads through the
+    // streaming reader.
+    #[cfg(test)]
     pub(crate) fn round_figures(
         &self,
     ) -> Option<std::collections::BTreeMap<String, serde_json::Value>> {
@@ -1602,6 +1632,7 @@ mod walk_order_tests {
             0
         };
         let rounds = read.round_figures().expect("a streaming reader");
+        let coverage = read.take_coverage().expect("a streaming reader");
         let mut oracle = Digest::new(0, drift);
         oracle.hold_walk = true;
         let oracle = Digest::of_history_in(h, 1, oracle);
@@ -1703,6 +1734,10 @@ mod walk_order_tests {
                 // The rounds read the grants' holds as they closed.
                 let (m, _) = batch_model(h, drift);
                 assert_eq!(rounds, crate::rounds::round_stats(&m), "{what}: rounds");
+                // The coverage reads the grants as they closed.
+                let want = serde_json::to_value(crate::coverage::coverage(&m));
+                let got = serde_json::to_value(&coverage).expect("coverage serializes");
+                assert_eq!(got, want.expect("coverage serializes"), "{what}: coverage");
             }
             let stream = read.stream.expect("set above");
             compared = Compared {
@@ -3663,8 +3698,11 @@ mod walk_order_tests {
             }
         }
         let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let coverage = fixtures.with_file_name("coverage");
         let mut read = 0;
-        for entry in std::fs::read_dir(&fixtures).unwrap() {
+        let files =
+            (std::fs::read_dir(&fixtures).unwrap()).chain(std::fs::read_dir(&coverage).unwrap());
+        for entry in files {
             let path = entry.unwrap().path();
             if path.extension().is_none_or(|e| e != "jsonl") {
                 continue;
@@ -3757,6 +3795,65 @@ mod walk_order_tests {
         }
         assert_eq!(violations, 8, "the injected total-changed, each found");
         assert_eq!(limited, 48, "every run read past both limits");
+    }
+
+    /// Past its limits (faults waiting for grants to close, leases kept for faults read
+    /// later, grants kept for stalls placed later) the streamed coverage counts no cell more
+    /// exercised than the batch, and the faults and ops as the batch does; an acquire pending
+    /// for good holds every fault waiting, up to the limit.
+    #[test]
+    fn the_streamed_coverage_past_its_limits_never_counts_more_exercised() {
+        let limits = crate::coverage::CoverageLimits {
+            unsettled: 2,
+            leases: 4,
+            recent: 2,
+        };
+        let (mut cells, mut fewer, mut early, mut dropped) = (0, 0, 0, 0);
+        for seed in 0..24u64 {
+            let params = GenParams::varied(seed, 1_200);
+            let mut ops = correct_history(seed, &params);
+            if seed % 2 == 0 {
+                // An acquire of a process of its own, invoked first and never answered.
+                let first = ops.first().map_or(0, |o| o.time_ns);
+                let p = history::Process::Client(900 + seed);
+                let op = history::Op::new(0, first, p, OpType::Invoke, F::Acquire)
+                    .with_lock("L0")
+                    .with_value(history::OpValue::default().with_ttl_ms(1_000));
+                ops.insert(0, op);
+                for (i, o) in ops.iter_mut().enumerate() {
+                    o.index = i as u64;
+                }
+            }
+            let h = History::new(ops).expect("generated histories are well formed");
+            let (m, _) = batch_model(&h, Drift::from_ppm(0));
+            let want = crate::coverage::coverage(&m);
+            let mut read = Digest::streaming(Drift::from_ppm(0), 1_000_000_000);
+            read.stream.as_mut().expect("streaming").coverage.limits = limits;
+            read = Digest::of_history_in(&h, 1, read);
+            read.finish_walk();
+            let counts = &read.stream.as_ref().expect("streaming").coverage;
+            early += counts.settled_early;
+            dropped += counts.leases_dropped + counts.grants_forgotten;
+            let got = read.take_coverage().expect("streaming");
+            let what = format!("seed {seed}");
+            assert_eq!(got.faults, want.faults, "{what}: faults and ops met");
+            assert_eq!(got.cells.len(), want.cells.len(), "{what}: cells");
+            for (a, b) in got.cells.iter().zip(&want.cells) {
+                assert_eq!(
+                    (&a.kind, &a.variant, &a.role, a.started),
+                    (&b.kind, &b.variant, &b.role, b.started),
+                    "{what}"
+                );
+                assert!(
+                    a.exercised <= b.exercised,
+                    "{what}: {a:?} counted more than {b:?}"
+                );
+                cells += 1;
+                fewer += usize::from(a.exercised < b.exercised);
+            }
+        }
+        eprintln!("{cells} cells, {fewer} counted less; {early} faults settled early, {dropped} leases and grants let go");
+        assert!(early > 0 && dropped > 0, "the limits were reached");
     }
 
     #[test]

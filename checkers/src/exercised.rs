@@ -5,91 +5,114 @@
 //! grants, and counted there.
 //!
 //! Leases are intervals from an acquire's invoke (the earliest instant the service may have
-//! set it) to the instant it is surely over (its release's invoke, or its upper bound); the
-//! intervals are sorted by start with a running maximum of their ends, so each fault asks
-//! "was any lease live at t / during [a, b]" in a binary search and a walk over the leases
-//! that can overlap it.
+//! set it) to the instant it is surely over (its release's invoke, or its upper bound). Each
+//! aim asks whether some lease (or grant) stood somewhere against the fault, so a fault folds
+//! in each lease as its grant closes ([`FaultAims`]), until every grant invoked before the
+//! fault stopped is closed: what it keeps is a few instants per fault, never the leases.
 
-use crate::model::{Grant, Model};
+use crate::faults::Fault;
 use history::coverage::{Cell, Coverage};
 use history::{Aim, FaultFamily};
 use serde_json::Value;
 
 /// A lease as an interval, with what the rules need of it.
 #[derive(Debug, Clone, Copy)]
-struct Lease {
-    from_ns: u64,
-    /// Surely over from here: the release's invoke, or the lease's upper bound (the history's
-    /// end when an op that never completed may still set it).
-    to_ns: u64,
+pub(crate) struct Lease {
+    pub(crate) from_ns: u64,
+    /// Surely over from here: the release's invoke, or the lease's upper bound (`u64::MAX`,
+    /// the history's end, when an op that never completed may still set it).
+    pub(crate) to_ns: u64,
     /// The lease may have ended from here on (its lower bound after the last renew).
-    lb_ns: u64,
+    pub(crate) lb_ns: u64,
+    /// Its grant's invoke.
+    pub(crate) invoke_ns: u64,
 }
 
-struct Leases {
-    by_start: Vec<Lease>,
-    /// `reach[i]`: the largest `to_ns` among `by_start[..=i]`.
-    reach: Vec<u64>,
-    /// Grant invokes, sorted: "a grant after t" and "a grant during [a, b]".
-    grant_invokes: Vec<u64>,
+/// What the leases met so far say of one fault that starts at `start`: each aim is a question
+/// about some lease or grant, answered at the end from these (a lease met once is folded in,
+/// never kept).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FaultAims {
+    /// Among the leases live at `start`: whether any, the lowest lower bound and the latest
+    /// end.
+    live_at_start: bool,
+    min_lb_ns: u64,
+    max_to_ns: u64,
+    /// The earliest start among the leases that reach `start`: live during `[start, e]` when
+    /// it is at most `e`.
+    min_from_ns: u64,
+    /// The earliest grant invoked at or after `start`.
+    first_grant_ns: u64,
 }
 
-impl Leases {
-    fn of(m: &Model) -> Leases {
-        let mut by_start: Vec<Lease> = m.grants.iter().map(|g| lease_of(m, g)).collect();
-        by_start.sort_unstable_by_key(|l| (l.from_ns, l.to_ns));
-        let reach = by_start
-            .iter()
-            .scan(0u64, |max, l| {
-                *max = (*max).max(l.to_ns);
-                Some(*max)
-            })
-            .collect();
-        let mut grant_invokes: Vec<u64> = m.grants.iter().map(|g| g.invoke_ns).collect();
-        grant_invokes.sort_unstable();
-        Leases {
-            by_start,
-            reach,
-            grant_invokes,
+impl Default for FaultAims {
+    fn default() -> Self {
+        FaultAims {
+            live_at_start: false,
+            min_lb_ns: u64::MAX,
+            max_to_ns: 0,
+            min_from_ns: u64::MAX,
+            first_grant_ns: u64::MAX,
+        }
+    }
+}
+
+impl FaultAims {
+    /// Folds in `lease`, for a fault that starts at `start_ns`.
+    pub(crate) fn meet(&mut self, lease: &Lease, start_ns: u64) {
+        if lease.to_ns >= start_ns {
+            self.min_from_ns = self.min_from_ns.min(lease.from_ns);
+            if lease.from_ns <= start_ns {
+                self.live_at_start = true;
+                self.min_lb_ns = self.min_lb_ns.min(lease.lb_ns);
+                self.max_to_ns = self.max_to_ns.max(lease.to_ns);
+            }
+        }
+        if lease.invoke_ns >= start_ns {
+            self.first_grant_ns = self.first_grant_ns.min(lease.invoke_ns);
         }
     }
 
-    /// The leases live at some instant of `[a_ns, b_ns]`, latest start first. Bounded by the
-    /// leases that start by `b_ns` and reach `a_ns`.
-    fn live_during(&self, a_ns: u64, b_ns: u64) -> impl Iterator<Item = &Lease> + '_ {
-        let mut j = self.by_start.partition_point(|l| l.from_ns <= b_ns);
-        std::iter::from_fn(move || {
-            while j > 0 && self.reach[j - 1] >= a_ns {
-                j -= 1;
-                let l = &self.by_start[j];
-                if l.to_ns >= a_ns {
-                    return Some(l);
-                }
+    /// Whether a fault aiming at `aim` over `[start_ns, end_ns]` met it, in a history that
+    /// ended at `history_end_ns` with its last grant invoked at `last_grant_ns`. A family this
+    /// build does not know is taken as [`Aim::LeaseLiveDuring`].
+    fn met(
+        &self,
+        aim: Aim,
+        variant: &str,
+        (start_ns, end_ns): (u64, u64),
+        (last_grant_ns, history_end_ns): (Option<u64>, u64),
+    ) -> bool {
+        let _ = start_ns;
+        let live_during = self.min_from_ns <= end_ns;
+        match aim {
+            // The service is frozen while a lease it granted may run out: when it wakes, it
+            // must not act as if no time had passed.
+            Aim::FrozenPastLeaseBound => self.live_at_start && self.min_lb_ns <= end_ns,
+            // A node holding a live lease dies and is back before that lease is surely over,
+            // and is asked for grants: what it remembers (tokens, leases) is put to use while
+            // it still matters.
+            Aim::BackBeforeLeaseEnds => {
+                // A lease still open to an unanswered op ends with the history.
+                let max_to_ns = match self.max_to_ns {
+                    u64::MAX => history_end_ns,
+                    t => t,
+                };
+                self.live_at_start
+                    && max_to_ns > end_ns
+                    && last_grant_ns.is_some_and(|t| t >= end_ns)
             }
-            None
-        })
-    }
-
-    fn grant_invoked_in(&self, a_ns: u64, b_ns: u64) -> bool {
-        let i = self.grant_invokes.partition_point(|&t| t < a_ns);
-        self.grant_invokes.get(i).is_some_and(|&t| t <= b_ns)
-    }
-}
-
-fn lease_of(m: &Model, g: &Grant) -> Lease {
-    let upper = g.surely_dead_ns.unwrap_or(m.end_time_ns);
-    // A release the service refused (or never got: a refused connection) leaves the lease in
-    // force; any other may have ended it at its invoke.
-    let released = g
-        .epoch_ops
-        .iter()
-        .map(|&pos| &m.ops[pos as usize])
-        .find(|op| op.func == crate::model::Func::Release && op.outcome != history::Outcome::Fail)
-        .map_or(u64::MAX, |op| op.invoke_ns);
-    Lease {
-        from_ns: g.invoke_ns,
-        to_ns: upper.min(released).max(g.invoke_ns),
-        lb_ns: g.lease_lb_ns,
+            // A step moves the clock under a live lease; a rate change applies while one is
+            // set (the clock modes, docs/history.md).
+            Aim::ClockUnderLease => match variant {
+                "fast" | "slow" => self.first_grant_ns <= end_ns,
+                "strobe" => live_during,
+                _ => self.live_at_start,
+            },
+            // A cut (or a lossy link) while a lease is live: its holder, or the service's view
+            // of it, is on one side.
+            Aim::LeaseLiveDuring | Aim::ClientStall => live_during,
+        }
     }
 }
 
@@ -112,88 +135,61 @@ fn roles_of(v: &Value) -> Vec<String> {
     roles
 }
 
-/// Whether a fault aiming at `aim` over `[start_ns, end_ns]` met it. A family this build does
-/// not know is taken as [`Aim::LeaseLiveDuring`].
-fn met(leases: &Leases, aim: Aim, variant: &str, start_ns: u64, end_ns: u64) -> bool {
-    match aim {
-        // The service is frozen while a lease it granted may run out: when it wakes, it must
-        // not act as if no time had passed.
-        Aim::FrozenPastLeaseBound => leases
-            .live_during(start_ns, start_ns)
-            .any(|l| l.lb_ns <= end_ns),
-        // A node holding a live lease dies and is back before that lease is surely over, and
-        // is asked for grants: what it remembers (tokens, leases) is put to use while it
-        // still matters.
-        Aim::BackBeforeLeaseEnds => {
-            leases
-                .live_during(start_ns, start_ns)
-                .any(|l| l.to_ns > end_ns)
-                && leases.grant_invoked_in(end_ns, u64::MAX)
-        }
-        // A step moves the clock under a live lease; a rate change applies while one is set
-        // (the clock modes, docs/history.md).
-        Aim::ClockUnderLease => match variant {
-            "fast" | "slow" => leases.grant_invoked_in(start_ns, end_ns),
-            "strobe" => leases.live_during(start_ns, end_ns).next().is_some(),
-            _ => leases.live_during(start_ns, start_ns).next().is_some(),
-        },
-        // A cut (or a lossy link) while a lease is live: its holder, or the service's view of
-        // it, is on one side.
-        Aim::LeaseLiveDuring | Aim::ClientStall => {
-            leases.live_during(start_ns, end_ns).next().is_some()
-        }
+/// Counts fault `f` into `cov.cells` (client stalls are counted by the coverage pass), by
+/// what the leases told `aims`, in a history that ended at `end_ns` with its last grant
+/// invoked at `last_grant_ns`.
+pub(crate) fn count(
+    f: &Fault,
+    aims: &FaultAims,
+    last_grant_ns: Option<u64>,
+    end_ns: u64,
+    cov: &mut Coverage,
+) {
+    let Some(kind) = crate::faults::opened_kind(&f.f) else {
+        return;
+    };
+    let family = FaultFamily::named(kind).unwrap_or(&FaultFamily::UNKNOWN);
+    // Client stalls are placed and counted by the coverage pass.
+    if family.stalls_clients() {
+        return;
     }
-}
-
-/// Counts every fault but client stalls into `cov.cells`.
-pub(crate) fn count(m: &Model, cov: &mut Coverage) {
-    let leases = Leases::of(m);
-    for f in m.faults.list() {
-        let Some(kind) = crate::faults::opened_kind(&f.f) else {
-            continue;
-        };
-        let family = FaultFamily::named(kind).unwrap_or(&FaultFamily::UNKNOWN);
-        // Client stalls are placed and counted by the coverage pass.
-        if family.stalls_clients() {
-            continue;
-        }
-        let text = |k: &str| f.value.get(k).and_then(Value::as_str).unwrap_or_default();
-        let rolling = family.rolls
-            && f.value
-                .get(FaultFamily::THEN_NODES)
-                .and_then(Value::as_array)
-                .is_some_and(|w| !w.is_empty());
-        let variant = if rolling {
-            history::coverage::KILL_ROLLING
-        } else if family.variant_field.is_empty() {
-            ""
-        } else {
-            text(family.variant_field)
-        };
-        let exercised = met(&leases, family.aim, variant, f.start_ns, f.end_ns);
-        let mut roles = roles_of(&f.value);
-        // A partition cuts links, not a node's role: one cell per topology. A rolling kill is
-        // one cell whatever its waves hit.
-        if !family.per_role || rolling || roles.is_empty() {
-            roles = vec![String::new()];
-        }
-        // Only a clock fault that moved the monotonic clock says so: the wall clock alone is
-        // the default, and the cell of every run before scopes were recorded.
-        let scope = match text(FaultFamily::SCOPE) {
-            "all" if family.scoped => "all",
-            _ => "",
-        };
-        for role in roles {
-            cov.count_cell(
-                Cell {
-                    kind: kind.to_string(),
-                    variant: variant.to_string(),
-                    role,
-                    scope: scope.to_string(),
-                    ..Cell::default()
-                },
-                exercised,
-            );
-        }
+    let text = |k: &str| f.value.get(k).and_then(Value::as_str).unwrap_or_default();
+    let rolling = family.rolls
+        && f.value
+            .get(FaultFamily::THEN_NODES)
+            .and_then(Value::as_array)
+            .is_some_and(|w| !w.is_empty());
+    let variant = if rolling {
+        history::coverage::KILL_ROLLING
+    } else if family.variant_field.is_empty() {
+        ""
+    } else {
+        text(family.variant_field)
+    };
+    let span = (f.start_ns, f.end_ns);
+    let exercised = aims.met(family.aim, variant, span, (last_grant_ns, end_ns));
+    let mut roles = roles_of(&f.value);
+    // A partition cuts links, not a node's role: one cell per topology. A rolling kill is one
+    // cell whatever its waves hit.
+    if !family.per_role || rolling || roles.is_empty() {
+        roles = vec![String::new()];
+    }
+    // Only a clock fault that moved the monotonic clock says so: the wall clock alone is the
+    // default, and the cell of every run before scopes were recorded.
+    let scope = match text(FaultFamily::SCOPE) {
+        "all" if family.scoped => "all",
+        _ => "",
+    };
+    for role in roles {
+        cov.count_cell(
+            Cell {
+                kind: kind.to_string(),
+                variant: variant.to_string(),
+                role,
+                scope: scope.to_string(),
+                ..Cell::default()
+            },
+            exercised,
+        );
     }
 }

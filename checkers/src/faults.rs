@@ -258,6 +258,11 @@ impl FaultLog {
         self.named.entry(i).or_insert(f);
     }
 
+    /// How many faults were read (the place the next one will have).
+    pub(crate) fn len(&self) -> usize {
+        self.next
+    }
+
     /// Fault `i`, if kept (named, or not folded).
     pub(crate) fn get(&self, i: usize) -> Option<&Fault> {
         (self.named.get(&i))

@@ -164,6 +164,8 @@ pub(crate) struct Streamed {
     pub(crate) transfer_of: FxMap<crate::model::OpPos, u64>,
     /// `total-changed`, judged once the history is read.
     pub(crate) bank: crate::bank::BankTotal,
+    /// What the history exercised.
+    pub(crate) coverage: crate::coverage::CoverageCounts,
 }
 
 impl Streamed {
