@@ -295,10 +295,6 @@ const TRACKED_LOCKS_MAX: usize = 64;
 /// and a stall whose holder's grant is older than them may count too few.
 pub(crate) const RECENT_GRANTS_MAX: usize = 4096;
 
-/// The most processes tracked; past it the tracks of crashed processes are let go, oldest
-/// first (a stall that names one later finds no op or grant of it).
-pub(crate) const TRACKS_MAX: usize = 65_536;
-
 /// The most leases of closed grants kept for the faults read later: a lease is kept while a
 /// fault still to come may start inside it, so about the leases of the last few seconds, and
 /// those an op never answered keeps open to the end (a crashed holder's); past it the oldest
@@ -321,12 +317,13 @@ pub(crate) const FAULTS_READ_MAX: usize = 65_536;
 /// One fault kind's faults, for the ops it meets.
 struct Kind {
     name: String,
-    /// Its faults' places in the log, by start.
-    places: Vec<usize>,
-    /// The first of them that starts after the op walked last.
-    next: usize,
-    /// Those started by then that may still be on (open, or ended no earlier).
-    on: Vec<usize>,
+    /// Its faults' places in the log and starts, by start; those before `next` are let go.
+    places: VecDeque<(usize, u64)>,
+    /// Those started by the op walked last that may still be on (open, or ended no earlier),
+    /// with their ends as last read from the log (`u64::MAX` while open).
+    on: Vec<(usize, u64)>,
+    /// The faults stopped when those ends were read.
+    ends_read_at: u64,
     /// Ops and grants met.
     ops: u64,
     grants: u64,
@@ -357,8 +354,9 @@ pub(crate) struct CoverageCounts {
     log: FaultLog,
     nemesis_read: usize,
     pub(crate) nemesis_skipped: u64,
-    /// Faults of the log looked at so far.
+    /// Faults of the log looked at so far, and the stops read.
     seen: usize,
+    stops: u64,
     kinds: Vec<Kind>,
     /// Client stalls, in start order, with their place in the log; and the first not yet
     /// placed.
@@ -368,10 +366,8 @@ pub(crate) struct CoverageCounts {
     /// process's next op.
     running: Vec<usize>,
     ending: std::collections::BTreeSet<(u64, usize)>,
+    /// Per process not crashed.
     tracks: FxMap<u64, Track>,
-    /// Processes that crashed (an `info`), oldest first: the first tracks let go past
-    /// [`TRACKS_MAX`].
-    crashed: VecDeque<u64>,
     /// Holder stalls whose grant is still open, by grant.
     awaiting: FxMap<u32, Vec<usize>>,
     /// What the stalls placed later read of the grants the tracks hold, once closed.
@@ -410,6 +406,7 @@ impl CoverageCounts {
         self.log.push(op);
         self.look();
         if matches!(FaultOp::of(op.f.as_str()), FaultOp::Closes(_)) {
+            self.stops += 1;
             // The stall it stopped, if it stopped one, waits for its process's next op.
             let (stalls, log) = (&self.stalls, &self.log);
             let ending = &mut self.ending;
@@ -421,6 +418,18 @@ impl CoverageCounts {
                 _ => true,
             });
         }
+    }
+
+    /// The faults read that meet `[start_ns, end_ns]` (one not stopped reaches past any
+    /// instant), by start: each start's index and function.
+    #[cfg(test)]
+    pub(crate) fn active_faults(&self, start_ns: u64, end_ns: u64) -> Vec<(u64, String)> {
+        (0..self.log.len())
+            .filter_map(|p| self.log.get(p))
+            .take_while(|f| f.start_ns <= end_ns)
+            .filter(|f| f.end_ns >= start_ns)
+            .map(|f| (f.start_index, f.f.clone()))
+            .collect()
     }
 
     /// Looks at the faults read since last time: each stall is listed, each other kind's
@@ -444,16 +453,16 @@ impl CoverageCounts {
                 None => {
                     self.kinds.push(Kind {
                         name: name.to_string(),
-                        places: Vec::new(),
-                        next: 0,
+                        places: VecDeque::new(),
                         on: Vec::new(),
+                        ends_read_at: 0,
                         ops: 0,
                         grants: 0,
                     });
                     self.kinds.len() - 1
                 }
             };
-            self.kinds[k].places.push(place);
+            self.kinds[k].places.push_back((place, f.start_ns));
             if family.stalls_clients() {
                 if let Some(s) = stall_of(f, family) {
                     self.running.push(self.stalls.len());
@@ -522,23 +531,26 @@ impl CoverageCounts {
             self.last_grant_invoke_ns = Some(grant.invoke_ns);
         }
         let done_ns = o.complete_ns().unwrap_or(u64::MAX);
+        let log = &self.log;
+        let end_of = |p: usize| log.get(p).map_or(0, |f| f.end_ns);
         for kind in &mut self.kinds {
             // Bounded by the kind's faults.
-            while kind.next < kind.places.len()
-                && self
-                    .log
-                    .get(kind.places[kind.next])
-                    .is_some_and(|f| f.start_ns <= o.invoke_ns)
-            {
-                kind.on.push(kind.places[kind.next]);
-                kind.next += 1;
+            while let Some(&(p, start_ns)) = kind.places.front() {
+                if start_ns > o.invoke_ns {
+                    break;
+                }
+                kind.places.pop_front();
+                kind.on.push((p, end_of(p)));
             }
-            let log = &self.log;
-            kind.on
-                .retain(|&p| log.get(p).is_some_and(|f| f.end_ns >= o.invoke_ns));
-            let starts_within = (kind.places.get(kind.next))
-                .and_then(|&p| log.get(p))
-                .is_some_and(|f| f.start_ns <= done_ns);
+            // The ends are read again only after a fault stopped.
+            if kind.ends_read_at != self.stops {
+                for (p, end_ns) in &mut kind.on {
+                    *end_ns = end_of(*p);
+                }
+                kind.ends_read_at = self.stops;
+            }
+            kind.on.retain(|&(_, end_ns)| end_ns >= o.invoke_ns);
+            let starts_within = (kind.places.front()).is_some_and(|&(_, s)| s <= done_ns);
             if !kind.on.is_empty() || starts_within {
                 kind.ops += 1;
                 kind.grants += u64::from(is_grant);
@@ -548,16 +560,11 @@ impl CoverageCounts {
             long_wait(o, &mut self.waits);
         }
         if o.outcome == Outcome::Info {
-            self.crashed.push_back(o.process);
-            // Bounded by the crashed processes remembered.
-            while self.tracks.len() > TRACKS_MAX {
-                let Some(p) = self.crashed.pop_front() else {
-                    break;
-                };
-                if let Some(t) = self.tracks.remove(&p) {
-                    for h in t.last_grants {
-                        self.closed_held.remove(&h.grant);
-                    }
+            // A crashed process runs no further op, and the run stalls its worker under the
+            // process that carries on: no stall is placed on it or wakes into its ops.
+            if let Some(t) = self.tracks.remove(&o.process) {
+                for h in t.last_grants {
+                    self.closed_held.remove(&h.grant);
                 }
             }
         }

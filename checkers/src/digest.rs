@@ -203,8 +203,6 @@ pub(crate) struct Digest {
     pub(crate) errors: Vec<String>,
     error_ids: FxMap<String, u32>,
     pub(crate) nemesis: Vec<Op>,
-    /// Nemesis events not kept, past [`NEMESIS_KEPT_MAX`].
-    pub(crate) nemesis_dropped: u64,
     /// (op position, lease_last_ok_ns, lease_ttl_ms) of completions carrying lease evidence.
     pub(crate) lease_evidence: Vec<(usize, u64, u64)>,
     /// (op position, evidence) of completions carrying a read of the grant's lock key.
@@ -276,12 +274,6 @@ pub(crate) struct Digest {
 /// pending: about 12 s at the harness's top rate of 21k ops a second, 17 MiB of ops.
 pub const UNWALKED_OPS_MAX: usize = 1 << 18;
 
-/// The nemesis events a reader that drops ops keeps whole, for the faults active in a
-/// violation's window and the figures that name them: a run starts and stops a fault every
-/// few seconds, so a day's run is some 40,000 (about 10 MiB). Past it the later ones are
-/// counted ([`Digest::nemesis_dropped`]) and name no fault.
-pub(crate) const NEMESIS_KEPT_MAX: usize = 65_536;
-
 /// The blocks of text a streaming reader parses at a time.
 const STREAM_BLOCK_BYTES: usize = 1 << 20;
 
@@ -351,7 +343,6 @@ impl Digest {
             errors: Vec::new(),
             error_ids: FxMap::default(),
             nemesis: Vec::new(),
-            nemesis_dropped: 0,
             lease_evidence: Vec::new(),
             key_evidence: Vec::new(),
             rounds: Vec::new(),
@@ -408,10 +399,8 @@ impl Digest {
                         stream.counts.nemesis(op.f.as_str());
                         stream.coverage.nemesis(&op);
                     }
-                    if self.keeps_all() || self.nemesis.len() < NEMESIS_KEPT_MAX {
+                    if self.keeps_all() {
                         self.nemesis.push(*op);
-                    } else {
-                        self.nemesis_dropped += 1;
                     }
                     continue;
                 }
@@ -741,8 +730,8 @@ impl Digest {
         &self,
     ) -> Option<std::collections::BTreeMap<String, serde_json::Value>> {
         let stream = self.stream.as_ref()?;
-        let faults = Faults::from_nemesis(&self.nemesis, self.end_time_ns);
-        Some(stream.liveness.figures(&faults, &self.locks))
+        let active = |s: u64, e: u64| stream.coverage.active_faults(s, e);
+        Some(stream.liveness.figures(&active, &self.locks))
     }
 
     /// The coverage of the history read, once it is read whole (taken: asked once).

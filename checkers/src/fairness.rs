@@ -15,7 +15,6 @@
 //!   `recovering`, ...). Overlapping `[invoke, complete]` windows of such ops on one lock merge
 //!   into one unavailability window.
 
-use crate::faults::Faults;
 use crate::model::{ClientOp, Func, Model, NO_TARGET};
 use crate::stats::{Latencies, LATENCIES_EXACT_MAX};
 use history::Outcome;
@@ -29,6 +28,9 @@ const CLIENTS_LISTED: usize = 64;
 const WINDOWS_LISTED: usize = 10;
 /// At most this many never-completed ops are named.
 const PENDING_LISTED: usize = 20;
+
+/// The faults that meet `[start, end]` (ns), by start: each start's index and function.
+pub(crate) type Active<'a> = dyn Fn(u64, u64) -> Vec<(u64, String)> + 'a;
 
 /// The waits of one listed client kept exactly; past it they go into a histogram of 3
 /// significant digits (as the latencies of `stats.rs`): 128 KiB per client listed.
@@ -75,7 +77,11 @@ pub fn liveness_stats(m: &Model) -> BTreeMap<String, Value> {
     for o in &m.ops {
         counts.push(o, &m.errors, m.end_time_ns);
     }
-    counts.figures(&m.faults, &m.locks)
+    let active = |s: u64, e: u64| {
+        let faults = m.faults.active(s, e).into_iter();
+        faults.map(|f| (f.index, f.f)).collect()
+    };
+    counts.figures(&active, &m.locks)
 }
 
 /// One lock's windows of unavailability so far.
@@ -249,13 +255,14 @@ impl LivenessCounts {
     }
 
     /// The figures so far, keyed for `Stats.extra`, with the faults active in the longest
-    /// windows (`faults`) and the locks' names (`locks`, by id).
-    pub(crate) fn figures(&self, faults: &Faults, locks: &[String]) -> BTreeMap<String, Value> {
+    /// windows (`active`: the index and function of those that meet an interval, by start)
+    /// and the locks' names (`locks`, by id).
+    pub(crate) fn figures(&self, active: &Active<'_>, locks: &[String]) -> BTreeMap<String, Value> {
         let mut extra = BTreeMap::new();
         extra.insert("fairness".to_string(), self.fairness());
         extra.insert(
             "unavailability".to_string(),
-            self.unavailability(faults, locks),
+            self.unavailability(active, locks),
         );
         extra.insert(
             "never_completed".to_string(),
@@ -307,7 +314,7 @@ impl LivenessCounts {
 
     /// `unavailability`: per lock, the windows its ops found the service down (overlapping ones
     /// merged), their total, and the longest with the faults active in them.
-    fn unavailability(&self, faults: &Faults, locks: &[String]) -> Value {
+    fn unavailability(&self, active: &Active<'_>, locks: &[String]) -> Value {
         let mut by_name: BTreeMap<&str, Down> = BTreeMap::new();
         for (&lock, d) in &self.down {
             let mut d = Down {
@@ -327,10 +334,8 @@ impl LivenessCounts {
                 .longest
                 .iter()
                 .map(|&(s, e, count)| {
-                    let faults: Vec<Value> = faults
-                        .active(s, e)
-                        .into_iter()
-                        .map(|f| json!({"index": f.index, "f": f.f}))
+                    let faults: Vec<Value> = (active(s, e).into_iter())
+                        .map(|(index, f)| json!({"index": index, "f": f}))
                         .collect();
                     json!({"start_ms": s as f64 / 1e6, "end_ms": e as f64 / 1e6, "ops": count, "faults": faults})
                 })
@@ -444,7 +449,7 @@ mod tests {
         want.truncate(10);
         let mut starts: Vec<f64> = want.iter().map(|&(_, s)| s as f64).collect();
         starts.sort_by(f64::total_cmp);
-        let u = c.unavailability(&Faults::default(), &["L0".to_string()]);
+        let u = c.unavailability(&|_, _| Vec::new(), &["L0".to_string()]);
         let l = &u["L0"];
         assert_eq!(l["windows"], 30);
         assert_eq!(l["total_ms"], total_ms as f64);
