@@ -27,6 +27,8 @@ struct Stall {
     /// Interned lock the stall names, `None` when it names none or one the history never used.
     lock: Option<u32>,
     names_lock: bool,
+    /// The lock it names, by name (placed by id once it is reached).
+    lock_name: Option<String>,
     token: Option<u64>,
     /// What the stall was aimed at (`value.shape`: boundary, next-grant, long, waiter).
     shape: Option<String>,
@@ -379,7 +381,9 @@ pub(crate) struct CoverageCounts {
     counting: FxMap<u32, Vec<usize>>,
     /// Faults aimed at leases (not client stalls), by place, with what the leases closed so
     /// far say of them; and those still open to leases.
-    aims: Vec<(usize, FaultAims)>,
+    aims: Vec<(usize, FaultAims, crate::exercised::Cells)>,
+    /// Faults started and nodes hit, by kind.
+    started: std::collections::BTreeMap<String, FaultCoverage>,
     unsettled: Vec<usize>,
     /// The leases of closed grants that a fault not yet read may still meet (a grant closes
     /// once no op can change it, which can be before its lease is over), at most
@@ -463,23 +467,31 @@ impl CoverageCounts {
                 }
             };
             self.kinds[k].places.push_back((place, f.start_ns));
+            // Faults started and nodes hit, by kind.
+            let c: &mut FaultCoverage = self.started.entry(name.to_string()).or_default();
+            c.started += 1;
+            for n in nodes_of(&f.value, family) {
+                *c.nodes.entry(n).or_insert(0) += 1;
+            }
             if family.stalls_clients() {
                 if let Some(s) = stall_of(f, family) {
                     self.running.push(self.stalls.len());
                     self.stalls.push((s, place));
                 }
-            } else {
+            } else if let Some(cells) = crate::exercised::cells_of(f) {
                 let mut aims = FaultAims::default();
                 for lease in &self.leases {
                     aims.meet(lease, f.start_ns);
                 }
-                self.aims.push((place, aims));
+                self.aims.push((place, aims, cells));
                 if self.unsettled.len() >= self.limits.unsettled {
                     self.unsettled.remove(0);
                     self.settled_early += 1;
                 }
                 self.unsettled.push(self.aims.len() - 1);
             }
+            // What is read of its value was taken above: its start, end and name stay.
+            self.log.strip(place);
         }
     }
 
@@ -589,12 +601,11 @@ impl CoverageCounts {
     /// an acquire still in flight then, else a holder stall on its process's latest grant
     /// (which must be of the lock and token the stall names, when it names them).
     fn place(&mut self, i: usize, lock_ids: &FxMap<String, u32>) {
-        let place = self.stalls[i].1;
-        let lock_name = (self.log.get(place))
-            .and_then(|f| f.value.get(stall_fields::LOCK))
-            .and_then(Value::as_str);
         let s = &mut self.stalls[i].0;
-        s.lock = lock_name.and_then(|l| lock_ids.get(l).copied());
+        s.lock = s
+            .lock_name
+            .as_deref()
+            .and_then(|l| lock_ids.get(l).copied());
         let Some(t) = self.tracks.get(&s.process) else {
             return;
         };
@@ -690,7 +701,7 @@ impl CoverageCounts {
         }
         self.leases.push_back(lease);
         for &a in &self.unsettled {
-            let (place, aims) = &mut self.aims[a];
+            let (place, aims, _) = &mut self.aims[a];
             if let Some(f) = self.log.get(*place) {
                 aims.meet(&lease, f.start_ns);
             }
@@ -713,23 +724,7 @@ impl CoverageCounts {
         let mut cov = Coverage::default();
         cov.waits.granted = self.waits.0;
         cov.waits.not_granted = self.waits.1;
-        // Faults started and nodes hit by kind, in start order.
-        for place in 0..self.log.len() {
-            let Some(f) = self.log.get(place) else {
-                continue;
-            };
-            let Some(name) = crate::faults::opened_kind(&f.f) else {
-                continue;
-            };
-            let c: &mut FaultCoverage = cov.faults.entry(name.to_string()).or_default();
-            c.started += 1;
-            let family = FaultOp::of(&f.f)
-                .opened_family()
-                .unwrap_or(&FaultFamily::UNKNOWN);
-            for n in nodes_of(&f.value, family) {
-                *c.nodes.entry(n).or_insert(0) += 1;
-            }
-        }
+        cov.faults = std::mem::take(&mut self.started);
         for kind in &self.kinds {
             let c = cov.faults.entry(kind.name.clone()).or_default();
             c.ops_during = kind.ops;
@@ -745,9 +740,10 @@ impl CoverageCounts {
             tally(s, drift, &mut cov);
         }
         let grants_after = self.last_grant_invoke_ns;
-        for (place, aims) in &self.aims {
+        for (place, aims, cells) in &self.aims {
             if let Some(f) = self.log.get(*place) {
-                crate::exercised::count(f, aims, grants_after, end_ns, &mut cov);
+                let span = (f.start_ns, f.end_ns);
+                crate::exercised::count(cells, aims, span, (grants_after, end_ns), &mut cov);
             }
         }
         let started: Vec<String> = cov
@@ -813,6 +809,7 @@ fn stall_of(f: &Fault, family: &FaultFamily) -> Option<Stall> {
         kind: family.kind,
         process,
         names_lock: lock_name.is_some(),
+        lock_name: lock_name.map(str::to_string),
         token: f.value.get("token").and_then(Value::as_u64),
         shape: text(stall_fields::SHAPE),
         planned_wake: text(stall_fields::WAKE),

@@ -139,19 +139,34 @@ fn roles_of(v: &Value) -> Vec<String> {
 /// what the leases told `aims`, in a history that ended at `end_ns` with its last grant
 /// invoked at `last_grant_ns`.
 pub(crate) fn count(
-    f: &Fault,
+    cells: &Cells,
     aims: &FaultAims,
-    last_grant_ns: Option<u64>,
-    end_ns: u64,
+    span: (u64, u64),
+    (last_grant_ns, end_ns): (Option<u64>, u64),
     cov: &mut Coverage,
 ) {
-    let Some(kind) = crate::faults::opened_kind(&f.f) else {
-        return;
-    };
+    let exercised = aims.met(cells.aim, &cells.variant, span, (last_grant_ns, end_ns));
+    for cell in &cells.cells {
+        cov.count_cell(cell.clone(), exercised);
+    }
+}
+
+/// What a fault aimed at leases counts into: its aim and variant, and its cells.
+#[derive(Debug, Clone)]
+pub(crate) struct Cells {
+    aim: Aim,
+    variant: String,
+    cells: Vec<Cell>,
+}
+
+/// The cells fault `f` counts into, read from its value; none for a client stall (placed and
+/// counted by the coverage pass) or an op that opens no fault.
+pub(crate) fn cells_of(f: &Fault) -> Option<Cells> {
+    let kind = crate::faults::opened_kind(&f.f)?;
     let family = FaultFamily::named(kind).unwrap_or(&FaultFamily::UNKNOWN);
     // Client stalls are placed and counted by the coverage pass.
     if family.stalls_clients() {
-        return;
+        return None;
     }
     let text = |k: &str| f.value.get(k).and_then(Value::as_str).unwrap_or_default();
     let rolling = family.rolls
@@ -166,8 +181,6 @@ pub(crate) fn count(
     } else {
         text(family.variant_field)
     };
-    let span = (f.start_ns, f.end_ns);
-    let exercised = aims.met(family.aim, variant, span, (last_grant_ns, end_ns));
     let mut roles = roles_of(&f.value);
     // A partition cuts links, not a node's role: one cell per topology. A rolling kill is one
     // cell whatever its waves hit.
@@ -180,16 +193,18 @@ pub(crate) fn count(
         "all" if family.scoped => "all",
         _ => "",
     };
-    for role in roles {
-        cov.count_cell(
-            Cell {
-                kind: kind.to_string(),
-                variant: variant.to_string(),
-                role,
-                scope: scope.to_string(),
-                ..Cell::default()
-            },
-            exercised,
-        );
-    }
+    let cells = (roles.into_iter())
+        .map(|role| Cell {
+            kind: kind.to_string(),
+            variant: variant.to_string(),
+            role,
+            scope: scope.to_string(),
+            ..Cell::default()
+        })
+        .collect();
+    Some(Cells {
+        aim: family.aim,
+        variant: variant.to_string(),
+        cells,
+    })
 }

@@ -258,6 +258,14 @@ impl FaultLog {
         self.named.entry(i).or_insert(f);
     }
 
+    /// Forgets fault `i`'s value (what it was done to), once what is needed of it was read:
+    /// its name, start and end stay.
+    pub(crate) fn strip(&mut self, i: usize) {
+        if let Some(f) = self.kept.get_mut(&i) {
+            f.value = Value::Null;
+        }
+    }
+
     /// How many faults were read (the place the next one will have).
     pub(crate) fn len(&self) -> usize {
         self.next
