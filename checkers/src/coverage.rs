@@ -601,6 +601,7 @@ impl CoverageCounts {
     /// an acquire still in flight then, else a holder stall on its process's latest grant
     /// (which must be of the lock and token the stall names, when it names them).
     fn place(&mut self, i: usize, lock_ids: &FxMap<String, u32>) {
+        let place = self.stalls[i].1;
         let s = &mut self.stalls[i].0;
         s.lock = s
             .lock_name
@@ -634,10 +635,13 @@ impl CoverageCounts {
             None => self.awaiting.entry(held.grant).or_default().push(i),
         }
         // The grants of its lock to other processes since the holder's, walked so far.
+        // Walked before the stall began, but answered after it ended: not inside it (a stall
+        // still running when placed ends after every answer read).
         let (from, process) = (held.complete_ns, s.process);
+        let to = (self.log.get(place)).map_or(u64::MAX, |f| f.end_ns);
         let recent = self.recent.get(&held.lock);
         for &(c, p) in recent.into_iter().flatten() {
-            if c >= from && p != process {
+            if c >= from && c <= to && p != process {
                 count_other(s, c);
             }
         }
