@@ -4,10 +4,11 @@
 //!
 //! Counted as the history is read ([`CoverageCounts`]): the nemesis events as they come, the
 //! client ops in invoke order (as the walk takes them) and each grant once it is closed. What
-//! it keeps is per fault (a few per thousand events, and kept whole by the reader anyway) and
-//! per process, never per op or per grant: a stall is placed on the op or grant its process
-//! had when it began, and what its tally reads of that grant is taken when the grant closes.
-//! The batch feeds it the same way from the whole model.
+//! it keeps is per fault (each one's name and instants, its cells or its stall, up to
+//! [`FAULTS_READ_MAX`] nemesis events) and per process not crashed, never per op or per grant:
+//! a stall is placed on the op or grant its process had when it began, and what its tally
+//! reads of that grant is taken when the grant closes. The batch feeds it the same way from
+//! the whole model.
 
 use crate::exercised::{FaultAims, Lease};
 use crate::faults::{Fault, FaultLog};
@@ -144,22 +145,16 @@ impl BoundAt {
 }
 
 /// What the bounds of a closed grant are read from: its ops (a view) and the run's ttl policy
-/// (an answer lost may have set the longest ttl the run granted).
+/// (an answer lost may have set the longest ttl the run granted). A streaming reader gives
+/// the policy read so far, the batch the whole run's: a lost answer whose longest ttl is
+/// granted only later could put a stall's upper bound earlier than the batch's (they agree on
+/// every history of the tests' corpus).
 pub(crate) struct GrantRead<'a, V: View> {
     pub(crate) view: &'a V,
     pub(crate) policy: &'a FxMap<u64, (u64, u64)>,
 }
 
 impl<V: View> GrantRead<'_, V> {
-    /// [`Model::upper_ttl_ms`] with the policy known so far.
-    fn upper_ttl_ms(&self, op: &ClientOp) -> Option<u64> {
-        if op.outcome == Outcome::Ok {
-            return op.ttl_ms().or(op.requested_ttl_ms());
-        }
-        let r = op.requested_ttl_ms().or(op.ttl_ms())?;
-        Some(self.policy.get(&r).map_or(r, |p| p.1.max(r)))
-    }
-
     /// Where grant `g`'s lease stood for a stall that began at `cutoff_ns`: before its lower
     /// bound, between the bounds, or past the upper bound, and the ttl of that lease.
     fn bound(&self, g: &Grant, cutoff_ns: u64) -> BoundAt {
@@ -218,8 +213,7 @@ impl<V: View> GrantRead<'_, V> {
         let m = self.view;
         let drift = m.drift();
         let acquire = m.op(g.op);
-        let mut dead = self
-            .upper_ttl_ms(acquire)
+        let mut dead = crate::model::upper_ttl_ms(self.policy, acquire)
             .zip(acquire.complete_ns())
             .map(|(ttl, c)| c.saturating_add(drift.upper_ns(ttl)));
         for &pos in &g.epoch_ops {

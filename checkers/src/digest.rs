@@ -3184,14 +3184,7 @@ mod walk_order_tests {
         let (mut waited, mut deadlocks) = (0, 0);
         let (mut waits_most, mut holds_most) = (0, 0);
         for seed in 0..12u64 {
-            let params = BankParams {
-                clients: 3 + seed as usize % 4,
-                accounts: 2 + seed as usize % 3,
-                events: 2_000,
-                ttl_ms: if seed % 2 == 0 { 10_000 } else { 300 },
-            };
-            let mut ops = Vec::new();
-            bank_history_into(seed, &params, &mut |chunk| ops.extend_from_slice(chunk));
+            let (_, mut ops) = varied_bank_run(seed, 2_000);
             if seed % 3 == 0 {
                 inject(&mut ops, InjectKind::named("deadlock"), seed);
             }
@@ -3352,6 +3345,22 @@ mod walk_order_tests {
             }
         }
         assert!(early > 100, "only {early} acquires resolved at the limit");
+    }
+
+    /// A generated bank run of `events` whose clients, accounts and ttl vary with `seed` (3 to 6
+    /// clients, 2 to 4 accounts, leases of 10 s or 300 ms), with its parameters.
+    fn varied_bank_run(seed: u64, events: usize) -> (crate::gen_bank::BankParams, Vec<Op>) {
+        let params = crate::gen_bank::BankParams {
+            clients: 3 + seed as usize % 4,
+            accounts: 2 + seed as usize % 3,
+            events,
+            ttl_ms: if seed % 2 == 0 { 10_000 } else { 300 },
+        };
+        let mut ops = Vec::new();
+        crate::gen_bank::bank_history_into(seed, &params, &mut |chunk| {
+            ops.extend_from_slice(chunk)
+        });
+        (params, ops)
     }
 
     /// The liveness grace the checks default to.
@@ -3714,17 +3723,9 @@ mod walk_order_tests {
     /// before its process moved on. What it keeps does not grow with the run.
     #[test]
     fn the_streamed_bank_total_is_the_batchs_on_bank_runs() {
-        use crate::gen_bank::{bank_history_into, BankParams};
         let (mut violations, mut limited) = (0, 0);
         for seed in 0..24u64 {
-            let params = BankParams {
-                clients: 3 + seed as usize % 4,
-                accounts: 2 + seed as usize % 3,
-                events: 3_000,
-                ttl_ms: if seed % 2 == 0 { 10_000 } else { 300 },
-            };
-            let mut ops = Vec::new();
-            bank_history_into(seed, &params, &mut |chunk| ops.extend_from_slice(chunk));
+            let (params, mut ops) = varied_bank_run(seed, 3_000);
             if seed % 3 == 0 {
                 // The last closing read returns 7 more than its account holds: money made.
                 let last = (ops.iter_mut().rev())

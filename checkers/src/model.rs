@@ -501,11 +501,7 @@ impl Model {
     /// 7) or the requested one, whichever is longer (a lock that is not stuck is never called
     /// stuck on a guess), else the requested one.
     pub fn upper_ttl_ms(&self, op: &ClientOp) -> Option<u64> {
-        if op.outcome == Outcome::Ok {
-            return op.ttl_ms().or(op.requested_ttl_ms());
-        }
-        let r = op.requested_ttl_ms().or(op.ttl_ms())?;
-        Some(self.ttl_policy.get(&r).map_or(r, |p| p.1.max(r)))
+        upper_ttl_ms(&self.ttl_policy, op)
     }
 
     /// Whether op `pos` named its grant by the service's grant id (`value.grant`).
@@ -651,6 +647,16 @@ impl Setters {
         self.last.push((op.process, op.complete_or_max()));
         after
     }
+}
+
+/// [`Model::upper_ttl_ms`] under ttl policy `policy` (per requested ttl, the shortest and
+/// longest granted): the whole run's, or what a streaming reader has read so far.
+pub(crate) fn upper_ttl_ms(policy: &FxMap<u64, (u64, u64)>, op: &ClientOp) -> Option<u64> {
+    if op.outcome == Outcome::Ok {
+        return op.ttl_ms().or(op.requested_ttl_ms());
+    }
+    let r = op.requested_ttl_ms().or(op.ttl_ms())?;
+    Some(policy.get(&r).map_or(r, |p| p.1.max(r)))
 }
 
 /// [`Model::span_end_until`] over what a [`View`] keeps.
