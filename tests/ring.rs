@@ -144,7 +144,14 @@ fn check(case: &Case) {
         args.extend(["--unsafe", m]);
     }
     args.extend(case.flags);
-    let r = run(&tmp.path().join("runs"), &args, LIMIT);
+    let mut r = run(&tmp.path().join("runs"), &args, LIMIT);
+    // A correct ring's verdict is unknown, not valid, when the pause lands in the instant the
+    // token changes hands (no lease live when it begins: CI87, under the suite's load); as
+    // `lockpick test` does for a fault not exercised, the run is made once more.
+    let unexercised = |r: &common::Run| r.code == 2 && r.stdout.contains("not exercised");
+    if matches!(case.expect, Expect::Valid) && unexercised(&r) {
+        r = run(&tmp.path().join("runs"), &args, LIMIT);
+    }
     let nemesis = common::nemesis_ops(&r.run_dir());
     // The fault ran, and on the member holding the token then (its role: the primary).
     assert!(
