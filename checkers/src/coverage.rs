@@ -420,7 +420,6 @@ impl CoverageCounts {
 
     /// The faults read that meet `[start_ns, end_ns]` (one not stopped reaches past any
     /// instant), by start: each start's index and function.
-    #[cfg(test)]
     pub(crate) fn active_faults(&self, start_ns: u64, end_ns: u64) -> Vec<(u64, String)> {
         (0..self.log.len())
             .filter_map(|p| self.log.get(p))

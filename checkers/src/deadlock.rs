@@ -465,7 +465,7 @@ pub(crate) struct Sweep {
     live: Vec<Edge>,
     seen: FxSet<Vec<(usize, u64)>>,
     cycles: Vec<Cycle>,
-    unjudged: u64,
+    pub(crate) unjudged: u64,
 }
 
 impl Sweep {
@@ -611,11 +611,7 @@ impl Checker for Deadlock {
         let mut out = sweep.output(m);
         let unjudged = sweep.unjudged;
         verdict(m, cfg, &mut out);
-        out.nothing_to_judge(waited, || {
-            "no client waited for a lock while it held another: one lock at a time cannot \
-             deadlock"
-                .to_string()
-        });
+        out.nothing_to_judge(waited, || NO_WAIT.to_string());
         if unjudged > 0 && out.valid == Validity::Valid {
             // A cycle not judged may be the deadlock.
             out.valid = Validity::Unknown;
@@ -623,6 +619,10 @@ impl Checker for Deadlock {
         out
     }
 }
+
+/// Why `deadlock` judged nothing.
+pub(crate) const NO_WAIT: &str =
+    "no client waited for a lock while it held another: one lock at a time cannot deadlock";
 
 /// The violations, notes and figures of the cycles judged, `unjudged` more past the limit.
 fn output(names: &impl Names, cycles: &[Cycle], unjudged: u64) -> CheckOutput {

@@ -221,11 +221,14 @@ impl DeadlockStream {
         self.holds_most = self.holds_most.max(holds);
     }
 
-    /// What the sweep judged, in the checker's words (before its verdict). (The tests compare
-    /// it with the batch's; a streamed whole check is to read it.)
-    #[cfg(test)]
+    /// What the sweep judged, in the checker's words (before its verdict).
     pub(crate) fn output(&self, names: &impl Names) -> crate::CheckOutput {
         self.sweep.output(names)
+    }
+
+    /// Cycles past the limit, not judged.
+    pub(crate) fn unjudged(&self) -> u64 {
+        self.sweep.unjudged
     }
 }
 

@@ -527,6 +527,14 @@ impl Digest {
                 }
                 let transfer = stream.transfer_of.remove(&(pos as OpPos));
                 stream.store.walked(pos, op, transfer.is_some(), &self.keys);
+                let grant = self.walk.grant_of[pos];
+                let grant_token = (grant != NO_GRANT)
+                    .then(|| self.walk.grants.get(grant as usize).and_then(|g| g.token));
+                let reason =
+                    (self.errors.get(op.error as usize)).map(|e| history::reason::reason_of(e));
+                let account = stream.store.is_account(op.target);
+                let facts = (transfer.is_some(), account);
+                stream.judged.walked(op, facts, grant_token, reason);
                 stream.bank.walked(op, transfer);
                 stream.counts.push(op);
                 stream.liveness.push(op, &self.errors, self.end_time_ns);
@@ -708,9 +716,6 @@ impl Digest {
 
     /// The stats of the ops walked so far, over the events read (the streaming rules' count:
     /// every op once walked, as it then stood).
-    // Read by the tests' comparisons with the batch until `check` reads through the
-    // streaming reader.
-    #[cfg(test)]
     pub(crate) fn stats(&self) -> Option<history::Stats> {
         let stream = self.stream.as_ref()?;
         let whole = crate::stats::Whole {
@@ -723,9 +728,6 @@ impl Digest {
 
     /// The liveness and fairness figures of the ops walked so far (`Stats.extra`'s
     /// `fairness`, `unavailability` and `never_completed`).
-    // Read by the tests' comparisons with the batch until `check` reads through the
-    // streaming reader.
-    #[cfg(test)]
     pub(crate) fn liveness_figures(
         &self,
     ) -> Option<std::collections::BTreeMap<String, serde_json::Value>> {
@@ -735,9 +737,6 @@ impl Digest {
     }
 
     /// The coverage of the history read, once it is read whole (taken: asked once).
-    // Read by the tests' comparisons with the batch until `check` reads through the
-    // streaming reader.
-    #[cfg(test)]
     pub(crate) fn take_coverage(&mut self) -> Option<history::coverage::Coverage> {
         let stream = self.stream.as_mut()?;
         let counts = std::mem::take(&mut stream.coverage);
@@ -745,13 +744,151 @@ impl Digest {
     }
 
     /// The contention rounds' figures of the ops walked so far (`Stats.extra`'s `rounds`).
-    // Read by the tests' comparisons with the batch until `check` reads through the
-    // streaming reader.
-    #[cfg(test)]
     pub(crate) fn round_figures(
         &self,
     ) -> Option<std::collections::BTreeMap<String, serde_json::Value>> {
         Some(self.stream.as_ref()?.rounds.figures())
+    }
+
+    /// The whole check's results, from a streaming reader that has read the history to its end
+    /// ([`Digest::finish_walk`]): every checker's output from what the streaming rules proved
+    /// and counted, merged as the batch merges its own (`crate::merge`), each finding's faults
+    /// from `active`, the incidents from `incidents`. `None` where a reading is not streamed
+    /// yet: the critical sections of a bank run (`non-serializable`).
+    // The unsafe overlaps (mutual-exclusion's warnings) are not streamed yet either: until they
+    // are, the tests' comparison takes the batch's, and `check` reads through the batch.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn streamed_results(
+        &mut self,
+        cfg: &CheckConfig,
+        active: &dyn Fn(u64, u64) -> Vec<history::ActiveFault>,
+        incidents: impl FnOnce(&[history::Violation]) -> Vec<history::Incident>,
+    ) -> Option<history::Results> {
+        use crate::judged::Twice;
+        let stats = self.stats()?;
+        let mut extra = self.liveness_figures()?;
+        extra.extend(self.round_figures()?);
+        let coverage = self.take_coverage()?;
+        let names = self.names();
+        let stream = self.stream.as_ref()?;
+        let j = &stream.judged;
+        if j.transfers {
+            return None;
+        }
+        let whole = crate::Whole {
+            empty: self.events == 0,
+            ok_acquires: self.walk.ok_acquires,
+            ambiguity_capped: self.walk.ambiguity_capped,
+            unplaced: self.walk.unplaced,
+        };
+        let mut outs = Vec::new();
+        for c in crate::all_checkers() {
+            let mut out = crate::CheckOutput::new();
+            let name = c.name();
+            out.violations = (stream.proven.violations.iter())
+                .filter(|v| c.kinds().contains(&v.kind))
+                .cloned()
+                .collect();
+            match name {
+                "mutual-exclusion" => {
+                    let locks = stream.forced.unsettled_locks();
+                    if locks > 0 {
+                        out.notes.push(crate::mutex::unsettled_note(locks));
+                    }
+                    out.nothing_to_judge(j.granted_twice(Twice::ProvingHold), || {
+                        crate::mutex::no_pair(j.grants, j.granted_twice(Twice::Any))
+                    });
+                }
+                "lease-expiry" => {
+                    out.nothing_to_judge(j.lease_judged || j.decided, || {
+                        crate::lease::NO_LEASE.to_string()
+                    });
+                    out.notes.extend(crate::lease::record_note(j.key_states));
+                }
+                "fencing-tokens" => {
+                    if j.untokened > 0 {
+                        out.notes.push(crate::tokens::untokened_note(j.untokened));
+                    }
+                    out.nothing_to_judge(j.granted_twice(Twice::Tokened), || {
+                        crate::tokens::NO_TOKEN_ORDER.to_string()
+                    });
+                }
+                "stale-lock-ops" => {
+                    out.nothing_to_judge(j.stale_read, || crate::tokens::NO_STALE.to_string())
+                }
+                "store-fencing" => {
+                    if j.writes_unordered > 0 {
+                        out.notes
+                            .push(crate::store::unordered_note(j.writes_unordered));
+                    }
+                    out.nothing_to_judge(j.writes_fenced, || {
+                        crate::store::NO_FENCED_WRITE.to_string()
+                    });
+                }
+                "counter" => out.nothing_to_judge(j.counter, || crate::store::NO_COUNTER.into()),
+                "bank-total" => out.notes.extend(stream.bank_notes.iter().cloned()),
+                "liveness" if stream.stuck.unjudged > 0 => {
+                    out.notes
+                        .push(crate::liveness::unjudged_note(stream.stuck.unjudged));
+                }
+                "deadlock" => out = stream.deadlock.output(&names),
+                _ => {}
+            }
+            crate::verdict_of(&whole, cfg, &mut out);
+            match name {
+                "bank-total" => out.nothing_to_judge(stream.bank.transfers(), || {
+                    crate::bank::NO_TRANSFER.to_string()
+                }),
+                "serializability" => {
+                    out.nothing_to_judge(false, || crate::bank::NO_TRANSFER.to_string())
+                }
+                "liveness" => out.nothing_to_judge(j.held, || crate::liveness::NO_HELD.into()),
+                "deadlock" => {
+                    out.nothing_to_judge(stream.deadlock.waited, || {
+                        crate::deadlock::NO_WAIT.to_string()
+                    });
+                    if stream.deadlock.unjudged() > 0 && out.valid == history::Validity::Valid {
+                        // A cycle not judged may be the deadlock.
+                        out.valid = history::Validity::Unknown;
+                    }
+                }
+                _ => {}
+            }
+            outs.push((name, out));
+        }
+        // The search decides only the locks the rules proved nothing about.
+        let proven: std::collections::HashSet<String> = (outs.iter())
+            .flat_map(|(_, o)| o.violations.iter())
+            .filter(|v| v.kind != history::ViolationKind::Deadlock)
+            .filter_map(|v| v.lock.clone())
+            .collect();
+        let locks = self.locks.len();
+        let stream = self.stream.as_mut()?;
+        let searched = stream.search.finish(locks);
+        outs.push((
+            "model-search",
+            crate::search::judged(&self.locks, searched, &proven),
+        ));
+        for (_, out) in &mut outs {
+            for v in out.violations.iter_mut().chain(out.warnings.iter_mut()) {
+                v.ops.sort_unstable();
+                v.ops.dedup();
+                if v.nemesis.is_empty() {
+                    v.nemesis = active(v.window_ns[0], v.window_ns[1]);
+                }
+            }
+            crate::sort_violations(&mut out.violations);
+            crate::sort_violations(&mut out.warnings);
+        }
+        let mut stats = stats;
+        stats.extra.extend(extra);
+        Some(crate::merge(
+            (outs, stats, coverage),
+            &whole,
+            cfg,
+            None,
+            incidents,
+        ))
     }
 
     /// The names the deadlock sentences read.
@@ -3844,6 +3981,120 @@ mod walk_order_tests {
         }
         eprintln!("{cells} cells, {fewer} counted less; {early} faults settled early, {dropped} leases and grants let go");
         assert!(early > 0 && dropped > 0, "the limits were reached");
+    }
+
+    /// The whole check a streaming reader assembles is the batch's, field for field, wherever
+    /// no grant went stale and the reader never stopped waiting; the unsafe overlaps
+    /// (mutual-exclusion's warnings, not streamed yet) are taken from the batch.
+    #[test]
+    fn the_streamed_results_are_the_batchs() {
+        let corpus = corpus();
+        let (mut compared, mut violations, mut notes) = (0, 0, 0);
+        for (horizon_ns, evict) in [(0, true), (1_000_000_000, true), (u64::MAX, false)] {
+            for (i, (what, h)) in corpus.iter().enumerate() {
+                let drift = Drift::from_ppm(10_000 * (i as u64 % 2));
+                let what = format!("{what}, horizon {horizon_ns}");
+                let (m, cfg) = batch_model(h, drift);
+                let mut read = Digest::streaming(drift, horizon_ns);
+                read.evict = evict;
+                let mut read = Digest::of_history_in(h, 1, read);
+                read.finish_walk();
+                let stale = read.walk.state.iter().any(|&s| s == Close::Stale)
+                    || !read.walk.late_grants.is_empty()
+                    || read.walk.uncertain > 0
+                    || read.walk.stale_dropped > 0;
+                if stale || read.forced_count > 0 {
+                    continue;
+                }
+                let active = |a, b| m.faults.active(a, b);
+                let incidents = |v: &[history::Violation]| crate::incidents::group(&m, v);
+                let Some(mut got) = read.streamed_results(&cfg, &active, incidents) else {
+                    assert!(!m.transfers.is_empty(), "{what}: not assembled");
+                    continue;
+                };
+                let want = crate::check_model(&m, &cfg);
+                // The unsafe overlaps, from the batch.
+                let (a, b) = (&mut got.checkers[0], &want.checkers[0]);
+                assert_eq!(a.name, "mutual-exclusion");
+                a.warnings = b.warnings;
+                a.notes.extend(
+                    b.notes
+                        .iter()
+                        .filter(|n| n.contains("fencing at work"))
+                        .cloned(),
+                );
+                if b.warnings > 0 {
+                    a.not_judged = b.not_judged.clone();
+                }
+                got.warnings = want.warnings.clone();
+                let (got, want) = (serde_json::to_value(&got), serde_json::to_value(&want));
+                let (got, want) = (got.expect("serializes"), want.expect("serializes"));
+                for (field, w) in want.as_object().expect("an object") {
+                    assert_eq!(&got[field], w, "{what}: {field}");
+                }
+                compared += 1;
+                violations += want["violations"].as_array().map_or(0, Vec::len);
+                notes += (want["checkers"].as_array().expect("a list").iter())
+                    .map(|c| c["notes"].as_array().map_or(0, Vec::len))
+                    .sum::<usize>();
+            }
+        }
+        assert!(compared > 2800, "{compared} histories compared");
+        assert!(violations > 3400, "{violations} violations compared");
+        assert!(notes > 3400, "{notes} notes compared");
+    }
+
+    /// The notes the corpus never shows, each on a history made for it, streamed as the batch
+    /// words them: two grants that prove no hold (a transaction's lock), a counter only read
+    /// at the end, a `held` answer while a lease of unknown ttl could be in force.
+    #[test]
+    fn the_streamed_notes_are_the_batchs_on_their_corners() {
+        let corners = [
+            (
+                "two transaction grants",
+                lines(&[
+                    (0, 1, "invoke", "acquire", r#""hold":"transaction""#),
+                    (1, 1, "ok", "acquire", r#""hold":"transaction","token":1"#),
+                    (2, 2, "invoke", "acquire", r#""hold":"transaction""#),
+                    (3, 2, "ok", "acquire", r#""hold":"transaction","token":2"#),
+                ]),
+                "none of the 2 grant(s) proves a hold",
+            ),
+            (
+                "a counter only read at the end",
+                lines(&[
+                    (0, 1, "invoke", "acquire", r#""ttl_ms":1000"#),
+                    (1, 1, "ok", "acquire", r#""token":1,"ttl_ms":1000"#),
+                    (2, 2, "invoke", "read", r#""final":true"#),
+                    (3, 2, "ok", "read", r#""final":true,"value":0"#),
+                ]),
+                "no lock was granted twice",
+            ),
+            (
+                "held while a lease of unknown ttl could be in force",
+                lines(&[
+                    (0, 1, "invoke", "acquire", ""),
+                    (1, 1, "ok", "acquire", r#""token":1"#),
+                    (5000, 2, "invoke", "acquire", r#""ttl_ms":1000"#),
+                    (5001, 2, "fail", "acquire", r#""error":"held""#),
+                ]),
+                "1 held answer(s) came while a lease of unknown ttl could be in force",
+            ),
+        ];
+        for (what, h, said) in corners {
+            let (m, cfg) = batch_model(&h, Drift::from_ppm(0));
+            let want = crate::check_model(&m, &cfg);
+            let mut read = Digest::streaming(Drift::from_ppm(0), 0);
+            read = Digest::of_history_in(&h, 1, read);
+            read.finish_walk();
+            let active = |a, b| m.faults.active(a, b);
+            let incidents = |v: &[history::Violation]| crate::incidents::group(&m, v);
+            let got = read.streamed_results(&cfg, &active, incidents);
+            let got = serde_json::to_value(got.expect("no transfer"));
+            let want = serde_json::to_value(want).expect("serializes");
+            assert_eq!(got.expect("serializes"), want, "{what}");
+            assert!(want.to_string().contains(said), "{what}: {want}");
+        }
     }
 
     #[test]

@@ -58,6 +58,8 @@ struct LockForced {
     /// them), unless a grant closed since it was computed (`dirty`).
     final_from_ns: u64,
     dirty: bool,
+    /// A judgement on it was left unsettled.
+    unsettled: bool,
 }
 
 /// The forced-order reading, per lock.
@@ -118,10 +120,16 @@ impl Forced {
             let over = lock.kept.len().saturating_sub(self.kept_max);
             let settled = lock.judge(watermark_ns, over, grants, view, &mut out);
             self.unsettled += u64::from(!settled);
+            lock.unsettled |= !settled;
             self.cut_short += over as u64;
             self.kept_most = self.kept_most.max(lock.kept.len());
         }
         out
+    }
+
+    /// The locks on which a judgement was left unsettled.
+    pub(crate) fn unsettled_locks(&self) -> usize {
+        self.locks.values().filter(|l| l.unsettled).count()
     }
 
     /// The grants a later judgement may read: every grant kept, and those of the grants that

@@ -54,9 +54,7 @@ impl Checker for LeaseExpiry {
         let (counts, decided) = decided_by_record(m);
         let judged = expired_grants(m, &decided, &mut out);
         keyless_grants(m, &mut out);
-        out.nothing_to_judge(judged > 0 || !decided.is_empty(), || {
-            "the service reports no lease of its own with its grants (only adapters that can read one, such as etcd's, record it): grant-on-expired-lease and grant-without-key need that evidence, so they judge nothing here".to_string()
-        });
+        out.nothing_to_judge(judged > 0 || !decided.is_empty(), || NO_LEASE.to_string());
         if let Some(note) = record_note(counts) {
             out.notes.push(note);
         }
@@ -219,8 +217,13 @@ pub(crate) fn answered(
     }
 }
 
+/// Why the lease rules judged nothing.
+pub(crate) const NO_LEASE: &str = "the service reports no lease of its own with its grants \
+    (only adapters that can read one, such as etcd's, record it): grant-on-expired-lease and \
+    grant-without-key need that evidence, so they judge nothing here";
+
 /// The note on the grants read back at their answer's revision, if any was.
-fn record_note(counts: [u64; 4]) -> Option<String> {
+pub(crate) fn record_note(counts: [u64; 4]) -> Option<String> {
     if counts.iter().all(|c| *c == 0) {
         return None;
     }

@@ -74,6 +74,7 @@ pub mod gen;
 pub mod gen_bank;
 mod incidents;
 pub mod inject;
+mod judged;
 mod lease;
 mod liveness;
 mod model;
@@ -223,8 +224,57 @@ pub fn check(h: &History, cfg: &CheckConfig) -> Results {
 
 /// Runs every checker over a digested history and merges their verdicts.
 pub(crate) fn check_model(m: &Model, cfg: &CheckConfig) -> Results {
-    let (outs, mut stats, coverage) = run_checkers(m, cfg);
-    let mut valid = if m.is_empty() {
+    let (outs, stats, coverage) = run_checkers(m, cfg);
+    let windows = cfg
+        .monotonic_clock_reach_ns
+        .map(|reach_ns| expected::clock_windows(m, reach_ns));
+    let whole = Whole::of(m);
+    merge(
+        (outs, stats, coverage),
+        &whole,
+        cfg,
+        windows,
+        |violations| incidents::group(m, violations),
+    )
+}
+
+/// What the merge reads of the history as a whole, beside the checkers' outputs.
+pub(crate) struct Whole {
+    /// No event was read.
+    pub(crate) empty: bool,
+    pub(crate) ok_acquires: u64,
+    /// The walk's counts the run's notes give (`Model`'s fields of these names).
+    pub(crate) ambiguity_capped: u64,
+    pub(crate) unplaced: u64,
+}
+
+impl Whole {
+    fn of(m: &Model) -> Whole {
+        Whole {
+            empty: m.is_empty(),
+            ok_acquires: m.ok_acquires,
+            ambiguity_capped: m.ambiguity_capped,
+            unplaced: m.unplaced,
+        }
+    }
+}
+
+/// Merges every checker's output (in the order of `all_checkers`, then the model search's)
+/// into the run's results: the verdict, the violations sorted, those a moved monotonic clock
+/// explains set apart (`windows`: the clock faults' reach, under `--clock-scope all`), the
+/// run's notes, and the incidents (`incidents`, from the sorted violations).
+pub(crate) fn merge(
+    (outs, mut stats, coverage): (
+        Vec<(&'static str, CheckOutput)>,
+        history::Stats,
+        history::coverage::Coverage,
+    ),
+    whole: &Whole,
+    cfg: &CheckConfig,
+    windows: Option<Vec<(u64, u64)>>,
+    incidents: impl FnOnce(&[Violation]) -> Vec<history::Incident>,
+) -> Results {
+    let mut valid = if whole.empty {
         Validity::Unknown
     } else {
         Validity::Valid
@@ -233,11 +283,8 @@ pub(crate) fn check_model(m: &Model, cfg: &CheckConfig) -> Results {
     let mut warnings = Vec::new();
     let mut checkers = Vec::new();
     let mut expected = Vec::new();
-    let windows = cfg
-        .monotonic_clock_reach_ns
-        .map(|reach_ns| expected::clock_windows(m, reach_ns));
     // Why the whole history proves nothing is the run's note, said once, not each checker's.
-    let shared = proves_nothing(m, cfg);
+    let shared = proves_nothing(whole, cfg);
     for (name, mut out) in outs {
         if let Some(w) = &windows {
             expected::set_apart(w, &mut out, &mut expected);
@@ -259,12 +306,12 @@ pub(crate) fn check_model(m: &Model, cfg: &CheckConfig) -> Results {
     sort_violations(&mut violations);
     sort_violations(&mut warnings);
     sort_violations(&mut expected);
-    let mut notes = run_notes(m, expected.len());
+    let mut notes = run_notes(whole, expected.len());
     if let Some(why) = shared {
         notes.insert(0, why);
     }
     // After sorting: incidents name violations by their position in the list.
-    let incidents = incidents::group(m, &violations);
+    let incidents = incidents(&violations);
     Results {
         valid,
         violations,
@@ -332,7 +379,7 @@ fn run_checkers(
                 .filter_map(|v| v.lock.clone())
         })
         .collect();
-    let mut searched = search::judged(m, searched, &proven);
+    let mut searched = search::judged(&m.locks, searched, &proven);
     m.finish(&mut searched);
     outs.push(("model-search", searched));
     stats.extra.extend(extra);
@@ -340,7 +387,7 @@ fn run_checkers(
 }
 
 /// The run's notes: violations set apart as expected, and ops the model could not place.
-fn run_notes(m: &Model, expected: usize) -> Vec<String> {
+fn run_notes(m: &Whole, expected: usize) -> Vec<String> {
     let mut notes = Vec::new();
     if expected > 0 {
         notes.push(format!(
@@ -381,6 +428,11 @@ pub(crate) fn sort_violations(v: &mut [Violation]) {
 /// The verdict every checker shares: proven violations make it invalid; a history with too few
 /// grants proves nothing, so it is unknown rather than valid.
 pub(crate) fn verdict(m: &Model, cfg: &CheckConfig, out: &mut CheckOutput) {
+    verdict_of(&Whole::of(m), cfg, out);
+}
+
+/// [`verdict`], from what the history shows as a whole.
+pub(crate) fn verdict_of(m: &Whole, cfg: &CheckConfig, out: &mut CheckOutput) {
     out.valid = if !out.violations.is_empty() {
         Validity::Invalid
     } else if let Some(why) = proves_nothing(m, cfg) {
@@ -393,8 +445,8 @@ pub(crate) fn verdict(m: &Model, cfg: &CheckConfig, out: &mut CheckOutput) {
 
 /// Why the history proves nothing whatever the rules (empty, or too few grants), if it does
 /// not: every checker's unknown verdict, said once for the run.
-fn proves_nothing(m: &Model, cfg: &CheckConfig) -> Option<String> {
-    if m.is_empty() {
+fn proves_nothing(m: &Whole, cfg: &CheckConfig) -> Option<String> {
+    if m.empty {
         Some(format!(
             "the history is empty: it {}",
             history::PROVES_NOTHING

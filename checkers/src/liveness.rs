@@ -123,16 +123,12 @@ impl Checker for Liveness {
         let (effects, held) = effects_and_held(m);
         let (stretches, unjudged) = stuck_stretches(m, cfg, &effects, &held);
         if unjudged > 0 {
-            out.notes.push(format!(
-                "{unjudged} held answer(s) came while a lease of unknown ttl could be in force: lock-stuck was not judged there"
-            ));
+            out.notes.push(unjudged_note(unjudged));
         }
         for s in stretches {
             out.violations.push(stuck(m, cfg.liveness_grace_ns, &s));
         }
-        out.nothing_to_judge(!held.is_empty(), || {
-            "no acquire was answered held, so lock-stuck had nothing to judge (every acquire was granted, timed out, or was cut by the run's end before its --acquire-wait ran out; a lock stuck past its leases is answered held once that wait ends)".to_string()
-        });
+        out.nothing_to_judge(!held.is_empty(), || NO_HELD.to_string());
         verdict(m, cfg, &mut out);
         out
     }
@@ -144,6 +140,19 @@ type Effect = (u32, u64, u64, Option<u64>, usize);
 
 /// The ops that may have set a lease, and the `held` answers as (lock, complete, op): both
 /// sorted.
+/// The note on `held` answers not judged.
+pub(crate) fn unjudged_note(unjudged: u64) -> String {
+    format!(
+        "{unjudged} held answer(s) came while a lease of unknown ttl could be in force: \
+         lock-stuck was not judged there"
+    )
+}
+
+/// Why `liveness` judged nothing.
+pub(crate) const NO_HELD: &str = "no acquire was answered held, so lock-stuck had nothing to \
+    judge (every acquire was granted, timed out, or was cut by the run's end before its \
+    --acquire-wait ran out; a lock stuck past its leases is answered held once that wait ends)";
+
 fn effects_and_held(m: &Model) -> (Vec<Effect>, Vec<(u32, u64, usize)>) {
     let mut effects: Vec<Effect> = Vec::new();
     let mut held: Vec<(u32, u64, usize)> = Vec::new();

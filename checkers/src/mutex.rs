@@ -254,19 +254,24 @@ impl Checker for MutualExclusion {
         // proves no hold: two of them are no pair of holders to compare.
         let proves_hold = |g: &Grant| g.ttl_ms.is_some() || !g.holds.is_empty();
         out.nothing_to_judge(granted_twice(m, proves_hold), || {
-            if granted_twice(m, |_| true) {
-                format!(
-                    "none of the {} grant(s) proves a hold: they carry no lease and no session \
-                     (a transaction's lock is held only inside its transaction, which the \
-                     history does not show), so there was no pair of holders to compare",
-                    m.grants.len()
-                )
-            } else {
-                "no lock was granted twice: there was no pair of holders to compare".to_string()
-            }
+            no_pair(m.grants.len() as u64, granted_twice(m, |_| true))
         });
         verdict(m, cfg, &mut out);
         out
+    }
+}
+
+/// Why no two holders were compared: of `grants`, none proves a hold (`twice`: some lock was
+/// granted twice), or no lock was granted twice.
+pub(crate) fn no_pair(grants: u64, twice: bool) -> String {
+    if twice {
+        format!(
+            "none of the {grants} grant(s) proves a hold: they carry no lease and no session \
+             (a transaction's lock is held only inside its transaction, which the history does \
+             not show), so there was no pair of holders to compare"
+        )
+    } else {
+        "no lock was granted twice: there was no pair of holders to compare".to_string()
     }
 }
 
@@ -636,12 +641,17 @@ fn forced_order(m: &Model, out: &mut CheckOutput) {
         start = end;
     }
     if unsettled > 0 {
-        out.notes.push(format!(
-            "the order of grants without a token was refined for {FORCED_ORDER_PASSES_MAX} \
-             passes on {unsettled} lock(s) and then left as it stood: a double grant found \
-             only by refining further is not reported by that reading"
-        ));
+        out.notes.push(unsettled_note(unsettled));
     }
+}
+
+/// The note on locks whose forced order was left unsettled.
+pub(crate) fn unsettled_note(locks: usize) -> String {
+    format!(
+        "the order of grants without a token was refined for {FORCED_ORDER_PASSES_MAX} passes \
+         on {locks} lock(s) and then left as it stood: a double grant found only by refining \
+         further is not reported by that reading"
+    )
 }
 
 /// Passes over one lock's grants before the reading stops refining their instants. Each pass

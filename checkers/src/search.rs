@@ -1022,14 +1022,15 @@ pub(crate) fn search_all(m: &Model) -> Vec<(u32, Searched)> {
 /// What the search says of the locks on which no rule proved anything (`proven`: the locks a
 /// violation names already; the search would only restate them).
 pub(crate) fn judged(
-    m: &Model,
+    locks: &[String],
     searched: Vec<(u32, Searched)>,
     proven: &HashSet<String>,
 ) -> crate::CheckOutput {
     let mut out = crate::CheckOutput::new();
     let mut judged = 0;
     for (lock, s) in searched {
-        if proven.contains(m.lock_name(lock)) {
+        let name = locks.get(lock as usize).map_or("?", String::as_str);
+        if proven.contains(name) {
             continue;
         }
         judged += 1;
@@ -1037,8 +1038,7 @@ pub(crate) fn judged(
             Searched::Possible => {}
             Searched::Impossible(v) => out.violations.push(v),
             Searched::Stopped(why) => out.notes.push(format!(
-                "the search of {}'s orders stopped ({why}): its rules' readings stand",
-                m.lock_name(lock)
+                "the search of {name}'s orders stopped ({why}): its rules' readings stand"
             )),
         }
     }

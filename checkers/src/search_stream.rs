@@ -148,9 +148,7 @@ impl SearchStream {
     }
 
     /// Every lock's verdict once the history is read (each op handed over): as `search_all`
-    /// gives them, one per lock of the `locks` the history names. (The tests compare it with
-    /// the batch's; a streamed whole check is to read it.)
-    #[cfg(test)]
+    /// gives them, one per lock of the `locks` the history names.
     pub(crate) fn finish(&mut self, locks: usize) -> Vec<(u32, crate::search::Searched)> {
         let mut all = std::mem::take(&mut self.locks);
         all.resize_with(locks.max(all.len()), || None);

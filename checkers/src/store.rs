@@ -41,9 +41,7 @@ impl Checker for StoreFencing {
             }
         }
         if unordered > 0 {
-            out.notes.push(format!(
-                "{unordered} ok write(s) carry no seq or no token: left out of the store order"
-            ));
+            out.notes.push(unordered_note(unordered));
         }
         writes.sort_unstable();
         let mut key = None;
@@ -71,10 +69,7 @@ impl Checker for StoreFencing {
             }
             same_seq = max_token(same_seq, Some((tok, pos)));
         }
-        out.nothing_to_judge(!writes.is_empty(), || {
-            "no store write was accepted with its seq and token: the store's fencing was not exercised"
-                .to_string()
-        });
+        out.nothing_to_judge(!writes.is_empty(), || NO_FENCED_WRITE.to_string());
         verdict(m, cfg, &mut out);
         out
     }
@@ -176,7 +171,7 @@ impl Checker for Counter {
                 .iter()
                 .any(|k| !k.acked.is_empty() || !k.unsure.is_empty())
                 || !counters.finals.is_empty(),
-            || "no counter write and no final read: there was no counter to judge".to_string(),
+            || NO_COUNTER.to_string(),
         );
         verdict(m, cfg, &mut out);
         out
@@ -216,6 +211,19 @@ pub(crate) fn accounts_from(m: &Model) -> Vec<usize> {
     }
     from
 }
+
+/// The note on writes left out of the store order.
+pub(crate) fn unordered_note(unordered: u64) -> String {
+    format!("{unordered} ok write(s) carry no seq or no token: left out of the store order")
+}
+
+/// Why `store-fencing` judged nothing.
+pub(crate) const NO_FENCED_WRITE: &str =
+    "no store write was accepted with its seq and token: the store's fencing was not exercised";
+
+/// Why `counter` judged nothing.
+pub(crate) const NO_COUNTER: &str =
+    "no counter write and no final read: there was no counter to judge";
 
 impl Counters {
     fn of(m: &Model) -> Counters {

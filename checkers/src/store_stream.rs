@@ -186,6 +186,11 @@ impl StoreStream {
         }
     }
 
+    /// Whether key `key` is an account (an op of a transfer touched it).
+    pub(crate) fn is_account(&self, key: u32) -> bool {
+        self.keys.get(key as usize).is_some_and(|k| k.account)
+    }
+
     /// The counter writes completed before `before_ns` leave, in the batch's order: each is
     /// paired with the first of its value and counted as acknowledged.
     fn leave(&mut self, before_ns: u64, keys: &[String]) {

@@ -166,6 +166,10 @@ pub(crate) struct Streamed {
     pub(crate) bank: crate::bank::BankTotal,
     /// What the history exercised.
     pub(crate) coverage: crate::coverage::CoverageCounts,
+    /// The notes of the accounts' total, once judged.
+    pub(crate) bank_notes: Vec<String>,
+    /// What each checker had to judge, for their notes.
+    pub(crate) judged: crate::judged::Judged,
 }
 
 impl Streamed {
@@ -173,6 +177,7 @@ impl Streamed {
     /// the sweep reads of its ops is taken now: they may be dropped before it sweeps.
     pub(crate) fn closed(&mut self, g: u32, grant: &Grant, ops: &Ops, grant_of: &Window<u32>) {
         self.rounds.closed(g, &grant.holds);
+        self.judged.closed(grant);
         self.forced.closed(g, grant);
         self.fencing.closed(g, grant, ops[grant.op].index);
         self.stale.closed(g, grant, ops, grant_of);
@@ -324,6 +329,7 @@ impl Streamed {
         locks: &[String],
         drift: Drift,
     ) {
+        self.judged.answered(o, lease.is_some(), key);
         let name = locks.get(o.target as usize).map_or("?", |s| s.as_str());
         if let Some(v) = crate::lease::answered(o, name, lease, key, drift) {
             let end_ns = v.window_ns[1];
@@ -340,6 +346,7 @@ impl Streamed {
     pub(crate) fn finish_bank(&mut self, keys: &[String]) {
         let mut out = crate::CheckOutput::new();
         self.bank.judge(keys, &mut out);
+        self.bank_notes = out.notes;
         for v in out.violations {
             // Its closing reads were read.
             let end_ns = v.window_ns[1];

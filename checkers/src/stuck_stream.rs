@@ -195,6 +195,8 @@ pub(crate) struct StuckStream {
     pub(crate) waiting_max: usize,
     pub(crate) waiting_most: usize,
     pub(crate) cut_short: u64,
+    /// `held` answers not judged: a lease of unknown ttl could be in force.
+    pub(crate) unjudged: u64,
 }
 
 impl Default for StuckStream {
@@ -211,6 +213,7 @@ impl Default for StuckStream {
             waiting_max: STUCK_WAITING_MAX,
             waiting_most: 0,
             cut_short: 0,
+            unjudged: 0,
         }
     }
 }
@@ -298,6 +301,10 @@ impl StuckStream {
             self.held.pop();
             let op = self.held_ops.remove(&pos).expect("kept while it waits");
             let leases = self.locks.get(lock as usize).unwrap_or(&none);
+            if leases.ttl_unknown {
+                self.unjudged += 1;
+                continue;
+            }
             let at = (read.drift, read.end_ns);
             // A fault only moves the deadline later: most answers are let go without it. Of
             // unknown ttl: not judged.

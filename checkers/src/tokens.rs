@@ -74,19 +74,30 @@ impl Checker for FencingTokens {
         let mut out = CheckOutput::new();
         let untokened = m.grants.iter().filter(|g| g.token.is_none()).count();
         if untokened > 0 {
-            out.notes.push(format!(
-                "{untokened} ok acquire(s) carry no token: their tokens could not be judged"
-            ));
+            out.notes.push(untokened_note(untokened as u64));
         }
         reused(m, &mut out);
         regressed(m, &mut out);
         out.nothing_to_judge(granted_twice(m, |g| g.token.is_some()), || {
-            "no lock was granted twice with tokens: there was no token order to judge".to_string()
+            NO_TOKEN_ORDER.to_string()
         });
         verdict(m, cfg, &mut out);
         out
     }
 }
+
+/// The note on grants whose token could not be judged.
+pub(crate) fn untokened_note(untokened: u64) -> String {
+    format!("{untokened} ok acquire(s) carry no token: their tokens could not be judged")
+}
+
+/// Why `fencing-tokens` judged nothing.
+pub(crate) const NO_TOKEN_ORDER: &str =
+    "no lock was granted twice with tokens: there was no token order to judge";
+
+/// Why `stale-lock-ops` judged nothing.
+pub(crate) const NO_STALE: &str =
+    "no renew or release naming a grant succeeded: there was nothing stale to catch";
 
 /// The `fencing-tokens` violations, unfinished: what a streaming reader must find.
 #[cfg(test)]
@@ -479,10 +490,6 @@ impl Checker for StaleLockOps {
                 && o.func.is_lock_op()
                 && o.func != Func::Acquire
         });
-        out.nothing_to_judge(!queries.is_empty() || named, || {
-            "no renew or release naming a grant succeeded: there was nothing stale to catch"
-                .to_string()
-        });
         let mut reported = vec![false; m.ops.len()];
         frontier_sweep(m, &queries, |pos, best| {
             let Some((tok_a, ga)) = best else { return };
@@ -495,6 +502,8 @@ impl Checker for StaleLockOps {
         });
         released_or_replaced(m, &reported, &mut out);
         named_nothing(m, &mut out);
+        // After every reading: an op that names no grant can be stale too.
+        out.nothing_to_judge(!queries.is_empty() || named, || NO_STALE.to_string());
         verdict(m, cfg, &mut out);
         out
     }
