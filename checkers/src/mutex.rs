@@ -961,6 +961,98 @@ struct Late {
     other: u32,
 }
 
+/// One grant's late uses as its warning lists them: the first [`LATE_OPS_LISTED`], the first
+/// suspect one (not refused, not fenced) always among them; how many in all, and whether one
+/// was suspect. `L` is what each reader keeps of a late use.
+pub(crate) struct LateList<L> {
+    pub(crate) listed: Vec<(L, bool)>,
+    pub(crate) total: usize,
+    pub(crate) unrefused: bool,
+}
+
+impl<L> Default for LateList<L> {
+    fn default() -> Self {
+        LateList {
+            listed: Vec::new(),
+            total: 0,
+            unrefused: false,
+        }
+    }
+}
+
+impl<L> LateList<L> {
+    /// The next late use, in position order; `suspect`: not refused, and not fenced.
+    pub(crate) fn push(&mut self, l: L, suspect: bool) {
+        self.total += 1;
+        let first_unrefused = suspect && !self.unrefused;
+        self.unrefused |= suspect;
+        if self.listed.len() < LATE_OPS_LISTED {
+            self.listed.push((l, suspect));
+        } else if first_unrefused {
+            // The op that makes it a warning is listed, whatever came before.
+            *self.listed.last_mut().expect("the list is full") = (l, suspect);
+        }
+    }
+}
+
+/// What a late use's warning says of a grant: its holder, token, answer and acquire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct GrantWords {
+    pub(crate) process: u64,
+    pub(crate) token: Option<u64>,
+    pub(crate) complete_ns: u64,
+    /// The index of its acquire.
+    pub(crate) index: u64,
+}
+
+impl GrantWords {
+    pub(crate) fn of(g: &Grant, index: u64) -> GrantWords {
+        GrantWords {
+            process: g.process,
+            token: g.token,
+            complete_ns: g.complete_ns,
+            index,
+        }
+    }
+}
+
+/// A late use as its warning words it: the op, the grant's surely-dead bound then, and the
+/// other holder.
+pub(crate) struct LateWords<'a> {
+    pub(crate) op: &'a ClientOp,
+    pub(crate) dead_ns: u64,
+    pub(crate) other: GrantWords,
+}
+
+/// The names a late use's warning reads: a lock op's lock, a store op's key, an error.
+pub(crate) struct TargetNames<'a> {
+    pub(crate) locks: &'a [String],
+    pub(crate) keys: &'a [String],
+    pub(crate) errors: &'a [String],
+}
+
+impl TargetNames<'_> {
+    fn target(&self, op: &ClientOp) -> &str {
+        let names = if op.func.is_lock_op() {
+            self.locks
+        } else {
+            self.keys
+        };
+        names.get(op.target as usize).map_or("?", |s| s.as_str())
+    }
+
+    fn error(&self, op: &ClientOp) -> Option<&str> {
+        self.errors.get(op.error as usize).map(|s| s.as_str())
+    }
+}
+
+/// The note on the grants whose late uses were all refused or fenced.
+pub(crate) fn fenced_note(fenced_ops: usize, fenced_grants: usize) -> String {
+    format!(
+        "{fenced_ops} late op(s) of {fenced_grants} holder(s) whose lease had surely ended (stalled past it) acted on that lease while another client held the lock, and every one was refused by the lock service or the store, or accepted by the store before any newer token had reached it: fencing at work, as a correct service does, so not a warning"
+    )
+}
+
 fn unsafe_overlaps(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
     let shown = NewerTokenShown::new(m);
     let late = late_uses(m, index, &shown);
@@ -970,29 +1062,41 @@ fn unsafe_overlaps(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
     // Only a lock op that was accepted, or may have been (indeterminate, pending), or a store
     // op that was or may have been after a newer token reached the store, is suspicious.
     let (mut fenced_grants, mut fenced_ops) = (0, 0);
-    for (g, (list, total, unrefused)) in late {
-        if unrefused {
+    let names = TargetNames {
+        locks: &m.locks,
+        keys: &m.keys,
+        errors: &m.errors,
+    };
+    for (g, list) in late {
+        if list.unrefused {
+            let grant = &m.grants[g as usize];
+            let words = |l: &Late| LateWords {
+                op: &m.ops[l.op],
+                dead_ns: l.dead_ns,
+                other: GrantWords::of(&m.grants[l.other as usize], {
+                    m.ops[m.grants[l.other as usize].op].index
+                }),
+            };
+            let listed: Vec<(LateWords, bool)> =
+                list.listed.iter().map(|(l, s)| (words(l), *s)).collect();
             out.warnings.push(unsafe_overlap(
-                m,
-                &shown,
-                &m.grants[g as usize],
-                &list,
-                total,
+                (m.lock_name(grant.lock), &names),
+                GrantWords::of(grant, m.ops[grant.op].index),
+                &listed,
+                list.total,
             ));
         } else {
             fenced_grants += 1;
-            fenced_ops += total;
+            fenced_ops += list.total;
         }
     }
     if fenced_grants > 0 {
-        out.notes.push(format!(
-            "{fenced_ops} late op(s) of {fenced_grants} holder(s) whose lease had surely ended (stalled past it) acted on that lease while another client held the lock, and every one was refused by the lock service or the store, or accepted by the store before any newer token had reached it: fencing at work, as a correct service does, so not a warning"
-        ));
+        out.notes.push(fenced_note(fenced_ops, fenced_grants));
     }
 }
 
-/// grant -> (late ops listed, how many in all, whether one was not refused)
-type LateUses = BTreeMap<u32, (Vec<Late>, usize, bool)>;
+/// grant -> its late uses
+type LateUses = BTreeMap<u32, LateList<Late>>;
 
 /// The uses of each grant's token after its lease was surely dead, while another process held
 /// the lock.
@@ -1019,41 +1123,42 @@ fn late_uses(m: &Model, index: &HoldIndex, shown: &NewerTokenShown) -> LateUses 
                 if let Some(other) =
                     index.other_hold_meeting(m, grant.lock, g, dead_ns, op.invoke_ns)
                 {
-                    let (list, total, unrefused) = late.entry(g).or_default();
-                    *total += 1;
                     let suspect = op.outcome != Outcome::Fail && !shown.fenced_yes(op);
-                    let first_unrefused = suspect && !*unrefused;
-                    *unrefused |= suspect;
                     let l = Late {
                         op: pos,
                         dead_ns,
                         other,
                     };
-                    if list.len() < LATE_OPS_LISTED {
-                        list.push(l);
-                    } else if first_unrefused {
-                        // The op that makes it a warning is listed, whatever came before.
-                        *list.last_mut().expect("the list is full") = l;
-                    }
+                    late.entry(g).or_default().push(l, suspect);
                 }
             }
         }
         if op.func == Func::Renew {
-            // As `Grant::surely_dead_ns` follows it: an ok renew replaces the bound, an
-            // indeterminate one may have applied last.
             let d = &mut dead[g as usize];
-            let bound = match (op.ttl_ms().or(grant.ttl_ms), op.complete_ns()) {
-                (Some(t), Some(c)) => Some(c.saturating_add(m.drift.upper_ns(t))),
-                _ => None,
-            };
-            *d = match op.outcome {
-                Outcome::Ok => bound,
-                Outcome::Info | Outcome::Pending => d.zip(bound).map(|(x, y)| x.max(y)),
-                Outcome::Fail => *d,
-            };
+            *d = renewed_dead(*d, op, grant.ttl_ms, m.drift);
         }
     }
     late
+}
+
+/// A grant's surely-dead bound `dead` after renew `op` (the grant's ttl `ttl_ms`), as
+/// `Grant::surely_dead_ns` follows it: an ok renew replaces the bound, an indeterminate one
+/// may have applied last.
+pub(crate) fn renewed_dead(
+    dead: Option<u64>,
+    op: &ClientOp,
+    ttl_ms: Option<u64>,
+    drift: crate::model::Drift,
+) -> Option<u64> {
+    let bound = match (op.ttl_ms().or(ttl_ms), op.complete_ns()) {
+        (Some(t), Some(c)) => Some(c.saturating_add(drift.upper_ns(t))),
+        _ => None,
+    };
+    match op.outcome {
+        Outcome::Ok => bound,
+        Outcome::Info | Outcome::Pending => dead.zip(bound).map(|(x, y)| x.max(y)),
+        Outcome::Fail => dead,
+    }
 }
 
 /// When the fenced store had surely been shown a token newer than a late op's: per register,
@@ -1069,10 +1174,7 @@ impl NewerTokenShown {
     fn new(m: &Model) -> NewerTokenShown {
         let mut by_key: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
         for op in &m.ops {
-            if op.func.is_lock_op() || op.outcome != Outcome::Ok {
-                continue;
-            }
-            if let (Some(t), Some(c)) = (op.token(), op.complete_ns()) {
+            if let Some((c, t)) = shows_token(op) {
                 by_key.entry(op.target).or_default().push((c, t));
             }
         }
@@ -1092,15 +1194,8 @@ impl NewerTokenShown {
     /// earlier than its invoke, an indeterminate one's as late as its completion (a pending
     /// one's, any time).
     fn fenced_yes(&self, op: &ClientOp) -> bool {
-        if op.func.is_lock_op() {
+        let Some((token, by)) = fenced_by(op) else {
             return false;
-        }
-        let Some(token) = op.token() else {
-            return false;
-        };
-        let by = match op.outcome {
-            Outcome::Ok => op.invoke_ns,
-            _ => op.complete_ns().unwrap_or(u64::MAX),
         };
         let Some(list) = self.by_key.get(&op.target) else {
             return true;
@@ -1111,36 +1206,54 @@ impl NewerTokenShown {
     }
 }
 
-fn unsafe_overlap(
-    m: &Model,
-    shown: &NewerTokenShown,
-    g: &Grant,
-    late: &[Late],
+/// The (completion, token) an ok store op with a token shows its register.
+pub(crate) fn shows_token(op: &ClientOp) -> Option<(u64, u64)> {
+    if op.func.is_lock_op() || op.outcome != Outcome::Ok {
+        return None;
+    }
+    op.token().zip(op.complete_ns()).map(|(t, c)| (c, t))
+}
+
+/// For a store op with a token: its token, and the instant by which a newer one reaching its
+/// register makes it suspect (see `NewerTokenShown::fenced_yes`; `u64::MAX`: never answered).
+pub(crate) fn fenced_by(op: &ClientOp) -> Option<(u64, u64)> {
+    if op.func.is_lock_op() {
+        return None;
+    }
+    let token = op.token()?;
+    let by = match op.outcome {
+        Outcome::Ok => op.invoke_ns,
+        _ => op.complete_ns().unwrap_or(u64::MAX),
+    };
+    Some((token, by))
+}
+
+/// The warning of a grant `g` of lock `lock` whose `late` uses (listed, each with whether it is
+/// suspect) number `total` in all.
+pub(crate) fn unsafe_overlap(
+    (lock, names): (&str, &TargetNames),
+    g: GrantWords,
+    late: &[(LateWords, bool)],
     total: usize,
 ) -> Violation {
-    let lock = m.lock_name(g.lock);
     // The store's answer is what fencing is about, so lead with a late store op if there is
     // one, and with one that is suspect (what makes this a warning).
-    let unrefused = |l: &&Late| {
-        let op = &m.ops[l.op];
-        op.outcome != Outcome::Fail && !shown.fenced_yes(op)
-    };
-    let store = |l: &&Late| !m.ops[l.op].func.is_lock_op();
-    let primary = late
+    let unrefused = |l: &&(LateWords, bool)| l.1;
+    let store = |l: &&(LateWords, bool)| !l.0.op.func.is_lock_op();
+    let (primary, _) = late
         .iter()
         .find(|l| unrefused(l) && store(l))
         .or_else(|| late.iter().find(unrefused))
         .or_else(|| late.iter().find(store))
         .unwrap_or(&late[0]);
-    let op = &m.ops[primary.op];
-    let other = &m.grants[primary.other as usize];
-    let other_op = &m.ops[other.op];
-    let mut ops = vec![m.ops[g.op].index, other_op.index];
-    ops.extend(late.iter().map(|l| m.ops[l.op].index));
+    let op = primary.op;
+    let other = primary.other;
+    let mut ops = vec![g.index, other.index];
+    ops.extend(late.iter().map(|(l, _)| l.op.index));
     let more: Vec<u64> = late
         .iter()
-        .filter(|l| l.op != primary.op)
-        .map(|l| m.ops[l.op].index)
+        .filter(|(l, _)| !std::ptr::eq(l.op, op))
+        .map(|(l, _)| l.op.index)
         .collect();
     let more = match total - 1 {
         0 => String::new(),
@@ -1164,24 +1277,24 @@ fn unsafe_overlap(
             g.process,
             token(g.token),
             secs(g.complete_ns),
-            m.ops[g.op].index,
+            g.index,
             secs(primary.dead_ns),
             op.process,
-            describe(m, op),
+            describe(names, op),
             secs(op.invoke_ns),
             op.index,
             other.process,
             token(other.token),
             secs(other.complete_ns),
-            other_op.index,
-            answer(m, op),
+            other.index,
+            answer(names, op),
         ),
     }
 }
 
 /// `write to k0` / `renew of L0`.
-fn describe(m: &Model, op: &ClientOp) -> String {
-    let name = m.target_name(op);
+fn describe(names: &TargetNames, op: &ClientOp) -> String {
+    let name = names.target(op);
     match op.func {
         Func::Read => format!("read of {name}"),
         Func::Write => format!("write to {name}"),
@@ -1190,7 +1303,7 @@ fn describe(m: &Model, op: &ClientOp) -> String {
 }
 
 /// What the store (or the lock service) did with a late op.
-fn answer(m: &Model, op: &ClientOp) -> String {
+fn answer(names: &TargetNames, op: &ClientOp) -> String {
     let who = if op.func.is_lock_op() {
         "the lock service"
     } else {
@@ -1198,7 +1311,7 @@ fn answer(m: &Model, op: &ClientOp) -> String {
     };
     match op.outcome {
         Outcome::Ok => format!("{who} accepted it"),
-        Outcome::Fail => match m.error_of(op) {
+        Outcome::Fail => match names.error(op) {
             Some(e) => format!("{who} rejected it ({e})"),
             None => format!("{who} rejected it"),
         },
