@@ -75,6 +75,7 @@ pub mod gen_bank;
 mod incidents;
 pub mod inject;
 mod judged;
+mod late_stream;
 mod lease;
 mod liveness;
 mod model;

@@ -107,6 +107,14 @@ impl HoldSweep {
         });
     }
 
+    /// The grant of the latest-ending hold of `lock` swept so far that is another grant than
+    /// `grant`, if it ends after `from_ns` (`HoldIndex::other_hold_meeting`, as the sweep
+    /// stands).
+    pub(crate) fn other_meeting(&self, lock: u32, grant: u32, from_ns: u64) -> Option<u32> {
+        let (end, g, _, _) = self.top.get(&lock)?.other_than(grant)?;
+        (end > from_ns).then_some(g)
+    }
+
     /// The grants of the holds a later hold may still meet.
     pub(crate) fn grants(&self) -> impl Iterator<Item = u32> + '_ {
         self.top

@@ -168,6 +168,8 @@ pub(crate) struct Streamed {
     pub(crate) coverage: crate::coverage::CoverageCounts,
     /// The notes of the accounts' total, once judged.
     pub(crate) bank_notes: Vec<String>,
+    /// `unsafe-overlap`, mutual-exclusion's warnings.
+    pub(crate) late: crate::late_stream::LateStream,
     /// What each checker had to judge, for their notes.
     pub(crate) judged: crate::judged::Judged,
 }
@@ -175,7 +177,14 @@ pub(crate) struct Streamed {
 impl Streamed {
     /// Grant `g` closed: its holds are final (unless the walk later finds it stale). What
     /// the sweep reads of its ops is taken now: they may be dropped before it sweeps.
-    pub(crate) fn closed(&mut self, g: u32, grant: &Grant, ops: &Ops, grant_of: &Window<u32>) {
+    pub(crate) fn closed(
+        &mut self,
+        g: u32,
+        grant: &Grant,
+        (ops, grant_of): (&Ops, &Window<u32>),
+        drift: crate::model::Drift,
+    ) {
+        self.late.closed(g, grant, (ops, grant_of), drift);
         self.rounds.closed(g, &grant.holds);
         self.judged.closed(grant);
         self.forced.closed(g, grant);
@@ -232,7 +241,16 @@ impl Streamed {
         }
         let sweep = std::mem::take(&mut self.sweep);
         let mut holds = std::mem::take(&mut self.holds);
-        for found in overlapping_holds(&mut holds, sweep.iter().copied()) {
+        let mut found = Vec::new();
+        // The late uses waiting ask the sweep between its holds: each once every hold that
+        // starts before its invoke, and none after, has been swept.
+        for &(h, kept) in &sweep {
+            let at = (grants, view);
+            (self.late).answer(h.start_ns, &holds, at, self.swept_to_ns);
+            found.extend(overlapping_holds(&mut holds, std::iter::once((h, kept))));
+        }
+        (self.late).answer(watermark_ns, &holds, (grants, view), self.swept_to_ns);
+        for found in found {
             let (ga, sa, gb, sb) = found;
             let (a, b) = (&grants[ga as usize], &grants[gb as usize]);
             let (sa, sb) = (&a.holds[sa as usize], &b.holds[sb as usize]);
@@ -241,7 +259,9 @@ impl Streamed {
             self.proven.push(v, end_ns, view.end_time_ns());
             self.double_grants.push(found);
         }
-        holds.forget_before(watermark_ns);
+        // A late use still waiting asks for holds that end after its surely-dead bound.
+        let forget_ns = watermark_ns.min(self.late.first_dead_ns().unwrap_or(u64::MAX));
+        holds.forget_before(forget_ns);
         self.holds = holds;
         self.sweep = sweep;
         self.pending_max = self.pending_max.max(self.pending.len());
