@@ -76,7 +76,10 @@ enum Next {
 /// Counts the coverage of a digested history. Requested kinds and shapes are those the history
 /// shows (faults started, shapes recorded); the caller adds the run's schedule's.
 pub fn coverage(m: &Model) -> Coverage {
-    let mut counts = CoverageCounts::default();
+    let mut counts = CoverageCounts {
+        limits: CoverageLimits::NONE,
+        ..CoverageCounts::default()
+    };
     for op in &m.nemesis {
         counts.nemesis(op);
     }
@@ -325,12 +328,13 @@ struct Kind {
     grants: u64,
 }
 
-/// [`UNSETTLED_MAX`], [`LEASES_KEPT_MAX`] and [`RECENT_GRANTS_MAX`].
+/// [`UNSETTLED_MAX`], [`LEASES_KEPT_MAX`], [`RECENT_GRANTS_MAX`] and [`FAULTS_READ_MAX`].
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CoverageLimits {
     pub(crate) unsettled: usize,
     pub(crate) leases: usize,
     pub(crate) recent: usize,
+    pub(crate) faults_read: usize,
 }
 
 impl Default for CoverageLimits {
@@ -339,8 +343,20 @@ impl Default for CoverageLimits {
             unsettled: UNSETTLED_MAX,
             leases: LEASES_KEPT_MAX,
             recent: RECENT_GRANTS_MAX,
+            faults_read: FAULTS_READ_MAX,
         }
     }
+}
+
+impl CoverageLimits {
+    /// No limit: the batch's, which holds the whole history anyway. It reads every nemesis
+    /// event before the first grant closes, so every fault waits for the grants at once.
+    const NONE: CoverageLimits = CoverageLimits {
+        unsettled: usize::MAX,
+        leases: usize::MAX,
+        recent: usize::MAX,
+        faults_read: usize::MAX,
+    };
 }
 
 /// Coverage counted as the history is read (see the module's words).
@@ -379,6 +395,10 @@ pub(crate) struct CoverageCounts {
     /// Faults started and nodes hit, by kind.
     started: std::collections::BTreeMap<String, FaultCoverage>,
     unsettled: Vec<usize>,
+    /// The latest instant before which every grant is closed ([`CoverageCounts::settle`]): a
+    /// fault stopped before it is settled. And the length at which the list is compacted.
+    settled_before_ns: u64,
+    compact_at: usize,
     /// The leases of closed grants that a fault not yet read may still meet (a grant closes
     /// once no op can change it, which can be before its lease is over), at most
     /// [`LEASES_KEPT_MAX`].
@@ -396,7 +416,7 @@ pub(crate) struct CoverageCounts {
 impl CoverageCounts {
     /// A nemesis event, in history order.
     pub(crate) fn nemesis(&mut self, op: &Op) {
-        if self.nemesis_read >= FAULTS_READ_MAX {
+        if self.nemesis_read >= self.limits.faults_read {
             self.nemesis_skipped += 1;
             return;
         }
@@ -477,6 +497,9 @@ impl CoverageCounts {
                     aims.meet(lease, f.start_ns);
                 }
                 self.aims.push((place, aims, cells));
+                if self.unsettled.len() >= self.limits.unsettled {
+                    self.compact_unsettled();
+                }
                 if self.unsettled.len() >= self.limits.unsettled {
                     self.unsettled.remove(0);
                     self.settled_early += 1;
@@ -670,11 +693,26 @@ impl CoverageCounts {
     /// leases over before it can meet no fault to come.
     pub(crate) fn settle(&mut self, before_ns: u64) {
         self.leases.retain(|l| l.to_ns >= before_ns);
-        let (aims, log) = (&self.aims, &self.log);
-        self.unsettled.retain(|&a| {
-            let f = log.get(aims[a].0);
-            f.is_none_or(|f| f.stop_index.is_none() || f.end_ns >= before_ns)
-        });
+        self.settled_before_ns = self.settled_before_ns.max(before_ns);
+        // Settled faults are let go lazily (a list of a whole run's faults, as the batch reads
+        // them, filtered at every grant would cost faults x grants): skipped as met, and the
+        // list compacted once it has doubled or a grant met many of them.
+        if self.unsettled.len() >= self.compact_at {
+            self.compact_unsettled();
+        }
+    }
+
+    /// Whether the fault aimed at by `aims[a]` has met every lease it can: it stopped before
+    /// every grant still to close was invoked.
+    fn settled(&self, a: usize) -> bool {
+        let f = self.log.get(self.aims[a].0);
+        f.is_some_and(|f| f.stop_index.is_some() && f.end_ns < self.settled_before_ns)
+    }
+
+    fn compact_unsettled(&mut self) {
+        let list = std::mem::take(&mut self.unsettled);
+        self.unsettled = list.into_iter().filter(|&a| !self.settled(a)).collect();
+        self.compact_at = (2 * self.unsettled.len()).max(64);
     }
 
     /// Grant `g` closed: the stalls placed on it read its bounds, and the faults aimed at
@@ -697,11 +735,27 @@ impl CoverageCounts {
             self.leases_dropped += 1;
         }
         self.leases.push_back(lease);
-        for &a in &self.unsettled {
+        // In start order (nemesis events come in time order): a fault that starts after the
+        // lease is over and after its grant was invoked learns nothing from it.
+        let mut skipped = 0;
+        for i in 0..self.unsettled.len() {
+            let a = self.unsettled[i];
+            if self.settled(a) {
+                skipped += 1;
+                continue;
+            }
             let (place, aims, _) = &mut self.aims[a];
             if let Some(f) = self.log.get(*place) {
+                if f.start_ns > lease.to_ns && f.start_ns > lease.invoke_ns {
+                    break;
+                }
                 aims.meet(&lease, f.start_ns);
             }
+        }
+        // What each grant walks past is bounded: a list that holds many settled faults is
+        // compacted (each compaction lets go of at least this many).
+        if skipped >= 64 {
+            self.compact_unsettled();
         }
     }
 

@@ -899,6 +899,77 @@ impl Digest {
         ))
     }
 
+    /// Whether a streamed whole check already knows it must read the file whole: a violation
+    /// proven (its incidents are grouped from the whole model), a transfer read (a bank run),
+    /// an op it stopped waiting for, a grant reached after it was dropped. Each is known in
+    /// constant time.
+    fn gives_up(&self) -> bool {
+        let Some(s) = self.stream.as_ref() else {
+            return false;
+        };
+        !s.proven.violations.is_empty()
+            || !s.search.found.is_empty()
+            || !s.deadlock.found.is_empty()
+            || !s.transfer_of.is_empty()
+            || s.judged.transfers
+            || self.forced_count > 0
+            || self.walk.late > 0
+            || self.walk.stale_dropped > 0
+    }
+
+    /// Whether the streaming rules read the history as the batch does: no grant was reached
+    /// after it closed, the reader never stopped waiting for an op, and no reading met a
+    /// limit past which it could miss a violation (those past which it only words one
+    /// differently, or counts less exercised, are said in [`Digest::limit_notes`]).
+    fn streamed_exactly(&self) -> bool {
+        let Some(s) = self.stream.as_ref() else {
+            return false;
+        };
+        let w = &self.walk;
+        // A forgotten name, or a grant reached after it was dropped, is counted late.
+        let stale = w.state.iter().any(|&c| c == Close::Stale) || w.stale_dropped > 0 || w.late > 0;
+        let limits = [
+            s.forced.cut_short,
+            s.fencing.cut_short,
+            s.swept_early,
+            s.left_out,
+            s.store.out_of_order,
+            s.stuck.cut_short,
+            s.deadlock.resolved_early,
+            s.out_of_order(),
+            s.late.unsure,
+        ];
+        !stale && self.forced_count == 0 && limits.iter().all(|&n| n == 0)
+    }
+
+    /// What the streamed reading says of the limits it met that a whole check in memory
+    /// would not: a finding it may word differently, or not make.
+    fn limit_notes(&self) -> Vec<String> {
+        let Some(s) = self.stream.as_ref() else {
+            return Vec::new();
+        };
+        let mut notes = Vec::new();
+        if s.fencing.forgotten > 0 {
+            notes.push(format!(
+                "the first grants of {} token(s) were forgotten past the latest {} remembered \
+                 (a long history, read with bounded memory): a later grant with one of those \
+                 tokens shows as token-regressed if it is below a token granted before it, \
+                 and is not named token-reused",
+                s.fencing.forgotten, s.fencing.remembered_max
+            ));
+        }
+        if s.store.forgotten > 0 {
+            notes.push(format!(
+                "the first writes of {} counter value(s) were forgotten past the latest {} \
+                 remembered (a long history, read with bounded memory): a value written again \
+                 that long after is not lost-update by the same-value reading; the final \
+                 reads still count every acknowledged write",
+                s.store.forgotten, s.store.remembered_max
+            ));
+        }
+        notes
+    }
+
     /// The names the unsafe-overlap warnings read.
     fn target_names(&self) -> crate::mutex::TargetNames<'_> {
         crate::mutex::TargetNames {
@@ -1156,6 +1227,16 @@ impl Digest {
         digest
     }
 
+    /// [`Digest::streaming`] for the checks of `cfg`: its patience with stuck locks and
+    /// deadlocks too.
+    pub(crate) fn streaming_for(cfg: &CheckConfig, horizon_ns: u64) -> Digest {
+        let mut digest = Digest::streaming(Drift::from_fraction(cfg.drift), horizon_ns);
+        let stream = digest.stream.as_mut().expect("set above");
+        stream.stuck.grace_ns = cfg.liveness_grace_ns;
+        stream.deadlock.grace_ns = cfg.liveness_grace_ns;
+        digest
+    }
+
     /// What the streaming rules proved so far (none when they do not run).
     pub(crate) fn proven(&self) -> &[history::Violation] {
         self.stream
@@ -1205,6 +1286,9 @@ pub fn check_path(
     path: &Path,
     cfg: &CheckConfig,
 ) -> Result<(history::Results, Vec<ReadWarning>), CheckError> {
+    if let Some(checked) = check_streamed(path, cfg)? {
+        return Ok(checked);
+    }
     let file = open(path)?;
     // Reserve for every op up front (an event line is rarely under 60 bytes, an op is two
     // events): unused capacity is address space, never touched, and no regrowth copies.
@@ -1212,6 +1296,123 @@ pub fn check_path(
     let (mut results, warnings) = check_input(file, path, capacity, cfg, true)?;
     read_evidence(path, &mut results);
     Ok((results, warnings))
+}
+
+/// How far past a grant's reach a whole check's streaming reader closes it: a renew or release
+/// that reaches a grant after it closed makes the streamed reading not the batch's (the check
+/// then reads the file again whole), and a stalled client wakes within seconds. On the
+/// synthetic 10M-event history, a horizon of 1 s left six grants stale, one of 10 s none.
+pub(crate) const CHECK_HORIZON_NS: u64 = 10_000_000_000;
+
+/// The whole check of a history file by the streaming reader, which keeps only the live
+/// window: the batch's results, field for field (`digest::walk_order_tests`), each finding's
+/// faults and evidence read again from the file. `None` where the streamed reading is not the
+/// batch's yet, and the check reads the file whole: a bank run (the critical sections'
+/// order), a history with violations (their incidents are grouped from the whole model), a
+/// grant reached after it closed or an op the reader stopped waiting for, a reading that met a
+/// limit past which it could miss a violation.
+fn check_streamed(
+    path: &Path,
+    cfg: &CheckConfig,
+) -> Result<Option<(history::Results, Vec<ReadWarning>)>, CheckError> {
+    let file = open(path)?;
+    let digest = Digest::streaming_for(cfg, CHECK_HORIZON_NS);
+    // Once the file must be read whole, reading on is wasted: the reader then ends early.
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let input = Stoppable {
+        inner: file,
+        stop: &stop,
+    };
+    let (mut d, warnings) = digest_input(input, path, digest, Some(&stop))?;
+    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+        return Ok(None);
+    }
+    d.finish_walk();
+    if !d.streamed_exactly() {
+        return Ok(None);
+    }
+    let end_ns = d.end_time_ns;
+    let notes = d.limit_notes();
+    let none = |_: u64, _: u64| Vec::new();
+    let Some(mut results) = d.streamed_results(cfg, &none, |_| Vec::new()) else {
+        return Ok(None);
+    };
+    if !results.violations.is_empty() {
+        return Ok(None);
+    }
+    results.notes.extend(notes);
+    if !results.warnings.is_empty() {
+        let windows: Vec<[u64; 2]> = results.warnings.iter().map(|v| v.window_ns).collect();
+        let faults = faults_meeting(path, &windows, end_ns);
+        for v in &mut results.warnings {
+            v.nemesis = faults.active(v.window_ns[0], v.window_ns[1]);
+        }
+        // The checkers' counts do not change: their lists were sorted without the faults.
+    }
+    read_evidence(path, &mut results);
+    Ok(Some((results, warnings)))
+}
+
+/// A reader that reads as at its end once `stop` is set.
+struct Stoppable<'a, R> {
+    inner: R,
+    stop: &'a std::sync::atomic::AtomicBool,
+}
+
+impl<R: std::io::Read> std::io::Read for Stoppable<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.stop.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(0);
+        }
+        self.inner.read(buf)
+    }
+}
+
+/// The faults of the history at `path` that meet any of `windows`, read again from the file:
+/// its nemesis events paired as the batch pairs them, each fault let go once it stopped unless
+/// it meets a window, so what is kept is the faults open at once and those asked about. The
+/// history ends at `end_ns`. A line that cannot be read is left out: the faults are a courtesy
+/// to the reader, the verdict does not rest on them.
+fn faults_meeting(path: &Path, windows: &[[u64; 2]], end_ns: u64) -> Faults {
+    use std::io::BufRead;
+    let mut sorted: Vec<[u64; 2]> = windows.to_vec();
+    sorted.sort_unstable();
+    // The latest end among the windows starting by each one.
+    let reach: Vec<u64> = (sorted.iter())
+        .scan(0, |top, w| {
+            *top = (*top).max(w[1]);
+            Some(*top)
+        })
+        .collect();
+    let meets = |f: &crate::faults::Fault| {
+        let n = sorted.partition_point(|w| w[0] <= f.end_ns);
+        n > 0 && reach[n - 1] >= f.start_ns
+    };
+    let mut log = crate::faults::FaultLog::default();
+    let Ok(file) = std::fs::File::open(path) else {
+        return Faults::default();
+    };
+    let finder = memchr::memmem::Finder::new("\"nemesis\"");
+    let mut read = 0u64;
+    // Bounded by the file's lines.
+    for line in std::io::BufReader::new(file).split(b'\n') {
+        let Ok(line) = line else { break };
+        if finder.find(&line).is_none() {
+            continue;
+        }
+        let Ok(op) = serde_json::from_slice::<Op>(&line) else {
+            continue;
+        };
+        if op.process.is_nemesis() {
+            log.push(&op);
+            read += 1;
+            if read % 4096 == 0 {
+                log.forget_stopped(meets);
+            }
+        }
+    }
+    log.forget_stopped(meets);
+    Faults::from_log(log, end_ns)
 }
 
 /// Checks the first `bytes` bytes of a history file that may still be growing, as a live
@@ -1251,7 +1452,7 @@ fn check_input(
     drop_aside: bool,
 ) -> Result<(history::Results, Vec<ReadWarning>), CheckError> {
     let digest = Digest::new(capacity, Drift::from_fraction(cfg.drift));
-    let (digest, warnings) = digest_input(input, path, digest)?;
+    let (digest, warnings) = digest_input(input, path, digest, None)?;
     let model = Model::from_digest(digest, cfg);
     let results = crate::check_model(&model, cfg);
     // Freeing millions of ops takes a noticeable share of a check; nobody waits for it.
@@ -1271,7 +1472,7 @@ pub fn window_of_path(
 ) -> Result<WindowStats, CheckError> {
     let file = open(path)?;
     let digest = Digest::streaming(Drift::from_fraction(cfg.drift), horizon_ns);
-    let (mut d, _) = digest_input(file, path, digest)?;
+    let (mut d, _) = digest_input(file, path, digest, None)?;
     d.finish_walk();
     let stream = d.stream.as_ref().expect("set above");
     Ok(WindowStats {
@@ -1374,11 +1575,14 @@ pub struct WindowStats {
 }
 
 /// Reads `input` (named `path` in errors) into `digest`: parsed in parallel blocks, paired
-/// and walked on a thread of its own, each block while the next is parsed.
+/// and walked on a thread of its own, each block while the next is parsed. `stop`, if given,
+/// is set (and the pieces still coming are not read) once the streamed reading cannot be the
+/// whole check's ([`Digest::gives_up`]).
 fn digest_input(
     input: impl std::io::Read,
     path: &Path,
     digest: Digest,
+    stop: Option<&std::sync::atomic::AtomicBool>,
 ) -> Result<(Digest, Vec<ReadWarning>), CheckError> {
     // A streaming reader's own state is a few MB: the text and pieces in flight would be most
     // of what it holds in the batch's blocks (8 MiB, about 100 MB resident at 10M events
@@ -1394,6 +1598,16 @@ fn digest_input(
             let mut digest = digest;
             // Bounded by the pieces sent, which end when the reader returns.
             for piece in rx {
+                if let Some(stop) = stop {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        continue;
+                    }
+                    digest.feed(piece);
+                    if digest.gives_up() {
+                        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    continue;
+                }
                 digest.feed(piece);
             }
             digest
@@ -3951,6 +4165,7 @@ mod walk_order_tests {
             unsettled: 2,
             leases: 4,
             recent: 2,
+            ..crate::coverage::CoverageLimits::default()
         };
         let (mut cells, mut fewer, mut early, mut dropped) = (0, 0, 0, 0);
         for seed in 0..24u64 {
@@ -4047,6 +4262,39 @@ mod walk_order_tests {
         assert!(violations > 3400, "{violations} violations compared");
         assert!(notes > 3400, "{notes} notes compared");
         assert!(warnings > 250, "{warnings} warnings compared");
+    }
+
+    /// On a run with many more faults aimed at leases than the streaming reader holds open at
+    /// once (`coverage::UNSETTLED_MAX`), the batch, which reads every nemesis event before the
+    /// first grant closes, counts what the streaming reader counts: every fault that met its
+    /// state (it once settled all but the last 256 unmet).
+    #[test]
+    fn the_batch_coverage_of_a_long_run_is_the_streamed_one() {
+        let params = GenParams {
+            clients: 8,
+            locks: 4,
+            events: 100_000,
+            info_rate: 0.01,
+            ..GenParams::default()
+        };
+        let h = History::new(correct_history(7, &params)).expect("well formed");
+        let (m, cfg) = batch_model(&h, Drift::from_ppm(0));
+        let want = crate::coverage::coverage(&m);
+        let mut read = Digest::streaming_for(&cfg, CHECK_HORIZON_NS);
+        read = Digest::of_history_in(&h, 1024, read);
+        read.finish_walk();
+        assert!(read.streamed_exactly());
+        let got = read.take_coverage().expect("a streaming reader");
+        let (want, got) = (serde_json::to_value(want), serde_json::to_value(got));
+        let want = want.expect("serializes");
+        assert_eq!(got.expect("serializes"), want);
+        let exercised: u64 = (want["cells"].as_array().expect("cells").iter())
+            .map(|c| c["exercised"].as_u64().unwrap_or(0))
+            .sum();
+        assert!(
+            exercised > crate::coverage::UNSETTLED_MAX as u64,
+            "{exercised}"
+        );
     }
 
     /// The notes and warnings the corpus never shows, each on a history made for it, streamed

@@ -76,6 +76,11 @@ impl Faults {
         for op in nemesis {
             log.push(op);
         }
+        Faults::from_log(log, end_ns)
+    }
+
+    /// The faults a log kept (none folded), the history ending at `end_ns`.
+    pub(crate) fn from_log(mut log: FaultLog, end_ns: u64) -> Faults {
         log.finish(end_ns);
         let mut list: Vec<Fault> = std::mem::take(&mut log.kept).into_values().collect();
         // Nemesis events come in history order, but sort anyway: indices ascend, times need not.
@@ -246,6 +251,12 @@ impl FaultLog {
                 self.folded = Some((end, i, f));
             }
         }
+    }
+
+    /// Forgets the faults stopped (or instants) that `keep` does not want: the pairing reads
+    /// only those still open.
+    pub(crate) fn forget_stopped(&mut self, keep: impl Fn(&Fault) -> bool) {
+        self.kept.retain(|_, f| f.stop_index.is_none() || keep(f));
     }
 
     /// Keeps fault `i` for the words of a finding that names it.

@@ -15,7 +15,6 @@
 //! is already proven, the final check is still the whole history's.
 
 use crate::digest::{Digest, EventBuilder};
-use crate::model::Drift;
 use crate::mutex::window_end_by;
 use crate::{CheckConfig, CheckError};
 use history::{BlockReader, Violation};
@@ -61,7 +60,7 @@ impl Follower {
     pub fn new(path: &Path, cfg: &CheckConfig) -> Follower {
         Follower {
             path: path.to_path_buf(),
-            digest: Digest::streaming(Drift::from_fraction(cfg.drift), FOLLOW_HORIZON_NS),
+            digest: Digest::streaming_for(cfg, FOLLOW_HORIZON_NS),
             reader: BlockReader::new(path, &EventBuilder),
             handed: 0,
             searched: 0,
