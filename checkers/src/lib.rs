@@ -12,9 +12,12 @@
 //! - [`check`]: runs [`all_checkers`] over one model and merges everything into the
 //!   serialized [`Results`] that `results.json` and the reports use; [`stats`] fills its figures.
 //! - [`check_path`]: the same for a history file, streamed: lines are parsed in parallel
-//!   blocks straight into a compact digest (the `digest` module) and paired in one sequential
-//!   pass, so the events are never all in memory. [`check`] feeds a [`History`] through the
-//!   same digest, so both paths run one model and one set of checkers.
+//!   blocks straight into a compact digest (the `digest` module), paired and walked in one
+//!   sequential pass, and judged by the streaming rules as the walk closes grants, so only the
+//!   live window is held; their results are the batch's, field for field. Where the streamed
+//!   reading is not yet the batch's (a bank run, a history with violations, a grant reached
+//!   after it closed), the file is read whole into the batch [`Model`], the path [`check`]
+//!   takes for a [`History`].
 //! - [`gen`]: a seeded simulator of a *correct* lock service, fenced store and counter workload,
 //!   for property tests, mutation tests and benchmarks; [`gen::correct_history_into`] streams
 //!   one of any length. [`inject`] adds one violation of a named kind at a random point.
