@@ -58,6 +58,34 @@ fn streaming_equals_in_memory_for_generated_and_injected_histories() {
     assert!(invalid > 100, "only {invalid} invalid histories");
 }
 
+/// A long correct run, many faults and late holders: the file is read by the streaming rules
+/// alone (no violation), the faults of its warnings read again from the file, and the results
+/// are the in-memory batch's, byte for byte.
+#[test]
+fn a_long_correct_run_streamed_is_the_batchs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.jsonl");
+    let params = GenParams {
+        clients: 8,
+        locks: 4,
+        events: 60_000,
+        info_rate: 0.01,
+        ..GenParams::default()
+    };
+    write(&path, &correct_history(3, &params));
+    let (a, b) = both(&path, &CheckConfig::default());
+    assert_eq!(a, b);
+    let r: serde_json::Value = serde_json::from_str(&b).unwrap();
+    assert_eq!(r["valid"], true);
+    let warnings = r["warnings"].as_array().expect("warnings");
+    let with_faults = (warnings.iter())
+        .filter(|w| w["nemesis"].as_array().is_some_and(|n| !n.is_empty()))
+        .count();
+    // Seeded: every one of its late holders stalled under some fault.
+    assert!(warnings.len() >= 5, "{} warnings", warnings.len());
+    assert_eq!(with_faults, warnings.len());
+}
+
 #[test]
 fn streaming_equals_in_memory_on_format_corners() {
     let dir = tempfile::tempdir().unwrap();
