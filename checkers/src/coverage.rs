@@ -396,9 +396,8 @@ pub(crate) struct CoverageCounts {
     started: std::collections::BTreeMap<String, FaultCoverage>,
     unsettled: Vec<usize>,
     /// The latest instant before which every grant is closed ([`CoverageCounts::settle`]): a
-    /// fault stopped before it is settled. And the length at which the list is compacted.
+    /// fault stopped before it is settled.
     settled_before_ns: u64,
-    compact_at: usize,
     /// The leases of closed grants that a fault not yet read may still meet (a grant closes
     /// once no op can change it, which can be before its lease is over), at most
     /// [`LEASES_KEPT_MAX`].
@@ -693,13 +692,10 @@ impl CoverageCounts {
     /// leases over before it can meet no fault to come.
     pub(crate) fn settle(&mut self, before_ns: u64) {
         self.leases.retain(|l| l.to_ns >= before_ns);
-        self.settled_before_ns = self.settled_before_ns.max(before_ns);
         // Settled faults are let go lazily (a list of a whole run's faults, as the batch reads
-        // them, filtered at every grant would cost faults x grants): skipped as met, and the
-        // list compacted once it has doubled or a grant met many of them.
-        if self.unsettled.len() >= self.compact_at {
-            self.compact_unsettled();
-        }
+        // them, filtered at every grant would cost faults x grants): skipped as a grant meets
+        // them, the list compacted once a grant met many of them or it is at its limit.
+        self.settled_before_ns = self.settled_before_ns.max(before_ns);
     }
 
     /// Whether the fault aimed at by `aims[a]` has met every lease it can: it stopped before
@@ -712,7 +708,6 @@ impl CoverageCounts {
     fn compact_unsettled(&mut self) {
         let list = std::mem::take(&mut self.unsettled);
         self.unsettled = list.into_iter().filter(|&a| !self.settled(a)).collect();
-        self.compact_at = (2 * self.unsettled.len()).max(64);
     }
 
     /// Grant `g` closed: the stalls placed on it read its bounds, and the faults aimed at

@@ -528,14 +528,10 @@ impl Digest {
                 let transfer = stream.transfer_of.remove(&(pos as OpPos));
                 stream.store.walked(pos, op, transfer.is_some(), &self.keys);
                 let grant = self.walk.grant_of[pos];
-                let grant_token = (grant != NO_GRANT)
-                    .then(|| self.walk.grants.get(grant as usize).and_then(|g| g.token));
-                let reason =
-                    (self.errors.get(op.error as usize)).map(|e| history::reason::reason_of(e));
-                let account = stream.store.is_account(op.target);
                 stream.late.walked(pos, op, grant);
-                let facts = (transfer.is_some(), account);
-                stream.judged.walked(op, facts, grant_token, reason);
+                let facts = (transfer.is_some(), stream.store.is_account(op.target));
+                let acts_on = (grant, &self.walk.grants);
+                stream.judged.walked(op, facts, acts_on, &self.errors);
                 stream.bank.walked(op, transfer);
                 stream.counts.push(op);
                 stream.liveness.push(op, &self.errors, self.end_time_ns);
@@ -761,9 +757,6 @@ impl Digest {
     /// and counted, merged as the batch merges its own (`crate::merge`), each finding's faults
     /// from `active`, the incidents from `incidents`. `None` where a reading is not streamed
     /// yet: the critical sections of a bank run (`non-serializable`).
-    // The unsafe overlaps (mutual-exclusion's warnings) are not streamed yet either: until they
-    // are, the tests' comparison takes the batch's, and `check` reads through the batch.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn streamed_results(
         &mut self,
         cfg: &CheckConfig,
@@ -878,15 +871,7 @@ impl Digest {
             crate::search::judged(&self.locks, searched, &proven),
         ));
         for (_, out) in &mut outs {
-            for v in out.violations.iter_mut().chain(out.warnings.iter_mut()) {
-                v.ops.sort_unstable();
-                v.ops.dedup();
-                if v.nemesis.is_empty() {
-                    v.nemesis = active(v.window_ns[0], v.window_ns[1]);
-                }
-            }
-            crate::sort_violations(&mut out.violations);
-            crate::sort_violations(&mut out.warnings);
+            crate::model::finish_output(out, active);
         }
         let mut stats = stats;
         stats.extra.extend(extra);
@@ -917,17 +902,17 @@ impl Digest {
             || self.walk.stale_dropped > 0
     }
 
-    /// Whether the streaming rules read the history as the batch does: no grant was reached
-    /// after it closed, the reader never stopped waiting for an op, and no reading met a
+    /// Whether the streaming rules read the history as the batch does: nothing made it give
+    /// up ([`Digest::gives_up`]), no grant was reached after it closed, and no reading met a
     /// limit past which it could miss a violation (those past which it only words one
     /// differently, or counts less exercised, are said in [`Digest::limit_notes`]).
     fn streamed_exactly(&self) -> bool {
         let Some(s) = self.stream.as_ref() else {
             return false;
         };
-        let w = &self.walk;
-        // A forgotten name, or a grant reached after it was dropped, is counted late.
-        let stale = w.state.iter().any(|&c| c == Close::Stale) || w.stale_dropped > 0 || w.late > 0;
+        // A forgotten name, or a grant reached after it was dropped, is counted late
+        // (`gives_up`); one reached while kept is marked stale.
+        let stale = self.walk.state.iter().any(|&c| c == Close::Stale);
         let limits = [
             s.forced.cut_short,
             s.fencing.cut_short,
@@ -939,7 +924,7 @@ impl Digest {
             s.out_of_order(),
             s.late.unsure,
         ];
-        !stale && self.forced_count == 0 && limits.iter().all(|&n| n == 0)
+        !self.gives_up() && !stale && limits.iter().all(|&n| n == 0)
     }
 
     /// What the streamed reading says of the limits it met that a whole check in memory
@@ -4216,8 +4201,7 @@ mod walk_order_tests {
     }
 
     /// The whole check a streaming reader assembles is the batch's, field for field, wherever
-    /// no grant went stale and the reader never stopped waiting; the unsafe overlaps
-    /// (mutual-exclusion's warnings, not streamed yet) are taken from the batch.
+    /// no grant went stale and the reader never stopped waiting.
     #[test]
     fn the_streamed_results_are_the_batchs() {
         let corpus = corpus();

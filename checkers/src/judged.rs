@@ -5,7 +5,8 @@
 //! they are the oracle (`digest::walk_order_tests`).
 
 use crate::evidence::KeyEvidence;
-use crate::model::{ClientOp, Func, Grant, NO_TARGET};
+use crate::model::{ClientOp, Func, Grant, NO_GRANT, NO_TARGET};
+use crate::window::Window;
 use history::Outcome;
 
 /// The facts, as read so far.
@@ -72,24 +73,28 @@ impl Judged {
     }
 
     /// Op `o` was walked: `(transfer, account)`, it names a transfer, its key is an account
-    /// (a transfer touched it); `grant_token`, the grant it acts on if the walk found one, and
-    /// that grant's token; `reason`, why it was refused.
+    /// (a transfer touched it); `(grant, grants)`, the grant it acts on ([`NO_GRANT`]: none
+    /// found) among the grants kept; `errors`, the errors' texts by id.
     pub(crate) fn walked(
         &mut self,
         o: &ClientOp,
         (transfer, account): (bool, bool),
-        grant_token: Option<Option<u64>>,
-        reason: Option<&str>,
+        (grant, grants): (u32, &Window<Grant>),
+        errors: &[String],
     ) {
         self.transfers |= transfer;
         let ok = o.outcome == Outcome::Ok;
         match o.func {
             Func::Renew | Func::Release if ok => {
+                // A grant dropped already still counts as one it acts on.
+                let grant_token =
+                    (grant != NO_GRANT).then(|| grants.get(grant as usize).and_then(|g| g.token));
                 let token = o.token().or(grant_token.flatten());
                 self.stale_read |=
                     grant_token.is_some() || (o.target != NO_TARGET && token.is_some());
             }
             Func::Acquire if o.outcome == Outcome::Fail && o.target != NO_TARGET => {
+                let reason = (errors.get(o.error as usize)).map(|e| history::reason::reason_of(e));
                 self.held |= reason == Some("held");
             }
             Func::Write if o.target != NO_TARGET => {

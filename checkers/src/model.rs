@@ -3,7 +3,7 @@
 
 use crate::faults::Faults;
 use crate::{sort_violations, CheckOutput};
-use history::{Op, Outcome};
+use history::{ActiveFault, Op, Outcome};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Index;
@@ -595,16 +595,22 @@ impl Model {
     /// Fills each violation's active faults and sorts, so every checker's output is final
     /// whether it ran alone or with the others.
     pub fn finish(&self, out: &mut CheckOutput) {
-        for v in out.violations.iter_mut().chain(out.warnings.iter_mut()) {
-            v.ops.sort_unstable();
-            v.ops.dedup();
-            if v.nemesis.is_empty() {
-                v.nemesis = self.faults.active(v.window_ns[0], v.window_ns[1]);
-            }
-        }
-        sort_violations(&mut out.violations);
-        sort_violations(&mut out.warnings);
+        finish_output(out, &|from, to| self.faults.active(from, to));
     }
+}
+
+/// [`Model::finish`] with the faults active in a window from `active` (the model's, or what a
+/// streaming reader gives): each finding's ops sorted once, its faults filled, the lists sorted.
+pub(crate) fn finish_output(out: &mut CheckOutput, active: &dyn Fn(u64, u64) -> Vec<ActiveFault>) {
+    for v in out.violations.iter_mut().chain(out.warnings.iter_mut()) {
+        v.ops.sort_unstable();
+        v.ops.dedup();
+        if v.nemesis.is_empty() {
+            v.nemesis = active(v.window_ns[0], v.window_ns[1]);
+        }
+    }
+    sort_violations(&mut out.violations);
+    sort_violations(&mut out.warnings);
 }
 
 /// The `lease_from_ns` of the acquire at position `op`, in `(position, lease_from_ns)` sorted

@@ -1075,21 +1075,22 @@ fn unsafe_overlaps(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
         keys: &m.keys,
         errors: &m.errors,
     };
+    let grant_words = |g: u32| {
+        let grant = &m.grants[g as usize];
+        GrantWords::of(grant, m.ops[grant.op].index)
+    };
     for (g, list) in late {
         if list.unrefused {
-            let grant = &m.grants[g as usize];
             let words = |l: &Late| LateWords {
                 op: &m.ops[l.op],
                 dead_ns: l.dead_ns,
-                other: GrantWords::of(&m.grants[l.other as usize], {
-                    m.ops[m.grants[l.other as usize].op].index
-                }),
+                other: grant_words(l.other),
             };
             let listed: Vec<(LateWords, bool)> =
                 list.listed.iter().map(|(l, s)| (words(l), *s)).collect();
             out.warnings.push(unsafe_overlap(
-                (m.lock_name(grant.lock), &names),
-                GrantWords::of(grant, m.ops[grant.op].index),
+                (m.lock_name(m.grants[g as usize].lock), &names),
+                grant_words(g),
                 &listed,
                 list.total,
             ));
@@ -1260,7 +1261,7 @@ pub(crate) fn unsafe_overlap(
     ops.extend(late.iter().map(|(l, _)| l.op.index));
     let more: Vec<u64> = late
         .iter()
-        .filter(|(l, _)| !std::ptr::eq(l.op, op))
+        .filter(|(l, _)| l.op.index != op.index)
         .map(|(l, _)| l.op.index)
         .collect();
     let more = match total - 1 {
