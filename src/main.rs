@@ -2,6 +2,15 @@
 //! flags from their one table, `flags`), turned into a resolved configuration (`config`), and
 //! handed to the runner or the servers.
 
+// mimalloc, not glibc's malloc: a check parses blocks on one thread and frees them on
+// another, and glibc's per-thread arenas kept the freed pages, so `lockpick check`'s RSS grew
+// with the history's length (83, 102 and 154 MiB at 10M, 30M and 100M events) while its heap's
+// peak stayed 57 MB. mimalloc returns cross-thread frees to the page's owner: 98 MiB at 10M and
+// at 30M (BENCHMARKS.md). Also what the harness and `lockpick lockd` (run under libfaketime in
+// the clock tests) allocate with.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod agent_cmd;
 mod check_cmd;
 mod cli;
