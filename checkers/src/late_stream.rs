@@ -26,7 +26,7 @@ use crate::mutex::{
 use crate::walk::Ops;
 use crate::window::Window;
 use crate::FxMap;
-use history::{Outcome, Violation};
+use history::Outcome;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
@@ -104,7 +104,7 @@ pub(crate) struct LateStream {
     shown: FxMap<u32, Shown>,
     /// The instants of the indeterminate store ops whose fencing is not decided yet, counted.
     undecided: BTreeMap<u64, usize>,
-    pub(crate) warnings: Vec<Violation>,
+    pub(crate) warnings: crate::FirstWarnings,
     pub(crate) fenced_grants: usize,
     pub(crate) fenced_ops: usize,
     /// Grants whose late uses were not judged (past [`USES_KEPT_MAX`]), and candidates the

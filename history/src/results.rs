@@ -351,7 +351,12 @@ pub struct Results {
     /// a results.json written before incidents were grouped.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub incidents: Vec<Incident>,
+    /// The first warnings by time, at most `checkers::WARNINGS_LISTED_MAX`.
     pub warnings: Vec<Violation>,
+    /// Warnings found past those listed: counted (here and in each checker's `warnings`), not
+    /// kept. 0 in a results.json written before the list had a limit.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub warnings_unlisted: u64,
     /// Violations no lease-based service can avoid under a fault the run opted into (its
     /// monotonic clock stepped or sped, `--clock-scope all`): proven, reported, and kept out of
     /// the verdict, which then rests on the resource's fencing.
@@ -390,7 +395,16 @@ pub const EVIDENCE_OPS_MAX: usize = 64;
 /// The most fields kept of one op's evidence.
 pub const EVIDENCE_FIELDS_MAX: usize = 12;
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 impl Results {
+    /// Every warning found: those listed and those only counted.
+    pub fn warnings_found(&self) -> u64 {
+        self.warnings.len() as u64 + self.warnings_unlisted
+    }
+
     /// The op indices whose evidence is wanted: those the violations name, then the
     /// warnings', in order, at most [`EVIDENCE_OPS_MAX`].
     pub fn evidence_wanted(&self) -> Vec<u64> {

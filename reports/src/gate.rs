@@ -140,7 +140,7 @@ pub fn github_annotations(r: &Results, fail_on: &FailOn, report: &str) -> Vec<St
                 .map(|c| format!(" (incomplete run, {})", c.headline()))
                 .unwrap_or_default(),
             r.violations.len(),
-            r.warnings.len(),
+            r.warnings_found(),
             if by_kind.is_empty() { "" } else { ": " },
             by_kind.join(", ")
         ))
@@ -163,7 +163,7 @@ pub fn github_annotations(r: &Results, fail_on: &FailOn, report: &str) -> Vec<St
             ));
         }
     }
-    let total = r.violations.len() + r.warnings.len();
+    let total = r.violations.len() + r.warnings_found() as usize;
     if total > ANNOTATIONS_MAX {
         out.push(format!(
             "::notice::{} more finding(s) in {}",

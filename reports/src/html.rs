@@ -179,7 +179,7 @@ fn banner(s: &mut String, inp: &Input) {
         r.violations.len(),
         count(KindClass::Safety),
         count(KindClass::Liveness),
-        r.warnings.len(),
+        r.warnings_found(),
         r.stats.events,
         secs(r.stats.duration_ns),
         r.stats.grants,
@@ -1725,7 +1725,7 @@ fn warnings(s: &mut String, inp: &Input) {
     let _ = write!(
         s,
         "<h2 id=\"warnings\">Warnings ({})</h2>",
-        r.warnings.len()
+        r.warnings_found()
     );
     if r.warnings.is_empty() {
         s.push_str("<p>None.</p>");
@@ -1748,11 +1748,23 @@ fn warnings(s: &mut String, inp: &Input) {
             );
         }
     }
-    if r.warnings.len() > WARNINGS_MAX {
-        let _ = write!(
-            s,
-            "<p>… and {} more warning(s) in results.json.</p>",
-            r.warnings.len() - WARNINGS_MAX
-        );
+    let more_listed = r.warnings.len().saturating_sub(WARNINGS_MAX);
+    if more_listed > 0 || r.warnings_unlisted > 0 {
+        let unlisted = if r.warnings_unlisted > 0 {
+            format!(
+                "{}{} more counted and not listed (a check lists the first {})",
+                if more_listed > 0 { "; " } else { "" },
+                r.warnings_unlisted,
+                r.warnings.len()
+            )
+        } else {
+            String::new()
+        };
+        let listed = if more_listed > 0 {
+            format!("{more_listed} more warning(s) in results.json")
+        } else {
+            String::new()
+        };
+        let _ = write!(s, "<p>… and {listed}{unlisted}.</p>");
     }
 }

@@ -22,6 +22,8 @@ struct Lite {
     violations: Vec<IgnoredAny>,
     warnings: Vec<IgnoredAny>,
     #[serde(default)]
+    warnings_unlisted: u64,
+    #[serde(default)]
     completeness: Option<history::Completeness>,
 }
 
@@ -139,7 +141,7 @@ fn row(name: &str, dir: &Path) -> Row {
             .filter(|c| !c.is_complete())
             .map(history::Completeness::headline),
         violations: results.as_ref().map(|r| r.violations.len()).unwrap_or(0),
-        warnings: results.as_ref().map(|r| r.warnings.len()).unwrap_or(0),
+        warnings: (results.as_ref()).map_or(0, |r| r.warnings.len() + r.warnings_unlisted as usize),
         target,
         faults: get(crate::config_keys::NEMESIS),
         seed: get(crate::config_keys::SEED),

@@ -110,6 +110,7 @@ fn fixture() -> Results {
             &[1, 9],
             "p0's lease on L0 was surely dead, yet p0 wrote with token 1; the store rejected it (stale-token)",
         )],
+        warnings_unlisted: 0,
         expected: vec![],
         checkers: vec![
             checker("mutual-exclusion", Validity::Invalid, 1, 1),
@@ -175,6 +176,7 @@ fn junit_of_a_clean_run_has_only_passing_cases() {
         violations: vec![],
         incidents: vec![],
         warnings: vec![],
+        warnings_unlisted: 0,
         expected: vec![],
         checkers: vec![
             checker("mutual-exclusion", Validity::Valid, 0, 0),
@@ -348,6 +350,29 @@ fn report_html_is_self_contained_and_escaped() {
         std::fs::read_to_string(&w.junit).unwrap(),
         junit_xml(&r, "fixture", &FailOn::default())
     );
+}
+
+/// Warnings a check counted past those it listed are in every count a reader sees: the
+/// report's summary and heading, and the gate's line.
+#[test]
+fn warnings_counted_and_not_listed_show_in_every_count() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut r = fixture();
+    let listed = r.warnings.len();
+    assert!(listed > 0);
+    r.warnings_unlisted = 41;
+    let found = listed + 41;
+    run_dir(tmp.path(), &r);
+    let w = reports::write_run_reports(tmp.path()).unwrap();
+    let html = std::fs::read_to_string(&w.report).unwrap();
+    assert!(html.contains(&format!("{found} warning(s)")), "summary");
+    assert!(html.contains(&format!("Warnings ({found})")), "heading");
+    assert!(
+        html.contains("41 more counted and not listed"),
+        "what the list leaves out"
+    );
+    let lines = github_annotations(&r, &FailOn::default(), "report.html");
+    assert!(lines[0].contains(&format!("{found} warning(s)")), "{}", lines[0]);
 }
 
 #[test]
