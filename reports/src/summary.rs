@@ -194,6 +194,14 @@ pub fn summary_text(r: &Results) -> String {
         &r.evidence,
     );
     section(&mut s, ("warnings", &r.warnings), &[], &r.evidence);
+    if r.warnings_unlisted > 0 {
+        let _ = writeln!(
+            s,
+            "  ... and {} more warning(s) counted and not listed (a check lists the first {})",
+            r.warnings_unlisted,
+            r.warnings.len()
+        );
+    }
     ops_text(&mut s, r);
     crate::reasons::text(&mut s, r);
     latency_text(&mut s, r);

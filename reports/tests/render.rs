@@ -353,7 +353,7 @@ fn report_html_is_self_contained_and_escaped() {
 }
 
 /// Warnings a check counted past those it listed are in every count a reader sees: the
-/// report's summary and heading, and the gate's line.
+/// report's summary and heading, summary.txt, the JUnit case's output and the gate's line.
 #[test]
 fn warnings_counted_and_not_listed_show_in_every_count() {
     let tmp = tempfile::tempdir().unwrap();
@@ -362,6 +362,9 @@ fn warnings_counted_and_not_listed_show_in_every_count() {
     assert!(listed > 0);
     r.warnings_unlisted = 41;
     let found = listed + 41;
+    // As a check counts them: the checker's figure holds every warning found.
+    let mutex = (r.checkers.iter_mut()).find(|c| c.name == "mutual-exclusion");
+    mutex.expect("the fixture's").warnings = found as u64;
     run_dir(tmp.path(), &r);
     let w = reports::write_run_reports(tmp.path()).unwrap();
     let html = std::fs::read_to_string(&w.report).unwrap();
@@ -373,6 +376,10 @@ fn warnings_counted_and_not_listed_show_in_every_count() {
     );
     let lines = github_annotations(&r, &FailOn::default(), "report.html");
     assert!(lines[0].contains(&format!("{found} warning(s)")), "{}", lines[0]);
+    let text = summary_text(&r);
+    assert!(text.contains("... and 41 more warning(s) counted and not listed"), "{text}");
+    let junit = junit_xml(&r, "fixture", &FailOn::default());
+    assert!(junit.contains("... and 41 more warnings&#10;"), "{junit}");
 }
 
 #[test]
