@@ -263,6 +263,9 @@ pub(crate) struct Digest {
     /// Drop the ops no later step reads ([`Walk::first_needed`]): only where no batch rule
     /// runs after the walk.
     evict: bool,
+    /// A proven violation makes the whole check read the file whole ([`Digest::gives_up`]),
+    /// for its incidents: not for a file past [`WHOLE_READ_BYTES_MAX`].
+    violations_read_whole: bool,
     /// The most ops kept at once after dropping.
     kept_max: usize,
     /// The first structure error; events after it are counted but not paired.
@@ -369,6 +372,7 @@ impl Digest {
             late_answers: 0,
             stream: None,
             evict: false,
+            violations_read_whole: true,
             kept_max: 0,
             error: None,
         }
@@ -892,9 +896,10 @@ impl Digest {
         let Some(s) = self.stream.as_ref() else {
             return false;
         };
-        !s.proven.violations.is_empty()
+        let proven = !s.proven.violations.is_empty()
             || !s.search.found.is_empty()
-            || !s.deadlock.found.is_empty()
+            || !s.deadlock.found.is_empty();
+        (proven && self.violations_read_whole)
             || !s.transfer_of.is_empty()
             || s.judged.transfers
             || self.forced_count > 0
@@ -1271,7 +1276,27 @@ pub fn check_path(
     path: &Path,
     cfg: &CheckConfig,
 ) -> Result<(history::Results, Vec<ReadWarning>), CheckError> {
-    if let Some(checked) = check_streamed(path, cfg)? {
+    check_path_within(path, cfg, WHOLE_READ_BYTES_MAX)
+}
+
+/// The largest history file whose violations are grouped into incidents: grouping reads the
+/// file whole into the batch model, about 0.65 bytes of memory per byte of history (8.3 GiB
+/// for 100M events, 13 GB). Past it the violations, which the streaming rules prove as the
+/// batch does, are listed ungrouped and the run's notes say why; the check's memory is then
+/// the live window's whatever the verdict. 2 GiB is about 16M events, 1.4 GiB read whole.
+pub const WHOLE_READ_BYTES_MAX: u64 = 2 << 30;
+
+/// [`check_path`], grouping the violations of a history file of at most
+/// `whole_read_bytes_max` bytes into incidents ([`WHOLE_READ_BYTES_MAX`]; the tests pass 0).
+pub fn check_path_within(
+    path: &Path,
+    cfg: &CheckConfig,
+    whole_read_bytes_max: u64,
+) -> Result<(history::Results, Vec<ReadWarning>), CheckError> {
+    let bytes = std::fs::metadata(path).map_or(0, |m| m.len());
+    // The monotonic clock's expected violations are set apart from the whole model.
+    let ungrouped = bytes > whole_read_bytes_max && cfg.monotonic_clock_reach_ns.is_none();
+    if let Some(checked) = check_streamed(path, cfg, ungrouped.then_some(bytes))? {
         return Ok(checked);
     }
     let file = open(path)?;
@@ -1296,12 +1321,17 @@ pub(crate) const CHECK_HORIZON_NS: u64 = 10_000_000_000;
 /// order), a history with violations (their incidents are grouped from the whole model), a
 /// grant reached after it closed or an op the reader stopped waiting for, a reading that met a
 /// limit past which it could miss a violation.
+///
+/// `ungrouped`: the file's size, when it is too long to read whole for its violations'
+/// incidents ([`WHOLE_READ_BYTES_MAX`]): they are then listed ungrouped.
 fn check_streamed(
     path: &Path,
     cfg: &CheckConfig,
+    ungrouped: Option<u64>,
 ) -> Result<Option<(history::Results, Vec<ReadWarning>)>, CheckError> {
     let file = open(path)?;
-    let digest = Digest::streaming_for(cfg, CHECK_HORIZON_NS);
+    let mut digest = Digest::streaming_for(cfg, CHECK_HORIZON_NS);
+    digest.violations_read_whole = ungrouped.is_none();
     // Once the file must be read whole, reading on is wasted: the reader then ends early.
     let stop = std::sync::atomic::AtomicBool::new(false);
     let input = Stoppable {
@@ -1323,19 +1353,34 @@ fn check_streamed(
         return Ok(None);
     };
     if !results.violations.is_empty() {
-        return Ok(None);
+        let Some(bytes) = ungrouped else {
+            return Ok(None);
+        };
+        results.notes.push(ungrouped_note(bytes));
     }
     results.notes.extend(notes);
-    if !results.warnings.is_empty() {
-        let windows: Vec<[u64; 2]> = results.warnings.iter().map(|v| v.window_ns).collect();
+    let findings = || results.violations.iter().chain(&results.warnings);
+    if findings().next().is_some() {
+        let windows: Vec<[u64; 2]> = findings().map(|v| v.window_ns).collect();
         let faults = faults_meeting(path, &windows, end_ns);
-        for v in &mut results.warnings {
+        for v in results.violations.iter_mut().chain(&mut results.warnings) {
             v.nemesis = faults.active(v.window_ns[0], v.window_ns[1]);
         }
         // The checkers' counts do not change: their lists were sorted without the faults.
     }
     read_evidence(path, &mut results);
     Ok(Some((results, warnings)))
+}
+
+/// The run's note for violations listed without their incidents, in a history of `bytes`.
+fn ungrouped_note(bytes: u64) -> String {
+    format!(
+        "the violations are listed each on its own, not grouped into incidents: grouping reads \
+         the history whole into memory, and this one ({:.1} GB) is past the {:.1} GB read whole \
+         for it",
+        bytes as f64 / 1e9,
+        WHOLE_READ_BYTES_MAX as f64 / 1e9
+    )
 }
 
 /// A reader that reads as at its end once `stop` is set.

@@ -101,7 +101,8 @@ mod window;
 
 pub use coverage::coverage;
 pub use digest::{
-    check_path, check_prefix, window_of_path, CheckError, WindowStats, UNWALKED_OPS_MAX,
+    check_path, check_path_within, check_prefix, window_of_path, CheckError, WindowStats,
+    UNWALKED_OPS_MAX, WHOLE_READ_BYTES_MAX,
 };
 pub use evidence::{KeyEvidence, KeyState};
 pub use fairness::liveness_stats;

@@ -8,7 +8,7 @@ use nemesis as _;
 
 use checkers::gen::{correct_history, GenParams};
 use checkers::inject::{inject, InjectKind};
-use checkers::{check, check_path, CheckConfig};
+use checkers::{check, check_path, check_path_within, CheckConfig};
 use history::{read_ops, History, HistoryWriter, Op};
 use std::path::Path;
 
@@ -56,6 +56,51 @@ fn streaming_equals_in_memory_for_generated_and_injected_histories() {
     }
     // The comparison must have covered violations, not only valid verdicts.
     assert!(invalid > 100, "only {invalid} invalid histories");
+}
+
+/// A history file too long to read whole for its incidents (the limit set to 0 here) is
+/// checked by the streaming rules alone whatever its verdict: its violations, their faults
+/// and evidence, and every other field are the whole reading's; only the incidents are left
+/// out, and a run note says so.
+#[test]
+fn past_the_whole_read_limit_the_violations_are_the_batchs_ungrouped() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.jsonl");
+    let (mut ungrouped, mut violations) = (0, 0);
+    for seed in 0..24u64 {
+        for kind in InjectKind::all() {
+            let mut ops = correct_history(seed, &params(seed, 300 + 40 * seed as usize));
+            inject(&mut ops, kind, seed);
+            write(&path, &ops);
+            let cfg = CheckConfig {
+                drift: if seed % 4 == 0 { 0.01 } else { 0.0 },
+                ..CheckConfig::default()
+            };
+            let (whole, _) = check_path(&path, &cfg).unwrap();
+            let (mut streamed, _) = check_path_within(&path, &cfg, 0).unwrap();
+            let what = format!("seed {seed}, {kind:?}");
+            let note = (streamed.notes.iter()).position(|n| n.contains("not grouped into incidents"));
+            match note {
+                Some(at) => {
+                    assert!(!streamed.violations.is_empty(), "{what}: a note and no violation");
+                    assert!(streamed.incidents.is_empty(), "{what}");
+                    streamed.notes.remove(at);
+                    ungrouped += 1;
+                    violations += streamed.violations.len();
+                }
+                // Read whole anyway (a grant reached after it closed), or nothing proven.
+                None => assert_eq!(streamed.incidents, whole.incidents, "{what}"),
+            }
+            streamed.incidents = whole.incidents.clone();
+            assert_eq!(
+                serde_json::to_value(&streamed).unwrap(),
+                serde_json::to_value(&whole).unwrap(),
+                "{what}"
+            );
+        }
+    }
+    assert!(ungrouped > 400, "only {ungrouped} histories read ungrouped");
+    assert!(violations > 600, "only {violations} violations compared");
 }
 
 /// A long correct run, many faults and late holders: the file is read by the streaming rules
