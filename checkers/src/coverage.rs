@@ -313,6 +313,17 @@ pub(crate) const UNSETTLED_MAX: usize = 256;
 /// reader keeps as many, `digest::NEMESIS_KEPT_MAX`).
 pub(crate) const FAULTS_READ_MAX: usize = 65_536;
 
+/// The run's note for the `skipped` nemesis events a streamed coverage did not read past its
+/// first `read_max`.
+pub(crate) fn skipped_note(skipped: u64, read_max: usize) -> String {
+    format!(
+        "coverage counted the faults of the first {read_max} nemesis events only, not the \
+         {skipped} after them (a long history, read with bounded memory): what those exercised \
+         is not counted, so the coverage and the faults a verdict rests on read less than the \
+         run did"
+    )
+}
+
 /// One fault kind's faults, for the ops it meets.
 struct Kind {
     name: String,
@@ -435,17 +446,6 @@ impl CoverageCounts {
                 _ => true,
             });
         }
-    }
-
-    /// The faults read that meet `[start_ns, end_ns]` (one not stopped reaches past any
-    /// instant), by start: each start's index and function.
-    pub(crate) fn active_faults(&self, start_ns: u64, end_ns: u64) -> Vec<(u64, String)> {
-        (0..self.log.len())
-            .filter_map(|p| self.log.get(p))
-            .take_while(|f| f.start_ns <= end_ns)
-            .filter(|f| f.end_ns >= start_ns)
-            .map(|f| (f.start_index, f.f.clone()))
-            .collect()
     }
 
     /// Looks at the faults read since last time: each stall is listed, each other kind's

@@ -736,10 +736,30 @@ impl Digest {
     /// `fairness`, `unavailability` and `never_completed`).
     pub(crate) fn liveness_figures(
         &self,
+        active: &dyn Fn(u64, u64) -> Vec<history::ActiveFault>,
     ) -> Option<std::collections::BTreeMap<String, serde_json::Value>> {
         let stream = self.stream.as_ref()?;
-        let active = |s: u64, e: u64| stream.coverage.active_faults(s, e);
+        let active = |s: u64, e: u64| {
+            (active(s, e).into_iter())
+                .map(|f| (f.index, f.f))
+                .collect()
+        };
         Some(stream.liveness.figures(&active, &self.locks))
+    }
+
+    /// The windows whose faults the whole check's results name, as read so far: the
+    /// violations proven, the warnings listed, the longest stretches of unavailability.
+    fn finding_windows(&self) -> Vec<[u64; 2]> {
+        let Some(s) = self.stream.as_ref() else {
+            return Vec::new();
+        };
+        let violations = (s.proven.violations.iter())
+            .chain(s.search.found.iter().map(|(_, v)| v))
+            .chain(&s.deadlock.found);
+        let mut windows: Vec<[u64; 2]> = violations.map(|v| v.window_ns).collect();
+        windows.extend(s.late.warnings.listed().0.iter().map(|v| v.window_ns));
+        windows.extend(s.liveness.listed_windows());
+        windows
     }
 
     /// The coverage of the history read, once it is read whole (taken: asked once).
@@ -769,7 +789,7 @@ impl Digest {
     ) -> Option<history::Results> {
         use crate::judged::Twice;
         let stats = self.stats()?;
-        let mut extra = self.liveness_figures()?;
+        let mut extra = self.liveness_figures(active)?;
         extra.extend(self.round_figures()?);
         let coverage = self.take_coverage()?;
         let names = self.names();
@@ -955,6 +975,12 @@ impl Digest {
                  that long after is not lost-update by the same-value reading; the final \
                  reads still count every acknowledged write",
                 s.store.forgotten, s.store.remembered_max
+            ));
+        }
+        if s.coverage.nemesis_skipped > 0 {
+            notes.push(crate::coverage::skipped_note(
+                s.coverage.nemesis_skipped,
+                s.coverage.limits.faults_read,
             ));
         }
         notes
@@ -1346,10 +1372,17 @@ fn check_streamed(
     if !d.streamed_exactly() {
         return Ok(None);
     }
-    let end_ns = d.end_time_ns;
     let notes = d.limit_notes();
-    let none = |_: u64, _: u64| Vec::new();
-    let Some(mut results) = d.streamed_results(cfg, &none, |_| Vec::new()) else {
+    // The faults the results name, read again from the file: those that meet a finding or a
+    // listed stretch of unavailability (the streaming rules let every other go).
+    let windows = d.finding_windows();
+    let faults = if windows.is_empty() {
+        Faults::default()
+    } else {
+        faults_meeting(path, &windows, d.end_time_ns)
+    };
+    let active = |s: u64, e: u64| faults.active(s, e);
+    let Some(mut results) = d.streamed_results(cfg, &active, |_| Vec::new()) else {
         return Ok(None);
     };
     if !results.violations.is_empty() {
@@ -1359,15 +1392,6 @@ fn check_streamed(
         results.notes.push(ungrouped_note(bytes));
     }
     results.notes.extend(notes);
-    let findings = || results.violations.iter().chain(&results.warnings);
-    if findings().next().is_some() {
-        let windows: Vec<[u64; 2]> = findings().map(|v| v.window_ns).collect();
-        let faults = faults_meeting(path, &windows, end_ns);
-        for v in results.violations.iter_mut().chain(&mut results.warnings) {
-            v.nemesis = faults.active(v.window_ns[0], v.window_ns[1]);
-        }
-        // The checkers' counts do not change: their lists were sorted without the faults.
-    }
     read_evidence(path, &mut results);
     Ok(Some((results, warnings)))
 }
@@ -2455,7 +2479,8 @@ mod walk_order_tests {
         let want = serde_json::to_value(crate::stats::stats_of(&m)).expect("stats serialize");
         let got = serde_json::to_value(read.stats().expect("a streaming reader"));
         assert_eq!(got.expect("stats serialize"), want, "{what}: stats");
-        let got = read.liveness_figures().expect("a streaming reader");
+        let active = |s, e| m.faults.active(s, e);
+        let got = read.liveness_figures(&active).expect("a streaming reader");
         assert_eq!(
             got,
             crate::fairness::liveness_stats(&m),
@@ -4230,6 +4255,44 @@ mod walk_order_tests {
         }
         assert_eq!(violations, 8, "the injected total-changed, each found");
         assert_eq!(limited, 48, "every run read past both limits");
+    }
+
+    /// Past the nemesis events the streamed coverage reads, the run's notes say how many it
+    /// did not count, and the faults the results name (the unavailability's longest stretches
+    /// among them) are still every one the batch names: they are read again from the file,
+    /// not from the coverage's faults.
+    #[test]
+    fn past_the_faults_coverage_reads_the_notes_say_so_and_the_stretches_keep_their_faults() {
+        let params = GenParams {
+            clients: 8,
+            locks: 4,
+            events: 20_000,
+            info_rate: 0.01,
+            ..GenParams::default()
+        };
+        let h = History::new(correct_history(3, &params)).expect("well formed");
+        let nemesis = h.ops.iter().filter(|o| o.process.is_nemesis()).count() as u64;
+        assert!(nemesis > 100, "{nemesis} nemesis events");
+        let (m, cfg) = batch_model(&h, Drift::from_ppm(0));
+        let mut read = Digest::streaming_for(&cfg, CHECK_HORIZON_NS);
+        let coverage = &mut read.stream.as_mut().expect("streaming").coverage;
+        coverage.limits.faults_read = 40;
+        let mut read = Digest::of_history_in(&h, 1, read);
+        read.finish_walk();
+        let notes = read.limit_notes();
+        let said = crate::coverage::skipped_note(nemesis - 40, 40);
+        assert!(notes.contains(&said), "{notes:?}");
+        let active = |s, e| m.faults.active(s, e);
+        let got = read.liveness_figures(&active).expect("streaming");
+        let want = crate::fairness::liveness_stats(&m);
+        assert_eq!(got, want);
+        let stretches = |x: &std::collections::BTreeMap<String, serde_json::Value>| {
+            (x["unavailability"].as_object().expect("per lock").values())
+                .flat_map(|l| l["longest"].as_array().expect("a list").clone())
+                .filter(|w| w["faults"].as_array().is_some_and(|f| !f.is_empty()))
+                .count()
+        };
+        assert!(stretches(&got) > 0, "no stretch met a fault");
     }
 
     /// Past its limits (faults waiting for grants to close, leases kept for faults read

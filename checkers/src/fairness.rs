@@ -312,6 +312,23 @@ impl LivenessCounts {
         out
     }
 
+    /// The windows `unavailability` lists (the longest of each lock, as if the history ended
+    /// here): what the faults active in them are read for.
+    pub(crate) fn listed_windows(&self) -> Vec<[u64; 2]> {
+        let mut out = Vec::new();
+        for d in self.down.values() {
+            let mut d = Down {
+                open: d.open,
+                total_ns: d.total_ns,
+                windows: d.windows,
+                longest: d.longest.clone(),
+            };
+            d.close();
+            out.extend(d.longest.iter().map(|&(s, e, _)| [s, e]));
+        }
+        out
+    }
+
     /// `unavailability`: per lock, the windows its ops found the service down (overlapping ones
     /// merged), their total, and the longest with the faults active in them.
     fn unavailability(&self, active: &Active<'_>, locks: &[String]) -> Value {
