@@ -111,6 +111,18 @@ impl Down {
         }
     }
 
+    /// As it would stand if the history ended here: its open window closed.
+    fn closed_copy(&self) -> Down {
+        let mut d = Down {
+            open: self.open,
+            total_ns: self.total_ns,
+            windows: self.windows,
+            longest: self.longest.clone(),
+        };
+        d.close();
+        d
+    }
+
     fn close(&mut self) {
         let Some(w) = self.open.take() else { return };
         self.total_ns += w.1 - w.0;
@@ -317,13 +329,7 @@ impl LivenessCounts {
     pub(crate) fn listed_windows(&self) -> Vec<[u64; 2]> {
         let mut out = Vec::new();
         for d in self.down.values() {
-            let mut d = Down {
-                open: d.open,
-                total_ns: d.total_ns,
-                windows: d.windows,
-                longest: d.longest.clone(),
-            };
-            d.close();
+            let d = d.closed_copy();
             out.extend(d.longest.iter().map(|&(s, e, _)| [s, e]));
         }
         out
@@ -334,13 +340,7 @@ impl LivenessCounts {
     fn unavailability(&self, active: &Active<'_>, locks: &[String]) -> Value {
         let mut by_name: BTreeMap<&str, Down> = BTreeMap::new();
         for (&lock, d) in &self.down {
-            let mut d = Down {
-                open: d.open,
-                total_ns: d.total_ns,
-                windows: d.windows,
-                longest: d.longest.clone(),
-            };
-            d.close();
+            let d = d.closed_copy();
             let name = locks.get(lock as usize).map_or("?", |s| s.as_str());
             by_name.insert(name, d);
         }
