@@ -1400,10 +1400,10 @@ fn check_streamed(
 fn ungrouped_note(bytes: u64) -> String {
     format!(
         "the violations are listed each on its own, not grouped into incidents: grouping reads \
-         the history whole into memory, and this one ({:.1} GB) is past the {:.1} GB read whole \
-         for it",
-        bytes as f64 / 1e9,
-        WHOLE_READ_BYTES_MAX as f64 / 1e9
+         the whole history into memory, which is done for histories of up to {:.1} GB, and \
+         this one is {:.1} GB",
+        WHOLE_READ_BYTES_MAX as f64 / 1e9,
+        bytes as f64 / 1e9
     )
 }
 
