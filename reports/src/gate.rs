@@ -127,7 +127,11 @@ pub fn github_annotations(r: &Results, fail_on: &FailOn, report: &str) -> Vec<St
     for v in r.violations.iter().chain(&r.warnings) {
         *kinds.entry(v.kind.as_str()).or_default() += 1;
     }
-    let by_kind: Vec<String> = kinds.iter().map(|(k, n)| format!("{k} x{n}")).collect();
+    let mut by_kind: Vec<String> = kinds.iter().map(|(k, n)| format!("{k} x{n}")).collect();
+    // Counted past those results.json lists: their kinds are not kept.
+    if r.warnings_unlisted > 0 {
+        by_kind.push(format!("warnings not listed x{}", r.warnings_unlisted));
+    }
     let fails = fail_on.exit_code(r).code() != 0;
     let mut out = vec![format!(
         "::{} title={}::{}",
