@@ -739,11 +739,7 @@ impl Digest {
         active: &dyn Fn(u64, u64) -> Vec<history::ActiveFault>,
     ) -> Option<std::collections::BTreeMap<String, serde_json::Value>> {
         let stream = self.stream.as_ref()?;
-        let active = |s: u64, e: u64| {
-            (active(s, e).into_iter())
-                .map(|f| (f.index, f.f))
-                .collect()
-        };
+        let active = |s: u64, e: u64| (active(s, e).into_iter()).map(|f| (f.index, f.f)).collect();
         Some(stream.liveness.figures(&active, &self.locks))
     }
 
@@ -4429,7 +4425,11 @@ mod walk_order_tests {
         assert_eq!(want.warnings.len(), crate::WARNINGS_LISTED_MAX);
         let mutex = (want.checkers.iter()).find(|c| c.name == "mutual-exclusion");
         assert_eq!(mutex.map(|c| c.warnings), Some(found as u64));
-        assert!(want.notes.iter().any(|n| n.contains("not listed")), "{:?}", want.notes);
+        assert!(
+            want.notes.iter().any(|n| n.contains("not listed")),
+            "{:?}",
+            want.notes
+        );
         let (got, want) = (serde_json::to_value(&got), serde_json::to_value(&want));
         assert_eq!(got.expect("serializes"), want.expect("serializes"));
     }

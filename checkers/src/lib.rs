@@ -580,7 +580,17 @@ mod first_warnings_tests {
     #[test]
     fn the_warnings_kept_are_the_first_of_all_in_any_order() {
         let n = WARNINGS_LISTED_MAX;
-        for count in [0, 1, n - 1, n, n + 1, 2 * n - 1, 2 * n, 2 * n + 1, 7 * n + 2] {
+        for count in [
+            0,
+            1,
+            n - 1,
+            n,
+            n + 1,
+            2 * n - 1,
+            2 * n,
+            2 * n + 1,
+            7 * n + 2,
+        ] {
             for order in 0..4u64 {
                 // Windows that tie (two warnings per instant, their ops then decide), pushed
                 // in an order that is not theirs.

@@ -79,10 +79,14 @@ fn past_the_whole_read_limit_the_violations_are_the_batchs_ungrouped() {
             let (whole, _) = check_path(&path, &cfg).unwrap();
             let (mut streamed, _) = check_path_within(&path, &cfg, 0).unwrap();
             let what = format!("seed {seed}, {kind:?}");
-            let note = (streamed.notes.iter()).position(|n| n.contains("not grouped into incidents"));
+            let note =
+                (streamed.notes.iter()).position(|n| n.contains("not grouped into incidents"));
             match note {
                 Some(at) => {
-                    assert!(!streamed.violations.is_empty(), "{what}: a note and no violation");
+                    assert!(
+                        !streamed.violations.is_empty(),
+                        "{what}: a note and no violation"
+                    );
                     assert!(streamed.incidents.is_empty(), "{what}");
                     streamed.notes.remove(at);
                     ungrouped += 1;

@@ -375,10 +375,17 @@ fn warnings_counted_and_not_listed_show_in_every_count() {
         "what the list leaves out"
     );
     let lines = github_annotations(&r, &FailOn::default(), "report.html");
-    assert!(lines[0].contains(&format!("{found} warning(s)")), "{}", lines[0]);
+    assert!(
+        lines[0].contains(&format!("{found} warning(s)")),
+        "{}",
+        lines[0]
+    );
     assert!(lines[0].contains("warnings not listed x41"), "{}", lines[0]);
     let text = summary_text(&r);
-    assert!(text.contains("... and 41 more warning(s) counted and not listed"), "{text}");
+    assert!(
+        text.contains("... and 41 more warning(s) counted and not listed"),
+        "{text}"
+    );
     let junit = junit_xml(&r, "fixture", &FailOn::default());
     assert!(junit.contains("... and 41 more warnings&#10;"), "{junit}");
 }
