@@ -739,8 +739,7 @@ impl Digest {
         active: &dyn Fn(u64, u64) -> Vec<history::ActiveFault>,
     ) -> Option<std::collections::BTreeMap<String, serde_json::Value>> {
         let stream = self.stream.as_ref()?;
-        let active = |s: u64, e: u64| (active(s, e).into_iter()).map(|f| (f.index, f.f)).collect();
-        Some(stream.liveness.figures(&active, &self.locks))
+        Some(stream.liveness.figures(active, &self.locks))
     }
 
     /// The windows whose faults the whole check's results name, as read so far: the

@@ -29,8 +29,9 @@ const WINDOWS_LISTED: usize = 10;
 /// At most this many never-completed ops are named.
 const PENDING_LISTED: usize = 20;
 
-/// The faults that meet `[start, end]` (ns), by start: each start's index and function.
-pub(crate) type Active<'a> = dyn Fn(u64, u64) -> Vec<(u64, String)> + 'a;
+/// The faults that meet `[start, end]` (ns), by start (the model's, or those a streaming
+/// reader read again): each start's index and function are listed.
+pub(crate) type Active<'a> = dyn Fn(u64, u64) -> Vec<history::ActiveFault> + 'a;
 
 /// The waits of one listed client kept exactly; past it they go into a histogram of 3
 /// significant digits (as the latencies of `stats.rs`): 128 KiB per client listed.
@@ -77,11 +78,7 @@ pub fn liveness_stats(m: &Model) -> BTreeMap<String, Value> {
     for o in &m.ops {
         counts.push(o, &m.errors, m.end_time_ns);
     }
-    let active = |s: u64, e: u64| {
-        let faults = m.faults.active(s, e).into_iter();
-        faults.map(|f| (f.index, f.f)).collect()
-    };
-    counts.figures(&active, &m.locks)
+    counts.figures(&|s, e| m.faults.active(s, e), &m.locks)
 }
 
 /// One lock's windows of unavailability so far.
@@ -352,7 +349,7 @@ impl LivenessCounts {
                 .iter()
                 .map(|&(s, e, count)| {
                     let faults: Vec<Value> = (active(s, e).into_iter())
-                        .map(|(index, f)| json!({"index": index, "f": f}))
+                        .map(|f| json!({"index": f.index, "f": f.f}))
                         .collect();
                     json!({"start_ms": s as f64 / 1e6, "end_ms": e as f64 / 1e6, "ops": count, "faults": faults})
                 })

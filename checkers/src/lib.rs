@@ -430,7 +430,6 @@ fn run_notes(m: &Whole, expected: usize) -> Vec<String> {
     notes
 }
 
-/// By window start, then kind, then ops: stable across runs and readable in time order.
 /// How many warnings a check lists (`Results::warnings`, the first by time); those past it are
 /// counted (`Results::warnings_unlisted` and each checker's figure), not kept. A long run under
 /// faults suspects much alike (14,297 `unsafe-overlap` warnings in 100M synthetic events):
@@ -487,6 +486,7 @@ impl FirstWarnings {
     }
 }
 
+/// By window start, then kind, then ops: stable across runs and readable in time order.
 pub(crate) fn sort_violations(v: &mut [Violation]) {
     v.sort_by(|a, b| {
         (a.window_ns[0], a.kind, &a.ops, a.window_ns[1]).cmp(&(

@@ -1748,23 +1748,19 @@ fn warnings(s: &mut String, inp: &Input) {
             );
         }
     }
+    let mut more = Vec::new();
     let more_listed = r.warnings.len().saturating_sub(WARNINGS_MAX);
-    if more_listed > 0 || r.warnings_unlisted > 0 {
-        let unlisted = if r.warnings_unlisted > 0 {
-            format!(
-                "{}{} more counted and not listed (a check lists the first {})",
-                if more_listed > 0 { "; " } else { "" },
-                r.warnings_unlisted,
-                r.warnings.len()
-            )
-        } else {
-            String::new()
-        };
-        let listed = if more_listed > 0 {
-            format!("{more_listed} more warning(s) in results.json")
-        } else {
-            String::new()
-        };
-        let _ = write!(s, "<p>… and {listed}{unlisted}.</p>");
+    if more_listed > 0 {
+        more.push(format!("{more_listed} more warning(s) in results.json"));
+    }
+    if r.warnings_unlisted > 0 {
+        more.push(format!(
+            "{} more counted and not listed (a check lists the first {})",
+            r.warnings_unlisted,
+            r.warnings.len()
+        ));
+    }
+    if !more.is_empty() {
+        let _ = write!(s, "<p>… and {}.</p>", more.join("; "));
     }
 }
