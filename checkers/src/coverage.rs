@@ -4,11 +4,13 @@
 //!
 //! Counted as the history is read ([`CoverageCounts`]): the nemesis events as they come, the
 //! client ops in invoke order (as the walk takes them) and each grant once it is closed. What
-//! it keeps is per fault (each one's name and instants, its cells or its stall, up to
-//! [`FAULTS_READ_MAX`] nemesis events) and per process not crashed, never per op or per grant:
-//! a stall is placed on the op or grant its process had when it began, and what its tally
-//! reads of that grant is taken when the grant closes. The batch feeds it the same way from
-//! the whole model.
+//! it keeps is per fault still waiting (its instants, its cells or its stall) and per process
+//! not crashed, never per op or per grant: a stall is placed on the op or grant its process had
+//! when it began, what its tally reads of that grant is taken when the grant closes, and once
+//! nothing to come can change it the stall is tallied and let go; a fault aimed at leases is
+//! counted and let go once it met every lease it can and a grant walked after it says what
+//! it exercised. At most [`FAULTS_KEPT_MAX`] wait at once. The batch feeds it the same way
+//! from the whole model.
 
 use crate::exercised::{FaultAims, Lease};
 use crate::faults::{Fault, FaultLog};
@@ -52,6 +54,15 @@ struct Stall {
     /// Grants of the lock to other processes between the holder's grant and the stall's end.
     others: u64,
     first_other_ns: u64,
+    /// Its fault's place in the log, and its stop once read.
+    place: usize,
+    stop_ns: Option<u64>,
+    /// Whether it was placed; and whether its process's next op, its grant's closing or the
+    /// grants of its lock still to come can change it: it is tallied once none can.
+    placed: bool,
+    in_waking: bool,
+    in_awaiting: bool,
+    in_counting: bool,
 }
 
 /// Where a holder stall ended against its lease's lower bound.
@@ -76,10 +87,10 @@ enum Next {
 /// Counts the coverage of a digested history. Requested kinds and shapes are those the history
 /// shows (faults started, shapes recorded); the caller adds the run's schedule's.
 pub fn coverage(m: &Model) -> Coverage {
-    let mut counts = CoverageCounts {
-        limits: CoverageLimits::NONE,
-        ..CoverageCounts::default()
-    };
+    // Nothing let go before the end: the reading the streamed one, which lets each fault go
+    // once nothing to come changes it, must equal.
+    let mut counts = CoverageCounts::new(m.drift, CoverageLimits::NONE);
+    counts.keep_all = true;
     for op in &m.nemesis {
         counts.nemesis(op);
     }
@@ -106,7 +117,7 @@ pub fn coverage(m: &Model) -> Coverage {
         counts.settle(grant.invoke_ns);
         counts.closed(g as u32, grant, &read);
     }
-    counts.finish(m.end_time_ns, &lock_ids, m.drift)
+    counts.finish(m.end_time_ns, &lock_ids)
 }
 
 /// Where a holder stall's lease stood, as its tally reads it: taken from the grant when it
@@ -309,43 +320,66 @@ pub(crate) const LEASES_KEPT_MAX: usize = 65_536;
 /// most this many.
 pub(crate) const UNSETTLED_MAX: usize = 256;
 
-/// The most nemesis events coverage reads; past it the rest are counted, not placed (the
-/// reader keeps as many, `digest::NEMESIS_KEPT_MAX`).
-pub(crate) const FAULTS_READ_MAX: usize = 65_536;
+/// The most records of faults coverage keeps at once: client stalls not yet tallied, faults
+/// aimed at leases not yet counted, faults still on, and their kinds' faults the ops walked
+/// have not passed (a fault may have a record in several). A fault is let go once nothing to come can change
+/// what it counts (its stall placed, ended, its holder's grant closed, its process's next op
+/// walked; its leases met and a grant walked after it), so this many wait at once only when
+/// something holds them all off (a process that never runs again, a service that never grants
+/// again). Past it the nemesis events are counted, not read (a run note says how many).
+pub(crate) const FAULTS_KEPT_MAX: usize = 65_536;
 
-/// The run's note for the `skipped` nemesis events a streamed coverage did not read past its
-/// first `read_max`.
-pub(crate) fn skipped_note(skipped: u64, read_max: usize) -> String {
+/// The run's note for the `skipped` nemesis events a streamed coverage did not read, past the
+/// first `read` of them, when `kept_max` faults were waiting at once.
+fn skipped_note(skipped: u64, read: u64, kept_max: usize) -> String {
     format!(
-        "coverage counted the faults of the first {read_max} nemesis events only, not the \
-         {skipped} after them (a long history, read with bounded memory): what those exercised \
-         is not counted, so the coverage and the faults a verdict rests on read less than the \
-         run did"
+        "coverage counted the faults of the first {read} nemesis events only, not the \
+         {skipped} after them: it keeps at most {kept_max} records of faults waiting at once \
+         for what settles them (a grant to close, a stalled process to run again), and \
+         reached that; what the faults after them exercised is not counted, so the coverage \
+         and the faults a verdict rests on read less than the run did"
     )
 }
 
 /// One fault kind's faults, for the ops it meets.
 struct Kind {
     name: String,
-    /// Its faults' places in the log and starts, by start; those before `next` are let go.
-    places: VecDeque<(usize, u64)>,
+    /// Its faults not yet reached by the ops walked: their places in the log, starts and
+    /// ends (`u64::MAX` while on), by start.
+    places: VecDeque<(usize, u64, u64)>,
     /// Those started by the op walked last that may still be on (open, or ended no earlier),
-    /// with their ends as last read from the log (`u64::MAX` while open).
+    /// with their ends (`u64::MAX` while on).
     on: Vec<(usize, u64)>,
-    /// The faults stopped when those ends were read.
-    ends_read_at: u64,
     /// Ops and grants met.
     ops: u64,
     grants: u64,
 }
 
-/// [`UNSETTLED_MAX`], [`LEASES_KEPT_MAX`], [`RECENT_GRANTS_MAX`] and [`FAULTS_READ_MAX`].
+/// A fault aimed at leases (not a client stall), and what the leases closed so far say of it.
+struct Aimed {
+    place: usize,
+    start_ns: u64,
+    /// Its stop (its start for an instant), `None` while it is on.
+    stop_ns: Option<u64>,
+    aims: FaultAims,
+    cells: crate::exercised::Cells,
+}
+
+impl Aimed {
+    /// Whether it has met every lease it can: it stopped before every grant still to close
+    /// was invoked.
+    fn settled(&self, before_ns: u64) -> bool {
+        self.stop_ns.is_some_and(|e| e < before_ns)
+    }
+}
+
+/// [`UNSETTLED_MAX`], [`LEASES_KEPT_MAX`], [`RECENT_GRANTS_MAX`] and [`FAULTS_KEPT_MAX`].
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CoverageLimits {
     pub(crate) unsettled: usize,
     pub(crate) leases: usize,
     pub(crate) recent: usize,
-    pub(crate) faults_read: usize,
+    pub(crate) faults_kept: usize,
 }
 
 impl Default for CoverageLimits {
@@ -354,7 +388,7 @@ impl Default for CoverageLimits {
             unsettled: UNSETTLED_MAX,
             leases: LEASES_KEPT_MAX,
             recent: RECENT_GRANTS_MAX,
-            faults_read: FAULTS_READ_MAX,
+            faults_kept: FAULTS_KEPT_MAX,
         }
     }
 }
@@ -366,24 +400,25 @@ impl CoverageLimits {
         unsettled: usize::MAX,
         leases: usize::MAX,
         recent: usize::MAX,
-        faults_read: usize::MAX,
+        faults_kept: usize::MAX,
     };
 }
 
 /// Coverage counted as the history is read (see the module's words).
 #[derive(Default)]
 pub(crate) struct CoverageCounts {
-    /// The faults, paired as read; never folded (bounded by [`FAULTS_READ_MAX`]).
+    /// The faults on, paired as read (each let go once it stopped: what is read of it is
+    /// kept where it counts).
     log: FaultLog,
-    nemesis_read: usize,
+    nemesis_read: u64,
     pub(crate) nemesis_skipped: u64,
-    /// Faults of the log looked at so far, and the stops read.
+    /// Faults of the log looked at so far.
     seen: usize,
-    stops: u64,
     kinds: Vec<Kind>,
-    /// Client stalls, in start order, with their place in the log; and the first not yet
-    /// placed.
-    stalls: Vec<(Stall, usize)>,
+    /// Client stalls not yet tallied, by number (their start order); how many were read, and
+    /// the first not yet placed (none placed is tallied).
+    stalls: FxMap<usize, Stall>,
+    stalls_read: usize,
     next_stall: usize,
     /// Stalls not yet stopped; and those stopped, by (end, stall), not yet handed to their
     /// process's next op.
@@ -400,12 +435,17 @@ pub(crate) struct CoverageCounts {
     pub(crate) grants_forgotten: u64,
     /// Per lock, the placed holder stalls still counting the other grants.
     counting: FxMap<u32, Vec<usize>>,
-    /// Faults aimed at leases (not client stalls), by place, with what the leases closed so
-    /// far say of them; and those still open to leases.
-    aims: Vec<(usize, FaultAims, crate::exercised::Cells)>,
+    /// Faults aimed at leases still meeting the leases of grants as they close, in start
+    /// order (settled ones among them are let go lazily: see [`CoverageCounts::settle`]).
+    unsettled: Vec<Aimed>,
+    /// Let go of at [`UNSETTLED_MAX`] while still on: counted once stopped.
+    early: Vec<Aimed>,
+    /// Done with leases, waiting for a grant walked after them to say what they count.
+    after_grant: Vec<Aimed>,
+    /// What the stalls and faults let go of counted.
+    tallied: Coverage,
     /// Faults started and nodes hit, by kind.
     started: std::collections::BTreeMap<String, FaultCoverage>,
-    unsettled: Vec<usize>,
     /// The latest instant before which every grant is closed ([`CoverageCounts::settle`]): a
     /// fault stopped before it is settled.
     settled_before_ns: u64,
@@ -421,30 +461,95 @@ pub(crate) struct CoverageCounts {
     /// The latest grant invoke walked.
     last_grant_invoke_ns: Option<u64>,
     waits: (u64, u64),
+    /// The drift a waiter stall's lease is read with.
+    pub(crate) drift: Drift,
+    /// The most records of faults kept at once ([`CoverageCounts::kept`]).
+    pub(crate) kept_most: usize,
+    /// Whether every stall and fault is kept to the end, none let go once settled (the
+    /// batch's reading).
+    keep_all: bool,
 }
 
 impl CoverageCounts {
-    /// A nemesis event, in history order.
+    /// Counts with `drift`, within `limits`.
+    pub(crate) fn new(drift: Drift, limits: CoverageLimits) -> CoverageCounts {
+        CoverageCounts {
+            drift,
+            limits,
+            ..CoverageCounts::default()
+        }
+    }
+
+    /// The run's note for the nemesis events not read past the limit on the faults kept.
+    pub(crate) fn skipped_note(&self) -> String {
+        let kept_max = self.limits.faults_kept;
+        skipped_note(self.nemesis_skipped, self.nemesis_read, kept_max)
+    }
+
+    /// How many faults done with leases wait for a grant walked after them.
+    #[cfg(test)]
+    pub(crate) fn waiting_for_a_grant(&self) -> usize {
+        self.after_grant.len()
+    }
+
+    /// How many records of faults are kept now: those [`FAULTS_KEPT_MAX`] bounds.
+    fn kept(&self) -> usize {
+        let kinds: usize = (self.kinds.iter())
+            .map(|k| k.places.len() + k.on.len())
+            .sum();
+        self.log.kept()
+            + self.stalls.len()
+            + self.unsettled.len()
+            + self.early.len()
+            + self.after_grant.len()
+            + kinds
+    }
+
+    /// A nemesis event, in history order. Once one is skipped at the limit every later one
+    /// is: a stop read without its start would pair with another fault.
     pub(crate) fn nemesis(&mut self, op: &Op) {
-        if self.nemesis_read >= self.limits.faults_read {
+        if self.nemesis_skipped > 0 || self.kept() >= self.limits.faults_kept {
             self.nemesis_skipped += 1;
             return;
         }
         self.nemesis_read += 1;
-        self.log.push(op);
+        let stopped = self.log.push(op);
         self.look();
-        if matches!(FaultOp::of(op.f.as_str()), FaultOp::Closes(_)) {
-            self.stops += 1;
-            // The stall it stopped, if it stopped one, waits for its process's next op.
-            let (stalls, log) = (&self.stalls, &self.log);
-            let ending = &mut self.ending;
-            self.running.retain(|&i| match log.get(stalls[i].1) {
-                Some(f) if f.stop_index.is_some() => {
-                    ending.insert((f.end_ns, i));
-                    false
+        if let Some(place) = stopped {
+            self.stopped(place, op.time_ns);
+        }
+        // What is read of a fault was taken when it was looked at and stopped.
+        self.log.forget_stopped(|_| false);
+        self.kept_most = self.kept_most.max(self.kept());
+    }
+
+    /// The fault at `place` stopped at `end_ns`: its stall waits for its process's next op,
+    /// its kind's ops meet it until then, and a fault aimed at leases settles by then.
+    fn stopped(&mut self, place: usize, end_ns: u64) {
+        let stalls = &mut self.stalls;
+        if let Some(at) = (self.running.iter()).position(|i| stalls[i].place == place) {
+            let i = self.running.remove(at);
+            stalls.get_mut(&i).expect("running").stop_ns = Some(end_ns);
+            self.ending.insert((end_ns, i));
+        }
+        for kind in &mut self.kinds {
+            for (p, _, e) in kind.places.iter_mut() {
+                if *p == place {
+                    *e = end_ns;
                 }
-                _ => true,
-            });
+            }
+            for (p, e) in kind.on.iter_mut() {
+                if *p == place {
+                    *e = end_ns;
+                }
+            }
+        }
+        if let Ok(k) = (self.unsettled).binary_search_by_key(&place, |a| a.place) {
+            self.unsettled[k].stop_ns = Some(end_ns);
+        } else if let Some(k) = self.early.iter().position(|a| a.place == place) {
+            let mut a = self.early.remove(k);
+            a.stop_ns = Some(end_ns);
+            self.resolve(a);
         }
     }
 
@@ -471,14 +576,14 @@ impl CoverageCounts {
                         name: name.to_string(),
                         places: VecDeque::new(),
                         on: Vec::new(),
-                        ends_read_at: 0,
                         ops: 0,
                         grants: 0,
                     });
                     self.kinds.len() - 1
                 }
             };
-            self.kinds[k].places.push_back((place, f.start_ns));
+            let stop_ns = f.stop_index.map(|_| f.end_ns);
+            (self.kinds[k].places).push_back((place, f.start_ns, stop_ns.unwrap_or(u64::MAX)));
             // Faults started and nodes hit, by kind.
             let c: &mut FaultCoverage = self.started.entry(name.to_string()).or_default();
             c.started += 1;
@@ -486,24 +591,36 @@ impl CoverageCounts {
                 *c.nodes.entry(n).or_insert(0) += 1;
             }
             if family.stalls_clients() {
-                if let Some(s) = stall_of(f, family) {
-                    self.running.push(self.stalls.len());
-                    self.stalls.push((s, place));
+                if let Some(mut s) = stall_of(f, family) {
+                    s.place = place;
+                    s.stop_ns = stop_ns;
+                    let i = self.stalls_read;
+                    self.stalls_read += 1;
+                    self.stalls.insert(i, s);
+                    // An instant never stops: its stall ends with the history.
+                    self.running.push(i);
                 }
             } else if let Some(cells) = crate::exercised::cells_of(f) {
                 let mut aims = FaultAims::default();
                 for lease in &self.leases {
                     aims.meet(lease, f.start_ns);
                 }
-                self.aims.push((place, aims, cells));
+                let aimed = Aimed {
+                    place,
+                    start_ns: f.start_ns,
+                    stop_ns,
+                    aims,
+                    cells,
+                };
                 if self.unsettled.len() >= self.limits.unsettled {
                     self.compact_unsettled();
                 }
                 if self.unsettled.len() >= self.limits.unsettled {
-                    self.unsettled.remove(0);
+                    let first = self.unsettled.remove(0);
                     self.settled_early += 1;
+                    self.let_go(first);
                 }
-                self.unsettled.push(self.aims.len() - 1);
+                self.unsettled.push(aimed);
             }
             // What is read of its value was taken above: its start, end and name stay.
             self.log.strip(place);
@@ -520,17 +637,20 @@ impl CoverageCounts {
     ) {
         self.look();
         // Bounded by the stalls read: each is placed once.
-        while self.next_stall < self.stalls.len()
-            && self.stalls[self.next_stall].0.start_ns < o.invoke_ns
-        {
+        while (self.stalls.get(&self.next_stall)).is_some_and(|s| s.start_ns < o.invoke_ns) {
             self.place(self.next_stall, lock_ids);
             self.next_stall += 1;
         }
         self.wake_due(o.invoke_ns);
         let is_grant = grant.is_some();
         if let Some(t) = self.tracks.get_mut(&o.process) {
-            for i in t.waking.drain(..) {
-                self.stalls[i].0.wake = Some(o.func);
+            let woken = std::mem::take(&mut t.waking);
+            for i in woken {
+                if let Some(s) = self.stalls.get_mut(&i) {
+                    s.wake = Some(o.func);
+                    s.in_waking = false;
+                }
+                self.try_fold(i);
             }
         }
         let t = self.tracks.entry(o.process).or_default();
@@ -556,28 +676,25 @@ impl CoverageCounts {
             t.last_grants.push(held);
             self.other_grant(grant);
             self.last_grant_invoke_ns = Some(grant.invoke_ns);
+            // A grant walked after them may say what the faults done with leases count.
+            if !self.keep_all {
+                for a in std::mem::take(&mut self.after_grant) {
+                    self.resolve(a);
+                }
+            }
         }
         let done_ns = o.complete_ns().unwrap_or(u64::MAX);
-        let log = &self.log;
-        let end_of = |p: usize| log.get(p).map_or(0, |f| f.end_ns);
         for kind in &mut self.kinds {
             // Bounded by the kind's faults.
-            while let Some(&(p, start_ns)) = kind.places.front() {
+            while let Some(&(p, start_ns, end_ns)) = kind.places.front() {
                 if start_ns > o.invoke_ns {
                     break;
                 }
                 kind.places.pop_front();
-                kind.on.push((p, end_of(p)));
-            }
-            // The ends are read again only after a fault stopped.
-            if kind.ends_read_at != self.stops {
-                for (p, end_ns) in &mut kind.on {
-                    *end_ns = end_of(*p);
-                }
-                kind.ends_read_at = self.stops;
+                kind.on.push((p, end_ns));
             }
             kind.on.retain(|&(_, end_ns)| end_ns >= o.invoke_ns);
-            let starts_within = (kind.places.front()).is_some_and(|&(_, s)| s <= done_ns);
+            let starts_within = (kind.places.front()).is_some_and(|&(_, s, _)| s <= done_ns);
             if !kind.on.is_empty() || starts_within {
                 kind.ops += 1;
                 kind.grants += u64::from(is_grant);
@@ -593,6 +710,12 @@ impl CoverageCounts {
                 for h in t.last_grants {
                     self.closed_held.remove(&h.grant);
                 }
+                for i in t.waking {
+                    if let Some(s) = self.stalls.get_mut(&i) {
+                        s.in_waking = false;
+                    }
+                    self.try_fold(i);
+                }
             }
         }
     }
@@ -605,10 +728,24 @@ impl CoverageCounts {
                 break;
             }
             self.ending.pop_first();
-            let s = &mut self.stalls[i].0;
+            let s = self.stalls.get_mut(&i).expect("a stall ending is kept");
             s.ended = true;
             s.end_ns = end_ns;
+            s.in_waking = true;
             self.tracks.entry(s.process).or_default().waking.push(i);
+        }
+    }
+
+    /// Tallies stall `i` and lets it go once nothing to come can change it: placed, ended,
+    /// its process's next op walked (or its process crashed), its grant closed, and the
+    /// other grants of its lock counted.
+    fn try_fold(&mut self, i: usize) {
+        let Some(s) = self.stalls.get(&i).filter(|_| !self.keep_all) else {
+            return;
+        };
+        if s.placed && s.ended && !s.in_waking && !s.in_awaiting && !s.in_counting {
+            let s = self.stalls.remove(&i).expect("read above");
+            tally(&s, self.drift, &mut self.tallied);
         }
     }
 
@@ -616,8 +753,16 @@ impl CoverageCounts {
     /// an acquire still in flight then, else a holder stall on its process's latest grant
     /// (which must be of the lock and token the stall names, when it names them).
     fn place(&mut self, i: usize, lock_ids: &FxMap<String, u32>) {
-        let place = self.stalls[i].1;
-        let s = &mut self.stalls[i].0;
+        self.place_stall(i, lock_ids);
+        self.try_fold(i);
+    }
+
+    fn place_stall(&mut self, i: usize, lock_ids: &FxMap<String, u32>) {
+        let s = self
+            .stalls
+            .get_mut(&i)
+            .expect("a stall is kept until placed");
+        s.placed = true;
         s.lock = s
             .lock_name
             .as_deref()
@@ -647,19 +792,23 @@ impl CoverageCounts {
         match self.closed_held.get(&held.grant) {
             // Closed before the stall began: every op of it was invoked by then.
             Some(&b) => s.bound = Some(b),
-            None => self.awaiting.entry(held.grant).or_default().push(i),
+            None => {
+                s.in_awaiting = true;
+                self.awaiting.entry(held.grant).or_default().push(i);
+            }
         }
         // The grants of its lock to other processes since the holder's, walked so far.
         // Walked before the stall began, but answered after it ended: not inside it (a stall
         // still running when placed ends after every answer read).
         let (from, process) = (held.complete_ns, s.process);
-        let to = (self.log.get(place)).map_or(u64::MAX, |f| f.end_ns);
+        let to = s.stop_ns.unwrap_or(u64::MAX);
         let recent = self.recent.get(&held.lock);
         for &(c, p) in recent.into_iter().flatten() {
             if c >= from && c <= to && p != process {
                 count_other(s, c);
             }
         }
+        s.in_counting = true;
         self.counting.entry(held.lock).or_default().push(i);
     }
 
@@ -668,16 +817,25 @@ impl CoverageCounts {
     fn other_grant(&mut self, g: &Grant) {
         let c = g.complete_ns;
         if let Some(list) = self.counting.get_mut(&g.lock) {
-            let (stalls, log) = (&mut self.stalls, &self.log);
+            let stalls = &mut self.stalls;
+            let mut done = Vec::new();
             list.retain(|&i| {
-                let (s, place) = &mut stalls[i];
-                let end_ns = log.get(*place).map_or(u64::MAX, |f| f.end_ns);
+                let s = stalls.get_mut(&i).expect("a stall counting is kept");
+                let end_ns = s.stop_ns.unwrap_or(u64::MAX);
                 if c >= s.grant_complete_ns && c <= end_ns && g.process != s.process {
                     count_other(s, c);
                 }
                 // Grants walked later complete after this one's invoke.
-                end_ns >= g.invoke_ns
+                let counts_on = end_ns >= g.invoke_ns;
+                if !counts_on {
+                    s.in_counting = false;
+                    done.push(i);
+                }
+                counts_on
             });
+            for i in done {
+                self.try_fold(i);
+            }
         }
         let recent = self.recent.entry(g.lock).or_default();
         if recent.len() >= self.limits.recent {
@@ -698,16 +856,36 @@ impl CoverageCounts {
         self.settled_before_ns = self.settled_before_ns.max(before_ns);
     }
 
-    /// Whether the fault aimed at by `aims[a]` has met every lease it can: it stopped before
-    /// every grant still to close was invoked.
-    fn settled(&self, a: usize) -> bool {
-        let f = self.log.get(self.aims[a].0);
-        f.is_some_and(|f| f.stop_index.is_some() && f.end_ns < self.settled_before_ns)
+    /// Lets go of the settled faults among those meeting leases.
+    fn compact_unsettled(&mut self) {
+        let before_ns = self.settled_before_ns;
+        let list = std::mem::take(&mut self.unsettled);
+        let (settled, unsettled) = list.into_iter().partition(|a| a.settled(before_ns));
+        self.unsettled = unsettled;
+        for a in settled {
+            self.let_go(a);
+        }
     }
 
-    fn compact_unsettled(&mut self) {
-        let list = std::mem::take(&mut self.unsettled);
-        self.unsettled = list.into_iter().filter(|&a| !self.settled(a)).collect();
+    /// A fault aimed at leases meets no more of them: counted once it stopped and what it
+    /// counts is known.
+    fn let_go(&mut self, a: Aimed) {
+        match a.stop_ns {
+            None => self.early.push(a),
+            Some(_) => self.resolve(a),
+        }
+    }
+
+    /// Counts a stopped fault done with leases, if what it counts is known; else it waits for
+    /// a grant walked after it.
+    fn resolve(&mut self, a: Aimed) {
+        let span = (a.start_ns, a.stop_ns.expect("resolved once stopped"));
+        let last_grant = self.last_grant_invoke_ns;
+        let cov = &mut self.tallied;
+        if self.keep_all || !crate::exercised::count_final(&a.cells, &a.aims, span, last_grant, cov)
+        {
+            self.after_grant.push(a);
+        }
     }
 
     /// Grant `g` closed: the stalls placed on it read its bounds, and the faults aimed at
@@ -715,8 +893,11 @@ impl CoverageCounts {
     pub(crate) fn closed<V: View>(&mut self, g: u32, grant: &Grant, read: &GrantRead<'_, V>) {
         if let Some(list) = self.awaiting.remove(&g) {
             for i in list {
-                let s = &mut self.stalls[i].0;
-                s.bound = Some(read.bound(grant, s.start_ns));
+                if let Some(s) = self.stalls.get_mut(&i) {
+                    s.bound = Some(read.bound(grant, s.start_ns));
+                    s.in_awaiting = false;
+                }
+                self.try_fold(i);
             }
         }
         let held = (self.tracks.get(&grant.process))
@@ -732,20 +913,17 @@ impl CoverageCounts {
         self.leases.push_back(lease);
         // In start order (nemesis events come in time order): a fault that starts after the
         // lease is over and after its grant was invoked learns nothing from it.
+        let before_ns = self.settled_before_ns;
         let mut skipped = 0;
-        for i in 0..self.unsettled.len() {
-            let a = self.unsettled[i];
-            if self.settled(a) {
+        for a in &mut self.unsettled {
+            if a.settled(before_ns) {
                 skipped += 1;
                 continue;
             }
-            let (place, aims, _) = &mut self.aims[a];
-            if let Some(f) = self.log.get(*place) {
-                if f.start_ns > lease.to_ns && f.start_ns > lease.invoke_ns {
-                    break;
-                }
-                aims.meet(&lease, f.start_ns);
+            if a.start_ns > lease.to_ns && a.start_ns > lease.invoke_ns {
+                break;
             }
+            a.aims.meet(&lease, a.start_ns);
         }
         // What each grant walks past is bounded: a list that holds many settled faults is
         // compacted (each compaction lets go of at least this many).
@@ -755,19 +933,13 @@ impl CoverageCounts {
     }
 
     /// The coverage of the history read, which ended at `end_ns`.
-    pub(crate) fn finish(
-        mut self,
-        end_ns: u64,
-        lock_ids: &FxMap<String, u32>,
-        drift: Drift,
-    ) -> Coverage {
+    pub(crate) fn finish(mut self, end_ns: u64, lock_ids: &FxMap<String, u32>) -> Coverage {
         self.look();
-        while self.next_stall < self.stalls.len() {
-            self.place(self.next_stall, lock_ids);
+        while self.next_stall < self.stalls_read {
+            self.place_stall(self.next_stall, lock_ids);
             self.next_stall += 1;
         }
-        self.log.finish(end_ns);
-        let mut cov = Coverage::default();
+        let mut cov = std::mem::take(&mut self.tallied);
         cov.waits.granted = self.waits.0;
         cov.waits.not_granted = self.waits.1;
         cov.faults = std::mem::take(&mut self.started);
@@ -776,21 +948,21 @@ impl CoverageCounts {
             c.ops_during = kind.ops;
             c.grants_during = kind.grants;
         }
-        for (s, place) in &mut self.stalls {
+        for s in self.stalls.values_mut() {
             if !s.ended {
-                s.end_ns = self.log.get(*place).map_or(end_ns, |f| f.end_ns);
-                s.ended = self.log.get(*place).is_some_and(|f| f.stop_index.is_some());
+                // Stopped after the last op was invoked, or never: it ends with the history.
+                s.end_ns = s.stop_ns.unwrap_or(end_ns);
+                s.ended = s.stop_ns.is_some();
             }
-        }
-        for (s, _) in &self.stalls {
-            tally(s, drift, &mut cov);
+            tally(s, self.drift, &mut cov);
         }
         let grants_after = self.last_grant_invoke_ns;
-        for (place, aims, cells) in &self.aims {
-            if let Some(f) = self.log.get(*place) {
-                let span = (f.start_ns, f.end_ns);
-                crate::exercised::count(cells, aims, span, (grants_after, end_ns), &mut cov);
-            }
+        let waiting = (self.unsettled.iter())
+            .chain(&self.early)
+            .chain(&self.after_grant);
+        for a in waiting {
+            let span = (a.start_ns, a.stop_ns.unwrap_or(end_ns));
+            crate::exercised::count(&a.cells, &a.aims, span, (grants_after, end_ns), &mut cov);
         }
         let started: Vec<String> = cov
             .faults

@@ -116,6 +116,35 @@ impl FaultAims {
     }
 }
 
+impl FaultAims {
+    /// [`FaultAims::met`] as every later grant and end of the history would answer it, or
+    /// `None` while they could answer differently. Only a node back before a lease ends reads
+    /// them: a grant invoked at or after the fault's end, and, for a lease an unanswered op
+    /// keeps open, a history that ends after the fault (it does once anything is read past
+    /// the fault's end, such as that grant's invoke).
+    fn met_final(
+        &self,
+        aim: Aim,
+        variant: &str,
+        (start_ns, end_ns): (u64, u64),
+        last_grant_ns: Option<u64>,
+    ) -> Option<bool> {
+        match aim {
+            Aim::BackBeforeLeaseEnds => {
+                if !self.live_at_start || (self.max_to_ns != u64::MAX && self.max_to_ns <= end_ns) {
+                    return Some(false);
+                }
+                let grant_ns = last_grant_ns.filter(|&t| t >= end_ns)?;
+                (self.max_to_ns != u64::MAX || grant_ns > end_ns).then_some(true)
+            }
+            Aim::FrozenPastLeaseBound
+            | Aim::ClockUnderLease
+            | Aim::LeaseLiveDuring
+            | Aim::ClientStall => Some(self.met(aim, variant, (start_ns, end_ns), (None, 0))),
+        }
+    }
+}
+
 /// The roles a fault names (`roles`), else its node ids (`nodes`), else none.
 fn roles_of(v: &Value) -> Vec<String> {
     let list = |k: &str| -> Vec<String> {
@@ -149,6 +178,26 @@ pub(crate) fn count(
     for cell in &cells.cells {
         cov.count_cell(cell.clone(), exercised);
     }
+}
+
+/// [`count`] before the history ends, for a fault that met every lease it can: counts it and
+/// returns true when no grant walked later (grants come in invoke order, so `last_grant_ns`
+/// only grows) and no end of the history can change what [`count`] would say; false, counting
+/// nothing, while one still can.
+pub(crate) fn count_final(
+    cells: &Cells,
+    aims: &FaultAims,
+    span: (u64, u64),
+    last_grant_ns: Option<u64>,
+    cov: &mut Coverage,
+) -> bool {
+    let Some(exercised) = aims.met_final(cells.aim, &cells.variant, span, last_grant_ns) else {
+        return false;
+    };
+    for cell in &cells.cells {
+        cov.count_cell(cell.clone(), exercised);
+    }
+    true
 }
 
 /// What a fault aimed at leases counts into: its aim and variant, and its cells.
@@ -207,4 +256,83 @@ pub(crate) fn cells_of(f: &Fault) -> Option<Cells> {
         variant: variant.to_string(),
         cells,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `met_final` against `met` over every future a stream can meet: grants walked later are
+    /// invoked no earlier than the last one walked, and the history ends no earlier than the
+    /// fault and the last grant. What it answers is what every such future answers (sound),
+    /// and where it waits, two futures disagree (it waits no longer than it must).
+    #[test]
+    fn met_final_answers_what_every_later_grant_and_end_would() {
+        let end_ns = 100;
+        let instants = [0, 50, 99, 100, 101, 150, 200, u64::MAX];
+        let aims_all = [
+            Aim::FrozenPastLeaseBound,
+            Aim::BackBeforeLeaseEnds,
+            Aim::ClockUnderLease,
+            Aim::LeaseLiveDuring,
+            Aim::ClientStall,
+        ];
+        let (mut answered, mut waited) = (0, 0);
+        for aim in aims_all {
+            for variant in ["", "fast", "strobe", "bump-forward"] {
+                for live_at_start in [false, true] {
+                    for (max_to_ns, min_lb_ns, min_from_ns, first_grant_ns) in
+                        (instants.iter().copied())
+                            .flat_map(|a| (instants.iter().copied()).map(move |b| (a, b, b, a)))
+                    {
+                        let aims = FaultAims {
+                            live_at_start,
+                            min_lb_ns,
+                            max_to_ns,
+                            min_from_ns,
+                            first_grant_ns,
+                        };
+                        let lasts = std::iter::once(None).chain(
+                            (instants.iter().copied())
+                                .filter(|&t| t != u64::MAX)
+                                .map(Some),
+                        );
+                        for last in lasts {
+                            let span = (10, end_ns);
+                            // Every future: a later last grant (or none more) and an end.
+                            let mut futures = Vec::new();
+                            let laters = std::iter::once(last).chain(
+                                (instants.iter().copied())
+                                    .filter(|&t| t != u64::MAX && last.is_none_or(|l| t >= l))
+                                    .map(Some),
+                            );
+                            for later in laters {
+                                let floor = later.unwrap_or(0).max(end_ns);
+                                for h_end in instants.iter().copied().filter(|&e| e >= floor) {
+                                    futures.push(aims.met(aim, variant, span, (later, h_end)));
+                                }
+                            }
+                            match aims.met_final(aim, variant, span, last) {
+                                Some(met) => {
+                                    answered += 1;
+                                    assert!(
+                                        futures.iter().all(|&f| f == met),
+                                        "{aim:?} {aims:?} last {last:?}: answered {met}"
+                                    );
+                                }
+                                None => {
+                                    waited += 1;
+                                    assert!(
+                                        futures.contains(&true) && futures.contains(&false),
+                                        "{aim:?} {aims:?} last {last:?}: waited for nothing"
+                                    );
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(answered > 1000 && waited > 50, "{answered} {waited}");
+    }
 }

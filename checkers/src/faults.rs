@@ -165,8 +165,8 @@ pub(crate) struct FaultLog {
 }
 
 impl FaultLog {
-    /// Reads nemesis event `op`.
-    pub(crate) fn push(&mut self, op: &Op) {
+    /// Reads nemesis event `op`; returns the place of the fault it stopped, if it stopped one.
+    pub(crate) fn push(&mut self, op: &Op) -> Option<usize> {
         let f = op.f.as_str();
         match FaultOp::of(f) {
             FaultOp::Opens(class) => {
@@ -186,9 +186,7 @@ impl FaultLog {
                 });
             }
             FaultOp::Closes(class) => {
-                let Some(queue) = self.open.get_mut(class) else {
-                    return;
-                };
+                let queue = self.open.get_mut(class)?;
                 let want = target(op);
                 let at = want
                     .and_then(|w| queue.iter().position(|(_, t)| t.as_ref() == Some(w)))
@@ -203,6 +201,7 @@ impl FaultLog {
                         f.end_ns = op.time_ns;
                         f.stop_index = Some(op.index);
                     }
+                    return Some(i);
                 }
             }
             FaultOp::Instant => self.add(Fault {
@@ -214,6 +213,7 @@ impl FaultLog {
                 stop_index: Some(op.index),
             }),
         }
+        None
     }
 
     fn add(&mut self, f: Fault) {
@@ -275,6 +275,11 @@ impl FaultLog {
         if let Some(f) = self.kept.get_mut(&i) {
             f.value = Value::Null;
         }
+    }
+
+    /// How many faults are kept (not folded or forgotten, or named).
+    pub(crate) fn kept(&self) -> usize {
+        self.kept.len() + self.named.len()
     }
 
     /// How many faults were read (the place the next one will have).
