@@ -54,6 +54,11 @@ pub fn with_detail(reason: &str, detail: &str) -> String {
 /// The reason code of a recorded error: the text before `; `, or for the older form, the text
 /// up to and including its first status code (`lock: http-500: busy` -> `lock: http-500`).
 pub fn reason_of(error: &str) -> &str {
+    // Most errors are a bare code (`held`): with neither separator there is nothing to split,
+    // and the checkers ask this of every refused op.
+    if !error.bytes().any(|b| b == b';' || b == b':') {
+        return error;
+    }
     if let Some((reason, _)) = error.split_once(DETAIL_SEP) {
         return reason;
     }
