@@ -38,8 +38,8 @@ struct Stall {
     /// What the holder was to wake into (`value.wake`: renew, write, release, read).
     planned_wake: Option<String>,
     start_ns: u64,
-    /// Its stop, or the history's end when it never stopped.
-    end_ns: u64,
+    /// Whether an op invoked at or after its stop was walked (it then waits for its process's
+    /// next op).
     ended: bool,
     /// The acquire in flight when the stall began.
     waiting_on: Option<ClientOp>,
@@ -730,7 +730,6 @@ impl CoverageCounts {
             self.ending.pop_first();
             let s = self.stalls.get_mut(&i).expect("a stall ending is kept");
             s.ended = true;
-            s.end_ns = end_ns;
             s.in_waking = true;
             self.tracks.entry(s.process).or_default().waking.push(i);
         }
@@ -745,7 +744,8 @@ impl CoverageCounts {
         };
         if s.placed && s.ended && !s.in_waking && !s.in_awaiting && !s.in_counting {
             let s = self.stalls.remove(&i).expect("read above");
-            tally(&s, self.drift, &mut self.tallied);
+            let end_ns = s.stop_ns.expect("an ended stall stopped");
+            tally(&s, end_ns, self.drift, &mut self.tallied);
         }
     }
 
@@ -948,13 +948,9 @@ impl CoverageCounts {
             c.ops_during = kind.ops;
             c.grants_during = kind.grants;
         }
-        for s in self.stalls.values_mut() {
-            if !s.ended {
-                // Stopped after the last op was invoked, or never: it ends with the history.
-                s.end_ns = s.stop_ns.unwrap_or(end_ns);
-                s.ended = s.stop_ns.is_some();
-            }
-            tally(s, self.drift, &mut cov);
+        for s in self.stalls.values() {
+            // One never stopped ends with the history.
+            tally(s, s.stop_ns.unwrap_or(end_ns), self.drift, &mut cov);
         }
         let grants_after = self.last_grant_invoke_ns;
         let waiting = (self.unsettled.iter())
@@ -1032,7 +1028,6 @@ fn stall_of(f: &Fault, family: &FaultFamily) -> Option<Stall> {
         shape: text(stall_fields::SHAPE),
         planned_wake: text(stall_fields::WAKE),
         start_ns: f.start_ns,
-        end_ns: u64::MAX,
         ..Stall::default()
     })
 }
@@ -1053,15 +1048,13 @@ fn long_wait(op: &ClientOp, waits: &mut (u64, u64)) {
     }
 }
 
-fn next_of(s: &Stall, ttl_ms: Option<u64>) -> Next {
+fn next_of(s: &Stall, end_ns: u64, ttl_ms: Option<u64>) -> Next {
     if s.grant.is_none() {
         return Next::Unknown;
     }
     match (s.others, ttl_ms) {
         (0, _) => Next::NoneYet,
-        (1, Some(t)) if s.end_ns - s.first_other_ns < t.saturating_mul(1_000_000) => {
-            Next::JustAfter
-        }
+        (1, Some(t)) if end_ns - s.first_other_ns < t.saturating_mul(1_000_000) => Next::JustAfter,
         (1, None) => Next::Unknown,
         _ => Next::Later,
     }
@@ -1086,14 +1079,15 @@ fn reached(shape: &str, s: &Stall, bound: Bound, next: Next, lapsed: bool) -> bo
     }
 }
 
-fn tally(s: &Stall, drift: Drift, cov: &mut Coverage) {
+/// Counts stall `s`, which ended at `end_ns` (its stop, or the history's end).
+fn tally(s: &Stall, end_ns: u64, drift: Drift, cov: &mut Coverage) {
     cov.stalls += 1;
     let (mut bound, mut next, mut lapsed) = (Bound::Unknown, Next::Unknown, false);
     if let Some(op) = &s.waiting_on {
         let w = &mut cov.waiter;
         w.count += 1;
         let ttl = op.requested_ttl_ms().or(op.ttl_ms());
-        lapsed = ttl.is_some_and(|t| s.end_ns - s.start_ns > drift.upper_ns(t));
+        lapsed = ttl.is_some_and(|t| end_ns - s.start_ns > drift.upper_ns(t));
         if lapsed {
             w.lease_lapsed += 1;
             if op.outcome == Outcome::Ok {
@@ -1106,7 +1100,7 @@ fn tally(s: &Stall, drift: Drift, cov: &mut Coverage) {
         let h = &mut cov.holder;
         h.count += 1;
         let w = &mut h.wake_up;
-        *match s.wake.filter(|_| s.ended) {
+        *match s.wake.filter(|_| s.stop_ns.is_some()) {
             Some(Func::Renew) => &mut w.renew,
             Some(Func::Write) => &mut w.write,
             Some(Func::Release) => &mut w.release,
@@ -1116,10 +1110,10 @@ fn tally(s: &Stall, drift: Drift, cov: &mut Coverage) {
         } += 1;
         let ttl;
         (bound, ttl) = match (s.grant, s.bound) {
-            (Some(_), Some(b)) => b.of(s.end_ns),
+            (Some(_), Some(b)) => b.of(end_ns),
             _ => (Bound::Unknown, None),
         };
-        next = next_of(s, ttl);
+        next = next_of(s, end_ns, ttl);
         let b = &mut h.lease_bound;
         *match bound {
             Bound::Before => &mut b.before,

@@ -175,9 +175,7 @@ pub(crate) fn count(
     cov: &mut Coverage,
 ) {
     let exercised = aims.met(cells.aim, &cells.variant, span, (last_grant_ns, end_ns));
-    for cell in &cells.cells {
-        cov.count_cell(cell.clone(), exercised);
-    }
+    cells.count(exercised, cov);
 }
 
 /// [`count`] before the history ends, for a fault that met every lease it can: counts it and
@@ -194,9 +192,7 @@ pub(crate) fn count_final(
     let Some(exercised) = aims.met_final(cells.aim, &cells.variant, span, last_grant_ns) else {
         return false;
     };
-    for cell in &cells.cells {
-        cov.count_cell(cell.clone(), exercised);
-    }
+    cells.count(exercised, cov);
     true
 }
 
@@ -206,6 +202,15 @@ pub(crate) struct Cells {
     aim: Aim,
     variant: String,
     cells: Vec<Cell>,
+}
+
+impl Cells {
+    /// Counts each of its cells, `exercised` or not.
+    fn count(&self, exercised: bool, cov: &mut Coverage) {
+        for cell in &self.cells {
+            cov.count_cell(cell.clone(), exercised);
+        }
+    }
 }
 
 /// The cells fault `f` counts into, read from its value; none for a client stall (placed and
