@@ -612,6 +612,9 @@ impl Digest {
         let open = self.walk.open().to_vec();
         self.run_stream(&open, true);
         self.feed_search(self.ops.len());
+        if let Some(stream) = self.stream.as_mut() {
+            stream.search.settle();
+        }
     }
 
     /// Hands the ops before `upto` (none of which a later step of the walk reads) to the
@@ -1352,6 +1355,10 @@ fn check_streamed(
     let file = open(path)?;
     let mut digest = Digest::streaming_for(cfg, CHECK_HORIZON_NS);
     digest.violations_read_whole = ungrouped.is_none();
+    // The reader's thread is the check's critical path: the model search goes beside it.
+    if let Some(stream) = digest.stream.as_mut() {
+        stream.search.on_a_thread();
+    }
     // Once the file must be read whole, reading on is wasted: the reader then ends early.
     let stop = std::sync::atomic::AtomicBool::new(false);
     let input = Stoppable {
@@ -3525,6 +3532,90 @@ mod walk_order_tests {
         let mut read = Digest::of_history_in(&h, 1, read);
         read.finish_walk();
         assert_eq!(read.stream.expect("set above").out_of_order(), 1);
+    }
+
+    /// The model search on a thread of its own (a whole file's check) proves what it proves
+    /// on the reader's, in the same order, keeps as many ops, and gives every lock the same
+    /// verdict, over the corpus (injected violations among it); and what it proved reaches
+    /// `found` while the history is still being read, not only when the thread is joined.
+    #[test]
+    fn the_search_on_its_own_thread_is_the_search_on_the_readers() {
+        // `early`: wait (boundedly) for what the thread proved before the end, where the
+        // reader's own search proved something before it.
+        let run = |h: &History, threaded: bool, early: Option<&mut usize>| {
+            let mut read = Digest::streaming(Drift::from_ppm(0), 0);
+            let stream = read.stream.as_mut().expect("streaming");
+            if threaded {
+                stream.search.on_a_thread();
+            }
+            let mut read = Digest::of_history_in(h, 64, read);
+            if threaded {
+                // The thread started with what was handed over so far: what it proves of the
+                // rest comes back as it is joined.
+                read.stream.as_mut().expect("streaming").search.send();
+            }
+            if let Some(early) = early {
+                let search = &mut read.stream.as_mut().expect("streaming").search;
+                // What the thread proved of the ops handed over, asked for before the end.
+                let wait = std::time::Instant::now();
+                // Bounded: two seconds for a few thousand ops.
+                while search.found.is_empty() && wait.elapsed().as_secs() < 2 {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    search.take_found();
+                }
+                *early += usize::from(!search.found.is_empty());
+            }
+            read.finish_walk();
+            let locks = read.locks.len();
+            let search = &mut read.stream.as_mut().expect("streaming").search;
+            let found: Vec<String> = (search.found.iter())
+                .map(|(l, v)| format!("{l} {:?} {:?}: {}", v.kind, v.ops, v.explanation))
+                .collect();
+            let verdicts: Vec<String> = (search.finish(locks).iter())
+                .map(|(_, s)| searched_words(s).1)
+                .collect();
+            (found, search.kept_most, verdicts)
+        };
+        // Two grants of the lock at once, neither ever released: their ops are handed to the
+        // search only at the end, and what it proves comes back from the thread as it is
+        // joined.
+        let held = r#""token":1,"ttl_ms":100000"#;
+        let both = lines(&[
+            (10, 1, "invoke", "acquire", r#""ttl_ms":100000"#),
+            (11, 1, "ok", "acquire", held),
+            (20, 2, "invoke", "acquire", r#""ttl_ms":100000"#),
+            (21, 2, "ok", "acquire", &held.replace('1', "2")),
+            (30, 3, "invoke", "write", r#""value":1"#),
+        ]);
+        let at_the_end = run(&both, true, None);
+        assert_eq!(at_the_end.0.len(), 1, "{at_the_end:?}");
+        assert_eq!(at_the_end, run(&both, false, None));
+        let (mut proven, mut early, mut kept) = (0, 0, 0);
+        for (what, h) in corpus() {
+            let here = run(&h, false, None);
+            // Proven before the end on this thread: the ops read before it reach `found`.
+            let proven_early = {
+                let mut read = Digest::streaming(Drift::from_ppm(0), 0);
+                read = Digest::of_history_in(&h, 64, read);
+                !read
+                    .stream
+                    .as_ref()
+                    .expect("streaming")
+                    .search
+                    .found
+                    .is_empty()
+            };
+            let beside = run(&h, true, proven_early.then_some(&mut early));
+            assert_eq!(here, beside, "{what}");
+            proven += usize::from(!here.0.is_empty());
+            kept += here.1;
+        }
+        assert!(kept > 0, "no op kept by any search");
+        assert!(
+            proven > 20,
+            "only {proven} histories with a search violation"
+        );
+        assert!(early > 0, "no violation reached `found` before the end");
     }
 
     /// An op pending forever holds the walk; a reader that drops ops stops waiting for it past
