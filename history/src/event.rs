@@ -648,20 +648,7 @@ impl<'a> Scan<'a> {
                     32
                 }
                 other => {
-                    let key = std::str::from_utf8(other).ok()?;
-                    let read = match crate::evidence::field(key)?.ty {
-                        FieldType::U64 => Value::from(s.u64()?),
-                        // A word (`OneOf`) is checked by the serde reader.
-                        FieldType::Str => Value::from(s.str()?),
-                        _ => return None,
-                    };
-                    let map = extra.get_or_insert_with(Map::new);
-                    // Twice in one object is serde's refusal; more than a few is not the
-                    // writer's line.
-                    if map.len() >= SCANNED_EVIDENCE_MAX || map.contains_key(key) {
-                        return None;
-                    }
-                    map.insert(key.to_string(), read);
+                    s.evidence(other, extra.get_or_insert_with(Map::new))?;
                     0
                 }
             };
@@ -674,6 +661,86 @@ impl<'a> Scan<'a> {
         if let Some(map) = extra {
             v.extra = Cow::Owned(map);
         }
+        Some(())
+    }
+
+    /// One evidence field of a value, `key` read: docs/history.md types it as a u64 or a
+    /// string (a word, `OneOf`, is checked by the serde reader). Any other key (a typed
+    /// field's names no evidence) is serde's.
+    #[inline(always)]
+    fn evidence(&mut self, key: &[u8], map: &mut Map<String, Value>) -> Option<()> {
+        let key = std::str::from_utf8(key).ok()?;
+        let read = match crate::evidence::field(key)?.ty {
+            FieldType::U64 => Value::from(self.u64()?),
+            FieldType::Str => Value::from(self.str()?),
+            _ => return None,
+        };
+        // Twice in one object is serde's refusal; more than a few is not the writer's line.
+        if map.len() >= SCANNED_EVIDENCE_MAX || map.contains_key(key) {
+            return None;
+        }
+        map.insert(key.to_string(), read);
+        Some(())
+    }
+
+    /// Reads past `,` and then `key` (`"name":`), or `key` alone for an object's first;
+    /// false, reading nothing, if the text does not go on with it.
+    #[inline(always)]
+    fn next_key(&mut self, key: &[u8], first: &mut bool) -> bool {
+        let at = self.i + usize::from(!*first);
+        let comma = *first || self.b.get(self.i) == Some(&b',');
+        if comma && self.b.get(at..).is_some_and(|rest| rest.starts_with(key)) {
+            self.i = at + key.len();
+            *first = false;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// An event's `value` as the writer writes it (`OpValue`'s `Serialize`): its typed
+    /// fields in their order, none null, then evidence fields. Anything else is
+    /// [`Scan::value`]'s.
+    #[inline(always)]
+    fn value_in_order(&mut self, v: &mut ValueRef<'a>) -> Option<()> {
+        self.eat(b'{')?;
+        let mut first = true;
+        if self.next_key(b"\"token\":", &mut first) {
+            v.token = Some(self.u64()?);
+        }
+        if self.next_key(b"\"ttl_ms\":", &mut first) {
+            v.ttl_ms = Some(self.u64()?);
+        }
+        if self.next_key(b"\"value\":", &mut first) {
+            v.value = Some(self.i64()?);
+        }
+        if self.next_key(b"\"seq\":", &mut first) {
+            v.seq = Some(self.u64()?);
+        }
+        if self.next_key(b"\"error\":", &mut first) {
+            v.error = Some(Cow::Borrowed(self.str()?));
+        }
+        if self.next_key(b"\"final\":true", &mut first) {
+            v.is_final = true;
+        }
+        if self.eat(b'}').is_some() {
+            return Some(());
+        }
+        let mut extra = Map::new();
+        // Bounded by the line: each pass reads a field.
+        loop {
+            if !first {
+                self.eat(b',')?;
+            }
+            first = false;
+            let key = self.key()?;
+            self.eat(b':')?;
+            self.evidence(key, &mut extra)?;
+            if self.eat(b'}').is_some() {
+                break;
+            }
+        }
+        v.extra = Cow::Owned(extra);
         Some(())
     }
 }
@@ -741,7 +808,7 @@ fn scan_in_order(line: &[u8]) -> Option<EventRef<'_>> {
     };
     let mut value = ValueRef::default();
     if s.lit(b",\"value\":").is_some() {
-        s.value(&mut value)?;
+        s.value_in_order(&mut value)?;
     }
     s.lit(b"}")?;
     if s.i != line.len() {
@@ -871,6 +938,7 @@ mod tests {
             r#"{"time_ns":95,"index":10,"f":"release","process":2,"type":"fail","lock":"L0","value":{"error":"not-holder"}}"#,
             r#"{"value":{"seq":2},"key":"k","f":"read","type":"info","process":3,"time_ns":96,"index":11}"#,
             r#"{"index":12,"time_ns":97,"process":4,"type":"invoke","lock":"L1","f":"acquire"}"#,
+            r#"{"index":13,"time_ns":98,"process":4,"type":"ok","f":"acquire","lock":"L1","value":{"ttl_ms":5,"grant":"g","token":2}}"#,
         ];
         for line in lines {
             let scanned = scan(line.as_bytes()).unwrap_or_else(|| panic!("not scanned: {line}"));
@@ -902,6 +970,7 @@ mod tests {
             r#"{"index":0,"time_ns":10,"process":1,"type":"invoke","f":"acquire","lock":"L0"} "#,
             r#"{"index":0,"time_ns":10,"process":1,"type":"invoke","f":"acquire","lock":"L0","lock":"L1"}"#,
             r#"{"index":0,"time_ns":10,"process":1,"type":"ok","f":"acquire","value":{"token":1,"token":2}}"#,
+            r#"{"index":0,"time_ns":10,"process":1,"type":"ok","f":"acquire","value":{"token":1,"grant":"g","token":2}}"#,
         ] {
             assert!(scan(line.as_bytes()).is_none(), "{line}");
         }
