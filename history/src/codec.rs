@@ -296,28 +296,40 @@ fn read_blocks<P: PieceBuilder>(
     if block_bytes < SMALL_BLOCK_BYTES {
         reader.inline_below = 0;
     }
-    let mut carry: Vec<u8> = Vec::new();
+    // One buffer for the whole read: `buf[..kept]` is a line begun in the last block, and the
+    // next block is read after it. A buffer made for each block cost a fresh allocation,
+    // zeroed and faulted in, every MiB.
+    let mut buf: Vec<u8> = Vec::new();
+    let mut kept = 0;
     // Bounded by the input: every pass consumes at least one block or ends at EOF.
     loop {
-        let mut block = std::mem::take(&mut carry);
-        let eof = fill(&mut input, &mut block, block_bytes).map_err(io_err)?;
-        if block.is_empty() {
+        if buf.len() < kept + block_bytes {
+            // Grown, and zeroed, once (or for a line longer than a block).
+            buf.resize(kept + block_bytes, 0);
+        }
+        let (filled, eof) =
+            fill_at(&mut input, &mut buf[..kept + block_bytes], kept).map_err(io_err)?;
+        if filled == 0 {
             break;
         }
-        if !eof {
-            match memchr::memrchr(b'\n', &block) {
-                Some(p) => carry = block.split_off(p + 1),
+        let whole = if eof {
+            filled
+        } else {
+            match memchr::memrchr(b'\n', &buf[..filled]) {
+                Some(p) => p + 1,
                 // One line longer than a block: keep reading until it ends.
                 None => {
-                    carry = block;
+                    kept = filled;
                     continue;
                 }
             }
-        }
-        reader.read(&block, eof, &mut sink)?;
+        };
+        reader.read(&buf[..whole], eof, &mut sink)?;
         if eof {
             break;
         }
+        buf.copy_within(whole..filled, 0);
+        kept = filled - whole;
     }
     Ok(reader.into_warnings())
 }
@@ -449,29 +461,20 @@ const SMALL_BLOCK_BYTES: usize = 64 << 10;
 /// The UTF-8 byte-order mark.
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
-/// Reads until `buf` holds at least `want` bytes or the input ends; true at the end.
-fn fill(input: &mut impl Read, buf: &mut Vec<u8>, want: usize) -> io::Result<bool> {
-    let mut len = buf.len();
-    let target = len + want;
-    // Read straight into the block: no intermediate buffer to copy from.
-    buf.resize(target, 0);
-    let mut eof = false;
-    while len < target {
+/// Reads into `buf[from..]` until it is full or the input ends: the bytes then in `buf`, and
+/// true at the end.
+fn fill_at(input: &mut impl Read, buf: &mut [u8], from: usize) -> io::Result<(usize, bool)> {
+    let mut len = from;
+    // Bounded by the buffer: every read fills some of it or ends the input.
+    while len < buf.len() {
         match input.read(&mut buf[len..]) {
-            Ok(0) => {
-                eof = true;
-                break;
-            }
+            Ok(0) => return Ok((len, true)),
             Ok(n) => len += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                buf.truncate(len);
-                return Err(e);
-            }
+            Err(e) => return Err(e),
         }
     }
-    buf.truncate(len);
-    Ok(eof)
+    Ok((len, false))
 }
 
 fn bytecount(b: &[u8]) -> u64 {
