@@ -1611,7 +1611,7 @@ pub fn window_of_path(
         store_out_of_order: stream.store.out_of_order,
         values_forgotten: stream.store.forgotten,
         stuck_cut_short: stream.stuck.cut_short,
-        search_kept_most: stream.search.kept_most as u64,
+        search_kept_most: stream.search.kept_most() as u64,
         searched_impossible: stream.search.found.len() as u64,
         waits_kept_most: stream.deadlock.waits_most as u64,
         deadlocks: stream.deadlock.found.len() as u64,
@@ -3574,7 +3574,7 @@ mod walk_order_tests {
             let verdicts: Vec<String> = (search.finish(locks).iter())
                 .map(|(_, s)| searched_words(s).1)
                 .collect();
-            (found, search.kept_most, verdicts)
+            (found, search.kept_most(), verdicts)
         };
         // Two grants of the lock at once, neither ever released: their ops are handed to the
         // search only at the end, and what it proves comes back from the thread as it is
@@ -3658,7 +3658,7 @@ mod walk_order_tests {
             let stream = read.stream.as_mut().expect("set above");
             let out = stream.search.finish(locks);
             let words: Vec<String> = out.iter().map(|(_, s)| searched_words(s).1).collect();
-            (words, stream.search.kept_most)
+            (words, stream.search.kept_most())
         };
         let batch = |h: &History| {
             let m = Model::new(h, &CheckConfig::default());

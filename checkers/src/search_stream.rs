@@ -59,8 +59,6 @@ pub(crate) struct SearchStream {
     /// and the answered ids it remembers ([`ANSWERED_IDS_MAX`]).
     pub(crate) kept_max: Option<usize>,
     pub(crate) ids_max: Option<usize>,
-    /// The most ops one lock's search kept at once (read once the searches are settled).
-    pub(crate) kept_most: usize,
 }
 
 /// What the searches are told, in the order the reader tells them: the same steps whether
@@ -284,7 +282,12 @@ impl SearchStream {
             }
         }
         self.found.append(&mut self.searches.found);
-        self.kept_most = self.kept_most.max(self.searches.kept_most);
+    }
+
+    /// The most ops one lock's search kept at once: known here once the searches are settled
+    /// (a searching thread keeps its own count until it is joined).
+    pub(crate) fn kept_most(&self) -> usize {
+        self.searches.kept_most
     }
 
     /// Brings the searches back to this thread once every op is handed over: what they proved
@@ -294,7 +297,8 @@ impl SearchStream {
             self.threaded = false;
             let batch = std::mem::take(&mut self.batch);
             if let Some(w) = self.worker.take() {
-                // The thread's last reports are read before it is joined.
+                // The last batch, then the end of the steps: the thread applies them, reports
+                // and returns. Its reports are all sent once it is joined, and read then.
                 let _ = w.steps.send(batch);
                 drop(w.steps);
                 let searches = match w.thread.join() {

@@ -484,12 +484,7 @@ impl<'a> Scan<'a> {
 
     #[inline(always)]
     fn null(&mut self) -> bool {
-        if self.b[self.i..].starts_with(b"null") {
-            self.i += 4;
-            true
-        } else {
-            false
-        }
+        self.lit(b"null").is_some()
     }
 
     /// A string's bytes: printable ASCII only, so any of them is valid UTF-8 as it stands.
@@ -634,13 +629,9 @@ impl<'a> Scan<'a> {
                     16
                 }
                 b"final" => {
-                    v.is_final = if s.b[s.i..].starts_with(b"true") {
-                        s.i += 4;
+                    v.is_final = if s.lit(b"true").is_some() {
                         true
-                    } else if s.b[s.i..].starts_with(b"false") {
-                        s.i += 5;
-                        false
-                    } else if s.null() {
+                    } else if s.lit(b"false").is_some() || s.null() {
                         false
                     } else {
                         return None;
