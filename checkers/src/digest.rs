@@ -66,7 +66,10 @@ pub(crate) struct Piece {
 /// Few distinct names per block: a linear scan beats hashing until there are many.
 fn intern_local(names: &mut Vec<String>, ids: &mut FxMap<String, u32>, name: &str) -> u32 {
     if names.len() <= 8 {
-        if let Some(i) = names.iter().position(|n| n == name) {
+        // Compared byte by byte in line: the names are a few bytes, shorter than a call.
+        let same =
+            |n: &String| n.len() == name.len() && n.bytes().zip(name.bytes()).all(|(a, b)| a == b);
+        if let Some(i) = names.iter().position(same) {
             return i as u32;
         }
         if names.len() < 8 {
@@ -1429,6 +1432,12 @@ impl<R: std::io::Read> std::io::Read for Stoppable<'_, R> {
 /// history ends at `end_ns`. A line that cannot be read is left out: the faults are a courtesy
 /// to the reader, the verdict does not rest on them.
 fn faults_meeting(path: &Path, windows: &[[u64; 2]], end_ns: u64) -> Faults {
+    faults_meeting_in(path, windows, end_ns, FOUND_RUN_BYTES)
+}
+
+/// [`faults_meeting`], the lines found handed to their parse in runs of `run_bytes` (the tests
+/// pass less).
+fn faults_meeting_in(path: &Path, windows: &[[u64; 2]], end_ns: u64, run_bytes: usize) -> Faults {
     let mut sorted: Vec<[u64; 2]> = windows.to_vec();
     sorted.sort_unstable();
     // The latest end among the windows starting by each one.
@@ -1447,21 +1456,44 @@ fn faults_meeting(path: &Path, windows: &[[u64; 2]], end_ns: u64) -> Faults {
         return Faults::default();
     };
     let mut read = 0u64;
-    lines_containing(file, b"\"nemesis\"", STREAM_BLOCK_BYTES, |line| {
-        let Ok(op) = serde_json::from_slice::<Op>(line) else {
-            return;
-        };
-        if op.process.is_nemesis() {
-            log.push(&op);
-            read += 1;
-            if read % 4096 == 0 {
-                log.forget_stopped(meets);
+    // The search of the text beside the parse of the lines found (each about half of the
+    // time): the lines go across in runs of [`FOUND_RUN_BYTES`], at most two runs waiting.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            let mut run = Vec::with_capacity(run_bytes);
+            lines_containing(file, b"\"nemesis\"", STREAM_BLOCK_BYTES, |line| {
+                run.extend_from_slice(line);
+                run.push(b'\n');
+                if run.len() >= run_bytes {
+                    // The receiver only stops when this thread is done: a send cannot fail.
+                    let _ = tx.send(std::mem::replace(&mut run, Vec::with_capacity(run_bytes)));
+                }
+            });
+            let _ = tx.send(run);
+        });
+        // Bounded by the runs sent, which end when the searching thread returns.
+        for run in rx {
+            for line in run.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+                let Ok(op) = serde_json::from_slice::<Op>(line) else {
+                    continue;
+                };
+                if op.process.is_nemesis() {
+                    log.push(&op);
+                    read += 1;
+                    if read % 4096 == 0 {
+                        log.forget_stopped(meets);
+                    }
+                }
             }
         }
     });
     log.forget_stopped(meets);
     Faults::from_log(log, end_ns)
 }
+
+/// How many bytes of the lines [`faults_meeting`]'s search finds go to their parse at once.
+const FOUND_RUN_BYTES: usize = 64 << 10;
 
 /// Hands `each` every line of `input` holding `needle`, in order, searching blocks of text
 /// whole rather than line by line (a history's nemesis lines are a few in a thousand: read a
@@ -4902,7 +4934,58 @@ mod walk_order_tests {
 
 #[cfg(test)]
 mod lines_containing_tests {
-    use super::lines_containing;
+    use super::{faults_meeting_in, lines_containing, Faults, FOUND_RUN_BYTES};
+    use crate::gen::{correct_history, GenParams};
+    use history::{History, Op};
+
+    /// The faults read again from a history file, the lines found handed to their parse in
+    /// runs of any size (a line each, up to the default), are those of the whole list of its
+    /// faults that meet a window, and those never stopped.
+    #[test]
+    fn the_faults_found_again_are_those_of_the_whole_list_that_meet_a_window() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut files = 0;
+        for seed in (0..16u64).filter(|s| s % 2 == 0) {
+            let params = GenParams::varied(seed, 2_000);
+            let h = History::new(correct_history(seed, &params)).expect("well formed");
+            let nemesis: Vec<Op> = h.nemesis().cloned().collect();
+            if nemesis.len() < 20 {
+                continue;
+            }
+            files += 1;
+            let path = dir.path().join(format!("h{seed}.jsonl"));
+            let text: String = (h.ops.iter())
+                .map(|op| serde_json::to_string(op).expect("an op writes") + "\n")
+                .collect();
+            std::fs::write(&path, text).expect("written");
+            let end_ns = h.end_time_ns();
+            // Windows spread over the run, a few short and one long.
+            let step = end_ns / 7 + 1;
+            let windows: Vec<[u64; 2]> = (0..7u64)
+                .map(|k| [k * step, k * step + step / (k + 2)])
+                .chain([[end_ns / 3, end_ns / 2]])
+                .collect();
+            let meets = |f: &crate::faults::Fault| {
+                windows
+                    .iter()
+                    .any(|w| w[0] <= f.end_ns && f.start_ns <= w[1])
+            };
+            let all = Faults::from_nemesis(&nemesis, end_ns);
+            let want: Vec<&crate::faults::Fault> = (all.list().iter())
+                .filter(|f| f.stop_index.is_none() || meets(f))
+                .collect();
+            assert!(
+                want.len() < all.list().len(),
+                "seed {seed}: every fault meets"
+            );
+            for run_bytes in [1, 100, 4096, FOUND_RUN_BYTES] {
+                let got = faults_meeting_in(&path, &windows, end_ns, run_bytes);
+                let got: Vec<&crate::faults::Fault> = got.list().iter().collect();
+                assert_eq!(got, want, "seed {seed}, runs of {run_bytes} bytes");
+            }
+        }
+        assert!(files >= 4, "only {files} histories with faults");
+    }
 
     /// Every block size puts the blocks' edges somewhere else: inside the needle, on a line's
     /// end, inside a line longer than the block. The lines found are those a line-by-line

@@ -234,7 +234,11 @@ impl LivenessCounts {
 
     /// Client `p`'s figures, listed if its number is among the lowest.
     fn client(&mut self, p: u64) -> &mut Client {
-        if !self.listed.contains_key(&p) && !self.live.contains_key(&p) {
+        // Most ops are a live client's: one look each.
+        if self.live.contains_key(&p) {
+            return self.live.get_mut(&p).expect("just seen");
+        }
+        if !self.listed.contains_key(&p) {
             let last = self.listed.last_key_value().map(|(&q, _)| q);
             if self.listed.len() < CLIENTS_LISTED || last.is_some_and(|q| p < q) {
                 self.listed.insert(p, Client::default());

@@ -523,24 +523,25 @@ impl<'a> Scan<'a> {
 
     #[inline(always)]
     fn u64(&mut self) -> Option<u64> {
-        let start = self.i;
-        let mut n: u64 = 0;
-        // Bounded by the line.
-        while let Some(&d) = self.b.get(self.i) {
-            if !d.is_ascii_digit() {
-                break;
-            }
-            n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
-            self.i += 1;
-        }
-        let digits = self.i - start;
+        let rest = &self.b[self.i..];
+        let digits = rest.iter().take_while(|d| d.is_ascii_digit()).count();
         // No digits, a leading zero, or a fraction or exponent follows.
-        if digits == 0 || (digits > 1 && self.b[start] == b'0') {
+        if digits == 0 || (digits > 1 && rest[0] == b'0') {
             return None;
         }
-        if matches!(self.b.get(self.i), Some(b'.' | b'e' | b'E')) {
+        if matches!(rest.get(digits), Some(b'.' | b'e' | b'E')) {
             return None;
         }
+        let ten = |n: u64, &d: &u8| n * 10 + u64::from(d - b'0');
+        // 19 digits never pass u64::MAX (20 digits long): only longer ones are checked.
+        let n = if digits <= 19 {
+            rest[..digits].iter().fold(0, ten)
+        } else {
+            (rest[..digits].iter()).try_fold(0u64, |n, &d| {
+                n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+            })?
+        };
+        self.i += digits;
         Some(n)
     }
 
@@ -930,6 +931,8 @@ mod tests {
             r#"{"value":{"seq":2},"key":"k","f":"read","type":"info","process":3,"time_ns":96,"index":11}"#,
             r#"{"index":12,"time_ns":97,"process":4,"type":"invoke","lock":"L1","f":"acquire"}"#,
             r#"{"index":13,"time_ns":98,"process":4,"type":"ok","f":"acquire","lock":"L1","value":{"ttl_ms":5,"grant":"g","token":2}}"#,
+            // The longest numbers read unchecked (19 digits), and the first checked (20).
+            r#"{"index":9999999999999999999,"time_ns":10000000000000000000,"process":1,"type":"invoke","f":"acquire"}"#,
         ];
         for line in lines {
             let scanned = scan(line.as_bytes()).unwrap_or_else(|| panic!("not scanned: {line}"));
@@ -962,6 +965,9 @@ mod tests {
             r#"{"index":0,"time_ns":10,"process":1,"type":"invoke","f":"acquire","lock":"L0","lock":"L1"}"#,
             r#"{"index":0,"time_ns":10,"process":1,"type":"ok","f":"acquire","value":{"token":1,"token":2}}"#,
             r#"{"index":0,"time_ns":10,"process":1,"type":"ok","f":"acquire","value":{"token":1,"grant":"g","token":2}}"#,
+            // Past u64::MAX: serde reads it as a float.
+            r#"{"index":18446744073709551616,"time_ns":10,"process":1,"type":"invoke","f":"acquire"}"#,
+            r#"{"index":0,"time_ns":10,"process":1,"type":"invoke","f":"acquire","value":{"ttl_ms":99999999999999999999}}"#,
         ] {
             assert!(scan(line.as_bytes()).is_none(), "{line}");
         }
