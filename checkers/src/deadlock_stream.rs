@@ -118,7 +118,7 @@ impl DeadlockStream {
         if op.func != Func::Acquire {
             return;
         }
-        let wait_ms = self.wait_ms.remove(&(pos as OpPos));
+        let wait_ms = crate::model::take(&mut self.wait_ms, pos as OpPos);
         if op.target == NO_TARGET {
             return;
         }

@@ -511,7 +511,7 @@ impl Digest {
                 }
                 break;
             }
-            let id = self.id_of.remove(&(pos as OpPos));
+            let id = crate::model::take(&mut self.id_of, pos as OpPos);
             // The tests' whole walk reads the dropping reader's names too.
             if let (Some(read), true) = (id, self.keeps_all() || cfg!(test)) {
                 let n = self.renumber.len() as u32;
@@ -532,7 +532,7 @@ impl Digest {
                 if lock_op && self.walk.grant_of[pos] == NO_GRANT {
                     stream.stale.orphan(pos as OpPos, id.is_some());
                 }
-                let transfer = stream.transfer_of.remove(&(pos as OpPos));
+                let transfer = crate::model::take(&mut stream.transfer_of, pos as OpPos);
                 stream.store.walked(pos, op, transfer.is_some(), &self.keys);
                 let grant = self.walk.grant_of[pos];
                 stream.late.walked(pos, op, grant);
@@ -543,7 +543,7 @@ impl Digest {
                 stream.counts.push(op);
                 stream.liveness.push(op, &self.errors, self.end_time_ns);
                 let made = (self.walk.grants.len() > grants_before).then_some(grants_before);
-                if let Some(round) = stream.round_of.remove(&(pos as OpPos)) {
+                if let Some(round) = crate::model::take(&mut stream.round_of, pos as OpPos) {
                     stream
                         .rounds
                         .asked(op.target, round, made.map(|g| g as u32));
@@ -1102,7 +1102,7 @@ impl Digest {
 
     /// Ends the client op at `slot` with its completion `e`.
     fn complete(&mut self, slot: usize, outcome: Outcome, e: Event, error: u32) {
-        if self.forced.remove(&(slot as OpPos)) {
+        if !self.forced.is_empty() && self.forced.remove(&(slot as OpPos)) {
             // The reader stopped waiting for it: it stays pending, and the ops walked since
             // did not see this answer.
             self.late_answers += 1;
@@ -1218,7 +1218,9 @@ impl Digest {
             let key = (self.key_evidence.last()).and_then(|(at, k)| (*at == slot).then_some(k));
             stream.answered(&self.ops[slot], (e.lease, key), &self.locks, self.drift);
         }
-        let id = self.id_of.get(&(slot as OpPos)).copied();
+        let id = (!self.id_of.is_empty())
+            .then(|| self.id_of.get(&(slot as OpPos)).copied())
+            .flatten();
         self.walk.completed(slot, &self.ops[slot], id, hold_of);
     }
 

@@ -471,6 +471,18 @@ impl View for Model {
 pub(crate) type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 pub(crate) type FxSet<K> = std::collections::HashSet<K, BuildHasherDefault<FxHasher>>;
 
+/// `map.remove(key)`, with no hash taken when the map is empty: the maps by op position that
+/// the reader empties as it walks (grant names, transfers, rounds, waits) are asked at every
+/// op, and on most histories hold nothing.
+#[inline]
+pub(crate) fn take<V>(map: &mut FxMap<OpPos, V>, key: OpPos) -> Option<V> {
+    if map.is_empty() {
+        None
+    } else {
+        map.remove(&key)
+    }
+}
+
 impl Model {
     /// The end of grant `g`'s span if the service granted it at instant `grant_ns`: the
     /// earliest time from which another grant of the lock could legally take effect, and what

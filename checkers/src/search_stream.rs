@@ -206,8 +206,8 @@ impl SearchStream {
             self.fed += 1;
             let op = &read.ops[pos];
             let key = pos as OpPos;
-            let id = self.ids.remove(&key);
-            let session = self.sessions.remove(&key);
+            let id = crate::model::take(&mut self.ids, key);
+            let session = !self.sessions.is_empty() && self.sessions.remove(&key);
             if (op.target as usize) < read.locks.len() && searched_op(op) {
                 let facts = Facts {
                     session,
