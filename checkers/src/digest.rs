@@ -1471,6 +1471,7 @@ fn faults_meeting_in(path: &Path, windows: &[[u64; 2]], end_ns: u64, run_bytes: 
                     // The receiver only stops when this thread is done: a send cannot fail.
                     let _ = tx.send(std::mem::replace(&mut run, Vec::with_capacity(run_bytes)));
                 }
+                true
             });
             let _ = tx.send(run);
         });
@@ -1500,13 +1501,13 @@ const FOUND_RUN_BYTES: usize = 64 << 10;
 /// Hands `each` every line of `input` holding `needle`, in order, searching blocks of text
 /// whole rather than line by line (a history's nemesis lines are a few in a thousand: read a
 /// line at a time, 10M events took 0.97 s; searched by the block, about what reading takes).
-/// Reads blocks of `block_bytes` (more for a longer line). Stops at the input's end or its first
-/// read error.
+/// Reads blocks of `block_bytes` (more for a longer line). Stops at the input's end, its first
+/// read error, or once `each` returns false.
 fn lines_containing(
     mut input: impl std::io::Read,
     needle: &[u8],
     block_bytes: usize,
-    mut each: impl FnMut(&[u8]),
+    mut each: impl FnMut(&[u8]) -> bool,
 ) {
     let finder = memchr::memmem::Finder::new(needle);
     let mut buf = vec![0u8; block_bytes.max(1)];
@@ -1540,7 +1541,9 @@ fn lines_containing(
             let at = from + hit;
             let start = memchr::memrchr(b'\n', &buf[from..at]).map_or(from, |p| from + p + 1);
             let end = memchr::memchr(b'\n', &buf[at..whole]).map_or(whole, |p| at + p);
-            each(&buf[start..end]);
+            if !each(&buf[start..end]) {
+                return;
+            }
             from = end;
         }
         buf.copy_within(whole..filled, 0);
@@ -1770,7 +1773,6 @@ fn digest_input(
 /// once it has them all. What cannot be read is left out: evidence is a courtesy to the
 /// reader, the verdict does not rest on it.
 fn read_evidence(path: &Path, results: &mut history::Results) {
-    use std::io::BufRead;
     let mut wanted = results.evidence_wanted();
     if wanted.is_empty() {
         return;
@@ -1780,32 +1782,32 @@ fn read_evidence(path: &Path, results: &mut history::Results) {
         return;
     };
     let mut left = wanted.len();
-    // Bounded by the file's lines, and stops at the last op wanted.
-    for line in std::io::BufReader::new(file).lines() {
-        let Ok(line) = line else { return };
-        let index = line
-            .strip_prefix("{\"index\":")
-            .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
-            .and_then(|n| n.parse::<u64>().ok());
+    // Every event names its index: each line is handed over, searched by the block.
+    lines_containing(file, b"\"index\"", STREAM_BLOCK_BYTES, |line| {
+        let index = line.strip_prefix(b"{\"index\":").and_then(|rest| {
+            let digits = rest.iter().take_while(|d| d.is_ascii_digit()).count();
+            std::str::from_utf8(&rest[..digits])
+                .ok()?
+                .parse::<u64>()
+                .ok()
+        });
         let wanted_here = match index {
             Some(i) => wanted.binary_search(&i).is_ok(),
             // Another writer's field order: parse to know.
             None => true,
         };
         if !wanted_here {
-            continue;
+            return true;
         }
-        let Ok(op) = serde_json::from_str::<Op>(&line) else {
-            continue;
+        let Ok(op) = serde_json::from_slice::<Op>(line) else {
+            return true;
         };
         if wanted.binary_search(&op.index).is_ok() {
             results.keep_evidence(&op);
             left = left.saturating_sub(1);
-            if left == 0 {
-                return;
-            }
         }
-    }
+        left > 0
+    });
 }
 
 impl Model {
@@ -5008,13 +5010,23 @@ mod lines_containing_tests {
                 .collect();
             for block_bytes in 1..=text.len() + 2 {
                 let mut got: Vec<Vec<u8>> = Vec::new();
-                lines_containing(text, b"nemesis", block_bytes, |l| got.push(l.to_vec()));
+                lines_containing(text, b"nemesis", block_bytes, |l| {
+                    got.push(l.to_vec());
+                    true
+                });
                 assert_eq!(
                     got,
                     want,
                     "{:?} in blocks of {block_bytes}",
                     String::from_utf8_lossy(text)
                 );
+                // Stopped after the second line found: no line after it is handed over.
+                let mut first_two: Vec<Vec<u8>> = Vec::new();
+                lines_containing(text, b"nemesis", block_bytes, |l| {
+                    first_two.push(l.to_vec());
+                    first_two.len() < 2
+                });
+                assert_eq!(first_two, want[..want.len().min(2)], "stopped after two");
             }
         }
     }

@@ -72,6 +72,11 @@ struct Shown {
 impl Shown {
     /// The highest token of an ok store op completed before `by_ns`.
     fn before(&self, by_ns: u64) -> Option<u64> {
+        // Mostly every op kept completed before: the highest of all, folded or kept, with no
+        // pass over them.
+        if (self.recent.last_key_value()).is_none_or(|(k, _)| *k < (by_ns, 0)) {
+            return self.highest;
+        }
         let recent = self.recent.range(..(by_ns, 0)).map(|(_, &t)| t).max();
         self.folded.max(recent)
     }
