@@ -175,13 +175,39 @@ struct Open {
     last: ClientOp,
 }
 
+/// A `held` answer walked, waiting to be judged: ordered by its completion and position, with
+/// its op (kept in the heap itself, where a map beside it cost a hash in and out per answer).
+struct HeldAnswer {
+    at: (u64, usize),
+    op: ClientOp,
+}
+
+impl PartialEq for HeldAnswer {
+    fn eq(&self, other: &Self) -> bool {
+        self.at == other.at
+    }
+}
+
+impl Eq for HeldAnswer {}
+
+impl PartialOrd for HeldAnswer {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for HeldAnswer {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.at.cmp(&other.at)
+    }
+}
+
 /// The `lock-stuck` reading's state.
 pub(crate) struct StuckStream {
     /// Per lock id.
     locks: Vec<Leases>,
-    /// `held` answers walked, by (completion, position), with their lock, and the ops.
-    held: BinaryHeap<Reverse<(u64, usize, u32)>>,
-    held_ops: FxMap<usize, ClientOp>,
+    /// `held` answers walked, earliest (completion, position) first, with their ops.
+    held: BinaryHeap<Reverse<HeldAnswer>>,
     /// Those stuck so far, in the order judged (completion, position).
     stuck: std::collections::VecDeque<Waiting>,
     /// Per lock id, the stretch of the answers judged for good (at the limit, or at the end).
@@ -204,7 +230,6 @@ impl Default for StuckStream {
         StuckStream {
             locks: Vec::new(),
             held: BinaryHeap::new(),
-            held_ops: FxMap::default(),
             stuck: Default::default(),
             open: Vec::new(),
             found: Vec::new(),
@@ -263,8 +288,10 @@ impl StuckStream {
             let reason = (read.errors.get(o.error as usize)).map(|e| history::reason::reason_of(e));
             if o.func == Func::Acquire && reason == Some("held") {
                 let done = o.complete_ns().expect("a refused op completed");
-                self.held.push(Reverse((done, pos, o.target)));
-                self.held_ops.insert(pos, o.clone());
+                self.held.push(Reverse(HeldAnswer {
+                    at: (done, pos),
+                    op: o.clone(),
+                }));
             }
             return;
         }
@@ -285,21 +312,21 @@ impl StuckStream {
     }
 
     fn judge_answers(&mut self, walked_ns: u64, read: &Read) {
-        if self
-            .held
-            .peek()
-            .is_none_or(|Reverse((done, _, _))| *done > walked_ns)
-        {
+        if self.held.peek().is_none_or(|Reverse(h)| h.at.0 > walked_ns) {
             return;
         }
         let none = Leases::default();
         // Bounded by the answers waiting.
-        while let Some(&Reverse((done_ns, pos, lock))) = self.held.peek() {
+        while let Some(Reverse(HeldAnswer {
+            at: (done_ns, pos), ..
+        })) = self.held.peek()
+        {
+            let (done_ns, pos) = (*done_ns, *pos);
             if done_ns > walked_ns {
                 break;
             }
-            self.held.pop();
-            let op = self.held_ops.remove(&pos).expect("kept while it waits");
+            let Reverse(HeldAnswer { op, .. }) = self.held.pop().expect("peeked");
+            let lock = op.target;
             let leases = self.locks.get(lock as usize).unwrap_or(&none);
             if leases.ttl_unknown {
                 self.unjudged += 1;
