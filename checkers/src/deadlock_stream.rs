@@ -32,7 +32,7 @@ pub(crate) struct DeadlockStream {
     /// Acquires walked whose edges are not built yet, by (end, position), and the same by
     /// (invoke, position) with their ends.
     waits: BTreeMap<(u64, usize), Wait>,
-    left: BTreeMap<(u64, usize), u64>,
+    left: crate::ascending::AscendingQueue<(u64, usize), u64>,
     /// The `wait_ms` of acquires not yet walked (the first an acquire gives).
     wait_ms: FxMap<OpPos, u64>,
     /// Per process, its grants walked and not yet closed.
@@ -64,7 +64,7 @@ impl Default for DeadlockStream {
             by_process: FxMap::default(),
             by_lock: FxMap::default(),
             waits: BTreeMap::new(),
-            left: BTreeMap::new(),
+            left: Default::default(),
             wait_ms: FxMap::default(),
             open_of: FxMap::default(),
             ahead: Vec::new(),
@@ -132,7 +132,7 @@ impl DeadlockStream {
             return;
         }
         self.waits.insert((w.end_ns, pos), w);
-        self.left.insert((w.invoke_ns, pos), w.end_ns);
+        self.left.push((w.invoke_ns, pos), w.end_ns);
         self.waits_most = self.waits_most.max(self.waits.len());
     }
 
@@ -153,7 +153,7 @@ impl DeadlockStream {
                 break;
             }
             let w = entry.remove();
-            self.left.remove(&(w.invoke_ns, w.pos));
+            self.left.remove((w.invoke_ns, w.pos));
             self.resolve(&w);
         }
         // Bounded by the acquires kept past the limit: the earliest asked first.
@@ -163,7 +163,7 @@ impl DeadlockStream {
             self.resolved_early += 1;
             self.resolve(&w);
         }
-        let first_left = self.left.first_key_value().map_or(u64::MAX, |(k, _)| k.0);
+        let first_left = self.left.first().map_or(u64::MAX, |(k, _)| k.0);
         self.sweep_to(first_left.min(walked_ns));
         self.look(names);
     }

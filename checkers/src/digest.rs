@@ -231,7 +231,7 @@ pub(crate) struct Digest {
     walk: Walk,
     /// Acquires invoked and not yet answered, `(invoke, position)`: an op is walked only once
     /// none invoked by its completion is left.
-    open_acquires: OpenAcquires,
+    open_acquires: crate::ascending::AscendingQueue<(u64, OpPos), ()>,
     /// Grant ids (`value.grant`) by their text, numbered as they are read: equal ids, equal
     /// numbers.
     id_numbers: FxMap<String, u32>,
@@ -282,50 +282,6 @@ pub const UNWALKED_OPS_MAX: usize = 1 << 18;
 
 /// The blocks of text a streaming reader parses at a time.
 const STREAM_BLOCK_BYTES: usize = 1 << 20;
-
-/// The acquires invoked and not yet answered, in the order they were invoked: the order they
-/// are read in, since a history's time never goes back. A queue in which an answered acquire is
-/// marked, and let go once it reaches the front (a set kept in order cost a tree's insert and
-/// remove per acquire on the reader's thread). The front is always one still open.
-#[derive(Default)]
-struct OpenAcquires {
-    /// (invoke, position, still open), ascending.
-    queue: std::collections::VecDeque<(u64, OpPos, bool)>,
-}
-
-impl OpenAcquires {
-    fn insert(&mut self, invoke_ns: u64, pos: OpPos) {
-        debug_assert!(
-            (self.queue.back()).is_none_or(|&(t, p, _)| (t, p) < (invoke_ns, pos)),
-            "acquires are invoked in the order read"
-        );
-        self.queue.push_back((invoke_ns, pos, true));
-    }
-
-    /// The acquire at `pos`, invoked at `invoke_ns`, is answered (or no longer waited for).
-    fn remove(&mut self, invoke_ns: u64, pos: OpPos) {
-        let found = (self.queue).binary_search_by(|&(t, p, _)| (t, p).cmp(&(invoke_ns, pos)));
-        if let Ok(i) = found {
-            self.queue[i].2 = false;
-        }
-        // Bounded by the queue.
-        while self.queue.front().is_some_and(|&(_, _, open)| !open) {
-            self.queue.pop_front();
-        }
-    }
-
-    /// The earliest invoked still open.
-    fn first(&self) -> Option<(u64, OpPos)> {
-        self.queue.front().map(|&(t, p, _)| (t, p))
-    }
-
-    /// Those still open, earliest first.
-    fn iter(&self) -> impl Iterator<Item = (u64, OpPos)> + '_ {
-        (self.queue.iter())
-            .filter(|&&(_, _, open)| open)
-            .map(|&(t, p, _)| (t, p))
-    }
-}
 
 /// What a streaming reader keeps of the history, as the sentences of violations read it.
 struct Live<'a> {
@@ -405,7 +361,7 @@ impl Digest {
             #[cfg(test)]
             grant_of_dropped: Vec::new(),
             walk: Walk::new(),
-            open_acquires: OpenAcquires::default(),
+            open_acquires: Default::default(),
             id_numbers: FxMap::default(),
             id_of: FxMap::default(),
             renumber: FxMap::default(),
@@ -508,7 +464,7 @@ impl Digest {
             && self
                 .open_acquires
                 .first()
-                .is_none_or(|(invoke, _)| invoke > done)
+                .is_none_or(|((invoke, _), ())| invoke > done)
     }
 
     /// A dropping reader past [`Digest::unwalked_limit`] stops waiting for what holds the op
@@ -520,13 +476,13 @@ impl Digest {
         let at = match op.complete_ns() {
             None => pos as OpPos,
             Some(done) => match self.open_acquires.first() {
-                Some((invoke, at)) if invoke <= done => at,
+                Some(((invoke, at), ())) if invoke <= done => at,
                 _ => return false,
             },
         };
         let acquire = &self.ops[at as usize];
         if acquire.func == Func::Acquire {
-            self.open_acquires.remove(acquire.invoke_ns, at);
+            self.open_acquires.remove((acquire.invoke_ns, at));
         }
         self.forced.insert(at);
         self.forced_count += 1;
@@ -648,7 +604,7 @@ impl Digest {
         });
         if let Some(stream) = self.stream.as_mut() {
             // An acquire never answered is an answer lost.
-            for (invoke_ns, pos) in self.open_acquires.iter() {
+            for ((invoke_ns, pos), ()) in self.open_acquires.iter() {
                 let op = &self.ops[pos as usize];
                 let at = (pos, op.process, op.target);
                 stream
@@ -1114,8 +1070,7 @@ impl Digest {
             op.set_value(e.value);
         }
         if e.func == Func::Acquire {
-            self.open_acquires
-                .insert(e.time_ns, self.ops.len() as OpPos);
+            (self.open_acquires).push((e.time_ns, self.ops.len() as OpPos), ());
         }
         if let Some(g) = e.key.as_ref() {
             let slot = self.ops.len();
@@ -1160,7 +1115,7 @@ impl Digest {
         let keeps_all = self.keeps_all();
         let o = &mut self.ops[slot];
         if o.func == Func::Acquire {
-            self.open_acquires.remove(o.invoke_ns, slot as OpPos);
+            self.open_acquires.remove((o.invoke_ns, slot as OpPos));
         }
         o.complete(outcome, e.time_ns);
         if let Some(stream) = self.stream.as_mut() {
@@ -3873,6 +3828,13 @@ mod walk_order_tests {
             long.0 <= 2 * short.0 + 16 && long.1 <= 2 * short.1 + 16,
             "kept {short:?} of 5k events, {long:?} of 100k"
         );
+        // The sweep keeps up with the acquires resolved, and forgets the holds it passed: a
+        // few at once (a sweep held back by an acquire resolved and still counted as left
+        // kept hundreds).
+        assert!(
+            short.1 <= 16 && long.1 <= 16,
+            "holds kept {short:?} and {long:?}"
+        );
     }
 
     /// Past its limit of acquires waiting, the streamed sweep resolves the earliest with the
@@ -5073,42 +5035,5 @@ mod lines_containing_tests {
                 assert_eq!(first_two, want[..want.len().min(2)], "stopped after two");
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod open_acquires_tests {
-    use super::OpenAcquires;
-    use proptest::prelude::*;
-
-    /// Acquires invoked in time order and answered in any order (some twice, some never):
-    /// the queue's earliest open and its open ones are an ordered set's, at every step.
-    #[test]
-    fn the_open_acquires_are_an_ordered_sets() {
-        let step = prop_oneof![(0..3u64).prop_map(Ok), (0..64usize).prop_map(Err)];
-        proptest!(|(steps in proptest::collection::vec(step, 1..200))| {
-            let (mut queue, mut set) = (OpenAcquires::default(), std::collections::BTreeSet::new());
-            let (mut invoked, mut time_ns) = (Vec::new(), 0u64);
-            for s in steps {
-                match s {
-                    Ok(gap) => {
-                        time_ns += gap;
-                        let pos = invoked.len() as u32;
-                        queue.insert(time_ns, pos);
-                        set.insert((time_ns, pos));
-                        invoked.push((time_ns, pos));
-                    }
-                    Err(k) if !invoked.is_empty() => {
-                        let (t, p) = invoked[k % invoked.len()];
-                        queue.remove(t, p);
-                        set.remove(&(t, p));
-                    }
-                    Err(_) => {}
-                }
-                prop_assert_eq!(queue.first(), set.first().copied());
-                prop_assert_eq!(queue.iter().collect::<Vec<_>>(), set.iter().copied().collect::<Vec<_>>());
-                prop_assert!(queue.queue.len() <= invoked.len());
-            }
-        });
     }
 }

@@ -60,6 +60,7 @@
 #[cfg(test)]
 use nemesis as _;
 
+mod ascending;
 mod bank;
 mod coverage;
 mod deadlock;
