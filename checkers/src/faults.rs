@@ -164,8 +164,8 @@ pub(crate) struct FaultLog {
     pub(crate) kept_most: usize,
     /// [`FaultLog::asked_from`] folds nothing at an instant up to this one: every fault kept
     /// then either started at or after it, or was open and holds effects back (until a fault
-    /// is added or stopped, which sets it to 0). It is asked at every op walked, and most
-    /// times nothing can fold.
+    /// is added or stopped, which sets it to 0). It is asked at every acquire and renew
+    /// walked, and most times nothing can fold.
     quiet_until_ns: u64,
 }
 
