@@ -267,8 +267,12 @@ pub(crate) struct Digest {
     /// runs after the walk.
     evict: bool,
     /// A proven violation makes the whole check read the file whole ([`Digest::gives_up`]),
-    /// for its incidents: not for a file past [`WHOLE_READ_BYTES_MAX`].
+    /// for its incidents: not for a file past [`WHOLE_READ_BYTES_MAX`], whose incidents are
+    /// grouped from a second streamed reading.
     violations_read_whole: bool,
+    /// A second reading's: the facts of the ops the first one's violations name, for their
+    /// incidents ([`check_streamed`]).
+    capture: Option<Box<crate::incidents::Capture>>,
     /// The most ops kept at once after dropping.
     kept_max: usize,
     /// The first structure error; events after it are counted but not paired.
@@ -376,6 +380,7 @@ impl Digest {
             stream: None,
             evict: false,
             violations_read_whole: true,
+            capture: None,
             kept_max: 0,
             error: None,
         }
@@ -520,6 +525,9 @@ impl Digest {
             }
             let grants_before = self.walk.grants.len();
             self.walk.walk(&mut self.ops, id);
+            if let Some(capture) = self.capture.as_mut() {
+                capture.walked(pos, &self.ops[pos]);
+            }
             if let Some(stream) = self.stream.as_mut() {
                 let session = self.walk.sessions.last() == Some(&pos);
                 stream.search.walked(pos, id, session);
@@ -577,6 +585,14 @@ impl Digest {
                 self.feed_search(keep);
             }
             if let (Some(keep), true) = (keep, self.evict) {
+                if let Some(capture) = self.capture.as_mut() {
+                    let walk = &self.walk;
+                    capture.dropping(
+                        keep,
+                        (&self.ops, &walk.grant_of),
+                        (&walk.grants, &walk.sessions),
+                    );
+                }
                 self.ops.drop_before(keep);
                 #[cfg(test)]
                 self.grant_of_dropped
@@ -664,7 +680,11 @@ impl Digest {
         for &g in closed {
             let grant = &grants[g as usize];
             stream.closed(g, grant, (&self.ops, &self.walk.grant_of), self.drift);
-            if self.walk.sessions.binary_search(&grant.op).is_ok() {
+            let session = self.walk.sessions.binary_search(&grant.op).is_ok();
+            if let Some(capture) = self.capture.as_mut() {
+                capture.closed(g, grant, session, (&self.ops, &self.walk.grant_of));
+            }
+            if session {
                 stream.search.closed_session(grant, &self.ops);
             }
             stream.deadlock.closed(g, grant, &self.ops);
@@ -1306,15 +1326,17 @@ pub fn check_path(
     check_path_within(path, cfg, WHOLE_READ_BYTES_MAX)
 }
 
-/// The largest history file whose violations are grouped into incidents: grouping reads the
-/// file whole into the batch model, about 0.65 bytes of memory per byte of history (8.3 GiB
-/// for 100M events, 13 GB). Past it the violations, which the streaming rules prove as the
-/// batch does, are listed ungrouped and the run's notes say why; the check's memory is then
-/// the live window's whatever the verdict. 2 GiB is about 16M events, 1.4 GiB read whole.
+/// The largest history file whose violations are grouped into incidents from the whole model,
+/// read into memory: about 0.65 bytes of memory per byte of history (8.3 GiB for 100M
+/// events, 13 GB). Past it the streaming rules prove the violations as the batch does, and a
+/// second streamed reading takes what grouping reads of the ops they name
+/// ([`incidents_read_again`]): the check's memory is then the live window's whatever the
+/// verdict, for about twice the time. 2 GiB is about 16M events, 1.4 GiB read whole.
 pub const WHOLE_READ_BYTES_MAX: u64 = 2 << 30;
 
 /// [`check_path`], grouping the violations of a history file of at most
-/// `whole_read_bytes_max` bytes into incidents ([`WHOLE_READ_BYTES_MAX`]; the tests pass 0).
+/// `whole_read_bytes_max` bytes into incidents from the whole model, and those of a longer one
+/// from a second streamed reading ([`WHOLE_READ_BYTES_MAX`]; the tests pass 0).
 pub fn check_path_within(
     path: &Path,
     cfg: &CheckConfig,
@@ -1322,8 +1344,8 @@ pub fn check_path_within(
 ) -> Result<(history::Results, Vec<ReadWarning>), CheckError> {
     let bytes = std::fs::metadata(path).map_or(0, |m| m.len());
     // The monotonic clock's expected violations are set apart from the whole model.
-    let ungrouped = bytes > whole_read_bytes_max && cfg.monotonic_clock_reach_ns.is_none();
-    if let Some(checked) = check_streamed(path, cfg, ungrouped.then_some(bytes))? {
+    let past = bytes > whole_read_bytes_max && cfg.monotonic_clock_reach_ns.is_none();
+    if let Some(checked) = check_streamed(path, cfg, past.then_some(bytes))? {
         return Ok(checked);
     }
     let file = open(path)?;
@@ -1333,6 +1355,21 @@ pub fn check_path_within(
     let (mut results, warnings) = check_input(file, path, capacity, cfg, true)?;
     read_evidence(path, &mut results);
     Ok((results, warnings))
+}
+
+/// [`check_path`] by the streaming reader alone, past the whole-read limit whatever the file's
+/// size: `None` where it gives up and the check would read the file whole. For the tests,
+/// which hold it to the whole check.
+#[doc(hidden)]
+pub fn check_path_streamed(
+    path: &Path,
+    cfg: &CheckConfig,
+) -> Result<Option<(history::Results, Vec<ReadWarning>)>, CheckError> {
+    let bytes = std::fs::metadata(path).map_or(0, |m| m.len());
+    if cfg.monotonic_clock_reach_ns.is_some() {
+        return Ok(None);
+    }
+    check_streamed(path, cfg, Some(bytes))
 }
 
 /// How far past a grant's reach a whole check's streaming reader closes it: a renew or release
@@ -1345,20 +1382,21 @@ pub(crate) const CHECK_HORIZON_NS: u64 = 10_000_000_000;
 /// window: the batch's results, field for field (`digest::walk_order_tests`), each finding's
 /// faults and evidence read again from the file. `None` where the streamed reading is not the
 /// batch's yet, and the check reads the file whole: a bank run (the critical sections'
-/// order), a history with violations (their incidents are grouped from the whole model), a
-/// grant reached after it closed or an op the reader stopped waiting for, a reading that met a
-/// limit past which it could miss a violation.
+/// order), a history with violations of at most [`WHOLE_READ_BYTES_MAX`] (their incidents are
+/// grouped from the whole model), a grant reached after it closed or an op the reader stopped
+/// waiting for, a reading that met a limit past which it could miss a violation.
 ///
-/// `ungrouped`: the file's size, when it is too long to read whole for its violations'
-/// incidents ([`WHOLE_READ_BYTES_MAX`]): they are then listed ungrouped.
+/// `past_whole_read`: the file's size, when it is too long to read whole for its violations'
+/// incidents: they are then grouped from a second streamed reading
+/// ([`incidents_read_again`]), else listed ungrouped with a note.
 fn check_streamed(
     path: &Path,
     cfg: &CheckConfig,
-    ungrouped: Option<u64>,
+    past_whole_read: Option<u64>,
 ) -> Result<Option<(history::Results, Vec<ReadWarning>)>, CheckError> {
     let file = open(path)?;
     let mut digest = Digest::streaming_for(cfg, CHECK_HORIZON_NS);
-    digest.violations_read_whole = ungrouped.is_none();
+    digest.violations_read_whole = past_whole_read.is_none();
     // The reader's thread is the check's critical path: the model search goes beside it.
     if let Some(stream) = digest.stream.as_mut() {
         stream.search.on_a_thread();
@@ -1391,24 +1429,79 @@ fn check_streamed(
         return Ok(None);
     };
     if !results.violations.is_empty() {
-        let Some(bytes) = ungrouped else {
+        let Some(bytes) = past_whole_read else {
             return Ok(None);
         };
-        results.notes.push(ungrouped_note(bytes));
+        let marks = d.stream.as_ref().map_or(&[][..], |s| &s.fencing.era_marks);
+        match incidents_read_again(path, cfg, &results.violations, marks)? {
+            Some(incidents) => results.incidents = incidents,
+            None => results.notes.push(ungrouped_note(bytes)),
+        }
     }
     results.notes.extend(notes);
     read_evidence(path, &mut results);
     Ok(Some((results, warnings)))
 }
 
-/// The run's note for violations listed without their incidents, in a history of `bytes`.
+/// The incidents of the violations `vs` a streamed reading of the file at `path` proved, with
+/// the `marks` of its token resets: a second streamed reading takes the facts of the ops they
+/// name while it holds them (`incidents::Capture`), so its memory is the live window's too.
+/// `None` if some fact was not found (the violations are then listed ungrouped).
+fn incidents_read_again(
+    path: &Path,
+    cfg: &CheckConfig,
+    vs: &[history::Violation],
+    marks: &[crate::incidents::EraMark],
+) -> Result<Option<Vec<history::Incident>>, CheckError> {
+    use crate::incidents::{Capture, EraMark};
+    let named = (vs.iter().flat_map(|v| v.ops.iter().copied())).chain(EraMark::ops(marks));
+    let mut digest = Digest::streaming_for(cfg, CHECK_HORIZON_NS);
+    digest.violations_read_whole = false;
+    digest.capture = Some(Box::new(Capture::new(named)));
+    if let Some(stream) = digest.stream.as_mut() {
+        stream.search.on_a_thread();
+    }
+    let (d, _) = digest_input(open(path)?, path, digest, None)?;
+    Ok(match d.captured_facts(marks) {
+        (true, Some(facts)) => Some(crate::incidents::group(&facts, vs)),
+        _ => None,
+    })
+}
+
+impl Digest {
+    /// Ends a reading that captures the facts of named ops (`Digest::capture`): the walk
+    /// finished, the ops still kept taken, the token resets' `marks` placed. Whether the
+    /// reading was exact (the same file read the same way is; one changed since need not be),
+    /// and the facts unless one was not found.
+    fn captured_facts(
+        mut self,
+        marks: &[crate::incidents::EraMark],
+    ) -> (bool, Option<crate::incidents::Facts>) {
+        self.finish_walk();
+        let exact = self.streamed_exactly();
+        let Some(mut capture) = self.capture.take() else {
+            return (exact, None);
+        };
+        let walk = &self.walk;
+        capture.dropping(
+            usize::MAX,
+            (&self.ops, &walk.grant_of),
+            (&walk.grants, &walk.sessions),
+        );
+        (exact, capture.into_facts(marks))
+    }
+}
+
+/// The run's note for violations listed without their incidents, in a history of `bytes`
+/// whose second reading did not find what grouping reads (a file changed since the first).
 fn ungrouped_note(bytes: u64) -> String {
     format!(
-        "the violations are listed each on its own, not grouped into incidents: grouping reads \
-         the whole history into memory, which is done for histories of up to {:.1} GB, and \
-         this one is {:.1} GB",
+        "the violations are listed each on its own, not grouped into incidents: this history \
+         ({:.1} GB, past the {:.1} GB read whole into memory) is grouped from a second \
+         reading, which did not find the ops the first one named (was the file written to \
+         between the two?)",
+        bytes as f64 / 1e9,
         WHOLE_READ_BYTES_MAX as f64 / 1e9,
-        bytes as f64 / 1e9
     )
 }
 
@@ -4543,6 +4636,7 @@ mod walk_order_tests {
     fn the_streamed_results_are_the_batchs() {
         let corpus = corpus();
         let (mut compared, mut violations, mut warnings, mut notes) = (0, 0, 0, 0);
+        let (mut grouped_again, mut resets_again) = (0, 0);
         for (horizon_ns, evict) in [(0, true), (1_000_000_000, true), (u64::MAX, false)] {
             for (i, (what, h)) in corpus.iter().enumerate() {
                 let drift = Drift::from_ppm(10_000 * (i as u64 % 2));
@@ -4560,7 +4654,34 @@ mod walk_order_tests {
                     continue;
                 }
                 let active = |a, b| m.faults.active(a, b);
-                let incidents = |v: &[history::Violation]| crate::incidents::group(&m, v);
+                // The incidents as a check past the whole-read limit groups them: from a
+                // second streamed reading of the same history, which takes the facts of the
+                // ops the violations name.
+                let marks =
+                    (read.stream.as_ref()).map_or(Vec::new(), |s| s.fencing.era_marks.clone());
+                let incidents = |v: &[history::Violation]| {
+                    let want = crate::incidents::group_model(&m, v);
+                    if v.is_empty() {
+                        return want;
+                    }
+                    let mut again = Digest::streaming(drift, horizon_ns);
+                    again.evict = evict;
+                    again.violations_read_whole = false;
+                    let named = v.iter().flat_map(|v| v.ops.iter().copied());
+                    let named = named.chain(crate::incidents::EraMark::ops(&marks));
+                    again.capture = Some(Box::new(crate::incidents::Capture::new(named)));
+                    let again = Digest::of_history_in(h, 1, again);
+                    let facts = (again.captured_facts(&marks).1).expect("every fact captured");
+                    let got = crate::incidents::group(&facts, v);
+                    assert_eq!(
+                        serde_json::to_value(&got).expect("serializes"),
+                        serde_json::to_value(&want).expect("serializes"),
+                        "{what}: incidents from a second streamed reading"
+                    );
+                    grouped_again += got.len();
+                    resets_again += got.iter().filter(|i| i.token_reset.is_some()).count();
+                    want
+                };
                 let Some(got) = read.streamed_results(&cfg, &active, incidents) else {
                     assert!(!m.transfers.is_empty(), "{what}: not assembled");
                     continue;
@@ -4583,6 +4704,14 @@ mod walk_order_tests {
         assert!(violations > 3400, "{violations} violations compared");
         assert!(notes > 3400, "{notes} notes compared");
         assert!(warnings > 250, "{warnings} warnings compared");
+        assert!(
+            grouped_again > 2000,
+            "{grouped_again} incidents grouped again"
+        );
+        assert!(
+            resets_again > 150,
+            "{resets_again} token resets grouped again"
+        );
     }
 
     /// A run with more warnings than a check lists (the crate's tests list 3): the stream,
@@ -4603,7 +4732,7 @@ mod walk_order_tests {
         read.finish_walk();
         assert!(read.streamed_exactly());
         let active = |a, b| m.faults.active(a, b);
-        let incidents = |v: &[history::Violation]| crate::incidents::group(&m, v);
+        let incidents = |v: &[history::Violation]| crate::incidents::group_model(&m, v);
         let got = (read.streamed_results(&cfg, &active, incidents)).expect("streamed");
         let want = crate::check_model(&m, &cfg);
         let found = want.warnings_found() as usize;
@@ -4730,7 +4859,7 @@ mod walk_order_tests {
             read = Digest::of_history_in(&h, 1, read);
             read.finish_walk();
             let active = |a, b| m.faults.active(a, b);
-            let incidents = |v: &[history::Violation]| crate::incidents::group(&m, v);
+            let incidents = |v: &[history::Violation]| crate::incidents::group_model(&m, v);
             let got = read.streamed_results(&cfg, &active, incidents);
             let got = serde_json::to_value(got.expect("no transfer"));
             let want = serde_json::to_value(want).expect("serializes");

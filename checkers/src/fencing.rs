@@ -14,6 +14,7 @@
 //! exclusivity forces needs nothing of the grants that left: one of them above a later
 //! grant's token was before that grant's invoke, and real time reports that grant first.
 
+use crate::incidents::EraMark;
 use crate::model::{Grant, View};
 use crate::tokens::{
     forced_before, inferred_violation, regressed_violation, reused_violation, Granted, TopByProcess,
@@ -84,6 +85,9 @@ pub(crate) struct Fencing {
     pub(crate) kept_max: usize,
     pub(crate) cut_short: u64,
     pub(crate) kept_most: usize,
+    /// The grants behind their lock's frontier, for the incidents' token resets: as many as
+    /// the `token-regressed` and `token-reused` violations that name them.
+    pub(crate) era_marks: Vec<EraMark>,
 }
 
 impl Default for Fencing {
@@ -97,6 +101,7 @@ impl Default for Fencing {
             kept_max: FENCING_KEPT_MAX,
             cut_short: 0,
             kept_most: 0,
+            era_marks: Vec::new(),
         }
     }
 }
@@ -166,7 +171,8 @@ impl Fencing {
                 let e = state.kept[k];
                 let ready = watermark_ns == u64::MAX || e.reads_to_ns() < watermark_ns;
                 if !e.judged && (k < over || ready) {
-                    state.judge_one(lock, k, grants, view, &mut out);
+                    let marks = &mut self.era_marks;
+                    state.judge_one(lock, k, grants, view, (&mut out, marks));
                     state.kept[k].judged = true;
                 }
             }
@@ -194,7 +200,7 @@ impl LockFencing {
         k: usize,
         grants: &Window<Grant>,
         view: &impl View,
-        out: &mut Vec<(Violation, u64)>,
+        (out, marks): (&mut Vec<(Violation, u64)>, &mut Vec<EraMark>),
     ) {
         let e = self.kept[k];
         let b = &grants[e.key.1 as usize];
@@ -215,6 +221,16 @@ impl LockFencing {
         }
         if let Some((tok_a, left, ga)) = best {
             let a = left.unwrap_or_else(|| Granted::of(view, &grants[ga as usize]));
+            // Behind the frontier: a token reset's grant (`incidents.rs`'s eras).
+            if tok_a >= e.token {
+                marks.push(EraMark {
+                    lock,
+                    invoke_ns: e.invoke_ns,
+                    grant: e.key.1,
+                    member: view.op(b.op).index,
+                    frontier: a.op_index,
+                });
+            }
             if let Some(v) = regressed_violation(view, (a, tok_a), b) {
                 out.push((v, b.complete_ns));
                 return;

@@ -102,8 +102,8 @@ mod window;
 
 pub use coverage::coverage;
 pub use digest::{
-    check_path, check_path_within, check_prefix, window_of_path, CheckError, WindowStats,
-    UNWALKED_OPS_MAX, WHOLE_READ_BYTES_MAX,
+    check_path, check_path_streamed, check_path_within, check_prefix, window_of_path, CheckError,
+    WindowStats, UNWALKED_OPS_MAX, WHOLE_READ_BYTES_MAX,
 };
 pub use evidence::{KeyEvidence, KeyState};
 pub use fairness::liveness_stats;
@@ -242,7 +242,7 @@ pub(crate) fn check_model(m: &Model, cfg: &CheckConfig) -> Results {
         &whole,
         cfg,
         windows,
-        |violations| incidents::group(m, violations),
+        |violations| incidents::group_model(m, violations),
     )
 }
 

@@ -292,26 +292,35 @@ fn fixtures_match_expected_results() {
 }
 
 /// Every fixture checked as a history too long to read whole for its incidents (the limit at
-/// 0): what the streaming rules then list alone, each violation with its faults and evidence,
-/// is what the whole check lists, but for the incidents and the run note that says why there
-/// are none. The deadlocks' faults among them (`deadlock-three-way-across-a-pause`).
+/// 0): the streaming rules prove its violations, each with its faults and evidence, and a
+/// second streamed reading groups them into incidents, field for field the whole check's. The
+/// deadlocks' faults among them (`deadlock-three-way-across-a-pause`), and the token resets.
 #[test]
 fn every_fixture_past_the_whole_read_limit_lists_what_the_whole_check_lists() {
-    let (mut ungrouped, mut deadlocks_with_faults) = (0, 0);
+    let (mut grouped, mut deadlocks_with_faults, mut resets) = (0, 0, 0);
     for p in histories_in(&fixtures_dir()) {
         let cfg = config(&read_expected(&p).expect("expected"));
         let (whole, _) = checkers::check_path(&p, &cfg).expect("checked");
-        let (mut alone, _) = checkers::check_path_within(&p, &cfg, 0).expect("checked");
+        let (alone, _) = checkers::check_path_within(&p, &cfg, 0).expect("checked");
         let name = p.file_name().unwrap().to_string_lossy().to_string();
-        if let Some(at) =
-            (alone.notes.iter()).position(|n| n.contains("not grouped into incidents"))
-        {
-            assert!(alone.incidents.is_empty(), "{name}");
-            alone.notes.remove(at);
-            alone.incidents = whole.incidents.clone();
-            ungrouped += 1;
+        assert!(
+            !(alone.notes.iter()).any(|n| n.contains("not grouped into incidents")),
+            "{name}: {:?}",
+            alone.notes
+        );
+        let streamed = checkers::check_path_streamed(&p, &cfg).expect("checked");
+        if let (false, Some((streamed, _))) = (alone.incidents.is_empty(), streamed) {
+            assert_eq!(
+                serde_json::to_value(&streamed).unwrap(),
+                serde_json::to_value(&alone).unwrap(),
+                "{name}"
+            );
+            grouped += 1;
             deadlocks_with_faults += (alone.violations.iter())
                 .filter(|v| v.kind == history::ViolationKind::Deadlock && !v.nemesis.is_empty())
+                .count();
+            resets += (alone.incidents.iter())
+                .filter(|i| i.token_reset.is_some())
                 .count();
         }
         assert_eq!(
@@ -320,10 +329,17 @@ fn every_fixture_past_the_whole_read_limit_lists_what_the_whole_check_lists() {
             "{name}"
         );
     }
-    assert!(ungrouped >= 20, "{ungrouped} fixtures read ungrouped");
+    assert!(
+        grouped >= 20,
+        "{grouped} fixtures grouped from a streamed reading"
+    );
+    assert!(
+        resets >= 1,
+        "no token reset grouped from a streamed reading"
+    );
     assert!(
         deadlocks_with_faults >= 1,
-        "no deadlock with faults read ungrouped"
+        "no deadlock with faults read past the limit"
     );
 }
 
