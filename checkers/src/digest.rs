@@ -1330,7 +1330,7 @@ pub fn check_path(
 /// read into memory: about 0.65 bytes of memory per byte of history (8.3 GiB for 100M
 /// events, 13 GB). Past it the streaming rules prove the violations as the batch does, and a
 /// second streamed reading takes what grouping reads of the ops they name
-/// ([`incidents_read_again`]): the check's memory is then the live window's whatever the
+/// (`incidents_read_again`): the check's memory is then the live window's whatever the
 /// verdict, for about twice the time. 2 GiB is about 16M events, 1.4 GiB read whole.
 pub const WHOLE_READ_BYTES_MAX: u64 = 2 << 30;
 

@@ -22,6 +22,12 @@
 //!
 //! Every violation is in exactly one incident. The root of an incident is its first double
 //! grant, else its first violation.
+//!
+//! Grouping reads only [`Facts`]: a few fields of the ops the violations name, of their
+//! grants, and the token resets. The whole check takes them from its model; a check too long
+//! to read whole takes them in a second streamed reading ([`Capture`]), with the resets the
+//! first reading's `fencing-tokens` rule marked ([`EraMark`]), so that its memory stays the
+//! live window's whatever it found.
 
 use crate::model::{Func, Model, NO_GRANT};
 use crate::text::{op_list, secs, token};

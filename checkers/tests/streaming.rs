@@ -94,7 +94,10 @@ fn past_the_whole_read_limit_the_results_are_the_batchs_incidents_too() {
             }
         }
     }
-    assert!(grouped > 400, "only {grouped} histories grouped from a second reading");
+    assert!(
+        grouped > 400,
+        "only {grouped} histories grouped from a second reading"
+    );
     assert!(incidents > 400, "only {incidents} incidents compared");
     assert!(violations > 600, "only {violations} violations compared");
 }
