@@ -526,7 +526,7 @@ impl Digest {
             let grants_before = self.walk.grants.len();
             self.walk.walk(&mut self.ops, id);
             if let Some(capture) = self.capture.as_mut() {
-                capture.walked(pos, &self.ops[pos]);
+                capture.walked(pos, &self.ops[pos], self.walk.grant_of[pos]);
             }
             if let Some(stream) = self.stream.as_mut() {
                 let session = self.walk.sessions.last() == Some(&pos);

@@ -592,6 +592,11 @@ pub(crate) struct Capture {
     named: crate::model::FxSet<u64>,
     /// Positions of the named ops walked and not yet taken, in position order.
     waiting: Vec<usize>,
+    /// The grants the named ops were given when walked, until each closes.
+    wanted: crate::model::FxSet<u32>,
+    /// The named ops walked without a grant and not yet taken, in position order: a name
+    /// that points ahead is given its grant once that is made (before it closes).
+    ungiven: Vec<usize>,
     /// Grant number -> its acquire's position, of the grants whose facts are taken.
     taken: FxMap<u32, usize>,
     /// The acquires of the named ops that made a grant, by position.
@@ -607,6 +612,8 @@ impl Capture {
         Capture {
             named: named.into_iter().collect(),
             waiting: Vec::new(),
+            wanted: Default::default(),
+            ungiven: Vec::new(),
             taken: FxMap::default(),
             made: Default::default(),
             facts: Facts::default(),
@@ -614,10 +621,17 @@ impl Capture {
         }
     }
 
-    /// The op at `pos` was walked: its index is final (its completion's, if it has one).
-    pub(crate) fn walked(&mut self, pos: usize, op: &crate::model::ClientOp) {
+    /// The op at `pos` was walked and given `grant` (or none yet): its index is final (its
+    /// completion's, if it has one).
+    pub(crate) fn walked(&mut self, pos: usize, op: &crate::model::ClientOp, grant: u32) {
         if self.named.contains(&op.index) {
             self.waiting.push(pos);
+            match grant {
+                NO_GRANT => self.ungiven.push(pos),
+                g => {
+                    self.wanted.insert(g);
+                }
+            }
         }
     }
 
@@ -634,7 +648,10 @@ impl Capture {
         if own {
             self.made.insert(grant.op);
         }
-        if own || self.waiting.iter().any(|&p| grant_of[p] == g) {
+        let used = self.wanted.remove(&g);
+        // Few: only the named ops whose name pointed ahead when walked.
+        let given_later = || (self.ungiven.iter()).any(|&p| grant_of.get(p) == Some(&g));
+        if own || used || given_later() {
             self.take_grant(g, grant, session, ops[grant.op].index);
         }
     }
@@ -665,6 +682,8 @@ impl Capture {
     ) {
         let gone = self.waiting.partition_point(|&p| p < before);
         let waiting: Vec<usize> = self.waiting.drain(..gone).collect();
+        let gone = self.ungiven.partition_point(|&p| p < before);
+        self.ungiven.drain(..gone);
         for p in waiting {
             let op = &ops[p];
             let uses = match grant_of[p] {
@@ -835,7 +854,7 @@ mod capture_tests {
         let (ops, grants) = (Window::from(ops), Window::from(grants));
         let grant_of: Window<u32> = Window::from(vec![NO_GRANT; 4]);
         for p in 0..4 {
-            c.walked(p, &ops[p]);
+            c.walked(p, &ops[p], NO_GRANT);
         }
         for g in 0..4 {
             c.closed(g, &grants[g as usize], false, (&ops, &grant_of));
@@ -854,9 +873,10 @@ mod capture_tests {
     }
 
     /// An op dropped while the grant it uses is still open takes the grant's facts then; one
-    /// whose grant was neither taken nor kept leaves the facts incomplete, never wrong.
+    /// given its grant after it was walked takes it when the grant closes; one whose grant was
+    /// neither taken nor kept leaves the facts incomplete, never wrong.
     #[test]
-    fn an_op_takes_its_grant_while_it_is_kept_else_the_facts_are_incomplete() {
+    fn an_op_takes_its_grant_while_it_is_kept_or_when_it_closes_else_nothing() {
         let mut write = ClientOp::invoked(Func::Write, 1, 0, 5_000_000, 7, false);
         write.complete(Outcome::Ok, 6_000_000);
         write.set_token(Some(5));
@@ -865,7 +885,7 @@ mod capture_tests {
         let ops = Window::from(vec![acquire, write]);
         let grant_of: Window<u32> = Window::from(vec![NO_GRANT, 0]);
         let mut c = Capture::new([7]);
-        c.walked(1, &ops[1]);
+        c.walked(1, &ops[1], 0);
         let grants = Window::from(vec![grant]);
         c.dropping(usize::MAX, (&ops, &grant_of), (&grants, &[0]));
         let facts = c.into_facts(&[]).expect("every fact found");
@@ -877,9 +897,19 @@ mod capture_tests {
             "its session read from the walk's list"
         );
 
+        // Walked before its grant was made (a name that points ahead), given it later: taken
+        // when the grant closes, found after the grant was dropped.
         let mut c = Capture::new([7]);
-        c.walked(1, &ops[1]);
+        c.walked(1, &ops[1], NO_GRANT);
+        c.closed(0, &grants[0], true, (&ops, &grant_of));
         let none: Window<Grant> = Window::from(Vec::new());
+        c.dropping(usize::MAX, (&ops, &grant_of), (&none, &[]));
+        let facts = c.into_facts(&[]).expect("every fact found");
+        assert_eq!(facts.ops[&7].uses, Some(0));
+        assert_eq!(facts.grants[&0].op_index, 3);
+
+        let mut c = Capture::new([7]);
+        c.walked(1, &ops[1], 0);
         c.dropping(usize::MAX, (&ops, &grant_of), (&none, &[]));
         assert!(
             c.into_facts(&[]).is_none(),
