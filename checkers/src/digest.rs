@@ -548,6 +548,9 @@ impl Digest {
                 let acts_on = (grant, &self.walk.grants);
                 stream.judged.walked(op, facts, acts_on, &self.errors);
                 stream.bank.walked(op, transfer);
+                if let Some(t) = transfer {
+                    stream.serial.add(op, t);
+                }
                 stream.counts.push(op);
                 stream.liveness.push(op, &self.errors, self.end_time_ns);
                 let made = (self.walk.grants.len() > grants_before).then_some(grants_before);
@@ -704,6 +707,7 @@ impl Digest {
                 .judge((u64::MAX, u32::MAX), &self.target_names());
             stream.finish_stuck(&self.stuck_read());
             stream.finish_bank(&self.keys);
+            stream.finish_serial(&self.keys);
             stream.deadlock.finish(self.end_time_ns, &self.names());
             stream.finish(self.end_time_ns);
         } else {
@@ -800,8 +804,7 @@ impl Digest {
     /// The whole check's results, from a streaming reader that has read the history to its end
     /// ([`Digest::finish_walk`]): every checker's output from what the streaming rules proved
     /// and counted, merged as the batch merges its own (`crate::merge`), each finding's faults
-    /// from `active`, the incidents from `incidents`. `None` where a reading is not streamed
-    /// yet: the critical sections of a bank run (`non-serializable`).
+    /// from `active`, the incidents from `incidents`. `None` before the walk has ended.
     pub(crate) fn streamed_results(
         &mut self,
         cfg: &CheckConfig,
@@ -816,9 +819,6 @@ impl Digest {
         let names = self.names();
         let stream = self.stream.as_ref()?;
         let j = &stream.judged;
-        if j.transfers {
-            return None;
-        }
         let whole = crate::Whole {
             empty: self.events == 0,
             ok_acquires: self.walk.ok_acquires,
@@ -873,6 +873,7 @@ impl Digest {
                 }
                 "counter" => out.nothing_to_judge(j.counter, || crate::store::NO_COUNTER.into()),
                 "bank-total" => out.notes.extend(stream.bank_notes.iter().cloned()),
+                "serializability" => out.notes.extend(stream.serial_notes.iter().cloned()),
                 "liveness" if stream.stuck.unjudged > 0 => {
                     out.notes
                         .push(crate::liveness::unjudged_note(stream.stuck.unjudged));
@@ -885,9 +886,9 @@ impl Digest {
                 "bank-total" => out.nothing_to_judge(stream.bank.transfers(), || {
                     crate::bank::NO_TRANSFER.to_string()
                 }),
-                "serializability" => {
-                    out.nothing_to_judge(false, || crate::bank::NO_TRANSFER.to_string())
-                }
+                "serializability" => stream
+                    .serial
+                    .nothing_to_judge(stream.serial_judged, &mut out),
                 "liveness" => out.nothing_to_judge(j.held, || crate::liveness::NO_HELD.into()),
                 "deadlock" => {
                     out.nothing_to_judge(stream.deadlock.waited, || {
@@ -930,8 +931,8 @@ impl Digest {
     }
 
     /// Whether a streamed whole check already knows it must read the file whole: a violation
-    /// proven (its incidents are grouped from the whole model), a transfer read (a bank run),
-    /// an op it stopped waiting for, a grant reached after it was dropped. Each is known in
+    /// proven (its incidents are grouped from the whole model), an op it stopped waiting for, a
+    /// grant reached after it was dropped. Each is known in
     /// constant time.
     fn gives_up(&self) -> bool {
         let Some(s) = self.stream.as_ref() else {
@@ -941,8 +942,6 @@ impl Digest {
             || !s.search.found.is_empty()
             || !s.deadlock.found.is_empty();
         (proven && self.violations_read_whole)
-            || !s.transfer_of.is_empty()
-            || s.judged.transfers
             || self.forced_count > 0
             || self.walk.late > 0
             || self.walk.stale_dropped > 0
@@ -1381,8 +1380,8 @@ pub(crate) const CHECK_HORIZON_NS: u64 = 10_000_000_000;
 /// The whole check of a history file by the streaming reader, which keeps only the live
 /// window: the batch's results, field for field (`digest::walk_order_tests`), each finding's
 /// faults and evidence read again from the file. `None` where the streamed reading is not the
-/// batch's yet, and the check reads the file whole: a bank run (the critical sections'
-/// order), a history with violations of at most [`WHOLE_READ_BYTES_MAX`] (their incidents are
+/// batch's yet, and the check reads the file whole: a history with violations of at most
+/// [`WHOLE_READ_BYTES_MAX`] (their incidents are
 /// grouped from the whole model), a grant reached after it closed or an op the reader stopped
 /// waiting for, a reading that met a limit past which it could miss a violation.
 ///
@@ -4386,6 +4385,31 @@ mod walk_order_tests {
                 all.push((format!("seed {seed}, {kind:?}"), h));
             }
         }
+        // Bank runs: correct; a read here and there made stale (it says the version before the
+        // one it returned, so its section read what a section that ended before it began had
+        // overwritten: a cycle through real-time edges in the middle of the run); the bank's
+        // injected kinds.
+        for seed in 0..12u64 {
+            let (_, ops) = varied_bank_run(seed, 1_500 + 100 * seed as usize);
+            let mut stale = ops.clone();
+            let reads = (stale.iter_mut())
+                .filter(|o| o.kind == history::OpType::Ok && o.f == history::F::Read)
+                .filter(|o| o.value.seq.is_some_and(|v| v >= 2));
+            for o in reads.step_by(40 + seed as usize) {
+                o.value.seq = o.value.seq.map(|v| v - 1);
+            }
+            all.push((
+                format!("bank seed {seed}, stale reads"),
+                History::new(stale).unwrap(),
+            ));
+            for kind in ["non-serializable", "total-changed", "deadlock"] {
+                let mut injected = ops.clone();
+                inject(&mut injected, InjectKind::named(kind), seed);
+                let h = History::new(injected).expect("injected histories are well formed");
+                all.push((format!("bank seed {seed}, {kind}"), h));
+            }
+            all.push((format!("bank seed {seed}"), History::new(ops).unwrap()));
+        }
         let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
         let coverage = fixtures.with_file_name("coverage");
         let mut read = 0;
@@ -4637,6 +4661,7 @@ mod walk_order_tests {
         let corpus = corpus();
         let (mut compared, mut violations, mut warnings, mut notes) = (0, 0, 0, 0);
         let (mut grouped_again, mut resets_again) = (0, 0);
+        let (mut banks, mut non_serializable, mut banks_with_cycles) = (0, 0, 0);
         for (horizon_ns, evict) in [(0, true), (1_000_000_000, true), (u64::MAX, false)] {
             for (i, (what, h)) in corpus.iter().enumerate() {
                 let drift = Drift::from_ppm(10_000 * (i as u64 % 2));
@@ -4682,10 +4707,8 @@ mod walk_order_tests {
                     resets_again += got.iter().filter(|i| i.token_reset.is_some()).count();
                     want
                 };
-                let Some(got) = read.streamed_results(&cfg, &active, incidents) else {
-                    assert!(!m.transfers.is_empty(), "{what}: not assembled");
-                    continue;
-                };
+                let got = read.streamed_results(&cfg, &active, incidents);
+                let got = got.unwrap_or_else(|| panic!("{what}: not assembled"));
                 let want = crate::check_model(&m, &cfg);
                 let (got, want) = (serde_json::to_value(&got), serde_json::to_value(&want));
                 let (got, want) = (got.expect("serializes"), want.expect("serializes"));
@@ -4693,6 +4716,13 @@ mod walk_order_tests {
                     assert_eq!(&got[field], w, "{what}: {field}");
                 }
                 compared += 1;
+                if !m.transfers.is_empty() {
+                    banks += 1;
+                    let kinds = want["violations"].as_array().expect("a list").iter();
+                    let cycles = kinds.filter(|v| v["kind"] == "non-serializable").count();
+                    non_serializable += cycles;
+                    banks_with_cycles += usize::from(cycles > 0);
+                }
                 violations += want["violations"].as_array().map_or(0, Vec::len);
                 warnings += want["warnings"].as_array().map_or(0, Vec::len);
                 notes += (want["checkers"].as_array().expect("a list").iter())
@@ -4701,6 +4731,14 @@ mod walk_order_tests {
             }
         }
         assert!(compared > 2800, "{compared} histories compared");
+        eprintln!(
+            "{banks} bank runs, {banks_with_cycles} with {non_serializable} non-serializable"
+        );
+        assert!(banks > 400, "{banks} bank runs compared");
+        assert!(
+            banks_with_cycles > 150 && non_serializable > 300,
+            "{banks_with_cycles} bank runs compared with {non_serializable} non-serializable"
+        );
         assert!(violations > 3400, "{violations} violations compared");
         assert!(notes > 3400, "{notes} notes compared");
         assert!(warnings > 250, "{warnings} warnings compared");

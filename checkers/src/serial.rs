@@ -29,7 +29,7 @@
 //! number grows with the clients' concurrency, not with the history's square.
 
 use crate::inject::Injector;
-use crate::model::{Func, Model, NO_TARGET};
+use crate::model::{ClientOp, Func, Model, NO_TARGET};
 use crate::text::secs;
 use crate::{verdict, CheckConfig, CheckOutput, Checker, FxMap};
 use history::{Outcome, Violation, ViolationKind};
@@ -96,41 +96,42 @@ impl Checker for Serializability {
 
     fn check_model(&self, m: &Model, cfg: &CheckConfig) -> CheckOutput {
         let mut out = CheckOutput::new();
-        let sections = sections(m, &mut out);
-        let judged = sections.iter().any(|s| !s.reads.is_empty());
-        if judged {
-            judge(m, &sections, &mut out);
+        let mut sections = Sections::default();
+        for &(pos, t) in &m.transfers {
+            sections.add(&m.ops[pos], t);
         }
+        let judged = sections.judge(&m.keys, &mut out);
         verdict(m, cfg, &mut out);
-        // Outside the bank there is nothing this rule could judge, as for bank-total.
-        if m.transfers.is_empty() {
-            out.nothing_to_judge(false, || crate::bank::NO_TRANSFER.to_string());
-        } else {
-            out.nothing_to_judge(judged, || {
-                "no transfer's read said the version it read (a store that answers reads \
-                 without `seq`): the critical sections' order cannot be rebuilt"
-                    .to_string()
-            });
-        }
+        sections.nothing_to_judge(judged, &mut out);
         out
     }
 }
 
-/// The transfers' sections, in order of their first op.
-fn sections(m: &Model, out: &mut CheckOutput) -> Vec<Section> {
-    let mut of: FxMap<u64, usize> = FxMap::default();
-    let mut list: Vec<Section> = Vec::new();
-    let mut left_out = 0u64;
-    for &(pos, t) in &m.transfers {
-        let o = &m.ops[pos];
+/// The transfers' critical sections, in order of their first op, gathered op by op: the batch
+/// adds its model's transfers, the streaming reader each op as it walks it (in the same order),
+/// so both judge the same sections. What a section keeps is its few store ops' versions, not
+/// the ops: a bank run's check holds these to its end, at most [`SECTIONS_MAX`].
+#[derive(Default)]
+pub(crate) struct Sections {
+    of: FxMap<u64, usize>,
+    list: Vec<Section>,
+    left_out: u64,
+    /// An op named a transfer (a lock op too): the history is a bank run.
+    transfers: bool,
+}
+
+impl Sections {
+    /// Op `o`, of transfer `t`.
+    pub(crate) fn add(&mut self, o: &ClientOp, t: u64) {
+        self.transfers = true;
         if o.func.is_lock_op() || o.target == NO_TARGET {
-            continue;
+            return;
         }
-        let at = match of.get(&t) {
+        let at = match self.of.get(&t) {
             Some(&at) => at,
-            None if list.len() < SECTIONS_MAX => {
-                of.insert(t, list.len());
-                list.push(Section {
+            None if self.list.len() < SECTIONS_MAX => {
+                self.of.insert(t, self.list.len());
+                self.list.push(Section {
                     transfer: t,
                     process: o.process,
                     start_ns: o.invoke_ns,
@@ -140,14 +141,14 @@ fn sections(m: &Model, out: &mut CheckOutput) -> Vec<Section> {
                     reads: Vec::new(),
                     writes: Vec::new(),
                 });
-                list.len() - 1
+                self.list.len() - 1
             }
             None => {
-                left_out += 1;
-                continue;
+                self.left_out += 1;
+                return;
             }
         };
-        let s = &mut list[at];
+        let s = &mut self.list[at];
         if o.invoke_ns < s.start_ns {
             s.start_ns = o.invoke_ns;
             s.first_op = o.index;
@@ -161,7 +162,7 @@ fn sections(m: &Model, out: &mut CheckOutput) -> Vec<Section> {
             s.last_op = o.index;
         }
         if o.outcome != Outcome::Ok {
-            continue;
+            return;
         }
         match (o.func, o.seq()) {
             (Func::Read, Some(v)) => s.reads.push((o.target, v, o.index)),
@@ -169,15 +170,50 @@ fn sections(m: &Model, out: &mut CheckOutput) -> Vec<Section> {
             _ => {}
         }
     }
-    if left_out > 0 {
-        out.notes.push(format!(
-            "{left_out} store op(s) of transfers past the first {SECTIONS_MAX} were not judged"
-        ));
+
+    /// Judges the sections gathered, naming registers by `keys`: their cycles as violations,
+    /// what was left out as notes. Whether any read said its version (else the order cannot
+    /// be rebuilt and nothing was judged).
+    pub(crate) fn judge(&self, keys: &[String], out: &mut CheckOutput) -> bool {
+        if self.left_out > 0 {
+            out.notes.push(format!(
+                "{} store op(s) of transfers past the first {SECTIONS_MAX} were not judged",
+                self.left_out
+            ));
+        }
+        let judged = self.list.iter().any(|s| !s.reads.is_empty());
+        if judged {
+            judge(Keys(keys), &self.list, out);
+        }
+        judged
     }
-    list
+
+    /// The rule's note when it judged nothing (`judged`, from [`Sections::judge`]).
+    pub(crate) fn nothing_to_judge(&self, judged: bool, out: &mut CheckOutput) {
+        // Outside the bank there is nothing this rule could judge, as for bank-total.
+        if !self.transfers {
+            out.nothing_to_judge(false, || crate::bank::NO_TRANSFER.to_string());
+        } else {
+            out.nothing_to_judge(judged, || {
+                "no transfer's read said the version it read (a store that answers reads \
+                 without `seq`): the critical sections' order cannot be rebuilt"
+                    .to_string()
+            });
+        }
+    }
 }
 
-fn judge(m: &Model, sections: &[Section], out: &mut CheckOutput) {
+/// The registers' names, by id.
+#[derive(Clone, Copy)]
+struct Keys<'a>(&'a [String]);
+
+impl Keys<'_> {
+    fn name(&self, id: u32) -> &str {
+        self.0.get(id as usize).map_or("?", |s| s.as_str())
+    }
+}
+
+fn judge(keys: Keys<'_>, sections: &[Section], out: &mut CheckOutput) {
     debug_assert!(
         sections.iter().all(|s| s.start_ns <= s.end_ns),
         "a section ends no earlier than it starts"
@@ -187,7 +223,7 @@ fn judge(m: &Model, sections: &[Section], out: &mut CheckOutput) {
         out.notes.push(format!(
             "{}: two accepted writes say the same version, so its versions have no known \
              order; it is left out of the dependency graph",
-            m.key_name(key)
+            keys.name(key)
         ));
     }
     let g = dependency_graph(sections, &writer, &broken);
@@ -207,7 +243,7 @@ fn judge(m: &Model, sections: &[Section], out: &mut CheckOutput) {
     for c in groups.iter().take(CYCLES_MAX) {
         let cycle = lost_update_pair(&g, sections, shortest_cycle(&g, c));
         out.violations
-            .push(violation(m, sections, &writer, &g, &cycle, c.len()));
+            .push(violation(keys, sections, &writer, &g, &cycle, c.len()));
     }
     if found > CYCLES_MAX {
         out.notes.push(format!(
@@ -416,7 +452,7 @@ fn witness(
 }
 
 fn violation(
-    m: &Model,
+    keys: Keys<'_>,
     sections: &[Section],
     writer: &FxMap<(u32, u64), (usize, u64)>,
     g: &Deps,
@@ -448,12 +484,12 @@ fn violation(
         if let Dep::Ww { key, .. } | Dep::Wr { key, .. } | Dep::Rw { key, .. } = dep {
             key_named.get_or_insert(key);
         }
-        steps.push(step(m, sections, a, b, dep, &name));
+        steps.push(step(keys, sections, a, b, dep, &name));
     }
     ops.sort_unstable();
     ops.dedup();
     let mut explanation = match lost_update(&ends) {
-        Some((a, b, key, v)) => lost_update_sentence(m, sections, a, b, key, v),
+        Some((a, b, key, v)) => lost_update_sentence(keys, sections, a, b, key, v),
         None => format!(
             "the critical sections of {} form a cycle that no order of them, each run alone, \
              can give: {}",
@@ -472,7 +508,7 @@ fn violation(
     let to_ns = if to_ns == 0 { from_ns } else { to_ns };
     Violation {
         kind: ViolationKind::NonSerializable,
-        lock: key_named.map(|k| m.key_name(k).to_string()),
+        lock: key_named.map(|k| keys.name(k).to_string()),
         ops,
         window_ns: [from_ns, to_ns.max(from_ns)],
         nemesis: Vec::new(),
@@ -482,7 +518,7 @@ fn violation(
             .map(|&(a, b, dep)| history::CycleEdge {
                 from: name(a),
                 to: name(b),
-                label: label(m, dep),
+                label: label(keys, dep),
             })
             .collect(),
     }
@@ -510,7 +546,7 @@ fn lost_update(ends: &[(usize, usize, Dep)]) -> Option<(usize, usize, u32, u64)>
 
 /// The sentence of a lost update (see [`lost_update`]).
 fn lost_update_sentence(
-    m: &Model,
+    keys: Keys<'_>,
     sections: &[Section],
     a: usize,
     b: usize,
@@ -525,7 +561,7 @@ fn lost_update_sentence(
              then {} version {} over it",
             name(b),
             name(a),
-            m.key_name(key),
+            keys.name(key),
             name(b),
             v + 1,
             name(a),
@@ -536,7 +572,7 @@ fn lost_update_sentence(
             "{} read {} at version {v}; {} then wrote version {}, and {} wrote \
              version {} over it from its read of version {v}",
             name(a),
-            m.key_name(key),
+            keys.name(key),
             name(b),
             v + 1,
             name(a),
@@ -551,18 +587,18 @@ fn lost_update_sentence(
 }
 
 /// One edge of a cycle, in a few words for the report's drawing.
-fn label(m: &Model, dep: Dep) -> String {
+fn label(keys: Keys<'_>, dep: Dep) -> String {
     match dep {
-        Dep::Ww { key, seq } => format!("ww {} v{seq}→v{}", m.key_name(key), seq + 1),
-        Dep::Wr { key, seq } => format!("wr {} v{seq}", m.key_name(key)),
-        Dep::Rw { key, seq } => format!("rw {} v{seq}→v{}", m.key_name(key), seq + 1),
+        Dep::Ww { key, seq } => format!("ww {} v{seq}→v{}", keys.name(key), seq + 1),
+        Dep::Wr { key, seq } => format!("wr {} v{seq}", keys.name(key)),
+        Dep::Rw { key, seq } => format!("rw {} v{seq}→v{}", keys.name(key), seq + 1),
         Dep::Rt => "rt: ended before it began".to_string(),
     }
 }
 
 /// One edge of a cycle, as a sentence.
 fn step(
-    m: &Model,
+    keys: Keys<'_>,
     sections: &[Section],
     a: usize,
     b: usize,
@@ -573,20 +609,20 @@ fn step(
         Dep::Ww { key, seq } => format!(
             "{} wrote {} version {seq}, which {} overwrote (version {})",
             name(a),
-            m.key_name(key),
+            keys.name(key),
             name(b),
             seq + 1
         ),
         Dep::Wr { key, seq } => format!(
             "{} wrote {} version {seq}, which {} read",
             name(a),
-            m.key_name(key),
+            keys.name(key),
             name(b)
         ),
         Dep::Rw { key, seq } => format!(
             "{} read {} at version {seq}, the one {}'s write (version {}) replaced",
             name(a),
-            m.key_name(key),
+            keys.name(key),
             name(b),
             seq + 1
         ),
@@ -678,8 +714,6 @@ mod tests {
     /// stack on 1.25M of them).
     #[test]
     fn a_path_of_many_transfers_is_judged_without_deep_recursion() {
-        let h = history::History::new(Vec::new()).unwrap();
-        let m = Model::new(&h, &CheckConfig::default());
         let n = 300_000u64;
         let sections: Vec<Section> = (0..n)
             .map(|i| Section {
@@ -694,7 +728,7 @@ mod tests {
             })
             .collect();
         let mut out = CheckOutput::new();
-        judge(&m, &sections, &mut out);
+        judge(Keys(&[]), &sections, &mut out);
         assert!(out.violations.is_empty(), "{:?}", out.violations);
         assert!(out.notes.is_empty(), "{:?}", out.notes);
     }

@@ -168,6 +168,13 @@ pub(crate) struct Streamed {
     pub(crate) coverage: crate::coverage::CoverageCounts,
     /// The notes of the accounts' total, once judged.
     pub(crate) bank_notes: Vec<String>,
+    /// The transfers' critical sections (`non-serializable`), judged once the history is
+    /// read: a section's order can be changed by any later read of an old version, so each
+    /// is kept to the end (at most `serial::SECTIONS_MAX`, a stated limit).
+    pub(crate) serial: crate::serial::Sections,
+    /// The critical sections' notes, once judged, and whether a read said its version.
+    pub(crate) serial_notes: Vec<String>,
+    pub(crate) serial_judged: bool,
     /// `unsafe-overlap`, mutual-exclusion's warnings.
     pub(crate) late: crate::late_stream::LateStream,
     /// What each checker had to judge, for their notes.
@@ -369,6 +376,18 @@ impl Streamed {
         self.bank_notes = out.notes;
         for v in out.violations {
             // Its closing reads were read.
+            let end_ns = v.window_ns[1];
+            self.proven.push(v, end_ns, end_ns);
+        }
+    }
+
+    /// The history was read: the critical sections' order is judged, naming keys by `keys`.
+    pub(crate) fn finish_serial(&mut self, keys: &[String]) {
+        let mut out = crate::CheckOutput::new();
+        self.serial_judged = self.serial.judge(keys, &mut out);
+        self.serial_notes = out.notes;
+        for v in out.violations {
+            // Every store op of its sections was read.
             let end_ns = v.window_ns[1];
             self.proven.push(v, end_ns, end_ns);
         }
