@@ -79,6 +79,10 @@ struct Section {
     reads: Vec<(u32, u64, u64)>,
     /// (key, version written, op index) of its ok writes.
     writes: Vec<(u32, u64, u64)>,
+    /// Its process moved on to another transfer: no op of it comes after.
+    closed: bool,
+    /// The latest invoke of its store ops.
+    last_invoke_ns: u64,
 }
 
 impl Checker for Serializability {
@@ -110,27 +114,122 @@ impl Checker for Serializability {
 /// The transfers' critical sections, in order of their first op, gathered op by op: the batch
 /// adds its model's transfers, the streaming reader each op as it walks it (in the same order),
 /// so both judge the same sections. What a section keeps is its few store ops' versions, not
-/// the ops: a bank run's check holds these to its end, at most [`SECTIONS_MAX`].
+/// the ops. The batch keeps every section to the end, at most [`SECTIONS_MAX`]; the streaming
+/// reader's ([`Sections::windowed`]) judges them in rounds and lets go of those that are done.
 #[derive(Default)]
 pub(crate) struct Sections {
     of: FxMap<u64, usize>,
     list: Vec<Section>,
+    /// The index of `list[0]` among every section gathered (the ones before were let go).
+    base: usize,
     left_out: u64,
     /// An op named a transfer (a lock op too): the history is a bank run.
     transfers: bool,
+    /// An ok read said the version it read: the order can be rebuilt.
+    versioned_read: bool,
+    /// Per process, the transfer its latest op named: an op of another closes its section.
+    open_of: FxMap<u64, u64>,
+    window: Option<Box<SerialWindow>>,
+}
+
+/// Sections kept before the streaming reader's first round; later rounds wait for twice what
+/// the last one kept.
+pub(crate) const ROUND_SECTIONS_MIN: usize = 4_096;
+/// Ranges of transfer ids let go, past which the reader stops letting go (ids that never run
+/// together: a history whose transfer ids are not the workload's).
+const LET_GO_RANGES_MAX: usize = 65_536;
+
+/// What the streaming reader's rounds need to let sections go and still judge as the batch.
+///
+/// A round builds the dependency graph of the sections kept, exactly as the batch builds the
+/// whole one, and lets go of the longest prefix of them (in order of their first op) that are
+/// done (their process moved on to another transfer, or their last op is older than
+/// `close_after_ns`) and that no edge enters from a section after it: every strongly
+/// connected group among them is then final, and is reported as the batch reports it. What
+/// could still enter them later is a later op naming one of their transfers, or a write, read
+/// or end that would draw an edge into them; each is recognised from what is kept of them (the
+/// ids, and per key the highest version written and read, the latest start) and makes the
+/// reading inexact (`inexact`): the check then reads the file whole. In a run whose store and
+/// locks work, none happens: every edge points forward in time.
+pub(crate) struct SerialWindow {
+    /// Sections kept before the next round.
+    round_at: usize,
+    round_min: usize,
+    close_after_ns: u64,
+    /// Transfer ids let go, as ranges `start -> end` (exclusive).
+    let_go: std::collections::BTreeMap<u64, u64>,
+    /// Per key, the highest version written, and read, by a section let go.
+    wrote_upto: FxMap<u32, u64>,
+    read_upto: FxMap<u32, u64>,
+    /// The latest start of a section let go.
+    started_upto: u64,
+    /// The groups reported by the rounds (violations, before [`CYCLES_MAX`]) and found.
+    reported: Vec<Violation>,
+    groups: usize,
+    pub(crate) let_go_count: u64,
+    pub(crate) kept_most: usize,
+    /// Why the reading stopped being the batch's, if it did.
+    pub(crate) inexact: Option<&'static str>,
 }
 
 impl Sections {
+    /// The streaming reader's sections: judged in rounds once `round_min` are kept, a section
+    /// whose process never moves on taken as done `close_after_ns` after its last op.
+    pub(crate) fn windowed(round_min: usize, close_after_ns: u64) -> Sections {
+        Sections {
+            window: Some(Box::new(SerialWindow {
+                round_at: round_min,
+                round_min,
+                close_after_ns,
+                let_go: Default::default(),
+                wrote_upto: FxMap::default(),
+                read_upto: FxMap::default(),
+                started_upto: 0,
+                reported: Vec::new(),
+                groups: 0,
+                let_go_count: 0,
+                kept_most: 0,
+                inexact: None,
+            })),
+            ..Sections::default()
+        }
+    }
+
+    /// The streaming reader's rounds, if it has them.
+    pub(crate) fn window(&self) -> Option<&SerialWindow> {
+        self.window.as_deref()
+    }
+
+    /// Rounds from `n` sections kept on, for the tests (which read short histories).
+    #[cfg(test)]
+    pub(crate) fn rounds_from(&mut self, n: usize) {
+        if let Some(w) = self.window.as_deref_mut() {
+            (w.round_min, w.round_at) = (n, n);
+        }
+    }
+
     /// Op `o`, of transfer `t`.
     pub(crate) fn add(&mut self, o: &ClientOp, t: u64) {
         self.transfers = true;
+        if let Some(was) = self.open_of.insert(o.process, t) {
+            if was != t {
+                if let Some(&at) = self.of.get(&was) {
+                    self.list[at - self.base].closed = true;
+                }
+            }
+        }
         if o.func.is_lock_op() || o.target == NO_TARGET {
             return;
         }
         let at = match self.of.get(&t) {
-            Some(&at) => at,
+            Some(&at) => at - self.base,
             None if self.list.len() < SECTIONS_MAX => {
-                self.of.insert(t, self.list.len());
+                if let Some(w) = self.window.as_deref_mut() {
+                    if w.was_let_go(t) {
+                        w.inexact = w.inexact.or(Some("an op of a transfer already judged"));
+                    }
+                }
+                self.of.insert(t, self.base + self.list.len());
                 self.list.push(Section {
                     transfer: t,
                     process: o.process,
@@ -140,6 +239,8 @@ impl Sections {
                     last_op: o.index,
                     reads: Vec::new(),
                     writes: Vec::new(),
+                    closed: false,
+                    last_invoke_ns: o.invoke_ns,
                 });
                 self.list.len() - 1
             }
@@ -149,6 +250,7 @@ impl Sections {
             }
         };
         let s = &mut self.list[at];
+        s.last_invoke_ns = s.last_invoke_ns.max(o.invoke_ns);
         if o.invoke_ns < s.start_ns {
             s.start_ns = o.invoke_ns;
             s.first_op = o.index;
@@ -161,31 +263,139 @@ impl Sections {
             s.end_ns = end;
             s.last_op = o.index;
         }
-        if o.outcome != Outcome::Ok {
+        if o.outcome == Outcome::Ok {
+            match (o.func, o.seq()) {
+                (Func::Read, Some(v)) => {
+                    s.reads.push((o.target, v, o.index));
+                    self.versioned_read = true;
+                }
+                (Func::Write, Some(v)) => s.writes.push((o.target, v, o.index)),
+                _ => {}
+            }
+        }
+        if let Some(w) = self.window.as_deref_mut() {
+            w.check(&self.list[at]);
+        }
+    }
+
+    /// A streaming reader's round, at `now_ns` (the invoke of the op just walked: every later
+    /// op is invoked no earlier), once enough sections are kept: the done prefix no edge
+    /// enters is judged (its groups reported, named by `keys`) and let go.
+    pub(crate) fn round(&mut self, now_ns: u64, keys: &[String]) {
+        let Some(w) = self.window.as_deref_mut() else {
+            return;
+        };
+        if self.list.len() < w.round_at || w.inexact.is_some() {
             return;
         }
-        match (o.func, o.seq()) {
-            (Func::Read, Some(v)) => s.reads.push((o.target, v, o.index)),
-            (Func::Write, Some(v)) => s.writes.push((o.target, v, o.index)),
-            _ => {}
+        w.kept_most = w.kept_most.max(self.list.len());
+        let done = (self.list.iter())
+            .take_while(|s| s.closed || s.last_invoke_ns.saturating_add(w.close_after_ns) < now_ns)
+            .count();
+        let cut = if done == 0 {
+            0
+        } else {
+            let (writer, broken) = writers(&self.list);
+            let g = dependency_graph(&self.list, &writer, &broken);
+            // The longest done prefix that no edge from after it enters.
+            let mut from_most = vec![0usize; self.list.len()];
+            for e in g.raw_edges() {
+                let (a, b) = (e.source().index(), e.target().index());
+                from_most[b] = from_most[b].max(a);
+            }
+            let (mut cut, mut reach) = (0, 0);
+            for (b, &from) in from_most.iter().enumerate().take(done) {
+                reach = reach.max(from);
+                if reach <= b {
+                    cut = b + 1;
+                }
+            }
+            if cut > 0 && !broken.is_empty() {
+                // The batch leaves such a key out of the whole graph, the cycles through it
+                // reported here too.
+                w.inexact = Some("two accepted writes said the same version");
+                return;
+            }
+            if cut > 0 {
+                let mut out = CheckOutput::new();
+                let groups: Vec<Vec<NodeIndex>> = (groups_of(&g).into_iter())
+                    .filter(|c| c[0].index() < cut)
+                    .collect();
+                report(
+                    Keys(keys),
+                    (&self.list, &writer, &g),
+                    &groups,
+                    &mut w.groups,
+                    &mut out,
+                );
+                w.reported.extend(out.violations);
+            }
+            cut
+        };
+        for s in self.list.drain(..cut) {
+            self.of.remove(&s.transfer);
+            if self.open_of.get(&s.process) == Some(&s.transfer) {
+                self.open_of.remove(&s.process);
+            }
+            w.let_go(&s);
         }
+        self.base += cut;
+        w.let_go_count += cut as u64;
+        for s in &self.list {
+            w.check(s);
+        }
+        w.round_at = w.round_min.max(2 * self.list.len());
     }
 
     /// Judges the sections gathered, naming registers by `keys`: their cycles as violations,
     /// what was left out as notes. Whether any read said its version (else the order cannot
     /// be rebuilt and nothing was judged).
-    pub(crate) fn judge(&self, keys: &[String], out: &mut CheckOutput) -> bool {
+    pub(crate) fn judge(&mut self, keys: &[String], out: &mut CheckOutput) -> bool {
         if self.left_out > 0 {
             out.notes.push(format!(
                 "{} store op(s) of transfers past the first {SECTIONS_MAX} were not judged",
                 self.left_out
             ));
         }
-        let judged = self.list.iter().any(|s| !s.reads.is_empty());
-        if judged {
-            judge(Keys(keys), &self.list, out);
+        if !self.versioned_read {
+            return false;
         }
-        judged
+        let (mut groups, let_go) = match self.window.as_deref_mut() {
+            Some(w) => {
+                out.violations.append(&mut w.reported);
+                (w.groups, w.let_go_count > 0)
+            }
+            None => (0, false),
+        };
+        let (writer, broken) = writers(&self.list);
+        if let_go && !broken.is_empty() {
+            if let Some(w) = self.window.as_deref_mut() {
+                w.inexact = Some("two accepted writes said the same version");
+            }
+        }
+        for &key in &broken {
+            out.notes.push(format!(
+                "{}: two accepted writes say the same version, so its versions have no known \
+                 order; it is left out of the dependency graph",
+                Keys(keys).name(key)
+            ));
+        }
+        let g = dependency_graph(&self.list, &writer, &broken);
+        let found = groups_of(&g);
+        report(
+            Keys(keys),
+            (&self.list, &writer, &g),
+            &found,
+            &mut groups,
+            out,
+        );
+        if groups > CYCLES_MAX {
+            out.notes.push(format!(
+                "{} more group(s) of sections in a cycle were not reported one by one",
+                groups - CYCLES_MAX
+            ));
+        }
+        true
     }
 
     /// The rule's note when it judged nothing (`judged`, from [`Sections::judge`]).
@@ -203,6 +413,67 @@ impl Sections {
     }
 }
 
+impl SerialWindow {
+    fn was_let_go(&self, t: u64) -> bool {
+        (self.let_go.range(..=t).next_back()).is_some_and(|(_, &end)| t < end)
+    }
+
+    /// Section `s` is let go: what could draw an edge into it later is kept.
+    fn let_go(&mut self, s: &Section) {
+        let t = s.transfer;
+        let before = (self.let_go.range(..=t).next_back()).map(|(&a, &b)| (a, b));
+        let after = self.let_go.get(&(t + 1)).copied();
+        match (before, after) {
+            (Some((_, end)), _) if t < end => {}
+            (Some((start, end)), Some(next)) if end == t => {
+                self.let_go.remove(&(t + 1));
+                self.let_go.insert(start, next);
+            }
+            (Some((start, end)), None) if end == t => {
+                self.let_go.insert(start, t + 1);
+            }
+            (_, Some(next)) => {
+                self.let_go.remove(&(t + 1));
+                self.let_go.insert(t, next);
+            }
+            _ => {
+                self.let_go.insert(t, t + 1);
+            }
+        }
+        if self.let_go.len() > LET_GO_RANGES_MAX {
+            self.inexact = self.inexact.or(Some("too many transfer ids apart let go"));
+        }
+        for &(key, v, _) in &s.writes {
+            let upto = self.wrote_upto.entry(key).or_insert(0);
+            *upto = (*upto).max(v);
+        }
+        for &(key, v, _) in &s.reads {
+            let upto = self.read_upto.entry(key).or_insert(0);
+            *upto = (*upto).max(v);
+        }
+        self.started_upto = self.started_upto.max(s.start_ns);
+    }
+
+    /// Whether kept section `s` could draw an edge into a section let go: a write of a version
+    /// no later than one written (`ww`) or read (`wr`) there, a read of a version whose next was
+    /// written there (`rw`), an end no later than a start there (`rt`).
+    fn check(&mut self, s: &Section) {
+        if self.let_go_count == 0 || self.inexact.is_some() {
+            return;
+        }
+        let upto = |m: &FxMap<u32, u64>, key: u32| m.get(&key).copied();
+        let into = s.writes.iter().any(|&(key, v, _)| {
+            upto(&self.wrote_upto, key).is_some_and(|u| v <= u)
+                || upto(&self.read_upto, key).is_some_and(|u| v <= u)
+        }) || (s.reads.iter())
+            .any(|&(key, v, _)| upto(&self.wrote_upto, key).is_some_and(|u| v < u))
+            || s.end_ns <= self.started_upto;
+        if into {
+            self.inexact = Some("an edge into a section already judged");
+        }
+    }
+}
+
 /// The registers' names, by id.
 #[derive(Clone, Copy)]
 struct Keys<'a>(&'a [String]);
@@ -213,25 +484,13 @@ impl Keys<'_> {
     }
 }
 
-fn judge(keys: Keys<'_>, sections: &[Section], out: &mut CheckOutput) {
-    debug_assert!(
-        sections.iter().all(|s| s.start_ns <= s.end_ns),
-        "a section ends no earlier than it starts"
-    );
-    let (writer, broken) = writers(sections);
-    for &key in &broken {
-        out.notes.push(format!(
-            "{}: two accepted writes say the same version, so its versions have no known \
-             order; it is left out of the dependency graph",
-            keys.name(key)
-        ));
-    }
-    let g = dependency_graph(sections, &writer, &broken);
+/// The strongly connected groups of more than one section, each sorted, in history order.
+fn groups_of(g: &Deps) -> Vec<Vec<NodeIndex>> {
     // Kosaraju's, not Tarjan's: petgraph's Tarjan recurses once per node of a path, and a
     // long run's transfers, one after another, are a path of millions (a stack overflow at
     // 10M events); Kosaraju walks with an explicit stack. Its order is the graph's; the
     // groups are reported in history order.
-    let mut groups: Vec<Vec<NodeIndex>> = kosaraju_scc(&g)
+    let mut groups: Vec<Vec<NodeIndex>> = kosaraju_scc(g)
         .into_iter()
         .filter(|c| c.len() > 1)
         .collect();
@@ -239,17 +498,30 @@ fn judge(keys: Keys<'_>, sections: &[Section], out: &mut CheckOutput) {
         c.sort_unstable();
     }
     groups.sort_unstable_by_key(|c| c[0]);
-    let found = groups.len();
-    for c in groups.iter().take(CYCLES_MAX) {
-        let cycle = lost_update_pair(&g, sections, shortest_cycle(&g, c));
-        out.violations
-            .push(violation(keys, sections, &writer, &g, &cycle, c.len()));
-    }
-    if found > CYCLES_MAX {
-        out.notes.push(format!(
-            "{} more group(s) of sections in a cycle were not reported one by one",
-            found - CYCLES_MAX
-        ));
+    groups
+}
+
+/// Reports `groups` of the graph `g` of `sections` as violations while fewer than
+/// [`CYCLES_MAX`] were reported before, counting each in `found`.
+#[allow(clippy::type_complexity)]
+fn report(
+    keys: Keys<'_>,
+    (sections, writer, g): (&[Section], &FxMap<(u32, u64), (usize, u64)>, &Deps),
+    groups: &[Vec<NodeIndex>],
+    found: &mut usize,
+    out: &mut CheckOutput,
+) {
+    debug_assert!(
+        sections.iter().all(|s| s.start_ns <= s.end_ns),
+        "a section ends no earlier than it starts"
+    );
+    for c in groups {
+        *found += 1;
+        if *found <= CYCLES_MAX {
+            let cycle = lost_update_pair(g, sections, shortest_cycle(g, c));
+            out.violations
+                .push(violation(keys, sections, writer, g, &cycle, c.len()));
+        }
     }
 }
 
@@ -725,10 +997,17 @@ mod tests {
                 last_op: i * 4 + 3,
                 reads: vec![(0, i, i * 4)],
                 writes: vec![(0, i + 1, i * 4 + 2)],
+                closed: true,
+                last_invoke_ns: i * 10,
             })
             .collect();
         let mut out = CheckOutput::new();
-        judge(Keys(&[]), &sections, &mut out);
+        let mut all = Sections {
+            list: sections,
+            versioned_read: true,
+            ..Sections::default()
+        };
+        assert!(all.judge(&[], &mut out));
         assert!(out.violations.is_empty(), "{:?}", out.violations);
         assert!(out.notes.is_empty(), "{:?}", out.notes);
     }
