@@ -135,6 +135,9 @@ pub(crate) struct Sections {
 /// Sections kept before the streaming reader's first round; later rounds wait for twice what
 /// the last one kept.
 pub(crate) const ROUND_SECTIONS_MIN: usize = 4_096;
+/// History time between two rounds while any section is kept, whatever their number: a cycle
+/// among sections done is reported within about this long of their last op.
+pub(crate) const ROUND_EVERY_NS: u64 = 1_000_000_000;
 /// Ranges of transfer ids let go, past which the reader stops letting go (ids that never run
 /// together: a history whose transfer ids are not the workload's).
 const LET_GO_RANGES_MAX: usize = 65_536;
@@ -163,9 +166,13 @@ pub(crate) struct SerialWindow {
     read_upto: FxMap<u32, u64>,
     /// The latest start of a section let go.
     started_upto: u64,
-    /// The groups reported by the rounds (violations, before [`CYCLES_MAX`]) and found.
+    /// The groups reported by the rounds (violations, before [`CYCLES_MAX`]) and found, and
+    /// how many of those reported were handed out as proven ([`Sections::newly_proven`]).
     reported: Vec<Violation>,
     groups: usize,
+    handed: usize,
+    /// The instant of the latest round.
+    round_ns: u64,
     pub(crate) let_go_count: u64,
     pub(crate) kept_most: usize,
     /// Why the reading stopped being the batch's, if it did.
@@ -187,6 +194,8 @@ impl Sections {
                 started_upto: 0,
                 reported: Vec::new(),
                 groups: 0,
+                handed: 0,
+                round_ns: 0,
                 let_go_count: 0,
                 kept_most: 0,
                 inexact: None,
@@ -279,15 +288,18 @@ impl Sections {
     }
 
     /// A streaming reader's round, at `now_ns` (the invoke of the op just walked: every later
-    /// op is invoked no earlier), once enough sections are kept: the done prefix no edge
-    /// enters is judged (its groups reported, named by `keys`) and let go.
+    /// op is invoked no earlier), once enough sections are kept or a second after the last:
+    /// the done prefix no edge enters is judged (its groups reported, named by `keys`) and let
+    /// go.
     pub(crate) fn round(&mut self, now_ns: u64, keys: &[String]) {
         let Some(w) = self.window.as_deref_mut() else {
             return;
         };
-        if self.list.len() < w.round_at || w.inexact.is_some() {
+        let due = now_ns >= w.round_ns.saturating_add(ROUND_EVERY_NS) && self.list.len() > 1;
+        if (self.list.len() < w.round_at && !due) || w.inexact.is_some() {
             return;
         }
+        w.round_ns = now_ns;
         w.kept_most = w.kept_most.max(self.list.len());
         let done = (self.list.iter())
             .take_while(|s| s.closed || s.last_invoke_ns.saturating_add(w.close_after_ns) < now_ns)
@@ -345,6 +357,24 @@ impl Sections {
             w.check(s);
         }
         w.round_at = w.round_min.max(2 * self.list.len());
+    }
+
+    /// The groups the rounds reported since last asked, once the whole history's judgement is
+    /// sure to report them too (a read said its version: the batch judges only then). They are
+    /// the first of [`Sections::judge`]'s violations, in its order.
+    pub(crate) fn newly_proven(&mut self) -> &[Violation] {
+        match self.window.as_deref_mut() {
+            Some(w) if self.versioned_read && w.inexact.is_none() => {
+                let from = std::mem::replace(&mut w.handed, w.reported.len());
+                &w.reported[from..]
+            }
+            _ => &[],
+        }
+    }
+
+    /// How many of [`Sections::judge`]'s first violations [`Sections::newly_proven`] handed out.
+    pub(crate) fn handed(&self) -> usize {
+        self.window.as_deref().map_or(0, |w| w.handed)
     }
 
     /// Judges the sections gathered, naming registers by `keys`: their cycles as violations,

@@ -381,12 +381,25 @@ impl Streamed {
         }
     }
 
+    /// The critical sections' round at `now_ns` (`serial::Sections::round`): what it proves
+    /// is proven now.
+    pub(crate) fn serial_round(&mut self, now_ns: u64, keys: &[String]) {
+        self.serial.round(now_ns, keys);
+        for v in self.serial.newly_proven() {
+            // Every store op of its sections was read.
+            let end_ns = v.window_ns[1];
+            self.proven.push(v.clone(), end_ns, end_ns);
+        }
+    }
+
     /// The history was read: the critical sections' order is judged, naming keys by `keys`.
     pub(crate) fn finish_serial(&mut self, keys: &[String]) {
         let mut out = crate::CheckOutput::new();
+        let handed = self.serial.handed();
         self.serial_judged = self.serial.judge(keys, &mut out);
         self.serial_notes = out.notes;
-        for v in out.violations {
+        // The first `handed` were proven by the rounds.
+        for v in out.violations.into_iter().skip(handed) {
             // Every store op of its sections was read.
             let end_ns = v.window_ns[1];
             self.proven.push(v, end_ns, end_ns);
