@@ -967,6 +967,46 @@ mod tests {
         );
     }
 
+    /// A bank run where one read, a third of the way in, says the version before the one it
+    /// returned (its section read what a section that ended before it had overwritten): past
+    /// the whole checks' limit the critical sections' rounds prove the cycle while most of the
+    /// file is still to be written, and the whole check lists it too.
+    #[test]
+    fn past_the_whole_checks_limit_a_non_serializable_is_proven_as_written() {
+        use checkers::gen_bank::{bank_history_into, BankParams};
+        let params = BankParams {
+            clients: 4,
+            accounts: 3,
+            events: 12_000,
+            ttl_ms: 10_000,
+        };
+        let mut ops = Vec::new();
+        bank_history_into(3, &params, &mut |chunk| ops.extend_from_slice(chunk));
+        let third = ops.len() / 3;
+        let read = (ops[..third].iter_mut().rev())
+            .filter(|o| o.kind == history::OpType::Ok && o.f == history::F::Read)
+            .find(|o| o.value.seq.is_some_and(|v| v >= 2))
+            .expect("a read of a written version");
+        read.value.seq = read.value.seq.map(|v| v - 1);
+        let text = jsonl(&ops);
+        let stretches = 20;
+        let (_dir, path, _, updates) = written_past_the_limit(&text, text.len() / stretches + 1);
+        let proven_at = (updates.iter().enumerate()).find_map(|(at, u)| {
+            (u.new.iter().find(|v| v.kind.as_str() == "non-serializable")).map(|v| (at, v.clone()))
+        });
+        let (at, v) = proven_at.expect("the cycle was never proven");
+        assert!(
+            at < stretches / 2,
+            "proven only after {at} of {stretches} stretches"
+        );
+        let (whole, _) = checkers::check_path(&path, &checkers::CheckConfig::default()).unwrap();
+        assert!(
+            (whole.violations.iter()).any(|w| w.kind == v.kind && w.ops == v.ops),
+            "{v:?} is not the whole history's: {:?}",
+            whole.violations
+        );
+    }
+
     /// `ops` as history lines.
     fn jsonl(ops: &[history::Op]) -> Vec<u8> {
         let mut text = Vec::new();
