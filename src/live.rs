@@ -932,16 +932,8 @@ mod tests {
     /// written (counted, never a reason to stop), and the whole check lists it too.
     #[test]
     fn past_the_whole_checks_limit_a_deadlock_is_proven_as_written() {
-        use checkers::gen_bank::{bank_history_into, BankParams};
         use checkers::inject::{inject, InjectKind};
-        let params = BankParams {
-            clients: 4,
-            accounts: 3,
-            events: 3_000,
-            ttl_ms: 300,
-        };
-        let mut ops = Vec::new();
-        bank_history_into(5, &params, &mut |chunk| ops.extend_from_slice(chunk));
+        let mut ops = bank_run(5, 3_000, 300);
         inject(&mut ops, InjectKind::named("deadlock"), 5);
         let mut text = jsonl(&ops);
         // Then another lock taken and given back every second for two minutes and more: the
@@ -973,15 +965,7 @@ mod tests {
     /// file is still to be written, and the whole check lists it too.
     #[test]
     fn past_the_whole_checks_limit_a_non_serializable_is_proven_as_written() {
-        use checkers::gen_bank::{bank_history_into, BankParams};
-        let params = BankParams {
-            clients: 4,
-            accounts: 3,
-            events: 12_000,
-            ttl_ms: 10_000,
-        };
-        let mut ops = Vec::new();
-        bank_history_into(3, &params, &mut |chunk| ops.extend_from_slice(chunk));
+        let mut ops = bank_run(3, 12_000, 10_000);
         let third = ops.len() / 3;
         let read = (ops[..third].iter_mut().rev())
             .filter(|o| o.kind == history::OpType::Ok && o.f == history::F::Read)
@@ -1005,6 +989,21 @@ mod tests {
             "{v:?} is not the whole history's: {:?}",
             whole.violations
         );
+    }
+
+    /// A generated bank run of four clients over three accounts: `events`, leases of `ttl_ms`.
+    fn bank_run(seed: u64, events: usize, ttl_ms: u64) -> Vec<history::Op> {
+        let params = checkers::gen_bank::BankParams {
+            clients: 4,
+            accounts: 3,
+            events,
+            ttl_ms,
+        };
+        let mut ops = Vec::new();
+        checkers::gen_bank::bank_history_into(seed, &params, &mut |chunk| {
+            ops.extend_from_slice(chunk)
+        });
+        ops
     }
 
     /// `ops` as history lines.
