@@ -249,6 +249,20 @@ impl Bank {
     }
 }
 
+/// Makes the last ok read of `ops` that returned a version after the first say the version
+/// before it: its transfer then read what a transfer that ended before it had overwritten, a
+/// cycle `non-serializable` must find. Whether `ops` held such a read.
+pub fn stale_read_before(ops: &mut [Op]) -> bool {
+    let read = (ops.iter_mut().rev())
+        .filter(|o| o.kind == OpType::Ok && o.f == F::Read)
+        .find(|o| o.value.seq.is_some_and(|v| v >= 2));
+    let Some(o) = read else {
+        return false;
+    };
+    o.value.seq = o.value.seq.map(|v| v - 1);
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,8 +27,6 @@ pub(crate) struct Judged {
     pub(crate) writes_fenced: bool,
     /// A counter write (acknowledged or not) or final read, outside the accounts.
     pub(crate) counter: bool,
-    /// An op named a transfer (a bank run).
-    pub(crate) transfers: bool,
     /// An acquire answered `held`.
     pub(crate) held: bool,
     /// Ok acquires read back at their answer's revision, per `KeyState`; whether the record
@@ -72,17 +70,16 @@ impl Judged {
         self.twice.iter().any(|c| c[t as usize] >= 2)
     }
 
-    /// Op `o` was walked: `(transfer, account)`, it names a transfer, its key is an account
-    /// (a transfer touched it); `(grant, grants)`, the grant it acts on ([`NO_GRANT`]: none
+    /// Op `o` was walked: `account`, its key is an account (a transfer touched it);
+    /// `(grant, grants)`, the grant it acts on ([`NO_GRANT`]: none
     /// found) among the grants kept; `errors`, the errors' texts by id.
     pub(crate) fn walked(
         &mut self,
         o: &ClientOp,
-        (transfer, account): (bool, bool),
+        account: bool,
         (grant, grants): (u32, &Window<Grant>),
         errors: &[String],
     ) {
-        self.transfers |= transfer;
         let ok = o.outcome == Outcome::Ok;
         match o.func {
             Func::Renew | Func::Release if ok => {

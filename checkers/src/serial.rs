@@ -174,7 +174,6 @@ pub(crate) struct SerialWindow {
     /// The instant of the latest round.
     round_ns: u64,
     pub(crate) let_go_count: u64,
-    pub(crate) kept_most: usize,
     /// Why the reading stopped being the batch's, if it did.
     pub(crate) inexact: Option<&'static str>,
 }
@@ -197,7 +196,6 @@ impl Sections {
                 handed: 0,
                 round_ns: 0,
                 let_go_count: 0,
-                kept_most: 0,
                 inexact: None,
             })),
             ..Sections::default()
@@ -300,7 +298,6 @@ impl Sections {
             return;
         }
         w.round_ns = now_ns;
-        w.kept_most = w.kept_most.max(self.list.len());
         let done = (self.list.iter())
             .take_while(|s| s.closed || s.last_invoke_ns.saturating_add(w.close_after_ns) < now_ns)
             .count();
