@@ -7,9 +7,9 @@
 //!   behind the file (a violation is proven once the file is read past what can still reach
 //!   the grants it rests on, a few leases after them);
 //! - while the history is under [`LIVE_CHECK_BYTES_MAX`], the whole prefix checked again on a
-//!   thread of its own, every rule (the model search, `total-changed`, `non-serializable` and
-//!   the liveness rules do not stream yet), waiting three times as long as the last such check
-//!   took, which keeps it under a quarter of one core whatever the length.
+//!   thread of its own, every rule (`total-changed` and the liveness rules are judged only
+//!   there and at the end), waiting three times as long as the last such check took, which
+//!   keeps it under a quarter of one core whatever the length.
 //!
 //! Each reads the file up to a cut where time moves on: events of one instant may be written
 //! in any order, and one not yet written can change what the others prove, so the file's last

@@ -9,10 +9,11 @@
 //! about that lock so far, where the whole check lists it only when no rule proves anything
 //! about the lock in the whole history (a rule may, later: then both are handed back, and the
 //! whole check lists the rule's). A `deadlock` is handed back once its cycle is judged, when
-//! every acquire invoked before it is resolved. `total-changed` rests on the
-//! closing reads and is judged once the history is read whole, `non-serializable` does not
-//! stream yet, and `lock-stuck` is judged at the end only: a follower is for seeing early what
-//! is already proven, the final check is still the whole history's.
+//! every acquire invoked before it is resolved. A `non-serializable` is handed back when a
+//! round of the critical sections (one each second of history time) finds its cycle.
+//! `total-changed` rests on the closing reads, made once the clients stop, and is judged once
+//! the history is read whole, and `lock-stuck` is judged at the end only: a follower is for
+//! seeing early what is already proven, the final check is still the whole history's.
 
 use crate::digest::{Digest, EventBuilder};
 use crate::mutex::window_end_by;
