@@ -327,8 +327,9 @@ fn renamed_note(f: &crate::live::Followed, results: &Results) -> Option<String> 
 pub fn check(a: CheckArgs) -> Result<ExitCode> {
     let path = history::layout::history_path(&a.path);
     let followed = if a.follow {
+        let idle = crate::config::duration("idle", &a.idle)?;
         let cfg = check_config(&path, a.drift, a.liveness_grace.as_deref())?;
-        Some(crate::live::follow_until_closed(&path, &cfg, a.json)?)
+        Some(crate::live::follow_until_closed(&path, &cfg, idle, a.json)?)
     } else {
         None
     };

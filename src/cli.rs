@@ -310,11 +310,11 @@ pub struct CheckArgs {
     pub json: bool,
     /// Clock-rate error the service claims to tolerate (0.01 = 1%, at most six decimals).
     /// Default: what the run's config.toml says (beside the history), else 0.
-    #[arg(long, value_name = "FRACTION")]
+    #[arg(long, value_name = "FRACTION", allow_negative_numbers = true)]
     pub drift: Option<f64>,
     /// Extra time before a lock that stays held counts as `lock-stuck`. Default: what the
     /// run's config.toml says (beside the history), else 2s.
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
     pub liveness_grace: Option<String>,
     /// Which findings make the exit code 1, comma-separated: safety, liveness, warnings,
     /// coverage (a fault kind or client-fault shape the schedule beside the history, or the
@@ -325,11 +325,23 @@ pub struct CheckArgs {
     /// Follow a history another process is still writing (a run elsewhere, a soak): print
     /// each violation as soon as what was written so far proves it (read every 250 ms by the
     /// rules that stream, at any length; checked whole by every rule while under 512 MiB),
-    /// then the verdict once no process on this machine has the file open for writing any
-    /// more, or on Ctrl-C (the verdict of what was written by then, at best unknown). For a
-    /// file a remote writer appends to, end it with Ctrl-C.
+    /// then the verdict once the file has stopped growing for --idle with no process on this
+    /// machine holding it open for writing, or on Ctrl-C (the verdict of what was written by
+    /// then, at best unknown). A writer elsewhere (a network mount, a copy appended in
+    /// chunks) cannot be seen holding the file: --idle is what tells its pauses from its end.
     #[arg(long)]
     pub follow: bool,
+    /// With --follow: how long the file must go without growing, and without a process on
+    /// this machine holding it open for writing, before the follow takes it as finished and
+    /// gives its verdict. Longer for a writer that pauses or a mount that shows writes late.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        requires = "follow",
+        default_value = "10s",
+        allow_hyphen_values = true
+    )]
+    pub idle: String,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -377,11 +377,17 @@ pub struct Followed {
 
 /// `lockpick check --follow`: checks `path` as another process writes it and prints each
 /// violation once, when first proven (on stderr with `to_stderr`: stdout is for the JSON).
-/// Returns when no process on this machine has the file open for writing, or on Ctrl-C or
-/// SIGTERM with why the history is cut short.
+/// Returns once the file has not grown for `idle` while no process on this machine held it
+/// open for writing, or on Ctrl-C or SIGTERM with why the history is cut short.
+///
+/// Both are asked for because neither is enough alone: a run on this machine holds its
+/// history open through pauses of any length, and a writer elsewhere (a network mount, a copy
+/// appended in chunks by one short process after another) is never seen holding it, so its
+/// pauses and its end look alike but for how long the file stays the same.
 pub fn follow_until_closed(
     path: &Path,
     cfg: &checkers::CheckConfig,
+    idle: Duration,
     to_stderr: bool,
 ) -> anyhow::Result<Followed> {
     if !path.is_file() {
@@ -395,32 +401,34 @@ pub fn follow_until_closed(
         }
     };
     say(format!(
-        "following {}: each violation is printed when first proven, the verdict once no process \
-         writes the file (Ctrl-C: the verdict of what was written so far)",
-        path.display()
+        "following {}: each violation is printed when first proven, the verdict once the file \
+         has not grown for {} with no process here writing it (--idle; Ctrl-C: the verdict of \
+         what was written so far)",
+        path.display(),
+        humantime::format_duration(idle)
     ));
     let rt = crate::runtime()?;
     rt.block_on(async {
         let began = Instant::now();
         let mut live = Some(LiveCheck::new(path, cfg, FOLLOW_EVERY));
         let mut printed = Vec::new();
-        let (mut failed, mut said_stopped, mut first) = (false, false, true);
+        let (mut failed, mut said_stopped) = (false, false);
+        // The file's length when last asked, and since when it has been that long.
+        let (mut length, mut same_since) = (None, Instant::now());
         let mut sigterm =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let ctrl_c = tokio::signal::ctrl_c();
         tokio::pin!(ctrl_c);
-        // Bounded by the writer: ends when it closes the file, or on Ctrl-C.
+        // Bounded by the writer: ends once the file is idle and nobody here writes it, or on
+        // Ctrl-C.
         loop {
-            // Asked before the read: a writer gone by now wrote everything the read sees.
+            // Asked before the read: a writer gone by now, and a length that has not moved
+            // since, mean the read sees everything written.
             let writing = open_for_writing(path);
-            if !writing && first {
-                // Nobody writes it: the verdict that follows reads it all, and at once.
-                return Ok(Followed {
-                    cut_short: None,
-                    printed,
-                });
+            let now_length = std::fs::metadata(path).map(|m| m.len()).ok();
+            if now_length != length {
+                (length, same_since) = (now_length, Instant::now());
             }
-            first = false;
             let mut l = live.take().expect("put back after each poll");
             let (l, update) = tokio::task::spawn_blocking(move || {
                 let u = l.poll();
@@ -444,13 +452,25 @@ pub fn follow_until_closed(
             }
             match update.error {
                 // With no writer left, the final check's error says it (once): no "so far".
-                Some(e) if !failed && writing => {
+                // A refused line stays refused whatever is appended after it.
+                Some(_) if !writing => {
+                    return Ok(Followed {
+                        cut_short: None,
+                        printed,
+                    })
+                }
+                Some(e) if !failed => {
                     failed = true;
                     say(format!("the history cannot be checked so far: {e}"));
                 }
                 _ => {}
             }
-            if !writing {
+            if !writing && same_since.elapsed() >= idle {
+                say(format!(
+                    "{} has not grown for {} and no process here writes it: taken as finished",
+                    path.display(),
+                    humantime::format_duration(Duration::from_secs(same_since.elapsed().as_secs()))
+                ));
                 return Ok(Followed {
                     cut_short: None,
                     printed,
@@ -461,9 +481,14 @@ pub fn follow_until_closed(
                 _ = sigterm.recv() => "SIGTERM",
                 () = tokio::time::sleep(FOLLOW_EVERY) => continue,
             };
+            let whom = if writing {
+                "while a process was still writing it"
+            } else {
+                "before the file had been idle for --idle"
+            };
             return Ok(Followed {
                 cut_short: Some(format!(
-                    "followed until {signal} after {:.1} s, while a process was still writing it",
+                    "followed until {signal} after {:.1} s, {whom}",
                     began.elapsed().as_secs_f64()
                 )),
                 printed,

@@ -136,10 +136,10 @@ impl Drop for Child {
     }
 }
 
-/// `lockpick check --follow PATH` with its stdout lines sent on a channel.
-fn follow(path: &std::path::Path) -> (Child, mpsc::Receiver<String>) {
+/// `lockpick check --follow --idle IDLE PATH` with its stdout lines sent on a channel.
+fn follow(path: &std::path::Path, idle: &str) -> (Child, mpsc::Receiver<String>) {
     let mut child = Command::new(BIN)
-        .args(["check", "--follow", path.to_str().unwrap()])
+        .args(["check", "--follow", "--idle", idle, path.to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -174,6 +174,18 @@ fn wait_for_line(
     Err(seen)
 }
 
+/// Waits (at most `limit`) for the follow to end, panicking with `still` if it does not.
+fn ended(child: &mut Child, limit: Duration, still: &str) -> std::process::ExitStatus {
+    let until = Instant::now() + limit;
+    loop {
+        if let Some(s) = child.0.try_wait().unwrap() {
+            return s;
+        }
+        assert!(Instant::now() < until, "{still}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 const DOUBLE_GRANT: &str = concat!(
     r#"{"index":0,"time_ns":0,"process":1,"type":"invoke","f":"acquire","lock":"L0","value":{"ttl_ms":2000}}"#,
     "\n",
@@ -193,7 +205,8 @@ fn check_follow_prints_a_violation_while_the_writer_still_writes_then_the_verdic
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("history.jsonl");
     let mut writer = std::fs::File::create(&path).unwrap();
-    let (mut child, rx) = follow(&path);
+    // Idle for far longer than the test writes: only the writer's close can end it early.
+    let (mut child, rx) = follow(&path, "2s");
     // Written a line at a time, as a run would.
     for line in DOUBLE_GRANT.lines() {
         writeln!(writer, "{line}").unwrap();
@@ -209,17 +222,11 @@ fn check_follow_prints_a_violation_while_the_writer_still_writes_then_the_verdic
         "ended while the writer wrote"
     );
     drop(writer);
-    let until = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = child.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            Instant::now() < until,
-            "still following after the writer closed the file"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = ended(
+        &mut child,
+        Duration::from_secs(20),
+        "still following after the writer closed the file",
+    );
     assert_eq!(status.code(), Some(1));
     let rest: Vec<String> = rx.try_iter().collect();
     assert!(
@@ -247,25 +254,108 @@ fn check_follow_stopped_by_a_signal_judges_what_was_written_as_cut_short() {
             writeln!(writer, "{line}").unwrap();
         }
         writer.flush().unwrap();
-        let (mut child, rx) = follow(&path);
+        let (mut child, rx) = follow(&path, "10s");
         wait_for_line(&rx, "following", Duration::from_secs(20))
             .unwrap_or_else(|seen| panic!("never started following: {seen:?}"));
         std::thread::sleep(Duration::from_millis(700));
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.0.id() as i32), signal).unwrap();
-        let until = Instant::now() + Duration::from_secs(20);
-        let status = loop {
-            if let Some(s) = child.0.try_wait().unwrap() {
-                break s;
-            }
-            assert!(Instant::now() < until, "{name} did not end the follow");
-            std::thread::sleep(Duration::from_millis(50));
-        };
+        let status = ended(
+            &mut child,
+            Duration::from_secs(20),
+            &format!("{name} did not end the follow"),
+        );
         // Unknown: the writer was still writing, what it had not written may hold a violation.
         assert_eq!(status.code(), Some(2), "{name}");
         let rest: Vec<String> = rx.try_iter().collect();
         let cut = format!("INCOMPLETE (interrupted): followed until {name}");
         assert!(rest.iter().any(|l| l.contains(&cut)), "{name}: {rest:?}");
         drop(writer);
+    }
+}
+
+/// A writer nobody here sees holding the file (a network mount, a copy appended in chunks by
+/// one short process after another): the follow waits out its pauses, prints the violation
+/// of a later chunk, and ends once the file has stayed the same for --idle. It used to end
+/// at once, `valid` on the first chunk, since no process had the file open.
+#[test]
+fn check_follow_waits_out_a_writer_it_cannot_see_until_the_file_is_idle() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("history.jsonl");
+    let lines: Vec<&str> = DOUBLE_GRANT.lines().collect();
+    // The first grant only: correct so far.
+    let append = |part: &[&str]| {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .unwrap();
+        for l in part {
+            writeln!(f, "{l}").unwrap();
+        }
+        // Closed here: between chunks no process has the file open.
+    };
+    append(&lines[..2]);
+    let (mut child, rx) = follow(&path, "5s");
+    wait_for_line(&rx, "following", Duration::from_secs(20))
+        .unwrap_or_else(|seen| panic!("never started following: {seen:?}"));
+    // Pauses well under --idle, with nothing holding the file.
+    for part in [&lines[2..3], &lines[3..4], &lines[4..]] {
+        std::thread::sleep(Duration::from_millis(600));
+        assert!(
+            child.0.try_wait().unwrap().is_none(),
+            "ended during a pause of the writer"
+        );
+        append(part);
+    }
+    let line = wait_for_line(&rx, "double-grant on L0", Duration::from_secs(20))
+        .unwrap_or_else(|seen| panic!("the later chunk's violation was not printed: {seen:?}"));
+    assert!(line.contains("ops 1, 3"), "{line}");
+    let status = ended(
+        &mut child,
+        Duration::from_secs(30),
+        "still following a file idle past --idle",
+    );
+    assert_eq!(status.code(), Some(1));
+    let rest: Vec<String> = rx.try_iter().collect();
+    assert!(
+        rest.iter()
+            .any(|l| l.contains("has not grown for") && l.contains("taken as finished")),
+        "{rest:?}"
+    );
+    assert!(rest.iter().any(|l| l == "verdict: INVALID"), "{rest:?}");
+}
+
+/// `--idle` is a duration, and only with `--follow`; a negative value of check's flags is
+/// refused by the flag's own check, naming it (clap used to read `-1s` as another flag).
+#[test]
+fn check_flags_refuse_bad_values_naming_the_flag() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("history.jsonl");
+    std::fs::write(&path, DOUBLE_GRANT).unwrap();
+    let p = path.to_str().unwrap();
+    for (args, says) in [
+        (vec!["check", "--idle", "5s", p], "--follow"),
+        (
+            vec!["check", "--follow", "--idle", "5", p],
+            "--idle \"5\": expected a duration",
+        ),
+        (
+            vec!["check", "--follow", "--idle", "-1s", p],
+            "never negative",
+        ),
+        (
+            vec!["check", "--liveness-grace", "-1s", p],
+            "--liveness-grace \"-1s\"",
+        ),
+        (
+            vec!["check", "--drift", "-0.1", p],
+            "--drift -0.1: expected a fraction",
+        ),
+    ] {
+        let o = common::run_with_limit(&args, Duration::from_secs(30));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_ne!(o.status.code(), Some(0), "{args:?}");
+        assert!(err.contains(says), "{args:?}: {err}");
     }
 }
 
