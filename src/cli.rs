@@ -141,7 +141,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the suite (`test`) against the embedded reference lock service and fenced store, with
-    /// 1 s leases so it takes a few minutes (2 s leases: about three): every fault of the local runtime this machine
+    /// 1 s leases so it takes a minute or two (2 s leases: about three minutes): every fault of the local runtime this machine
     /// supports (pause, kill, client stalls, clock skew; partitions need `--runtime netns`),
     /// aimed until each was exercised; then print the verdict and where to read it.
     Demo(TestArgs),

@@ -39,11 +39,13 @@ pub fn duration(flag: &str, s: &str) -> Result<Duration> {
         bail!("{expected}: a number needs its unit ({t}ms or {t}s)");
     }
     humantime::parse_duration(t).map_err(|e| match e {
-        // Which unit was not one is worth saying; where the parser stopped reading (`expected
-        // number at 0`) is not.
-        humantime::DurationError::UnknownUnit { .. } | humantime::DurationError::NumberOverflow => {
-            anyhow::anyhow!("{expected}: {e}")
+        // Which unit was not one is worth saying, in our words (the parser's list every
+        // spelling it knows, "months, years (and few variations)"); where it stopped reading
+        // (`expected number at 0`) is not.
+        humantime::DurationError::UnknownUnit { unit, .. } => {
+            anyhow::anyhow!("{expected}: unknown time unit {unit:?} (ms, s, m or h)")
         }
+        humantime::DurationError::NumberOverflow => anyhow::anyhow!("{expected}: {e}"),
         _ => anyhow::anyhow!("{expected}"),
     })
 }

@@ -63,9 +63,7 @@ pub enum NodeError {
 
     #[error(
         "node {node}: not ready within {timeout_ms} ms: {check} \
-         (last attempt: {last_error}); killed it. Does the command make the service listen on \
-         the {{host}} and {{port}} it was given? (In network namespaces {{host}} is the node's \
-         own address, not 127.0.0.1.)"
+         (last attempt: {last_error}); killed it. {hint}"
     )]
     HealthTimeout {
         node: String,
@@ -73,6 +71,8 @@ pub enum NodeError {
         check: String,
         timeout_ms: u128,
         last_error: String,
+        /// What to look at, from how the last attempt failed.
+        hint: &'static str,
     },
 
     #[error("node {node}: {check} failed: {reason}")]

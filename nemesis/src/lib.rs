@@ -75,6 +75,6 @@ pub use error::{Error, NodeError};
 pub use local::{free_port, free_ports, LocalNode, HEALTH_PATH};
 pub use node::{Node, NodeControl};
 pub use process::{process_group_alive, process_state};
-pub use ready::Readiness;
+pub use ready::{NotReady, Readiness};
 pub use state_file::StateFileError;
 pub use template::{substitute, NodeCommand, Placeholders};

@@ -448,10 +448,10 @@ impl LocalNode {
         self.readiness
             .check(&self.host.to_string(), self.port, timeout)
             .await
-            .map_err(|reason| NodeError::Unhealthy {
+            .map_err(|why| NodeError::Unhealthy {
                 node: self.id.clone(),
                 check: self.readiness_check(),
-                reason,
+                reason: why.reason,
             })
     }
 
@@ -550,7 +550,7 @@ impl LocalNode {
         // Each attempt sleeps a poll interval, so the deadline ends the loop first; the
         // attempt limit is the backstop.
         let max_attempts = startup_timeout.as_millis() / HEALTH_POLL_INTERVAL.as_millis() + 2;
-        let mut last_error = String::from("no attempt made");
+        let mut last_error = None;
         for _ in 0..max_attempts {
             if let Some(status) = self.reap_if_exited()? {
                 return Err(self.exited_before_healthy(status, check, stderr_offset));
@@ -565,7 +565,7 @@ impl LocalNode {
                     tracing::info!(node = %self.id, "node healthy");
                     return Ok(());
                 }
-                Err(reason) => last_error = reason,
+                Err(why) => last_error = Some(why),
             }
             let left = deadline.saturating_duration_since(Instant::now());
             tokio::time::sleep(HEALTH_POLL_INTERVAL.min(left)).await;
@@ -579,7 +579,8 @@ impl LocalNode {
             node: self.id.clone(),
             check,
             timeout_ms: startup_timeout.as_millis(),
-            last_error,
+            hint: crate::ready::not_ready_hint(last_error.as_ref()),
+            last_error: last_error.map_or_else(|| "no attempt made".into(), |e| e.reason),
         })
     }
 
@@ -740,11 +741,17 @@ pub(crate) async fn probe(
     client: &reqwest::Client,
     url: &str,
     timeout: Duration,
-) -> Result<(), String> {
+) -> Result<(), crate::ready::NotReady> {
     match client.get(url).timeout(timeout).send().await {
         Ok(response) if response.status() == reqwest::StatusCode::OK => Ok(()),
-        Ok(response) => Err(format!("HTTP {}", response.status())),
-        Err(e) => Err(error_chain(&e)),
+        Ok(response) => Err(crate::ready::NotReady {
+            reason: format!("HTTP {}", response.status()),
+            answered: true,
+        }),
+        Err(e) => Err(crate::ready::NotReady {
+            reason: error_chain(&e),
+            answered: false,
+        }),
     }
 }
 

@@ -82,26 +82,39 @@ impl Readiness {
     }
 
     /// One check of `host:port` bounded by `timeout`: `Ok` once the node serves, else why not.
-    pub async fn check(&self, host: &str, port: u16, timeout: Duration) -> Result<(), String> {
+    pub async fn check(&self, host: &str, port: u16, timeout: Duration) -> Result<(), NotReady> {
+        // An answer that was read, whatever it said, shows the node listens where it was told.
+        let answered = |reason: String| NotReady {
+            reason,
+            answered: true,
+        };
+        let silent = |reason: String| NotReady {
+            reason,
+            answered: false,
+        };
         match self {
             Readiness::Http { .. } => {
                 // One client for every check: building one loads the TLS roots each time.
                 static CLIENT: std::sync::OnceLock<Result<reqwest::Client, String>> =
                     std::sync::OnceLock::new();
-                let client = CLIENT.get_or_init(crate::local::http_client).clone()?;
+                let client = CLIENT.get_or_init(crate::local::http_client).clone();
+                let client = client.map_err(silent)?;
                 crate::local::probe(&client, &self.target(host, port), timeout).await
             }
             Readiness::Exchange { send, expect, .. } => {
                 let addr = addr_text(host, port);
                 match tokio::time::timeout(timeout, exchange(&addr, send, expect.len())).await {
-                    Err(_) => Err(format!("no answer within {} ms", timeout.as_millis())),
-                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(_) => Err(silent(format!(
+                        "no answer within {} ms",
+                        timeout.as_millis()
+                    ))),
+                    Ok(Err(e)) => Err(silent(e.to_string())),
                     Ok(Ok(answer)) if answer.starts_with(expect) => Ok(()),
-                    Ok(Ok(answer)) => Err(format!(
+                    Ok(Ok(answer)) => Err(answered(format!(
                         "answered {:?}; expected {:?}",
                         String::from_utf8_lossy(&answer),
                         String::from_utf8_lossy(expect)
-                    )),
+                    ))),
                 }
             }
             Readiness::Answer {
@@ -114,20 +127,56 @@ impl Readiness {
                 let addr = addr_text(host, port);
                 let answer = match tokio::time::timeout(timeout, answer(&addr, send, until)).await {
                     Err(_) => {
-                        return Err(format!("no whole answer within {} ms", timeout.as_millis()))
+                        return Err(silent(format!(
+                            "no whole answer within {} ms",
+                            timeout.as_millis()
+                        )))
                     }
-                    Ok(Err(e)) => return Err(e.to_string()),
+                    Ok(Err(e)) => return Err(silent(e.to_string())),
                     Ok(Ok(a)) => a,
                 };
                 let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
                 if let Some(missing) = contains.iter().find(|c| !has(&answer, c)) {
-                    return Err(format!("the answer lacks {:?}", text(missing)));
+                    return Err(answered(format!("the answer lacks {:?}", text(missing))));
                 }
                 if let Some(found) = lacks.iter().find(|l| has(&answer, l)) {
-                    return Err(format!("the answer has {:?}", text(found)));
+                    return Err(answered(format!("the answer has {:?}", text(found))));
                 }
                 Ok(())
             }
+        }
+    }
+}
+
+/// Why one readiness check failed.
+#[derive(Debug, Clone)]
+pub struct NotReady {
+    /// What came back and what was expected, or that nothing did.
+    pub reason: String,
+    /// Something answered: the node listens where it was told, but not yet (or never) as the
+    /// check wants. A start-up that times out so is not a service listening elsewhere.
+    pub answered: bool,
+}
+
+impl std::fmt::Display for NotReady {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+/// What a start-up that never passed its readiness check most likely needs, from the last
+/// check: a node that answered listens, and its answer is the thing to fix; one that never
+/// did may be listening elsewhere.
+pub(crate) fn not_ready_hint(last: Option<&NotReady>) -> &'static str {
+    match last {
+        Some(NotReady { answered: true, .. }) => {
+            "It listens where it was told, but its answer is not the one the readiness check \
+             waits for: an HTTP service answers GET /v1/health with 200 once it serves \
+             (docs/protocol.md)."
+        }
+        _ => {
+            "Does the command make the service listen on the {host} and {port} it was given? \
+             (In network namespaces {host} is the node's own address, not 127.0.0.1.)"
         }
     }
 }
@@ -234,6 +283,8 @@ mod tests {
             .check("127.0.0.1", port, Duration::from_secs(2))
             .await
             .unwrap_err();
+        assert!(e.answered, "an answer was read: {e}");
+        let e = e.reason;
         assert!(e.contains("LOADING") && e.contains("+PONG"), "{e}");
         assert_eq!(r.target("::1", 6379), "PING on [::1]:6379");
         assert_eq!(
@@ -262,13 +313,15 @@ mod tests {
         let e = r(&["num-slaves\r\n$1\r\n3\r\n"], &[])
             .check("127.0.0.1", port, Duration::from_secs(2))
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .reason;
         assert!(e.starts_with("the answer lacks \"num-slaves"), "{e}");
         let port = serve(said).await;
         let e = r(&[], &["master"])
             .check("127.0.0.1", port, Duration::from_secs(2))
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .reason;
         assert_eq!(e, "the answer has \"master\"");
         // Closed before the end mark: not ready, whatever came.
         let port = serve(b"*4\r\n$5\r\nflags").await;
@@ -276,6 +329,8 @@ mod tests {
             .check("127.0.0.1", port, Duration::from_secs(2))
             .await
             .unwrap_err();
+        assert!(!e.answered, "no whole answer: {e}");
+        let e = e.reason;
         assert!(e.contains("closed after"), "{e}");
     }
 
@@ -300,7 +355,8 @@ mod tests {
             .check("127.0.0.1", port, Duration::from_secs(2))
             .await
             .unwrap_err();
-        assert_eq!(e, "the answer lacks \"Mode: leader\"");
+        assert!(e.answered, "{e}");
+        assert_eq!(e.reason, "the answer lacks \"Mode: leader\"");
     }
 
     #[tokio::test]
@@ -312,6 +368,7 @@ mod tests {
             .check("127.0.0.1", port, Duration::from_secs(2))
             .await
             .unwrap_err();
-        assert!(e.to_lowercase().contains("refused"), "{e}");
+        assert!(!e.answered, "nothing listens: {e}");
+        assert!(e.reason.to_lowercase().contains("refused"), "{e}");
     }
 }

@@ -1581,7 +1581,7 @@ impl SshNode {
         let check = self.readiness_check();
         let deadline = Instant::now() + startup;
         let max_attempts = startup.as_millis() / HEALTH_POLL_INTERVAL.as_millis() + 2;
-        let mut last_error = String::from("no attempt made");
+        let mut last_error = None;
         for attempt in 0..max_attempts {
             let now = Instant::now();
             if now >= deadline {
@@ -1594,7 +1594,7 @@ impl SshNode {
                 .await
             {
                 Ok(()) => return Ok(()),
-                Err(e) => last_error = e,
+                Err(e) => last_error = Some(e),
             }
             // Every second, whether the service still runs (a crash should not wait out the
             // whole start-up time).
@@ -1618,7 +1618,12 @@ impl SshNode {
             node: self.id.clone(),
             check,
             timeout_ms: startup.as_millis(),
-            last_error: format!("{last_error}; stderr: {}", tail.trim().replace('\n', " | ")),
+            hint: crate::ready::not_ready_hint(last_error.as_ref()),
+            last_error: format!(
+                "{}; stderr: {}",
+                last_error.map_or_else(|| "no attempt made".into(), |e| e.reason),
+                tail.trim().replace('\n', " | ")
+            ),
         })
     }
 

@@ -244,6 +244,35 @@ async fn a_command_that_exits_fails_start_with_its_stderr() {
     .await
 }
 
+/// A service that listens where it was told but answers the readiness check with 404 (no
+/// `/v1/health`) is told so, not asked whether it listens elsewhere.
+#[tokio::test]
+async fn a_service_that_answers_without_health_is_told_what_to_serve() {
+    bounded(async {
+        let dir = tempfile::tempdir().unwrap();
+        let port = nemesis::free_port(LOCALHOST).unwrap();
+        let empty = dir.path().join("empty");
+        std::fs::create_dir_all(&empty).unwrap();
+        // Python's file server: every path it lacks, /v1/health too, answers 404.
+        let line = format!(
+            "exec python3 -m http.server {port} --bind 127.0.0.1 --directory {}",
+            empty.display()
+        );
+        let node_dir = dir.path().join("n9");
+        let mut node = LocalNode::new("n9", NodeCommand::Shell(line), LOCALHOST, port, node_dir);
+        // Long enough for Python to be listening well before it, on a loaded machine too.
+        let err = node.start(Duration::from_secs(5)).await.unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, NodeError::HealthTimeout { .. }), "{msg}");
+        assert!(msg.contains("last attempt: HTTP 404"), "{msg}");
+        assert!(msg.contains("It listens where it was told"), "{msg}");
+        assert!(msg.contains("GET /v1/health with 200"), "{msg}");
+        assert!(!msg.contains("listen on the {host} and {port}"), "{msg}");
+        assert_eq!(node.pid(), None);
+    })
+    .await
+}
+
 #[tokio::test]
 async fn a_command_that_never_answers_times_out_and_is_killed() {
     bounded(async {
