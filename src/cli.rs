@@ -408,7 +408,8 @@ pub struct DoctorArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct CleanupArgs {
-    /// A run directory, a state.json, or a folder of runs (searched two levels deep).
+    /// A run directory, a state.json, or a folder of runs: state files are found at any depth
+    /// below it (a suite's scenario runs too; up to 12 folders down, symlinks not followed).
     #[arg(default_value = "runs")]
     pub path: PathBuf,
 }
