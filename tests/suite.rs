@@ -508,6 +508,45 @@ fn a_run_whose_only_clock_fault_was_slow_is_unknown() {
     let _ = BIN;
 }
 
+/// A budget too small for the first scenario runs nothing (as a plan-only suite does) and
+/// says why, in the verdict's reason and on stderr, naming the budget, the scenario's length
+/// and a budget that runs it; that budget does.
+#[test]
+fn a_budget_too_small_for_the_first_scenario_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("runs");
+    let flags = ["--nemesis", "client-pause", "--seed", "3"];
+    let mut small = vec!["test", "--out", out.to_str().unwrap(), "--budget", "5s"];
+    small.extend(flags);
+    let o = common::run_with_limit(&small, Duration::from_secs(60));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stdout}\n{stderr}");
+    let why = "nothing was run: --budget 5s is too small for the first scenario, planned for ";
+    assert!(
+        stdout.contains(&format!("suite verdict: UNKNOWN\n  {why}")),
+        "{stdout}"
+    );
+    assert!(stderr.contains(&format!("lockpick: {why}")), "{stderr}");
+    // The budget it names runs the first scenario.
+    let enough = stderr
+        .split("give --budget ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no budget named: {stderr}"));
+    let r = common::suite(
+        &out,
+        &[&["--budget", enough][..], &flags].concat(),
+        Duration::from_secs(120),
+    );
+    let j = r.json();
+    assert!(
+        !j["scenarios"].as_array().unwrap().is_empty(),
+        "--budget {enough} ran nothing: {}",
+        r.stdout
+    );
+}
+
 /// Bad input is refused in one line naming the flag, before any suite directory exists.
 #[test]
 fn bad_suite_flags_are_refused_before_anything_runs() {
