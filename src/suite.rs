@@ -916,14 +916,12 @@ fn summary_details(r: &SuiteResults) -> String {
             .get("faults")
             .and_then(|v| v.as_array())
             .map_or(0, Vec::len);
-        // A shrink that ran no candidate learned nothing: its schedule is the failing run's.
-        if sh.get("shrunk").and_then(|v| v.as_bool()) == Some(false) {
+        // A shrink that ran no candidate learned nothing: its schedule is the failing run's,
+        // and the shrink said why (stopped, or nothing to try).
+        if let Some(why) = sh.get("not_shrunk").and_then(|v| v.as_str()) {
             let _ = writeln!(
                 s,
-                "  not shrunk: {} (no candidate ran); the replay above is the smallest known",
-                sh.get("stopped")
-                    .and_then(|v| v.as_str())
-                    .unwrap_or("no candidate could run")
+                "  not shrunk: {why}; the replay above is the smallest known"
             );
         } else {
             let _ = writeln!(s, "  minimal: {faults} fault(s), {}", text("kind"));
