@@ -235,7 +235,9 @@ pub struct TestArgs {
     /// Stop planning scenarios when the next one would end past this, from the suite's start;
     /// cells not exercised by then make the verdict unknown. The default fits every cell of a
     /// single-node target with the default 2 s ttl (24 cells for the embedded lockd, 3-4 minutes) with room for
-    /// a retry of the few that miss their state.
+    /// a retry of the few that miss their state. One too short for the first scenario runs
+    /// nothing and says so, naming the budget that would run it (the suite's plan is still
+    /// written: `--budget 1s` shows the plan alone).
     #[arg(long, default_value = "6m", value_name = "DURATION")]
     pub budget: String,
     /// Exercised instances every cell needs before the suite counts it covered.
@@ -420,7 +422,8 @@ pub struct DoctorArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct CleanupArgs {
-    /// A run directory, a state.json, or a folder of runs (searched two levels deep).
+    /// A run directory, a state.json, or a folder of runs: state files are found at any depth
+    /// below it (a suite's scenario runs too; up to 12 folders down, symlinks not followed).
     #[arg(default_value = "runs")]
     pub path: PathBuf,
 }

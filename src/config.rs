@@ -3,6 +3,7 @@
 
 mod faults;
 mod repro;
+pub(crate) use repro::shell_quote;
 
 use crate::flags::{self, RunArgs};
 use anyhow::{bail, Context, Result};

@@ -2,7 +2,7 @@
 //! what to install. The same checks refuse a run up front (exit 3) before any traffic.
 
 use nemesis::schedule::FaultKind;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// One fault's readiness.
 pub struct Check {
@@ -32,39 +32,122 @@ pub fn checks() -> Vec<Check> {
         .collect()
 }
 
-/// `lockpick cleanup PATH`: finds state files and undoes what they list.
-pub fn cleanup(path: &Path) -> anyhow::Result<history::ExitCode> {
-    let state_name = history::layout::STATE_FILE;
-    let mut states = Vec::new();
-    if path.is_file() {
-        states.push(path.to_path_buf());
-    } else if path.is_dir() {
-        // <out>/<name>/<timestamp>/state.json, or a run dir itself: bounded depth, no symlinks
-        // followed (runs/latest would list a run twice).
-        let mut dirs = vec![(path.to_path_buf(), 0)];
-        while let Some((dir, depth)) = dirs.pop() {
-            let candidate = dir.join(state_name);
-            if candidate.is_file() {
-                states.push(candidate);
+/// How far `lockpick cleanup` searches below the folder it is given.
+#[derive(Debug, Clone, Copy)]
+struct SearchLimits {
+    /// Levels of folders below it.
+    depth: usize,
+    /// Directory entries read in all.
+    entries: usize,
+}
+
+/// A suite's scenario runs are 5 levels below the output folder
+/// (`runs/NAME/TIME/scenarios/ID/TIME`) and a shrink's candidate runs 4 more below a run
+/// (`shrink/candidates/cN/TIME`): 12 levels leave room for both and a folder of output
+/// folders. 200,000 entries read find every run of a large output folder and end the search
+/// of a tree named by mistake (a home directory) in a second or two.
+const CLEANUP_SEARCH: SearchLimits = SearchLimits {
+    depth: 12,
+    entries: 200_000,
+};
+
+/// What the search below a folder found.
+#[derive(Debug, Default)]
+struct StateSearch {
+    /// The state files found, sorted.
+    states: Vec<PathBuf>,
+    /// Folders holding a run's `config.toml` (every run writes it first): run directories.
+    run_dirs: usize,
+    /// Folders read.
+    folders: usize,
+    /// The entry limit cut the search short (some folders were not read): the limit.
+    cut_short: Option<usize>,
+}
+
+impl StateSearch {
+    /// The line `cleanup` prints when there is nothing to clean up under `root`.
+    fn nothing_found(&self, root: &Path, limits: SearchLimits) -> String {
+        format!(
+            "nothing to clean up under {}: no {} in its {} run director{} ({} folder(s) \
+             searched, down to {} levels){}",
+            root.display(),
+            history::layout::STATE_FILE,
+            self.run_dirs,
+            if self.run_dirs == 1 { "y" } else { "ies" },
+            self.folders,
+            limits.depth,
+            self.cut_short_note()
+                .map(|n| format!("; {n}"))
+                .unwrap_or_default()
+        )
+    }
+
+    /// What a search cut short by its entry limit left out, if it was.
+    fn cut_short_note(&self) -> Option<String> {
+        self.cut_short.map(|n| {
+            format!("the search stopped after {n} entries, some folders unread: name a folder nearer the runs")
+        })
+    }
+}
+
+/// The state files below `root`, within `limits`, without following symlinks: `runs/latest`
+/// points at a run already found by its own name, and a link out of the tree could lead
+/// anywhere.
+fn find_states(root: &Path, limits: SearchLimits) -> anyhow::Result<StateSearch> {
+    use anyhow::Context as _;
+    use history::layout::{CONFIG_FILE, STATE_FILE};
+    let mut found = StateSearch::default();
+    let mut entries = 0;
+    let mut dirs = vec![(root.to_path_buf(), 0)];
+    // Bounded: no link is followed, so each folder is pushed once, and at most
+    // `limits.entries` entries are read in all.
+    while let Some((dir, depth)) = dirs.pop() {
+        found.folders += 1;
+        let read = || format!("cannot read {}", dir.display());
+        for entry in std::fs::read_dir(&dir).with_context(read)? {
+            let entry = entry.with_context(read)?;
+            entries += 1;
+            if entries > limits.entries {
+                found.cut_short = Some(limits.entries);
+                dirs.clear();
+                break;
             }
-            if depth >= 2 {
+            // The entry's own type, not its target's: a symlink is neither file nor folder.
+            let Ok(kind) = entry.file_type() else {
                 continue;
-            }
-            for entry in std::fs::read_dir(&dir)?.flatten() {
-                if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-                    dirs.push((entry.path(), depth + 1));
-                }
+            };
+            let name = entry.file_name();
+            if kind.is_file() && name == STATE_FILE {
+                found.states.push(entry.path());
+            } else if kind.is_file() && name == CONFIG_FILE {
+                found.run_dirs += 1;
+            } else if kind.is_dir() && depth < limits.depth {
+                dirs.push((entry.path(), depth + 1));
             }
         }
+    }
+    found.states.sort();
+    Ok(found)
+}
+
+/// `lockpick cleanup PATH`: finds state files and undoes what they list.
+pub fn cleanup(path: &Path) -> anyhow::Result<history::ExitCode> {
+    let states = if path.is_file() {
+        vec![path.to_path_buf()]
+    } else if path.is_dir() {
+        let found = find_states(path, CLEANUP_SEARCH)?;
+        if found.states.is_empty() {
+            println!("{}", found.nothing_found(path, CLEANUP_SEARCH));
+            return Ok(history::ExitCode::Valid);
+        }
+        if let Some(note) = found.cut_short_note() {
+            eprintln!("warning: {}: {note}", path.display());
+        }
+        found.states
     } else {
         anyhow::bail!("{}: no such run directory or state file", path.display());
-    }
-    if states.is_empty() {
-        println!("nothing to clean up under {}", path.display());
-        return Ok(history::ExitCode::Valid);
-    }
+    };
     let mut failed = 0;
-    states.sort();
     for state in states {
         // Each runtime knows its own state files and how to undo what they list.
         match nemesis::RUNTIMES.iter().find_map(|r| r.cleanup(&state)) {
@@ -208,5 +291,158 @@ pub fn run() -> history::ExitCode {
             required.join(", ")
         );
         history::ExitCode::Error
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{find_states, SearchLimits, CLEANUP_SEARCH};
+    use std::path::{Path, PathBuf};
+
+    /// A suite killed mid-scenario (`runs/NAME/TIME/scenarios/ID/TIME`), a scenario that
+    /// cleaned up after itself, a plain run killed beside it, and a shrink's candidate killed
+    /// below another run; `runs/latest` links to the suite's scenario.
+    const TREE: &[&str] = &[
+        "runs/lockd-counter-test/T1/suite.json",
+        "runs/lockd-counter-test/T1/base.toml",
+        "runs/lockd-counter-test/T1/scenarios/01-partition/T2/config.toml",
+        "runs/lockd-counter-test/T1/scenarios/01-partition/T2/state.json",
+        "runs/lockd-counter-test/T1/scenarios/02-contention/T3/config.toml",
+        "runs/plain/T4/config.toml",
+        "runs/plain/T4/state.json",
+        "runs/failing/T5/config.toml",
+        "runs/failing/T5/shrink/candidates/c1/T6/config.toml",
+        "runs/failing/T5/shrink/candidates/c1/T6/state.json",
+        "elsewhere/T7/config.toml",
+        "elsewhere/T7/state.json",
+    ];
+    const SCENARIO: &str = "runs/lockd-counter-test/T1/scenarios/01-partition/T2/state.json";
+    const PLAIN: &str = "runs/plain/T4/state.json";
+    const CANDIDATE: &str = "runs/failing/T5/shrink/candidates/c1/T6/state.json";
+
+    fn tree(root: &Path) {
+        for f in TREE {
+            let p = root.join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, "{}").unwrap();
+        }
+        // Links the search must not follow: `latest` (a run found by its own name) and one
+        // out of the tree named.
+        let link = |target: &str, at: &str| {
+            std::os::unix::fs::symlink(target, root.join(at)).unwrap();
+        };
+        link(
+            "lockd-counter-test/T1/scenarios/01-partition/T2",
+            "runs/latest",
+        );
+        link("../../elsewhere", "runs/plain/outside");
+    }
+
+    #[test]
+    fn cleanup_finds_state_files_at_any_depth_once_each_and_not_through_links() {
+        let tmp = tempfile::tempdir().unwrap();
+        tree(tmp.path());
+        let tight = |depth, entries| SearchLimits { depth, entries };
+        // (folder named, limits, state files found, run directories counted, cut short)
+        let cases: &[(&str, SearchLimits, &[&str], usize, bool)] = &[
+            (
+                "runs",
+                CLEANUP_SEARCH,
+                &[CANDIDATE, SCENARIO, PLAIN],
+                5,
+                false,
+            ),
+            (
+                "runs/lockd-counter-test",
+                CLEANUP_SEARCH,
+                &[SCENARIO],
+                2,
+                false,
+            ),
+            (
+                "runs/lockd-counter-test/T1/scenarios/01-partition/T2",
+                CLEANUP_SEARCH,
+                &[SCENARIO],
+                1,
+                false,
+            ),
+            (
+                "runs/latest",
+                CLEANUP_SEARCH,
+                &["runs/latest/state.json"],
+                1,
+                false,
+            ),
+            // The scenario's state file is 5 levels down: 4 leaves it out, 5 finds it.
+            ("runs", tight(4, 1000), &[PLAIN], 2, false),
+            ("runs", tight(5, 1000), &[SCENARIO, PLAIN], 4, false),
+            (
+                "runs/lockd-counter-test/T1/scenarios",
+                tight(1, 1000),
+                &[],
+                0,
+                false,
+            ),
+            // Three entries read: `runs`' own, whichever they are; the search says it stopped.
+            ("runs", tight(12, 3), &[], 0, true),
+        ];
+        for &(named, limits, want, run_dirs, cut_short) in cases {
+            let root = tmp.path().join(named);
+            let found = find_states(&root, limits).unwrap();
+            let want: Vec<PathBuf> = want.iter().map(|p| tmp.path().join(p)).collect();
+            assert_eq!(found.states, want, "{named} {limits:?}");
+            assert_eq!(found.run_dirs, run_dirs, "{named} {limits:?}");
+            assert_eq!(found.cut_short.is_some(), cut_short, "{named} {limits:?}");
+        }
+    }
+
+    /// `cleanup --help` and the README state the search's depth: the one the code uses.
+    #[test]
+    fn the_help_and_readme_state_the_depth_searched() {
+        use clap::CommandFactory;
+        let mut cli = crate::cli::Cli::command();
+        let help = cli
+            .find_subcommand_mut("cleanup")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        // Lines wrap anywhere: compare words.
+        let words = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+        let said = format!("up to {} folders down", CLEANUP_SEARCH.depth);
+        assert!(words(&help).contains(&said), "{help}");
+        assert!(
+            words(include_str!("../README.md")).contains(&said),
+            "README.md does not say {said:?}"
+        );
+    }
+
+    #[test]
+    fn nothing_to_clean_up_says_how_many_run_directories_were_searched() {
+        let tmp = tempfile::tempdir().unwrap();
+        tree(tmp.path());
+        for f in [SCENARIO, PLAIN, CANDIDATE] {
+            std::fs::remove_file(tmp.path().join(f)).unwrap();
+        }
+        let root = tmp.path().join("runs");
+        let found = find_states(&root, CLEANUP_SEARCH).unwrap();
+        assert!(found.states.is_empty());
+        let said = found.nothing_found(&root, CLEANUP_SEARCH);
+        assert!(
+            said.starts_with(&format!(
+                "nothing to clean up under {}: no state.json in its 5 run directories (",
+                root.display()
+            )) && said.contains("down to 12 levels"),
+            "{said}"
+        );
+        let cut = find_states(
+            &root,
+            SearchLimits {
+                depth: 12,
+                entries: 3,
+            },
+        )
+        .unwrap();
+        let said = cut.nothing_found(&root, CLEANUP_SEARCH);
+        assert!(said.contains("stopped after 3 entries"), "{said}");
     }
 }

@@ -76,7 +76,7 @@ pub async fn run(spec: RunSpec, progress: &dyn Progress) -> Result<RunOutcome> {
     std::fs::write(&config_path, cfg.file_text()?)
         .with_context(|| format!("cannot write {}", config_path.display()))?;
     let startup = Duration::from_millis(cfg.startup_timeout_ms);
-    let mut signals = signals::Signals::listen();
+    let mut signals = signals::Signals::listen(&run_dir);
     let dep = deploy::deploy(&cfg, &run_dir, startup).await?;
     let mut dep = service_ready(&cfg, dep, probe, &signals).await?;
     let mut running = Running::start(&cfg, &mut dep, &run_dir, startup, progress).await?;

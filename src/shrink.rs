@@ -74,7 +74,10 @@ pub fn shrink(a: ShrinkArgs) -> Result<ExitCode> {
     // The run's own settings, read as `run --config` reads them.
     let config = run_dir.join(layout::CONFIG_FILE);
     let (duration_ms, lease_max_ms) = run_lengths(&config)?;
-    let (schedule, duration_ms) = as_it_ran(&results, schedule, duration_ms, lease_max_ms);
+    let (schedule, duration_ms, cut) = as_it_ran(&results, schedule, duration_ms, lease_max_ms);
+    if let Some(line) = cut {
+        println!("{line}");
+    }
     let budget = crate::config::duration("budget", &a.budget)?;
     if a.runs_per_candidate == 0 {
         bail!("--runs-per-candidate 0: expected at least 1");
@@ -145,28 +148,30 @@ fn invalid_results(run_dir: &Path, results_path: &Path) -> Result<serde_json::Va
 /// played: its history's length and a lease more, and the faults that started by then (the
 /// later ones never did). Shrinking starts from that, not from the planned length, which the
 /// suite's scenarios seldom reach: replaying the whole plan would spend the budget on time the
-/// failing run never ran. A run that went its whole way is taken as it was planned.
+/// failing run never ran. A run that went its whole way is taken as it was planned. With the
+/// schedule and length to shrink from, the line that says so when they are cut.
 fn as_it_ran(
     results: &serde_json::Value,
     mut schedule: Schedule,
     duration_ms: u64,
     lease_max_ms: u64,
-) -> (Schedule, u64) {
+) -> (Schedule, u64, Option<String>) {
     if results["completeness"]["stopped_on"].is_null() {
-        return (schedule, duration_ms);
+        return (schedule, duration_ms, None);
     }
     let Some(ran_ns) = results["stats"]["duration_ns"].as_u64() else {
-        return (schedule, duration_ms);
+        return (schedule, duration_ms, None);
     };
     let ran_ms = ran_ns.div_ceil(1_000_000);
-    // Whole tenths of a second read better on the replay line.
-    let cut_ms = (ran_ms + lease_max_ms).div_ceil(100) * 100;
+    // Whole tenths of a second read better on the replay line; no candidate is shorter than
+    // DURATION_MIN_MS, so neither is the length it starts from (nor the one it states).
+    let cut_ms = ((ran_ms + lease_max_ms).div_ceil(100) * 100).max(DURATION_MIN_MS);
     if cut_ms >= duration_ms {
-        return (schedule, duration_ms);
+        return (schedule, duration_ms, None);
     }
     let planned = schedule.faults.len();
     schedule.faults.retain(|f| f.at_ms < ran_ms);
-    println!(
+    let line = format!(
         "the run stopped on its violation {:.1} s in: shrinking what it ran ({} of {planned} \
          fault(s), {:.1} s with a lease to spare) instead of its planned {:.1} s",
         ran_ms as f64 / 1000.0,
@@ -174,7 +179,7 @@ fn as_it_ran(
         cut_ms as f64 / 1000.0,
         duration_ms as f64 / 1000.0
     );
-    (schedule, cut_ms.max(DURATION_MIN_MS))
+    (schedule, cut_ms, Some(line))
 }
 
 /// The violation kind to keep: `--kind` if the run found it, else the kind a stopped run
@@ -339,14 +344,15 @@ impl Shrinker {
             b.duration_ms
         );
         let report = b.run_dir.join(layout::REPORT_FILE);
+        let not_shrunk = not_shrunk(self.runs, stopped, &b.schedule, b.duration_ms);
         println!();
-        match stopped {
+        match (&not_shrunk, stopped) {
             // No candidate ran: nothing was learned, and the schedule is the failing run's.
-            Some(why) if self.runs == 0 => {
-                println!("not shrunk ({why}); the failing schedule as it ran:")
+            (Some(why), _) => println!("not shrunk: {why}; the failing schedule as it ran:"),
+            (None, Some(why)) => {
+                println!("stopped early ({why}); the smallest failing schedule so far:")
             }
-            Some(why) => println!("stopped early ({why}); the smallest failing schedule so far:"),
-            None => println!("smallest failing schedule:"),
+            (None, None) => println!("smallest failing schedule:"),
         }
         println!(
             "  {} fault(s), {:.1} s run, {}",
@@ -378,6 +384,7 @@ impl Shrinker {
             "candidates": self.candidates,
             "runs": self.runs,
             "shrunk": self.runs > 0,
+            "not_shrunk": not_shrunk,
             "elapsed_ms": self.started.elapsed().as_millis() as u64,
             "stopped": stopped,
         });
@@ -386,6 +393,32 @@ impl Shrinker {
             .with_context(|| format!("cannot write {}", path.display()))?;
         Ok(ExitCode::Valid)
     }
+}
+
+/// Why a shrink that ran no candidate (`runs` 0) kept the failing run's `schedule` and
+/// `duration_ms`, in words: what stopped it, or that there was nothing to try. `None` once a
+/// candidate ran.
+fn not_shrunk(
+    runs: usize,
+    stopped: Option<&str>,
+    schedule: &Schedule,
+    duration_ms: u64,
+) -> Option<String> {
+    if runs > 0 {
+        return None;
+    }
+    Some(match stopped {
+        Some(why) => format!("no candidate ran ({why})"),
+        // The search tries the schedule without faults first whenever it has any, and cuts a
+        // run without faults only while it is longer than DURATION_MIN_MS.
+        None if schedule.faults.is_empty() && duration_ms <= DURATION_MIN_MS => format!(
+            "already minimal: no faults to remove, and its {:.1} s run is no longer than the \
+             shortest a shrink tries ({:.1} s)",
+            duration_ms as f64 / 1000.0,
+            DURATION_MIN_MS as f64 / 1000.0
+        ),
+        None => "no candidate was tried".into(),
+    })
 }
 
 /// The run directory a child `lockpick run` printed (its `run directory: PATH` line) in its
@@ -554,21 +587,119 @@ mod tests {
                 {"id": "f3", "kind": "pause", "at_ms": 9000, "length_ms": 500, "nodes": ["n1"]}]}"#,
         )
         .unwrap();
-        let ids = |s: &nemesis::schedule::Schedule| -> Vec<String> {
-            s.faults.iter().map(|f| f.id.clone()).collect()
+        let none = nemesis::schedule::Schedule {
+            faults: Vec::new(),
+            ..schedule.clone()
         };
         let stopped = |ran_ns: u64| {
             json!({"completeness": {"state": "stopped", "reason": "..",
                 "stopped_on": "double-grant"}, "stats": {"duration_ns": ran_ns}})
         };
-        // Stopped 4.2 s into a 20 s plan: f3 never started; a 1 s lease to spare.
-        let (s, ms) = as_it_ran(&stopped(4_200_000_001), schedule.clone(), 20_000, 1_000);
-        assert_eq!((ids(&s), ms), (vec!["f1".into(), "f2".into()], 5_300));
-        // A run that went its whole way, or one stopped near its end: as planned.
-        let whole = json!({"completeness": {"state": "complete"}, "stats": {"duration_ns": 4_200_000_000u64}});
-        let (s, ms) = as_it_ran(&whole, schedule.clone(), 20_000, 1_000);
-        assert_eq!((ids(&s).len(), ms), (3, 20_000));
-        let (s, ms) = as_it_ran(&stopped(19_500_000_000), schedule, 20_000, 1_000);
-        assert_eq!((ids(&s).len(), ms), (3, 20_000));
+        let whole = json!({"completeness": {"state": "complete"},
+            "stats": {"duration_ns": 4_200_000_000u64}});
+        // (results, schedule, planned ms, faults kept, length to shrink from, what the line
+        // says if it is cut); the lease is 1 s.
+        let all = &["f1", "f2", "f3"][..];
+        let cases = [
+            // Stopped 4.2 s into a 20 s plan: f3 never started; a 1 s lease to spare.
+            (
+                stopped(4_200_000_001),
+                &schedule,
+                20_000,
+                &["f1", "f2"][..],
+                5_300,
+                Some("5.3 s with a lease to spare"),
+            ),
+            // A run that went its whole way, or one stopped near its end: as planned.
+            (whole, &schedule, 20_000, all, 20_000, None),
+            (
+                stopped(19_500_000_000),
+                &schedule,
+                20_000,
+                all,
+                20_000,
+                None,
+            ),
+            // The racy demo: stopped 0.3 s into a 2 s run without faults. Its length and a
+            // lease (1.4 s) is below the shortest run a shrink tries: it stays at 2 s, and
+            // no line says 1.4 s.
+            (stopped(300_000_000), &none, 2_000, &[], 2_000, None),
+            // Stopped 0.3 s into a 5 s plan: cut, but to the shortest run, and said so.
+            (
+                stopped(300_000_000),
+                &none,
+                5_000,
+                &[],
+                2_000,
+                Some("2.0 s with a lease to spare) instead of its planned 5.0 s"),
+            ),
+        ];
+        for (results, schedule, planned_ms, kept, want_ms, said) in cases {
+            let (s, ms, line) = as_it_ran(&results, schedule.clone(), planned_ms, 1_000);
+            let ids: Vec<&str> = s.faults.iter().map(|f| f.id.as_str()).collect();
+            assert_eq!((ids.as_slice(), ms), (kept, want_ms), "{results}");
+            match (said, line) {
+                (Some(said), Some(line)) => assert!(line.contains(said), "{line}"),
+                (None, None) => {}
+                (said, line) => panic!("{results}: said {line:?}, wanted {said:?}"),
+            }
+        }
+    }
+
+    /// A shrink that ran no candidate says why in words: what stopped it, or, for a run without
+    /// faults already at the shortest length, that there was nothing to try.
+    #[test]
+    fn a_shrink_that_ran_nothing_says_why() {
+        let none =
+            nemesis::schedule::Schedule::parse(r#"{"version": 1, "nodes": 1, "faults": []}"#)
+                .unwrap();
+        let one = nemesis::schedule::Schedule::parse(
+            r#"{"version": 1, "nodes": 1, "faults": [
+                {"id": "f1", "kind": "pause", "at_ms": 1000, "length_ms": 500, "nodes": ["n1"]}]}"#,
+        )
+        .unwrap();
+        // (runs, stopped, schedule, length, said)
+        for (runs, stopped, schedule, ms, said) in [
+            (
+                0,
+                None,
+                &none,
+                2_000,
+                Some(
+                    "already minimal: no faults to remove, and its 2.0 s run is no longer \
+                     than the shortest a shrink tries (2.0 s)",
+                ),
+            ),
+            (
+                0,
+                None,
+                &none,
+                1_500,
+                Some("its 1.5 s run is no longer than"),
+            ),
+            (
+                0,
+                Some("budget spent"),
+                &one,
+                9_000,
+                Some("no candidate ran (budget spent)"),
+            ),
+            (
+                0,
+                Some("budget spent"),
+                &none,
+                2_000,
+                Some("no candidate ran (budget spent)"),
+            ),
+            (3, None, &none, 2_000, None),
+            (3, Some("interrupted"), &one, 9_000, None),
+        ] {
+            let got = super::not_shrunk(runs, stopped, schedule, ms);
+            match (said, &got) {
+                (Some(said), Some(got)) => assert!(got.contains(said), "{got}"),
+                (None, None) => {}
+                _ => panic!("{runs} {stopped:?} {ms}: {got:?}, wanted {said:?}"),
+            }
+        }
     }
 }

@@ -193,6 +193,7 @@ pub fn test(mut a: TestArgs, origins: &Origins) -> Result<ExitCode> {
         started: Instant::now(),
         budget,
         overhead_ms: plan::OVERHEAD_MS_GUESS,
+        did_not_fit: None,
         interrupted: interrupted.clone(),
         fail_on: reports::FailOn::given_or_default(crate::config::fail_on(&a.run)),
     };
@@ -211,6 +212,11 @@ pub fn test(mut a: TestArgs, origins: &Origins) -> Result<ExitCode> {
         suite.go(cfg.seed, a.keep_going).await
     });
     let mut results = suite.results(ended);
+    if ended == Finish::Budget && suite.runs.is_empty() {
+        // Said where a refusal would be too: the summary's reason is easy to miss below the
+        // plan's lines.
+        eprintln!("lockpick: {}", results.why);
+    }
     if !a.no_shrink && !interrupted.load(Ordering::SeqCst) {
         if let Some(run_dir) = suite.first_invalid().and_then(|r| r.run_dir.clone()) {
             results.shrunk = shrink_first(run_dir, &a.shrink_budget, shrink_budget);
@@ -364,6 +370,31 @@ fn no_verdict(ended: &std::io::Result<Ended>, log_text: &str) -> String {
     }
 }
 
+/// A scenario the budget left no room for: its planned length and what a run was expected to
+/// take beyond it (start-up, heal, check: the guess, or the most a run of this suite took).
+#[derive(Debug, Clone, Copy)]
+struct DidNotFit {
+    planned_ms: u64,
+    overhead_ms: u64,
+}
+
+impl DidNotFit {
+    /// Why a suite of `budget` ran nothing, with the budget that would run this, the first
+    /// scenario: the next whole second past what it costs, as the scenario loop admits a
+    /// scenario only while the time spent plus its cost is within the budget.
+    fn first_scenario(&self, budget: Duration) -> String {
+        let cost_ms = self.planned_ms + self.overhead_ms;
+        format!(
+            "nothing was run: --budget {} is too small for the first scenario, planned for \
+             {:.1} s plus about {:.1} s to start and check a run; give --budget {}s or more",
+            humantime::format_duration(budget),
+            self.planned_ms as f64 / 1000.0,
+            self.overhead_ms as f64 / 1000.0,
+            cost_ms / 1000 + 1
+        )
+    }
+}
+
 /// How the scenario loop ended.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Finish {
@@ -392,6 +423,8 @@ struct Suite {
     budget: Duration,
     /// The largest cost of a run beyond its planned duration seen so far.
     overhead_ms: u64,
+    /// The scenario the budget had no room for, when that ended the suite.
+    did_not_fit: Option<DidNotFit>,
     interrupted: Arc<AtomicBool>,
     fail_on: reports::FailOn,
 }
@@ -412,6 +445,10 @@ impl Suite {
             previous = Some(s.profile);
             let cost = Duration::from_millis(s.duration_ms + self.overhead_ms);
             if self.started.elapsed() + cost > self.budget {
+                self.did_not_fit = Some(DidNotFit {
+                    planned_ms: s.duration_ms,
+                    overhead_ms: self.overhead_ms,
+                });
                 return if ended == Finish::Violation {
                     ended
                 } else {
@@ -749,6 +786,13 @@ impl Suite {
                         .unwrap_or_default()
                 ),
             ),
+            // Nothing ran: the cells' list would hide the one reason, the budget.
+            (None, Finish::Budget) if self.runs.is_empty() => (
+                Validity::Unknown,
+                self.did_not_fit
+                    .map(|d| d.first_scenario(self.budget))
+                    .unwrap_or_else(|| "the budget ran out before the first scenario".into()),
+            ),
             (None, _) if !not_exercised.is_empty() => (
                 Validity::Unknown,
                 format!(
@@ -872,14 +916,12 @@ fn summary_details(r: &SuiteResults) -> String {
             .get("faults")
             .and_then(|v| v.as_array())
             .map_or(0, Vec::len);
-        // A shrink that ran no candidate learned nothing: its schedule is the failing run's.
-        if sh.get("shrunk").and_then(|v| v.as_bool()) == Some(false) {
+        // A shrink that ran no candidate learned nothing: its schedule is the failing run's,
+        // and the shrink said why (stopped, or nothing to try).
+        if let Some(why) = sh.get("not_shrunk").and_then(|v| v.as_str()) {
             let _ = writeln!(
                 s,
-                "  not shrunk: {} (no candidate ran); the replay above is the smallest known",
-                sh.get("stopped")
-                    .and_then(|v| v.as_str())
-                    .unwrap_or("no candidate could run")
+                "  not shrunk: {why}; the replay above is the smallest known"
             );
         } else {
             let _ = writeln!(s, "  minimal: {faults} fault(s), {}", text("kind"));
@@ -1101,6 +1143,40 @@ mod tests {
                 }
                 assert_eq!(w.contains(budget), w.contains("duration"), "{args:?}: {w}");
             }
+        }
+    }
+
+    /// A suite whose budget has no room for its first scenario says so, with the numbers the
+    /// scenario loop compared and a budget that runs it.
+    #[test]
+    fn a_budget_too_small_for_the_first_scenario_names_both_lengths() {
+        // (--budget, the first scenario's planned length, a run's cost beyond it, said)
+        for (budget_s, planned_ms, overhead_ms, said) in [
+            (
+                5,
+                2_000,
+                plan::OVERHEAD_MS_GUESS,
+                "nothing was run: --budget 5s is too small for the first scenario, planned for \
+                 2.0 s plus about 4.0 s to start and check a run; give --budget 7s or more",
+            ),
+            (
+                1,
+                4_000,
+                4_000,
+                "--budget 1s is too small for the first scenario, planned for 4.0 s plus about \
+                 4.0 s to start and check a run; give --budget 9s or more",
+            ),
+            // A length of whole seconds still needs the next one: time passes before it.
+            (70, 68_000, 4_000, "--budget 1m 10s is too small"),
+            (70, 68_000, 4_000, "give --budget 73s or more"),
+            (10, 6_500, 3_700, "give --budget 11s or more"),
+        ] {
+            let d = DidNotFit {
+                planned_ms,
+                overhead_ms,
+            };
+            let got = d.first_scenario(Duration::from_secs(budget_s));
+            assert!(got.contains(said), "{got}");
         }
     }
 

@@ -82,36 +82,45 @@ fn latest(out: &Path) -> Option<PathBuf> {
         .map(|l| out.join(l))
 }
 
-#[test]
-fn a_run_interrupted_by_sigint_is_incomplete_everywhere() {
-    let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("runs");
+/// `lockpick run` of `workload` without faults under `out`, leases of `ttl`, its output piped,
+/// once its clients have 10 grants (at most 20 s).
+fn run_with_grants(out: &Path, workload: &str, ttl: &str) -> std::process::Child {
     let child = Command::new(BIN)
         .args(["run", "--out", out.to_str().unwrap()])
-        .args(["--workload", "mutex", "--nemesis", "none", "--seed", "3"])
-        .args(["--ttl", "1s", "--hold", "20ms..100ms", "--duration", "60s"])
+        .args(["--workload", workload, "--nemesis", "none", "--seed", "3"])
+        .args(["--ttl", ttl, "--hold", "20ms..100ms", "--duration", "60s"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-    // Our own child, by pid, whatever happens below.
-    let guard = scopeguard(pid);
+    // Our own child, by pid, if the wait below panics.
+    let guard = scopeguard(nix::unistd::Pid::from_raw(child.id() as i32));
     let start = Instant::now();
-    // Wait for some grants, then Ctrl-C.
     loop {
         assert!(
             start.elapsed() < Duration::from_secs(20),
             "no grant in 20 s"
         );
         std::thread::sleep(Duration::from_millis(100));
-        let Some(dir) = latest(&out) else { continue };
+        let Some(dir) = latest(out) else { continue };
         let h = std::fs::read_to_string(dir.join("history.jsonl")).unwrap_or_default();
         if h.matches("\"type\":\"ok\"").count() >= 10 {
             break;
         }
     }
+    drop(guard);
+    child
+}
+
+#[test]
+fn a_run_interrupted_by_sigint_is_incomplete_everywhere() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("runs");
+    let child = run_with_grants(&out, "mutex", "1s");
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    // Our own child, by pid, whatever happens below.
+    let guard = scopeguard(pid);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -153,6 +162,76 @@ fn a_run_interrupted_by_sigint_is_incomplete_everywhere() {
         serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap();
     assert_eq!(results["completeness"]["state"], "interrupted", "{results}");
     assert_eq!(results["valid"], "unknown", "{results}");
+    assert!(dir.join("report.html").is_file());
+}
+
+/// A second Ctrl-C aborts the run at once (exit 3); what it prints names the run's own
+/// directory in the commands that judge it and clean up after it, and the one that judges it
+/// works as printed.
+#[test]
+fn a_second_sigint_aborts_naming_the_run_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("runs");
+    // The counter's quiet period after the clients stop (a lease, 2 s) leaves time for the
+    // second Ctrl-C before the run would end by itself.
+    let mut child = run_with_grants(&out, "counter", "2s");
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let guard = scopeguard(pid);
+    let dir = latest(&out).unwrap();
+    // Stdout drained (a full pipe would stall the run), stderr read line by line.
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || std::io::copy(&mut { stdout }, &mut std::io::sink()));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let mut said = Vec::new();
+    while !said
+        .iter()
+        .any(|l: &String| l.contains("press Ctrl-C again"))
+    {
+        said.push(
+            rx.recv_timeout(Duration::from_secs(10))
+                .unwrap_or_else(|_| panic!("no offer to abort in 10 s: {said:?}")),
+        );
+    }
+    // The listener for the second is set up just after the offer is printed.
+    std::thread::sleep(Duration::from_millis(300));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "a second SIGINT did not abort in 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    drop(guard);
+    // What is left of stderr (bounded: a child that kept the pipe open does not hold us).
+    while let Ok(line) = rx.recv_timeout(Duration::from_secs(2)) {
+        said.push(line);
+    }
+    let said = said.join("\n");
+    assert_eq!(status.code(), Some(3), "{said}");
+    let dir_text = dir.to_str().unwrap();
+    for command in ["report", "cleanup"] {
+        let line = format!("`lockpick {command} {dir_text}`");
+        assert!(said.contains(&line), "{line} not in: {said}");
+    }
+    // The command as printed judges what the aborted run recorded.
+    let o = run_with_limit(&["report", dir_text], Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
     assert!(dir.join("report.html").is_file());
 }
 

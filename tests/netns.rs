@@ -174,62 +174,20 @@ fn a_sigkilled_run_is_undone_by_lockpick_cleanup() {
         .into_iter()
         .map(|a| if a == "12s" { "60s" } else { a })
         .collect();
-    struct KillOnDrop(std::process::Child);
-    impl Drop for KillOnDrop {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let mut child = KillOnDrop(
-        Command::new(BIN)
-            .args(["run", "--out", out.to_str().unwrap()])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let mut child = Harness::start("run", &out, &args);
     // Wait until the namespaces are up and traffic flows.
-    let start = Instant::now();
-    let run_dir = loop {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "the run never started"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-        let Ok(link) = std::fs::read_link(out.join("latest")) else {
-            continue;
-        };
-        let dir = out.join(link);
-        if std::fs::metadata(dir.join("history.jsonl"))
-            .map(|m| m.len() > 0)
-            .unwrap_or(false)
-        {
-            break dir;
-        }
-    };
+    let run_dir = started_run(&out, &[]);
     let prefix = prefix_of(&run_dir);
     assert!(
         !our_namespaces(&prefix).is_empty(),
         "no namespaces while running"
     );
-    child.0.kill().unwrap(); // SIGKILL: no teardown ran
-    child.0.wait().unwrap();
+    child.sigkill(); // no teardown ran
     assert!(
         run_dir.join("state.json").exists(),
         "a killed run must leave its state file"
     );
-    let o = run_with_limit(&["cleanup", out.to_str().unwrap()], Duration::from_secs(30));
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert_eq!(our_namespaces(&prefix), Vec::<String>::new());
-    assert!(!run_dir.join("state.json").exists());
+    assert_cleanup_undoes(&out, &prefix);
     // The history of the killed run is still readable.
     let o = run_with_limit(
         &["check", run_dir.to_str().unwrap()],
@@ -287,4 +245,152 @@ fn without_root_partitions_are_refused_up_front() {
     let table = String::from_utf8_lossy(&o.stdout);
     let line = table.lines().find(|l| l.starts_with("partition")).unwrap();
     assert!(line.contains("missing") && line.contains("root"), "{table}");
+}
+
+/// The run `latest` leads to under `out`, through each folder of `via` and its own `latest`
+/// (a suite's `scenarios`), once the namespaces are up and its clients have recorded ops.
+/// Panics after 60 s.
+fn started_run(out: &Path, via: &[&str]) -> std::path::PathBuf {
+    let follow = || -> Option<std::path::PathBuf> {
+        let mut dir = out.join(std::fs::read_link(out.join("latest")).ok()?);
+        for sub in via {
+            let below = dir.join(sub);
+            dir = below.join(std::fs::read_link(below.join("latest")).ok()?);
+        }
+        Some(dir)
+    };
+    let start = Instant::now();
+    loop {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the run never started"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+        let Some(dir) = follow() else { continue };
+        if std::fs::metadata(dir.join("history.jsonl")).is_ok_and(|m| m.len() > 0) {
+            return dir;
+        }
+    }
+}
+
+/// A suite's scenario runs lie five folders below its output folder
+/// (`runs/NAME/TIME/scenarios/ID/TIME`): `lockpick cleanup` of the output folder finds the
+/// state file of the one a SIGKILL left, and removes its namespaces.
+#[test]
+fn a_sigkilled_suite_is_undone_by_lockpick_cleanup_of_its_output_folder() {
+    if !common::require_netns() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("runs");
+    let mut suite = Harness::start(
+        "test",
+        &out,
+        &[
+            "--no-shrink",
+            "--budget",
+            "3m",
+            "--nemesis",
+            "partition",
+            "--seed",
+            "5",
+            "--nodes",
+            "3",
+            "--runtime",
+            "netns",
+            "--ttl",
+            "1s",
+        ],
+    );
+    let run_dir = started_run(&out, &["scenarios"]);
+    let prefix = prefix_of(&run_dir);
+    assert!(
+        !our_namespaces(&prefix).is_empty(),
+        "no namespaces while running"
+    );
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("state.json")).unwrap())
+            .unwrap();
+    let run_pid = state["pid"].as_i64().unwrap();
+    suite.sigkill(); // neither the suite nor its scenario's run tears down
+                     // The scenario's run dies with the suite (PDEATHSIG); cleanup refuses while it lives.
+    let start = Instant::now();
+    while Path::new(&format!("/proc/{run_pid}")).exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the scenario's run outlived its suite"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(state_files(&out), vec![run_dir.join("state.json")]);
+    assert_cleanup_undoes(&out, &prefix);
+}
+
+/// `lockpick cleanup OUT` succeeds, and leaves no namespace of `prefix` and no state file.
+fn assert_cleanup_undoes(out: &Path, prefix: &str) {
+    let o = run_with_limit(&["cleanup", out.to_str().unwrap()], Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(said.contains("removed"), "{said}");
+    assert_eq!(our_namespaces(prefix), Vec::<String>::new());
+    assert_eq!(state_files(out), Vec::<std::path::PathBuf>::new());
+}
+
+/// A `lockpick` command of the test's, silent, writing under `out`: killed if the test ends
+/// first, and then every state file it left is cleaned up by name (which needs no search), so
+/// a failing test leaves no namespace either.
+struct Harness {
+    child: std::process::Child,
+    out: std::path::PathBuf,
+}
+
+impl Harness {
+    fn start(command: &str, out: &Path, args: &[&str]) -> Harness {
+        let child = Command::new(BIN)
+            .args([command, "--out", out.to_str().unwrap()])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        Harness {
+            child,
+            out: out.to_path_buf(),
+        }
+    }
+
+    fn sigkill(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        for state in state_files(&self.out) {
+            let _ = run_with_limit(
+                &["cleanup", state.to_str().unwrap()],
+                Duration::from_secs(30),
+            );
+        }
+    }
+}
+
+/// The state files below `dir`, to 8 folders down, links not followed.
+fn state_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut dirs = vec![(dir.to_path_buf(), 0)];
+    while let Some((d, depth)) = dirs.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            match e.file_type() {
+                Ok(t) if t.is_dir() && depth < 8 => dirs.push((e.path(), depth + 1)),
+                Ok(t) if t.is_file() && e.file_name() == "state.json" => found.push(e.path()),
+                _ => {}
+            }
+        }
+    }
+    found
 }

@@ -508,6 +508,84 @@ fn a_run_whose_only_clock_fault_was_slow_is_unknown() {
     let _ = BIN;
 }
 
+/// `lockpick demo --unsafe racy` fails in its first scenario, a short run without faults
+/// stopped on its violation: there is nothing to shrink, and the output says that once, in
+/// plain words, without a length it did not use or a reason that did not happen.
+#[test]
+fn the_racy_demo_says_its_failure_is_already_minimal() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("runs");
+    let o = common::run_with_limit(
+        &["demo", "--out", out.to_str().unwrap(), "--unsafe", "racy"],
+        Duration::from_secs(300),
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{stdout}");
+    // A scenario's line: `  01-contention-mutex    planned   2.0 s ...`.
+    let scenarios: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("  ") && l.contains(" planned ") && l.contains(" took "))
+        .collect();
+    assert!(
+        scenarios.len() == 1 && scenarios[0].contains("01-contention-mutex"),
+        "{stdout}"
+    );
+    for said in [
+        "not shrunk: already minimal: no faults to remove, and its 2.0 s run is no longer than \
+         the shortest a shrink tries (2.0 s); the failing schedule as it ran:",
+        "  0 fault(s), 2.0 s run, double-grant",
+        "  not shrunk: already minimal: no faults to remove",
+    ] {
+        assert!(stdout.contains(said), "{said:?} not in\n{stdout}");
+    }
+    for unsaid in [
+        "with a lease to spare",
+        "smallest failing schedule:",
+        "no candidate could run",
+    ] {
+        assert!(!stdout.contains(unsaid), "{unsaid:?} in\n{stdout}");
+    }
+}
+
+/// A budget too small for the first scenario runs nothing (as a plan-only suite does) and
+/// says why, in the verdict's reason and on stderr, naming the budget, the scenario's length
+/// and a budget that runs it; that budget does.
+#[test]
+fn a_budget_too_small_for_the_first_scenario_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("runs");
+    let flags = ["--nemesis", "client-pause", "--seed", "3"];
+    let mut small = vec!["test", "--out", out.to_str().unwrap(), "--budget", "5s"];
+    small.extend(flags);
+    let o = common::run_with_limit(&small, Duration::from_secs(60));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stdout}\n{stderr}");
+    let why = "nothing was run: --budget 5s is too small for the first scenario, planned for ";
+    assert!(
+        stdout.contains(&format!("suite verdict: UNKNOWN\n  {why}")),
+        "{stdout}"
+    );
+    assert!(stderr.contains(&format!("lockpick: {why}")), "{stderr}");
+    // The budget it names runs the first scenario.
+    let enough = stderr
+        .split("give --budget ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no budget named: {stderr}"));
+    let r = common::suite(
+        &out,
+        &[&["--budget", enough][..], &flags].concat(),
+        Duration::from_secs(120),
+    );
+    let j = r.json();
+    assert!(
+        !j["scenarios"].as_array().unwrap().is_empty(),
+        "--budget {enough} ran nothing: {}",
+        r.stdout
+    );
+}
+
 /// Bad input is refused in one line naming the flag, before any suite directory exists.
 #[test]
 fn bad_suite_flags_are_refused_before_anything_runs() {

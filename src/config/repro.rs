@@ -52,7 +52,8 @@ impl RunConfig {
     }
 }
 
-pub(super) fn shell_quote(s: &str) -> String {
+/// `s` as one shell word: as it is when that is safe, else in single quotes.
+pub(crate) fn shell_quote(s: &str) -> String {
     if !s.is_empty()
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_./:=@,+".contains(c))

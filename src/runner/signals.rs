@@ -3,6 +3,7 @@
 //! that arrives while the service starts is kept until the runner can act on it.
 
 use crate::config::RunConfig;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use workloads::Budget;
@@ -12,8 +13,10 @@ pub struct Signals(watch::Receiver<Option<&'static str>>);
 
 impl Signals {
     /// Listens from now on (Ctrl-C no longer kills the process: the run stops, heals, checks).
-    pub fn listen() -> Signals {
+    /// `run_dir`: the run's directory, named if a second Ctrl-C aborts it.
+    pub fn listen(run_dir: &Path) -> Signals {
         let (tx, rx) = watch::channel(None);
+        let run_dir = run_dir.to_path_buf();
         tokio::spawn(async move {
             let mut sigterm =
                 tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
@@ -30,7 +33,7 @@ impl Signals {
                 _ = term => "SIGTERM",
             };
             let _ = tx.send(Some(name));
-            spawn_second_signal_exit();
+            spawn_second_signal_exit(run_dir);
         });
         Signals(rx)
     }
@@ -107,16 +110,48 @@ pub async fn wait_for_end(
         }),
     }
 }
-fn spawn_second_signal_exit() {
+
+/// After the first signal: a second Ctrl-C exits at once, naming `run_dir`.
+fn spawn_second_signal_exit(run_dir: PathBuf) {
     eprintln!("lockpick: stopping; press Ctrl-C again to abort at once");
-    tokio::spawn(async {
+    tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!(
-                "lockpick: aborted; the history recorded so far is kept (`lockpick report \
-                 RUN_DIR` judges it and writes the verdict). If the run used network \
-                 namespaces or ssh hosts, `lockpick cleanup` removes what is left."
-            );
+            eprintln!("{}", aborted(&run_dir));
             std::process::exit(history::ExitCode::Error.code() as i32);
         }
     });
+}
+
+/// What a run aborted by a second Ctrl-C says: where its history is and the commands, with
+/// its directory, that judge it and undo what it set up (its teardown never ran).
+fn aborted(run_dir: &Path) -> String {
+    let dir = crate::config::shell_quote(&run_dir.display().to_string());
+    format!(
+        "lockpick: aborted; the history recorded so far is kept in {dir} (`lockpick report \
+         {dir}` judges it and writes the verdict). If the run used network namespaces or ssh \
+         hosts, `lockpick cleanup {dir}` removes what is left."
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    #[test]
+    fn an_aborted_run_names_its_directory_in_each_command() {
+        // (run directory, how the commands name it: pasted into a shell, it is one word)
+        for (dir, word) in [
+            (
+                "runs/lockd-mutex/20261207T140956.967Z",
+                "runs/lockd-mutex/20261207T140956.967Z",
+            ),
+            ("/tmp/my runs/r1", "'/tmp/my runs/r1'"),
+        ] {
+            let said = super::aborted(Path::new(dir));
+            assert!(!said.contains("RUN_DIR"), "{said}");
+            for command in ["lockpick report", "lockpick cleanup"] {
+                assert!(said.contains(&format!("`{command} {word}`")), "{said}");
+            }
+        }
+    }
 }
