@@ -129,8 +129,9 @@ pub fn report(a: ReportArgs) -> Result<ExitCode> {
     }
     let w = reports::write_run_reports(dir)
         .with_context(|| format!("cannot render the report of {}", dir.display()))?;
-    // The verdict the exit code gives, said first.
-    println!("verdict: {}", w.results.valid.as_str().to_uppercase());
+    // The verdict the exit code gives, said first, with why when it is unknown (the reason
+    // summary.txt and report.html give).
+    println!("{}", reports::verdict_line(&w.results));
     println!("report:  {}", w.report.display());
     println!("junit:   {}", w.junit.display());
     println!("summary: {}", w.summary.display());
