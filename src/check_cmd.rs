@@ -226,7 +226,7 @@ const RUN_SEARCH_ENTRIES_MAX: usize = 10_000;
 /// Why `dir`, which holds no history, is not a run directory, and where the runs below it
 /// are: a suite's directory or an output folder is named where one of its runs was meant.
 pub fn not_a_run_dir(dir: &Path) -> String {
-    let what = if dir.join(crate::suite::SUITE_FILE).is_file() {
+    let what = if dir.join(history::layout::SUITE_FILE).is_file() {
         "a suite directory (`lockpick test`), not a run directory"
     } else {
         "not a run directory"

@@ -53,10 +53,20 @@ pub fn after_run(run_dir: &Path) {
         tracing::warn!(error = %e, "report not written");
         eprintln!("warning: report.html/junit.xml not written: {e}");
     }
-    if let Some(out) = run_dir.parent().and_then(Path::parent) {
+    rewrite_index(run_dir);
+}
+
+/// Rewrites `<out>/index.html` around `dir`, a run's or a suite's directory
+/// (`<out>/<name>/<stamp>/`), once its verdict is on disk. A failure is a warning: the verdict
+/// is already written and must not be lost to the listing.
+pub fn rewrite_index(dir: &Path) {
+    if let Some(out) = dir.parent().and_then(Path::parent) {
         if let Err(e) = reports::write_index(out) {
             tracing::warn!(error = %e, "index not written");
-            eprintln!("warning: {}/index.html not written: {e}", out.display());
+            eprintln!(
+                "warning: {} not written: {e}",
+                out.join(layout::INDEX_FILE).display()
+            );
         }
     }
 }
@@ -129,8 +139,9 @@ pub fn report(a: ReportArgs) -> Result<ExitCode> {
     }
     let w = reports::write_run_reports(dir)
         .with_context(|| format!("cannot render the report of {}", dir.display()))?;
-    // The verdict the exit code gives, said first.
-    println!("verdict: {}", w.results.valid.as_str().to_uppercase());
+    // The verdict the exit code gives, said first, with why when it is unknown (the reason
+    // summary.txt and report.html give).
+    println!("{}", reports::verdict_line(&w.results));
     println!("report:  {}", w.report.display());
     println!("junit:   {}", w.junit.display());
     println!("summary: {}", w.summary.display());
@@ -143,7 +154,7 @@ pub fn report(a: ReportArgs) -> Result<ExitCode> {
         .and_then(Path::parent)
         .and_then(Path::parent)
     {
-        if out.join("index.html").is_file() {
+        if out.join(layout::INDEX_FILE).is_file() {
             let p = reports::write_index(out)?;
             println!("index:   {}", p.display());
         }

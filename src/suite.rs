@@ -27,10 +27,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The suite's own files in its directory.
-pub const SUITE_FILE: &str = "suite.json";
-const BASE_CONFIG: &str = "base.toml";
-
 /// `run`'s settings the suite does not use, each with what to use instead: it plans every
 /// scenario's length and faults itself. `test --help` and `demo --help` say so of each
 /// (cli.rs), and the suite warns of each one given ([`unused_settings`]) rather than ignore
@@ -225,7 +221,7 @@ pub fn test(mut a: TestArgs, origins: &Origins) -> Result<ExitCode> {
     write_outputs(&dir, &results)?;
     print!("{}", summary_text(&results));
     println!("suite directory: {}", dir.display());
-    println!("index: {}", dir.join("index.html").display());
+    println!("index: {}", dir.join(layout::INDEX_FILE).display());
     let code = match (results.valid, ended) {
         (Validity::Invalid, _) => ExitCode::Invalid,
         (_, Finish::Error) => ExitCode::Error,
@@ -318,7 +314,7 @@ fn suite_dir(a: &TestArgs, cfg: &RunConfig) -> Result<(PathBuf, PathBuf)> {
         std::fs::create_dir_all(dir.join(sub))
             .with_context(|| format!("cannot create {}", dir.join(sub).display()))?;
     }
-    let base = dir.join(BASE_CONFIG);
+    let base = dir.join(layout::SUITE_CONFIG_FILE);
     std::fs::write(&base, cfg.file_text()?)
         .with_context(|| format!("cannot write {}", base.display()))?;
     Ok((dir, base))
@@ -567,7 +563,7 @@ impl Suite {
             [
                 flags::DURATION.with(format!("{}ms", s.duration_ms)),
                 flags::SEED.with(s.seed),
-                flags::OUT.with(self.dir.join("scenarios").display()),
+                flags::OUT.with(self.dir.join(layout::SCENARIOS_DIR).display()),
                 flags::NAME.with(id),
             ]
             .concat(),
@@ -936,14 +932,17 @@ fn write_outputs(dir: &Path, r: &SuiteResults) -> Result<()> {
         let path = dir.join(name);
         std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
     };
-    write(SUITE_FILE, serde_json::to_string_pretty(r)? + "\n")?;
+    write(layout::SUITE_FILE, serde_json::to_string_pretty(r)? + "\n")?;
     // The blank line separates it from the scenario lines on the terminal, not in the file.
     write(
         layout::SUMMARY_FILE,
         summary_text(r).trim_start().to_string(),
     )?;
-    write("index.html", index_html(dir, r))?;
+    write(layout::INDEX_FILE, index_html(dir, r))?;
     write(layout::JUNIT_FILE, junit_xml(r))?;
+    // The output folder's index lists the suite beside the runs: its scenarios' runs are
+    // listed in their own folder's index, not this one.
+    crate::report_cmd::rewrite_index(dir);
     Ok(())
 }
 

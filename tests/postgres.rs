@@ -14,7 +14,10 @@
 mod common;
 
 use serde_json::Value;
+use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Where the server's data goes: tmpfs where there is one (crash recovery fsyncs the whole data
@@ -28,11 +31,10 @@ fn scratch() -> tempfile::TempDir {
     }
 }
 
+/// Every run's settings but the lease, which [`run`] sets to 1 s.
 const FAST: &[&str] = &[
     "--adapter",
     "postgres",
-    "--ttl",
-    "1s",
     "--hold",
     "20ms..200ms",
     "--op-timeout",
@@ -41,14 +43,82 @@ const FAST: &[&str] = &[
     "3",
 ];
 
-/// A run that completed (whatever its verdict), its history's lines.
+/// Where PostgreSQL keeps its dynamic shared memory: a file `PostgreSQL.<handle>` each, which
+/// the server removes as it shuts down and nothing removes after a kill.
+const SHM: &str = "/dev/shm";
+
+/// The `PostgreSQL.*` segments in [`SHM`] now.
+fn segments() -> BTreeSet<String> {
+    let Ok(dir) = std::fs::read_dir(SHM) else {
+        return BTreeSet::new();
+    };
+    (dir.flatten())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("PostgreSQL."))
+        .collect()
+}
+
+/// The segments mapped by processes working inside `dir` (a server's processes all work in its
+/// data directory under the run's), gathered every 100 ms until `stop` is set: the segments of
+/// this test's server, and no other test's or user's, whatever else runs on the machine.
+fn watch_segments(dir: &Path, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<BTreeSet<String>> {
+    // Past the run's own limit (120 s) the watch stops by itself.
+    const POLLS_MAX: u32 = 1_500;
+    let dir = dir.canonicalize().unwrap();
+    std::thread::spawn(move || {
+        let mut seen = BTreeSet::new();
+        for _ in 0..POLLS_MAX {
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+            let procs = std::fs::read_dir("/proc").into_iter().flatten().flatten();
+            for p in procs.filter(|p| p.file_name().to_string_lossy().parse::<u32>().is_ok()) {
+                if !std::fs::read_link(p.path().join("cwd")).is_ok_and(|c| c.starts_with(&dir)) {
+                    continue;
+                }
+                let maps = std::fs::read_to_string(p.path().join("maps")).unwrap_or_default();
+                seen.extend(
+                    (maps.lines())
+                        .filter_map(|l| l.split_once("/dev/shm/PostgreSQL.").map(|(_, h)| h))
+                        .map(|h| format!("PostgreSQL.{}", h.trim())),
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        seen
+    })
+}
+
+/// A run that completed (whatever its verdict), its history's lines. The server went with
+/// the run, and left none of its shared memory segments behind.
 fn run(out: &Path, args: &[&str]) -> (common::Run, Vec<Value>) {
-    let mut all = FAST.to_vec();
-    all.extend_from_slice(args);
-    let r = common::run(out, &all, Duration::from_secs(120));
+    run_all(out, &[FAST, &["--ttl", "1s"], args].concat())
+}
+
+/// [`run`] with every argument given.
+fn run_all(out: &Path, all: &[&str]) -> (common::Run, Vec<Value>) {
+    let before = segments();
+    let stop = Arc::new(AtomicBool::new(false));
+    let watch = watch_segments(out, stop.clone());
+    let r = common::run(out, all, Duration::from_secs(120));
+    stop.store(true, Ordering::SeqCst);
+    let ours = watch.join().unwrap();
     assert!(
         matches!(r.code, 0..=2),
         "the run did not complete\n{}",
+        r.describe()
+    );
+    assert!(
+        !ours.is_empty(),
+        "no shared memory segment of the server was seen: the check below would check nothing"
+    );
+    let after = segments();
+    let left: Vec<&String> = (after.difference(&before))
+        .filter(|s| ours.contains(*s))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "the server left {left:?} in {SHM}\n{}",
         r.describe()
     );
     let text = std::fs::read_to_string(r.run_dir().join("history.jsonl")).unwrap();
@@ -171,6 +241,22 @@ fn a_killed_server_restarts_and_grants_again() {
         stderr.matches("--- lockpick: start #").count() >= 2,
         "{stderr}"
     );
+}
+
+/// The server is stopped so that it removes its shared memory: at the end the workers'
+/// sessions are still open, and stay so until their idle timeout (the 3 s lease) ends them.
+/// PostgreSQL's smart shutdown (SIGTERM) waits for them, longer than it was given before the
+/// kill, which then left its `/dev/shm` segments behind (the trial's run with the default
+/// lease did). `run_all` checks that none of the server's segments is left.
+#[test]
+fn a_server_whose_sessions_outlive_the_run_leaves_no_shared_memory_behind() {
+    if !common::require_postgres() {
+        return;
+    }
+    let tmp = scratch();
+    let args = ["--ttl", "3s", "--nemesis", "none", "--duration", "3s"];
+    let (r, ops) = run_all(tmp.path(), &[FAST, &args].concat());
+    assert!(oks(&ops, "acquire").count() >= 3, "{}", r.describe());
 }
 
 /// What postgres cannot honour is refused in one line naming the flag, before anything starts.

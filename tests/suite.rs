@@ -378,6 +378,24 @@ fn the_budget_is_kept_and_what_it_left_out_is_named() {
     );
     // The budget bounds the scenarios planned; start-up and the report add a little.
     assert!(spent < Duration::from_secs(12 + 15), "{spent:?}");
+    // The output folder's index lists the suite with its verdict and a link to its page
+    // (it once showed every suite as unreadable).
+    let index = std::fs::read_to_string(tmp.path().join("index.html")).unwrap();
+    let mut last_two = r.dir.iter().rev().take(2);
+    let (stamp, name) = (last_two.next().unwrap(), last_two.next().unwrap());
+    let page = format!(
+        "<a href=\"{}/{}/index.html\">",
+        name.to_string_lossy(),
+        stamp.to_string_lossy()
+    );
+    let row = index
+        .lines()
+        .find(|l| l.contains(&page))
+        .unwrap_or_else(|| panic!("no row links {page}\n{index}"));
+    assert!(
+        row.contains("<td class=\"unknown\">unknown") && row.contains("requested, not exercised"),
+        "{row}"
+    );
 }
 
 /// A violation stops the suite and is shrunk: the minimal schedule and its replay command are

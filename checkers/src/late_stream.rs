@@ -112,6 +112,8 @@ pub(crate) struct LateStream {
     pub(crate) warnings: crate::FirstWarnings,
     pub(crate) fenced_grants: usize,
     pub(crate) fenced_ops: usize,
+    /// Grants a warning was made of (the fenced note says its holders are others).
+    pub(crate) warned_grants: usize,
     /// Grants whose late uses were not judged (past [`USES_KEPT_MAX`]), and candidates the
     /// sweep answered after it had run past them at its limit.
     pub(crate) cut: u64,
@@ -382,13 +384,18 @@ impl LateStream {
         let lock = names.locks.get(j.lock as usize).map_or("?", |s| s.as_str());
         let v = unsafe_overlap((lock, names), j.words, &listed, list.total);
         self.warnings.push(v);
+        self.warned_grants += 1;
     }
 
     /// The mutual-exclusion notes this reading adds.
     pub(crate) fn notes(&self) -> Vec<String> {
         let mut notes = Vec::new();
         if self.fenced_grants > 0 {
-            notes.push(fenced_note(self.fenced_ops, self.fenced_grants));
+            notes.push(fenced_note(
+                self.fenced_ops,
+                self.fenced_grants,
+                self.warned_grants,
+            ));
         }
         if self.cut > 0 {
             notes.push(format!(

@@ -1054,10 +1054,17 @@ impl TargetNames<'_> {
     }
 }
 
-/// The note on the grants whose late uses were all refused or fenced.
-pub(crate) fn fenced_note(fenced_ops: usize, fenced_grants: usize) -> String {
+/// The note on the grants whose late uses were all refused or fenced. `warned_grants`: the
+/// holders the same checker warned of. The note sits beside the checker's warning count, so
+/// when there are warnings it says first that its holders are others: read alone, "not a
+/// warning" beside "1 warning(s)" looked like a contradiction.
+pub(crate) fn fenced_note(fenced_ops: usize, fenced_grants: usize, warned_grants: usize) -> String {
+    let (besides, other) = match warned_grants {
+        0 => (String::new(), ""),
+        w => (format!("besides the {w} holder(s) warned of, "), "other "),
+    };
     format!(
-        "{fenced_ops} late op(s) of {fenced_grants} holder(s) whose lease had surely ended (stalled past it) acted on that lease while another client held the lock, and every one was refused by the lock service or the store, or accepted by the store before any newer token had reached it: fencing at work, as a correct service does, so not a warning"
+        "{besides}{fenced_ops} late op(s) of {fenced_grants} {other}holder(s) whose lease had surely ended (stalled past it) acted on that lease while another client held the lock, and every one was refused by the lock service or the store, or accepted by the store before any newer token had reached it: fencing at work, as a correct service does, so none of these ops is a warning"
     )
 }
 
@@ -1069,7 +1076,7 @@ fn unsafe_overlaps(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
     // (or may have) before any newer token had reached its register, as a fenced store must.
     // Only a lock op that was accepted, or may have been (indeterminate, pending), or a store
     // op that was or may have been after a newer token reached the store, is suspicious.
-    let (mut fenced_grants, mut fenced_ops) = (0, 0);
+    let (mut fenced_grants, mut fenced_ops, mut warned_grants) = (0, 0, 0);
     let names = TargetNames {
         locks: &m.locks,
         keys: &m.keys,
@@ -1094,13 +1101,15 @@ fn unsafe_overlaps(m: &Model, index: &HoldIndex, out: &mut CheckOutput) {
                 &listed,
                 list.total,
             ));
+            warned_grants += 1;
         } else {
             fenced_grants += 1;
             fenced_ops += list.total;
         }
     }
     if fenced_grants > 0 {
-        out.notes.push(fenced_note(fenced_ops, fenced_grants));
+        out.notes
+            .push(fenced_note(fenced_ops, fenced_grants, warned_grants));
     }
 }
 

@@ -15,6 +15,16 @@ pub const STATE_FILE: &str = "state.json";
 /// Per-node folders are `nodes/<id>/` with `stdout.log`/`stderr.log` and the node's data dir.
 pub const NODES_DIR: &str = "nodes";
 pub const LATEST_LINK: &str = "latest";
+/// `<out>/index.html`, every run and suite under an output folder; also a suite's own page.
+pub const INDEX_FILE: &str = "index.html";
+
+/// A suite's directory (`lockpick test`) sits where a run's would, `<out>/<name>/<stamp>/`,
+/// and holds its verdict in `suite.json` in place of a run's results.json.
+pub const SUITE_FILE: &str = "suite.json";
+/// The settings every scenario of a suite runs with, in config.toml's schema.
+pub const SUITE_CONFIG_FILE: &str = "base.toml";
+/// A suite's scenarios are runs under `<suite>/scenarios/<scenario id>/<stamp>/`.
+pub const SCENARIOS_DIR: &str = "scenarios";
 
 /// Where a node's files go.
 pub fn node_dir(run_dir: &Path, node_id: &str) -> PathBuf {

@@ -73,7 +73,7 @@ runtimes! {
 
 pub use error::{Error, NodeError};
 pub use local::{free_port, free_ports, LocalNode, HEALTH_PATH};
-pub use node::{Node, NodeControl};
+pub use node::{Node, NodeControl, Shutdown, StopSignal};
 pub use process::{process_group_alive, process_state};
 pub use ready::{NotReady, Readiness};
 pub use state_file::StateFileError;

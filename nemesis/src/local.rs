@@ -15,7 +15,7 @@ use nix::sys::signal::{killpg, Signal};
 use nix::sys::wait::{waitid, waitpid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
-use crate::node::{BoxFuture, NodeControl, NodeLogs};
+use crate::node::{BoxFuture, NodeControl, NodeLogs, Shutdown};
 use crate::runtime::{NetworkFaults, NodeSpec, Runtime, RuntimeKind, RuntimeSpec};
 use crate::{spawner, Error, NodeCommand, NodeError};
 
@@ -26,8 +26,6 @@ const HEALTH_POLL_INTERVAL: Duration = Duration::from_millis(20);
 /// One health request never waits longer than this, so a node that accepts connections but
 /// hangs is re-probed (and its exit noticed) at least once a second.
 const HEALTH_PROBE_TIMEOUT_MAX: Duration = Duration::from_secs(1);
-/// How long `stop` lets a node handle SIGTERM before SIGKILL.
-const STOP_GRACE: Duration = Duration::from_secs(2);
 const STOP_POLL_INTERVAL: Duration = Duration::from_millis(10);
 /// How long reaping may take after the process is known to be dead or SIGKILLed.
 const REAP_LIMIT: Duration = Duration::from_secs(2);
@@ -186,7 +184,8 @@ fn kernel_port(host: IpAddr) -> Result<u16, NodeError> {
 /// reaps it itself, and exits are detected with `waitid(WNOWAIT)`, which does not reap.
 ///
 /// `kill` and `stop` block the calling thread while they wait for the process (bounded: a
-/// few ms after SIGKILL, up to `STOP_GRACE` (2 s) for SIGTERM). Dropping the node stops it.
+/// few ms after SIGKILL, up to its [`Shutdown`]'s grace (2 s by default) for its stop signal).
+/// Dropping the node stops it.
 #[derive(Debug)]
 pub struct LocalNode {
     id: String,
@@ -204,6 +203,8 @@ pub struct LocalNode {
     spawned_at: Option<std::time::Instant>,
     /// How the node shows it serves.
     readiness: Readiness,
+    /// How `stop` asks it to exit.
+    shutdown: Shutdown,
     /// The clock control page every process of this node is patched to read (vDSO clocks).
     clock_page: Option<std::sync::Arc<vclock::ControlPage>>,
 }
@@ -229,6 +230,7 @@ impl LocalNode {
             env: Vec::new(),
             spawned_at: None,
             readiness: Readiness::http(HEALTH_PATH),
+            shutdown: Shutdown::TERM,
             clock_page: None,
         }
     }
@@ -245,6 +247,12 @@ impl LocalNode {
     /// answers on `/health`, Redis to `PING`).
     pub fn with_readiness(mut self, readiness: Readiness) -> LocalNode {
         self.readiness = readiness;
+        self
+    }
+
+    /// Stops it with `shutdown` instead of SIGTERM and 2 s.
+    pub fn with_shutdown(mut self, shutdown: Shutdown) -> LocalNode {
+        self.shutdown = shutdown;
         self
     }
 
@@ -489,7 +497,8 @@ impl LocalNode {
     }
 
     /// Stops the node if it runs; idempotent. SIGCONT first (a stopped process cannot handle
-    /// SIGTERM), then SIGTERM to the group, up to 2 s for the leader to exit, then SIGKILL to
+    /// a signal), then its shutdown signal (SIGTERM unless [`LocalNode::with_shutdown`] said
+    /// otherwise) to the group, up to its grace for the leader to exit, then SIGKILL to
     /// whatever is left of the group, and reap. Errors are logged, not returned: this is the
     /// cleanup path, also run on drop.
     pub fn stop(&mut self) {
@@ -498,17 +507,17 @@ impl LocalNode {
         };
         // The leader is unreaped here, so the group is ours; ESRCH just means it is empty.
         let _ = killpg(pid, Signal::SIGCONT);
-        let _ = killpg(pid, Signal::SIGTERM);
+        let _ = killpg(pid, self.shutdown.signal.signal());
         self.paused.store(false, Ordering::SeqCst);
-        let deadline = Instant::now() + STOP_GRACE;
-        // Bounded by STOP_GRACE.
+        let deadline = Instant::now() + self.shutdown.grace();
+        // Bounded by the shutdown's grace.
         while Instant::now() < deadline {
             match peek_exit(pid) {
                 Ok(None) => std::thread::sleep(STOP_POLL_INTERVAL),
                 _ => break,
             }
         }
-        // Also ends group members that outlived the leader or ignored SIGTERM.
+        // Also ends group members that outlived the leader or ignored the signal.
         let _ = killpg(pid, Signal::SIGKILL);
         match self.reap(pid, "SIGKILL") {
             Ok(()) => tracing::info!(node = %self.id, pid = pid.as_raw(), "node stopped"),
@@ -893,7 +902,8 @@ impl Runtime for LocalRuntime {
         let node = LocalNode::new(&s.id, s.command, LOOPBACK, s.port, s.node_dir)
             .with_env(s.env)
             .with_clock_page(s.clock_page)
-            .with_readiness(s.readiness.clone());
+            .with_readiness(s.readiness.clone())
+            .with_shutdown(s.shutdown);
         Box::pin(async move { Ok(Box::new(node) as Box<dyn NodeControl>) })
     }
     fn network(&self) -> Option<std::sync::Arc<dyn NetworkFaults>> {

@@ -20,6 +20,56 @@ pub struct NodeLogs {
     pub stderr: PathBuf,
 }
 
+/// How a node is asked to stop before what is left of it is killed: the signal its program
+/// takes as "finish and exit", and how long it may take. A program that removes what it made
+/// only on its way out (PostgreSQL's `/dev/shm` segments) needs its own, and the time for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shutdown {
+    pub signal: StopSignal,
+    /// How long the group leader may take to exit before the group is killed.
+    pub grace: Duration,
+}
+
+impl Shutdown {
+    /// Most services: SIGTERM, 2 s.
+    pub const TERM: Shutdown = Shutdown {
+        signal: StopSignal::Term,
+        grace: Duration::from_secs(2),
+    };
+    /// The longest grace a node is given, whatever its service asks: a run's end must not
+    /// wait on a node that ignores its signal.
+    pub const GRACE_MAX: Duration = Duration::from_secs(60);
+
+    /// The grace, held to [`Shutdown::GRACE_MAX`].
+    pub fn grace(&self) -> Duration {
+        self.grace.min(Self::GRACE_MAX)
+    }
+}
+
+/// The signals a node may be asked to stop with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopSignal {
+    Term,
+    Int,
+}
+
+impl StopSignal {
+    /// Its name as `kill -NAME` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            StopSignal::Term => "TERM",
+            StopSignal::Int => "INT",
+        }
+    }
+
+    pub(crate) fn signal(self) -> nix::sys::signal::Signal {
+        match self {
+            StopSignal::Term => nix::sys::signal::Signal::SIGTERM,
+            StopSignal::Int => nix::sys::signal::Signal::SIGINT,
+        }
+    }
+}
+
 /// One node, as the harness controls it. A node stops when dropped.
 pub trait NodeControl: Send + Sync {
     /// `n1`, `n2`, ... (or `store`).
@@ -32,7 +82,7 @@ pub trait NodeControl: Send + Sync {
     fn readiness_check(&self) -> String;
     /// Starts the node and waits, up to `startup`, until it answers its health path.
     fn start(&mut self, startup: Duration) -> BoxFuture<'_, Result<(), NodeError>>;
-    /// Stops it if it runs (terminate, then kill); never fails, it is the cleanup path.
+    /// Stops it if it runs (its [`Shutdown`], then kill); never fails, it is the cleanup path.
     fn stop(&mut self) -> BoxFuture<'_, ()>;
     /// Freezes every process of the node.
     fn pause(&self) -> BoxFuture<'_, Result<(), NodeError>>;

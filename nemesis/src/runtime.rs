@@ -82,6 +82,8 @@ pub struct NodeSpec {
     pub clock_page: Option<Arc<vclock::ControlPage>>,
     /// How the node shows it serves.
     pub readiness: crate::Readiness,
+    /// How it is asked to stop at the end.
+    pub shutdown: crate::Shutdown,
 }
 
 /// A runtime set up for a run.

@@ -29,7 +29,7 @@
 
 use crate::command::{self, CommandError};
 use crate::netns::NetemSpec;
-use crate::node::{BoxFuture, NodeControl, NodeLogs};
+use crate::node::{BoxFuture, NodeControl, NodeLogs, Shutdown};
 use crate::runtime::{NetworkFaults, NodeSpec, Runtime, RuntimeKind, RuntimeSpec};
 use crate::{Error, NodeCommand, NodeError};
 use serde::{Deserialize, Serialize};
@@ -429,7 +429,7 @@ const GROUP_LIVES: &str = "{ if command -v ps >/dev/null 2>&1; then \
 /// run started: its leader's pid and start time (the second line) match a live process. A
 /// pid file that names anything else is stale: it is removed and nothing is signalled
 /// through it. A last KILL is waited for (bounded) and the pid file removed; a TERM is given
-/// 2 s. With `strict` the script exits 3 when no such group runs (pause and resume must reach
+/// 2 s ([`stop_node_script`] gives a node's own stop signal its own grace). With `strict` the script exits 3 when no such group runs (pause and resume must reach
 /// the node); else it exits 0 whatever it found, and a KILL still reaches the node's other
 /// processes (cleanup after a leader that died first).
 ///
@@ -439,9 +439,27 @@ const GROUP_LIVES: &str = "{ if command -v ps >/dev/null 2>&1; then \
 /// those carrying the run's tag in their environment. The tag alone is not enough: Redis and
 /// PostgreSQL write their process titles over the memory `/proc/PID/environ` reads.
 fn signal_node_script(run_id: &str, node: &str, signals: &[&str], strict: bool) -> String {
+    signal_script(run_id, node, signals, strict, Shutdown::TERM.grace())
+}
+
+/// The script that stops `node` at the end: CONT (a paused node takes no other signal), its
+/// service's stop signal with the grace it asked for, then KILL.
+fn stop_node_script(run_id: &str, node: &str, shutdown: Shutdown) -> String {
+    let signals = ["CONT", shutdown.signal.name(), "KILL"];
+    signal_script(run_id, node, &signals, false, shutdown.grace())
+}
+
+/// [`signal_node_script`], a stop signal (TERM, INT) waited for up to `grace`.
+fn signal_script(
+    run_id: &str,
+    node: &str,
+    signals: &[&str],
+    strict: bool,
+    grace: Duration,
+) -> String {
     let dir = node_dir(run_id, node);
     let tag = sh_quote(&format!("{RUN_TAG_VAR}={run_id}/{node}"));
-    let (send, missing) = signal_steps(signals, strict);
+    let (send, missing) = signal_steps(signals, strict, grace);
     // `node_procs` is one pass over /proc for each way a process is known as the node's; the
     // script's own shell is never one of them (it is not the leader's descendant, and its
     // directory is not the node's when this runs). The values put in hold no `@`.
@@ -464,9 +482,11 @@ fn signal_node_script(run_id: &str, node: &str, signals: &[&str], strict: bool) 
 const SIGNAL_NODE_SH: &str = include_str!("ssh/signal_node.sh");
 
 /// The shell that sends `signals` in turn to the group `$p` and the node's other processes
-/// `$m` (each signal's wait after it included), and the shell run when the pid file names no
-/// live group of the run's.
-fn signal_steps(signals: &[&str], strict: bool) -> (String, String) {
+/// `$m` (each signal's wait after it included: `grace` after a stop signal), and the shell run
+/// when the pid file names no live group of the run's.
+fn signal_steps(signals: &[&str], strict: bool, grace: Duration) -> (String, String) {
+    // The group is looked for every 20 ms.
+    let grace_polls = grace.as_millis().div_ceil(20).to_string();
     let gone = format!(
         "i=0; while {} && [ $i -lt LIMIT ]; do sleep 0.02; i=$((i+1)); done",
         GROUP_LIVES.replace("PGID", "\"$p\"")
@@ -490,7 +510,7 @@ fn signal_steps(signals: &[&str], strict: bool) -> (String, String) {
         send.push_str(&format!("{more}; {each}"));
         sweep.push_str(&each);
         match *signal {
-            "TERM" => send.push_str(&gone.replace("LIMIT", "100")),
+            "TERM" | "INT" => send.push_str(&gone.replace("LIMIT", &grace_polls)),
             "KILL" => send.push_str(&format!("{}; rm -f \"$f\"", gone.replace("LIMIT", "250"))),
             _ => send.push(':'),
         }
@@ -1335,6 +1355,7 @@ impl Runtime for SshRuntime {
                 env,
                 port: s.port,
                 readiness: s.readiness,
+                shutdown: s.shutdown,
                 state: self.state.clone(),
                 pgid: None,
                 paused: AtomicBool::new(false),
@@ -1507,6 +1528,8 @@ pub struct SshNode {
     env: Vec<String>,
     port: u16,
     readiness: crate::Readiness,
+    /// How `stop` asks the service to exit.
+    shutdown: Shutdown,
     state: Arc<StateFile>,
     pgid: Option<i32>,
     paused: AtomicBool,
@@ -1717,15 +1740,14 @@ impl SshNode {
         }
     }
 
-    /// Terminates the group (kill after 2 s), then fetches the logs. Blocking.
+    /// Stops the group with its shutdown (kill after its grace), then fetches the logs.
+    /// Blocking.
     fn stop_blocking(&mut self) {
         if self.pgid.take().is_some() {
-            let script =
-                signal_node_script(&self.run_id, &self.name, &["CONT", "TERM", "KILL"], false);
-            if let Err(e) = self
-                .conn
-                .exec("stop the service", &script, None, CALL_TIMEOUT)
-            {
+            let script = stop_node_script(&self.run_id, &self.name, self.shutdown);
+            // The call's own bound, plus the time the node is given to exit.
+            let limit = CALL_TIMEOUT + self.shutdown.grace();
+            if let Err(e) = self.conn.exec("stop the service", &script, None, limit) {
                 tracing::warn!(node = %self.id, error = %e, "cannot stop the service");
             }
             self.record_pid(None);
@@ -1998,6 +2020,82 @@ mod tests {
         let _ = parent.wait();
     }
 
+    /// A run's directory on a host (here: this machine), removed when dropped, also when an
+    /// assertion fails.
+    struct RemoveOnDrop(String);
+    impl Drop for RemoveOnDrop {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// A new run's id and its node `n1`'s directory, made, with the guard that removes it.
+    fn scratch_node() -> (String, String, RemoveOnDrop) {
+        let run_id = format!("{:08x}", rand::random::<u32>());
+        let dir = node_dir(&run_id, "n1");
+        std::fs::create_dir_all(&dir).unwrap();
+        let base = RemoveOnDrop(base_dir(&run_id));
+        (run_id, dir, base)
+    }
+
+    /// The stop script sends the service's own stop signal and gives it its grace: a service
+    /// that cleans up for 1.5 s on SIGINT (as PostgreSQL's fast shutdown does) finishes when
+    /// given 10 s, is killed in its cleanup when given 0.5 s, and SIGTERM, which it leaves to
+    /// the default, ends it at once.
+    #[test]
+    fn the_stop_script_gives_the_services_signal_its_grace() {
+        let (run_id, dir, _base) = scratch_node();
+        // Says when its trap is set; sleeps in short steps, so the trap runs within 0.1 s of
+        // the signal; 60 s at most. The trap ignores INT first: the script sends it to the
+        // node's processes it finds again, the trap's own `sleep` among them, which inherits
+        // the ignoring.
+        let script = format!("{dir}/service.sh");
+        std::fs::write(
+            &script,
+            "trap 'trap \"\" INT; sleep 1.5; touch \"$0.done\"; exit 0' INT\ntouch \"$0.ready\"\n\
+             i=0; while [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n",
+        )
+        .unwrap();
+        let (ready, done) = (format!("{script}.ready"), format!("{script}.done"));
+        let int = |ms| Shutdown {
+            signal: crate::StopSignal::Int,
+            grace: Duration::from_millis(ms),
+        };
+        // Too short a grace: killed in its cleanup.
+        let cases = [(int(10_000), true), (int(500), false), (Shutdown::TERM, false)];
+        for (shutdown, cleans_up) in cases {
+            let _ = std::fs::remove_file(&done);
+            let _ = std::fs::remove_file(&ready);
+            // Spawned from here, not through a shell's `&`: a non-interactive shell starts its
+            // background jobs with SIGINT ignored, which no trap can undo.
+            let mut service = std::process::Command::new("setsid")
+                .args(["sh", &script])
+                .spawn()
+                .unwrap();
+            let pid = service.id();
+            let set = (0..500).any(|_| {
+                std::thread::sleep(Duration::from_millis(10));
+                Path::new(&ready).exists()
+            });
+            assert!(set, "the service never set its trap");
+            std::fs::write(format!("{dir}/pid"), pid_file(pid)).unwrap();
+            let started = Instant::now();
+            let stopped = std::process::Command::new("sh")
+                .args(["-c", &stop_node_script(&run_id, "n1", shutdown)])
+                .status()
+                .unwrap();
+            assert!(stopped.success(), "{shutdown:?}");
+            assert_eq!(Path::new(&done).exists(), cleans_up, "{shutdown:?}");
+            // Gone (a zombie counts: the script's wait ends there); reaped here.
+            assert!(
+                !matches!(crate::process_state(pid), Some(s) if s != 'Z'),
+                "{shutdown:?}: the service outlived its stop"
+            );
+            let _ = service.wait();
+            assert!(started.elapsed() < Duration::from_secs(8), "{shutdown:?}");
+        }
+    }
+
     /// What the start script writes into a node's pid file for `pid`: the pid and its start
     /// time.
     fn pid_file(pid: u32) -> String {
@@ -2013,17 +2111,7 @@ mod tests {
     /// writes its title over it); with `strict`, a missing group is an error.
     #[test]
     fn only_the_runs_own_processes_are_signalled() {
-        let run_id = format!("{:08x}", rand::random::<u32>());
-        let dir = node_dir(&run_id, "n1");
-        std::fs::create_dir_all(&dir).unwrap();
-        // The run's directory goes, also when an assertion fails.
-        struct RemoveOnDrop(String);
-        impl Drop for RemoveOnDrop {
-            fn drop(&mut self) {
-                let _ = std::fs::remove_dir_all(&self.0);
-            }
-        }
-        let _base = RemoveOnDrop(base_dir(&run_id));
+        let (run_id, dir, _base) = scratch_node();
         // Started through a shell that exits, so init reaps them as it would a node's.
         let spawn = |tag: &str| -> u32 {
             let out = std::process::Command::new("sh")

@@ -44,7 +44,7 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}
 .banner{padding:16px 24px;color:#fff}
 .banner h1{margin:0;font-size:28px;letter-spacing:.5px}
 .banner.invalid{background:#c92a2a}.banner.valid{background:#2b8a3e}.banner.unknown{background:#e67700}
-.banner .incomplete{background:rgba(0,0,0,.3);padding:6px 10px;border-radius:3px;font-weight:700}
+.banner .incomplete,.banner .why-unknown{background:rgba(0,0,0,.3);padding:6px 10px;border-radius:3px;font-weight:700}
 .banner p{margin:4px 0}
 .banner code{background:rgba(0,0,0,.25);padding:2px 6px;border-radius:3px;color:#fff;word-break:break-all}
 .params{display:flex;flex-wrap:wrap;gap:4px 18px;margin:8px 0 0;font-size:13px}
@@ -172,6 +172,18 @@ fn banner(s: &mut String, inp: &Input) {
             );
         }
         None => {}
+    }
+    // Why it is unknown, where the verdict is: the reason summary.txt gives on its verdict line.
+    let why_unknown = crate::summary::unknown_reasons(r);
+    if !why_unknown.is_empty() {
+        let _ = write!(
+            s,
+            "<p class=\"why-unknown\" id=\"why-unknown\">Unknown because: {}</p>",
+            esc(&why_unknown.join("; "))
+        );
+        if (why_unknown.iter()).any(|w| w.starts_with(history::coverage::NOT_EXERCISED)) {
+            let _ = write!(s, "<p>{}</p>", esc(crate::summary::NOT_EXERCISED_HINT));
+        }
     }
     let _ = write!(
         s,
@@ -351,10 +363,18 @@ fn violations(s: &mut String, inp: &Input) {
         groups.len()
     );
     if r.violations.is_empty() {
-        s.push_str(match r.valid {
-            Validity::Unknown => "<p>None proven, but the verdict is unknown: the history proves too little (see the checker notes).</p>",
-            _ => "<p>None: the history proves that mutual exclusion and fencing held.</p>",
-        });
+        match r.valid {
+            Validity::Unknown => {
+                let _ = write!(
+                    s,
+                    "<p>None proven, but the verdict is unknown: {}.</p>",
+                    esc(&crate::summary::unknown_reasons(r).join("; "))
+                );
+            }
+            _ => s.push_str(
+                "<p>None: the history proves that mutual exclusion and fencing held.</p>",
+            ),
+        }
     }
     for (i, g) in groups.iter().enumerate().take(CARDS_MAX) {
         let id = format!("v{}", i + 1);

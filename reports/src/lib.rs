@@ -4,7 +4,9 @@
 //!
 //! - [`write_run_reports`]: renders `report.html`, `junit.xml` and `summary.txt` of a run
 //!   directory; [`render_report`] is the same without writing.
-//! - [`summary_text`]: the plain-text summary (`summary.txt`, and what `lockpick check` prints).
+//! - [`summary_text`]: the plain-text summary (`summary.txt`, and what `lockpick check` prints);
+//!   [`unknown_reasons`] / [`verdict_line`]: why a verdict is unknown, the one reason the
+//!   summary's verdict line, report.html's header and `lockpick report` give.
 //! - [`junit_xml`]: one JUnit test case per checker.
 //! - incidents.rs: the checkers' incidents (one root cause, its consequences under it), first
 //!   in the summary and the report.
@@ -42,7 +44,7 @@ pub use coverage::coverage_gaps;
 pub use gate::{github_annotations, FailOn, FailOnError};
 pub use index::{index_html, write_index};
 pub use junit::junit_xml;
-pub use summary::summary_text;
+pub use summary::{summary_text, unknown_reasons, verdict_line};
 
 use history::{layout, Results};
 use std::io;

@@ -22,6 +22,69 @@ pub fn rounds_line(r: &Results) -> Option<String> {
     ))
 }
 
+/// What summary.txt and report.html add below an unknown verdict that a requested fault was
+/// never exercised: a fault started is not yet exercised, so the faults counted in the
+/// coverage may be the very ones named.
+pub(crate) const NOT_EXERCISED_HINT: &str = "a fault is exercised once it reached the state its \
+     bugs live in (the coverage below says which did); a longer --duration gives each more \
+     tries, and `lockpick test` plans every fault and retries each until it is";
+
+/// Why the verdict is unknown, a phrase per reason, empty unless it is: the run cut short,
+/// the whole history proving nothing, requested faults never exercised (the coverage gate's
+/// note), and each checker that could not decide on its own. summary.txt's verdict line and
+/// report.html's header both say these, so the two give the same reason.
+pub fn unknown_reasons(r: &Results) -> Vec<String> {
+    if r.valid != history::Validity::Unknown {
+        return Vec::new();
+    }
+    let mut why = Vec::new();
+    // The cut itself is said above the verdict in both outputs: here only that it counts.
+    if let Some(c) = r.incomplete() {
+        why.push(format!("the run did not complete ({})", c.state));
+    }
+    let proves_nothing = r
+        .notes
+        .iter()
+        .find(|n| n.ends_with(history::PROVES_NOTHING));
+    why.extend(proves_nothing.cloned());
+    why.extend(
+        (r.notes.iter())
+            .filter(|n| n.starts_with(history::coverage::NOT_EXERCISED))
+            .cloned(),
+    );
+    // A history that proves nothing leaves every checker unknown for that one reason.
+    if proves_nothing.is_none() {
+        for c in r
+            .checkers
+            .iter()
+            .filter(|c| c.valid == history::Validity::Unknown)
+        {
+            why.push(match c.notes.as_slice() {
+                [] => format!("the {} checker could not decide", c.name),
+                notes => format!(
+                    "the {} checker could not decide: {}",
+                    c.name,
+                    notes.join("; ")
+                ),
+            });
+        }
+    }
+    if why.is_empty() {
+        // A results.json written by hand or by another version: say so rather than guess.
+        why.push("results.json records no reason".to_string());
+    }
+    why
+}
+
+/// `verdict: VALID`, or `verdict: UNKNOWN (why)` with [`unknown_reasons`]: summary.txt's line
+/// and `lockpick report`'s.
+pub fn verdict_line(r: &Results) -> String {
+    match unknown_reasons(r).join("; ") {
+        why if why.is_empty() => format!("verdict: {}", r.valid.as_str().to_uppercase()),
+        why => format!("verdict: UNKNOWN ({})", plain(&why)),
+    }
+}
+
 /// What a verdict rests on, in one line: the successful lock and store ops and the faults by
 /// kind, so a clean verdict that exercised nothing reads as such.
 pub fn rests_on(r: &Results) -> String {
@@ -123,39 +186,12 @@ pub fn summary_text(r: &Results) -> String {
         }
         None => {}
     }
-    // An unknown verdict says why on its own line: a fault asked for and never exercised is
-    // the usual reason, and a run whose checkers all passed reads oddly without it.
-    let unknown = r.valid == history::Validity::Unknown;
-    let why_unknown = r
-        .notes
-        .iter()
-        .find(|n| n.starts_with(history::coverage::NOT_EXERCISED))
-        .filter(|_| unknown);
-    // A history that proves nothing (empty, too few grants) says so beside the verdict.
-    let proves_nothing = r
-        .notes
-        .iter()
-        .find(|n| n.ends_with(history::PROVES_NOTHING))
-        .filter(|_| unknown);
-    match why_unknown {
-        None if proves_nothing.is_some() => {
-            let n = proves_nothing.expect("matched");
-            let _ = writeln!(s, "verdict: UNKNOWN ({})", plain(n));
-        }
-        Some(n) => {
-            let _ = writeln!(s, "verdict: UNKNOWN ({})", plain(n));
-            // A fault started is not yet exercised: the faults counted below may be the very
-            // ones named here.
-            let _ = writeln!(
-                s,
-                "  a fault is exercised once it reached the state its bugs live in (the coverage \
-                 below says which did); a longer --duration gives each more tries, and `lockpick \
-                 test` plans every fault and retries each until it is"
-            );
-        }
-        None => {
-            let _ = writeln!(s, "verdict: {}", r.valid.as_str().to_uppercase());
-        }
+    // An unknown verdict says why on its line: a run whose checkers all passed reads oddly
+    // without it.
+    let why_unknown = unknown_reasons(r);
+    let _ = writeln!(s, "{}", verdict_line(r));
+    if (why_unknown.iter()).any(|w| w.starts_with(history::coverage::NOT_EXERCISED)) {
+        let _ = writeln!(s, "  {NOT_EXERCISED_HINT}");
     }
     if let Some(line) = data_held(r) {
         let _ = writeln!(s, "  {line}");
@@ -172,8 +208,8 @@ pub fn summary_text(r: &Results) -> String {
     if let Some(line) = rounds_line(r) {
         let _ = writeln!(s, "{line}");
     }
-    // The note the verdict line already gives is not said twice.
-    for n in r.notes.iter().filter(|n| Some(*n) != proves_nothing) {
+    // A note the verdict line already gives is not said twice.
+    for n in r.notes.iter().filter(|n| !why_unknown.contains(n)) {
         let _ = writeln!(s, "note: {}", plain(n));
     }
     checkers_text(&mut s, r);

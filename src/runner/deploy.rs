@@ -333,6 +333,7 @@ impl Recipe<'_> {
         let address = (at.hosts[i].clone(), at.ports[i]);
         let ph = placeholders(id, run_dir, address, at.peers_of(i), at.extra(i));
         let mut spec = node_spec(target, argv, ph, run_dir, cfg.service.readiness())?;
+        spec.shutdown = cfg.service.shutdown();
         if let Some(h) = hookup {
             spec.env = h.env;
             spec.clock_page = h.page;
@@ -531,6 +532,7 @@ fn node_spec(
         env: Vec::new(),
         clock_page: None,
         readiness,
+        shutdown: nemesis::Shutdown::TERM,
     })
 }
 

@@ -40,7 +40,7 @@ use crate::service::{
 use crate::Adapter;
 use history::reason::with_detail;
 use history::{Evidence, Hold, HoldEvidence};
-use nemesis::Readiness;
+use nemesis::{Readiness, Shutdown, StopSignal};
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -795,6 +795,11 @@ const OPTIONS: &[ServiceOption] = &[ServiceOption {
            also reads and writes the counter's register and commits it",
 }];
 
+/// How long a fast shutdown may take before the server is killed: its shutdown checkpoint
+/// fsyncs, which on a shared, busy disk has taken seconds; a server that exits sooner is not
+/// waited for.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+
 /// One PostgreSQL server (Debian's `postgresql`), started by lockpick with fresh data for
 /// each run, its advisory locks the lock.
 pub struct Postgres;
@@ -818,6 +823,18 @@ impl Service for Postgres {
     }
     fn url_schemes(&self) -> &'static [&'static str] {
         &["postgres", "postgresql"]
+    }
+    fn shutdown(&self) -> Shutdown {
+        // SIGTERM is PostgreSQL's smart shutdown: it waits for every session to end, and the
+        // workers' sessions stay open until their idle timeout (the lease's ttl) ends them, so
+        // with a ttl of 2 s or more the default's 2 s ran out and the kill left the server's
+        // /dev/shm segments behind (it removes them only as it exits). SIGINT is its fast
+        // shutdown: it ends the sessions, writes a checkpoint (with fsync on: seconds on a
+        // loaded disk) and exits, its segments removed.
+        Shutdown {
+            signal: StopSignal::Int,
+            grace: SHUTDOWN_GRACE,
+        }
     }
     fn tokens(&self, _options: &ServiceOptions) -> Tokens {
         Tokens::None

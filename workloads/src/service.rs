@@ -9,7 +9,7 @@ use crate::adapter::Adapter;
 use crate::api::{FencedResource, LockClient, Tokens};
 use crate::client::{ClientError, RefClient};
 use crate::template::TemplateSpec;
-use nemesis::Readiness;
+use nemesis::{Readiness, Shutdown};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -235,6 +235,13 @@ pub trait Service: Sync {
     /// What answers once a node serves: by default `GET /v1/health` answering 200.
     fn readiness(&self) -> Readiness {
         Readiness::http("/v1/health")
+    }
+
+    /// How a node is stopped at the end of a run before what is left is killed: by default
+    /// SIGTERM and 2 s. A service whose program cleans up only in its own shutdown (files,
+    /// shared memory) asks for the signal that starts it and the time it takes.
+    fn shutdown(&self) -> Shutdown {
+        Shutdown::TERM
     }
 
     /// Which kind of grant the service gives (see [`Grant`](crate::Grant)) with these

@@ -113,7 +113,8 @@ impl Runtime for NetnsRuntime {
             let node = LocalNode::new(&s.id, command, proxy.ip(), proxy.port(), s.node_dir)
                 .with_env(s.env)
                 .with_clock_page(s.clock_page)
-                .with_readiness(s.readiness.clone());
+                .with_readiness(s.readiness.clone())
+                .with_shutdown(s.shutdown);
             Ok(Box::new(node) as Box<dyn NodeControl>)
         })
     }
