@@ -203,8 +203,8 @@ fn a_second_sigint_aborts_naming_the_run_directory() {
                 .unwrap_or_else(|_| panic!("no offer to abort in 10 s: {said:?}")),
         );
     }
-    // The listener for the second is set up just after the offer is printed.
-    std::thread::sleep(Duration::from_millis(300));
+    // At once, as the offer is read: the listener that took the first keeps the second (one
+    // made after the offer was printed could miss it).
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
     let start = Instant::now();
     let status = loop {

@@ -18,8 +18,11 @@ impl Signals {
         let (tx, rx) = watch::channel(None);
         let run_dir = run_dir.to_path_buf();
         tokio::spawn(async move {
-            let mut sigterm =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            use tokio::signal::unix::{signal, SignalKind};
+            let mut sigterm = signal(SignalKind::terminate()).ok();
+            // One listener for both Ctrl-Cs: a second pressed before the first was handled is
+            // kept by it, where a listener made after the first would never see it.
+            let mut sigint = signal(SignalKind::interrupt()).ok();
             let term = async {
                 match sigterm.as_mut() {
                     Some(s) => {
@@ -28,12 +31,22 @@ impl Signals {
                     None => std::future::pending().await,
                 }
             };
+            let int = async {
+                match sigint.as_mut() {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => {
+                        let _ = tokio::signal::ctrl_c().await;
+                    }
+                }
+            };
             let name = tokio::select! {
-                _ = tokio::signal::ctrl_c() => "SIGINT (Ctrl-C)",
-                _ = term => "SIGTERM",
+                () = int => "SIGINT (Ctrl-C)",
+                () = term => "SIGTERM",
             };
             let _ = tx.send(Some(name));
-            spawn_second_signal_exit(run_dir);
+            spawn_second_signal_exit(run_dir, sigint);
         });
         Signals(rx)
     }
@@ -111,11 +124,16 @@ pub async fn wait_for_end(
     }
 }
 
-/// After the first signal: a second Ctrl-C exits at once, naming `run_dir`.
-fn spawn_second_signal_exit(run_dir: PathBuf) {
+/// After the first signal: a second Ctrl-C exits at once, naming `run_dir`. `sigint` is the
+/// listener that may already hold it.
+fn spawn_second_signal_exit(run_dir: PathBuf, sigint: Option<tokio::signal::unix::Signal>) {
     eprintln!("lockpick: stopping; press Ctrl-C again to abort at once");
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
+        let again = match sigint {
+            Some(mut s) => s.recv().await.is_some(),
+            None => tokio::signal::ctrl_c().await.is_ok(),
+        };
+        if again {
             eprintln!("{}", aborted(&run_dir));
             std::process::exit(history::ExitCode::Error.code() as i32);
         }
