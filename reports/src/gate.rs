@@ -133,16 +133,26 @@ pub fn github_annotations(r: &Results, fail_on: &FailOn, report: &str) -> Vec<St
         by_kind.push(format!("warnings not listed x{}", r.warnings_unlisted));
     }
     let fails = fail_on.exit_code(r).code() != 0;
+    // Why an unknown verdict is unknown, as summary.txt says it (the cut short, said just
+    // before, once).
+    let why: Vec<String> = (crate::unknown_reasons(r).into_iter())
+        .filter(|w| r.incomplete().is_none() || !w.starts_with("the run did not complete"))
+        .collect();
     let mut out = vec![format!(
         "::{} title={}::{}",
         if fails { "error" } else { "notice" },
         gh_property("lockpick verdict"),
         gh_data(&format!(
-            "{}{}: {} violation(s), {} warning(s){}{} (see {report})",
+            "{}{}{}: {} violation(s), {} warning(s){}{} (see {report})",
             r.valid.as_str().to_uppercase(),
             r.incomplete()
                 .map(|c| format!(" (incomplete run, {})", c.headline()))
                 .unwrap_or_default(),
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", why.join("; "))
+            },
             r.violations.len(),
             r.warnings_found(),
             if by_kind.is_empty() { "" } else { ": " },

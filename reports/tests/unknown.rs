@@ -152,6 +152,21 @@ fn an_unknown_verdict_gives_the_same_reason_in_the_summary_and_the_report_header
             assert!(!header.contains("Unknown because"), "{}: {header}", c.what);
             continue;
         }
+        // GitHub's summary annotation gives the reasons too, the cut short said once.
+        let annotations = reports::github_annotations(&r, &Default::default(), "r.html");
+        let first = &annotations[0];
+        for reason in c.reasons {
+            let said_apart = c.completeness.is_some() && reason.starts_with("the run did not");
+            assert_eq!(
+                first.contains(reason),
+                !said_apart,
+                "{}: {reason:?} in {first}",
+                c.what
+            );
+        }
+        if c.completeness.is_some() {
+            assert!(first.contains("(incomplete run, "), "{}: {first}", c.what);
+        }
         let said = c.reasons.join("; ");
         assert_eq!(verdict, format!("verdict: UNKNOWN ({said})"), "{}", c.what);
         assert!(
