@@ -372,6 +372,8 @@ fn no_verdict(ended: &std::io::Result<Ended>, log_text: &str) -> String {
 struct DidNotFit {
     planned_ms: u64,
     overhead_ms: u64,
+    /// What was left of the budget when it did not fit.
+    left_ms: u64,
 }
 
 impl DidNotFit {
@@ -387,6 +389,18 @@ impl DidNotFit {
             self.planned_ms as f64 / 1000.0,
             self.overhead_ms as f64 / 1000.0,
             cost_ms / 1000 + 1
+        )
+    }
+
+    /// Why a suite that ran some scenarios stopped on its budget: the next one's cost against
+    /// what was left (the budget ends a suite early when that is the case, with time left).
+    fn next_scenario(&self) -> String {
+        format!(
+            "the budget ran out: the next scenario, planned for {:.1} s plus about {:.1} s to \
+             start and check it, did not fit the {:.1} s left",
+            self.planned_ms as f64 / 1000.0,
+            self.overhead_ms as f64 / 1000.0,
+            self.left_ms as f64 / 1000.0
         )
     }
 }
@@ -444,6 +458,10 @@ impl Suite {
                 self.did_not_fit = Some(DidNotFit {
                     planned_ms: s.duration_ms,
                     overhead_ms: self.overhead_ms,
+                    left_ms: self
+                        .budget
+                        .saturating_sub(self.started.elapsed())
+                        .as_millis() as u64,
                 });
                 return if ended == Finish::Violation {
                     ended
@@ -794,10 +812,10 @@ impl Suite {
                 format!(
                     "requested, not exercised: {}{}",
                     not_exercised.join(", "),
-                    if ended == Finish::Budget {
-                        " (the budget ran out)"
-                    } else {
-                        ""
+                    match (ended, self.did_not_fit) {
+                        (Finish::Budget, Some(d)) => format!(" ({})", d.next_scenario()),
+                        (Finish::Budget, None) => " (the budget ran out)".to_string(),
+                        _ => String::new(),
                     }
                 ),
             ),
@@ -1173,10 +1191,26 @@ mod tests {
             let d = DidNotFit {
                 planned_ms,
                 overhead_ms,
+                left_ms: budget_s * 1000,
             };
             let got = d.first_scenario(Duration::from_secs(budget_s));
             assert!(got.contains(said), "{got}");
         }
+    }
+
+    /// A suite that ran some scenarios and stopped with time left says why it stopped then.
+    #[test]
+    fn a_budget_that_ends_a_suite_early_says_what_did_not_fit() {
+        let d = DidNotFit {
+            planned_ms: 4_000,
+            overhead_ms: 3_600,
+            left_ms: 7_540,
+        };
+        assert_eq!(
+            d.next_scenario(),
+            "the budget ran out: the next scenario, planned for 4.0 s plus about 3.6 s to start \
+             and check it, did not fit the 7.5 s left"
+        );
     }
 
     /// The summary's line of kinds counts each kind's cells met, in the plan's order.
