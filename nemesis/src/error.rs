@@ -63,13 +63,14 @@ pub enum NodeError {
 
     #[error(
         "node {node}: not ready within {timeout_ms} ms: {check} \
-         (last attempt: {last_error}); killed it. {hint}"
+         ({last_error}); killed it. {hint}"
     )]
     HealthTimeout {
         node: String,
         /// The readiness check, in words (`GET http://...`, `PING on host:port`).
         check: String,
         timeout_ms: u128,
+        /// `last answer: ...` once the node answered (wrongly), else `last attempt: ...`.
         last_error: String,
         /// What to look at, from how the last attempt failed.
         hint: &'static str,

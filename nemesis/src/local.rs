@@ -574,7 +574,7 @@ impl LocalNode {
                     tracing::info!(node = %self.id, "node healthy");
                     return Ok(());
                 }
-                Err(why) => last_error = Some(why),
+                Err(why) => last_error = Some(why.after(last_error.take())),
             }
             let left = deadline.saturating_duration_since(Instant::now());
             tokio::time::sleep(HEALTH_POLL_INTERVAL.min(left)).await;
@@ -589,7 +589,7 @@ impl LocalNode {
             check,
             timeout_ms: startup_timeout.as_millis(),
             hint: crate::ready::not_ready_hint(last_error.as_ref()),
-            last_error: last_error.map_or_else(|| "no attempt made".into(), |e| e.reason),
+            last_error: crate::ready::last_said(last_error.as_ref()),
         })
     }
 

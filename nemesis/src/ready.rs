@@ -164,6 +164,28 @@ impl std::fmt::Display for NotReady {
     }
 }
 
+impl NotReady {
+    /// The more telling of this failure and the one before it: an answer, once one came, is
+    /// replaced only by a later answer. The last attempt of a start-up is often cut short by
+    /// its deadline (a probe given the few ms left times out), which says nothing.
+    pub(crate) fn after(self, before: Option<NotReady>) -> NotReady {
+        match before {
+            Some(b) if b.answered && !self.answered => b,
+            _ => self,
+        }
+    }
+}
+
+/// `last answer: HTTP 404 Not Found` when the node answered, else `last attempt: ...` (or
+/// that none was made), for the error of a start-up that timed out.
+pub(crate) fn last_said(last: Option<&NotReady>) -> String {
+    match last {
+        Some(n) if n.answered => format!("last answer: {}", n.reason),
+        Some(n) => format!("last attempt: {}", n.reason),
+        None => "no attempt made".to_string(),
+    }
+}
+
 /// What a start-up that never passed its readiness check most likely needs, from the last
 /// check: a node that answered listens, and its answer is the thing to fix; one that never
 /// did may be listening elsewhere.
@@ -357,6 +379,53 @@ mod tests {
             .unwrap_err();
         assert!(e.answered, "{e}");
         assert_eq!(e.reason, "the answer lacks \"Mode: leader\"");
+    }
+
+    /// What a start-up that timed out says: an answer, once one came, outweighs the probes
+    /// that followed it without one (the last one is often cut short by the deadline).
+    #[test]
+    fn a_timed_out_start_up_says_the_last_answer_it_had() {
+        let said = |r: &str| NotReady {
+            reason: r.to_string(),
+            answered: true,
+        };
+        let silent = |r: &str| NotReady {
+            reason: r.to_string(),
+            answered: false,
+        };
+        // (the failures in order, what the error says, whether the hint is that it listens)
+        let cases = [
+            (vec![], "no attempt made", false),
+            (vec![silent("refused")], "last attempt: refused", false),
+            (
+                vec![silent("refused"), said("HTTP 404"), silent("timed out")],
+                "last answer: HTTP 404",
+                true,
+            ),
+            (
+                vec![said("HTTP 404"), said("HTTP 503")],
+                "last answer: HTTP 503",
+                true,
+            ),
+            (
+                vec![said("HTTP 404"), silent("timed out"), silent("refused")],
+                "last answer: HTTP 404",
+                true,
+            ),
+        ];
+        for (failures, says, listens) in cases {
+            let mut last: Option<NotReady> = None;
+            for f in failures.iter().cloned() {
+                last = Some(f.after(last.take()));
+            }
+            assert_eq!(last_said(last.as_ref()), says, "{failures:?}");
+            let hint = not_ready_hint(last.as_ref());
+            assert_eq!(
+                hint.starts_with("It listens"),
+                listens,
+                "{failures:?}: {hint}"
+            );
+        }
     }
 
     #[tokio::test]

@@ -1617,7 +1617,7 @@ impl SshNode {
                 .await
             {
                 Ok(()) => return Ok(()),
-                Err(e) => last_error = Some(e),
+                Err(e) => last_error = Some(e.after(last_error.take())),
             }
             // Every second, whether the service still runs (a crash should not wait out the
             // whole start-up time).
@@ -1644,7 +1644,7 @@ impl SshNode {
             hint: crate::ready::not_ready_hint(last_error.as_ref()),
             last_error: format!(
                 "{}; stderr: {}",
-                last_error.map_or_else(|| "no attempt made".into(), |e| e.reason),
+                crate::ready::last_said(last_error.as_ref()),
                 tail.trim().replace('\n', " | ")
             ),
         })
