@@ -190,7 +190,10 @@ pub struct Scenario {
 }
 
 impl Scenario {
-    /// A short name for its folder: `03-client-pause-boundary-renew` or `05-clock-x4`.
+    /// A short name for its folder: its first cell whole, then each other kind of fault it
+    /// aims at, once: `03-client-pause-boundary-renew`,
+    /// `05-client-pause-boundary-write+2-more+pause+kill+clock` (two more stalls, a pause, a kill,
+    /// a clock fault). "and 4 more" hid which faults a scenario held.
     pub fn slug(&self, index: usize, cells: &[PlanCell]) -> String {
         let first = &cells[self.aims[0]].cell;
         let mut s = format!("{index:02}-{}", first.kind);
@@ -200,8 +203,23 @@ impl Scenario {
                 s.push_str(part);
             }
         }
-        if self.aims.len() > 1 {
-            s.push_str(&format!("-and-{}-more", self.aims.len() - 1));
+        let rest = &self.aims[1..];
+        let same = rest
+            .iter()
+            .filter(|&&i| cells[i].cell.kind == first.kind)
+            .count();
+        if same > 0 {
+            s.push_str(&format!("+{same}-more"));
+        }
+        // Bounded by the scenario's aims; each other kind named once, in the plan's order.
+        let mut named: Vec<&str> = vec![first.kind.as_str()];
+        for &i in rest {
+            let kind = cells[i].cell.kind.as_str();
+            if !named.contains(&kind) {
+                named.push(kind);
+                s.push('+');
+                s.push_str(kind);
+            }
         }
         s
     }
@@ -584,6 +602,54 @@ mod tests {
             assert!(ms > f[0].end_ms(), "{s:?}");
             assert!(s.duration_ms > ms, "{s:?}");
             assert!(s.flags.contains(&"--acquire-wait".to_string()), "{s:?}");
+        }
+    }
+
+    /// A scenario's folder names its first cell whole and every other kind it aims at.
+    #[test]
+    fn a_scenarios_name_says_every_kind_of_fault_it_holds() {
+        let all = [
+            FaultKind::Pause,
+            FaultKind::Kill,
+            FaultKind::ClientPause,
+            FaultKind::Clock,
+        ];
+        let cells = cells(&target(&all, 1), None);
+        let at = |label: &str| {
+            (cells.iter().position(|c| c.label() == label))
+                .unwrap_or_else(|| panic!("no cell {label}: {:?}", labels(&cells)))
+        };
+        // (the aims by label, the name)
+        let cases: &[(&[&str], &str)] = &[
+            (
+                &["client-pause boundary/renew"],
+                "03-client-pause-boundary-renew",
+            ),
+            (
+                &[
+                    "client-pause boundary/write",
+                    "client-pause long/read",
+                    "pause on primary",
+                    "client-pause next-grant/renew",
+                    "kill on primary",
+                    "clock bump-forward on primary",
+                    "clock slow on primary",
+                ],
+                "03-client-pause-boundary-write+2-more+pause+kill+clock",
+            ),
+            (&["pause on primary"], "03-pause-primary"),
+        ];
+        for (aims, name) in cases {
+            let aims: Vec<usize> = aims.iter().map(|l| at(l)).collect();
+            let s = Scenario {
+                profile: cells[aims[0]].profile,
+                aims,
+                flags: Vec::new(),
+                schedule: None,
+                duration_ms: 2000,
+                seed: 1,
+            };
+            assert_eq!(s.slug(3, &cells), *name);
         }
     }
 
