@@ -1041,17 +1041,24 @@ fn index_html(dir: &Path, r: &SuiteResults) -> String {
 
 fn junit_xml(r: &SuiteResults) -> String {
     use reports::escape::xml as x;
+    // Beside a violation, the cells not exercised are no second failure (the suite stops at
+    // its first, or went on past it with --keep-going): the coverage case is then skipped, as
+    // a run's junit.xml skips what it did not reach before its stop.
+    let stopped = r.valid == Validity::Invalid;
+    let coverage_fails = !r.not_exercised.is_empty() && !stopped;
     let failures = r
         .scenarios
         .iter()
         .filter(|s| s.verdict == "invalid")
-        .count();
+        .count()
+        + usize::from(coverage_fails);
+    let skipped = usize::from(!r.not_exercised.is_empty() && stopped);
     let errors = r.scenarios.iter().filter(|s| s.verdict == "error").count();
     let mut j = String::new();
     let _ = writeln!(j, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
     let _ = writeln!(
         j,
-        "<testsuite name=\"lockpick test\" tests=\"{}\" failures=\"{failures}\" errors=\"{errors}\" time=\"{:.3}\">",
+        "<testsuite name=\"lockpick test\" tests=\"{}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\" time=\"{:.3}\">",
         r.scenarios.len() + 1,
         r.elapsed_ms as f64 / 1000.0
     );
@@ -1088,10 +1095,16 @@ fn junit_xml(r: &SuiteResults) -> String {
         j,
         "  <testcase classname=\"lockpick.test\" name=\"coverage\">"
     );
-    if !r.not_exercised.is_empty() {
+    if coverage_fails {
         let _ = write!(
             j,
             "<failure message=\"requested, not exercised\">{}</failure>",
+            x(&r.not_exercised.join(", "))
+        );
+    } else if skipped > 0 {
+        let _ = write!(
+            j,
+            "<skipped message=\"not exercised beside the violation found\">{}</skipped>",
             x(&r.not_exercised.join(", "))
         );
     }

@@ -186,6 +186,24 @@ fn every_bug_class_is_found_by_the_scenario_aimed_at_it() {
                 );
                 let junit = std::fs::read_to_string(r.dir.join("junit.xml")).unwrap();
                 assert!(junit.contains("<failure"), "{args:?}");
+                // The counts CI tools read are the cases': one failure per failing scenario,
+                // and the cells left beside it skipped, not a second failure.
+                let attr = |name: &str| -> usize {
+                    let at = junit.find(&format!(" {name}=\"")).unwrap() + name.len() + 3;
+                    junit[at..].split('"').next().unwrap().parse().unwrap()
+                };
+                assert_eq!(
+                    attr("failures"),
+                    junit.matches("<failure ").count(),
+                    "{junit}"
+                );
+                assert_eq!(
+                    attr("skipped"),
+                    junit.matches("<skipped ").count(),
+                    "{junit}"
+                );
+                let left = !j["not_exercised"].as_array().unwrap().is_empty();
+                assert_eq!(attr("skipped"), usize::from(left), "{junit}");
             });
         }
     });

@@ -338,9 +338,26 @@ evidence! {
     }
 }
 
+/// The worker's fields that are the workload's own context of an op, not anything the service
+/// said: a report's "the service's evidence" leaves them out (a grant's name stays: the service
+/// gave it).
+pub const WORKLOAD_CONTEXT: &[&str] = &["round", "wait_ms", "transfer"];
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each name of [`WORKLOAD_CONTEXT`] is a field the worker records, and the grant's name,
+    /// the service's own, is not among them.
+    #[test]
+    fn the_workloads_context_is_the_workers_own_fields_but_the_grant() {
+        let worker = EVIDENCE_SETS.iter().find(|s| s.name == "worker").unwrap();
+        for name in WORKLOAD_CONTEXT {
+            assert!(worker.fields.iter().any(|f| f.name == *name), "{name}");
+        }
+        assert!(!WORKLOAD_CONTEXT.contains(&"grant"));
+        assert_eq!(WORKLOAD_CONTEXT.len() + 1, worker.fields.len());
+    }
 
     /// A struct's fields go into `value` and come back as they were; a field of another type
     /// reads as absent (the reader refuses it first).

@@ -423,10 +423,14 @@ impl Results {
     }
 
     /// Keeps `op`'s evidence: the fields of its `value` no typed field of lockpick's holds
-    /// (`value.extra`), at most [`EVIDENCE_FIELDS_MAX`], long strings cut.
+    /// (`value.extra`) but the workload's own context ([`crate::evidence::WORKLOAD_CONTEXT`]:
+    /// a bank op's transfer, an acquire's wait), at most [`EVIDENCE_FIELDS_MAX`], long strings
+    /// cut.
     pub fn keep_evidence(&mut self, op: &crate::Op) {
         let mut fields = serde_json::Map::new();
-        for (k, v) in op.value.extra.iter().take(EVIDENCE_FIELDS_MAX) {
+        let said = (op.value.extra.iter())
+            .filter(|(k, _)| !crate::evidence::WORKLOAD_CONTEXT.contains(&k.as_str()));
+        for (k, v) in said.take(EVIDENCE_FIELDS_MAX) {
             let v = match v {
                 serde_json::Value::String(s) if s.chars().count() > 80 => {
                     serde_json::Value::String(s.chars().take(80).collect::<String>() + "...")
@@ -457,4 +461,29 @@ impl Results {
 pub struct JudgedFrom {
     pub bytes: u64,
     pub sha256: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An op's evidence is what the service said on it: the grant's name and an adapter's
+    /// fields, never the workload's own context of the op (a bank transfer, an acquire's wait).
+    #[test]
+    fn kept_evidence_is_the_services_words_only() {
+        let line = r#"{"index":6,"time_ns":5,"process":1,"type":"ok","f":"acquire","lock":"a0","value":{"token":3,"transfer":9,"wait_ms":100,"round":2,"grant":"g-17","redis_node":"n1"}}"#;
+        let op: crate::Op = serde_json::from_str(line).unwrap();
+        let mut r: Results = serde_json::from_value(serde_json::json!({
+            "valid": true, "violations": [], "warnings": [], "checkers": [],
+            "stats": crate::Stats::default(),
+        }))
+        .unwrap();
+        r.keep_evidence(&op);
+        let kept: Vec<&str> = r.evidence[&6].keys().map(String::as_str).collect();
+        assert_eq!(kept, ["grant", "redis_node"]);
+        // Nothing said by the service: nothing kept for the op.
+        let line = r#"{"index":8,"time_ns":6,"process":1,"type":"invoke","f":"acquire","lock":"a0","value":{"transfer":9,"wait_ms":100}}"#;
+        r.keep_evidence(&serde_json::from_str(line).unwrap());
+        assert!(!r.evidence.contains_key(&8));
+    }
 }
