@@ -351,16 +351,12 @@ impl BankTotal {
             explanation: format!(
                 "the closing reads of the {} accounts ({}) sum to {total} at {}, yet every \
                  account started at 0 and each of the {transfers} transfer(s) was applied \
-                 whole, moving money between two accounts: {} {}: {cause}",
+                 whole, moving money between two accounts, so {} was {}: {cause}",
                 finals.len(),
                 listed.join(", "),
                 secs(to),
-                if total > 0 {
-                    "money was made,"
-                } else {
-                    "money was lost,"
-                },
-                total.abs()
+                total.abs(),
+                if total > 0 { "made" } else { "lost" },
             ),
         })
     }
