@@ -28,6 +28,11 @@ pub struct Total;
 pub(crate) const NO_TRANSFER: &str =
     "no transfer in the history: the bank workload's rule (--workload bank)";
 
+/// Why the bank's rules judge nothing in a bank run whose transfers never got past their
+/// locks (each one waited, deadlocked or gave up before its reads).
+pub(crate) const NO_ACCOUNT_REACHED: &str =
+    "no transfer got past its locks to read or write an account: no balance moved to judge";
+
 impl Checker for Total {
     fn injectors(&self) -> &'static [Injector] {
         injectors::TOTAL
@@ -49,7 +54,7 @@ impl Checker for Total {
         let mut out = CheckOutput::new();
         bank.judge(&m.keys, &mut out);
         verdict(m, cfg, &mut out);
-        out.nothing_to_judge(bank.transfers(), || NO_TRANSFER.to_string());
+        out.nothing_to_judge(bank.transfers(), || bank.no_transfer().to_string());
         out
     }
 }
@@ -98,6 +103,8 @@ pub(crate) struct BankTotal {
     /// The transfer each process wrote for last, and the transfers in the order they opened.
     writing: FxMap<u64, u64>,
     opened: VecDeque<u64>,
+    /// A transfer's lock op was read (a bank run, even if no transfer got further).
+    locked: bool,
     /// Transfers with a write, and those applied halfway (a write unanswered, or one accepted
     /// and the other refused).
     transfers: u64,
@@ -121,6 +128,7 @@ impl Default for BankTotal {
             open: FxMap::default(),
             writing: FxMap::default(),
             opened: VecDeque::new(),
+            locked: false,
             transfers: 0,
             half: 0,
             last_write_ns: 0,
@@ -140,6 +148,16 @@ impl BankTotal {
         self.keys.iter().any(|k| k.account)
     }
 
+    /// Why nothing was judged when no account was touched: no transfer at all, or transfers
+    /// that never got past their locks.
+    pub(crate) fn no_transfer(&self) -> &'static str {
+        if self.locked {
+            NO_ACCOUNT_REACHED
+        } else {
+            NO_TRANSFER
+        }
+    }
+
     fn key(&mut self, key: u32) -> &mut Account {
         let k = key as usize;
         if self.keys.len() <= k {
@@ -152,6 +170,7 @@ impl BankTotal {
     pub(crate) fn walked(&mut self, o: &ClientOp, transfer: Option<u64>) {
         // A lock op's target is a lock, not a register.
         if o.func.is_lock_op() || o.target == NO_TARGET {
+            self.locked |= transfer.is_some();
             return;
         }
         let k = self.key(o.target);

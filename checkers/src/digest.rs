@@ -885,7 +885,7 @@ impl Digest {
             crate::verdict_of(&whole, cfg, &mut out);
             match name {
                 "bank-total" => out.nothing_to_judge(stream.bank.transfers(), || {
-                    crate::bank::NO_TRANSFER.to_string()
+                    stream.bank.no_transfer().to_string()
                 }),
                 "serializability" => stream
                     .serial

@@ -125,6 +125,8 @@ pub(crate) struct Sections {
     left_out: u64,
     /// An op named a transfer (a lock op too): the history is a bank run.
     transfers: bool,
+    /// A transfer's op read or wrote a register (went past its locks).
+    reached_store: bool,
     /// An ok read said the version it read: the order can be rebuilt.
     versioned_read: bool,
     /// Per process, the transfer its latest op named: an op of another closes its section.
@@ -228,6 +230,7 @@ impl Sections {
         if o.func.is_lock_op() || o.target == NO_TARGET {
             return;
         }
+        self.reached_store = true;
         let at = match self.of.get(&t) {
             Some(&at) => at - self.base,
             None if self.list.len() < SECTIONS_MAX => {
@@ -430,6 +433,8 @@ impl Sections {
         // Outside the bank there is nothing this rule could judge, as for bank-total.
         if !self.transfers {
             out.nothing_to_judge(false, || crate::bank::NO_TRANSFER.to_string());
+        } else if !self.reached_store {
+            out.nothing_to_judge(false, || crate::bank::NO_ACCOUNT_REACHED.to_string());
         } else {
             out.nothing_to_judge(judged, || {
                 "no transfer's read said the version it read (a store that answers reads \

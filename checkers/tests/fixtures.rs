@@ -9,7 +9,8 @@
 //! Kinds and op-index sets must match exactly (as multisets); `nemesis`, where given, lists the
 //! start indices of the faults the violation must report active; `explanation_contains`, where
 //! given, lists phrases its sentence must hold. `config` is optional; `not_judged`, where given,
-//! lists exactly the checkers that had nothing to judge.
+//! lists exactly the checkers that had nothing to judge; `checker_notes_contain`, where given,
+//! maps a checker's name to phrases its notes (or why it judged nothing) must hold.
 //!
 //! A history the reader must refuse is in `tests/fixtures/refused/`, its expected file holding
 //! `"refused": {"line": N, "contains": "..."}` instead of a verdict: both paths
@@ -212,6 +213,27 @@ fn run_fixture(jsonl: &Path) -> Result<(), String> {
         got.sort_unstable();
         if want != got {
             errors.push(format!("not judged: expected {want:?}, got {got:?}"));
+        }
+    }
+    // Why a checker judged what it did, where the fixture pins it: a phrase of its notes.
+    if let Some(map) = expected.get("checker_notes_contain") {
+        for (name, phrases) in map.as_object().expect("checker_notes_contain maps names") {
+            let notes = (r.checkers.iter().find(|c| &c.name == name))
+                .map(|c| {
+                    c.notes
+                        .iter()
+                        .chain(&c.not_judged)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
+                .join(" | ");
+            for p in phrases.as_array().expect("a list of phrases") {
+                let p = p.as_str().expect("a phrase");
+                if !notes.contains(p) {
+                    errors.push(format!("{name}'s notes do not say {p:?}: {notes}"));
+                }
+            }
         }
     }
     // What every violation must carry, whatever the fixture.
