@@ -406,6 +406,10 @@ impl Checked {
             Some(path) => Some(faults::load_schedule(path, a, &target, service)?),
             None => None,
         };
+        if let Some(late) = (replay.as_ref()).and_then(|(_, s)| past_the_end(s, t.duration_ms)) {
+            let path = replay.as_ref().map(|(p, _)| p.display().to_string());
+            eprintln!("warning: --schedule {}: {late}", path.unwrap_or_default());
+        }
         let faults = faults::faults(a, &target, service, replay.as_ref().map(|(_, s)| s))?;
         let clocks = Clocks::of(a, &t)?;
         let targets = check_nodes(a, &target)?;
@@ -714,6 +718,27 @@ fn check_urls(a: &RunArgs, service: &dyn workloads::Service, kind: WorkloadKind)
             );
     }
     Ok(())
+}
+
+/// What a replayed schedule loses to a `--duration` shorter than it: its faults that start
+/// at or after the clients stop never run (the nemesis plans within the run), so a replay
+/// meant to reproduce would silently test less.
+fn past_the_end(s: &Schedule, duration_ms: u64) -> Option<String> {
+    let late: Vec<u64> = (s.faults.iter())
+        .filter(|f| f.at_ms >= duration_ms)
+        .map(|f| f.at_ms)
+        .collect();
+    let first = *late.iter().min()?;
+    let end_ms = s.faults.iter().map(|f| f.end_ms()).max().unwrap_or(0);
+    Some(format!(
+        "{} of its {} fault(s) start at or after --duration {} (the first at {:.1} s) and will \
+         not run; --duration {}s or more replays them all",
+        late.len(),
+        s.faults.len(),
+        humantime::format_duration(std::time::Duration::from_millis(duration_ms)),
+        first as f64 / 1000.0,
+        end_ms / 1000 + 1
+    ))
 }
 
 /// Whether `--store-cmd` or `--store-url` was given.

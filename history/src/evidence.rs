@@ -338,25 +338,31 @@ evidence! {
     }
 }
 
-/// The worker's fields that are the workload's own context of an op, not anything the service
-/// said: a report's "the service's evidence" leaves them out (a grant's name stays: the service
-/// gave it).
-pub const WORKLOAD_CONTEXT: &[&str] = &["round", "wait_ms", "transfer"];
+/// Whether `key` is one of the worker's fields that are the workload's own context of an op
+/// (its round, its wait, its transfer), not anything the service said: a report's "the
+/// service's evidence" leaves them out. The grant's name stays: the service gave it.
+pub fn is_workload_context(key: &str) -> bool {
+    key != crate::GRANT && (WorkerEvidence::FIELDS.iter()).any(|f| f.name == key)
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Each name of [`WORKLOAD_CONTEXT`] is a field the worker records, and the grant's name,
-    /// the service's own, is not among them.
+    /// The workload's context is the worker's fields but the grant's name, the service's own;
+    /// an adapter's field is never taken for it.
     #[test]
     fn the_workloads_context_is_the_workers_own_fields_but_the_grant() {
-        let worker = EVIDENCE_SETS.iter().find(|s| s.name == "worker").unwrap();
-        for name in WORKLOAD_CONTEXT {
-            assert!(worker.fields.iter().any(|f| f.name == *name), "{name}");
+        for (key, context) in [
+            ("round", true),
+            ("wait_ms", true),
+            ("transfer", true),
+            ("grant", false),
+            ("redis_offset", false),
+            ("backend_pid", false),
+        ] {
+            assert_eq!(is_workload_context(key), context, "{key}");
         }
-        assert!(!WORKLOAD_CONTEXT.contains(&"grant"));
-        assert_eq!(WORKLOAD_CONTEXT.len() + 1, worker.fields.len());
     }
 
     /// A struct's fields go into `value` and come back as they were; a field of another type

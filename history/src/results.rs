@@ -423,13 +423,13 @@ impl Results {
     }
 
     /// Keeps `op`'s evidence: the fields of its `value` no typed field of lockpick's holds
-    /// (`value.extra`) but the workload's own context ([`crate::evidence::WORKLOAD_CONTEXT`]:
+    /// (`value.extra`) but the workload's own context ([`crate::evidence::is_workload_context`]:
     /// a bank op's transfer, an acquire's wait), at most [`EVIDENCE_FIELDS_MAX`], long strings
     /// cut.
     pub fn keep_evidence(&mut self, op: &crate::Op) {
         let mut fields = serde_json::Map::new();
-        let said = (op.value.extra.iter())
-            .filter(|(k, _)| !crate::evidence::WORKLOAD_CONTEXT.contains(&k.as_str()));
+        let said =
+            (op.value.extra.iter()).filter(|(k, _)| !crate::evidence::is_workload_context(k));
         for (k, v) in said.take(EVIDENCE_FIELDS_MAX) {
             let v = match v {
                 serde_json::Value::String(s) if s.chars().count() > 80 => {

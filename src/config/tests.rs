@@ -623,3 +623,41 @@ fn the_etcd_api_is_etcds_option_and_its_former_flag_still_reads() {
         "etcd's option is listed under --adapter"
     );
 }
+
+/// A replay whose `--duration` ends before some of its faults says how many will not run and
+/// the duration that replays them all; one that fits says nothing.
+#[test]
+fn a_replay_shorter_than_its_schedule_says_what_it_drops() {
+    let s = nemesis::schedule::Schedule::parse(
+        r#"{"version": 1, "seed": 1, "nodes": 1, "primary": 0, "faults": [
+            {"id": "f1", "kind": "pause", "at_ms": 1500, "length_ms": 1000, "nodes": ["n1"]},
+            {"id": "f2", "kind": "pause", "at_ms": 8600, "length_ms": 1000, "nodes": ["n1"]},
+            {"id": "f3", "kind": "pause", "at_ms": 20800, "length_ms": 700, "nodes": ["n1"]}]}"#,
+    )
+    .unwrap();
+    // (--duration in ms, what is said)
+    for (duration_ms, said) in [
+        (
+            3_000,
+            Some(
+                "2 of its 3 fault(s) start at or after --duration 3s (the first at 8.6 s) and \
+                 will not run; --duration 22s or more replays them all",
+            ),
+        ),
+        (
+            8_600,
+            Some("2 of its 3 fault(s) start at or after --duration 8s 600ms"),
+        ),
+        (
+            8_601,
+            Some("1 of its 3 fault(s) start at or after --duration 8s 601ms (the first at 20.8 s)"),
+        ),
+        (30_000, None),
+    ] {
+        let got = super::past_the_end(&s, duration_ms);
+        match said {
+            Some(w) => assert!(got.as_deref().is_some_and(|g| g.starts_with(w)), "{got:?}"),
+            None => assert_eq!(got, None),
+        }
+    }
+}
