@@ -1019,6 +1019,7 @@ mod tests {
             accounts: 3,
             events,
             ttl_ms,
+            partial_pct: 0,
         };
         let mut ops = Vec::new();
         checkers::gen_bank::bank_history_into(seed, &params, &mut |chunk| {

@@ -247,9 +247,10 @@ fn a_stalled_transfer_wakes_into_the_op_its_shape_names() {
 /// A store that fences one account and not the other (`--store-fence one-unfenced`): a holder
 /// stalled between its reads and its writes, past its leases, while the others transfer
 /// between the same two accounts, wakes and writes both; the fenced account refuses it, the
-/// other takes it over the newer balances. The total is not judged (the transfer was applied
-/// halfway), and no token is needed to prove the harm: `non-serializable`, from the versions
-/// the transfers read and wrote. The same stall against the store that fences both is valid.
+/// other takes it over the newer balances. The total is judged all the same (what the half
+/// applied transfer moved is read off the balances it read and wrote), and no token is needed
+/// to prove the harm: `non-serializable`, from the versions the transfers read and wrote. The
+/// same stall against the store that fences both is valid.
 #[test]
 fn a_stale_write_to_an_unfenced_account_is_non_serializable() {
     let tmp = tempfile::tempdir().unwrap();
@@ -293,6 +294,12 @@ fn a_stale_write_to_an_unfenced_account_is_non_serializable() {
         } else {
             assert_eq!(r.code, 0, "{}", r.describe());
             assert_eq!(checker(&results, "serializability")["valid"], true);
+        }
+        // Refused halfway or whole, the stalled transfer leaves a total the checker can judge.
+        let total = checker(&results, "bank-total");
+        assert!(total.get("not_judged").is_none(), "{fence}: {total}");
+        if !invalid {
+            assert_eq!(total["valid"], true, "{fence}: {total}");
         }
     }
 }

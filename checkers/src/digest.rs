@@ -873,7 +873,10 @@ impl Digest {
                     });
                 }
                 "counter" => out.nothing_to_judge(j.counter, || crate::store::NO_COUNTER.into()),
-                "bank-total" => out.notes.extend(stream.bank_notes.iter().cloned()),
+                "bank-total" => {
+                    out.notes.extend(stream.bank_notes.iter().cloned());
+                    out.not_judged.clone_from(&stream.bank_not_judged);
+                }
                 "serializability" => out.notes.extend(stream.serial_notes.iter().cloned()),
                 "liveness" if stream.stuck.unjudged > 0 => {
                     out.notes
@@ -2638,6 +2641,10 @@ mod walk_order_tests {
             "{what}: bank"
         );
         assert_eq!(streamed.notes, want.notes, "{what}: bank notes");
+        assert_eq!(
+            streamed.not_judged, want.not_judged,
+            "{what}: bank not judged"
+        );
         let proven = of_kinds(stream, &[history::ViolationKind::TotalChanged]);
         assert_eq!(
             words(&proven),
@@ -3908,6 +3915,7 @@ mod walk_order_tests {
                 accounts: 3,
                 events,
                 ttl_ms: 300,
+                partial_pct: 0,
             };
             let mut read = Digest::streaming(Drift::from_ppm(0), 1_000_000_000);
             bank_history_into(7, &params, &mut |chunk| {
@@ -4021,6 +4029,7 @@ mod walk_order_tests {
                 accounts: 2 + seed as usize % 2,
                 events: 2_000,
                 ttl_ms: 10_000,
+                partial_pct: 0,
             };
             let mut ops = Vec::new();
             bank_history_into(seed, &params, &mut |chunk| ops.extend_from_slice(chunk));
@@ -4048,11 +4057,21 @@ mod walk_order_tests {
     /// A generated bank run of `events` whose clients, accounts and ttl vary with `seed` (3 to 6
     /// clients, 2 to 4 accounts, leases of 10 s or 300 ms), with its parameters.
     fn varied_bank_run(seed: u64, events: usize) -> (crate::gen_bank::BankParams, Vec<Op>) {
+        varied_partial_bank_run(seed, events, 0)
+    }
+
+    /// [`varied_bank_run`] with `partial_pct` of its transfers applied in part.
+    fn varied_partial_bank_run(
+        seed: u64,
+        events: usize,
+        partial_pct: u32,
+    ) -> (crate::gen_bank::BankParams, Vec<Op>) {
         let params = crate::gen_bank::BankParams {
             clients: 3 + seed as usize % 4,
             accounts: 2 + seed as usize % 3,
             events,
             ttl_ms: if seed % 2 == 0 { 10_000 } else { 300 },
+            partial_pct,
         };
         let mut ops = Vec::new();
         crate::gen_bank::bank_history_into(seed, &params, &mut |chunk| {
@@ -4494,7 +4513,8 @@ mod walk_order_tests {
     }
 
     /// The accounts' total read as the streaming reader walks is the batch's on bank runs
-    /// (a closing read off by 7 in a third), violations and notes alike; past its limits it
+    /// (a closing read off by 7 in a third; transfers applied in part, refused or unanswered,
+    /// in another third), violations and notes alike; past its limits it
     /// finds no violation the batch does not (a closing read's balance not remembered is
     /// worded as not known to be stored) and judges nothing while a transfer was counted
     /// before its process moved on. What it keeps does not grow with the run.
@@ -4502,7 +4522,8 @@ mod walk_order_tests {
     fn the_streamed_bank_total_is_the_batchs_on_bank_runs() {
         let (mut violations, mut limited) = (0, 0);
         for seed in 0..24u64 {
-            let (params, mut ops) = varied_bank_run(seed, 3_000);
+            let partial_pct = if seed % 3 == 1 { 10 } else { 0 };
+            let (params, mut ops) = varied_partial_bank_run(seed, 3_000, partial_pct);
             if seed % 3 == 0 {
                 // The last closing read returns 7 more than its account holds: money made.
                 let last = (ops.iter_mut().rev())

@@ -1,14 +1,20 @@
 //! A seeded simulator of a correct bank run: clients transfer between accounts, each guarded by
 //! its own lock, taking both locks in sorted order from a correct lock service, reading both
 //! balances and writing both through a fenced store that numbers its writes, then releasing
-//! both; transfers on disjoint accounts run at the same time. Its histories are serializable,
-//! keep the total and never deadlock, so every checker must find them valid; `lockpick synth
+//! both; transfers on disjoint accounts run at the same time. Some may be applied in part (a
+//! second write refused, or unanswered and applied or not: `partial_pct`). Its histories are
+//! serializable, keep the total but for what those moved, and never deadlock, so every checker
+//! must find them valid; `lockpick synth
 //! --workload bank` writes them for the graph checks' benchmarks. Same seed and parameters,
 //! same history.
 
 use history::{Op, OpType, OpValue, Process, F};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+
+/// Where the processes that replace a crashed one (an unanswered write ends its process) are
+/// numbered from: past the clients' and the closing reads'.
+const REPLACEMENTS_FROM: u64 = 1 << 32;
 
 /// What to simulate.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,6 +27,9 @@ pub struct BankParams {
     pub events: usize,
     /// The lease every acquire asks for: far longer than a transfer takes here.
     pub ttl_ms: u64,
+    /// Percent of the transfers applied in part: the store refuses their second write (a
+    /// definite `fail`), or leaves it unanswered (`info`), applied or not at a coin's toss.
+    pub partial_pct: u32,
 }
 
 impl Default for BankParams {
@@ -30,6 +39,7 @@ impl Default for BankParams {
             accounts: 16,
             events: 100_000,
             ttl_ms: 10_000,
+            partial_pct: 0,
         }
     }
 }
@@ -77,6 +87,10 @@ pub fn bank_history_into(seed: u64, p: &BankParams, sink: &mut dyn FnMut(&[Op]))
             if !winding_down {
                 bank.start_transfer(c);
             }
+            // Nothing in flight and accounts held by crashed processes: on to their expiry.
+            if bank.flight.iter().all(Option::is_none) {
+                bank.lapse_all();
+            }
             continue;
         }
         bank.step(c, p.ttl_ms);
@@ -86,6 +100,7 @@ pub fn bank_history_into(seed: u64, p: &BankParams, sink: &mut dyn FnMut(&[Op]))
             bank.ops.clear();
         }
     }
+    bank.lapse_all();
     bank.closing_reads(p);
     sink(&bank.ops);
 }
@@ -100,6 +115,12 @@ struct Bank {
     /// Ops handed on so far.
     emitted: usize,
     held: Vec<bool>,
+    /// (when its lease surely ended, account) of the accounts a crashed process held.
+    lapsing: Vec<(u64, usize)>,
+    /// Per client, the process it records as (a new one after each crash).
+    processes: Vec<u64>,
+    next_process: u64,
+    partial_pct: u32,
     tokens: Vec<u64>,
     seqs: Vec<u64>,
     balances: Vec<i64>,
@@ -117,6 +138,10 @@ impl Bank {
             index: 0,
             emitted: 0,
             held: vec![false; p.accounts],
+            lapsing: Vec::new(),
+            processes: (0..p.clients as u64).collect(),
+            next_process: REPLACEMENTS_FROM,
+            partial_pct: p.partial_pct,
             tokens: vec![0; p.accounts],
             seqs: vec![0; p.accounts],
             balances: vec![0; p.accounts],
@@ -125,10 +150,12 @@ impl Bank {
         }
     }
 
-    /// An op as its invoke at `at[0]` and its ok at `at[1]`: a lock op names the lock, a
-    /// store op the register.
-    fn pair(
+    /// An op as its invoke at `at[0]` and its answer, `outcome`, at `at[1]`: a lock op names
+    /// the lock, a store op the register.
+    #[allow(clippy::too_many_arguments)]
+    fn pair_as(
         &mut self,
+        outcome: OpType,
         who: Process,
         f: F,
         target: &str,
@@ -137,10 +164,7 @@ impl Bank {
         answered: OpValue,
     ) {
         debug_assert!(at[0] <= at[1], "an op completes after its invoke");
-        for (kind, time_ns, v) in [
-            (OpType::Invoke, at[0], asked),
-            (OpType::Ok, at[1], answered),
-        ] {
+        for (kind, time_ns, v) in [(OpType::Invoke, at[0], asked), (outcome, at[1], answered)] {
             let op = Op::new(self.index, time_ns, who, kind, f.clone());
             let op = match f {
                 F::Acquire | F::Renew | F::Release => op.with_lock(target),
@@ -151,8 +175,29 @@ impl Bank {
         }
     }
 
+    /// The accounts of crashed processes whose leases have surely ended are free again.
+    fn lapse(&mut self) {
+        let now = self.t_ns;
+        let held = &mut self.held;
+        self.lapsing.retain(|&(until_ns, a)| {
+            if until_ns <= now {
+                held[a] = false;
+            }
+            until_ns > now
+        });
+    }
+
+    /// Time moves on past every lease a crashed process left, freeing its accounts.
+    fn lapse_all(&mut self) {
+        if let Some(last) = self.lapsing.iter().map(|&(t, _)| t).max() {
+            self.t_ns = self.t_ns.max(last);
+        }
+        self.lapse();
+    }
+
     /// An idle client starts a transfer when two free accounts are left.
     fn start_transfer(&mut self, c: usize) {
+        self.lapse();
         let free: Vec<usize> = (0..self.held.len()).filter(|&a| !self.held[a]).collect();
         if free.len() < 2 {
             return;
@@ -168,7 +213,7 @@ impl Bank {
         self.held[b] = true;
         self.flight[c] = Some(Transfer {
             id: self.next_id,
-            process: c as u64,
+            process: self.processes[c],
             accounts: [a.min(b), a.max(b)],
             tokens: [0; 2],
             read: [0; 2],
@@ -198,25 +243,52 @@ impl Bank {
                 tr.tokens[k] = self.tokens[acct];
                 let asked = tag.with_ttl_ms(ttl_ms);
                 let granted = asked.clone().with_token(tr.tokens[k]);
-                self.pair(who, F::Acquire, &lock, at, asked, granted);
+                self.pair_as(OpType::Ok, who, F::Acquire, &lock, at, asked, granted);
             }
             1 => {
                 tr.read[k] = self.balances[acct];
                 let v = tag.with_token(tr.tokens[k]);
                 let read = v.clone().with_value(tr.read[k]).with_seq(self.seqs[acct]);
-                self.pair(who, F::Read, &key, at, v, read);
+                self.pair_as(OpType::Ok, who, F::Read, &key, at, v, read);
             }
             2 => {
                 let delta = if k == 0 { -tr.amount } else { tr.amount };
-                self.balances[acct] = tr.read[k] + delta;
-                self.seqs[acct] += 1;
-                let v = tag.with_token(tr.tokens[k]).with_value(self.balances[acct]);
-                let written = v.clone().with_seq(self.seqs[acct]);
-                self.pair(who, F::Write, &key, at, v, written);
+                let value = tr.read[k] + delta;
+                let v = tag.with_token(tr.tokens[k]).with_value(value);
+                // Drawn only when asked for, so a seed's history without them is as it was.
+                let partial = k == 1
+                    && self.partial_pct > 0
+                    && self.rng.random_range(0..100) < self.partial_pct;
+                let outcome = match partial && self.rng.random_bool(0.5) {
+                    _ if !partial => OpType::Ok,
+                    true => OpType::Fail,
+                    false => OpType::Info,
+                };
+                // An unanswered write lands or not; a refused one never does.
+                if outcome == OpType::Ok || (outcome == OpType::Info && self.rng.random_bool(0.5)) {
+                    self.balances[acct] = value;
+                    self.seqs[acct] += 1;
+                }
+                let answered = match outcome {
+                    OpType::Ok => v.clone().with_seq(self.seqs[acct]),
+                    OpType::Fail => v.clone().with_error("unavailable"),
+                    _ => v.clone().with_error("timeout"),
+                };
+                self.pair_as(outcome, who, F::Write, &key, at, v, answered);
+                if outcome == OpType::Info {
+                    // The process crashed: it runs no further op, its locks lapse with their
+                    // leases, and the client goes on as a new process.
+                    let until_ns = at[1] + (ttl_ms + 1) * MS;
+                    self.lapsing.extend(tr.accounts.map(|a| (until_ns, a)));
+                    self.processes[c] = self.next_process;
+                    self.next_process += 1;
+                    self.t_ns = at[1];
+                    return;
+                }
             }
             _ => {
                 let v = tag.with_token(tr.tokens[k]);
-                self.pair(who, F::Release, &lock, at, v.clone(), v);
+                self.pair_as(OpType::Ok, who, F::Release, &lock, at, v.clone(), v);
                 self.held[acct] = false;
             }
         }
@@ -243,7 +315,7 @@ impl Bank {
                 .clone()
                 .with_value(self.balances[acct])
                 .with_seq(self.seqs[acct]);
-            self.pair(who, F::Read, &key, at, v, read);
+            self.pair_as(OpType::Ok, who, F::Read, &key, at, v, read);
             self.t_ns += MS;
         }
     }
@@ -269,7 +341,9 @@ mod tests {
     use history::{History, Validity};
 
     /// Correct by construction: every checker finds it valid, with the graph checks judged
-    /// (the total and the transfers' order), and the same seed gives the same history.
+    /// (the total and the transfers' order, also where transfers were applied in part), and
+    /// the same seed gives the same history. A closing read off by more than the run moved is
+    /// `total-changed`, whatever the unanswered writes did.
     #[test]
     fn a_generated_bank_is_valid_and_judged() {
         for seed in 0..20 {
@@ -277,6 +351,8 @@ mod tests {
                 clients: 1 + seed as usize % 6,
                 accounts: 2 + seed as usize % 5,
                 events: 3_000,
+                // Every other run has transfers applied in part, refused or unanswered.
+                partial_pct: if seed % 2 == 1 { 20 } else { 0 },
                 ..BankParams::default()
             };
             let mut ops = Vec::new();
@@ -284,12 +360,35 @@ mod tests {
             let mut again = Vec::new();
             bank_history_into(seed, &p, &mut |o| again.extend_from_slice(o));
             assert_eq!(ops, again, "seed {seed}");
+            let partial = (ops.iter())
+                .filter(|o| o.f == F::Write && o.kind != OpType::Ok && o.kind != OpType::Invoke)
+                .count();
+            assert_eq!(
+                partial > 0,
+                p.partial_pct > 0,
+                "seed {seed}: {partial} partial"
+            );
+            // The same run with the last closing read off by more than every amount the run
+            // moved: whatever the unanswered writes did, money was made.
+            let mut made = ops.clone();
+            let last = (made.iter_mut().rev())
+                .find(|o| o.f == F::Read && o.kind == OpType::Ok)
+                .expect("closing reads");
+            last.value.value = last.value.value.map(|v| v + 1_000_000);
+            let h = History::new(made).expect("a well-formed history");
+            let r = crate::check(&h, &crate::CheckConfig::default());
+            let kinds: Vec<_> = r.violations.iter().map(|v| v.kind.as_str()).collect();
+            assert!(kinds.contains(&"total-changed"), "seed {seed}: {kinds:?}");
             let h = History::new(ops).expect("a well-formed history");
             let r = crate::check(&h, &crate::CheckConfig::default());
             assert_eq!(r.valid, Validity::Valid, "seed {seed}: {:#?}", r.violations);
             for name in ["bank-total", "serializability", "deadlock"] {
                 let c = r.checkers.iter().find(|c| c.name == name).unwrap();
-                assert!(c.not_judged.is_none(), "seed {seed}: {name} not judged");
+                assert!(
+                    c.not_judged.is_none(),
+                    "seed {seed}: {name} not judged: {:?}",
+                    c.not_judged
+                );
                 assert!(c.notes.is_empty(), "seed {seed}: {name}: {:?}", c.notes);
             }
         }

@@ -166,8 +166,9 @@ pub(crate) struct Streamed {
     pub(crate) bank: crate::bank::BankTotal,
     /// What the history exercised.
     pub(crate) coverage: crate::coverage::CoverageCounts,
-    /// The notes of the accounts' total, once judged.
+    /// The notes of the accounts' total, once judged, and why it was not judged.
     pub(crate) bank_notes: Vec<String>,
+    pub(crate) bank_not_judged: Option<String>,
     /// The transfers' critical sections (`non-serializable`), judged once the history is
     /// read: a section's order can be changed by any later read of an old version, so each
     /// is kept to the end (at most `serial::SECTIONS_MAX`, a stated limit).
@@ -374,6 +375,7 @@ impl Streamed {
         let mut out = crate::CheckOutput::new();
         self.bank.judge(keys, &mut out);
         self.bank_notes = out.notes;
+        self.bank_not_judged = out.not_judged;
         for v in out.violations {
             // Its closing reads were read.
             let end_ns = v.window_ns[1];
