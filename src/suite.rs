@@ -300,6 +300,40 @@ fn plan_target(cfg: &RunConfig, times: u64) -> plan::Target {
     }
 }
 
+/// What a scenario's run asks for, as flags: the kinds of its schedule's faults
+/// (`--nemesis`), and for each kind the values of its family's setting its faults ask
+/// (`--clock-faults slow` for a slow clock). The run's own verdict then rests on the faults
+/// the suite aimed, not on every kind and direction of the suite (a run that asked for clock
+/// faults in their default directions and ran only a slow one would be `unknown`).
+fn asked_of(schedule: &nemesis::schedule::Schedule) -> Vec<String> {
+    let mut kinds: Vec<nemesis::schedule::FaultKind> = Vec::new();
+    for f in &schedule.faults {
+        if !kinds.contains(&f.kind()) {
+            kinds.push(f.kind());
+        }
+    }
+    let names: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
+    let mut args: Vec<String> = flags::NEMESIS.with(names.join(",")).into();
+    for kind in kinds {
+        let &[setting] = kind.settings() else {
+            continue;
+        };
+        let mut values: Vec<&str> = Vec::new();
+        for f in schedule.faults.iter().filter(|f| f.kind() == kind) {
+            for v in f.payload.settings_asked() {
+                if !values.contains(&v) {
+                    values.push(v);
+                }
+            }
+        }
+        let flag = flags::RUN.iter().find(|f| f.key() == setting);
+        if let (Some(flag), false) = (flag, values.is_empty()) {
+            args.extend(flag.with(values.join(",")));
+        }
+    }
+    args
+}
+
 /// The suite's directory, made with its `schedules` and `logs`, and its base config written.
 fn suite_dir(a: &TestArgs, cfg: &RunConfig) -> Result<(PathBuf, PathBuf)> {
     // `--name` names the suite; each scenario's run gets the scenario's own name.
@@ -576,6 +610,7 @@ impl Suite {
                 return Err(format!("cannot write {}: {e}", path.display()));
             }
             args.extend(flags::SCHEDULE.with(path.display()));
+            args.extend(asked_of(schedule));
         }
         args.extend(
             [
@@ -1116,6 +1151,37 @@ fn junit_xml(r: &SuiteResults) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A scenario's run asks for its schedule's kinds, and for the directions and shapes its
+    /// faults have, each once, in the order they first come: a slow clock asks for
+    /// `--clock-faults slow`, a stall for its aim and wake-up op; a pause has no setting.
+    #[test]
+    fn a_scenarios_run_asks_for_what_its_schedule_holds() {
+        let schedule = nemesis::schedule::Schedule::parse(
+            r#"{"version": 1, "nodes": 1, "faults": [
+                {"id": "f1", "kind": "clock", "at_ms": 100, "length_ms": 900, "nodes": ["n1"],
+                 "mode": "slow", "rate": 0.5},
+                {"id": "f2", "kind": "pause", "at_ms": 2000, "length_ms": 500, "nodes": ["n1"]},
+                {"id": "f3", "kind": "client-pause", "at_ms": 3000, "length_ms": 900,
+                 "shape": "boundary", "wake": "renew", "after_ms": 30},
+                {"id": "f4", "kind": "clock", "at_ms": 5000, "length_ms": 900, "nodes": ["n1"],
+                 "mode": "bump-forward", "delta_ms": 2000},
+                {"id": "f5", "kind": "clock", "at_ms": 7000, "length_ms": 900, "nodes": ["n1"],
+                 "mode": "slow", "rate": 0.5}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            asked_of(&schedule),
+            [
+                "--nemesis",
+                "clock,pause,client-pause",
+                "--clock-faults",
+                "slow,bump-forward",
+                "--client-faults",
+                "boundary,renew"
+            ]
+        );
+    }
 
     /// A duration or nemesis interval set in the config file is named at its file, line and
     /// key, with what to use instead; one typed on the command line as the flag, unless at

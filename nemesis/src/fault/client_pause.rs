@@ -457,6 +457,12 @@ pub(crate) fn shapes_asked(plan: &Plan) -> Vec<&'static str> {
     std::iter::once(shape.aim.as_str()).chain(wake).collect()
 }
 
+/// The values of `client_faults` a run asking for this stall alone lists: its aim and wake-up
+/// op (none for a stall without a shape, which any stall meets).
+pub(crate) fn settings_asked(plan: &Plan) -> Vec<&'static str> {
+    shapes_asked(plan)
+}
+
 pub(crate) fn renumber(_plan: &mut Plan, _to: &dyn Fn(usize) -> usize) {}
 
 /// A stall for the next lock holder to take.

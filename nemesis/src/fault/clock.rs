@@ -315,6 +315,11 @@ pub(crate) fn shapes_asked(_plan: &Plan) -> Vec<&'static str> {
     Vec::new()
 }
 
+/// The value of `clock_faults` a run asking for this fault alone lists: its mode.
+pub(crate) fn settings_asked(plan: &Plan) -> Vec<&'static str> {
+    vec![plan.mode.as_str()]
+}
+
 pub(crate) fn renumber(_plan: &mut Plan, _to: &dyn Fn(usize) -> usize) {}
 
 /// How often a strobing clock flips.

@@ -189,6 +189,11 @@ pub(crate) fn shapes_asked(_plan: &Plan) -> Vec<&'static str> {
     Vec::new()
 }
 
+/// A kill has no setting of its own to ask with.
+pub(crate) fn settings_asked(_plan: &Plan) -> Vec<&'static str> {
+    Vec::new()
+}
+
 pub(crate) fn renumber(plan: &mut Plan, to: &dyn Fn(usize) -> usize) {
     for i in &mut plan.then_nodes {
         *i = to(*i);

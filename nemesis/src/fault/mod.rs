@@ -20,6 +20,7 @@
 //!   the fault's `nodes`, for the checks against the run and for a fault moved to another
 //!   primary; `shapes_asked(plan)`: the coverage shapes a planned fault of it asks to exercise
 //!   (a client stall's aim and wake-up op), which a run's verdict then rests on;
+//!   `settings_asked(plan)`: the values of its setting a run asking for that fault alone lists;
 //! - `FACTS` ([`Facts`]): what its faults need (the service's processes, network namespaces,
 //!   the nodes' clocks, runtime tools), the run settings that shape them, the leases a
 //!   service needs after one, and whether the suite retries a missed cell of it alone; and
@@ -281,6 +282,16 @@ macro_rules! families {
             pub fn shapes_asked(&self) -> Vec<&'static str> {
                 match self {
                     $(Payload::$kind(plan) => $module::shapes_asked(plan),)+
+                }
+            }
+
+            /// The values of its family's setting (`Facts::settings`) that a run asking for
+            /// this fault alone would list (a clock's mode, a cut's topology, a stall's aim
+            /// and wake-up op; none for a family without one): what `lockpick test` tells a
+            /// scenario's run it asks for, so its own verdict rests on its own faults.
+            pub fn settings_asked(&self) -> Vec<&'static str> {
+                match self {
+                    $(Payload::$kind(plan) => $module::settings_asked(plan),)+
                 }
             }
 

@@ -139,6 +139,11 @@ pub(crate) fn shapes_asked(_plan: &Plan) -> Vec<&'static str> {
     Vec::new()
 }
 
+/// Netem has no setting of its own to ask with.
+pub(crate) fn settings_asked(_plan: &Plan) -> Vec<&'static str> {
+    Vec::new()
+}
+
 pub(crate) fn renumber(_plan: &mut Plan, _to: &dyn Fn(usize) -> usize) {}
 
 /// What a planned fault carries for this family, asked of any fault.

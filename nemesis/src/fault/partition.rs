@@ -262,6 +262,11 @@ pub(crate) fn shapes_asked(_plan: &Plan) -> Vec<&'static str> {
     Vec::new()
 }
 
+/// The value of `partition_topologies` a run asking for this fault alone lists: its topology.
+pub(crate) fn settings_asked(plan: &Plan) -> Vec<&'static str> {
+    vec![plan.topology.as_str()]
+}
+
 /// Each cut link stays ordered (`a < b`).
 pub(crate) fn renumber(plan: &mut Plan, to: &dyn Fn(usize) -> usize) {
     for (a, b) in &mut plan.cut {

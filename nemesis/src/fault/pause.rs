@@ -109,6 +109,11 @@ pub(crate) fn shapes_asked(_plan: &Plan) -> Vec<&'static str> {
     Vec::new()
 }
 
+/// A pause has no setting of its own to ask with.
+pub(crate) fn settings_asked(_plan: &Plan) -> Vec<&'static str> {
+    Vec::new()
+}
+
 pub(crate) fn renumber(_plan: &mut Plan, _to: &dyn Fn(usize) -> usize) {}
 
 pub async fn run<W: Write + Send>(ctx: &mut Ctx<W>, fault: &PlannedFault) -> Result<(), Error> {
