@@ -144,12 +144,14 @@ pub enum Command {
     /// 1 s leases so it takes a minute or two (2 s leases: about three minutes): every fault of the local runtime this machine
     /// supports (pause, kill, client stalls, clock skew; partitions need `--runtime netns`),
     /// aimed until each was exercised; then print the verdict and where to read it.
+    #[command(mut_arg("schedule", |a| a.hide(true)))]
     Demo(TestArgs),
     /// The suite CI gates on: short scenarios aimed at every fault the target and this machine
     /// allow (each clock direction, client-stall shape, pause and kill role, partition
     /// topology, contention), until each was exercised; stops at the first violation and
     /// shrinks it. The same target flags as `run`.
-    #[command(long_about = TEST_ABOUT, after_help = TEST_AFTER)]
+    // Each scenario's schedule is the suite's own: `--schedule` is refused, so not shown.
+    #[command(long_about = TEST_ABOUT, after_help = TEST_AFTER, mut_arg("schedule", |a| a.hide(true)))]
     Test(TestArgs),
     /// Run one test: start or reach the lock service, drive it under faults drawn from the
     /// seed (or replayed), check the history. For hand-shaped runs; `test` is the suite.

@@ -681,6 +681,13 @@ fn bad_suite_flags_are_refused_before_anything_runs() {
         assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
         assert!(!out.exists(), "{args:?} made {}", out.display());
     }
+    // What is refused is not offered: `test --help` and `demo --help` do not list it.
+    for command in ["test", "demo"] {
+        let o = common::run_with_limit(&[command, "--help"], Duration::from_secs(30));
+        let help = String::from_utf8_lossy(&o.stdout);
+        assert!(help.contains("--budget"), "{command}: {help}");
+        assert!(!help.contains("--schedule"), "{command}: {help}");
+    }
 }
 
 /// Ctrl-C ends the suite at once: the scenario in progress stops and is checked, and the
