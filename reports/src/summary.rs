@@ -129,12 +129,14 @@ const DATA_KINDS: [ViolationKind; 4] = [
     ViolationKind::NonSerializable,
 ];
 
-/// For a verdict invalid on the lock alone, whether the data it guards held: every checker of
-/// the data that judged anything is valid, over the writes the history has. `None` when the
-/// data was hurt, not written, or not judged.
+/// For a verdict invalid on the lock's safety alone, whether the data it guards held: every
+/// checker of the data that judged anything is valid, over the writes the history has. `None`
+/// when the data was hurt, not written, or not judged, and when the lock's failures were all
+/// of liveness (a lock stuck, a deadlock): nothing then got past the lock for a fence to stop.
 fn data_held(r: &Results) -> Option<String> {
     if r.valid != history::Validity::Invalid
         || r.violations.iter().any(|v| DATA_KINDS.contains(&v.kind))
+        || !(r.violations.iter()).any(|v| v.kind.class() == history::KindClass::Safety)
     {
         return None;
     }

@@ -771,6 +771,20 @@ fn a_lock_failure_whose_fenced_data_held_says_so() {
     let mut hurt = judged();
     hurt[1].valid = Validity::Invalid;
     assert!(!with(7, hurt, false).contains("data it guards held"));
+    // A lock that failed only to be live (stuck): no stale holder reached the data, so no
+    // fence is credited with holding it.
+    let mut r = fixture();
+    r.stats
+        .ops
+        .insert("write".to_string(), BTreeMap::from([("ok".to_string(), 7)]));
+    r.checkers = judged();
+    r.violations = vec![violation(
+        ViolationKind::LockStuck,
+        "L0",
+        &[3],
+        "no client could take L0 for 9 s",
+    )];
+    assert!(!summary_text(&r).contains("data it guards held"));
 }
 
 /// The index names what was tested: the embedded lockd, or another service's server that
