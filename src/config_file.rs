@@ -63,15 +63,40 @@ fn line_at(text: &str, at: usize) -> usize {
 /// A file that does not read as TOML, in one line naming the file and the line the toml
 /// reader placed the error on.
 pub fn toml_error(path: &Path, text: &str, e: &toml::de::Error) -> anyhow::Error {
-    match e.span() {
-        Some(s) => anyhow::anyhow!(
-            "{}:{}: {}",
-            path.display(),
-            line_at(text, s.start),
-            e.message().trim()
+    let Some(span) = e.span() else {
+        return anyhow::anyhow!("{}: {}", path.display(), e.message().trim());
+    };
+    let line = line_at(text, span.start);
+    let message = e.message().trim();
+    let written = text.lines().nth(line - 1).unwrap_or("").trim();
+    let first =
+        |is: &dyn Fn(&str) -> bool| text.lines().position(|l| is(l.trim())).unwrap_or(0) + 1;
+    // toml's "duplicate key" names neither the key nor where it was first set.
+    let message = match message {
+        "duplicate key" if written.starts_with('[') => format!(
+            "duplicate table {written} (first at line {}): one table per section, its keys \
+             together",
+            first(&|l| l == written)
         ),
-        None => anyhow::anyhow!("{}: {}", path.display(), e.message().trim()),
-    }
+        "duplicate key" => {
+            let key = written.split('=').next().unwrap_or("").trim();
+            let (section, from) = (text.lines().take(line - 1).enumerate())
+                .filter(|(_, l)| l.trim().starts_with('['))
+                .last()
+                .map_or(("", 0), |(i, l)| (l.trim(), i + 1));
+            let earlier = (text.lines().enumerate().skip(from).take(line - 1 - from))
+                .find(|(_, l)| l.split('=').next().unwrap_or("").trim() == key)
+                .map_or(String::new(), |(i, _)| format!(", first at line {}", i + 1));
+            let within = if section.is_empty() {
+                String::new()
+            } else {
+                format!(" in {section}")
+            };
+            format!("duplicate key `{key}`{within}{earlier}")
+        }
+        other => other.to_string(),
+    };
+    anyhow::anyhow!("{}:{line}: {message}", path.display())
 }
 
 /// What a config file stands for: the flags, in file order, and where each came from.
@@ -299,15 +324,18 @@ fn key_of(
         );
     };
     let home = flag.section.name();
-    if let Some(s) = section {
-        if s != home {
-            bail!(
-                "{}:{at}: `{key_path}` belongs in [{home}], not [{s}]",
-                path.display()
-            );
-        }
+    match section {
+        Some(s) if s != home => bail!(
+            "{}:{at}: `{key_path}` belongs in [{home}], not [{s}]",
+            path.display()
+        ),
+        // Before any section header: a misplaced line, not a setting of no section.
+        None => bail!(
+            "{}:{at}: `{key_path}` is outside any section: put it under [{home}]",
+            path.display()
+        ),
+        Some(_) => Ok(flag),
     }
-    Ok(flag)
 }
 
 /// A file value as its flag takes it.

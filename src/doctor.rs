@@ -175,7 +175,8 @@ pub fn cleanup(path: &Path) -> anyhow::Result<history::ExitCode> {
     })
 }
 
-/// `lockpick doctor [--config FILE]`: this machine's table, then, when the file lists hosts
+/// `lockpick doctor [--config FILE]`: this machine's table, the file's keys checked as a run
+/// reads them, then, when the file lists hosts
 /// (`[[nodes]]`), each host's checks over ssh. Exit 3 when this machine lacks a required
 /// fault or a host lacks what every ssh run needs (reachable, root, arch, disk); a host
 /// lacking an optional one (iptables, netem, ptrace) is a warning.
@@ -184,6 +185,13 @@ pub fn run_with(config: Option<&Path>) -> anyhow::Result<history::ExitCode> {
     let Some(file) = config else {
         return Ok(local);
     };
+    // The file's keys, as a run reads them: an unknown, misplaced or mistyped key is named at
+    // its line now, not when the run it was written for starts.
+    crate::config_file::flags_from_file(file)?;
+    println!(
+        "\n{}: every key known, in its section, with a value of its type",
+        file.display()
+    );
     // A file without hosts (the starter `lockpick init` writes, a local or netns run's) has
     // nothing more to check: only the ssh runtime's hosts are checked from it.
     let Some(hosts) = crate::config::load_hosts(file, false)? else {

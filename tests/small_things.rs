@@ -231,6 +231,20 @@ fn doctor_fails_only_for_a_missing_required_fault() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(said.contains("no hosts ([[nodes]]"), "{said}");
+    assert!(said.contains("every key known"), "{said}");
+    // Its keys are checked as a run reads them: a typo is named at its line, exit 3.
+    let typo = tmp.path().join("typo.toml");
+    std::fs::write(&typo, "[workload]\nclinets = 3\n").unwrap();
+    let o = run_with_limit(
+        &["doctor", "--config", typo.to_str().unwrap()],
+        Duration::from_secs(60),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("typo.toml:2: unknown key `workload.clinets`"),
+        "{err}"
+    );
 }
 
 #[test]

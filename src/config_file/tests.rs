@@ -77,6 +77,27 @@ fn wrong_types_and_places_are_named() {
     assert!(e.contains("[[nodes]] and [ssh]"), "{e}");
     let (_d, p) = write("[workload\n");
     assert!(flags_from_file(&p).unwrap_err().to_string().contains(":1:"));
+    // A key before any section header is a misplaced line, named with its section.
+    let (_d, p) = write("ttl = \"3s\"\n[workload]\nclients = 3\n");
+    let e = flags_from_file(&p).unwrap_err().to_string();
+    assert!(
+        e.contains(":1: `ttl` is outside any section: put it under [workload]"),
+        "{e}"
+    );
+    // A section or a key twice: which, and where it first was.
+    let (_d, p) = write("[workload]\nclients = 3\n\n[workload]\nttl = \"2s\"\n");
+    let e = flags_from_file(&p).unwrap_err().to_string();
+    assert!(
+        e.contains(":4: duplicate table [workload] (first at line 1)"),
+        "{e}"
+    );
+    let (_d, p) =
+        write("[nemesis]\nseed = 1\n[workload]\nclients = 3\nttl = \"1s\"\nclients = 4\n");
+    let e = flags_from_file(&p).unwrap_err().to_string();
+    assert!(
+        e.contains(":6: duplicate key `clients` in [workload], first at line 4"),
+        "{e}"
+    );
 }
 
 #[test]
