@@ -77,7 +77,8 @@ pub fn run_completeness(dir: &Path, named: bool) -> Option<Completeness> {
                         .all(|f| dir.join(f).is_file())) =>
         {
             Some(Completeness::interrupted(
-                "the run never finished: its directory holds a history but no results.json",
+                // Still true once `report` has judged the history and written one.
+                "the run never finished: it wrote its history but not its verdict (results.json)",
             ))
         }
         Err(_) => None,

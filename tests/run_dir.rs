@@ -103,6 +103,16 @@ fn a_run_directory_without_results_is_unknown_for_check_and_report() {
         summary.starts_with("run: INCOMPLETE (interrupted)"),
         "{summary}"
     );
+    // The reason stays true beside the results.json `report` wrote: it does not claim there
+    // is none.
+    assert!(!summary.contains("no results.json"), "{summary}");
+    let (code, _, err) = lockpick(&["report", d]);
+    assert_eq!(code, Some(2), "{err}");
+    let summary = std::fs::read_to_string(dir.join("summary.txt")).unwrap();
+    assert!(
+        summary.contains("it wrote its history but not its verdict"),
+        "{summary}"
+    );
 }
 
 #[test]
