@@ -544,7 +544,7 @@ impl Digest {
                 stream.store.walked(pos, op, transfer.is_some(), &self.keys);
                 let grant = self.walk.grant_of[pos];
                 stream.late.walked(pos, op, grant);
-                let account = stream.store.is_account(op.target);
+                let account = stream.store.of_the_bank(op);
                 let acts_on = (grant, &self.walk.grants);
                 stream.judged.walked(op, account, acts_on, &self.errors);
                 stream.bank.walked(op, transfer);

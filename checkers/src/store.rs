@@ -212,6 +212,17 @@ pub(crate) fn accounts_from(m: &Model) -> Vec<usize> {
     from
 }
 
+/// The position of the first op of a named critical section (`transfer`), lock ops included
+/// (`usize::MAX`: none): from there on the history is a bank run's, and a final read is its
+/// closing read of an account, even of one no transfer touched, not a counter's.
+pub(crate) fn bank_from(m: &Model) -> usize {
+    m.transfers
+        .iter()
+        .map(|&(pos, _)| pos)
+        .min()
+        .unwrap_or(usize::MAX)
+}
+
 /// The note on writes left out of the store order.
 pub(crate) fn unordered_note(unordered: u64) -> String {
     format!("{unordered} ok write(s) carry no seq or no token: left out of the store order")
@@ -233,8 +244,12 @@ impl Counters {
             finals: Vec::new(),
         };
         let accounts = accounts_from(m);
+        let bank_from = bank_from(m);
         for (i, o) in m.ops.iter().enumerate() {
             if o.target == NO_TARGET || (!o.func.is_lock_op() && accounts[o.target as usize] <= i) {
+                continue;
+            }
+            if o.func == Func::Read && o.is_final && bank_from <= i {
                 continue;
             }
             match (o.func, o.outcome) {

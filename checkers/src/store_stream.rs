@@ -18,7 +18,8 @@
 //!   read sent after its completion must show. A final read is judged as it is walked.
 //!
 //! A key is an account, not a counter, from the first op of a transfer that touches it, in
-//! position order: the batch's reading too.
+//! position order, and a final read is a bank's closing read from the first op of any transfer:
+//! the batch's reading too.
 
 use crate::model::{ClientOp, Func};
 use crate::store::{same_value, short_final, stale_write, StoreOp};
@@ -75,6 +76,8 @@ pub(crate) struct StoreStream {
     pub(crate) waiting_most: usize,
     /// What was proven since it was last taken.
     found: Vec<Violation>,
+    /// An op of a transfer was walked: a bank run's from there on (`store::bank_from`).
+    banking: bool,
 }
 
 impl Default for StoreStream {
@@ -90,6 +93,7 @@ impl Default for StoreStream {
             out_of_order: 0,
             waiting_most: 0,
             found: Vec::new(),
+            banking: false,
         }
     }
 }
@@ -148,6 +152,7 @@ impl StoreStream {
     /// The op at `pos` was walked: every op invoked before it has been; `transfer`: it belongs
     /// to a transfer. `keys`: the keys' names, by id.
     pub(crate) fn walked(&mut self, pos: usize, o: &ClientOp, transfer: bool, keys: &[String]) {
+        self.banking |= transfer;
         if o.func.is_lock_op() || o.target == crate::model::NO_TARGET {
             return;
         }
@@ -174,7 +179,7 @@ impl StoreStream {
             (Func::Write, Outcome::Info | Outcome::Pending) if !account => {
                 self.key(o.target).unsure += 1
             }
-            (Func::Read, Outcome::Ok) if o.is_final && !account => {
+            (Func::Read, Outcome::Ok) if o.is_final && !account && !self.banking => {
                 let k = &self.keys[o.target as usize];
                 let counts = (k.acked, k.unsure);
                 let name = name_of(keys, o.target);
@@ -189,6 +194,12 @@ impl StoreStream {
     /// Whether key `key` is an account (an op of a transfer touched it).
     pub(crate) fn is_account(&self, key: u32) -> bool {
         self.keys.get(key as usize).is_some_and(|k| k.account)
+    }
+
+    /// Whether `o` reads or writes a bank's account: a key a transfer touched, or for a final
+    /// read any key once a transfer began (`store::bank_from`).
+    pub(crate) fn of_the_bank(&self, o: &ClientOp) -> bool {
+        self.is_account(o.target) || (self.banking && o.func == Func::Read && o.is_final)
     }
 
     /// The counter writes completed before `before_ns` leave, in the batch's order: each is
