@@ -244,8 +244,11 @@ fn edges(m: &Model) -> (Vec<Edge>, bool) {
             continue;
         }
         let w = Wait::of(pos, o, m.wait_ms_of(pos), m.end_time_ns);
+        // Another lock: a process's hold of the lock it asks for again (its lease still
+        // standing) is no lock it keeps from the others; with one lock, only a double grant
+        // makes an edge of it, and a cycle of such edges is that violation, not a deadlock.
         let held = by_process.overlapping(o.process, w.invoke_ns, w.end_ns);
-        if let Some((a, b)) = hull(&w, held) {
+        if let Some((a, b)) = hull(&w, held.filter(|s| s.lock != w.lock)) {
             waiters.push((w, a, b));
         }
     }

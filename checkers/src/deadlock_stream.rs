@@ -136,9 +136,10 @@ impl DeadlockStream {
         self.waits_most = self.waits_most.max(self.waits.len());
     }
 
-    /// The hull of what `w`'s process surely held while it waited, among the holds known.
+    /// The hull of what `w`'s process surely held while it waited, among the holds known: of
+    /// another lock than the one it waits for, as the batch reads it.
     fn held(&self, w: &Wait) -> Option<(u64, u64)> {
-        let within = |s: &&Seg| s.start_ns < w.end_ns && s.end_ns > w.invoke_ns;
+        let within = |s: &&Seg| s.start_ns < w.end_ns && s.end_ns > w.invoke_ns && s.lock != w.lock;
         let held = self.by_process.get(&w.process).into_iter().flatten();
         hull(w, held.filter(within))
     }
