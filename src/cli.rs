@@ -384,7 +384,8 @@ pub struct ShrinkArgs {
 }
 
 const SHRINK_AFTER: &str = "Each candidate reruns `lockpick run --config RUN_DIR/config.toml \
---schedule CANDIDATE --duration D`, so any target the run could start (embedded lockd, \
+--schedule CANDIDATE --duration D --stop-on-violation` (it ends at its first proven safety \
+violation), so any target the run could start (embedded lockd, \
 --node-cmd, etcd) shrinks the same way. The end names the smallest schedule (minimal.json), the \
 run directory and report that show its violation, and the command that replays it; shrink.json \
 says the same for scripts.

@@ -308,6 +308,10 @@ impl Shrinker {
             flags::DURATION.with(format!("{duration_ms}ms")).to_vec(),
             flags::OUT.with(self.dir.display()).to_vec(),
             flags::NAME.with(name).to_vec(),
+            // A candidate has shown what it is asked to once its first safety violation is
+            // proven: the rest of its run would only spend the budget (a 30 s run's candidates
+            // each took 30 s).
+            vec![flags::STOP_ON_VIOLATION.to_string()],
         ]
         .concat();
         let log = self.dir.join("logs").join(format!("{name}-{t}.log"));

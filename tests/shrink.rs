@@ -111,6 +111,23 @@ fn racy_shrinks(target: &[&str]) {
     );
     assert!(stdout.contains("c1: 0 fault(s) []"), "{stdout}");
     assert_ends_well(&summary, &stdout, &dir.join("config.toml"));
+    // Each candidate ends at its first proven safety violation: the runs it made say so
+    // (shrink/<candidate>/<run>/results.json).
+    let shrunk = dir.join("shrink");
+    let runs = std::fs::read_dir(&shrunk)
+        .unwrap()
+        .filter_map(|c| std::fs::read_dir(c.unwrap().path()).ok())
+        .flatten()
+        .map(|run| run.unwrap().path().join("results.json"));
+    let stopped = runs
+        .filter_map(|r| std::fs::read_to_string(r).ok())
+        .filter(|r| r.contains("\"stopped\""))
+        .count();
+    assert!(
+        stopped >= 1,
+        "no candidate run stopped on its violation in {}",
+        shrunk.display()
+    );
 }
 
 /// A lockd that times leases by the wall clock, under pauses, kills, client pauses and clock
