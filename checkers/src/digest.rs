@@ -4476,8 +4476,13 @@ mod walk_order_tests {
     #[test]
     fn a_bank_runs_cycle_is_proven_as_the_history_is_read() {
         use history::ViolationKind::NonSerializable;
-        for seed in 0..4u64 {
-            let (_, mut ops) = varied_bank_run(seed, 6_000);
+        for seed in [0, 1, 2, 3, 5, 7u64] {
+            // From seed 4, transfers applied in part: a process whose write went unanswered
+            // runs no more, and its section is judged without waiting out its quiet time. (Odd
+            // seeds: 300 ms leases, so the locks a crashed process held lapse soon, and the
+            // history goes on past the violation.)
+            let partial_pct = if seed >= 4 { 10 } else { 0 };
+            let (_, mut ops) = varied_partial_bank_run(seed, 6_000, partial_pct);
             let third = ops.len() / 3;
             assert!(crate::gen_bank::stale_read_before(&mut ops[..third]));
             let h = History::new(ops.clone()).expect("well formed");

@@ -148,8 +148,8 @@ const LET_GO_RANGES_MAX: usize = 65_536;
 ///
 /// A round builds the dependency graph of the sections kept, exactly as the batch builds the
 /// whole one, and lets go of the longest prefix of them (in order of their first op) that are
-/// done (their process moved on to another transfer, or their last op is older than
-/// `close_after_ns`) and that no edge enters from a section after it: every strongly
+/// done (their process moved on to another transfer, or ended with an op never answered, or
+/// their last op is older than `close_after_ns`) and that no edge enters from a section after it: every strongly
 /// connected group among them is then final, and is reported as the batch reports it. What
 /// could still enter them later is a later op naming one of their transfers, or a write, read
 /// or end that would draw an edge into them; each is recognised from what is kept of them (the
@@ -269,6 +269,9 @@ impl Sections {
             Outcome::Ok | Outcome::Fail => o.complete_or_max(),
             Outcome::Info | Outcome::Pending => u64::MAX,
         };
+        // An op never answered ends its process: no op of its section is still to come, so
+        // a round need not wait out the section's quiet time before judging it.
+        s.closed |= matches!(o.outcome, Outcome::Info | Outcome::Pending);
         if end >= s.end_ns {
             s.end_ns = end;
             s.last_op = o.index;
