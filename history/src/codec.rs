@@ -105,8 +105,10 @@ impl Op {
 #[inline]
 pub(crate) fn out_of_order(prev: Stamp, next: Stamp) -> Option<String> {
     if next.index <= prev.index {
+        // Named from this line, whose index is the one to compare: the previous line's is the
+        // larger (or equal) one, which a reader may otherwise take for the culprit.
         return Some(format!(
-            "index {} does not ascend (previous index {})",
+            "index {} is not above the previous line's index {}: indexes ascend line by line",
             next.index, prev.index
         ));
     }
@@ -620,7 +622,7 @@ mod tests {
             ),
             (
                 ok.clone() + &line(2, 8) + "\n",
-                Err("h:4: index 2 does not ascend (previous index 2)"),
+                Err("h:4: index 2 is not above the previous line's index 2: indexes ascend line by line"),
             ),
             (ok.clone() + &line(3, 7)[..20], Ok((3, vec![4]))),
             (

@@ -421,7 +421,7 @@ mod tests {
         let cases = [
             (
                 vec![invoke.clone(), (0, 10, p1, Ok, F::Acquire)],
-                "op index 0: index 0 does not ascend (previous index 0)",
+                "op index 0: index 0 is not above the previous line's index 0: indexes ascend line by line",
             ),
             (
                 vec![invoke.clone(), (1, 9, p1, Ok, F::Acquire)],
