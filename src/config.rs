@@ -167,6 +167,10 @@ pub struct RunConfig {
     pub schedule: Option<Schedule>,
     /// `--fail-on`, or its default here.
     pub fail_on: reports::FailOn,
+    /// `--fail-on` was given (a flag or the config file's key): only then does the run's
+    /// config.toml pin the policy; else a rerun takes the default of where it runs (coverage
+    /// too under CI).
+    pub fail_on_given: bool,
     /// `--no-probe`: the run skips the conformance probe.
     pub no_probe: bool,
     /// `--stop-on-violation`: the clients stop at the first safety violation a live check
@@ -504,6 +508,7 @@ impl Checked {
             schedule_file: self.replay.as_ref().map(|(p, _)| p.clone()),
             schedule: self.replay.map(|(_, s)| s),
             fail_on: reports::FailOn::given_or_default(fail_on(a)),
+            fail_on_given: fail_on(a).is_some(),
             no_probe: a.switch(&flags::NO_PROBE),
             stop_on_violation: a.switch(&flags::STOP_ON_VIOLATION),
             faults: self.faults,

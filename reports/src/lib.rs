@@ -408,9 +408,9 @@ pub fn render_report(run_dir: &Path) -> Result<Rendered, ReportError> {
         junit_xml: junit_xml(
             &results,
             &title,
-            &cfg.as_ref()
-                .and_then(RunConfigView::fail_on)
-                .unwrap_or_default(),
+            // The run's policy where it pinned one, else the default of here (as `report`'s
+            // exit code reads it).
+            &FailOn::given_or_default(cfg.as_ref().and_then(RunConfigView::fail_on)),
         ),
         summary_txt: summary_text(&results),
         results,

@@ -635,7 +635,9 @@ pub static FAIL_ON: Flag = Flag {
         "unset: safety and liveness, and coverage too under CI (CI or\n\
          GITHUB_ACTIONS set); add \"warnings\" (unsafe-overlap) to fail on those",
     ),
-    write: |c| Some(List(names(&c.fail_on.names()))),
+    // Pinned only when given: the default depends on where the run is (coverage under CI),
+    // and a rerun of a run's config.toml under CI must get CI's.
+    write: |c| c.fail_on_given.then(|| List(names(&c.fail_on.names()))),
     ..Flag::NONE
 };
 
