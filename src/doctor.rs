@@ -181,13 +181,16 @@ pub fn cleanup(path: &Path) -> anyhow::Result<history::ExitCode> {
 /// fault or a host lacks what every ssh run needs (reachable, root, arch, disk); a host
 /// lacking an optional one (iptables, netem, ptrace) is a warning.
 pub fn run_with(config: Option<&Path>) -> anyhow::Result<history::ExitCode> {
+    // The file's keys, as a run reads them, first: an unknown, misplaced or mistyped key is
+    // named at its line in one line, before the machine's checks, not when the run it was
+    // written for starts.
+    if let Some(file) = config {
+        crate::config_file::flags_from_file(file)?;
+    }
     let local = run();
     let Some(file) = config else {
         return Ok(local);
     };
-    // The file's keys, as a run reads them: an unknown, misplaced or mistyped key is named at
-    // its line now, not when the run it was written for starts.
-    crate::config_file::flags_from_file(file)?;
     println!(
         "\n{}: every key known, in its section, with a value of its type",
         file.display()

@@ -27,7 +27,7 @@ pub fn rounds_line(r: &Results) -> Option<String> {
 /// coverage may be the very ones named.
 pub(crate) const NOT_EXERCISED_HINT: &str = "a fault is exercised once it reached the state its \
      bugs live in (the coverage below says which did); a longer --duration gives each more \
-     tries, and `lockpick test` plans every fault and retries each until it is";
+     tries, and `lockpick test` plans every fault and retries each until it was exercised";
 
 /// Why the verdict is unknown, a phrase per reason, empty unless it is: the run cut short,
 /// the whole history proving nothing, requested faults never exercised (the coverage gate's
