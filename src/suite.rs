@@ -284,7 +284,12 @@ fn plan_target(cfg: &RunConfig, times: u64) -> plan::Target {
     plan::Target {
         kinds: cfg.faults.clone(),
         nodes: cfg.nodes,
-        counter: cfg.kind() == workloads::WorkloadKind::Counter,
+        // The bank's transfers read and write the store as the counter's ops do: a stall
+        // may wake into either, between a transfer's reads and its writes too.
+        counter: matches!(
+            cfg.kind(),
+            workloads::WorkloadKind::Counter | workloads::WorkloadKind::Bank
+        ),
         fencing: cfg.service.tokens(&cfg.adapter_own) == workloads::Tokens::Fencing,
         bank: cfg.service.holds_several_locks(&cfg.adapter_own),
         write_ends_grant: cfg.service.grant_guards_resource(&cfg.adapter_own),

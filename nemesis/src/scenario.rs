@@ -13,8 +13,8 @@ pub struct Target {
     /// The faults the target and this machine allow (a run's default list, or `--nemesis`).
     pub kinds: Vec<crate::schedule::FaultKind>,
     pub nodes: usize,
-    /// The counter workload (reads and writes of the fenced register) is what the fault
-    /// scenarios run; false for mutex.
+    /// The fault scenarios run a workload that reads and writes the fenced store (counter or
+    /// bank), so a stall may wake into a read or a write; false for mutex.
     pub counter: bool,
     /// Whether the service's grants carry fencing tokens: the counter workload needs them.
     pub fencing: bool,
