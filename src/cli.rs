@@ -167,7 +167,8 @@ pub enum Command {
     /// Tell, for each fault, whether this machine can run it, and what is missing if not. Exit
     /// 0 when the required faults (pause, kill, client-pause: what every run may draw) can run,
     /// with a warning naming any optional one (clock, partition, netem) that cannot; exit 3
-    /// when a required one cannot. With --config, also each host of its [[nodes]] (--runtime
+    /// when a required one cannot. With --config, first the file's settings as `run` reads them (exit
+    /// 3 naming the line of a bad one), then each host of its [[nodes]] (--runtime
     /// ssh): reachable, root or passwordless sudo, architecture, free disk, iptables, netem,
     /// ptrace; exit 3 when a host lacks what every run needs.
     Doctor(DoctorArgs),
@@ -418,7 +419,8 @@ pub struct ExportArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct DoctorArgs {
-    /// A config file whose [[nodes]] are checked over ssh too.
+    /// A config file: its settings read as `lockpick run --config` reads them (a bad key or
+    /// value named at its line), and its [[nodes]] checked over ssh.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 }

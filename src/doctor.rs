@@ -175,6 +175,33 @@ pub fn cleanup(path: &Path) -> anyhow::Result<history::ExitCode> {
     })
 }
 
+/// The file read as `lockpick run --config FILE` reads it: its keys, their values and what
+/// the run would refuse before any traffic, each named at its line.
+fn settings_error(file: &Path) -> anyhow::Result<()> {
+    let mut argv: Vec<std::ffi::OsString> = vec!["lockpick".into(), "run".into()];
+    argv.push(crate::flags::CONFIG.to_string().into());
+    argv.push(file.as_os_str().to_owned());
+    let (args, origins) = crate::config_file::expand(argv)?;
+    let located = |e: String| anyhow::anyhow!(origins.locate(&e));
+    let matches = crate::cli::command()
+        .try_get_matches_from(args)
+        .map_err(|e| located(e.kind().to_string() + ": " + &first_line(&e.to_string())))?;
+    let cli = <crate::cli::Cli as clap::FromArgMatches>::from_arg_matches(&matches)
+        .map_err(|e| located(first_line(&e.to_string())))?;
+    let crate::cli::Command::Run(a) = cli.command else {
+        unreachable!("parsed as `run`")
+    };
+    crate::config::RunConfig::from_args(&a)
+        .map(|_| ())
+        .map_err(|e| located(crate::error_text(&e)))
+}
+
+/// A clap error's first line, without its `error: `.
+fn first_line(text: &str) -> String {
+    let line = text.lines().next().unwrap_or("");
+    line.strip_prefix("error: ").unwrap_or(line).to_string()
+}
+
 /// `lockpick doctor [--config FILE]`: this machine's table, the file's keys checked as a run
 /// reads them, then, when the file lists hosts
 /// (`[[nodes]]`), each host's checks over ssh. Exit 3 when this machine lacks a required
@@ -185,14 +212,14 @@ pub fn run_with(config: Option<&Path>) -> anyhow::Result<history::ExitCode> {
     // named at its line in one line, before the machine's checks, not when the run it was
     // written for starts.
     if let Some(file) = config {
-        crate::config_file::flags_from_file(file)?;
+        settings_error(file)?;
     }
     let local = run();
     let Some(file) = config else {
         return Ok(local);
     };
     println!(
-        "\n{}: every key known, in its section, with a value of its type",
+        "\n{}: every key known and every value taken, as `lockpick run --config` reads them",
         file.display()
     );
     // A file without hosts (the starter `lockpick init` writes, a local or netns run's) has

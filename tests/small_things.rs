@@ -245,6 +245,18 @@ fn doctor_fails_only_for_a_missing_required_fault() {
         err.contains("typo.toml:2: unknown key `workload.clinets`"),
         "{err}"
     );
+    // And its values, as `run` reads them: what `run` refuses, doctor names the same way.
+    std::fs::write(&typo, "[workload]\nttl = \"soon\"\n").unwrap();
+    let o = run_with_limit(
+        &["doctor", "--config", typo.to_str().unwrap()],
+        Duration::from_secs(60),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("typo.toml:2: `workload.ttl` \"soon\": expected a duration"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -56,7 +56,8 @@ pub static LOCKS: Flag = Flag {
     default: Some("1"),
     help: "Locks the clients contend for (each counter lock guards its own register)",
     init: Init::Default(""),
-    write: |c| Some(Count(c.locks as u64)),
+    // The bank's locks are its accounts' (`--accounts`): `--locks` shapes nothing there.
+    write: |c| (c.kind() != WorkloadKind::Bank).then_some(Count(c.locks as u64)),
     ..Flag::NONE
 };
 
