@@ -232,31 +232,28 @@ fn doctor_fails_only_for_a_missing_required_fault() {
     );
     assert!(said.contains("no hosts ([[nodes]]"), "{said}");
     assert!(said.contains("every key known"), "{said}");
-    // Its keys are checked as a run reads them: a typo is named at its line, exit 3.
-    let typo = tmp.path().join("typo.toml");
-    std::fs::write(&typo, "[workload]\nclinets = 3\n").unwrap();
-    let o = run_with_limit(
-        &["doctor", "--config", typo.to_str().unwrap()],
-        Duration::from_secs(60),
-    );
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(3), "{err}");
-    assert!(
-        err.contains("typo.toml:2: unknown key `workload.clinets`"),
-        "{err}"
-    );
-    // And its values, as `run` reads them: what `run` refuses, doctor names the same way.
-    std::fs::write(&typo, "[workload]\nttl = \"soon\"\n").unwrap();
-    let o = run_with_limit(
-        &["doctor", "--config", typo.to_str().unwrap()],
-        Duration::from_secs(60),
-    );
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(3), "{err}");
-    assert!(
-        err.contains("typo.toml:2: `workload.ttl` \"soon\": expected a duration"),
-        "{err}"
-    );
+    // Its settings are read as a run reads them: a typo'd key or a bad value is named at its
+    // line, in run's words, exit 3.
+    let bad = tmp.path().join("bad.toml");
+    for (text, said) in [
+        (
+            "[workload]\nclinets = 3\n",
+            "bad.toml:2: unknown key `workload.clinets`",
+        ),
+        (
+            "[workload]\nttl = \"soon\"\n",
+            "bad.toml:2: `workload.ttl` \"soon\": expected a duration",
+        ),
+    ] {
+        std::fs::write(&bad, text).unwrap();
+        let o = run_with_limit(
+            &["doctor", "--config", bad.to_str().unwrap()],
+            Duration::from_secs(60),
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(3), "{err}");
+        assert!(err.contains(said), "{err}");
+    }
 }
 
 #[test]
