@@ -338,12 +338,9 @@ impl BankTotal {
             // A transfer's read: the balance its write of the key moves from.
             let balance = o.value().or((o.seq() == Some(0)).then_some(0));
             if let (Some(t), Outcome::Ok, Some(b)) = (transfer, o.outcome, balance) {
-                if let Some(open) = self.open.get_mut(&t) {
-                    open.read.retain(|&(k, _)| k != o.target);
-                    open.read.push((o.target, b));
-                } else {
-                    self.reads_before_writes(t, o.process, o.target, b);
-                }
+                let open = self.open_transfer(t, o.process);
+                open.read.retain(|&(k, _)| k != o.target);
+                open.read.push((o.target, b));
             }
             return;
         }
@@ -354,19 +351,7 @@ impl BankTotal {
             self.remember(o.target, v);
         }
         let Some(t) = transfer else { return };
-        if let Some(prev) = self.writing.insert(o.process, t).filter(|&p| p != t) {
-            self.close(prev);
-        }
-        if !self.open.contains_key(&t) {
-            if self.open.len() >= self.open_max {
-                if let Some(first) = self.opened.pop_front() {
-                    self.closed_early += u64::from(self.open.contains_key(&first));
-                    self.close(first);
-                }
-            }
-            self.opened.push_back(t);
-        }
-        let w = self.open.entry(t).or_default();
+        let w = self.open_transfer(t, o.process);
         let read = (w.read.iter())
             .find(|&&(k, _)| k == o.target)
             .map(|&(_, b)| b);
@@ -413,20 +398,23 @@ impl BankTotal {
         }
     }
 
-    /// A read of transfer `t` by `process` before any of its writes: kept in its open entry,
-    /// made now (a transfer opens with its first read or write).
-    fn reads_before_writes(&mut self, t: u64, process: u64, key: u32, balance: i64) {
+    /// Transfer `t` of `process`, open: opened now by its first read or write (which closes
+    /// the transfer `process` had open before, and past [`TRANSFERS_OPEN_MAX`] the earliest
+    /// still open), else as it stands.
+    fn open_transfer(&mut self, t: u64, process: u64) -> &mut Transfer {
         if let Some(prev) = self.writing.insert(process, t).filter(|&p| p != t) {
             self.close(prev);
         }
-        if self.open.len() >= self.open_max {
-            if let Some(first) = self.opened.pop_front() {
-                self.closed_early += u64::from(self.open.contains_key(&first));
-                self.close(first);
+        if !self.open.contains_key(&t) {
+            if self.open.len() >= self.open_max {
+                if let Some(first) = self.opened.pop_front() {
+                    self.closed_early += u64::from(self.open.contains_key(&first));
+                    self.close(first);
+                }
             }
+            self.opened.push_back(t);
         }
-        self.opened.push_back(t);
-        self.open.entry(t).or_default().read.push((key, balance));
+        self.open.entry(t).or_default()
     }
 
     /// Judges the accounts' total once every op is walked, naming keys by `keys`: a violation,
