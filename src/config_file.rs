@@ -69,32 +69,36 @@ pub fn toml_error(path: &Path, text: &str, e: &toml::de::Error) -> anyhow::Error
     let line = line_at(text, span.start);
     let message = e.message().trim();
     let written = text.lines().nth(line - 1).unwrap_or("").trim();
+    let header = |l: &str| {
+        let name = l.trim().strip_prefix('[')?.strip_suffix(']')?;
+        Some(name.trim().to_string())
+    };
+    // Where the key or table was first set, if found.
     let first =
-        |is: &dyn Fn(&str) -> bool| text.lines().position(|l| is(l.trim())).unwrap_or(0) + 1;
+        |section: Option<&str>, key: &str| Some(line_of(text, section, key)).filter(|&at| at > 0);
     // toml's "duplicate key" names neither the key nor where it was first set.
-    let message = match message {
-        "duplicate key" if written.starts_with('[') => format!(
-            "duplicate table {written} (first at line {}): one table per section, its keys \
-             together",
-            first(&|l| l == written)
+    let message = match (message, header(written)) {
+        ("duplicate key", Some(name)) => format!(
+            "duplicate table [{name}]{}: one table per section, its keys together",
+            first(None, &name).map_or(String::new(), |at| format!(" (first at line {at})"))
         ),
-        "duplicate key" => {
-            let key = written.split('=').next().unwrap_or("").trim();
-            let (section, from) = (text.lines().take(line - 1).enumerate())
-                .filter(|(_, l)| l.trim().starts_with('['))
-                .last()
-                .map_or(("", 0), |(i, l)| (l.trim(), i + 1));
-            let earlier = (text.lines().enumerate().skip(from).take(line - 1 - from))
-                .find(|(_, l)| l.split('=').next().unwrap_or("").trim() == key)
-                .map_or(String::new(), |(i, _)| format!(", first at line {}", i + 1));
-            let within = if section.is_empty() {
-                String::new()
-            } else {
-                format!(" in {section}")
-            };
+        ("duplicate key", None) => {
+            let key = written
+                .split('=')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .trim_matches('"');
+            // The section it is in: the last header above it.
+            let section = text.lines().take(line - 1).filter_map(header).last();
+            let within = section
+                .as_ref()
+                .map_or(String::new(), |s| format!(" in [{s}]"));
+            let earlier = first(section.as_deref(), key);
+            let earlier = earlier.map_or(String::new(), |at| format!(", first at line {at}"));
             format!("duplicate key `{key}`{within}{earlier}")
         }
-        other => other.to_string(),
+        (other, _) => other.to_string(),
     };
     anyhow::anyhow!("{}:{line}: {message}", path.display())
 }
