@@ -183,23 +183,19 @@ fn settings_error(file: &Path) -> anyhow::Result<()> {
     argv.push(file.as_os_str().to_owned());
     let (args, origins) = crate::config_file::expand(argv)?;
     let located = |e: String| anyhow::anyhow!(origins.locate(&e));
+    // In the words `run` would say them in.
+    let usage = |e: clap::Error| located(crate::usage_error_text(&e));
     let matches = crate::cli::command()
         .try_get_matches_from(args)
-        .map_err(|e| located(e.kind().to_string() + ": " + &first_line(&e.to_string())))?;
-    let cli = <crate::cli::Cli as clap::FromArgMatches>::from_arg_matches(&matches)
-        .map_err(|e| located(first_line(&e.to_string())))?;
+        .map_err(usage)?;
+    let cli =
+        <crate::cli::Cli as clap::FromArgMatches>::from_arg_matches(&matches).map_err(usage)?;
     let crate::cli::Command::Run(a) = cli.command else {
         unreachable!("parsed as `run`")
     };
     crate::config::RunConfig::from_args(&a)
         .map(|_| ())
         .map_err(|e| located(crate::error_text(&e)))
-}
-
-/// A clap error's first line, without its `error: `.
-fn first_line(text: &str) -> String {
-    let line = text.lines().next().unwrap_or("");
-    line.strip_prefix("error: ").unwrap_or(line).to_string()
 }
 
 /// `lockpick doctor [--config FILE]`: this machine's table, the file's keys checked as a run

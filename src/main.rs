@@ -79,16 +79,8 @@ fn main() -> std::process::ExitCode {
                 return std::process::ExitCode::SUCCESS;
             }
             // clap's usage errors exit 2, which means `unknown` here: report them as 3.
-            // The first paragraph, in one line: a missing argument's name is on the lines
-            // under clap's first one.
-            let msg = e.to_string();
-            let para: Vec<&str> = msg.lines().take_while(|l| !l.trim().is_empty()).collect();
-            let first = match para.is_empty() {
-                true => "bad command line".to_string(),
-                false => one_line(&para.join(" ")),
-            };
-            let first = first.strip_prefix("error: ").unwrap_or(&first);
-            eprintln!("error: {}{}", origins.locate(first), suggestion(&e));
+            let first = usage_error_text(&e);
+            eprintln!("error: {}{}", origins.locate(&first), suggestion(&e));
             let sub = typed.filter(|t| {
                 use clap::CommandFactory;
                 Cli::command().get_subcommands().any(|c| c.get_name() == t)
@@ -133,6 +125,18 @@ fn suggestion(e: &clap::Error) -> String {
     } else {
         format!(" (did you mean {}?)", guesses.join(" or "))
     }
+}
+
+/// A clap usage error in one line, without its `error: `: the first paragraph, since a
+/// missing argument's name is on the lines under clap's first one.
+pub fn usage_error_text(e: &clap::Error) -> String {
+    let msg = e.to_string();
+    let para: Vec<&str> = msg.lines().take_while(|l| !l.trim().is_empty()).collect();
+    let first = match para.is_empty() {
+        true => "bad command line".to_string(),
+        false => one_line(&para.join(" ")),
+    };
+    first.strip_prefix("error: ").unwrap_or(&first).to_string()
 }
 
 fn one_line(s: &str) -> String {

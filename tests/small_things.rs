@@ -244,6 +244,10 @@ fn doctor_fails_only_for_a_missing_required_fault() {
             "[workload]\nttl = \"soon\"\n",
             "bad.toml:2: `workload.ttl` \"soon\": expected a duration",
         ),
+        (
+            "[check]\nfail_on = [\"bogus\"]\n",
+            "bad.toml:2: `check.fail_on`: invalid value 'bogus' for '--fail-on <LIST>'",
+        ),
     ] {
         std::fs::write(&bad, text).unwrap();
         let o = run_with_limit(
