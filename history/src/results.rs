@@ -270,8 +270,11 @@ pub struct TokenReset {
     pub op: u64,
 }
 
-/// What one checker concluded.
+/// What one checker concluded. In results.json a checker that judged nothing says so in its
+/// `valid` too (`"not-judged"`, beside `not_judged`'s reason), so that a script reading only
+/// `valid` never counts it as a pass.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(into = "CheckerWire", from = "CheckerWire")]
 pub struct CheckerResult {
     pub name: String,
     pub valid: Validity,
@@ -287,6 +290,85 @@ pub struct CheckerResult {
     /// never as a pass; it does not change the run's verdict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_judged: Option<String>,
+}
+
+/// [`CheckerResult`] as results.json holds it: `valid` is the checker's status.
+#[derive(Serialize, Deserialize)]
+struct CheckerWire {
+    name: String,
+    valid: Status,
+    violations: u64,
+    warnings: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    notes: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    not_judged: Option<String>,
+}
+
+/// A checker's `valid` in results.json: its verdict, or `"not-judged"`.
+enum Status {
+    Verdict(Validity),
+    NotJudged,
+}
+
+const NOT_JUDGED: &str = "not-judged";
+
+impl Serialize for Status {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Status::Verdict(v) => v.serialize(s),
+            Status::NotJudged => s.serialize_str(NOT_JUDGED),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Status {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match serde_json::Value::deserialize(d)? {
+            serde_json::Value::String(s) if s == NOT_JUDGED => Ok(Status::NotJudged),
+            v => Validity::deserialize(v)
+                .map(Status::Verdict)
+                .map_err(de::Error::custom),
+        }
+    }
+}
+
+impl From<CheckerResult> for CheckerWire {
+    fn from(c: CheckerResult) -> CheckerWire {
+        let valid = match (&c.not_judged, c.valid) {
+            (Some(_), Validity::Valid) => Status::NotJudged,
+            (_, v) => Status::Verdict(v),
+        };
+        CheckerWire {
+            name: c.name,
+            valid,
+            violations: c.violations,
+            warnings: c.warnings,
+            notes: c.notes,
+            not_judged: c.not_judged,
+        }
+    }
+}
+
+impl From<CheckerWire> for CheckerResult {
+    fn from(w: CheckerWire) -> CheckerResult {
+        let (valid, not_judged) = match w.valid {
+            // A reason lost by a hand edit is still a checker that judged nothing.
+            Status::NotJudged => (
+                Validity::Valid,
+                w.not_judged.or_else(|| Some(String::new())),
+            ),
+            Status::Verdict(v) => (v, w.not_judged),
+        };
+        CheckerResult {
+            name: w.name,
+            valid,
+            violations: w.violations,
+            warnings: w.warnings,
+            notes: w.notes,
+            not_judged,
+        }
+    }
 }
 
 impl CheckerResult {
@@ -485,5 +567,57 @@ mod tests {
         let line = r#"{"index":8,"time_ns":6,"process":1,"type":"invoke","f":"acquire","lock":"a0","value":{"transfer":9,"wait_ms":100}}"#;
         r.keep_evidence(&serde_json::from_str(line).unwrap());
         assert!(!r.evidence.contains_key(&8));
+    }
+
+    /// A checker that judged nothing is `"not-judged"` in results.json's `valid`, never
+    /// `true`; every other status is written as before, and each reads back as it was.
+    #[test]
+    fn a_checker_that_judged_nothing_is_never_written_valid() {
+        let checker = |valid, not_judged: Option<&str>| CheckerResult {
+            name: "c".into(),
+            valid,
+            violations: 0,
+            warnings: 0,
+            notes: vec![],
+            not_judged: not_judged.map(str::to_string),
+        };
+        let cases = [
+            (
+                checker(Validity::Valid, Some("no store write")),
+                serde_json::json!("not-judged"),
+            ),
+            (checker(Validity::Valid, None), serde_json::json!(true)),
+            (checker(Validity::Invalid, None), serde_json::json!(false)),
+            (
+                checker(Validity::Unknown, None),
+                serde_json::json!("unknown"),
+            ),
+            // Found something anyway: its verdict stands.
+            (
+                checker(Validity::Invalid, Some("x")),
+                serde_json::json!(false),
+            ),
+        ];
+        for (c, want) in cases {
+            let json = serde_json::to_value(&c).unwrap();
+            assert_eq!(json["valid"], want, "{c:?}");
+            assert_eq!(
+                json.get("not_judged").and_then(|v| v.as_str()),
+                c.not_judged.as_deref()
+            );
+            let back: CheckerResult = serde_json::from_value(json).unwrap();
+            assert_eq!(back, c);
+            assert_eq!(back.status(), c.status());
+        }
+        // A hand-edited file that lost the reason still reads as not judged.
+        let back: CheckerResult = serde_json::from_value(serde_json::json!({
+            "name": "c", "valid": "not-judged", "violations": 0, "warnings": 0,
+        }))
+        .unwrap();
+        assert_eq!(back.status(), "not-judged");
+        let bad = serde_json::from_value::<CheckerResult>(serde_json::json!({
+            "name": "c", "valid": "maybe", "violations": 0, "warnings": 0,
+        }));
+        assert!(bad.unwrap_err().to_string().contains("maybe"));
     }
 }
