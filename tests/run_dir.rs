@@ -226,7 +226,7 @@ fn check_says_when_results_json_records_another_verdict() {
     assert!(!err.contains("note:"), "{err}");
 }
 
-/// results.json records what it was judged from (the history's length and SHA-256), and
+/// results.json records what it was judged from (the history's length and BLAKE3), and
 /// staleness is judged by that: a history edited in place with its modification time put back
 /// (an editor that keeps it, `cp -p`, `touch -r`) is stale; one whose time alone moved is not.
 #[test]
@@ -238,11 +238,12 @@ fn staleness_is_judged_by_content_not_by_modification_time() {
     let text = std::fs::read(&history).unwrap();
     let r = results(dir);
     assert_eq!(r["judged_from"]["bytes"], text.len() as u64, "{r}");
-    let sha = r["judged_from"]["sha256"].as_str().unwrap();
-    assert_eq!(sha.len(), 64, "{sha}");
-    assert!(sha
+    let digest = r["judged_from"]["blake3"].as_str().unwrap();
+    assert_eq!(digest.len(), 64, "{digest}");
+    assert!(digest
         .bytes()
         .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+    assert!(r["judged_from"].get("sha256").is_none(), "{r}");
 
     // `touch`: the history newer by its time only. Nothing is stale, nothing rewritten.
     set_mtime(
@@ -298,15 +299,63 @@ fn staleness_is_judged_by_content_not_by_modification_time() {
     let (code, _, err) = lockpick(&["check", d]);
     assert_eq!(code, Some(1), "{err}");
     assert!(
-        err.contains("(history.jsonl is not what results.json was judged from: its SHA-256 differs; this check: invalid)"),
+        err.contains("(history.jsonl is not what results.json was judged from: its BLAKE3 differs; this check: invalid)"),
         "{err}"
     );
     let (code, _, err) = lockpick(&["report", d]);
     assert_eq!(code, Some(1), "{err}");
     assert!(
-        err.contains("its SHA-256 differs; judged its history (invalid) and wrote it"),
+        err.contains("its BLAKE3 differs; judged its history (invalid) and wrote it"),
         "{err}"
     );
+}
+
+/// A results.json written before BLAKE3 records the history's SHA-256 (what `sha256sum`
+/// prints): it is compared by that, current while the history is the same, stale after a
+/// same-length edit; written again, it records BLAKE3.
+#[test]
+fn a_results_json_with_a_sha256_is_compared_by_it() {
+    let tmp = judged_run_dir("valid-basic");
+    let dir = tmp.path();
+    let d = dir.to_str().unwrap();
+    let history = dir.join("history.jsonl");
+    let sha256 = |path: &Path| {
+        let out = std::process::Command::new("sha256sum")
+            .arg(path)
+            .output()
+            .expect("sha256sum (coreutils) runs");
+        String::from_utf8(out.stdout).unwrap()[..64].to_string()
+    };
+    let mut r = results(dir);
+    let bytes = r["judged_from"]["bytes"].clone();
+    r["judged_from"] = serde_json::json!({"bytes": bytes, "sha256": sha256(&history)});
+    std::fs::write(dir.join("results.json"), r.to_string()).unwrap();
+    let recorded = std::fs::read(dir.join("results.json")).unwrap();
+    let (code, _, err) = lockpick(&["report", d]);
+    assert_eq!((code, err.as_str()), (Some(0), ""));
+    assert_eq!(std::fs::read(dir.join("results.json")).unwrap(), recorded);
+    // The last event a little later, the length and the time kept: the SHA-256 tells.
+    let text = String::from_utf8(std::fs::read(&history).unwrap()).unwrap();
+    let at = text.rfind("\"time_ns\":").unwrap() + "\"time_ns\":".len();
+    let mut text = text.into_bytes();
+    assert!(text[at].is_ascii_digit() && text[at] != b'9');
+    text[at] += 1;
+    edit_history_keeping_time(&history, &text);
+    let (_, _, err) = lockpick(&["report", d]);
+    assert!(
+        err.contains("history.jsonl is not what results.json was judged from: its SHA-256 differs; judged its history"),
+        "{err}"
+    );
+    let r = results(dir);
+    assert!(r["judged_from"]["blake3"].is_string(), "{r}");
+    assert!(r["judged_from"].get("sha256").is_none(), "{r}");
+}
+
+/// Writes `text` over `history`, its modification time put back.
+fn edit_history_keeping_time(history: &Path, text: &[u8]) {
+    let old = mtime(history);
+    std::fs::write(history, text).unwrap();
+    set_mtime(history, old);
 }
 
 /// A results.json written before `judged_from` existed is judged stale by modification time,
@@ -331,5 +380,5 @@ fn a_results_json_without_judged_from_falls_back_to_modification_times() {
         "{err}"
     );
     // Written again, it records what it was judged from.
-    assert!(results(dir)["judged_from"]["sha256"].is_string());
+    assert!(results(dir)["judged_from"]["blake3"].is_string());
 }

@@ -535,13 +535,20 @@ impl Results {
     }
 }
 
-/// The history a verdict was judged from, by content: its length in bytes and its SHA-256
-/// (lowercase hex, as `sha256sum` prints it), read before it was checked. A results.json
-/// whose history no longer has both is stale, whatever the files' modification times say: a
-/// hand edit, a `cp -p` or a `touch` moves them, not the content.
+/// The history a verdict was judged from, by content: its length in bytes and its BLAKE3
+/// (lowercase hex, as `b3sum` prints it), read before it was checked. A results.json whose
+/// history no longer has both is stale, whatever the files' modification times say: a hand
+/// edit, a `cp -p` or a `touch` moves them, not the content. A results.json written before
+/// BLAKE3 holds the SHA-256 instead (a fifth of the CPU of a 10M-event check); it is still
+/// compared by that.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JudgedFrom {
     pub bytes: u64,
+    /// Empty when the history changed while it was judged: then it matches no history.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub blake3: String,
+    /// Only in a results.json written before `blake3`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub sha256: String,
 }
 
