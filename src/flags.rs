@@ -60,7 +60,7 @@ impl Section {
                 Some("Which lock service to test. Nothing set here: the embedded reference lockd.")
             }
             Section::Store => {
-                Some("The fenced resource the counter workload writes through the lock.")
+                Some("The fenced resource the counter and bank workloads write through the lock.")
             }
             _ => None,
         }

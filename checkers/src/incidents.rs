@@ -16,12 +16,13 @@
 //!   one lease overlapped by two grants is one cause.
 //! - **Consequences.** Every other violation joins the first incident holding the grant it is
 //!   about (the stale op's grant, the later of two equal tokens, the lower of two regressed
-//!   ones, the stale write's, the grant on an expired lease); it never pulls further grants in,
-//!   so two stalls one after the other stay two incidents. A violation that joins nothing starts
-//!   an incident of its own; `lock-stuck` is always its own.
+//!   ones, the stale write's, the grant on an expired lease, a cycle of critical sections'
+//!   writes' grants); it never pulls further grants in, so two stalls one after the other stay
+//!   two incidents. A violation that joins nothing starts an incident of its own; `lock-stuck`
+//!   is always its own.
 //!
 //! Every violation is in exactly one incident. The root of an incident is its first double
-//! grant, else its first violation.
+//! grant, else its first violation of the kind nearest the cause ([`priority`]).
 //!
 //! Grouping reads only [`Facts`]: a few fields of the ops the violations name, of their
 //! grants, and the token resets. The whole check takes them from its model; a check too long
@@ -279,7 +280,8 @@ fn priority(k: ViolationKind) -> u8 {
         StaleRenewAccepted | StaleReleaseAccepted => 3,
         StaleWriteAccepted => 4,
         LostUpdate => 5,
-        _ => 6,
+        NonSerializable => 6,
+        _ => 7,
     }
 }
 
@@ -289,11 +291,18 @@ fn incident(look: &Lookup, vs: &[Violation], era: Option<u32>, mut list: Vec<usi
         "an incident groups at least one violation"
     );
     list.sort_unstable();
-    let root = list
-        .iter()
-        .copied()
-        .find(|&i| vs[i].kind == ViolationKind::DoubleGrant)
-        .unwrap_or(list[0]);
+    // A double grant, else the kind nearest the cause (a stale write before the cycle of
+    // critical sections it made), the first of it.
+    let first_of = |&i: &usize| {
+        (
+            vs[i].kind != ViolationKind::DoubleGrant,
+            priority(vs[i].kind),
+            i,
+        )
+    };
+    let root = (list.iter().copied())
+        .min_by_key(first_of)
+        .expect("an incident is never empty");
     let mut ordered = vec![root];
     ordered.extend(list.iter().copied().filter(|&i| i != root));
     let mut kinds: BTreeMap<String, u64> = BTreeMap::new();
@@ -497,11 +506,14 @@ impl Lookup<'_> {
                 g.extend(grants);
                 (g, 1)
             }
-            StaleWriteAccepted | LostUpdate => {
+            StaleWriteAccepted | LostUpdate | NonSerializable => {
                 let mut used = self.used(v);
                 // The lower token first: the stale write (the holder more likely stale).
                 used.sort_by_key(|&(o, _)| (o.token, o.pos));
-                let claims = if v.kind == LostUpdate { 0 } else { 1 };
+                // A cycle of critical sections names the reads and writes that prove it: it
+                // joins the incident of a stale write among them, and claims none of their
+                // grants (each was merely there).
+                let claims = if v.kind == StaleWriteAccepted { 1 } else { 0 };
                 (used.into_iter().map(|(_, g)| g).collect(), claims)
             }
             LockStuck => (Vec::new(), 0),

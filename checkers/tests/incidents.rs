@@ -252,6 +252,36 @@ fn consecutive_stale_writes_stay_apart() {
     }
 }
 
+/// A bank's lost update: a stalled holder's write lands, unfenced, over a newer balance. The
+/// cycle of critical sections it makes (`non-serializable`) names that write, so it joins the
+/// stale write's incident, rooted at the stale write (its cause); the changed total, which
+/// names only the closing reads, stays its own.
+#[test]
+fn a_cycle_of_sections_joins_the_stale_write_that_made_it() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/bank-total-changed-by-a-stale-half.jsonl");
+    let (r, _) = checkers::check_path(&path, &CheckConfig::default()).unwrap();
+    assert_partition(&r);
+    let kind_of = |i: usize| r.violations[i].kind.as_str();
+    let mut incidents: Vec<Vec<&str>> = (r.incidents.iter())
+        .map(|inc| inc.violations.iter().map(|&i| kind_of(i)).collect())
+        .collect();
+    incidents.sort();
+    assert_eq!(
+        incidents,
+        [
+            vec!["stale-write-accepted", "non-serializable"],
+            vec!["total-changed"]
+        ],
+        "{:#?}",
+        r.incidents
+    );
+    let joined = (r.incidents.iter())
+        .find(|inc| inc.violations.len() == 2)
+        .unwrap();
+    assert_eq!(joined.cause, "stale-write-accepted", "{joined:?}");
+}
+
 /// Grouping is presentation: the violations and the verdict are those of the rules.
 #[test]
 fn a_correct_history_has_no_incident_and_old_results_read_without_them() {
