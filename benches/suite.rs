@@ -326,11 +326,12 @@ struct Outcome {
 
 impl Outcome {
     /// suite.json's `valid`, as a word. It is written as results.json writes it (`true`,
-    /// `false` or `"unknown"`); the words themselves are taken too.
+    /// `false` or `null`, unknown); the words themselves are taken too.
     fn field(&self) -> Option<&str> {
-        match &self.suite["valid"] {
+        match self.suite.get("valid")? {
             Value::Bool(true) => Some("valid"),
             Value::Bool(false) => Some("invalid"),
+            Value::Null => Some("unknown"),
             Value::String(s) => Some(s.as_str()),
             _ => None,
         }

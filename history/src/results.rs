@@ -5,7 +5,10 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// A three-valued verdict. Serialized as `true`, `false` or `"unknown"`.
+/// A three-valued verdict. Serialized as `true`, `false` or `null` (unknown): only a valid
+/// verdict is truthy, so a script that reads `valid` as a boolean (`jq -e .valid`, Python's
+/// `if r["valid"]`) never passes an unknown one. Read back from those, and from the words
+/// (`"unknown"` is what results.json held before).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Validity {
     Valid,
@@ -52,7 +55,7 @@ impl Serialize for Validity {
         match self {
             Validity::Valid => s.serialize_bool(true),
             Validity::Invalid => s.serialize_bool(false),
-            Validity::Unknown => s.serialize_str("unknown"),
+            Validity::Unknown => s.serialize_unit(),
         }
     }
 }
@@ -63,7 +66,13 @@ impl<'de> Deserialize<'de> for Validity {
         impl Visitor<'_> for V {
             type Value = Validity;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("true, false or \"unknown\"")
+                f.write_str("true, false or null")
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Validity, E> {
+                Ok(Validity::Unknown)
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Validity, E> {
+                Ok(Validity::Unknown)
             }
             fn visit_bool<E: de::Error>(self, v: bool) -> Result<Validity, E> {
                 Ok(if v {
@@ -270,9 +279,9 @@ pub struct TokenReset {
     pub op: u64,
 }
 
-/// What one checker concluded. In results.json a checker that judged nothing says so in its
-/// `valid` too (`"not-judged"`, beside `not_judged`'s reason), so that a script reading only
-/// `valid` never counts it as a pass.
+/// What one checker concluded. In results.json a checker that judged nothing has a `valid`
+/// of `null` beside `not_judged`'s reason, so that a script reading only `valid` never counts
+/// it as a pass.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(into = "CheckerWire", from = "CheckerWire")]
 pub struct CheckerResult {
@@ -305,19 +314,18 @@ struct CheckerWire {
     not_judged: Option<String>,
 }
 
-/// A checker's `valid` in results.json: its verdict, or `"not-judged"`.
+/// A checker's `valid` in results.json: its verdict, or not judged (`null`, as an unknown
+/// verdict is: `not_judged` beside it tells the two apart).
 enum Status {
     Verdict(Validity),
     NotJudged,
 }
 
-const NOT_JUDGED: &str = "not-judged";
-
 impl Serialize for Status {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
             Status::Verdict(v) => v.serialize(s),
-            Status::NotJudged => s.serialize_str(NOT_JUDGED),
+            Status::NotJudged => s.serialize_unit(),
         }
     }
 }
@@ -325,7 +333,8 @@ impl Serialize for Status {
 impl<'de> Deserialize<'de> for Status {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         match serde_json::Value::deserialize(d)? {
-            serde_json::Value::String(s) if s == NOT_JUDGED => Ok(Status::NotJudged),
+            // What results.json held for a while, and what a reader may write by hand.
+            serde_json::Value::String(s) if s == "not-judged" => Ok(Status::NotJudged),
             v => Validity::deserialize(v)
                 .map(Status::Verdict)
                 .map_err(de::Error::custom),
@@ -352,13 +361,12 @@ impl From<CheckerResult> for CheckerWire {
 
 impl From<CheckerWire> for CheckerResult {
     fn from(w: CheckerWire) -> CheckerResult {
-        let (valid, not_judged) = match w.valid {
+        let (valid, not_judged) = match (w.valid, w.not_judged) {
             // A reason lost by a hand edit is still a checker that judged nothing.
-            Status::NotJudged => (
-                Validity::Valid,
-                w.not_judged.or_else(|| Some(String::new())),
-            ),
-            Status::Verdict(v) => (v, w.not_judged),
+            (Status::NotJudged, why) => (Validity::Valid, why.or_else(|| Some(String::new()))),
+            // `null` with a reason: not judged; without one, unknown.
+            (Status::Verdict(Validity::Unknown), Some(why)) => (Validity::Valid, Some(why)),
+            (Status::Verdict(v), why) => (v, why),
         };
         CheckerResult {
             name: w.name,
@@ -576,8 +584,8 @@ mod tests {
         assert!(!r.evidence.contains_key(&8));
     }
 
-    /// A checker that judged nothing is `"not-judged"` in results.json's `valid`, never
-    /// `true`; every other status is written as before, and each reads back as it was.
+    /// A checker that judged nothing has a `null` `valid` in results.json, never `true`, and an
+    /// unknown verdict is `null` too: only a pass is truthy. Each reads back as it was.
     #[test]
     fn a_checker_that_judged_nothing_is_never_written_valid() {
         let checker = |valid, not_judged: Option<&str>| CheckerResult {
@@ -591,14 +599,11 @@ mod tests {
         let cases = [
             (
                 checker(Validity::Valid, Some("no store write")),
-                serde_json::json!("not-judged"),
+                serde_json::Value::Null,
             ),
             (checker(Validity::Valid, None), serde_json::json!(true)),
             (checker(Validity::Invalid, None), serde_json::json!(false)),
-            (
-                checker(Validity::Unknown, None),
-                serde_json::json!("unknown"),
-            ),
+            (checker(Validity::Unknown, None), serde_json::Value::Null),
             // Found something anyway: its verdict stands.
             (
                 checker(Validity::Invalid, Some("x")),
@@ -622,6 +627,18 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(back.status(), "not-judged");
+        // What results.json held before: the words.
+        for (word, want) in [
+            ("unknown", "unknown"),
+            ("valid", "valid"),
+            ("invalid", "invalid"),
+        ] {
+            let back: CheckerResult = serde_json::from_value(serde_json::json!({
+                "name": "c", "valid": word, "violations": 0, "warnings": 0,
+            }))
+            .unwrap();
+            assert_eq!(back.status(), want);
+        }
         let bad = serde_json::from_value::<CheckerResult>(serde_json::json!({
             "name": "c", "valid": "maybe", "violations": 0, "warnings": 0,
         }));
