@@ -1064,7 +1064,7 @@ pub(crate) fn fenced_note(fenced_ops: usize, fenced_grants: usize, warned_grants
         w => (format!("besides the {w} holder(s) warned of, "), "other "),
     };
     format!(
-        "{besides}{fenced_ops} late op(s) of {fenced_grants} {other}holder(s) whose lease had surely ended (stalled past it) acted on that lease while another client held the lock, and every one was refused by the lock service or the store, or accepted by the store before any newer token had reached it: fencing at work, as a correct service does, so none of these ops is a warning"
+        "{besides}{fenced_ops} late op(s) of {fenced_grants} {other}holder(s) whose lease had surely ended (stalled past it) acted on that lease while another client held the lock, and every one was refused by the lock service or the store, or accepted by the store before any newer token had reached it, so none of them could undo a newer holder's work and none is a warning"
     )
 }
 
