@@ -4974,7 +4974,7 @@ mod walk_order_tests {
             (outcome, lines(&events), said)
         };
         let late = [
-            late_write("ok", 303, "fencing at work"),
+            late_write("ok", 303, "could undo a newer holder"),
             late_write("info", 320, "whether the store applied it is indeterminate"),
             late_write("pending", 0, "it never completed"),
         ];

@@ -301,9 +301,17 @@ pub(crate) fn merge(
         out.notes.retain(|n| Some(n) != shared.as_ref());
         valid = valid.merge(out.valid);
         stats.extra.append(&mut out.extra);
+        // A checker that looked at nothing is not judged, whether or not the history proves
+        // anything: one standing (`Valid` beside `not_judged`, shown and written as not
+        // judged), so that results.json's `null` reads back as what it was.
+        let judged_nothing = out.not_judged.is_some() && out.valid == Validity::Unknown;
         checkers.push(CheckerResult {
             name: name.to_string(),
-            valid: out.valid,
+            valid: if judged_nothing {
+                Validity::Valid
+            } else {
+                out.valid
+            },
             violations: out.violations.len() as u64,
             warnings: out.warnings.len() as u64 + out.warnings_unlisted,
             notes: out.notes,

@@ -221,7 +221,7 @@ fn the_fenced_note_beside_a_warning_says_its_holders_are_others() {
         "{note}"
     );
     assert!(
-        note.ends_with("so none of these ops is a warning"),
+        note.ends_with("so none of them could undo a newer holder's work and none is a warning"),
         "{note}"
     );
 }
