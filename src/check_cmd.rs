@@ -65,8 +65,25 @@ pub fn run_completeness(dir: &Path, named: bool) -> Option<Completeness> {
             #[derive(serde::Deserialize)]
             struct Said {
                 completeness: Option<Completeness>,
+                judged_from: Option<JudgedFrom>,
             }
-            serde_json::from_slice::<Said>(&bytes).ok()?.completeness
+            let said = serde_json::from_slice::<Said>(&bytes).ok()?;
+            let now = std::fs::metadata(dir.join(layout::HISTORY_FILE)).map(|m| m.len());
+            match (said.completeness, said.judged_from, now) {
+                // A history shorter than the one its run judged lost lines, most likely its
+                // last ones (a copy cut short, a disk that filled): that the run went its whole
+                // way no longer says anything about what is left of it.
+                (c, Some(was), Ok(now))
+                    if now < was.bytes && c.as_ref().is_none_or(Completeness::is_complete) =>
+                {
+                    Some(Completeness::interrupted(format!(
+                        "{} is {now} bytes, {} when its run judged it: lines the run wrote are missing",
+                        layout::HISTORY_FILE,
+                        was.bytes
+                    )))
+                }
+                (c, _, _) => c,
+            }
         }
         // The runner writes its log, config.toml and history first, results.json last.
         Err(_)

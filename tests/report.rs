@@ -1021,17 +1021,23 @@ fn the_cycle_of_a_deadlock_and_of_a_lost_update_is_drawn_in_its_card() {
         assert_report_sound(&mut b, &page, results, &path);
         let probe = format!(
             r#"(() => {{
-              const card = [...document.querySelectorAll('article.vcard')]
-                .find(c => c.querySelector('h3').textContent.includes('{kind}') && c.querySelector('figure.cycle'));
+              // Its own card, or an incident's that draws it under its member's sentence.
+              const drawn = c => [...c.querySelectorAll('figure.cycle')].find(f => {{
+                const m = f.closest('.member-cycle');
+                return m ? m.querySelector('.cycle-sentence b').textContent === '{kind}'
+                         : c.querySelector('h3').textContent.includes('{kind}');
+              }});
+              const card = [...document.querySelectorAll('article.vcard')].find(drawn);
               if (!card) return null;
-              const f = card.querySelector('figure.cycle');
+              const f = drawn(card);
               const svg = f.querySelector('svg').getBoundingClientRect();
               const boxes = [...f.querySelectorAll('.cycle-node')].map(g => g.getBoundingClientRect());
               const inside = boxes.every(n => n.width > 0 && n.left >= svg.left - 1 && n.right <= svg.right + 1
                 && n.top >= svg.top - 1 && n.bottom <= svg.bottom + 1);
               const overlap = boxes.some((a, i) => boxes.some((o, j) => i < j && a.left < o.right
                 && o.left < a.right && a.top < o.bottom && o.top < a.bottom));
-              const sentence = card.querySelector('.sentence').textContent;
+              const m = f.closest('.member-cycle');
+              const sentence = (m ? m.querySelector('.cycle-sentence') : card.querySelector('.sentence')).textContent;
               const names = [...f.querySelectorAll('.cycle-node text')].map(t => t.textContent);
               return {{
                 n: +f.dataset.cycle,

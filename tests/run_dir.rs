@@ -156,7 +156,12 @@ fn report_rejudges_a_history_changed_after_its_results_and_check_says_so() {
     assert_eq!(r["valid"], false, "{r}");
     assert_eq!(r["violations"][0]["kind"], "double-grant", "{r}");
     let summary = std::fs::read_to_string(dir.join("summary.txt")).unwrap();
-    assert!(summary.starts_with("verdict: INVALID"), "{summary}");
+    // Shorter than the run's history: the run's completeness no longer vouches for it.
+    assert!(
+        summary.starts_with("run: INCOMPLETE (interrupted): history.jsonl is ")
+            && summary.contains("\nverdict: INVALID"),
+        "{summary}"
+    );
     // Written whole: no temporary file is left behind, and the directory agrees with itself.
     let names: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
@@ -349,6 +354,41 @@ fn a_results_json_with_a_sha256_is_compared_by_it() {
     let r = results(dir);
     assert!(r["judged_from"]["blake3"].is_string(), "{r}");
     assert!(r["judged_from"].get("sha256").is_none(), "{r}");
+}
+
+/// A run directory whose history lost its last lines (cut at a line's end, so no line is
+/// malformed) after its run judged it is no longer a complete run: `check` and `report` say
+/// so, and judge it `unknown`, not `valid`; `report` records that, so it stays said.
+#[test]
+fn a_history_shorter_than_its_run_judged_is_not_a_complete_run() {
+    let tmp = judged_run_dir("valid-basic");
+    let dir = tmp.path();
+    let d = dir.to_str().unwrap();
+    let history = dir.join("history.jsonl");
+    let text = std::fs::read_to_string(&history).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let half = lines[..lines.len() / 2].join("\n") + "\n";
+    std::fs::write(&history, &half).unwrap();
+    let want = format!(
+        "history.jsonl is {} bytes, {} when its run judged it: lines the run wrote are missing",
+        half.len(),
+        text.len()
+    );
+    let (code, out, _) = lockpick(&["check", d]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains("verdict: UNKNOWN") && out.contains(&want),
+        "{out}"
+    );
+    let (code, _, err) = lockpick(&["report", d]);
+    assert_eq!(code, Some(2), "{err}");
+    let r = results(dir);
+    assert_eq!(r["valid"], serde_json::Value::Null, "{r}");
+    assert_eq!(r["completeness"]["state"], "interrupted", "{r}");
+    // Judged again from what it wrote: still not a complete run.
+    let (code, out, _) = lockpick(&["check", d]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains(&want), "{out}");
 }
 
 /// Writes `text` over `history`, its modification time put back.

@@ -103,7 +103,19 @@ pub fn read_event<R>(line: &[u8], read: impl FnOnce(&EventRef<'_>) -> R) -> Resu
 
 /// The serde reader: any line, and the words for a malformed one.
 fn read_serde(line: &[u8]) -> Result<EventRef<'_>, String> {
-    serde_json::from_slice::<EventRef>(line).map_err(|e| e.to_string())
+    serde_json::from_slice::<EventRef>(line).map_err(|e| reason(&e))
+}
+
+/// A parse error's words for a message that already names the file's line: its position as
+/// the column within that line. serde's own "at line 1 column N" read beside `h.jsonl:10:`
+/// as if it contradicted it.
+fn reason(e: &serde_json::Error) -> String {
+    let full = e.to_string();
+    let at = format!(" at line {} column {}", e.line(), e.column());
+    match full.strip_suffix(&at) {
+        Some(words) if e.line() == 1 => format!("{words} (column {})", e.column()),
+        _ => full,
+    }
 }
 
 impl From<EventRef<'_>> for Op {

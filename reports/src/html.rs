@@ -317,6 +317,9 @@ fn cards_of(r: &Results) -> Vec<Incident<'_>> {
 
 /// At most this many member sentences are listed in one incident card.
 const INCIDENT_MEMBERS_MAX: usize = 50;
+
+/// At most this many members' cycles are drawn in one incident card (each is in results.json).
+const INCIDENT_CYCLES_MAX: usize = 2;
 /// At most this many ops of an incident go into its table and zoomed timeline.
 const INCIDENT_OPS_MAX: usize = 40;
 
@@ -443,6 +446,25 @@ fn incident_card(s: &mut String, inp: &Input, g: &Incident, id: &str, zoom: bool
             kind.meaning()
         }
     );
+    // A member's cycle (a deadlock's waits, critical sections that no order can give) is
+    // drawn as its own card draws it, under its sentence: the headline tells the cause, the
+    // drawing what followed from it.
+    let cycles = g.members.iter().filter(|v| !v.cycle.is_empty());
+    for (k, v) in cycles.take(INCIDENT_CYCLES_MAX).enumerate() {
+        let _ = write!(
+            s,
+            "<div class=\"member-cycle\"><p class=\"cycle-sentence\"><b>{}</b>: {}</p>",
+            v.kind,
+            esc(&v.explanation)
+        );
+        let figure_id = format!("{id}-c{k}");
+        s.push_str(&crate::cycle::figure(
+            &v.cycle,
+            &figure_id,
+            cycle_caption(v.kind),
+        ));
+        s.push_str("</div>");
+    }
     let mut faults: Vec<&ActiveFault> = g.members.iter().flat_map(|v| &v.nemesis).collect();
     faults.sort_by_key(|f| f.index);
     faults.dedup_by_key(|f| f.index);
