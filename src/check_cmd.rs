@@ -304,6 +304,14 @@ pub fn not_a_run_dir(dir: &Path) -> String {
     }
     // Run directories are named by their start time: the newest sorts last.
     runs.sort_by(|a, b| a.file_name().cmp(&b.file_name()).then(a.cmp(b)));
+    // A suite's first failing scenario is the run most often meant (to shrink, to check).
+    if let Some(failing) = first_failing_scenario(dir) {
+        return format!(
+            "{}: {what}; its first failing scenario: {}",
+            dir.display(),
+            failing.display()
+        );
+    }
     match runs.as_slice() {
         [] => format!(
             "{}: {what} (it holds no {})",
@@ -322,6 +330,20 @@ pub fn not_a_run_dir(dir: &Path) -> String {
             newest.display()
         ),
     }
+}
+
+/// The run directory of the first scenario suite.json in `dir` records as invalid, if any
+/// (and still there).
+fn first_failing_scenario(dir: &Path) -> Option<std::path::PathBuf> {
+    let text = std::fs::read_to_string(dir.join(history::layout::SUITE_FILE)).ok()?;
+    let suite: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let scenarios = suite.get("scenarios")?.as_array()?;
+    let failing = scenarios.iter().find(|s| s["verdict"] == "invalid")?;
+    let run_dir = std::path::PathBuf::from(failing["run_dir"].as_str()?);
+    run_dir
+        .join(layout::HISTORY_FILE)
+        .is_file()
+        .then_some(run_dir)
 }
 
 /// What a history is checked with: the run's own settings (its config.toml), unless `drift` or

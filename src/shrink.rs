@@ -34,11 +34,13 @@ struct Best {
     schedule: Schedule,
     duration_ms: u64,
     run_dir: PathBuf,
+    /// Which of its runs showed the kind (1: the first): past 1, it did not every time.
+    try_no: u32,
 }
 
 enum Verdict {
-    /// The kind recurred; the run directory that shows it.
-    Reproduced(PathBuf),
+    /// The kind recurred, on the given try; the run directory that shows it.
+    Reproduced(PathBuf, u32),
     NotReproduced,
     /// The budget is spent or the user pressed Ctrl-C: stop, keep the best so far.
     Stopped(&'static str),
@@ -67,6 +69,11 @@ struct Shrinker {
 pub fn shrink(a: ShrinkArgs) -> Result<ExitCode> {
     let run_dir = std::fs::canonicalize(&a.run_dir)
         .with_context(|| format!("{}: no such run directory", a.run_dir.display()))?;
+    if !run_dir.join(layout::HISTORY_FILE).is_file() {
+        // A suite's directory, or a folder of runs (`runs/latest` after a `lockpick test`):
+        // say which run below it is meant.
+        bail!("{}", crate::check_cmd::not_a_run_dir(&run_dir));
+    }
     let results_path = run_dir.join(layout::RESULTS_FILE);
     let results = invalid_results(&run_dir, &results_path)?;
     let kind = pick_kind(a.kind.as_deref(), &results, &results_path)?;
@@ -111,6 +118,8 @@ pub fn shrink(a: ShrinkArgs) -> Result<ExitCode> {
             schedule,
             duration_ms,
             run_dir: run_dir.clone(),
+            // The failing run itself.
+            try_no: 1,
         },
     };
     let rt = crate::runtime()?;
@@ -135,10 +144,14 @@ fn invalid_results(run_dir: &Path, results_path: &Path) -> Result<serde_json::Va
     )
     .with_context(|| format!("{}: not JSON", results_path.display()))?;
     if results["valid"] != serde_json::Value::Bool(false) {
+        let verdict = match &results["valid"] {
+            serde_json::Value::Bool(true) => "valid".to_string(),
+            serde_json::Value::Null => "unknown".to_string(),
+            other => other.to_string(),
+        };
         bail!(
-            "{}: the run is not invalid (valid: {}); shrink needs a run that found a violation",
-            run_dir.display(),
-            results["valid"]
+            "{}: the run is not invalid (it is {verdict}); shrink needs a run that found a violation",
+            run_dir.display()
         );
     }
     Ok(results)
@@ -371,6 +384,12 @@ impl Shrinker {
         println!("  run directory: {}", b.run_dir.display());
         println!("  report: {}", report.display());
         println!("  replay: {replay}");
+        if b.try_no > 1 {
+            println!(
+                "  it failed on its run {} of up to {}, not on the ones before: a replay may need more than one run to fail",
+                b.try_no, self.tries
+            );
+        }
         println!(
             "{} candidate(s), {} run(s) in {}",
             self.candidates,
@@ -381,6 +400,7 @@ impl Shrinker {
             "kind": self.kind,
             "faults": b.schedule.faults.iter().map(|f| f.id.clone()).collect::<Vec<_>>(),
             "duration_ms": b.duration_ms,
+            "failed_on_run": b.try_no,
             "schedule": minimal,
             "run_dir": b.run_dir,
             "report": report,

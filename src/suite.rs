@@ -87,7 +87,12 @@ pub struct SuiteResults {
     pub valid: Validity,
     /// Why the verdict is what it is, in a line.
     pub why: String,
+    /// Not interrupted and no harness error: the suite's own run, not what it exercised
+    /// (`ended` says how it stopped, `not_exercised` what it left).
     pub complete: bool,
+    /// `planned` (every cell exercised or given up on), `violation`, `budget` (ran out of
+    /// `--budget`), `interrupted` or `error`.
+    pub ended: Finish,
     pub budget_ms: u64,
     pub elapsed_ms: u64,
     /// When the first violation was proven: the scenarios before it, whole, plus the end of
@@ -175,9 +180,11 @@ pub fn test(mut a: TestArgs, origins: &Origins) -> Result<ExitCode> {
          exercised (reached the state where their bugs live)"
     );
     let interrupted = Arc::new(AtomicBool::new(false));
+    let replay_out = crate::flags::OUT.with(cfg.out.display()).join(" ");
     let mut suite = Suite {
         exe: std::env::current_exe().context("cannot locate the lockpick binary")?,
         dir: dir.clone(),
+        replay_out: replay_out.clone(),
         base,
         target,
         cells,
@@ -216,6 +223,12 @@ pub fn test(mut a: TestArgs, origins: &Origins) -> Result<ExitCode> {
     if !a.no_shrink && !interrupted.load(Ordering::SeqCst) {
         if let Some(run_dir) = suite.first_invalid().and_then(|r| r.run_dir.clone()) {
             results.shrunk = shrink_first(run_dir, &a.shrink_budget, shrink_budget);
+            if let Some(serde_json::Value::String(replay)) =
+                results.shrunk.as_mut().and_then(|s| s.get_mut("replay"))
+            {
+                replay.push(' ');
+                replay.push_str(&replay_out);
+            }
         }
     }
     write_outputs(&dir, &results)?;
@@ -444,8 +457,9 @@ impl DidNotFit {
     }
 }
 
-/// How the scenario loop ended.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// How the scenario loop ended: suite.json's `ended`.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Finish {
     /// Every cell exercised or given up on.
     Planned,
@@ -459,6 +473,10 @@ pub enum Finish {
 struct Suite {
     exe: PathBuf,
     dir: PathBuf,
+    /// What a replay of a scenario adds: `--out` the suite's own (the user's) folder of runs.
+    /// A scenario's config.toml pins its run's folder, inside this suite: a replay that went
+    /// there would land in the archived suite and move what it says.
+    replay_out: String,
     base: PathBuf,
     target: plan::Target,
     cells: Vec<PlanCell>,
@@ -572,8 +590,9 @@ impl Suite {
             .and_then(|t| serde_json::from_str(&t).ok());
         let replay = match &run_dir {
             Some(d) => format!(
-                "lockpick run --config {}",
-                d.join(layout::CONFIG_FILE).display()
+                "lockpick run --config {} {}",
+                d.join(layout::CONFIG_FILE).display(),
+                self.replay_out
             ),
             None => format!("lockpick {}", args.join(" ")),
         };
@@ -799,6 +818,7 @@ impl Suite {
             valid,
             why,
             complete: !matches!(ended, Finish::Interrupted | Finish::Error),
+            ended,
             budget_ms: self.budget.as_millis() as u64,
             elapsed_ms: self.started.elapsed().as_millis() as u64,
             first_violation_ms,

@@ -422,3 +422,36 @@ fn a_results_json_without_judged_from_falls_back_to_modification_times() {
     // Written again, it records what it was judged from.
     assert!(results(dir)["judged_from"]["blake3"].is_string());
 }
+
+/// A suite's directory named where one of its runs was meant (`runs/latest` after a `lockpick
+/// test`): `check` and `shrink` name its first failing scenario's run, the one most often meant.
+#[test]
+fn a_suite_directory_names_its_first_failing_scenario() {
+    let tmp = tempfile::tempdir().unwrap();
+    let suite = tmp.path();
+    let run = |id: &str| {
+        let d = suite
+            .join("scenarios")
+            .join(id)
+            .join("20261207T000000.000Z");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::copy(fixture("valid-basic"), d.join("history.jsonl")).unwrap();
+        d
+    };
+    let (passing, failing) = (run("01-a"), run("02-b"));
+    let suite_json = serde_json::json!({"scenarios": [
+        {"verdict": "valid", "run_dir": passing},
+        {"verdict": "invalid", "run_dir": failing},
+    ]});
+    std::fs::write(suite.join("suite.json"), suite_json.to_string()).unwrap();
+    let want = format!(
+        "a suite directory (`lockpick test`), not a run directory; its first failing scenario: {}",
+        failing.display()
+    );
+    for cmd in ["check", "shrink"] {
+        let (code, _, err) = lockpick(&[cmd, suite.to_str().unwrap()]);
+        assert_eq!(code, Some(3), "{cmd}: {err}");
+        assert!(err.contains(&want), "{cmd}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{cmd}: {err}");
+    }
+}

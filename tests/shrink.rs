@@ -48,6 +48,14 @@ fn assert_ends_well(summary: &Value, stdout: &str, config: &Path) {
     );
     let replayed = Schedule::parse(&std::fs::read_to_string(dir.join("schedule.json")).unwrap());
     assert_eq!(replayed.unwrap(), schedule, "the run that proves it ran it");
+    // Which of its runs failed, and the output says so when it was not the first.
+    let failed_on = summary["failed_on_run"].as_u64().unwrap();
+    assert!(failed_on >= 1, "{summary}");
+    assert_eq!(
+        failed_on > 1,
+        stdout.contains("a replay may need more than one run to fail"),
+        "{stdout}"
+    );
     assert!(dir.join("report.html").exists());
     let replay = summary["replay"].as_str().unwrap();
     assert!(
@@ -246,13 +254,17 @@ fn shrink_refuses_what_it_cannot_shrink() {
         assert_eq!(err.trim().lines().count(), 1, "{err}");
         assert!(err.contains(expect), "wanted {expect:?}: {err}");
     };
+    refuse("not a run directory (it holds no history.jsonl)");
+    std::fs::write(dir.join("history.jsonl"), "").unwrap();
     refuse("results.json: cannot read it");
-    std::fs::write(
-        dir.join("results.json"),
-        r#"{"valid": true, "violations": []}"#,
-    )
-    .unwrap();
-    refuse("the run is not invalid (valid: true)");
+    for (valid, word) in [("true", "valid"), ("null", "unknown")] {
+        std::fs::write(
+            dir.join("results.json"),
+            format!(r#"{{"valid": {valid}, "violations": []}}"#),
+        )
+        .unwrap();
+        refuse(&format!("the run is not invalid (it is {word})"));
+    }
     std::fs::write(
         dir.join("results.json"),
         r#"{"valid": false, "violations": [{"kind": "lock-stuck"}, {"kind": "double-grant"}, {"kind": "lock-stuck"}]}"#,

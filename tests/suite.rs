@@ -227,6 +227,7 @@ fn the_correct_lockd_is_valid_with_every_cell_exercised() {
     let j = r.json();
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, j["why"]);
     assert_eq!(j["valid"], true);
+    assert_eq!(j["ended"], "planned", "{j}");
     assert!(j["not_exercised"].as_array().unwrap().is_empty());
     let cells = j["cells"].as_array().unwrap();
     // Contention on the mutex (the workload named), the odd ttl, 3 aims x 2 wakes (mutex),
@@ -242,11 +243,24 @@ fn the_correct_lockd_is_valid_with_every_cell_exercised() {
         let d = PathBuf::from(s["run_dir"].as_str().unwrap());
         assert!(d.join("report.html").is_file(), "{s}");
 
-        assert!(s["replay"]
-            .as_str()
-            .unwrap()
-            .starts_with("lockpick run --config "));
+        let replay = s["replay"].as_str().unwrap();
+        assert!(replay.starts_with("lockpick run --config "), "{replay}");
+        assert_replays_outside_the_suite(replay, &d);
     }
+}
+
+/// A replay line names `--out` last, a folder outside the suite that ran `run_dir`: the
+/// scenario's config.toml pins its run's folder, inside the suite, and a replay that went
+/// there would land in the archived suite.
+fn assert_replays_outside_the_suite(replay: &str, run_dir: &std::path::Path) {
+    let (rest, out) = replay.rsplit_once(' ').unwrap();
+    assert!(rest.ends_with(" --out"), "{replay}");
+    let suite_dir = run_dir.ancestors().nth(3).unwrap();
+    assert!(
+        !std::path::Path::new(out).starts_with(suite_dir),
+        "{replay} replays into the suite at {}",
+        suite_dir.display()
+    );
 }
 
 /// A valid suite holds no scenario whose own run is unknown though it exercised every cell it
@@ -443,6 +457,12 @@ fn the_budget_is_kept_and_what_it_left_out_is_named() {
     assert_eq!(r.code, 2, "{}", r.stdout);
     let j = r.json();
     assert_eq!(j["valid"], serde_json::Value::Null);
+    // Not interrupted: the budget ended it, and suite.json says so.
+    assert_eq!(
+        (&j["complete"], &j["ended"]),
+        (&true.into(), &"budget".into()),
+        "{j}"
+    );
     let why = j["why"].as_str().unwrap();
     assert!(
         why.contains("requested, not exercised") && why.contains("budget"),
@@ -505,6 +525,12 @@ fn a_violation_stops_the_suite_and_is_shrunk() {
         replay.starts_with("lockpick run --config ") && replay.contains("--schedule"),
         "{replay}"
     );
+    let failing = PathBuf::from(
+        j["scenarios"].as_array().unwrap().last().unwrap()["run_dir"]
+            .as_str()
+            .unwrap(),
+    );
+    assert_replays_outside_the_suite(replay, &failing);
     assert!(
         r.stdout.contains("minimal replay: lockpick run --config"),
         "{}",
@@ -764,6 +790,7 @@ fn ctrl_c_ends_the_suite_with_the_verdict_so_far() {
         serde_json::from_str(&std::fs::read_to_string(dir.join("suite.json")).unwrap()).unwrap();
     assert_eq!(j["valid"], serde_json::Value::Null);
     assert_eq!(j["complete"], false);
+    assert_eq!(j["ended"], "interrupted", "{j}");
     assert!(j["why"].as_str().unwrap().contains("Ctrl-C"), "{j}");
     assert_eq!(j["scenarios"].as_array().unwrap().len(), 2, "{j}");
 }

@@ -145,11 +145,12 @@ impl Shrinker {
         what: &str,
     ) -> Result<bool, &'static str> {
         match self.test(&s, duration_ms, what).await {
-            Verdict::Reproduced(run_dir) => {
+            Verdict::Reproduced(run_dir, try_no) => {
                 self.best = Best {
                     schedule: s,
                     duration_ms,
                     run_dir,
+                    try_no,
                 };
                 Ok(true)
             }
@@ -193,9 +194,10 @@ impl Shrinker {
                 return Verdict::Stopped("interrupted");
             }
             if let (true, Some(dir)) = (found.contains(&self.kind), run_dir) {
-                let result = format!("{} in run {t}/{} -> kept", self.kind, self.tries);
+                // Each candidate stops at its first failing run: "run 1 of up to 2".
+                let result = format!("{} in run {t} of up to {} -> kept", self.kind, self.tries);
                 self.say(&line, &result);
-                return Verdict::Reproduced(dir);
+                return Verdict::Reproduced(dir, t);
             }
             seen.push(if found.is_empty() {
                 "no violation".to_string()
