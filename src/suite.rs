@@ -457,6 +457,9 @@ impl DidNotFit {
     }
 }
 
+/// The width of a scenario's id in the suite's progress lines.
+const ID_COLUMN: usize = 44;
+
 /// How the scenario loop ended: suite.json's `ended`.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -558,8 +561,15 @@ impl Suite {
             Err(why) => return self.failed(id, s, why),
         };
         let aims: Vec<String> = s.aims.iter().map(|&i| self.cells[i].label()).collect();
+        // An id longer than its column takes a line of its own, so that the columns after it
+        // stay under each other.
+        let column = if id.chars().count() > ID_COLUMN {
+            format!("{id}\n  {:ID_COLUMN$}", "")
+        } else {
+            id.clone()
+        };
         print!(
-            "  {id:<44} planned {:>5.1} s  ",
+            "  {column:<ID_COLUMN$} planned {:>5.1} s  ",
             s.duration_ms as f64 / 1000.0
         );
         let _ = std::io::Write::flush(&mut std::io::stdout());
