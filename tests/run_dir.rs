@@ -293,14 +293,7 @@ fn staleness_is_judged_by_content_not_by_modification_time() {
 
     // An edit of the same length, time put back: the length alone cannot tell, the digest
     // does. (A later closing-read instant: the verdict stays invalid.)
-    let text = String::from_utf8(now).unwrap();
-    let last_time = text.rfind("\"time_ns\":").unwrap() + "\"time_ns\":".len();
-    let mut bytes = text.into_bytes();
-    assert!(bytes[last_time].is_ascii_digit() && bytes[last_time] != b'9');
-    bytes[last_time] += 1;
-    let old = mtime(&history);
-    std::fs::write(&history, &bytes).unwrap();
-    set_mtime(&history, old);
+    delay_last_event_in_place(&history);
     let (code, _, err) = lockpick(&["check", d]);
     assert_eq!(code, Some(1), "{err}");
     assert!(
@@ -339,13 +332,8 @@ fn a_results_json_with_a_sha256_is_compared_by_it() {
     let (code, _, err) = lockpick(&["report", d]);
     assert_eq!((code, err.as_str()), (Some(0), ""));
     assert_eq!(std::fs::read(dir.join("results.json")).unwrap(), recorded);
-    // The last event a little later, the length and the time kept: the SHA-256 tells.
-    let text = String::from_utf8(std::fs::read(&history).unwrap()).unwrap();
-    let at = text.rfind("\"time_ns\":").unwrap() + "\"time_ns\":".len();
-    let mut text = text.into_bytes();
-    assert!(text[at].is_ascii_digit() && text[at] != b'9');
-    text[at] += 1;
-    edit_history_keeping_time(&history, &text);
+    // The same length and time: the SHA-256 tells.
+    delay_last_event_in_place(&history);
     let (_, _, err) = lockpick(&["report", d]);
     assert!(
         err.contains("history.jsonl is not what results.json was judged from: its SHA-256 differs; judged its history"),
@@ -391,10 +379,16 @@ fn a_history_shorter_than_its_run_judged_is_not_a_complete_run() {
     assert!(out.contains(&want), "{out}");
 }
 
-/// Writes `text` over `history`, its modification time put back.
-fn edit_history_keeping_time(history: &Path, text: &[u8]) {
+/// An edit that neither the length nor the modification time shows: the first digit of the
+/// last event's `time_ns` one higher (a later closing-read instant), the time put back.
+fn delay_last_event_in_place(history: &Path) {
+    let text = String::from_utf8(std::fs::read(history).unwrap()).unwrap();
+    let at = text.rfind("\"time_ns\":").unwrap() + "\"time_ns\":".len();
+    let mut bytes = text.into_bytes();
+    assert!(bytes[at].is_ascii_digit() && bytes[at] != b'9');
+    bytes[at] += 1;
     let old = mtime(history);
-    std::fs::write(history, text).unwrap();
+    std::fs::write(history, &bytes).unwrap();
     set_mtime(history, old);
 }
 
