@@ -279,6 +279,15 @@ pub fn not_a_run_dir(dir: &Path) -> String {
     } else {
         "not a run directory"
     };
+    // A suite's first failing scenario is the run most often meant (to shrink, to check):
+    // named without walking the folders below.
+    if let Some(failing) = first_failing_scenario(dir) {
+        return format!(
+            "{}: {what}; its first failing scenario: {}",
+            dir.display(),
+            failing.display()
+        );
+    }
     let mut runs = Vec::new();
     let mut level = vec![dir.to_path_buf()];
     for _ in 0..RUN_SEARCH_DEPTH {
@@ -304,14 +313,6 @@ pub fn not_a_run_dir(dir: &Path) -> String {
     }
     // Run directories are named by their start time: the newest sorts last.
     runs.sort_by(|a, b| a.file_name().cmp(&b.file_name()).then(a.cmp(b)));
-    // A suite's first failing scenario is the run most often meant (to shrink, to check).
-    if let Some(failing) = first_failing_scenario(dir) {
-        return format!(
-            "{}: {what}; its first failing scenario: {}",
-            dir.display(),
-            failing.display()
-        );
-    }
     match runs.as_slice() {
         [] => format!(
             "{}: {what} (it holds no {})",
