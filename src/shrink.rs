@@ -17,6 +17,7 @@ use anyhow::{bail, Context, Result};
 use history::{layout, ExitCode, ViolationKind};
 use nemesis::oneshot::{run_to_end, Ended};
 use nemesis::schedule::{PlannedFault, Schedule, SCHEDULE_FILE};
+use serde::Deserialize as _;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -143,12 +144,10 @@ fn invalid_results(run_dir: &Path, results_path: &Path) -> Result<serde_json::Va
             .with_context(|| format!("{}: cannot read it", results_path.display()))?,
     )
     .with_context(|| format!("{}: not JSON", results_path.display()))?;
-    if results["valid"] != serde_json::Value::Bool(false) {
-        let verdict = match &results["valid"] {
-            serde_json::Value::Bool(true) => "valid".to_string(),
-            serde_json::Value::Null => "unknown".to_string(),
-            other => other.to_string(),
-        };
+    // Read as every reader of results.json reads a verdict (`true`, `false`, `null`, the words).
+    let valid = history::Validity::deserialize(&results["valid"]);
+    if !matches!(valid, Ok(history::Validity::Invalid)) {
+        let verdict = valid.map_or_else(|_| results["valid"].to_string(), |v| v.to_string());
         bail!(
             "{}: the run is not invalid (it is {verdict}); shrink needs a run that found a violation",
             run_dir.display()
