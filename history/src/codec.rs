@@ -15,6 +15,7 @@ use crate::op::Op;
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Arc};
 
 /// Why a history could not be read. Its text says it all: no variant has a `source()`, so that
 /// an error chain printed whole (anyhow's `{:#}`) does not repeat the reason.
@@ -298,42 +299,100 @@ fn read_blocks<P: PieceBuilder>(
     if block_bytes < SMALL_BLOCK_BYTES {
         reader.inline_below = 0;
     }
-    // One buffer for the whole read: `buf[..kept]` is a line begun in the last block, and the
-    // next block is read after it. A buffer made for each block cost a fresh allocation,
-    // zeroed and faulted in, every MiB.
-    let mut buf: Vec<u8> = Vec::new();
-    let mut kept = 0;
-    // Bounded by the input: every pass consumes at least one block or ends at EOF.
-    loop {
-        if buf.len() < kept + block_bytes {
-            // Grown, and zeroed, once (or for a line longer than a block).
-            buf.resize(kept + block_bytes, 0);
-        }
-        let (filled, eof) =
-            fill_at(&mut input, &mut buf[..kept + block_bytes], kept).map_err(io_err)?;
-        if filled == 0 {
-            break;
-        }
-        let whole = if eof {
-            filled
-        } else {
-            match memchr::memrchr(b'\n', &buf[..filled]) {
-                Some(p) => p + 1,
-                // One line longer than a block: keep reading until it ends.
-                None => {
-                    kept = filled;
-                    continue;
-                }
+    std::thread::scope(|scope| {
+        // The parsers beside this thread, for the whole read. A thread made for each block
+        // cost its start and a fresh heap, whose pages the kernel zeroed, every block: at 1 MiB
+        // blocks about a tenth of a 10M-event check's CPU.
+        let pool = Pool::start(scope, builder, reader.threads.saturating_sub(1));
+        // One buffer for the whole read: `buf[..kept]` is a line begun in the last block, and
+        // the next block is read after it. The parsers share it while they parse a block and
+        // give it back before their pieces come back. A buffer made for each block cost a
+        // fresh allocation, zeroed and faulted in, every MiB.
+        let mut buf: Vec<u8> = Vec::new();
+        let mut kept = 0;
+        // Bounded by the input: every pass consumes at least one block or ends at EOF.
+        loop {
+            if buf.len() < kept + block_bytes {
+                // Grown, and zeroed, once (or for a line longer than a block).
+                buf.resize(kept + block_bytes, 0);
             }
-        };
-        reader.read(&buf[..whole], eof, &mut sink)?;
-        if eof {
-            break;
+            let (filled, eof) =
+                fill_at(&mut input, &mut buf[..kept + block_bytes], kept).map_err(io_err)?;
+            if filled == 0 {
+                break;
+            }
+            let whole = if eof {
+                filled
+            } else {
+                match memchr::memrchr(b'\n', &buf[..filled]) {
+                    Some(p) => p + 1,
+                    // One line longer than a block: keep reading until it ends.
+                    None => {
+                        kept = filled;
+                        continue;
+                    }
+                }
+            };
+            let shared = Arc::new(std::mem::take(&mut buf));
+            reader.read_shared(&shared, whole, eof, &pool, &mut sink)?;
+            if eof {
+                break;
+            }
+            // Every parser dropped its share before sending its piece back.
+            buf = Arc::try_unwrap(shared).expect("a parser kept its share of the block");
+            buf.copy_within(whole..filled, 0);
+            kept = filled - whole;
         }
-        buf.copy_within(whole..filled, 0);
-        kept = filled - whole;
+        Ok(reader.into_warnings())
+    })
+}
+
+/// A range of lines of a shared block to parse: `text[from..to]`, after `lines_before` lines
+/// of the input; `at_end`: it ends the input.
+struct Job {
+    text: Arc<Vec<u8>>,
+    from: usize,
+    to: usize,
+    lines_before: u64,
+    at_end: bool,
+}
+
+/// Parser threads that live as long as a read: each takes one range of a block at a time
+/// and sends back its piece. Dropping the pool ends them.
+struct Pool<T> {
+    workers: Vec<(mpsc::Sender<Job>, mpsc::Receiver<Piece<T>>)>,
+}
+
+impl<T: Send> Pool<T> {
+    fn start<'scope, 'env, P: PieceBuilder<Piece = T>>(
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        builder: &'env P,
+        threads: usize,
+    ) -> Pool<T>
+    where
+        T: 'scope,
+    {
+        let workers = (0..threads)
+            .map(|_| {
+                let (job_tx, job_rx) = mpsc::channel::<Job>();
+                let (piece_tx, piece_rx) = mpsc::channel();
+                scope.spawn(move || {
+                    // Bounded by the jobs sent, which end when the pool is dropped.
+                    for job in job_rx {
+                        let text = &job.text[job.from..job.to];
+                        let piece = parse_piece(builder, text, job.lines_before, job.at_end);
+                        // The block goes back to the reader before its piece does.
+                        drop(job);
+                        if piece_tx.send(piece).is_err() {
+                            return;
+                        }
+                    }
+                });
+                (job_tx, piece_rx)
+            })
+            .collect();
+        Pool { workers }
     }
-    Ok(reader.into_warnings())
 }
 
 /// A history read a block of whole lines at a time, as it arrives: what [`read_pieces`] reads
@@ -377,28 +436,14 @@ impl<'a, P: PieceBuilder> BlockReader<'a, P> {
     /// reader must not be given more: what follows cannot be placed.
     pub fn read(
         &mut self,
-        mut block: &[u8],
+        block: &[u8],
         at_end: bool,
-        mut sink: impl FnMut(P::Piece),
+        sink: impl FnMut(P::Piece),
     ) -> Result<(), ReadError> {
-        // A UTF-8 byte-order mark some editors put first is no part of the first line: JSON
-        // readers may ignore it (RFC 8259), and lockpick does. A block of whole lines holds
-        // the whole mark if the file starts with one.
-        if !self.started && !block.is_empty() {
-            self.started = true;
-            block = block.strip_prefix(UTF8_BOM).unwrap_or(block);
-        }
-        if block.is_empty() {
+        let Some((start, ranges)) = self.ranges(block) else {
             return Ok(());
-        }
-        // A block too small to be worth a thread per core (a followed file's few new lines)
-        // is parsed here.
-        let threads = if block.len() < self.inline_below {
-            1
-        } else {
-            self.threads
         };
-        let ranges = split_lines(block, threads);
+        let block = &block[start..];
         let (builder, lines_before) = (self.builder, self.lines_before);
         let results: Vec<Piece<P::Piece>> = std::thread::scope(|scope| {
             let handles: Vec<_> = ranges
@@ -409,7 +454,7 @@ impl<'a, P: PieceBuilder> BlockReader<'a, P> {
                     let at_end = at_end && i + 1 == ranges.len();
                     let parse =
                         move || parse_piece(builder, text, lines_before + first_line, at_end);
-                    if threads == 1 {
+                    if ranges.len() == 1 {
                         Ok(parse())
                     } else {
                         Err(scope.spawn(parse))
@@ -421,7 +466,92 @@ impl<'a, P: PieceBuilder> BlockReader<'a, P> {
                 .map(|h| h.unwrap_or_else(|h| h.join().expect("history parser thread panicked")))
                 .collect()
         });
-        for piece in results {
+        self.accept(block, &ranges, results, sink)
+    }
+
+    /// [`BlockReader::read`] of `shared[..len]`, by this thread and the `pool`'s.
+    fn read_shared(
+        &mut self,
+        shared: &Arc<Vec<u8>>,
+        len: usize,
+        at_end: bool,
+        pool: &Pool<P::Piece>,
+        sink: impl FnMut(P::Piece),
+    ) -> Result<(), ReadError> {
+        let Some((start, ranges)) = self.ranges(&shared[..len]) else {
+            return Ok(());
+        };
+        let block = &shared[start..len];
+        let lines_before = self.lines_before;
+        let last = ranges.len() - 1;
+        // The ranges after the first go to the pool (one each: there are no more ranges than
+        // the pool's threads and this one), the first is parsed here meanwhile.
+        let workers = &pool.workers[..last];
+        for (&(from, to, first_line), (jobs, _)) in ranges[1..].iter().zip(workers) {
+            let job = Job {
+                text: Arc::clone(shared),
+                from: start + from,
+                to: start + to,
+                lines_before: lines_before + first_line,
+                at_end: at_end && to == block.len(),
+            };
+            jobs.send(job).expect("history parser thread panicked");
+        }
+        let (from, to, first_line) = ranges[0];
+        let first = parse_piece(
+            self.builder,
+            &block[from..to],
+            lines_before + first_line,
+            at_end && last == 0,
+        );
+        let results = std::iter::once(first)
+            .chain(
+                workers
+                    .iter()
+                    .map(|(_, pieces)| pieces.recv().expect("history parser thread panicked")),
+            )
+            .collect();
+        self.accept(block, &ranges, results, sink)
+    }
+
+    /// Where the lines of `block` start (past a byte-order mark first in the input) and the
+    /// ranges to parse them in, one per thread; `None` for no lines.
+    #[allow(clippy::type_complexity)]
+    fn ranges(&mut self, block: &[u8]) -> Option<(usize, Vec<(usize, usize, u64)>)> {
+        // A UTF-8 byte-order mark some editors put first is no part of the first line: JSON
+        // readers may ignore it (RFC 8259), and lockpick does. A block of whole lines holds
+        // the whole mark if the file starts with one.
+        let mut start = 0;
+        if !self.started && !block.is_empty() {
+            self.started = true;
+            if block.starts_with(UTF8_BOM) {
+                start = UTF8_BOM.len();
+            }
+        }
+        let block = &block[start..];
+        if block.is_empty() {
+            return None;
+        }
+        // A block too small to be worth a thread per core (a followed file's few new lines)
+        // is parsed here.
+        let threads = if block.len() < self.inline_below {
+            1
+        } else {
+            self.threads
+        };
+        Some((start, split_lines(block, threads)))
+    }
+
+    /// Hands `sink` the `pieces` of `block`'s `ranges` in order, once the rules across them
+    /// hold.
+    fn accept(
+        &mut self,
+        block: &[u8],
+        ranges: &[(usize, usize, u64)],
+        pieces: Vec<Piece<P::Piece>>,
+        mut sink: impl FnMut(P::Piece),
+    ) -> Result<(), ReadError> {
+        for piece in pieces {
             // Across ranges: the range's first event against the previous range's last.
             let across = match (self.last, piece.first) {
                 (Some(prev), Some((line, first))) => out_of_order(prev, first).map(|r| (line, r)),
