@@ -60,6 +60,8 @@ pub(crate) struct OpFacts {
     pub(crate) makes_grant: bool,
     /// The position of the acquire of the grant whose token it uses, if any.
     pub(crate) uses: Option<usize>,
+    /// When it was answered, unless it is pending.
+    pub(crate) done_ns: Option<u64>,
 }
 
 /// What grouping reads of one grant.
@@ -121,6 +123,7 @@ impl Facts {
                         token: o.token(),
                         makes_grant: false,
                         uses,
+                        done_ns: o.complete_ns(),
                     },
                 );
             }
@@ -396,17 +399,22 @@ fn cause_of(
 }
 
 /// A double grant's sentence: the two grants, the later granted while the earlier's lease
-/// (or session) lasted.
+/// (or session) lasted. A hold the violation proves by an accepted renew names it: a late
+/// renew is where such a double grant starts (p1's lease lasted because a renew of it was
+/// accepted after it had lapsed), and a sentence naming the grants alone hides it.
 fn double_grant_sentence(look: &Lookup, r: &Violation, name: &str) -> String {
     let mut s = format!("double grant of {name} at {}", secs(r.window_ns[0]));
     if let [a, b] = look.grants(r)[..] {
-        let (a, b) = (look.grant(a), look.grant(b));
-        // The one whose hold the other came into: the earlier to be granted.
-        let (a, b) = if a.complete_ns <= b.complete_ns {
-            (a, b)
+        let (renews_a, renews_b) = (look.renews(r, a), look.renews(r, b));
+        // The one whose hold the other came into: the hold that began first, at its grant or
+        // at the first renew the violation names (the hold that renew proves).
+        let (start_a, start_b) = (look.hold_start(a, &renews_a), look.hold_start(b, &renews_b));
+        let ((a, renews_a), (b, renews_b)) = if start_a <= start_b {
+            ((a, renews_a), (b, renews_b))
         } else {
-            (b, a)
+            ((b, renews_b), (a, renews_a))
         };
+        let (a, b) = (look.grant(a), look.grant(b));
         let whose = if a.process == b.process {
             "its own".to_string()
         } else {
@@ -415,23 +423,37 @@ fn double_grant_sentence(look: &Lookup, r: &Violation, name: &str) -> String {
         // A session's grant is no lease: what lasted was its holder's belief.
         let lasted = if a.session {
             format!(
-                "{whose} session grant ({}, op {}) was still believed held",
-                token(a.token),
-                a.op_index
+                "{whose} session grant ({}) was still believed held",
+                grant_words(a, &renews_a)
             )
         } else {
             format!(
-                "{whose} lease ({}, op {}) surely lasted",
-                token(a.token),
-                a.op_index
+                "{whose} lease ({}) surely lasted",
+                grant_words(a, &renews_a)
             )
         };
+        let came = if renews_b.is_empty() {
+            "was granted it"
+        } else {
+            "held it"
+        };
         s.push_str(&format!(
-            ": p{} was granted it ({}, op {}) while {lasted}",
+            ": p{} {came} ({}) while {lasted}",
             b.process,
-            token(b.token),
-            b.op_index,
+            grant_words(b, &renews_b),
         ));
+    }
+    s
+}
+
+/// A grant in an incident's sentence: its token, its acquire and the renews of it that the
+/// violation names.
+fn grant_words(g: &GrantFacts, renews: &[u64]) -> String {
+    let mut s = format!("{}, op {}", token(g.token), g.op_index);
+    match renews {
+        [] => {}
+        [one] => s.push_str(&format!(", renewed by op {one}")),
+        many => s.push_str(&format!(", renewed by ops {}", op_list(many))),
     }
     s
 }
@@ -460,6 +482,28 @@ impl Lookup<'_> {
         self.grants(v)
             .iter()
             .map(|&g| self.grant(g).op_index)
+            .collect()
+    }
+
+    /// When grant `g`'s hold began, as a violation naming its `renews` proves it: at the
+    /// first of them answered, else at its grant.
+    fn hold_start(&self, g: usize, renews: &[u64]) -> u64 {
+        let renewed = (renews.iter())
+            .filter_map(|i| self.facts.ops.get(i)?.done_ns)
+            .min();
+        let granted = self.grant(g).complete_ns;
+        renewed.map_or(granted, |r| r.max(granted))
+    }
+
+    /// The indices of the renews violation `v` names that act for grant `g`, in op order.
+    fn renews(&self, v: &Violation, g: usize) -> Vec<u64> {
+        (v.ops.iter().copied())
+            .filter(|i| {
+                self.facts
+                    .ops
+                    .get(i)
+                    .is_some_and(|o| o.func == Func::Renew && o.uses == Some(g))
+            })
             .collect()
     }
 
@@ -722,6 +766,7 @@ impl Capture {
                     token: op.token(),
                     makes_grant: self.made.contains(&p),
                     uses,
+                    done_ns: op.complete_ns(),
                 },
             );
         }
