@@ -273,11 +273,23 @@ pub(crate) struct Digest {
     /// A second reading's: the facts of the ops the first one's violations name, for their
     /// incidents ([`check_streamed`]).
     capture: Option<Box<crate::incidents::Capture>>,
+    /// A whole check's: the nemesis events read so far, one JSON line each, for the words of
+    /// the findings once they are known (the faults that meet them), while they take at most
+    /// [`FAULT_LINES_BYTES_MAX`]; `None` once they took more (or when not asked for): the
+    /// faults are then read again from the file ([`faults_meeting`]).
+    faults_kept: Option<Vec<u8>>,
     /// The most ops kept at once after dropping.
     kept_max: usize,
     /// The first structure error; events after it are counted but not paired.
     pub(crate) error: Option<StructureError>,
 }
+
+/// The most bytes of nemesis events a whole check keeps as it reads, for the findings' words,
+/// before it lets them go and reads the file's faults again at the end (0.3 s of a 10M-event
+/// check, on its critical path). The synthetic 10M-event history's 90,000 nemesis events take
+/// 11 MB; a real run has one every few seconds. Kept as text, not as paired faults: those
+/// took 31 MiB for the same events.
+pub(crate) const FAULT_LINES_BYTES_MAX: usize = 16 << 20;
 
 /// How many ops a reader that drops them lets wait to be walked behind one op (pending, or
 /// waiting for an acquire unanswered) before it stops waiting for that op and takes it as
@@ -381,6 +393,7 @@ impl Digest {
             evict: false,
             violations_read_whole: true,
             capture: None,
+            faults_kept: None,
             kept_max: 0,
             error: None,
         }
@@ -406,6 +419,14 @@ impl Digest {
                     continue;
                 }
                 (Ok(Paired::Nemesis), Item::Other(op)) => {
+                    if let Some(lines) = self.faults_kept.as_mut() {
+                        // An op read from JSON writes back to JSON.
+                        let _ = serde_json::to_writer(&mut *lines, &op);
+                        lines.push(b'\n');
+                        if lines.len() > FAULT_LINES_BYTES_MAX {
+                            self.faults_kept = None;
+                        }
+                    }
                     if let Some(stream) = self.stream.as_mut() {
                         stream.stuck.faults.push(&op);
                         stream.counts.nemesis(op.f.as_str());
@@ -1407,6 +1428,7 @@ fn check_streamed(
     let file = open(path)?;
     let mut digest = Digest::streaming_for(cfg, CHECK_HORIZON_NS);
     digest.violations_read_whole = past_whole_read.is_none();
+    digest.faults_kept = Some(Vec::new());
     // The reader's thread is the check's critical path: the model search goes beside it.
     if let Some(stream) = digest.stream.as_mut() {
         stream.search.on_a_thread();
@@ -1429,10 +1451,15 @@ fn check_streamed(
     // The faults the results name, read again from the file: those that meet a finding or a
     // listed stretch of unavailability (the streaming rules let every other go).
     let windows = d.finding_windows();
-    let faults = if windows.is_empty() {
-        Faults::default()
-    } else {
-        faults_meeting(path, &windows, d.end_time_ns)
+    let faults = match d.faults_kept.take() {
+        _ if windows.is_empty() => Faults::default(),
+        Some(lines) => {
+            let meets = meeting(&windows);
+            let mut folding = FaultsFolding::default();
+            folding.fold(&lines, &meets);
+            folding.finish(&meets, d.end_time_ns)
+        }
+        None => faults_meeting(path, &windows, d.end_time_ns),
     };
     let active = |s: u64, e: u64| faults.active(s, e);
     let Some(mut results) = d.streamed_results(cfg, &active, |_| Vec::new()) else {
@@ -1539,9 +1566,8 @@ fn faults_meeting(path: &Path, windows: &[[u64; 2]], end_ns: u64) -> Faults {
     faults_meeting_in(path, windows, end_ns, FOUND_RUN_BYTES)
 }
 
-/// [`faults_meeting`], the lines found handed to their parse in runs of `run_bytes` (the tests
-/// pass less).
-fn faults_meeting_in(path: &Path, windows: &[[u64; 2]], end_ns: u64, run_bytes: usize) -> Faults {
+/// Whether a fault meets any of `windows`.
+fn meeting(windows: &[[u64; 2]]) -> impl Fn(&crate::faults::Fault) -> bool {
     let mut sorted: Vec<[u64; 2]> = windows.to_vec();
     sorted.sort_unstable();
     // The latest end among the windows starting by each one.
@@ -1551,15 +1577,20 @@ fn faults_meeting_in(path: &Path, windows: &[[u64; 2]], end_ns: u64, run_bytes: 
             Some(*top)
         })
         .collect();
-    let meets = |f: &crate::faults::Fault| {
+    move |f: &crate::faults::Fault| {
         let n = sorted.partition_point(|w| w[0] <= f.end_ns);
         n > 0 && reach[n - 1] >= f.start_ns
-    };
-    let mut log = crate::faults::FaultLog::default();
+    }
+}
+
+/// [`faults_meeting`], the lines found handed to their parse in runs of `run_bytes` (the tests
+/// pass less).
+fn faults_meeting_in(path: &Path, windows: &[[u64; 2]], end_ns: u64, run_bytes: usize) -> Faults {
+    let meets = meeting(windows);
+    let mut folding = FaultsFolding::default();
     let Ok(file) = std::fs::File::open(path) else {
         return Faults::default();
     };
-    let mut read = 0u64;
     // The search of the text beside the parse of the lines found (each about half of the
     // time): the lines go across in runs of [`FOUND_RUN_BYTES`], at most two runs waiting.
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(2);
@@ -1579,22 +1610,43 @@ fn faults_meeting_in(path: &Path, windows: &[[u64; 2]], end_ns: u64, run_bytes: 
         });
         // Bounded by the runs sent, which end when the searching thread returns.
         for run in rx {
-            for line in run.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-                let Ok(op) = serde_json::from_slice::<Op>(line) else {
-                    continue;
-                };
-                if op.process.is_nemesis() {
-                    log.push(&op);
-                    read += 1;
-                    if read % 4096 == 0 {
-                        log.forget_stopped(meets);
-                    }
+            folding.fold(&run, &meets);
+        }
+    });
+    folding.finish(&meets, end_ns)
+}
+
+/// The faults of nemesis event lines read in file order, those stopped that meet no window
+/// let go as it reads (every 4,096 events), so that what it keeps is what the windows need.
+#[derive(Default)]
+struct FaultsFolding {
+    log: crate::faults::FaultLog,
+    read: u64,
+}
+
+impl FaultsFolding {
+    /// Folds in `lines`, the next lines (a line that is no nemesis event is passed over: the
+    /// text search finds the word anywhere), keeping the faults that `meets`.
+    fn fold(&mut self, lines: &[u8], meets: &impl Fn(&crate::faults::Fault) -> bool) {
+        for line in lines.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let Ok(op) = serde_json::from_slice::<Op>(line) else {
+                continue;
+            };
+            if op.process.is_nemesis() {
+                self.log.push(&op);
+                self.read += 1;
+                if self.read % 4096 == 0 {
+                    self.log.forget_stopped(meets);
                 }
             }
         }
-    });
-    log.forget_stopped(meets);
-    Faults::from_log(log, end_ns)
+    }
+
+    /// The faults kept, the history ending at `end_ns`.
+    fn finish(mut self, meets: &impl Fn(&crate::faults::Fault) -> bool, end_ns: u64) -> Faults {
+        self.log.forget_stopped(meets);
+        Faults::from_log(self.log, end_ns)
+    }
 }
 
 /// How many bytes of the lines [`faults_meeting`]'s search finds go to their parse at once.
@@ -5282,6 +5334,72 @@ mod lines_containing_tests {
             }
         }
         assert!(files >= 4, "only {files} histories with faults");
+    }
+
+    /// The faults a whole check keeps as it reads are, once the windows are known, those the
+    /// file read again gives: the same pairing of the same events, the same forgetting.
+    #[test]
+    fn the_faults_kept_while_reading_are_those_read_again() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut files = 0;
+        for seed in 0..16u64 {
+            let params = GenParams::varied(seed, 2_000);
+            let h = History::new(correct_history(seed, &params)).expect("well formed");
+            if h.nemesis().count() < 20 {
+                continue;
+            }
+            files += 1;
+            let path = dir.path().join(format!("h{seed}.jsonl"));
+            let text: String = (h.ops.iter())
+                .map(|op| serde_json::to_string(op).expect("an op writes") + "\n")
+                .collect();
+            std::fs::write(&path, text).expect("written");
+            let end_ns = h.end_time_ns();
+            let step = end_ns / 5 + 1;
+            let windows: Vec<[u64; 2]> = (0..5u64)
+                .map(|k| [k * step, k * step + step / (k + 3)])
+                .collect();
+            let mut digest =
+                super::Digest::streaming_for(&Default::default(), super::CHECK_HORIZON_NS);
+            digest.faults_kept = Some(Vec::new());
+            let file = std::fs::File::open(&path).expect("opens");
+            let (mut d, _) = super::digest_input(file, &path, digest, None).expect("reads");
+            let lines = d.faults_kept.take().expect("under the limit");
+            let meets = super::meeting(&windows);
+            let mut folding = super::FaultsFolding::default();
+            folding.fold(&lines, &meets);
+            let kept = folding.finish(&meets, end_ns);
+            let again = faults_meeting_in(&path, &windows, end_ns, FOUND_RUN_BYTES);
+            assert_eq!(kept.list(), again.list(), "seed {seed}");
+            assert!(!again.list().is_empty(), "seed {seed}: no fault meets");
+        }
+        assert!(files >= 4, "only {files} histories with faults");
+    }
+
+    /// Past [`super::FAULT_LINES_BYTES_MAX`] bytes of nemesis events the reader lets them go
+    /// (they are read again at the end): what it keeps does not grow with the history.
+    #[test]
+    fn a_reader_lets_the_faults_go_past_its_limit() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("h.jsonl");
+        // Each event writes back to more than 64 bytes.
+        let pairs = super::FAULT_LINES_BYTES_MAX / 128 + 10;
+        let mut text = String::with_capacity(pairs * 2 * 110);
+        for i in 0..pairs {
+            for (k, f) in [(0, "start-pause"), (1, "stop-pause")] {
+                let index = 2 * i + k;
+                text.push_str(&format!(
+                    "{{\"index\":{index},\"time_ns\":{},\"process\":\"nemesis\",\"type\":\"info\",\"f\":\"{f}\",\"value\":{{\"nodes\":[\"n1\"]}}}}\n",
+                    index * 1000
+                ));
+            }
+        }
+        std::fs::write(&path, text).expect("written");
+        let mut digest = super::Digest::streaming_for(&Default::default(), super::CHECK_HORIZON_NS);
+        digest.faults_kept = Some(Vec::new());
+        let file = std::fs::File::open(&path).expect("opens");
+        let (d, _) = super::digest_input(file, &path, digest, None).expect("reads");
+        assert!(d.faults_kept.is_none(), "kept every one of {pairs} faults");
     }
 
     /// Every block size puts the blocks' edges somewhere else: inside the needle, on a line's

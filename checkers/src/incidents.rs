@@ -450,10 +450,8 @@ fn double_grant_sentence(look: &Lookup, r: &Violation, name: &str) -> String {
 /// violation names.
 fn grant_words(g: &GrantFacts, renews: &[u64]) -> String {
     let mut s = format!("{}, op {}", token(g.token), g.op_index);
-    match renews {
-        [] => {}
-        [one] => s.push_str(&format!(", renewed by op {one}")),
-        many => s.push_str(&format!(", renewed by ops {}", op_list(many))),
+    if !renews.is_empty() {
+        s.push_str(&format!(", renewed by {}", op_list(renews)));
     }
     s
 }
