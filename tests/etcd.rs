@@ -223,6 +223,68 @@ fn etcd_holds_two_accounts_locks_and_the_bank_is_judged_from_the_data() {
     assert!(ok_writes >= 4, "{ok_writes} writes\n{}", r.describe());
 }
 
+/// The suite's bank contention on etcd: accounts taken in random order, so waits form
+/// cycles; etcd's `lock/lock` has no wait bound of its own, so the client's deadline is what
+/// breaks a cycle, and it must do so once the recorded `wait_ms` is over (plus the call's own
+/// round trip), inside the liveness grace `deadlock` allows. With the wait plus a 3 s op
+/// timeout as the deadline, every such run was a `deadlock` of the client's making.
+#[test]
+fn etcd_waits_in_a_cycle_end_with_the_acquire_wait_not_the_op_timeout() {
+    if !require_etcd() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let r = run(
+        tmp.path(),
+        &[
+            "--adapter",
+            "etcd",
+            "--workload",
+            "bank",
+            "--accounts",
+            "2",
+            "--clients",
+            "6",
+            "--lock-order-policy",
+            "random",
+            "--acquire-wait",
+            "200ms",
+            "--op-timeout",
+            "3s",
+            "--ttl",
+            "5400ms",
+            "--hold",
+            "50ms..1000ms",
+            "--nemesis",
+            "none",
+            "--duration",
+            "4200ms",
+            "--seed",
+            "1",
+        ],
+        LIMIT,
+    );
+    let results = r.results();
+    assert_eq!(
+        results["violations"],
+        serde_json::json!([]),
+        "{}",
+        r.describe()
+    );
+    // Cycles did form, and each ended by a client's deadline before it was a deadlock.
+    let deadlock = &results["checkers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "deadlock")
+        .unwrap_or_else(|| panic!("no deadlock checker\n{}", r.describe()))["notes"];
+    assert!(
+        deadlock.to_string().contains("by a client that gave up"),
+        "{deadlock}\n{}",
+        r.describe()
+    );
+}
+
 /// One etcd member under pauses with the default waits (5 x ttl, keepalives every ttl/3):
 /// waiters outlive their leases, and every 200 from `lock/lock` is recorded as a grant, with
 /// the read of its lock key at the answer's revision. A grant whose key was absent there is

@@ -185,10 +185,11 @@ pub static ACQUIRE_WAIT: Flag = Flag {
     kind: Kind::Text("DURATION"),
     help: "How long an acquire may wait for a held lock, as real clients do (default: 5 x \
         --ttl, several leases). The reference protocol sends it as `wait_ms` (lockd answers \
-        `held` once it has waited that long); with --adapter etcd, `lock/lock` waits that \
-        long while the client keeps its lease alive every ttl/3 (not while it is stalled by \
-        a client-pause). An acquire's request timeout is this wait plus --op-timeout; 0 asks \
-        without waiting",
+        `held` once it has waited that long); with --adapter etcd, whose `lock/lock` waits \
+        without a bound of its own, the client ends the call once this wait from the acquire's \
+        send is over (plus up to 0.5 s for the call itself), keeping its lease alive every \
+        ttl/3 meanwhile (not while it is stalled by a client-pause). An acquire's request \
+        timeout is otherwise this wait plus --op-timeout; 0 asks without waiting",
     init: Init::Example(
         r#""10s""#,
         "how long an acquire may wait (default: 5 x ttl)",

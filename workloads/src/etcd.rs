@@ -234,7 +234,8 @@ impl EtcdClient {
     }
 
     /// Acquire as client process `client`: `lease/grant`, then `lock/lock`, which waits for the
-    /// lock for up to `wait_ms` (the request's timeout is the wait plus the op timeout) while
+    /// lock until `wait_ms` after the acquire was sent (plus the call's own round trip: see
+    /// [`EtcdClient::lock_call_timeout`]) while
     /// the lease is kept alive in the background every third of its TTL, as etcd's client
     /// library does. While `pauses` says this client is stalled (a client-pause), no keepalive
     /// is sent: a paused process's keepalives stop too.
@@ -262,7 +263,7 @@ impl EtcdClient {
         let lock_call = self.post(
             "lock/lock",
             json!({ "name": b64(lock), "lease": lease_id }),
-            Duration::from_millis(wait_ms) + self.op_timeout,
+            self.lock_call_timeout(wait_ms, grant_sent_ns),
         );
         let keepalives = self.keep_alive(
             &lease_id,
@@ -295,6 +296,18 @@ impl EtcdClient {
         let lease_gone_ns = keep.gone_ns();
         EtcdEvidence { lease_gone_ns }.write_into(&mut value);
         self.read_back(client, lease_id, value, &body).await
+    }
+
+    /// How long `lock/lock` may run for an acquire sent at `sent_ns` that may wait `wait_ms`:
+    /// etcd puts no bound of its own on the wait, so the client's deadline is the wait's
+    /// bound, and it ends the wait when the acquire's `wait_ms` is over, as the history says
+    /// it asked (`deadlock` owes a wait an answer by then, plus the liveness grace). Past it
+    /// only the call's own round trip, at most [`LOCK_ROUND_TRIP_MAX`]: an op timeout of
+    /// 3 s there let two waiters in a cycle stand past their deadline, a deadlock of the
+    /// client's making.
+    fn lock_call_timeout(&self, wait_ms: u64, sent_ns: u64) -> Duration {
+        let spent = Duration::from_nanos((self.now_ns)().saturating_sub(sent_ns));
+        Duration::from_millis(wait_ms).saturating_sub(spent) + self.op_timeout.min(LOCK_ROUND_TRIP_MAX)
     }
 
     /// `lease/grant` for a lease of `ttl_ms` (in whole seconds, at least one): its ID and the
@@ -679,6 +692,11 @@ impl FencedResource for EtcdClient {
         }
     }
 }
+
+/// The longest `lock/lock` may take past its acquire's wait, for the call itself (etcd
+/// commits the waiter's key even for a free lock): well inside the default liveness grace
+/// (2 s), which `deadlock` allows past a wait.
+const LOCK_ROUND_TRIP_MAX: Duration = Duration::from_millis(500);
 
 /// The embedded etcd member: Debian's etcd-server, one member per node, a fresh cluster.
 const ETCD_ARGV: [&str; 17] = [
