@@ -415,7 +415,18 @@ impl Checked {
             eprintln!("warning: --schedule {}: {late}", path.unwrap_or_default());
         }
         let faults = faults::faults(a, &target, service, replay.as_ref().map(|(_, s)| s))?;
-        let clocks = Clocks::of(a, &t)?;
+        let mut clocks = Clocks::of(a, &t)?;
+        if kind == WorkloadKind::Mutex && clocks.client_shapes.names_data_ops() {
+            // Asked for as given, a read or write wake-up would be asked of the coverage and
+            // never performed: the run could only end unknown.
+            let asked = clocks.client_shapes.names().join(",");
+            clocks.client_shapes = clocks.client_shapes.without_data();
+            eprintln!(
+                "warning: --client-faults {asked}: a mutex holder neither reads nor writes, it \
+                 releases instead: drawn and asked for as {}",
+                clocks.client_shapes.names().join(",")
+            );
+        }
         let targets = check_nodes(a, &target)?;
         let runtime = faults::runtime(a, &faults, replay.is_some(), &target)?;
         let topologies = faults::topologies(a)?;

@@ -543,6 +543,25 @@ mod tests {
         );
     }
 
+    /// What a mutex holder wakes into: every wake-up op (an empty list) is a renew or a
+    /// release, and a read or a write is the release it does instead.
+    #[test]
+    fn a_holder_without_data_wakes_into_renews_and_releases() {
+        let cases: [(&str, &[WakeOp]); 4] = [
+            ("long", &[WakeOp::Renew, WakeOp::Release]),
+            ("write,read", &[WakeOp::Release]),
+            ("read,renew,release", &[WakeOp::Release, WakeOp::Renew]),
+            ("renew", &[WakeOp::Renew]),
+        ];
+        for (asked, want) in cases {
+            let c = parse_client_faults(asked).unwrap();
+            let got = c.without_data();
+            assert_eq!(got.wakes, want, "{asked}");
+            assert_eq!(got.aims, c.aims, "{asked}");
+            assert!(!got.names_data_ops(), "{asked}");
+        }
+    }
+
     #[test]
     fn every_chosen_fault_appears_once_per_round() {
         for seed in 0..50 {

@@ -163,6 +163,23 @@ fn a_service_without_tokens_defaults_to_the_mutex_and_records_its_options() {
         .contains("--adapter-opt persistence=none,fence=counter"));
 }
 
+/// A mutex holder neither reads nor writes: a read or write wake-up asked of it is asked for
+/// as the release it does instead (else the coverage waits for a wake it never performs and
+/// the run can only end unknown); the counter keeps what was asked.
+#[test]
+fn a_mutex_holders_read_and_write_wakes_are_its_releases() {
+    let cases: [(&str, &str, &[&str]); 4] = [
+        ("mutex", "long,read,renew", &["long", "release", "renew"]),
+        ("mutex", "boundary,write,read", &["boundary", "release"]),
+        ("mutex", "long", &["long"]),
+        ("counter", "long,read", &["long", "read"]),
+    ];
+    for (workload, asked, want) in cases {
+        let c = resolve(&["--workload", workload, "--client-faults", asked]).unwrap();
+        assert_eq!(c.client_shapes.names(), want, "{workload} {asked}");
+    }
+}
+
 /// lockd's modes are refused for every other service, named by the descriptor, not by a
 /// comparison with a service's name.
 #[test]

@@ -45,7 +45,12 @@ pub fn schedule(cfg: &RunConfig, nodes: usize, primary: usize, run_dir: &Path) -
             // Stalls and pauses are sized to outlast the longest lease a client may hold.
             ttl_ms: cfg.lease_max_ms(),
             clock_modes: cfg.clock_modes.clone(),
-            client_faults: cfg.client_shapes.clone(),
+            // A mutex holder wakes only into a renew or a release: a stall drawn to wake into
+            // a read or a write would be asked of the coverage and never performed.
+            client_faults: match cfg.kind() {
+                workloads::WorkloadKind::Mutex => cfg.client_shapes.without_data(),
+                _ => cfg.client_shapes.clone(),
+            },
             topologies: cfg.topologies.clone(),
             nodes,
             primary,

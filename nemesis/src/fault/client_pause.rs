@@ -108,6 +108,36 @@ pub fn parse_client_faults(s: &str) -> Result<ClientFaults, String> {
 }
 
 impl ClientFaults {
+    /// The shapes a holder that never reads or writes (the mutex workload) performs: each
+    /// `read` or `write` becomes the `release` it does instead, and the list of every wake-up
+    /// op (empty) is `renew` and `release`. The aims stay as they are.
+    pub fn without_data(&self) -> ClientFaults {
+        let listed: &[WakeOp] = if self.wakes.is_empty() {
+            &WakeOp::ALL
+        } else {
+            &self.wakes
+        };
+        let mut wakes = Vec::new();
+        for &w in listed {
+            let w = match w {
+                WakeOp::Read | WakeOp::Write => WakeOp::Release,
+                w => w,
+            };
+            if !wakes.contains(&w) {
+                wakes.push(w);
+            }
+        }
+        ClientFaults {
+            aims: self.aims.clone(),
+            wakes,
+        }
+    }
+
+    /// Whether the list names a wake-up op that reads or writes the protected register.
+    pub fn names_data_ops(&self) -> bool {
+        (self.wakes.iter()).any(|w| matches!(w, WakeOp::Read | WakeOp::Write))
+    }
+
     /// The list's names, aims first, as `--client-faults` takes them.
     pub fn names(&self) -> Vec<String> {
         let aims = self.aims.iter().map(|a| a.to_string());
