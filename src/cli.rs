@@ -334,6 +334,7 @@ pub struct CheckArgs {
     /// machine holding it open for writing, or on Ctrl-C (the verdict of what was written by
     /// then, at best unknown). A writer elsewhere (a network mount, a copy appended in
     /// chunks) cannot be seen holding the file: --idle is what tells its pauses from its end.
+    /// A file not there yet, in a folder that is, is waited for as long as --idle.
     #[arg(long)]
     pub follow: bool,
     /// With --follow: how long the file must go without growing, and without a process on

@@ -375,6 +375,48 @@ pub struct Followed {
     pub printed: Vec<(history::ViolationKind, Option<String>, Vec<u64>)>,
 }
 
+/// How often a follow started before its file looks for it.
+const CREATION_POLL: Duration = Duration::from_millis(100);
+
+/// A follow may start before the writer creates its file (a run started just after it): in a
+/// folder that exists, the file is waited for as long as a writer's pause (`idle`). A missing
+/// folder is a wrong path, refused at once.
+fn wait_for_creation(path: &Path, idle: Duration, say: impl Fn(String)) -> anyhow::Result<()> {
+    if path.is_file() {
+        return Ok(());
+    }
+    let folder = match path.parent() {
+        Some(p) if p.as_os_str().is_empty() => Path::new("."),
+        Some(p) => p,
+        None => Path::new("/"),
+    };
+    if !folder.is_dir() {
+        anyhow::bail!(
+            "{}: no such history file to follow (nor its folder {})",
+            path.display(),
+            folder.display()
+        );
+    }
+    say(format!(
+        "waiting up to {} (--idle) for {} to be created",
+        humantime::format_duration(idle),
+        path.display()
+    ));
+    let began = Instant::now();
+    // Bounded by --idle.
+    while began.elapsed() < idle {
+        std::thread::sleep(CREATION_POLL);
+        if path.is_file() {
+            return Ok(());
+        }
+    }
+    anyhow::bail!(
+        "{}: no such history file to follow (none was created within --idle {})",
+        path.display(),
+        humantime::format_duration(idle)
+    )
+}
+
 /// `lockpick check --follow`: checks `path` as another process writes it and prints each
 /// violation once, when first proven (on stderr with `to_stderr`: stdout is for the JSON).
 /// Returns once the file has not grown for `idle` while no process on this machine held it
@@ -390,9 +432,6 @@ pub fn follow_until_closed(
     idle: Duration,
     to_stderr: bool,
 ) -> anyhow::Result<Followed> {
-    if !path.is_file() {
-        anyhow::bail!("{}: no such history file to follow", path.display());
-    }
     let say = move |line: String| {
         if to_stderr {
             eprintln!("{line}");
@@ -400,6 +439,7 @@ pub fn follow_until_closed(
             println!("{line}");
         }
     };
+    wait_for_creation(path, idle, say)?;
     say(format!(
         "following {}: each violation is printed when first proven, the verdict once the file \
          has not grown for {} with no process here writing it (--idle; Ctrl-C: the verdict of \

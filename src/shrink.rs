@@ -61,6 +61,9 @@ struct Shrinker {
     lease_max_ms: u64,
     candidates: usize,
     runs: usize,
+    /// Candidates that failed as the run did, each kept as the new best: smaller, by the
+    /// search's construction. None kept: the schedule is the failing run's.
+    kept: usize,
     /// Fault lists already run without reproducing (delta debugging revisits some).
     failed: std::collections::HashSet<Vec<String>>,
     interrupted: Arc<AtomicBool>,
@@ -113,6 +116,7 @@ pub fn shrink(a: ShrinkArgs) -> Result<ExitCode> {
         lease_max_ms,
         candidates: 0,
         runs: 0,
+        kept: 0,
         failed: Default::default(),
         interrupted: interrupted.clone(),
         best: Best {
@@ -360,10 +364,15 @@ impl Shrinker {
             b.duration_ms
         );
         let report = b.run_dir.join(layout::REPORT_FILE);
-        let not_shrunk = not_shrunk(self.runs, stopped, &b.schedule, b.duration_ms);
+        let tried = Tried {
+            candidates: self.candidates,
+            runs: self.runs,
+            kept: self.kept,
+        };
+        let not_shrunk = not_shrunk(tried, stopped, &b.schedule, b.duration_ms);
         println!();
         match (&not_shrunk, stopped) {
-            // No candidate ran: nothing was learned, and the schedule is the failing run's.
+            // No smaller candidate failed: the schedule is the failing run's.
             (Some(why), _) => println!("not shrunk: {why}; the failing schedule as it ran:"),
             (None, Some(why)) => {
                 println!("stopped early ({why}); the smallest failing schedule so far:")
@@ -406,7 +415,7 @@ impl Shrinker {
             "replay": replay,
             "candidates": self.candidates,
             "runs": self.runs,
-            "shrunk": self.runs > 0,
+            "shrunk": self.kept > 0,
             "not_shrunk": not_shrunk,
             "elapsed_ms": self.started.elapsed().as_millis() as u64,
             "stopped": stopped,
@@ -418,17 +427,37 @@ impl Shrinker {
     }
 }
 
-/// Why a shrink that ran no candidate (`runs` 0) kept the failing run's `schedule` and
-/// `duration_ms`, in words: what stopped it, or that there was nothing to try. `None` once a
-/// candidate ran.
-fn not_shrunk(
+/// What a shrink tried: candidates, their runs, and how many failed and were kept.
+#[derive(Debug, Clone, Copy)]
+struct Tried {
+    candidates: usize,
     runs: usize,
+    kept: usize,
+}
+
+/// Why a shrink that kept no candidate kept the failing run's `schedule` and `duration_ms`,
+/// in words: none ran (what stopped it, or that there was nothing to try), or none that ran
+/// failed (before the search stopped, or all it had to try). `None` once a candidate was kept.
+fn not_shrunk(
+    tried: Tried,
     stopped: Option<&str>,
     schedule: &Schedule,
     duration_ms: u64,
 ) -> Option<String> {
-    if runs > 0 {
+    if tried.kept > 0 {
         return None;
+    }
+    if tried.runs > 0 {
+        let n = tried.candidates;
+        return Some(match stopped {
+            Some(why) => format!(
+                "none of the {n} smaller candidate(s) tried failed before the search stopped \
+                 ({why})"
+            ),
+            None => format!(
+                "none of the {n} smaller candidate(s) failed: the failing schedule is minimal"
+            ),
+        });
     }
     Some(match stopped {
         Some(why) => format!("no candidate ran ({why})"),
@@ -669,10 +698,11 @@ mod tests {
         }
     }
 
-    /// A shrink that ran no candidate says why in words: what stopped it, or, for a run without
-    /// faults already at the shortest length, that there was nothing to try.
+    /// A shrink that kept no candidate says why in words: what stopped it, or, for a run without
+    /// faults already at the shortest length, that there was nothing to try, or that none of
+    /// the candidates that ran failed.
     #[test]
-    fn a_shrink_that_ran_nothing_says_why() {
+    fn a_shrink_that_kept_nothing_says_why() {
         let none =
             nemesis::schedule::Schedule::parse(r#"{"version": 1, "nodes": 1, "faults": []}"#)
                 .unwrap();
@@ -714,15 +744,41 @@ mod tests {
                 2_000,
                 Some("no candidate ran (budget spent)"),
             ),
-            (3, None, &none, 2_000, None),
-            (3, Some("interrupted"), &one, 9_000, None),
+            (
+                1,
+                Some("budget spent"),
+                &one,
+                9_000,
+                Some("none of the 1 smaller candidate(s) tried failed before the search stopped (budget spent)"),
+            ),
+            (
+                3,
+                None,
+                &one,
+                9_000,
+                Some("none of the 3 smaller candidate(s) failed: the failing schedule is minimal"),
+            ),
         ] {
-            let got = super::not_shrunk(runs, stopped, schedule, ms);
+            let tried = super::Tried {
+                candidates: runs,
+                runs,
+                kept: 0,
+            };
+            let got = super::not_shrunk(tried, stopped, schedule, ms);
             match (said, &got) {
                 (Some(said), Some(got)) => assert!(got.contains(said), "{got}"),
                 (None, None) => {}
                 _ => panic!("{runs} {stopped:?} {ms}: {got:?}, wanted {said:?}"),
             }
+        }
+        // Once a candidate was kept, whatever stopped the search: shrunk.
+        for stopped in [None, Some("interrupted"), Some("budget spent")] {
+            let tried = super::Tried {
+                candidates: 3,
+                runs: 4,
+                kept: 1,
+            };
+            assert_eq!(super::not_shrunk(tried, stopped, &one, 9_000), None);
         }
     }
 }

@@ -359,18 +359,64 @@ fn check_flags_refuse_bad_values_naming_the_flag() {
     }
 }
 
+/// A file in a folder that does not exist is a wrong path: refused at once. One in a folder
+/// that exists is waited for, as long as --idle, and refused in one line if it never comes.
 #[test]
 fn check_follow_of_a_missing_file_is_refused_in_one_line() {
-    let o = Command::new(BIN)
-        .args(["check", "--follow", "/nonexistent/history.jsonl"])
-        .output()
+    let tmp = tempfile::tempdir().unwrap();
+    let never = tmp.path().join("never.jsonl");
+    let cases: [(&[&str], &str); 2] = [
+        (
+            &["check", "--follow", "/nonexistent/history.jsonl"],
+            "/nonexistent/history.jsonl: no such history file to follow (nor its folder /nonexistent)",
+        ),
+        (
+            &["check", "--follow", never.to_str().unwrap(), "--idle", "300ms"],
+            "never.jsonl: no such history file to follow (none was created within --idle 300ms)",
+        ),
+    ];
+    for (args, says) in cases {
+        let o = common::run_with_limit(args, Duration::from_secs(30));
+        assert_eq!(o.status.code(), Some(3), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+/// A follow started before its writer creates the file waits for it and follows it: the
+/// history written a moment later is judged as it would be had it been there first.
+#[test]
+fn check_follow_waits_for_a_file_created_after_it_started() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("history.jsonl");
+    let mut child = Command::new(BIN)
+        .args(["check", "--follow", path.to_str().unwrap(), "--idle", "1s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
-    assert_eq!(o.status.code(), Some(3));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("/nonexistent/history.jsonl: no such history file to follow"),
-        "{err}"
-    );
+    std::thread::sleep(Duration::from_millis(500));
+    let lines = [
+        r#"{"index":0,"time_ns":1000000,"process":0,"type":"invoke","f":"acquire","lock":"L0","value":{"ttl_ms":1000}}"#,
+        r#"{"index":1,"time_ns":2000000,"process":0,"type":"ok","f":"acquire","lock":"L0","value":{"ttl_ms":1000,"token":1}}"#,
+        r#"{"index":2,"time_ns":3000000,"process":1,"type":"invoke","f":"acquire","lock":"L0","value":{"ttl_ms":1000}}"#,
+        r#"{"index":3,"time_ns":4000000,"process":1,"type":"ok","f":"acquire","lock":"L0","value":{"ttl_ms":1000,"token":2}}"#,
+    ];
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    // Bounded by the deadline.
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the follow did not end");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = child.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("to be created"), "{out}");
+    assert!(out.contains("double-grant"), "{out}");
 }
 
 /// A history nobody writes any more that cannot be read: its error is said once, as `check`

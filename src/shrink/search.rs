@@ -146,6 +146,7 @@ impl Shrinker {
     ) -> Result<bool, &'static str> {
         match self.test(&s, duration_ms, what).await {
             Verdict::Reproduced(run_dir, try_no) => {
+                self.kept += 1;
                 self.best = Best {
                     schedule: s,
                     duration_ms,
@@ -185,7 +186,17 @@ impl Shrinker {
                 return Verdict::Stopped("interrupted");
             }
             if self.started.elapsed() + needed > self.budget {
-                self.say(&line, "not run: the budget would be spent before it ends");
+                // What the runs before showed, if it ran: "not run" alone read as if none did.
+                let result = match seen.len() {
+                    0 => "not run: the budget would be spent before it ends".to_string(),
+                    n => format!(
+                        "not reproduced in {n} run(s) ({}); run {t} of up to {} not run: the \
+                         budget would be spent before it ends",
+                        seen.join("; "),
+                        self.tries
+                    ),
+                };
+                self.say(&line, &result);
                 return Verdict::Stopped("budget spent");
             }
             let (found, run_dir) = self.run_once(&name, &file, duration_ms, t).await;

@@ -410,8 +410,9 @@ impl Probe<'_, '_> {
                 let code = status.to_string();
                 let body = body.strip_prefix(&code).map_or(&body[..], str::trim_start);
                 format!(
-                    "{status} {body} (noted, not a failure: clock faults' offsets will not be \
-                     observed)"
+                    "{status} {body} (noted, not a failure: a run then observes clock faults' \
+                     offsets only on nodes whose clock it controls through the vdso backend, \
+                     not through the service)"
                 )
             }
             Err(why) => format!("{why} (noted, not a failure)"),
