@@ -163,6 +163,27 @@ fn a_service_without_tokens_defaults_to_the_mutex_and_records_its_options() {
         .contains("--adapter-opt persistence=none,fence=counter"));
 }
 
+/// A misspelt --adapter is answered with the names and, when one is near, the one meant.
+#[test]
+fn a_misspelt_adapter_names_the_one_meant() {
+    for (given, meant) in [
+        ("redsi", Some("redis")),
+        ("zookeper", Some("zookeeper")),
+        ("postgress", Some("postgres")),
+        ("foo", None),
+    ] {
+        let e = resolve(&["--adapter", given]).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("--adapter {given:?}: expected ")),
+            "{e}"
+        );
+        match meant {
+            Some(m) => assert!(e.ends_with(&format!("(did you mean `{m}`?)")), "{e}"),
+            None => assert!(!e.contains("did you mean"), "{e}"),
+        }
+    }
+}
+
 /// A mutex holder neither reads nor writes: a read or write wake-up asked of it is asked for
 /// as the release it does instead (else the coverage waits for a wake it never performs and
 /// the run can only end unknown); the counter keeps what was asked.

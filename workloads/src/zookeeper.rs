@@ -151,7 +151,23 @@ fn zk_reason(step: &str, e: &zk::Error) -> String {
     if kind.is_empty() {
         return with_detail(step, &e.to_string());
     }
-    with_detail(&format!("{step}: {kind}"), &e.to_string())
+    let said = e.to_string();
+    with_detail(&format!("{step}: {}", custom_kind(&kind, &said)), &said)
+}
+
+/// The client library's own errors (`Custom`) are its connection's: a request it gave up on
+/// unanswered ("no response from connection in 800ms") is a `timeout`, anything else the
+/// `transport`'s. Both codes say the answer was lost (`history::reason::kind_of`); `custom`
+/// said nothing, and read as the service's refusal.
+fn custom_kind(kind: &str, said: &str) -> String {
+    if kind != "custom" {
+        return kind.to_string();
+    }
+    if said.contains("no response") || said.contains("timeout") || said.contains("timed out") {
+        "timeout".into()
+    } else {
+        "transport".into()
+    }
 }
 
 /// Whether a state ends what a holder may believe (Curator's `SUSPENDED` and `LOST`).
@@ -1000,6 +1016,25 @@ mod tests {
             let text = zk_reason("list", &e);
             assert_eq!(reason_of(&text), reason, "{text}");
             assert_eq!(detail_of(&text), e.to_string(), "{text}");
+        }
+    }
+
+    /// The client library's own errors name no kind (`Custom`): one that gave up on an
+    /// answer is a timeout, any other its transport's, both an answer lost, never the
+    /// service's refusal.
+    #[test]
+    fn the_client_librarys_own_errors_are_lost_answers() {
+        use history::reason::{kind_of, ReasonKind};
+        for (kind, said, want) in [
+            ("custom", "no response from connection in 800ms", "timeout"),
+            ("custom", "connection closed", "transport"),
+            ("no-node", "no node", "no-node"),
+        ] {
+            let got = custom_kind(kind, said);
+            assert_eq!(got, want, "{said}");
+            if kind == "custom" {
+                assert_eq!(kind_of(&format!("delete: {got}")), ReasonKind::Lost);
+            }
         }
     }
 
