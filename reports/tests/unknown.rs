@@ -20,7 +20,8 @@ const ALL_VALID: Checkers = &[
 ];
 
 const GATE_NOTE: &str = "requested, not exercised: kill, client-pause, clock (a step or a fast \
-                         clock: a slow one only lengthens leases)";
+                         clock: a slow one only lengthens leases, so it does not count however \
+                         often it ran)";
 
 struct Case {
     what: &'static str,

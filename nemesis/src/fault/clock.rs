@@ -122,7 +122,8 @@ pub fn requested(asked: &Asked<'_>) -> Vec<Need> {
     if modes.is_empty() {
         needs.push(asked.on_role(Need {
             label: format!(
-                "{} (a step or a fast clock: a slow one only lengthens leases)",
+                "{} (a step or a fast clock: a slow one only lengthens leases, so it does \
+                 not count however often it ran)",
                 FAMILY.kind
             ),
             kind: FAMILY.kind.into(),
