@@ -1448,8 +1448,9 @@ fn check_streamed(
         return Ok(None);
     }
     let notes = d.limit_notes();
-    // The faults the results name, read again from the file: those that meet a finding or a
-    // listed stretch of unavailability (the streaming rules let every other go).
+    // The faults the results name: those that meet a finding or a listed stretch of
+    // unavailability (the streaming rules let every other go), paired from the nemesis events
+    // kept as the file was read, or read again from it past their limit.
     let windows = d.finding_windows();
     let faults = match d.faults_kept.take() {
         _ if windows.is_empty() => Faults::default(),
