@@ -266,13 +266,8 @@ fn service_of(
     let service = workloads::service(adapter).with_context(|| {
         // A misspelt name is most often one letter off: say which was meant, as clap does
         // for a misspelt flag.
-        let meant = (workloads::SERVICES.iter())
-            .map(|s| s.name())
-            .map(|n| (strsim::jaro_winkler(adapter, n), n))
-            .filter(|&(score, _)| score > 0.8)
-            .max_by(|a, b| a.0.total_cmp(&b.0))
-            .map(|(_, n)| format!(" (did you mean `{n}`?)"))
-            .unwrap_or_default();
+        let meant =
+            history::nearest::did_you_mean(adapter, workloads::SERVICES.iter().map(|s| s.name()));
         format!(
             "--adapter {:?}: expected {}{meant}",
             adapter,

@@ -33,6 +33,7 @@ mod fault_op;
 mod fields;
 mod history;
 pub mod layout;
+pub mod nearest;
 mod op;
 mod pairing;
 pub mod reason;

@@ -80,7 +80,14 @@ pub(crate) fn parse<T: Named>(s: &str) -> Result<T, String> {
         .iter()
         .copied()
         .find(|v| v.word() == s)
-        .ok_or_else(|| format!("unknown {} {s:?} (expected {})", T::WHAT, words::<T>()))
+        .ok_or_else(|| {
+            let meant = history::nearest::did_you_mean(s, T::VALUES.iter().map(|v| v.word()));
+            format!(
+                "unknown {} {s:?} (expected {}){meant}",
+                T::WHAT,
+                words::<T>()
+            )
+        })
 }
 
 /// A comma-separated list of words, each value once, in the order first given.
@@ -122,6 +129,17 @@ mod tests {
                 .parse::<crate::fault::client_pause::WakeOp>()
                 .unwrap_err(),
             "unknown wake-up op \"nap\" (expected renew, write, release, read)"
+        );
+        // A misspelt word is also answered with the one it most likely meant.
+        assert_eq!(
+            parse_clock_modes("fsat").unwrap_err(),
+            "unknown clock fault \"fsat\" (expected bump-forward, bump-back, strobe, fast, slow) \
+             (did you mean `fast`?)"
+        );
+        assert_eq!(
+            parse_topologies("halfs").unwrap_err(),
+            "unknown partition topology \"halfs\" (expected isolate, halves, majorities-ring, \
+             bridge, clients) (did you mean `halves`?)"
         );
         assert_eq!(
             parse_clock_modes("slow, slow,fast").unwrap(),

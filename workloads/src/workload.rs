@@ -50,7 +50,8 @@ impl std::str::FromStr for LockOrderPolicy {
             "sorted" => Ok(LockOrderPolicy::Sorted),
             "random" => Ok(LockOrderPolicy::Random),
             _ => Err(format!(
-                "unknown lock order policy {s:?} (expected sorted or random)"
+                "unknown lock order policy {s:?} (expected sorted or random){}",
+                history::nearest::did_you_mean(s, ["sorted", "random"])
             )),
         }
     }
@@ -76,7 +77,8 @@ impl std::str::FromStr for WorkloadKind {
             "counter" => Ok(WorkloadKind::Counter),
             "bank" => Ok(WorkloadKind::Bank),
             _ => Err(format!(
-                "unknown workload {s:?} (expected mutex, counter or bank)"
+                "unknown workload {s:?} (expected mutex, counter or bank){}",
+                history::nearest::did_you_mean(s, ["mutex", "counter", "bank"])
             )),
         }
     }
