@@ -138,24 +138,6 @@ fn etcd_mutex_under_pauses_reaches_a_verdict() {
     assert!(r.run_dir().join("report.html").exists());
 }
 
-/// etcd alone (one member on loopback), or a visible skip (a failure under
-/// LOCKPICK_SYSTEM_TESTS=1).
-fn require_etcd() -> bool {
-    let found = std::process::Command::new("etcd")
-        .arg("--version")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if found {
-        return true;
-    }
-    if std::env::var("LOCKPICK_SYSTEM_TESTS").as_deref() == Ok("1") {
-        panic!("etcd tests must run under LOCKPICK_SYSTEM_TESTS=1: etcd not found");
-    }
-    eprintln!("SKIPPED: etcd not found (apt-get install etcd-server)");
-    false
-}
-
 /// The bank on one etcd member: each transfer holds two accounts' locks at once (two keys,
 /// two leases), reads and writes both balances in txns fenced by each lock key's revision, and
 /// the data checks judge it: the accounts' versions (etcd's per-key `version`) order the
@@ -163,7 +145,7 @@ fn require_etcd() -> bool {
 /// fenced by the txn's compare).
 #[test]
 fn etcd_holds_two_accounts_locks_and_the_bank_is_judged_from_the_data() {
-    if !require_etcd() {
+    if !common::require_etcd() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -230,7 +212,7 @@ fn etcd_holds_two_accounts_locks_and_the_bank_is_judged_from_the_data() {
 /// timeout as the deadline, every such run was a `deadlock` of the client's making.
 #[test]
 fn etcd_waits_in_a_cycle_end_with_the_acquire_wait_not_the_op_timeout() {
-    if !require_etcd() {
+    if !common::require_etcd() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -272,12 +254,7 @@ fn etcd_waits_in_a_cycle_end_with_the_acquire_wait_not_the_op_timeout() {
         r.describe()
     );
     // Cycles did form, and each ended by a client's deadline before it was a deadlock.
-    let deadlock = &results["checkers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "deadlock")
-        .unwrap_or_else(|| panic!("no deadlock checker\n{}", r.describe()))["notes"];
+    let deadlock = &common::checker(&results, "deadlock")["notes"];
     assert!(
         deadlock.to_string().contains("by a client that gave up"),
         "{deadlock}\n{}",
@@ -291,7 +268,7 @@ fn etcd_waits_in_a_cycle_end_with_the_acquire_wait_not_the_op_timeout() {
 /// `grant-without-key`, and its sentence names the `kv/range` that shows it.
 #[test]
 fn etcd_pauses_every_answered_lock_is_a_grant_with_its_revision() {
-    if !require_etcd() {
+    if !common::require_etcd() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
