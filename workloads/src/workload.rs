@@ -46,14 +46,13 @@ pub enum LockOrderPolicy {
 impl std::str::FromStr for LockOrderPolicy {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "sorted" => Ok(LockOrderPolicy::Sorted),
-            "random" => Ok(LockOrderPolicy::Random),
-            _ => Err(format!(
+        let all = [LockOrderPolicy::Sorted, LockOrderPolicy::Random];
+        all.into_iter().find(|p| p.as_str() == s).ok_or_else(|| {
+            format!(
                 "unknown lock order policy {s:?} (expected sorted or random){}",
-                history::nearest::did_you_mean(s, ["sorted", "random"])
-            )),
-        }
+                history::nearest::did_you_mean(s, all.map(LockOrderPolicy::as_str))
+            )
+        })
     }
 }
 
@@ -72,15 +71,17 @@ const TRANSFER_MAX: i64 = 10;
 impl std::str::FromStr for WorkloadKind {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "mutex" => Ok(WorkloadKind::Mutex),
-            "counter" => Ok(WorkloadKind::Counter),
-            "bank" => Ok(WorkloadKind::Bank),
-            _ => Err(format!(
+        let all = [
+            WorkloadKind::Mutex,
+            WorkloadKind::Counter,
+            WorkloadKind::Bank,
+        ];
+        all.into_iter().find(|k| k.as_str() == s).ok_or_else(|| {
+            format!(
                 "unknown workload {s:?} (expected mutex, counter or bank){}",
-                history::nearest::did_you_mean(s, ["mutex", "counter", "bank"])
-            )),
-        }
+                history::nearest::did_you_mean(s, all.map(WorkloadKind::as_str))
+            )
+        })
     }
 }
 
