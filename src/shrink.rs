@@ -61,6 +61,8 @@ struct Shrinker {
     lease_max_ms: u64,
     candidates: usize,
     runs: usize,
+    /// Candidates that had at least one run (the last may be stopped before its first).
+    ran: usize,
     /// Candidates that failed as the run did, each kept as the new best: smaller, by the
     /// search's construction. None kept: the schedule is the failing run's.
     kept: usize,
@@ -116,6 +118,7 @@ pub fn shrink(a: ShrinkArgs) -> Result<ExitCode> {
         lease_max_ms,
         candidates: 0,
         runs: 0,
+        ran: 0,
         kept: 0,
         failed: Default::default(),
         interrupted: interrupted.clone(),
@@ -365,8 +368,7 @@ impl Shrinker {
         );
         let report = b.run_dir.join(layout::REPORT_FILE);
         let tried = Tried {
-            candidates: self.candidates,
-            runs: self.runs,
+            ran: self.ran,
             kept: self.kept,
         };
         let not_shrunk = not_shrunk(tried, stopped, &b.schedule, b.duration_ms);
@@ -427,11 +429,10 @@ impl Shrinker {
     }
 }
 
-/// What a shrink tried: candidates, their runs, and how many failed and were kept.
+/// What a shrink tried: the candidates that ran, and how many of them failed and were kept.
 #[derive(Debug, Clone, Copy)]
 struct Tried {
-    candidates: usize,
-    runs: usize,
+    ran: usize,
     kept: usize,
 }
 
@@ -447,8 +448,8 @@ fn not_shrunk(
     if tried.kept > 0 {
         return None;
     }
-    if tried.runs > 0 {
-        let n = tried.candidates;
+    if tried.ran > 0 {
+        let n = tried.ran;
         return Some(match stopped {
             Some(why) => format!(
                 "none of the {n} smaller candidate(s) tried failed before the search stopped \
@@ -711,8 +712,8 @@ mod tests {
                 {"id": "f1", "kind": "pause", "at_ms": 1000, "length_ms": 500, "nodes": ["n1"]}]}"#,
         )
         .unwrap();
-        // (runs, stopped, schedule, length, said)
-        for (runs, stopped, schedule, ms, said) in [
+        // (candidates that ran, stopped, schedule, length, said)
+        for (ran, stopped, schedule, ms, said) in [
             (
                 0,
                 None,
@@ -760,24 +761,19 @@ mod tests {
             ),
         ] {
             let tried = super::Tried {
-                candidates: runs,
-                runs,
+                ran,
                 kept: 0,
             };
             let got = super::not_shrunk(tried, stopped, schedule, ms);
             match (said, &got) {
                 (Some(said), Some(got)) => assert!(got.contains(said), "{got}"),
                 (None, None) => {}
-                _ => panic!("{runs} {stopped:?} {ms}: {got:?}, wanted {said:?}"),
+                _ => panic!("{ran} {stopped:?} {ms}: {got:?}, wanted {said:?}"),
             }
         }
         // Once a candidate was kept, whatever stopped the search: shrunk.
         for stopped in [None, Some("interrupted"), Some("budget spent")] {
-            let tried = super::Tried {
-                candidates: 3,
-                runs: 4,
-                kept: 1,
-            };
+            let tried = super::Tried { ran: 3, kept: 1 };
             assert_eq!(super::not_shrunk(tried, stopped, &one, 9_000), None);
         }
     }

@@ -199,6 +199,9 @@ impl Shrinker {
                 self.say(&line, &result);
                 return Verdict::Stopped("budget spent");
             }
+            if t == 1 {
+                self.ran += 1;
+            }
             let (found, run_dir) = self.run_once(&name, &file, duration_ms, t).await;
             if self.interrupted.load(Ordering::SeqCst) {
                 self.say(&line, "interrupted");
